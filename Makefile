@@ -1,0 +1,51 @@
+# asrprof: `make demo` runs the main job, `make test` runs the tests.
+# Both install what they need (Debian packages, Go modules) idempotently.
+
+GO       ?= go
+BIN      := bin/asrprof
+VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X github.com/asrprof/asrprof/capture.Version=$(VERSION)
+PORT     ?= 18000
+
+.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean
+
+all: build
+
+deps:
+	@tools/deps.sh
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/asrprof
+
+data: deps
+	@bench/data/make_refset.sh
+
+# The main job: reference server + refset + a capture, tables printed,
+# bundle left in runs/demo/.
+demo: deps build data
+	@PORT=$(PORT) tools/demo.sh
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Quick loop for development (no eBPF, no subprocess servers).
+test-short:
+	$(GO) test -short ./...
+
+bench: deps build
+	@tools/bench.sh
+
+# For the accelerator machine: runs the real NVML probe and prints what it saw.
+test-gpu:
+	$(GO) test -count=1 -run GPU -v ./probe/gpu/
+
+generate:
+	$(GO) generate ./...
+
+lint:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+clean:
+	rm -rf bin runs

@@ -1,0 +1,181 @@
+// Package table renders result tables as aligned text, Markdown, CSV or
+// JSON. The capture's sweep table and the Starlark `table` module both use it.
+package table
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Formats lists the accepted values of --format.
+var Formats = []string{"table", "markdown", "csv", "json"}
+
+// Table is a titled grid. Cells are pre-formatted strings for text output;
+// Values, when set, holds typed cells (float64, int, string, nil) for JSON.
+type Table struct {
+	Name    string
+	Title   string
+	Columns []string
+	Rows    [][]string
+	Values  [][]any
+	Notes   []string
+}
+
+// AddRow appends a row of typed values; each is also formatted for text.
+func (t *Table) AddRow(vals ...any) {
+	cells := make([]string, len(vals))
+	for i, v := range vals {
+		cells[i] = Format(v)
+	}
+	t.Rows = append(t.Rows, cells)
+	t.Values = append(t.Values, vals)
+}
+
+// Format renders one value for text output.
+func Format(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		return x
+	case float64:
+		switch {
+		case x == 0:
+			return "0"
+		case x >= 100 || x <= -100:
+			return fmt.Sprintf("%.1f", x)
+		case x >= 1 || x <= -1:
+			return fmt.Sprintf("%.2f", x)
+		default:
+			return fmt.Sprintf("%.4f", x)
+		}
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// Render writes tables in format ("table" or "text", "markdown", "csv", "json").
+func Render(w io.Writer, format string, tables ...*Table) error {
+	switch format {
+	case "json":
+		type jt struct {
+			Name    string   `json:"name"`
+			Title   string   `json:"title"`
+			Columns []string `json:"columns"`
+			Rows    [][]any  `json:"rows"`
+			Notes   []string `json:"notes,omitempty"`
+		}
+		out := struct {
+			Tables []jt `json:"tables"`
+		}{Tables: []jt{}}
+		for _, t := range tables {
+			rows := t.Values
+			if rows == nil {
+				for _, r := range t.Rows {
+					row := make([]any, len(r))
+					for i, c := range r {
+						row[i] = c
+					}
+					rows = append(rows, row)
+				}
+			}
+			if rows == nil {
+				rows = [][]any{}
+			}
+			out.Tables = append(out.Tables, jt{t.Name, t.Title, t.Columns, rows, t.Notes})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	case "csv":
+		cw := csv.NewWriter(w)
+		for i, t := range tables {
+			if i > 0 {
+				cw.Write(nil)
+			}
+			cw.Write(t.Columns)
+			cw.WriteAll(t.Rows)
+		}
+		cw.Flush()
+		return cw.Error()
+	case "markdown":
+		for i, t := range tables {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if t.Title != "" {
+				fmt.Fprintf(w, "### %s\n\n", t.Title)
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
+			seps := make([]string, len(t.Columns))
+			for j := range seps {
+				seps[j] = "---"
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
+			for _, r := range t.Rows {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+			}
+			for _, n := range t.Notes {
+				fmt.Fprintf(w, "\n%s\n", n)
+			}
+		}
+		return nil
+	case "table", "text", "":
+		for i, t := range tables {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			writeText(w, t)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
+}
+
+func writeText(w io.Writer, t *Table) {
+	widths := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		widths[i] = utf8.RuneCountInString(c)
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if i < len(widths) && utf8.RuneCountInString(c) > widths[i] {
+				widths[i] = utf8.RuneCountInString(c)
+			}
+		}
+	}
+	if t.Title != "" {
+		fmt.Fprintln(w, t.Title)
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i >= len(widths) {
+				break
+			}
+			pad := widths[i] - utf8.RuneCountInString(c)
+			if i == 0 {
+				b.WriteString(c + strings.Repeat(" ", pad))
+			} else {
+				b.WriteString("  " + strings.Repeat(" ", pad) + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(t.Columns)
+	total := 0
+	for _, wd := range widths {
+		total += wd + 2
+	}
+	fmt.Fprintln(w, strings.Repeat("-", total-2))
+	for _, r := range t.Rows {
+		line(r)
+	}
+	for _, n := range t.Notes {
+		fmt.Fprintln(w, n)
+	}
+}

@@ -1,0 +1,21 @@
+// Package benchtest provides a fake speech-to-text server for tests of the
+// benchmark driver and of any package that talks to a transcription
+// server.
+//
+// [NewServer] starts a loopback httptest server that speaks the
+// OpenAI-compatible transcription API (POST /v1/audio/transcriptions,
+// multipart, JSON or text answers, and SSE streams in the SGLang-Omni or
+// vLLM dialect) and also answers GET /health and GET /v1/models. Its
+// [Config] sets the transcript, the service time, a capacity limit (a
+// server that queues), a slowdown after N requests, and failures injected
+// per request number ([Failure]: status codes, connection resets, hangs,
+// malformed JSON or SSE, SSE error events). [Server.Requests] returns what
+// the server received, so a test can check the headers and form fields a
+// client really sent.
+//
+// [NewNoop] starts a minimal server that reads the body and answers
+// {"text":"ok"}, for benchmarks of the client side.
+//
+// Servers are closed by t.Cleanup; a hanging or waiting handler is released
+// when the server closes or the client goes away.
+package benchtest

@@ -1,0 +1,176 @@
+// Package metrics turns the request records of a pass into the numbers the
+// SGLang-Omni ASR benchmark reports (throughput, RTFx, latency percentiles,
+// RTF, corpus WER, coverage), and summarises passes over repeats.
+package metrics
+
+import (
+	"math"
+	"sort"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+// Percentile returns the p-th percentile (0..100) of xs by linear
+// interpolation between closest ranks (numpy's default). xs need not be
+// sorted; it is not modified. It returns 0 for an empty slice.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return percentileSorted(s, p)
+}
+
+func percentileSorted(s []float64, p float64) float64 {
+	if len(s) == 1 {
+		return s[0]
+	}
+	pos := p / 100 * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	if lo < 0 {
+		return s[0]
+	}
+	if hi >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// Mean returns the arithmetic mean, 0 for an empty slice.
+func Mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
+}
+
+// Pass computes the metrics of one pass from its records (warmup records of
+// the same pass are expected to be excluded by the caller) and the pass's
+// wall-clock duration in seconds.
+//
+//   - throughput_samples_per_s: successful, evaluated samples / wall
+//   - rtfx: audio seconds of successful requests / wall
+//   - latency and RTF statistics: over successful requests
+//   - corpus WER: Σ(S+D+I) / Σ(S+D+H) over scored samples
+func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
+	var m trace.PassMetrics
+	m.WallS = wallS
+	var lat, rtf, ttft, gaps []float64
+	var audioOK float64
+	var errs, refWords int
+	cov := trace.Coverage{Total: len(recs)}
+	for i := range recs {
+		r := &recs[i]
+		if r.Status != trace.StatusOK {
+			cov.Failed++
+			if cov.FailureKinds == nil {
+				cov.FailureKinds = map[string]int{}
+			}
+			kind := r.ErrorKind
+			if kind == "" {
+				kind = trace.FailOther
+			}
+			cov.FailureKinds[kind]++
+			continue
+		}
+		lat = append(lat, r.LatencyS)
+		audioOK += r.AudioDurationS
+		if r.AudioDurationS > 0 {
+			rtf = append(rtf, r.LatencyS/r.AudioDurationS)
+		}
+		if r.FirstTokenUnixNs != 0 {
+			ttft = append(ttft, r.TTFTS)
+		}
+		gaps = append(gaps, r.ChunkGapsS...)
+		if r.Scored && r.Errors != nil {
+			cov.Evaluated++
+			errs += r.Errors.Sub + r.Errors.Del + r.Errors.Ins
+			refWords += r.Errors.RefWords
+		} else {
+			cov.Skipped++
+		}
+	}
+	m.Coverage = cov
+	if wallS > 0 {
+		m.ThroughputSamplesPerS = float64(cov.Evaluated) / wallS
+		m.RequestsPerS = float64(len(lat)) / wallS
+		m.RTFx = audioOK / wallS
+	}
+	sort.Float64s(lat)
+	m.LatencyMeanS = Mean(lat)
+	if len(lat) > 0 {
+		m.LatencyMedianS = percentileSorted(lat, 50)
+		m.LatencyP95S = percentileSorted(lat, 95)
+		m.LatencyP99S = percentileSorted(lat, 99)
+	}
+	m.RTFMean = Mean(rtf)
+	m.RTFP95 = Percentile(rtf, 95)
+	if refWords > 0 {
+		m.CorpusWER = float64(errs) / float64(refWords)
+	}
+	if len(ttft) > 0 {
+		mean, p95 := Mean(ttft), Percentile(ttft, 95)
+		m.TTFTMeanS, m.TTFTP95S = &mean, &p95
+	}
+	if len(gaps) > 0 {
+		mean, p95 := Mean(gaps), Percentile(gaps, 95)
+		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
+	}
+	return m
+}
+
+// StatOf summarises values over repeats.
+func StatOf(xs []float64) trace.Stat {
+	if len(xs) == 0 {
+		return trace.Stat{}
+	}
+	s := trace.Stat{Mean: Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
+	for _, x := range xs {
+		s.Min = math.Min(s.Min, x)
+		s.Max = math.Max(s.Max, x)
+	}
+	return s
+}
+
+// Level summarises the scored passes of one level in results.json's shape.
+// Coverage counts are summed over the repeats.
+func Level(passes []trace.PassMetrics) trace.LevelResult {
+	var r trace.LevelResult
+	if len(passes) == 0 {
+		return r
+	}
+	r.Level = passes[0].Level
+	r.Concurrency = passes[0].Concurrency
+	r.Rate = passes[0].Rate
+	r.Repeats = len(passes)
+	r.PerRepeat = passes
+	col := func(f func(p trace.PassMetrics) float64) trace.Stat {
+		xs := make([]float64, len(passes))
+		for i, p := range passes {
+			xs[i] = f(p)
+		}
+		return StatOf(xs)
+	}
+	for _, p := range passes {
+		r.Evaluated += p.Coverage.Evaluated
+		r.Total += p.Coverage.Total
+		r.Skipped += p.Coverage.Skipped
+		r.Failed += p.Coverage.Failed
+	}
+	r.CorpusWER = col(func(p trace.PassMetrics) float64 { return p.CorpusWER })
+	r.ThroughputSamplesPerS = col(func(p trace.PassMetrics) float64 { return p.ThroughputSamplesPerS })
+	r.RTFx = col(func(p trace.PassMetrics) float64 { return p.RTFx })
+	r.LatencyMeanS = col(func(p trace.PassMetrics) float64 { return p.LatencyMeanS })
+	r.LatencyMedianS = col(func(p trace.PassMetrics) float64 { return p.LatencyMedianS })
+	r.LatencyP95S = col(func(p trace.PassMetrics) float64 { return p.LatencyP95S })
+	r.LatencyP99S = col(func(p trace.PassMetrics) float64 { return p.LatencyP99S })
+	r.RTFMean = col(func(p trace.PassMetrics) float64 { return p.RTFMean })
+	r.RTFP95 = col(func(p trace.PassMetrics) float64 { return p.RTFP95 })
+	return r
+}

@@ -1,0 +1,27 @@
+// Package protocol holds the HTTP clients that send one transcription
+// request to a speech-to-text server and record what happened and when.
+//
+// A [Client] is built once per run with [New] (by protocol name) or
+// [NewOpenAI], and its Do method is called concurrently by the load
+// driver, one [Job] per request. Do never panics and always returns a
+// [Result] whose End is set; failures are reported in Result.Err and
+// classified in Result.ErrKind with one of the Kind constants, so the
+// caller can count them without inspecting error strings.
+//
+// Two protocols are known:
+//
+//   - "openai": a multipart POST to {target}/v1/audio/transcriptions
+//     answered by JSON {"text": ...} or by plain text.
+//   - "openai-stream": the same request with stream=true, answered by
+//     Server-Sent Events in either the SGLang-Omni dialect
+//     (transcript.text.delta / transcript.text.done / [DONE]) or the vLLM
+//     dialect (transcription.chunk with choices[].delta.content, then
+//     [DONE]). Both are read by the same decoder.
+//
+// Timings in [Result] are time.Now readings taken on the client: the end
+// of the upload and the first response byte come from net/http/httptrace,
+// first token and chunk arrivals from the SSE decoder.
+//
+// For a load test, share one *http.Client built on [NewTransport] between
+// all requests so connections are kept alive and reused.
+package protocol

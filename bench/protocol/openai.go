@@ -1,0 +1,299 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody bounds a non-streaming response body.
+const maxBody = 16 << 20
+
+// openAI speaks the OpenAI-compatible transcription API.
+type openAI struct {
+	hc          *http.Client
+	url         string
+	stream      bool
+	textFormat  bool   // response_format=text: the body is the transcript
+	boundary    string // multipart boundary, fixed for the client
+	contentType string // multipart/form-data; boundary=...
+	accept      string
+	fixedFields []byte // response_format and stream parts, same for every request
+	suffix      []byte // closing boundary after the audio
+}
+
+// NewOpenAI returns a client for the OpenAI-compatible
+// POST {target}/v1/audio/transcriptions endpoint: protocol "openai" when
+// opts.Stream is false, "openai-stream" when it is true.
+func NewOpenAI(opts Options) (Client, error) {
+	u, err := url.Parse(opts.Target)
+	if err != nil {
+		return nil, fmt.Errorf("parsing target %q: %w", opts.Target, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("target %q: want an http or https base URL", opts.Target)
+	}
+	format := opts.ResponseFormat
+	switch format {
+	case "":
+		format = "json"
+	case "json", "text", "verbose_json":
+	default:
+		return nil, fmt.Errorf("response format %q: want json, text or verbose_json", format)
+	}
+	var raw [15]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	c := &openAI{
+		hc:         opts.HTTPClient,
+		url:        strings.TrimRight(opts.Target, "/") + "/v1/audio/transcriptions",
+		stream:     opts.Stream,
+		textFormat: format == "text" && !opts.Stream,
+		boundary:   "asrprof" + hex.EncodeToString(raw[:]),
+		accept:     "application/json",
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: NewTransport(64)}
+	}
+	if opts.Stream {
+		c.accept = "text/event-stream"
+	} else if c.textFormat {
+		c.accept = "text/plain"
+	}
+	c.contentType = "multipart/form-data; boundary=" + c.boundary
+	c.fixedFields = c.appendField(nil, "response_format", format)
+	if opts.Stream {
+		c.fixedFields = c.appendField(c.fixedFields, "stream", "true")
+	}
+	c.suffix = []byte("\r\n--" + c.boundary + "--\r\n")
+	return c, nil
+}
+
+// appendField appends one simple form part.
+func (c *openAI) appendField(b []byte, name, value string) []byte {
+	b = append(b, "--"...)
+	b = append(b, c.boundary...)
+	b = append(b, "\r\nContent-Disposition: form-data; name=\""...)
+	b = append(b, name...)
+	b = append(b, "\"\r\n\r\n"...)
+	b = append(b, value...)
+	return append(b, "\r\n"...)
+}
+
+// prefix returns every part before the audio bytes: model, language, the
+// fixed fields and the file part's header. It is the only per-request copy
+// of the body; the audio itself is sent from job.Audio.
+func (c *openAI) prefix(job *Job) []byte {
+	ct := job.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	name := quoteEscape(job.FileName)
+	n := len(c.fixedFields) + len(name) + len(ct) + len(c.boundary) + 128
+	if job.Model != "" {
+		n += len(job.Model) + len(c.boundary) + 64
+	}
+	if job.Language != "" {
+		n += len(job.Language) + len(c.boundary) + 64
+	}
+	b := make([]byte, 0, n)
+	if job.Model != "" {
+		b = c.appendField(b, "model", job.Model)
+	}
+	if job.Language != "" {
+		b = c.appendField(b, "language", job.Language)
+	}
+	b = append(b, c.fixedFields...)
+	b = append(b, "--"...)
+	b = append(b, c.boundary...)
+	b = append(b, "\r\nContent-Disposition: form-data; name=\"file\"; filename=\""...)
+	b = append(b, name...)
+	b = append(b, "\"\r\nContent-Type: "...)
+	b = append(b, ct...)
+	return append(b, "\r\n\r\n"...)
+}
+
+// quoteEscape makes s safe inside a quoted header parameter the way
+// mime/multipart does (backslash before '\\' and '"'); CR and LF, which
+// would end the header, become spaces.
+func quoteEscape(s string) string {
+	if !strings.ContainsAny(s, "\\\"\r\n") {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\\', '"':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\r', '\n':
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// traceTimes collects the httptrace callbacks, which run on the
+// transport's goroutines and may fire after RoundTrip has returned.
+type traceTimes struct {
+	mu         sync.Mutex
+	wrote      time.Time
+	firstByte  time.Time
+	clientHook httptrace.ClientTrace
+}
+
+func (tt *traceTimes) get() (wrote, firstByte time.Time) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	return tt.wrote, tt.firstByte
+}
+
+func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
+	tt := &traceTimes{}
+	defer func() {
+		if p := recover(); p != nil {
+			res.Err = fmt.Errorf("protocol: internal error: %v", p)
+			res.ErrKind = KindOther
+		}
+		if res.End.IsZero() {
+			res.End = time.Now()
+		}
+		res.UploadDone, res.FirstByte = tt.get()
+	}()
+	if job == nil {
+		res.Err, res.ErrKind = errors.New("nil job"), KindOther
+		return res
+	}
+	tt.clientHook = httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			now := time.Now()
+			tt.mu.Lock()
+			tt.wrote = now
+			tt.mu.Unlock()
+		},
+		GotFirstResponseByte: func() {
+			now := time.Now()
+			tt.mu.Lock()
+			if tt.firstByte.IsZero() {
+				tt.firstByte = now
+			}
+			tt.mu.Unlock()
+		},
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &tt.clientHook), http.MethodPost, c.url, nil)
+	if err != nil {
+		res.Err, res.ErrKind = fmt.Errorf("building request: %w", err), KindOther
+		return res
+	}
+	prefix := c.prefix(job)
+	body := func() io.ReadCloser {
+		return io.NopCloser(io.MultiReader(bytes.NewReader(prefix), bytes.NewReader(job.Audio), bytes.NewReader(c.suffix)))
+	}
+	req.Body = body()
+	// GetBody lets the transport resend on a keep-alive connection that
+	// the server had closed before anything was written.
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	req.ContentLength = int64(len(prefix) + len(job.Audio) + len(c.suffix))
+	req.Header["Content-Type"] = []string{c.contentType}
+	req.Header["Accept"] = []string{c.accept}
+	if job.RequestID != "" {
+		req.Header["X-Request-Id"] = []string{job.RequestID}
+	}
+	if job.TraceParent != "" {
+		req.Header["Traceparent"] = []string{job.TraceParent}
+	}
+
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		res.Err, res.ErrKind = err, classify(ctx, err)
+		return res
+	}
+	defer drainClose(resp.Body)
+	res.HTTPStatus = resp.StatusCode
+	res.ServerRequestID = resp.Header.Get("X-Request-Id")
+
+	switch code := resp.StatusCode; {
+	case code >= 400:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		res.End = time.Now()
+		res.Err = &StatusError{StatusCode: code, Body: excerpt(b)}
+		res.ErrKind = KindHTTP4xx
+		if code >= 500 {
+			res.ErrKind = KindHTTP5xx
+		}
+		return res
+	case code < 200 || code >= 300:
+		res.End = time.Now()
+		res.Err, res.ErrKind = fmt.Errorf("unexpected http status %d", code), KindOther
+		return res
+	}
+
+	if c.stream {
+		out := decodeStream(resp.Body, time.Now)
+		res.End = time.Now()
+		res.Text, res.FirstToken, res.ChunkTimes = out.text, out.firstToken, out.chunks
+		if out.err != nil {
+			res.Err, res.ErrKind = out.err, out.kind
+			if out.kind == "" {
+				res.ErrKind = classify(ctx, out.err)
+			}
+			if mt := mediaType(resp.Header); out.kind == KindMalformed && mt != "text/event-stream" {
+				res.Err = fmt.Errorf("%w (response content type %q, not text/event-stream)", out.err, mt)
+			}
+		}
+		return res
+	}
+
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	res.End = time.Now()
+	if err != nil {
+		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), classify(ctx, err)
+		return res
+	}
+	if len(b) > maxBody {
+		res.Err, res.ErrKind = fmt.Errorf("response body larger than %d bytes", maxBody), KindMalformed
+		return res
+	}
+	if c.textFormat || mediaType(resp.Header) == "text/plain" {
+		res.Text = strings.TrimRight(string(b), "\r\n")
+		return res
+	}
+	var v struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		res.Err, res.ErrKind = fmt.Errorf("decoding response: %w (body %q)", err, excerpt(b)), KindMalformed
+		return res
+	}
+	if v.Text == nil {
+		res.Err, res.ErrKind = fmt.Errorf("response has no text field (body %q)", excerpt(b)), KindMalformed
+		return res
+	}
+	res.Text = *v.Text
+	return res
+}
+
+func mediaType(h http.Header) string {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt
+}
+
+// drainClose reads what is left of a body (up to 256 KiB) so the
+// connection can be reused, then closes it.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 256<<10)
+	_ = body.Close()
+}

@@ -1,0 +1,170 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Job is one request to send. The caller (the load driver) fills every field.
+type Job struct {
+	RequestID   string // sent as X-Request-Id (omitted if empty)
+	TraceParent string // W3C traceparent header value, sent as-is (omitted if empty)
+	SampleID    string // the caller's sample identifier; not sent
+	FileName    string // e.g. "utt1.wav"
+	ContentType string // e.g. "audio/wav"; "application/octet-stream" if empty
+	Audio       []byte // the file bytes, sent as the multipart `file` part; not modified
+	Model       string // multipart `model` (omitted if empty)
+	Language    string // multipart `language` (omitted if empty)
+}
+
+// Result is what happened to one Job. Times are time.Now readings, so they
+// carry the monotonic clock; a time that was never reached is the zero time.
+type Result struct {
+	Text            string
+	HTTPStatus      int         // 0 if no response arrived
+	ServerRequestID string      // the response's X-Request-Id header, if any
+	UploadDone      time.Time   // request fully written (httptrace.WroteRequest)
+	FirstByte       time.Time   // first response byte (httptrace.GotFirstResponseByte)
+	FirstToken      time.Time   // streaming: first non-empty delta; non-streaming: zero
+	ChunkTimes      []time.Time // streaming: arrival of each non-empty delta
+	End             time.Time   // when Do finished with the response; always set
+	Err             error       // nil on success
+	ErrKind         string      // one of the Kind constants; "" on success
+}
+
+// Failure kinds, the values of Result.ErrKind.
+const (
+	KindHTTP4xx     = "http_4xx"           // the server answered 4xx
+	KindHTTP5xx     = "http_5xx"           // the server answered 5xx
+	KindTimeout     = "timeout"            // a context deadline or the http.Client timeout expired
+	KindConnection  = "connection"         // refused, reset or closed connection
+	KindMalformed   = "malformed_response" // a 2xx response we could not read as the protocol says
+	KindServerError = "server_error"       // the server reported an error inside a 2xx response (SSE error event)
+	KindCanceled    = "canceled"           // the caller's context was canceled
+	KindOther       = "other"              // anything else
+)
+
+// Client sends one Job.
+type Client interface {
+	// Do sends job and waits for the whole response or for ctx to end.
+	// It never panics and always fills Result.End; on failure it sets
+	// Result.Err and Result.ErrKind and keeps what it recorded before the
+	// failure (status, partial text, timings). It is safe for concurrent
+	// use; job is only read.
+	Do(ctx context.Context, job *Job) Result
+}
+
+// Options configure a Client.
+type Options struct {
+	// Target is the server's base URL, e.g. http://127.0.0.1:8000.
+	Target string
+	// Stream asks for a Server-Sent Events response (stream=true).
+	Stream bool
+	// HTTPClient sends the requests; if nil, a client on NewTransport(64)
+	// without a timeout is used.
+	HTTPClient *http.Client
+	// ResponseFormat is the multipart response_format: "json" (default),
+	// "text" or "verbose_json". Non-streaming only; with "text" the body
+	// is the transcript.
+	ResponseFormat string
+}
+
+// StatusError is Result.Err for a 4xx or 5xx answer.
+type StatusError struct {
+	StatusCode int
+	Body       string // at most the first 200 bytes of the body
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("http status %d", e.StatusCode)
+	}
+	return fmt.Sprintf("http status %d: %s", e.StatusCode, e.Body)
+}
+
+// Names lists the protocol names New accepts.
+func Names() []string { return []string{"openai", "openai-stream"} }
+
+// New returns the client for the named protocol. "openai" and
+// "openai-stream" set opts.Stream to false and true respectively.
+func New(name string, opts Options) (Client, error) {
+	switch name {
+	case "openai":
+		opts.Stream = false
+		return NewOpenAI(opts)
+	case "openai-stream":
+		opts.Stream = true
+		return NewOpenAI(opts)
+	}
+	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// NewTransport returns an HTTP/1.1 transport tuned for load generation:
+// up to maxConns idle keep-alive connections per host (64 if maxConns <= 0),
+// no limit on open connections, no HTTP/2, no compression, no proxy, a 5 s
+// dial timeout and large write buffers for audio uploads.
+func NewTransport(maxConns int) *http.Transport {
+	if maxConns <= 0 {
+		maxConns = 64
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	var protos http.Protocols
+	protos.SetHTTP1(true) // HTTP/1.1 only, over TLS too
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		MaxIdleConns:        0, // no global limit; the per-host one applies
+		MaxIdleConnsPerHost: maxConns,
+		MaxConnsPerHost:     0,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+		DisableKeepAlives:   false,
+		ForceAttemptHTTP2:   false,
+		Protocols:           &protos,
+		WriteBufferSize:     64 << 10,
+		ReadBufferSize:      16 << 10,
+	}
+}
+
+// classify maps a transport or body-read error to a failure kind. ctx is
+// the caller's context, which decides between timeout and cancellation.
+func classify(ctx context.Context, err error) string {
+	if err == nil {
+		return ""
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(cerr, context.DeadlineExceeded) {
+			return KindTimeout
+		}
+		return KindCanceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return KindTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return KindTimeout
+	}
+	if errors.Is(err, context.Canceled) {
+		return KindCanceled
+	}
+	connErrs := []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF, net.ErrClosed}
+	if slices.ContainsFunc(connErrs, func(target error) bool { return errors.Is(err, target) }) {
+		return KindConnection
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return KindConnection
+	}
+	return KindOther
+}

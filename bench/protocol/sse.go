@@ -1,0 +1,252 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// maxSSELine bounds one SSE line and one event's data; transcripts are far
+// smaller, so anything larger is a broken stream.
+const maxSSELine = 8 << 20
+
+var errLineTooLong = errors.New("sse line longer than 8 MiB")
+
+// sseReader reads the data of Server-Sent Events from a byte stream, as the
+// HTML living standard describes: lines end in "\n" or "\r\n", a blank line
+// ends an event, lines starting with ':' are comments, "data" lines are
+// joined with "\n" and every other field is ignored. A lone "\r" does not
+// end a line. Unlike a browser it also delivers an event that the stream
+// ends without a blank line after, so that a final "data: [DONE]" counts.
+type sseReader struct {
+	br      *bufio.Reader
+	line    []byte // holds a line longer than the bufio buffer
+	data    []byte // the current event's data
+	hasData bool
+	started bool
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{br: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// readLine returns the next line without its terminator. The slice is valid
+// until the next call. A final line without terminator is returned with a
+// nil error; after it comes io.EOF.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		frag, err := s.br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			line := frag
+			if len(s.line) > 0 {
+				s.line = append(s.line, frag...)
+				line = s.line
+			}
+			if len(line) > maxSSELine {
+				return nil, errLineTooLong
+			}
+			line = line[:len(line)-1]
+			return bytes.TrimSuffix(line, []byte{'\r'}), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			s.line = append(s.line, frag...)
+			if len(s.line) > maxSSELine {
+				return nil, errLineTooLong
+			}
+		case errors.Is(err, io.EOF) && len(frag)+len(s.line) > 0:
+			s.line = append(s.line, frag...)
+			return bytes.TrimSuffix(s.line, []byte{'\r'}), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Next returns the data of the next event. The slice is valid until the
+// next call. At the clean end of the stream it returns io.EOF; a read error
+// is returned as it came.
+func (s *sseReader) Next() ([]byte, error) {
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && s.hasData {
+				s.hasData = false
+				return s.data, nil
+			}
+			return nil, err
+		}
+		if !s.started {
+			s.started = true
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
+		}
+		if len(line) == 0 {
+			if s.hasData {
+				s.hasData = false
+				return s.data, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, found := bytes.Cut(line, []byte{':'})
+		if found {
+			value = bytes.TrimPrefix(value, []byte{' '})
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if !s.hasData {
+			s.data = s.data[:0]
+			s.hasData = true
+		} else {
+			s.data = append(s.data, '\n')
+		}
+		if len(s.data)+len(value) > maxSSELine {
+			return nil, errLineTooLong
+		}
+		s.data = append(s.data, value...)
+	}
+}
+
+// streamEvent is the union of the event shapes of both dialects.
+type streamEvent struct {
+	// SGLang-Omni: transcript.text.delta, transcript.text.done, error.
+	Type  string  `json:"type"`
+	Delta string  `json:"delta"`
+	Text  *string `json:"text"`
+	// vLLM: transcription.chunk, or an error object.
+	Object  string `json:"object"`
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Error   json.RawMessage `json:"error"`
+	Message string          `json:"message"`
+}
+
+// errorMessage returns the server's error message and whether the event is
+// an error at all.
+func (ev *streamEvent) errorMessage() (string, bool) {
+	hasErr := len(ev.Error) > 0 && string(ev.Error) != "null"
+	if ev.Type != "error" && ev.Object != "error" && !hasErr {
+		return "", false
+	}
+	if hasErr {
+		var obj struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(ev.Error, &obj) == nil && obj.Message != "" {
+			return obj.Message, true
+		}
+		var str string
+		if json.Unmarshal(ev.Error, &str) == nil && str != "" {
+			return str, true
+		}
+		return string(ev.Error), true
+	}
+	return ev.Message, true
+}
+
+// streamOutcome is what decodeStream read.
+type streamOutcome struct {
+	text       string
+	firstToken time.Time
+	chunks     []time.Time
+	kind       string // KindMalformed or KindServerError; "" with err set means a read error
+	err        error
+}
+
+// decodeStream reads an SSE transcription stream of either dialect until
+// [DONE], an error event or the end of r. now stamps each non-empty delta.
+// The text is the done event's text if one came, else the deltas joined.
+func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
+	var (
+		out      streamOutcome
+		deltas   strings.Builder
+		doneText *string
+		events   int
+	)
+	sr := newSSEReader(r)
+	finish := func() streamOutcome {
+		if doneText != nil {
+			out.text = *doneText
+		} else {
+			out.text = deltas.String()
+		}
+		return out
+	}
+	for {
+		data, err := sr.Next()
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
+				if doneText != nil {
+					return finish()
+				}
+				out.kind = KindMalformed
+				out.err = fmt.Errorf("stream ended without [DONE] after %d events", events)
+			case errors.Is(err, errLineTooLong):
+				out.kind = KindMalformed
+				out.err = err
+			default:
+				out.err = fmt.Errorf("reading stream: %w", err)
+			}
+			return finish()
+		}
+		events++
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			return finish()
+		}
+		var ev streamEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			out.kind = KindMalformed
+			out.err = fmt.Errorf("decoding stream event %d: %w (data %q)", events, err, excerpt(data))
+			return finish()
+		}
+		if msg, ok := ev.errorMessage(); ok {
+			out.kind = KindServerError
+			out.err = fmt.Errorf("server error event: %s", excerpt([]byte(msg)))
+			return finish()
+		}
+		var delta string
+		switch {
+		case ev.Type == "transcript.text.delta":
+			delta = ev.Delta
+		case ev.Type == "transcript.text.done":
+			if ev.Text != nil {
+				doneText = ev.Text
+			} else {
+				doneText = new(deltas.String())
+			}
+		case len(ev.Choices) > 0:
+			for _, c := range ev.Choices {
+				delta += c.Delta.Content
+			}
+		}
+		if delta != "" {
+			t := now()
+			if out.firstToken.IsZero() {
+				out.firstToken = t
+			}
+			out.chunks = append(out.chunks, t)
+			deltas.WriteString(delta)
+		}
+	}
+}
+
+// excerpt returns at most the first 200 bytes of b for an error message.
+func excerpt(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD")
+}

@@ -1,0 +1,125 @@
+// Package capture runs a capture session: it checks the dataset and the
+// target, opens the bundle, starts the probes, drives every level and
+// repeat through bench, and finalizes the bundle. It wires packages
+// together and holds no protocol or probe details of its own.
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/load"
+)
+
+// Config is everything `asrprof capture` was asked to do. It is recorded in
+// the manifest as given.
+type Config struct {
+	Target      string        `json:"target"`
+	Dataset     string        `json:"dataset"`
+	Protocol    string        `json:"protocol"`
+	Model       string        `json:"model"`
+	Lang        string        `json:"lang"`
+	Concurrency []int         `json:"concurrency,omitempty"`
+	Rates       []float64     `json:"rates,omitempty"`
+	Arrivals    load.Arrivals `json:"arrivals,omitempty"`
+	Seed        uint64        `json:"seed"`
+	Repeats     int           `json:"repeats"`
+	Warmup      bool          `json:"warmup"`
+	MaxSamples  int           `json:"max_samples,omitempty"`
+	Timeout     time.Duration `json:"timeout_ns"`
+	Grace       time.Duration `json:"grace_ns"`
+	Out         string        `json:"out"`
+	Overwrite   bool          `json:"overwrite"`
+	Format      string        `json:"format"`
+	SkipBad     bool          `json:"skip_bad"`
+	Quiet       bool          `json:"quiet"`
+}
+
+// Level is one point of the sweep.
+type Level struct {
+	Name        string
+	Concurrency int     // closed loop when > 0
+	Rate        float64 // open loop when > 0
+}
+
+// Levels lists the sweep points in order: closed-loop levels, then open-loop ones.
+func (c *Config) Levels() []Level {
+	var out []Level
+	for _, n := range c.Concurrency {
+		out = append(out, Level{Name: fmt.Sprintf("c%d", n), Concurrency: n})
+	}
+	for _, r := range c.Rates {
+		out = append(out, Level{Name: "r" + strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", r), "0"), "."), Rate: r})
+	}
+	return out
+}
+
+// ErrInvalidConfig wraps every error from Config.Validate.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Validate checks the configuration before anything touches the network.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if c.Target == "" {
+		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
+	}
+	u, err := url.Parse(c.Target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8000", c.Target)
+	}
+	if c.Dataset == "" {
+		return fmt.Errorf("--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)")
+	}
+	switch c.Protocol {
+	case "openai", "openai-stream":
+	default:
+		return fmt.Errorf("--protocol %q: want openai or openai-stream", c.Protocol)
+	}
+	switch c.Lang {
+	case "en", "zh":
+	default:
+		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
+	}
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
+		return fmt.Errorf("give --concurrency and/or --rate")
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 {
+			return fmt.Errorf("--concurrency %d: must be ≥ 1", n)
+		}
+	}
+	for _, r := range c.Rates {
+		if r <= 0 {
+			return fmt.Errorf("--rate %g: must be > 0 requests/s", r)
+		}
+	}
+	switch c.Arrivals {
+	case load.Poisson, load.Constant:
+	default:
+		return fmt.Errorf("--arrivals %q: want poisson or constant", c.Arrivals)
+	}
+	if c.Repeats < 1 {
+		return fmt.Errorf("--repeats %d: must be ≥ 1", c.Repeats)
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be > 0")
+	}
+	if c.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	switch c.Format {
+	case "table", "markdown", "csv", "json":
+	default:
+		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package capture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+// Version is asrprof's version, set at link time by the Makefile.
+var Version = "dev"
+
+// ErrTargetUnreachable means the target did not answer before the run
+// started; nothing was sent to it.
+var ErrTargetUnreachable = errors.New("target did not answer")
+
+// probeTarget checks that the server answers (GET /health, else GET
+// /v1/models) and returns its /v1/models answer when it has one.
+func probeTarget(ctx context.Context, base string) (models any, err error) {
+	base = strings.TrimRight(base, "/")
+	cl := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, b, nil
+	}
+	hs, _, herr := get("/health")
+	ms, mb, merr := get("/v1/models")
+	if herr != nil && merr != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, herr)
+	}
+	if hs >= 500 && (merr != nil || ms >= 400) {
+		return nil, fmt.Errorf("%w: %s/health answered HTTP %d", ErrTargetUnreachable, base, hs)
+	}
+	if merr == nil && ms == http.StatusOK {
+		var v any
+		if json.Unmarshal(mb, &v) == nil {
+			models = v
+		}
+	}
+	return models, nil
+}
+
+func buildFingerprint(target string, models any, dsSHA string, n int) trace.Fingerprint {
+	fp := trace.Fingerprint{
+		Version:       Version,
+		GoVersion:     runtime.Version(),
+		CPUCount:      runtime.NumCPU(),
+		TargetURL:     target,
+		TargetModels:  models,
+		DatasetSHA256: dsSHA,
+		DatasetCount:  n,
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				fp.GitCommit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" && fp.GitCommit != "" {
+					fp.GitCommit += "+dirty"
+				}
+			}
+		}
+	}
+	fp.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		fp.Kernel = strings.TrimSpace(string(b))
+	}
+	fp.CPUModel = cpuModel()
+	return fp
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}

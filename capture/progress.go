@@ -1,0 +1,102 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+// progress shows a bar per pass on a terminal and plain lines otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	quiet bool
+
+	mu            sync.Mutex
+	label         string
+	total, n, bad int
+	start, last   time.Time
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	p := &progress{w: w, quiet: quiet}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) begin(lv Level, repeat, repeats int, warmup bool, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	what := fmt.Sprintf("repeat %d/%d", repeat, repeats)
+	if warmup {
+		what = "warmup"
+	}
+	load := fmt.Sprintf("concurrency %d", lv.Concurrency)
+	if lv.Rate > 0 {
+		load = fmt.Sprintf("rate %g/s", lv.Rate)
+	}
+	p.label = fmt.Sprintf("%s %s", load, what)
+	p.total, p.n, p.bad = total, 0, 0
+	p.start, p.last = time.Now(), time.Now()
+	if !p.quiet && !p.tty {
+		fmt.Fprintf(p.w, "%s: %d requests\n", p.label, total)
+	}
+}
+
+func (p *progress) done(ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if !ok {
+		p.bad++
+	}
+	if p.quiet {
+		return
+	}
+	now := time.Now()
+	if p.tty {
+		if now.Sub(p.last) < 100*time.Millisecond && p.n < p.total {
+			return
+		}
+		p.last = now
+		const width = 30
+		fill := 0
+		if p.total > 0 {
+			fill = width * p.n / p.total
+		}
+		fmt.Fprintf(p.w, "\r\033[K%-32s [%s%s] %d/%d  failed %d  %.1f req/s",
+			p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
+			p.n, p.total, p.bad, float64(p.n)/now.Sub(p.start).Seconds())
+		return
+	}
+	if now.Sub(p.last) >= 5*time.Second {
+		p.last = now
+		fmt.Fprintf(p.w, "%s: %d/%d done, %d failed\n", p.label, p.n, p.total, p.bad)
+	}
+}
+
+func (p *progress) end(m trace.PassMetrics) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quiet {
+		return
+	}
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "%s: %d/%d ok, %.2f req/s, latency mean %.3fs p95 %.3fs, WER %.4f\n",
+		p.label, m.Coverage.Total-m.Coverage.Failed, m.Coverage.Total,
+		m.RequestsPerS, m.LatencyMeanS, m.LatencyP95S, m.CorpusWER)
+	if len(m.Coverage.FailureKinds) > 0 {
+		fmt.Fprintf(p.w, "  failures: %v\n", m.Coverage.FailureKinds)
+	}
+}

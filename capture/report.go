@@ -1,0 +1,63 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/trace"
+)
+
+// SweepTable builds the sweep table: one row per level, means over the
+// scored repeats with the min–max range when there is more than one.
+func SweepTable(res trace.Results) *table.Table {
+	t := &table.Table{
+		Name:    "sweep",
+		Title:   "Sweep (mean over repeats; min–max in brackets)",
+		Columns: []string{"level", "req/s", "RTFx", "latency mean (s)", "latency p95 (s)", "corpus WER", "completed"},
+	}
+	rng := func(s trace.Stat, f string) string {
+		v := fmt.Sprintf(f, s.Mean)
+		if s.N > 1 && s.Max != s.Min {
+			v += fmt.Sprintf(" ["+f+"–"+f+"]", s.Min, s.Max)
+		}
+		return v
+	}
+	for _, r := range res.Results {
+		level := r.Level
+		if r.Concurrency > 0 {
+			level = fmt.Sprintf("c=%d", r.Concurrency)
+		} else if r.Rate > 0 {
+			level = fmt.Sprintf("rate=%g/s", r.Rate)
+		}
+		var rps []float64
+		for _, p := range r.PerRepeat {
+			rps = append(rps, p.RequestsPerS)
+		}
+		rpsStat := metrics.StatOf(rps)
+		done := r.Total - r.Failed
+		t.Rows = append(t.Rows, []string{
+			level,
+			rng(rpsStat, "%.2f"),
+			rng(r.RTFx, "%.2f"),
+			rng(r.LatencyMeanS, "%.3f"),
+			rng(r.LatencyP95S, "%.3f"),
+			rng(r.CorpusWER, "%.4f"),
+			fmt.Sprintf("%d/%d", done, r.Total),
+		})
+		t.Values = append(t.Values, []any{
+			r.Level, rpsStat.Mean, r.RTFx.Mean, r.LatencyMeanS.Mean, r.LatencyP95S.Mean, r.CorpusWER.Mean,
+			fmt.Sprintf("%d/%d", done, r.Total),
+		})
+	}
+	return t
+}
+
+func printSweep(w io.Writer, format string, out *Outcome) error {
+	t := SweepTable(out.Results)
+	if !out.Manifest.Complete {
+		t.Notes = append(t.Notes, "capture incomplete: the bundle holds what was recorded before it stopped")
+	}
+	return table.Render(w, format, t)
+}

@@ -1,0 +1,65 @@
+// Package probe defines what every data source that runs beside a capture
+// implements (GPU samples, host-CPU stacks, scheduler accounting, CUDA
+// launch counts), and the registry that lists them. Each source lives in
+// its own sub-package (probe/gpu, probe/cpu, probe/sched, probe/cuda,
+// probe/proc); this package imports none of them.
+//
+// A probe must not import bench or analysis.
+package probe
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotSupported is wrapped by Start when the probe cannot run on this
+// machine (no NVML, no eBPF permission, no libcuda in the target). The
+// capture prints the reason in one line and goes on. Any other error from
+// Start means the probe failed.
+var ErrNotSupported = errors.New("not supported here")
+
+// Target is the process tree being profiled.
+type Target struct {
+	// PID is the server's main process; 0 when unknown (probes that need a
+	// process then return ErrNotSupported).
+	PID int
+	// Children, when set, is consulted for the current descendants of PID
+	// (servers fork schedulers and workers after start).
+	Children func() []int
+}
+
+// Period is one pass of the workload (a level and repeat).
+type Period struct {
+	Level       string `json:"level"`
+	Repeat      int    `json:"repeat"`
+	Warmup      bool   `json:"warmup"`
+	StartUnixNs int64  `json:"start_unix_ns"`
+	EndUnixNs   int64  `json:"end_unix_ns"`
+}
+
+// Sink is where probes write. It is the capture bundle's writer; it is safe
+// for concurrent use.
+type Sink interface {
+	// Append writes one JSON record as a line of the named bundle file.
+	Append(file string, rec any) error
+	// Path returns the path of a bundle file, for probes that write whole
+	// files (pprof profiles).
+	Path(name string) string
+}
+
+// Probe is one data source. The capture calls Start once, then Begin and
+// End around every pass (from one goroutine, in order), then Stop once.
+// Methods other than Start may be called only after Start returned nil.
+type Probe interface {
+	// Name is the probe's short name as used by --probes (gpu, cpu, sched, cuda, proc).
+	Name() string
+	// Start attaches or opens the source. It returns an error wrapping
+	// ErrNotSupported when this machine or target can't provide the data.
+	Start(ctx context.Context, t Target, out Sink) error
+	// Begin marks the start of a pass.
+	Begin(p Period)
+	// End marks the end of a pass and writes what the probe aggregated for it.
+	End(ctx context.Context, p Period) error
+	// Stop detaches and flushes. It honours ctx's deadline.
+	Stop(ctx context.Context) error
+}

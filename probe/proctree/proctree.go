@@ -1,0 +1,247 @@
+package proctree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrNotFound is returned by FindListener when no process listens on the port.
+var ErrNotFound = errors.New("no listener found")
+
+// Stat is the part of /proc/PID/stat (or /proc/PID/task/TID/stat) that
+// probes use.
+type Stat struct {
+	PID   int    // field 1: the pid (a tid when read from task/)
+	Comm  string // field 2, without the parentheses
+	State byte   // field 3: R, S, D, Z, ...
+	PPID  int    // field 4: the parent's tgid
+	Utime uint64 // field 14, clock ticks (USER_HZ)
+	Stime uint64 // field 15, clock ticks (USER_HZ)
+}
+
+// ParseStat parses the text of a /proc stat file. The command name may
+// contain spaces and parentheses, so it is taken up to the last ')'.
+func ParseStat(s string) (Stat, error) {
+	open := strings.IndexByte(s, '(')
+	closing := strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return Stat{}, fmt.Errorf("parsing stat %q: no command name", trim(s))
+	}
+	var st Stat
+	pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+	if err != nil {
+		return Stat{}, fmt.Errorf("parsing stat pid: %w", err)
+	}
+	st.PID = pid
+	st.Comm = s[open+1 : closing]
+	// rest[0] is field 3 (state).
+	rest := strings.Fields(s[closing+1:])
+	if len(rest) < 13 {
+		return Stat{}, fmt.Errorf("parsing stat of %d: %d fields after the name, want at least 13", pid, len(rest))
+	}
+	if len(rest[0]) != 1 {
+		return Stat{}, fmt.Errorf("parsing stat of %d: bad state %q", pid, rest[0])
+	}
+	st.State = rest[0][0]
+	if st.PPID, err = strconv.Atoi(rest[1]); err != nil {
+		return Stat{}, fmt.Errorf("parsing stat of %d: ppid: %w", pid, err)
+	}
+	if st.Utime, err = strconv.ParseUint(rest[11], 10, 64); err != nil {
+		return Stat{}, fmt.Errorf("parsing stat of %d: utime: %w", pid, err)
+	}
+	if st.Stime, err = strconv.ParseUint(rest[12], 10, 64); err != nil {
+		return Stat{}, fmt.Errorf("parsing stat of %d: stime: %w", pid, err)
+	}
+	return st, nil
+}
+
+func trim(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}
+
+// DescendantsOf returns root followed by every pid whose chain of parents
+// (parent maps a pid to its parent pid) leads to root, in breadth-first
+// order, children sorted by pid. It tolerates cycles.
+func DescendantsOf(root int, parent map[int]int) []int {
+	children := make(map[int][]int)
+	for pid, pp := range parent {
+		if pid != pp {
+			children[pp] = append(children[pp], pid)
+		}
+	}
+	out := []int{root}
+	seen := map[int]bool{root: true}
+	for i := 0; i < len(out); i++ {
+		kids := children[out[i]]
+		sort.Ints(kids)
+		for _, k := range kids {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// Descendants returns pid and all its live descendant processes (by the
+// ppid field of /proc/*/stat). It returns nil when pid does not exist.
+// Processes that exit while it reads are skipped.
+func Descendants(pid int) []int {
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil {
+		return nil
+	}
+	parent := make(map[int]int)
+	for _, p := range pids("/proc") {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+		if err != nil {
+			continue
+		}
+		st, err := ParseStat(string(b))
+		if err != nil {
+			continue
+		}
+		parent[p] = st.PPID
+	}
+	return DescendantsOf(pid, parent)
+}
+
+// pids lists the numeric entries of dir, sorted.
+func pids(dir string) []int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Threads returns the tids of pid's threads, sorted; nil when pid does not
+// exist.
+func Threads(pid int) []int {
+	return pids(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+}
+
+// Comm returns the name of thread tid of process pid (at most 15 bytes, as
+// set by prctl(PR_SET_NAME)), or "" when the thread is gone.
+func Comm(pid, tid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(tid), "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// tcpListen is the st column's value for a listening socket.
+const tcpListen = "0A"
+
+// ParseListenInodes returns the socket inodes of the LISTEN sockets on port
+// in the text of /proc/net/tcp or /proc/net/tcp6.
+func ParseListenInodes(s string, port int) ([]uint64, error) {
+	var out []uint64
+	for i, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 10 {
+			continue // header or blank
+		}
+		local, st := f[1], f[3]
+		if st != tcpListen {
+			continue
+		}
+		colon := strings.LastIndexByte(local, ':')
+		if colon < 0 {
+			return nil, fmt.Errorf("parsing tcp table line %d: bad local address %q", i+1, local)
+		}
+		p, err := strconv.ParseUint(local[colon+1:], 16, 16)
+		if err != nil {
+			return nil, fmt.Errorf("parsing tcp table line %d: port: %w", i+1, err)
+		}
+		if int(p) != port {
+			continue
+		}
+		ino, err := strconv.ParseUint(f[9], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing tcp table line %d: inode: %w", i+1, err)
+		}
+		if ino != 0 {
+			out = append(out, ino)
+		}
+	}
+	return out, nil
+}
+
+// ParseSocketInode returns the inode of a /proc/PID/fd link target of the
+// form "socket:[12345]".
+func ParseSocketInode(link string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 64)
+	return n, err == nil
+}
+
+// FindListener returns the pid of the process that owns a listening TCP
+// socket (IPv4 or IPv6) on port, in this network namespace. When several
+// processes share the socket (a forking server) it returns the lowest pid,
+// normally the parent. It returns an error wrapping ErrNotFound when no
+// process is found.
+func FindListener(port int) (int, error) {
+	inodes := make(map[uint64]bool)
+	var readErr error
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			readErr = err
+			continue
+		}
+		ino, err := ParseListenInodes(string(b), port)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		for _, i := range ino {
+			inodes[i] = true
+		}
+	}
+	if len(inodes) == 0 {
+		if readErr != nil {
+			return 0, fmt.Errorf("finding listener on port %d: %w (%w)", port, ErrNotFound, readErr)
+		}
+		return 0, fmt.Errorf("finding listener on port %d: %w", port, ErrNotFound)
+	}
+	for _, pid := range pids("/proc") {
+		fdDir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+		ents, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		for _, e := range ents {
+			link, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+			if err != nil {
+				continue
+			}
+			if ino, ok := ParseSocketInode(link); ok && inodes[ino] {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("finding listener on port %d: socket found but no process holds it (permissions?): %w", port, ErrNotFound)
+}

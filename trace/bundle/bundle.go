@@ -1,0 +1,264 @@
+// Package bundle reads and writes capture bundles: the directory that
+// `asrprof capture` leaves behind (see docs/BUNDLE.md).
+//
+// Writers append one record per write(2) call to files opened with O_APPEND,
+// so whatever a killed capture had recorded is on disk; readers tolerate a
+// truncated last line for the same reason.
+package bundle
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+// File names inside a bundle.
+const (
+	ManifestFile = "manifest.json"
+	RequestsFile = "requests.jsonl"
+	ResultsFile  = "results.json"
+	SpansFile    = "spans.otlp"
+	EventsFile   = "events.jsonl"
+	GPUFile      = "gpu.jsonl"
+	SchedFile    = "sched.jsonl"
+	CUDAFile     = "cuda.jsonl"
+	CPUDir       = "cpu"
+)
+
+// ErrExists is returned by Create when the directory already holds a capture.
+var ErrExists = errors.New("directory already holds a capture")
+
+// Writer appends records to a bundle directory. It is safe for concurrent use.
+type Writer struct {
+	dir   string
+	mu    sync.Mutex
+	files map[string]*os.File
+	buf   bytes.Buffer
+}
+
+// Create makes dir (and its parents) ready for a new capture. When dir already
+// holds a manifest.json it fails with ErrExists unless overwrite is set, in
+// which case the previous bundle's files are removed first.
+func Create(dir string, overwrite bool) (*Writer, error) {
+	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err == nil {
+		if !overwrite {
+			return nil, fmt.Errorf("%s: %w (use --overwrite to replace it)", dir, ErrExists)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("removing old bundle %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating bundle dir: %w", err)
+	}
+	return &Writer{dir: dir, files: map[string]*os.File{}}, nil
+}
+
+// Dir returns the bundle directory.
+func (w *Writer) Dir() string { return w.dir }
+
+// Path returns the path of a file inside the bundle.
+func (w *Writer) Path(name string) string { return filepath.Join(w.dir, name) }
+
+func (w *Writer) file(name string) (*os.File, error) {
+	if f, ok := w.files[name]; ok {
+		return f, nil
+	}
+	p := w.Path(name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	w.files[name] = f
+	return f, nil
+}
+
+// Append writes rec as one JSON line to the named JSONL file, in one write.
+func (w *Writer) Append(name string, rec any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Reset()
+	enc := json.NewEncoder(&w.buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return fmt.Errorf("encoding %s record: %w", name, err)
+	}
+	return w.writeLocked(name, w.buf.Bytes())
+}
+
+// AppendRaw appends b to the named file in one write.
+func (w *Writer) AppendRaw(name string, b []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writeLocked(name, b)
+}
+
+func (w *Writer) writeLocked(name string, b []byte) error {
+	f, err := w.file(name)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", name, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteJSON replaces the named file with v, atomically (temp file + rename).
+func (w *Writer) WriteJSON(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", name, err)
+	}
+	b = append(b, '\n')
+	p := w.Path(name)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// Close closes every open file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for _, f := range w.files {
+		errs = append(errs, f.Close())
+	}
+	w.files = map[string]*os.File{}
+	return errors.Join(errs...)
+}
+
+// Bundle is a capture opened for reading.
+type Bundle struct {
+	Dir      string
+	Manifest trace.Manifest
+}
+
+// Open reads dir's manifest. A bundle whose capture was killed loads too
+// (Manifest.Complete is then false).
+func Open(dir string) (*Bundle, error) {
+	p := filepath.Join(dir, ManifestFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: not a capture bundle (no %s)", dir, ManifestFile)
+		}
+		return nil, err
+	}
+	bd := &Bundle{Dir: dir}
+	if err := json.Unmarshal(b, &bd.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if bd.Manifest.Schema != trace.Schema {
+		return nil, fmt.Errorf("%s: schema %q, this asrprof reads %q", p, bd.Manifest.Schema, trace.Schema)
+	}
+	return bd, nil
+}
+
+// Path returns the path of a file inside the bundle.
+func (b *Bundle) Path(name string) string { return filepath.Join(b.Dir, name) }
+
+// Has reports whether the bundle has the named file.
+func (b *Bundle) Has(name string) bool {
+	_, err := os.Stat(b.Path(name))
+	return err == nil
+}
+
+// Requests reads requests.jsonl.
+func (b *Bundle) Requests() ([]trace.Request, error) {
+	var out []trace.Request
+	_, err := ReadJSONL(b.Path(RequestsFile), func(r trace.Request) error {
+		out = append(out, r)
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// Results reads results.json; it is absent from a capture that was killed.
+func (b *Bundle) Results() (*trace.Results, error) {
+	data, err := os.ReadFile(b.Path(ResultsFile))
+	if err != nil {
+		return nil, err
+	}
+	var r trace.Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Path(ResultsFile), err)
+	}
+	return &r, nil
+}
+
+// Files lists the bundle's files, relative to its directory, sorted.
+func (b *Bundle) Files() ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(b.Dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(b.Dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// ReadJSONL calls fn for every JSON line of path. A last line without its
+// newline that does not parse (a capture killed mid-write) is dropped and
+// reported through truncated; a bad line anywhere else is an error that
+// names the file and line. Blank lines are skipped.
+func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	for line := 1; ; line++ {
+		b, rerr := r.ReadBytes('\n')
+		if len(b) > 0 {
+			complete := b[len(b)-1] == '\n'
+			b = bytes.TrimSpace(b)
+			if len(b) > 0 {
+				var v T
+				if jerr := json.Unmarshal(b, &v); jerr != nil {
+					if !complete && rerr == io.EOF {
+						return true, nil
+					}
+					return false, fmt.Errorf("%s:%d: %w", path, line, jerr)
+				}
+				if err := fn(v); err != nil {
+					return false, fmt.Errorf("%s:%d: %w", path, line, err)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return false, nil
+		}
+		if rerr != nil {
+			return false, fmt.Errorf("%s: %w", path, rerr)
+		}
+	}
+}

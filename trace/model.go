@@ -1,0 +1,210 @@
+// Package trace holds the capture's data model: the records that a capture
+// writes into its bundle and that analyses and exporters read back.
+//
+// It is a leaf package: it imports none of its siblings (trace/bundle,
+// trace/otlp, trace/join...), so every other package may depend on it.
+package trace
+
+import "time"
+
+// Schema is the value of Manifest.Schema for bundles this version writes.
+const Schema = "asrprof.capture/v1"
+
+// Request outcome values for Request.Status.
+const (
+	StatusOK     = "ok"     // the server answered and the answer was read in full
+	StatusFailed = "failed" // see Request.Error and Request.ErrorKind
+)
+
+// Failure kinds, the keys of Coverage.FailureKinds.
+const (
+	FailHTTP4xx     = "http_4xx"
+	FailHTTP5xx     = "http_5xx"
+	FailTimeout     = "timeout"
+	FailConnection  = "connection"
+	FailMalformed   = "malformed_response"
+	FailServerError = "server_error" // an error event inside a 200 stream
+	FailCanceled    = "canceled"
+	FailOther       = "other"
+)
+
+// WordErrors are the alignment counts of one sample.
+type WordErrors struct {
+	Sub      int `json:"sub"`
+	Del      int `json:"del"`
+	Ins      int `json:"ins"`
+	RefWords int `json:"ref_words"`
+}
+
+// Request is one line of requests.jsonl: one request (or realtime session)
+// as the client saw it. Timestamps are wall clock in unix nanoseconds;
+// durations come from the monotonic clock.
+type Request struct {
+	ID              string      `json:"id"`
+	SampleID        string      `json:"sample_id"`
+	Level           string      `json:"level"` // e.g. "c8" or "r2.5"
+	Repeat          int         `json:"repeat"`
+	Warmup          bool        `json:"warmup"`
+	TraceID         string      `json:"trace_id"`
+	RequestID       string      `json:"request_id"`
+	ServerRequestID string      `json:"server_request_id,omitempty"`
+	IntendedUnixNs  int64       `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
+	StartUnixNs     int64       `json:"start_unix_ns"`
+	FirstByteUnixNs int64       `json:"first_byte_unix_ns,omitempty"`
+	FirstTokenUnixNs int64      `json:"first_token_unix_ns,omitempty"`
+	EndUnixNs       int64       `json:"end_unix_ns"`
+	LatencyS        float64     `json:"latency_s"`
+	TTFTS           float64     `json:"ttft_s,omitempty"`
+	ChunkGapsS      []float64   `json:"chunk_gaps_s,omitempty"`
+	AudioDurationS  float64     `json:"audio_duration_s"`
+	HTTPStatus      int         `json:"http_status,omitempty"`
+	Status          string      `json:"status"`
+	ErrorKind       string      `json:"error_kind,omitempty"`
+	Error           string      `json:"error,omitempty"`
+	Hyp             string      `json:"hyp"`
+	Ref             string      `json:"ref"`
+	Lang            string      `json:"lang,omitempty"`
+	Scored          bool        `json:"scored"` // false when failed, warmup, or the normalized reference is empty
+	Errors          *WordErrors `json:"errors,omitempty"`
+}
+
+// Stat is a {mean,min,max,n} summary over repeats, as SGLang-Omni writes it.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	N    int     `json:"n"`
+}
+
+// Coverage counts what happened to the samples of a pass (or of a capture).
+type Coverage struct {
+	Total        int            `json:"total"`
+	Evaluated    int            `json:"evaluated"`
+	Skipped      int            `json:"skipped"`
+	Failed       int            `json:"failed"`
+	BadInput     int            `json:"bad_input,omitempty"` // dataset entries dropped by --skip-bad
+	FailureKinds map[string]int `json:"failure_kinds,omitempty"`
+}
+
+// Add accumulates o into c.
+func (c *Coverage) Add(o Coverage) {
+	c.Total += o.Total
+	c.Evaluated += o.Evaluated
+	c.Skipped += o.Skipped
+	c.Failed += o.Failed
+	c.BadInput += o.BadInput
+	for k, v := range o.FailureKinds {
+		if c.FailureKinds == nil {
+			c.FailureKinds = map[string]int{}
+		}
+		c.FailureKinds[k] += v
+	}
+}
+
+// PassMetrics are the metrics of one level and repeat.
+type PassMetrics struct {
+	Level                 string   `json:"level"`
+	Concurrency           int      `json:"concurrency,omitempty"`
+	Rate                  float64  `json:"rate,omitempty"`
+	Repeat                int      `json:"repeat"`
+	WallS                 float64  `json:"wall_s"`
+	ThroughputSamplesPerS float64  `json:"throughput_samples_per_s"`
+	RequestsPerS          float64  `json:"requests_per_s"`
+	RTFx                  float64  `json:"rtfx"`
+	LatencyMeanS          float64  `json:"latency_mean_s"`
+	LatencyMedianS        float64  `json:"latency_median_s"`
+	LatencyP95S           float64  `json:"latency_p95_s"`
+	LatencyP99S           float64  `json:"latency_p99_s"`
+	RTFMean               float64  `json:"rtf_mean"`
+	RTFP95                float64  `json:"rtf_p95"`
+	CorpusWER             float64  `json:"corpus_wer"`
+	TTFTMeanS             *float64 `json:"ttft_mean_s,omitempty"`
+	TTFTP95S              *float64 `json:"ttft_p95_s,omitempty"`
+	ChunkGapMeanS         *float64 `json:"chunk_gap_mean_s,omitempty"`
+	ChunkGapP95S          *float64 `json:"chunk_gap_p95_s,omitempty"`
+	Coverage              Coverage `json:"coverage"`
+}
+
+// LevelResult is one entry of results.json's results[]: a level summarised
+// over its scored repeats, in SGLang-Omni's shape.
+type LevelResult struct {
+	Level                 string        `json:"level"`
+	Concurrency           int           `json:"concurrency,omitempty"`
+	Rate                  float64       `json:"rate,omitempty"`
+	Repeats               int           `json:"repeats"`
+	Evaluated             int           `json:"evaluated"`
+	Total                 int           `json:"total"`
+	Skipped               int           `json:"skipped"`
+	Failed                int           `json:"failed"`
+	CorpusWER             Stat          `json:"corpus_wer"`
+	ThroughputSamplesPerS Stat          `json:"throughput_samples_per_s"`
+	RTFx                  Stat          `json:"rtfx"`
+	LatencyMeanS          Stat          `json:"latency_mean_s"`
+	LatencyMedianS        Stat          `json:"latency_median_s"`
+	LatencyP95S           Stat          `json:"latency_p95_s"`
+	LatencyP99S           Stat          `json:"latency_p99_s"`
+	RTFMean               Stat          `json:"rtf_mean"`
+	RTFP95                Stat          `json:"rtf_p95"`
+	PerRepeat             []PassMetrics `json:"per_repeat"`
+}
+
+// Results is results.json.
+type Results struct {
+	Schema  string        `json:"schema"`
+	Results []LevelResult `json:"results"`
+}
+
+// LevelRun records when one pass of a level ran.
+type LevelRun struct {
+	Level       string  `json:"level"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Repeat      int     `json:"repeat"`
+	Warmup      bool    `json:"warmup"`
+	StartUnixNs int64   `json:"start_unix_ns"`
+	EndUnixNs   int64   `json:"end_unix_ns"`
+}
+
+// Fingerprint identifies the software, machine, target and data of a capture.
+type Fingerprint struct {
+	Version       string         `json:"asrprof_version"`
+	GitCommit     string         `json:"git_commit"`
+	GoVersion     string         `json:"go_version"`
+	Hostname      string         `json:"hostname"`
+	Kernel        string         `json:"kernel"`
+	CPUModel      string         `json:"cpu_model"`
+	CPUCount      int            `json:"cpu_count"`
+	TargetURL     string         `json:"target_url"`
+	TargetModels  any            `json:"target_models,omitempty"` // the /v1/models answer, as JSON
+	DatasetSHA256 string         `json:"dataset_sha256"`
+	DatasetCount  int            `json:"dataset_count"`
+	Extra         map[string]any `json:"extra,omitempty"`
+}
+
+// Clock records how the wall and monotonic clocks related during a capture.
+type Clock struct {
+	StartUnixNs int64 `json:"start_unix_ns"`
+	// MonoMinusWallNs: CLOCK_MONOTONIC minus CLOCK_REALTIME at start and end.
+	StartMonoMinusWallNs int64 `json:"start_mono_minus_wall_ns,omitempty"`
+	EndMonoMinusWallNs   int64 `json:"end_mono_minus_wall_ns,omitempty"`
+}
+
+// Manifest is manifest.json.
+type Manifest struct {
+	Schema      string         `json:"schema"`
+	Complete    bool           `json:"complete"`
+	Interrupted bool           `json:"interrupted,omitempty"`
+	StartUnixNs int64          `json:"start_unix_ns"`
+	EndUnixNs   int64          `json:"end_unix_ns,omitempty"`
+	Config      map[string]any `json:"config"`
+	Fingerprint Fingerprint    `json:"fingerprint"`
+	Levels      []LevelRun     `json:"levels"`
+	Coverage    Coverage       `json:"coverage"`
+	Clock       Clock          `json:"clock"`
+	Files       []string       `json:"files,omitempty"`
+	Notes       []string       `json:"notes,omitempty"`
+	Extra       map[string]any `json:"extra,omitempty"` // sections later features add (join, probes)
+}
+
+// UnixNs returns t as unix nanoseconds.
+func UnixNs(t time.Time) int64 { return t.UnixNano() }
