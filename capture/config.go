@@ -31,11 +31,14 @@ type Config struct {
 	MaxSamples  int           `json:"max_samples,omitempty"`
 	Timeout     time.Duration `json:"timeout_ns"`
 	Grace       time.Duration `json:"grace_ns"`
-	Out         string        `json:"out"`
-	Overwrite   bool          `json:"overwrite"`
-	Format      string        `json:"format"`
-	SkipBad     bool          `json:"skip_bad"`
-	Quiet       bool          `json:"quiet"`
+	// ReadyTimeout bounds the wait for a /health that answers but is not
+	// yet 200 (a server loading its model).
+	ReadyTimeout time.Duration `json:"ready_timeout_ns"`
+	Out          string        `json:"out"`
+	Overwrite    bool          `json:"overwrite"`
+	Format       string        `json:"format"`
+	SkipBad      bool          `json:"skip_bad"`
+	Quiet        bool          `json:"quiet"`
 }
 
 // Level is one point of the sweep.

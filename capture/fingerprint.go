@@ -25,8 +25,10 @@ var Version = "dev"
 var ErrTargetUnreachable = errors.New("target did not answer")
 
 // probeTarget checks that the server answers (GET /health, else GET
-// /v1/models) and returns its /v1/models answer when it has one.
-func probeTarget(ctx context.Context, base string) (models any, err error) {
+// /v1/models) and returns its /v1/models answer when it has one. A /health
+// that answers but not yet 200 (a server still loading its model) is polled
+// until ready; notify is told once that we are waiting.
+func probeTarget(ctx context.Context, base string, ready time.Duration, notify func(string)) (models any, err error) {
 	base = strings.TrimRight(base, "/")
 	cl := &http.Client{Timeout: 5 * time.Second}
 	get := func(path string) (int, []byte, error) {
@@ -42,21 +44,37 @@ func probeTarget(ctx context.Context, base string) (models any, err error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, b, nil
 	}
-	hs, _, herr := get("/health")
-	ms, mb, merr := get("/v1/models")
-	if herr != nil && merr != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, herr)
-	}
-	if hs >= 500 && (merr != nil || ms >= 400) {
-		return nil, fmt.Errorf("%w: %s/health answered HTTP %d", ErrTargetUnreachable, base, hs)
-	}
-	if merr == nil && ms == http.StatusOK {
-		var v any
-		if json.Unmarshal(mb, &v) == nil {
-			models = v
+	deadline := time.Now().Add(ready)
+	told := false
+	for {
+		hs, hb, herr := get("/health")
+		if herr == nil && hs != http.StatusOK && hs != http.StatusNotFound && time.Now().Before(deadline) {
+			if !told {
+				notify(fmt.Sprintf("waiting up to %s for %s/health (HTTP %d: %.80s)", ready, base, hs, strings.TrimSpace(string(hb))))
+				told = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
 		}
+		ms, mb, merr := get("/v1/models")
+		if herr != nil && merr != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, herr)
+		}
+		if herr == nil && hs != http.StatusOK && hs != http.StatusNotFound {
+			return nil, fmt.Errorf("%w: %s/health still answers HTTP %d after %s", ErrTargetUnreachable, base, hs, ready)
+		}
+		if merr == nil && ms == http.StatusOK {
+			var v any
+			if json.Unmarshal(mb, &v) == nil {
+				models = v
+			}
+		}
+		return models, nil
 	}
-	return models, nil
 }
 
 func buildFingerprint(target string, models any, dsSHA string, n int) trace.Fingerprint {

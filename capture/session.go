@@ -65,7 +65,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, err := probeTarget(ctx, cfg.Target)
+	models, err := probeTarget(ctx, cfg.Target, cfg.ReadyTimeout, func(m string) { fmt.Fprintln(s.stderr, m) })
 	if err != nil {
 		return nil, err
 	}

@@ -40,32 +40,33 @@ type WordErrors struct {
 // as the client saw it. Timestamps are wall clock in unix nanoseconds;
 // durations come from the monotonic clock.
 type Request struct {
-	ID              string      `json:"id"`
-	SampleID        string      `json:"sample_id"`
-	Level           string      `json:"level"` // e.g. "c8" or "r2.5"
-	Repeat          int         `json:"repeat"`
-	Warmup          bool        `json:"warmup"`
-	TraceID         string      `json:"trace_id"`
-	RequestID       string      `json:"request_id"`
-	ServerRequestID string      `json:"server_request_id,omitempty"`
-	IntendedUnixNs  int64       `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
-	StartUnixNs     int64       `json:"start_unix_ns"`
-	FirstByteUnixNs int64       `json:"first_byte_unix_ns,omitempty"`
-	FirstTokenUnixNs int64      `json:"first_token_unix_ns,omitempty"`
-	EndUnixNs       int64       `json:"end_unix_ns"`
-	LatencyS        float64     `json:"latency_s"`
-	TTFTS           float64     `json:"ttft_s,omitempty"`
-	ChunkGapsS      []float64   `json:"chunk_gaps_s,omitempty"`
-	AudioDurationS  float64     `json:"audio_duration_s"`
-	HTTPStatus      int         `json:"http_status,omitempty"`
-	Status          string      `json:"status"`
-	ErrorKind       string      `json:"error_kind,omitempty"`
-	Error           string      `json:"error,omitempty"`
-	Hyp             string      `json:"hyp"`
-	Ref             string      `json:"ref"`
-	Lang            string      `json:"lang,omitempty"`
-	Scored          bool        `json:"scored"` // false when failed, warmup, or the normalized reference is empty
-	Errors          *WordErrors `json:"errors,omitempty"`
+	ID               string      `json:"id"`
+	SampleID         string      `json:"sample_id"`
+	Level            string      `json:"level"` // e.g. "c8" or "r2.5"
+	Repeat           int         `json:"repeat"`
+	Warmup           bool        `json:"warmup"`
+	TraceID          string      `json:"trace_id"`
+	RequestID        string      `json:"request_id"`
+	ServerRequestID  string      `json:"server_request_id,omitempty"`
+	IntendedUnixNs   int64       `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
+	StartUnixNs      int64       `json:"start_unix_ns"`
+	UploadDoneUnixNs int64       `json:"upload_done_unix_ns,omitempty"` // the request body was sent in full
+	FirstByteUnixNs  int64       `json:"first_byte_unix_ns,omitempty"`
+	FirstTokenUnixNs int64       `json:"first_token_unix_ns,omitempty"`
+	EndUnixNs        int64       `json:"end_unix_ns"`
+	LatencyS         float64     `json:"latency_s"`
+	TTFTS            float64     `json:"ttft_s,omitempty"`
+	ChunkGapsS       []float64   `json:"chunk_gaps_s,omitempty"`
+	AudioDurationS   float64     `json:"audio_duration_s"`
+	HTTPStatus       int         `json:"http_status,omitempty"`
+	Status           string      `json:"status"`
+	ErrorKind        string      `json:"error_kind,omitempty"`
+	Error            string      `json:"error,omitempty"`
+	Hyp              string      `json:"hyp"`
+	Ref              string      `json:"ref"`
+	Lang             string      `json:"lang,omitempty"`
+	Scored           bool        `json:"scored"` // false when failed, warmup, or the normalized reference is empty
+	Errors           *WordErrors `json:"errors,omitempty"`
 }
 
 // Stat is a {mean,min,max,n} summary over repeats, as SGLang-Omni writes it.

@@ -41,11 +41,12 @@ type Level struct {
 	Seed        uint64
 }
 
-// Tracer starts the client-side trace of one request. It returns the
-// traceparent header to send, the trace id, and a function that ends the
-// trace with the request's record (called exactly once).
+// Tracer starts the client-side trace of one request: it sets rec.TraceID
+// and returns the traceparent header to send, and a function that ends the
+// trace once rec is complete (called exactly once). It is safe for
+// concurrent use.
 type Tracer interface {
-	Start(ctx context.Context, rec *trace.Request) (traceparent string, end func(rec *trace.Request, res *protocol.Result))
+	Start(ctx context.Context, rec *trace.Request) (traceparent string, end func(rec *trace.Request))
 }
 
 // Driver sends passes. Its fields must not change while a pass runs.
@@ -135,7 +136,7 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 		Lang:           lang,
 	}
 	var tp string
-	var end func(*trace.Request, *protocol.Result)
+	var end func(*trace.Request)
 	if d.Tracer != nil {
 		tp, end = d.Tracer.Start(ctx, rec)
 	} else {
@@ -202,7 +203,7 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 		}
 	}
 	if end != nil {
-		end(rec, &res)
+		end(rec)
 	}
 	return rec
 }

@@ -61,6 +61,8 @@ SERVICE_NAME = "asrprof-refserver"
 STAGE = "asr"
 SAMPLE_RATE = 16000
 MODEL_DIR = "/usr/share/pocketsphinx/model/en-us"
+WARMUP_WAV = ("/usr/share/pocketsphinx/test/data/librivox/"
+              "sense_and_sensibility_01_austen_64kb-0880.wav")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 LANGUAGES = {"", "en", "eng", "english", "en-us", "en_us"}
 RESPONSE_FORMATS = {"json", "text", "verbose_json"}
@@ -572,7 +574,25 @@ class Pipeline:
             cfg.set_string("-lm", os.path.join(MODEL_DIR, "en-us.lm.bin"))
             cfg.set_string("-dict", os.path.join(MODEL_DIR, "cmudict-en-us.dict"))
             cfg.set_string("-logfn", os.devnull)
-            self.decoders.append(ps.Decoder(cfg))
+            dec = ps.Decoder(cfg)
+            self._warm_up(dec)
+            self.decoders.append(dec)
+
+    @staticmethod
+    def _warm_up(dec):
+        """Decode one short clip so a decoder's first request isn't special.
+
+        PocketSphinx adapts its cepstral mean across utterances; a fresh
+        decoder's first answer differs from later ones for the same audio.
+        """
+        try:
+            with wave.open(WARMUP_WAV, "rb") as w:
+                pcm = w.readframes(min(w.getnframes(), 2 * SAMPLE_RATE))
+        except (OSError, wave.Error, EOFError):
+            return
+        dec.start_utt()
+        dec.process_raw(pcm, False, False)
+        dec.end_utt()
 
     def start(self):
         for i in range(self.args.build_workers):
@@ -637,7 +657,8 @@ class Pipeline:
                     self.build_pending -= 1
 
     def _build(self, req):
-        if req.cancelled:
+        if req.cancelled:  # the client hung up while the request waited
+            self.mark(req, "stage_complete", {"status": "cancelled", "decode_steps": 0})
             return
         self.mark(req, "scheduler_request_build_start")
         try:
@@ -792,6 +813,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.app.args.access_log:
             sys.stderr.write("%s - %s\n" % (self.address_string(), fmt % args))
 
+    def handle_expect_100(self):
+        # Refuse an oversized upload before the client sends it.
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = 0
+        if n > MAX_UPLOAD_BYTES:
+            self.close_connection = True
+            self.app.metrics.count_request(400)
+            self._send_error_json(HTTPError(400, "upload larger than %d bytes"
+                                            % MAX_UPLOAD_BYTES), self._request_id())
+            return False
+        return super().handle_expect_100()
+
     # -- helpers
 
     def _request_id(self):
@@ -847,7 +882,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             raise HTTPError(400, "bad Content-Length")
         if n > limit:
-            self.close_connection = True  # the body stays unread
+            # Drain a moderately oversized body so the client can read the
+            # answer instead of a reset; beyond that, just close.
+            self.close_connection = True
+            left = n if n <= 8 * limit else 0
+            while left > 0:
+                got = self.rfile.read(min(left, 1 << 20))
+                if not got:
+                    break
+                left -= len(got)
             raise HTTPError(400, "upload larger than %d bytes" % limit)
         body = self.rfile.read(n) if n > 0 else b""
         if len(body) != n:
@@ -1120,6 +1163,12 @@ class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # A client that goes away is normal under load; other errors are not.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class App:

@@ -60,6 +60,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&cfg.MaxSamples, "max-samples", 0, "use only the first `N` samples of the dataset (0: all)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 120*time.Second, "per-request timeout (`DURATION`, e.g. 30s)")
 	fs.DurationVar(&cfg.Grace, "grace", 5*time.Second, "on Ctrl-C, how long requests in flight may finish (`DURATION`)")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for a target whose /health answers but is not ready yet (`DURATION`)")
 	fs.StringVar(&cfg.Out, "out", "", "bundle `DIR` to write (default runs/<date>-<time>)")
 	fs.BoolVar(&cfg.Overwrite, "overwrite", false, "replace an existing bundle in --out")
 	fs.StringVar(&cfg.Format, "format", "table", "sweep table format: `table`, markdown, csv or json")

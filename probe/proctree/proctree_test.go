@@ -171,3 +171,32 @@ func TestLive(t *testing.T) {
 		t.Errorf("FindListener(closed port) err = %v, want ErrNotFound", err)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	got, err := ParseSchedstat("173743399 14507423 416\n")
+	if err != nil || got != (Schedstat{RunNs: 173743399, WaitNs: 14507423, Slices: 416}) {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "1 2", "1 x 3"} {
+		if _, err := ParseSchedstat(bad); err == nil {
+			t.Errorf("ParseSchedstat(%q): want error", bad)
+		}
+	}
+}
+
+func TestReadSmall(t *testing.T) {
+	want, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	got, err := ReadSmall("/proc/self/status", make([]byte, 8192))
+	if err != nil || len(got) < 100 || string(got[:5]) != string(want[:5]) {
+		t.Errorf("ReadSmall = %q..., %v", got[:min(len(got), 20)], err)
+	}
+	if _, err := ReadSmall("/proc/self/status", make([]byte, 16)); err == nil {
+		t.Error("ReadSmall into a short buffer: want error")
+	}
+	if _, err := ReadSmall("/proc/nonexistent", make([]byte, 16)); !os.IsNotExist(err) {
+		t.Errorf("ReadSmall(missing) err = %v, want not-exist", err)
+	}
+}

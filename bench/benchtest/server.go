@@ -1,0 +1,471 @@
+package benchtest
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// DefaultText is the transcript when Config.Text and Config.TextFor are unset.
+const DefaultText = "the quick brown fox jumps over the lazy dog"
+
+// DefaultModel is the model id /v1/models lists when Config.Model is unset.
+const DefaultModel = "fake-asr"
+
+// Config shapes the fake server's behaviour. The zero value answers every
+// request at once with DefaultText.
+type Config struct {
+	// Text is the transcript of every file; TextFor, if set, takes
+	// precedence and maps the uploaded file name to its transcript.
+	Text    string
+	TextFor func(fileName string) string
+
+	// Delay is the service time of a request once admitted: before the
+	// answer, or before the first chunk of a stream.
+	Delay time.Duration
+	// Capacity, if > 0, is how many requests are processed at once;
+	// others wait (after their body was read) in arrival order-ish, as in
+	// a server's admission queue.
+	Capacity int
+	// SlowAfter, if > 0, makes request SlowAfter+1 and later take
+	// SlowDelay instead of Delay: a server that slows down.
+	SlowAfter int
+	SlowDelay time.Duration
+
+	// Dialect of streaming answers: "sglang" (default) or "vllm".
+	Dialect string
+	// ChunkDelay is the pause between two stream chunks.
+	ChunkDelay time.Duration
+
+	// Fail, if set, picks the failure for request n (1-based, counted in
+	// arrival order over transcription requests). See FailOn and FailAll.
+	// Failures other than MalformedJSON/MalformedSSE/SSEError happen after
+	// admission (Capacity) but before Delay.
+	Fail func(n int) Failure
+
+	// ServerID, if set, gives the response's X-Request-Id from the
+	// client's one; otherwise the client's X-Request-Id is echoed.
+	ServerID func(clientID string) string
+
+	// Model is the id listed by GET /v1/models.
+	Model string
+}
+
+// Request is what the server received in one transcription request.
+type Request struct {
+	N               int // 1-based arrival number
+	Arrived         time.Time
+	Admitted        time.Time // when processing began (after waiting for Capacity); zero if never
+	RequestID       string    // X-Request-Id header
+	TraceParent     string    // traceparent header
+	Model           string
+	Language        string
+	ResponseFormat  string
+	Stream          bool
+	FileName        string
+	FileContentType string
+	FileSize        int
+	FileSHA256      [32]byte
+	Failure         Failure // what was injected
+	ParseError      string  // why the request was rejected with 400, if it was
+}
+
+// Server is a running fake server.
+type Server struct {
+	// URL is the base URL, e.g. http://127.0.0.1:41234.
+	URL string
+
+	cfg     Config
+	srv     *httptest.Server
+	closing chan struct{}
+	once    sync.Once
+	sem     chan struct{}
+	count   atomic.Int64
+
+	mu        sync.Mutex
+	reqs      []Request
+	active    int
+	maxActive int
+}
+
+// NewServer starts a fake ASR server on the loopback interface, closed
+// when the test ends.
+func NewServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	switch cfg.Dialect {
+	case "", "sglang", "vllm":
+	default:
+		t.Fatalf("benchtest: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
+	}
+	s := &Server{cfg: cfg, closing: make(chan struct{})}
+	if cfg.Capacity > 0 {
+		s.sem = make(chan struct{}, cfg.Capacity)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/audio/transcriptions", s.transcribe)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /v1/models", s.models)
+	s.start(t, mux)
+	return s
+}
+
+// NewNoop starts a minimal, fast server for benchmarks: it reads and
+// discards the request body and answers {"text":"ok"}. It records only the
+// count of requests (Count), not Requests.
+func NewNoop(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{closing: make(chan struct{})}
+	body := []byte(`{"text":"ok"}`)
+	ct := []string{"application/json"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.count.Add(1)
+		w.Header()["Content-Type"] = ct
+		_, _ = w.Write(body)
+	})
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	s.start(t, mux)
+	return s
+}
+
+func (s *Server) start(t testing.TB, h http.Handler) {
+	s.srv = httptest.NewServer(h)
+	s.URL = s.srv.URL
+	t.Cleanup(s.Close)
+}
+
+// Close releases waiting handlers and shuts the server down. Later requests
+// are refused. It is safe to call more than once.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		close(s.closing)
+		s.srv.Close()
+	})
+}
+
+// Requests returns a copy of the transcription requests received so far,
+// in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reqs)
+}
+
+// Count returns how many transcription requests arrived.
+func (s *Server) Count() int { return int(s.count.Load()) }
+
+// MaxActive returns the largest number of requests that were processed at
+// the same time (admitted and not yet answered).
+func (s *Server) MaxActive() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxActive
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	model := s.cfg.Model
+	if model == "" {
+		model = DefaultModel
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data":   []any{map[string]any{"id": model, "object": "model", "owned_by": "benchtest"}},
+	})
+}
+
+// wait sleeps for d unless the client leaves or the server closes first;
+// it reports whether the full time passed.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
+	n := int(s.count.Add(1))
+	rec := Request{
+		N:           n,
+		Arrived:     time.Now(),
+		RequestID:   r.Header.Get("X-Request-Id"),
+		TraceParent: r.Header.Get("Traceparent"),
+	}
+	if s.cfg.Fail != nil {
+		rec.Failure = s.cfg.Fail(n)
+	}
+	parseErr := parseForm(r, &rec)
+	if parseErr != nil {
+		rec.ParseError = parseErr.Error()
+	}
+	idx := s.record(rec)
+
+	id := rec.RequestID
+	if s.cfg.ServerID != nil {
+		id = s.cfg.ServerID(id)
+	}
+	if id != "" {
+		w.Header().Set("X-Request-Id", id)
+	}
+	if parseErr != nil {
+		writeError(w, http.StatusBadRequest, parseErr.Error())
+		return
+	}
+
+	if s.sem != nil {
+		select {
+		case s.sem <- struct{}{}:
+			defer func() { <-s.sem }()
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
+	}
+	s.admit(idx)
+	defer s.done()
+
+	switch f := rec.Failure; {
+	case f.StatusCode() != 0:
+		writeError(w, f.StatusCode(), fmt.Sprintf("injected status %d", f.StatusCode()))
+		return
+	case f == Reset:
+		reset(w)
+		return
+	case f == Hang:
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+
+	delay := s.cfg.Delay
+	if s.cfg.SlowAfter > 0 && n > s.cfg.SlowAfter {
+		delay = s.cfg.SlowDelay
+	}
+	if !s.wait(r, delay) {
+		return
+	}
+	text := DefaultText
+	switch {
+	case s.cfg.TextFor != nil:
+		text = s.cfg.TextFor(rec.FileName)
+	case s.cfg.Text != "":
+		text = s.cfg.Text
+	}
+	if rec.Stream {
+		s.stream(w, r, text, rec.Failure)
+		return
+	}
+	switch rec.Failure {
+	case MalformedJSON:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"text": "`+text[:len(text)/2])
+	case SSEError:
+		writeError(w, http.StatusInternalServerError, "injected error")
+	default:
+		if rec.ResponseFormat == "text" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, text)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"text": text})
+	}
+}
+
+// parseForm reads the multipart body into rec.
+func parseForm(r *http.Request, rec *Request) error {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return fmt.Errorf("reading multipart body: %w", err)
+	}
+	sawFile := false
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading multipart body: %w", err)
+		}
+		name := p.FormName()
+		if name == "file" {
+			sawFile = true
+			h := sha256.New()
+			size, err := io.Copy(h, p)
+			if err != nil {
+				return fmt.Errorf("reading file part: %w", err)
+			}
+			rec.FileName = p.FileName()
+			rec.FileContentType = p.Header.Get("Content-Type")
+			rec.FileSize = int(size)
+			h.Sum(rec.FileSHA256[:0])
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(p, 4096))
+		if err != nil {
+			return fmt.Errorf("reading part %q: %w", name, err)
+		}
+		v := string(b)
+		switch name {
+		case "model":
+			rec.Model = v
+		case "language":
+			rec.Language = v
+		case "response_format":
+			rec.ResponseFormat = v
+		case "stream":
+			rec.Stream = strings.EqualFold(v, "true") || v == "1"
+		}
+	}
+	if !sawFile {
+		return fmt.Errorf("no file part")
+	}
+	return nil
+}
+
+func (s *Server) record(rec Request) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, rec)
+	return len(s.reqs) - 1
+}
+
+func (s *Server) admit(idx int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs[idx].Admitted = time.Now()
+	s.active++
+	s.maxActive = max(s.maxActive, s.active)
+}
+
+func (s *Server) done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+}
+
+// stream writes an SSE answer in the configured dialect.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, text string, f Failure) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(data string) bool {
+		if _, err := io.WriteString(w, "data: "+data+"\n\n"); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	sendJSON := func(v any) bool {
+		b, _ := json.Marshal(v)
+		return send(string(b))
+	}
+	vllm := s.cfg.Dialect == "vllm"
+	delta := func(d string) any {
+		if vllm {
+			return map[string]any{"object": "transcription.chunk", "model": DefaultModel,
+				"choices": []any{map[string]any{"delta": map[string]any{"content": d}}}}
+		}
+		return map[string]any{"type": "transcript.text.delta", "delta": d}
+	}
+
+	if f == MalformedJSON {
+		send(`{"type": "transcript.text.delta", "delta": `)
+		return
+	}
+	for i, d := range splitWords(text) {
+		if i > 0 && !s.wait(r, s.cfg.ChunkDelay) {
+			return
+		}
+		if !sendJSON(delta(d)) {
+			return
+		}
+		if f == SSEError {
+			break
+		}
+	}
+	switch f {
+	case MalformedSSE:
+		return
+	case SSEError:
+		if vllm {
+			sendJSON(map[string]any{"error": map[string]any{"message": "injected error", "type": "InternalServerError", "code": 500}})
+		} else {
+			sendJSON(map[string]any{"type": "error", "error": map[string]any{"message": "injected error"}})
+		}
+		send("[DONE]")
+		return
+	}
+	if vllm {
+		// vLLM's last chunk carries the finish reason and an empty delta.
+		sendJSON(map[string]any{"object": "transcription.chunk", "model": DefaultModel,
+			"choices": []any{map[string]any{"delta": map[string]any{}, "finish_reason": "stop"}}})
+	} else {
+		sendJSON(map[string]any{"type": "transcript.text.done", "text": text,
+			"usage": map[string]any{"type": "duration", "seconds": 1}})
+	}
+	send("[DONE]")
+}
+
+// splitWords cuts text into stream deltas: the first word, then each
+// following word with its leading space, so the deltas join back to text.
+func splitWords(text string) []string {
+	var out []string
+	for text != "" {
+		i := strings.IndexByte(text[1:], ' ')
+		if i < 0 {
+			out = append(out, text)
+			break
+		}
+		out = append(out, text[:i+1])
+		text = text[i+1:]
+	}
+	return out
+}
+
+// reset hijacks the connection and closes it with a TCP reset.
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // closes the connection, without a reset
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{"message": msg, "code": code}})
+}

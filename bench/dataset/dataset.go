@@ -1,0 +1,178 @@
+package dataset
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/asrprof/asrprof/bench/audio"
+)
+
+// Sample is one utterance: an audio file and its reference transcript.
+type Sample struct {
+	// ID is unique within the dataset.
+	ID string
+	// Audio is the absolute path of the audio file (manifest-relative paths
+	// are resolved at load time).
+	Audio string
+	// Text is the reference transcript, trimmed of surrounding whitespace.
+	Text string
+	// Lang is the language code from the manifest, or Load's defaultLang.
+	Lang string
+	// Info is filled by Preflight.
+	Info audio.Info
+
+	// problem holds defects found by Load that make the sample unusable but
+	// leave the manifest well-formed (a missing transcript, a piped wav.scp
+	// entry), joined by "; "; Preflight reports it. A string, not a slice,
+	// keeps Sample comparable.
+	problem string
+	// noProbe marks an Audio that is not a file path (a piped command).
+	noProbe bool
+}
+
+// Dataset is a loaded manifest.
+type Dataset struct {
+	// Path is the manifest file or directory as given to Load.
+	Path string
+	// Format is "jsonl", "kaldi" or "folder".
+	Format string
+	// Samples are in manifest order: file order for JSONL and Kaldi, sorted
+	// relative path for folders.
+	Samples []Sample
+}
+
+// Limit keeps the first n samples. n <= 0 keeps all of them, so a zero
+// --max-samples means "no limit".
+func (d *Dataset) Limit(n int) {
+	if n > 0 && n < len(d.Samples) {
+		d.Samples = d.Samples[:n:n]
+	}
+}
+
+// Load reads the dataset at path, detecting its layout:
+//
+//   - a file named wav.scp, or a directory holding wav.scp and text: Kaldi;
+//   - any other file: JSONL, if its name ends in .jsonl or its first
+//     non-blank line is a JSON object;
+//   - any other directory: a folder of .wav/.flac files with .txt
+//     transcripts.
+//
+// Load checks the manifest (syntax, required fields, duplicate ids) but opens
+// no audio file; problems with individual samples that leave the manifest
+// well-formed, such as a missing transcript, are reported by Preflight.
+// Samples without a language get defaultLang. A dataset with no samples is
+// an error.
+func Load(path string, defaultLang string) (*Dataset, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading dataset: %w", err)
+	}
+	var ds *Dataset
+	switch {
+	case st.IsDir() && isFile(filepath.Join(path, "wav.scp")) && isFile(filepath.Join(path, "text")):
+		ds, err = loadKaldi(path, path, defaultLang)
+	case st.IsDir():
+		ds, err = loadFolder(path, defaultLang)
+	case filepath.Base(path) == "wav.scp":
+		ds, err = loadKaldi(path, filepath.Dir(path), defaultLang)
+	default:
+		var isJSONL bool
+		if isJSONL, err = looksLikeJSONL(path); err == nil {
+			if !isJSONL {
+				return nil, fmt.Errorf("%s: not a dataset: expected a .jsonl manifest, a wav.scp file, or a directory", path)
+			}
+			ds, err = loadJSONL(path, defaultLang)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(ds.Samples) == 0 {
+		return nil, fmt.Errorf("%s: dataset has no samples", path)
+	}
+	return ds, nil
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
+// looksLikeJSONL reports whether path is named *.jsonl or its first non-blank
+// line starts with '{'.
+func looksLikeJSONL(path string) (bool, error) {
+	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
+		return true, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("loading dataset: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			return t[0] == '{', nil
+		}
+		if err != nil {
+			return false, nil
+		}
+	}
+}
+
+// absDir returns the absolute form of dir, against which manifest-relative
+// audio paths are resolved.
+func absDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// resolve returns p if absolute, else p joined to the absolute dir.
+func resolve(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// lines calls fn for each line of the file at path with its 1-based number,
+// without the line terminator (\n or \r\n). Lines may be of any length.
+func lines(path string, fn func(n int, line string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			if ferr := fn(n, strings.TrimRight(line, "\r\n")); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s:%d: reading: %w", path, n, err)
+		}
+	}
+}
+
+// addProblem records a load-time defect of s.
+func (s *Sample) addProblem(p string) {
+	if s.problem != "" {
+		s.problem += "; "
+	}
+	s.problem += p
+}

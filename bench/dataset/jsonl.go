@@ -1,0 +1,83 @@
+package dataset
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// jsonlEntry is one manifest line. Pointers tell a missing field from an
+// empty one; unknown fields (duration, speaker, ...) are ignored.
+type jsonlEntry struct {
+	ID    *string `json:"id"`
+	Audio *string `json:"audio"`
+	Text  *string `json:"text"`
+	Lang  *string `json:"lang"`
+}
+
+// loadJSONL reads a manifest of one JSON object per line. Audio paths are
+// relative to the manifest's directory unless absolute. Errors name the file
+// and line.
+func loadJSONL(path, defaultLang string) (*Dataset, error) {
+	dir, err := absDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	ds := &Dataset{Path: path, Format: "jsonl"}
+	seen := map[string]int{} // id -> line
+	err = lines(path, func(n int, line string) error {
+		if strings.TrimSpace(line) == "" {
+			return nil
+		}
+		var e jsonlEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			return fmt.Errorf("%s:%d: %s", path, n, describeJSONError(err))
+		}
+		for _, f := range []struct {
+			name     string
+			v        *string
+			nonEmpty bool
+		}{{"id", e.ID, true}, {"audio", e.Audio, true}, {"text", e.Text, false}} {
+			switch {
+			case f.v == nil:
+				return fmt.Errorf("%s:%d: missing required field %q", path, n, f.name)
+			case f.nonEmpty && strings.TrimSpace(*f.v) == "":
+				return fmt.Errorf("%s:%d: field %q is empty", path, n, f.name)
+			}
+		}
+		id := *e.ID
+		if first, dup := seen[id]; dup {
+			return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, n, id, first)
+		}
+		seen[id] = n
+		lang := defaultLang
+		if e.Lang != nil && *e.Lang != "" {
+			lang = *e.Lang
+		}
+		ds.Samples = append(ds.Samples, Sample{
+			ID:    id,
+			Audio: resolve(dir, *e.Audio),
+			Text:  strings.TrimSpace(*e.Text),
+			Lang:  lang,
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// describeJSONError turns a decoding error into a reason a user can act on.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf("line is a JSON %s, not an object", te.Value)
+		}
+		return fmt.Sprintf("field %q: want a string, got a JSON %s", te.Field, te.Value)
+	}
+	return "invalid JSON: " + err.Error()
+}

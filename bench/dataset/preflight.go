@@ -1,0 +1,102 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/asrprof/asrprof/bench/audio"
+)
+
+// BadEntry is a sample Preflight found unusable.
+type BadEntry struct {
+	ID string
+	// Path is the sample's audio path (for a piped wav.scp entry, the
+	// command).
+	Path string
+	// Reason says what is wrong; several problems are joined with "; ".
+	Reason string
+}
+
+// Preflight probes the audio of every sample in ds with at most workers
+// files open at once (workers <= 0 means GOMAXPROCS) and splits the samples
+// into those a run can use and those it cannot. It reports missing audio
+// files, corrupt or unsupported audio (see audio.Probe), zero-length audio,
+// and problems Load recorded: missing transcripts and piped wav.scp entries.
+//
+// Good samples get their Info filled, both in the returned slice and in
+// ds.Samples. Both results are in dataset order whatever the scheduling.
+// If ctx is done before every sample was probed, the unprobed ones are
+// reported as bad with the context's error as the reason, so a cancelled
+// preflight never passes unchecked samples as good.
+//
+// Preflight must not run concurrently with other changes to ds.
+func Preflight(ctx context.Context, ds *Dataset, workers int) (good []Sample, bad []BadEntry) {
+	n := len(ds.Samples)
+	reasons := make([][]string, n)
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+
+	next := make(chan int) // unbuffered: the feeder blocks until a worker is free
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				reasons[i] = check(&ds.Samples[i])
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			for j := i; j < n; j++ {
+				reasons[j] = []string{"not checked: " + ctx.Err().Error()}
+			}
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+
+	for i, s := range ds.Samples {
+		if len(reasons[i]) == 0 {
+			good = append(good, s)
+			continue
+		}
+		bad = append(bad, BadEntry{ID: s.ID, Path: s.Audio, Reason: strings.Join(reasons[i], "; ")})
+	}
+	return good, bad
+}
+
+// check probes one sample, filling s.Info when its audio is usable, and
+// returns what is wrong with it.
+func check(s *Sample) []string {
+	var reasons []string
+	if s.problem != "" {
+		reasons = append(reasons, s.problem)
+	}
+	if s.noProbe {
+		return reasons
+	}
+	info, err := audio.Probe(s.Audio)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		reasons = append(reasons, "missing audio file")
+	case err != nil:
+		// Probe's errors start with the path, which BadEntry carries apart.
+		reasons = append(reasons, strings.TrimPrefix(err.Error(), s.Audio+": "))
+	case info.Frames == 0:
+		reasons = append(reasons, "zero-length audio")
+	}
+	if len(reasons) == 0 {
+		s.Info = info
+	}
+	return reasons
+}

@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"math"
+	"testing"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+func TestPercentileLinear(t *testing.T) {
+	// Hand-worked against numpy.percentile's default (linear) method.
+	xs := []float64{4, 1, 3, 2} // sorted: 1 2 3 4
+	for _, tc := range []struct{ p, want float64 }{
+		{0, 1}, {50, 2.5}, {95, 3.85}, {99, 3.97}, {100, 4},
+	} {
+		if got := Percentile(xs, tc.p); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 || Percentile([]float64{7}, 99) != 7 {
+		t.Error("edge cases")
+	}
+	if xs[0] != 4 {
+		t.Error("input was modified")
+	}
+}
+
+func TestPass(t *testing.T) {
+	ok := func(lat, audio float64, e *trace.WordErrors) trace.Request {
+		return trace.Request{Status: trace.StatusOK, LatencyS: lat, AudioDurationS: audio, Scored: e != nil, Errors: e}
+	}
+	recs := []trace.Request{
+		ok(1, 5, &trace.WordErrors{Sub: 1, RefWords: 3}),
+		ok(2, 10, &trace.WordErrors{Del: 1, Ins: 1, RefWords: 2}),
+		ok(3, 5, nil), // empty normalized reference: skipped
+		{Status: trace.StatusFailed, ErrorKind: trace.FailHTTP5xx, AudioDurationS: 100},
+		{Status: trace.StatusFailed, ErrorKind: trace.FailTimeout},
+	}
+	m := Pass(recs, 4)
+	c := m.Coverage
+	if c.Total != 5 || c.Evaluated != 2 || c.Skipped != 1 || c.Failed != 2 {
+		t.Fatalf("coverage %+v", c)
+	}
+	if c.FailureKinds[trace.FailHTTP5xx] != 1 || c.FailureKinds[trace.FailTimeout] != 1 {
+		t.Errorf("failure kinds %v", c.FailureKinds)
+	}
+	check := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	check("throughput", m.ThroughputSamplesPerS, 2.0/4)
+	check("req/s", m.RequestsPerS, 3.0/4)
+	check("rtfx", m.RTFx, 20.0/4) // failed requests' audio does not count
+	check("latency mean", m.LatencyMeanS, 2)
+	check("latency median", m.LatencyMedianS, 2)
+	check("latency p95", m.LatencyP95S, 2.9)
+	check("corpus wer", m.CorpusWER, 3.0/5)
+	check("rtf mean", m.RTFMean, (0.2+0.2+0.6)/3)
+}
+
+func TestLevel(t *testing.T) {
+	ps := []trace.PassMetrics{
+		{Level: "c8", Concurrency: 8, CorpusWER: 0.1, RTFx: 10, Coverage: trace.Coverage{Total: 5, Evaluated: 5}},
+		{Level: "c8", Concurrency: 8, CorpusWER: 0.3, RTFx: 20, Coverage: trace.Coverage{Total: 5, Evaluated: 4, Failed: 1}},
+	}
+	r := Level(ps)
+	if r.Repeats != 2 || r.Total != 10 || r.Evaluated != 9 || r.Failed != 1 || r.Concurrency != 8 {
+		t.Fatalf("%+v", r)
+	}
+	if r.CorpusWER != (trace.Stat{Mean: 0.2, Min: 0.1, Max: 0.3, N: 2}) {
+		t.Errorf("wer %+v", r.CorpusWER)
+	}
+	if r.RTFx.Mean != 15 || len(r.PerRepeat) != 2 {
+		t.Errorf("rtfx %+v", r.RTFx)
+	}
+}

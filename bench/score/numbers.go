@@ -1,0 +1,723 @@
+package score
+
+import (
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file re-implements Whisper's EnglishNumberNormalizer: spelled-out
+// numbers become digits, with ordinals, plurals, currencies, percentages,
+// signs, "and a half", "double"/"triple" and decimal points handled the way
+// the reference does, quirks included ("second" is always an ordinal, "ninth"
+// is not a number word, a standalone "1" is finally written "one").
+
+// numberWords holds the vocabulary of the number normalizer. It is built once
+// and only read afterwards.
+type numberWords struct {
+	zeros       map[string]bool
+	ones        map[string]int
+	onesSuffix  map[string]suffixed
+	tens        map[string]int
+	tensSuffix  map[string]suffixed
+	mults       map[string]*big.Int
+	multsSuffix map[string]suffixedBig
+	preceding   map[string]string // minus, plus...: a sign before a number
+	following   map[string]string // dollars, cents...: a currency after a number
+	all         map[string]bool   // every word the normalizer treats specially
+}
+
+type suffixed struct {
+	value  int
+	suffix string
+}
+
+type suffixedBig struct {
+	value  *big.Int
+	suffix string
+}
+
+var numWords = buildNumberWords()
+
+func buildNumberWords() *numberWords {
+	w := &numberWords{
+		zeros:       map[string]bool{"o": true, "oh": true, "zero": true},
+		ones:        map[string]int{},
+		onesSuffix:  map[string]suffixed{},
+		tens:        map[string]int{},
+		tensSuffix:  map[string]suffixed{},
+		mults:       map[string]*big.Int{},
+		multsSuffix: map[string]suffixedBig{},
+		preceding:   map[string]string{"minus": "-", "negative": "-", "plus": "+", "positive": "+"},
+		following: map[string]string{
+			"pound": "£", "pounds": "£", "euro": "€", "euros": "€",
+			"dollar": "$", "dollars": "$", "cent": "¢", "cents": "¢",
+		},
+		all: map[string]bool{},
+	}
+	ones := []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+		"eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"}
+	for i, name := range ones {
+		v := i + 1
+		w.ones[name] = v
+		plural := name + "s"
+		if name == "six" {
+			plural = "sixes"
+		}
+		w.onesSuffix[plural] = suffixed{v, "s"}
+		switch v {
+		case 1, 2, 3, 5, 12:
+			// irregular ordinals, below
+		default:
+			ord := name + "th"
+			if strings.HasSuffix(name, "t") {
+				ord = name + "h"
+			}
+			w.onesSuffix[ord] = suffixed{v, "th"}
+		}
+	}
+	// "ninth" is deliberately absent: the reference derives "nineth".
+	for name, v := range map[string]suffixed{
+		"zeroth": {0, "th"}, "first": {1, "st"}, "second": {2, "nd"},
+		"third": {3, "rd"}, "fifth": {5, "th"}, "twelfth": {12, "th"},
+	} {
+		w.onesSuffix[name] = v
+	}
+	tens := []string{"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+	for i, name := range tens {
+		v := (i + 2) * 10
+		w.tens[name] = v
+		stem := strings.TrimSuffix(name, "y")
+		w.tensSuffix[stem+"ies"] = suffixed{v, "s"}
+		w.tensSuffix[stem+"ieth"] = suffixed{v, "th"}
+	}
+	mults := []string{"hundred", "thousand", "million", "billion", "trillion", "quadrillion",
+		"quintillion", "sextillion", "septillion", "octillion", "nonillion", "decillion"}
+	for i, name := range mults {
+		exp := 2
+		if i > 0 {
+			exp = 3 * i
+		}
+		v := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)
+		w.mults[name] = v
+		w.multsSuffix[name+"s"] = suffixedBig{v, "s"}
+		w.multsSuffix[name+"th"] = suffixedBig{v, "th"}
+	}
+	for k := range w.zeros {
+		w.all[k] = true
+	}
+	for k := range w.ones {
+		w.all[k] = true
+	}
+	for k := range w.onesSuffix {
+		w.all[k] = true
+	}
+	for k := range w.tens {
+		w.all[k] = true
+	}
+	for k := range w.tensSuffix {
+		w.all[k] = true
+	}
+	for k := range w.mults {
+		w.all[k] = true
+	}
+	for k := range w.multsSuffix {
+		w.all[k] = true
+	}
+	for k := range w.preceding {
+		w.all[k] = true
+	}
+	for k := range w.following {
+		w.all[k] = true
+	}
+	for _, k := range []string{"per", "percent", "and", "double", "triple", "point"} {
+		w.all[k] = true
+	}
+	return w
+}
+
+// isDecimalWord reports whether a word can follow "point" as a digit.
+func (w *numberWords) isDecimalWord(s string) bool {
+	_, one := w.ones[s]
+	_, ten := w.tens[s]
+	return one || ten || w.zeros[s]
+}
+
+// isArabic reports whether s matches ^\d+(\.\d+)?$ with Unicode digits.
+func isArabic(s string) bool {
+	digits, dot := 0, false
+	for _, r := range s {
+		switch {
+		case isPyDigit(r):
+			digits++
+		case r == '.' && !dot && digits > 0:
+			dot, digits = true, 0
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
+// decimalParts parses s as Python's Fraction would parse a plain decimal
+// string: an optional sign, digits, an optional point and more digits, with
+// at least one digit before or just after the point. It returns the value as
+// mantissa / 10^scale.
+func decimalParts(s string) (mantissa *big.Int, scale int, ok bool) {
+	neg := false
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	mantissa = new(big.Int)
+	ten := big.NewInt(10)
+	intDigits, dot := 0, false
+	for _, r := range s {
+		switch {
+		case isPyDigit(r):
+			mantissa.Mul(mantissa, ten)
+			mantissa.Add(mantissa, big.NewInt(int64(digitValue(r))))
+			if dot {
+				scale++
+			} else {
+				intDigits++
+			}
+		case r == '.' && !dot:
+			dot = true
+		default:
+			return nil, 0, false
+		}
+	}
+	if intDigits == 0 && scale == 0 {
+		return nil, 0, false
+	}
+	if neg {
+		mantissa.Neg(mantissa)
+	}
+	return mantissa, scale, true
+}
+
+// scaleExact returns s*mult when that product is a whole number.
+func scaleExact(s string, mult *big.Int) (*big.Int, bool) {
+	m, scale, ok := decimalParts(s)
+	if !ok {
+		return nil, false
+	}
+	p := new(big.Int).Mul(m, mult)
+	if scale == 0 {
+		return p, true
+	}
+	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)
+	q, r := new(big.Int).QuoRem(p, den, new(big.Int))
+	if r.Sign() != 0 {
+		return nil, false
+	}
+	return q, true
+}
+
+// numValue is the number being accumulated: nothing, an integer, or a digit
+// string (kept verbatim, e.g. "1999", "2.5", "007").
+type numValue struct {
+	set   bool
+	isStr bool
+	str   string
+	n     *big.Int
+}
+
+func intValue(n *big.Int) numValue { return numValue{set: true, n: n} }
+func strValue(s string) numValue   { return numValue{set: true, isStr: true, str: s} }
+func smallValue(n int) numValue    { return intValue(big.NewInt(int64(n))) }
+
+// String is Python's str(value).
+func (v numValue) String() string {
+	if v.isStr {
+		return v.str
+	}
+	return v.n.String()
+}
+
+// orEmpty is Python's str(value or ""): empty for nothing, 0 and "".
+func (v numValue) orEmpty() string {
+	if !v.set || (!v.isStr && v.n.Sign() == 0) {
+		return ""
+	}
+	return v.String()
+}
+
+// modIsZero reports whether the integer value is a multiple of m.
+func (v numValue) modIsZero(m int64) bool {
+	return new(big.Int).Rem(v.n, big.NewInt(m)).Sign() == 0
+}
+
+func (v numValue) plus(k int) numValue {
+	return intValue(new(big.Int).Add(v.n, big.NewInt(int64(k))))
+}
+
+// timesKeepThousands is the reference's rule for an integer followed by a
+// multiplier: only the part below 1000 is multiplied.
+func (v numValue) timesKeepThousands(m *big.Int) numValue {
+	thousand := big.NewInt(1000)
+	before, residual := new(big.Int).DivMod(v.n, thousand, new(big.Int))
+	before.Mul(before, thousand)
+	residual.Mul(residual, m)
+	return intValue(before.Add(before, residual))
+}
+
+// processWords is the core state machine of the number normalizer.
+func (w *numberWords) processWords(words []string) []string {
+	out := make([]string, 0, len(words))
+	var value numValue
+	prefix := ""
+	emit := func(s string) {
+		out = append(out, prefix+s)
+		value = numValue{}
+		prefix = ""
+	}
+	emitValue := func() { emit(value.String()) }
+
+	skip := false
+	for i, cur := range words {
+		if skip {
+			skip = false
+			continue
+		}
+		prev, next := "", ""
+		if i > 0 {
+			prev = words[i-1]
+		}
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
+		nextNumeric := isArabic(next)
+		first, size := utf8.DecodeRuneInString(cur)
+		hasPrefix := strings.ContainsRune("-+£€$¢", first)
+		bare := cur
+		if hasPrefix {
+			bare = cur[size:]
+		}
+		_, prevIsOne := w.ones[prev]
+		_, prevIsTen := w.tens[prev]
+
+		switch {
+		case isArabic(bare):
+			if value.set {
+				if value.isStr && strings.HasSuffix(value.str, ".") {
+					// decimals and dotted components are concatenated
+					value = strValue(value.str + cur)
+					continue
+				}
+				emitValue()
+			}
+			if hasPrefix {
+				prefix = string(first)
+			}
+			if m, scale, _ := decimalParts(bare); scale == 0 {
+				value = intValue(m)
+			} else if n, whole := scaleExact(bare, big.NewInt(1)); whole {
+				value = intValue(n)
+			} else {
+				value = strValue(bare)
+			}
+
+		case !w.all[cur]:
+			if value.set {
+				emitValue()
+			}
+			emit(cur)
+
+		case w.zeros[cur]:
+			value = strValue(value.orEmpty() + "0")
+
+		case w.ones[cur] > 0:
+			one := w.ones[cur]
+			switch {
+			case !value.set:
+				value = smallValue(one)
+			case value.isStr || prevIsOne:
+				s := value.String()
+				if prevIsTen && one < 10 && strings.HasSuffix(s, "0") {
+					value = strValue(s[:len(s)-1] + strconv.Itoa(one))
+				} else {
+					value = strValue(s + strconv.Itoa(one))
+				}
+			case one < 10 && value.modIsZero(10), one >= 10 && value.modIsZero(100):
+				value = value.plus(one)
+			default:
+				value = strValue(value.String() + strconv.Itoa(one))
+			}
+
+		case w.onesSuffix[cur].suffix != "":
+			sx := w.onesSuffix[cur]
+			one := strconv.Itoa(sx.value)
+			switch {
+			case !value.set:
+				emit(one + sx.suffix)
+			case value.isStr || prevIsOne:
+				s := value.String()
+				if prevIsTen && sx.value < 10 && strings.HasSuffix(s, "0") {
+					emit(s[:len(s)-1] + one + sx.suffix)
+				} else {
+					emit(s + one + sx.suffix)
+				}
+			case sx.value < 10 && value.modIsZero(10), sx.value >= 10 && value.modIsZero(100):
+				emit(value.plus(sx.value).String() + sx.suffix)
+			default:
+				emit(value.String() + one + sx.suffix)
+			}
+			value = numValue{}
+
+		case w.tens[cur] > 0:
+			ten := w.tens[cur]
+			switch {
+			case !value.set:
+				value = smallValue(ten)
+			case value.isStr || !value.modIsZero(100):
+				value = strValue(value.String() + strconv.Itoa(ten))
+			default:
+				value = value.plus(ten)
+			}
+
+		case w.tensSuffix[cur].suffix != "":
+			sx := w.tensSuffix[cur]
+			switch {
+			case !value.set:
+				emit(strconv.Itoa(sx.value) + sx.suffix)
+			case value.isStr || !value.modIsZero(100):
+				emit(value.String() + strconv.Itoa(sx.value) + sx.suffix)
+			default:
+				emit(value.plus(sx.value).String() + sx.suffix)
+			}
+
+		case w.mults[cur] != nil:
+			m := w.mults[cur]
+			switch {
+			case !value.set:
+				value = intValue(m)
+			case value.isStr || value.n.Sign() == 0:
+				if p, ok := scaleExact(value.String(), m); ok {
+					value = intValue(p)
+				} else {
+					emitValue()
+					value = intValue(m)
+				}
+			default:
+				value = value.timesKeepThousands(m)
+			}
+
+		case w.multsSuffix[cur].value != nil:
+			sx := w.multsSuffix[cur]
+			switch {
+			case !value.set:
+				emit(sx.value.String() + sx.suffix)
+			case value.isStr:
+				if p, ok := scaleExact(value.str, sx.value); ok {
+					emit(p.String() + sx.suffix)
+				} else {
+					emitValue()
+					emit(sx.value.String() + sx.suffix)
+				}
+			default:
+				emit(value.timesKeepThousands(sx.value).String() + sx.suffix)
+			}
+			value = numValue{}
+
+		case w.preceding[cur] != "":
+			if value.set {
+				emitValue()
+			}
+			if w.all[next] || nextNumeric {
+				prefix = w.preceding[cur]
+			} else {
+				emit(cur)
+			}
+
+		case w.following[cur] != "":
+			if value.set {
+				prefix = w.following[cur]
+				emitValue()
+			} else {
+				emit(cur)
+			}
+
+		case cur == "per" || cur == "percent":
+			switch {
+			case !value.set:
+				emit(cur)
+			case cur == "percent":
+				emit(value.String() + "%")
+			case next == "cent":
+				emit(value.String() + "%")
+				skip = true
+			default:
+				emitValue()
+				emit(cur)
+			}
+
+		default: // and, double, triple, point
+			switch {
+			case !w.all[next] && !nextNumeric:
+				if value.set {
+					emitValue()
+				}
+				emit(cur)
+			case cur == "and":
+				if w.mults[prev] == nil {
+					if value.set {
+						emitValue()
+					}
+					emit(cur)
+				}
+			case cur == "double" || cur == "triple":
+				if _, one := w.ones[next]; one || w.zeros[next] {
+					repeats := 2
+					if cur == "triple" {
+						repeats = 3
+					}
+					digit := strconv.Itoa(w.ones[next])
+					value = strValue(value.orEmpty() + strings.Repeat(digit, repeats))
+					skip = true
+				} else {
+					if value.set {
+						emitValue()
+					}
+					emit(cur)
+				}
+			case cur == "point":
+				if w.isDecimalWord(next) || nextNumeric {
+					value = strValue(value.orEmpty() + ".")
+				}
+			}
+		}
+	}
+	if value.set {
+		emitValue()
+	}
+	return out
+}
+
+// normalizeNumbers is the number normalizer's __call__: preprocess, the word
+// state machine, postprocess.
+func normalizeNumbers(s string) string {
+	s = numWords.preprocess(s)
+	s = strings.Join(numWords.processWords(pyFields(s)), " ")
+	return postprocessNumbers(s)
+}
+
+var (
+	// The currency patterns below also need a Unicode \b after them, which
+	// replaceBounded checks.
+	combineCentsRE = regexp.MustCompile(`([€£$])([0-9]+) (?:and )?¢([0-9]{1,2})`)
+	extractCentsRE = regexp.MustCompile(`[€£$]0.([0-9]{1,2})`)
+)
+
+func (w *numberWords) preprocess(s string) string {
+	s = w.expandHalves(s)
+	s = spaceLetterDigit(s)
+	return joinNumberSuffixes(s)
+}
+
+// expandHalves turns "<number word> and a half" into "<number word> point
+// five", following the reference's split-and-rejoin (which also drops
+// whitespace-only pieces and re-joins the rest with single spaces).
+func (w *numberWords) expandHalves(s string) string {
+	if !strings.Contains(s, "half") {
+		return s
+	}
+	var segs []string
+	last := 0
+	for i := 0; i < len(s); {
+		j := strings.Index(s[i:], "and")
+		if j < 0 {
+			break
+		}
+		i += j
+		if end, ok := matchHalf(s, i); ok {
+			segs = append(segs, s[last:i])
+			last, i = end, end
+			continue
+		}
+		i++
+	}
+	if segs == nil {
+		return s
+	}
+	segs = append(segs, s[last:])
+	var parts []string
+	for k, seg := range segs {
+		if pyStrip(seg) == "" {
+			continue
+		}
+		parts = append(parts, seg)
+		if k == len(segs)-1 {
+			break
+		}
+		f := pyFields(seg)
+		lastWord := f[len(f)-1]
+		if w.isDecimalWord(lastWord) || w.mults[lastWord] != nil {
+			parts = append(parts, "point five")
+		} else {
+			parts = append(parts, "and a half")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// matchHalf matches \band\s+a\s+half\b at byte offset i of s.
+func matchHalf(s string, i int) (end int, ok bool) {
+	if wordBefore(s, i) {
+		return 0, false
+	}
+	pos := i
+	for k, lit := range []string{"and", "a", "half"} {
+		if k > 0 {
+			n := 0
+			for pos < len(s) {
+				r, size := utf8.DecodeRuneInString(s[pos:])
+				if !isPySpace(r) {
+					break
+				}
+				pos += size
+				n++
+			}
+			if n == 0 {
+				return 0, false
+			}
+		}
+		if !strings.HasPrefix(s[pos:], lit) {
+			return 0, false
+		}
+		pos += len(lit)
+	}
+	if wordAt(s, pos) {
+		return 0, false
+	}
+	return pos, true
+}
+
+// joinNumberSuffixes re-attaches ordinal and plural suffixes to the digit
+// before them: re.sub(r"([0-9])\s+(st|nd|rd|th|s)\b", r"\1\2", s).
+func joinNumberSuffixes(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			continue
+		}
+		pos := i + 1
+		for pos < len(s) {
+			r, size := utf8.DecodeRuneInString(s[pos:])
+			if !isPySpace(r) {
+				break
+			}
+			pos += size
+		}
+		if pos == i+1 {
+			continue
+		}
+		for _, sfx := range []string{"st", "nd", "rd", "th", "s"} {
+			if strings.HasPrefix(s[pos:], sfx) && !wordAt(s, pos+len(sfx)) {
+				b.WriteString(s[last : i+1])
+				b.WriteString(sfx)
+				last = pos + len(sfx)
+				i = last - 1
+				break
+			}
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func postprocessNumbers(s string) string {
+	if !strings.ContainsAny(s, "$€£") {
+		return spellOne(s)
+	}
+	// "$2 and ¢7" -> "$2.07"
+	s = replaceBounded(combineCentsRE, s, func(m []string) string {
+		cents, _ := strconv.Atoi(m[3])
+		return m[1] + m[2] + "." + twoDigits(cents)
+	})
+	// "$0.07" -> "¢7"
+	s = replaceBounded(extractCentsRE, s, func(m []string) string {
+		cents, _ := strconv.Atoi(m[1])
+		return "¢" + strconv.Itoa(cents)
+	})
+	return spellOne(s)
+}
+
+func twoDigits(n int) string {
+	if n < 10 {
+		return "0" + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
+}
+
+// replaceBounded replaces, left to right without overlap, the matches of re
+// that are followed by a Unicode word boundary (the pattern's last character
+// is always a digit, so the next character must not be a word character).
+func replaceBounded(re *regexp.Regexp, s string, repl func([]string) string) string {
+	var b strings.Builder
+	last, pos := 0, 0
+	for pos <= len(s) {
+		loc := re.FindStringSubmatchIndex(s[pos:])
+		if loc == nil {
+			break
+		}
+		start, end := pos+loc[0], pos+loc[1]
+		if wordAt(s, end) {
+			_, size := utf8.DecodeRuneInString(s[start:])
+			pos = start + size
+			continue
+		}
+		groups := make([]string, len(loc)/2)
+		for g := range groups {
+			if loc[2*g] >= 0 {
+				groups[g] = s[pos+loc[2*g] : pos+loc[2*g+1]]
+			}
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(repl(groups))
+		last, pos = end, end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// spellOne writes a standalone "1" or "1s" as "one" or "ones":
+// re.sub(r"\b1(s?)\b", r"one\1", s).
+func spellOne(s string) string {
+	if !strings.Contains(s, "1") {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '1' || wordBefore(s, i) {
+			continue
+		}
+		end := i + 1
+		if end < len(s) && s[end] == 's' && !wordAt(s, end+1) {
+			end++
+		} else if wordAt(s, end) {
+			continue
+		}
+		b.WriteString(s[last:i])
+		b.WriteString("one")
+		b.WriteString(s[i+1 : end])
+		last = end
+		i = end - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

@@ -1,0 +1,144 @@
+// Package probetest holds test helpers for probes: Sink, an in-memory
+// probe.Sink, and a workload child process with one busy and one sleeping
+// thread of known names (StartWorkload), for checking what a probe
+// attributes to which thread.
+package probetest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+)
+
+var _ probe.Sink = (*Sink)(nil)
+
+// Sink keeps appended records in memory, as JSON lines per file. The zero
+// value is ready; Dir is returned by Path. It is safe for concurrent use.
+type Sink struct {
+	Dir string
+
+	mu    sync.Mutex
+	lines map[string][][]byte
+}
+
+// Append marshals rec to JSON and keeps it as a line of file.
+func (s *Sink) Append(file string, rec any) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("marshaling record for %s: %w", file, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lines == nil {
+		s.lines = make(map[string][][]byte)
+	}
+	s.lines[file] = append(s.lines[file], b)
+	return nil
+}
+
+// Path returns name under Dir.
+func (s *Sink) Path(name string) string { return filepath.Join(s.Dir, name) }
+
+// Lines returns the JSON lines appended to file so far.
+func (s *Sink) Lines(file string) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.lines[file]...)
+}
+
+// Decode unmarshals every line of file into a new T.
+func Decode[T any](s *Sink, file string) ([]T, error) {
+	var out []T
+	for i, l := range s.Lines(file) {
+		var v T
+		if err := json.Unmarshal(l, &v); err != nil {
+			return out, fmt.Errorf("%s line %d: %w", file, i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Thread names that the workload's threads set with PR_SET_NAME.
+const (
+	BusyName  = "asrp-busy"
+	SleepName = "asrp-sleep"
+)
+
+// SleepInterval is how long the workload's sleeping thread sleeps between
+// wake-ups.
+const SleepInterval = 10 * time.Millisecond
+
+const workloadEnv = "ASRPROF_PROBETEST_WORKLOAD"
+
+// Workload is a running child process made by StartWorkload.
+type Workload struct {
+	PID      int
+	BusyTID  int // spins on a CPU
+	SleepTID int // sleeps SleepInterval at a time
+}
+
+// RunWorkloadIfChild runs the workload and exits when this process was
+// started by StartWorkload; otherwise it returns at once. Call it first in
+// TestMain of a package that uses StartWorkload.
+func RunWorkloadIfChild() {
+	if os.Getenv(workloadEnv) != "1" {
+		return
+	}
+	if err := runWorkload(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// StartWorkload re-executes the test binary as a workload child (see
+// RunWorkloadIfChild) and returns once its threads are named. The child is
+// killed when the test ends.
+func StartWorkload(tb testing.TB) *Workload {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// No async preemption, so the Go runtime does not park the busy thread;
+	// enough Ps for both locked threads.
+	cmd.Env = append(os.Environ(), workloadEnv+"=1", "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=4")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatalf("workload stdin: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatalf("workload stdout: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting workload: %v", err)
+	}
+	tb.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+	}()
+	w := &Workload{PID: cmd.Process.Pid}
+	select {
+	case s := <-line:
+		if _, err := fmt.Sscanf(s, "busy=%d sleep=%d", &w.BusyTID, &w.SleepTID); err != nil {
+			tb.Fatalf("workload said %q: %v", s, err)
+		}
+	case <-time.After(10 * time.Second):
+		tb.Fatal("workload did not start within 10 s")
+	}
+	return w
+}

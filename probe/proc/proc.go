@@ -1,0 +1,342 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// File is the bundle file the probe appends to (shared with probe/sched).
+const File = "sched.jsonl"
+
+// DefaultHz is the sampling rate when Config.Hz is zero.
+const DefaultHz = 10
+
+// userHZ is the unit of utime and stime in /proc stat files (USER_HZ, 100
+// on every architecture Linux ships).
+const userHZ = 100
+
+var _ probe.Probe = (*Probe)(nil)
+
+// Config configures a Probe.
+type Config struct {
+	// Hz is how often threads are sampled between Begin and End (DefaultHz
+	// when zero). It also sets how often the process tree is refreshed.
+	Hz float64
+}
+
+// Record is one line of sched.jsonl: one thread over one period.
+type Record struct {
+	Level       string  `json:"level"`
+	Repeat      int     `json:"repeat"`
+	Warmup      bool    `json:"warmup"`
+	PID         int     `json:"pid"`
+	TID         int     `json:"tid"`
+	Name        string  `json:"name"`
+	CPUSec      float64 `json:"cpu_s"`
+	WallSec     float64 `json:"wall_s"`
+	Utilization float64 `json:"utilization"`
+	RunqWaitSec float64 `json:"runq_wait_s"`
+	Voluntary   uint64  `json:"voluntary_switches"`
+	Involuntary uint64  `json:"involuntary_switches"`
+	Source      string  `json:"source"`
+}
+
+// Switches are the context-switch counters of /proc/PID/task/TID/status.
+type Switches struct {
+	Voluntary, Involuntary uint64
+}
+
+// ParseStatus returns the context-switch counters in the text of a status
+// file.
+func ParseStatus(s string) (Switches, error) {
+	var sw Switches
+	var seen int
+	for _, line := range strings.Split(s, "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch key {
+		case "voluntary_ctxt_switches":
+			dst = &sw.Voluntary
+		case "nonvoluntary_ctxt_switches":
+			dst = &sw.Involuntary
+		default:
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			return sw, fmt.Errorf("parsing status %s: %w", key, err)
+		}
+		*dst = n
+		seen++
+	}
+	if seen != 2 {
+		return sw, errors.New("parsing status: no ctxt_switches lines")
+	}
+	return sw, nil
+}
+
+// sample is one thread's cumulative counters.
+type sample struct {
+	pid    int
+	name   string
+	cpuNs  uint64
+	waitNs uint64
+	sw     Switches
+}
+
+// readThread reads one thread's counters, using buf for the file
+// contents. useSchedstat says whether the kernel fills schedstat.
+func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"
+	s := sample{pid: pid}
+	b, err := proctree.ReadSmall(dir+"stat", buf)
+	if err != nil {
+		return s, err
+	}
+	st, err := proctree.ParseStat(string(b))
+	if err != nil {
+		return s, err
+	}
+	s.name = st.Comm
+	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
+	if useSchedstat {
+		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {
+			if ss, err := proctree.ParseSchedstat(string(b)); err == nil {
+				s.cpuNs, s.waitNs = ss.RunNs, ss.WaitNs
+			}
+		}
+	}
+	if b, err = proctree.ReadSmall(dir+"status", buf); err != nil {
+		return s, err
+	}
+	if s.sw, err = ParseStatus(string(b)); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Probe samples per-thread CPU accounting from /proc. Create it with New;
+// it implements probe.Probe.
+type Probe struct {
+	cfg Config
+
+	mu           sync.Mutex // guards everything below after Start
+	target       probe.Target
+	out          probe.Sink
+	useSchedstat bool
+	pids         []int     // the target's processes, as of treeAt
+	treeAt       time.Time // when pids was read
+	buf          []byte
+	last         map[int]sample // latest sample of every thread seen since the last End
+	base         map[int]sample
+	baseAt       time.Time
+	cancel       context.CancelFunc
+	done         chan struct{}
+	started      bool
+}
+
+// New returns a probe that does nothing until Start.
+func New(cfg Config) *Probe {
+	if cfg.Hz <= 0 {
+		cfg.Hz = DefaultHz
+	}
+	return &Probe{cfg: cfg}
+}
+
+// Name returns "proc".
+func (p *Probe) Name() string { return "proc" }
+
+// Start takes a first sample of t's threads and starts sampling. It
+// returns an error wrapping probe.ErrNotSupported when t.PID is 0 or /proc
+// is not mounted.
+func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
+	if t.PID <= 0 {
+		return fmt.Errorf("proc: no target pid: %w", probe.ErrNotSupported)
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return fmt.Errorf("proc: /proc not readable: %w (%w)", probe.ErrNotSupported, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(t.PID)); err != nil {
+		return fmt.Errorf("proc: target %d: %w", t.PID, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("proc: already started")
+	}
+	// schedstat reads "0 0 N" for every task when the kernel's sched_info
+	// is off; this process has surely run, so zero means off.
+	if b, err := os.ReadFile("/proc/thread-self/schedstat"); err == nil {
+		if ss, err := proctree.ParseSchedstat(string(b)); err == nil && ss.RunNs > 0 {
+			p.useSchedstat = true
+		}
+	}
+	p.target, p.out = t, out
+	p.buf = make([]byte, 16<<10)
+	p.last = make(map[int]sample)
+	p.base, p.baseAt = p.sampleLocked(true), time.Now()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
+	go p.loop(loopCtx, p.done)
+	return nil
+}
+
+func (p *Probe) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(time.Duration(float64(time.Second) / p.cfg.Hz))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			p.mu.Lock()
+			p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// treeRefresh is how often the periodic samples re-read the process tree
+// (a walk of all of /proc); Begin and End always do.
+const treeRefresh = 500 * time.Millisecond
+
+// sampleLocked reads every live thread of the target's tree (re-read first
+// when tree is set), stores the values in p.last and returns them. Threads
+// that vanish while it reads are skipped.
+func (p *Probe) sampleLocked(tree bool) map[int]sample {
+	if tree || p.pids == nil {
+		p.pids = proctree.Descendants(p.target.PID)
+		if p.target.Children != nil {
+			p.pids = append(p.pids, p.target.Children()...)
+		}
+		p.treeAt = time.Now()
+	}
+	now := make(map[int]sample)
+	seen := make(map[int]bool)
+	for _, pid := range p.pids {
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		for _, tid := range proctree.Threads(pid) {
+			s, err := readThread(pid, tid, p.useSchedstat, p.buf)
+			if err != nil {
+				continue // exited meanwhile
+			}
+			now[tid] = s
+			p.last[tid] = s
+		}
+	}
+	return now
+}
+
+// Begin takes the baseline of the period.
+func (p *Probe) Begin(per probe.Period) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return
+	}
+	p.last = make(map[int]sample) // forget threads that exited before the period
+	p.base, p.baseAt = p.sampleLocked(true), time.Now()
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// End writes one Record per thread seen since Begin (including threads
+// that exited, with their last sampled values) and starts the next period
+// from here.
+func (p *Probe) End(ctx context.Context, per probe.Period) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return errors.New("proc: End before Start")
+	}
+	alive := p.sampleLocked(true)
+	at := time.Now()
+	wall := at.Sub(p.baseAt).Seconds()
+	tids := make([]int, 0, len(p.last))
+	for tid := range p.last {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool {
+		a, b := p.last[tids[i]], p.last[tids[j]]
+		if a.pid != b.pid {
+			return a.pid < b.pid
+		}
+		return tids[i] < tids[j]
+	})
+	for _, tid := range tids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		a, b := p.last[tid], p.base[tid]
+		if b.pid != 0 && b.pid != a.pid {
+			b = sample{} // tid reused by another process
+		}
+		r := Record{
+			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
+			PID: a.pid, TID: tid, Name: a.name,
+			CPUSec:      float64(sub(a.cpuNs, b.cpuNs)) / 1e9,
+			WallSec:     wall,
+			RunqWaitSec: float64(sub(a.waitNs, b.waitNs)) / 1e9,
+			Voluntary:   sub(a.sw.Voluntary, b.sw.Voluntary),
+			Involuntary: sub(a.sw.Involuntary, b.sw.Involuntary),
+			Source:      "proc",
+		}
+		if wall > 0 {
+			r.Utilization = r.CPUSec / wall
+		}
+		if err := p.out.Append(File, r); err != nil {
+			return fmt.Errorf("proc: writing %s: %w", File, err)
+		}
+	}
+	p.last = make(map[int]sample, len(alive))
+	for tid, s := range alive {
+		p.last[tid] = s
+	}
+	p.base, p.baseAt = alive, at // the next period starts here unless Begin says otherwise
+	return nil
+}
+
+// Stop ends sampling; it waits for the sampler until ctx is done.
+func (p *Probe) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
+		return nil
+	}
+	p.started = false
+	p.cancel()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("proc: stopping: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,134 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/probetest"
+)
+
+func TestMain(m *testing.M) {
+	probetest.RunWorkloadIfChild()
+	os.Exit(m.Run())
+}
+
+func TestParseStatus(t *testing.T) {
+	const status = "Name:\tasrp-busy\nState:\tR (running)\nTgid:\t42\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t1234\n"
+	got, err := ParseStatus(status)
+	if err != nil || got != (Switches{Voluntary: 7, Involuntary: 1234}) {
+		t.Errorf("ParseStatus = %+v, %v; want 7 and 1234", got, err)
+	}
+	for _, bad := range []string{"Name:\tx\n", "voluntary_ctxt_switches:\tx\nnonvoluntary_ctxt_switches:\t1\n"} {
+		if _, err := ParseStatus(bad); err == nil {
+			t.Errorf("ParseStatus(%q): want error", bad)
+		}
+	}
+}
+
+func TestNoTarget(t *testing.T) {
+	err := New(Config{}).Start(context.Background(), probe.Target{}, &probetest.Sink{})
+	if !errors.Is(err, probe.ErrNotSupported) {
+		t.Errorf("Start without a pid: %v, want ErrNotSupported", err)
+	}
+}
+
+func TestBusyAndIdleThreads(t *testing.T) {
+	w := probetest.StartWorkload(t)
+	sink := &probetest.Sink{}
+	p := New(Config{Hz: 20})
+	if err := p.Start(context.Background(), probe.Target{PID: w.PID}, sink); err != nil {
+		if errors.Is(err, probe.ErrNotSupported) {
+			t.Skipf("/proc not usable here: %v", err)
+		}
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	per := probe.Period{Level: "c4", Repeat: 1, Warmup: true}
+	p.Begin(per)
+	time.Sleep(1500 * time.Millisecond)
+	if err := p.End(context.Background(), per); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	recs, err := probetest.Decode[Record](sink, File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTID := make(map[int]Record)
+	for _, r := range recs {
+		if r.PID != w.PID || r.Level != "c4" || r.Repeat != 1 || !r.Warmup || r.Source != "proc" {
+			t.Errorf("record %+v: want pid %d, level c4, repeat 1, warmup, source proc", r, w.PID)
+		}
+		byTID[r.TID] = r
+	}
+	busy, ok := byTID[w.BusyTID]
+	if !ok {
+		t.Fatalf("no record for the busy thread %d in %d records", w.BusyTID, len(recs))
+	}
+	idle, ok := byTID[w.SleepTID]
+	if !ok {
+		t.Fatalf("no record for the sleeping thread %d", w.SleepTID)
+	}
+	t.Logf("busy:  %+v", busy)
+	t.Logf("sleep: %+v", idle)
+	if busy.Name != probetest.BusyName || idle.Name != probetest.SleepName {
+		t.Errorf("names %q, %q; want %q, %q", busy.Name, idle.Name, probetest.BusyName, probetest.SleepName)
+	}
+	if busy.WallSec < 1.4 || busy.WallSec > 3 {
+		t.Errorf("wall_s = %.3f, want about 1.5", busy.WallSec)
+	}
+	if busy.Utilization < 0.9 {
+		// On a shared machine the spinning thread may not get a whole
+		// core. What must hold
+		// anyway: the time goes to the spinning thread, not the sleeper.
+		if busy.CPUSec < 0.1 || busy.CPUSec < 10*idle.CPUSec || busy.Voluntary != 0 {
+			t.Errorf("busy thread utilization %.3f (cpu_s %.3f, %d voluntary switches), sleeper cpu_s %.3f",
+				busy.Utilization, busy.CPUSec, busy.Voluntary, idle.CPUSec)
+		}
+		t.Logf("machine busy: the spinning thread got %.0f%% of a core", 100*busy.Utilization)
+	}
+	if idle.Utilization > 0.05 {
+		t.Errorf("sleeping thread utilization %.3f, want < 0.05", idle.Utilization)
+	}
+	if idle.Voluntary < 50 {
+		t.Errorf("sleeping thread: %d voluntary switches, want >= 50 (it wakes every 10 ms)", idle.Voluntary)
+	}
+}
+
+// cpuTime is this process's user+system CPU time in ns.
+func cpuTime() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkSample measures one sample of the workload's threads (about a
+// dozen: the two named ones plus the Go runtime's).
+func BenchmarkSample(b *testing.B) {
+	w := probetest.StartWorkload(b)
+	p := New(Config{})
+	p.target = probe.Target{PID: w.PID}
+	p.last = make(map[int]sample)
+	p.useSchedstat = true
+	p.buf = make([]byte, 16<<10)
+	var n int
+	cpu0 := cpuTime()
+	for b.Loop() {
+		n = len(p.sampleLocked(false))
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(n), "threads")
+}

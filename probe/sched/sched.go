@@ -1,0 +1,507 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// File is the bundle file the probe appends to.
+const File = "sched.jsonl"
+
+// DefaultRefresh is how often the watched processes are refreshed from the
+// target's process tree when Config.Refresh is zero.
+const DefaultRefresh = 500 * time.Millisecond
+
+var _ probe.Probe = (*Probe)(nil)
+
+// Config configures a Probe.
+type Config struct {
+	// Refresh is how often the set of watched processes is updated from the
+	// target's process tree (DefaultRefresh when zero). Processes forked by
+	// a watched process are watched at once by the BPF program; Refresh
+	// adds the rest (Target.Children) and forgets processes that exited.
+	Refresh time.Duration
+}
+
+// Record is one line of sched.jsonl: one thread over one period.
+type Record struct {
+	Level   string  `json:"level"`
+	Repeat  int     `json:"repeat"`
+	Warmup  bool    `json:"warmup"`
+	PID     int     `json:"pid"`
+	TID     int     `json:"tid"`
+	Name    string  `json:"name"`
+	CPUSec  float64 `json:"cpu_s"`
+	WallSec float64 `json:"wall_s"`
+	// Utilization is CPUSec/WallSec: 1 is one core for the whole period.
+	Utilization float64 `json:"utilization"`
+	// OffCPUSec is time switched out (blocked or waiting for a CPU).
+	OffCPUSec float64 `json:"offcpu_s"`
+	// Run-queue latency: from wake-up (or preemption) to running again.
+	// Percentiles are interpolated inside log2 µs buckets (see quantile).
+	RunqP50us   float64 `json:"runq_p50_us"`
+	RunqP99us   float64 `json:"runq_p99_us"`
+	RunqCount   uint64  `json:"runq_count"`
+	RunqWaitSec float64 `json:"runq_wait_s"`
+	Voluntary   uint64  `json:"voluntary_switches"`
+	Involuntary uint64  `json:"involuntary_switches"`
+	Source      string  `json:"source"`
+}
+
+// Probe records per-thread scheduler accounting with eBPF. Create it with
+// New; it implements probe.Probe.
+type Probe struct {
+	cfg Config
+
+	mu       sync.Mutex // guards everything below after Start
+	objs     schedObjects
+	links    []link.Link
+	seedLink *link.Iter
+	target   probe.Target
+	out      probe.Sink
+	base     snapshot
+	loopErr  error
+	cancel   context.CancelFunc
+	done     chan struct{}
+	started  bool
+}
+
+// New returns a probe that does nothing until Start.
+func New(cfg Config) *Probe {
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultRefresh
+	}
+	return &Probe{cfg: cfg}
+}
+
+// Name returns "sched".
+func (p *Probe) Name() string { return "sched" }
+
+// Start loads and attaches the BPF programs and starts watching t's
+// process tree. It returns an error wrapping probe.ErrNotSupported when
+// t.PID is 0, the kernel has no BTF, or loading is not permitted.
+func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err error) {
+	if t.PID <= 0 {
+		return fmt.Errorf("sched: no target pid: %w", probe.ErrNotSupported)
+	}
+	if _, err := btf.LoadKernelSpec(); err != nil {
+		return fmt.Errorf("sched: kernel BTF: %w (%w)", probe.ErrNotSupported, err)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("sched: memlock: %w", notSupported(err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("sched: already started")
+	}
+	if err := loadSchedObjects(&p.objs, nil); err != nil {
+		return fmt.Errorf("sched: loading BPF programs: %w", notSupported(err))
+	}
+	defer func() {
+		if err != nil {
+			p.closeLocked()
+		}
+	}()
+	for _, prog := range []*ebpf.Program{p.objs.OnSwitch, p.objs.OnWakeup, p.objs.OnWakeupNew, p.objs.OnFork} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			return fmt.Errorf("sched: attaching %s: %w", prog, notSupported(err))
+		}
+		p.links = append(p.links, l)
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Seed})
+	if err != nil {
+		return fmt.Errorf("sched: attaching task iterator: %w", notSupported(err))
+	}
+	p.seedLink = it
+	p.target, p.out = t, out
+	if err := p.refreshLocked(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.base, err = p.snapshotLocked(); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
+	go p.loop(loopCtx, p.done)
+	return nil
+}
+
+// notSupported wraps err with probe.ErrNotSupported when it says that the
+// kernel or our permissions do not allow it.
+func notSupported(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
+	}
+	return err
+}
+
+func (p *Probe) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(p.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			p.mu.Lock()
+			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
+				p.loopErr = err
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// refreshLocked brings the watch map up to date with the target's process
+// tree and seeds entries for threads that have not been switched yet.
+func (p *Probe) refreshLocked() error {
+	want := make(map[uint32]bool)
+	for _, pid := range proctree.Descendants(p.target.PID) {
+		want[uint32(pid)] = true
+	}
+	if p.target.Children != nil {
+		for _, pid := range p.target.Children() {
+			want[uint32(pid)] = true
+		}
+	}
+	var (
+		k   uint32
+		v   uint8
+		del []uint32
+	)
+	it := p.objs.Watch.Iterate()
+	for it.Next(&k, &v) {
+		if want[k] {
+			delete(want, k) // already watched
+		} else if !alive(int(k)) {
+			// Only the dead are dropped: a process reparented away from the
+			// tree, or forked too recently for /proc, stays watched.
+			del = append(del, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("sched: reading watch map: %w", err)
+	}
+	for _, k := range del {
+		if err := p.objs.Watch.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("sched: unwatching %d: %w", k, err)
+		}
+	}
+	added := false
+	for k := range want {
+		if err := p.objs.Watch.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("sched: watching %d: %w", k, err)
+		}
+		added = true
+	}
+	if added {
+		return p.seedLocked()
+	}
+	return nil
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return err == nil
+}
+
+// seedLocked runs the task iterator, which creates entries for watched
+// threads that have none.
+func (p *Probe) seedLocked() error {
+	r, err := p.seedLink.Open()
+	if err != nil {
+		return fmt.Errorf("sched: running task iterator: %w", err)
+	}
+	defer r.Close()
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return fmt.Errorf("sched: running task iterator: %w", err)
+	}
+	return nil
+}
+
+// counters is a thread's cumulative accounting at one instant.
+type counters struct {
+	tgid                        uint32
+	comm                        string
+	oncpu, offcpu               uint64 // ns
+	vol, invol, rqCount, rqWait uint64
+	hist                        [nbuckets]uint64
+}
+
+type snapshot struct {
+	at      time.Time // Go's monotonic clock, for wall_s
+	threads map[uint32]counters
+}
+
+// monoNow returns CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
+func monoNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// accumulate turns a map entry into cumulative counters at time now,
+// counting the slice in progress: a thread on a CPU since last_in gets
+// now-last_in more on-CPU time, one switched out since last_out more
+// off-CPU time (and more run-queue wait if it is runnable). Without this a thread that spins through a whole period
+// without a switch would show nothing.
+func accumulate(v *schedTstat, now uint64) counters {
+	c := counters{
+		tgid:    v.Tgid,
+		comm:    commString(v.Comm[:]),
+		oncpu:   v.OncpuNs,
+		offcpu:  v.OffcpuNs,
+		vol:     v.Voluntary,
+		invol:   v.Involuntary,
+		rqCount: v.RunqCount,
+		rqWait:  v.RunqNs,
+		hist:    v.Hist,
+	}
+	switch {
+	case v.Running != 0 && v.LastIn != 0 && now > v.LastIn:
+		c.oncpu += now - v.LastIn
+	case v.Running == 0 && v.LastOut != 0 && now > v.LastOut:
+		c.offcpu += now - v.LastOut
+	}
+	// A run-queue wait in progress counts to the wait time (not to the
+	// histogram, which holds completed waits), so that a starved thread's
+	// cpu_s + runq_wait_s still covers the period.
+	if v.Running == 0 && v.EnqTs != 0 && now > v.EnqTs {
+		c.rqWait += now - v.EnqTs
+	}
+	return c
+}
+
+func commString(b []int8) string {
+	buf := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		buf = append(buf, byte(c))
+	}
+	return string(buf)
+}
+
+func (p *Probe) snapshotLocked() (snapshot, error) {
+	if err := p.seedLocked(); err != nil {
+		return snapshot{}, err
+	}
+	s := snapshot{at: time.Now(), threads: make(map[uint32]counters)}
+	var (
+		tid uint32
+		v   schedTstat
+	)
+	it := p.objs.Stats.Iterate()
+	for it.Next(&tid, &v) {
+		s.threads[tid] = accumulate(&v, monoNow())
+	}
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("sched: reading stats map: %w", err)
+	}
+	return s, nil
+}
+
+// sub returns a - b, or 0 when b > a (a torn read or a reused tid).
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// diff builds the record of one thread from its counters at the start (b)
+// and end (a) of a period of wall seconds.
+func diff(a, b counters, wall float64) Record {
+	var h [nbuckets]uint64
+	for i := range h {
+		h[i] = sub(a.hist[i], b.hist[i])
+	}
+	r := Record{
+		CPUSec:      float64(sub(a.oncpu, b.oncpu)) / 1e9,
+		WallSec:     wall,
+		OffCPUSec:   float64(sub(a.offcpu, b.offcpu)) / 1e9,
+		RunqP50us:   quantile(h[:], 0.5),
+		RunqP99us:   quantile(h[:], 0.99),
+		RunqCount:   sub(a.rqCount, b.rqCount),
+		RunqWaitSec: float64(sub(a.rqWait, b.rqWait)) / 1e9,
+		Voluntary:   sub(a.vol, b.vol),
+		Involuntary: sub(a.invol, b.invol),
+		Source:      "ebpf",
+	}
+	if wall > 0 {
+		r.Utilization = r.CPUSec / wall
+	}
+	return r
+}
+
+// Begin takes the baseline of the period.
+func (p *Probe) Begin(per probe.Period) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return
+	}
+	if s, err := p.snapshotLocked(); err == nil {
+		p.base = s
+	} else if p.loopErr == nil {
+		p.loopErr = err // reported by End
+	}
+}
+
+// End writes one Record per watched thread seen since Begin (threads that
+// exited during the period included) to sched.jsonl, then forgets threads
+// that have exited. The next period starts where this one ends unless
+// Begin is called. It returns the first error the background refresh met
+// since the last End.
+func (p *Probe) End(ctx context.Context, per probe.Period) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return errors.New("sched: End before Start")
+	}
+	err := p.loopErr
+	p.loopErr = nil
+	cur, serr := p.snapshotLocked()
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	wall := cur.at.Sub(p.base.at).Seconds()
+	tids := make([]uint32, 0, len(cur.threads))
+	for tid := range cur.threads {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool {
+		a, b := cur.threads[tids[i]], cur.threads[tids[j]]
+		if a.tgid != b.tgid {
+			return a.tgid < b.tgid
+		}
+		return tids[i] < tids[j]
+	})
+	for _, tid := range tids {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		a := cur.threads[tid]
+		r := diff(a, p.base.threads[tid], wall)
+		r.Level, r.Repeat, r.Warmup = per.Level, per.Repeat, per.Warmup
+		r.PID, r.TID = int(a.tgid), int(tid)
+		r.Name = proctree.Comm(r.PID, r.TID)
+		if r.Name == "" {
+			r.Name = a.comm // exited: the name the BPF program saw last
+		}
+		if werr := p.out.Append(File, r); werr != nil {
+			return errors.Join(err, fmt.Errorf("sched: writing %s: %w", File, werr))
+		}
+	}
+	for _, tid := range tids {
+		a := cur.threads[tid]
+		if !alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == "" {
+			if derr := p.objs.Stats.Delete(tid); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+				err = errors.Join(err, fmt.Errorf("sched: forgetting thread %d: %w", tid, derr))
+			}
+			delete(cur.threads, tid)
+		}
+	}
+	p.base = cur
+	return err
+}
+
+// Stop detaches the programs and frees the maps. It waits for the refresh
+// goroutine until ctx is done.
+func (p *Probe) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
+		return nil
+	}
+	p.started = false
+	p.cancel()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("sched: stopping: %w", ctx.Err())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closeLocked()
+}
+
+func (p *Probe) closeLocked() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	if p.seedLink != nil {
+		errs = append(errs, p.seedLink.Close())
+		p.seedLink = nil
+	}
+	errs = append(errs, p.objs.Close())
+	p.objs = schedObjects{}
+	return errors.Join(errs...)
+}
+
+// Overhead is the CPU time the probe's BPF programs have used.
+type Overhead struct {
+	// Runtime is the sum over the programs; zero unless BPF statistics are
+	// enabled (ebpf.EnableStats or sysctl kernel.bpf_stats_enabled=1).
+	Runtime time.Duration
+	// Runs is how many times they ran.
+	Runs uint64
+	// Dropped counts events lost because the per-thread map was full.
+	Dropped uint64
+}
+
+// Overhead returns the cumulative cost of the BPF programs since Start.
+func (p *Probe) Overhead() (Overhead, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return Overhead{}, errors.New("sched: not started")
+	}
+	var o Overhead
+	for _, prog := range []*ebpf.Program{p.objs.OnSwitch, p.objs.OnWakeup, p.objs.OnWakeupNew, p.objs.OnFork, p.objs.Seed} {
+		st, err := prog.Stats()
+		if err != nil {
+			return o, fmt.Errorf("sched: program stats: %w", err)
+		}
+		o.Runtime += st.Runtime
+		o.Runs += st.RunCount
+	}
+	var per []uint64
+	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {
+		return o, fmt.Errorf("sched: reading drop counter: %w", err)
+	}
+	for _, d := range per {
+		o.Dropped += d
+	}
+	return o, nil
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The main job on the built-in default: start the reference ASR server on
+# loopback, capture a concurrency sweep over the reference dataset, print
+# the tables, leave the bundle in runs/demo/ and stop the server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PORT=${PORT:-18000}
+OUT=${OUT:-runs/demo}
+SAMPLES=${SAMPLES:-24}
+LEVELS=${LEVELS:-1,4,8}
+mkdir -p runs
+LOG=runs/demo-server.log
+
+if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+  echo "demo: something already answers on 127.0.0.1:$PORT; stop it or run 'make demo PORT=<free port>'" >&2
+  exit 2
+fi
+
+echo "demo: starting the reference server on 127.0.0.1:$PORT (log: $LOG)"
+setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" >"$LOG" 2>&1 &
+SERVER=$!
+stop_server() { kill -TERM -- "-$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
+trap stop_server EXIT
+
+for i in $(seq 1 300); do
+  if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$SERVER" 2>/dev/null; then
+    echo "demo: the reference server exited during start-up; last lines of $LOG:" >&2
+    tail -n 20 "$LOG" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+
+bin/asrprof capture \
+  --target "http://127.0.0.1:$PORT" \
+  --dataset bench/data/refset/manifest.jsonl \
+  --max-samples "$SAMPLES" \
+  --concurrency "$LEVELS" \
+  --repeats 1 --warmup \
+  --out "$OUT" --overwrite

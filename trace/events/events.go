@@ -1,0 +1,187 @@
+package events
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// Event names SGLang-Omni's request profiler writes.
+const (
+	StageInputReceived         = "stage_input_received"
+	RequestAdmission           = "request_admission"
+	SchedulerRequestBuildStart = "scheduler_request_build_start"
+	SchedulerRequestBuildEnd   = "scheduler_request_build_end"
+	SchedulerQueueEnter        = "scheduler_queue_enter"
+	SchedulerPrefillStart      = "scheduler_prefill_start"
+	SchedulerPrefillEnd        = "scheduler_prefill_end"
+	SchedulerFirstEmit         = "scheduler_first_emit"
+	StageComplete              = "stage_complete"
+	TerminalResponse           = "terminal_response"
+)
+
+// Event is one request-profile event, one line of events.jsonl.
+type Event struct {
+	RequestID   string         `json:"request_id"`
+	Stage       string         `json:"stage"`
+	EventName   string         `json:"event_name"`
+	TimestampNs int64          `json:"timestamp_ns"` // unix ns, server wall clock
+	RunID       string         `json:"run_id"`
+	PID         int            `json:"pid"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+}
+
+// Stats counts what ImportDir found.
+type Stats struct {
+	Files     int `json:"files"`
+	Events    int `json:"events"`
+	Malformed int `json:"malformed"` // lines skipped; see Problems
+	Truncated int `json:"truncated"` // files whose last line was cut short
+	// Problems names the first MaxProblems malformed lines as file:line: why.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// MaxProblems bounds Stats.Problems.
+const MaxProblems = 20
+
+// Appender is where ImportDir appends events: *bundle.Writer satisfies it.
+type Appender interface {
+	Append(name string, rec any) error
+}
+
+var fileRe = regexp.MustCompile(`^events_(.+)_([0-9]+)\.jsonl$`)
+
+// ParseFileName returns the stage and pid of an events_<stage>_<pid>.jsonl
+// file name; ok is false for other names.
+func ParseFileName(name string) (stage string, pid int, ok bool) {
+	m := fileRe.FindStringSubmatch(name)
+	if m == nil {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(m[2])
+	if err != nil {
+		return "", 0, false
+	}
+	return m[1], pid, true
+}
+
+// ImportDir appends every event of every events_<stage>_<pid>.jsonl in dir
+// to w's events.jsonl, file by file in name order. A malformed line is
+// skipped, counted and named in Stats.Problems; a truncated last line (a
+// process killed mid-write) is dropped and counted. Events missing their
+// stage or pid get them from the file name. The error is for what stops the
+// import: an unreadable directory or file, or a failed append; the stats
+// then count what was imported before it.
+func ImportDir(dir string, w Appender) (Stats, error) {
+	var st Stats
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return st, fmt.Errorf("reading event dir: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if _, _, ok := ParseFileName(e.Name()); ok && e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		stage, pid, _ := ParseFileName(name)
+		p := filepath.Join(dir, name)
+		f, err := os.Open(p)
+		if err != nil {
+			return st, fmt.Errorf("reading events: %w", err)
+		}
+		st.Files++
+		err = readLines(f, p, &st, func(ev *Event) error {
+			if ev.Stage == "" {
+				ev.Stage = stage
+			}
+			if ev.PID == 0 {
+				ev.PID = pid
+			}
+			if err := w.Append(bundle.EventsFile, ev); err != nil {
+				return err
+			}
+			st.Events++
+			return nil
+		})
+		f.Close()
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// readLines parses every line of r, skipping malformed ones into st.
+func readLines(r io.Reader, name string, st *Stats, fn func(*Event) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for line := 1; ; line++ {
+		b, rerr := br.ReadBytes('\n')
+		if len(b) > 0 {
+			complete := b[len(b)-1] == '\n'
+			if ev, err := ParseLine(b); err != nil {
+				if !complete && rerr == io.EOF {
+					st.Truncated++
+				} else {
+					st.Malformed++
+					if len(st.Problems) < MaxProblems {
+						st.Problems = append(st.Problems, fmt.Sprintf("%s:%d: %v", name, line, err))
+					}
+				}
+			} else if ev != nil {
+				if err := fn(ev); err != nil {
+					return fmt.Errorf("%s:%d: %w", name, line, err)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("reading %s: %w", name, rerr)
+		}
+	}
+}
+
+// ErrNoName is the error for a line without an event_name.
+var ErrNoName = errors.New("event without event_name")
+
+// ParseLine parses one line of an event file. A blank line gives nil and no
+// error; a line that is not an event object, or has no event_name, an error.
+func ParseLine(b []byte) (*Event, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var ev Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return nil, err
+	}
+	if ev.EventName == "" {
+		return nil, ErrNoName
+	}
+	return &ev, nil
+}
+
+// ReadBundle reads a bundle's events.jsonl (dropping a truncated last line).
+// A missing file is an error wrapping fs.ErrNotExist.
+func ReadBundle(path string) ([]Event, error) {
+	var out []Event
+	_, err := bundle.ReadJSONL(path, func(ev Event) error {
+		out = append(out, ev)
+		return nil
+	})
+	return out, err
+}

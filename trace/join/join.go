@@ -1,0 +1,198 @@
+package join
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/trace/spans"
+)
+
+// MinRate is the joined fraction below which Stats.Warning speaks up.
+const MinRate = 0.99
+
+// AttrGenAIRequestID is the span attribute vLLM puts its request id in.
+const AttrGenAIRequestID = "gen_ai.request.id"
+
+// Index holds, for each request (by its index in the slice given to Build),
+// the spans and events that joined it. It is read-only once built and safe
+// for concurrent reads.
+type Index struct {
+	spans  [][]spans.Span
+	events [][]events.Event
+	stats  Stats
+}
+
+// Stats says how well the join went. Only measured requests count: not
+// warm-up, status ok.
+type Stats struct {
+	Requests   int `json:"requests"`
+	WithSpans  int `json:"with_spans"`  // with at least one server (non-client) span
+	WithEvents int `json:"with_events"` // with at least one event
+	// ServerSpans and Events count the sources: all non-client spans and all
+	// events given to Build, joined or not.
+	ServerSpans int `json:"server_spans"`
+	Events      int `json:"events"`
+}
+
+// Build joins spans and events to reqs.
+func Build(reqs []trace.Request, ss []spans.Span, evs []events.Event) *Index {
+	ix := &Index{
+		spans:  make([][]spans.Span, len(reqs)),
+		events: make([][]events.Event, len(reqs)),
+	}
+	byTrace := map[string][]int{}
+	byGenAI := map[string][]int{}
+	for i := range ss {
+		s := &ss[i]
+		if s.TraceID != "" {
+			byTrace[s.TraceID] = append(byTrace[s.TraceID], i)
+		}
+		if s.IsClient() {
+			continue
+		}
+		ix.stats.ServerSpans++
+		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
+			k := requestKey(v)
+			byGenAI[k] = append(byGenAI[k], i)
+		}
+	}
+	byReq := map[string][]int{}
+	for i := range evs {
+		byReq[evs[i].RequestID] = append(byReq[evs[i].RequestID], i)
+	}
+	ix.stats.Events = len(evs)
+
+	for i := range reqs {
+		r := &reqs[i]
+		server := false
+		if r.TraceID != "" {
+			for _, j := range byTrace[r.TraceID] {
+				ix.spans[i] = append(ix.spans[i], ss[j])
+				server = server || !ss[j].IsClient()
+			}
+		}
+		if !server {
+			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
+				for _, j := range byGenAI[id] {
+					ix.spans[i] = append(ix.spans[i], ss[j])
+					server = true
+				}
+			}
+		}
+		spans.SortByStart(ix.spans[i])
+		id := r.ServerRequestID
+		if id == "" {
+			id = r.RequestID
+		}
+		if id != "" {
+			for _, j := range byReq[id] {
+				ix.events[i] = append(ix.events[i], evs[j])
+			}
+			sort.SliceStable(ix.events[i], func(a, b int) bool {
+				return ix.events[i][a].TimestampNs < ix.events[i][b].TimestampNs
+			})
+		}
+		if r.Warmup || r.Status != trace.StatusOK {
+			continue
+		}
+		ix.stats.Requests++
+		if server {
+			ix.stats.WithSpans++
+		}
+		if len(ix.events[i]) > 0 {
+			ix.stats.WithEvents++
+		}
+	}
+	return ix
+}
+
+// requestKey maps vLLM's transcription request id,
+// transcribe-<X-Request-Id>_<chunk>, to the X-Request-Id; other ids are
+// returned as they are.
+func requestKey(id string) string {
+	rest, ok := strings.CutPrefix(id, "transcribe-")
+	if !ok {
+		return id
+	}
+	if k := strings.LastIndexByte(rest, '_'); k > 0 && isDigits(rest[k+1:]) {
+		rest = rest[:k]
+	}
+	return rest
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func uniq(a, b string) []string {
+	switch {
+	case a == "" && b == "":
+		return nil
+	case a == "" || a == b:
+		return []string{b}
+	case b == "":
+		return []string{a}
+	}
+	return []string{a, b}
+}
+
+// Len is the number of requests.
+func (ix *Index) Len() int { return len(ix.spans) }
+
+// Spans returns the spans joined to request i, client ones included
+// (spans.Span.IsClient tells them apart), ordered by start time.
+func (ix *Index) Spans(i int) []spans.Span { return ix.spans[i] }
+
+// ServerSpans returns the non-client spans joined to request i.
+func (ix *Index) ServerSpans(i int) []spans.Span {
+	var out []spans.Span
+	for _, s := range ix.spans[i] {
+		if !s.IsClient() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Events returns the events joined to request i, ordered by time.
+func (ix *Index) Events(i int) []events.Event { return ix.events[i] }
+
+// Stats returns the join's counts.
+func (ix *Index) Stats() Stats { return ix.stats }
+
+// Warning explains a poor join: non-empty when a source exists (some server
+// span, some event) but joined fewer than MinRate of the measured requests.
+func (s Stats) Warning() string {
+	if s.Requests == 0 {
+		return ""
+	}
+	var ws []string
+	if s.ServerSpans > 0 && float64(s.WithSpans) < MinRate*float64(s.Requests) {
+		ws = append(ws, fmt.Sprintf("only %s of requests joined to server spans (%d of %d): does the server propagate traceparent and export to the receiver?",
+			pct(s.WithSpans, s.Requests), s.WithSpans, s.Requests))
+	}
+	if s.Events > 0 && float64(s.WithEvents) < MinRate*float64(s.Requests) {
+		ws = append(ws, fmt.Sprintf("only %s of requests joined to server events (%d of %d): does the server return its request id (X-Request-Id), and did the request profiler run for the whole capture?",
+			pct(s.WithEvents, s.Requests), s.WithEvents, s.Requests))
+	}
+	return strings.Join(ws, "; ")
+}
+
+func pct(n, d int) string {
+	p := 100 * float64(n) / float64(d)
+	if p >= 98.5 && n < d {
+		return fmt.Sprintf("%.1f%%", p) // not "99%" or "100%" for a rate below MinRate
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}
