@@ -1,0 +1,264 @@
+package capture_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// makeDataset writes n one-second 16 kHz WAV files and a JSONL manifest
+// whose transcripts are benchtest.DefaultText.
+func makeDataset(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var m strings.Builder
+	samples := make([]int16, 16000)
+	for i := range samples {
+		samples[i] = int16((i * 37) % 2000)
+	}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("utt%03d.wav", i)
+		if err := os.WriteFile(filepath.Join(dir, name), audiotest.WAV16(16000, 1, samples...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&m, `{"id":"utt%03d","audio":%q,"text":%q,"lang":"en"}`+"\n", i, name, benchtest.DefaultText)
+	}
+	p := filepath.Join(dir, "manifest.jsonl")
+	if err := os.WriteFile(p, []byte(m.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func baseConfig(t *testing.T, target, ds string) capture.Config {
+	return capture.Config{
+		Target: target, Dataset: ds, Protocol: "openai", Lang: "en",
+		Concurrency: []int{2}, Arrivals: load.Constant, Repeats: 1,
+		Timeout: 5 * time.Second, Grace: time.Second, ReadyTimeout: time.Second,
+		Out: filepath.Join(t.TempDir(), "bundle"), Format: "table", Quiet: true,
+	}
+}
+
+func runCapture(t *testing.T, ctx context.Context, cfg capture.Config) (*capture.Outcome, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	o, err := capture.New(cfg, &out, &errb).Run(ctx)
+	return o, out.String() + errb.String(), err
+}
+
+func TestCaptureSweep(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 5 * time.Millisecond})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 6))
+	cfg.Concurrency = []int{1, 3}
+	cfg.Repeats = 2
+	cfg.Warmup = true
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "c=3") || !strings.Contains(out, "12/12") {
+		t.Errorf("sweep table missing rows:\n%s", out)
+	}
+	b, err := bundle.Open(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Manifest.Complete || b.Manifest.Fingerprint.DatasetSHA256 == "" || b.Manifest.Fingerprint.TargetModels == nil {
+		t.Errorf("manifest: complete=%v fingerprint=%+v", b.Manifest.Complete, b.Manifest.Fingerprint)
+	}
+	if len(b.Manifest.Levels) != 6 { // 2 levels × (warmup + 2 repeats)
+		t.Errorf("%d passes recorded, want 6", len(b.Manifest.Levels))
+	}
+	reqs, _ := b.Requests()
+	if len(reqs) != 36 {
+		t.Fatalf("%d requests, want 36", len(reqs))
+	}
+	warm := 0
+	sent := map[string]benchtest.Request{}
+	for _, r := range srv.Requests() {
+		sent[r.RequestID] = r
+	}
+	for _, r := range reqs {
+		if r.Warmup {
+			warm++
+			if r.Scored {
+				t.Error("a warmup request was scored")
+			}
+		}
+		s, ok := sent[r.RequestID]
+		if !ok || !strings.Contains(s.TraceParent, r.TraceID) || r.ServerRequestID != r.RequestID {
+			t.Errorf("request %s: trace/request ids not as sent (%+v)", r.RequestID, s)
+		}
+		if r.StartUnixNs == 0 || r.EndUnixNs < r.StartUnixNs || r.LatencyS <= 0 || r.AudioDurationS != 1 {
+			t.Errorf("bad timing: %+v", r)
+		}
+	}
+	if warm != 12 {
+		t.Errorf("%d warmup requests, want 12", warm)
+	}
+	res := o.Results.Results
+	if len(res) != 2 || res[1].Concurrency != 3 || res[1].Repeats != 2 || res[1].Total != 12 || res[1].Evaluated != 12 {
+		t.Fatalf("results: %+v", res)
+	}
+	if res[0].CorpusWER.Mean != 0 || res[0].LatencyMeanS.N != 2 || res[0].RTFx.Mean <= 0 {
+		t.Errorf("level c1: %+v", res[0])
+	}
+}
+
+func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
+	fails := map[int]benchtest.Failure{
+		1: benchtest.Status(404), 2: benchtest.Status(500), 3: benchtest.Reset,
+		4: benchtest.MalformedJSON, 5: benchtest.Hang,
+	}
+	srv := benchtest.NewServer(t, benchtest.Config{Fail: benchtest.FailOn(fails)})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 8))
+	cfg.Concurrency = []int{1}
+	cfg.Timeout = 300 * time.Millisecond
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cov := o.Manifest.Coverage
+	want := map[string]int{trace.FailHTTP4xx: 1, trace.FailHTTP5xx: 1, trace.FailConnection: 1, trace.FailMalformed: 1, trace.FailTimeout: 1}
+	for k, v := range want {
+		if cov.FailureKinds[k] != v {
+			t.Errorf("failure kind %s: %d, want %d (all: %v)", k, cov.FailureKinds[k], v, cov.FailureKinds)
+		}
+	}
+	if cov.Total != 8 || cov.Failed != 5 || cov.Evaluated != 3 || !o.Manifest.Complete {
+		t.Errorf("coverage %+v complete=%v", cov, o.Manifest.Complete)
+	}
+	if !strings.Contains(out, "3/8") {
+		t.Errorf("table should show 3/8 completed:\n%s", out)
+	}
+}
+
+func TestCaptureStreamingDialects(t *testing.T) {
+	for _, dialect := range []string{"sglang", "vllm"} {
+		t.Run(dialect, func(t *testing.T) {
+			srv := benchtest.NewServer(t, benchtest.Config{Dialect: dialect, ChunkDelay: 2 * time.Millisecond})
+			cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
+			cfg.Protocol = "openai-stream"
+			o, out, err := runCapture(t, context.Background(), cfg)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			pr := o.Results.Results[0].PerRepeat[0]
+			if pr.TTFTMeanS == nil || *pr.TTFTMeanS <= 0 || pr.ChunkGapMeanS == nil || pr.CorpusWER != 0 {
+				t.Errorf("streaming metrics: %+v", pr)
+			}
+			for _, r := range srv.Requests() {
+				if !r.Stream {
+					t.Error("stream=true not sent")
+				}
+			}
+		})
+	}
+}
+
+func TestTargetUnreachableSendsNothing(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{})
+	url := srv.URL
+	srv.Close()
+	cfg := baseConfig(t, url, makeDataset(t, 2))
+	_, _, err := runCapture(t, context.Background(), cfg)
+	if !errors.Is(err, capture.ErrTargetUnreachable) {
+		t.Fatalf("err = %v, want ErrTargetUnreachable", err)
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Errorf("a bundle was created for an unreachable target")
+	}
+}
+
+func TestPreflightStopsOrSkips(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{})
+	ds := makeDataset(t, 3)
+	f, _ := os.OpenFile(ds, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintln(f, `{"id":"gone","audio":"missing.wav","text":"x"}`)
+	f.Close()
+	os.WriteFile(filepath.Join(filepath.Dir(ds), "utt001.wav"), []byte("RIFF\x00\x00"), 0o644)
+
+	cfg := baseConfig(t, srv.URL, ds)
+	_, out, err := runCapture(t, context.Background(), cfg)
+	if !errors.Is(err, capture.ErrBadInput) || srv.Count() != 0 {
+		t.Fatalf("err = %v after %d requests, want ErrBadInput before any", err, srv.Count())
+	}
+	if !strings.Contains(out, "missing.wav") || !strings.Contains(out, "utt001.wav") {
+		t.Errorf("bad entries not named:\n%s", out)
+	}
+	cfg.SkipBad = true
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if o.Manifest.Coverage.BadInput != 2 || o.Manifest.Coverage.Total != 2 {
+		t.Errorf("coverage %+v, want 2 bad_input and 2 sent", o.Manifest.Coverage)
+	}
+}
+
+func TestInterruptFinalizesIncomplete(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 50 * time.Millisecond})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 40))
+	cfg.Concurrency = []int{2}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	o, _, err := runCapture(t, ctx, cfg)
+	if !errors.Is(err, capture.ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	b, err := bundle.Open(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, _ := b.Requests()
+	if b.Manifest.Complete || !b.Manifest.Interrupted || len(reqs) == 0 || len(reqs) >= 40 {
+		t.Errorf("complete=%v interrupted=%v requests=%d", b.Manifest.Complete, b.Manifest.Interrupted, len(reqs))
+	}
+	if o == nil || len(reqs) != srv.Count() {
+		t.Errorf("%d records for %d requests the server saw", len(reqs), srv.Count())
+	}
+}
+
+// A server that slows down after its 5th request: the closed loop at
+// concurrency 1 sees only the service time, the open loop also sees the
+// queue that builds behind it.
+func TestOpenLoopShowsQueueing(t *testing.T) {
+	mk := func() *benchtest.Server {
+		return benchtest.NewServer(t, benchtest.Config{Capacity: 1, Delay: 5 * time.Millisecond, SlowAfter: 5, SlowDelay: 40 * time.Millisecond})
+	}
+	ds := makeDataset(t, 20)
+	closed := baseConfig(t, mk().URL, ds)
+	closed.Concurrency = []int{1}
+	oc, out, err := runCapture(t, context.Background(), closed)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	open := baseConfig(t, mk().URL, ds)
+	open.Concurrency = nil
+	open.Rates = []float64{50} // one every 20 ms into a 40 ms server
+	oo, out, err := runCapture(t, context.Background(), open)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cp95 := oc.Results.Results[0].LatencyP95S.Mean
+	op95 := oo.Results.Results[0].LatencyP95S.Mean
+	if cp95 > 0.1 {
+		t.Errorf("closed loop p95 %.3fs, want ≈0.04s", cp95)
+	}
+	if op95 < 2*cp95 || op95 < 0.15 {
+		t.Errorf("open loop p95 %.3fs vs closed %.3fs: the queue does not show", op95, cp95)
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// The test binary doubles as asrprof when ASRPROF_TEST_MAIN is set, so
+// tests can run it as a real process (and kill it).
+func TestMain(m *testing.M) {
+	if os.Getenv("ASRPROF_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func asrprof(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
+	return cmd
+}
+
+func dataset(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var m strings.Builder
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("u%d.wav", i)
+		os.WriteFile(filepath.Join(dir, name), audiotest.WAV16(16000, 1, make([]int16, 8000)...), 0o644)
+		fmt.Fprintf(&m, "{\"id\":\"u%d\",\"audio\":%q,\"text\":%q}\n", i, name, benchtest.DefaultText)
+	}
+	p := filepath.Join(dir, "m.jsonl")
+	os.WriteFile(p, []byte(m.String()), 0o644)
+	return p
+}
+
+func TestHelpTeachesEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"capture", "--help"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, flag := range []string{"--target", "--dataset", "--protocol", "--model", "--lang", "--concurrency",
+		"--rate", "--arrivals", "--repeats", "--warmup", "--max-samples", "--timeout", "--out", "--format", "--skip-bad", "Examples:"} {
+		if !strings.Contains(out.String(), flag) {
+			t.Errorf("capture --help lacks %s", flag)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "capture") {
+		t.Errorf("asrprof --help: exit %d\n%s", code, out.String())
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{})
+	dead := benchtest.NewServer(t, benchtest.Config{})
+	deadURL := dead.URL
+	dead.Close()
+	ds := dataset(t, 2)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"bad flag", []string{"capture", "--nope"}, exitUsage, "nope"},
+		{"bad protocol", []string{"capture", "--target", srv.URL, "--dataset", ds, "--protocol", "grpc"}, exitUsage, "--protocol"},
+		{"missing dataset", []string{"capture", "--target", srv.URL, "--dataset", "/nonexistent/m.jsonl", "--out", t.TempDir() + "/x"}, exitUsage, "/nonexistent/m.jsonl"},
+		{"unreachable target", []string{"capture", "--target", deadURL, "--dataset", ds, "--out", t.TempDir() + "/y"}, exitUsage, "did not answer"},
+		{"ok", []string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1", "--repeats", "1", "--out", t.TempDir() + "/z", "--quiet"}, exitOK, "c=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errb)
+			if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.msg) {
+				t.Errorf("exit %d (want %d), output lacks %q:\n%s%s", code, tc.code, tc.msg, out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// SIGKILL in the middle of a capture: the bundle keeps every request
+// recorded before the kill and still loads, and `show` summarises it.
+func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 20 * time.Millisecond})
+	out := filepath.Join(t.TempDir(), "b")
+	cmd := asrprof("capture", "--target", srv.URL, "--dataset", dataset(t, 200), "--concurrency", "2",
+		"--repeats", "1", "--out", out, "--quiet")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(out, bundle.RequestsFile))
+		if bytes.Count(b, []byte("\n")) >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("capture made no progress")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := b.Requests()
+	if err != nil || len(reqs) < 20 || len(reqs) >= 200 {
+		t.Fatalf("%d requests loaded (err %v)", len(reqs), err)
+	}
+	if b.Manifest.Complete {
+		t.Error("a killed capture says complete")
+	}
+	if _, err := b.Results(); err == nil {
+		t.Error("a killed capture has results.json")
+	}
+	res, err := capture.Summarize(b)
+	if err != nil || len(res.Results) != 1 || res.Results[0].Total != len(reqs) {
+		t.Fatalf("summarize: %+v %v", res, err)
+	}
+	var sout, serr bytes.Buffer
+	if code := run(context.Background(), []string{"show", out}, &sout, &serr); code != exitOK ||
+		!strings.Contains(sout.String(), "incomplete") || !strings.Contains(sout.String(), fmt.Sprintf("%d/%d", len(reqs), len(reqs))) {
+		t.Errorf("show: exit %d\n%s%s", code, sout.String(), serr.String())
+	}
+}
+
+// Ctrl-C: in-flight requests get the grace, the bundle is finalized with
+// complete=false, and the exit status is 130.
+func TestInterruptExits130(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 30 * time.Millisecond})
+	out := filepath.Join(t.TempDir(), "b")
+	cmd := asrprof("capture", "--target", srv.URL, "--dataset", dataset(t, 200), "--concurrency", "2",
+		"--repeats", "1", "--out", out, "--quiet")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(filepath.Join(out, bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit: %v, want %d", err, exitInterrupted)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Manifest.Complete || !b.Manifest.Interrupted || b.Manifest.EndUnixNs == 0 {
+		t.Errorf("manifest after Ctrl-C: complete=%v interrupted=%v end=%d", b.Manifest.Complete, b.Manifest.Interrupted, b.Manifest.EndUnixNs)
+	}
+}

@@ -1,0 +1,5 @@
+package cpu
+
+// Regenerate the BPF object and its Go bindings (needs clang and
+// libbpf-dev's headers; the outputs are committed so builds need neither).
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go@v0.22.0 -target bpfel -type skey -output-stem cpu_bpf cpu bpf/cpu.bpf.c -- -O2 -g -Wall -Werror
