@@ -38,7 +38,13 @@ type Config struct {
 	Overwrite    bool          `json:"overwrite"`
 	Format       string        `json:"format"`
 	SkipBad      bool          `json:"skip_bad"`
-	Quiet        bool          `json:"quiet"`
+	// Probes lists the probes to run ("auto": every one this machine
+	// supports; "none": no probes).
+	Probes []string `json:"probes"`
+	// PID is the server's process; 0 finds it from the target's port.
+	PID    int     `json:"pid"`
+	ProcHz float64 `json:"proc_hz"`
+	Quiet  bool    `json:"quiet"`
 }
 
 // Level is one point of the sweep.

@@ -17,6 +17,8 @@ import (
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -96,6 +98,23 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 
+	say := func(m string) { fmt.Fprintln(s.stderr, m) }
+	probes, err := buildProbes(cfg.Probes, cfg.ProcHz)
+	if err != nil {
+		return nil, err
+	}
+	pset := &probeSet{status: map[string]string{}}
+	if len(probes) > 0 {
+		pid, how := resolvePID(cfg.PID, cfg.Target)
+		say("target: " + how)
+		auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
+		pset = startProbes(ctx, probes, probe.Target{PID: pid, Children: func() []int { return proctree.Descendants(pid) }}, w, auto, cfg.ProcHz, say)
+		defer pset.stop(say)
+		s.mu.Lock()
+		s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status}
+		s.mu.Unlock()
+	}
+
 	client, err := protocol.New(cfg.Protocol, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
@@ -154,7 +173,11 @@ levels:
 				break levels
 			}
 			prog.begin(lv, p.repeat, cfg.Repeats, p.warmup, len(items))
+			period := probe.Period{Level: lv.Name, Repeat: p.repeat, Warmup: p.warmup, StartUnixNs: time.Now().UnixNano()}
+			pset.begin(period)
 			res := drv.Run(ctx, reqCtx, dl, p.repeat, p.warmup)
+			period.EndUnixNs = time.Now().UnixNano()
+			pset.end(context.WithoutCancel(ctx), period, say)
 			run := trace.LevelRun{
 				Level: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate,
 				Repeat: p.repeat, Warmup: p.warmup,
@@ -282,7 +305,7 @@ func configMap(cfg *Config) map[string]any {
 		"rates": cfg.Rates, "arrivals": string(cfg.Arrivals), "seed": cfg.Seed,
 		"repeats": cfg.Repeats, "warmup": cfg.Warmup, "max_samples": cfg.MaxSamples,
 		"timeout_s": cfg.Timeout.Seconds(), "grace_s": cfg.Grace.Seconds(),
-		"out": cfg.Out, "skip_bad": cfg.SkipBad,
+		"out": cfg.Out, "skip_bad": cfg.SkipBad, "probes": cfg.Probes, "pid": cfg.PID,
 	}
 }
 

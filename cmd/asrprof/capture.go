@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
@@ -65,6 +67,11 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&cfg.Overwrite, "overwrite", false, "replace an existing bundle in --out")
 	fs.StringVar(&cfg.Format, "format", "table", "sweep table format: `table`, markdown, csv or json")
 	fs.BoolVar(&cfg.SkipBad, "skip-bad", false, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
+	probes := "auto"
+	pid := "auto"
+	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of sched, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
+	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
+	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress output")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), captureUsage)
@@ -79,6 +86,14 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	cfg.Probes = strings.Split(probes, ",")
+	if pid != "auto" {
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%w: --pid %q: want a process id or auto", errUsage, pid)
+		}
+		cfg.PID = n
 	}
 	cfg.Concurrency = conc
 	cfg.Rates = rates

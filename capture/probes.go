@@ -1,0 +1,146 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proc"
+	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/probe/sched"
+)
+
+// ProbeNames lists the probes --probes accepts, in start order.
+var ProbeNames = []string{"sched", "proc"}
+
+// buildProbes is the probe registry: the one place that says which probes
+// exist. names is the --probes list; "auto" means every probe this machine
+// supports, with proc only as the fallback for sched.
+func buildProbes(names []string, procHz float64) ([]probe.Probe, error) {
+	auto := len(names) == 0 || (len(names) == 1 && names[0] == "auto")
+	if len(names) == 1 && names[0] == "none" {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	if auto {
+		want["sched"] = true
+	}
+	for _, n := range names {
+		if n == "auto" {
+			continue
+		}
+		known := false
+		for _, k := range ProbeNames {
+			known = known || k == n
+		}
+		if !known {
+			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(ProbeNames, ", "))
+		}
+		want[n] = true
+	}
+	var ps []probe.Probe
+	if want["sched"] {
+		ps = append(ps, sched.New(sched.Config{}))
+	}
+	if want["proc"] {
+		ps = append(ps, proc.New(proc.Config{Hz: procHz}))
+	}
+	return ps, nil
+}
+
+// probeSet runs the probes that started.
+type probeSet struct {
+	running []probe.Probe
+	status  map[string]string // name → "on" or why not
+}
+
+// resolvePID finds the target's process: an explicit pid, or the process
+// listening on the target URL's port when the target is on this machine.
+func resolvePID(pid int, target string) (int, string) {
+	if pid > 0 {
+		return pid, fmt.Sprintf("pid %d (from --pid)", pid)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return 0, "target pid unknown: " + err.Error()
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified()))) {
+		return 0, "target pid unknown: " + host + " is not this machine (give --pid)"
+	}
+	port, _ := strconv.Atoi(u.Port())
+	if port == 0 {
+		port = 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+	}
+	p, err := proctree.FindListener(port)
+	if err != nil {
+		return 0, fmt.Sprintf("target pid unknown: no process found listening on port %d: %v", port, err)
+	}
+	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
+}
+
+// startProbes starts each probe; one that cannot run says why in one line
+// and the capture goes on. When sched is not supported and proc was not
+// asked for explicitly, proc is started as its fallback.
+func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, auto bool, procHz float64, say func(string)) *probeSet {
+	set := &probeSet{status: map[string]string{}}
+	schedOK := false
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := p.Start(sctx, t, sink)
+		cancel()
+		switch {
+		case err == nil:
+			set.running = append(set.running, p)
+			set.status[p.Name()] = "on"
+			schedOK = schedOK || p.Name() == "sched"
+			continue
+		case errors.Is(err, probe.ErrNotSupported):
+			set.status[p.Name()] = "off: " + err.Error()
+			say(fmt.Sprintf("probe %s: off (%v)", p.Name(), err))
+		default:
+			set.status[p.Name()] = "failed: " + err.Error()
+			say(fmt.Sprintf("probe %s: failed to start (%v); the capture goes on without it", p.Name(), err))
+		}
+		if p.Name() == "sched" && auto && t.PID > 0 {
+			ps = append(ps, proc.New(proc.Config{Hz: procHz}))
+		}
+	}
+	return set
+}
+
+func (s *probeSet) begin(p probe.Period) {
+	for _, pr := range s.running {
+		pr.Begin(p)
+	}
+}
+
+func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
+	for _, pr := range s.running {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := pr.End(ectx, p); err != nil {
+			say(fmt.Sprintf("probe %s: %v", pr.Name(), err))
+		}
+		cancel()
+	}
+}
+
+func (s *probeSet) stop(say func(string)) {
+	for _, pr := range s.running {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := pr.Stop(ctx); err != nil {
+			say(fmt.Sprintf("probe %s: stop: %v", pr.Name(), err))
+		}
+		cancel()
+	}
+}

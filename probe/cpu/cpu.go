@@ -1,0 +1,367 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// Dir is the bundle folder the probe writes its profiles to.
+const Dir = "cpu"
+
+// Defaults for the zero values of Config.
+const (
+	DefaultHz      = 99
+	DefaultRefresh = 500 * time.Millisecond
+)
+
+var _ probe.Probe = (*Probe)(nil)
+
+// Config configures a Probe.
+type Config struct {
+	// Hz is the sampling frequency per CPU (DefaultHz when zero).
+	Hz int
+	// Refresh is how often the set of sampled processes is updated from
+	// the target's process tree (DefaultRefresh when zero).
+	Refresh time.Duration
+	// Adapter is the engine that samples stacks; nil selects the
+	// frame-pointer sampler of this package (NewSampler). See otel.go.
+	Adapter Adapter
+}
+
+// Adapter is the seam between the probe and the engine that samples
+// stacks. The probe calls Start once, then Watch (from a background
+// goroutine), Reset and Collect, then Stop; never two at once.
+type Adapter interface {
+	// Start begins sampling at hz samples per second per CPU. It returns
+	// an error wrapping probe.ErrNotSupported when this machine does not
+	// allow it.
+	Start(ctx context.Context, hz int) error
+	// Watch replaces the set of processes (tgids) whose threads are
+	// sampled.
+	Watch(pids []int) error
+	// Reset drops what was sampled so far.
+	Reset(ctx context.Context) error
+	// Collect returns the stacks sampled since Start, the last Reset or
+	// the last Collect, symbolized, and starts afresh. On error it may
+	// return the stacks it could read.
+	Collect(ctx context.Context) ([]Stack, error)
+	// Stop ends sampling and frees what Start took.
+	Stop() error
+}
+
+// Stack is one distinct sampled stack of one thread and how many samples
+// hit it.
+type Stack struct {
+	PID, TID int
+	Comm     string // the thread's name when sampled
+	Count    uint64
+	// Frames, leaf first: kernel frames (if the sample was taken in the
+	// kernel), then user frames.
+	Frames []Frame
+}
+
+// Frame is one symbolized stack frame.
+type Frame struct {
+	// Func is the function's symbol name (mangled as in the symbol
+	// table: pprof demangles C++ names when it shows them), or a
+	// placeholder such as "libfoo.so+0x1234" when no symbol covers the
+	// address.
+	Func string
+	// Addr is the sampled address in the process's (or the kernel's)
+	// address space: the program counter for the leaf, return addresses
+	// for the others.
+	Addr uint64
+	// File is the mapped file the address lies in ("[kernel.kallsyms]"
+	// for the kernel); Start, Limit and Offset describe the mapping.
+	File                 string
+	Start, Limit, Offset uint64
+}
+
+// Probe samples on-CPU stacks of the target's process tree and writes
+// one pprof profile per period. Create it with New; it implements
+// probe.Probe.
+type Probe struct {
+	cfg Config
+
+	mu      sync.Mutex // guards everything below after Start
+	eng     Adapter
+	target  probe.Target
+	out     probe.Sink
+	begin   time.Time
+	loopErr error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+}
+
+// New returns a probe that does nothing until Start.
+func New(cfg Config) *Probe {
+	if cfg.Hz <= 0 {
+		cfg.Hz = DefaultHz
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultRefresh
+	}
+	return &Probe{cfg: cfg}
+}
+
+// Name returns "cpu".
+func (p *Probe) Name() string { return "cpu" }
+
+// Start starts sampling t's process tree. It returns an error wrapping
+// probe.ErrNotSupported when t.PID is 0 or the engine is not permitted
+// here (no root, perf_event_paranoid, no BPF).
+func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
+	if t.PID <= 0 {
+		return fmt.Errorf("cpu: no target pid: %w", probe.ErrNotSupported)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("cpu: already started")
+	}
+	eng := p.cfg.Adapter
+	if eng == nil {
+		eng = NewSampler()
+	}
+	if err := eng.Start(ctx, p.cfg.Hz); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	p.eng, p.target, p.out = eng, t, out
+	if err := p.refreshLocked(); err != nil {
+		return errors.Join(err, eng.Stop())
+	}
+	p.begin = time.Now()
+	loopCtx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
+	go p.loop(loopCtx, p.done)
+	return nil
+}
+
+func (p *Probe) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(p.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			p.mu.Lock()
+			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
+				p.loopErr = err
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// refreshLocked gives the engine the target's current process tree.
+func (p *Probe) refreshLocked() error {
+	pids := proctree.Descendants(p.target.PID)
+	if p.target.Children != nil {
+		pids = append(pids, p.target.Children()...)
+	}
+	if err := p.eng.Watch(pids); err != nil {
+		return fmt.Errorf("cpu: watching processes: %w", err)
+	}
+	return nil
+}
+
+// Begin drops the samples taken before the period.
+func (p *Probe) Begin(per probe.Period) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return
+	}
+	if err := p.eng.Reset(context.Background()); err != nil && p.loopErr == nil {
+		p.loopErr = err // reported by End
+	}
+	p.begin = time.Now()
+}
+
+// End writes the samples taken since Begin (or the previous End) as the
+// pprof profile cpu/<level>-<repeat>.pb.gz (cpu/<level>-warmup.pb.gz for
+// a warm-up). A period without samples still gets a profile, with no
+// samples. It returns the first error the background refresh met since
+// the last End, joined with its own.
+func (p *Probe) End(ctx context.Context, per probe.Period) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return errors.New("cpu: End before Start")
+	}
+	err := p.loopErr
+	p.loopErr = nil
+	stacks, cerr := p.eng.Collect(ctx)
+	if cerr != nil {
+		err = errors.Join(err, fmt.Errorf("cpu: collecting stacks: %w", cerr))
+	}
+	end := time.Now()
+	prof := BuildProfile(stacks, per, p.cfg.Hz, p.begin, end)
+	p.begin = end
+	name := p.out.Path(filepath.Join(Dir, FileName(per)))
+	if werr := writeProfile(name, prof); werr != nil {
+		err = errors.Join(err, fmt.Errorf("cpu: writing %s: %w", name, werr))
+	}
+	return err
+}
+
+func writeProfile(name string, prof *profile.Profile) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := prof.Write(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Stop ends sampling. It waits for the refresh goroutine until ctx is
+// done.
+func (p *Probe) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
+		return nil
+	}
+	p.started = false
+	p.cancel()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("cpu: stopping: %w", ctx.Err())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eng.Stop()
+}
+
+// Overhead returns the engine's cost since Start when the engine reports
+// it (the frame-pointer sampler does).
+func (p *Probe) Overhead() (Overhead, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return Overhead{}, errors.New("cpu: not started")
+	}
+	o, ok := p.eng.(interface{ Overhead() (Overhead, error) })
+	if !ok {
+		return Overhead{}, fmt.Errorf("cpu: engine reports no overhead: %w", probe.ErrNotSupported)
+	}
+	return o.Overhead()
+}
+
+// FileName returns the profile's name inside Dir for a period:
+// "<level>-<repeat>.pb.gz", or "<level>-warmup.pb.gz". Characters other
+// than letters, digits, '.', '_' and '-' in the level become '_'.
+func FileName(per probe.Period) string {
+	level := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, per.Level)
+	if level == "" {
+		level = "all"
+	}
+	if per.Warmup {
+		return level + "-warmup.pb.gz"
+	}
+	return level + "-" + strconv.Itoa(per.Repeat) + ".pb.gz"
+}
+
+// BuildProfile turns sampled stacks into a pprof profile of the period
+// [begin, end] sampled at hz: sample types samples/count and
+// cpu/nanoseconds (count × 1/hz), string labels pid, tid, thread and
+// level.
+func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time) *profile.Profile {
+	period := int64(time.Second) / int64(max(hz, 1))
+	prof := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "samples", Unit: "count"},
+			{Type: "cpu", Unit: "nanoseconds"},
+		},
+		PeriodType:    &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:        period,
+		TimeNanos:     begin.UnixNano(),
+		DurationNanos: end.Sub(begin).Nanoseconds(),
+		Comments:      []string{"asrprof cpu probe: on-CPU samples at " + strconv.Itoa(hz) + " Hz per CPU"},
+	}
+	type mkey struct {
+		file                 string
+		start, limit, offset uint64
+	}
+	type lkey struct {
+		m    mkey
+		addr uint64
+		fn   string
+	}
+	mappings := make(map[mkey]*profile.Mapping)
+	funcs := make(map[string]*profile.Function)
+	locs := make(map[lkey]*profile.Location)
+	for _, st := range stacks {
+		s := &profile.Sample{
+			Value: []int64{int64(st.Count), int64(st.Count) * period},
+			Label: map[string][]string{
+				"pid":    {strconv.Itoa(st.PID)},
+				"tid":    {strconv.Itoa(st.TID)},
+				"thread": {st.Comm},
+				"level":  {per.Level},
+			},
+		}
+		for _, f := range st.Frames {
+			mk := mkey{f.File, f.Start, f.Limit, f.Offset}
+			m := mappings[mk]
+			if m == nil {
+				m = &profile.Mapping{
+					ID: uint64(len(prof.Mapping) + 1), File: f.File,
+					Start: f.Start, Limit: f.Limit, Offset: f.Offset,
+					HasFunctions: true,
+				}
+				mappings[mk] = m
+				prof.Mapping = append(prof.Mapping, m)
+			}
+			fn := funcs[f.Func]
+			if fn == nil {
+				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: f.Func, SystemName: f.Func}
+				funcs[f.Func] = fn
+				prof.Function = append(prof.Function, fn)
+			}
+			lk := lkey{mk, f.Addr, f.Func}
+			loc := locs[lk]
+			if loc == nil {
+				loc = &profile.Location{
+					ID: uint64(len(prof.Location) + 1), Mapping: m, Address: f.Addr,
+					Line: []profile.Line{{Function: fn}},
+				}
+				locs[lk] = loc
+				prof.Location = append(prof.Location, loc)
+			}
+			s.Location = append(s.Location, loc)
+		}
+		prof.Sample = append(prof.Sample, s)
+	}
+	return prof
+}

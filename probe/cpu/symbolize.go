@@ -1,0 +1,321 @@
+package cpu
+
+import (
+	"bufio"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// KernelFile is the mapping name of kernel frames.
+const KernelFile = "[kernel.kallsyms]"
+
+// mapping is one executable, file-backed line of /proc/PID/maps.
+type mapping struct {
+	Start, Limit, Offset uint64
+	Dev                  string
+	Inode                uint64
+	Path                 string
+}
+
+// parseMaps returns the executable mappings in the text of
+// /proc/PID/maps, in address order. Anonymous mappings and pseudo-files
+// such as [vdso] are kept with their bracketed name and inode 0.
+func parseMaps(r io.Reader) ([]mapping, error) {
+	var out []mapping
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		// start-limit perms offset dev inode [path]
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		if len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			return out, fmt.Errorf("maps line %q: no address range", sc.Text())
+		}
+		var m mapping
+		var err error
+		if m.Start, err = strconv.ParseUint(lo, 16, 64); err != nil {
+			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		if m.Limit, err = strconv.ParseUint(hi, 16, 64); err != nil {
+			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		if m.Offset, err = strconv.ParseUint(f[2], 16, 64); err != nil {
+			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		m.Dev = f[3]
+		if m.Inode, err = strconv.ParseUint(f[4], 10, 64); err != nil {
+			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		if len(f) >= 6 {
+			// Paths may hold spaces; " (deleted)" stays part of the name.
+			m.Path = strings.Join(f[5:], " ")
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// find returns the mapping holding addr.
+func findMapping(ms []mapping, addr uint64) (mapping, bool) {
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].Limit > addr })
+	if i < len(ms) && ms[i].Start <= addr {
+		return ms[i], true
+	}
+	return mapping{}, false
+}
+
+// symbol is a function's address range in a symbol table.
+type symbol struct {
+	Addr, Size uint64
+	Name       string
+}
+
+// symtab holds the function symbols of one file (or of the kernel),
+// sorted by address, and the file's loadable segments.
+type symtab struct {
+	syms  []symbol
+	loads []elf.ProgHeader
+}
+
+// lookup returns the name of the function covering addr: the symbol with
+// the highest address at or below addr, if its size covers addr (a symbol
+// of size 0 covers up to the next symbol).
+func (t *symtab) lookup(addr uint64) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].Addr > addr }) - 1
+	if i < 0 {
+		return "", false
+	}
+	s := t.syms[i]
+	if s.Size > 0 && addr >= s.Addr+s.Size {
+		return "", false
+	}
+	return s.Name, true
+}
+
+// vaddr converts an offset in the file to the virtual address the ELF
+// file's symbols use, through the loadable segment holding it.
+func (t *symtab) vaddr(off uint64) uint64 {
+	for _, p := range t.loads {
+		if off >= p.Off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr
+		}
+	}
+	return off
+}
+
+// newSymtab sorts syms and drops duplicates of one address, keeping the
+// first given.
+func newSymtab(syms []symbol, loads []elf.ProgHeader) *symtab {
+	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
+	out := syms[:0]
+	for _, s := range syms {
+		if len(out) > 0 && out[len(out)-1].Addr == s.Addr {
+			continue
+		}
+		out = append(out, s)
+	}
+	return &symtab{syms: out, loads: loads}
+}
+
+// readELFSymtab reads the function symbols of .symtab and .dynsym.
+func readELFSymtab(path string) (*symtab, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var syms []symbol
+	add := func(ss []elf.Symbol) {
+		for _, s := range ss {
+			t := elf.ST_TYPE(s.Info)
+			if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF {
+				continue
+			}
+			name := s.Name
+			if i := strings.IndexByte(name, '@'); i > 0 { // versioned dynsym
+				name = name[:i]
+			}
+			syms = append(syms, symbol{Addr: s.Value, Size: s.Size, Name: name})
+		}
+	}
+	if ss, err := f.Symbols(); err == nil {
+		add(ss)
+	}
+	if ss, err := f.DynamicSymbols(); err == nil {
+		add(ss)
+	}
+	var loads []elf.ProgHeader
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			loads = append(loads, p.ProgHeader)
+		}
+	}
+	return newSymtab(syms, loads), nil
+}
+
+// parseKallsyms reads the text symbols of /proc/kallsyms. It returns nil
+// when every address reads as zero (kptr_restrict hides them).
+func parseKallsyms(r io.Reader) (*symtab, error) {
+	var syms []symbol
+	nonzero := false
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		// address type name [module]
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 {
+			continue
+		}
+		switch f[1] {
+		case "t", "T", "w", "W":
+		default:
+			continue
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms line %q: %w", sc.Text(), err)
+		}
+		if a != 0 {
+			nonzero = true
+		}
+		syms = append(syms, symbol{Addr: a, Name: f[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if !nonzero {
+		return nil, nil
+	}
+	return newSymtab(syms, nil), nil
+}
+
+// fileKey names a file by device and inode, so that processes (and
+// containers) sharing a library share its symbols.
+type fileKey struct {
+	dev   string
+	inode uint64
+	path  string
+}
+
+// symbolizer turns addresses into frames, caching symbol tables per file
+// and the last memory map read per process (processes that exited are
+// symbolized with their last known map). It is not safe for concurrent
+// use.
+type symbolizer struct {
+	files   map[fileKey]*symtab // nil entry: the file could not be read
+	maps    map[int][]mapping
+	kernel  *symtab
+	kloaded bool
+	kerr    error
+}
+
+func newSymbolizer() *symbolizer {
+	return &symbolizer{files: make(map[fileKey]*symtab), maps: make(map[int][]mapping)}
+}
+
+// refreshMaps re-reads /proc/PID/maps of pid, keeping the previous map
+// when the process is gone.
+func (s *symbolizer) refreshMaps(pid int) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if ms, err := parseMaps(f); err == nil && len(ms) > 0 {
+		s.maps[pid] = ms
+	}
+}
+
+// forget drops the cached map of pid.
+func (s *symbolizer) forget(pid int) { delete(s.maps, pid) }
+
+// user symbolizes the user stack addrs (leaf first) of process pid.
+func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
+	ms := s.maps[pid]
+	out := make([]Frame, 0, len(addrs))
+	for i, a := range addrs {
+		look := a
+		if i > 0 && look > 0 {
+			look-- // a return address: the call is the instruction before
+		}
+		m, ok := findMapping(ms, look)
+		if !ok {
+			out = append(out, Frame{Func: "[unknown]", Addr: a, File: "[unknown]"})
+			continue
+		}
+		fr := Frame{Addr: a, File: m.Path, Start: m.Start, Limit: m.Limit, Offset: m.Offset}
+		if fr.File == "" {
+			fr.File = "[anon]"
+		}
+		off := look - m.Start + m.Offset
+		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
+			t := s.file(pid, m)
+			if name, ok := t.lookup(t.vaddr(off)); ok {
+				fr.Func = name
+			}
+		}
+		if fr.Func == "" {
+			fr.Func = fmt.Sprintf("%s+0x%x", filepath.Base(fr.File), off)
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+// file returns the symbol table of m's file, read through the process's
+// root so that containers' files are found; nil when it cannot be read.
+func (s *symbolizer) file(pid int, m mapping) *symtab {
+	k := fileKey{m.Dev, m.Inode, m.Path}
+	if t, ok := s.files[k]; ok {
+		return t
+	}
+	path := strings.TrimSuffix(m.Path, " (deleted)")
+	t, err := readELFSymtab(filepath.Join("/proc", strconv.Itoa(pid), "root", path))
+	if err != nil {
+		t, _ = readELFSymtab(path)
+	}
+	s.files[k] = t
+	return t
+}
+
+// kernelFrames symbolizes kernel stack addrs (leaf first) with
+// /proc/kallsyms, read once.
+func (s *symbolizer) kernelFrames(addrs []uint64) []Frame {
+	if !s.kloaded {
+		s.kloaded = true
+		f, err := os.Open("/proc/kallsyms")
+		if err == nil {
+			s.kernel, s.kerr = parseKallsyms(f)
+			f.Close()
+		} else {
+			s.kerr = err
+		}
+	}
+	out := make([]Frame, 0, len(addrs))
+	for i, a := range addrs {
+		look := a
+		if i > 0 {
+			look--
+		}
+		name, ok := s.kernel.lookup(look)
+		if !ok {
+			name = "[kernel]"
+		}
+		out = append(out, Frame{Func: name, Addr: a, File: KernelFile})
+	}
+	return out
+}
