@@ -169,6 +169,7 @@ func (a *agg) maxPtr() *float64 {
 type periodAcc struct {
 	util, power, memUsed, smActive, smOcc, tensor, dram, smClock, temp agg
 	throttle                                                           uint64
+	gpm                                                                int
 }
 
 func (r *DeviceRecord) accumulate(*periodAcc)     {}
@@ -181,6 +182,7 @@ func (r *ThrottleRecord) accumulate(a *periodAcc) { a.throttle |= r.Reasons }
 func (r *ProcRecord) accumulate(*periodAcc)       {}
 func (r *PCIeRecord) accumulate(*periodAcc)       {}
 func (r *GPMRecord) accumulate(a *periodAcc) {
+	a.gpm++
 	for _, m := range []struct {
 		v *float64
 		a *agg
@@ -215,6 +217,6 @@ func (a *periodAcc) summary(gpu int, level string, repeat int, warmup bool, star
 		ThrottleNames:    ThrottleNames(a.throttle),
 		UtilSamples:      a.util.n,
 		PowerSamples:     a.power.n,
-		GPMSamples:       a.smActive.n,
+		GPMSamples:       a.gpm,
 	}
 }

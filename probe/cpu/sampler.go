@@ -1,0 +1,357 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/probe"
+)
+
+// maxDepth is the number of frames a stack-trace map entry holds
+// (MAX_DEPTH in the BPF program).
+const maxDepth = 127
+
+var _ Adapter = (*Sampler)(nil)
+
+// Sampler is the frame-pointer sampler: a BPF perf_event program on a
+// CPU-clock event per CPU that records user and kernel stacks of the
+// watched processes by walking frame pointers (the kernel's perf
+// callchain code). Frames of code built without frame pointers are lost
+// from the first such function up. Create it with NewSampler.
+type Sampler struct {
+	objs   cpuObjects
+	links  []link.Link
+	fds    []int
+	buf    uint32 // the buffer the BPF program fills
+	sym    *symbolizer
+	pids   map[int]bool
+	loaded bool
+}
+
+// NewSampler returns a sampler that does nothing until Start.
+func NewSampler() *Sampler { return &Sampler{} }
+
+// Start loads the BPF program and opens a CPU-clock perf event at hz on
+// every online CPU.
+func (s *Sampler) Start(ctx context.Context, hz int) (err error) {
+	if s.loaded {
+		return errors.New("sampler already started")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("memlock: %w", notSupported(err))
+	}
+	if err := loadCpuObjects(&s.objs, nil); err != nil {
+		return fmt.Errorf("loading BPF program: %w", notSupported(err))
+	}
+	s.loaded = true
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Stop())
+		}
+	}()
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return fmt.Errorf("listing CPUs: %w", err)
+	}
+	cpus, err := parseCPUList(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("listing CPUs: %w", err)
+	}
+	for _, cpu := range cpus {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		attr := unix.PerfEventAttr{
+			Type:   unix.PERF_TYPE_SOFTWARE,
+			Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+			Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+			Sample: uint64(hz),
+			Bits:   unix.PerfBitFreq,
+		}
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("perf_event_open on CPU %d: %w", cpu, notSupported(err))
+		}
+		s.fds = append(s.fds, fd)
+		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: s.objs.OnSample, Attach: ebpf.AttachPerfEvent})
+		if err != nil {
+			return fmt.Errorf("attaching to the perf event of CPU %d: %w", cpu, notSupported(err))
+		}
+		s.links = append(s.links, l)
+	}
+	s.sym = newSymbolizer()
+	s.pids = make(map[int]bool)
+	return nil
+}
+
+// notSupported wraps err with probe.ErrNotSupported when it says that the
+// kernel or our permissions do not allow it.
+func notSupported(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) ||
+		errors.Is(err, unix.ENOSYS) || errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
+	}
+	return err
+}
+
+// parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+		}
+		if b < a {
+			return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cpu list %q: empty", s)
+	}
+	return out, nil
+}
+
+// Watch replaces the set of sampled processes. It reads the memory map
+// of each new process, so that one that exits before the period ends can
+// still be symbolized.
+func (s *Sampler) Watch(pids []int) error {
+	want := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		want[pid] = true
+	}
+	var errs []error
+	for pid := range s.pids {
+		if !want[pid] {
+			if err := s.objs.Watch.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("unwatching %d: %w", pid, err))
+				continue
+			}
+			delete(s.pids, pid)
+		}
+	}
+	for pid := range want {
+		if s.pids[pid] {
+			continue
+		}
+		if err := s.objs.Watch.Put(uint32(pid), uint8(1)); err != nil {
+			errs = append(errs, fmt.Errorf("watching %d: %w", pid, err))
+			continue
+		}
+		s.pids[pid] = true
+		s.sym.refreshMaps(pid)
+	}
+	return errors.Join(errs...)
+}
+
+// flip makes the BPF program fill the other buffer and returns the maps
+// of the one it filled until now. Programs that read the old index just
+// before the flip finish within microseconds; flip waits a millisecond
+// for them.
+func (s *Sampler) flip() (counts, stacks *ebpf.Map, err error) {
+	old := s.buf
+	if err := s.objs.Control.Put(uint32(0), 1-old); err != nil {
+		return nil, nil, fmt.Errorf("switching buffers: %w", err)
+	}
+	s.buf = 1 - old
+	time.Sleep(time.Millisecond)
+	if old == 0 {
+		return s.objs.Counts0, s.objs.Stacks0, nil
+	}
+	return s.objs.Counts1, s.objs.Stacks1, nil
+}
+
+// drain reads and deletes every entry of the counts map.
+func drain(counts *ebpf.Map) (map[cpuSkey]uint64, error) {
+	out := make(map[cpuSkey]uint64)
+	var (
+		k cpuSkey
+		v uint64
+	)
+	it := counts.Iterate()
+	for it.Next(&k, &v) {
+		out[k] += v
+	}
+	err := it.Err()
+	for k := range out {
+		if derr := counts.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+			err = errors.Join(err, derr)
+		}
+	}
+	return out, err
+}
+
+// clearStacks deletes every entry of a stack-trace map.
+func clearStacks(stacks *ebpf.Map) error {
+	var (
+		ids []uint32
+		k   uint32
+	)
+	it := stacks.Iterate()
+	var v [maxDepth]uint64
+	for it.Next(&k, &v) {
+		ids = append(ids, k)
+	}
+	err := it.Err()
+	for _, id := range ids {
+		if derr := stacks.Delete(id); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+			err = errors.Join(err, derr)
+		}
+	}
+	return err
+}
+
+// Reset drops what was sampled so far.
+func (s *Sampler) Reset(ctx context.Context) error {
+	counts, stacks, err := s.flip()
+	if err != nil {
+		return err
+	}
+	_, err = drain(counts)
+	return errors.Join(err, clearStacks(stacks))
+}
+
+// Collect returns the stacks sampled since the last Reset or Collect,
+// symbolized with the processes' current memory maps (the last one read
+// for processes that exited).
+func (s *Sampler) Collect(ctx context.Context) ([]Stack, error) {
+	counts, stacks, err := s.flip()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := drain(counts)
+	readStack := func(id int32) ([]uint64, bool) {
+		if id < 0 {
+			return nil, false
+		}
+		var v [maxDepth]uint64
+		if err := stacks.Lookup(uint32(id), &v); err != nil {
+			return nil, false
+		}
+		n := 0
+		for n < len(v) && v[n] != 0 {
+			n++
+		}
+		return v[:n], true
+	}
+	seen := make(map[int]bool)
+	var out []Stack
+	for k, n := range raw {
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, cerr)
+			break
+		}
+		pid := int(k.Tgid)
+		if !seen[pid] {
+			seen[pid] = true
+			s.sym.refreshMaps(pid)
+		}
+		st := Stack{PID: pid, TID: int(k.Tid), Comm: commString(k.Comm[:]), Count: n}
+		if addrs, ok := readStack(k.KernelStack); ok {
+			st.Frames = append(st.Frames, s.sym.kernelFrames(addrs)...)
+		}
+		if addrs, ok := readStack(k.UserStack); ok {
+			st.Frames = append(st.Frames, s.sym.user(pid, addrs)...)
+		} else if k.UserStack != -int32(unix.EFAULT) {
+			// The stacks map was full (-ENOMEM) or held another stack
+			// in the slot (-EEXIST).
+			st.Frames = append(st.Frames, Frame{Func: "[user stack lost]", File: "[unknown]"})
+		}
+		out = append(out, st)
+	}
+	err = errors.Join(err, clearStacks(stacks))
+	for pid := range s.sym.maps {
+		if !s.pids[pid] && !seen[pid] {
+			s.sym.forget(pid)
+		}
+	}
+	return out, err
+}
+
+func commString(b []int8) string {
+	buf := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		buf = append(buf, byte(c))
+	}
+	return string(buf)
+}
+
+// Overhead is the cost of the sampler's BPF program.
+type Overhead struct {
+	// Runtime is the program's total run time; zero unless BPF statistics
+	// are enabled (ebpf.EnableStats or sysctl kernel.bpf_stats_enabled=1).
+	Runtime time.Duration
+	// Runs is how many samples the program saw (all processes).
+	Runs uint64
+	// Samples is how many samples of watched processes it counted.
+	Samples uint64
+	// Lost counts samples of watched processes lost because the counts
+	// map was full.
+	Lost uint64
+}
+
+// Overhead returns the cumulative cost since Start.
+func (s *Sampler) Overhead() (Overhead, error) {
+	var o Overhead
+	st, err := s.objs.OnSample.Stats()
+	if err != nil {
+		return o, fmt.Errorf("program stats: %w", err)
+	}
+	o.Runtime, o.Runs = st.Runtime, st.RunCount
+	for i, dst := range []*uint64{&o.Samples, &o.Lost} {
+		var per []uint64
+		if err := s.objs.Stats.Lookup(uint32(i), &per); err != nil {
+			return o, fmt.Errorf("reading counters: %w", err)
+		}
+		for _, v := range per {
+			*dst += v
+		}
+	}
+	return o, nil
+}
+
+// Stop detaches the program, closes the perf events and frees the maps.
+func (s *Sampler) Stop() error {
+	if !s.loaded {
+		return nil
+	}
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	for _, fd := range s.fds {
+		errs = append(errs, unix.Close(fd))
+	}
+	s.links, s.fds = nil, nil
+	errs = append(errs, s.objs.Close())
+	s.objs = cpuObjects{}
+	s.loaded = false
+	return errors.Join(errs...)
+}

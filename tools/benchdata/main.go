@@ -1,0 +1,80 @@
+// Command benchdata writes the inputs of `make bench`: one WAV file of the
+// requested size, a JSONL manifest that lists it N times, and the same
+// upload as a vegeta target (multipart body + header), so both load
+// generators send identical requests.
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"log"
+	"mime/multipart"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	out := flag.String("out", "runs/bench/data", "output folder")
+	n := flag.Int("n", 4000, "manifest entries")
+	size := flag.Int("bytes", 102400, "WAV file size in bytes")
+	url := flag.String("url", "http://127.0.0.1:18099", "server base URL for the vegeta target")
+	flag.Parse()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	wav := makeWAV(*size)
+	if err := os.WriteFile(filepath.Join(*out, "a.wav"), wav, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	var m strings.Builder
+	for i := 0; i < *n; i++ {
+		fmt.Fprintf(&m, "{\"id\":\"b%06d\",\"audio\":\"a.wav\",\"text\":\"ok\",\"lang\":\"en\"}\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(*out, "manifest.jsonl"), []byte(m.String()), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="file"; filename="a.wav"`)
+	h.Set("Content-Type", "audio/wav")
+	pw, _ := mw.CreatePart(h)
+	pw.Write(wav)
+	mw.WriteField("language", "en")
+	mw.WriteField("response_format", "json")
+	mw.Close()
+	bodyPath, _ := filepath.Abs(filepath.Join(*out, "vegeta.body"))
+	if err := os.WriteFile(bodyPath, body.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	target := fmt.Sprintf("POST %s/v1/audio/transcriptions\nContent-Type: %s\n@%s\n", strings.TrimRight(*url, "/"), mw.FormDataContentType(), bodyPath)
+	if err := os.WriteFile(filepath.Join(*out, "vegeta.targets"), []byte(target), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// makeWAV returns a 16 kHz mono 16-bit WAV file of exactly size bytes.
+func makeWAV(size int) []byte {
+	data := (size - 44) &^ 1
+	b := make([]byte, 44+data)
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], uint32(36+data))
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1)
+	binary.LittleEndian.PutUint16(b[22:], 1)
+	binary.LittleEndian.PutUint32(b[24:], 16000)
+	binary.LittleEndian.PutUint32(b[28:], 32000)
+	binary.LittleEndian.PutUint16(b[32:], 2)
+	binary.LittleEndian.PutUint16(b[34:], 16)
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], uint32(data))
+	for i := 0; i < data/2; i++ {
+		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16((i*131)%4000-2000)))
+	}
+	return b
+}
