@@ -44,7 +44,19 @@ type Config struct {
 	// PID is the server's process; 0 finds it from the target's port.
 	PID    int     `json:"pid"`
 	ProcHz float64 `json:"proc_hz"`
-	Quiet  bool    `json:"quiet"`
+	// OTLP receiver addresses ("off" disables one) and whether a
+	// non-loopback address is allowed.
+	OTLPHTTP        string `json:"otlp_http"`
+	OTLPGRPC        string `json:"otlp_grpc"`
+	OTLPAllowRemote bool   `json:"otlp_allow_remote"`
+	// SpanGrace bounds the wait for spans that arrive after the last request.
+	SpanGrace time.Duration `json:"span_grace_ns"`
+	// EventsDir holds SGLang-Omni request-profile event files to import;
+	// ProfileURL is a server whose request profiler the capture starts and
+	// stops itself.
+	EventsDir  string `json:"events_dir"`
+	ProfileURL string `json:"profile_url"`
+	Quiet      bool   `json:"quiet"`
 }
 
 // Level is one point of the sweep.

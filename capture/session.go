@@ -115,6 +115,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		s.mu.Unlock()
 	}
 
+	tr, err := startTracing(ctx, cfg, w, s.manifest.Fingerprint, say)
+	if err != nil {
+		return nil, err
+	}
+
 	client, err := protocol.New(cfg.Protocol, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
@@ -130,6 +135,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Model:   cfg.Model,
 		Lang:    cfg.Lang,
 		Timeout: cfg.Timeout,
+		Tracer:  tr.client,
 		OnRecord: func(r *trace.Request) {
 			prog.done(r.Status == trace.StatusOK)
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
@@ -216,11 +222,20 @@ levels:
 	if err := w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
 	}
+	pset.stop(say)
+	pset.running = nil
+	traceInfo := tr.finish(ctx, w, say)
 	end := time.Now()
 	s.mu.Lock()
 	s.manifest.EndUnixNs = end.UnixNano()
 	s.manifest.Clock.EndMonoMinusWallNs = monoMinusWall()
 	s.manifest.Interrupted = interrupted
+	if s.manifest.Extra == nil {
+		s.manifest.Extra = map[string]any{}
+	}
+	for k, v := range traceInfo {
+		s.manifest.Extra[k] = v
+	}
 	s.manifest.Complete = !interrupted && s.writeErr == nil
 	if s.writeErr != nil {
 		s.manifest.Notes = append(s.manifest.Notes, "write error: "+s.writeErr.Error())
@@ -306,6 +321,8 @@ func configMap(cfg *Config) map[string]any {
 		"repeats": cfg.Repeats, "warmup": cfg.Warmup, "max_samples": cfg.MaxSamples,
 		"timeout_s": cfg.Timeout.Seconds(), "grace_s": cfg.Grace.Seconds(),
 		"out": cfg.Out, "skip_bad": cfg.SkipBad, "probes": cfg.Probes, "pid": cfg.PID,
+		"otlp_http": cfg.OTLPHTTP, "otlp_grpc": cfg.OTLPGRPC, "span_grace_s": cfg.SpanGrace.Seconds(),
+		"events_dir": cfg.EventsDir, "profile_url": cfg.ProfileURL,
 	}
 }
 

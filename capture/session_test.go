@@ -49,7 +49,7 @@ func baseConfig(t *testing.T, target, ds string) capture.Config {
 		Concurrency: []int{2}, Arrivals: load.Constant, Repeats: 1,
 		Timeout: 5 * time.Second, Grace: time.Second, ReadyTimeout: time.Second,
 		Out: filepath.Join(t.TempDir(), "bundle"), Format: "table", Quiet: true,
-		Probes: []string{"none"},
+		Probes: []string{"none"}, OTLPHTTP: "127.0.0.1:0", OTLPGRPC: "off", SpanGrace: time.Second,
 	}
 }
 

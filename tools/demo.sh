@@ -17,7 +17,9 @@ if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
 fi
 
 echo "demo: starting the reference server on 127.0.0.1:$PORT (log: $LOG)"
-setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" >"$LOG" 2>&1 &
+OTLP=${OTLP:-127.0.0.1:4318}
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://$OTLP/v1/traces" \
+  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" >"$LOG" 2>&1 &
 SERVER=$!
 stop_server() { kill -TERM -- "-$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
 trap stop_server EXIT
@@ -38,4 +40,5 @@ bin/asrprof capture \
   --max-samples "$SAMPLES" \
   --concurrency "$LEVELS" \
   --repeats 1 --warmup \
+  --otlp-http "$OTLP" --profile-url "http://127.0.0.1:$PORT" \
   --out "$OUT" --overwrite

@@ -172,6 +172,9 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 	rec.StartUnixNs = start.UnixNano()
 	rec.EndUnixNs = res.End.UnixNano()
 	rec.LatencyS = res.End.Sub(from).Seconds()
+	if !res.UploadDone.IsZero() {
+		rec.UploadDoneUnixNs = res.UploadDone.UnixNano()
+	}
 	if !res.FirstByte.IsZero() {
 		rec.FirstByteUnixNs = res.FirstByte.UnixNano()
 	}

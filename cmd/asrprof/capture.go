@@ -72,6 +72,12 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of sched, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
 	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
 	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
+	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", "127.0.0.1:4318", "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
+	fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", "127.0.0.1:4317", "OTLP/gRPC trace receiver `ADDR` (off: disabled)")
+	fs.BoolVar(&cfg.OTLPAllowRemote, "otlp-allow-remote", false, "allow the OTLP receivers to bind a non-loopback address (they have no authentication)")
+	fs.DurationVar(&cfg.SpanGrace, "span-grace", 5*time.Second, "how long to wait for server spans after the last request (`DURATION`)")
+	fs.StringVar(&cfg.EventsDir, "events-dir", "", "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
+	fs.StringVar(&cfg.ProfileURL, "profile-url", "", "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress output")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), captureUsage)

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func asrprof(args ...string) *exec.Cmd {
+	if len(args) > 0 && args[0] == "capture" {
+		args = append(args, "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none")
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
 	return cmd
@@ -82,7 +85,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad protocol", []string{"capture", "--target", srv.URL, "--dataset", ds, "--protocol", "grpc"}, exitUsage, "--protocol"},
 		{"missing dataset", []string{"capture", "--target", srv.URL, "--dataset", "/nonexistent/m.jsonl", "--out", t.TempDir() + "/x"}, exitUsage, "/nonexistent/m.jsonl"},
 		{"unreachable target", []string{"capture", "--target", deadURL, "--dataset", ds, "--out", t.TempDir() + "/y"}, exitUsage, "did not answer"},
-		{"ok", []string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1", "--repeats", "1", "--out", t.TempDir() + "/z", "--quiet"}, exitOK, "c=1"},
+		{"ok", []string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1", "--repeats", "1", "--out", t.TempDir() + "/z", "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, exitOK, "c=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,14 @@ func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time
 			s.Location = append(s.Location, loc)
 		}
 		prof.Sample = append(prof.Sample, s)
+	}
+	// pprof takes the first mapping for the main binary: put the kernel
+	// and pseudo-mappings last.
+	sort.SliceStable(prof.Mapping, func(i, j int) bool {
+		return !strings.HasPrefix(prof.Mapping[i].File, "[") && strings.HasPrefix(prof.Mapping[j].File, "[")
+	})
+	for i, m := range prof.Mapping {
+		m.ID = uint64(i + 1)
 	}
 	return prof
 }

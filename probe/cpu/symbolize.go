@@ -3,6 +3,7 @@ package cpu
 import (
 	"bufio"
 	"debug/elf"
+	"debug/gosym"
 	"fmt"
 	"io"
 	"os"
@@ -159,6 +160,10 @@ func readELFSymtab(path string) (*symtab, error) {
 	if ss, err := f.DynamicSymbols(); err == nil {
 		add(ss)
 	}
+	// Go binaries name their functions in .gopclntab too, which stays
+	// when the symbol table is stripped (go build -ldflags=-s; go test
+	// and go run strip by default).
+	syms = append(syms, goFuncs(f)...)
 	var loads []elf.ProgHeader
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
@@ -166,6 +171,30 @@ func readELFSymtab(path string) (*symtab, error) {
 		}
 	}
 	return newSymtab(syms, loads), nil
+}
+
+// goFuncs returns the functions of a Go binary's .gopclntab, nil for
+// other files or when it cannot be read.
+func goFuncs(f *elf.File) []symbol {
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil
+	}
+	out := make([]symbol, 0, len(tab.Funcs))
+	for _, fn := range tab.Funcs {
+		if fn.End > fn.Entry {
+			out = append(out, symbol{Addr: fn.Entry, Size: fn.End - fn.Entry, Name: fn.Name})
+		}
+	}
+	return out
 }
 
 // parseKallsyms reads the text symbols of /proc/kallsyms. It returns nil

@@ -62,7 +62,8 @@ type gpuState struct {
 	lastUtil, lastPower, lastProc uint64 // newest NVML timestamps seen (µs)
 	gpm                           [2]nvml.GpmSample
 	gpmAt                         time.Time // when gpm[0] was taken; zero: not yet
-	off                           map[string]bool
+	off                           map[string]bool // kinds turned off; loop goroutine only
+	pcieOff                       bool            // pcie goroutine only
 }
 
 type period struct {
@@ -364,7 +365,7 @@ func (p *Probe) pcieLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if g.off[KindPCIe] { // only this goroutine reads or writes the pcie key
+			if g.pcieOff {
 				continue
 			}
 			tx, r1 := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)
@@ -374,7 +375,10 @@ func (p *Probe) pcieLoop(ctx context.Context) {
 				if r == nvml.SUCCESS {
 					r = r2
 				}
-				p.callFailed(g, KindPCIe, "GetPcieThroughput", r)
+				if r == nvml.ERROR_NOT_SUPPORTED {
+					g.pcieOff = true
+				}
+				p.count(g, "GetPcieThroughput", r)
 				continue
 			}
 			p.emit(&PCIeRecord{Head: Head{TS: time.Now().UnixNano(), GPU: g.info.Index, Kind: KindPCIe}, TxKiBs: tx, RxKiBs: rx})
@@ -382,12 +386,17 @@ func (p *Probe) pcieLoop(ctx context.Context) {
 	}
 }
 
-// callFailed counts a failed call; ERROR_NOT_SUPPORTED turns kind off for g.
-// g.off is only touched by the goroutine that polls kind.
+// callFailed counts a failed call of the loop goroutine;
+// ERROR_NOT_SUPPORTED turns kind off for g.
 func (p *Probe) callFailed(g *gpuState, kind, call string, r nvml.Return) {
 	if r == nvml.ERROR_NOT_SUPPORTED {
 		g.off[kind] = true
 	}
+	p.count(g, call, r)
+}
+
+// count counts a failed call.
+func (p *Probe) count(g *gpuState, call string, r nvml.Return) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Errors[call]++

@@ -1,0 +1,21 @@
+// Package analysis runs Starlark analyses over a capture bundle.
+//
+// Load opens a bundle as a Capture. A Session runs scripts against it: each
+// script sees a read-only `capture` value (requests with their joined server
+// spans and events, the manifest's passes, probe rows, the manifest and
+// results.json), an `options` dict, an optional `baseline` capture, and
+// `emit(table)` to hand tables back. Scripts load the built-in modules
+// "stats", "table", "time" and "json", and other scripts: the embedded ones
+// of package scripts, or files next to the user's own script. Nothing else
+// is reachable: no files, network or environment.
+//
+// Large collections (requests, spans, events, probe rows) are Go-backed
+// views over the loaded records, not Starlark copies; the join of spans and
+// events to requests is computed the first time a script needs it.
+//
+// Each script runs on its own Thread, bounded by Options.MaxSteps and
+// cancelled when the context ends (Options.Timeout); per-script state lives
+// in Thread locals. Errors carry the Starlark backtrace (file:line).
+//
+// docs/ANALYSIS.md is the user's guide.
+package analysis
