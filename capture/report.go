@@ -56,8 +56,21 @@ func SweepTable(res trace.Results) *table.Table {
 
 func printSweep(w io.Writer, format string, out *Outcome) error {
 	t := SweepTable(out.Results)
-	if !out.Manifest.Complete {
-		t.Notes = append(t.Notes, "capture incomplete: the bundle holds what was recorded before it stopped")
-	}
+	t.Notes = append(t.Notes, IncompleteNotes(out.Manifest)...)
 	return table.Render(w, format, t)
+}
+
+// IncompleteNotes explains, one line each, why a capture is not complete.
+func IncompleteNotes(m trace.Manifest) []string {
+	if m.Complete {
+		return nil
+	}
+	notes := []string{"INCOMPLETE: these numbers do not cover the whole workload"}
+	if !m.Finished && len(m.Incomplete) == 0 {
+		notes = append(notes, "  the capture did not finish (killed?): the bundle holds what was recorded before it stopped")
+	}
+	for _, r := range m.Incomplete {
+		notes = append(notes, "  "+r)
+	}
+	return notes
 }

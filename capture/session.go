@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,6 +212,11 @@ levels:
 			}
 			if !p.warmup {
 				passes = append(passes, pm)
+				if gap := coverageGap(pm); gap != "" {
+					s.mu.Lock()
+					s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", lv.Name, p.repeat, gap))
+					s.mu.Unlock()
+				}
 			}
 		}
 		if len(passes) > 0 {
@@ -236,7 +243,14 @@ levels:
 	for k, v := range traceInfo {
 		s.manifest.Extra[k] = v
 	}
-	s.manifest.Complete = !interrupted && s.writeErr == nil
+	s.manifest.Finished = !interrupted
+	if interrupted {
+		s.manifest.Incomplete = append(s.manifest.Incomplete, "interrupted before the last pass finished")
+	}
+	if s.writeErr != nil {
+		s.manifest.Incomplete = append(s.manifest.Incomplete, "bundle write error")
+	}
+	s.manifest.Complete = len(s.manifest.Incomplete) == 0
 	if s.writeErr != nil {
 		s.manifest.Notes = append(s.manifest.Notes, "write error: "+s.writeErr.Error())
 	}
@@ -256,6 +270,27 @@ levels:
 		return out, ErrInterrupted
 	}
 	return out, s.writeErr
+}
+
+// coverageGap says what a scored pass is missing ("" when nothing).
+func coverageGap(m trace.PassMetrics) string {
+	c := m.Coverage
+	if c.Evaluated == c.Total && c.Skipped == 0 && c.Failed == 0 {
+		return ""
+	}
+	gap := fmt.Sprintf("evaluated %d of %d", c.Evaluated, c.Total)
+	if c.Failed > 0 {
+		kinds := make([]string, 0, len(c.FailureKinds))
+		for k, v := range c.FailureKinds {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, v))
+		}
+		sort.Strings(kinds)
+		gap += fmt.Sprintf(", %d failed (%s)", c.Failed, strings.Join(kinds, ", "))
+	}
+	if c.Skipped > 0 {
+		gap += fmt.Sprintf(", %d skipped (empty normalized reference)", c.Skipped)
+	}
+	return gap
 }
 
 func (s *Session) noteWriteErr(err error) {

@@ -139,10 +139,13 @@ func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
 			t.Errorf("failure kind %s: %d, want %d (all: %v)", k, cov.FailureKinds[k], v, cov.FailureKinds)
 		}
 	}
-	if cov.Total != 8 || cov.Failed != 5 || cov.Evaluated != 3 || !o.Manifest.Complete {
-		t.Errorf("coverage %+v complete=%v", cov, o.Manifest.Complete)
+	if cov.Total != 8 || cov.Failed != 5 || cov.Evaluated != 3 || o.Manifest.Complete || !o.Manifest.Finished {
+		t.Errorf("coverage %+v complete=%v finished=%v", cov, o.Manifest.Complete, o.Manifest.Finished)
 	}
-	if !strings.Contains(out, "3/8") {
+	if len(o.Manifest.Incomplete) != 1 || !strings.Contains(o.Manifest.Incomplete[0], "c1 repeat 1: evaluated 3 of 8, 5 failed (connection 1, http_4xx 1") {
+		t.Errorf("incomplete reasons: %q", o.Manifest.Incomplete)
+	}
+	if !strings.Contains(out, "3/8") || !strings.Contains(out, "INCOMPLETE") {
 		t.Errorf("table should show 3/8 completed:\n%s", out)
 	}
 }

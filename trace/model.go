@@ -192,8 +192,13 @@ type Clock struct {
 
 // Manifest is manifest.json.
 type Manifest struct {
-	Schema      string         `json:"schema"`
+	Schema string `json:"schema"`
+	// Complete is true only when the capture ran to its end and every
+	// scored pass has full coverage: evaluated == total, no skipped and no
+	// failed requests. Incomplete says why not.
 	Complete    bool           `json:"complete"`
+	Finished    bool           `json:"finished"` // ran to its end (not interrupted, not killed)
+	Incomplete  []string       `json:"incomplete,omitempty"`
 	Interrupted bool           `json:"interrupted,omitempty"`
 	StartUnixNs int64          `json:"start_unix_ns"`
 	EndUnixNs   int64          `json:"end_unix_ns,omitempty"`

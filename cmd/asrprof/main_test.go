@@ -142,7 +142,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 	}
 	var sout, serr bytes.Buffer
 	if code := run(context.Background(), []string{"show", out}, &sout, &serr); code != exitOK ||
-		!strings.Contains(sout.String(), "incomplete") || !strings.Contains(sout.String(), fmt.Sprintf("%d/%d", len(reqs), len(reqs))) {
+		!strings.Contains(sout.String(), "INCOMPLETE") || !strings.Contains(sout.String(), fmt.Sprintf("%d/%d", len(reqs), len(reqs))) {
 		t.Errorf("show: exit %d\n%s%s", code, sout.String(), serr.String())
 	}
 }

@@ -50,9 +50,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	t := capture.SweepTable(*res)
-	if !b.Manifest.Complete {
-		t.Notes = append(t.Notes, "capture incomplete (complete=false)")
-	}
+	t.Notes = append(t.Notes, capture.IncompleteNotes(b.Manifest)...)
 	return table.Render(stdout, *format, t)
 }
 

@@ -1,11 +1,14 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,7 +111,10 @@ type fakeGPU struct {
 func (f *fakeGPU) add(st nvml.SamplingType, tsUs uint64, v uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := nvml.Sample{TimeStamp: tsUs, SampleValue: le8(0xabcd00000000 | v)}
+	if f.vt != nvml.VALUE_TYPE_DOUBLE {
+		v |= 0xabcd00000000 // garbage in the high bytes, as on the H200
+	}
+	s := nvml.Sample{TimeStamp: tsUs, SampleValue: le8(v)}
 	if st == nvml.GPU_UTILIZATION_SAMPLES {
 		f.util = append(f.util, s)
 	} else {
@@ -259,11 +265,30 @@ func (l *fakeLib) lib(gpus ...*fakeGPU) *mock.Interface {
 	}
 }
 
+// decodeAll decodes gpu.jsonl into maps; numbers stay exact (json.Number
+// converted to float64, or to int64 for ts and *_unix_ns).
 func decodeAll(t *testing.T, s *probetest.Sink) []map[string]any {
 	t.Helper()
-	recs, err := probetest.Decode[map[string]any](s, File)
-	if err != nil {
-		t.Fatal(err)
+	var recs []map[string]any
+	for i, l := range s.Lines(File) {
+		d := json.NewDecoder(bytes.NewReader(l))
+		d.UseNumber()
+		var m map[string]any
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		for k, v := range m {
+			n, ok := v.(json.Number)
+			if !ok {
+				continue
+			}
+			if strings.HasSuffix(k, "unix_ns") {
+				m[k], _ = n.Int64()
+			} else {
+				m[k], _ = n.Float64()
+			}
+		}
+		recs = append(recs, m)
 	}
 	return recs
 }
@@ -325,7 +350,7 @@ func TestProbeMock(t *testing.T) {
 		var ts []int64
 		var vals []float64
 		for _, r := range ofKind(recs, 0, KindUtil) {
-			ts = append(ts, int64(r["ts_unix_ns"].(float64)))
+			ts = append(ts, r["ts_unix_ns"].(int64))
 			vals = append(vals, r["util_pct"].(float64))
 		}
 		want := []int64{int64(base+5_000) * 1000, int64(base+20_000) * 1000, int64(base+40_000) * 1000, (end/1000 + 1_000_000) * 1000}
@@ -349,8 +374,8 @@ func TestProbeMock(t *testing.T) {
 		g0.mu.Lock()
 		seen := append([]uint64(nil), g0.lastSeen[nvml.GPU_UTILIZATION_SAMPLES]...)
 		g0.mu.Unlock()
-		if len(seen) < 5 || seen[0] != base {
-			t.Fatalf("lastSeen arguments %v: want ≥ 5 polls starting at Start's time %d", seen, base)
+		if len(seen) < 5 || seen[0] < base || seen[0] >= base+5_000 {
+			t.Fatalf("lastSeen arguments %v: want ≥ 5 polls starting at Start's time ≈ %d", seen, base)
 		}
 		if !sort.SliceIsSorted(seen, func(i, j int) bool { return seen[i] < seen[j] }) {
 			t.Errorf("lastSeen went backwards: %v", seen)
@@ -424,7 +449,10 @@ func TestProbeMock(t *testing.T) {
 			"util_mean": 60, "util_max": 70, "power_mean_w": 150, "power_max_w": 200,
 			"mem_used_max_mib": 1024, "sm_active_mean": 80, "tensor_active_mean": 55,
 			"sm_clock_mean_mhz": 1980, "temp_max_c": 41, "util_samples": 2, "repeat": 2,
-			"throttle_reasons": 4, "end_unix_ns": float64(end), "start_unix_ns": float64(periodStart),
+			"throttle_reasons": 4,
+		}
+		if r["end_unix_ns"] != end || r["start_unix_ns"] != periodStart || r["ts_unix_ns"] != end {
+			t.Errorf("period bounds %v..%v (ts %v), want %v..%v", r["start_unix_ns"], r["end_unix_ns"], r["ts_unix_ns"], periodStart, end)
 		}
 		for k, want := range checks {
 			if got, ok := r[k].(float64); !ok || got != want {
