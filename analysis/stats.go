@@ -125,10 +125,13 @@ func stdev(xs []float64) starlark.Value {
 }
 
 func percentile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var v starlark.Value
-	var p float64
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "xs", &v, "p", &p); err != nil {
+	var v, pv starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "xs", &v, "p", &pv); err != nil {
 		return nil, err
+	}
+	p, ok := starlark.AsFloat(pv)
+	if !ok {
+		return nil, fmt.Errorf("%s: p is %s, want a number", b.Name(), pv.Type())
 	}
 	if p < 0 || p > 100 {
 		return nil, fmt.Errorf("%s: p=%g, want 0..100", b.Name(), p)

@@ -44,6 +44,7 @@ type Config struct {
 	// PID is the server's process; 0 finds it from the target's port.
 	PID    int     `json:"pid"`
 	ProcHz float64 `json:"proc_hz"`
+	CPUHz  int     `json:"cpu_hz"`
 	// OTLP receiver addresses ("off" disables one) and whether a
 	// non-loopback address is allowed.
 	OTLPHTTP        string `json:"otlp_http"`

@@ -11,25 +11,27 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/cpu"
+	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/proctree"
 	"github.com/asrprof/asrprof/probe/sched"
 )
 
 // ProbeNames lists the probes --probes accepts, in start order.
-var ProbeNames = []string{"sched", "proc"}
+var ProbeNames = []string{"cpu", "sched", "cuda", "proc"}
 
 // buildProbes is the probe registry: the one place that says which probes
 // exist. names is the --probes list; "auto" means every probe this machine
 // supports, with proc only as the fallback for sched.
-func buildProbes(names []string, procHz float64) ([]probe.Probe, error) {
+func buildProbes(names []string, procHz float64, cpuHz int) ([]probe.Probe, error) {
 	auto := len(names) == 0 || (len(names) == 1 && names[0] == "auto")
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil
 	}
 	want := map[string]bool{}
 	if auto {
-		want["sched"] = true
+		want["cpu"], want["sched"], want["cuda"] = true, true, true
 	}
 	for _, n := range names {
 		if n == "auto" {
@@ -45,8 +47,14 @@ func buildProbes(names []string, procHz float64) ([]probe.Probe, error) {
 		want[n] = true
 	}
 	var ps []probe.Probe
+	if want["cpu"] {
+		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz}))
+	}
 	if want["sched"] {
 		ps = append(ps, sched.New(sched.Config{}))
+	}
+	if want["cuda"] {
+		ps = append(ps, cuda.New(cuda.Config{}))
 	}
 	if want["proc"] {
 		ps = append(ps, proc.New(proc.Config{Hz: procHz}))

@@ -1,7 +1,6 @@
 package refserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -15,13 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 )
 
 const (
@@ -29,80 +28,13 @@ const (
 	librivoxWAV = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0880.wav"
 )
 
-// requirePocketSphinx skips the test where Debian's python3-pocketsphinx
-// (and its English model) is missing.
-func requirePocketSphinx(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command(python, "-c", "from pocketsphinx import pocketsphinx").CombinedOutput()
-	if err != nil {
-		t.Skipf("%s cannot import pocketsphinx (apt-get install -y python3-pocketsphinx pocketsphinx-en-us): %v: %s",
-			python, err, bytes.TrimSpace(out))
-	}
-	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
-		t.Skipf("PocketSphinx English model missing (apt-get install -y pocketsphinx-en-us): %v", err)
-	}
-}
-
-var listeningRE = regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`)
+func requirePocketSphinx(t *testing.T) { refservertest.RequirePocketSphinx(t) }
 
 // startServer runs refserver.py on a free loopback port and waits for
 // /health; it returns the base URL. The server is stopped at cleanup.
 func startServer(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(python, append([]string{"refserver.py", "--port", "0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting refserver: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("refserver stderr:\n%s", stderr.String())
-		}
-	})
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	var base string
-	select {
-	case base = <-urlc:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("refserver did not report its address; stderr:\n%s", stderr.String())
-	}
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refserver not healthy after 40 s (last: %v); stderr:\n%s", err, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return refservertest.Start(t, env, args...).URL
 }
 
 // speechWAV returns a short English utterance: espeak-ng's rendering of a

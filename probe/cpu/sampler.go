@@ -315,6 +315,10 @@ type Overhead struct {
 	// Lost counts samples of watched processes lost because the counts
 	// map was full.
 	Lost uint64
+	// UserStacksLost counts samples counted without their user stack
+	// (shown as "[user stack lost]"): the stack map was full or the
+	// stack's hash bucket held another stack.
+	UserStacksLost uint64
 }
 
 // Overhead returns the cumulative cost since Start.
@@ -325,7 +329,7 @@ func (s *Sampler) Overhead() (Overhead, error) {
 		return o, fmt.Errorf("program stats: %w", err)
 	}
 	o.Runtime, o.Runs = st.Runtime, st.RunCount
-	for i, dst := range []*uint64{&o.Samples, &o.Lost} {
+	for i, dst := range []*uint64{&o.Samples, &o.Lost, &o.UserStacksLost} {
 		var per []uint64
 		if err := s.objs.Stats.Lookup(uint32(i), &per); err != nil {
 			return o, fmt.Errorf("reading counters: %w", err)

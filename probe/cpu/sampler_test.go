@@ -337,9 +337,9 @@ func TestOverhead(t *testing.T) {
 		t.Fatalf("no runs recorded (%d runs, %v)", runs, rt)
 	}
 	frac := rt.Seconds() / wall.Seconds()
-	t.Logf("BPF program: %d runs in %v (%.0f/s on %d CPUs), %d samples of the target, %v total, %.0f ns/run, %.4f%% of one CPU; lost %d",
+	t.Logf("BPF program: %d runs in %v (%.0f/s on %d CPUs), %d samples of the target, %v total, %.0f ns/run, %.4f%% of one CPU; lost %d, user stacks lost %d",
 		runs, wall.Round(time.Millisecond), float64(runs)/wall.Seconds(), runtime.NumCPU(), o1.Samples-o0.Samples, rt,
-		float64(rt.Nanoseconds())/float64(runs), 100*frac, o1.Lost)
+		float64(rt.Nanoseconds())/float64(runs), 100*frac, o1.Lost, o1.UserStacksLost)
 	if rate := float64(runs) / wall.Seconds() / float64(runtime.NumCPU()); rate < 50 || rate > 150 {
 		t.Errorf("%.0f runs/s per CPU, want about %d", rate, DefaultHz)
 	}

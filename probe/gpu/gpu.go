@@ -61,7 +61,7 @@ type gpuState struct {
 	dev                           device
 	lastUtil, lastPower, lastProc uint64 // newest NVML timestamps seen (µs)
 	gpm                           [2]nvml.GpmSample
-	gpmAt                         time.Time // when gpm[0] was taken; zero: not yet
+	gpmAt                         time.Time       // when gpm[0] was taken; zero: not yet
 	off                           map[string]bool // kinds turned off; loop goroutine only
 	pcieOff                       bool            // pcie goroutine only
 }

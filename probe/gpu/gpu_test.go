@@ -164,7 +164,7 @@ func (f *fakeGPU) device() *mock.Device {
 			}
 			return 2619, nvml.SUCCESS
 		},
-		GetTemperatureFunc:                func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 41, nvml.SUCCESS },
+		GetTemperatureFunc:               func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 41, nvml.SUCCESS },
 		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return 0x4, nvml.SUCCESS },
 		GetProcessUtilizationFunc: func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 			f.mu.Lock()

@@ -38,6 +38,7 @@ typedef __u32 __wsum;
 #define MAX_STACKS 8192
 #define MAX_DEPTH 127 // the kernel's default perf_event_max_stack
 #define TASK_COMM_LEN 16
+#define EFAULT 14
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -88,10 +89,12 @@ struct {
 } control SEC(".maps");
 
 // Per-CPU counters of samples: [0] watched samples counted, [1] samples
-// lost because the counts map was full.
+// lost because the counts map was full, [2] samples whose user stack was
+// lost (stacks map full, or its slot held another stack: bpf_get_stackid
+// keeps the first stack of a hash bucket).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } stats SEC(".maps");
@@ -155,5 +158,7 @@ int on_sample(void *ctx)
 		k.kernel_stack = bpf_get_stackid(ctx, &stacks1, 0);
 		count(&counts1, &k);
 	}
+	if (k.user_stack < 0 && k.user_stack != -EFAULT)
+		bump(2);
 	return 0;
 }

@@ -1,0 +1,67 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// DefaultTimeout bounds each default analysis in RunDefault.
+const DefaultTimeout = 30 * time.Second
+
+// DefaultScripts lists the analyses that `asrprof analyze DIR` runs without
+// script arguments: sweep; stages and bottleneck when the server left spans
+// or events; gpu and cpu when those probes ran.
+func DefaultScripts(c *Capture) []string {
+	out := []string{"sweep"}
+	if c.HasSpans() || c.HasEvents() {
+		out = append(out, "stages")
+	}
+	out = append(out, "bottleneck")
+	if c.Bundle.Has(bundle.GPUFile) {
+		out = append(out, "gpu")
+	}
+	if c.Bundle.Has(bundle.SchedFile) {
+		out = append(out, "cpu")
+	}
+	return out
+}
+
+// RunScripts runs names in order in one session and returns every table
+// emitted. A failing script does not stop the others; the error joins
+// their failures.
+func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table, error) {
+	var all []*table.Table
+	var errs []error
+	for _, n := range names {
+		ts, err := s.Run(ctx, n)
+		all = append(all, ts...)
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+// RunDefault loads the bundle in dir, runs the default analyses and writes
+// their tables to w in format (text, markdown, csv or json). Tables of the
+// scripts that succeeded are written even when another failed.
+func RunDefault(ctx context.Context, dir string, w io.Writer, format string) error {
+	c, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	s := NewSession(c, Options{Timeout: DefaultTimeout})
+	tables, err := RunScripts(ctx, s, DefaultScripts(c))
+	if rerr := table.Render(w, format, tables...); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}

@@ -1,0 +1,377 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.starlark.net/lib/json"
+	sltime "go.starlark.net/lib/time"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
+
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/scripts"
+)
+
+// DefaultMaxSteps bounds a script's Starlark execution steps when
+// Options.MaxSteps is zero (a 100,000-request stage table takes ~10⁸).
+const DefaultMaxSteps = 1 << 33
+
+// Presets are the values of Options.Stages.
+var Presets = []string{"auto", "refserver", "vllm", "sglang_omni_events"}
+
+// Options configure a Session.
+type Options struct {
+	// Stages names the stage preset ("auto" or one of Presets); it is
+	// options["stages"] in scripts.
+	Stages string
+	// Timeout bounds each script's run; 0 means only ctx bounds it.
+	Timeout time.Duration
+	// MaxSteps bounds each Starlark thread; 0 means DefaultMaxSteps.
+	MaxSteps uint64
+	// Baseline is the `baseline` capture (compare.star); nil gives None.
+	Baseline *Capture
+	// Params add to or override entries of the `options` dict
+	// (alpha, knee_threshold, top...). Values are Go scalars.
+	Params map[string]any
+	// Print receives print() output; nil discards it.
+	Print io.Writer
+	// Modules adds modules for load() (tests add "assert").
+	Modules map[string]starlark.StringDict
+	// Setup, when set, is called on every new thread (tests install a
+	// reporter).
+	Setup func(*starlark.Thread)
+}
+
+// Session runs scripts against one capture. Modules that scripts load are
+// executed once per session and shared, frozen, between its scripts. A
+// Session runs one script at a time.
+type Session struct {
+	c    *Capture
+	opts Options
+
+	mu      sync.Mutex
+	modules map[string]*module
+}
+
+type module struct {
+	globals starlark.StringDict
+	err     error
+	loading bool
+}
+
+// NewSession returns a session for c.
+func NewSession(c *Capture, opts Options) *Session {
+	if opts.Stages == "" {
+		opts.Stages = "auto"
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	return &Session{c: c, opts: opts, modules: map[string]*module{}}
+}
+
+// ScriptError is a script's failure, with its Starlark backtrace.
+type ScriptError struct {
+	Script string
+	Err    error
+}
+
+func (e *ScriptError) Error() string {
+	var ee *starlark.EvalError
+	if errors.As(e.Err, &ee) {
+		return fmt.Sprintf("script %s failed:\n%s", e.Script, strings.TrimRight(ee.Backtrace(), "\n"))
+	}
+	return fmt.Sprintf("script %s: %v", e.Script, e.Err)
+}
+
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// origin says where a file came from, for resolving its load()s: the
+// embedded scripts, or a directory on disk (a user's script).
+type origin struct {
+	dir string // "" for embedded
+}
+
+// runState is one Run's: its tables, threads and cancellation.
+type runState struct {
+	ctx    context.Context
+	reason func() string
+
+	mu      sync.Mutex
+	threads []*starlark.Thread
+	tables  []*table.Table
+}
+
+const (
+	localRun    = "asrprof.run"
+	localOrigin = "asrprof.origin"
+)
+
+// Run runs one script: a built-in name ("sweep", "stages/vllm.star") or the
+// path of a .star file, and returns the tables it emitted.
+func (s *Session) Run(ctx context.Context, script string) ([]*table.Table, error) {
+	src, filename, org, err := resolve(script)
+	if err != nil {
+		return nil, err
+	}
+	timeout := s.opts.Timeout
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	rs := &runState{ctx: ctx}
+	rs.reason = func() string {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
+			return fmt.Sprintf("timed out after %v (raise --timeout)", timeout)
+		}
+		return fmt.Sprintf("stopped: %v", context.Cause(ctx))
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			rs.mu.Lock()
+			for _, t := range rs.threads {
+				t.Cancel(rs.reason())
+			}
+			rs.mu.Unlock()
+		case <-done:
+		}
+	}()
+	thread := s.newThread(rs, org, filename)
+	_, err = starlark.ExecFileOptions(fileOptions, thread, filename, src, s.predeclared())
+	if err != nil {
+		return rs.tables, &ScriptError{Script: script, Err: err}
+	}
+	return rs.tables, nil
+}
+
+var fileOptions = &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
+
+func (s *Session) newThread(rs *runState, org origin, name string) *starlark.Thread {
+	t := &starlark.Thread{Name: name, Load: s.load}
+	t.Print = func(_ *starlark.Thread, msg string) {
+		if s.opts.Print != nil {
+			fmt.Fprintln(s.opts.Print, msg)
+		}
+	}
+	t.SetLocal(localRun, rs)
+	t.SetLocal(localOrigin, org)
+	t.SetMaxExecutionSteps(s.opts.MaxSteps)
+	t.OnMaxSteps = func(t *starlark.Thread) {
+		t.Cancel(fmt.Sprintf("exceeded %d execution steps", s.opts.MaxSteps))
+	}
+	if s.opts.Setup != nil {
+		s.opts.Setup(t)
+	}
+	rs.mu.Lock()
+	rs.threads = append(rs.threads, t)
+	rs.mu.Unlock()
+	if rs.ctx.Err() != nil {
+		t.Cancel(rs.reason())
+	}
+	return t
+}
+
+func (s *Session) predeclared() starlark.StringDict {
+	opts := starlark.NewDict(4)
+	opts.SetKey(starlark.String("stages"), starlark.String(s.opts.Stages))
+	opts.SetKey(starlark.String("alpha"), starlark.Float(0.05))
+	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(0.10))
+	opts.SetKey(starlark.String("top"), starlark.MakeInt(5))
+	keys := make([]string, 0, len(s.opts.Params))
+	for k := range s.opts.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		opts.SetKey(starlark.String(k), toValue(s.opts.Params[k]))
+	}
+	opts.Freeze()
+	var base starlark.Value = starlark.None
+	if s.opts.Baseline != nil {
+		base = &captureValue{c: s.opts.Baseline}
+	}
+	return starlark.StringDict{
+		"capture":  &captureValue{c: s.c},
+		"baseline": base,
+		"options":  opts,
+		"emit":     starlark.NewBuiltin("emit", emit),
+		"struct":   starlark.NewBuiltin("struct", starlarkstruct.Make),
+	}
+}
+
+// emit(table, ...) hands tables back to the caller, in order.
+func emit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	if len(kw) > 0 {
+		return nil, fmt.Errorf("emit: unexpected keyword arguments")
+	}
+	rs := thread.Local(localRun).(*runState)
+	for i, a := range args {
+		t, ok := a.(*tableValue)
+		if !ok {
+			return nil, fmt.Errorf("emit: argument %d is %s, want a table (table.new)", i+1, a.Type())
+		}
+		t.Freeze()
+		rs.mu.Lock()
+		rs.tables = append(rs.tables, t.toTable())
+		rs.mu.Unlock()
+	}
+	return starlark.None, nil
+}
+
+func builtinModules() map[string]*starlarkstruct.Module {
+	return map[string]*starlarkstruct.Module{
+		"stats": statsModule(),
+		"table": tableModule(),
+		"time":  sltime.Module,
+		"json":  json.Module,
+	}
+}
+
+// load implements load(): built-in modules by name, otherwise a .star file
+// from the embedded scripts or, for a user's script, next to it.
+func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDict, error) {
+	if m, ok := s.opts.Modules[name]; ok {
+		return m, nil
+	}
+	if m, ok := builtinModules()[name]; ok {
+		d := starlark.StringDict{name: m}
+		for k, v := range m.Members {
+			d[k] = v
+		}
+		return d, nil
+	}
+	if !strings.HasSuffix(name, ".star") {
+		return nil, fmt.Errorf("no module %q (built-in modules: stats, table, time, json; scripts end in .star)", name)
+	}
+	org, _ := thread.Local(localOrigin).(origin)
+	src, filename, child, err := resolveLoad(org, name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	m, ok := s.modules[filename]
+	if ok {
+		s.mu.Unlock()
+		if m.loading {
+			return nil, fmt.Errorf("cycle in load graph at %s", name)
+		}
+		return m.globals, m.err
+	}
+	m = &module{loading: true}
+	s.modules[filename] = m
+	s.mu.Unlock()
+	rs := thread.Local(localRun).(*runState)
+	t := s.newThread(rs, child, filename)
+	g, err := starlark.ExecFileOptions(fileOptions, t, filename, src, s.predeclared())
+	if err != nil {
+		var ee *starlark.EvalError
+		if errors.As(err, &ee) {
+			err = errors.New(strings.TrimRight(ee.Backtrace(), "\n"))
+		}
+	}
+	g.Freeze()
+	s.mu.Lock()
+	m.globals, m.err, m.loading = g, err, false
+	if err != nil { // a failed (perhaps cancelled) load is retried by the next run
+		delete(s.modules, filename)
+	}
+	s.mu.Unlock()
+	return g, err
+}
+
+// embeddedName is how embedded files are named in backtraces.
+func embeddedName(p string) string { return "scripts/" + p }
+
+// resolve finds a script to run: a file on disk, or a built-in by name.
+func resolve(script string) (src []byte, filename string, org origin, err error) {
+	if strings.HasSuffix(script, ".star") || strings.ContainsRune(script, filepath.Separator) {
+		if b, err := os.ReadFile(script); err == nil {
+			abs, aerr := filepath.Abs(script)
+			if aerr != nil {
+				abs = script
+			}
+			return b, script, origin{dir: filepath.Dir(abs)}, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, "", origin{}, err
+		}
+	}
+	p := strings.TrimSuffix(script, ".star") + ".star"
+	b, err := fs.ReadFile(scripts.FS, p)
+	if err != nil {
+		return nil, "", origin{}, fmt.Errorf("no script %q: not a file, and not a built-in (%s)", script, strings.Join(Scripts(), ", "))
+	}
+	return b, embeddedName(p), origin{}, nil
+}
+
+// resolveLoad finds the file that load(name) means in a file from org. A
+// user's script may load files under its own directory (name relative, no
+// ".."), which take precedence over the embedded scripts of the same name.
+func resolveLoad(org origin, name string) (src []byte, filename string, child origin, err error) {
+	clean := path.Clean(name)
+	if path.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(name, "/") {
+		return nil, "", origin{}, fmt.Errorf("load(%q): only paths relative to the script, without \"..\"", name)
+	}
+	if org.dir != "" {
+		p := filepath.Join(org.dir, filepath.FromSlash(clean))
+		if b, err := os.ReadFile(p); err == nil {
+			return b, p, origin{dir: filepath.Dir(p)}, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, "", origin{}, err
+		}
+	}
+	b, err := fs.ReadFile(scripts.FS, clean)
+	if err != nil {
+		where := "the built-in scripts"
+		if org.dir != "" {
+			where = org.dir + " or " + where
+		}
+		return nil, "", origin{}, fmt.Errorf("load(%q): not found in %s", name, where)
+	}
+	return b, embeddedName(clean), origin{}, nil
+}
+
+// Scripts lists the built-in analyses by name (stage presets under stages/
+// included; library modules under lib/ not).
+func Scripts() []string {
+	var out []string
+	fs.WalkDir(scripts.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".star") || strings.HasPrefix(p, "lib/") || strings.HasSuffix(p, "_test.star") {
+			return nil
+		}
+		out = append(out, strings.TrimSuffix(p, ".star"))
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// Summary returns a built-in script's one-line summary: its first comment
+// line.
+func Summary(name string) string {
+	b, err := fs.ReadFile(scripts.FS, strings.TrimSuffix(name, ".star")+".star")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "#") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "#"))
+		}
+	}
+	return ""
+}

@@ -1,0 +1,159 @@
+// Package refservertest starts the reference ASR server (bench/refserver)
+// for tests in any package, and finds or builds the reference dataset.
+package refservertest
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Python is Debian's interpreter, the one that sees python3-pocketsphinx.
+const Python = "/usr/bin/python3"
+
+// Root returns the repository root (found from this file's location).
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// RequirePocketSphinx skips the test where Debian's python3-pocketsphinx
+// (and its English model) is missing; `make test` installs both.
+func RequirePocketSphinx(t testing.TB) {
+	t.Helper()
+	out, err := exec.Command(Python, "-c", "from pocketsphinx import pocketsphinx").CombinedOutput()
+	if err != nil {
+		t.Skipf("%s cannot import pocketsphinx (make deps installs python3-pocketsphinx): %v: %s",
+			Python, err, bytes.TrimSpace(out))
+	}
+	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
+		t.Skipf("PocketSphinx English model missing (make deps installs pocketsphinx-en-us): %v", err)
+	}
+}
+
+// Server is a running reference server.
+type Server struct {
+	URL    string
+	Cmd    *exec.Cmd
+	stderr *lockedBuffer
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int { return s.Cmd.Process.Pid }
+
+// Log returns what the server wrote to stderr so far.
+func (s *Server) Log() string { return s.stderr.String() }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var listeningRE = regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`)
+
+// Start runs refserver.py on a free loopback port with extra environment
+// and flags, waits until /health answers 200, and stops it at cleanup.
+func Start(t testing.TB, env []string, args ...string) *Server {
+	t.Helper()
+	RequirePocketSphinx(t)
+	script := filepath.Join(Root(), "bench", "refserver", "refserver.py")
+	cmd := exec.Command(Python, append([]string{script, "--port", "0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Cmd: cmd, stderr: &lockedBuffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting refserver: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("refserver stderr:\n%s", s.Log())
+		}
+	})
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urlc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case s.URL = <-urlc:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("refserver did not report its address; stderr:\n%s", s.Log())
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refserver not healthy after 90 s (last: %v); stderr:\n%s", err, s.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var dataOnce sync.Mutex
+
+// Refset returns the reference dataset's manifest, building it with
+// bench/data/make_refset.sh when it is missing (about 15 s).
+func Refset(t testing.TB) string {
+	t.Helper()
+	dataOnce.Lock()
+	defer dataOnce.Unlock()
+	root := Root()
+	manifest := filepath.Join(root, "bench", "data", "refset", "manifest.jsonl")
+	if _, err := os.Stat(manifest); err == nil {
+		return manifest
+	}
+	cmd := exec.Command(filepath.Join(root, "bench", "data", "make_refset.sh"))
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the refset: %v\n%s", err, out)
+	}
+	return manifest
+}

@@ -1,0 +1,224 @@
+package capture_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/trace/join"
+	"github.com/asrprof/asrprof/trace/spans"
+)
+
+// End-to-end tests against the real reference server (PocketSphinx). They
+// need Debian's python3-pocketsphinx, which `make test` installs.
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// shortClips writes a manifest of the n shortest espeak-ng clips of the refset.
+func shortClips(t *testing.T, n int) string {
+	t.Helper()
+	src := refservertest.Refset(t)
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && len(out) < n {
+		line := sc.Text()
+		if strings.Contains(line, `"es-`) && strings.Contains(line, "-en-us-160") {
+			line = strings.Replace(line, `"audio":"audio/`, `"audio":"`+filepath.Join(filepath.Dir(src), "audio")+`/`, 1)
+			out = append(out, line)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("refset has %d short clips, want %d", len(out), n)
+	}
+	p := filepath.Join(t.TempDir(), "short.jsonl")
+	os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644)
+	return p
+}
+
+type joined struct {
+	reqs []trace.Request
+	ix   *join.Index
+}
+
+func loadJoined(t *testing.T, dir string) joined {
+	t.Helper()
+	b, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := b.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := spans.ReadAll(b.Path(bundle.SpansFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	evs, err := events.ReadBundle(b.Path(bundle.EventsFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return joined{reqs, join.Build(reqs, ss, evs)}
+}
+
+// meanQueue returns, over a level's successful requests, the mean queue
+// wait seen in the server's `queue` span and in its events
+// (scheduler_queue_enter → scheduler_prefill_start), in seconds.
+func meanQueue(j joined, level string) (fromSpans, fromEvents float64, n int) {
+	for i, r := range j.reqs {
+		if r.Level != level || r.Status != trace.StatusOK {
+			continue
+		}
+		n++
+		for _, s := range j.ix.ServerSpans(i) {
+			if s.Name == "queue" {
+				fromSpans += float64(s.EndUnixNs-s.StartUnixNs) / 1e9
+			}
+		}
+		var enter, start int64
+		for _, e := range j.ix.Events(i) {
+			switch e.EventName {
+			case "scheduler_queue_enter":
+				enter = e.TimestampNs
+			case "scheduler_prefill_start":
+				start = e.TimestampNs
+			}
+		}
+		if enter > 0 && start > 0 {
+			fromEvents += float64(start-enter) / 1e9
+		}
+	}
+	if n > 0 {
+		fromSpans /= float64(n)
+		fromEvents /= float64(n)
+	}
+	return
+}
+
+func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server")
+	}
+	otlpAddr := freeAddr(t)
+	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlpAddr + "/v1/traces"},
+		"--max-running-requests", "4")
+	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
+	cfg.Concurrency = []int{1, 16}
+	cfg.MaxSamples = 16
+	cfg.Timeout = 3 * time.Minute
+	cfg.OTLPHTTP = otlpAddr
+	cfg.ProfileURL = srv.URL
+	cfg.SpanGrace = 5 * time.Second
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !o.Manifest.Complete {
+		t.Fatalf("capture incomplete: %v\n%s", o.Manifest.Incomplete, out)
+	}
+	j := loadJoined(t, cfg.Out)
+	st := j.ix.Stats()
+	if st.Requests != 32 || float64(st.WithSpans) < 0.99*float64(st.Requests) || float64(st.WithEvents) < 0.99*float64(st.Requests) {
+		t.Errorf("join: %+v, want ≥ 99%% of 32 requests joined to spans and events", st)
+	}
+	s1, e1, _ := meanQueue(j, "c1")
+	s16, e16, n16 := meanQueue(j, "c16")
+	t.Logf("queue wait: c=1 spans %.3fs events %.3fs; c=16 spans %.3fs events %.3fs (%d requests)", s1, e1, s16, e16, n16)
+	// 16 requests into 4 running slots: most wait for several decodes.
+	if s16 < 0.2 || s16 < 5*s1 || e16 < 0.2 || e16 < 5*e1 {
+		t.Errorf("queueing does not show at c=16")
+	}
+}
+
+func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server")
+	}
+	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--max-running-requests", "2")
+	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
+	cfg.Concurrency = []int{16}
+	cfg.Timeout = 3 * time.Minute
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cov := o.Manifest.Coverage
+	if cov.FailureKinds[trace.FailHTTP5xx] == 0 || cov.Total != 16 || cov.Evaluated == 0 {
+		t.Fatalf("coverage %+v: want some 503s and some successes", cov)
+	}
+	if !o.Manifest.Finished || o.Manifest.Complete {
+		t.Errorf("finished=%v complete=%v, want a finished, incomplete capture", o.Manifest.Finished, o.Manifest.Complete)
+	}
+	reqs, _ := (&bundle.Bundle{Dir: cfg.Out}).Requests()
+	for _, r := range reqs {
+		if r.ErrorKind == trace.FailHTTP5xx && (r.HTTPStatus != 503 || !strings.Contains(r.Error, "503")) {
+			t.Errorf("a 5xx record without its status: %+v", r)
+		}
+	}
+}
+
+func TestRefserverKilledMidCapture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server")
+	}
+	srv := refservertest.Start(t, nil, "--max-running-requests", "2")
+	cfg := baseConfig(t, srv.URL, shortClips(t, 12))
+	cfg.Concurrency = []int{2}
+	cfg.Timeout = time.Minute
+	go func() {
+		for i := 0; i < 6000; i++ {
+			b, _ := os.ReadFile(filepath.Join(cfg.Out, bundle.RequestsFile))
+			if strings.Count(string(b), "\n") >= 2 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		syscall.Kill(-srv.PID(), syscall.SIGKILL)
+	}()
+	done := make(chan struct{})
+	var o *capture.Outcome
+	var err error
+	var out string
+	go func() {
+		o, out, err = runCapture(t, context.Background(), cfg)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the capture hangs after the server was killed")
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cov := o.Manifest.Coverage
+	if cov.Failed == 0 || cov.FailureKinds[trace.FailConnection] == 0 || o.Manifest.Complete || cov.Total != 12 {
+		t.Errorf("coverage %+v complete=%v: want connection failures and complete=false", cov, o.Manifest.Complete)
+	}
+}

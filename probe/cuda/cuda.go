@@ -1,0 +1,555 @@
+package cuda
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// File is the bundle file the probe appends to.
+const File = "cuda.jsonl"
+
+// Defaults for the zero values of Config.
+const (
+	DefaultLibPattern = "libcuda.so*"
+	DefaultRefresh    = 500 * time.Millisecond
+)
+
+// DefaultSymbols are the driver functions counted when Config.Symbols is
+// empty: kernel launches (cuLaunchKernelEx is what cuBLAS and recent
+// runtimes use) and CUDA-graph replays.
+var DefaultSymbols = []string{"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
+
+var _ probe.Probe = (*Probe)(nil)
+
+// Config configures a Probe.
+type Config struct {
+	// LibPattern is a shell pattern (path.Match) matched against the base
+	// name of every file mapped by the target's processes to find the
+	// CUDA driver library (DefaultLibPattern when empty).
+	LibPattern string
+	// Symbols are the functions counted (DefaultSymbols when empty). A
+	// symbol the library lacks is skipped; Start fails when it has none.
+	// The per-thread-stream variants (cuLaunchKernel_ptsz, ...) can be
+	// added here.
+	Symbols []string
+	// Refresh is how often the watched processes and their libraries are
+	// updated from the target's process tree (DefaultRefresh when zero).
+	Refresh time.Duration
+}
+
+// Record is one line of cuda.jsonl: the calls of one function by one
+// thread over one period.
+type Record struct {
+	Level   string  `json:"level"`
+	Repeat  int     `json:"repeat"`
+	Warmup  bool    `json:"warmup"`
+	PID     int     `json:"pid"`
+	TID     int     `json:"tid"`
+	Name    string  `json:"name"`
+	Symbol  string  `json:"symbol"`
+	Calls   uint64  `json:"calls"`
+	PerSec  float64 `json:"per_s"`
+	WallSec float64 `json:"wall_s"`
+}
+
+// Probe counts CUDA driver calls per thread with uprobes. Create it with
+// New; it implements probe.Probe.
+type Probe struct {
+	cfg Config
+
+	mu      sync.Mutex // guards everything below after Start
+	objs    cudaObjects
+	links   []link.Link
+	libs    map[libKey]string // attached libraries → the path used
+	cuda    map[int]bool      // processes known to map the library
+	watched map[int]bool
+	target  probe.Target
+	out     probe.Sink
+	base    snapshot
+	loopErr error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	loaded  bool
+	started bool
+}
+
+// New returns a probe that does nothing until Start.
+func New(cfg Config) *Probe {
+	if cfg.LibPattern == "" {
+		cfg.LibPattern = DefaultLibPattern
+	}
+	if len(cfg.Symbols) == 0 {
+		cfg.Symbols = DefaultSymbols
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultRefresh
+	}
+	return &Probe{cfg: cfg}
+}
+
+// Name returns "cuda".
+func (p *Probe) Name() string { return "cuda" }
+
+// libKey names a mapped file by device and inode: one uprobe per
+// function covers every process that maps it.
+type libKey struct {
+	dev   string
+	inode uint64
+}
+
+// lib is one mapped file that matches the pattern.
+type lib struct {
+	key  libKey
+	path string // as mapped, inside the process's root
+}
+
+// findLibs returns the files mapped in the text of /proc/PID/maps whose
+// base name matches pattern.
+func findLibs(r io.Reader, pattern string) ([]lib, error) {
+	seen := make(map[libKey]bool)
+	var out []lib
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		// start-limit perms offset dev inode path
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		p := strings.Join(f[5:], " ")
+		ok, err := path.Match(pattern, path.Base(p))
+		if err != nil {
+			return nil, fmt.Errorf("library pattern %q: %w", pattern, err)
+		}
+		if !ok {
+			continue
+		}
+		ino, err := strconv.ParseUint(f[4], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		k := libKey{f[3], ino}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, lib{key: k, path: p})
+		}
+	}
+	return out, sc.Err()
+}
+
+// libsOf returns the matching libraries mapped by pid.
+func (p *Probe) libsOf(pid int) ([]lib, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+	if err != nil {
+		return nil, nil // gone
+	}
+	defer f.Close()
+	return findLibs(f, p.cfg.LibPattern)
+}
+
+// tree returns the target's processes.
+func (p *Probe) tree() []int {
+	pids := proctree.Descendants(p.target.PID)
+	if p.target.Children != nil {
+		pids = append(pids, p.target.Children()...)
+	}
+	return pids
+}
+
+// Start finds the CUDA driver library in the target's processes, loads
+// the BPF program and attaches a uprobe to each function. It returns an
+// error wrapping probe.ErrNotSupported when t.PID is 0, no process of the
+// tree maps a library matching Config.LibPattern, or uprobes are not
+// permitted.
+func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err error) {
+	if t.PID <= 0 {
+		return fmt.Errorf("cuda: no target pid: %w", probe.ErrNotSupported)
+	}
+	if _, err := path.Match(p.cfg.LibPattern, ""); err != nil {
+		return fmt.Errorf("cuda: library pattern %q: %w", p.cfg.LibPattern, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("cuda: already started")
+	}
+	p.target, p.out = t, out
+	p.libs, p.cuda, p.watched = make(map[libKey]string), make(map[int]bool), make(map[int]bool)
+	found := false
+	for _, pid := range p.tree() {
+		libs, err := p.libsOf(pid)
+		if err != nil {
+			return fmt.Errorf("cuda: %w", err)
+		}
+		found = found || len(libs) > 0
+	}
+	if !found {
+		return fmt.Errorf("cuda: no %s mapped by process %d or its descendants: %w", p.cfg.LibPattern, t.PID, probe.ErrNotSupported)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("cuda: memlock: %w", notSupported(err))
+	}
+	if err := loadCudaObjects(&p.objs, nil); err != nil {
+		return fmt.Errorf("cuda: loading BPF program: %w", notSupported(err))
+	}
+	p.loaded = true
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.closeLocked())
+		}
+	}()
+	if err := p.refreshLocked(); err != nil {
+		return err
+	}
+	if len(p.links) == 0 {
+		return fmt.Errorf("cuda: none of %v found in %v: %w", p.cfg.Symbols, p.libPaths(), probe.ErrNotSupported)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.base, err = p.snapshotLocked(); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
+	go p.loop(loopCtx, p.done)
+	return nil
+}
+
+func (p *Probe) libPaths() []string {
+	var out []string
+	for _, s := range p.libs {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// notSupported wraps err with probe.ErrNotSupported when it says that the
+// kernel or our permissions do not allow it.
+func notSupported(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
+	}
+	return err
+}
+
+func (p *Probe) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(p.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			p.mu.Lock()
+			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
+				p.loopErr = err
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// refreshLocked brings the watch map up to date with the target's process
+// tree and attaches to libraries that processes mapped since the last
+// call. A process is scanned until it is seen to map the library (servers
+// load the driver when CUDA is first used).
+func (p *Probe) refreshLocked() error {
+	want := make(map[int]bool)
+	var errs []error
+	for _, pid := range p.tree() {
+		want[pid] = true
+		if p.cuda[pid] {
+			continue
+		}
+		libs, err := p.libsOf(pid)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, l := range libs {
+			p.cuda[pid] = true
+			if _, ok := p.libs[l.key]; ok {
+				continue
+			}
+			host := filepath.Join("/proc", strconv.Itoa(pid), "root", l.path)
+			if err := p.attachLocked(host); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			p.libs[l.key] = host
+		}
+	}
+	for pid := range p.watched {
+		if !want[pid] {
+			if err := p.objs.Watch.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("cuda: unwatching %d: %w", pid, err))
+				continue
+			}
+			delete(p.watched, pid)
+			delete(p.cuda, pid)
+		}
+	}
+	for pid := range want {
+		if p.watched[pid] {
+			continue
+		}
+		if err := p.objs.Watch.Put(uint32(pid), uint8(1)); err != nil {
+			errs = append(errs, fmt.Errorf("cuda: watching %d: %w", pid, err))
+			continue
+		}
+		p.watched[pid] = true
+	}
+	return errors.Join(errs...)
+}
+
+// attachLocked attaches the program to every configured symbol of the
+// library at path, skipping symbols it lacks.
+func (p *Probe) attachLocked(path string) error {
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return fmt.Errorf("cuda: opening %s: %w", path, err)
+	}
+	n := 0
+	for i, sym := range p.cfg.Symbols {
+		l, err := ex.Uprobe(sym, p.objs.OnCall, &link.UprobeOptions{Cookie: uint64(i)})
+		if errors.Is(err, link.ErrNoSymbol) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, notSupported(err))
+		}
+		p.links = append(p.links, l)
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("cuda: none of %v in %s", p.cfg.Symbols, path)
+	}
+	return nil
+}
+
+type callKey struct {
+	tgid, tid, sym uint32
+}
+
+type snapshot struct {
+	at    time.Time
+	calls map[callKey]uint64
+	comm  map[callKey]string
+}
+
+func (p *Probe) snapshotLocked() (snapshot, error) {
+	s := snapshot{at: time.Now(), calls: make(map[callKey]uint64), comm: make(map[callKey]string)}
+	var (
+		k cudaCkey
+		v cudaCval
+	)
+	it := p.objs.Calls.Iterate()
+	for it.Next(&k, &v) {
+		ck := callKey{k.Tgid, k.Tid, k.Sym}
+		s.calls[ck] = v.Calls
+		s.comm[ck] = commString(v.Comm[:])
+	}
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("cuda: reading calls map: %w", err)
+	}
+	return s, nil
+}
+
+func commString(b []int8) string {
+	buf := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		buf = append(buf, byte(c))
+	}
+	return string(buf)
+}
+
+// records returns the records of the calls made between snapshots b and
+// a, in pid, tid, symbol order; counters that did not move are left out.
+func records(a, b snapshot, symbols []string, per probe.Period) []Record {
+	wall := a.at.Sub(b.at).Seconds()
+	keys := make([]callKey, 0, len(a.calls))
+	for k, n := range a.calls {
+		if n > b.calls[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		x, y := keys[i], keys[j]
+		if x.tgid != y.tgid {
+			return x.tgid < y.tgid
+		}
+		if x.tid != y.tid {
+			return x.tid < y.tid
+		}
+		return x.sym < y.sym
+	})
+	out := make([]Record, 0, len(keys))
+	for _, k := range keys {
+		r := Record{
+			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
+			PID: int(k.tgid), TID: int(k.tid), Name: a.comm[k],
+			Calls: a.calls[k] - b.calls[k], WallSec: wall,
+		}
+		if int(k.sym) < len(symbols) {
+			r.Symbol = symbols[k.sym]
+		}
+		if wall > 0 {
+			r.PerSec = float64(r.Calls) / wall
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Begin takes the baseline of the period.
+func (p *Probe) Begin(per probe.Period) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return
+	}
+	if s, err := p.snapshotLocked(); err == nil {
+		p.base = s
+	} else if p.loopErr == nil {
+		p.loopErr = err // reported by End
+	}
+}
+
+// End appends one Record per thread and function called since Begin (or
+// the previous End) to cuda.jsonl, then forgets threads that have exited.
+// The thread's name is its current one, or the one it had at its first
+// counted call if it exited. It returns the first error the background
+// refresh met since the last End, joined with its own.
+func (p *Probe) End(ctx context.Context, per probe.Period) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return errors.New("cuda: End before Start")
+	}
+	err := p.loopErr
+	p.loopErr = nil
+	cur, serr := p.snapshotLocked()
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	for _, r := range records(cur, p.base, p.cfg.Symbols, per) {
+		if cerr := ctx.Err(); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if name := proctree.Comm(r.PID, r.TID); name != "" {
+			r.Name = name
+		}
+		if werr := p.out.Append(File, r); werr != nil {
+			return errors.Join(err, fmt.Errorf("cuda: writing %s: %w", File, werr))
+		}
+	}
+	for k := range cur.calls {
+		if proctree.Comm(int(k.tgid), int(k.tid)) != "" {
+			continue
+		}
+		if derr := p.objs.Calls.Delete(cudaCkey{Tgid: k.tgid, Tid: k.tid, Sym: k.sym}); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+			err = errors.Join(err, fmt.Errorf("cuda: forgetting thread %d: %w", k.tid, derr))
+		}
+		delete(cur.calls, k)
+	}
+	p.base = cur
+	return err
+}
+
+// Stop detaches the uprobes and frees the maps. It waits for the refresh
+// goroutine until ctx is done.
+func (p *Probe) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
+		return nil
+	}
+	p.started = false
+	p.cancel()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("cuda: stopping: %w", ctx.Err())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closeLocked()
+}
+
+func (p *Probe) closeLocked() error {
+	if !p.loaded {
+		return nil
+	}
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	errs = append(errs, p.objs.Close())
+	p.objs = cudaObjects{}
+	p.loaded = false
+	return errors.Join(errs...)
+}
+
+// Overhead is the CPU time the probe's BPF program has used. It does not
+// include the uprobe's own cost (a trap into the kernel per call, a few
+// microseconds), which the calling thread pays.
+type Overhead struct {
+	// Runtime is the program's total run time; zero unless BPF statistics
+	// are enabled (ebpf.EnableStats or sysctl kernel.bpf_stats_enabled=1).
+	Runtime time.Duration
+	// Runs is how many calls it saw (all processes mapping the library).
+	Runs uint64
+	// Dropped counts calls lost because the map was full.
+	Dropped uint64
+}
+
+// Overhead returns the cumulative cost since Start.
+func (p *Probe) Overhead() (Overhead, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return Overhead{}, errors.New("cuda: not started")
+	}
+	var o Overhead
+	st, err := p.objs.OnCall.Stats()
+	if err != nil {
+		return o, fmt.Errorf("cuda: program stats: %w", err)
+	}
+	o.Runtime, o.Runs = st.Runtime, st.RunCount
+	var per []uint64
+	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {
+		return o, fmt.Errorf("cuda: reading drop counter: %w", err)
+	}
+	for _, d := range per {
+		o.Dropped += d
+	}
+	return o, nil
+}

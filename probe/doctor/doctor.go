@@ -1,0 +1,485 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/probe/gpu"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// Finding is the outcome of one check.
+type Finding struct {
+	Name   string
+	OK     bool
+	Detail string // what was seen; may be empty
+	Fix    string // what to do when not OK; may be empty
+}
+
+// String formats f as one line: "ok   NAME: DETAIL" or
+// "no   NAME: DETAIL — FIX" (": DETAIL" and " — FIX" only when not empty).
+func (f Finding) String() string {
+	s := "no   "
+	if f.OK {
+		s = "ok   "
+	}
+	s += f.Name
+	if f.Detail != "" {
+		s += ": " + f.Detail
+	}
+	if f.Fix != "" {
+		s += " — " + f.Fix
+	}
+	return s
+}
+
+// Options says what to check besides the machine.
+type Options struct {
+	// Target is the server's base URL; "" skips the target checks.
+	Target string
+	// PID is the server's process; 0: find the listener on Target's port.
+	PID int
+	// NVML is the library to ask; nil: the system's.
+	NVML nvml.Interface
+	// Timeout bounds the NVML and HTTP checks each (3 s when zero).
+	Timeout time.Duration
+}
+
+// Paths of the kernel interfaces checked.
+const (
+	BTFPath      = "/sys/kernel/btf/vmlinux"
+	ParanoidPath = "/proc/sys/kernel/perf_event_paranoid"
+)
+
+// TracefsPaths are where tracefs is looked for, in order.
+var TracefsPaths = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
+// Capability bits (linux/capability.h).
+const (
+	CapSysAdmin    = 21
+	CapSysResource = 24
+	CapPerfmon     = 38
+	CapBPF         = 39
+)
+
+// Facts is what Gather saw.
+type Facts struct {
+	EUID   int
+	CapEff uint64
+	CapErr error
+
+	BTFErr error // nil: BTFPath exists
+
+	Tracefs string // the path whose events/ exists; "" none
+
+	Paranoid    int
+	ParanoidErr error
+	PerfOpenErr error // opening a software cpu-clock event on CPU 0
+
+	MemlockCur, MemlockMax uint64 // unix.RLIM_INFINITY: unlimited
+	MemlockErr             error
+	BPFLoadErr             error
+
+	GPU    gpu.Info
+	GPUErr error
+
+	Target        string // "" when not asked
+	HealthURL     string
+	HealthStatus  int
+	HealthLatency time.Duration
+	HealthErr     error
+
+	PIDAsked  bool   // a pid was given or a target's listener looked up
+	PID       int    // found (or given and alive)
+	PIDSource string // "--pid" or "listener on port N"
+	PIDErr    error
+}
+
+// Check gathers the facts and decides.
+func Check(ctx context.Context, opts Options) []Finding {
+	return Decide(Gather(ctx, opts))
+}
+
+// Gather looks at this machine and the target. It does not fail: what
+// went wrong is recorded in Facts.
+func Gather(ctx context.Context, opts Options) Facts {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	var f Facts
+	f.EUID = os.Geteuid()
+	if b, err := os.ReadFile("/proc/self/status"); err != nil {
+		f.CapErr = err
+	} else {
+		f.CapEff, f.CapErr = ParseCapEff(string(b))
+	}
+	_, f.BTFErr = os.Stat(BTFPath)
+	for _, p := range TracefsPaths {
+		if _, err := os.Stat(p + "/events"); err == nil {
+			f.Tracefs = p
+			break
+		}
+	}
+	if b, err := os.ReadFile(ParanoidPath); err != nil {
+		f.ParanoidErr = err
+	} else {
+		f.Paranoid, f.ParanoidErr = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	f.PerfOpenErr = openPerfEvent()
+	// Read the memlock limit before RemoveMemlock changes it.
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
+		f.MemlockErr = err
+	} else {
+		f.MemlockCur, f.MemlockMax = rl.Cur, rl.Max
+	}
+	f.BPFLoadErr = loadBPF()
+
+	nctx, cancel := context.WithTimeout(ctx, timeout)
+	f.GPU, f.GPUErr = gpu.Inspect(nctx, opts.NVML)
+	cancel()
+
+	if opts.Target != "" {
+		f.Target = opts.Target
+		f.HealthURL = strings.TrimRight(opts.Target, "/") + "/health"
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		f.HealthStatus, f.HealthLatency, f.HealthErr = get(hctx, f.HealthURL)
+		cancel()
+	}
+	switch {
+	case opts.PID > 0:
+		f.PIDAsked, f.PIDSource = true, "--pid"
+		if _, err := os.Stat("/proc/" + strconv.Itoa(opts.PID)); err != nil {
+			f.PIDErr = fmt.Errorf("no process %d", opts.PID)
+		} else {
+			f.PID = opts.PID
+		}
+	case opts.Target != "":
+		f.PIDAsked = true
+		port, err := TargetPort(opts.Target)
+		if err != nil {
+			f.PIDErr = err
+			break
+		}
+		f.PIDSource = fmt.Sprintf("listener on port %d", port)
+		f.PID, f.PIDErr = proctree.FindListener(port)
+	}
+	return f
+}
+
+// ParseCapEff returns the CapEff mask from the text of /proc/PID/status.
+func ParseCapEff(status string) (uint64, error) {
+	for _, line := range strings.Split(status, "\n") {
+		v, ok := strings.CutPrefix(line, "CapEff:")
+		if !ok {
+			continue
+		}
+		m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing CapEff %q: %w", strings.TrimSpace(v), err)
+		}
+		return m, nil
+	}
+	return 0, errors.New("no CapEff line in /proc/self/status")
+}
+
+// TargetPort returns the TCP port of a target URL (the scheme's default
+// when the URL has none).
+func TargetPort(target string) (int, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return 0, fmt.Errorf("parsing target %q: %w", target, err)
+	}
+	if p := u.Port(); p != "" {
+		return strconv.Atoi(p)
+	}
+	switch u.Scheme {
+	case "http", "ws":
+		return 80, nil
+	case "https", "wss":
+		return 443, nil
+	}
+	return 0, fmt.Errorf("target %q has no port", target)
+}
+
+// openPerfEvent opens and closes a software cpu-clock sampling event on
+// CPU 0 for all processes, as a sampling profiler does.
+func openPerfEvent() error {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample: 1_000_000, // period in ns
+		Bits:   unix.PerfBitDisabled,
+	}
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// loadBPF loads (and unloads) a socket filter that returns 0.
+func loadBPF() error {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("removing memlock limit: %w", err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "asrprof_doctor",
+		Type:         ebpf.SocketFilter,
+		License:      "MIT",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		return err
+	}
+	return prog.Close()
+}
+
+// get does GET url and returns the status and latency.
+func get(ctx context.Context, u string) (int, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, time.Since(t0), nil
+}
+
+func hasCap(mask uint64, c int) bool { return mask&(1<<c) != 0 }
+
+// Decide turns facts into findings, in a fixed order. Target findings
+// appear only when a target or pid was asked for; GPM and clock-offset
+// findings only when NVML answered.
+func Decide(f Facts) []Finding {
+	var out []Finding
+	add := func(fd Finding) { out = append(out, fd) }
+
+	// Privileges.
+	priv := Finding{Name: "root or CAP_BPF+CAP_PERFMON"}
+	if f.CapErr != nil {
+		priv.Detail = fmt.Sprintf("euid %d; capabilities unknown: %v", f.EUID, f.CapErr)
+		priv.OK = f.EUID == 0
+	} else {
+		var caps []string
+		for _, c := range []struct {
+			bit  int
+			name string
+		}{{CapBPF, "CAP_BPF"}, {CapPerfmon, "CAP_PERFMON"}, {CapSysAdmin, "CAP_SYS_ADMIN"}, {CapSysResource, "CAP_SYS_RESOURCE"}} {
+			if hasCap(f.CapEff, c.bit) {
+				caps = append(caps, c.name)
+			}
+		}
+		if len(caps) == 0 {
+			caps = []string{"none of CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN"}
+		}
+		priv.Detail = fmt.Sprintf("euid %d; effective: %s", f.EUID, strings.Join(caps, " "))
+		priv.OK = (hasCap(f.CapEff, CapBPF) && hasCap(f.CapEff, CapPerfmon)) || hasCap(f.CapEff, CapSysAdmin)
+	}
+	if !priv.OK {
+		priv.Fix = "run as root, or give the binary CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep asrprof); without them the sched, cpu and cuda probes are skipped"
+	}
+	add(priv)
+
+	btf := Finding{Name: "BTF present (" + BTFPath + ")", OK: f.BTFErr == nil}
+	if !btf.OK {
+		btf.Detail = errText(f.BTFErr)
+		btf.Fix = "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later); the sched probe needs it"
+	}
+	add(btf)
+
+	tr := Finding{Name: "tracefs mounted", OK: f.Tracefs != ""}
+	if tr.OK {
+		tr.Name += " (" + f.Tracefs + ")"
+	} else {
+		tr.Detail = "neither " + strings.Join(TracefsPaths, " nor ") + " has events/"
+		tr.Fix = "mount -t tracefs tracefs /sys/kernel/tracing (only tools using tracefs tracepoints, such as bpftrace, need it; asrprof's BTF tracepoints do not)"
+	}
+	add(tr)
+
+	perf := Finding{Name: "perf events (cpu-clock)", OK: f.PerfOpenErr == nil}
+	par := "perf_event_paranoid unknown"
+	if f.ParanoidErr == nil {
+		par = fmt.Sprintf("perf_event_paranoid=%d", f.Paranoid)
+	}
+	if perf.OK {
+		perf.Detail = par + "; a cpu-clock event opened on CPU 0"
+	} else {
+		perf.Detail = par + "; perf_event_open: " + errText(f.PerfOpenErr)
+		perf.Fix = "run as root or with CAP_PERFMON, or lower the limit: sysctl kernel.perf_event_paranoid=-1; the cpu probe needs it"
+		if errors.Is(f.PerfOpenErr, unix.ENOENT) || errors.Is(f.PerfOpenErr, unix.ENOSYS) {
+			perf.Fix = "this kernel has no perf events (CONFIG_PERF_EVENTS); the cpu probe cannot run"
+		}
+	}
+	add(perf)
+
+	bpf := Finding{Name: "eBPF program load", OK: f.BPFLoadErr == nil}
+	if !bpf.OK {
+		bpf.Detail = "socket filter: " + errText(f.BPFLoadErr)
+		bpf.Fix = "run as root or with CAP_BPF; check kernel.unprivileged_bpf_disabled and any LSM (lockdown) that forbids BPF"
+	}
+	add(bpf)
+
+	add(decideMemlock(f))
+
+	nv := Finding{Name: "NVML", OK: f.GPUErr == nil}
+	if nv.OK {
+		var gpus []string
+		for _, d := range f.GPU.Devices {
+			gpus = append(gpus, fmt.Sprintf("%d %s", d.Index, d.Name))
+		}
+		nv.Detail = fmt.Sprintf("driver %s, %d GPU(s): %s", f.GPU.Driver, len(f.GPU.Devices), strings.Join(gpus, ", "))
+	} else {
+		var nn *gpu.NoNVMLError
+		switch {
+		case errors.As(f.GPUErr, &nn):
+			nv.Detail = nn.Reason
+			nv.Fix = "install the NVIDIA driver (it provides libnvidia-ml.so.1) or run on the GPU host; the gpu probe is skipped"
+		default:
+			nv.Detail = errText(f.GPUErr)
+			nv.Fix = "check nvidia-smi; the gpu probe is skipped"
+		}
+	}
+	add(nv)
+	if nv.OK {
+		gp := Finding{Name: "GPM", OK: len(f.GPU.Devices) > 0}
+		var yes, no []string
+		for _, d := range f.GPU.Devices {
+			if d.GPM {
+				yes = append(yes, strconv.Itoa(d.Index))
+			} else {
+				no = append(no, strconv.Itoa(d.Index))
+				gp.OK = false
+			}
+		}
+		switch {
+		case len(no) == 0:
+			gp.Detail = "supported on GPU " + strings.Join(yes, ", ")
+		case len(yes) == 0:
+			gp.Detail = "not supported"
+		default:
+			gp.Detail = "supported on GPU " + strings.Join(yes, ", ") + "; not on " + strings.Join(no, ", ")
+		}
+		if !gp.OK {
+			gp.Fix = "GPM needs a Hopper or newer GPU and driver; without it SM activity, occupancy and tensor activity are not recorded (utilization, power and memory are)"
+		}
+		add(gp)
+		add(decideOffset(f.GPU))
+	}
+
+	if f.Target != "" {
+		tg := Finding{Name: "target reachable"}
+		switch {
+		case f.HealthErr != nil:
+			tg.Detail = "GET " + f.HealthURL + ": " + errText(f.HealthErr)
+			tg.Fix = "start the server or fix --target"
+			var ne net.Error
+			if errors.As(f.HealthErr, &ne) && ne.Timeout() {
+				tg.Fix = "the server did not answer in time: is it busy loading the model, or is --target the right host?"
+			}
+		default:
+			tg.OK = f.HealthStatus < 500
+			tg.Detail = fmt.Sprintf("GET %s → %d in %s", f.HealthURL, f.HealthStatus, f.HealthLatency.Round(time.Millisecond))
+			if f.HealthStatus >= 300 && tg.OK {
+				tg.Detail += " (answers, but has no healthy /health)"
+			}
+			if !tg.OK {
+				tg.Fix = "the server answers with an error: check its log"
+			}
+		}
+		add(tg)
+	}
+	if f.PIDAsked {
+		pf := Finding{Name: "target pid", OK: f.PIDErr == nil && f.PID > 0}
+		if pf.OK {
+			pf.Detail = fmt.Sprintf("%d (%s)", f.PID, f.PIDSource)
+		} else {
+			pf.Detail = errText(f.PIDErr)
+			if f.PIDSource != "" {
+				pf.Detail = f.PIDSource + ": " + pf.Detail
+			}
+			pf.Fix = "pass --pid, or run asrprof on the server's host as root (finding a listener reads other users' /proc/PID/fd); the probes that need a process are skipped"
+		}
+		add(pf)
+	}
+	return out
+}
+
+// decideMemlock judges the memlock rlimit. asrprof's own eBPF programs do
+// not need it (the kernel, 5.11 or later, charges BPF memory to the
+// cgroup and cilium/ebpf's RemoveMemlock knows that), but the OpenTelemetry
+// eBPF profiler behind the cpu probe raises it to unlimited at start and
+// refuses to run when it cannot.
+func decideMemlock(f Facts) Finding {
+	fd := Finding{Name: "memlock rlimit"}
+	if f.MemlockErr != nil {
+		fd.Detail = errText(f.MemlockErr)
+		return fd
+	}
+	fd.Detail = fmt.Sprintf("soft %s, hard %s", limitText(f.MemlockCur), limitText(f.MemlockMax))
+	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, CapSysResource)
+	if !fd.OK {
+		fd.Fix = "the cpu probe (OpenTelemetry eBPF profiler) raises it to unlimited and refuses to start otherwise: run 'ulimit -l unlimited' as root before asrprof, or give it CAP_SYS_RESOURCE; asrprof's own eBPF probes load anyway (BPF memory is charged to the cgroup)"
+	}
+	return fd
+}
+
+// MaxClockOffset is the largest |NVML − system| clock offset taken as fine.
+const MaxClockOffset = 50 * time.Millisecond
+
+func decideOffset(info gpu.Info) Finding {
+	fd := Finding{Name: "clock offset (NVML − system)"}
+	if !info.ClockOffsetOK {
+		fd.Detail = "not measured: no power sample"
+		fd.Fix = "NVML gave no power samples; GPU samples are joined assuming no offset"
+		return fd
+	}
+	d := time.Duration(info.ClockOffsetNs)
+	fd.Detail = fmt.Sprintf("%.1f ms (lower bound, within the ~20 ms power-sample cadence)", float64(d)/1e6)
+	fd.OK = d.Abs() <= MaxClockOffset
+	if !fd.OK {
+		fd.Fix = "NVML's timestamps disagree with the system clock; the capture records the offset in the manifest: add it when joining GPU samples with other records"
+	}
+	return fd
+}
+
+func limitText(v uint64) string {
+	if v == unix.RLIM_INFINITY {
+		return "unlimited"
+	}
+	if v >= 1<<20 && v%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", v>>20)
+	}
+	if v >= 1<<10 && v%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", v>>10)
+	}
+	return fmt.Sprintf("%d B", v)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

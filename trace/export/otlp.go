@@ -1,0 +1,708 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/clientspan"
+	"github.com/asrprof/asrprof/trace/spans"
+)
+
+// Defaults of OTLPConfig and PlanConfig.
+const (
+	DefaultBatchSpans = 1000
+	DefaultMaxTries   = 5
+	DefaultBackoff    = 200 * time.Millisecond
+	MaxBackoff        = 5 * time.Second
+	MaxRetryAfter     = 30 * time.Second
+	DefaultTimeout    = 30 * time.Second
+	// DefaultRateLimit is the CLI's default --rate-limit, in spans per
+	// second; OTLPConfig.RateLimit zero means no limit.
+	DefaultRateLimit = 20000
+)
+
+// Attributes the exporter adds. The resource of every exported span names
+// the capture; every span of a request's trace gets the request's level
+// (clientspan.AttrLevel, "asrprof.level").
+const (
+	AttrCapture     = "asrprof.capture" // the bundle directory's base name
+	AttrHost        = "asrprof.host"    // the fingerprint's hostname (the client machine)
+	AttrTarget      = "asrprof.target"  // the target URL
+	AttrStage       = "asrprof.stage"   // on synthesized stage spans: the stage's name
+	AttrSynthesized = "asrprof.synthesized"
+	// StageService is the service.name of the synthesized stage spans.
+	StageService = "asrprof-stages"
+)
+
+// ErrNeverAccepted is returned by OTLP when the endpoint accepted no batch.
+var ErrNeverAccepted = errors.New("the OTLP endpoint accepted no batch")
+
+// PlanConfig says what to export.
+type PlanConfig struct {
+	// BatchSpans is the most spans per export request (DefaultBatchSpans
+	// when 0).
+	BatchSpans int
+	// Sample exports one request in Sample (every request when ≤ 1): the
+	// requests, ordered by start, whose index is a multiple of Sample, with
+	// all the spans of their traces. Spans of traces that no request names
+	// are kept when a hash of their trace id is a multiple of Sample.
+	Sample int
+}
+
+// Plan counts what Batches sends.
+type Plan struct {
+	Requests        int  `json:"requests"`         // requests whose traces are exported
+	Spans           int  `json:"spans"`            // all spans, stage spans included
+	StageSpans      int  `json:"stage_spans"`      // synthesized from stages.jsonl
+	Batches         int  `json:"batches"`          // export requests
+	UnmatchedStages int  `json:"unmatched_stages"` // stages.jsonl lines naming no request
+	Truncated       bool `json:"truncated"`        // spans.otlp's last record was cut short (and dropped)
+}
+
+// reqInfo is what the planner knows of one trace that a request names.
+type reqInfo struct {
+	level  string
+	keep   bool
+	stages []Stage
+}
+
+// planner decides which spans go out and builds the batches.
+type planner struct {
+	b        *bundle.Bundle
+	cfg      PlanConfig
+	resAttrs map[string]string
+	byTrace  map[pcommon.TraceID]*reqInfo
+	roots    map[pcommon.TraceID]pcommon.SpanID // client root span of traces with stages
+	plan     Plan
+}
+
+// newPlanner reads the requests and stages and scans the span store once,
+// to count what will be sent and to find the client spans that the stage
+// spans hang under.
+func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
+	if cfg.BatchSpans <= 0 {
+		cfg.BatchSpans = DefaultBatchSpans
+	}
+	if cfg.Sample < 1 {
+		cfg.Sample = 1
+	}
+	reqs, err := b.Requests()
+	if err != nil {
+		return nil, fmt.Errorf("reading requests: %w", err)
+	}
+	stages, unmatched, err := ReadStages(b, reqs)
+	if err != nil {
+		return nil, err
+	}
+	p := &planner{
+		b:        b,
+		cfg:      cfg,
+		resAttrs: CaptureAttrs(b),
+		byTrace:  map[pcommon.TraceID]*reqInfo{},
+		roots:    map[pcommon.TraceID]pcommon.SpanID{},
+	}
+	p.plan.UnmatchedStages = unmatched
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, c int) bool { return reqs[order[a]].StartUnixNs < reqs[order[c]].StartUnixNs })
+	for k, i := range order {
+		r := &reqs[i]
+		tid, ok := parseTraceID(r.TraceID)
+		if !ok {
+			continue
+		}
+		info := &reqInfo{level: r.Level, keep: k%cfg.Sample == 0}
+		if stages != nil {
+			info.stages = stages[i]
+		}
+		p.byTrace[tid] = info
+		if info.keep {
+			p.plan.Requests++
+			p.plan.StageSpans += len(info.stages)
+		}
+	}
+	p.plan.Spans = p.plan.StageSpans
+	if b.Has(bundle.SpansFile) {
+		trunc, err := spans.Read(b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
+			forEachSpan(td, func(rs ptrace.ResourceSpans, sp ptrace.Span) {
+				tid := sp.TraceID()
+				if !p.keep(tid) {
+					return
+				}
+				p.plan.Spans++
+				if info := p.byTrace[tid]; info != nil && len(info.stages) > 0 && sp.ParentSpanID().IsEmpty() && service(rs) == spans.ClientService {
+					p.roots[tid] = sp.SpanID()
+				}
+			})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading spans: %w", err)
+		}
+		p.plan.Truncated = trunc
+	}
+	p.plan.Batches = (p.plan.Spans + cfg.BatchSpans - 1) / cfg.BatchSpans
+	return p, nil
+}
+
+func (p *planner) keep(tid pcommon.TraceID) bool {
+	if info, ok := p.byTrace[tid]; ok {
+		return info.keep
+	}
+	if p.cfg.Sample <= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	h.Write(tid[:])
+	return h.Sum64()%uint64(p.cfg.Sample) == 0
+}
+
+// run streams the batches to fn, in span-store order, the stage spans last.
+func (p *planner) run(fn func(ptrace.Traces) error) error {
+	bt := &batcher{max: p.cfg.BatchSpans, attrs: p.resAttrs, emit: fn}
+	bt.reset()
+	if p.b.Has(bundle.SpansFile) {
+		_, err := spans.Read(p.b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
+			bt.newRecord()
+			rss := td.ResourceSpans()
+			for i := 0; i < rss.Len(); i++ {
+				rs := rss.At(i)
+				sss := rs.ScopeSpans()
+				for j := 0; j < sss.Len(); j++ {
+					sc := sss.At(j)
+					ss := sc.Spans()
+					for k := 0; k < ss.Len(); k++ {
+						sp := ss.At(k)
+						tid := sp.TraceID()
+						if !p.keep(tid) {
+							continue
+						}
+						level := ""
+						if info := p.byTrace[tid]; info != nil {
+							level = info.level
+						}
+						if err := bt.add(i, j, rs, sc, sp, level); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if p.plan.StageSpans > 0 {
+		if err := p.stageSpans(bt); err != nil {
+			return err
+		}
+	}
+	return bt.flush()
+}
+
+// stageSpans adds one span per stage of every kept request, under the
+// request's client span when the span store has it.
+func (p *planner) stageSpans(bt *batcher) error {
+	tids := make([]pcommon.TraceID, 0, len(p.byTrace))
+	for tid, info := range p.byTrace {
+		if info.keep && len(info.stages) > 0 {
+			tids = append(tids, tid)
+		}
+	}
+	sort.Slice(tids, func(a, c int) bool { return bytes.Compare(tids[a][:], tids[c][:]) < 0 })
+	res := pcommon.NewResource()
+	for k, v := range p.resAttrs {
+		res.Attributes().PutStr(k, v)
+	}
+	res.Attributes().PutStr("service.name", StageService)
+	scope := pcommon.NewInstrumentationScope()
+	scope.SetName("github.com/asrprof/asrprof/trace/export")
+	sp := ptrace.NewSpan()
+	for _, tid := range tids {
+		info := p.byTrace[tid]
+		for n, st := range info.stages {
+			sp.Attributes().Clear()
+			sp.SetTraceID(tid)
+			sp.SetSpanID(stageSpanID(tid, n, st.Name))
+			if root, ok := p.roots[tid]; ok {
+				sp.SetParentSpanID(root)
+			} else {
+				sp.SetParentSpanID(pcommon.NewSpanIDEmpty())
+			}
+			sp.SetName(st.Name)
+			sp.SetKind(ptrace.SpanKindInternal)
+			sp.SetStartTimestamp(pcommon.Timestamp(st.StartUnixNs))
+			sp.SetEndTimestamp(pcommon.Timestamp(st.EndUnixNs))
+			sp.Attributes().PutStr(AttrStage, st.Name)
+			sp.Attributes().PutBool(AttrSynthesized, true)
+			if info.level != "" {
+				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
+			}
+			if err := bt.addStage(res, scope, sp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stageSpanID derives a stable, non-zero span id for stage n of a trace.
+func stageSpanID(tid pcommon.TraceID, n int, name string) pcommon.SpanID {
+	h := fnv.New64a()
+	h.Write(tid[:])
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+	h.Write([]byte(name))
+	v := h.Sum64()
+	if v == 0 {
+		v = 1
+	}
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], v)
+	return id
+}
+
+// batcher groups spans into export requests of at most max spans, keeping
+// each span under a copy of its resource (plus the capture's attributes)
+// and scope.
+type batcher struct {
+	max   int
+	attrs map[string]string
+	emit  func(ptrace.Traces) error
+
+	td    ptrace.Traces
+	n     int
+	dest  map[[2]int]ptrace.SpanSlice // (resource, scope) index in the current record → spans
+	stage ptrace.SpanSlice            // synthesized spans of the current batch
+	hasSt bool
+}
+
+func (bt *batcher) reset() {
+	bt.td = ptrace.NewTraces()
+	bt.n = 0
+	bt.dest = map[[2]int]ptrace.SpanSlice{}
+	bt.hasSt = false
+}
+
+// newRecord forgets the resource mapping: indices restart in each record.
+func (bt *batcher) newRecord() { clear(bt.dest) }
+
+func (bt *batcher) resource(src pcommon.Resource, schema string) ptrace.ResourceSpans {
+	rs := bt.td.ResourceSpans().AppendEmpty()
+	src.CopyTo(rs.Resource())
+	rs.SetSchemaUrl(schema)
+	at := rs.Resource().Attributes()
+	for k, v := range bt.attrs {
+		if _, ok := at.Get(k); !ok {
+			at.PutStr(k, v)
+		}
+	}
+	return rs
+}
+
+func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span, level string) error {
+	key := [2]int{i, j}
+	out, ok := bt.dest[key]
+	if !ok {
+		dst := bt.resource(rs.Resource(), rs.SchemaUrl())
+		dsc := dst.ScopeSpans().AppendEmpty()
+		sc.Scope().CopyTo(dsc.Scope())
+		dsc.SetSchemaUrl(sc.SchemaUrl())
+		out = dsc.Spans()
+		bt.dest[key] = out
+	}
+	d := out.AppendEmpty()
+	sp.CopyTo(d)
+	if level != "" {
+		if _, ok := d.Attributes().Get(clientspan.AttrLevel); !ok {
+			d.Attributes().PutStr(clientspan.AttrLevel, level)
+		}
+	}
+	return bt.count()
+}
+
+func (bt *batcher) addStage(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) error {
+	if !bt.hasSt {
+		rs := bt.td.ResourceSpans().AppendEmpty()
+		res.CopyTo(rs.Resource())
+		sc := rs.ScopeSpans().AppendEmpty()
+		scope.CopyTo(sc.Scope())
+		bt.stage = sc.Spans()
+		bt.hasSt = true
+	}
+	sp.CopyTo(bt.stage.AppendEmpty())
+	return bt.count()
+}
+
+func (bt *batcher) count() error {
+	bt.n++
+	if bt.n >= bt.max {
+		return bt.flush()
+	}
+	return nil
+}
+
+func (bt *batcher) flush() error {
+	if bt.n == 0 {
+		return nil
+	}
+	td := bt.td
+	bt.reset()
+	return bt.emit(td)
+}
+
+// Batches reads b and calls fn with every export request's traces, in
+// order: the span store's spans in file order, then the synthesized stage
+// spans. fn may keep td. It returns what it planned; an error from fn stops
+// it and is returned as is.
+func Batches(b *bundle.Bundle, cfg PlanConfig, fn func(td ptrace.Traces) error) (Plan, error) {
+	p, err := newPlanner(b, cfg)
+	if err != nil {
+		return Plan{}, err
+	}
+	return p.plan, p.run(fn)
+}
+
+// CaptureAttrs returns the resource attributes that name b's capture:
+// AttrCapture, and AttrHost and AttrTarget when the manifest knows them.
+func CaptureAttrs(b *bundle.Bundle) map[string]string {
+	name := filepath.Base(b.Dir)
+	if abs, err := filepath.Abs(b.Dir); err == nil {
+		name = filepath.Base(abs)
+	}
+	m := map[string]string{AttrCapture: name}
+	fp := b.Manifest.Fingerprint
+	if fp.Hostname != "" {
+		m[AttrHost] = fp.Hostname
+	}
+	target := fp.TargetURL
+	if target == "" {
+		if t, ok := b.Manifest.Config["target"].(string); ok {
+			target = t
+		}
+	}
+	if target != "" {
+		m[AttrTarget] = target
+	}
+	return m
+}
+
+func forEachSpan(td ptrace.Traces, fn func(ptrace.ResourceSpans, ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j).Spans()
+			for k := 0; k < ss.Len(); k++ {
+				fn(rs, ss.At(k))
+			}
+		}
+	}
+}
+
+func service(rs ptrace.ResourceSpans) string {
+	if v, ok := rs.Resource().Attributes().Get("service.name"); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+func parseTraceID(s string) (pcommon.TraceID, bool) {
+	var id pcommon.TraceID
+	if len(s) != 32 {
+		return id, false
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, false
+	}
+	return id, !id.IsEmpty()
+}
+
+// OTLPConfig configures OTLP.
+type OTLPConfig struct {
+	// URL is the OTLP/HTTP endpoint: http://host:4318, with or without the
+	// /v1/traces path (see TracesURL).
+	URL string
+	PlanConfig
+	// RateLimit is the most spans per second sent on average (no limit
+	// when 0); a batch is never split to honour it.
+	RateLimit float64
+	// MaxTries bounds the attempts per batch (DefaultMaxTries when 0).
+	// Connection errors, timeouts, 429 and 5xx answers are retried after
+	// Backoff, doubled per retry up to MaxBackoff (or the server's
+	// Retry-After, up to MaxRetryAfter); other answers fail the batch at
+	// once.
+	MaxTries int
+	Backoff  time.Duration // DefaultBackoff when 0
+	// Timeout bounds one POST (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Client sends the requests; nil means a client with Timeout.
+	Client *http.Client
+	// Progress, when set, is called after every batch (accepted or given
+	// up), from the goroutine that called OTLP.
+	Progress func(OTLPStats)
+}
+
+// OTLPStats says what OTLP did.
+type OTLPStats struct {
+	Plan          Plan          `json:"plan"`
+	URL           string        `json:"url"`
+	SentSpans     int           `json:"sent_spans"` // in accepted batches, less Rejected
+	SentBatches   int           `json:"sent_batches"`
+	Retries       int           `json:"retries"`
+	FailedBatches int           `json:"failed_batches"` // given up after MaxTries, or refused for good
+	FailedSpans   int           `json:"failed_spans"`
+	Rejected      int           `json:"rejected"` // spans an accepting endpoint reported rejected (partial success)
+	LastError     string        `json:"last_error,omitempty"`
+	Elapsed       time.Duration `json:"elapsed_ns"`
+}
+
+// TracesURL returns the OTLP/HTTP traces URL for an endpoint given as
+// http(s)://host:port[/prefix] or with the /v1/traces path already; a bare
+// host:port means http.
+func TracesURL(endpoint string) (string, error) {
+	s := strings.TrimSpace(endpoint)
+	if s == "" {
+		return "", errors.New("empty OTLP endpoint")
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("OTLP endpoint %q: %w", endpoint, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("OTLP endpoint %q: scheme %q, want http or https", endpoint, u.Scheme)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("OTLP endpoint %q: no host", endpoint)
+	}
+	p := strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(p, "/v1/traces") {
+		p += "/v1/traces"
+	}
+	u.Path = p
+	return u.String(), nil
+}
+
+// OTLP sends b's traces to the OTLP/HTTP endpoint cfg.URL as protobuf, in
+// batches, one at a time. It gives up early, with ErrNeverAccepted, when
+// the first batch is never accepted; once a batch has been accepted, a
+// failing batch is counted and the export goes on. The stats are returned
+// with any error.
+func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, error) {
+	var st OTLPStats
+	u, err := TracesURL(cfg.URL)
+	if err != nil {
+		return st, err
+	}
+	st.URL = u
+	if cfg.MaxTries <= 0 {
+		cfg.MaxTries = DefaultMaxTries
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	}
+	p, err := newPlanner(b, cfg.PlanConfig)
+	if err != nil {
+		return st, err
+	}
+	st.Plan = p.plan
+	start := time.Now()
+	s := &sender{cfg: cfg, url: u, st: &st}
+	var next time.Time // the rate limiter's next allowed send
+	var abort error    // why the export stopped early
+	err = p.run(func(td ptrace.Traces) error {
+		n := td.SpanCount()
+		if cfg.RateLimit > 0 {
+			if err := sleepUntil(ctx, next); err != nil {
+				abort = err
+				return err
+			}
+			now := time.Now()
+			if next.Before(now) {
+				next = now
+			}
+			next = next.Add(time.Duration(float64(n) / cfg.RateLimit * float64(time.Second)))
+		}
+		err := s.send(ctx, td)
+		st.Elapsed = time.Since(start)
+		if err != nil {
+			if ctx.Err() != nil {
+				abort = ctx.Err()
+				return abort
+			}
+			st.FailedBatches++
+			st.FailedSpans += n
+			st.LastError = err.Error()
+			if cfg.Progress != nil {
+				cfg.Progress(st)
+			}
+			if st.SentBatches == 0 {
+				abort = fmt.Errorf("%w: %s: %v", ErrNeverAccepted, u, err)
+				return abort
+			}
+			return nil
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(st)
+		}
+		return nil
+	})
+	st.Elapsed = time.Since(start)
+	if abort != nil {
+		return st, abort
+	}
+	if err != nil {
+		return st, err
+	}
+	if st.SentBatches == 0 && st.Plan.Batches > 0 {
+		return st, fmt.Errorf("%w: %s: %s", ErrNeverAccepted, u, st.LastError)
+	}
+	return st, nil
+}
+
+type sender struct {
+	cfg OTLPConfig
+	url string
+	st  *OTLPStats
+}
+
+// errPermanent marks answers not worth retrying.
+type errPermanent struct{ err error }
+
+func (e errPermanent) Error() string { return e.err.Error() }
+func (e errPermanent) Unwrap() error { return e.err }
+
+// send posts td until it is accepted, refused for good, or MaxTries is
+// spent.
+func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		return errPermanent{fmt.Errorf("encoding export request: %w", err)}
+	}
+	delay := s.cfg.Backoff
+	var last error
+	for try := 1; try <= s.cfg.MaxTries; try++ {
+		if try > 1 {
+			s.st.Retries++
+		}
+		rejected, retryAfter, err := s.post(ctx, body)
+		if err == nil {
+			s.st.SentBatches++
+			s.st.SentSpans += td.SpanCount() - rejected
+			s.st.Rejected += rejected
+			return nil
+		}
+		last = err
+		var perm errPermanent
+		if errors.As(err, &perm) || ctx.Err() != nil || try == s.cfg.MaxTries {
+			break
+		}
+		wait := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
+		if retryAfter > wait {
+			wait = min(retryAfter, MaxRetryAfter)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(wait)); err != nil {
+			return err
+		}
+		delay = min(2*delay, MaxBackoff)
+	}
+	return last
+}
+
+// post sends one export request. It returns the spans the endpoint said
+// it rejected, and the Retry-After it asked for.
+func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, errPermanent{err}
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 == 2 {
+		if len(msg) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-protobuf") {
+			er := ptraceotlp.NewExportResponse()
+			if er.UnmarshalProto(msg) == nil {
+				rejected = int(er.PartialSuccess().RejectedSpans())
+			}
+		}
+		return rejected, 0, nil
+	}
+	err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(msg))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5 {
+		if v, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); perr == nil && v > 0 {
+			retryAfter = time.Duration(v) * time.Second
+		}
+		return 0, retryAfter, err
+	}
+	return 0, 0, errPermanent{err}
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		s = "(empty body)"
+	}
+	return s
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}

@@ -1,0 +1,600 @@
+package export
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/join"
+	"github.com/asrprof/asrprof/trace/spans"
+)
+
+// Event is one Chrome trace event ("JSON Object Format", which Perfetto UI
+// and chrome://tracing open). TS and Dur are in microseconds from the
+// trace's start.
+type Event struct {
+	Name string         `json:"name,omitempty"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	TS   float64        `json:"ts"`
+	Dur  *float64       `json:"dur,omitempty"` // "X" events only
+	PID  int            `json:"pid"`
+	TID  int            `json:"tid"`
+	ID   uint64         `json:"id,omitempty"` // flow events
+	BP   string         `json:"bp,omitempty"` // "e" on flow ends: bind to the enclosing slice
+	Args map[string]any `json:"args,omitempty"`
+
+	tsNs, durNs int64 // unix ns, before rebasing
+}
+
+// TraceFile is the whole JSON document.
+type TraceFile struct {
+	TraceEvents     []Event        `json:"traceEvents"`
+	DisplayTimeUnit string         `json:"displayTimeUnit"`
+	OtherData       map[string]any `json:"otherData,omitempty"`
+}
+
+// Event categories.
+const (
+	CatRequest = "request" // one client request, on its slot's track
+	CatClient  = "client"  // upload, wait_first_byte, response inside a request
+	CatServer  = "server"  // a server span
+	CatStage   = "stage"   // a stage from stages.jsonl
+	CatFlow    = "flow"    // request → server span arrows
+)
+
+// GPURow is the part of a gpu.jsonl line that becomes counters.
+type GPURow struct {
+	TS         int64    `json:"ts_unix_ns"`
+	GPU        int      `json:"gpu"`
+	Kind       string   `json:"kind"`
+	UtilPct    *float64 `json:"util_pct"`
+	UsedMiB    *float64 `json:"used_mib"`
+	MemUsedMiB *float64 `json:"mem_used_mib"`
+	PowerW     *float64 `json:"power_w"`
+}
+
+// SchedRow is the part of a sched.jsonl per-pass row that becomes counters.
+type SchedRow struct {
+	Level       string  `json:"level"`
+	Repeat      int     `json:"repeat"`
+	PID         int     `json:"pid"`
+	TID         int     `json:"tid"`
+	Name        string  `json:"name"`
+	Utilization float64 `json:"utilization"`
+}
+
+// PerfettoInput is what BuildPerfetto draws.
+type PerfettoInput struct {
+	Capture  string
+	Manifest trace.Manifest
+	Requests []trace.Request
+	Spans    []spans.Span // client and server spans
+	Stages   [][]Stage    // per request, may be nil
+	GPU      []GPURow
+	Sched    []SchedRow
+}
+
+// PerfettoStats counts what BuildPerfetto drew.
+type PerfettoStats struct {
+	Requests    int            `json:"requests"`
+	ClientSlots map[string]int `json:"client_slots"` // level → tracks
+	ServerSpans int            `json:"server_spans"`
+	StageSlices int            `json:"stage_slices"`
+	Flows       int            `json:"flows"`
+	Counters    int            `json:"counters"`      // "C" events
+	SchedSkip   int            `json:"sched_skipped"` // rows whose pass is not in the manifest
+	Events      int            `json:"events"`        // all events, metadata included
+	StartUnixNs int64          `json:"start_unix_ns"` // what ts 0 is
+}
+
+// Attributes of a server span that name the thread that ran it.
+const (
+	AttrThreadName = "thread.name"
+	AttrThreadID   = "thread.id"
+)
+
+// drawing accumulates events, processes and threads.
+type drawing struct {
+	meta    []Event
+	events  []Event
+	nextPID int
+}
+
+func (d *drawing) process(name string) int {
+	d.nextPID++
+	pid := d.nextPID
+	d.meta = append(d.meta,
+		Event{Name: "process_name", Ph: "M", PID: pid, Args: map[string]any{"name": name}},
+		Event{Name: "process_sort_index", Ph: "M", PID: pid, Args: map[string]any{"sort_index": pid}})
+	return pid
+}
+
+func (d *drawing) thread(pid, tid int, name string) {
+	d.meta = append(d.meta,
+		Event{Name: "thread_name", Ph: "M", PID: pid, TID: tid, Args: map[string]any{"name": name}},
+		Event{Name: "thread_sort_index", Ph: "M", PID: pid, TID: tid, Args: map[string]any{"sort_index": tid}})
+}
+
+func (d *drawing) slice(name, cat string, pid, tid int, start, end int64, args map[string]any) {
+	d.events = append(d.events, Event{Name: name, Cat: cat, Ph: "X", PID: pid, TID: tid, tsNs: start, durNs: max(end-start, 0), Args: args})
+}
+
+// BuildPerfetto lays a capture out as trace events:
+//
+//   - a process per level ("client c8") with one track per in-flight slot:
+//     each request goes to the lowest slot free at its start, so a track's
+//     request slices never overlap; a request slice (named by its sample id)
+//     holds upload, wait_first_byte and response slices;
+//   - a process per server service ("server: vllm") with a track per server
+//     thread when spans carry thread.name or thread.id, else per span name;
+//     a track that would overlap itself is split into "name #k" tracks the
+//     same way as client slots;
+//   - flow arrows from each request slice to the top-level server spans of
+//     its trace;
+//   - stages from stages.jsonl, per stage name, under "stages (derived)";
+//   - counters: per GPU utilization, memory and power; per thread CPU
+//     utilization (cores) of each pass, a step from the pass's start to its
+//     end.
+//
+// Timestamps count from the capture's start, or from the earliest event
+// when something (a server clock ahead of ours) starts before it. Metadata
+// events come first, the others in timestamp order.
+func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
+	st := PerfettoStats{ClientSlots: map[string]int{}}
+	d := &drawing{}
+	ix := join.Build(in.Requests, in.Spans, nil)
+
+	// Clients: a process per level, in the order the levels ran.
+	var levels []string
+	seen := map[string]bool{}
+	for _, l := range in.Manifest.Levels {
+		if !seen[l.Level] {
+			seen[l.Level] = true
+			levels = append(levels, l.Level)
+		}
+	}
+	byLevel := map[string][]int{}
+	for i, r := range in.Requests {
+		if !seen[r.Level] {
+			seen[r.Level] = true
+			levels = append(levels, r.Level)
+		}
+		byLevel[r.Level] = append(byLevel[r.Level], i)
+	}
+	type track struct{ pid, tid int }
+	reqTrack := make([]track, len(in.Requests))
+	for _, lv := range levels {
+		idx := byLevel[lv]
+		if len(idx) == 0 {
+			continue
+		}
+		name := "client"
+		if lv != "" {
+			name += " " + lv
+		}
+		pid := d.process(name)
+		ivs := make([]interval, len(idx))
+		for k, i := range idx {
+			r := &in.Requests[i]
+			ivs[k] = interval{r.StartUnixNs, r.EndUnixNs}
+		}
+		slot, n := assignSlots(ivs)
+		st.ClientSlots[lv] = n
+		for s := 0; s < n; s++ {
+			d.thread(pid, s+1, "slot "+strconv.Itoa(s))
+		}
+		for k, i := range idx {
+			r := &in.Requests[i]
+			tid := slot[k] + 1
+			reqTrack[i] = track{pid, tid}
+			d.slice(r.SampleID, CatRequest, pid, tid, r.StartUnixNs, r.EndUnixNs, requestArgs(r))
+			st.Requests++
+			for _, ph := range []struct {
+				name     string
+				from, to int64
+			}{
+				{"upload", r.StartUnixNs, r.UploadDoneUnixNs},
+				{"wait_first_byte", r.UploadDoneUnixNs, r.FirstByteUnixNs},
+				{"response", r.FirstByteUnixNs, r.EndUnixNs},
+			} {
+				if ph.from > 0 && ph.to >= ph.from && ph.from >= r.StartUnixNs && ph.to <= r.EndUnixNs {
+					d.slice(ph.name, CatClient, pid, tid, ph.from, ph.to, nil)
+				}
+			}
+		}
+	}
+
+	// Servers: which request each server span joined, and whether it is
+	// the top of that request's server spans.
+	reqOf := map[string]int{}
+	top := map[string]bool{}
+	for i := 0; i < ix.Len(); i++ {
+		ss := ix.ServerSpans(i)
+		ids := make(map[string]bool, len(ss))
+		for _, s := range ss {
+			ids[s.SpanID] = true
+		}
+		for _, s := range ss {
+			k := s.TraceID + "/" + s.SpanID
+			if _, dup := reqOf[k]; dup {
+				continue
+			}
+			reqOf[k] = i
+			top[k] = !ids[s.ParentSpanID]
+		}
+	}
+	type trackKey struct{ service, key, label string }
+	groups := map[trackKey][]int{}
+	var keys []trackKey
+	for i := range in.Spans {
+		s := &in.Spans[i]
+		if s.IsClient() {
+			continue
+		}
+		k := trackKey{service: s.Service}
+		if v, ok := s.Attrs[AttrThreadName]; ok && fmt.Sprint(v) != "" {
+			k.key, k.label = "t:"+fmt.Sprint(v), "thread "+fmt.Sprint(v)
+			if id, ok := s.Attrs[AttrThreadID]; ok {
+				k.key += "/" + fmt.Sprint(id)
+				k.label += " (" + fmt.Sprint(id) + ")"
+			}
+		} else if id, ok := s.Attrs[AttrThreadID]; ok {
+			k.key, k.label = "t:/"+fmt.Sprint(id), "thread "+fmt.Sprint(id)
+		} else {
+			k.key, k.label = "s:"+s.Name, s.Name
+		}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	sort.SliceStable(keys, func(a, b int) bool {
+		if keys[a].service != keys[b].service {
+			return keys[a].service < keys[b].service
+		}
+		// Thread tracks first, then span-name tracks, each by first start.
+		ta, tb := keys[a].key[0] == 't', keys[b].key[0] == 't'
+		if ta != tb {
+			return ta
+		}
+		return in.Spans[groups[keys[a]][0]].StartUnixNs < in.Spans[groups[keys[b]][0]].StartUnixNs
+	})
+	servicePID := map[string]int{}
+	nextTID := map[int]int{}
+	flowID := uint64(0)
+	for _, k := range keys {
+		pid, ok := servicePID[k.service]
+		if !ok {
+			name := "server"
+			if k.service != "" {
+				name += ": " + k.service
+			}
+			pid = d.process(name)
+			servicePID[k.service] = pid
+		}
+		idx := groups[k]
+		ivs := make([]interval, len(idx))
+		for j, i := range idx {
+			ivs[j] = interval{in.Spans[i].StartUnixNs, in.Spans[i].EndUnixNs}
+		}
+		slot, n := assignSlots(ivs)
+		base := nextTID[pid]
+		nextTID[pid] += n
+		for s := 0; s < n; s++ {
+			label := k.label
+			if n > 1 {
+				label += " #" + strconv.Itoa(s)
+			}
+			d.thread(pid, base+s+1, label)
+		}
+		for j, i := range idx {
+			s := &in.Spans[i]
+			tid := base + slot[j] + 1
+			args := map[string]any{"trace_id": s.TraceID, "span_id": s.SpanID, "kind": s.Kind, "status": s.StatusCode}
+			if s.ParentSpanID != "" {
+				args["parent_span_id"] = s.ParentSpanID
+			}
+			if len(s.Attrs) > 0 {
+				args["attrs"] = jsonSafe(s.Attrs)
+			}
+			sk := s.TraceID + "/" + s.SpanID
+			ri, joined := reqOf[sk]
+			if joined {
+				r := &in.Requests[ri]
+				args["request_id"] = r.RequestID
+				args["sample_id"] = r.SampleID
+			}
+			d.slice(s.Name, CatServer, pid, tid, s.StartUnixNs, s.EndUnixNs, args)
+			st.ServerSpans++
+			if joined && top[sk] {
+				r := &in.Requests[ri]
+				from := min(max(s.StartUnixNs, r.StartUnixNs), r.EndUnixNs)
+				flowID++
+				rt := reqTrack[ri]
+				d.events = append(d.events,
+					Event{Name: "request", Cat: CatFlow, Ph: "s", PID: rt.pid, TID: rt.tid, ID: flowID, tsNs: from},
+					Event{Name: "request", Cat: CatFlow, Ph: "f", BP: "e", PID: pid, TID: tid, ID: flowID, tsNs: s.StartUnixNs})
+				st.Flows++
+			}
+		}
+	}
+
+	// Derived stages.
+	if in.Stages != nil {
+		byName := map[string][]Stage{}
+		var names []string
+		var owners = map[string][]int{}
+		for i, ss := range in.Stages {
+			for _, s := range ss {
+				if _, ok := byName[s.Name]; !ok {
+					names = append(names, s.Name)
+				}
+				byName[s.Name] = append(byName[s.Name], s)
+				owners[s.Name] = append(owners[s.Name], i)
+			}
+		}
+		if len(names) > 0 {
+			pid := d.process("stages (derived)")
+			tid := 0
+			for _, name := range names {
+				ss := byName[name]
+				ivs := make([]interval, len(ss))
+				for j, s := range ss {
+					ivs[j] = interval{s.StartUnixNs, s.EndUnixNs}
+				}
+				slot, n := assignSlots(ivs)
+				for s := 0; s < n; s++ {
+					label := name
+					if n > 1 {
+						label += " #" + strconv.Itoa(s)
+					}
+					d.thread(pid, tid+s+1, label)
+				}
+				for j, s := range ss {
+					r := &in.Requests[owners[name][j]]
+					d.slice(name, CatStage, pid, tid+slot[j]+1, s.StartUnixNs, s.EndUnixNs,
+						map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
+					st.StageSlices++
+				}
+				tid += n
+			}
+		}
+	}
+
+	// GPU counters.
+	gpuPID := map[int]int{}
+	for _, g := range in.GPU {
+		for _, c := range []struct {
+			name, unit string
+			v          *float64
+		}{
+			{"utilization", "percent", g.UtilPct},
+			{"memory used", "MiB", firstNonNil(g.UsedMiB, g.MemUsedMiB)},
+			{"power", "W", g.PowerW},
+		} {
+			if c.v == nil || math.IsNaN(*c.v) || math.IsInf(*c.v, 0) || g.TS <= 0 {
+				continue
+			}
+			pid, ok := gpuPID[g.GPU]
+			if !ok {
+				pid = d.process("GPU " + strconv.Itoa(g.GPU))
+				gpuPID[g.GPU] = pid
+			}
+			d.events = append(d.events, Event{Name: c.name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{c.unit: *c.v}})
+			st.Counters++
+		}
+	}
+
+	// Scheduler counters: a step per pass.
+	type passKey struct {
+		level  string
+		repeat int
+	}
+	passes := map[passKey]trace.LevelRun{}
+	for _, l := range in.Manifest.Levels {
+		passes[passKey{l.Level, l.Repeat}] = l
+	}
+	schedPID := map[int]int{}
+	for _, r := range in.Sched {
+		run, ok := passes[passKey{r.Level, r.Repeat}]
+		if !ok || run.StartUnixNs <= 0 || run.EndUnixNs < run.StartUnixNs {
+			st.SchedSkip++
+			continue
+		}
+		pid, ok := schedPID[r.PID]
+		if !ok {
+			pid = d.process("threads of pid " + strconv.Itoa(r.PID) + " (sched)")
+			schedPID[r.PID] = pid
+		}
+		name := "cpu " + r.Name + " " + strconv.Itoa(r.TID)
+		u := r.Utilization
+		if math.IsNaN(u) || math.IsInf(u, 0) {
+			u = 0
+		}
+		d.events = append(d.events,
+			Event{Name: name, Ph: "C", PID: pid, tsNs: run.StartUnixNs, Args: map[string]any{"cores": u}},
+			Event{Name: name, Ph: "C", PID: pid, tsNs: run.EndUnixNs, Args: map[string]any{"cores": 0.0}})
+		st.Counters += 2
+	}
+
+	// Rebase and order.
+	base := in.Manifest.StartUnixNs
+	for _, e := range d.events {
+		if base <= 0 || e.tsNs < base {
+			base = e.tsNs
+		}
+	}
+	st.StartUnixNs = base
+	sort.SliceStable(d.events, func(a, b int) bool { return d.events[a].tsNs < d.events[b].tsNs })
+	for i := range d.events {
+		e := &d.events[i]
+		e.TS = float64(e.tsNs-base) / 1e3
+		if e.Ph == "X" {
+			dur := float64(e.durNs) / 1e3
+			e.Dur = &dur
+		}
+	}
+	tf := &TraceFile{
+		TraceEvents:     append(d.meta, d.events...),
+		DisplayTimeUnit: "ms",
+		OtherData: map[string]any{
+			"asrprof.capture": in.Capture,
+			"start_unix_ns":   strconv.FormatInt(base, 10),
+		},
+	}
+	st.Events = len(tf.TraceEvents)
+	return tf, st
+}
+
+func requestArgs(r *trace.Request) map[string]any {
+	a := map[string]any{
+		"request_id": r.RequestID,
+		"trace_id":   r.TraceID,
+		"sample_id":  r.SampleID,
+		"level":      r.Level,
+		"repeat":     r.Repeat,
+		"warmup":     r.Warmup,
+		"latency_s":  finite(r.LatencyS),
+		"status":     r.Status,
+		"audio_s":    finite(r.AudioDurationS),
+	}
+	if r.HTTPStatus != 0 {
+		a["http_status"] = r.HTTPStatus
+	}
+	if r.ErrorKind != "" {
+		a["error_kind"] = r.ErrorKind
+	}
+	if r.ServerRequestID != "" {
+		a["server_request_id"] = r.ServerRequestID
+	}
+	if r.TTFTS > 0 {
+		a["ttft_s"] = finite(r.TTFTS)
+	}
+	return a
+}
+
+func firstNonNil(vs ...*float64) *float64 {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+func finite(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return v
+}
+
+// jsonSafe returns v with what encoding/json refuses (NaN, ±Inf) as
+// strings and bytes as hex.
+func jsonSafe(v any) any {
+	switch x := v.(type) {
+	case float64:
+		return finite(x)
+	case []byte:
+		return hex.EncodeToString(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonSafe(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonSafe(e)
+		}
+		return out
+	}
+	return v
+}
+
+// WriteTraceFile writes tf as JSON, one event per line.
+func WriteTraceFile(w io.Writer, tf *TraceFile) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	bw.WriteString(`{"traceEvents":[`)
+	for i := range tf.TraceEvents {
+		b, err := json.Marshal(&tf.TraceEvents[i])
+		if err != nil {
+			return fmt.Errorf("encoding trace event %d: %w", i, err)
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n")
+		bw.Write(b)
+	}
+	bw.WriteString("\n],\"displayTimeUnit\":")
+	b, _ := json.Marshal(tf.DisplayTimeUnit)
+	bw.Write(b)
+	if tf.OtherData != nil {
+		b, err := json.Marshal(tf.OtherData)
+		if err != nil {
+			return fmt.Errorf("encoding otherData: %w", err)
+		}
+		bw.WriteString(`,"otherData":`)
+		bw.Write(b)
+	}
+	bw.WriteString("}\n")
+	return bw.Flush()
+}
+
+// ReadPerfettoInput reads what BuildPerfetto needs from b. Absent files
+// (spans, stages, gpu, sched) leave their part empty.
+func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
+	in := PerfettoInput{Capture: CaptureAttrs(b)[AttrCapture], Manifest: b.Manifest}
+	var err error
+	if in.Requests, err = b.Requests(); err != nil {
+		return in, fmt.Errorf("reading requests: %w", err)
+	}
+	if b.Has(bundle.SpansFile) {
+		if in.Spans, err = spans.ReadAll(b.Path(bundle.SpansFile)); err != nil {
+			return in, fmt.Errorf("reading spans: %w", err)
+		}
+	}
+	if in.Stages, _, err = ReadStages(b, in.Requests); err != nil {
+		return in, err
+	}
+	if err := readRows(b, bundle.GPUFile, &in.GPU); err != nil {
+		return in, err
+	}
+	if err := readRows(b, bundle.SchedFile, &in.Sched); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+func readRows[T any](b *bundle.Bundle, name string, out *[]T) error {
+	_, err := bundle.ReadJSONL(b.Path(name), func(r T) error {
+		*out = append(*out, r)
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	return nil
+}
+
+// Perfetto writes b as Chrome trace-event JSON to w (see BuildPerfetto).
+func Perfetto(w io.Writer, b *bundle.Bundle) (PerfettoStats, error) {
+	in, err := ReadPerfettoInput(b)
+	if err != nil {
+		return PerfettoStats{}, err
+	}
+	tf, st := BuildPerfetto(in)
+	return st, WriteTraceFile(w, tf)
+}
