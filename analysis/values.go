@@ -402,7 +402,7 @@ func (v *requestValue) Hash() (uint32, error) { return uint32(v.i), nil }
 var requestAttrs = []string{"audio_duration_s", "chunk_gaps_s", "end_unix_ns", "error", "error_kind", "errors",
 	"events", "first_byte_unix_ns", "first_token_unix_ns", "hyp", "http_status", "id", "index",
 	"intended_unix_ns", "lang", "latency_s", "level", "ok", "ref", "repeat", "request_id", "sample_id",
-	"scored", "server_request_id", "spans", "start_unix_ns", "status", "trace_id", "ttft_s",
+	"scored", "server_request_id", "span", "spans", "spans_named", "start_unix_ns", "status", "trace_id", "ttft_s",
 	"upload_done_unix_ns", "warmup"}
 
 func (v *requestValue) AttrNames() []string { return requestAttrs }
@@ -482,6 +482,32 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 		}
 		ss := ix.Spans(v.i)
 		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}, nil
+	case "span", "spans_named":
+		ix, err := v.c.join()
+		if err != nil {
+			return nil, err
+		}
+		ss := ix.Spans(v.i)
+		first := name == "span"
+		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var want string
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &want); err != nil {
+				return nil, err
+			}
+			var out []starlark.Value
+			for i := range ss {
+				if ss[i].Name == want && !ss[i].IsClient() {
+					if first {
+						return &spanValue{s: &ss[i]}, nil
+					}
+					out = append(out, &spanValue{s: &ss[i]})
+				}
+			}
+			if first {
+				return starlark.None, nil
+			}
+			return starlark.NewList(out), nil
+		}), nil
 	case "events":
 		ix, err := v.c.join()
 		if err != nil {

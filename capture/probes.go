@@ -13,13 +13,14 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/cuda"
+	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/proctree"
 	"github.com/asrprof/asrprof/probe/sched"
 )
 
 // ProbeNames lists the probes --probes accepts, in start order.
-var ProbeNames = []string{"cpu", "sched", "cuda", "proc"}
+var ProbeNames = []string{"gpu", "cpu", "sched", "cuda", "proc"}
 
 // buildProbes is the probe registry: the one place that says which probes
 // exist. names is the --probes list; "auto" means every probe this machine
@@ -31,7 +32,7 @@ func buildProbes(names []string, procHz float64, cpuHz int) ([]probe.Probe, erro
 	}
 	want := map[string]bool{}
 	if auto {
-		want["cpu"], want["sched"], want["cuda"] = true, true, true
+		want["gpu"], want["cpu"], want["sched"], want["cuda"] = true, true, true, true
 	}
 	for _, n := range names {
 		if n == "auto" {
@@ -47,6 +48,9 @@ func buildProbes(names []string, procHz float64, cpuHz int) ([]probe.Probe, erro
 		want[n] = true
 	}
 	var ps []probe.Probe
+	if want["gpu"] {
+		ps = append(ps, gpu.New(gpu.Config{}))
+	}
 	if want["cpu"] {
 		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz}))
 	}

@@ -9,6 +9,7 @@ mkdir -p "$CACHE"
 PORT=${BENCH_PORT:-18099}
 CONC=${BENCH_CONC:-64}
 N=${BENCH_N:-4000}
+REPEATS=${BENCH_REPEATS:-5}
 DUR=${BENCH_DURATION:-10s}
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
@@ -40,12 +41,12 @@ V_OK=$(python3 -c "import json;d=json.load(open('runs/bench/vegeta.json'));print
 V_N=$(python3 -c "import json;d=json.load(open('runs/bench/vegeta.json'));print(d['requests'])")
 V_CPU=$(cpu_of runs/bench/vegeta.time)
 
-echo "== asrprof capture: closed loop, concurrency $CONC, $N requests, 100 KB multipart, probes off"
+echo "== asrprof capture: closed loop, concurrency $CONC, $REPEATS passes of $N requests, 100 KB multipart, probes off"
 /usr/bin/time -f "%U %S" -o runs/bench/asrprof.time \
   bin/asrprof capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
-    --concurrency "$CONC" --repeats 1 --probes none --quiet --format json \
+    --concurrency "$CONC" --repeats "$REPEATS" --probes none --quiet --format json \
     --out runs/bench/capture --overwrite > runs/bench/asrprof.json
-A_RPS=$(python3 -c "import json;d=json.load(open('runs/bench/capture/results.json'));p=d['results'][0]['per_repeat'][0];print(round(p['requests_per_s'],1))")
+A_RPS=$(python3 -c "import json;d=json.load(open('runs/bench/capture/results.json'));p=d['results'][0]['per_repeat'];print(round(sum(x['requests_per_s'] for x in p)/len(p),1))")
 A_N=$(python3 -c "import json;d=json.load(open('runs/bench/capture/results.json'));print(d['results'][0]['total'])")
 A_CPU=$(cpu_of runs/bench/asrprof.time)
 

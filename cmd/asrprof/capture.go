@@ -69,7 +69,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&cfg.SkipBad, "skip-bad", false, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
 	probes := "auto"
 	pid := "auto"
-	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of cpu, sched, cuda, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
+	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of gpu, cpu, sched, cuda, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
 	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
 	fs.IntVar(&cfg.CPUHz, "cpu-hz", 99, "stack sampling rate of the cpu probe (`HZ`)")
 	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")

@@ -46,6 +46,7 @@ func commands() []command {
 	return []command{
 		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
 		{"show", "print the sweep table of a capture bundle", runShow},
+		{"doctor", "check what profiling needs on this machine and target", runDoctor},
 		{"version", "print asrprof's version", runVersion},
 	}
 }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/table"
+)
+
+const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]
+
+Runs Starlark analyses over a capture bundle and prints their tables. NAME
+is a built-in analysis (see --list); SCRIPT is the path of your own .star
+file, which may load() files next to it and the built-ins. Without names it
+runs sweep, stages, bottleneck, and gpu and cpu when the capture has that
+data. docs/ANALYSIS.md explains the capture API.
+
+Examples:
+  asrprof analyze runs/today
+  asrprof analyze runs/today stages knee --format markdown
+  asrprof analyze runs/today my_analysis.star --stages vllm
+  asrprof analyze --list
+
+Flags:
+`
+
+const compareUsage = `Usage: asrprof compare CURRENT BASELINE [flags]
+
+Compares two capture bundles level by level: each metric's mean over
+repeats on both sides, their ratio, and a Mann-Whitney U test over the
+repeats; "~" marks a difference that is not significant at --alpha (with
+3 repeats per side no difference can be: run 5 or more).
+
+Example:
+  asrprof compare runs/after runs/before --format markdown
+
+Flags:
+`
+
+// analyzeFlags are the flags analyze and compare share.
+type analyzeFlags struct {
+	format  string
+	stages  string
+	timeout time.Duration
+}
+
+func (f *analyzeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.format, "format", "text", "`text`, markdown, csv or json")
+	fs.StringVar(&f.stages, "stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit per script (`DURATION`)")
+}
+
+func (f *analyzeFlags) check() error {
+	ok := false
+	for _, p := range analysis.Presets {
+		ok = ok || p == f.stages
+	}
+	if !ok {
+		return fmt.Errorf("%w: --stages %q (want %s)", errUsage, f.stages, strings.Join(analysis.Presets, ", "))
+	}
+	for _, v := range table.Formats {
+		if v == f.format || f.format == "text" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: --format %q (want text, markdown, csv or json)", errUsage, f.format)
+}
+
+// splitArgs separates positional arguments from flags so that flags may
+// come before or after them.
+func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(pos, args[i+1:]...), flags
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				continue
+			}
+			if i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	return pos, flags
+}
+
+func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af analyzeFlags
+	af.register(fs)
+	list := fs.Bool("list", false, "list the built-in analyses and exit")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), analyzeUsage)
+		printFlags(fs.Output(), fs)
+	}
+	pos, flags := splitArgs(fs, args)
+	if err := parse(fs, flags); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if *list {
+		for _, n := range analysis.Scripts() {
+			fmt.Fprintf(stdout, "  %-28s %s\n", n, analysis.Summary(n))
+		}
+		return nil
+	}
+	if err := af.check(); err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return fmt.Errorf("%w: give the bundle directory", errUsage)
+	}
+	c, err := analysis.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	names := pos[1:]
+	if len(names) == 0 {
+		names = analysis.DefaultScripts(c)
+	}
+	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr})
+	tables, err := analysis.RunScripts(ctx, s, names)
+	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af analyzeFlags
+	af.register(fs)
+	alpha := fs.Float64("alpha", 0.05, "significance level of the Mann-Whitney U test (`P`)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), compareUsage)
+		printFlags(fs.Output(), fs)
+	}
+	pos, flags := splitArgs(fs, args)
+	if err := parse(fs, flags); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if err := af.check(); err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return fmt.Errorf("%w: give two bundle directories, CURRENT and BASELINE", errUsage)
+	}
+	cur, err := analysis.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	base, err := analysis.Load(pos[1])
+	if err != nil {
+		return err
+	}
+	s := analysis.NewSession(cur, analysis.Options{
+		Stages: af.stages, Timeout: af.timeout, Baseline: base, Print: stderr,
+		Params: map[string]any{"alpha": *alpha},
+	})
+	tables, err := s.Run(ctx, "compare")
+	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/capture"
+)
+
+const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
+
+Drives the server at --target with every sample of --dataset, once per level
+and repeat, and writes a capture bundle to --out: manifest.json,
+requests.jsonl (one line per request, warmup included and marked) and
+results.json (SGLang-Omni's summary shape). Then prints the sweep table.
+
+Closed loop (--concurrency) keeps exactly N requests in flight. Open loop
+(--rate) sends on a schedule and measures latency from the intended send
+time, so server-side queueing shows instead of slowing the client down.
+
+Before any request is sent, every dataset entry is checked (file present,
+header valid, format supported); the run stops on bad entries unless
+--skip-bad is given. A target that does not answer is an error (exit 2).
+Ctrl-C lets requests in flight finish for --grace, finalizes the bundle with
+complete=false and exits 130.
+
+Examples:
+  asrprof capture --target http://127.0.0.1:8000 --dataset bench/data/refset/manifest.jsonl \
+      --concurrency 1,4,8 --repeats 3 --warmup --out runs/refset
+
+  # Open loop at 2 and 4 requests/s with Poisson arrivals, streaming:
+  asrprof capture --target http://127.0.0.1:8000 --dataset data/wavs --protocol openai-stream \
+      --rate 2,4 --arrivals poisson --out runs/open
+
+Flags:
+`
+
+func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := capture.Config{Arrivals: load.Poisson}
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conc := intList{}
+	rates := floatList{}
+	arrivals := string(load.Poisson)
+	fs.StringVar(&cfg.Target, "target", "", "server base `URL`, e.g. http://127.0.0.1:8000")
+	fs.StringVar(&cfg.Dataset, "dataset", "", "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\nor a folder of .wav/.flac files with sibling .txt transcripts (`PATH`)")
+	fs.StringVar(&cfg.Protocol, "protocol", "openai", "`openai` (multipart POST /v1/audio/transcriptions) or openai-stream (same, stream=true, SSE)")
+	fs.StringVar(&cfg.Model, "model", "", "model `NAME` sent in the request's model field (omitted when empty)")
+	fs.StringVar(&cfg.Lang, "lang", "en", "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
+	fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,8,16,32,64")
+	fs.Var(&rates, "rate", "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5")
+	fs.StringVar(&arrivals, "arrivals", string(load.Poisson), "open-loop schedule: `poisson` or constant")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "`N` seeding the Poisson schedule (same seed, same send times)")
+	fs.IntVar(&cfg.Repeats, "repeats", 3, "scored passes over the dataset per level (`N`)")
+	fs.BoolVar(&cfg.Warmup, "warmup", false, "run one full unscored pass per level before the scored repeats")
+	fs.IntVar(&cfg.MaxSamples, "max-samples", 0, "use only the first `N` samples of the dataset (0: all)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 120*time.Second, "per-request timeout (`DURATION`, e.g. 30s)")
+	fs.DurationVar(&cfg.Grace, "grace", 5*time.Second, "on Ctrl-C, how long requests in flight may finish (`DURATION`)")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for a target whose /health answers but is not ready yet (`DURATION`)")
+	fs.StringVar(&cfg.Out, "out", "", "bundle `DIR` to write (default runs/<date>-<time>)")
+	fs.BoolVar(&cfg.Overwrite, "overwrite", false, "replace an existing bundle in --out")
+	fs.StringVar(&cfg.Format, "format", "table", "sweep table format: `table`, markdown, csv or json")
+	fs.BoolVar(&cfg.SkipBad, "skip-bad", false, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
+	probes := "auto"
+	pid := "auto"
+	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of gpu, cpu, sched, cuda, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
+	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
+	fs.IntVar(&cfg.CPUHz, "cpu-hz", 99, "stack sampling rate of the cpu probe (`HZ`)")
+	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
+	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", "127.0.0.1:4318", "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
+	fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", "127.0.0.1:4317", "OTLP/gRPC trace receiver `ADDR` (off: disabled)")
+	fs.BoolVar(&cfg.OTLPAllowRemote, "otlp-allow-remote", false, "allow the OTLP receivers to bind a non-loopback address (they have no authentication)")
+	fs.DurationVar(&cfg.SpanGrace, "span-grace", 5*time.Second, "how long to wait for server spans after the last request (`DURATION`)")
+	fs.StringVar(&cfg.EventsDir, "events-dir", "", "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
+	fs.StringVar(&cfg.ProfileURL, "profile-url", "", "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
+	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress output")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), captureUsage)
+		printFlags(fs.Output(), fs)
+	}
+	if err := parse(fs, args); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	cfg.Probes = strings.Split(probes, ",")
+	if pid != "auto" {
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%w: --pid %q: want a process id or auto", errUsage, pid)
+		}
+		cfg.PID = n
+	}
+	cfg.Concurrency = conc
+	cfg.Rates = rates
+	cfg.Arrivals = load.Arrivals(arrivals)
+	if len(cfg.Concurrency) == 0 && len(cfg.Rates) == 0 {
+		cfg.Concurrency = []int{1, 8, 16, 32, 64}
+	}
+	if cfg.Out == "" {
+		cfg.Out = "runs/" + time.Now().Format("20060102-150405")
+	}
+	_, err := capture.New(cfg, stdout, stderr).Run(ctx)
+	return err
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/asrprof/asrprof/probe/doctor"
+)
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "", "server base `URL` to check: GET URL/health, and the process listening on its port")
+	pid := fs.Int("pid", 0, "server process `N` (instead of finding the listener on --target's port)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: asrprof doctor [--target URL] [--pid N]
+
+Checks what profiling needs on this machine (privileges, BTF, tracefs, perf
+events, eBPF, the memlock limit, NVML and GPM, the NVML clock offset) and,
+when asked, the target server; prints one line per check, "ok" or "no" with
+what to do. It always exits 0 unless the flags are wrong.
+
+Example:
+  sudo asrprof doctor --target http://127.0.0.1:8000
+
+Flags:
+`)
+		printFlags(fs.Output(), fs)
+	}
+	if err := parse(fs, args); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *pid < 0 {
+		return fmt.Errorf("%w: --pid must be positive", errUsage)
+	}
+	for _, f := range doctor.Check(ctx, doctor.Options{Target: *target, PID: *pid}) {
+		fmt.Fprintln(stdout, f)
+	}
+	return nil
+}

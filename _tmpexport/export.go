@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/export"
+)
+
+const exportUsage = `Usage: asrprof export DIR [--otlp URL] [--perfetto FILE.json] [flags]
+
+Sends a capture bundle's per-request traces to a trace viewer.
+
+--otlp posts them to an OTLP/HTTP endpoint (Jaeger, an OpenTelemetry
+Collector...) as protobuf, in batches, with retries: each request's client
+span is the root of the server's spans, and a stage decomposition
+(stages.jsonl) adds one span per stage. --perfetto writes Chrome trace-event
+JSON for ui.perfetto.dev: a track per in-flight client slot, the server's
+spans, arrows from requests to server spans, GPU and CPU counters.
+See docs/JAEGER.md.
+
+Examples:
+  asrprof export runs/demo --otlp http://127.0.0.1:4318
+  asrprof export runs/demo --otlp http://127.0.0.1:4318 --sample 10
+  asrprof export runs/demo --perfetto runs/demo.perfetto.json
+
+Flags:
+`
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	otlpURL := fs.String("otlp", "", "send to the OTLP/HTTP endpoint `URL` (e.g. http://127.0.0.1:4318; /v1/traces is added when absent)")
+	perfetto := fs.String("perfetto", "", "write Chrome trace-event JSON to `FILE` (- for stdout)")
+	sample := fs.Int("sample", 1, "OTLP: export one request in `N`, with its whole trace")
+	rate := fs.Float64("rate-limit", export.DefaultRateLimit, "OTLP: at most this many `spans/s` on average (0: no limit)")
+	batch := fs.Int("batch", export.DefaultBatchSpans, "OTLP: at most `N` spans per export request")
+	timeout := fs.Duration("timeout", export.DefaultTimeout, "OTLP: time limit of one export request")
+	quiet := fs.Bool("quiet", false, "no progress output")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), exportUsage)
+		printFlags(fs.Output(), fs)
+	}
+	// Accept flags before or after the directory.
+	var dir string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		dir, args = args[0], args[1:]
+	}
+	if err := parse(fs, args); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if dir == "" && fs.NArg() > 0 {
+		dir = fs.Arg(0)
+	}
+	switch {
+	case dir == "":
+		return fmt.Errorf("%w: give the bundle directory", errUsage)
+	case *otlpURL == "" && *perfetto == "":
+		return fmt.Errorf("%w: give --otlp URL, --perfetto FILE, or both", errUsage)
+	case *sample < 1:
+		return fmt.Errorf("%w: --sample must be at least 1", errUsage)
+	case *rate < 0:
+		return fmt.Errorf("%w: --rate-limit must not be negative", errUsage)
+	case *batch < 1:
+		return fmt.Errorf("%w: --batch must be at least 1", errUsage)
+	}
+	if *otlpURL != "" {
+		if _, err := export.TracesURL(*otlpURL); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	b, err := bundle.Open(dir)
+	if err != nil {
+		return err
+	}
+	if *perfetto != "" {
+		if err := exportPerfetto(b, *perfetto, stdout); err != nil {
+			return err
+		}
+	}
+	if *otlpURL == "" {
+		return nil
+	}
+	cfg := export.OTLPConfig{
+		URL:        *otlpURL,
+		PlanConfig: export.PlanConfig{BatchSpans: *batch, Sample: *sample},
+		RateLimit:  *rate,
+		Timeout:    *timeout,
+	}
+	if !*quiet {
+		var last time.Time
+		cfg.Progress = func(st export.OTLPStats) {
+			done := st.SentBatches + st.FailedBatches
+			if time.Since(last) < time.Second && done < st.Plan.Batches {
+				return
+			}
+			last = time.Now()
+			fmt.Fprintf(stderr, "otlp: %d/%d spans sent, batch %d/%d, %d retries, %d failed\n",
+				st.SentSpans, st.Plan.Spans, done, st.Plan.Batches, st.Retries, st.FailedBatches)
+		}
+	}
+	st, err := export.OTLP(ctx, b, cfg)
+	out := stdout
+	if *perfetto == "-" {
+		out = stderr // keep stdout valid JSON
+	}
+	printOTLP(out, st)
+	if err != nil {
+		return err
+	}
+	if st.FailedBatches > 0 {
+		fmt.Fprintf(stderr, "asrprof export: warning: %d of %d batches (%d spans) were not accepted: %s\n",
+			st.FailedBatches, st.Plan.Batches, st.FailedSpans, st.LastError)
+	}
+	return nil
+}
+
+func exportPerfetto(b *bundle.Bundle, path string, stdout io.Writer) error {
+	var w io.Writer = stdout
+	var f *os.File
+	if path != "-" {
+		var err error
+		if f, err = os.Create(path); err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	st, err := export.Perfetto(w, b)
+	if err != nil {
+		return err
+	}
+	if f == nil {
+		return nil
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	levels := make([]string, 0, len(st.ClientSlots))
+	for l := range st.ClientSlots {
+		levels = append(levels, l)
+	}
+	sort.Strings(levels)
+	var slots []string
+	for _, l := range levels {
+		slots = append(slots, fmt.Sprintf("%s: %d", l, st.ClientSlots[l]))
+	}
+	fmt.Fprintf(stdout, "perfetto: wrote %s: %d requests (client tracks %s), %d server spans, %d stage slices, %d flows, %d counter points; open it at https://ui.perfetto.dev\n",
+		path, st.Requests, strings.Join(slots, ", "), st.ServerSpans, st.StageSlices, st.Flows, st.Counters)
+	return nil
+}
+
+func printOTLP(w io.Writer, st export.OTLPStats) {
+	rate := 0.0
+	if s := st.Elapsed.Seconds(); s > 0 {
+		rate = float64(st.SentSpans) / s
+	}
+	fmt.Fprintf(w, "otlp: %d spans sent to %s (%d requests, %d stage spans) in %d batches, %.1fs (%.0f spans/s); retries %d, failed batches %d (%d spans), rejected spans %d\n",
+		st.SentSpans, st.URL, st.Plan.Requests, st.Plan.StageSpans, st.SentBatches, st.Elapsed.Seconds(), rate,
+		st.Retries, st.FailedBatches, st.FailedSpans, st.Rejected)
+	if st.Plan.Truncated {
+		fmt.Fprintln(w, "otlp: note: the last record of spans.otlp was cut short (a killed capture) and was skipped")
+	}
+	if st.Plan.UnmatchedStages > 0 {
+		fmt.Fprintf(w, "otlp: note: %d lines of %s named no request of the capture\n", st.Plan.UnmatchedStages, export.StagesFile)
+	}
+}

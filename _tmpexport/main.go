@@ -1,0 +1,118 @@
+// Command asrprof drives speech-to-text servers with real audio while it
+// records every request, the server's own spans and events, GPU samples and
+// host-CPU traces, and turns the recording into tables.
+//
+// This package only parses flags and picks exit codes; the work is done in
+// capture, bench, trace, probe and analysis.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/asrprof/asrprof/capture"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2 // bad flags, bad input, target not answering
+	exitInterrupted = 130
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks errors in the command line itself.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
+		{"show", "print the sweep table of a capture bundle", runShow},
+		{"export", "send a capture's traces to Jaeger (OTLP) or write Perfetto JSON", runExport},
+		{"doctor", "check what profiling needs on this machine and target", runDoctor},
+		{"version", "print asrprof's version", runVersion},
+	}
+}
+
+const mainUsage = `asrprof drives a speech-to-text server with real audio and records, on one
+clock, every request, the server's spans and events, GPU samples and host-CPU
+traces into a capture bundle; then it turns the bundle into tables.
+
+Usage:
+  asrprof <command> [flags]
+
+Commands:
+%s
+Examples:
+  # Sweep a local server at three concurrency levels, 3 scored repeats each:
+  asrprof capture --target http://127.0.0.1:8000 --dataset data/manifest.jsonl \
+      --concurrency 1,8,16 --out runs/today
+
+  # Print the sweep table of an existing bundle as Markdown:
+  asrprof show runs/today --format markdown
+
+Run 'asrprof <command> --help' for a command's flags.
+`
+
+func usage(w io.Writer) {
+	var list string
+	for _, c := range commands() {
+		list += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, mainUsage, list)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, errHelp):
+			return exitOK
+		case errors.Is(err, capture.ErrInterrupted):
+			fmt.Fprintln(stderr, "asrprof: interrupted; the bundle was finalized with complete=false")
+			return exitInterrupted
+		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),
+			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig):
+			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			return exitUsage
+		default:
+			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			return exitFailed
+		}
+	}
+	fmt.Fprintf(stderr, "asrprof: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "table", "`table`, markdown, csv or json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: asrprof show DIR [--format table|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n")
+		printFlags(fs.Output(), fs)
+	}
+	// Accept flags before or after the directory.
+	var dir string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		dir, args = args[0], args[1:]
+	}
+	if err := parse(fs, args); err != nil {
+		if err == errHelp {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
+		return err
+	}
+	if dir == "" && fs.NArg() > 0 {
+		dir = fs.Arg(0)
+	}
+	if dir == "" {
+		return fmt.Errorf("%w: give the bundle directory", errUsage)
+	}
+	b, err := bundle.Open(dir)
+	if err != nil {
+		return err
+	}
+	res, err := b.Results()
+	if err != nil {
+		// A killed capture has no results.json: summarise its requests.
+		res, err = capture.Summarize(b)
+		if err != nil {
+			return err
+		}
+	}
+	t := capture.SweepTable(*res)
+	t.Notes = append(t.Notes, capture.IncompleteNotes(b.Manifest)...)
+	return table.Render(stdout, *format, t)
+}
+
+func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "asrprof %s\n", capture.Version)
+	return nil
+}

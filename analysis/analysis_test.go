@@ -1,0 +1,361 @@
+package analysis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarktest"
+
+	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func runScripts(t *testing.T, c *Capture, opts Options, format string, names ...string) string {
+	t.Helper()
+	s := NewSession(c, opts)
+	tabs, err := RunScripts(context.Background(), s, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := table.Render(&b, format, tabs...); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestGolden runs every built-in analysis over every fixture bundle.
+func TestGolden(t *testing.T) {
+	for fx := range fixtures() {
+		t.Run(fx, func(t *testing.T) {
+			dir, _ := writeFixture(t, fx)
+			c, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"sweep", "stages", "bottleneck", "knee", "gpu", "cpu"} {
+				got := runScripts(t, c, Options{}, "text", name)
+				golden(t, filepath.Join("testdata", "golden", fx, name+".txt"), got)
+			}
+		})
+	}
+	t.Run("compare", func(t *testing.T) {
+		cur, _ := writeFixture(t, "refserver")
+		base, _ := writeFixture(t, "sglang")
+		c, err := Load(cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Load(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runScripts(t, c, Options{Baseline: b}, "text", "compare")
+		golden(t, filepath.Join("testdata", "golden", "compare.txt"), got)
+	})
+}
+
+type jsonTables struct {
+	Tables []struct {
+		Name    string   `json:"name"`
+		Columns []string `json:"columns"`
+		Rows    [][]any  `json:"rows"`
+	} `json:"tables"`
+}
+
+func decodeTables(t *testing.T, s string) jsonTables {
+	t.Helper()
+	var jt jsonTables
+	if err := json.Unmarshal([]byte(s), &jt); err != nil {
+		t.Fatal(err)
+	}
+	return jt
+}
+
+// TestStagesRecoverInjected checks that the stage table recovers every
+// stage mean the simulated server injected, within max(1 ms, 1 %), through
+// a clock offset between client and server, for every preset.
+func TestStagesRecoverInjected(t *testing.T) {
+	wantCols := []string{"level", "build", "build→queued", "queued→scheduled", "first forward", "decode tail", "total", "client overhead"}
+	for fx, cfg := range fixtures() {
+		t.Run(fx, func(t *testing.T) {
+			dir, truth := writeFixture(t, fx)
+			c, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jt := decodeTables(t, runScripts(t, c, Options{}, "json", "stages"))
+			tab := jt.Tables[0]
+			if strings.Join(tab.Columns, "|") != strings.Join(wantCols, "|") {
+				t.Fatalf("columns %q, want %q", tab.Columns, wantCols)
+			}
+			if len(tab.Rows) != len(cfg.Levels) {
+				t.Fatalf("%d rows, want %d", len(tab.Rows), len(cfg.Levels))
+			}
+			for i, lv := range cfg.Levels {
+				s := lv.Stages
+				want := map[string]float64{
+					fixture.Build: s.Build.Mean.Seconds(), fixture.BuildToQueued: s.BuildToQueued.Mean.Seconds(),
+					fixture.QueuedToSched: s.QueuedToSched.Mean.Seconds(), fixture.FirstForward: s.FirstForward.Mean.Seconds(),
+					fixture.DecodeTail: s.DecodeTail.Mean.Seconds(), fixture.ClientOverhead: s.ClientOverhead.Mean.Seconds(),
+				}
+				want[fixture.Total] = want[fixture.Build] + want[fixture.BuildToQueued] + want[fixture.QueuedToSched] + want[fixture.FirstForward] + want[fixture.DecodeTail]
+				if cfg.FailEvery > 0 { // failed requests leave the antithetic pairs: use the realised means
+					want = truth.Means[tab.Rows[i][0].(string)]
+				}
+				if cfg.Format == fixture.VLLM { // vLLM cannot tell build from build→queued
+					want[fixture.BuildToQueued] += want[fixture.Build]
+					delete(want, fixture.Build)
+				}
+				for j, col := range wantCols[1:] {
+					cell := tab.Rows[i][j+1]
+					w, ok := want[col]
+					if !ok {
+						if cell != nil {
+							t.Errorf("level %v %s = %v, want none", tab.Rows[i][0], col, cell)
+						}
+						continue
+					}
+					m, _ := cell.(map[string]any)
+					got, _ := m["mean_ms"].(float64)
+					tol := math.Max(1, 0.01*w*1000)
+					if math.Abs(got-w*1000) > tol || m == nil {
+						t.Errorf("level %v %s mean = %v ms, want %.3f ± %.3f", tab.Rows[i][0], col, got, w*1000, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSweepMatchesDriver checks the sweep against results.json, which the
+// fixture writes with bench/metrics as the driver does: corpus WER to the
+// last digit, and the other means too.
+func TestSweepMatchesDriver(t *testing.T) {
+	for _, fx := range []string{"refserver", "refserver_random"} {
+		t.Run(fx, func(t *testing.T) {
+			dir, _ := writeFixture(t, fx)
+			c, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jt := decodeTables(t, runScripts(t, c, Options{}, "json", "sweep"))
+			var res trace.Results
+			b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			rows := jt.Tables[0].Rows
+			if len(rows) != len(res.Results) {
+				t.Fatalf("%d rows, want %d", len(rows), len(res.Results))
+			}
+			for i, r := range res.Results {
+				var rps float64
+				for _, p := range r.PerRepeat {
+					rps += p.RequestsPerS
+				}
+				rps /= float64(len(r.PerRepeat))
+				for _, c := range []struct {
+					name      string
+					got, want any
+				}{
+					{"level", rows[i][0], r.Level},
+					{"req/s", rows[i][1], rps},
+					{"RTFx", rows[i][2], r.RTFx.Mean},
+					{"latency mean", rows[i][3], r.LatencyMeanS.Mean},
+					{"latency p95", rows[i][4], r.LatencyP95S.Mean},
+					{"corpus WER", rows[i][5], r.CorpusWER.Mean},
+				} {
+					if c.got != c.want {
+						t.Errorf("%s %s = %v, want %v exactly", r.Level, c.name, c.got, c.want)
+					}
+				}
+				if want := r.Total - r.Failed; rows[i][6] != strings.Join([]string{itoa(want), itoa(r.Total)}, "/") {
+					t.Errorf("%s completed = %v, want %d/%d", r.Level, rows[i][6], want, r.Total)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestStarlark runs the Starlark tests in testdata/*_test.star against the
+// refserver fixture, with the assert module.
+func TestStarlark(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assert, err := starlarktest.LoadAssertModule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "*_test.star"))
+	if len(files) == 0 {
+		t.Fatal("no Starlark tests found")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s := NewSession(c, Options{
+				Baseline: c,
+				Modules:  map[string]starlark.StringDict{"assert.star": assert},
+				Setup:    func(th *starlark.Thread) { starlarktest.SetReporter(th, t) },
+			})
+			if _, err := s.Run(context.Background(), f); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func writeScript(t *testing.T, name, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLimitsAndErrors(t *testing.T) {
+	dir, _ := writeFixture(t, "sglang")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, src string
+		opts      Options
+		want      []string
+	}{
+		{"timeout", "def f():\n    while True:\n        pass\nf()\n", Options{Timeout: 100 * time.Millisecond},
+			[]string{"timed out after 100ms", "spin.star:4:2: in <toplevel>"}},
+		{"steps", "x = 0\nfor i in range(1000000):\n    x += i\n", Options{MaxSteps: 1000},
+			[]string{"exceeded 1000 execution steps"}},
+		{"backtrace", "def g(r):\n    return r.no_such_field\n\ng(capture.requests[0])\n", Options{},
+			[]string{"spin.star:4:2: in <toplevel>", "spin.star:2:13: in g", "no .no_such_field field"}},
+		{"load outside", "load(\"../etc.star\", \"x\")\n", Options{}, []string{"without \"..\""}},
+		{"load abs", "load(\"/etc/passwd.star\", \"x\")\n", Options{}, []string{"only paths relative"}},
+		{"no module", "load(\"os\", \"x\")\n", Options{}, []string{"no module \"os\""}},
+		{"read only", "capture.requests[0].level = 1\n", Options{}, []string{"can't assign"}},
+		{"bad preset", "load(\"lib/stages.star\", \"pick\")\npick(capture, \"nope\")\n", Options{}, []string{"unknown stage preset \"nope\""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeScript(t, "spin.star", tc.src)
+			start := time.Now()
+			_, err := NewSession(c, tc.opts).Run(context.Background(), p)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Errorf("took %v", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestUserScriptLoads checks that a user's script loads a file next to it
+// (which shadows a built-in of the same path) and the built-ins.
+func TestUserScriptLoads(t *testing.T) {
+	dir, _ := writeFixture(t, "vllm")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdir := t.TempDir()
+	os.MkdirAll(filepath.Join(sdir, "stages"), 0o755)
+	os.WriteFile(filepath.Join(sdir, "helper.star"), []byte("K = 7\n"), 0o644)
+	os.WriteFile(filepath.Join(sdir, "stages", "vllm.star"), []byte("NAME = \"mine\"\n"), 0o644)
+	main := filepath.Join(sdir, "main.star")
+	os.WriteFile(main, []byte(`load("table", "table")
+load("helper.star", "K")
+load("stages/vllm.star", "NAME")
+load("stages/refserver.star", ref = "NAME")
+t = table.new("t", ["k", "name", "ref"])
+t.add_row(K, NAME, ref)
+emit(t)
+`), 0o644)
+	tabs, err := NewSession(c, Options{}).Run(context.Background(), main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tabs[0].Rows[0], ","); got != "7,mine,refserver" {
+		t.Errorf("row %q, want 7,mine,refserver", got)
+	}
+}
+
+func TestRunDefault(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver")
+	var b bytes.Buffer
+	if err := RunDefault(context.Background(), dir, &b, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tab := range decodeTables(t, b.String()).Tables {
+		names = append(names, tab.Name)
+	}
+	if got := strings.Join(names, ","); got != "sweep,stages,bottleneck,gpu,cpu" {
+		t.Errorf("tables %s, want sweep,stages,bottleneck,gpu,cpu", got)
+	}
+}
+
+func TestMannWhitney(t *testing.T) {
+	for _, tc := range []struct {
+		xs, ys []float64
+		u, p   float64
+	}{
+		// Exact: fully separated 3+3 gives 2/20; 5+5 gives 2/252.
+		{[]float64{1, 2, 3}, []float64{4, 5, 6}, 0, 0.1},
+		{[]float64{6, 7, 8, 9, 10}, []float64{1, 2, 3, 4, 5}, 25, 2.0 / 252},
+		{[]float64{1, 3, 5}, []float64{2, 4, 6}, 3, 0.7},
+		{[]float64{1, 1, 1}, []float64{1, 1, 1}, 4.5, 1}, // all tied
+	} {
+		u, p := MannWhitney(tc.xs, tc.ys)
+		if u != tc.u || math.Abs(p-tc.p) > 1e-12 {
+			t.Errorf("MannWhitney(%v, %v) = %v, %v; want %v, %v", tc.xs, tc.ys, u, p, tc.u, tc.p)
+		}
+	}
+}
