@@ -7,7 +7,7 @@ VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/asrprof/asrprof/capture.Version=$(VERSION)
 PORT     ?= 18000
 
-.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean
+.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean jaeger
 
 all: build
 
@@ -25,9 +25,21 @@ data: deps
 demo: deps build data
 	@PORT=$(PORT) tools/demo.sh
 
-test: deps
+# Fuzz targets run for a bounded time each in `make test`.
+FUZZ := ./trace/otlp:FuzzHTTPHandler ./trace/events:FuzzEventLine \
+        ./bench/protocol:FuzzSSE ./bench/audio:FuzzProbeWAV ./bench/score:FuzzNormalizeEnglish
+FUZZTIME ?= 8s
+
+test: deps data jaeger
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	@for f in $(FUZZ); do pkg=$${f%%:*}; fn=$${f##*:}; \
+	  echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
+# Jaeger all-in-one, built once into ~/.cache/asrprof (about 10 minutes the first time).
+jaeger:
+	@tools/jaeger.sh >/dev/null
 
 # Quick loop for development (no eBPF, no subprocess servers).
 test-short:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/asrprof/asrprof/analysis/table"
@@ -48,6 +49,23 @@ func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table
 		}
 	}
 	return all, errors.Join(errs...)
+}
+
+// DefaultTables loads the bundle in dir and runs its default analyses,
+// leaving out the names in skip. Tables of the scripts that succeeded are
+// returned even when another failed.
+func DefaultTables(ctx context.Context, dir string, skip ...string) ([]*table.Table, error) {
+	c, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range DefaultScripts(c) {
+		if !slices.Contains(skip, n) {
+			names = append(names, n)
+		}
+	}
+	return RunScripts(ctx, NewSession(c, Options{Timeout: DefaultTimeout}), names)
 }
 
 // RunDefault loads the bundle in dir, runs the default analyses and writes

@@ -67,8 +67,8 @@ func (c *cell) AttrNames() []string { return []string{"text", "value"} }
 
 func tableModule() *starlarkstruct.Module {
 	return &starlarkstruct.Module{Name: "table", Members: starlark.StringDict{
-		"new":  starlark.NewBuiltin("table.new", newTable),
-		"cell": starlark.NewBuiltin("table.cell", newCell),
+		"new":     starlark.NewBuiltin("table.new", newTable),
+		"cell":    starlark.NewBuiltin("table.cell", newCell),
 		"sprintf": starlark.NewBuiltin("table.sprintf", sprintf),
 	}}
 }

@@ -156,3 +156,22 @@ func (s *probeSet) stop(say func(string)) {
 		cancel()
 	}
 }
+
+// clockOffsetter is implemented by probes whose samples carry another
+// clock's timestamps (NVML): the offset of that clock from the system's.
+type clockOffsetter interface {
+	ClockOffset() (ns int64, ok bool)
+}
+
+// clockOffsets returns the offsets the running probes measured, by name.
+func (s *probeSet) clockOffsets() map[string]int64 {
+	out := map[string]int64{}
+	for _, pr := range s.running {
+		if c, ok := pr.(clockOffsetter); ok {
+			if ns, ok := c.ClockOffset(); ok {
+				out[pr.Name()+"_minus_wall_ns"] = ns
+			}
+		}
+	}
+	return out
+}

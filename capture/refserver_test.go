@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/trace"
@@ -135,6 +137,8 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	cfg.OTLPHTTP = otlpAddr
 	cfg.ProfileURL = srv.URL
 	cfg.SpanGrace = 5 * time.Second
+	cfg.Probes = []string{"auto"}
+	cfg.PID = srv.PID()
 	o, out, err := runCapture(t, context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -153,6 +157,39 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	// 16 requests into 4 running slots: most wait for several decodes.
 	if s16 < 0.2 || s16 < 5*s1 || e16 < 0.2 || e16 < 5*e1 {
 		t.Errorf("queueing does not show at c=16")
+	}
+
+	// The probes name the scheduler thread and see it work harder at c=16.
+	status := o.Manifest.Extra["probes"].(map[string]string)
+	util := map[string]float64{}
+	if _, err := bundle.ReadJSONL(filepath.Join(cfg.Out, bundle.SchedFile), func(r map[string]any) error {
+		if r["name"] == "asr-sched" {
+			util[r["level"].(string)] += r["utilization"].(float64)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("sched.jsonl: %v (probes %v)", err, status)
+	}
+	t.Logf("asr-sched utilization: c=1 %.2f, c=16 %.2f (probes %v)", util["c1"], util["c16"], status)
+	if util["c16"] <= util["c1"] || util["c16"] < 0.3 {
+		t.Errorf("scheduler thread utilization c=1 %.2f → c=16 %.2f: want it to rise", util["c1"], util["c16"])
+	}
+	if status["cpu"] == "on" {
+		prof, err := os.ReadFile(filepath.Join(cfg.Out, "cpu", "c16-1.pb.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		native := false
+		for _, f := range p.Function {
+			native = native || strings.HasPrefix(f.Name, "ps_") || strings.Contains(f.Name, "mgau") || strings.Contains(f.Name, "hmm_") || strings.HasPrefix(f.Name, "_PyEval")
+		}
+		if !native {
+			t.Errorf("the CPU profile of the reference server names no PocketSphinx or CPython function")
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"io"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/trace"
@@ -54,10 +56,19 @@ func SweepTable(res trace.Results) *table.Table {
 	return t
 }
 
-func printSweep(w io.Writer, format string, out *Outcome) error {
+// printTables prints the sweep table and then the default analyses of the
+// bundle (stages, bottleneck, gpu, cpu where the data exists), as one
+// document in format. A failing analysis is reported, not fatal.
+func printTables(ctx context.Context, w, errw io.Writer, format string, out *Outcome) error {
 	t := SweepTable(out.Results)
 	t.Notes = append(t.Notes, IncompleteNotes(out.Manifest)...)
-	return table.Render(w, format, t)
+	tables := []*table.Table{t}
+	more, err := analysis.DefaultTables(ctx, out.Dir, "sweep")
+	if err != nil {
+		fmt.Fprintf(errw, "asrprof: analysis: %v\n", err)
+	}
+	tables = append(tables, more...)
+	return table.Render(w, format, tables...)
 }
 
 // IncompleteNotes explains, one line each, why a capture is not complete.

@@ -229,6 +229,7 @@ levels:
 	if err := w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
 	}
+	offsets := pset.clockOffsets()
 	pset.stop(say)
 	pset.running = nil
 	traceInfo := tr.finish(ctx, w, say)
@@ -242,6 +243,9 @@ levels:
 	}
 	for k, v := range traceInfo {
 		s.manifest.Extra[k] = v
+	}
+	if len(offsets) > 0 {
+		s.manifest.Clock.Probes = offsets
 	}
 	s.manifest.Finished = !interrupted
 	if interrupted {
@@ -262,7 +266,7 @@ levels:
 		return nil, err
 	}
 	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
-	if err := printSweep(s.stdout, cfg.Format, out); err != nil {
+	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, out); err != nil {
 		return out, err
 	}
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)

@@ -60,3 +60,55 @@ print(f"| vegeta v12.13.0 | {v_rps:.0f} | {v_n:.0f} | {v_ok*100:.1f} % | {v_cpu/
 print(f"| asrprof capture | {a_rps:.0f} | {a_n:.0f} | | {a_cpu/a_n*1e6:.0f} µs (incl. preflight, hashing, bundle) |")
 print(f"\nratio asrprof/vegeta: {a_rps/v_rps:.2f} (goal ≥ 0.90)")
 PY
+
+# --- OTLP ingest: spans per second decoded and stored on one core ---------
+echo
+echo "== OTLP ingest (trace/otlp BenchmarkReceiverHTTPProto, GOMAXPROCS=1, 512-span protobuf batches into spans.otlp)"
+go test -run '^$' -bench 'BenchmarkReceiverHTTPProto$' -benchtime 3s -cpu 1 ./trace/otlp | grep -E 'Benchmark|spans/s'
+
+# --- Analysis: stages.star + sweep.star over 100k requests / 1M spans ------
+echo
+echo "== analysis over a generated bundle of 100,000 requests and 1,000,000 spans"
+/usr/bin/time -f "peak RSS %M KiB, %e s wall" go test -run '^$' -bench 'BenchmarkLarge$' -benchtime 1x ./analysis/ 2>&1 | grep -E 'Benchmark|peak RSS|ns/op'
+
+# --- Probes: reference server throughput at c=8, all probes vs none --------
+if [ "${BENCH_PROBES:-1}" = 1 ]; then
+  echo
+  echo "== probes on vs off: reference server, concurrency 8, alternating pairs"
+  PAIRS=${BENCH_PAIRS:-3}
+  RPORT=${BENCH_REF_PORT:-18098}
+  bench/data/make_refset.sh >/dev/null
+  grep -- '-en-us-160"' bench/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-16}" \
+    | sed "s|\"audio\":\"audio/|\"audio\":\"$PWD/bench/data/refset/audio/|" > runs/bench/ref.jsonl
+  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$RPORT" > runs/bench/refserver.log 2>&1 & REF=$!
+  trap 'kill $SRV 2>/dev/null || true; kill -- -$REF 2>/dev/null || true' EXIT
+  for i in $(seq 1 600); do curl -fsS "http://127.0.0.1:$RPORT/health" >/dev/null 2>&1 && break; sleep 0.2; done
+  for pair in $(seq 1 "$PAIRS"); do
+    order="none auto"; [ $((pair % 2)) = 0 ] && order="auto none"
+    for probes in $order; do
+      /usr/bin/time -f "%U %S %e" -o "runs/bench/probes-$probes-$pair.time" \
+        bin/asrprof capture --target "http://127.0.0.1:$RPORT" --dataset runs/bench/ref.jsonl \
+          --concurrency 8 --repeats 1 --probes "$probes" --otlp-http off --otlp-grpc off --quiet --format json \
+          --out "runs/bench/probes-$probes-$pair" --overwrite > /dev/null
+    done
+  done
+  python3 - "$PAIRS" <<'PY'
+import json, sys
+pairs = int(sys.argv[1])
+def rps(p): return json.load(open(f"runs/bench/{p}/results.json"))["results"][0]["per_repeat"][0]["requests_per_s"]
+def cpu(p):
+    u, s, e = map(float, open(f"runs/bench/{p}.time").read().split())
+    return u + s, e
+print("| pair | req/s probes off | req/s probes on | change | asrprof CPU off | asrprof CPU on |")
+print("|---|---|---|---|---|---|")
+ch, extra = [], []
+for i in range(1, pairs + 1):
+    off, on = rps(f"probes-none-{i}"), rps(f"probes-auto-{i}")
+    (coff, eoff), (con, eon) = cpu(f"probes-none-{i}"), cpu(f"probes-auto-{i}")
+    ch.append(on / off - 1)
+    extra.append(con / eon - coff / eoff)
+    print(f"| {i} | {off:.3f} | {on:.3f} | {100*(on/off-1):+.1f} % | {100*coff/eoff:.2f} % of a core | {100*con/eon:.2f} % of a core |")
+print(f"\nmean throughput change with all probes on: {100*sum(ch)/len(ch):+.1f} % (goal: within noise and ≤ 2 %)")
+print(f"asrprof's own CPU added by the probes: {100*sum(extra)/len(extra):.2f} % of one core (goal ≤ 1 %; BPF time is charged to the traced threads and shows in the throughput change)")
+PY
+fi

@@ -188,6 +188,9 @@ type Clock struct {
 	// MonoMinusWallNs: CLOCK_MONOTONIC minus CLOCK_REALTIME at start and end.
 	StartMonoMinusWallNs int64 `json:"start_mono_minus_wall_ns,omitempty"`
 	EndMonoMinusWallNs   int64 `json:"end_mono_minus_wall_ns,omitempty"`
+	// Probes holds offsets of probe clocks from the wall clock, e.g.
+	// "gpu_minus_wall_ns" (NVML timestamps minus system time).
+	Probes map[string]int64 `json:"probes,omitempty"`
 }
 
 // Manifest is manifest.json.

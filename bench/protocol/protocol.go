@@ -38,6 +38,9 @@ type Result struct {
 	End             time.Time   // when Do finished with the response; always set
 	Err             error       // nil on success
 	ErrKind         string      // one of the Kind constants; "" on success
+	// Realtime is set by the realtime (WebSocket) protocols: the session's
+	// pacing, update and final timings. Nil for file requests.
+	Realtime *RealtimeResult
 }
 
 // Failure kinds, the values of Result.ErrKind.
@@ -75,6 +78,23 @@ type Options struct {
 	// "text" or "verbose_json". Non-streaming only; with "text" the body
 	// is the transcript.
 	ResponseFormat string
+
+	// The realtime knobs, used by "funasr-ws" and "openai-realtime" only
+	// (see docs/REALTIME.md).
+
+	// ChunkMs is the audio per frame in milliseconds (default 100).
+	ChunkMs int
+	// Pace is PaceRealtime (default: frames leave at the audio's speed)
+	// or PaceNone (as fast as the connection takes them).
+	Pace string
+	// Loops repeats the audio within one session (default 1).
+	Loops int
+	// Dialect picks the openai-realtime variant: DialectOpenAI (default),
+	// DialectVLLM or DialectSGLangOmni.
+	Dialect string
+	// Hotwords are sent to a funasr-ws server as HOTWORDS:a,b (omitted
+	// when empty); other protocols ignore them.
+	Hotwords []string
 }
 
 // StatusError is Result.Err for a 4xx or 5xx answer.
@@ -91,10 +111,18 @@ func (e *StatusError) Error() string {
 }
 
 // Names lists the protocol names New accepts.
-func Names() []string { return []string{"openai", "openai-stream"} }
+func Names() []string {
+	return []string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}
+}
+
+// IsRealtime reports whether the named protocol streams audio over a
+// WebSocket session (and fills Result.Realtime).
+func IsRealtime(name string) bool { return name == "funasr-ws" || name == "openai-realtime" }
 
 // New returns the client for the named protocol. "openai" and
-// "openai-stream" set opts.Stream to false and true respectively.
+// "openai-stream" set opts.Stream to false and true respectively;
+// "funasr-ws" and "openai-realtime" are the WebSocket session clients
+// ([NewFunASR], [NewRealtime]).
 func New(name string, opts Options) (Client, error) {
 	switch name {
 	case "openai":
@@ -103,6 +131,10 @@ func New(name string, opts Options) (Client, error) {
 	case "openai-stream":
 		opts.Stream = true
 		return NewOpenAI(opts)
+	case "funasr-ws":
+		return NewFunASR(opts)
+	case "openai-realtime":
+		return NewRealtime(opts)
 	}
 	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
 }

@@ -46,6 +46,8 @@ func commands() []command {
 	return []command{
 		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
 		{"show", "print the sweep table of a capture bundle", runShow},
+		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
+		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
 		{"doctor", "check what profiling needs on this machine and target", runDoctor},
 		{"version", "print asrprof's version", runVersion},
 	}

@@ -1,0 +1,527 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/asrprof/asrprof/bench/audio"
+)
+
+// Pace values of Options.Pace.
+const (
+	PaceRealtime = "realtime" // frame i leaves at start + i×chunk (default)
+	PaceNone     = "none"     // frames leave as fast as the connection takes them
+)
+
+// Dialects of the "openai-realtime" protocol (Options.Dialect).
+const (
+	DialectOpenAI     = "openai"      // OpenAI GA realtime transcription, 24 kHz
+	DialectVLLM       = "vllm"        // vLLM /v1/realtime, 16 kHz
+	DialectSGLangOmni = "sglang-omni" // SGLang-Omni realtime transcription, 16 kHz
+)
+
+// Lag sources of RealtimeResult.LagSource.
+const (
+	LagFromServer = "server" // the server said which audio an update covers
+	LagFromSent   = "sent"   // it did not: the audio sent when the update arrived
+	LagMixed      = "mixed"  // some updates of each kind
+)
+
+// RealtimeResult is what a WebSocket session recorded, on the client's
+// monotonic clock. A time that was never reached is the zero time.
+type RealtimeResult struct {
+	AudioStart  time.Time // the first audio frame was handed to the connection
+	FirstUpdate time.Time // the first server message that carried text
+	StopSent    time.Time // the end of input was sent (STOP, a final commit, …)
+	Final       time.Time // the final message arrived
+	// LagsS holds one lag per non-final update that carried text, in
+	// arrival order, in seconds: (arrival − AudioStart) − the audio time
+	// the update covers (docs/REALTIME.md).
+	LagsS []float64
+	// LagSource says where the covered audio time came from: LagFromServer,
+	// LagFromSent or LagMixed; "" when there was no update.
+	LagSource string
+	Partials  int     // non-final updates with provisional text
+	Finals    int     // text units the server locked (sentences, items, segments, the final message)
+	AudioS    float64 // audio seconds sent (all loops)
+	Frames    int     // audio frames sent
+	// SendLateMax and SendLateP99 compare each frame's send (the write
+	// returned) with its schedule under realtime pacing; 0 with PaceNone.
+	SendLateMax time.Duration
+	SendLateP99 time.Duration
+}
+
+// message is what a dialect learned from one server message.
+type message struct {
+	ready    bool    // the server is ready for audio
+	text     bool    // the message carried text (provisional or locked)
+	partial  bool    // provisional text (counted in Partials, gives a lag)
+	locked   int     // text units locked by this message
+	final    bool    // the session's final message
+	coveredS float64 // audio seconds the update covers, as the server says; < 0 unknown
+}
+
+// serverError is an error event the server sent inside the session.
+type serverError struct{ msg string }
+
+func (e *serverError) Error() string { return "server error event: " + e.msg }
+
+// malformedError is a message that does not follow the protocol.
+type malformedError struct{ msg string }
+
+func (e *malformedError) Error() string { return "malformed message: " + e.msg }
+
+// sender writes client messages on the session's connection.
+type sender interface {
+	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
+}
+
+// dialect is one realtime protocol's message vocabulary. Its methods are
+// called by one session at a time; handle and text are serialized by the
+// session's lock.
+type dialect interface {
+	// rate is the audio sample rate the server expects (PCM16 mono).
+	rate() int
+	// hello runs right after the upgrade, before the server is ready.
+	hello(ctx context.Context, s sender, job *Job) error
+	// configure runs once the server said it is ready, before any audio.
+	configure(ctx context.Context, s sender, job *Job) error
+	// frame encodes one audio frame.
+	frame(pcm []byte) (websocket.MessageType, []byte)
+	// stop ends the input.
+	stop(ctx context.Context, s sender) error
+	// handle reads one server message; stopped says whether stop was sent.
+	handle(typ websocket.MessageType, data []byte, stopped bool) (message, error)
+	// text is the transcript so far.
+	text() string
+}
+
+// wsClient runs one WebSocket session per Job with a dialect.
+type wsClient struct {
+	hc      *http.Client
+	url     string
+	chunkMs int
+	pace    string
+	loops   int
+	newD    func() dialect
+	cache   pcmCache
+}
+
+// realtimeOptions checks the realtime knobs and fills their defaults.
+func realtimeOptions(opts *Options) error {
+	if opts.ChunkMs == 0 {
+		opts.ChunkMs = 100
+	}
+	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
+		return fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
+	}
+	switch opts.Pace {
+	case "":
+		opts.Pace = PaceRealtime
+	case PaceRealtime, PaceNone:
+	default:
+		return fmt.Errorf("pace %q: want realtime or none", opts.Pace)
+	}
+	if opts.Loops == 0 {
+		opts.Loops = 1
+	}
+	if opts.Loops < 1 {
+		return fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
+	}
+	return nil
+}
+
+// wsURL turns the target into the session URL: http→ws, https→wss; a
+// target without a path gets defPath (which may carry a query).
+func wsURL(target, defPath string) (string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", fmt.Errorf("target %q: %w", target, err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("target %q: want an http(s) or ws(s) URL such as http://127.0.0.1:10095", target)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("target %q: no host", target)
+	}
+	if u.Path == "" || u.Path == "/" {
+		p, err := url.Parse(defPath)
+		if err != nil {
+			return "", err
+		}
+		u.Path = p.Path
+		if u.RawQuery == "" {
+			u.RawQuery = p.RawQuery
+		}
+	}
+	return u.String(), nil
+}
+
+func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, error) {
+	if err := realtimeOptions(&opts); err != nil {
+		return nil, err
+	}
+	u, err := wsURL(opts.Target, defPath)
+	if err != nil {
+		return nil, err
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: NewTransport(64)}
+	}
+	return &wsClient{hc: hc, url: u, chunkMs: opts.ChunkMs, pace: opts.Pace, loops: opts.Loops, newD: newD}, nil
+}
+
+// pcmCache keeps the decoded PCM16 of each sample at each rate, so a
+// sample is decoded once per run however many sessions send it.
+type pcmCache struct {
+	mu sync.Mutex
+	m  map[string]*pcmEntry
+}
+
+type pcmEntry struct {
+	once sync.Once
+	pcm  []byte
+	err  error
+}
+
+// get returns job's audio as PCM16 mono at rate Hz.
+func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
+	decode := func() ([]byte, error) {
+		p, err := audio.DecodeBytes(job.FileName, job.Audio)
+		if err != nil {
+			return nil, err
+		}
+		p = p.Mono()
+		if p.SampleRate != rate {
+			p = p.Resample(rate)
+		}
+		return p.PCM16(), nil
+	}
+	if job.SampleID == "" {
+		return decode()
+	}
+	key := fmt.Sprintf("%s@%d", job.SampleID, rate)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*pcmEntry{}
+	}
+	e := c.m[key]
+	if e == nil {
+		e = &pcmEntry{}
+		c.m[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.pcm, e.err = decode() })
+	return e.pcm, e.err
+}
+
+// session is the state of one Do call shared by its sender and reader.
+type session struct {
+	d      dialect
+	rt     *RealtimeResult
+	mu     sync.Mutex // guards d's state, rt's update fields and stopped
+	sentNs atomic.Int64
+	// stopped is set when the end of input was sent.
+	stopped  bool
+	fromSrv  int
+	fromSent int
+
+	ready chan struct{} // closed at the first ready message
+	final chan struct{} // closed at the final message
+	fail  chan error    // the reader's error, at most one
+	once  struct{ ready, final sync.Once }
+}
+
+// Do runs one session: connect, configure, send the audio paced, end the
+// input, wait for the final message. See Client for the contract.
+func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
+	rt := &RealtimeResult{}
+	res.Realtime = rt
+	defer func() {
+		if res.End.IsZero() {
+			res.End = time.Now()
+		}
+	}()
+	fail := func(kind string, err error) Result {
+		res.Err, res.ErrKind = err, kind
+		return res
+	}
+	d := c.newD()
+	pcm, err := c.cache.get(job, d.rate())
+	if err != nil {
+		return fail(KindOther, fmt.Errorf("decoding audio: %w", err))
+	}
+	hdr := http.Header{}
+	if job.TraceParent != "" {
+		hdr.Set("traceparent", job.TraceParent)
+	}
+	if job.RequestID != "" {
+		hdr.Set("X-Request-Id", job.RequestID)
+	}
+	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: hdr})
+	if resp != nil {
+		res.HTTPStatus = resp.StatusCode
+		res.ServerRequestID = resp.Header.Get("X-Request-Id")
+	}
+	if err != nil {
+		switch {
+		case resp != nil && resp.StatusCode >= 500:
+			return fail(KindHTTP5xx, &StatusError{StatusCode: resp.StatusCode})
+		case resp != nil && resp.StatusCode >= 400:
+			return fail(KindHTTP4xx, &StatusError{StatusCode: resp.StatusCode})
+		}
+		return fail(classify(ctx, err), fmt.Errorf("opening the session: %w", err))
+	}
+	res.FirstByte = time.Now()
+	defer conn.CloseNow()
+	conn.SetReadLimit(16 << 20)
+
+	s := &session{d: d, rt: rt, ready: make(chan struct{}), final: make(chan struct{}), fail: make(chan error, 1)}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.read(sctx, conn)
+
+	sessionErr := func(err error) Result {
+		s.mu.Lock()
+		res.Text = d.text()
+		s.mu.Unlock()
+		var se *serverError
+		var me *malformedError
+		switch {
+		case errors.As(err, &se):
+			return fail(KindServerError, err)
+		case errors.As(err, &me):
+			return fail(KindMalformed, err)
+		}
+		if st := websocket.CloseStatus(err); st != -1 {
+			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", c.sentS(s), c.stage(s), err))
+		}
+		kind := classify(ctx, err)
+		if kind == KindOther && ctx.Err() == nil {
+			kind = KindConnection
+		}
+		if kind == KindTimeout {
+			err = fmt.Errorf("%s: %w", c.waiting(s), err)
+		}
+		return fail(kind, err)
+	}
+	// wait blocks until ch closes, the reader fails or ctx ends.
+	wait := func(ch chan struct{}) error {
+		select {
+		case <-ch:
+			return nil
+		case err := <-s.fail:
+			s.fail <- err
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	if err := d.hello(sctx, conn, job); err != nil {
+		return sessionErr(firstErr(s, err))
+	}
+	if err := wait(s.ready); err != nil {
+		return sessionErr(err)
+	}
+	if err := d.configure(sctx, conn, job); err != nil {
+		return sessionErr(firstErr(s, err))
+	}
+	if err := c.send(sctx, conn, s, pcm); err != nil {
+		return sessionErr(firstErr(s, err))
+	}
+	if err := d.stop(sctx, conn); err != nil {
+		return sessionErr(firstErr(s, err))
+	}
+	s.mu.Lock()
+	s.stopped = true
+	rt.StopSent = time.Now()
+	s.mu.Unlock()
+	if err := wait(s.final); err != nil {
+		return sessionErr(err)
+	}
+	s.mu.Lock()
+	res.Text = strings.TrimSpace(d.text())
+	res.End = rt.Final
+	s.mu.Unlock()
+	if !rt.FirstUpdate.IsZero() {
+		res.FirstToken = rt.FirstUpdate
+	}
+	go conn.Close(websocket.StatusNormalClosure, "") // the close handshake is not part of the session
+	return res
+}
+
+// firstErr prefers the reader's error (the server closed, sent an error)
+// over the writer's consequence of it.
+func firstErr(s *session, err error) error {
+	select {
+	case rerr := <-s.fail:
+		s.fail <- rerr
+		return rerr
+	case <-time.After(50 * time.Millisecond):
+		return err
+	}
+}
+
+func (c *wsClient) sentS(s *session) float64 { return float64(s.sentNs.Load()) / 1e9 }
+
+func (c *wsClient) stage(s *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return " (input ended, before the final message)"
+	}
+	return ""
+}
+
+func (c *wsClient) waiting(s *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		return fmt.Sprintf("no final message %.1f s after the end of input", time.Since(s.rt.StopSent).Seconds())
+	case s.rt.AudioStart.IsZero():
+		return "the server never said it was ready"
+	}
+	return fmt.Sprintf("timed out sending audio (%.1f s sent)", c.sentS(s))
+}
+
+// read handles server messages until the connection or ctx ends.
+func (s *session) read(ctx context.Context, conn *websocket.Conn) {
+	for {
+		typ, data, err := conn.Read(ctx)
+		now := time.Now()
+		if err != nil {
+			s.fail <- err
+			return
+		}
+		s.mu.Lock()
+		m, err := s.d.handle(typ, data, s.stopped)
+		if err == nil {
+			s.record(m, now)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.fail <- err
+			return
+		}
+		if m.ready {
+			s.once.ready.Do(func() { close(s.ready) })
+		}
+		if m.final {
+			s.once.final.Do(func() { close(s.final) })
+		}
+	}
+}
+
+// record books one message's timings; s.mu is held.
+func (s *session) record(m message, now time.Time) {
+	rt := s.rt
+	if m.text && rt.FirstUpdate.IsZero() && !rt.AudioStart.IsZero() {
+		rt.FirstUpdate = now
+	}
+	rt.Finals += m.locked
+	if m.final && rt.Final.IsZero() {
+		rt.Final = now
+		if m.locked == 0 {
+			rt.Finals++
+		}
+	}
+	if !m.partial || m.final || rt.AudioStart.IsZero() {
+		return
+	}
+	rt.Partials++
+	covered := m.coveredS
+	if covered < 0 {
+		covered = float64(s.sentNs.Load()) / 1e9
+		s.fromSent++
+	} else {
+		s.fromSrv++
+	}
+	rt.LagsS = append(rt.LagsS, now.Sub(rt.AudioStart).Seconds()-covered)
+	switch {
+	case s.fromSent == 0:
+		rt.LagSource = LagFromServer
+	case s.fromSrv == 0:
+		rt.LagSource = LagFromSent
+	default:
+		rt.LagSource = LagMixed
+	}
+}
+
+// send writes the audio, Loops times over, in frames of chunkMs, paced.
+func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, pcm []byte) error {
+	rate := s.d.rate()
+	frameBytes := rate * c.chunkMs / 1000 * 2
+	total := len(pcm) * c.loops
+	n := (total + frameBytes - 1) / frameBytes
+	buf := make([]byte, 0, frameBytes)
+	chunk := time.Duration(c.chunkMs) * time.Millisecond
+	var late []time.Duration
+	if c.pace == PaceRealtime {
+		late = make([]time.Duration, 0, n)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	start := time.Now()
+	s.mu.Lock()
+	s.rt.AudioStart = start
+	s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		at := start.Add(time.Duration(i) * chunk)
+		if c.pace == PaceRealtime {
+			if d := time.Until(at); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		buf = buf[:0]
+		for off := i * frameBytes; off < min((i+1)*frameBytes, total); {
+			p := off % len(pcm)
+			m := min(len(pcm)-p, min((i+1)*frameBytes, total)-off)
+			buf = append(buf, pcm[p:p+m]...)
+			off += m
+		}
+		typ, msg := s.d.frame(buf)
+		if err := conn.Write(ctx, typ, msg); err != nil {
+			return err
+		}
+		if c.pace == PaceRealtime {
+			late = append(late, time.Since(at))
+		}
+		sent := int64(i*frameBytes+len(buf)) / 2
+		s.sentNs.Store(sent * int64(time.Second) / int64(rate))
+	}
+	s.mu.Lock()
+	s.rt.Frames = n
+	s.rt.AudioS = float64(total/2) / float64(rate)
+	if len(late) > 0 {
+		slices.Sort(late)
+		s.rt.SendLateMax = late[len(late)-1]
+		s.rt.SendLateP99 = late[min(len(late)-1, len(late)*99/100)]
+	}
+	s.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,132 @@
+package runbook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/asrprof/asrprof/probe"
+)
+
+// GPU is one device's identity and memory use.
+type GPU struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name,omitempty"`
+	UUID     string `json:"uuid,omitempty"`
+	UsedMiB  uint64 `json:"used_mib"`
+	TotalMiB uint64 `json:"total_mib"`
+}
+
+// GPUReader reads every GPU's memory use.
+type GPUReader interface {
+	// GPUs returns one entry per GPU. It returns an error wrapping
+	// probe.ErrNotSupported where there is no NVML (no driver, no GPU),
+	// and ctx's error when a call does not return in time. Safe for
+	// concurrent use.
+	GPUs(ctx context.Context) ([]GPU, error)
+}
+
+// NVML returns a GPUReader over lib (nil: the system's libnvidia-ml).
+func NVML(lib nvml.Interface) GPUReader { return nvmlReader{lib} }
+
+type nvmlReader struct{ lib nvml.Interface }
+
+var _ GPUReader = nvmlReader{}
+
+func (r nvmlReader) GPUs(ctx context.Context) ([]GPU, error) {
+	lib := r.lib
+	if lib == nil {
+		lib = nvml.New()
+	}
+	type result struct {
+		gpus []GPU
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() { // NVML calls cannot be cancelled
+		gpus, err := readGPUs(lib)
+		ch <- result{gpus, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.gpus, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("reading GPU memory: NVML did not answer: %w", ctx.Err())
+	}
+}
+
+func readGPUs(lib nvml.Interface) ([]GPU, error) {
+	if r := lib.Init(); r != nvml.SUCCESS {
+		return nil, fmt.Errorf("no NVML (%s): %w", r.Error(), probe.ErrNotSupported)
+	}
+	defer lib.Shutdown()
+	n, r := lib.DeviceGetCount()
+	if r != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML DeviceGetCount: %s", r.Error())
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("NVML sees no GPU: %w", probe.ErrNotSupported)
+	}
+	out := make([]GPU, 0, n)
+	for i := 0; i < n; i++ {
+		d, r := lib.DeviceGetHandleByIndex(i)
+		if r != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML GPU %d: DeviceGetHandleByIndex: %s", i, r.Error())
+		}
+		m, r := d.GetMemoryInfo()
+		if r != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML GPU %d: GetMemoryInfo: %s", i, r.Error())
+		}
+		g := GPU{Index: i, UsedMiB: m.Used >> 20, TotalMiB: m.Total >> 20}
+		g.Name, _ = d.GetName()
+		g.UUID, _ = d.GetUUID()
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// WaitGPUFree polls r until every GPU uses less than limitMiB, for at most
+// timeout. It returns the last reading. Where there is no NVML it returns
+// at once with an error wrapping probe.ErrNotSupported (callers skip the
+// check); memory still in use at the timeout is ErrGPUBusy.
+func WaitGPUFree(ctx context.Context, r GPUReader, limitMiB uint64, timeout, every time.Duration) ([]GPU, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		gpus, err := r.GPUs(callCtx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		busy := busyGPUs(gpus, limitMiB)
+		if len(busy) == 0 {
+			return gpus, nil
+		}
+		if !time.Now().Before(deadline) {
+			return gpus, fmt.Errorf("%w: after %s, %s (limit %d MiB); a process outside the server's group may hold it (nvidia-smi lists them)",
+				ErrGPUBusy, timeout, strings.Join(busy, ", "), limitMiB)
+		}
+		select {
+		case <-ctx.Done():
+			return gpus, ctx.Err()
+		case <-time.After(min(every, time.Until(deadline)+time.Millisecond)):
+		}
+	}
+}
+
+func busyGPUs(gpus []GPU, limitMiB uint64) []string {
+	var busy []string
+	for _, g := range gpus {
+		if g.UsedMiB >= limitMiB {
+			busy = append(busy, fmt.Sprintf("GPU %d uses %d MiB", g.Index, g.UsedMiB))
+		}
+	}
+	return busy
+}
+
+// isNotSupported reports whether err says the check cannot run here.
+func isNotSupported(err error) bool { return errors.Is(err, probe.ErrNotSupported) }
