@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/bench/protocol"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded in
@@ -58,6 +59,15 @@ type Config struct {
 	EventsDir  string `json:"events_dir"`
 	ProfileURL string `json:"profile_url"`
 	Quiet      bool   `json:"quiet"`
+
+	// Realtime protocols (funasr-ws, openai-realtime), docs/REALTIME.md:
+	// audio per frame, pacing (realtime or none), loops of the audio
+	// within a session, the openai-realtime dialect, and Fun-ASR hotwords.
+	ChunkMs  int      `json:"chunk_ms,omitempty"`
+	Pace     string   `json:"pace,omitempty"`
+	Loops    int      `json:"loops,omitempty"`
+	Dialect  string   `json:"realtime_dialect,omitempty"`
+	Hotwords []string `json:"hotwords,omitempty"`
 }
 
 // Level is one point of the sweep.
@@ -94,17 +104,25 @@ func (c *Config) validate() error {
 	if c.Target == "" {
 		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
 	}
+	realtime := protocol.IsRealtime(c.Protocol)
 	u, err := url.Parse(c.Target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	okScheme := u != nil && (u.Scheme == "http" || u.Scheme == "https" || (realtime && (u.Scheme == "ws" || u.Scheme == "wss")))
+	if err != nil || !okScheme || u.Host == "" {
+		if realtime {
+			return fmt.Errorf("--target %q: want an http(s) or ws(s) URL such as ws://127.0.0.1:10095", c.Target)
+		}
 		return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8000", c.Target)
 	}
 	if c.Dataset == "" {
 		return fmt.Errorf("--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)")
 	}
 	switch c.Protocol {
-	case "openai", "openai-stream":
+	case "openai", "openai-stream", "funasr-ws", "openai-realtime":
 	default:
-		return fmt.Errorf("--protocol %q: want openai or openai-stream", c.Protocol)
+		return fmt.Errorf("--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol)
+	}
+	if err := c.validateRealtime(); err != nil {
+		return err
 	}
 	switch c.Lang {
 	case "en", "zh":
@@ -142,6 +160,30 @@ func (c *Config) validate() error {
 	case "table", "markdown", "csv", "json":
 	default:
 		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
+	}
+	return nil
+}
+
+// validateRealtime checks the realtime knobs; zero values take defaults.
+func (c *Config) validateRealtime() error {
+	if c.ChunkMs != 0 && (c.ChunkMs < 10 || c.ChunkMs > 10000) {
+		return fmt.Errorf("--chunk-ms %d: want 10..10000", c.ChunkMs)
+	}
+	switch c.Pace {
+	case "", protocol.PaceRealtime, protocol.PaceNone:
+	default:
+		return fmt.Errorf("--pace %q: want realtime or none", c.Pace)
+	}
+	if c.Loops < 0 {
+		return fmt.Errorf("--loops %d: must be ≥ 1", c.Loops)
+	}
+	switch c.Dialect {
+	case "", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni:
+	default:
+		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
+	}
+	if c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "" {
+		return fmt.Errorf("--realtime-dialect vllm needs --model (vLLM's session.update requires it)")
 	}
 	return nil
 }

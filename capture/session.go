@@ -69,7 +69,8 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, err := probeTarget(ctx, cfg.Target, cfg.ReadyTimeout, func(m string) { fmt.Fprintln(s.stderr, m) })
+	items = loopItems(cfg, items)
+	models, err := checkTarget(ctx, cfg, func(m string) { fmt.Fprintln(s.stderr, m) })
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +123,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 
-	client, err := protocol.New(cfg.Protocol, protocol.Options{
+	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
 		HTTPClient: newHTTPClient(cfg),
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Items:   items,
 		Model:   cfg.Model,
 		Lang:    cfg.Lang,
-		Timeout: cfg.Timeout,
+		Timeout: sessionTimeout(cfg, items),
 		Tracer:  tr.client,
 		OnRecord: func(r *trace.Request) {
 			prog.done(r.Status == trace.StatusOK)
@@ -362,6 +363,8 @@ func configMap(cfg *Config) map[string]any {
 		"out": cfg.Out, "skip_bad": cfg.SkipBad, "probes": cfg.Probes, "pid": cfg.PID,
 		"otlp_http": cfg.OTLPHTTP, "otlp_grpc": cfg.OTLPGRPC, "span_grace_s": cfg.SpanGrace.Seconds(),
 		"events_dir": cfg.EventsDir, "profile_url": cfg.ProfileURL,
+		"chunk_ms": cfg.ChunkMs, "pace": cfg.Pace, "loops": cfg.Loops,
+		"realtime_dialect": cfg.Dialect, "hotwords": cfg.Hotwords,
 	}
 }
 

@@ -67,6 +67,20 @@ type Request struct {
 	Lang             string      `json:"lang,omitempty"`
 	Scored           bool        `json:"scored"` // false when failed, warmup, or the normalized reference is empty
 	Errors           *WordErrors `json:"errors,omitempty"`
+
+	// Realtime sessions only (protocols funasr-ws and openai-realtime);
+	// definitions in docs/REALTIME.md. Seconds; a pointer is nil when the
+	// session never reached the point it measures.
+	FirstUpdateS    *float64 `json:"first_update_s,omitempty"`     // first audio frame sent → first message with text
+	FinalAfterStopS *float64 `json:"final_after_stop_s,omitempty"` // end of input sent → final message
+	LagP95S         *float64 `json:"lag_p95_s,omitempty"`          // p95 of the per-update response lags
+	LagMaxS         *float64 `json:"lag_max_s,omitempty"`          // worst per-update response lag
+	LagGrowthS      *float64 `json:"lag_growth_s,omitempty"`       // mean lag of the last third of updates − of the first third (≥ 6 updates)
+	LagSource       string   `json:"lag_source,omitempty"`         // server, sent or mixed: where the covered audio time came from
+	Partials        int      `json:"partials,omitempty"`           // non-final updates with text
+	Finals          int      `json:"finals,omitempty"`             // text units locked by the server
+	AudioS          float64  `json:"audio_s,omitempty"`            // audio seconds sent (all loops)
+	SendLateMaxS    *float64 `json:"send_late_max_s,omitempty"`    // realtime pacing: worst frame send after its schedule
 }
 
 // Stat is a {mean,min,max,n} summary over repeats, as SGLang-Omni writes it.
@@ -123,7 +137,15 @@ type PassMetrics struct {
 	TTFTP95S              *float64 `json:"ttft_p95_s,omitempty"`
 	ChunkGapMeanS         *float64 `json:"chunk_gap_mean_s,omitempty"`
 	ChunkGapP95S          *float64 `json:"chunk_gap_p95_s,omitempty"`
-	Coverage              Coverage `json:"coverage"`
+	// Realtime sessions only (docs/REALTIME.md), over successful sessions.
+	AudioSPerWallS     *float64 `json:"audio_s_per_wall_s,omitempty"` // aggregate realtime factor: Σ audio_s / wall
+	FirstUpdateP50S    *float64 `json:"first_update_p50_s,omitempty"`
+	FirstUpdateP95S    *float64 `json:"first_update_p95_s,omitempty"`
+	FinalAfterStopP50S *float64 `json:"final_after_stop_p50_s,omitempty"`
+	FinalAfterStopP95S *float64 `json:"final_after_stop_p95_s,omitempty"`
+	LagP95WorstS       *float64 `json:"lag_p95_worst_s,omitempty"`   // the worst session's lag_p95_s
+	LagGrowthMeanS     *float64 `json:"lag_growth_mean_s,omitempty"` // mean of the sessions' lag_growth_s
+	Coverage           Coverage `json:"coverage"`
 }
 
 // LevelResult is one entry of results.json's results[]: a level summarised

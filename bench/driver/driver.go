@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/score"
 	"github.com/asrprof/asrprof/trace"
@@ -185,6 +187,9 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 	for i := 1; i < len(res.ChunkTimes); i++ {
 		rec.ChunkGapsS = append(rec.ChunkGapsS, res.ChunkTimes[i].Sub(res.ChunkTimes[i-1]).Seconds())
 	}
+	if res.Realtime != nil {
+		realtimeFields(rec, res.Realtime)
+	}
 	rec.HTTPStatus = res.HTTPStatus
 	rec.ServerRequestID = res.ServerRequestID
 	if res.Err != nil {
@@ -232,4 +237,34 @@ func (d *Driver) randomTraceParent() (string, string) {
 	tid := hex.EncodeToString(b[:16])
 	sid := hex.EncodeToString(b[16:])
 	return "00-" + tid + "-" + sid + "-01", tid
+}
+
+// realtimeFields copies a WebSocket session's measurements into rec
+// (definitions in docs/REALTIME.md).
+func realtimeFields(rec *trace.Request, rt *protocol.RealtimeResult) {
+	secs := func(from, to time.Time) *float64 {
+		if from.IsZero() || to.IsZero() {
+			return nil
+		}
+		s := to.Sub(from).Seconds()
+		return &s
+	}
+	val := func(x float64) *float64 { return &x }
+	rec.FirstUpdateS = secs(rt.AudioStart, rt.FirstUpdate)
+	rec.FinalAfterStopS = secs(rt.StopSent, rt.Final)
+	if n := len(rt.LagsS); n > 0 {
+		rec.LagP95S = val(metrics.Percentile(rt.LagsS, 95))
+		rec.LagMaxS = val(slices.Max(rt.LagsS))
+		if n >= 6 {
+			k := n / 3
+			rec.LagGrowthS = val(metrics.Mean(rt.LagsS[n-k:]) - metrics.Mean(rt.LagsS[:k]))
+		}
+	}
+	rec.LagSource = rt.LagSource
+	rec.Partials = rt.Partials
+	rec.Finals = rt.Finals
+	rec.AudioS = rt.AudioS
+	if rt.SendLateMax > 0 {
+		rec.SendLateMaxS = val(rt.SendLateMax.Seconds())
+	}
 }

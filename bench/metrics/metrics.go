@@ -62,6 +62,7 @@ func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 	var m trace.PassMetrics
 	m.WallS = wallS
 	var lat, rtf, ttft, gaps []float64
+	var rt realtimeAcc
 	var audioOK float64
 	var errs, refWords int
 	cov := trace.Coverage{Total: len(recs)}
@@ -88,6 +89,7 @@ func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 			ttft = append(ttft, r.TTFTS)
 		}
 		gaps = append(gaps, r.ChunkGapsS...)
+		rt.add(r)
 		if r.Scored && r.Errors != nil {
 			cov.Evaluated++
 			errs += r.Errors.Sub + r.Errors.Del + r.Errors.Ins
@@ -122,7 +124,65 @@ func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 		mean, p95 := Mean(gaps), Percentile(gaps, 95)
 		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
 	}
+	rt.fill(&m, wallS)
 	return m
+}
+
+// realtimeAcc gathers the realtime sessions' fields of a pass.
+type realtimeAcc struct {
+	n                 int
+	audioS            float64
+	first, final, lag []float64
+	growth            []float64
+}
+
+func (a *realtimeAcc) add(r *trace.Request) {
+	if r.AudioS == 0 && r.FirstUpdateS == nil && r.FinalAfterStopS == nil {
+		return // not a realtime session
+	}
+	a.n++
+	a.audioS += r.AudioS
+	for _, x := range []struct {
+		v   *float64
+		dst *[]float64
+	}{{r.FirstUpdateS, &a.first}, {r.FinalAfterStopS, &a.final}, {r.LagP95S, &a.lag}, {r.LagGrowthS, &a.growth}} {
+		if x.v != nil {
+			*x.dst = append(*x.dst, *x.v)
+		}
+	}
+}
+
+// fill sets the realtime metrics of m (docs/REALTIME.md):
+//
+//   - audio_s_per_wall_s = Σ audio_s of successful sessions / wall
+//   - first_update_p50_s, first_update_p95_s, final_after_stop_p50_s,
+//     final_after_stop_p95_s: percentiles over the sessions
+//   - lag_p95_worst_s = max over sessions of lag_p95_s
+//   - lag_growth_mean_s = mean over sessions of lag_growth_s
+func (a *realtimeAcc) fill(m *trace.PassMetrics, wallS float64) {
+	if a.n == 0 {
+		return
+	}
+	val := func(x float64) *float64 { return &x }
+	if wallS > 0 {
+		m.AudioSPerWallS = val(a.audioS / wallS)
+	}
+	if len(a.first) > 0 {
+		m.FirstUpdateP50S, m.FirstUpdateP95S = val(Percentile(a.first, 50)), val(Percentile(a.first, 95))
+	}
+	if len(a.final) > 0 {
+		m.FinalAfterStopP50S, m.FinalAfterStopP95S = val(Percentile(a.final, 50)), val(Percentile(a.final, 95))
+	}
+	if len(a.lag) > 0 {
+		worst := a.lag[0]
+		for _, x := range a.lag {
+			worst = math.Max(worst, x)
+		}
+		m.LagP95WorstS = val(worst)
+	}
+	if len(a.growth) > 0 {
+		m.LagGrowthMeanS = val(Mean(a.growth))
+	}
 }
 
 // StatOf summarises values over repeats.

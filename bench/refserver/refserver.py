@@ -27,6 +27,7 @@ Standard library plus Debian's python3-pocketsphinx only.  Run with
 """
 
 import argparse
+import base64
 import collections
 import ctypes
 import ctypes.util
@@ -36,10 +37,12 @@ import io
 import json
 import os
 import queue
+import hashlib
 import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -523,6 +526,8 @@ def _field_text(fields, name, default=""):
 class Request:
     """One transcription request as it moves through the pipeline."""
 
+    realtime = False  # StreamSession overrides
+
     def __init__(self, request_id, trace_id, parent_span_id, stream):
         self.id = request_id
         self.trace_id = trace_id
@@ -553,6 +558,7 @@ class Pipeline:
         self.metrics = metrics
         self.profiler = profiler
         self.chunk_bytes = max(1, int(SAMPLE_RATE * args.chunk_ms / 1000)) * 2
+        self.interval_bytes = max(1, int(SAMPLE_RATE * args.decode_interval)) * 2
         self.build_q = queue.Queue()
         self.build_lock = threading.Lock()
         self.build_pending = 0
@@ -687,7 +693,8 @@ class Pipeline:
         self.ready.wait()
         while not self.stopping.is_set():
             with self.adm_cond:
-                while not self.admission and not self.running and not self.stopping.is_set():
+                while (not self.admission and not self._runnable()
+                       and not self.stopping.is_set()):
                     self.adm_cond.wait(0.5)
                 admitted = []
                 while self.admission and self.decoders:
@@ -713,7 +720,14 @@ class Pipeline:
                 except Exception as e:
                     self._finish(req, "error", str(e))
 
+    def _runnable(self):
+        """Whether a running request has work (a realtime session may be
+        waiting for audio); adm_cond is held."""
+        return any(not r.realtime or r.cancelled or r.has_work() for r in self.running)
+
     def _first_forward(self, req):
+        if req.realtime:
+            return self._stream_admit(req)
         self.mark(req, "scheduler_prefill_start",
                   {"batch_size": req.batch_at_admission,
                    "queue_depth": len(self.admission)})
@@ -730,6 +744,8 @@ class Pipeline:
 
     def _step(self, req):
         """Feed one chunk to the request's decoder; True when the audio is used up."""
+        if req.realtime:
+            return self._stream_step(req) if req.has_work() else False
         chunk = req.pcm[req.offset:req.offset + self.chunk_bytes]
         req.offset += len(chunk)
         req.steps += 1
@@ -916,6 +932,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rid = self._request_id()
         path = urllib.parse.urlsplit(self.path).path
         app = self.app
+        if path in ("/", "/ws") and "websocket" in (self.headers.get("Upgrade") or "").lower():
+            return self._websocket(rid)
         if path == "/health":
             if app.pipeline.ready.is_set():
                 self._send_json(200, {"status": "ok", "model": MODEL_ID}, rid)
@@ -1195,11 +1213,16 @@ def parse_args(argv):
                    help="requests the scheduler decodes at once (= decoder pool size)")
     p.add_argument("--chunk-ms", type=int, default=100,
                    help="audio per decode step in milliseconds")
+    p.add_argument("--decode-interval", type=float, default=0.48,
+                   help="realtime sessions: seconds of audio per decode step (one partial "
+                   "hypothesis each)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request to stderr")
     a = p.parse_args(argv)
     for name in ("build_workers", "build_max_pending", "max_running_requests", "chunk_ms"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if not 0.01 <= a.decode_interval <= 10:
+        p.error("--decode-interval must be between 0.01 and 10 seconds")
     return a
 
 

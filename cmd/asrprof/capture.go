@@ -42,8 +42,14 @@ Flags:
 `
 
 func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return captureCommand(ctx, "capture", args, stdout, stderr)
+}
+
+// captureCommand parses the capture flags plus the runbook flags of the
+// command called name ("capture" or "ab") and runs a capture or a runbook.
+func captureCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	cfg := capture.Config{Arrivals: load.Poisson}
-	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	conc := intList{}
 	rates := floatList{}
@@ -80,8 +86,9 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
 	fs.StringVar(&cfg.ProfileURL, "profile-url", "", "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress output")
+	rb := addRunbookFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), captureUsage)
+		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
 		printFlags(fs.Output(), fs)
 	}
 	if err := parse(fs, args); err != nil {
@@ -110,6 +117,9 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if cfg.Out == "" {
 		cfg.Out = "runs/" + time.Now().Format("20060102-150405")
+	}
+	if rb.enabled() {
+		return rb.run(ctx, cfg, stdout, stderr)
 	}
 	_, err := capture.New(cfg, stdout, stderr).Run(ctx)
 	return err

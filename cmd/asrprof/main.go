@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/runbook"
 )
 
 // Exit codes.
@@ -23,6 +24,7 @@ const (
 	exitOK          = 0
 	exitFailed      = 1
 	exitUsage       = 2 // bad flags, bad input, target not answering
+	exitIncomplete  = 3 // a runbook (capture --server-cmd/--runs, ab) ran but a scored run lacks coverage
 	exitInterrupted = 130
 )
 
@@ -45,6 +47,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
+		{"ab", "compare two server commands in alternating fresh-server runs", runAB},
 		{"show", "print the sweep table of a capture bundle", runShow},
 		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
 		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
@@ -104,8 +107,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, capture.ErrInterrupted):
 			fmt.Fprintln(stderr, "asrprof: interrupted; the bundle was finalized with complete=false")
 			return exitInterrupted
+		case errors.Is(err, runbook.ErrIncomplete):
+			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			return exitIncomplete
 		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),
-			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig):
+			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig),
+			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand):
 			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
 			return exitUsage
 		default:

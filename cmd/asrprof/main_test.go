@@ -15,12 +15,14 @@ import (
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The test binary doubles as asrprof when ASRPROF_TEST_MAIN is set, so
 // tests can run it as a real process (and kill it).
 func TestMain(m *testing.M) {
+	runbooktest.Main() // the test binary is also the runbook tests' fake server
 	if os.Getenv("ASRPROF_TEST_MAIN") == "1" {
 		main()
 		return

@@ -19,7 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/bpf"
 	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // File is the bundle file the probe appends to.
@@ -77,10 +79,7 @@ type Probe struct {
 	target   probe.Target
 	out      probe.Sink
 	base     snapshot
-	loopErr  error
-	cancel   context.CancelFunc
-	done     chan struct{}
-	started  bool
+	loop     *watch.Loop // runs while the probe is started
 }
 
 // New returns a probe that does nothing until Start.
@@ -88,7 +87,9 @@ func New(cfg Config) *Probe {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
 	}
-	return &Probe{cfg: cfg}
+	p := &Probe{cfg: cfg}
+	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	return p
 }
 
 // Name returns "sched".
@@ -105,15 +106,15 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return fmt.Errorf("sched: kernel BTF: %w (%w)", probe.ErrNotSupported, err)
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("sched: memlock: %w", notSupported(err))
+		return fmt.Errorf("sched: memlock: %w", bpf.NotSupported(err))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
+	if p.loop.Running() {
 		return errors.New("sched: already started")
 	}
 	if err := loadSchedObjects(&p.objs, nil); err != nil {
-		return fmt.Errorf("sched: loading BPF programs: %w", notSupported(err))
+		return fmt.Errorf("sched: loading BPF programs: %w", bpf.NotSupported(err))
 	}
 	defer func() {
 		if err != nil {
@@ -123,13 +124,13 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	for _, prog := range []*ebpf.Program{p.objs.OnSwitch, p.objs.OnWakeup, p.objs.OnWakeupNew, p.objs.OnFork} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
-			return fmt.Errorf("sched: attaching %s: %w", prog, notSupported(err))
+			return fmt.Errorf("sched: attaching %s: %w", prog, bpf.NotSupported(err))
 		}
 		p.links = append(p.links, l)
 	}
 	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Seed})
 	if err != nil {
-		return fmt.Errorf("sched: attaching task iterator: %w", notSupported(err))
+		return fmt.Errorf("sched: attaching task iterator: %w", bpf.NotSupported(err))
 	}
 	p.seedLink = it
 	p.target, p.out = t, out
@@ -142,50 +143,16 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if p.base, err = p.snapshotLocked(); err != nil {
 		return err
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
-	go p.loop(loopCtx, p.done)
+	p.loop.Start()
 	return nil
-}
-
-// notSupported wraps err with probe.ErrNotSupported when it says that the
-// kernel or our permissions do not allow it.
-func notSupported(err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
-	}
-	return err
-}
-
-func (p *Probe) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(p.cfg.Refresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
-				p.loopErr = err
-			}
-			p.mu.Unlock()
-		}
-	}
 }
 
 // refreshLocked brings the watch map up to date with the target's process
 // tree and seeds entries for threads that have not been switched yet.
 func (p *Probe) refreshLocked() error {
 	want := make(map[uint32]bool)
-	for _, pid := range proctree.Descendants(p.target.PID) {
+	for _, pid := range watch.Pids(p.target) {
 		want[uint32(pid)] = true
-	}
-	if p.target.Children != nil {
-		for _, pid := range p.target.Children() {
-			want[uint32(pid)] = true
-		}
 	}
 	var (
 		k   uint32
@@ -273,7 +240,7 @@ func monoNow() uint64 {
 func accumulate(v *schedTstat, now uint64) counters {
 	c := counters{
 		tgid:    v.Tgid,
-		comm:    commString(v.Comm[:]),
+		comm:    bpf.Comm(v.Comm[:]),
 		oncpu:   v.OncpuNs,
 		offcpu:  v.OffcpuNs,
 		vol:     v.Voluntary,
@@ -295,17 +262,6 @@ func accumulate(v *schedTstat, now uint64) counters {
 		c.rqWait += now - v.EnqTs
 	}
 	return c
-}
-
-func commString(b []int8) string {
-	buf := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		buf = append(buf, byte(c))
-	}
-	return string(buf)
 }
 
 func (p *Probe) snapshotLocked() (snapshot, error) {
@@ -364,13 +320,13 @@ func diff(a, b counters, wall float64) Record {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return
 	}
 	if s, err := p.snapshotLocked(); err == nil {
 		p.base = s
-	} else if p.loopErr == nil {
-		p.loopErr = err // reported by End
+	} else {
+		p.loop.Keep(err) // reported by End
 	}
 }
 
@@ -382,11 +338,10 @@ func (p *Probe) Begin(per probe.Period) {
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return errors.New("sched: End before Start")
 	}
-	err := p.loopErr
-	p.loopErr = nil
+	err := p.loop.TakeErr()
 	cur, serr := p.snapshotLocked()
 	if serr != nil {
 		return errors.Join(err, serr)
@@ -435,19 +390,12 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 // Stop detaches the programs and frees the maps. It waits for the refresh
 // goroutine until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return nil
+	wasRunning, err := p.loop.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("sched: stopping: %w", err)
 	}
-	p.started = false
-	p.cancel()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("sched: stopping: %w", ctx.Err())
+	if !wasRunning {
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -484,7 +432,7 @@ type Overhead struct {
 func (p *Probe) Overhead() (Overhead, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return Overhead{}, errors.New("sched: not started")
 	}
 	var o Overhead

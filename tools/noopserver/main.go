@@ -8,10 +8,12 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"time"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18099", "listen address")
+	delay := flag.Duration("delay", 0, "service time added to every transcription")
 	flag.Parse()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
@@ -21,6 +23,7 @@ func main() {
 	})
 	mux.HandleFunc("/v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		time.Sleep(*delay)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"text":"ok"}`)
 	})

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
-// JaegerVersion is the Jaeger module version tools/jaeger.sh builds.
+// jaegerVersion is the Jaeger module version tools/jaeger.sh builds.
 const jaegerVersion = "v1.76.0"
 
 // jaegerBinary finds the Jaeger binary: $ASRPROF_JAEGER, else the cache
@@ -254,6 +255,7 @@ func TestJaegerRoundTrip(t *testing.T) {
 		t.Skipf("no Jaeger binary (%v): run tools/jaeger.sh (make test does)", err)
 	}
 	j := startJaeger(t, bin)
+	checkLoopbackOnly(t, j.cmd.Process.Pid)
 	dir := filepath.Join(t.TempDir(), "cap-jaeger")
 	sb := writeSmallBundle(t, dir, 6)
 	st, err := OTLP(context.Background(), openBundle(t, dir), OTLPConfig{
@@ -335,4 +337,50 @@ func TestJaegerRoundTrip(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkLoopbackOnly fails the test if process pid has a listening TCP
+// socket or a UDP socket bound to anything but a loopback address. It reads
+// the socket inodes from /proc/PID/fd and their addresses from
+// /proc/net/{tcp,tcp6,udp,udp6}.
+func checkLoopbackOnly(t *testing.T, pid int) {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Logf("cannot list the sockets of pid %d (%v): loopback check skipped", pid, err)
+		return
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	listening := 0
+	for _, f := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 10 || !inodes[fields[9]] {
+				continue
+			}
+			// TCP: only listeners (state 0A); UDP: every bound socket.
+			if strings.HasPrefix(f, "tcp") && fields[3] != "0A" {
+				continue
+			}
+			listening++
+			addr := fields[1][:strings.IndexByte(fields[1], ':')]
+			if addr != "0100007F" && addr != "00000000000000000000000001000000" {
+				t.Errorf("jaeger listens on %s %s, not loopback", f, fields[1])
+			}
+		}
+	}
+	if listening == 0 {
+		t.Errorf("found no listening socket of jaeger (pid %d) in /proc: the check is broken", pid)
+	}
+	t.Logf("jaeger: %d listening sockets, all on loopback", listening)
 }

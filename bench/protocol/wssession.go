@@ -45,8 +45,9 @@ type RealtimeResult struct {
 	StopSent    time.Time // the end of input was sent (STOP, a final commit, …)
 	Final       time.Time // the final message arrived
 	// LagsS holds one lag per non-final update that carried text, in
-	// arrival order, in seconds: (arrival − AudioStart) − the audio time
-	// the update covers (docs/REALTIME.md).
+	// arrival order, in seconds: (arrival − audio origin) − the audio time
+	// the update covers, where the origin is one chunk before AudioStart
+	// under realtime pacing and AudioStart otherwise (docs/REALTIME.md).
 	LagsS []float64
 	// LagSource says where the covered audio time came from: LagFromServer,
 	// LagFromSent or LagMixed; "" when there was no update.
@@ -59,6 +60,9 @@ type RealtimeResult struct {
 	// returned) with its schedule under realtime pacing; 0 with PaceNone.
 	SendLateMax time.Duration
 	SendLateP99 time.Duration
+	// SendLate holds every frame's lateness, in send order (realtime
+	// pacing only).
+	SendLate []time.Duration
 }
 
 // message is what a dialect learned from one server message.
@@ -239,7 +243,11 @@ type session struct {
 	mu     sync.Mutex // guards d's state, rt's update fields and stopped
 	sentNs atomic.Int64
 	// stopped is set when the end of input was sent.
-	stopped  bool
+	stopped bool
+	// origin is the audio clock's zero for lags: one chunk before the
+	// first frame under realtime pacing (a live source has a chunk only
+	// once it was spoken), the first frame otherwise.
+	origin   time.Time
 	fromSrv  int
 	fromSent int
 
@@ -267,6 +275,9 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	pcm, err := c.cache.get(job, d.rate())
 	if err != nil {
 		return fail(KindOther, fmt.Errorf("decoding audio: %w", err))
+	}
+	if len(pcm) == 0 {
+		return fail(KindOther, errors.New("decoding audio: no samples"))
 	}
 	hdr := http.Header{}
 	if job.TraceParent != "" {
@@ -347,13 +358,14 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	if err := c.send(sctx, conn, s, pcm); err != nil {
 		return sessionErr(firstErr(s, err))
 	}
-	if err := d.stop(sctx, conn); err != nil {
-		return sessionErr(firstErr(s, err))
-	}
+	// Marked before the write: the answer may arrive before it returns.
 	s.mu.Lock()
 	s.stopped = true
 	rt.StopSent = time.Now()
 	s.mu.Unlock()
+	if err := d.stop(sctx, conn); err != nil {
+		return sessionErr(firstErr(s, err))
+	}
 	if err := wait(s.final); err != nil {
 		return sessionErr(err)
 	}
@@ -364,7 +376,9 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	if !rt.FirstUpdate.IsZero() {
 		res.FirstToken = rt.FirstUpdate
 	}
-	go conn.Close(websocket.StatusNormalClosure, "") // the close handshake is not part of the session
+	// The close handshake is not part of the session's timings; the
+	// reader is still running and takes the server's close frame.
+	_ = conn.Close(websocket.StatusNormalClosure, "")
 	return res
 }
 
@@ -455,7 +469,7 @@ func (s *session) record(m message, now time.Time) {
 	} else {
 		s.fromSrv++
 	}
-	rt.LagsS = append(rt.LagsS, now.Sub(rt.AudioStart).Seconds()-covered)
+	rt.LagsS = append(rt.LagsS, now.Sub(s.origin).Seconds()-covered)
 	switch {
 	case s.fromSent == 0:
 		rt.LagSource = LagFromServer
@@ -484,6 +498,10 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 	start := time.Now()
 	s.mu.Lock()
 	s.rt.AudioStart = start
+	s.origin = start
+	if c.pace == PaceRealtime {
+		s.origin = start.Add(-chunk)
+	}
 	s.mu.Unlock()
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * chunk)
@@ -518,9 +536,10 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 	s.rt.Frames = n
 	s.rt.AudioS = float64(total/2) / float64(rate)
 	if len(late) > 0 {
-		slices.Sort(late)
-		s.rt.SendLateMax = late[len(late)-1]
-		s.rt.SendLateP99 = late[min(len(late)-1, len(late)*99/100)]
+		s.rt.SendLate = late
+		sorted := slices.Sorted(slices.Values(late))
+		s.rt.SendLateMax = sorted[len(sorted)-1]
+		s.rt.SendLateP99 = sorted[min(len(sorted)-1, len(sorted)*99/100)]
 	}
 	s.mu.Unlock()
 	return nil

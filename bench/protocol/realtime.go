@@ -1,0 +1,354 @@
+package protocol
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/coder/websocket"
+)
+
+// NewRealtime returns the "openai-realtime" client in opts.Dialect:
+//
+//   - DialectOpenAI (default): OpenAI's GA realtime transcription. Opens
+//     /v1/realtime?intent=transcription, waits for session.created, sends
+//     session.update {session: {type: "transcription", audio: {input:
+//     {format: {type: "audio/pcm", rate: 24000}, transcription: {model,
+//     language}, turn_detection: {type: "server_vad"}}}}}, then
+//     input_audio_buffer.append with base64 PCM16 at 24 kHz. The end of
+//     input is an input_audio_buffer.commit; the session is final once that
+//     commit was answered (a committed event not right after
+//     speech_stopped, which marks the server VAD's own commits, or the
+//     empty-buffer error) and every committed item has its
+//     ...input_audio_transcription.completed (or .failed). Deltas append to their item; the transcript is the items'
+//     texts in commit order.
+//   - DialectVLLM: vLLM's /v1/realtime. session.update with a top-level
+//     model (and language), an input_audio_buffer.commit that starts
+//     generation, appends at 16 kHz, {"type": "input_audio_buffer.commit",
+//     "final": true} at the end; transcription.delta appends,
+//     transcription.done {text} is final.
+//   - DialectSGLangOmni: SGLang-Omni's realtime transcription session.
+//     session.update with flat fields (language, turn_detection server_vad,
+//     input_audio_format "pcm16"), appends at 16 kHz, transcription.done at
+//     the end; transcription.segment {segment_id, audio_end_ms, text,
+//     is_final} replaces its segment's text; transcription.completed {text}
+//     is final.
+//
+// Every dialect fails the session on an error event, except OpenAI's
+// empty-buffer answer to the last commit. docs/REALTIME.md gives the
+// sources of these message shapes.
+func NewRealtime(opts Options) (Client, error) {
+	switch opts.Dialect {
+	case "", DialectOpenAI:
+		return newWSClient(opts, "/v1/realtime?intent=transcription", func() dialect { return &openaiRT{texts: map[string]string{}, done: map[string]bool{}} })
+	case DialectVLLM:
+		return newWSClient(opts, "/v1/realtime", func() dialect { return &vllmRT{} })
+	case DialectSGLangOmni:
+		return newWSClient(opts, "/v1/realtime", func() dialect { return &sglangRT{texts: map[string]string{}} })
+	}
+	return nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", opts.Dialect)
+}
+
+// rtMsg is the union of the server events the three dialects send.
+type rtMsg struct {
+	Type       string          `json:"type"`
+	Error      json.RawMessage `json:"error"`
+	Code       any             `json:"code"`
+	ItemID     string          `json:"item_id"`
+	Delta      string          `json:"delta"`
+	Transcript string          `json:"transcript"`
+	Text       *string         `json:"text"`
+	SegmentID  any             `json:"segment_id"`
+	AudioEndMs *float64        `json:"audio_end_ms"`
+	IsFinal    bool            `json:"is_final"`
+}
+
+func parseRT(typ websocket.MessageType, data []byte) (rtMsg, error) {
+	var v rtMsg
+	if typ != websocket.MessageText {
+		return v, &malformedError{"binary message from the server"}
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return v, &malformedError{fmt.Sprintf("%v: %.100s", err, data)}
+	}
+	if v.Type == "" {
+		return v, &malformedError{fmt.Sprintf("event without a type: %.100s", data)}
+	}
+	return v, nil
+}
+
+// errorCode is the code of an error event, at the top level (vLLM) or
+// inside the error object (OpenAI, SGLang-Omni).
+func (v *rtMsg) errorCode() string {
+	if v.Code != nil {
+		return fmt.Sprint(v.Code)
+	}
+	var o struct {
+		Code any `json:"code"`
+	}
+	if json.Unmarshal(v.Error, &o) == nil && o.Code != nil {
+		return fmt.Sprint(o.Code)
+	}
+	return ""
+}
+
+func writeJSON(ctx context.Context, s sender, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.Write(ctx, websocket.MessageText, b)
+}
+
+func appendFrame(pcm []byte) (websocket.MessageType, []byte) {
+	const head = `{"type":"input_audio_buffer.append","audio":"`
+	b := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(pcm))+2)
+	b = append(b, head...)
+	b = base64.StdEncoding.AppendEncode(b, pcm)
+	b = append(b, `"}`...)
+	return websocket.MessageText, b
+}
+
+// openaiRT is OpenAI's GA realtime transcription.
+type openaiRT struct {
+	order     []string // item ids, in commit (or first-seen) order
+	texts     map[string]string
+	done      map[string]bool
+	committed bool   // the last commit was answered
+	last      string // the previous event's type
+}
+
+func (o *openaiRT) rate() int { return 24000 }
+
+func (o *openaiRT) hello(context.Context, sender, *Job) error { return nil }
+
+func (o *openaiRT) configure(ctx context.Context, s sender, job *Job) error {
+	tr := map[string]any{}
+	if job.Model != "" {
+		tr["model"] = job.Model
+	}
+	if job.Language != "" {
+		tr["language"] = job.Language
+	}
+	return writeJSON(ctx, s, map[string]any{
+		"type": "session.update",
+		"session": map[string]any{
+			"type": "transcription",
+			"audio": map[string]any{"input": map[string]any{
+				"format":         map[string]any{"type": "audio/pcm", "rate": 24000},
+				"transcription":  tr,
+				"turn_detection": map[string]any{"type": "server_vad"},
+			}},
+		},
+	})
+}
+
+func (o *openaiRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
+
+func (o *openaiRT) stop(ctx context.Context, s sender) error {
+	return writeJSON(ctx, s, map[string]string{"type": "input_audio_buffer.commit"})
+}
+
+func (o *openaiRT) see(id string) {
+	if _, ok := o.texts[id]; !ok {
+		o.order = append(o.order, id)
+		o.texts[id] = ""
+	}
+}
+
+func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
+	m := message{coveredS: -1}
+	v, err := parseRT(typ, data)
+	if err != nil {
+		return m, err
+	}
+	last := o.last
+	o.last = v.Type
+	switch v.Type {
+	case "session.created", "transcription_session.created":
+		m.ready = true
+	case "error":
+		if stopped && v.errorCode() == "input_audio_buffer_commit_empty" {
+			o.committed = true
+			break
+		}
+		return m, &serverError{errorText(v.Error, data)}
+	case "input_audio_buffer.committed":
+		if v.ItemID != "" {
+			o.see(v.ItemID)
+		}
+		// Server VAD commits right after speech_stopped; a commit
+		// without one, after the end of input, answers ours.
+		if stopped && last != "input_audio_buffer.speech_stopped" {
+			o.committed = true
+		}
+	case "conversation.item.input_audio_transcription.delta":
+		o.see(v.ItemID)
+		o.texts[v.ItemID] += v.Delta
+		m.text, m.partial = v.Delta != "", v.Delta != ""
+	case "conversation.item.input_audio_transcription.completed":
+		o.see(v.ItemID)
+		o.texts[v.ItemID] = v.Transcript
+		o.done[v.ItemID] = true
+		m.text, m.locked = strings.TrimSpace(v.Transcript) != "", 1
+	case "conversation.item.input_audio_transcription.failed":
+		o.see(v.ItemID)
+		o.done[v.ItemID] = true
+	}
+	if stopped && o.committed {
+		m.final = true
+		for _, id := range o.order {
+			m.final = m.final && o.done[id]
+		}
+	}
+	return m, nil
+}
+
+func (o *openaiRT) text() string {
+	parts := make([]string, 0, len(o.order))
+	for _, id := range o.order {
+		if t := strings.TrimSpace(o.texts[id]); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// vllmRT is vLLM's /v1/realtime.
+type vllmRT struct {
+	b strings.Builder
+}
+
+func (d *vllmRT) rate() int { return 16000 }
+
+func (d *vllmRT) hello(context.Context, sender, *Job) error { return nil }
+
+func (d *vllmRT) configure(ctx context.Context, s sender, job *Job) error {
+	u := map[string]any{"type": "session.update", "model": job.Model}
+	if job.Language != "" {
+		u["language"] = job.Language
+	}
+	if err := writeJSON(ctx, s, u); err != nil {
+		return err
+	}
+	// vLLM starts generating at the first commit.
+	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit"})
+}
+
+func (d *vllmRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
+
+func (d *vllmRT) stop(ctx context.Context, s sender) error {
+	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit", "final": true})
+}
+
+func (d *vllmRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
+	m := message{coveredS: -1}
+	v, err := parseRT(typ, data)
+	if err != nil {
+		return m, err
+	}
+	switch v.Type {
+	case "session.created":
+		m.ready = true
+	case "error":
+		return m, &serverError{errorText(v.Error, data)}
+	case "transcription.delta":
+		d.b.WriteString(v.Delta)
+		m.text, m.partial = v.Delta != "", v.Delta != ""
+	case "transcription.done":
+		if v.Text != nil {
+			d.b.Reset()
+			d.b.WriteString(*v.Text)
+		}
+		m.text = strings.TrimSpace(d.b.String()) != ""
+		m.final = true
+	}
+	return m, nil
+}
+
+func (d *vllmRT) text() string { return strings.TrimSpace(d.b.String()) }
+
+// sglangRT is SGLang-Omni's realtime transcription session.
+type sglangRT struct {
+	order []string
+	texts map[string]string
+	final *string
+}
+
+func (d *sglangRT) rate() int { return 16000 }
+
+func (d *sglangRT) hello(context.Context, sender, *Job) error { return nil }
+
+func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
+	sess := map[string]any{
+		"input_audio_format": "pcm16",
+		"turn_detection":     map[string]any{"type": "server_vad"},
+	}
+	if job.Language != "" {
+		sess["language"] = job.Language
+	}
+	return writeJSON(ctx, s, map[string]any{"type": "session.update", "session": sess})
+}
+
+func (d *sglangRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
+
+func (d *sglangRT) stop(ctx context.Context, s sender) error {
+	return writeJSON(ctx, s, map[string]any{"type": "transcription.done"})
+}
+
+func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
+	m := message{coveredS: -1}
+	v, err := parseRT(typ, data)
+	if err != nil {
+		return m, err
+	}
+	switch v.Type {
+	case "session.created":
+		m.ready = true
+	case "error":
+		return m, &serverError{errorText(v.Error, data)}
+	case "transcription.segment":
+		id := fmt.Sprint(v.SegmentID)
+		if _, ok := d.texts[id]; !ok {
+			d.order = append(d.order, id)
+		}
+		t := ""
+		if v.Text != nil {
+			t = *v.Text
+		}
+		d.texts[id] = t // a segment's text replaces its previous text
+		m.text = strings.TrimSpace(t) != ""
+		if v.IsFinal {
+			m.locked = 1
+		} else {
+			m.partial = m.text
+		}
+		if v.AudioEndMs != nil {
+			m.coveredS = *v.AudioEndMs / 1000
+		}
+	case "transcription.completed":
+		t := ""
+		if v.Text != nil {
+			t = *v.Text
+		}
+		d.final = &t
+		m.text = strings.TrimSpace(t) != ""
+		m.final = true
+	}
+	return m, nil
+}
+
+func (d *sglangRT) text() string {
+	if d.final != nil && strings.TrimSpace(*d.final) != "" {
+		return strings.TrimSpace(*d.final)
+	}
+	parts := make([]string, 0, len(d.order))
+	for _, id := range d.order {
+		if t := strings.TrimSpace(d.texts[id]); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,96 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/driver"
+	"github.com/asrprof/asrprof/bench/protocol"
+)
+
+// checkTarget is the target check before anything is sent. File protocols
+// use probeTarget. A realtime target may be WebSocket-only (Fun-ASR's
+// server answers a plain GET with 4xx): it is probed over http(s) at its
+// host, and any HTTP answer other than 200, 404 or 503 (a server loading)
+// counts as reachable, without a model list.
+func checkTarget(ctx context.Context, cfg *Config, notify func(string)) (any, error) {
+	if !protocol.IsRealtime(cfg.Protocol) {
+		return probeTarget(ctx, cfg.Target, cfg.ReadyTimeout, notify)
+	}
+	base, err := httpBase(cfg.Target)
+	if err != nil {
+		return nil, err
+	}
+	cl := &http.Client{Timeout: 5 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, err)
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNotFound, http.StatusServiceUnavailable:
+		return probeTarget(ctx, base, cfg.ReadyTimeout, notify)
+	}
+	return nil, nil
+}
+
+// httpBase is the http(s) scheme://host of a target given as http(s) or ws(s).
+func httpBase(target string) (string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", fmt.Errorf("--target %q: %w", target, err)
+	}
+	scheme := map[string]string{"ws": "http", "wss": "https"}[u.Scheme]
+	if scheme == "" {
+		scheme = u.Scheme
+	}
+	return scheme + "://" + u.Host, nil
+}
+
+// loopItems makes each item describe what one session sends: with
+// --loops K the audio plays K times, so its duration and its reference
+// transcript (for WER) are K times as long.
+func loopItems(cfg *Config, items []driver.Item) []driver.Item {
+	if !protocol.IsRealtime(cfg.Protocol) || cfg.Loops <= 1 {
+		return items
+	}
+	out := make([]driver.Item, len(items))
+	for i, it := range items {
+		refs := make([]string, cfg.Loops)
+		for k := range refs {
+			refs[k] = it.Ref
+		}
+		it.Ref = strings.Join(refs, " ")
+		it.AudioS *= float64(cfg.Loops)
+		out[i] = it
+	}
+	return out
+}
+
+// sessionTimeout is the driver's per-request timeout. A paced realtime
+// session lasts as long as its audio, so there --timeout counts on top of
+// the longest item's (looped) duration.
+func sessionTimeout(cfg *Config, items []driver.Item) time.Duration {
+	if !protocol.IsRealtime(cfg.Protocol) || cfg.Pace == protocol.PaceNone {
+		return cfg.Timeout
+	}
+	longest := 0.0
+	for _, it := range items {
+		longest = max(longest, it.AudioS)
+	}
+	return cfg.Timeout + time.Duration(longest*float64(time.Second))
+}
+
+// realtimeOptions are the realtime knobs of protocol.Options.
+func realtimeOptions(cfg *Config, o protocol.Options) protocol.Options {
+	o.ChunkMs, o.Pace, o.Loops, o.Dialect, o.Hotwords = cfg.ChunkMs, cfg.Pace, cfg.Loops, cfg.Dialect, cfg.Hotwords
+	return o
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/trace/export"
+)
+
+func exportBundle(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "cap")
+	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.Level{{Concurrency: 2}}, RequestsPerPass: 6}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestExportUsage(t *testing.T) {
+	dir := exportBundle(t)
+	for _, args := range [][]string{
+		{},
+		{dir},
+		{dir, "--otlp", "grpc://127.0.0.1:4317"},
+		{dir, "--otlp", "http://127.0.0.1:4318", "--sample", "0"},
+		{dir, "--otlp", "http://127.0.0.1:4318", "--rate-limit", "-1"},
+	} {
+		err := runExport(context.Background(), args, io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("export %q: err = %v, want a usage error", args, err)
+		}
+	}
+	var out bytes.Buffer
+	if err := runExport(context.Background(), []string{"--help"}, &out, io.Discard); err != errHelp {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, f := range []string{"--otlp", "--perfetto", "--sample", "--rate-limit", "--batch", "Examples:"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("help does not mention %s", f)
+		}
+	}
+}
+
+func TestExportOTLPAndPerfetto(t *testing.T) {
+	dir := exportBundle(t)
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		posts.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	pf := filepath.Join(t.TempDir(), "out.json")
+	var out, errb bytes.Buffer
+	err := runExport(context.Background(), []string{dir, "--otlp", srv.URL, "--batch", "10", "--perfetto", pf}, &out, &errb)
+	if err != nil {
+		t.Fatalf("export: %v\n%s", err, errb.String())
+	}
+	if posts.Load() < 2 {
+		t.Errorf("%d POSTs, want several batches of 10", posts.Load())
+	}
+	for _, want := range []string{"otlp: ", "spans sent to " + srv.URL + "/v1/traces", "failed batches 0", "perfetto: wrote " + pf} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "otlp: ") {
+		t.Errorf("no progress on stderr: %q", errb.String())
+	}
+	b, err := os.ReadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.TraceEvents) == 0 {
+		t.Errorf("perfetto file: %v, %d events", err, len(doc.TraceEvents))
+	}
+}
+
+func TestExportNeverAccepted(t *testing.T) {
+	dir := exportBundle(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var out bytes.Buffer
+	err = runExport(context.Background(), []string{dir, "--otlp", "http://" + addr, "--quiet"}, &out, io.Discard)
+	if !errors.Is(err, export.ErrNeverAccepted) {
+		t.Errorf("err = %v, want ErrNeverAccepted", err)
+	}
+	if !strings.Contains(out.String(), "0 spans sent") {
+		t.Errorf("final count missing: %q", out.String())
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/runbook"
+)
+
+// runbookUsage is the part of `capture --help` about server lifecycle and
+// repeated runs.
+const runbookUsage = `Server lifecycle and repeated runs (docs/RUNBOOK.md):
+With --server-cmd (or --server-cmd-file) asrprof starts the server itself, in
+its own process group, with its output in server.log; waits for --health-url;
+gives its pid to the probes; runs the capture; then stops the whole group
+(SIGTERM, SIGKILL after --stop-grace) and, where NVML works, waits until every
+GPU uses less than --gpu-free-mib. It refuses to start when the target's port
+already answers, unless --reuse-server. The command is split like a shell
+splits a simple command (quotes and backslashes, no $VAR or pipes); for shell
+syntax write it as: sh -c '...'.
+
+--runs warm,1,2,3 (the default with --server-cmd) does one full sweep per
+run, each with a fresh server and its own sub-bundle under --out (run-warm/,
+run-1/, ...). The warm run is recorded, never scored. Over the scored runs
+asrprof prints mean, sample standard deviation, min and max per level and
+metric and writes runbook.json at the top of --out. The verdict is complete
+only if every scored run has evaluated == total, skipped == 0 and failed == 0
+at every level; otherwise it lists the missing coverage (run, level, what)
+instead of the means.
+
+Exit status: 0 complete; 3 incomplete (a scored run lacks coverage); 1 a
+server failed to start or stop, or the GPUs were not freed; 2 bad flags or
+input; 130 interrupted.
+
+`
+
+// runbookFlags are the capture flags that turn one capture into a runbook
+// of runs with a server lifecycle, and (for `asrprof ab`) the A/B flags.
+type runbookFlags struct {
+	ab bool
+
+	serverCmd, serverCmdFile string
+	runs                     string
+	healthURL                string
+	startupTimeout           time.Duration
+	stopGrace                time.Duration
+	gpuFreeMiB               uint64
+	gpuFreeTimeout           time.Duration
+	reuse                    bool
+	provenanceEnv            string
+	cacheDirs                stringList
+
+	aCmd, bCmd, aCmdFile, bCmdFile string
+	order                          string
+	noWarm                         bool
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// addRunbookFlags registers the lifecycle and run flags on fs, and the A/B
+// flags when fs is the `ab` command's.
+func addRunbookFlags(fs *flag.FlagSet) *runbookFlags {
+	f := &runbookFlags{ab: fs.Name() == "ab"}
+	if f.ab {
+		fs.StringVar(&f.aCmd, "a-cmd", "", "server `COMMAND` of side A (split like --server-cmd)")
+		fs.StringVar(&f.bCmd, "b-cmd", "", "server `COMMAND` of side B")
+		fs.StringVar(&f.aCmdFile, "a-cmd-file", "", "read side A's server command from `FILE`")
+		fs.StringVar(&f.bCmdFile, "b-cmd-file", "", "read side B's server command from `FILE`")
+		fs.StringVar(&f.order, "order", "ABBAAB", "the scored runs in order, letters A and B (`ORDER`); sub-bundles A-1, B-1, B-2, A-2, ...")
+		fs.BoolVar(&f.noWarm, "no-warm", false, "skip the unscored warm run of each side (A-warm, B-warm) before the scored runs")
+	} else {
+		fs.StringVar(&f.serverCmd, "server-cmd", "", "start the server with `COMMAND` for each run (own process group, log in server.log);\nsplit like a shell's simple command, e.g. \"python3 serve.py --port 8000\"")
+		fs.StringVar(&f.serverCmdFile, "server-cmd-file", "", "read the server command from `FILE` (# comment lines, backslash-newline continues)")
+		fs.StringVar(&f.runs, "runs", "", "runs to do, each with a fresh server and its own sub-bundle run-NAME/ (`LIST`);\nwarm is recorded, never scored (default with --server-cmd: "+runbook.DefaultRuns+")")
+	}
+	fs.StringVar(&f.healthURL, "health-url", "", "`URL` that answers 200 once the server is ready (default: --target + /health)")
+	fs.DurationVar(&f.startupTimeout, "startup-timeout", 30*time.Minute, "how long a started server may take to become healthy (`DURATION`)")
+	fs.DurationVar(&f.stopGrace, "stop-grace", 10*time.Second, "after SIGTERM to the server's process group, wait this long before SIGKILL (`DURATION`)")
+	fs.Uint64Var(&f.gpuFreeMiB, "gpu-free-mib", 1024, "after a stop, wait until every GPU uses less than `MIB` of memory (where NVML works)")
+	fs.DurationVar(&f.gpuFreeTimeout, "gpu-free-timeout", 2*time.Minute, "give up waiting for GPU memory after `DURATION` (an error)")
+	fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
+	fs.StringVar(&f.provenanceEnv, "provenance-env", "", "more environment variable names to record with each run, comma-separated `LIST` (NAME* for a prefix);\nalways recorded: "+strings.Join(runbook.DefaultProvenanceEnv, ","))
+	fs.Var(&f.cacheDirs, "cache-dir", "a compile cache `DIR` whose size and newest modification time are recorded before each run (repeatable)")
+	return f
+}
+
+// usage returns the command's help text before its flag list.
+func (f *runbookFlags) usage(captureText string) string {
+	if f.ab {
+		return abUsage
+	}
+	return strings.Replace(captureText, "Flags:\n", runbookUsage+"Flags:\n", 1)
+}
+
+// enabled reports whether the command is a runbook rather than one capture.
+func (f *runbookFlags) enabled() bool {
+	return f.ab || f.serverCmd != "" || f.serverCmdFile != "" || f.runs != ""
+}
+
+// serverCmd returns the command given inline or in a file.
+func serverCommand(name, inline, file string) (runbook.ServerCmd, error) {
+	switch {
+	case inline != "" && file != "":
+		return runbook.ServerCmd{}, fmt.Errorf("%w: give --%s or --%s-file, not both", errUsage, name, name)
+	case file != "":
+		text, argv, err := runbook.ReadCommandFile(file)
+		if err != nil {
+			return runbook.ServerCmd{}, fmt.Errorf("%w: --%s-file: %v", errUsage, name, err)
+		}
+		return runbook.ServerCmd{Command: text, Argv: argv}, nil
+	case inline != "":
+		argv, err := runbook.SplitCommand(inline)
+		if err != nil {
+			return runbook.ServerCmd{}, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+		}
+		return runbook.ServerCmd{Command: inline, Argv: argv}, nil
+	}
+	return runbook.ServerCmd{}, nil
+}
+
+// run builds the runbook from the parsed flags and the capture config,
+// and runs it.
+func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stderr io.Writer) error {
+	rc := runbook.Config{
+		Capture: cfg,
+		Lifecycle: runbook.Lifecycle{
+			HealthURL: f.healthURL, StartupTimeout: f.startupTimeout, StopGrace: f.stopGrace,
+			GPUFreeMiB: f.gpuFreeMiB, GPUFreeTimeout: f.gpuFreeTimeout, Reuse: f.reuse,
+		},
+		CacheDirs: f.cacheDirs,
+	}
+	if f.provenanceEnv != "" {
+		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)
+		for _, n := range strings.Split(f.provenanceEnv, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				rc.ProvenanceEnv = append(rc.ProvenanceEnv, n)
+			}
+		}
+	}
+	if cfg.PID != 0 && !f.reuse {
+		return fmt.Errorf("%w: --pid is set from the started server; give it only with --reuse-server", errUsage)
+	}
+	var err error
+	if f.ab {
+		a, err := serverCommand("a-cmd", f.aCmd, f.aCmdFile)
+		if err != nil {
+			return err
+		}
+		b, err := serverCommand("b-cmd", f.bCmd, f.bCmdFile)
+		if err != nil {
+			return err
+		}
+		if len(a.Argv) == 0 || len(b.Argv) == 0 {
+			return fmt.Errorf("%w: asrprof ab needs --a-cmd and --b-cmd (or their -file forms)", errUsage)
+		}
+		if rc.Plan, err = runbook.ABPlan(f.order, !f.noWarm, a, b); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	} else {
+		srv, err := serverCommand("server-cmd", f.serverCmd, f.serverCmdFile)
+		if err != nil {
+			return err
+		}
+		if len(srv.Argv) == 0 && !f.reuse {
+			return fmt.Errorf("%w: --runs needs --server-cmd (a fresh server per run), or --reuse-server to measure a running one", errUsage)
+		}
+		runs := f.runs
+		if runs == "" {
+			runs = runbook.DefaultRuns
+		}
+		if rc.Plan, err = runbook.ParseRuns(runs, srv); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	_, err = runbook.Run(ctx, rc, stdout, stderr)
+	return err
+}

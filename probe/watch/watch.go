@@ -1,0 +1,115 @@
+// Package watch holds what the probes that follow a target's process tree
+// share: the tree's processes as of now (Pids), and the goroutine that
+// keeps what a probe watches up to date while it runs (Loop).
+package watch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proctree"
+)
+
+// Pids returns the target's processes: t.PID and its descendants as /proc
+// shows them now, then what t.Children returns when it is set. A pid may
+// appear twice.
+func Pids(t probe.Target) []int {
+	pids := proctree.Descendants(t.PID)
+	if t.Children != nil {
+		pids = append(pids, t.Children()...)
+	}
+	return pids
+}
+
+// Loop calls a probe's refresh function at a fixed interval on a goroutine
+// of its own, holding the probe's lock, and keeps the first error it
+// returns until the probe takes it (in End). A probe is started while its
+// Loop runs. Create it with NewLoop.
+//
+// Start, Running, Keep and TakeErr must be called with the probe's lock
+// held; Stop without it.
+type Loop struct {
+	mu      sync.Locker
+	every   time.Duration
+	refresh func() error
+
+	// Guarded by mu.
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine returns; nil when not running
+}
+
+// NewLoop returns a stopped loop that, once started, calls refresh every
+// interval with mu held.
+func NewLoop(mu sync.Locker, every time.Duration, refresh func() error) *Loop {
+	return &Loop{mu: mu, every: every, refresh: refresh}
+}
+
+// Start starts the goroutine. It does nothing when the loop runs already.
+func (l *Loop) Start() {
+	if l.done != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go l.run(ctx, l.done)
+}
+
+func (l *Loop) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(l.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l.mu.Lock()
+			l.Keep(l.refresh())
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Running reports whether the loop was started and not stopped since.
+func (l *Loop) Running() bool { return l.done != nil }
+
+// Keep records err for TakeErr unless err is nil or an error is kept
+// already. Probes use it for errors of work done outside End (Begin).
+func (l *Loop) Keep(err error) {
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+}
+
+// TakeErr returns the first error kept since the last TakeErr, and
+// forgets it.
+func (l *Loop) TakeErr() error {
+	err := l.err
+	l.err = nil
+	return err
+}
+
+// Stop stops the loop and waits for its goroutine to return (it may be
+// finishing a refresh, which needs the lock) or for ctx to be done, whose
+// error it then returns. It reports whether the loop was running; Running
+// is false once Stop returns, even with an error.
+func (l *Loop) Stop(ctx context.Context) (wasRunning bool, err error) {
+	l.mu.Lock()
+	done := l.done
+	if done == nil {
+		l.mu.Unlock()
+		return false, nil
+	}
+	l.cancel()
+	l.cancel, l.done = nil, nil
+	l.mu.Unlock()
+	select {
+	case <-done:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}

@@ -1,0 +1,194 @@
+// Package runbooktest is a fake ASR server that runs as a separate
+// process, for tests of server lifecycles: the test binary re-executes
+// itself with Command's arguments, and Main (called first thing in
+// TestMain) turns that process into the server. It answers /health,
+// /v1/models and multipart POST /v1/audio/transcriptions with
+// benchtest.DefaultText, and can misbehave on purpose (see Mode).
+package runbooktest
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/benchtest"
+)
+
+// Mode is how the fake server behaves.
+type Mode string
+
+const (
+	// OK serves normally.
+	OK Mode = "ok"
+	// Exit writes a few log lines and exits with status 3 before listening.
+	Exit Mode = "exit"
+	// Unhealthy listens, but /health answers 503 forever.
+	Unhealthy Mode = "unhealthy"
+	// Child starts a child process in its group that ignores SIGTERM and
+	// writes the child's pid to Options.ChildPIDFile, then serves.
+	Child Mode = "child"
+)
+
+// Options configure one fake server.
+type Options struct {
+	Port int
+	Mode Mode
+	// CounterFile counts server starts (one line per start); with
+	// FailStart = n, the n-th start answers its first transcription
+	// request with HTTP 500.
+	CounterFile string
+	FailStart   int
+	// ChildPIDFile receives the child's pid in Child mode.
+	ChildPIDFile string
+}
+
+const marker = "-runbooktest-fake-server"
+
+// Command returns the argv of a fake server: this test binary, re-executed.
+func Command(o Options) []string {
+	return []string{os.Args[0], marker,
+		"-port", strconv.Itoa(o.Port), "-mode", string(o.Mode),
+		"-counter", o.CounterFile, "-fail-start", strconv.Itoa(o.FailStart),
+		"-child-pid", o.ChildPIDFile}
+}
+
+// CommandLine is Command joined into one --server-cmd string (the paths
+// must hold no blanks or quotes; test temp dirs do not).
+func CommandLine(o Options) string {
+	argv := Command(o)
+	for i, a := range argv {
+		if a == "" {
+			argv[i] = "''"
+		}
+	}
+	return strings.Join(argv, " ")
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Main turns this process into a fake server when it was started by
+// Command, and never returns then; otherwise it returns at once. Call it
+// first in TestMain.
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != marker {
+		return
+	}
+	var o Options
+	fs := flag.NewFlagSet("fake-server", flag.ExitOnError)
+	fs.IntVar(&o.Port, "port", 0, "")
+	mode := fs.String("mode", string(OK), "")
+	fs.StringVar(&o.CounterFile, "counter", "", "")
+	fs.IntVar(&o.FailStart, "fail-start", 0, "")
+	fs.StringVar(&o.ChildPIDFile, "child-pid", "", "")
+	_ = fs.Parse(os.Args[2:])
+	o.Mode = Mode(*mode)
+	if err := serve(o); err != nil {
+		fmt.Fprintln(os.Stderr, "fake server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func serve(o Options) error {
+	fmt.Printf("fake server pid %d starting (mode %s)\n", os.Getpid(), o.Mode)
+	if o.Mode == Exit {
+		fmt.Fprintln(os.Stderr, "loading model weights")
+		fmt.Fprintln(os.Stderr, "fatal: CUDA out of memory (fake)")
+		time.Sleep(100 * time.Millisecond)
+		os.Exit(3)
+	}
+	start := 0
+	if o.CounterFile != "" {
+		f, err := os.OpenFile(o.CounterFile, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(f)
+		start = strings.Count(string(b), "\n") + 1
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
+	}
+	if o.Mode == Child {
+		// The child ignores SIGTERM (the disposition survives exec), so
+		// only the SIGKILL to the group ends it.
+		c := exec.Command("/bin/sh", "-c", `trap "" TERM; exec sleep 300`)
+		if err := c.Start(); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.ChildPIDFile, []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("child pid %d\n", c.Process.Pid)
+	}
+	failFirst := o.FailStart > 0 && start == o.FailStart
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("listening on http://%s\n", l.Addr())
+	var n atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if o.Mode == Unhealthy {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		}
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{"id": benchtest.DefaultModel, "object": "model"}}})
+	})
+	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseMultipartForm(32 << 20); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		k := n.Add(1)
+		if id := r.Header.Get("X-Request-Id"); id != "" {
+			w.Header().Set("X-Request-Id", id)
+		}
+		if failFirst && k == 1 {
+			http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"text": benchtest.DefaultText})
+	})
+	return http.Serve(l, mux)
+}
+
+// Gone reports whether pid no longer runs (missing, or a zombie that no
+// one reaped).
+func Gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return true
+	}
+	return s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+// Kill ends pid, for test cleanups after a failure.
+func Kill(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

@@ -1,0 +1,496 @@
+package runbook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// Schema is runbook.json's schema value.
+const Schema = "asrprof.runbook/v1"
+
+// File is the name of the runbook record at the top of the output dir.
+const File = "runbook.json"
+
+// RunFile is the per-run record written into each sub-bundle.
+const RunFile = "server.json"
+
+// DefaultRuns is the plan when a server command is given and --runs is not.
+const DefaultRuns = "warm,1,2,3"
+
+// ErrIncomplete means the runbook ran but a scored run lacks coverage (or
+// did not run); the verdict lists where.
+var ErrIncomplete = errors.New("runbook incomplete")
+
+// ErrBadPlan wraps errors in --runs or --order.
+var ErrBadPlan = errors.New("bad run plan")
+
+// ServerCmd is one server command as given and as split.
+type ServerCmd struct {
+	Command string   `json:"command"`
+	Argv    []string `json:"argv"`
+}
+
+// RunSpec is one planned run.
+type RunSpec struct {
+	Name   string    `json:"name"`           // "warm", "1", ...
+	Side   string    `json:"side,omitempty"` // "A" or "B" in an A/B session
+	Scored bool      `json:"scored"`
+	Dir    string    `json:"dir"` // sub-bundle, relative to the output dir
+	Server ServerCmd `json:"-"`
+}
+
+var runName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// ParseRuns parses a --runs list such as "warm,1,2,3". "warm" (and any
+// name starting with "warm") is recorded but not scored; sub-bundles are
+// run-<name>.
+func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
+	var out []RunSpec
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if !runName.MatchString(n) {
+			return nil, fmt.Errorf("%w: --runs %q: run name %q may hold only letters, digits, . _ -", ErrBadPlan, list, n)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("%w: --runs %q: %q twice", ErrBadPlan, list, n)
+		}
+		seen[n] = true
+		out = append(out, RunSpec{Name: n, Scored: !strings.HasPrefix(n, "warm"), Dir: "run-" + n, Server: server})
+	}
+	scored := 0
+	for _, r := range out {
+		if r.Scored {
+			scored++
+		}
+	}
+	if scored == 0 {
+		return nil, fmt.Errorf("%w: --runs %q has no scored run (warm runs are never scored)", ErrBadPlan, list)
+	}
+	return out, nil
+}
+
+// ABPlan plans an A/B session: with warm, one unscored run of A then of B
+// (A-warm, B-warm), then the order's letters, numbered per side (ABBA
+// gives A-1, B-1, B-2, A-2).
+func ABPlan(order string, warm bool, a, b ServerCmd) ([]RunSpec, error) {
+	order = strings.ToUpper(strings.TrimSpace(order))
+	if strings.Trim(order, "AB") != "" {
+		return nil, fmt.Errorf("%w: --order %q: use only the letters A and B", ErrBadPlan, order)
+	}
+	if !strings.Contains(order, "A") || !strings.Contains(order, "B") {
+		return nil, fmt.Errorf("%w: --order %q: needs at least one A and one B", ErrBadPlan, order)
+	}
+	srv := map[string]ServerCmd{"A": a, "B": b}
+	var out []RunSpec
+	if warm {
+		for _, s := range []string{"A", "B"} {
+			out = append(out, RunSpec{Name: "warm", Side: s, Dir: s + "-warm", Server: srv[s]})
+		}
+	}
+	count := map[string]int{}
+	for _, c := range order {
+		s := string(c)
+		count[s]++
+		n := strconv.Itoa(count[s])
+		out = append(out, RunSpec{Name: n, Side: s, Scored: true, Dir: s + "-" + n, Server: srv[s]})
+	}
+	return out, nil
+}
+
+// Lifecycle says how servers are started, checked and stopped.
+type Lifecycle struct {
+	// HealthURL is polled until 200 ("": the target + /health).
+	HealthURL      string
+	StartupTimeout time.Duration
+	StopGrace      time.Duration
+	// GPUFreeMiB: after a stop, every GPU's used memory must drop below
+	// this within GPUFreeTimeout (checked only where NVML works).
+	GPUFreeMiB     uint64
+	GPUFreeTimeout time.Duration
+	// Reuse measures a server that already answers on the target's port
+	// instead of refusing to start; it is neither started nor stopped.
+	Reuse bool
+}
+
+// Config is a whole runbook: a capture configuration for every run (its
+// Out is the top-level directory), how to handle servers, and the plan.
+type Config struct {
+	Capture       capture.Config
+	Lifecycle     Lifecycle
+	Plan          []RunSpec
+	ProvenanceEnv []string // names (trailing * for a prefix); nil: DefaultProvenanceEnv
+	CacheDirs     []string
+	// GPUs reads GPU memory; nil: NVML.
+	GPUs GPUReader
+	// Env is the servers' environment; nil: os.Environ().
+	Env []string
+	// GPUPoll is the GPU-free poll period (0: 2 s).
+	GPUPoll time.Duration
+}
+
+// RunRecord is what happened in one run.
+type RunRecord struct {
+	RunSpec
+	PID    int  `json:"pid"`
+	Reused bool `json:"reused,omitempty"`
+	// Unix ns: server start, healthy, capture end, server stopped.
+	StartUnixNs   int64       `json:"start_unix_ns"`
+	HealthyUnixNs int64       `json:"healthy_unix_ns,omitempty"`
+	CaptureEndNs  int64       `json:"capture_end_unix_ns,omitempty"`
+	StoppedUnixNs int64       `json:"stopped_unix_ns,omitempty"`
+	StartupS      float64     `json:"startup_s,omitempty"`
+	Provenance    *Provenance `json:"provenance,omitempty"`
+	GPUAfterStop  []GPU       `json:"gpu_after_stop,omitempty"`
+	Complete      bool        `json:"complete"`
+	Finished      bool        `json:"finished"`
+	Incomplete    []string    `json:"incomplete,omitempty"`
+	Error         string      `json:"error,omitempty"`
+	Notes         []string    `json:"notes,omitempty"`
+
+	ran     bool // a capture produced an outcome
+	results trace.Results
+}
+
+// Report is runbook.json.
+type Report struct {
+	Schema      string          `json:"schema"`
+	Mode        string          `json:"mode"` // "runs" or "ab"
+	Target      string          `json:"target"`
+	Out         string          `json:"out"`
+	StartUnixNs int64           `json:"start_unix_ns"`
+	EndUnixNs   int64           `json:"end_unix_ns,omitempty"`
+	Lifecycle   map[string]any  `json:"lifecycle"`
+	Capture     map[string]any  `json:"capture"`
+	Runs        []RunRecord     `json:"runs"`
+	Verdict     Verdict         `json:"verdict"`
+	Summary     []MetricSummary `json:"summary"`
+	Compare     []Comparison    `json:"compare,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Notes       []string        `json:"notes,omitempty"`
+}
+
+// Run carries out the plan: for each run a fresh server (unless reused), a
+// full capture into its own sub-bundle, the server stopped and the GPUs
+// freed; then the verdict and summary, printed to stdout in the capture's
+// --format and written to runbook.json. Progress and each run's sweep
+// table go to stderr.
+//
+// Errors: a lifecycle failure (port busy, server exited or never healthy,
+// GPU not freed) stops the plan and is returned after runbook.json is
+// written; an interrupted run returns capture.ErrInterrupted; a plan that
+// ran to its end but lacks coverage returns ErrIncomplete. The report is
+// returned in every case where the runbook began.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, error) {
+	capCfg := cfg.Capture
+	capCfg.Overwrite = false
+	if err := checkConfig(&cfg); err != nil {
+		return nil, err
+	}
+	out := cfg.Capture.Out
+	if _, err := os.Stat(filepath.Join(out, File)); err == nil && !cfg.Capture.Overwrite {
+		return nil, fmt.Errorf("%w: %s already holds a runbook (use --overwrite to replace it)", bundle.ErrExists, out)
+	}
+	for _, r := range cfg.Plan {
+		dir := filepath.Join(out, r.Dir)
+		if _, err := os.Stat(dir); err == nil {
+			if !cfg.Capture.Overwrite {
+				return nil, fmt.Errorf("%w: %s exists (use --overwrite to replace it)", bundle.ErrExists, dir)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, fmt.Errorf("removing old run %s: %w", dir, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	gpus := cfg.GPUs
+	if gpus == nil {
+		gpus = NVML(nil)
+	}
+	envNames := cfg.ProvenanceEnv
+	if envNames == nil {
+		envNames = DefaultProvenanceEnv
+	}
+	rep := &Report{
+		Schema: Schema, Mode: "runs", Target: cfg.Capture.Target, Out: out,
+		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: captureMap(&cfg.Capture),
+		Runs: []RunRecord{}, Summary: []MetricSummary{},
+	}
+	for _, r := range cfg.Plan {
+		if r.Side != "" {
+			rep.Mode = "ab"
+		}
+	}
+	var runErr error
+	for i, spec := range cfg.Plan {
+		fmt.Fprintf(stderr, "== run %s (%d of %d) ==\n", spec.Dir, i+1, len(cfg.Plan))
+		rec, err := runOne(ctx, &cfg, capCfg, spec, env, envNames, gpus, stderr)
+		rep.Runs = append(rep.Runs, rec)
+		if werr := writeJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
+			err = werr
+		}
+		if err != nil {
+			runErr = fmt.Errorf("run %s: %w", spec.Dir, err)
+			break
+		}
+		if werr := writeJSON(filepath.Join(out, File), rep); werr != nil {
+			runErr = werr
+			break
+		}
+	}
+	finish(rep, &cfg)
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	rep.EndUnixNs = time.Now().UnixNano()
+	if err := writeJSON(filepath.Join(out, File), rep); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := printReport(stdout, cfg.Capture.Format, rep); err != nil && runErr == nil {
+		runErr = err
+	}
+	fmt.Fprintf(stderr, "runbook: %s\n", filepath.Join(out, File))
+	if runErr != nil {
+		return rep, runErr
+	}
+	if !rep.Verdict.Complete {
+		return rep, fmt.Errorf("%w: %d coverage gaps (see the verdict above and %s)", ErrIncomplete, len(rep.Verdict.Gaps), filepath.Join(out, File))
+	}
+	return rep, nil
+}
+
+func checkConfig(cfg *Config) error {
+	if len(cfg.Plan) == 0 {
+		return fmt.Errorf("%w: no runs planned", ErrBadPlan)
+	}
+	if cfg.Capture.Out == "" {
+		return fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
+	}
+	probe := cfg.Capture
+	probe.Out = filepath.Join(cfg.Capture.Out, "x")
+	if err := probe.Validate(); err != nil {
+		return err
+	}
+	for _, r := range cfg.Plan {
+		if len(r.Server.Argv) == 0 && !cfg.Lifecycle.Reuse {
+			return fmt.Errorf("%w: run %s has no server command", ErrBadCommand, r.Dir)
+		}
+	}
+	if cfg.Lifecycle.StartupTimeout <= 0 || cfg.Lifecycle.StopGrace < 0 || cfg.Lifecycle.GPUFreeTimeout < 0 {
+		return fmt.Errorf("%w: --startup-timeout must be > 0, --stop-grace and --gpu-free-timeout ≥ 0", capture.ErrInvalidConfig)
+	}
+	if u, err := url.Parse(HealthURL(cfg.Capture.Target, cfg.Lifecycle.HealthURL)); err != nil || u.Host == "" {
+		return fmt.Errorf("%w: --health-url %q: not a URL", capture.ErrInvalidConfig, cfg.Lifecycle.HealthURL)
+	}
+	return nil
+}
+
+// runOne does one run: server up, capture, server down, GPU free.
+func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpec, env, envNames []string, gpus GPUReader, stderr io.Writer) (RunRecord, error) {
+	rec := RunRecord{RunSpec: spec, StartUnixNs: time.Now().UnixNano()}
+	dir := filepath.Join(cfg.Capture.Out, spec.Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return rec, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	lc := cfg.Lifecycle
+	busy, addr, err := PortAnswers(ctx, cfg.Capture.Target)
+	if err != nil {
+		return rec, err
+	}
+	var srv *Server
+	if busy {
+		if !lc.Reuse {
+			err := fmt.Errorf("%w: %s is taken before the server was started (another server, or one left over: stop it, or pass --reuse-server to measure it as it is)", ErrPortBusy, addr)
+			rec.Error = err.Error()
+			return rec, err
+		}
+		rec.Reused = true
+		rec.PID = cfg.Capture.PID
+		if rec.PID == 0 {
+			if port, perr := portOf(cfg.Capture.Target); perr == nil {
+				rec.PID, _ = proctree.FindListener(port)
+			}
+		}
+		penv := env
+		if rec.PID > 0 {
+			if e, err := procEnviron(rec.PID); err == nil {
+				penv = e
+			}
+		}
+		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procCmdline(rec.PID), penv, envNames, cfg.CacheDirs, gpus)
+		rec.Notes = append(rec.Notes, fmt.Sprintf("--reuse-server: %s already answered; that server (pid %d) was measured as it is, not restarted", addr, rec.PID))
+		fmt.Fprintf(stderr, "reusing the server on %s (pid %d)\n", addr, rec.PID)
+	} else {
+		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, env, envNames, cfg.CacheDirs, gpus)
+		srv, err = StartServer(spec.Server.Argv, env, filepath.Join(dir, LogFile))
+		if err != nil {
+			rec.Error = err.Error()
+			return rec, err
+		}
+		rec.PID = srv.PID
+		rec.StartUnixNs = srv.Started.UnixNano()
+		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
+		fmt.Fprintf(stderr, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
+		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
+			if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			rec.StoppedUnixNs = time.Now().UnixNano()
+			rec.Error = err.Error()
+			if ctx.Err() != nil {
+				return rec, fmt.Errorf("%w: while waiting for the server", capture.ErrInterrupted)
+			}
+			return rec, err
+		}
+		rec.HealthyUnixNs = time.Now().UnixNano()
+		rec.StartupS = time.Since(srv.Started).Seconds()
+		fmt.Fprintf(stderr, "server healthy after %.1f s\n", rec.StartupS)
+	}
+	if rec.PID > 0 && rec.Provenance != nil {
+		if cpus, err := Affinity(rec.PID); err == nil {
+			rec.Provenance.CPUs = cpus
+		} else {
+			rec.Provenance.Notes = append(rec.Provenance.Notes, err.Error())
+		}
+	}
+
+	capCfg.Out = dir
+	capCfg.PID = rec.PID
+	o, capErr := capture.New(capCfg, stderr, stderr).Run(ctx)
+	rec.CaptureEndNs = time.Now().UnixNano()
+	if o != nil {
+		rec.ran = true
+		rec.results = o.Results
+		rec.Complete, rec.Finished = o.Manifest.Complete, o.Manifest.Finished
+		rec.Incomplete = o.Manifest.Incomplete
+	}
+
+	var errs []error
+	if capErr != nil {
+		errs = append(errs, capErr)
+	}
+	if srv != nil {
+		if srv.Exited() && capErr == nil {
+			rec.Notes = append(rec.Notes, "the server exited during the capture ("+exitText(srv.waitErr)+")")
+		}
+		if err := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); err != nil {
+			errs = append(errs, err)
+		}
+		rec.StoppedUnixNs = time.Now().UnixNano()
+		if len(errs) == 0 || !errors.Is(errs[0], capture.ErrInterrupted) {
+			poll := cfg.GPUPoll
+			if poll <= 0 {
+				poll = 2 * time.Second
+			}
+			g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, poll)
+			switch {
+			case err == nil:
+				rec.GPUAfterStop = g
+			case isNotSupported(err):
+				rec.Notes = append(rec.Notes, "GPU memory not checked after the stop: "+err.Error())
+			default:
+				rec.GPUAfterStop = g
+				errs = append(errs, err)
+			}
+		}
+	}
+	err = errors.Join(errs...)
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	return rec, err
+}
+
+func portOf(target string) (int, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return 0, err
+	}
+	p := u.Port()
+	if p == "" {
+		if u.Scheme == "https" {
+			return 443, nil
+		}
+		return 80, nil
+	}
+	return strconv.Atoi(p)
+}
+
+func procCmdline(pid int) []string {
+	if pid <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+func reusedCommand(pid int) string {
+	if argv := procCmdline(pid); len(argv) > 0 {
+		return strings.Join(argv, " ")
+	}
+	return "(reused server, command unknown)"
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func lifecycleMap(cfg Config) map[string]any {
+	lc := cfg.Lifecycle
+	return map[string]any{
+		"health_url":         HealthURL(cfg.Capture.Target, lc.HealthURL),
+		"startup_timeout_s":  lc.StartupTimeout.Seconds(),
+		"stop_grace_s":       lc.StopGrace.Seconds(),
+		"gpu_free_mib":       lc.GPUFreeMiB,
+		"gpu_free_timeout_s": lc.GPUFreeTimeout.Seconds(),
+		"reuse_server":       lc.Reuse,
+		"cache_dirs":         cfg.CacheDirs,
+	}
+}
+
+func captureMap(c *capture.Config) map[string]any {
+	return map[string]any{
+		"target": c.Target, "dataset": c.Dataset, "protocol": c.Protocol, "model": c.Model,
+		"lang": c.Lang, "concurrency": c.Concurrency, "rates": c.Rates, "arrivals": string(c.Arrivals),
+		"seed": c.Seed, "repeats": c.Repeats, "warmup": c.Warmup, "max_samples": c.MaxSamples,
+		"timeout_s": c.Timeout.Seconds(), "probes": c.Probes,
+	}
+}

@@ -1,0 +1,333 @@
+package runbook
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace"
+)
+
+// Verdict says whether the scored runs cover the whole workload.
+type Verdict struct {
+	// Complete is true only when every planned scored run ran, finished,
+	// and has evaluated == total, skipped == 0 and failed == 0 at every
+	// level and repeat (capture's Manifest.Complete and Finished).
+	Complete bool  `json:"complete"`
+	Scored   int   `json:"scored_runs"`
+	Gaps     []Gap `json:"gaps,omitempty"`
+}
+
+// Gap is one piece of missing coverage.
+type Gap struct {
+	Run    string `json:"run"`             // sub-bundle, e.g. run-2 or B-1
+	Level  string `json:"level,omitempty"` // e.g. c8; "" for the whole run
+	Repeat int    `json:"repeat,omitempty"`
+	What   string `json:"what"`
+}
+
+func (g Gap) String() string {
+	s := g.Run
+	if g.Level != "" {
+		s += " " + g.Level
+		if g.Repeat > 0 {
+			s += fmt.Sprintf(" repeat %d", g.Repeat)
+		}
+	}
+	return s + ": " + g.What
+}
+
+// MetricSummary is one metric of one level over the scored runs (of one
+// side in an A/B session): each run contributes its own mean over its
+// repeats.
+type MetricSummary struct {
+	Side   string    `json:"side,omitempty"`
+	Level  string    `json:"level"`
+	Metric string    `json:"metric"`
+	N      int       `json:"n"`
+	Mean   float64   `json:"mean"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	StdDev float64   `json:"stddev"` // sample standard deviation; 0 when n < 2
+	Values []float64 `json:"values"`
+	Runs   []string  `json:"runs"`
+}
+
+// Metric is one number a level result yields.
+type Metric struct {
+	Key   string // runbook.json name
+	Label string // table label
+	Get   func(trace.LevelResult) float64
+}
+
+// Metrics lists the summarised metrics, in table order.
+func Metrics() []Metric {
+	return []Metric{
+		{"requests_per_s", "req/s", func(r trace.LevelResult) float64 {
+			var xs []float64
+			for _, p := range r.PerRepeat {
+				xs = append(xs, p.RequestsPerS)
+			}
+			return metrics.Mean(xs)
+		}},
+		{"throughput_samples_per_s", "samples/s", func(r trace.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
+		{"rtfx", "RTFx", func(r trace.LevelResult) float64 { return r.RTFx.Mean }},
+		{"latency_mean_s", "latency mean (s)", func(r trace.LevelResult) float64 { return r.LatencyMeanS.Mean }},
+		{"latency_median_s", "latency p50 (s)", func(r trace.LevelResult) float64 { return r.LatencyMedianS.Mean }},
+		{"latency_p95_s", "latency p95 (s)", func(r trace.LevelResult) float64 { return r.LatencyP95S.Mean }},
+		{"latency_p99_s", "latency p99 (s)", func(r trace.LevelResult) float64 { return r.LatencyP99S.Mean }},
+		{"rtf_mean", "RTF mean", func(r trace.LevelResult) float64 { return r.RTFMean.Mean }},
+		{"corpus_wer", "corpus WER", func(r trace.LevelResult) float64 { return r.CorpusWER.Mean }},
+	}
+}
+
+// Judge returns the verdict over the scored runs of recs, given the levels
+// and repeats every run was asked for.
+func Judge(recs []RunRecord, planned []RunSpec, levels []capture.Level, repeats int) Verdict {
+	v := Verdict{}
+	done := map[string]bool{}
+	for _, r := range recs {
+		done[r.Dir] = true
+		if !r.Scored {
+			continue
+		}
+		v.Scored++
+		v.Gaps = append(v.Gaps, runGaps(r, levels, repeats)...)
+	}
+	for _, p := range planned {
+		if p.Scored && !done[p.Dir] {
+			v.Gaps = append(v.Gaps, Gap{Run: p.Dir, What: "not run (the runbook stopped before it)"})
+		}
+	}
+	v.Complete = len(v.Gaps) == 0 && v.Scored > 0
+	return v
+}
+
+// runGaps lists what one scored run is missing.
+func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
+	if !r.ran {
+		what := "no capture"
+		if r.Error != "" {
+			what += ": " + firstLine(r.Error)
+		}
+		return []Gap{{Run: r.Dir, What: what}}
+	}
+	var gaps []Gap
+	if !r.Finished {
+		gaps = append(gaps, Gap{Run: r.Dir, What: "the capture did not finish (interrupted or killed)"})
+	}
+	byLevel := map[string]trace.LevelResult{}
+	for _, lr := range r.results.Results {
+		byLevel[lr.Level] = lr
+	}
+	for _, lv := range levels {
+		lr, ok := byLevel[lv.Name]
+		if !ok {
+			gaps = append(gaps, Gap{Run: r.Dir, Level: lv.Name, What: "level not run"})
+			continue
+		}
+		if len(lr.PerRepeat) < repeats {
+			gaps = append(gaps, Gap{Run: r.Dir, Level: lv.Name, What: fmt.Sprintf("%d of %d repeats ran", len(lr.PerRepeat), repeats)})
+		}
+		for _, p := range lr.PerRepeat {
+			if what := coverageGap(p.Coverage); what != "" {
+				gaps = append(gaps, Gap{Run: r.Dir, Level: lv.Name, Repeat: p.Repeat, What: what})
+			}
+		}
+	}
+	if len(gaps) == 0 && !r.Complete {
+		// The manifest knows of a gap the results do not show (a bundle
+		// write error, say): take its words.
+		for _, s := range r.Incomplete {
+			gaps = append(gaps, Gap{Run: r.Dir, What: s})
+		}
+		if len(r.Incomplete) == 0 {
+			gaps = append(gaps, Gap{Run: r.Dir, What: "the manifest says incomplete"})
+		}
+	}
+	return gaps
+}
+
+// coverageGap says what a pass is missing ("" when nothing).
+func coverageGap(c trace.Coverage) string {
+	if c.Evaluated == c.Total && c.Skipped == 0 && c.Failed == 0 {
+		return ""
+	}
+	parts := []string{fmt.Sprintf("evaluated %d of %d", c.Evaluated, c.Total)}
+	if c.Failed > 0 {
+		kinds := make([]string, 0, len(c.FailureKinds))
+		for k, n := range c.FailureKinds {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+		sort.Strings(kinds)
+		parts = append(parts, fmt.Sprintf("%d failed (%s)", c.Failed, strings.Join(kinds, ", ")))
+	}
+	if c.Skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d skipped (empty normalized reference)", c.Skipped))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// Summarize returns, per level and metric, the statistics over the scored
+// runs of recs whose side is side ("" outside A/B).
+func Summarize(recs []RunRecord, side string, levels []capture.Level) []MetricSummary {
+	var out []MetricSummary
+	for _, lv := range levels {
+		for _, m := range Metrics() {
+			s := MetricSummary{Side: side, Level: lv.Name, Metric: m.Key, Values: []float64{}, Runs: []string{}}
+			for _, r := range recs {
+				if !r.Scored || r.Side != side || !r.ran {
+					continue
+				}
+				for _, lr := range r.results.Results {
+					if lr.Level == lv.Name {
+						s.Values = append(s.Values, m.Get(lr))
+						s.Runs = append(s.Runs, r.Dir)
+					}
+				}
+			}
+			if len(s.Values) == 0 {
+				continue
+			}
+			st := metrics.StatOf(s.Values)
+			s.N, s.Mean, s.Min, s.Max = st.N, st.Mean, st.Min, st.Max
+			s.StdDev = StdDev(s.Values)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// StdDev is the sample standard deviation (n-1 in the denominator); 0 for
+// fewer than two values.
+func StdDev(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m := metrics.Mean(xs)
+	var ss float64
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
+}
+
+// finish fills the verdict, summaries and comparison of rep.
+func finish(rep *Report, cfg *Config) {
+	levels := cfg.Capture.Levels()
+	rep.Verdict = Judge(rep.Runs, cfg.Plan, levels, cfg.Capture.Repeats)
+	rep.Summary = []MetricSummary{}
+	if rep.Mode == "ab" {
+		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "A", levels)...)
+		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "B", levels)...)
+		rep.Compare = Compare(rep.Summary, levels, DefaultAlpha)
+		var a, b *Provenance
+		for _, r := range rep.Runs {
+			if r.Side == "A" && a == nil {
+				a = r.Provenance
+			}
+			if r.Side == "B" && b == nil {
+				b = r.Provenance
+			}
+		}
+		if d := FingerprintDiff(a, b); len(d) > 0 {
+			for _, x := range d {
+				rep.Notes = append(rep.Notes, "A and B differ in "+x)
+			}
+		} else if a != nil && b != nil {
+			rep.Notes = append(rep.Notes, "A and B have the same server fingerprint (command, executable, python, environment)")
+		}
+	} else {
+		rep.Summary = Summarize(rep.Runs, "", levels)
+	}
+}
+
+// SummaryTable renders the per-level, per-metric statistics of one side.
+func SummaryTable(sum []MetricSummary, side string) *table.Table {
+	title := "Scored runs: mean, sample standard deviation, min and max of each run's mean"
+	name := "runbook"
+	if side != "" {
+		title = "Side " + side + ": " + title[len("Scored runs: "):]
+		name += "_" + strings.ToLower(side)
+	}
+	t := &table.Table{Name: name, Title: title, Columns: []string{"level", "metric", "mean", "sd", "min", "max", "n", "runs"}}
+	labels := map[string]string{}
+	for _, m := range Metrics() {
+		labels[m.Key] = m.Label
+	}
+	for _, s := range sum {
+		if s.Side != side {
+			continue
+		}
+		var sd any = s.StdDev
+		if s.N < 2 {
+			sd = nil
+		}
+		t.AddRow(s.Level, labels[s.Metric], s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
+	}
+	return t
+}
+
+// VerdictTable lists the gaps of an incomplete verdict (or none).
+func VerdictTable(v Verdict) *table.Table {
+	t := &table.Table{Name: "verdict", Columns: []string{"run", "level", "repeat", "missing"}}
+	if v.Complete {
+		t.Title = fmt.Sprintf("Verdict: complete (%d scored runs, full coverage at every level)", v.Scored)
+		return t
+	}
+	t.Title = fmt.Sprintf("Verdict: INCOMPLETE: %d gaps in %d scored runs; no means are shown as full runs", len(v.Gaps), v.Scored)
+	for _, g := range v.Gaps {
+		var rep any
+		if g.Repeat > 0 {
+			rep = g.Repeat
+		}
+		var lv any
+		if g.Level != "" {
+			lv = g.Level
+		}
+		t.AddRow(g.Run, lv, rep, g.What)
+	}
+	return t
+}
+
+// RunsTable lists the runs with their server pids.
+func RunsTable(rep *Report) *table.Table {
+	t := &table.Table{Name: "runs", Title: "Runs (each with a fresh server)", Columns: []string{"run", "scored", "pid", "startup (s)", "complete", "bundle"}}
+	for _, r := range rep.Runs {
+		var startup any
+		if r.StartupS > 0 {
+			startup = r.StartupS
+		}
+		t.AddRow(r.Dir, fmt.Sprint(r.Scored), r.PID, startup, fmt.Sprint(r.Complete && r.Finished), r.Dir+"/")
+	}
+	return t
+}
+
+func printReport(w io.Writer, format string, rep *Report) error {
+	rt := RunsTable(rep)
+	rt.Notes = append(rt.Notes, rep.Notes...)
+	tables := []*table.Table{rt}
+	if rep.Verdict.Complete {
+		if rep.Mode == "ab" {
+			tables = append(tables, SummaryTable(rep.Summary, "A"), SummaryTable(rep.Summary, "B"), CompareTable(rep.Compare, DefaultAlpha))
+		} else {
+			tables = append(tables, SummaryTable(rep.Summary, ""))
+		}
+	}
+	vt := VerdictTable(rep.Verdict)
+	if rep.Error != "" {
+		vt.Notes = append(vt.Notes, "stopped: "+firstLine(rep.Error))
+	}
+	tables = append(tables, vt)
+	return table.Render(w, format, tables...)
+}
