@@ -112,6 +112,7 @@ func envValue(env []string, key string) (string, bool) {
 // executable, Python, the environment subset, the GPUs and cache states.
 // Whatever cannot be read becomes a note, never an error.
 func Describe(ctx context.Context, command string, argv, env, envNames, cacheDirs []string, gpus GPUReader) *Provenance {
+	env = commandEnv(argv, env)
 	p := &Provenance{Command: command, Argv: argv, Env: SelectEnv(env, envNames)}
 	if v, ok := envValue(env, "CUDA_VISIBLE_DEVICES"); ok {
 		p.CUDAVisibleDevices = &v
@@ -146,6 +147,44 @@ func Describe(ctx context.Context, command string, argv, env, envNames, cacheDir
 		p.Caches = append(p.Caches, cacheState(d))
 	}
 	return p
+}
+
+// commandEnv is the environment the program of argv sees: env, changed by
+// an `env [-i] [-u NAME] [NAME=VALUE]... prog` prefix when there is one.
+func commandEnv(argv, env []string) []string {
+	if len(argv) == 0 || filepath.Base(argv[0]) != "env" {
+		return env
+	}
+	out := append([]string(nil), env...)
+	drop := func(name string) {
+		kept := out[:0]
+		for _, kv := range out {
+			if k, _, _ := strings.Cut(kv, "="); k != name {
+				kept = append(kept, kv)
+			}
+		}
+		out = kept
+	}
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "-i" || a == "--ignore-environment" || a == "-":
+			out = out[:0]
+		case (a == "-u" || a == "--unset") && i+1 < len(argv):
+			i++
+			drop(argv[i])
+		case a == "-C" || a == "--chdir":
+			i++
+		case strings.HasPrefix(a, "-"):
+		case strings.Contains(a, "="):
+			k, _, _ := strings.Cut(a, "=")
+			drop(k)
+			out = append(out, a)
+		default:
+			return out
+		}
+	}
+	return out
 }
 
 // programWord is the word naming the program: argv[0], or for `env

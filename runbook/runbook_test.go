@@ -583,3 +583,14 @@ func TestProvenanceHelpers(t *testing.T) {
 		t.Errorf("FingerprintDiff = %q", d)
 	}
 }
+
+func TestCommandEnv(t *testing.T) {
+	base := []string{"PATH=/bin", "OMP_NUM_THREADS=8", "HOME=/root"}
+	got := commandEnv([]string{"env", "-u", "HOME", "OMP_NUM_THREADS=1", "VLLM_X=2", "srv", "A=3"}, base)
+	if strings.Join(got, " ") != "PATH=/bin OMP_NUM_THREADS=1 VLLM_X=2" {
+		t.Errorf("commandEnv = %q", got)
+	}
+	if got := commandEnv([]string{"srv", "A=1"}, base); len(got) != 3 {
+		t.Errorf("no env prefix: %q", got)
+	}
+}

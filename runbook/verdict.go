@@ -113,7 +113,8 @@ func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
 	if !r.ran {
 		what := "no capture"
 		if r.Error != "" {
-			what += ": " + firstLine(r.Error)
+			e, _, _ := strings.Cut(firstLine(r.Error), "; last lines of")
+			what += ": " + e
 		}
 		return []Gap{{Run: r.Dir, What: what}}
 	}

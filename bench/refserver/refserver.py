@@ -550,6 +550,158 @@ class Request:
         self.text = ""
 
 
+# ---------------------------------------------------------------- WebSocket (RFC 6455)
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
+WS_MAX_MESSAGE = 16 * 1024 * 1024
+
+
+class WSError(Exception):
+    """A protocol violation by the peer; code is the close status to send."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def ws_accept_key(key):
+    return base64.b64encode(hashlib.sha1((key + WS_GUID).encode("ascii")).digest()).decode("ascii")
+
+
+def ws_unmask(data, mask):
+    n = len(data)
+    if n == 0:
+        return data
+    m = (mask * (n // 4 + 1))[:n]
+    return (int.from_bytes(data, "little") ^ int.from_bytes(m, "little")).to_bytes(n, "little")
+
+
+class WebSocket:
+    """The server side of RFC 6455 framing on a handler's rfile/wfile.
+
+    One thread reads (read_message), one thread writes (send*).  Client
+    frames must be masked; fragmented messages are reassembled, with
+    control frames (ping, pong, close) allowed in between; lengths use the
+    7-bit, 16-bit and 64-bit forms.
+    """
+
+    def __init__(self, rfile, wfile, max_message=WS_MAX_MESSAGE):
+        self.rfile = rfile
+        self.wfile = wfile
+        self.max_message = max_message
+        self.closed = False
+
+    def _read(self, n):
+        b = self.rfile.read(n)
+        if b is None or len(b) < n:
+            raise EOFError("connection closed")
+        return b
+
+    def read_frame(self):
+        b0, b1 = self._read(2)
+        fin, op, n = bool(b0 & 0x80), b0 & 0x0F, b1 & 0x7F
+        if b0 & 0x70:
+            raise WSError(1002, "reserved bits set")
+        if op not in (OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG):
+            raise WSError(1002, "unknown opcode %d" % op)
+        if n == 126:
+            n = struct.unpack(">H", self._read(2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", self._read(8))[0]
+        if not b1 & 0x80:
+            raise WSError(1002, "client frames must be masked")
+        if op >= OP_CLOSE and (not fin or n > 125):
+            raise WSError(1002, "control frames must be whole and at most 125 bytes")
+        if n > self.max_message:
+            raise WSError(1009, "frame of %d bytes is too large" % n)
+        mask = self._read(4)
+        return fin, op, ws_unmask(self._read(n) if n else b"", mask)
+
+    def read_message(self):
+        """Return (opcode, payload) of the next message or control frame."""
+        parts, first, size = [], None, 0
+        while True:
+            fin, op, data = self.read_frame()
+            if op >= OP_CLOSE:
+                return op, data
+            if op == OP_CONT:
+                if first is None:
+                    raise WSError(1002, "continuation frame without a message")
+            elif first is not None:
+                raise WSError(1002, "new message inside a fragmented one")
+            else:
+                first = op
+            size += len(data)
+            if size > self.max_message:
+                raise WSError(1009, "message too large")
+            parts.append(data)
+            if fin:
+                msg = b"".join(parts)
+                if first == OP_TEXT:
+                    try:
+                        msg.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise WSError(1007, "text message is not UTF-8")
+                return first, msg
+
+    def send(self, op, payload):
+        n = len(payload)
+        if n < 126:
+            head = struct.pack(">BB", 0x80 | op, n)
+        elif n < 1 << 16:
+            head = struct.pack(">BBH", 0x80 | op, 126, n)
+        else:
+            head = struct.pack(">BBQ", 0x80 | op, 127, n)
+        self.wfile.write(head + payload)
+        self.wfile.flush()
+
+    def send_json(self, obj):
+        self.send(OP_TEXT, json.dumps(obj).encode("utf-8"))
+
+    def send_close(self, code=1000, reason=""):
+        if self.closed:
+            return
+        self.closed = True
+        self.send(OP_CLOSE, struct.pack(">H", code) + reason.encode("utf-8")[:120])
+
+
+class StreamSession(Request):
+    """A realtime (Fun-ASR protocol) session as it moves through the
+    pipeline: admitted like a request, then stepped by the scheduler each
+    time --decode-interval of its audio has arrived (or it was stopped)."""
+
+    realtime = True
+
+    def __init__(self, request_id, trace_id, parent_span_id, interval_bytes, out):
+        super().__init__(request_id, trace_id, parent_span_id, True)
+        self.out = out  # the connection's queue: ("update", msg) ("done", text) ("error", status, msg)
+        self.lock = threading.Lock()  # guards pending, stop_requested
+        self.pending = bytearray()
+        self.interval_bytes = interval_bytes
+        self.stop_requested = False
+        self.received = 0  # bytes of audio received
+        self.processed = 0  # bytes fed to the decoder
+        self.in_speech = False
+        self.utt_start_ms = 0
+        self.sentences = []
+        self.last_partial = ""
+        self.step_spans = []  # (start_ns, end_ns, step, audio_s, backlog_s)
+        self.language = ""
+
+    def has_work(self):
+        return self.stop_requested or len(self.pending) >= self.interval_bytes
+
+    def feed(self, pcm):
+        with self.lock:
+            self.pending += pcm
+            self.received += len(pcm)
+
+    def stop(self):
+        with self.lock:
+            self.stop_requested = True
+
+
 class Pipeline:
     """Build pool, admission queue and the scheduler thread."""
 
@@ -809,6 +961,90 @@ class Pipeline:
             req.out.put(("error", 500, "decoding failed: %s" % message))
         else:
             req.out.put(("error", 499, "client disconnected"))
+
+    # -- realtime sessions
+
+    def admit_stream(self, req):
+        """Put a realtime session into the admission queue."""
+        with self.adm_cond:
+            self.admission.append(req)
+            self.mark(req, "scheduler_queue_enter", {"queue_depth": len(self.admission)})
+            self.adm_cond.notify()
+
+    def wake(self):
+        """Tell the scheduler a realtime session may have work."""
+        with self.adm_cond:
+            self.adm_cond.notify()
+
+    def _stream_admit(self, req):
+        self.mark(req, "scheduler_prefill_start",
+                  {"batch_size": req.batch_at_admission, "queue_depth": len(self.admission)})
+        try:
+            req.decoder.start_utt()
+        except Exception as e:
+            self.mark(req, "scheduler_prefill_end")
+            self._finish(req, "error", str(e))
+
+    def _stream_step(self, req):
+        """One decode step of a realtime session: up to --decode-interval of
+        its audio, fed in --chunk-ms pieces.  PocketSphinx leaving speech is
+        an endpoint that locks a sentence; the current hypothesis is the
+        partial.  True once the final message is out."""
+        with req.lock:
+            take = bytes(req.pending[:self.interval_bytes])
+            del req.pending[:len(take)]
+            last = req.stop_requested and not req.pending
+            backlog_s = len(req.pending) / 2.0 / SAMPLE_RATE
+        t0 = now_ns()
+        dec = req.decoder
+        locked = 0
+        for off in range(0, len(take), self.chunk_bytes):
+            piece = take[off:off + self.chunk_bytes]
+            dec.process_raw(piece, False, False)
+            req.processed += len(piece)
+            speech = dec.get_in_speech()
+            if req.in_speech and not speech:
+                locked += self._lock_sentence(req, True)
+            req.in_speech = speech
+        partial = ""
+        if last:
+            locked += self._lock_sentence(req, False)
+        else:
+            hyp = dec.hyp()
+            partial = hyp.hypstr.strip() if hyp is not None and hyp.hypstr else ""
+        req.steps += 1
+        req.step_spans.append((t0, now_ns(), req.steps, len(take) / 2.0 / SAMPLE_RATE, backlog_s))
+        if req.steps == 1:
+            self.mark(req, "scheduler_prefill_end", {"chunk_ms": self.args.chunk_ms,
+                                                     "decode_interval_s": self.args.decode_interval})
+        if (partial or locked) and "scheduler_first_emit" not in req.t:
+            self.mark(req, "scheduler_first_emit", {"step": req.steps})
+        duration_ms = int(round(req.processed * 1000.0 / 2 / SAMPLE_RATE))
+        if last:
+            req.audio_seconds = req.processed / 2.0 / SAMPLE_RATE
+            req.text = " ".join(x["text"] for x in req.sentences)
+            req.out.put(("update", {"sentences": list(req.sentences), "partial": "",
+                                    "is_final": True, "duration_ms": duration_ms}))
+            return True
+        if partial or locked:
+            req.out.put(("update", {"sentences": list(req.sentences), "partial": partial,
+                                    "partial_start_ms": req.utt_start_ms, "is_final": False,
+                                    "duration_ms": duration_ms}))
+        return False
+
+    def _lock_sentence(self, req, restart):
+        """End the utterance at an endpoint; its text becomes a sentence."""
+        dec = req.decoder
+        dec.end_utt()
+        hyp = dec.hyp()
+        text = " ".join(hyp.hypstr.split()) if hyp is not None and hyp.hypstr else ""
+        end_ms = int(round(req.processed * 1000.0 / 2 / SAMPLE_RATE))
+        if text:
+            req.sentences.append({"text": text, "start": req.utt_start_ms, "end": end_ms})
+        if restart:
+            dec.start_utt()
+        req.utt_start_ms = end_ms
+        return 1 if text else 0
 
 
 # ---------------------------------------------------------------- HTTP
@@ -1175,6 +1411,206 @@ class Handler(http.server.BaseHTTPRequestHandler):
                "chunk_ms": app.args.chunk_ms})
         child("decode", "scheduler_prefill_end", "stage_complete",
               {"decode.steps": req.steps if req else 0, "audio.seconds": audio_s})
+
+
+    # -- realtime sessions (Fun-ASR's WebSocket protocol)
+
+    def _websocket(self, rid):
+        """Serve one Fun-ASR realtime session on this connection: START,
+        optional LANGUAGE:x and HOTWORDS:a,b, binary PCM16 16 kHz mono
+        frames, STOP; updates as the scheduler steps the session."""
+        app = self.app
+        arrival = now_ns()
+        key = (self.headers.get("Sec-WebSocket-Key") or "").strip()
+        try:
+            key_ok = len(base64.b64decode(key, validate=True)) == 16
+        except ValueError:
+            key_ok = False
+        if (self.headers.get("Sec-WebSocket-Version") or "").strip() != "13" or not key_ok:
+            self.close_connection = True
+            app.metrics.count_request(400)
+            self._send_error_json(HTTPError(400, "bad WebSocket handshake (want version 13 and a "
+                                            "16-byte Sec-WebSocket-Key)"), rid)
+            return
+        if not app.pipeline.ready.is_set():
+            app.metrics.count_request(503)
+            self._send_error_json(HTTPError(503, "model is still loading", "server_overloaded"), rid)
+            return
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", ws_accept_key(key))
+        self.send_header("X-Request-Id", rid)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        ctx = parse_traceparent(self.headers.get("traceparent"))
+        trace_id, parent = ctx if ctx else (new_trace_id(), None)
+        ws = WebSocket(self.rfile, self.wfile)
+        q = queue.Queue()
+
+        def reader():
+            set_thread_name("asr-http")
+            try:
+                while True:
+                    op, data = ws.read_message()
+                    q.put(("in", op, data))
+                    if op == OP_CLOSE:
+                        return
+            except WSError as e:
+                q.put(("bad", e.code, str(e)))
+            except (OSError, EOFError, ValueError):
+                q.put(("gone",))
+
+        threading.Thread(target=reader, name="asr-http", daemon=True).start()
+        sess, done, status = None, False, 200
+        try:
+            while True:
+                item = q.get()
+                kind = item[0]
+                if kind == "in":
+                    op, data = item[1], item[2]
+                    if op == OP_CLOSE:
+                        code = struct.unpack(">H", data[:2])[0] if len(data) >= 2 else 1000
+                        ws.send_close(code if code in (1000, 1001) else 1000)
+                        break
+                    if op == OP_PING:
+                        ws.send(OP_PONG, data)
+                    elif op == OP_TEXT:
+                        sess = self._ws_command(ws, q, data.decode("utf-8").strip(), sess, done,
+                                                rid, trace_id, parent)
+                    elif op == OP_BINARY:
+                        if sess is None or sess.stop_requested:
+                            ws.send_json({"event": "error", "error": "audio outside START..STOP"})
+                        elif len(data) % 2:
+                            ws.send_json({"event": "error", "error": "PCM16 frames need an even "
+                                          "number of bytes"})
+                        else:
+                            sess.feed(data)
+                            app.pipeline.wake()
+                elif kind == "update":
+                    ws.send_json(item[1])
+                elif kind == "done":
+                    done = True
+                    ws.send_json({"event": "stopped"})
+                elif kind == "error":
+                    done, status = True, item[1]
+                    ws.send_json({"event": "error", "error": item[2]})
+                elif kind == "bad":
+                    status = 400
+                    ws.send_close(item[1], item[2])
+                    break
+                else:  # the peer went away
+                    break
+        except OSError:
+            pass
+        finally:
+            if sess is not None and not done:
+                sess.cancelled = True
+                app.pipeline.wake()
+                status = 499
+            app.metrics.count_request(status)
+            self._record_session(sess, rid, trace_id, parent, arrival, status)
+
+    def _ws_command(self, ws, q, cmd, sess, done, rid, trace_id, parent):
+        """Handle one text command; returns the (new) session."""
+        app = self.app
+        if cmd == "START":
+            if sess is not None:
+                ws.send_json({"event": "error", "error": "one session per connection"})
+                return sess
+            sess = StreamSession(rid, trace_id, parent, app.pipeline.interval_bytes, q)
+            sess.t["arrival"] = now_ns()
+            pl = app.pipeline
+            pl.mark(sess, "stage_input_received", {"bytes": 0, "stream": True, "realtime": True})
+            pl.mark(sess, "scheduler_request_build_start")
+            pl.mark(sess, "scheduler_request_build_end", {"audio_seconds": 0.0})
+            pl.admit_stream(sess)
+            ws.send_json({"event": "started"})
+        elif cmd.startswith("LANGUAGE:"):
+            lang = cmd[len("LANGUAGE:"):].strip()
+            if lang.lower() not in LANGUAGES:
+                ws.send_json({"event": "error", "error": "language %r is not supported "
+                              "(English only)" % lang})
+            else:
+                if sess is not None:
+                    sess.language = lang
+                ws.send_json({"event": "language_set", "language": lang})
+        elif cmd.startswith("HOTWORDS:"):
+            words = [w.strip() for w in cmd[len("HOTWORDS:"):].split(",") if w.strip()]
+            ws.send_json({"event": "hotwords_set", "hotwords": words})  # accepted, unused
+        elif cmd == "STOP":
+            if sess is None or done:
+                ws.send_json({"event": "error", "error": "STOP without START"})
+            else:
+                sess.stop()
+                app.pipeline.wake()
+        else:
+            ws.send_json({"event": "error", "error": "unknown command %r" % cmd[:40]})
+        return sess
+
+    def _record_session(self, req, rid, trace_id, parent, arrival, status):
+        """Spans, metrics and the closing event of a realtime session: the
+        file requests' spans plus one decode_step span per step."""
+        app = self.app
+        end = now_ns()
+        t = req.t if req is not None else {}
+        if req is not None and "stage_complete" not in t:
+            app.pipeline.mark(req, "stage_complete", {"status": "cancelled" if status == 499 else "error",
+                                                      "decode_steps": req.steps})
+
+        def dur(a, b):
+            return (t[b] - t[a]) / 1e9 if a in t and b in t else None
+
+        m = app.metrics
+        m.observe("queue", dur("scheduler_queue_enter", "scheduler_prefill_start"))
+        m.observe("first_forward", dur("scheduler_prefill_start", "scheduler_prefill_end"))
+        m.observe("decode", dur("scheduler_prefill_end", "stage_complete"))
+        if not app.exporter.enabled:
+            return
+        audio_s = round(req.received / 2.0 / SAMPLE_RATE, 4) if req is not None else 0.0
+        attrs = {
+            "request.id": rid, "gen_ai.request.id": rid, "gen_ai.request.model": MODEL_ID,
+            "http.request.method": "GET", "http.route": urllib.parse.urlsplit(self.path).path,
+            "http.response.status_code": status, "asr.stream": True, "asr.realtime": True,
+            "audio.seconds": audio_s, "gen_ai.latency.e2e": (end - arrival) / 1e9,
+        }
+        q_s = dur("scheduler_queue_enter", "scheduler_prefill_start")
+        if q_s is not None:
+            attrs["gen_ai.latency.time_in_queue"] = q_s
+        if req is not None:
+            attrs["batch.size_at_admission"] = req.batch_at_admission
+            attrs["decode.steps"] = req.steps
+        span_id = req.span_id if req is not None else new_span_id()
+        root = {"trace_id": trace_id, "span_id": span_id, "parent": parent, "name": "transcription",
+                "kind": 2, "start": arrival, "end": end, "attrs": attrs}
+        if status != 200:
+            root["status"] = {"code": 2, "message": "status %d" % status}
+        app.exporter.record(root)
+        if req is None:
+            return
+
+        def child(name, a_ns, b_ns, extra):
+            ca = {"request.id": rid}
+            ca.update(extra)
+            app.exporter.record({"trace_id": trace_id, "span_id": new_span_id(), "parent": span_id,
+                                 "name": name, "kind": 1, "start": a_ns, "end": b_ns, "attrs": ca})
+
+        for name, a, b, extra in (
+                ("build", "scheduler_request_build_start", "scheduler_request_build_end",
+                 {"audio.seconds": 0.0}),
+                ("queue", "scheduler_queue_enter", "scheduler_prefill_start",
+                 {"batch.size_at_admission": req.batch_at_admission}),
+                ("first_forward", "scheduler_prefill_start", "scheduler_prefill_end",
+                 {"batch.size_at_admission": req.batch_at_admission,
+                  "chunk_ms": app.args.chunk_ms}),
+                ("decode", "scheduler_prefill_end", "stage_complete",
+                 {"decode.steps": req.steps, "audio.seconds": audio_s})):
+            if a in t:
+                child(name, t[a], t.get(b, end), extra)
+        for a_ns, b_ns, step, step_audio, backlog in list(req.step_spans):
+            child("decode_step", a_ns, b_ns, {"decode.step": step, "audio.seconds": round(step_audio, 4),
+                                              "backlog.seconds": round(backlog, 4)})
 
 
 class Server(http.server.ThreadingHTTPServer):

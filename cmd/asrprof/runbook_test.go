@@ -166,9 +166,12 @@ func TestRunbookRefserver(t *testing.T) {
 	port := runbooktest.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ref")
 	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
-	cmd := fmt.Sprintf("%s %s --port %d", refservertest.Python, script, port)
-	code, stdout, stderr := runCLI(append([]string{"capture", "--server-cmd", cmd, "--dataset", ds,
-		"--runs", "warm,1,2,3", "--max-samples", "3", "--timeout", "60s"}, runbookArgs(port, out)...)...)
+	// One decoder and one build worker: the server starts faster, and
+	// concurrency 1 needs no more.
+	cmd := fmt.Sprintf("%s %s --port %d --max-running-requests 1 --build-workers 1", refservertest.Python, script, port)
+	code, stdout, stderr := runCLI(append(append([]string{"capture", "--server-cmd", cmd, "--dataset", ds,
+		"--runs", "warm,1,2,3", "--max-samples", "3", "--timeout", "60s"}, runbookArgs(port, out)...),
+		"--startup-timeout", "3m")...)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}

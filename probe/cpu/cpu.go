@@ -15,7 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // Dir is the bundle folder the probe writes its profiles to.
@@ -96,15 +96,12 @@ type Frame struct {
 type Probe struct {
 	cfg Config
 
-	mu      sync.Mutex // guards everything below after Start
-	eng     Adapter
-	target  probe.Target
-	out     probe.Sink
-	begin   time.Time
-	loopErr error
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
+	mu     sync.Mutex // guards everything below after Start
+	eng    Adapter
+	target probe.Target
+	out    probe.Sink
+	begin  time.Time
+	loop   *watch.Loop // runs while the probe is started
 }
 
 // New returns a probe that does nothing until Start.
@@ -115,7 +112,9 @@ func New(cfg Config) *Probe {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
 	}
-	return &Probe{cfg: cfg}
+	p := &Probe{cfg: cfg}
+	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	return p
 }
 
 // Name returns "cpu".
@@ -130,7 +129,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
+	if p.loop.Running() {
 		return errors.New("cpu: already started")
 	}
 	eng := p.cfg.Adapter
@@ -145,37 +144,13 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		return errors.Join(err, eng.Stop())
 	}
 	p.begin = time.Now()
-	loopCtx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
-	go p.loop(loopCtx, p.done)
+	p.loop.Start()
 	return nil
-}
-
-func (p *Probe) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(p.cfg.Refresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
-				p.loopErr = err
-			}
-			p.mu.Unlock()
-		}
-	}
 }
 
 // refreshLocked gives the engine the target's current process tree.
 func (p *Probe) refreshLocked() error {
-	pids := proctree.Descendants(p.target.PID)
-	if p.target.Children != nil {
-		pids = append(pids, p.target.Children()...)
-	}
-	if err := p.eng.Watch(pids); err != nil {
+	if err := p.eng.Watch(watch.Pids(p.target)); err != nil {
 		return fmt.Errorf("cpu: watching processes: %w", err)
 	}
 	return nil
@@ -185,12 +160,10 @@ func (p *Probe) refreshLocked() error {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return
 	}
-	if err := p.eng.Reset(context.Background()); err != nil && p.loopErr == nil {
-		p.loopErr = err // reported by End
-	}
+	p.loop.Keep(p.eng.Reset(context.Background())) // reported by End
 	p.begin = time.Now()
 }
 
@@ -202,11 +175,10 @@ func (p *Probe) Begin(per probe.Period) {
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return errors.New("cpu: End before Start")
 	}
-	err := p.loopErr
-	p.loopErr = nil
+	err := p.loop.TakeErr()
 	stacks, cerr := p.eng.Collect(ctx)
 	if cerr != nil {
 		err = errors.Join(err, fmt.Errorf("cpu: collecting stacks: %w", cerr))
@@ -239,19 +211,12 @@ func writeProfile(name string, prof *profile.Profile) error {
 // Stop ends sampling. It waits for the refresh goroutine until ctx is
 // done.
 func (p *Probe) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return nil
+	wasRunning, err := p.loop.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("cpu: stopping: %w", err)
 	}
-	p.started = false
-	p.cancel()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("cpu: stopping: %w", ctx.Err())
+	if !wasRunning {
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -263,7 +228,7 @@ func (p *Probe) Stop(ctx context.Context) error {
 func (p *Probe) Overhead() (Overhead, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return Overhead{}, errors.New("cpu: not started")
 	}
 	o, ok := p.eng.(interface{ Overhead() (Overhead, error) })

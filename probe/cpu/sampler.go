@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/bpf"
 )
 
 // maxDepth is the number of frames a stack-trace map entry holds
@@ -96,13 +96,11 @@ func (s *Sampler) Start(ctx context.Context, hz int) (err error) {
 }
 
 // notSupported wraps err with probe.ErrNotSupported when it says that the
-// kernel or our permissions do not allow it.
+// kernel or our permissions do not allow it (bpf.NotSupported); for
+// perf_event_open that includes ENOENT and ENOSYS (no such event, no perf
+// events at all).
 func notSupported(err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) ||
-		errors.Is(err, unix.ENOSYS) || errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
-	}
-	return err
+	return bpf.NotSupported(err, unix.ENOENT, unix.ENOSYS)
 }
 
 // parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
@@ -270,7 +268,7 @@ func (s *Sampler) Collect(ctx context.Context) ([]Stack, error) {
 			seen[pid] = true
 			s.sym.refreshMaps(pid)
 		}
-		st := Stack{PID: pid, TID: int(k.Tid), Comm: commString(k.Comm[:]), Count: n}
+		st := Stack{PID: pid, TID: int(k.Tid), Comm: bpf.Comm(k.Comm[:]), Count: n}
 		if addrs, ok := readStack(k.KernelStack); ok {
 			st.Frames = append(st.Frames, s.sym.kernelFrames(addrs)...)
 		}
@@ -290,17 +288,6 @@ func (s *Sampler) Collect(ctx context.Context) ([]Stack, error) {
 		}
 	}
 	return out, err
-}
-
-func commString(b []int8) string {
-	buf := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		buf = append(buf, byte(c))
-	}
-	return string(buf)
 }
 
 // Overhead is the cost of the sampler's BPF program.

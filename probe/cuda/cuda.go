@@ -18,10 +18,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/bpf"
 	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // File is the bundle file the probe appends to.
@@ -85,11 +86,8 @@ type Probe struct {
 	target  probe.Target
 	out     probe.Sink
 	base    snapshot
-	loopErr error
-	cancel  context.CancelFunc
-	done    chan struct{}
+	loop    *watch.Loop // runs while the probe is started
 	loaded  bool
-	started bool
 }
 
 // New returns a probe that does nothing until Start.
@@ -103,7 +101,9 @@ func New(cfg Config) *Probe {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
 	}
-	return &Probe{cfg: cfg}
+	p := &Probe{cfg: cfg}
+	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	return p
 }
 
 // Name returns "cuda".
@@ -166,15 +166,6 @@ func (p *Probe) libsOf(pid int) ([]lib, error) {
 	return findLibs(f, p.cfg.LibPattern)
 }
 
-// tree returns the target's processes.
-func (p *Probe) tree() []int {
-	pids := proctree.Descendants(p.target.PID)
-	if p.target.Children != nil {
-		pids = append(pids, p.target.Children()...)
-	}
-	return pids
-}
-
 // Start finds the CUDA driver library in the target's processes, loads
 // the BPF program and attaches a uprobe to each function. It returns an
 // error wrapping probe.ErrNotSupported when t.PID is 0, no process of the
@@ -189,13 +180,13 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
+	if p.loop.Running() {
 		return errors.New("cuda: already started")
 	}
 	p.target, p.out = t, out
 	p.libs, p.cuda, p.watched = make(map[libKey]string), make(map[int]bool), make(map[int]bool)
 	found := false
-	for _, pid := range p.tree() {
+	for _, pid := range watch.Pids(p.target) {
 		libs, err := p.libsOf(pid)
 		if err != nil {
 			return fmt.Errorf("cuda: %w", err)
@@ -206,10 +197,10 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return fmt.Errorf("cuda: no %s mapped by process %d or its descendants: %w", p.cfg.LibPattern, t.PID, probe.ErrNotSupported)
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("cuda: memlock: %w", notSupported(err))
+		return fmt.Errorf("cuda: memlock: %w", bpf.NotSupported(err))
 	}
 	if err := loadCudaObjects(&p.objs, nil); err != nil {
-		return fmt.Errorf("cuda: loading BPF program: %w", notSupported(err))
+		return fmt.Errorf("cuda: loading BPF program: %w", bpf.NotSupported(err))
 	}
 	p.loaded = true
 	defer func() {
@@ -229,9 +220,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if p.base, err = p.snapshotLocked(); err != nil {
 		return err
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
-	go p.loop(loopCtx, p.done)
+	p.loop.Start()
 	return nil
 }
 
@@ -244,33 +233,6 @@ func (p *Probe) libPaths() []string {
 	return out
 }
 
-// notSupported wraps err with probe.ErrNotSupported when it says that the
-// kernel or our permissions do not allow it.
-func notSupported(err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
-	}
-	return err
-}
-
-func (p *Probe) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(p.cfg.Refresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			if err := p.refreshLocked(); err != nil && p.loopErr == nil {
-				p.loopErr = err
-			}
-			p.mu.Unlock()
-		}
-	}
-}
-
 // refreshLocked brings the watch map up to date with the target's process
 // tree and attaches to libraries that processes mapped since the last
 // call. A process is scanned until it is seen to map the library (servers
@@ -278,7 +240,7 @@ func (p *Probe) loop(ctx context.Context, done chan struct{}) {
 func (p *Probe) refreshLocked() error {
 	want := make(map[int]bool)
 	var errs []error
-	for _, pid := range p.tree() {
+	for _, pid := range watch.Pids(p.target) {
 		want[pid] = true
 		if p.cuda[pid] {
 			continue
@@ -338,7 +300,7 @@ func (p *Probe) attachLocked(path string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, notSupported(err))
+			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, bpf.NotSupported(err))
 		}
 		p.links = append(p.links, l)
 		n++
@@ -369,23 +331,12 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 	for it.Next(&k, &v) {
 		ck := callKey{k.Tgid, k.Tid, k.Sym}
 		s.calls[ck] = v.Calls
-		s.comm[ck] = commString(v.Comm[:])
+		s.comm[ck] = bpf.Comm(v.Comm[:])
 	}
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("cuda: reading calls map: %w", err)
 	}
 	return s, nil
-}
-
-func commString(b []int8) string {
-	buf := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		buf = append(buf, byte(c))
-	}
-	return string(buf)
 }
 
 // records returns the records of the calls made between snapshots b and
@@ -430,13 +381,13 @@ func records(a, b snapshot, symbols []string, per probe.Period) []Record {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return
 	}
 	if s, err := p.snapshotLocked(); err == nil {
 		p.base = s
-	} else if p.loopErr == nil {
-		p.loopErr = err // reported by End
+	} else {
+		p.loop.Keep(err) // reported by End
 	}
 }
 
@@ -448,11 +399,10 @@ func (p *Probe) Begin(per probe.Period) {
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return errors.New("cuda: End before Start")
 	}
-	err := p.loopErr
-	p.loopErr = nil
+	err := p.loop.TakeErr()
 	cur, serr := p.snapshotLocked()
 	if serr != nil {
 		return errors.Join(err, serr)
@@ -484,19 +434,12 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 // Stop detaches the uprobes and frees the maps. It waits for the refresh
 // goroutine until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return nil
+	wasRunning, err := p.loop.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("cuda: stopping: %w", err)
 	}
-	p.started = false
-	p.cancel()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("cuda: stopping: %w", ctx.Err())
+	if !wasRunning {
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -535,7 +478,7 @@ type Overhead struct {
 func (p *Probe) Overhead() (Overhead, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return Overhead{}, errors.New("cuda: not started")
 	}
 	var o Overhead

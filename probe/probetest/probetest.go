@@ -6,7 +6,9 @@ package probetest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,40 +107,100 @@ func RunWorkloadIfChild() {
 // killed when the test ends.
 func StartWorkload(tb testing.TB) *Workload {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// No async preemption, so the Go runtime does not park the busy thread;
 	// enough Ps for both locked threads.
-	cmd.Env = append(os.Environ(), workloadEnv+"=1", "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=4")
+	pid, s := StartChild(tb, workloadEnv+"=1", "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=4")
+	w := &Workload{PID: pid}
+	if _, err := fmt.Sscanf(s, "busy=%d sleep=%d", &w.BusyTID, &w.SleepTID); err != nil {
+		tb.Fatalf("workload said %q: %v", s, err)
+	}
+	return w
+}
+
+// StartChild re-executes the test binary (running no tests) with env added
+// to its environment, for a TestMain that recognises it and runs a
+// workload instead, and returns the child's pid and the first line it
+// writes to stdout, failing the test when none comes within 10 s. When the
+// test ends the child's stdin is closed and the child killed.
+func StartChild(tb testing.TB, env ...string) (pid int, line string) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		tb.Fatalf("workload stdin: %v", err)
+		tb.Fatalf("child stdin: %v", err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		tb.Fatalf("workload stdout: %v", err)
+		tb.Fatalf("child stdout: %v", err)
 	}
 	if err := cmd.Start(); err != nil {
-		tb.Fatalf("starting workload: %v", err)
+		tb.Fatalf("starting child: %v", err)
 	}
 	tb.Cleanup(func() {
 		_ = stdin.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line := make(chan string, 1)
+	lines := make(chan string, 1)
 	go func() {
 		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
+		lines <- s
 	}()
-	w := &Workload{PID: cmd.Process.Pid}
 	select {
-	case s := <-line:
-		if _, err := fmt.Sscanf(s, "busy=%d sleep=%d", &w.BusyTID, &w.SleepTID); err != nil {
-			tb.Fatalf("workload said %q: %v", s, err)
-		}
+	case line = <-lines:
 	case <-time.After(10 * time.Second):
-		tb.Fatal("workload did not start within 10 s")
+		tb.Fatal("child wrote nothing within 10 s")
 	}
-	return w
+	return cmd.Process.Pid, line
+}
+
+// Start starts p on target, writing to sink. It skips the test when Start
+// returns an error wrapping probe.ErrNotSupported (the message is skip,
+// then the error) and fails it on any other error. When the test ends p
+// is stopped, and the test fails unless Stop returns nil within 5 s.
+func Start(tb testing.TB, p probe.Probe, target probe.Target, sink probe.Sink, skip string) {
+	tb.Helper()
+	if err := p.Start(context.Background(), target, sink); err != nil {
+		if errors.Is(err, probe.ErrNotSupported) {
+			tb.Skipf("%s: %v", skip, err)
+		}
+		tb.Fatalf("Start: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			tb.Errorf("Stop: %v", err)
+		}
+	})
+}
+
+// BusyAndIdle returns the records of w's busy and sleeping threads among
+// recs, of which thread gives the thread id and name, and checks their
+// names. It fails the test when either thread has no record.
+func BusyAndIdle[R any](tb testing.TB, w *Workload, recs []R, thread func(R) (tid int, name string)) (busy, idle R) {
+	tb.Helper()
+	byTID := make(map[int]R)
+	for _, r := range recs {
+		tid, _ := thread(r)
+		byTID[tid] = r
+	}
+	busy, ok := byTID[w.BusyTID]
+	if !ok {
+		tb.Fatalf("no record for the busy thread %d in %d records", w.BusyTID, len(recs))
+	}
+	idle, ok = byTID[w.SleepTID]
+	if !ok {
+		tb.Fatalf("no record for the sleeping thread %d", w.SleepTID)
+	}
+	tb.Logf("busy:  %+v", busy)
+	tb.Logf("sleep: %+v", idle)
+	_, busyName := thread(busy)
+	_, idleName := thread(idle)
+	if busyName != BusyName || idleName != SleepName {
+		tb.Errorf("names %q, %q; want %q, %q", busyName, idleName, BusyName, SleepName)
+	}
+	return busy, idle
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // File is the bundle file the probe appends to (shared with probe/sched).
@@ -144,9 +145,7 @@ type Probe struct {
 	last         map[int]sample // latest sample of every thread seen since the last End
 	base         map[int]sample
 	baseAt       time.Time
-	cancel       context.CancelFunc
-	done         chan struct{}
-	started      bool
+	loop         *watch.Loop // samples while the probe is started
 }
 
 // New returns a probe that does nothing until Start.
@@ -154,7 +153,12 @@ func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
 	}
-	return &Probe{cfg: cfg}
+	p := &Probe{cfg: cfg}
+	p.loop = watch.NewLoop(&p.mu, time.Duration(float64(time.Second)/cfg.Hz), func() error {
+		p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)
+		return nil
+	})
+	return p
 }
 
 // Name returns "proc".
@@ -175,7 +179,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
+	if p.loop.Running() {
 		return errors.New("proc: already started")
 	}
 	// schedstat reads "0 0 N" for every task when the kernel's sched_info
@@ -192,26 +196,8 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done, p.started = cancel, make(chan struct{}), true
-	go p.loop(loopCtx, p.done)
+	p.loop.Start()
 	return nil
-}
-
-func (p *Probe) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(time.Duration(float64(time.Second) / p.cfg.Hz))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)
-			p.mu.Unlock()
-		}
-	}
 }
 
 // treeRefresh is how often the periodic samples re-read the process tree
@@ -223,10 +209,7 @@ const treeRefresh = 500 * time.Millisecond
 // that vanish while it reads are skipped.
 func (p *Probe) sampleLocked(tree bool) map[int]sample {
 	if tree || p.pids == nil {
-		p.pids = proctree.Descendants(p.target.PID)
-		if p.target.Children != nil {
-			p.pids = append(p.pids, p.target.Children()...)
-		}
+		p.pids = watch.Pids(p.target)
 		p.treeAt = time.Now()
 	}
 	now := make(map[int]sample)
@@ -252,7 +235,7 @@ func (p *Probe) sampleLocked(tree bool) map[int]sample {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return
 	}
 	p.last = make(map[int]sample) // forget threads that exited before the period
@@ -272,7 +255,7 @@ func sub(a, b uint64) uint64 {
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.started {
+	if !p.loop.Running() {
 		return errors.New("proc: End before Start")
 	}
 	alive := p.sampleLocked(true)
@@ -324,19 +307,8 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 
 // Stop ends sampling; it waits for the sampler until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return nil
+	if _, err := p.loop.Stop(ctx); err != nil {
+		return fmt.Errorf("proc: stopping: %w", err)
 	}
-	p.started = false
-	p.cancel()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("proc: stopping: %w", ctx.Err())
-	}
+	return nil
 }

@@ -1,0 +1,128 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+)
+
+func TestPids(t *testing.T) {
+	self := os.Getpid()
+	got := Pids(probe.Target{PID: self})
+	if !slices.Contains(got, self) {
+		t.Errorf("Pids(%d) = %v, want it to hold %d", self, got, self)
+	}
+	n := len(got)
+	got = Pids(probe.Target{PID: self, Children: func() []int { return []int{1 << 30, self} }})
+	if len(got) != n+2 || got[n] != 1<<30 || got[n+1] != self {
+		t.Errorf("Pids with Children = %v, want the descendants then Children's pids, as they come", got)
+	}
+}
+
+func TestLoop(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	errA, errB := errors.New("a"), errors.New("b")
+	l := NewLoop(&mu, time.Millisecond, func() error {
+		calls++
+		if calls == 1 {
+			return errA
+		}
+		return errB
+	})
+	if ok, err := l.Stop(context.Background()); ok || err != nil {
+		t.Fatalf("Stop before Start = %v, %v; want false, nil", ok, err)
+	}
+	mu.Lock()
+	if l.Running() {
+		t.Error("Running before Start")
+	}
+	l.Start()
+	if !l.Running() {
+		t.Error("not Running after Start")
+	}
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refresh ran %d times in 10 s, want at least 2", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	if err := l.TakeErr(); err != errA {
+		t.Errorf("TakeErr = %v, want the first error %v", err, errA)
+	}
+	l.Keep(nil)
+	if err := l.TakeErr(); err != nil && err != errB {
+		t.Errorf("TakeErr after taking = %v, want nil or %v", err, errB)
+	}
+	mu.Unlock()
+	if ok, err := l.Stop(context.Background()); !ok || err != nil {
+		t.Fatalf("Stop = %v, %v; want true, nil", ok, err)
+	}
+	mu.Lock()
+	if l.Running() {
+		t.Error("Running after Stop")
+	}
+	n := calls
+	l.Keep(errB)
+	l.Keep(errA)
+	if err := l.TakeErr(); err != errB {
+		t.Errorf("TakeErr = %v, want the first kept %v", err, errB)
+	}
+	mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	if calls != n {
+		t.Errorf("refresh ran %d more times after Stop", calls-n)
+	}
+	mu.Unlock()
+	if ok, err := l.Stop(context.Background()); ok || err != nil {
+		t.Errorf("second Stop = %v, %v; want false, nil", ok, err)
+	}
+}
+
+func TestLoopStopHonoursContext(t *testing.T) {
+	var mu sync.Mutex
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	l := NewLoop(&mu, time.Millisecond, func() error {
+		// A refresh that waits for something without holding the lock,
+		// so that Stop can cancel but not see the goroutine end.
+		mu.Unlock()
+		once.Do(func() { close(entered) })
+		<-release
+		mu.Lock()
+		return nil
+	})
+	mu.Lock()
+	l.Start()
+	mu.Unlock()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	ok, err := l.Stop(ctx)
+	if !ok || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop with a hung refresh = %v, %v; want true, %v", ok, err, context.DeadlineExceeded)
+	}
+	mu.Lock()
+	if l.Running() {
+		t.Error("Running after a Stop that gave up waiting")
+	}
+	mu.Unlock()
+	close(release)
+}
