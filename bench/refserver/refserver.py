@@ -591,6 +591,7 @@ class WebSocket:
         self.wfile = wfile
         self.max_message = max_message
         self.closed = False
+        self._parts, self._first, self._size = [], None, 0  # a fragmented message
 
     def _read(self, n):
         b = self.rfile.read(n)
@@ -619,25 +620,27 @@ class WebSocket:
         return fin, op, ws_unmask(self._read(n) if n else b"", mask)
 
     def read_message(self):
-        """Return (opcode, payload) of the next message or control frame."""
-        parts, first, size = [], None, 0
+        """Return (opcode, payload) of the next message or control frame.
+        A control frame between the fragments of a message is returned at
+        once; the fragments read so far are kept for the next call."""
         while True:
             fin, op, data = self.read_frame()
             if op >= OP_CLOSE:
                 return op, data
             if op == OP_CONT:
-                if first is None:
+                if self._first is None:
                     raise WSError(1002, "continuation frame without a message")
-            elif first is not None:
+            elif self._first is not None:
                 raise WSError(1002, "new message inside a fragmented one")
             else:
-                first = op
-            size += len(data)
-            if size > self.max_message:
+                self._first = op
+            self._size += len(data)
+            if self._size > self.max_message:
                 raise WSError(1009, "message too large")
-            parts.append(data)
+            self._parts.append(data)
             if fin:
-                msg = b"".join(parts)
+                msg, first = b"".join(self._parts), self._first
+                self._parts, self._first, self._size = [], None, 0
                 if first == OP_TEXT:
                     try:
                         msg.decode("utf-8")

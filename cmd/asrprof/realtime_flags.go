@@ -15,7 +15,7 @@ func addRealtimeFlags(fs *flag.FlagSet, cfg *capture.Config) {
 	if c := fs.Lookup("concurrency"); c != nil {
 		fs.Var(c.Value, "sessions", "realtime protocols: concurrent WebSocket sessions per level, comma-separated `LIST`\n(an alias of --concurrency), e.g. 1,4,8")
 	}
-	fs.IntVar(&cfg.ChunkMs, "chunk-ms", 100, "realtime protocols: audio per frame in milliseconds (`MS`)")
+	fs.IntVar(&cfg.ChunkMs, "chunk-ms", 100, "realtime protocols: audio per frame, in `MS`")
 	fs.StringVar(&cfg.Pace, "pace", "realtime", "realtime protocols: `realtime` sends each frame when its audio would have been spoken\n(scheduled from the session's start, so drift does not accumulate); none sends as fast as possible")
 	fs.IntVar(&cfg.Loops, "loops", 1, "realtime protocols: play each sample's audio `K` times within its session")
 	fs.StringVar(&cfg.Dialect, "realtime-dialect", "openai", "--protocol openai-realtime: `openai` (GA, 24 kHz), vllm or sglang-omni (16 kHz)")

@@ -1,9 +1,7 @@
 package cpu
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,40 +95,12 @@ func runHotIfChild() {
 // ends.
 func startHot(t *testing.T) (pid, hotTID int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), hotEnv+"=1", "GOMAXPROCS=4")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	pid, s := probetest.StartChild(t, hotEnv+"=1", "GOMAXPROCS=4")
+	var sysTID int
+	if _, err := fmt.Sscanf(s, "hot=%d sys=%d", &hotTID, &sysTID); err != nil {
+		t.Fatalf("child said %q: %v", s, err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		var sysTID int
-		if _, err := fmt.Sscanf(s, "hot=%d sys=%d", &hotTID, &sysTID); err != nil {
-			t.Fatalf("child said %q: %v", s, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("child did not start within 10 s")
-	}
-	return cmd.Process.Pid, hotTID
+	return pid, hotTID
 }
 
 // startProbe starts a cpu probe on pid, skipping when this machine does
@@ -141,20 +111,7 @@ func startProbe(t *testing.T, pid int, sink probe.Sink) *Probe {
 		t.Skip("needs root to load BPF programs and open perf events")
 	}
 	p := New(Config{})
-	err := p.Start(context.Background(), probe.Target{PID: pid}, sink)
-	if errors.Is(err, probe.ErrNotSupported) {
-		t.Skipf("eBPF sampling not permitted here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	probetest.Start(t, p, probe.Target{PID: pid}, sink, "eBPF sampling not permitted here")
 	return p
 }
 

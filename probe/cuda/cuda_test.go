@@ -168,20 +168,7 @@ func startProbe(t *testing.T, pid int, sink probe.Sink) *Probe {
 		t.Skip("needs root to load BPF programs and attach uprobes")
 	}
 	p := New(Config{})
-	err := p.Start(context.Background(), probe.Target{PID: pid}, sink)
-	if errors.Is(err, probe.ErrNotSupported) {
-		t.Skipf("uprobes not permitted here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	probetest.Start(t, p, probe.Target{PID: pid}, sink, "uprobes not permitted here")
 	return p
 }
 

@@ -42,19 +42,7 @@ func TestBusyAndIdleThreads(t *testing.T) {
 	w := probetest.StartWorkload(t)
 	sink := &probetest.Sink{}
 	p := New(Config{Hz: 20})
-	if err := p.Start(context.Background(), probe.Target{PID: w.PID}, sink); err != nil {
-		if errors.Is(err, probe.ErrNotSupported) {
-			t.Skipf("/proc not usable here: %v", err)
-		}
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	probetest.Start(t, p, probe.Target{PID: w.PID}, sink, "/proc not usable here")
 	per := probe.Period{Level: "c4", Repeat: 1, Warmup: true}
 	p.Begin(per)
 	time.Sleep(1500 * time.Millisecond)
@@ -65,26 +53,12 @@ func TestBusyAndIdleThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byTID := make(map[int]Record)
 	for _, r := range recs {
 		if r.PID != w.PID || r.Level != "c4" || r.Repeat != 1 || !r.Warmup || r.Source != "proc" {
 			t.Errorf("record %+v: want pid %d, level c4, repeat 1, warmup, source proc", r, w.PID)
 		}
-		byTID[r.TID] = r
 	}
-	busy, ok := byTID[w.BusyTID]
-	if !ok {
-		t.Fatalf("no record for the busy thread %d in %d records", w.BusyTID, len(recs))
-	}
-	idle, ok := byTID[w.SleepTID]
-	if !ok {
-		t.Fatalf("no record for the sleeping thread %d", w.SleepTID)
-	}
-	t.Logf("busy:  %+v", busy)
-	t.Logf("sleep: %+v", idle)
-	if busy.Name != probetest.BusyName || idle.Name != probetest.SleepName {
-		t.Errorf("names %q, %q; want %q, %q", busy.Name, idle.Name, probetest.BusyName, probetest.SleepName)
-	}
+	busy, idle := probetest.BusyAndIdle(t, w, recs, func(r Record) (int, string) { return r.TID, r.Name })
 	if busy.WallSec < 1.4 || busy.WallSec > 3 {
 		t.Errorf("wall_s = %.3f, want about 1.5", busy.WallSec)
 	}
