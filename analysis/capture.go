@@ -44,6 +44,7 @@ type Capture struct {
 
 	rowsMu sync.Mutex
 	rows   map[string]*rowSet
+	profs  []profileSummary
 }
 
 type rowSet struct {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -292,7 +293,7 @@ func (v *captureValue) Freeze()               {}
 func (v *captureValue) Truth() starlark.Bool  { return true }
 func (v *captureValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: capture") }
 
-var captureAttrs = []string{"cuda", "dir", "event_names", "events_count", "files", "gpu", "join_stats",
+var captureAttrs = []string{"cpu_profiles", "cuda", "dir", "event_names", "events_count", "files", "gpu", "join_stats",
 	"levels", "manifest", "name", "requests", "results", "sched", "span_names", "spans_count"}
 
 func (v *captureValue) AttrNames() []string { return captureAttrs }
@@ -334,6 +335,12 @@ func (v *captureValue) Attr(name string) (starlark.Value, error) {
 		return &listView{typ: typ, n: len(rows), at: func(i int) starlark.Value {
 			return &mapView{typ: name + "_row", m: rows[i]}
 		}}, nil
+	case "cpu_profiles":
+		ps, err := c.profiles()
+		if err != nil {
+			return nil, err
+		}
+		return jsonValue(ps)
 	case "span_names", "event_names", "join_stats", "spans_count", "events_count":
 		ix, err := c.join()
 		if err != nil {
@@ -612,4 +619,19 @@ func (v *eventValue) Attr(name string) (starlark.Value, error) {
 		return &mapView{typ: "metadata", m: e.Metadata}, nil
 	}
 	return nil, nil
+}
+
+// jsonValue turns a Go value into frozen Starlark values through its JSON form.
+func jsonValue(x any) (starlark.Value, error) {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return toValue(v), nil
 }
