@@ -93,9 +93,13 @@ func (p *progress) end(m trace.PassMetrics) {
 	if p.tty {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
-	fmt.Fprintf(p.w, "%s: %d/%d ok, %.2f req/s, latency mean %.3fs p95 %.3fs, WER %.4f\n",
+	wer := fmt.Sprintf(", WER %.4f", m.CorpusWER)
+	if m.Coverage.Evaluated == 0 {
+		wer = "" // warmup passes are not scored
+	}
+	fmt.Fprintf(p.w, "%s: %d/%d ok, %.2f req/s, latency mean %.3fs p95 %.3fs%s\n",
 		p.label, m.Coverage.Total-m.Coverage.Failed, m.Coverage.Total,
-		m.RequestsPerS, m.LatencyMeanS, m.LatencyP95S, m.CorpusWER)
+		m.RequestsPerS, m.LatencyMeanS, m.LatencyP95S, wer)
 	if len(m.Coverage.FailureKinds) > 0 {
 		fmt.Fprintf(p.w, "  failures: %v\n", m.Coverage.FailureKinds)
 	}

@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-18000}
 OUT=${OUT:-runs/demo}
-SAMPLES=${SAMPLES:-24}
-LEVELS=${LEVELS:-1,4,8}
+SAMPLES=${SAMPLES:-12}
+LEVELS=${LEVELS:-1,4}
 mkdir -p runs
 LOG=runs/demo-server.log
 
