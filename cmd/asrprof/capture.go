@@ -60,6 +60,7 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	fs.StringVar(&cfg.Model, "model", "", "model `NAME` sent in the request's model field (omitted when empty)")
 	fs.StringVar(&cfg.Lang, "lang", "en", "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
 	fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,8,16,32,64")
+	addRealtimeFlags(fs, &cfg)
 	fs.Var(&rates, "rate", "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5")
 	fs.StringVar(&arrivals, "arrivals", string(load.Poisson), "open-loop schedule: `poisson` or constant")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "`N` seeding the Poisson schedule (same seed, same send times)")
