@@ -54,10 +54,13 @@ type Provenance struct {
 
 // Executable identifies the program the command's first word runs.
 type Executable struct {
-	Path    string    `json:"path"`
-	Size    int64     `json:"size"`
-	ModTime time.Time `json:"mtime"`
-	SHA256  string    `json:"sha256"`
+	Path string `json:"path"`
+	// Resolved is Path with symlinks followed, when it differs (a
+	// virtual environment's python is a link to the system's).
+	Resolved string    `json:"resolved,omitempty"`
+	Size     int64     `json:"size"`
+	ModTime  time.Time `json:"mtime"`
+	SHA256   string    `json:"sha256"`
 	// Interpreter is the program of a #! line, when there is one.
 	Interpreter string `json:"interpreter,omitempty"`
 }
@@ -109,9 +112,9 @@ func envValue(env []string, key string) (string, bool) {
 }
 
 // Describe records the command's static provenance before it runs: the
-// executable, Python, the environment subset, the GPUs and cache states.
+// executable, Python, the environment subset and the cache states.
 // Whatever cannot be read becomes a note, never an error.
-func Describe(ctx context.Context, command string, argv, env, envNames, cacheDirs []string, gpus GPUReader) *Provenance {
+func Describe(ctx context.Context, command string, argv, env, envNames, cacheDirs []string) *Provenance {
 	env = commandEnv(argv, env)
 	p := &Provenance{Command: command, Argv: argv, Env: SelectEnv(env, envNames)}
 	if v, ok := envValue(env, "CUDA_VISIBLE_DEVICES"); ok {
@@ -133,15 +136,6 @@ func Describe(ctx context.Context, command string, argv, env, envNames, cacheDir
 				}
 			}
 		}
-	}
-	if gpus != nil {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		g, err := gpus.GPUs(cctx)
-		cancel()
-		if err != nil {
-			p.Notes = append(p.Notes, "gpus: "+err.Error())
-		}
-		p.GPUs = g
 	}
 	for _, d := range cacheDirs {
 		p.Caches = append(p.Caches, cacheState(d))
@@ -241,6 +235,9 @@ func describeExecutable(prog string, env []string) (*Executable, error) {
 		return nil, err
 	}
 	exe := &Executable{Path: path, Size: st.Size(), ModTime: st.ModTime().UTC()}
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		exe.Resolved = real
+	}
 	head, _ := bufio.NewReader(f).Peek(256)
 	exe.Interpreter = shebang(head)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {

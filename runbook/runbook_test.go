@@ -442,7 +442,7 @@ func TestRunAbortsWhenGPUStaysBusy(t *testing.T) {
 	port := runbooktest.FreePort(t)
 	plan, _ := ParseRuns("1,2", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK}))
 	cfg := testConfig(t, port, plan)
-	cfg.GPUs = &gpusFree{usedMiB: []uint64{0, 9000}} // before the run: free; after: busy
+	cfg.GPUs = &gpusFree{usedMiB: []uint64{0, 9000}} // before run-1's start: free; after its stop: busy
 	cfg.Lifecycle.GPUFreeTimeout = 100 * time.Millisecond
 	rep, out, err := runbookRun(t, cfg)
 	if !errors.Is(err, ErrGPUBusy) {
@@ -450,6 +450,17 @@ func TestRunAbortsWhenGPUStaysBusy(t *testing.T) {
 	}
 	if len(rep.Runs) != 1 || rep.Verdict.Complete {
 		t.Errorf("the plan went on after the GPU stayed busy: %d runs", len(rep.Runs))
+	}
+
+	// Busy before the first start (another job on the GPU): no server starts.
+	cfg.Capture.Out = filepath.Join(t.TempDir(), "busy-before")
+	cfg.GPUs = &gpusFree{usedMiB: []uint64{9000}}
+	rep, out, err = runbookRun(t, cfg)
+	if !errors.Is(err, ErrGPUBusy) || !strings.Contains(err.Error(), "before the start") {
+		t.Fatalf("err = %v, want ErrGPUBusy before the start\n%s", err, out)
+	}
+	if _, serr := os.Stat(filepath.Join(cfg.Capture.Out, "run-1", LogFile)); serr == nil || rep.Runs[0].PID != 0 {
+		t.Error("a server was started on a busy GPU")
 	}
 }
 
@@ -572,7 +583,7 @@ func TestProvenanceHelpers(t *testing.T) {
 	// Describe on a real python, where there is one.
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		p := Describe(context.Background(), "/usr/bin/python3 -c pass", []string{"/usr/bin/python3", "-c", "pass"},
-			append(os.Environ(), "CUDA_VISIBLE_DEVICES=3"), DefaultProvenanceEnv, nil, noGPU{})
+			append(os.Environ(), "CUDA_VISIBLE_DEVICES=3"), DefaultProvenanceEnv, nil)
 		if p.Python == nil || !strings.HasPrefix(p.Python.Version, "3.") || p.CUDAVisibleDevices == nil || *p.CUDAVisibleDevices != "3" {
 			t.Errorf("Describe(python3) = %+v (python %+v)", p, p.Python)
 		}

@@ -341,11 +341,30 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 				penv = e
 			}
 		}
-		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procCmdline(rec.PID), penv, envNames, cfg.CacheDirs, gpus)
+		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procCmdline(rec.PID), penv, envNames, cfg.CacheDirs)
+		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		g, err := gpus.GPUs(gctx)
+		cancel()
+		if err != nil {
+			rec.Provenance.Notes = append(rec.Provenance.Notes, "gpus: "+err.Error())
+		}
+		rec.Provenance.GPUs = g
 		rec.Notes = append(rec.Notes, fmt.Sprintf("--reuse-server: %s already answered; that server (pid %d) was measured as it is, not restarted", addr, rec.PID))
 		fmt.Fprintf(stderr, "reusing the server on %s (pid %d)\n", addr, rec.PID)
 	} else {
-		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, env, envNames, cfg.CacheDirs, gpus)
+		// As the seed runbooks do before each start: the GPUs must be free
+		// (a server left over from elsewhere would share them).
+		g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, gpuPoll(cfg))
+		if err != nil && !isNotSupported(err) {
+			err = fmt.Errorf("before the start: %w", err)
+			rec.Error = err.Error()
+			return rec, err
+		}
+		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, env, envNames, cfg.CacheDirs)
+		rec.Provenance.GPUs = g
+		if err != nil {
+			rec.Provenance.Notes = append(rec.Provenance.Notes, "gpus: "+err.Error())
+		}
 		srv, err = StartServer(spec.Server.Argv, env, filepath.Join(dir, LogFile))
 		if err != nil {
 			rec.Error = err.Error()
@@ -402,11 +421,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		}
 		rec.StoppedUnixNs = time.Now().UnixNano()
 		if len(errs) == 0 || !errors.Is(errs[0], capture.ErrInterrupted) {
-			poll := cfg.GPUPoll
-			if poll <= 0 {
-				poll = 2 * time.Second
-			}
-			g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, poll)
+			g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, gpuPoll(cfg))
 			switch {
 			case err == nil:
 				rec.GPUAfterStop = g
@@ -423,6 +438,13 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.Error = err.Error()
 	}
 	return rec, err
+}
+
+func gpuPoll(cfg *Config) time.Duration {
+	if cfg.GPUPoll > 0 {
+		return cfg.GPUPoll
+	}
+	return 2 * time.Second
 }
 
 func portOf(target string) (int, error) {

