@@ -185,6 +185,9 @@ func TestHeadersAndServerID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := benchtest.NewServer(t, benchtest.Config{ServerID: tt.serverID})
 			for _, name := range protocol.Names() {
+				if protocol.IsRealtime(name) {
+					continue // realtime_test.go checks the upgrade request's headers
+				}
 				c := mustClient(t, name, protocol.Options{Target: s.URL + "/"})
 				r := c.Do(t.Context(), newJob("req-42", []byte("x")))
 				if r.Err != nil {
@@ -403,6 +406,9 @@ func TestConcurrent(t *testing.T) {
 	s := benchtest.NewServer(t, benchtest.Config{TextFor: func(name string) string { return "text of " + name }, Delay: time.Millisecond})
 	hc := &http.Client{Transport: protocol.NewTransport(16)}
 	for _, name := range protocol.Names() {
+		if protocol.IsRealtime(name) {
+			continue // WebSocket sessions: realtime_test.go
+		}
 		c := mustClient(t, name, protocol.Options{Target: s.URL, HTTPClient: hc})
 		var wg sync.WaitGroup
 		for i := range 64 {
