@@ -19,8 +19,11 @@ const DefaultTimeout = 30 * time.Second
 // or events; gpu and cpu when those probes ran.
 func DefaultScripts(c *Capture) []string {
 	out := []string{"sweep"}
-	if c.HasSpans() || c.HasEvents() {
+	if c.hasServerTelemetry() {
 		out = append(out, "stages")
+	}
+	if p, _ := c.Bundle.Manifest.Config["protocol"].(string); p == "funasr-ws" || p == "openai-realtime" {
+		out = append(out, "realtime")
 	}
 	out = append(out, "bottleneck")
 	if c.Bundle.Has(bundle.GPUFile) {
@@ -30,6 +33,21 @@ func DefaultScripts(c *Capture) []string {
 		out = append(out, "cpu")
 	}
 	return out
+}
+
+// hasServerTelemetry reports whether the capture holds server spans or
+// events (client spans alone give no stage table).
+func (c *Capture) hasServerTelemetry() bool {
+	if c.HasEvents() {
+		return true
+	}
+	if !c.HasSpans() {
+		return false
+	}
+	if _, err := c.join(); err != nil {
+		return true // let the stages script report the error
+	}
+	return len(c.spanSet) > 0
 }
 
 // RunScripts runs names in order in one session and returns every table

@@ -406,11 +406,22 @@ func (v *requestValue) Freeze()               {}
 func (v *requestValue) Truth() starlark.Bool  { return true }
 func (v *requestValue) Hash() (uint32, error) { return uint32(v.i), nil }
 
-var requestAttrs = []string{"audio_duration_s", "chunk_gaps_s", "end_unix_ns", "error", "error_kind", "errors",
+var requestAttrs = []string{"audio_duration_s", "audio_s", "chunk_gaps_s", "end_unix_ns", "error", "error_kind", "errors",
 	"events", "first_byte_unix_ns", "first_token_unix_ns", "hyp", "http_status", "id", "index",
 	"intended_unix_ns", "lang", "latency_s", "level", "ok", "ref", "repeat", "request_id", "sample_id",
 	"scored", "server_request_id", "span", "spans", "spans_named", "start_unix_ns", "status", "trace_id", "ttft_s",
-	"upload_done_unix_ns", "warmup"}
+	"upload_done_unix_ns", "warmup",
+	// realtime sessions (None for file requests)
+	"final_after_stop_s", "finals", "first_update_s", "lag_growth_s", "lag_max_s", "lag_p95_s",
+	"lag_source", "partials", "send_late_max_s"}
+
+// optFloat is a Starlark float, or None when the field is absent.
+func optFloat(x *float64) starlark.Value {
+	if x == nil {
+		return starlark.None
+	}
+	return starlark.Float(*x)
+}
 
 func (v *requestValue) AttrNames() []string { return requestAttrs }
 
@@ -455,6 +466,26 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 		return toValue(r.ChunkGapsS), nil
 	case "audio_duration_s":
 		return starlark.Float(r.AudioDurationS), nil
+	case "first_update_s":
+		return optFloat(r.FirstUpdateS), nil
+	case "final_after_stop_s":
+		return optFloat(r.FinalAfterStopS), nil
+	case "lag_p95_s":
+		return optFloat(r.LagP95S), nil
+	case "lag_max_s":
+		return optFloat(r.LagMaxS), nil
+	case "lag_growth_s":
+		return optFloat(r.LagGrowthS), nil
+	case "send_late_max_s":
+		return optFloat(r.SendLateMaxS), nil
+	case "lag_source":
+		return starlark.String(r.LagSource), nil
+	case "partials":
+		return starlark.MakeInt(r.Partials), nil
+	case "finals":
+		return starlark.MakeInt(r.Finals), nil
+	case "audio_s":
+		return starlark.Float(r.AudioS), nil
 	case "http_status":
 		return starlark.MakeInt(r.HTTPStatus), nil
 	case "status":

@@ -18,7 +18,17 @@ const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
 Drives the server at --target with every sample of --dataset, once per level
 and repeat, and writes a capture bundle to --out: manifest.json,
 requests.jsonl (one line per request, warmup included and marked) and
-results.json (SGLang-Omni's summary shape). Then prints the sweep table.
+results.json (SGLang-Omni's summary shape). Then prints the sweep table and
+the default analyses (stages, dominant costs, threads, GPU).
+
+With --protocol funasr-ws or openai-realtime each request is a realtime
+WebSocket session: audio paced at real time (--pace), --sessions N at once,
+with first-update latency, lag behind the speech and final-after-STOP per
+session (docs/REALTIME.md).
+
+With --server-cmd asrprof starts the server itself, a fresh one for each of
+--runs (default warm,1,2,3), and prints a mean/min/max verdict over the
+scored runs (docs/RUNBOOK.md).
 
 Closed loop (--concurrency) keeps exactly N requests in flight. Open loop
 (--rate) sends on a schedule and measures latency from the intended send
@@ -33,6 +43,14 @@ complete=false and exits 130.
 Examples:
   asrprof capture --target http://127.0.0.1:8000 --dataset bench/data/refset/manifest.jsonl \
       --concurrency 1,4,8 --repeats 3 --warmup --out runs/refset
+
+  # Realtime sessions against a Fun-ASR-style WebSocket server, 1, 4 and 8 at once:
+  asrprof capture --target ws://127.0.0.1:10095 --dataset data/manifest.jsonl --protocol funasr-ws \
+      --sessions 1,4,8 --pace realtime --out runs/realtime
+
+  # The whole runbook: a fresh server per run, warm run discarded, 3 scored runs:
+  asrprof capture --server-cmd "/usr/bin/python3 bench/refserver/refserver.py --port 18000" \
+      --target http://127.0.0.1:18000 --dataset bench/data/refset/manifest.jsonl --concurrency 1,4 --out runs/rb
 
   # Open loop at 2 and 4 requests/s with Poisson arrivals, streaming:
   asrprof capture --target http://127.0.0.1:8000 --dataset data/wavs --protocol openai-stream \
@@ -56,7 +74,7 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	arrivals := string(load.Poisson)
 	fs.StringVar(&cfg.Target, "target", "", "server base `URL`, e.g. http://127.0.0.1:8000")
 	fs.StringVar(&cfg.Dataset, "dataset", "", "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\nor a folder of .wav/.flac files with sibling .txt transcripts (`PATH`)")
-	fs.StringVar(&cfg.Protocol, "protocol", "openai", "`openai` (multipart POST /v1/audio/transcriptions) or openai-stream (same, stream=true, SSE)")
+	fs.StringVar(&cfg.Protocol, "protocol", "openai", "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)")
 	fs.StringVar(&cfg.Model, "model", "", "model `NAME` sent in the request's model field (omitted when empty)")
 	fs.StringVar(&cfg.Lang, "lang", "en", "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
 	fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,8,16,32,64")
