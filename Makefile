@@ -49,8 +49,13 @@ bench: deps build
 	@tools/bench.sh
 
 # For the accelerator machine: runs the real NVML probe and prints what it saw.
+# Where that machine has no Go, `make bin/gpu.test` here and run
+# `bin/gpu.test -test.run GPU -test.v` there (docs/PROBES.md).
 test-gpu:
 	$(GO) test -count=1 -run GPU -v ./probe/gpu/
+
+bin/gpu.test:
+	$(GO) test -c -ldflags='-s -w' -o bin/gpu.test ./probe/gpu
 
 generate:
 	$(GO) generate ./...
