@@ -78,7 +78,7 @@ if [ "${BENCH_PROBES:-1}" = 1 ]; then
   PAIRS=${BENCH_PAIRS:-3}
   RPORT=${BENCH_REF_PORT:-18098}
   bench/data/make_refset.sh >/dev/null
-  grep -- '-en-us-160"' bench/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-16}" \
+  grep -- '-en-us-160"' bench/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-40}" \
     | sed "s|\"audio\":\"audio/|\"audio\":\"$PWD/bench/data/refset/audio/|" > runs/bench/ref.jsonl
   setsid /usr/bin/python3 bench/refserver/refserver.py --port "$RPORT" > runs/bench/refserver.log 2>&1 & REF=$!
   trap 'kill $SRV 2>/dev/null || true; kill -- -$REF 2>/dev/null || true' EXIT

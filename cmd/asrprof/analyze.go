@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -107,6 +108,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var af analyzeFlags
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
+	saveStages := fs.Bool("save-stages", false, "also write each request's derived stage boundaries to DIR/stages.jsonl,\nwhich `asrprof export` turns into one span per stage")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), analyzeUsage)
 		printFlags(fs.Output(), fs)
@@ -140,6 +142,13 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		names = analysis.DefaultScripts(c)
 	}
 	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr})
+	if *saveStages {
+		n, err := analysis.SaveStages(ctx, s)
+		if err != nil {
+			return fmt.Errorf("--save-stages: %w", err)
+		}
+		fmt.Fprintf(stderr, "wrote %d stage boundaries to %s\n", n, filepath.Join(pos[0], analysis.StagesFile))
+	}
 	tables, err := analysis.RunScripts(ctx, s, names)
 	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
 		err = rerr
