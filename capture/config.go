@@ -46,6 +46,10 @@ type Config struct {
 	PID    int     `json:"pid"`
 	ProcHz float64 `json:"proc_hz"`
 	CPUHz  int     `json:"cpu_hz"`
+	// GPU probe: which GPUs (nil: all), the GPM window, PCIe throughput.
+	GPUs      []int         `json:"gpus,omitempty"`
+	GPMWindow time.Duration `json:"gpm_window_ns,omitempty"`
+	GPUPCIe   bool          `json:"gpu_pcie,omitempty"`
 	// OTLP receiver addresses ("off" disables one) and whether a
 	// non-loopback address is allowed.
 	OTLPHTTP        string `json:"otlp_http"`

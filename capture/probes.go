@@ -25,7 +25,8 @@ var ProbeNames = []string{"gpu", "cpu", "sched", "cuda", "proc"}
 // buildProbes is the probe registry: the one place that says which probes
 // exist. names is the --probes list; "auto" means every probe this machine
 // supports, with proc only as the fallback for sched.
-func buildProbes(names []string, procHz float64, cpuHz int) ([]probe.Probe, error) {
+func buildProbes(cfg *Config) ([]probe.Probe, error) {
+	names, procHz, cpuHz := cfg.Probes, cfg.ProcHz, cfg.CPUHz
 	auto := len(names) == 0 || (len(names) == 1 && names[0] == "auto")
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil
@@ -49,7 +50,7 @@ func buildProbes(names []string, procHz float64, cpuHz int) ([]probe.Probe, erro
 	}
 	var ps []probe.Probe
 	if want["gpu"] {
-		ps = append(ps, gpu.New(gpu.Config{}))
+		ps = append(ps, gpu.New(gpu.Config{GPUs: cfg.GPUs, GPMWindow: cfg.GPMWindow, PCIe: cfg.GPUPCIe}))
 	}
 	if want["cpu"] {
 		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz}))

@@ -102,7 +102,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	}
 
 	say := func(m string) { fmt.Fprintln(s.stderr, m) }
-	probes, err := buildProbes(cfg.Probes, cfg.ProcHz, cfg.CPUHz)
+	probes, err := buildProbes(cfg)
 	if err != nil {
 		return nil, err
 	}

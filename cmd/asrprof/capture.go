@@ -96,6 +96,10 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	pid := "auto"
 	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of gpu, cpu, sched, cuda, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
 	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
+	gpus := intList{}
+	fs.Var(&gpus, "gpus", "NVML indices of the GPUs the gpu probe samples, comma-separated `LIST` (default: all)")
+	fs.DurationVar(&cfg.GPMWindow, "gpm-window", time.Second, "window of one GPM sample (SM/tensor activity, DRAM bandwidth) on Hopper and later (`DURATION`)")
+	fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", false, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
 	fs.IntVar(&cfg.CPUHz, "cpu-hz", 99, "stack sampling rate of the cpu probe (`HZ`)")
 	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
 	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", "127.0.0.1:4318", "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
@@ -121,6 +125,7 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
 	}
 	cfg.Probes = strings.Split(probes, ",")
+	cfg.GPUs = gpus
 	if pid != "auto" {
 		n, err := strconv.Atoi(pid)
 		if err != nil || n <= 0 {
