@@ -3,6 +3,7 @@ package capture_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/trace"
@@ -159,16 +161,29 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 		t.Errorf("queueing does not show at c=16")
 	}
 
-	// The probes name the scheduler thread and see it work harder at c=16.
-	// Demand (on-CPU plus waiting for a CPU, per wall second) does not
-	// depend on what else the machine runs, as plain utilization does: at
-	// c=1 the thread idles between requests, at c=16 it never does.
+	// The stage table's total is the server's own request span duration.
+	stageTotalMatchesSpans(t, cfg.Out, j)
+
+	// The probes name the scheduler thread and find it saturated at c=16.
+	// On this CPU-only server the thread is already near a full core at
+	// c=1 (decoding is its work; it idles only between requests), so the
+	// rise to c=16 is a few per cent (0.94 → 1.00 measured on a quiet
+	// machine) and within the noise of a shared VM: the test asserts the
+	// saturation and that the thread does not work less at c=16, using
+	// demand (on-CPU plus waiting for a CPU, per wall second), which other
+	// load on the machine does not lower.
 	status := o.Manifest.Extra["probes"].(map[string]string)
 	util, demand := map[string]float64{}, map[string]float64{}
+	busiest := map[string]string{}
+	best := map[string]float64{}
 	if _, err := bundle.ReadJSONL(filepath.Join(cfg.Out, bundle.SchedFile), func(r map[string]any) error {
-		if r["name"] == "asr-sched" {
-			lv := r["level"].(string)
-			util[lv] += r["utilization"].(float64)
+		lv, name := r["level"].(string), r["name"].(string)
+		u := r["utilization"].(float64)
+		if u > best[lv] {
+			best[lv], busiest[lv] = u, name
+		}
+		if name == "asr-sched" {
+			util[lv] += u
 			if w, _ := r["wall_s"].(float64); w > 0 {
 				rq, _ := r["runq_wait_s"].(float64)
 				demand[lv] += (r["cpu_s"].(float64) + rq) / w
@@ -179,8 +194,11 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 		t.Fatalf("sched.jsonl: %v (probes %v)", err, status)
 	}
 	t.Logf("asr-sched utilization: c=1 %.2f, c=16 %.2f; demand c=1 %.3f, c=16 %.3f (probes %v)", util["c1"], util["c16"], demand["c1"], demand["c16"], status)
-	if demand["c16"] <= demand["c1"] || demand["c16"] < 0.9 || util["c16"] < 0.3 {
-		t.Errorf("scheduler thread: demand c=1 %.3f → c=16 %.3f, utilization c=16 %.2f: want demand to rise to ≥ 0.9", demand["c1"], demand["c16"], util["c16"])
+	if busiest["c1"] != "asr-sched" || busiest["c16"] != "asr-sched" {
+		t.Errorf("busiest threads %v, want asr-sched at both levels", busiest)
+	}
+	if demand["c16"] < 0.85 || demand["c16"] < demand["c1"]-0.05 {
+		t.Errorf("scheduler thread: demand c=1 %.3f → c=16 %.3f: want it saturated (≥ 0.85) at c=16", demand["c1"], demand["c16"])
 	}
 	if status["cpu"] == "on" {
 		prof, err := os.ReadFile(filepath.Join(cfg.Out, "cpu", "c16-1.pb.gz"))
@@ -266,4 +284,65 @@ func TestRefserverKilledMidCapture(t *testing.T) {
 	if cov.Failed == 0 || cov.FailureKinds[trace.FailConnection] == 0 || o.Manifest.Complete || cov.Total != 12 {
 		t.Errorf("coverage %+v complete=%v: want connection failures and complete=false", cov, o.Manifest.Complete)
 	}
+}
+
+// stageTotalMatchesSpans checks that `asrprof analyze`'s stage table total
+// per level is, within 1 %, the mean duration of the server's own
+// "transcription" spans of that level's measured requests.
+func stageTotalMatchesSpans(t *testing.T, dir string, j joined) {
+	t.Helper()
+	c, err := analysis.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := analysis.RunScripts(context.Background(), analysis.NewSession(c, analysis.Options{}), []string{"stages"})
+	if err != nil || len(tables) == 0 {
+		t.Fatalf("stages: %v", err)
+	}
+	st := tables[0]
+	col := -1
+	for i, name := range st.Columns {
+		if name == "total" {
+			col = i
+		}
+	}
+	sum, n := map[string]float64{}, map[string]int{}
+	for i, r := range j.reqs {
+		if r.Warmup || r.Status != trace.StatusOK {
+			continue
+		}
+		for _, s := range j.ix.ServerSpans(i) {
+			if s.Name == "transcription" {
+				sum[r.Level] += float64(s.EndUnixNs-s.StartUnixNs) / 1e6
+				n[r.Level]++
+			}
+		}
+	}
+	if col < 0 || len(st.Values) == 0 {
+		t.Fatalf("stage table without totals: %v", st.Columns)
+	}
+	for _, row := range st.Values {
+		level := row[0].(string)
+		got := stageMean(row[col])
+		want := sum[level] / float64(n[level])
+		if n[level] == 0 || got <= 0 || (got-want)/want > 0.01 || (want-got)/want > 0.01 {
+			t.Errorf("level %s: stage total %.2f ms, server spans %.2f ms (n=%d)", level, got, want, n[level])
+		}
+	}
+}
+
+// stageMean reads the mean out of a stage cell ({"mean_ms",...} or a number).
+func stageMean(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case map[string]any:
+		f, _ := x["mean_ms"].(float64)
+		return f
+	}
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	f, _ := m["mean_ms"].(float64)
+	return f
 }
