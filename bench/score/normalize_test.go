@@ -3,6 +3,7 @@ package score
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // The test vectors of /work/shared/SCORING.md, produced by openai-whisper
@@ -207,7 +208,15 @@ func FuzzNormalizeEnglish(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := Normalize("en", s)
+		// A normalizer that loops forever would stall a capture: bound it.
+		done := make(chan string, 1)
+		go func() { done <- Normalize("en", s) }()
+		var out string
+		select {
+		case out = <-done:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("Normalize(%q) did not return within 2 s", s)
+		}
 		for _, w := range Words(out) {
 			if w == "" || strings.Contains(w, " ") {
 				t.Fatalf("Words(Normalize(%q)) has word %q", s, w)
