@@ -109,6 +109,19 @@ for i in range(1, pairs + 1):
     extra.append(con / eon - coff / eoff)
     print(f"| {i} | {off:.3f} | {on:.3f} | {100*(on/off-1):+.1f} % | {100*coff/eoff:.2f} % of a core | {100*con/eon:.2f} % of a core |")
 print(f"\nmean throughput change with all probes on: {100*sum(ch)/len(ch):+.1f} % (goal: within noise and ≤ 2 %)")
-print(f"asrprof's own CPU added by the probes: {100*sum(extra)/len(extra):.2f} % of one core (goal ≤ 1 %; BPF time is charged to the traced threads and shows in the throughput change)")
+print(f"asrprof's own CPU added by the probes: {100*sum(extra)/len(extra):.2f} % of one core, whole captures with start-up (goal ≤ 1 %; BPF time is charged to the traced threads and shows in the throughput change)")
 PY
+  # Steady state: asrprof's CPU over 30 s in the middle of a capture, after
+  # the probes have started (BPF load and verification excluded).
+  for probes in auto none; do
+    bin/asrprof capture --target "http://127.0.0.1:$RPORT" --dataset runs/bench/ref.jsonl \
+      --concurrency 8 --repeats 1 --probes "$probes" --otlp-http off --otlp-grpc off --quiet --format json \
+      --out "runs/bench/steady-$probes" --overwrite > /dev/null 2>&1 & AP=$!
+    sleep 12
+    a=$(awk '{print $14+$15}' /proc/$AP/stat); t0=$(date +%s.%N)
+    sleep 30
+    b=$(awk '{print $14+$15}' /proc/$AP/stat); t1=$(date +%s.%N)
+    wait $AP || true
+    python3 -c "import os; print(f'steady state, probes $probes: asrprof at {100*(($b-$a)/os.sysconf(\"SC_CLK_TCK\"))/($t1-$t0):.2f} % of one core')"
+  done
 fi
