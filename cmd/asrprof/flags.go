@@ -67,13 +67,23 @@ func (l *floatList) Set(v string) error {
 
 // parse parses args with fs, turning -h into errHelp and other problems
 // into errUsage. The flag package prints its own messages to fs.Output().
+//
+// The flag package's own usage dump is silenced: --help is printed once, to
+// stdout, by the caller, and a bad flag gets a one-line error that points
+// to --help instead of the whole manual on stderr.
 func parse(fs *flag.FlagSet, args []string) error {
 	fs.Init(fs.Name(), flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v (see 'asrprof %s --help')", errUsage, err, fs.Name())
 	}
 	return nil
 }
