@@ -31,6 +31,7 @@ type funasr struct {
 	hotwords  []string
 	sentences []string
 	partial   string
+	final     bool // the final message arrived
 }
 
 // funasrMsg is any server message of the protocol.
@@ -90,6 +91,9 @@ func (f *funasr) handle(typ websocket.MessageType, data []byte, _ bool) (message
 	case "error":
 		return m, &serverError{errorText(v.Error, data)}
 	case "stopped":
+		if f.final {
+			return m, nil // the normal end, after the final message
+		}
 		return m, &malformedError{"stopped without a final message"}
 	case "":
 	default: // language_set, hotwords_set and other acknowledgements
@@ -114,6 +118,7 @@ func (f *funasr) handle(typ websocket.MessageType, data []byte, _ bool) (message
 	m.text = f.partial != "" || m.locked > 0 || (len(f.sentences) > 0 && v.IsFinal)
 	m.partial = !v.IsFinal && (f.partial != "" || m.locked > 0)
 	m.final = v.IsFinal
+	f.final = f.final || v.IsFinal
 	if v.DurationMs != nil {
 		m.coveredS = *v.DurationMs / 1000
 	}

@@ -340,6 +340,14 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 			return nil
 		case err := <-s.fail:
 			s.fail <- err
+			// The reader closes ch before it can fail on a later message
+			// (or on the server closing after its final answer): an error
+			// that followed what we wait for does not count.
+			select {
+			case <-ch:
+				return nil
+			default:
+			}
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
