@@ -74,6 +74,13 @@ Examples:
   # Print the sweep table of an existing bundle as Markdown:
   asrprof show runs/today --format markdown
 
+  # Stage decomposition and dominant costs; then every request in Perfetto:
+  asrprof analyze runs/today stages bottleneck
+  asrprof export runs/today --perfetto runs/today.json
+
+  # What the probes may do on this machine:
+  asrprof doctor --target http://127.0.0.1:8000
+
 Run 'asrprof <command> --help' for a command's flags.
 `
 
