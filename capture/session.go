@@ -62,15 +62,17 @@ func New(cfg Config, stdout, stderr io.Writer) *Session {
 // complete=false, and Run returns ErrInterrupted with the partial outcome.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	cfg := &s.cfg
+	say := func(m string) { fmt.Fprintln(s.stderr, m) }
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Check everything before the target sees a request or a file is written.
 	items, samples, bad, err := s.prepareDataset(ctx)
 	if err != nil {
 		return nil, err
 	}
 	items = loopItems(cfg, items)
-	models, err := checkTarget(ctx, cfg, func(m string) { fmt.Fprintln(s.stderr, m) })
+	models, err := checkTarget(ctx, cfg, say)
 	if err != nil {
 		return nil, err
 	}
@@ -78,51 +80,27 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fingerprinting dataset: %w", err)
 	}
+	probes, err := buildProbes(cfg)
+	if err != nil {
+		return nil, err
+	}
+
 	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
 	s.w = w
-	start := time.Now()
-	s.manifest = trace.Manifest{
-		Schema:      trace.Schema,
-		StartUnixNs: start.UnixNano(),
-		Config:      configMap(cfg),
-		Fingerprint: buildFingerprint(cfg.Target, models, dsSHA, len(samples)),
-		Levels:      []trace.LevelRun{},
-		Clock:       trace.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
-		Coverage:    trace.Coverage{BadInput: len(bad)},
-	}
-	if len(bad) > 0 {
-		s.manifest.Notes = append(s.manifest.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", len(bad)))
-	}
+	s.manifest = newManifest(cfg, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), len(bad))
 	if err := s.saveManifest(); err != nil {
 		return nil, err
 	}
-
-	say := func(m string) { fmt.Fprintln(s.stderr, m) }
-	probes, err := buildProbes(cfg)
-	if err != nil {
-		return nil, err
-	}
-	pset := &probeSet{status: map[string]string{}}
-	if len(probes) > 0 {
-		pid, how := resolvePID(cfg.PID, cfg.Target)
-		say("target: " + how)
-		auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
-		pset = startProbes(ctx, probes, probe.Target{PID: pid, Children: func() []int { return proctree.Descendants(pid) }}, w, auto, cfg.ProcHz, say)
-		defer pset.stop(say)
-		s.mu.Lock()
-		s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status}
-		s.mu.Unlock()
-	}
-
+	pset := s.startProbes(ctx, probes, say)
+	defer pset.stop(say)
 	tr, err := startTracing(ctx, cfg, w, s.manifest.Fingerprint, say)
 	if err != nil {
 		return nil, err
 	}
-
 	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
@@ -158,107 +136,144 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		}
 	}()
 
-	var results trace.Results
-	results.Schema = trace.Schema
-	interrupted := false
-levels:
+	results, interrupted, err := s.runPasses(ctx, reqCtx, drv, pset, prog, say)
+	if err != nil {
+		return nil, err
+	}
+	return s.finish(ctx, results, interrupted, pset, tr, say)
+}
+
+// newManifest is the manifest written before the first request: complete
+// and finished stay false until the capture ends cleanly.
+func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
+	start := time.Now()
+	m := trace.Manifest{
+		Schema:      trace.Schema,
+		StartUnixNs: start.UnixNano(),
+		Config:      configMap(cfg),
+		Fingerprint: fp,
+		Levels:      []trace.LevelRun{},
+		Clock:       trace.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
+		Coverage:    trace.Coverage{BadInput: bad},
+	}
+	if bad > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
+	}
+	return m
+}
+
+// startProbes finds the target's process and starts the probes; their
+// states go into the manifest.
+func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say func(string)) *probeSet {
+	cfg := &s.cfg
+	if len(probes) == 0 {
+		return &probeSet{status: map[string]string{}}
+	}
+	pid, how := resolvePID(cfg.PID, cfg.Target)
+	say("target: " + how)
+	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
+	target := probe.Target{PID: pid, Children: func() []int { return proctree.Descendants(pid) }}
+	pset := startProbes(ctx, probes, target, s.w, auto, cfg.ProcHz, say)
+	s.mu.Lock()
+	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status}
+	s.mu.Unlock()
+	return pset
+}
+
+// runPasses runs every level: the warmup pass if asked, then the scored
+// repeats, each a probe period. It stops after the pass in which ctx was
+// cancelled (interrupted), and summarises only passes that ran whole.
+func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pset *probeSet, prog *progress, say func(string)) (trace.Results, bool, error) {
+	cfg := &s.cfg
+	results := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
 	for _, lv := range cfg.Levels() {
 		dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed}
 		var passes []trace.PassMetrics
-		type pass struct {
-			repeat int
-			warmup bool
-		}
-		plan := []pass{}
+		first := 1
 		if cfg.Warmup {
-			plan = append(plan, pass{0, true})
+			first = 0 // repeat 0 is the warmup pass
 		}
-		for r := 1; r <= cfg.Repeats; r++ {
-			plan = append(plan, pass{r, false})
-		}
-		for _, p := range plan {
+		for repeat := first; repeat <= cfg.Repeats; repeat++ {
+			warmup := repeat == 0
 			if ctx.Err() != nil {
-				interrupted = true
-				break levels
+				return results, true, nil
 			}
-			prog.begin(lv, p.repeat, cfg.Repeats, p.warmup, len(items))
-			period := probe.Period{Level: lv.Name, Repeat: p.repeat, Warmup: p.warmup, StartUnixNs: time.Now().UnixNano()}
+			prog.begin(lv, repeat, cfg.Repeats, warmup, len(drv.Items))
+			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
 			pset.begin(period)
-			res := drv.Run(ctx, reqCtx, dl, p.repeat, p.warmup)
+			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
 			pset.end(context.WithoutCancel(ctx), period, say)
-			run := trace.LevelRun{
-				Level: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate,
-				Repeat: p.repeat, Warmup: p.warmup,
-				StartUnixNs: res.Start.UnixNano(), EndUnixNs: res.End.UnixNano(),
-			}
 			pm := metrics.Pass(res.Records, res.WallS())
-			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, p.repeat
+			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
+			// A pass cut short is recorded in requests.jsonl but not
+			// summarised as if it were complete.
 			stopped := ctx.Err() != nil
 			s.mu.Lock()
-			s.manifest.Levels = append(s.manifest.Levels, run)
-			if !p.warmup && !stopped {
+			s.manifest.Levels = append(s.manifest.Levels, trace.LevelRun{
+				Level: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate,
+				Repeat: repeat, Warmup: warmup,
+				StartUnixNs: res.Start.UnixNano(), EndUnixNs: res.End.UnixNano(),
+			})
+			if !warmup && !stopped {
 				s.manifest.Coverage.Add(pm.Coverage)
+				if gap := coverageGap(pm); gap != "" {
+					s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, gap))
+				}
 			}
 			s.mu.Unlock()
 			if err := s.saveManifest(); err != nil {
-				return nil, err
+				return results, false, err
 			}
 			if stopped {
-				// A pass cut short is recorded in requests.jsonl but not
-				// summarised as if it were complete.
-				interrupted = true
-				break levels
+				return results, true, nil
 			}
-			if !p.warmup {
+			if !warmup {
 				passes = append(passes, pm)
-				if gap := coverageGap(pm); gap != "" {
-					s.mu.Lock()
-					s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", lv.Name, p.repeat, gap))
-					s.mu.Unlock()
-				}
 			}
 		}
 		if len(passes) > 0 {
 			results.Results = append(results.Results, metrics.Level(passes))
 		}
 	}
-	if results.Results == nil {
-		results.Results = []trace.LevelResult{}
-	}
-	if err := w.WriteJSON(bundle.ResultsFile, results); err != nil {
+	return results, false, nil
+}
+
+// finish writes results.json, stops the probes and the tracing side, and
+// finalizes the manifest with its verdict; then prints the tables.
+func (s *Session) finish(ctx context.Context, results trace.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
+	cfg := &s.cfg
+	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
 	}
 	offsets := pset.clockOffsets()
 	pset.stop(say)
 	pset.running = nil
-	traceInfo := tr.finish(ctx, w, say)
-	end := time.Now()
+	traceInfo := tr.finish(ctx, s.w, say)
 	s.mu.Lock()
-	s.manifest.EndUnixNs = end.UnixNano()
-	s.manifest.Clock.EndMonoMinusWallNs = monoMinusWall()
-	s.manifest.Interrupted = interrupted
-	if s.manifest.Extra == nil {
-		s.manifest.Extra = map[string]any{}
+	m := &s.manifest
+	m.EndUnixNs = time.Now().UnixNano()
+	m.Clock.EndMonoMinusWallNs = monoMinusWall()
+	if len(offsets) > 0 {
+		m.Clock.Probes = offsets
+	}
+	if m.Extra == nil {
+		m.Extra = map[string]any{}
 	}
 	for k, v := range traceInfo {
-		s.manifest.Extra[k] = v
+		m.Extra[k] = v
 	}
-	if len(offsets) > 0 {
-		s.manifest.Clock.Probes = offsets
-	}
-	s.manifest.Finished = !interrupted
+	m.Interrupted = interrupted
+	m.Finished = !interrupted
 	if interrupted {
-		s.manifest.Incomplete = append(s.manifest.Incomplete, "interrupted before the last pass finished")
+		m.Incomplete = append(m.Incomplete, "interrupted before the last pass finished")
 	}
 	if s.writeErr != nil {
-		s.manifest.Incomplete = append(s.manifest.Incomplete, "bundle write error")
+		m.Incomplete = append(m.Incomplete, "bundle write error")
+		m.Notes = append(m.Notes, "write error: "+s.writeErr.Error())
 	}
-	s.manifest.Complete = len(s.manifest.Incomplete) == 0
-	if s.writeErr != nil {
-		s.manifest.Notes = append(s.manifest.Notes, "write error: "+s.writeErr.Error())
-	}
+	m.Complete = len(m.Incomplete) == 0
 	s.mu.Unlock()
 	if files, err := (&bundle.Bundle{Dir: cfg.Out}).Files(); err == nil {
 		s.manifest.Files = files
