@@ -381,14 +381,7 @@ func records(a, b snapshot, symbols []string, per probe.Period) []Record {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.loop.Running() {
-		return
-	}
-	if s, err := p.snapshotLocked(); err == nil {
-		p.base = s
-	} else {
-		p.loop.Keep(err) // reported by End
-	}
+	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
 }
 
 // End appends one Record per thread and function called since Begin (or

@@ -320,14 +320,7 @@ func diff(a, b counters, wall float64) Record {
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.loop.Running() {
-		return
-	}
-	if s, err := p.snapshotLocked(); err == nil {
-		p.base = s
-	} else {
-		p.loop.Keep(err) // reported by End
-	}
+	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
 }
 
 // End writes one Record per watched thread seen since Begin (threads that

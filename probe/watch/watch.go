@@ -113,3 +113,19 @@ func (l *Loop) Stop(ctx context.Context) (wasRunning bool, err error) {
 		return true, ctx.Err()
 	}
 }
+
+// Baseline sets *base to a fresh snapshot when the loop runs, for probes
+// that count from Begin to End. A failed snapshot leaves *base as it was
+// and is kept for End to report (see Keep). Call it with the probe's lock
+// held, as snapshot expects.
+func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
+	if !l.Running() {
+		return
+	}
+	s, err := snapshot()
+	if err != nil {
+		l.Keep(err)
+		return
+	}
+	*base = s
+}

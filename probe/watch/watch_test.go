@@ -126,3 +126,25 @@ func TestLoopStopHonoursContext(t *testing.T) {
 	mu.Unlock()
 	close(release)
 }
+
+func TestBaseline(t *testing.T) {
+	var mu sync.Mutex
+	l := NewLoop(&mu, time.Hour, func() error { return nil })
+	base := 1
+	Baseline(l, &base, func() (int, error) { return 2, nil })
+	if base != 1 {
+		t.Fatalf("a stopped loop took a baseline: %d", base)
+	}
+	mu.Lock()
+	l.Start()
+	mu.Unlock()
+	defer l.Stop(context.Background())
+	mu.Lock()
+	Baseline(l, &base, func() (int, error) { return 3, nil })
+	Baseline(l, &base, func() (int, error) { return 4, errors.New("snapshot failed") })
+	err := l.TakeErr()
+	mu.Unlock()
+	if base != 3 || err == nil || err.Error() != "snapshot failed" {
+		t.Fatalf("base %d, kept error %v; want 3 and the snapshot error", base, err)
+	}
+}
