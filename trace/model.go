@@ -5,8 +5,6 @@
 // trace/otlp, trace/join...), so every other package may depend on it.
 package trace
 
-import "time"
-
 // Schema is the value of Manifest.Schema for bundles this version writes.
 const Schema = "asrprof.capture/v1"
 
@@ -236,6 +234,3 @@ type Manifest struct {
 	Notes       []string       `json:"notes,omitempty"`
 	Extra       map[string]any `json:"extra,omitempty"` // sections later features add (join, probes)
 }
-
-// UnixNs returns t as unix nanoseconds.
-func UnixNs(t time.Time) int64 { return t.UnixNano() }
