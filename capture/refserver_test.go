@@ -223,7 +223,11 @@ func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference server")
 	}
-	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--max-running-requests", "2")
+	// One build slot that stays busy for half a second: of 16 requests sent
+	// at once, the first is built and the rest find the slot taken. Without
+	// the delay a short clip builds in a few milliseconds, and on a fast
+	// machine the requests can arrive one after another and all succeed.
+	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--build-delay", "0.5", "--max-running-requests", "2")
 	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
 	cfg.Concurrency = []int{16}
 	cfg.Timeout = 3 * time.Minute

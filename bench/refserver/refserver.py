@@ -830,6 +830,8 @@ class Pipeline:
         except Exception as e:  # a converter bug must not kill the worker
             req.out.put(("error", 500, "audio decoding failed: %s" % e))
             return
+        if self.args.build_delay > 0:  # a heavier preprocessor (see --build-delay)
+            time.sleep(self.args.build_delay)
         req.upload = b""
         req.pcm = pcm
         req.audio_seconds = len(pcm) / 2.0 / SAMPLE_RATE
@@ -1648,6 +1650,9 @@ def parse_args(argv):
                    help="request build threads (audio decode + resample)")
     p.add_argument("--build-max-pending", type=int, default=16,
                    help="requests waiting for or in the build pool before HTTP 503")
+    p.add_argument("--build-delay", type=float, default=0,
+                   help="extra seconds each build takes, as a heavier preprocessor would "
+                   "(e.g. 0.5; default 0)")
     p.add_argument("--max-running-requests", type=int, default=8,
                    help="requests the scheduler decodes at once (= decoder pool size)")
     p.add_argument("--chunk-ms", type=int, default=100,
@@ -1660,6 +1665,8 @@ def parse_args(argv):
     for name in ("build_workers", "build_max_pending", "max_running_requests", "chunk_ms"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if not 0 <= a.build_delay <= 60:
+        p.error("--build-delay must be between 0 and 60 seconds")
     if not 0.01 <= a.decode_interval <= 10:
         p.error("--decode-interval must be between 0.01 and 10 seconds")
     return a

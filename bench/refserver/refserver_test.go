@@ -508,7 +508,7 @@ func TestRefServer(t *testing.T) {
 func TestOverload(t *testing.T) {
 	requirePocketSphinx(t)
 	t.Parallel()
-	base := startServer(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--max-running-requests", "1")
+	base := startServer(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--build-delay", "0.5", "--max-running-requests", "1")
 	audio := busyWAV(4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
