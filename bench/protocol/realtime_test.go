@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -213,11 +214,44 @@ func TestLagFollowsServerDelay(t *testing.T) {
 func TestPacingAt8Sessions(t *testing.T) {
 	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, ChunkMs: 100, Loops: 2})
+	// Punctuality is measured against what the machine allows at that
+	// moment, and the other test binaries that go test runs alongside can
+	// take both cores for a few hundred milliseconds. A pacing bug (drift, a
+	// frame sent early, serialized sessions) shows in every attempt; a burst
+	// of load on a shared 2-core VM does not, so up to three attempts run and
+	// one within the bounds passes. Every attempt's counts and durations
+	// must hold.
+	var failures []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		msg := pacingAttempt(t, c)
+		if msg == "" {
+			if len(failures) > 0 {
+				t.Logf("punctual on attempt %d after: %s", attempt, strings.Join(failures, "; "))
+			}
+			break
+		}
+		failures = append(failures, msg)
+		if attempt == 3 {
+			t.Errorf("frames left late in all 3 attempts: %s", strings.Join(failures, "; "))
+		}
+	}
+	// The same session unpaced leaves at once.
+	c2 := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone, Loops: 2})
+	r := c2.Do(context.Background(), rtJob("p", 1))
+	if d := r.Realtime.StopSent.Sub(r.Realtime.AudioStart); r.Err != nil || d > 500*time.Millisecond {
+		t.Errorf("unpaced: %v, audio sent over %v", r.Err, d)
+	}
+}
+
+// pacingAttempt runs 8 paced sessions of 2 s beside 8 bare timer loops on
+// the same schedule. It fails t on wrong counts or durations and returns
+// why the frames were late ("" when they were punctual): 95 % within 5 ms
+// of their schedule and none beyond 25 ms, or, on a machine too busy for
+// that, no worse than the bare timers.
+func pacingAttempt(t *testing.T, c protocol.Client) string {
+	t.Helper()
 	const n = 8
 	res := make([]protocol.Result, n)
-	// Alongside, n bare timer loops on the same schedule measure what this
-	// machine allows right now: the client must be as punctual as they
-	// are, and within 5 ms when they are.
 	base := make([][]time.Duration, n)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -240,16 +274,20 @@ func TestPacingAt8Sessions(t *testing.T) {
 		}
 		rt := r.Realtime
 		if rt.Frames != 20 || !near(rt.AudioS, 2, 0.01) {
-			t.Errorf("session %d: %d frames, %.3f s (want 2 loops of 1 s)", i, rt.Frames, rt.AudioS)
+			t.Fatalf("session %d: %d frames, %.3f s (want 2 loops of 1 s)", i, rt.Frames, rt.AudioS)
 		}
 		// The last frame is scheduled 1.9 s after the first one.
 		if d := rt.StopSent.Sub(rt.AudioStart); d < 1900*time.Millisecond || d > 2100*time.Millisecond {
-			t.Errorf("session %d: audio sent over %v, want ≈ 1.9 s at real time", i, d)
+			t.Fatalf("session %d: audio sent over %v, want ≈ 1.9 s at real time", i, d)
 		}
 		all = append(all, rt.SendLate...)
 	}
-	// 95 % of the frames within 5 ms of their schedule and none beyond
-	// 25 ms, or, on a machine too busy for that, no worse than bare timers.
+	if len(all) != n*20 {
+		t.Fatalf("%d frame times, want %d", len(all), n*20)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("8 sessions of 2 s took %v: not concurrent", el)
+	}
 	slices.Sort(all)
 	var bare []time.Duration
 	for _, b := range base {
@@ -259,21 +297,10 @@ func TestPacingAt8Sessions(t *testing.T) {
 	p95 := func(d []time.Duration) time.Duration { return d[len(d)*95/100] }
 	t.Logf("%d frames: median %v, p95 %v, max %v (bare timers: p95 %v, max %v)",
 		len(all), all[len(all)/2], p95(all), all[len(all)-1], p95(bare), bare[len(bare)-1])
-	if len(all) != n*20 {
-		t.Fatalf("%d frame times, want %d", len(all), n*20)
-	}
 	if p95(all) > max(5*time.Millisecond, p95(bare)+2*time.Millisecond) ||
 		all[len(all)-1] > max(25*time.Millisecond, bare[len(bare)-1]+10*time.Millisecond) {
-		t.Errorf("frames left late: p95 %v, max %v (want 5 ms and 25 ms, or bare timers' p95 %v + 2 ms and max %v + 10 ms)",
+		return fmt.Sprintf("p95 %v, max %v (want 5 ms and 25 ms, or bare timers' p95 %v + 2 ms and max %v + 10 ms)",
 			p95(all), all[len(all)-1], p95(bare), bare[len(bare)-1])
 	}
-	if el := time.Since(start); el > 3*time.Second {
-		t.Errorf("8 sessions of 2 s took %v: not concurrent", el)
-	}
-	// The same session unpaced leaves at once.
-	c2 := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone, Loops: 2})
-	r := c2.Do(context.Background(), rtJob("p", 1))
-	if d := r.Realtime.StopSent.Sub(r.Realtime.AudioStart); r.Err != nil || d > 500*time.Millisecond {
-		t.Errorf("unpaced: %v, audio sent over %v", r.Err, d)
-	}
+	return ""
 }
