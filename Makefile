@@ -7,7 +7,7 @@ VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/asrprof/asrprof/capture.Version=$(VERSION)
 PORT     ?= 18000
 
-.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean jaeger
+.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean jaeger bin/gpu.test bin/cpu.test
 
 all: build
 
@@ -48,14 +48,20 @@ test-short:
 bench: deps build
 	@tools/bench.sh
 
-# For the accelerator machine: runs the real NVML probe and prints what it saw.
-# Where that machine has no Go, `make bin/gpu.test` here and run
-# `bin/gpu.test -test.run GPU -test.v` there (docs/PROBES.md).
+# For the accelerator machine: runs the real NVML probe and prints what it
+# saw, and the cpu probe's otel engine on a Python process (root, with
+# 'ulimit -l unlimited'). Where that machine has no Go, `make bin/gpu.test
+# bin/cpu.test` here and run `bin/gpu.test -test.run GPU -test.v` and
+# `bin/cpu.test -test.run 'OTel|AutoEngine' -test.v` there (docs/PROBES.md).
 test-gpu:
 	$(GO) test -count=1 -run GPU -v ./probe/gpu/
+	$(GO) test -count=1 -run 'OTel|AutoEngine' -v ./probe/cpu/
 
 bin/gpu.test:
 	$(GO) test -c -ldflags='-s -w' -o bin/gpu.test ./probe/gpu
+
+bin/cpu.test:
+	$(GO) test -c -ldflags='-s -w' -o bin/cpu.test ./probe/cpu
 
 generate:
 	$(GO) generate ./...

@@ -46,6 +46,8 @@ type Config struct {
 	PID    int     `json:"pid"`
 	ProcHz float64 `json:"proc_hz"`
 	CPUHz  int     `json:"cpu_hz"`
+	// CPUEngine is the cpu probe's engine: "auto" (""), "otel" or "fp".
+	CPUEngine string `json:"cpu_engine,omitempty"`
 	// GPU probe: which GPUs (nil: all), the GPM window, PCIe throughput.
 	GPUs      []int         `json:"gpus,omitempty"`
 	GPMWindow time.Duration `json:"gpm_window_ns,omitempty"`

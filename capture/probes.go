@@ -48,12 +48,17 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 		}
 		want[n] = true
 	}
+	switch cfg.CPUEngine {
+	case "", cpu.EngineAuto, cpu.EngineOTel, cpu.EngineFP:
+	default:
+		return nil, fmt.Errorf("%w: --cpu-engine %q: want auto, otel or fp", ErrInvalidConfig, cfg.CPUEngine)
+	}
 	var ps []probe.Probe
 	if want["gpu"] {
 		ps = append(ps, gpu.New(gpu.Config{GPUs: cfg.GPUs, GPMWindow: cfg.GPMWindow, PCIe: cfg.GPUPCIe}))
 	}
 	if want["cpu"] {
-		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz}))
+		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz, Engine: cfg.CPUEngine}))
 	}
 	if want["sched"] {
 		ps = append(ps, sched.New(sched.Config{}))
@@ -71,6 +76,7 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 type probeSet struct {
 	running []probe.Probe
 	status  map[string]string // name → "on" or why not
+	details map[string]string // name → how a running probe runs (probe.Describer)
 }
 
 // resolvePID finds the target's process: an explicit pid, or the process
@@ -105,7 +111,7 @@ func resolvePID(pid int, target string) (int, string) {
 // and the capture goes on. When sched is not supported and proc was not
 // asked for explicitly, proc is started as its fallback.
 func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, auto bool, procHz float64, say func(string)) *probeSet {
-	set := &probeSet{status: map[string]string{}}
+	set := &probeSet{status: map[string]string{}, details: map[string]string{}}
 	schedOK := false
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
@@ -116,6 +122,10 @@ func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink pro
 		case err == nil:
 			set.running = append(set.running, p)
 			set.status[p.Name()] = "on"
+			if d, ok := p.(probe.Describer); ok && d.Detail() != "" {
+				set.details[p.Name()] = d.Detail()
+				say(fmt.Sprintf("probe %s: %s", p.Name(), d.Detail()))
+			}
 			schedOK = schedOK || p.Name() == "sched"
 			continue
 		case errors.Is(err, probe.ErrNotSupported):

@@ -167,7 +167,7 @@ func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
 func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say func(string)) *probeSet {
 	cfg := &s.cfg
 	if len(probes) == 0 {
-		return &probeSet{status: map[string]string{}}
+		return &probeSet{status: map[string]string{}, details: map[string]string{}}
 	}
 	pid, how := resolvePID(cfg.PID, cfg.Target)
 	say("target: " + how)
@@ -175,7 +175,7 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 	target := probe.Target{PID: pid, Children: func() []int { return proctree.Descendants(pid) }}
 	pset := startProbes(ctx, probes, target, s.w, auto, cfg.ProcHz, say)
 	s.mu.Lock()
-	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status}
+	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status, "probe_details": pset.details}
 	s.mu.Unlock()
 	return pset
 }

@@ -28,6 +28,13 @@ type Target struct {
 	Children func() []int
 }
 
+// Describer is implemented by probes that can say how they run once
+// started (which engine, which fallback). The capture prints the detail
+// and keeps it in the manifest.
+type Describer interface {
+	Detail() string
+}
+
 // Period is one pass of the workload (a level and repeat).
 type Period struct {
 	Level       string `json:"level"`

@@ -36,8 +36,12 @@ type Config struct {
 	// Refresh is how often the set of sampled processes is updated from
 	// the target's process tree (DefaultRefresh when zero).
 	Refresh time.Duration
-	// Adapter is the engine that samples stacks; nil selects the
-	// frame-pointer sampler of this package (NewSampler). See otel.go.
+	// Engine picks the engine when Adapter is nil: EngineOTel (the
+	// OpenTelemetry eBPF profiler, Python frames named), EngineFP (the
+	// frame-pointer sampler) or EngineAuto (""; OTel where this machine
+	// lets it start, else the frame-pointer sampler).
+	Engine string
+	// Adapter, when set, is the engine that samples stacks (tests).
 	Adapter Adapter
 }
 
@@ -88,6 +92,11 @@ type Frame struct {
 	// for the kernel); Start, Limit and Offset describe the mapping.
 	File                 string
 	Start, Limit, Offset uint64
+	// Source and Line name the source of an interpreted frame (a Python
+	// function's file and line; File is then PythonFile) when the engine
+	// knows them.
+	Source string
+	Line   int
 }
 
 // Probe samples on-CPU stacks of the target's process tree and writes
@@ -98,6 +107,7 @@ type Probe struct {
 
 	mu     sync.Mutex // guards everything below after Start
 	eng    Adapter
+	detail string // which engine runs, and why
 	target probe.Target
 	out    probe.Sink
 	begin  time.Time
@@ -132,20 +142,66 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	if p.loop.Running() {
 		return errors.New("cpu: already started")
 	}
-	eng := p.cfg.Adapter
-	if eng == nil {
-		eng = NewSampler()
-	}
-	if err := eng.Start(ctx, p.cfg.Hz); err != nil {
+	eng, detail, err := p.startEngine(ctx)
+	if err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
-	p.eng, p.target, p.out = eng, t, out
+	p.eng, p.detail, p.target, p.out = eng, detail, t, out
 	if err := p.refreshLocked(); err != nil {
 		return errors.Join(err, eng.Stop())
 	}
 	p.begin = time.Now()
 	p.loop.Start()
 	return nil
+}
+
+// startEngine starts the engine Config asks for. In auto mode an OTel
+// engine that this machine does not allow is replaced by the
+// frame-pointer sampler, and the detail says why.
+func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
+	if a := p.cfg.Adapter; a != nil {
+		return a, "", a.Start(ctx, p.cfg.Hz)
+	}
+	switch p.cfg.Engine {
+	case EngineFP:
+		s := NewSampler()
+		return s, "engine fp (frame-pointer sampler, native frames only)", s.Start(ctx, p.cfg.Hz)
+	case EngineOTel:
+		o := NewOTel()
+		err := o.Start(ctx, p.cfg.Hz)
+		return o, otelDetail(o), err
+	case "", EngineAuto:
+		o := NewOTel()
+		oerr := o.Start(ctx, p.cfg.Hz)
+		if oerr == nil {
+			return o, otelDetail(o), nil
+		}
+		// Any failure of the preferred engine falls back: the
+		// frame-pointer sampler still gives native stacks.
+		why := "did not start"
+		if errors.Is(oerr, probe.ErrNotSupported) {
+			why = "not allowed here"
+		}
+		s := NewSampler()
+		return s, fmt.Sprintf("engine fp (frame-pointer sampler, native frames only); otel engine %s: %v", why, oerr), s.Start(ctx, p.cfg.Hz)
+	}
+	return nil, "", fmt.Errorf("unknown engine %q (want %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP)
+}
+
+func otelDetail(o *OTel) string {
+	d := "engine otel (OpenTelemetry eBPF profiler, Python frames named)"
+	if n := o.Note(); n != "" {
+		d += "; " + n
+	}
+	return d
+}
+
+// Detail says which engine runs and, in auto mode, why the preferred one
+// does not; "" before Start.
+func (p *Probe) Detail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.detail
 }
 
 // refreshLocked gives the engine the target's current process tree.
@@ -283,9 +339,12 @@ func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time
 		m    mkey
 		addr uint64
 		fn   string
+		src  string
+		line int
 	}
+	type fkey struct{ name, src string }
 	mappings := make(map[mkey]*profile.Mapping)
-	funcs := make(map[string]*profile.Function)
+	funcs := make(map[fkey]*profile.Function)
 	locs := make(map[lkey]*profile.Location)
 	for _, st := range stacks {
 		s := &profile.Sample{
@@ -309,18 +368,22 @@ func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time
 				mappings[mk] = m
 				prof.Mapping = append(prof.Mapping, m)
 			}
-			fn := funcs[f.Func]
+			fk := fkey{f.Func, f.Source}
+			fn := funcs[fk]
 			if fn == nil {
-				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: f.Func, SystemName: f.Func}
-				funcs[f.Func] = fn
+				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.Source}
+				funcs[fk] = fn
 				prof.Function = append(prof.Function, fn)
 			}
-			lk := lkey{mk, f.Addr, f.Func}
+			if f.Line > 0 || f.Source != "" {
+				m.HasFilenames, m.HasLineNumbers = true, f.Line > 0
+			}
+			lk := lkey{mk, f.Addr, f.Func, f.Source, f.Line}
 			loc := locs[lk]
 			if loc == nil {
 				loc = &profile.Location{
 					ID: uint64(len(prof.Location) + 1), Mapping: m, Address: f.Addr,
-					Line: []profile.Line{{Function: fn}},
+					Line: []profile.Line{{Function: fn, Line: int64(f.Line)}},
 				}
 				locs[lk] = loc
 				prof.Location = append(prof.Location, loc)

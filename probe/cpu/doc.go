@@ -2,10 +2,17 @@
 // target's process tree, written as one pprof profile per period to
 // cpu/<level>-<repeat>.pb.gz (cpu/<level>-warmup.pb.gz for a warm-up).
 //
-// The engine in force is this package's frame-pointer sampler (Sampler),
-// not the OpenTelemetry eBPF profiler that the design prefers: see
-// otel.go for why and for the seam (Adapter) where that engine would
-// plug in.
+// Two engines sit behind the Adapter seam; Config.Engine picks one:
+//   - OTel (otel.go): the OpenTelemetry eBPF profiler used as a library.
+//     It names Python frames (function, file, line) and unwinds without
+//     frame pointers. It is the only file that imports the library, whose
+//     API is unstable. It starts only where the memlock limit can be
+//     raised to unlimited (GPU hosts; not the CI sandbox).
+//   - Sampler (sampler.go): this package's own frame-pointer sampler,
+//     described below. It runs wherever eBPF is allowed.
+//
+// EngineAuto (the default) starts OTel and falls back to the Sampler when
+// OTel cannot start; Probe.Detail says which runs and why.
 //
 // How the frame-pointer sampler works: one perf event per online CPU
 // (PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK, sample_freq Config.Hz,

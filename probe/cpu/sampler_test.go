@@ -110,7 +110,7 @@ func startProbe(t *testing.T, pid int, sink probe.Sink) *Probe {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to load BPF programs and open perf events")
 	}
-	p := New(Config{})
+	p := New(Config{Engine: EngineFP})
 	probetest.Start(t, p, probe.Target{PID: pid}, sink, "eBPF sampling not permitted here")
 	return p
 }

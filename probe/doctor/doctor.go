@@ -429,8 +429,8 @@ func Decide(f Facts) []Finding {
 // decideMemlock judges the memlock rlimit. asrprof's own eBPF programs do
 // not need it (the kernel, 5.11 or later, charges BPF memory to the
 // cgroup and cilium/ebpf's RemoveMemlock knows that), but the OpenTelemetry
-// eBPF profiler (the preferred engine for Python-aware stacks, not wired
-// into this build) raises it to unlimited at start and refuses to run when
+// eBPF profiler (the cpu probe's otel engine, for Python-aware stacks)
+// raises it to unlimited at start and refuses to run when
 // it cannot.
 func decideMemlock(f Facts) Finding {
 	fd := Finding{Name: "memlock rlimit"}
@@ -441,7 +441,7 @@ func decideMemlock(f Facts) Finding {
 	fd.Detail = fmt.Sprintf("soft %s, hard %s", limitText(f.MemlockCur), limitText(f.MemlockMax))
 	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, CapSysResource)
 	if !fd.OK {
-		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; only the OpenTelemetry eBPF profiler (Python-aware stacks, not used by this build) needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE"
+		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; the cpu probe's otel engine (OpenTelemetry eBPF profiler: Python frames named) needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE, and without it the cpu probe falls back to the frame-pointer sampler (native frames only)"
 	}
 	return fd
 }
