@@ -412,7 +412,7 @@ var requestAttrs = []string{"audio_duration_s", "audio_s", "chunk_gaps_s", "end_
 	"scored", "server_request_id", "span", "spans", "spans_named", "start_unix_ns", "status", "trace_id", "ttft_s",
 	"upload_done_unix_ns", "warmup",
 	// realtime sessions (None for file requests)
-	"final_after_stop_s", "finals", "first_update_s", "lag_growth_s", "lag_max_s", "lag_p95_s",
+	"final_after_stop_s", "finals", "server_errors", "first_update_s", "lag_growth_s", "lag_max_s", "lag_p95_s",
 	"lag_source", "partials", "send_late_max_s"}
 
 // optFloat is a Starlark float, or None when the field is absent.
@@ -484,6 +484,8 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 		return starlark.MakeInt(r.Partials), nil
 	case "finals":
 		return starlark.MakeInt(r.Finals), nil
+	case "server_errors":
+		return starlark.MakeInt(r.ServerErrors), nil
 	case "audio_s":
 		return starlark.Float(r.AudioS), nil
 	case "http_status":

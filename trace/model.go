@@ -77,6 +77,7 @@ type Request struct {
 	LagSource       string   `json:"lag_source,omitempty"`         // server, sent or mixed: where the covered audio time came from
 	Partials        int      `json:"partials,omitempty"`           // non-final updates with text
 	Finals          int      `json:"finals,omitempty"`             // text units locked by the server
+	ServerErrors    int      `json:"server_errors,omitempty"`      // error events after which the session went on (SGLang-Omni server_error)
 	AudioS          float64  `json:"audio_s,omitempty"`            // audio seconds sent (all loops)
 	SendLateMaxS    *float64 `json:"send_late_max_s,omitempty"`    // realtime pacing: worst frame send after its schedule
 }

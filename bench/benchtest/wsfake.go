@@ -42,6 +42,11 @@ type WSConfig struct {
 	CloseOn func(n int) bool
 	// NoFinal never answers the end of input.
 	NoFinal bool
+	// DecodeError (sglang-omni) sends, before the first update, what
+	// SGLang-Omni sends when a decode fails and it carries on: an error
+	// event of type server_error, and a final segment with no text (a
+	// silent one).
+	DecodeError bool
 }
 
 // WSSession is what the fake server received in one session.
@@ -220,6 +225,13 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 		default:
 			f.note(t)
 			ended = t == "transcription.done" && cfg.Dialect == "sglang-omni"
+			if ended && !strings.Contains(f.rec.Path, "intent=transcription") {
+				// Without the intent SGLang-Omni opens a conversation
+				// session, which does not know this event.
+				f.send(ctx, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error",
+					"code": "unknown_event", "message": "unknown client event transcription.done"}})
+				ended = false
+			}
 		}
 	}
 	if audio != nil {
@@ -298,6 +310,11 @@ func (f *fakeSession) update(ctx context.Context, prev int, audioS float64) {
 			f.send(ctx, map[string]any{"type": "transcription.delta", "delta": space(i) + f.words[i]})
 		}
 	case "sglang-omni":
+		if cfg.DecodeError && prev == 0 {
+			f.send(ctx, map[string]any{"type": "error", "error": map[string]any{"type": "server_error",
+				"code": "transcription_failed", "message": "decode failed"}})
+			f.send(ctx, map[string]any{"type": "transcription.segment", "segment_id": -1, "text": "", "is_final": true})
+		}
 		seg := (f.shown - 1) / k
 		start := seg * k
 		m := map[string]any{"type": "transcription.segment", "segment_id": seg,

@@ -263,6 +263,7 @@ func realtimeFields(rec *trace.Request, rt *protocol.RealtimeResult) {
 	rec.LagSource = rt.LagSource
 	rec.Partials = rt.Partials
 	rec.Finals = rt.Finals
+	rec.ServerErrors = rt.ServerErrors
 	rec.AudioS = rt.AudioS
 	if rt.SendLateMax > 0 {
 		rec.SendLateMaxS = val(rt.SendLateMax.Seconds())

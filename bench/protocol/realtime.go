@@ -29,15 +29,21 @@ import (
 //     generation, appends at 16 kHz, {"type": "input_audio_buffer.commit",
 //     "final": true} at the end; transcription.delta appends,
 //     transcription.done {text} is final.
-//   - DialectSGLangOmni: SGLang-Omni's realtime transcription session.
-//     session.update with flat fields (language, turn_detection server_vad,
-//     input_audio_format "pcm16"), appends at 16 kHz, transcription.done at
-//     the end; transcription.segment {segment_id, audio_end_ms, text,
-//     is_final} replaces its segment's text; transcription.completed {text}
-//     is final.
+//   - DialectSGLangOmni: SGLang-Omni's realtime transcription session at
+//     /v1/realtime?intent=transcription (without the intent the server
+//     opens a conversation session). session.update with flat fields
+//     (input_audio_format "pcm16", language; no turn_detection, so the
+//     model's own default holds: the server refuses server_vad for models
+//     without it), appends at 16 kHz, transcription.done at the end (the
+//     server commits what is buffered); transcription.segment {segment_id,
+//     audio_end_ms, text, is_final} replaces its segment's text (a final
+//     segment with no text is a silent one and locks nothing);
+//     transcription.completed {text} is final.
 //
 // Every dialect fails the session on an error event, except OpenAI's
-// empty-buffer answer to the last commit. docs/REALTIME.md gives the
+// empty-buffer answer to the last commit and SGLang-Omni's server_error
+// events (a failed decode), after which that server carries on: those are
+// counted in RealtimeResult.ServerErrors. docs/REALTIME.md gives the
 // sources of these message shapes.
 func NewRealtime(opts Options) (Client, error) {
 	switch opts.Dialect {
@@ -46,7 +52,7 @@ func NewRealtime(opts Options) (Client, error) {
 	case DialectVLLM:
 		return newWSClient(opts, "/v1/realtime", func() dialect { return &vllmRT{} })
 	case DialectSGLangOmni:
-		return newWSClient(opts, "/v1/realtime", func() dialect { return &sglangRT{texts: map[string]string{}} })
+		return newWSClient(opts, "/v1/realtime?intent=transcription", func() dialect { return &sglangRT{texts: map[string]string{}} })
 	}
 	return nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", opts.Dialect)
 }
@@ -282,10 +288,7 @@ func (d *sglangRT) rate() int { return 16000 }
 func (d *sglangRT) hello(context.Context, sender, *Job) error { return nil }
 
 func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
-	sess := map[string]any{
-		"input_audio_format": "pcm16",
-		"turn_detection":     map[string]any{"type": "server_vad"},
-	}
+	sess := map[string]any{"input_audio_format": "pcm16"}
 	if job.Language != "" {
 		sess["language"] = job.Language
 	}
@@ -308,6 +311,13 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	case "session.created":
 		m.ready = true
 	case "error":
+		var e struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(v.Error, &e) == nil && e.Type == "server_error" {
+			m.serverErr = errorText(v.Error, data) // a failed decode: the session goes on
+			return m, nil
+		}
 		return m, &serverError{errorText(v.Error, data)}
 	case "transcription.segment":
 		id := fmt.Sprint(v.SegmentID)
@@ -321,7 +331,9 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 		d.texts[id] = t // a segment's text replaces its previous text
 		m.text = strings.TrimSpace(t) != ""
 		if v.IsFinal {
-			m.locked = 1
+			if m.text {
+				m.locked = 1
+			}
 		} else {
 			m.partial = m.text
 		}

@@ -92,10 +92,16 @@ func TestRealtimeDialects(t *testing.T) {
 		{protocol.DialectVLLM, "/v1/realtime", "input_audio_buffer.commit final", func(cfg map[string]any) bool {
 			return cfg["model"] == "whisper" && cfg["language"] == "en"
 		}},
-		{protocol.DialectSGLangOmni, "/v1/realtime", "transcription.done", func(cfg map[string]any) bool {
+		{protocol.DialectSGLangOmni, "/v1/realtime?intent=transcription", "transcription.done", func(cfg map[string]any) bool {
+			// SGLang-Omni forbids unknown session fields; turn_detection
+			// is left to the model's default.
 			s, _ := cfg["session"].(map[string]any)
-			_, nested := s["audio"]
-			return s["input_audio_format"] == "pcm16" && s["language"] == "en" && !nested
+			for k := range s {
+				if k != "input_audio_format" && k != "language" {
+					return false
+				}
+			}
+			return s["input_audio_format"] == "pcm16" && s["language"] == "en"
 		}},
 	}
 	for _, tt := range tests {
@@ -163,6 +169,37 @@ func TestSessionServerClosesMidSession(t *testing.T) {
 		if got[i].Err != nil || got[i].Text == "" {
 			t.Errorf("session %d after/before the closed one: %v %q", i+1, got[i].Err, got[i].Text)
 		}
+	}
+}
+
+// TestSGLangDecodeErrorGoesOn: SGLang-Omni answers a failed decode with a
+// server_error event and a silent final segment and carries on; the
+// session must too, count the error, and not count the silent segment.
+func TestSGLangDecodeErrorGoesOn(t *testing.T) {
+	run := func(decodeErr bool) protocol.Result {
+		srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectSGLangOmni, DecodeError: decodeErr})
+		c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL, Dialect: protocol.DialectSGLangOmni, Pace: protocol.PaceNone})
+		return c.Do(context.Background(), rtJob("e1", 2))
+	}
+	base, r := run(false), run(true)
+	if r.Err != nil {
+		t.Fatalf("%s: %v", r.ErrKind, r.Err)
+	}
+	if r.Text != benchtest.DefaultText || r.Text != base.Text {
+		t.Errorf("text %q, want %q", r.Text, benchtest.DefaultText)
+	}
+	if r.Realtime.ServerErrors != 1 || !strings.Contains(r.Realtime.LastServerError, "decode failed") {
+		t.Errorf("server errors %d (%q), want 1", r.Realtime.ServerErrors, r.Realtime.LastServerError)
+	}
+	if base.Realtime.ServerErrors != 0 || r.Realtime.Finals != base.Realtime.Finals {
+		t.Errorf("finals %d with a silent final segment, %d without: the silent one must not count", r.Realtime.Finals, base.Realtime.Finals)
+	}
+	// An invalid_request_error ends the session: here the one a
+	// conversation session (no intent=transcription in the path) sends.
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectSGLangOmni})
+	c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL + "/v1/realtime", Dialect: protocol.DialectSGLangOmni, Pace: protocol.PaceNone})
+	if r := c.Do(context.Background(), rtJob("e2", 1)); r.ErrKind != protocol.KindServerError || !strings.Contains(r.Err.Error(), "unknown client event") {
+		t.Errorf("conversation session: kind %q err %v, want a server error naming the event", r.ErrKind, r.Err)
 	}
 }
 

@@ -63,6 +63,11 @@ type RealtimeResult struct {
 	// SendLate holds every frame's lateness, in send order (realtime
 	// pacing only).
 	SendLate []time.Duration
+	// ServerErrors counts error events the server sent without ending the
+	// session (SGLang-Omni's server_error after a failed decode);
+	// LastServerError is the last one's text.
+	ServerErrors    int
+	LastServerError string
 }
 
 // message is what a dialect learned from one server message.
@@ -73,6 +78,9 @@ type message struct {
 	locked   int     // text units locked by this message
 	final    bool    // the session's final message
 	coveredS float64 // audio seconds the update covers, as the server says; < 0 unknown
+	// serverErr is an error event after which the session goes on (its
+	// text); the session counts it.
+	serverErr string
 }
 
 // serverError is an error event the server sent inside the session.
@@ -460,6 +468,10 @@ func (s *session) record(m message, now time.Time) {
 		rt.FirstUpdate = now
 	}
 	rt.Finals += m.locked
+	if m.serverErr != "" {
+		rt.ServerErrors++
+		rt.LastServerError = m.serverErr
+	}
 	if m.final && rt.Final.IsZero() {
 		rt.Final = now
 		if m.locked == 0 {
