@@ -314,7 +314,7 @@ func Decide(f Facts) []Finding {
 		tr.Name += " (" + f.Tracefs + ")"
 	} else {
 		tr.Detail = "neither " + strings.Join(TracefsPaths, " nor ") + " has events/"
-		tr.Fix = "mount -t tracefs tracefs /sys/kernel/tracing (only tools using tracefs tracepoints, such as bpftrace, need it; asrprof's BTF tracepoints do not)"
+		tr.Fix = "mount -t tracefs tracefs /sys/kernel/tracing (asrprof's own BTF tracepoints do not need it; the cpu probe's otel engine uses it to notice process exits, and runs without it)"
 	}
 	add(tr)
 
