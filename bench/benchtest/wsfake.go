@@ -211,6 +211,10 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 			audio = b
 		case "session.update":
 			f.note(t)
+			if m, _ := v["model"].(string); cfg.Dialect == "vllm" && m == "" {
+				// vLLM's answer to a session.update without a model.
+				f.send(ctx, map[string]any{"type": "error", "error": "model is required", "code": "invalid_event"})
+			}
 			f.s.mu.Lock()
 			f.rec.Config = v
 			f.s.mu.Unlock()

@@ -259,7 +259,11 @@ func (d *vllmRT) handle(typ websocket.MessageType, data []byte, stopped bool) (m
 	case "session.created":
 		m.ready = true
 	case "error":
-		return m, &serverError{errorText(v.Error, data)}
+		msg := errorText(v.Error, data)
+		if c := v.errorCode(); c != "" && !strings.Contains(msg, c) {
+			msg += " (" + c + ")" // vLLM: the code sits beside the message
+		}
+		return m, &serverError{msg}
 	case "transcription.delta":
 		d.b.WriteString(v.Delta)
 		m.text, m.partial = v.Delta != "", v.Delta != ""

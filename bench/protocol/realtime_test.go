@@ -203,6 +203,19 @@ func TestSGLangDecodeErrorGoesOn(t *testing.T) {
 	}
 }
 
+// TestVLLMErrorEvent: vLLM's error events carry the message as a string
+// and the code at the top level; the session ends with both.
+func TestVLLMErrorEvent(t *testing.T) {
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectVLLM})
+	c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL, Dialect: protocol.DialectVLLM, Pace: protocol.PaceNone})
+	j := rtJob("v1", 1)
+	j.Model = ""
+	r := c.Do(context.Background(), j)
+	if r.ErrKind != protocol.KindServerError || !strings.Contains(r.Err.Error(), "model is required") || !strings.Contains(r.Err.Error(), "invalid_event") {
+		t.Errorf("kind %q err %v, want a server error with vLLM's message and code", r.ErrKind, r.Err)
+	}
+}
+
 func TestSessionWithoutFinalTimesOut(t *testing.T) {
 	srv := benchtest.NewWSServer(t, benchtest.WSConfig{NoFinal: true})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone})
