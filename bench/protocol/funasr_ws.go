@@ -12,7 +12,8 @@ import (
 // NewFunASR returns the "funasr-ws" client: Fun-ASR's realtime WebSocket
 // protocol (serve_realtime_ws.py, and the reference server's / and /ws).
 //
-// A session sends the text START, then LANGUAGE:<job.Language> and
+// A session sends the text START, then LANGUAGE:<job.Language, as a name
+// (FunASRLanguage)> and
 // HOTWORDS:<opts.Hotwords> when set, waits for {"event":"started"}, sends
 // the audio as binary frames of PCM16 16 kHz mono (opts.ChunkMs each,
 // paced by opts.Pace, opts.Loops times over), sends STOP and waits for the
@@ -53,7 +54,7 @@ func (f *funasr) hello(ctx context.Context, s sender, job *Job) error {
 		return err
 	}
 	if job.Language != "" {
-		if err := s.Write(ctx, websocket.MessageText, []byte("LANGUAGE:"+job.Language)); err != nil {
+		if err := s.Write(ctx, websocket.MessageText, []byte("LANGUAGE:"+FunASRLanguage(job.Language))); err != nil {
 			return err
 		}
 	}
@@ -63,6 +64,22 @@ func (f *funasr) hello(ctx context.Context, s sender, job *Job) error {
 		}
 	}
 	return nil
+}
+
+// FunASRLanguage is the LANGUAGE value for a language code. Fun-ASR puts
+// the value into the model's prompt as it stands ("语音转写成<value>："), and
+// its own examples use language names, so the codes asrprof knows become
+// the names the model was prompted with; anything else is sent as given.
+func FunASRLanguage(code string) string {
+	switch strings.ToLower(code) {
+	case "zh", "zh-cn", "cmn":
+		return "中文"
+	case "en", "en-us", "eng":
+		return "英文"
+	case "ja", "jpn":
+		return "日文"
+	}
+	return code
 }
 
 func (f *funasr) configure(context.Context, sender, *Job) error { return nil }

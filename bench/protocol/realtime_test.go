@@ -63,7 +63,7 @@ func TestFunASRSession(t *testing.T) {
 		t.Fatalf("%d sessions", len(ss))
 	}
 	s := ss[0]
-	want := []string{"START", "LANGUAGE:en", "HOTWORDS:fox,dog", "STOP"}
+	want := []string{"START", "LANGUAGE:英文", "HOTWORDS:fox,dog", "STOP"}
 	if strings.Join(s.Control, "|") != strings.Join(want, "|") {
 		t.Errorf("control messages %q, want %q", s.Control, want)
 	}

@@ -67,7 +67,7 @@ MODEL_DIR = "/usr/share/pocketsphinx/model/en-us"
 WARMUP_WAV = ("/usr/share/pocketsphinx/test/data/librivox/"
               "sense_and_sensibility_01_austen_64kb-0880.wav")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-LANGUAGES = {"", "en", "eng", "english", "en-us", "en_us"}
+LANGUAGES = {"", "en", "eng", "english", "en-us", "en_us", "英文"}  # 英文: Fun-ASR's name
 RESPONSE_FORMATS = {"json", "text", "verbose_json"}
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                  1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
