@@ -14,6 +14,10 @@ import (
 // TopFunctions is how many leaf functions a profile summary keeps.
 const TopFunctions = 10
 
+// PythonMapping is the mapping of interpreted Python frames in the cpu
+// probe's profiles (docs/BUNDLE.md; probe/cpu.PythonFile).
+const PythonMapping = "[python]"
+
 // profileSummary is one cpu/<level>-<repeat>.pb.gz, reduced to its hottest
 // leaf functions (flat on-CPU time).
 type profileSummary struct {
@@ -23,6 +27,14 @@ type profileSummary struct {
 	Warmup bool          `json:"warmup"`
 	TotalS float64       `json:"total_s"`
 	Top    []functionCPU `json:"top"`
+	// PythonS is the time of the samples that have a Python frame, and
+	// TopPython the hottest Python functions by inclusive-of-native time:
+	// each such sample counts for its innermost Python frame, so the C
+	// code a Python function called (allocation, the interpreter, a
+	// library's kernels launch) is charged to it, as py-spy shows it.
+	// Empty when the engine names no Python frames.
+	PythonS   float64       `json:"python_s"`
+	TopPython []functionCPU `json:"top_python"`
 }
 
 type functionCPU struct {
@@ -81,7 +93,8 @@ func summarizeProfile(path string) (profileSummary, error) {
 		}
 	}
 	flat := map[string]int64{}
-	var total int64
+	py := map[string]int64{}
+	var total, pyTotal int64
 	for _, smp := range p.Sample {
 		v := smp.Value[vi]
 		total += v
@@ -90,28 +103,58 @@ func summarizeProfile(path string) (profileSummary, error) {
 			leaf = smp.Location[0].Line[0].Function.Name
 		}
 		flat[leaf] += v
+		if name, ok := innermostPython(smp); ok {
+			py[name] += v
+			pyTotal += v
+		}
 	}
 	scale := 1e-9
 	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
 		scale = float64(p.Period) * 1e-9
 	}
 	s.TotalS = float64(total) * scale
-	names := make([]string, 0, len(flat))
-	for n := range flat {
+	s.PythonS = float64(pyTotal) * scale
+	s.Top = topFunctions(flat, total, scale)
+	s.TopPython = topFunctions(py, total, scale)
+	return s, nil
+}
+
+// innermostPython names the innermost Python frame of a sample (leaf
+// first), as "function (file)" with the file's base name.
+func innermostPython(smp *profile.Sample) (string, bool) {
+	for _, loc := range smp.Location {
+		if loc.Mapping == nil || loc.Mapping.File != PythonMapping || len(loc.Line) == 0 || loc.Line[0].Function == nil {
+			continue
+		}
+		fn := loc.Line[0].Function
+		if fn.Filename == "" {
+			return fn.Name, true
+		}
+		return fn.Name + " (" + filepath.Base(fn.Filename) + ")", true
+	}
+	return "", false
+}
+
+// topFunctions returns the TopFunctions largest entries of times, as
+// seconds and as a share of total.
+func topFunctions(times map[string]int64, total int64, scale float64) []functionCPU {
+	names := make([]string, 0, len(times))
+	for n := range times {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		if flat[names[i]] != flat[names[j]] {
-			return flat[names[i]] > flat[names[j]]
+		if times[names[i]] != times[names[j]] {
+			return times[names[i]] > times[names[j]]
 		}
 		return names[i] < names[j]
 	})
+	out := []functionCPU{}
 	for _, n := range names[:min(len(names), TopFunctions)] {
-		fc := functionCPU{Function: n, FlatS: float64(flat[n]) * scale}
+		fc := functionCPU{Function: n, FlatS: float64(times[n]) * scale}
 		if total > 0 {
-			fc.FlatPct = 100 * float64(flat[n]) / float64(total)
+			fc.FlatPct = 100 * float64(times[n]) / float64(total)
 		}
-		s.Top = append(s.Top, fc)
+		out = append(out, fc)
 	}
-	return s, nil
+	return out
 }

@@ -1,0 +1,90 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// writePythonProfile writes a profile of two stacks, as the cpu probe's
+// otel engine records them: 3 samples in PyObject_Free called from the
+// Python function tokenize (x.py) called from <module>, and 1 sample
+// with no Python frame.
+func writePythonProfile(t *testing.T, path string) {
+	t.Helper()
+	bin := &profile.Mapping{ID: 1, File: "/usr/bin/python3.12", HasFunctions: true}
+	py := &profile.Mapping{ID: 2, File: PythonMapping, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	free := &profile.Function{ID: 1, Name: "PyObject_Free"}
+	tok := &profile.Function{ID: 2, Name: "tokenize", Filename: "/srv/x.py"}
+	mod := &profile.Function{ID: 3, Name: "<module>", Filename: "/srv/x.py"}
+	spin := &profile.Function{ID: 4, Name: "epoll_wait"}
+	loc := func(id uint64, m *profile.Mapping, f *profile.Function, line int64) *profile.Location {
+		return &profile.Location{ID: id, Mapping: m, Line: []profile.Line{{Function: f, Line: line}}}
+	}
+	l1, l2, l3, l4 := loc(1, bin, free, 0), loc(2, py, tok, 6), loc(3, py, mod, 9), loc(4, bin, spin, 0)
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}, Period: 10_000_000,
+		Mapping:  []*profile.Mapping{bin, py},
+		Function: []*profile.Function{free, tok, mod, spin},
+		Location: []*profile.Location{l1, l2, l3, l4},
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{l1, l2, l3}, Value: []int64{3, 30_000_000}},
+			{Location: []*profile.Location{l4}, Value: []int64{1, 10_000_000}},
+		},
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPythonFunctions(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := c.Bundle.Manifest.Levels[0].Level
+	writePythonProfile(t, filepath.Join(dir, "cpu", lv+"-1.pb.gz"))
+
+	s, err := summarizeProfile(filepath.Join(dir, "cpu", lv+"-1.pb.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return a > b-1e-9 && a < b+1e-9 }
+	if !near(s.TotalS, 0.04) || !near(s.PythonS, 0.03) {
+		t.Errorf("total %.3f s, python %.3f s; want 0.04 and 0.03", s.TotalS, s.PythonS)
+	}
+	// The native leaf's time is charged to the innermost Python frame.
+	if len(s.TopPython) != 1 || s.TopPython[0].Function != "tokenize (x.py)" || !near(s.TopPython[0].FlatS, 0.03) || !near(s.TopPython[0].FlatPct, 75) {
+		t.Errorf("top python %+v, want tokenize (x.py) with 0.03 s, 75 %%", s.TopPython)
+	}
+	if s.Top[0].Function != "PyObject_Free" {
+		t.Errorf("top leaf %+v, want PyObject_Free", s.Top)
+	}
+
+	jt := decodeTables(t, runScripts(t, c, Options{}, "json", "cpu"))
+	found := false
+	for _, tb := range jt.Tables {
+		if tb.Name != "cpu_python" {
+			continue
+		}
+		found = true
+		if len(tb.Rows) != 1 || tb.Rows[0][1] != "tokenize (x.py)" {
+			t.Errorf("cpu_python rows %v, want tokenize (x.py)", tb.Rows)
+		}
+	}
+	if !found {
+		t.Errorf("cpu.star emitted no cpu_python table for a profile with Python frames")
+	}
+}
