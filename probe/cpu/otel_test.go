@@ -141,6 +141,29 @@ func TestOTelReporter(t *testing.T) {
 // start (the memlock limit of a sandbox); it runs on the GPU hosts
 // (make test-gpu).
 func TestOTelPythonFrames(t *testing.T) {
+	cmd, script := startHotPython(t)
+	o := startOTel(t)
+	defer o.Stop()
+	samplePython(t, o, cmd.Process.Pid, script)
+}
+
+// TestOTelRestart starts the engine a second time in the same process, as
+// a runbook's successive captures do.
+func TestOTelRestart(t *testing.T) {
+	cmd, script := startHotPython(t)
+	for i := 1; i <= 2; i++ {
+		o := startOTel(t)
+		samplePython(t, o, cmd.Process.Pid, script)
+		if err := o.Stop(); err != nil {
+			t.Fatalf("stop %d: %v", i, err)
+		}
+	}
+}
+
+// startHotPython runs a Python process that spends its time in
+// asrprof_hot_loop, and returns it and its script's path.
+func startHotPython(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to load BPF programs and open perf events")
 	}
@@ -166,7 +189,13 @@ func TestOTelPythonFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, script
+}
 
+// startOTel starts the engine at 99 Hz, skipping where this machine does
+// not allow the library to start.
+func startOTel(t *testing.T) *OTel {
+	t.Helper()
 	o := NewOTel()
 	if err := o.Start(context.Background(), 99); err != nil {
 		if errors.Is(err, probe.ErrNotSupported) {
@@ -174,8 +203,14 @@ func TestOTelPythonFrames(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	defer o.Stop()
-	if err := o.Watch([]int{cmd.Process.Pid}); err != nil {
+	return o
+}
+
+// samplePython watches pid and waits (up to 20 s) for samples that name
+// asrprof_hot_loop with its source file.
+func samplePython(t *testing.T, o *OTel, pid int, script string) {
+	t.Helper()
+	if err := o.Watch([]int{pid}); err != nil {
 		t.Fatal(err)
 	}
 	// The library learns the process's interpreter in the background;
@@ -185,6 +220,7 @@ func TestOTelPythonFrames(t *testing.T) {
 	var where string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && hot == 0; {
 		time.Sleep(2 * time.Second)
+		var err error
 		stacks, err = o.Collect(context.Background())
 		if err != nil {
 			t.Fatal(err)
