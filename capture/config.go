@@ -167,6 +167,14 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
 	}
+	switch c.CPUEngine {
+	case "", "auto", "otel", "fp":
+	default:
+		return fmt.Errorf("--cpu-engine %q: want auto, otel or fp", c.CPUEngine)
+	}
+	if c.CPUHz < 0 || c.CPUHz > 10000 {
+		return fmt.Errorf("--cpu-hz %d: want 1 to 10000 samples per second (0: the default, 99)", c.CPUHz)
+	}
 	return nil
 }
 

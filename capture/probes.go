@@ -48,11 +48,6 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 		}
 		want[n] = true
 	}
-	switch cfg.CPUEngine {
-	case "", cpu.EngineAuto, cpu.EngineOTel, cpu.EngineFP:
-	default:
-		return nil, fmt.Errorf("%w: --cpu-engine %q: want auto, otel or fp", ErrInvalidConfig, cfg.CPUEngine)
-	}
 	var ps []probe.Probe
 	if want["gpu"] {
 		ps = append(ps, gpu.New(gpu.Config{GPUs: cfg.GPUs, GPMWindow: cfg.GPMWindow, PCIe: cfg.GPUPCIe}))
