@@ -130,8 +130,12 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 		t.Skip("starts the reference server")
 	}
 	otlpAddr := freeAddr(t)
+	// --build-delay gives each request a preprocessing step off the
+	// scheduler thread, as real servers have (feature extraction): at c=1
+	// the scheduler waits for it, at c=16 other requests' builds overlap
+	// with decoding and the scheduler has no idle time left.
 	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlpAddr + "/v1/traces"},
-		"--max-running-requests", "4")
+		"--max-running-requests", "4", "--build-delay", "0.6")
 	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
 	cfg.Concurrency = []int{1, 16}
 	cfg.MaxSamples = 16
@@ -164,14 +168,10 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	// The stage table's total is the server's own request span duration.
 	stageTotalMatchesSpans(t, cfg.Out, j)
 
-	// The probes name the scheduler thread and find it saturated at c=16.
-	// On this CPU-only server the thread is already near a full core at
-	// c=1 (decoding is its work; it idles only between requests), so the
-	// rise to c=16 is a few per cent (0.94 → 1.00 measured on a quiet
-	// machine) and within the noise of a shared VM: the test asserts the
-	// saturation and that the thread does not work less at c=16, using
-	// demand (on-CPU plus waiting for a CPU, per wall second), which other
-	// load on the machine does not lower.
+	// The probes name the scheduler thread, and its work rises from c=1
+	// (idle while each request's build runs) to saturation at c=16. Work
+	// is measured as demand (on-CPU plus waiting for a CPU, per wall
+	// second), which other load on a shared machine does not lower.
 	status := o.Manifest.Extra["probes"].(map[string]string)
 	util, demand := map[string]float64{}, map[string]float64{}
 	busiest := map[string]string{}
@@ -197,8 +197,8 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	if busiest["c1"] != "asr-sched" || busiest["c16"] != "asr-sched" {
 		t.Errorf("busiest threads %v, want asr-sched at both levels", busiest)
 	}
-	if demand["c16"] < 0.85 || demand["c16"] < demand["c1"]-0.05 {
-		t.Errorf("scheduler thread: demand c=1 %.3f → c=16 %.3f: want it saturated (≥ 0.85) at c=16", demand["c1"], demand["c16"])
+	if demand["c16"] < 0.85 || demand["c16"] < demand["c1"]+0.15 {
+		t.Errorf("scheduler thread: demand c=1 %.3f → c=16 %.3f: want it rising by ≥ 0.15 to saturation (≥ 0.85) at c=16", demand["c1"], demand["c16"])
 	}
 	if status["cpu"] == "on" {
 		prof, err := os.ReadFile(filepath.Join(cfg.Out, "cpu", "c16-1.pb.gz"))
