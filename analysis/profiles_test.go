@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,10 +10,10 @@ import (
 )
 
 // writePythonProfile writes a profile of two stacks, as the cpu probe's
-// otel engine records them: 3 samples in PyObject_Free called from the
+// otel engine records them: n samples in PyObject_Free called from the
 // Python function tokenize (x.py) called from <module>, and 1 sample
 // with no Python frame.
-func writePythonProfile(t *testing.T, path string) {
+func writePythonProfile(t *testing.T, path string, n int64) {
 	t.Helper()
 	bin := &profile.Mapping{ID: 1, File: "/usr/bin/python3.12", HasFunctions: true}
 	py := &profile.Mapping{ID: 2, File: PythonMapping, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
@@ -31,7 +32,7 @@ func writePythonProfile(t *testing.T, path string) {
 		Function: []*profile.Function{free, tok, mod, spin},
 		Location: []*profile.Location{l1, l2, l3, l4},
 		Sample: []*profile.Sample{
-			{Location: []*profile.Location{l1, l2, l3}, Value: []int64{3, 30_000_000}},
+			{Location: []*profile.Location{l1, l2, l3}, Value: []int64{n, n * 10_000_000}},
 			{Location: []*profile.Location{l4}, Value: []int64{1, 10_000_000}},
 		},
 	}
@@ -55,7 +56,7 @@ func TestPythonFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	lv := c.Bundle.Manifest.Levels[0].Level
-	writePythonProfile(t, filepath.Join(dir, "cpu", lv+"-1.pb.gz"))
+	writePythonProfile(t, filepath.Join(dir, "cpu", lv+"-1.pb.gz"), 3)
 
 	s, err := summarizeProfile(filepath.Join(dir, "cpu", lv+"-1.pb.gz"))
 	if err != nil {
@@ -87,4 +88,39 @@ func TestPythonFunctions(t *testing.T) {
 	if !found {
 		t.Errorf("cpu.star emitted no cpu_python table for a profile with Python frames")
 	}
+}
+
+// TestCompareCPU: compare adds the share of CPU per Python function when
+// both captures name Python frames.
+func TestCompareCPU(t *testing.T) {
+	load := func(name string, tok int64) *Capture {
+		dir, _ := writeFixture(t, name)
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range c.Bundle.Manifest.Levels {
+			if !l.Warmup {
+				writePythonProfile(t, filepath.Join(dir, "cpu", l.Level+"-"+itoa(l.Repeat)+".pb.gz"), tok)
+			}
+		}
+		return c
+	}
+	cur, base := load("refserver", 1), load("refserver", 3) // tokenize: 50 % now, 75 % before
+	jt := decodeTables(t, runScripts(t, cur, Options{Baseline: base}, "json", "compare"))
+	for _, tb := range jt.Tables {
+		if tb.Name != "compare_cpu" {
+			continue
+		}
+		if len(tb.Rows) == 0 {
+			t.Fatal("compare_cpu has no rows")
+		}
+		r := tb.Rows[0]
+		near := func(v any, want float64) bool { f, _ := v.(float64); return math.Abs(f-want) < 1e-9 }
+		if r[1] != "tokenize (x.py)" || !near(r[2], 50) || !near(r[3], 75) || !near(r[4], -25) {
+			t.Errorf("first row %v, want tokenize (x.py) 50 vs 75, -25 points", r)
+		}
+		return
+	}
+	t.Errorf("compare emitted no compare_cpu table")
 }
