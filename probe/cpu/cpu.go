@@ -165,7 +165,7 @@ func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
 	switch p.cfg.Engine {
 	case EngineFP:
 		s := NewSampler()
-		return s, "engine fp (frame-pointer sampler, native frames only)", s.Start(ctx, p.cfg.Hz)
+		return s, "engine fp (frame-pointer sampler: native frames, and Python functions of CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1)", s.Start(ctx, p.cfg.Hz)
 	case EngineOTel:
 		o := NewOTel()
 		err := o.Start(ctx, p.cfg.Hz)
@@ -183,7 +183,7 @@ func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
 			why = "not allowed here"
 		}
 		s := NewSampler()
-		return s, fmt.Sprintf("engine fp (frame-pointer sampler, native frames only); otel engine %s: %v", why, oerr), s.Start(ctx, p.cfg.Hz)
+		return s, fmt.Sprintf("engine fp (frame-pointer sampler: native frames, and Python functions of CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1); otel engine %s: %v", why, oerr), s.Start(ctx, p.cfg.Hz)
 	}
 	return nil, "", fmt.Errorf("unknown engine %q (want %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP)
 }

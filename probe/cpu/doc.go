@@ -39,8 +39,11 @@
 // What it cannot see:
 //   - Interpreted frames. A Python server's stacks show CPython's own C
 //     functions (_PyEval_EvalFrameDefault, _PyObject_Call, ...), not the
-//     Python functions they run; native extensions (torch, numpy) are
-//     named when their libraries keep symbols.
+//     Python functions they run, unless CPython ≥ 3.12 runs with perf
+//     trampolines (PYTHONPERFSUPPORT=1) and keeps frame pointers: then
+//     the trampolines are named from /tmp/perf-PID.map (perfmap.go).
+//     Native extensions (torch, numpy) are named when their libraries
+//     keep symbols.
 //   - Code built without frame pointers: the walk stops or goes astray at
 //     the first such frame, so stacks through such libraries are
 //     truncated (the leaf function is still right). Go binaries keep

@@ -164,6 +164,12 @@ func TestOTelRestart(t *testing.T) {
 // asrprof_hot_loop, and returns it and its script's path.
 func startHotPython(t *testing.T) (*exec.Cmd, string) {
 	t.Helper()
+	return startHotPythonArgs(t)
+}
+
+// startHotPythonArgs is startHotPython with interpreter options.
+func startHotPythonArgs(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to load BPF programs and open perf events")
 	}
@@ -184,7 +190,7 @@ func startHotPython(t *testing.T) (*exec.Cmd, string) {
 	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, script)
+	cmd := exec.Command(py, append(args, script)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -247,13 +247,14 @@ type fileKey struct {
 type symbolizer struct {
 	files   map[fileKey]*symtab // nil entry: the file could not be read
 	maps    map[int][]mapping
+	perf    map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
 	kernel  *symtab
 	kloaded bool
 	kerr    error
 }
 
 func newSymbolizer() *symbolizer {
-	return &symbolizer{files: make(map[fileKey]*symtab), maps: make(map[int][]mapping)}
+	return &symbolizer{files: make(map[fileKey]*symtab), maps: make(map[int][]mapping), perf: make(map[int]*symtab)}
 }
 
 // refreshMaps re-reads /proc/PID/maps of pid, keeping the previous map
@@ -267,10 +268,13 @@ func (s *symbolizer) refreshMaps(pid int) {
 	if ms, err := parseMaps(f); err == nil && len(ms) > 0 {
 		s.maps[pid] = ms
 	}
+	if t := loadPerfMap(pid); t != nil {
+		s.perf[pid] = t
+	}
 }
 
-// forget drops the cached map of pid.
-func (s *symbolizer) forget(pid int) { delete(s.maps, pid) }
+// forget drops the cached maps of pid.
+func (s *symbolizer) forget(pid int) { delete(s.maps, pid); delete(s.perf, pid) }
 
 // user symbolizes the user stack addrs (leaf first) of process pid.
 func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
@@ -285,6 +289,12 @@ func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 		if !ok {
 			out = append(out, Frame{Func: "[unknown]", Addr: a, File: "[unknown]"})
 			continue
+		}
+		if m.Inode == 0 && s.perf[pid] != nil {
+			if fr, ok := perfFrame(s.perf[pid], a, look); ok {
+				out = append(out, fr)
+				continue
+			}
 		}
 		fr := Frame{Addr: a, File: m.Path, Start: m.Start, Limit: m.Limit, Offset: m.Offset}
 		if fr.File == "" {

@@ -441,7 +441,7 @@ func decideMemlock(f Facts) Finding {
 	fd.Detail = fmt.Sprintf("soft %s, hard %s", limitText(f.MemlockCur), limitText(f.MemlockMax))
 	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, CapSysResource)
 	if !fd.OK {
-		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; the cpu probe's otel engine (OpenTelemetry eBPF profiler: Python frames named) needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE, and without it the cpu probe falls back to the frame-pointer sampler (native frames only)"
+		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; the cpu probe's otel engine (OpenTelemetry eBPF profiler: Python frames named) needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE, and without it the cpu probe falls back to the frame-pointer sampler (native frames; Python functions only for CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1)"
 	}
 	return fd
 }

@@ -1,0 +1,122 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestPerfMap(t *testing.T) {
+	m := readPerfMap(strings.NewReader("7f0000001000 40 py::Decoder.step:/srv/asr/decoder.py\n" +
+		"not a line\n" +
+		"7f0000002000 20 LazyCompile:*render node.js\n" +
+		"7f0000003000 0 empty\n"))
+	if m == nil || len(m.syms) != 2 {
+		t.Fatalf("perf map %+v, want 2 entries", m)
+	}
+	fr, ok := perfFrame(m, 0x7f0000001010, 0x7f000000100f)
+	if !ok || fr.Func != "Decoder.step" || fr.Source != "/srv/asr/decoder.py" || fr.File != PythonFile {
+		t.Errorf("trampoline frame %+v", fr)
+	}
+	if fr, ok := perfFrame(m, 0x7f0000002004, 0x7f0000002004); !ok || fr.Func != "LazyCompile:*render node.js" || fr.File != "[perf-map]" {
+		t.Errorf("other entry %+v", fr)
+	}
+	if _, ok := perfFrame(m, 0x7f0000001040, 0x7f0000001040); ok {
+		t.Error("an address past the entry's size was named")
+	}
+}
+
+// TestSymbolizePerfMap names an address of an anonymous executable
+// mapping of this process through a perf map written for it.
+func TestSymbolizePerfMap(t *testing.T) {
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Skipf("cannot map executable memory here: %v", err)
+	}
+	defer unix.Munmap(mem)
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	self := os.Getpid()
+	path := perfMapPath(self)
+	if _, err := os.Stat(path); err == nil {
+		t.Skipf("%s exists already", path)
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%x 100 py::hot_loop:/srv/hot.py\n", base)), 0o644); err != nil {
+		t.Skipf("cannot write a perf map: %v", err)
+	}
+	defer os.Remove(path)
+	s := newSymbolizer()
+	s.refreshMaps(self)
+	fr := s.user(self, []uint64{base + 0x10, base + 0x20})
+	if len(fr) != 2 || fr[0].Func != "hot_loop" || fr[0].File != PythonFile || fr[0].Source != "/srv/hot.py" || fr[1].Func != "hot_loop" {
+		t.Errorf("frames %+v, want hot_loop from the perf map", fr)
+	}
+}
+
+// TestFPPythonTrampolines: with -X perf, CPython ≥ 3.12 writes a perf map
+// of its trampolines, and the frame-pointer sampler names Python
+// functions through it, where CPython keeps frame pointers.
+func TestFPPythonTrampolines(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs and open perf events")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH")
+	}
+	out, err := exec.Command(py, "-c", "import sys, sysconfig; print(sys.version_info >= (3, 12), '-fno-omit-frame-pointer' in (sysconfig.get_config_var('CFLAGS') or ''))").Output()
+	if err != nil {
+		t.Skipf("python3: %v", err)
+	}
+	v := strings.Fields(string(out))
+	if len(v) != 2 || v[0] != "True" {
+		t.Skip("python3 is older than 3.12: no perf trampolines")
+	}
+	framePointers := v[1] == "True"
+	cmd, script := startHotPythonArgs(t, "-X", "perf")
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(perfMapPath(cmd.Process.Pid)); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s := NewSampler()
+	if err := s.Start(context.Background(), 99); err != nil {
+		t.Skipf("sampler: %v", err)
+	}
+	defer s.Stop()
+	if err := s.Watch([]int{cmd.Process.Pid}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	stacks, err := s.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hot, total uint64
+	var src string
+	for _, st := range stacks {
+		total += st.Count
+		for _, f := range st.Frames {
+			if f.Func == "asrprof_hot_loop" && f.File == PythonFile {
+				hot += st.Count
+				src = f.Source
+				break
+			}
+		}
+	}
+	t.Logf("%d samples, %d through asrprof_hot_loop's trampoline (%s); frame pointers in CFLAGS: %v", total, hot, src, framePointers)
+	if hot == 0 && !framePointers {
+		t.Skip("no sample names asrprof_hot_loop: this python3 is built without frame pointers, so the walk stops before its trampolines")
+	}
+	if hot == 0 || src != script {
+		t.Errorf("no sample names asrprof_hot_loop from %s through the perf map", script)
+	}
+}
