@@ -146,6 +146,11 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	if err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
+	if _, fp := eng.(*Sampler); fp {
+		if h := perfSupportHint(t.PID); h != "" {
+			detail += "; " + h
+		}
+	}
 	p.eng, p.detail, p.target, p.out = eng, detail, t, out
 	if err := p.refreshLocked(); err != nil {
 		return errors.Join(err, eng.Stop())

@@ -88,3 +88,21 @@ func perfFrame(t *symtab, addr, look uint64) (Frame, bool) {
 	}
 	return Frame{Func: name, Addr: addr, File: "[perf-map]"}, true
 }
+
+// perfSupportHint says how to get Python functions from the frame-pointer
+// sampler when the target is a CPython that could write a perf map (3.12
+// or later, by its executable's name) and has none; "" otherwise.
+func perfSupportHint(pid int) string {
+	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+	if err != nil {
+		return ""
+	}
+	var minor int
+	if n, _ := fmt.Sscanf(filepath.Base(exe), "python3.%d", &minor); n != 1 || minor < 12 {
+		return ""
+	}
+	if _, err := os.Stat(perfMapPath(pid)); err == nil {
+		return "Python functions named from the target's perf map"
+	}
+	return fmt.Sprintf("the target runs CPython 3.%d without a perf map: start it with PYTHONPERFSUPPORT=1 to see Python functions", minor)
+}

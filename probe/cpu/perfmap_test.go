@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,43 @@ func TestFPPythonTrampolines(t *testing.T) {
 	}
 	if hot == 0 || src != script {
 		t.Errorf("no sample names asrprof_hot_loop from %s through the perf map", script)
+	}
+}
+
+func TestPerfSupportHint(t *testing.T) {
+	if h := perfSupportHint(os.Getpid()); h != "" {
+		t.Errorf("hint %q for a Go test binary, want none", h)
+	}
+	if h := perfSupportHint(1 << 30); h != "" {
+		t.Errorf("hint %q for no process, want none", h)
+	}
+	// A process whose executable is named python3.13 (a copy of sleep).
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "python3.13")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if h := perfSupportHint(pid); !strings.Contains(h, "CPython 3.13 without a perf map: start it with PYTHONPERFSUPPORT=1") {
+		t.Errorf("hint %q, want the PYTHONPERFSUPPORT advice", h)
+	}
+	if err := os.WriteFile(perfMapPath(pid), []byte("1000 10 py::f:/x.py\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(perfMapPath(pid))
+	if h := perfSupportHint(pid); !strings.Contains(h, "named from the target's perf map") {
+		t.Errorf("hint %q with a perf map", h)
 	}
 }
