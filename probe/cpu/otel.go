@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -209,23 +210,34 @@ func (o *OTel) ReportTraceEvent(t *libpf.Trace, meta *samples.TraceEventMeta) er
 		return nil // off-CPU or probe events: not asked for
 	}
 	pid, tid := int(meta.PID), int(meta.TID)
-	comm := meta.Comm.String()
-	h := maphash.Hash{}
-	h.SetSeed(o.seed)
-	fmt.Fprintf(&h, "%d/%d/%s", pid, tid, comm)
-	for _, f := range t.Frames {
-		v := f.Value()
-		fmt.Fprintf(&h, "|%d:%x:%s:%s:%d", v.Type, uint64(v.AddressOrLineno), v.FunctionName.String(), v.SourceFile.String(), v.SourceLine)
-	}
-	key := h.Sum64()
 	ts := int64(meta.Timestamp)
+	// Most samples on a busy host are other processes': drop them before
+	// any work.
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.latest = max(o.latest, ts)
-	if !o.pids[pid] {
+	watched := o.pids[pid]
+	if !watched {
 		o.dropped++
+	}
+	o.mu.Unlock()
+	if !watched {
 		return nil
 	}
+	comm := meta.Comm.String()
+	// The library interns frames, so a frame's handle stands for it.
+	var h maphash.Hash
+	h.SetSeed(o.seed)
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(pid)<<32|uint64(uint32(tid)))
+	h.Write(buf[:])
+	h.WriteString(comm)
+	for _, f := range t.Frames {
+		binary.LittleEndian.PutUint64(buf[:], maphash.Comparable(o.seed, f))
+		h.Write(buf[:])
+	}
+	key := h.Sum64()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.maxLag = max(o.maxLag, time.Duration(time.Now().UnixNano()-ts))
 	if ts < o.begin {
 		return nil // taken before Reset or the last Collect: reported too late
