@@ -78,6 +78,7 @@ type OTel struct {
 	done   chan struct{}
 	sym    *symbolizer // used by Collect only
 	note   string      // what runs degraded, for Probe.Detail
+	died   bool        // the library's tracer stopped on an unrecoverable error (guarded by mu)
 	// settle bounds how long Collect waits for the library to report the
 	// samples taken before it was called (DefaultSettle when zero).
 	settle time.Duration
@@ -115,6 +116,9 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 	if o.trc != nil {
 		return errors.New("otel engine already started")
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	metricsOnce.Do(func() {
 		metrics.Start(noop.NewMeterProvider().Meter("asrprof"))
 		// The library logs at info level to stderr by default, which
@@ -149,6 +153,11 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 		return fmt.Errorf("loading the tracer: %w", otelNotSupported(err))
 	}
 	o.trc = trc
+	// Loading cannot be interrupted inside the library; a Start that
+	// outlived its context gives up here, before attaching anything.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("loading the tracer took too long: %w", err)
+	}
 	trc.StartPIDEventProcessor(runCtx)
 	if err := trc.AttachTracer(nil); err != nil {
 		return fmt.Errorf("attaching to perf events: %w", otelNotSupported(err))
@@ -177,13 +186,15 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 					trc.HandleTrace(t)
 				}
 			case <-trc.Done():
+				o.mu.Lock()
+				o.died = true
+				o.mu.Unlock()
 				return
 			case <-runCtx.Done():
 				return
 			}
 		}
 	}()
-	_ = ctx // loading is not cancellable in the library; ctx only bounds our own waits
 	return nil
 }
 
@@ -322,7 +333,12 @@ func (o *OTel) Collect(ctx context.Context) ([]Stack, error) {
 	for p := range o.pids {
 		pids = append(pids, p)
 	}
+	died := o.died
 	o.mu.Unlock()
+	var err error
+	if died {
+		err = errors.New("the profiler library's tracer stopped on an unrecoverable error: samples since then are missing")
+	}
 	if o.sym == nil {
 		o.sym = newSymbolizer()
 	}
@@ -333,7 +349,7 @@ func (o *OTel) Collect(ctx context.Context) ([]Stack, error) {
 	for st, n := range kept {
 		out = append(out, Stack{PID: st.pid, TID: st.tid, Comm: st.comm, Count: n, Frames: o.frames(st.pid, st.frames)})
 	}
-	return out, nil
+	return out, err
 }
 
 // frames converts the library's frames (leaf first) to ours, naming

@@ -115,6 +115,13 @@ func TestOTelReporter(t *testing.T) {
 	if again, _ := o.Collect(context.Background()); len(again) != 0 {
 		t.Errorf("a third Collect returned %d stacks, want none", len(again))
 	}
+	// A tracer that died is reported, not hidden behind empty profiles.
+	o.mu.Lock()
+	o.died = true
+	o.mu.Unlock()
+	if _, err := o.Collect(context.Background()); err == nil || !strings.Contains(err.Error(), "samples since then are missing") {
+		t.Errorf("Collect after the tracer died: %v", err)
+	}
 
 	// In the profile the Python frames carry file and line.
 	prof := roundTrip(t, BuildProfile(stacks, probe.Period{Level: "c1", Repeat: 1}, 99, time.Now(), time.Now()))
