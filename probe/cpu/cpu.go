@@ -170,7 +170,7 @@ func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
 	switch p.cfg.Engine {
 	case EngineFP:
 		s := NewSampler()
-		return s, "engine fp (frame-pointer sampler: native frames, and Python functions of CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1)", s.Start(ctx, p.cfg.Hz)
+		return s, fpDetail, s.Start(ctx, p.cfg.Hz)
 	case EngineOTel:
 		o := NewOTel()
 		err := o.Start(ctx, p.cfg.Hz)
@@ -188,11 +188,15 @@ func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
 			why = "not allowed here"
 		}
 		s := NewSampler()
-		return s, fmt.Sprintf("engine fp (frame-pointer sampler: native frames, and Python functions of CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1); otel engine %s: %v", why, oerr), s.Start(ctx, p.cfg.Hz)
+		return s, fmt.Sprintf("%s; otel engine %s: %v", fpDetail, why, oerr), s.Start(ctx, p.cfg.Hz)
 	}
 	return nil, "", fmt.Errorf("unknown engine %q (want %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP)
 }
 
+// fpDetail is the frame-pointer sampler's line in Probe.Detail.
+const fpDetail = "engine fp (frame-pointer sampler: native frames, and Python functions of CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1)"
+
+// otelDetail is the OTel engine's line in Probe.Detail.
 func otelDetail(o *OTel) string {
 	d := "engine otel (OpenTelemetry eBPF profiler, Python frames named)"
 	if n := o.Note(); n != "" {
