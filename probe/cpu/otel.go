@@ -150,7 +150,10 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 		BPFFSRoot:              "/sys/fs/bpf/",
 	})
 	if err != nil {
-		return fmt.Errorf("loading the tracer: %w", otelNotSupported(err))
+		if r := otelNotSupported(err); r != err {
+			return r
+		}
+		return fmt.Errorf("loading the tracer: %w", err)
 	}
 	o.trc = trc
 	// Loading cannot be interrupted inside the library; a Start that
@@ -203,16 +206,27 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 func otelNotSupported(err error) error {
 	msg := err.Error()
 	if strings.Contains(msg, "rlimit") {
-		return fmt.Errorf("%w: it raises the memlock limit to unlimited at start, and this process may not "+
-			"(%s; needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE)", probe.ErrNotSupported, msg[strings.LastIndex(msg, ": ")+2:])
+		return &refusal{fmt.Sprintf("it raises the memlock limit to unlimited at start, and this process may not "+
+			"(%s; needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE)", msg[strings.LastIndex(msg, ": ")+2:]), err}
 	}
-	for _, s := range []string{"rlimit", "operation not permitted", "permission denied", "kernel version", "not supported"} {
+	for _, s := range []string{"operation not permitted", "permission denied", "kernel version", "not supported"} {
 		if strings.Contains(strings.ToLower(msg), s) {
-			return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
+			return &refusal{msg, err}
 		}
 	}
 	return err
 }
+
+// refusal is the library's "not on this machine", put in words; it is
+// probe.ErrNotSupported.
+type refusal struct {
+	msg string
+	err error
+}
+
+func (r *refusal) Error() string        { return r.msg }
+func (r *refusal) Unwrap() error        { return r.err }
+func (r *refusal) Is(target error) bool { return target == probe.ErrNotSupported }
 
 // ReportTraceEvent is called by the library for every sampled stack of
 // every process. It keeps the watched processes' on-CPU samples.
