@@ -35,7 +35,7 @@ typedef __u32 __wsum;
 
 #define MAX_PROCS 1024
 #define MAX_KEYS 16384
-#define MAX_STACKS 8192
+#define MAX_STACKS 16384
 #define MAX_DEPTH 127 // the kernel's default perf_event_max_stack
 #define TASK_COMM_LEN 16
 #define EFAULT 14
