@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proctree"
 )
@@ -94,6 +95,9 @@ type Facts struct {
 	MemlockCur, MemlockMax uint64 // unix.RLIM_INFINITY: unlimited
 	MemlockErr             error
 	BPFLoadErr             error
+	// OTelErr is what starting the cpu probe's otel engine (the
+	// OpenTelemetry eBPF profiler) gave; nil: it started and stopped.
+	OTelErr error
 
 	GPU    gpu.Info
 	GPUErr error
@@ -150,6 +154,7 @@ func Gather(ctx context.Context, opts Options) Facts {
 		f.MemlockCur, f.MemlockMax = rl.Cur, rl.Max
 	}
 	f.BPFLoadErr = loadBPF()
+	f.OTelErr = tryOTel(ctx)
 
 	nctx, cancel := context.WithTimeout(ctx, timeout)
 	f.GPU, f.GPUErr = gpu.Inspect(nctx, opts.NVML)
@@ -342,6 +347,7 @@ func Decide(f Facts) []Finding {
 	add(bpf)
 
 	add(decideMemlock(f))
+	add(decideCPUEngine(f))
 
 	nv := Finding{Name: "NVML", OK: f.GPUErr == nil}
 	if nv.OK {
@@ -441,7 +447,7 @@ func decideMemlock(f Facts) Finding {
 	fd.Detail = fmt.Sprintf("soft %s, hard %s", limitText(f.MemlockCur), limitText(f.MemlockMax))
 	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, CapSysResource)
 	if !fd.OK {
-		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; the cpu probe's otel engine (OpenTelemetry eBPF profiler: Python frames named) needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE, and without it the cpu probe falls back to the frame-pointer sampler (native frames; Python functions only for CPython ≥ 3.12 run with PYTHONPERFSUPPORT=1)"
+		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; only the cpu probe's otel engine needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE (see the cpu probe engine line)"
 	}
 	return fd
 }
@@ -483,4 +489,27 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// tryOTel starts the cpu probe's otel engine at a low rate and stops it
+// again: the only sure way to know whether the library runs here.
+func tryOTel(ctx context.Context) error {
+	o := cpu.NewOTel()
+	if err := o.Start(ctx, 19); err != nil {
+		return err
+	}
+	return o.Stop()
+}
+
+// decideCPUEngine says which engine the cpu probe's auto mode will use.
+func decideCPUEngine(f Facts) Finding {
+	fd := Finding{Name: "cpu probe engine", OK: f.OTelErr == nil}
+	if fd.OK {
+		fd.Detail = "otel (OpenTelemetry eBPF profiler) starts here: Python frames named with file and line"
+		return fd
+	}
+	fd.Detail = "fp (frame-pointer sampler); the otel engine cannot start: " + errText(f.OTelErr)
+	fd.Fix = "for Python frames, raise the memlock limit ('ulimit -l unlimited' in the shell that runs asrprof, or CAP_SYS_RESOURCE), " +
+		"or start a CPython >= 3.12 server with PYTHONPERFSUPPORT=1 for the fp engine to name its functions"
+	return fd
 }

@@ -101,9 +101,12 @@ func TestDecide(t *testing.T) {
 		{name: "bpf refused", edit: func(f *Facts) { f.BPFLoadErr = unix.EPERM }, check: "eBPF program load", ok: false, fix: "CAP_BPF"},
 		{name: "memlock unlimited", check: "memlock rlimit", ok: true, detail: "soft unlimited, hard unlimited"},
 		{name: "memlock 8 MiB (this sandbox)", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 8<<20, 8<<20; f.CapEff &^= 1 << CapSysResource },
-			check: "memlock rlimit", ok: false, detail: "soft 8 MiB, hard 8 MiB", fix: "OpenTelemetry eBPF profiler"},
+			check: "memlock rlimit", ok: false, detail: "soft 8 MiB, hard 8 MiB", fix: "otel engine"},
 		{name: "memlock low but CAP_SYS_RESOURCE", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 64<<10, 64<<10 },
 			check: "memlock rlimit", ok: true, detail: "64 KiB"},
+		{name: "otel engine starts", check: "cpu probe engine", ok: true, detail: "otel"},
+		{name: "otel engine refused", edit: func(f *Facts) { f.OTelErr = errors.New("it raises the memlock limit") },
+			check: "cpu probe engine", ok: false, detail: "fp (frame-pointer sampler); the otel engine cannot start: it raises the memlock limit", fix: "ulimit -l unlimited"},
 		{name: "NVML", check: "NVML", ok: true, detail: "driver 580.159.04, 1 GPU(s): 0 NVIDIA H200"},
 		{name: "no NVML", edit: func(f *Facts) {
 			f.GPUErr = &gpu.NoNVMLError{Reason: "library not found (libnvidia-ml.so.1)", Code: nvml.ERROR_LIBRARY_NOT_FOUND}
