@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -34,6 +35,24 @@ type profileSummary struct {
 	// library's kernels launch) is charged to it, as py-spy shows it.
 	// Empty when the engine names no Python frames.
 	PythonS   float64       `json:"python_s"`
+	TopPython []functionCPU `json:"top_python"`
+	// Threads are the busiest threads (TopThreads at most), each with
+	// its own hottest leaf and Python functions (TopPerThread each).
+	Threads []threadCPU `json:"threads"`
+}
+
+// TopThreads and TopPerThread bound profileSummary.Threads.
+const (
+	TopThreads   = 20
+	TopPerThread = 3
+)
+
+// threadCPU is one thread's share of a profile.
+type threadCPU struct {
+	TID       int           `json:"tid"`
+	Thread    string        `json:"thread"`
+	TotalS    float64       `json:"total_s"`
+	Top       []functionCPU `json:"top"`
 	TopPython []functionCPU `json:"top_python"`
 }
 
@@ -95,6 +114,12 @@ func summarizeProfile(path string) (profileSummary, error) {
 	flat := map[string]int64{}
 	py := map[string]int64{}
 	var total, pyTotal int64
+	type thread struct {
+		name     string
+		total    int64
+		flat, py map[string]int64
+	}
+	threads := map[int]*thread{}
 	for _, smp := range p.Sample {
 		v := smp.Value[vi]
 		total += v
@@ -103,9 +128,24 @@ func summarizeProfile(path string) (profileSummary, error) {
 			leaf = smp.Location[0].Line[0].Function.Name
 		}
 		flat[leaf] += v
+		tid := -1
+		if l := smp.Label["tid"]; len(l) > 0 {
+			tid, _ = strconv.Atoi(l[0])
+		}
+		th := threads[tid]
+		if th == nil {
+			th = &thread{flat: map[string]int64{}, py: map[string]int64{}}
+			if l := smp.Label["thread"]; len(l) > 0 {
+				th.name = l[0]
+			}
+			threads[tid] = th
+		}
+		th.total += v
+		th.flat[leaf] += v
 		if name, ok := innermostPython(smp); ok {
 			py[name] += v
 			pyTotal += v
+			th.py[name] += v
 		}
 	}
 	scale := 1e-9
@@ -114,8 +154,19 @@ func summarizeProfile(path string) (profileSummary, error) {
 	}
 	s.TotalS = float64(total) * scale
 	s.PythonS = float64(pyTotal) * scale
-	s.Top = topFunctions(flat, total, scale)
-	s.TopPython = topFunctions(py, total, scale)
+	s.Top = topFunctions(flat, total, scale, TopFunctions)
+	s.TopPython = topFunctions(py, total, scale, TopFunctions)
+	for tid, th := range threads {
+		s.Threads = append(s.Threads, threadCPU{TID: tid, Thread: th.name, TotalS: float64(th.total) * scale,
+			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.py, th.total, scale, TopPerThread)})
+	}
+	sort.Slice(s.Threads, func(i, j int) bool {
+		if s.Threads[i].TotalS != s.Threads[j].TotalS {
+			return s.Threads[i].TotalS > s.Threads[j].TotalS
+		}
+		return s.Threads[i].TID < s.Threads[j].TID
+	})
+	s.Threads = s.Threads[:min(len(s.Threads), TopThreads)]
 	return s, nil
 }
 
@@ -135,9 +186,9 @@ func innermostPython(smp *profile.Sample) (string, bool) {
 	return "", false
 }
 
-// topFunctions returns the TopFunctions largest entries of times, as
-// seconds and as a share of total.
-func topFunctions(times map[string]int64, total int64, scale float64) []functionCPU {
+// topFunctions returns the n largest entries of times, as seconds and as
+// a share of total.
+func topFunctions(times map[string]int64, total int64, scale float64, n int) []functionCPU {
 	names := make([]string, 0, len(times))
 	for n := range times {
 		names = append(names, n)
@@ -149,10 +200,10 @@ func topFunctions(times map[string]int64, total int64, scale float64) []function
 		return names[i] < names[j]
 	})
 	out := []functionCPU{}
-	for _, n := range names[:min(len(names), TopFunctions)] {
-		fc := functionCPU{Function: n, FlatS: float64(times[n]) * scale}
+	for _, name := range names[:min(len(names), n)] {
+		fc := functionCPU{Function: name, FlatS: float64(times[name]) * scale}
 		if total > 0 {
-			fc.FlatPct = 100 * float64(times[n]) / float64(total)
+			fc.FlatPct = 100 * float64(times[name]) / float64(total)
 		}
 		out = append(out, fc)
 	}

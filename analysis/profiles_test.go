@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -32,8 +33,10 @@ func writePythonProfile(t *testing.T, path string, n int64) {
 		Function: []*profile.Function{free, tok, mod, spin},
 		Location: []*profile.Location{l1, l2, l3, l4},
 		Sample: []*profile.Sample{
-			{Location: []*profile.Location{l1, l2, l3}, Value: []int64{n, n * 10_000_000}},
-			{Location: []*profile.Location{l4}, Value: []int64{1, 10_000_000}},
+			{Location: []*profile.Location{l1, l2, l3}, Value: []int64{n, n * 10_000_000},
+				Label: map[string][]string{"tid": {"101"}, "thread": {"asr-sched"}}},
+			{Location: []*profile.Location{l4}, Value: []int64{1, 10_000_000},
+				Label: map[string][]string{"tid": {"102"}, "thread": {"asr-http"}}},
 		},
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -72,6 +75,12 @@ func TestPythonFunctions(t *testing.T) {
 	}
 	if s.Top[0].Function != "PyObject_Free" {
 		t.Errorf("top leaf %+v, want PyObject_Free", s.Top)
+	}
+	// Per thread: the scheduler's samples are all tokenize's.
+	if len(s.Threads) != 2 || s.Threads[0].TID != 101 || s.Threads[0].Thread != "asr-sched" ||
+		len(s.Threads[0].TopPython) != 1 || !near(s.Threads[0].TopPython[0].FlatPct, 100) ||
+		s.Threads[1].TID != 102 || len(s.Threads[1].TopPython) != 0 || s.Threads[1].Top[0].Function != "epoll_wait" {
+		t.Errorf("threads %+v", s.Threads)
 	}
 
 	jt := decodeTables(t, runScripts(t, c, Options{}, "json", "cpu"))
@@ -123,4 +132,21 @@ func TestCompareCPU(t *testing.T) {
 		return
 	}
 	t.Errorf("compare emitted no compare_cpu table")
+}
+
+// TestBottleneckNamesHottestCode: a host-bound thread's claim names its
+// hottest code from the CPU profiles.
+func TestBottleneckNamesHottestCode(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver") // asr-sched (tid 101) at 0.98 of a core at c=64
+	for _, rep := range []string{"1", "2", "3"} {
+		writePythonProfile(t, filepath.Join(dir, "cpu", "c64-"+rep+".pb.gz"), 3)
+	}
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runScripts(t, c, Options{}, "text", "bottleneck")
+	if !strings.Contains(out, "asr-sched (tid 101) at 98 % of a core: host-bound; hottest code tokenize (x.py) (100 % of its samples)") {
+		t.Errorf("bottleneck claims lack the scheduler's hottest code:\n%s", out)
+	}
 }
