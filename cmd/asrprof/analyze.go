@@ -72,36 +72,6 @@ func (f *analyzeFlags) check() error {
 	return fmt.Errorf("%w: --format %q (want text, markdown, csv or json)", errUsage, f.format)
 }
 
-// splitArgs separates positional arguments from flags so that flags may
-// come before or after them.
-func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(pos, args[i+1:]...), flags
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			pos = append(pos, a)
-			continue
-		}
-		flags = append(flags, a)
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
-		if f := fs.Lookup(name); f != nil {
-			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
-				continue
-			}
-			if i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		}
-	}
-	return pos, flags
-}
-
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,11 +84,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		printFlags(fs.Output(), fs)
 	}
 	pos, flags := splitArgs(fs, args)
-	if err := parse(fs, flags); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
 	if *list {
@@ -167,11 +133,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		printFlags(fs.Output(), fs)
 	}
 	pos, flags := splitArgs(fs, args)
-	if err := parse(fs, flags); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
 	if err := af.check(); err != nil {

@@ -115,11 +115,7 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
 		printFlags(fs.Output(), fs)
 	}
-	if err := parse(fs, args); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

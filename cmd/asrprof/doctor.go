@@ -29,11 +29,7 @@ Flags:
 `)
 		printFlags(fs.Output(), fs)
 	}
-	if err := parse(fs, args); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

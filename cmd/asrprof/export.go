@@ -48,20 +48,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprint(fs.Output(), exportUsage)
 		printFlags(fs.Output(), fs)
 	}
-	// Accept flags before or after the directory.
-	var dir string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		dir, args = args[0], args[1:]
-	}
-	if err := parse(fs, args); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	// Flags may come before or after the directory.
+	pos, flags := splitArgs(fs, args)
+	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if dir == "" && fs.NArg() > 0 {
-		dir = fs.Arg(0)
+	var dir string
+	if len(pos) > 0 {
+		dir = pos[0]
 	}
 	switch {
 	case dir == "":

@@ -65,13 +65,22 @@ func (l *floatList) Set(v string) error {
 	return nil
 }
 
-// parse parses args with fs, turning -h into errHelp and other problems
-// into errUsage. The flag package prints its own messages to fs.Output().
+// parse parses args with fs. On -h/--help it prints fs.Usage once, to
+// stdout, and returns errHelp; other problems become errUsage.
 //
-// The flag package's own usage dump is silenced: --help is printed once, to
-// stdout, by the caller, and a bad flag gets a one-line error that points
-// to --help instead of the whole manual on stderr.
-func parse(fs *flag.FlagSet, args []string) error {
+// The flag package's own usage dump is silenced: a bad flag gets a
+// one-line error that points to --help instead of the whole manual on
+// stderr.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	err := parseQuiet(fs, args)
+	if err == errHelp {
+		fs.SetOutput(stdout)
+		fs.Usage()
+	}
+	return err
+}
+
+func parseQuiet(fs *flag.FlagSet, args []string) error {
 	fs.Init(fs.Name(), flag.ContinueOnError)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
@@ -104,4 +113,34 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "      (default %s)\n", f.DefValue)
 		}
 	})
+}
+
+// splitArgs separates positional arguments from flags so that flags may
+// come before or after them.
+func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(pos, args[i+1:]...), flags
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				continue
+			}
+			if i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	return pos, flags
 }

@@ -19,20 +19,14 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(fs.Output(), "Usage: asrprof show DIR [--format table|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n")
 		printFlags(fs.Output(), fs)
 	}
-	// Accept flags before or after the directory.
-	var dir string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		dir, args = args[0], args[1:]
-	}
-	if err := parse(fs, args); err != nil {
-		if err == errHelp {
-			fs.SetOutput(stdout)
-			fs.Usage()
-		}
+	// Flags may come before or after the directory.
+	pos, flags := splitArgs(fs, args)
+	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if dir == "" && fs.NArg() > 0 {
-		dir = fs.Arg(0)
+	var dir string
+	if len(pos) > 0 {
+		dir = pos[0]
 	}
 	if dir == "" {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
