@@ -358,3 +358,30 @@ func (s *symbolizer) kernelFrames(addrs []uint64) []Frame {
 	}
 	return out
 }
+
+// native names a native frame that the library gives as a file's base
+// name, the mapping's file offset and an address in the file's ELF
+// virtual address space: it finds the file in the process's memory map
+// and looks the address up in its symbol table. It returns the function
+// (file+0xaddr when no symbol covers it) and the file's path.
+func (s *symbolizer) native(pid int, base string, off, addr uint64) (string, string) {
+	var found *mapping
+	for i, m := range s.maps[pid] {
+		if m.Inode == 0 || filepath.Base(strings.TrimSuffix(m.Path, " (deleted)")) != base {
+			continue
+		}
+		if found == nil || m.Offset == off {
+			found = &s.maps[pid][i]
+		}
+	}
+	if found != nil {
+		if name, ok := s.file(pid, *found).lookup(addr); ok {
+			return name, found.Path
+		}
+		return fmt.Sprintf("%s+0x%x", base, addr), found.Path
+	}
+	if base == "" {
+		base = "[unknown]"
+	}
+	return fmt.Sprintf("%s+0x%x", base, addr), base
+}
