@@ -15,14 +15,19 @@
 // streamed: Begin and End read the cumulative counters and End writes the
 // differences.
 //
-//   - cpu_s: time between switch-in and switch-out. A thread that is on a
-//     CPU when the map is read gets the slice in progress too (the map
-//     keeps its last switch-in time), so a thread spinning through a whole
-//     period without a switch is attributed in full; a task iterator
-//     (iter/task) creates entries, running or not, for threads of watched
-//     processes that have not been switched since they were watched.
-//   - offcpu_s: time between switch-out and switch-in (blocked, or runnable
-//     and waiting for a CPU).
+//   - cpu_s and runq_wait_s: the kernel's cumulative se.sum_exec_runtime
+//     and sched_info.run_delay (the first two fields of
+//     /proc/PID/task/TID/schedstat), copied by the switch program at each
+//     switch-out and by a task iterator (iter/task) at each read, which
+//     also creates entries for threads not switched since they were
+//     watched (a thread spinning on a CPU of its own). Cumulative counters
+//     stay right when the kernel skips an event (recursion_misses); sums of
+//     intervals between events did not (they lost 12 % of a busy thread's
+//     CPU time in CI). A wait in progress at a read is added from the
+//     events' wake-up time. They leave out stolen and interrupt time.
+//   - offcpu_s: the part of the period the thread was alive and not on a
+//     CPU (alive: from its start_time, to the read or its last switch-out
+//     when the iterator no longer sees it).
 //   - voluntary/involuntary: a switch-out while blocking is voluntary; one
 //     while still runnable (preempted, or prev_state TASK_RUNNING) is
 //     involuntary, as the kernel's nvcsw/nivcsw count them.
@@ -31,18 +36,10 @@
 //     0: < 1 µs; bucket k: [2^(k-1), 2^k) µs). runq_p50_us and
 //     runq_p99_us are interpolated linearly inside the bucket that holds
 //     the rank, so they are exact at bucket edges and within a factor of
-//     two inside; runq_wait_s is the exact sum, including a wait still in
-//     progress at Begin or End, so a spinning thread's cpu_s + runq_wait_s
-//     is its wall_s even when it was starved.
+//     two inside. The tracepoints time a little more than the kernel's
+//     run_delay (it stops the clock when __schedule starts).
 //   - wall_s is the time between the Begin and End reads; utilization is
 //     cpu_s/wall_s (1.0 = one core).
-//
-// Slices are cut at the sched_switch tracepoint, after the next task was
-// picked, while the kernel's own schedstat cuts at the start of
-// __schedule: under heavy switching (~5,000 switches/s of one thread on
-// this 2-core VM) cpu_s reads a few percent (~7 µs a switch) above
-// /proc/PID/task/TID/schedstat and runq_wait_s as much below; their sum
-// agrees.
 //
 // Permissions: root (CAP_BPF and CAP_PERFMON) and a kernel with BTF
 // (/sys/kernel/btf/vmlinux, 5.8 or later for tp_btf and task iterators).

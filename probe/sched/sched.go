@@ -211,15 +211,17 @@ func (p *Probe) seedLocked() error {
 
 // counters is a thread's cumulative accounting at one instant.
 type counters struct {
-	tgid                        uint32
-	comm                        string
-	oncpu, offcpu               uint64 // ns
-	vol, invol, rqCount, rqWait uint64
-	hist                        [nbuckets]uint64
+	tgid                uint32
+	comm                string
+	oncpu, rqWait       uint64 // ns
+	vol, invol, rqCount uint64
+	hist                [nbuckets]uint64
+	start               uint64 // thread start, CLOCK_MONOTONIC ns
+	gone                uint64 // exit time (its last switch-out) when the iterator no longer sees it, else 0
 }
 
 type snapshot struct {
-	at      time.Time // Go's monotonic clock, for wall_s
+	mono    uint64 // CLOCK_MONOTONIC ns of the read, for wall_s
 	threads map[uint32]counters
 }
 
@@ -232,50 +234,62 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// accumulate turns a map entry into cumulative counters at time now,
-// counting the slice in progress: a thread on a CPU since last_in gets
-// now-last_in more on-CPU time, one switched out since last_out more
-// off-CPU time (and more run-queue wait if it is runnable). Without this a thread that spins through a whole period
-// without a switch would show nothing.
-func accumulate(v *schedTstat, now uint64) counters {
+// Bits of schedTstat.Kflags (K_RUNQ, K_WAITING in bpf/sched.bpf.c).
+const (
+	kRunq    = 1
+	kWaiting = 2
+)
+
+// accumulate turns a map entry into cumulative counters at time now, for
+// a read that ran the task iterator at iterAt. On-CPU time is the
+// kernel's se.sum_exec_runtime as the iterator (or the thread's last
+// switch-out) copied it, run-queue wait its sched_info.run_delay plus a
+// wait in progress: the kernel adds a wait when it ends, so without this
+// a starved thread's cpu_s + runq_wait_s would not cover the period. On a
+// kernel without sched_info the wait is the events' own sum.
+func accumulate(v *schedTstat, now, iterAt uint64) counters {
 	c := counters{
 		tgid:    v.Tgid,
 		comm:    bpf.Comm(v.Comm[:]),
-		oncpu:   v.OncpuNs,
-		offcpu:  v.OffcpuNs,
+		oncpu:   v.KernCpuNs,
+		rqWait:  v.RunqNs,
 		vol:     v.Voluntary,
 		invol:   v.Involuntary,
 		rqCount: v.RunqCount,
-		rqWait:  v.RunqNs,
 		hist:    v.Hist,
+		start:   v.StartNs,
 	}
-	switch {
-	case v.Running != 0 && v.LastIn != 0 && now > v.LastIn:
-		c.oncpu += now - v.LastIn
-	case v.Running == 0 && v.LastOut != 0 && now > v.LastOut:
-		c.offcpu += now - v.LastOut
+	if v.Kflags&kRunq != 0 {
+		c.rqWait = v.KernRunqNs
 	}
-	// A run-queue wait in progress counts to the wait time (not to the
-	// histogram, which holds completed waits), so that a starved thread's
-	// cpu_s + runq_wait_s still covers the period.
-	if v.Running == 0 && v.EnqTs != 0 && now > v.EnqTs {
-		c.rqWait += now - v.EnqTs
+	if v.SeenNs < iterAt {
+		c.gone = max(v.LastOut, v.SeenNs)
+		return c
+	}
+	// The wait in progress, measured from the later of the wake-up and the
+	// switch-out, so that a stale wake-up time (a missed event) cannot
+	// stretch it.
+	if v.Kflags&kWaiting != 0 {
+		if from := max(v.EnqTs, v.LastOut); from != 0 && now > from {
+			c.rqWait += now - from
+		}
 	}
 	return c
 }
 
 func (p *Probe) snapshotLocked() (snapshot, error) {
+	iterAt := monoNow()
 	if err := p.seedLocked(); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{at: time.Now(), threads: make(map[uint32]counters)}
+	s := snapshot{mono: monoNow(), threads: make(map[uint32]counters)}
 	var (
 		tid uint32
 		v   schedTstat
 	)
 	it := p.objs.Stats.Iterate()
 	for it.Next(&tid, &v) {
-		s.threads[tid] = accumulate(&v, monoNow())
+		s.threads[tid] = accumulate(&v, monoNow(), iterAt)
 	}
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("sched: reading stats map: %w", err)
@@ -292,16 +306,24 @@ func sub(a, b uint64) uint64 {
 }
 
 // diff builds the record of one thread from its counters at the start (b)
-// and end (a) of a period of wall seconds.
-func diff(a, b counters, wall float64) Record {
+// and end (a) of a period that ran from from to to (CLOCK_MONOTONIC ns).
+// Off-CPU time is the part of the period the thread was alive (it may
+// start or exit inside it) and not on a CPU.
+func diff(a, b counters, from, to uint64) Record {
+	wall := float64(sub(to, from)) / 1e9
+	lo, hi := max(from, a.start), to
+	if a.gone != 0 {
+		hi = min(hi, a.gone)
+	}
+	cpu := sub(a.oncpu, b.oncpu)
 	var h [nbuckets]uint64
 	for i := range h {
 		h[i] = sub(a.hist[i], b.hist[i])
 	}
 	r := Record{
-		CPUSec:      float64(sub(a.oncpu, b.oncpu)) / 1e9,
+		CPUSec:      float64(cpu) / 1e9,
 		WallSec:     wall,
-		OffCPUSec:   float64(sub(a.offcpu, b.offcpu)) / 1e9,
+		OffCPUSec:   float64(sub(sub(hi, lo), cpu)) / 1e9,
 		RunqP50us:   quantile(h[:], 0.5),
 		RunqP99us:   quantile(h[:], 0.99),
 		RunqCount:   sub(a.rqCount, b.rqCount),
@@ -339,7 +361,6 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	if serr != nil {
 		return errors.Join(err, serr)
 	}
-	wall := cur.at.Sub(p.base.at).Seconds()
 	tids := make([]uint32, 0, len(cur.threads))
 	for tid := range cur.threads {
 		tids = append(tids, tid)
@@ -356,7 +377,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 			return errors.Join(err, ctx.Err())
 		}
 		a := cur.threads[tid]
-		r := diff(a, p.base.threads[tid], wall)
+		r := diff(a, p.base.threads[tid], p.base.mono, cur.mono)
 		r.Level, r.Repeat, r.Warmup = per.Level, per.Repeat, per.Warmup
 		r.PID, r.TID = int(a.tgid), int(tid)
 		r.Name = proctree.Comm(r.PID, r.TID)
@@ -419,6 +440,11 @@ type Overhead struct {
 	Runs uint64
 	// Dropped counts events lost because the per-thread map was full.
 	Dropped uint64
+	// Missed counts runs the kernel skipped because a program was already
+	// running on that CPU (recursion_misses). Missed events cost switch
+	// counts and histogram entries, not CPU time or run-queue wait, which
+	// come from the kernel's own counters.
+	Missed uint64
 }
 
 // Overhead returns the cumulative cost of the BPF programs since Start.
@@ -436,6 +462,7 @@ func (p *Probe) Overhead() (Overhead, error) {
 		}
 		o.Runtime += st.Runtime
 		o.Runs += st.RunCount
+		o.Missed += st.RecursionMisses
 	}
 	var per []uint64
 	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {

@@ -15,17 +15,18 @@ import (
 
 type schedTstat struct {
 	_           structs.HostLayout
-	OncpuNs     uint64
-	OffcpuNs    uint64
+	KernCpuNs   uint64
+	KernRunqNs  uint64
+	StartNs     uint64
+	SeenNs      uint64
 	Voluntary   uint64
 	Involuntary uint64
 	RunqCount   uint64
 	RunqNs      uint64
-	LastIn      uint64
 	LastOut     uint64
 	EnqTs       uint64
 	Tgid        uint32
-	Running     uint32
+	Kflags      uint32
 	Hist        [32]uint64
 	Comm        [16]int8
 }

@@ -36,12 +36,24 @@ typedef _Bool bool;
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+// sched_info exists with CONFIG_SCHED_INFO (schedstat, delay accounting).
+struct sched_info {
+	__u64 run_delay;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int __state;
 	int on_cpu;
 	int pid;
 	int tgid;
 	char comm[TASK_COMM_LEN];
+	struct sched_entity se;
+	struct sched_info sched_info;
+	__u64 start_time;
 } __attribute__((preserve_access_index));
 
 // Before Linux 5.14 the state field was "long state".
@@ -58,21 +70,32 @@ struct bpf_iter__task {
 
 // tstat is one thread's cumulative counters. Times are bpf_ktime_get_ns
 // (CLOCK_MONOTONIC) nanoseconds.
+//
+// On-CPU time and run-queue delay are the kernel's own cumulative counters
+// (se.sum_exec_runtime, sched_info.run_delay), copied at each switch-out
+// and at each run of the task iterator: a missed event leaves them right,
+// where sums of intervals between events would lose the interval. The
+// events add what the kernel does not keep per thread: the switch counts
+// and the histogram of run-queue waits.
 struct tstat {
-	__u64 oncpu_ns;     // sum of completed on-CPU slices
-	__u64 offcpu_ns;    // sum of completed off-CPU intervals
+	__u64 kern_cpu_ns;   // se.sum_exec_runtime
+	__u64 kern_runq_ns;    // sched_info.run_delay (completed waits)
+	__u64 start_ns;     // task start_time (CLOCK_MONOTONIC)
+	__u64 seen_ns;      // last time the task iterator saw the thread
 	__u64 voluntary;    // switch-outs while blocking
 	__u64 involuntary;  // switch-outs while still runnable (preempted, yielded)
 	__u64 runq_count;   // completed run-queue waits
-	__u64 runq_ns;      // their total
-	__u64 last_in;      // time of the last switch-in, 0 if unknown
+	__u64 runq_ns;      // their total, as the events saw them
 	__u64 last_out;     // time of the last switch-out, 0 if unknown
 	__u64 enq_ts;       // time it became runnable and waits for a CPU, 0 if not waiting
 	__u32 tgid;
-	__u32 running;      // 1 between switch-in and switch-out
+	__u32 kflags;       // K_RUNQ, K_WAITING
 	__u64 hist[NBUCKETS]; // run-queue waits: [0] < 1 us, [k] in [2^(k-1), 2^k) us
 	char comm[TASK_COMM_LEN];
 };
+
+#define K_RUNQ 1    // kern_runq_ns is the kernel's (CONFIG_SCHED_INFO)
+#define K_WAITING 2 // at seen_ns: runnable and not on a CPU
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -120,10 +143,9 @@ static __always_inline void count_drop(void)
 		*d += 1;
 }
 
-// new_entry inserts a zeroed entry for tid unless one exists, then returns
-// the entry in the map. It fills in last_in/last_out/running from the
-// arguments only when it creates the entry.
-static __always_inline struct tstat *get_entry(__u32 tid, __u32 tgid, __u64 now, __u32 running)
+// get_entry inserts a zeroed entry for tid unless one exists, then returns
+// the entry in the map.
+static __always_inline struct tstat *get_entry(__u32 tid, __u32 tgid)
 {
 	struct tstat *s = bpf_map_lookup_elem(&stats, &tid);
 	if (s)
@@ -134,16 +156,27 @@ static __always_inline struct tstat *get_entry(__u32 tid, __u32 tgid, __u64 now,
 		return 0;
 	__builtin_memset(n, 0, sizeof(*n));
 	n->tgid = tgid;
-	n->running = running;
-	if (running)
-		n->last_in = now;
-	else
-		n->last_out = now;
 	bpf_map_update_elem(&stats, &tid, n, BPF_NOEXIST); // EEXIST: raced, fine
 	s = bpf_map_lookup_elem(&stats, &tid);
 	if (!s)
 		count_drop();
 	return s;
+}
+
+// kernel_times copies t's cumulative on-CPU time and run-queue delay. They
+// only grow; an older value read late never replaces a newer one.
+static __always_inline void kernel_times(struct tstat *s, struct task_struct *t)
+{
+	__u64 run = t->se.sum_exec_runtime;
+	if (run > s->kern_cpu_ns)
+		s->kern_cpu_ns = run;
+	if (bpf_core_field_exists(t->sched_info)) {
+		__u64 d = t->sched_info.run_delay;
+		if (d > s->kern_runq_ns)
+			s->kern_runq_ns = d;
+		s->kflags |= K_RUNQ;
+	}
+	s->start_ns = t->start_time;
 }
 
 // log2_bucket returns 0 for us == 0, else floor(log2(us)) + 1, capped.
@@ -171,11 +204,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 tgid = prev->tgid;
 
 	if (tgid && watched(tgid)) {
-		struct tstat *s = get_entry(prev->pid, tgid, now, 1);
+		struct tstat *s = get_entry(prev->pid, tgid);
 		if (s) {
-			if (s->running && s->last_in && now > s->last_in)
-				__sync_fetch_and_add(&s->oncpu_ns, now - s->last_in);
-			s->running = 0;
 			s->last_out = now;
 			s->tgid = tgid;
 			if (preempt || prev_state == 0) {
@@ -188,15 +218,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			}
 			// current is still prev inside the tracepoint.
 			bpf_get_current_comm(s->comm, sizeof(s->comm));
+			kernel_times(s, prev);
 		}
 	}
 
 	tgid = next->tgid;
 	if (tgid && watched(tgid)) {
-		struct tstat *s = get_entry(next->pid, tgid, now, 0);
+		struct tstat *s = get_entry(next->pid, tgid);
 		if (s) {
-			if (!s->running && s->last_out && now > s->last_out)
-				__sync_fetch_and_add(&s->offcpu_ns, now - s->last_out);
 			__u64 enq = s->enq_ts;
 			if (enq && now > enq) {
 				__u64 d = now - enq;
@@ -206,8 +235,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 				__sync_fetch_and_add(&s->hist[b], 1);
 			}
 			s->enq_ts = 0;
-			s->running = 1;
-			s->last_in = now;
 		}
 	}
 	return 0;
@@ -219,7 +246,7 @@ static __always_inline int enqueue(struct task_struct *p)
 	if (!tgid || !watched(tgid))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct tstat *s = get_entry(p->pid, tgid, now, 0);
+	struct tstat *s = get_entry(p->pid, tgid);
 	if (s)
 		s->enq_ts = now;
 	return 0;
@@ -252,11 +279,12 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-// seed creates an entry for every thread of a watched process that has
-// none yet (a thread that has not been switched since the process was
-// watched), with on_cpu deciding whether it is running now. Without it a
-// thread spinning on a CPU of its own would never be seen. User space runs
-// it by reading the iterator after each change of the watch set.
+// seed visits every thread of the watched processes: it creates an entry
+// for a thread that has none yet (one not switched since its process was
+// watched; without it a thread spinning on a CPU of its own would never be
+// seen), copies the kernel's counters and marks the thread seen, so that
+// user space can tell the living from the exited. User space runs it
+// before each read of the stats map.
 SEC("iter/task")
 int seed(struct bpf_iter__task *ctx)
 {
@@ -267,30 +295,35 @@ int seed(struct bpf_iter__task *ctx)
 	if (!tgid || !watched(tgid))
 		return 0;
 	__u32 tid = t->pid;
-	if (bpf_map_lookup_elem(&stats, &tid))
-		return 0;
-	__u32 k = 0;
-	struct tstat *n = bpf_map_lookup_elem(&scratch, &k);
-	if (!n)
-		return 0;
-	__builtin_memset(n, 0, sizeof(*n));
 	__u64 now = bpf_ktime_get_ns();
-	n->tgid = tgid;
-	if (t->on_cpu) {
-		n->running = 1;
-		n->last_in = now;
-	} else {
-		n->last_out = now;
-		long state;
-		if (bpf_core_field_exists(t->__state))
-			state = t->__state;
-		else
-			state = ((struct task_struct___old *)t)->state;
-		if (state == 0)
+	long state;
+	if (bpf_core_field_exists(t->__state))
+		state = t->__state;
+	else
+		state = ((struct task_struct___old *)t)->state;
+	int on_cpu = t->on_cpu;
+	struct tstat *s = bpf_map_lookup_elem(&stats, &tid);
+	if (!s) {
+		__u32 k = 0;
+		struct tstat *n = bpf_map_lookup_elem(&scratch, &k);
+		if (!n)
+			return 0;
+		__builtin_memset(n, 0, sizeof(*n));
+		n->tgid = tgid;
+		if (!on_cpu && state == 0)
 			n->enq_ts = now; // runnable: waiting for a CPU from now on
+		bpf_probe_read_kernel_str(n->comm, sizeof(n->comm), t->comm);
+		if (bpf_map_update_elem(&stats, &tid, n, BPF_NOEXIST) && !bpf_map_lookup_elem(&stats, &tid))
+			count_drop();
+		s = bpf_map_lookup_elem(&stats, &tid);
+		if (!s)
+			return 0;
 	}
-	bpf_probe_read_kernel_str(n->comm, sizeof(n->comm), t->comm);
-	if (bpf_map_update_elem(&stats, &tid, n, BPF_NOEXIST) && !bpf_map_lookup_elem(&stats, &tid))
-		count_drop();
+	kernel_times(s, t);
+	if (!on_cpu && state == 0)
+		s->kflags |= K_WAITING;
+	else
+		s->kflags &= ~K_WAITING;
+	s->seen_ns = now;
 	return 0;
 }
