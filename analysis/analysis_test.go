@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -357,5 +358,76 @@ func TestMannWhitney(t *testing.T) {
 		if u != tc.u || math.Abs(p-tc.p) > 1e-12 {
 			t.Errorf("MannWhitney(%v, %v) = %v, %v; want %v, %v", tc.xs, tc.ys, u, p, tc.u, tc.p)
 		}
+	}
+}
+
+// TestConcurrentRuns runs scripts at once through RunScripts: a module
+// that two of them load is executed once and both wait for it; loads that
+// form a cycle across two runs fail instead of deadlocking; tables come
+// back in the order of the names.
+func TestConcurrentRuns(t *testing.T) {
+	dir, _ := writeFixture(t, "sglang")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// slow.star spins long enough that both runs ask for it while it runs.
+	write("slow.star", "print(\"slow loaded\")\nN = 0\nfor i in range(300000):\n    N += 1\n")
+	var names []string
+	for i := range 4 {
+		names = append(names, write(fmt.Sprintf("use%d.star", i), fmt.Sprintf(`load("table", "table")
+load("slow.star", "N")
+t = table.new("t%d", [("n", "int")])
+t.add_row(N)
+emit(t)
+`, i)))
+	}
+	var out strings.Builder
+	s := NewSession(c, Options{Print: &out})
+	tabs, err := RunScripts(context.Background(), s, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out.String(), "slow loaded"); got != 1 {
+		t.Errorf("slow.star ran %d times, want once", got)
+	}
+	if len(tabs) != 4 {
+		t.Fatalf("%d tables, want 4", len(tabs))
+	}
+	for i, tb := range tabs {
+		if tb.Name != fmt.Sprintf("t%d", i) {
+			t.Errorf("table %d is %s, want t%d (the order of the names)", i, tb.Name, i)
+		}
+	}
+
+	// a.star loads b.star, which loads a.star: from two runs at once, each
+	// starting at a different end, and from one.
+	write("a.star", "load(\"b.star\", \"B\")\nA = 1\nfor i in range(100000):\n    pass\n")
+	write("b.star", "load(\"a.star\", \"A\")\nB = 1\nfor i in range(100000):\n    pass\n")
+	ra := write("run_a.star", "load(\"a.star\", \"A\")\n")
+	rb := write("run_b.star", "load(\"b.star\", \"B\")\n")
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunScripts(context.Background(), NewSession(c, Options{}), []string{ra, rb})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "cycle in load graph") {
+			t.Errorf("cyclic loads from two runs: %v, want a cycle error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("cyclic loads from two runs deadlocked")
+	}
+	if _, err := NewSession(c, Options{}).Run(context.Background(), ra); err == nil || !strings.Contains(err.Error(), "cycle in load graph") {
+		t.Errorf("cyclic loads from one run: %v, want a cycle error", err)
 	}
 }

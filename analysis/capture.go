@@ -202,11 +202,11 @@ func readRequests(path string) ([]trace.Request, error) {
 // once.
 func (c *Capture) join() (*join.Index, error) {
 	c.joinOnce.Do(func() {
-		var ss []spans.Span
+		var chunks [][]spans.Span
 		var evs []events.Event
 		var err error
 		if c.HasSpans() {
-			ss, err = readSpans(c.Bundle.Path(bundle.SpansFile))
+			chunks, err = readSpans(c.Bundle.Path(bundle.SpansFile))
 			if err != nil {
 				c.joinErr = fmt.Errorf("reading spans: %w", err)
 				return
@@ -219,11 +219,13 @@ func (c *Capture) join() (*join.Index, error) {
 				return
 			}
 		}
-		c.spanN = len(ss)
 		names := map[string]bool{}
-		for i := range ss {
-			if !ss[i].IsClient() {
-				names[ss[i].Name] = true
+		for _, ss := range chunks {
+			c.spanN += len(ss)
+			for i := range ss {
+				if !ss[i].IsClient() {
+					names[ss[i].Name] = true
+				}
 			}
 		}
 		c.spanSet = sortedKeys(names)
@@ -232,7 +234,7 @@ func (c *Capture) join() (*join.Index, error) {
 			names[evs[i].EventName] = true
 		}
 		c.eventSet = sortedKeys(names)
-		c.ix = join.Build(c.Requests, ss, evs)
+		c.ix = join.BuildChunks(c.Requests, chunks, evs)
 	})
 	return c.ix, c.joinErr
 }
@@ -247,9 +249,11 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // readSpans reads a span store (see trace/spans: uvarint-length-prefixed
-// OTLP export requests), decoding records on every core. A truncated last
-// record is dropped, as spans.Read does.
-func readSpans(path string) ([]spans.Span, error) {
+// OTLP export requests), decoding records on every core, and returns the
+// spans of each record in store order (not concatenated: copying a million
+// spans in one goroutine cost a second). A truncated last record is
+// dropped, as spans.Read does.
+func readSpans(path string) ([][]spans.Span, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -291,14 +295,5 @@ func readSpans(path string) ([]spans.Span, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
-	out := make([]spans.Span, 0, total)
-	for i, p := range parts {
-		out = append(out, p...)
-		parts[i] = nil
-	}
-	return out, nil
+	return parts, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asrprof/asrprof/analysis/table"
@@ -50,21 +52,33 @@ func (c *Capture) hasServerTelemetry() bool {
 	return len(c.spanSet) > 0
 }
 
-// RunScripts runs names in order in one session and returns every table
-// emitted. A failing script does not stop the others; the error joins
-// their failures.
+// RunScripts runs names in one session, as many at once as there are
+// cores, and returns every table emitted, in the order of names. A failing
+// script does not stop the others; the error joins their failures, in
+// order.
 func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table, error) {
-	var all []*table.Table
-	var errs []error
-	for _, n := range names {
-		ts, err := s.Run(ctx, n)
-		all = append(all, ts...)
-		if err != nil {
-			errs = append(errs, err)
-			if ctx.Err() != nil {
-				break
+	tabs := make([][]*table.Table, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				errs[i] = &ScriptError{Script: n, Err: context.Cause(ctx)}
+				return
 			}
-		}
+			tabs[i], errs[i] = s.Run(ctx, n)
+		}()
+	}
+	wg.Wait()
+	var all []*table.Table
+	for _, ts := range tabs {
+		all = append(all, ts...)
 	}
 	return all, errors.Join(errs...)
 }

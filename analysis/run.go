@@ -55,20 +55,23 @@ type Options struct {
 }
 
 // Session runs scripts against one capture. Modules that scripts load are
-// executed once per session and shared, frozen, between its scripts. A
-// Session runs one script at a time.
+// executed once per session and shared, frozen, between its scripts.
+// Scripts may run concurrently (RunScripts does): a script that loads a
+// module another is still executing waits for it.
 type Session struct {
 	c    *Capture
 	opts Options
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards modules and every runState.waiting
 	modules map[string]*module
+	printMu sync.Mutex
 }
 
 type module struct {
+	done    chan struct{} // closed when globals and err are set
+	owner   *runState     // the run executing it, until done
 	globals starlark.StringDict
 	err     error
-	loading bool
 }
 
 // NewSession returns a session for c.
@@ -112,6 +115,8 @@ type runState struct {
 	mu      sync.Mutex
 	threads []*starlark.Thread
 	tables  []*table.Table
+
+	waiting *module // the module this run waits for another run to load (Session.mu)
 }
 
 const (
@@ -166,7 +171,9 @@ func (s *Session) newThread(rs *runState, org origin, name string) *starlark.Thr
 	t := &starlark.Thread{Name: name, Load: s.load}
 	t.Print = func(_ *starlark.Thread, msg string) {
 		if s.opts.Print != nil {
+			s.printMu.Lock()
 			fmt.Fprintln(s.opts.Print, msg)
+			s.printMu.Unlock()
 		}
 	}
 	t.SetLocal(localRun, rs)
@@ -264,19 +271,52 @@ func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDic
 	if err != nil {
 		return nil, err
 	}
+	rs := thread.Local(localRun).(*runState)
 	s.mu.Lock()
-	m, ok := s.modules[filename]
-	if ok {
-		s.mu.Unlock()
-		if m.loading {
-			return nil, fmt.Errorf("cycle in load graph at %s", name)
+	if m, ok := s.modules[filename]; ok {
+		select {
+		case <-m.done:
+			s.mu.Unlock()
+			return m.globals, m.err
+		default:
 		}
-		return m.globals, m.err
+		// Being loaded. By this run: a cycle. By another run: wait, unless
+		// that run waits (perhaps through others) for this one, which is a
+		// cycle between them.
+		for o := m.owner; o != nil; {
+			if o == rs {
+				s.mu.Unlock()
+				return nil, fmt.Errorf("cycle in load graph at %s", name)
+			}
+			if o.waiting == nil {
+				break
+			}
+			o = o.waiting.owner
+		}
+		rs.waiting = m
+		s.mu.Unlock()
+		select {
+		case <-m.done:
+		case <-rs.ctx.Done():
+		}
+		s.mu.Lock()
+		rs.waiting = nil
+		s.mu.Unlock()
+		select {
+		case <-m.done:
+		default:
+			return nil, fmt.Errorf("loading %s: %s", name, rs.reason())
+		}
+		if m.err != nil {
+			// The other run failed or was stopped: try it here, where the
+			// error (if it is the script's own) gets this run's backtrace.
+			return s.load(thread, name)
+		}
+		return m.globals, nil
 	}
-	m = &module{loading: true}
+	m := &module{done: make(chan struct{}), owner: rs}
 	s.modules[filename] = m
 	s.mu.Unlock()
-	rs := thread.Local(localRun).(*runState)
 	t := s.newThread(rs, child, filename)
 	g, err := starlark.ExecFileOptions(fileOptions, t, filename, src, s.predeclared())
 	if err != nil {
@@ -287,10 +327,11 @@ func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDic
 	}
 	g.Freeze()
 	s.mu.Lock()
-	m.globals, m.err, m.loading = g, err, false
+	m.globals, m.err, m.owner = g, err, nil
 	if err != nil { // a failed (perhaps cancelled) load is retried by the next run
 		delete(s.modules, filename)
 	}
+	close(m.done)
 	s.mu.Unlock()
 	return g, err
 }

@@ -37,26 +37,66 @@ type Stats struct {
 	Events      int `json:"events"`
 }
 
-// Build joins spans and events to reqs.
+// Build joins spans and events to reqs. Each request gets copies of its
+// spans, sorted by start, in one shared backing array: ss may be dropped
+// afterwards.
 func Build(reqs []trace.Request, ss []spans.Span, evs []events.Event) *Index {
+	return BuildChunks(reqs, [][]spans.Span{ss}, evs)
+}
+
+// BuildChunks is Build over spans given in chunks, in order (as a span
+// store's records decode), so that a caller need not concatenate them.
+func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event) *Index {
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	// at[i] is the i-th span over all chunks.
+	at := make([]*spans.Span, 0, n)
+	for _, c := range chunks {
+		for k := range c {
+			at = append(at, &c[k])
+		}
+	}
 	ix := &Index{
 		spans:  make([][]spans.Span, len(reqs)),
 		events: make([][]events.Event, len(reqs)),
 	}
-	byTrace := map[string][]int{}
-	byGenAI := map[string][]int{}
-	for i := range ss {
-		s := &ss[i]
+	// Spans and events with the same key form linked lists through next
+	// (head: the first index; -1 ends a list), built back to front so that
+	// each list is in input order: no slice per key.
+	next := make([]int32, n)
+	byTrace := make(map[string]int32, len(reqs))
+	byGenAI := map[string]int32{}
+	for i := n - 1; i >= 0; i-- {
+		s := at[i]
+		next[i] = -1
 		if s.TraceID != "" {
-			byTrace[s.TraceID] = append(byTrace[s.TraceID], i)
+			if h, ok := byTrace[s.TraceID]; ok {
+				next[i] = h
+			}
+			byTrace[s.TraceID] = int32(i)
 		}
 		if s.IsClient() {
 			continue
 		}
 		ix.stats.ServerSpans++
+	}
+	// gen_ai ids chain through their own list: a span can be on both.
+	nextGenAI := map[int32]int32{}
+	for i := n - 1; i >= 0; i-- {
+		s := at[i]
+		if s.IsClient() {
+			continue
+		}
 		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
 			k := requestKey(v)
-			byGenAI[k] = append(byGenAI[k], i)
+			if h, ok := byGenAI[k]; ok {
+				nextGenAI[int32(i)] = h
+			} else {
+				nextGenAI[int32(i)] = -1
+			}
+			byGenAI[k] = int32(i)
 		}
 	}
 	byReq := map[string][]int{}
@@ -65,24 +105,45 @@ func Build(reqs []trace.Request, ss []spans.Span, evs []events.Event) *Index {
 	}
 	ix.stats.Events = len(evs)
 
+	// Pass 1: which spans each request gets, as index lists into one
+	// shared slice.
+	picked := make([]int32, 0, n)
+	from := make([]int, len(reqs)+1)
+	server := make([]bool, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
-		server := false
+		from[i] = len(picked)
 		if r.TraceID != "" {
-			for _, j := range byTrace[r.TraceID] {
-				ix.spans[i] = append(ix.spans[i], ss[j])
-				server = server || !ss[j].IsClient()
-			}
-		}
-		if !server {
-			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
-				for _, j := range byGenAI[id] {
-					ix.spans[i] = append(ix.spans[i], ss[j])
-					server = true
+			if h, ok := byTrace[r.TraceID]; ok {
+				for j := h; j >= 0; j = next[j] {
+					picked = append(picked, j)
+					server[i] = server[i] || !at[j].IsClient()
 				}
 			}
 		}
-		spans.SortByStart(ix.spans[i])
+		if !server[i] {
+			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
+				if h, ok := byGenAI[id]; ok {
+					for j := h; j >= 0; j = nextGenAI[j] {
+						picked = append(picked, j)
+						server[i] = true
+					}
+				}
+			}
+		}
+	}
+	from[len(reqs)] = len(picked)
+	// Pass 2: copy them once into a backing array and sort each request's.
+	all := make([]spans.Span, len(picked))
+	for k, j := range picked {
+		all[k] = *at[j]
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if lo, hi := from[i], from[i+1]; hi > lo {
+			ix.spans[i] = all[lo:hi:hi]
+			spans.SortByStart(ix.spans[i])
+		}
 		id := r.ServerRequestID
 		if id == "" {
 			id = r.RequestID
@@ -99,7 +160,7 @@ func Build(reqs []trace.Request, ss []spans.Span, evs []events.Event) *Index {
 			continue
 		}
 		ix.stats.Requests++
-		if server {
+		if server[i] {
 			ix.stats.WithSpans++
 		}
 		if len(ix.events[i]) > 0 {
