@@ -302,28 +302,19 @@ int seed(struct bpf_iter__task *ctx)
 	else
 		state = ((struct task_struct___old *)t)->state;
 	int on_cpu = t->on_cpu;
-	struct tstat *s = bpf_map_lookup_elem(&stats, &tid);
-	if (!s) {
-		__u32 k = 0;
-		struct tstat *n = bpf_map_lookup_elem(&scratch, &k);
-		if (!n)
-			return 0;
-		__builtin_memset(n, 0, sizeof(*n));
-		n->tgid = tgid;
-		if (!on_cpu && state == 0)
-			n->enq_ts = now; // runnable: waiting for a CPU from now on
-		bpf_probe_read_kernel_str(n->comm, sizeof(n->comm), t->comm);
-		if (bpf_map_update_elem(&stats, &tid, n, BPF_NOEXIST) && !bpf_map_lookup_elem(&stats, &tid))
-			count_drop();
-		s = bpf_map_lookup_elem(&stats, &tid);
-		if (!s)
-			return 0;
-	}
+	struct tstat *s = get_entry(tid, tgid);
+	if (!s)
+		return 0;
+	if (!s->comm[0])
+		bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), t->comm);
 	kernel_times(s, t);
-	if (!on_cpu && state == 0)
+	if (!on_cpu && state == 0) {
+		if (!s->enq_ts)
+			s->enq_ts = now; // runnable: waiting for a CPU from now on
 		s->kflags |= K_WAITING;
-	else
+	} else {
 		s->kflags &= ~K_WAITING;
+	}
 	s->seen_ns = now;
 	return 0;
 }
