@@ -20,7 +20,6 @@ import (
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proctree"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -172,7 +171,7 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 	pid, how := resolvePID(cfg.PID, cfg.Target)
 	say("target: " + how)
 	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
-	target := probe.Target{PID: pid, Children: func() []int { return proctree.Descendants(pid) }}
+	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	pset := startProbes(ctx, probes, target, s.w, auto, cfg.ProcHz, say)
 	s.mu.Lock()
 	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status, "probe_details": pset.details}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/asrprof/asrprof/capture"
@@ -30,9 +31,37 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := selfProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	os.Exit(code)
+}
+
+// selfProfile writes a Go CPU profile of asrprof itself to the file named
+// by $ASRPROF_CPUPROFILE, for finding where asrprof's own time goes (see
+// docs/PERFORMANCE.md). It returns the function that ends the profile.
+func selfProfile(stderr io.Writer) func() {
+	path := os.Getenv("ASRPROF_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "asrprof: ASRPROF_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(stderr, "asrprof: ASRPROF_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "asrprof: ASRPROF_CPUPROFILE: %v\n", err)
+		}
+	}
 }
 
 // errUsage marks errors in the command line itself.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
+	"golang.org/x/sys/unix"
 
 	"go.opentelemetry.io/ebpf-profiler/interpreter/interpreterconfig"
 	"go.opentelemetry.io/ebpf-profiler/libpf"
@@ -117,6 +118,16 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	// The library's first act is raising RLIMIT_MEMLOCK to unlimited, and
+	// it gives up when it may not, after reading the kernel's symbols. Try
+	// that here first: a machine that forbids it then costs nothing.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err == nil && lim.Max != unix.RLIM_INFINITY {
+		inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf); err != nil {
+			return otelNotSupported(fmt.Errorf("failed to set memlock rlimit: %w", err))
+		}
 	}
 	metricsOnce.Do(func() {
 		metrics.Start(noop.NewMeterProvider().Meter("asrprof"))

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"debug/gosym"
 	"fmt"
@@ -204,24 +205,33 @@ func parseKallsyms(r io.Reader) (*symtab, error) {
 	nonzero := false
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		// address type name [module]
-		f := strings.Fields(sc.Text())
-		if len(f) < 3 {
+		// "address type name [module]": split by hand, allocating only the
+		// names kept (a kernel has ~100,000 lines; this runs at start-up).
+		line := sc.Bytes()
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 || len(line) < sp+4 || line[sp+2] != ' ' {
 			continue
 		}
-		switch f[1] {
-		case "t", "T", "w", "W":
+		switch line[sp+1] {
+		case 't', 'T', 'w', 'W':
 		default:
 			continue
 		}
-		a, err := strconv.ParseUint(f[0], 16, 64)
+		a, err := strconv.ParseUint(string(line[:sp]), 16, 64)
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms line %q: %w", sc.Text(), err)
+		}
+		name := line[sp+3:]
+		if end := bytes.IndexAny(name, " \t"); end >= 0 {
+			name = name[:end]
+		}
+		if len(name) == 0 {
+			continue
 		}
 		if a != 0 {
 			nonzero = true
 		}
-		syms = append(syms, symbol{Addr: a, Name: f[2]})
+		syms = append(syms, symbol{Addr: a, Name: string(name)})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

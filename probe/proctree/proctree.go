@@ -1,6 +1,7 @@
 package proctree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -98,9 +99,21 @@ func DescendantsOf(root int, parent map[int]int) []int {
 // ppid field of /proc/*/stat). It returns nil when pid does not exist.
 // Processes that exit while it reads are skipped.
 func Descendants(pid int) []int {
-	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil {
+	if !Alive(pid) {
 		return nil
 	}
+	return DescendantsOf(pid, Parents())
+}
+
+// Alive reports whether /proc has pid (a zombie counts).
+func Alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return pid > 0 && err == nil
+}
+
+// Parents maps every live process to its parent, from /proc/*/stat: one
+// open and read per process on the machine, the cost of Descendants.
+func Parents() map[int]int {
 	parent := make(map[int]int)
 	buf := make([]byte, 4096)
 	for _, p := range pids("/proc") {
@@ -108,13 +121,28 @@ func Descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		st, err := ParseStat(string(b))
-		if err != nil {
-			continue
+		if pp, ok := parsePPID(b); ok {
+			parent[p] = pp
 		}
-		parent[p] = st.PPID
 	}
-	return DescendantsOf(pid, parent)
+	return parent
+}
+
+// parsePPID reads field 4 of a stat line: after the last ')' come the
+// state and the ppid.
+func parsePPID(b []byte) (int, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || len(b) < i+5 || b[i+1] != ' ' || b[i+3] != ' ' {
+		return 0, false
+	}
+	n, ok := 0, false
+	for _, c := range b[i+4:] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n, ok = n*10+int(c-'0'), true
+	}
+	return n, ok
 }
 
 // ReadSmall reads a small file (a /proc file of a few KiB) into buf and

@@ -40,6 +40,12 @@ func TestParseStat(t *testing.T) {
 			if err == nil && got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
+			// The walk's fast ppid reader agrees where ParseStat reads one.
+			if pp, ok := parsePPID([]byte(tt.in)); err == nil && (!ok || pp != tt.want.PPID) {
+				t.Errorf("parsePPID = %d, %v; want %d", pp, ok, tt.want.PPID)
+			} else if tt.name == "bad ppid" && ok {
+				t.Errorf("parsePPID of a bad ppid = %d, want not ok", pp)
+			}
 		})
 	}
 }

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -163,7 +160,7 @@ func (p *Probe) refreshLocked() error {
 	for it.Next(&k, &v) {
 		if want[k] {
 			delete(want, k) // already watched
-		} else if !alive(int(k)) {
+		} else if !proctree.Alive(int(k)) {
 			// Only the dead are dropped: a process reparented away from the
 			// tree, or forked too recently for /proc, stays watched.
 			del = append(del, k)
@@ -188,11 +185,6 @@ func (p *Probe) refreshLocked() error {
 		return p.seedLocked()
 	}
 	return nil
-}
-
-func alive(pid int) bool {
-	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
-	return err == nil
 }
 
 // seedLocked runs the task iterator, which creates entries for watched
@@ -390,7 +382,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	}
 	for _, tid := range tids {
 		a := cur.threads[tid]
-		if !alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == "" {
+		if !proctree.Alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == "" {
 			if derr := p.objs.Stats.Delete(tid); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
 				err = errors.Join(err, fmt.Errorf("sched: forgetting thread %d: %w", tid, derr))
 			}

@@ -13,14 +13,42 @@ import (
 )
 
 // Pids returns the target's processes: t.PID and its descendants as /proc
-// shows them now, then what t.Children returns when it is set. A pid may
-// appear twice.
+// showed them at most TreeMaxAge ago, then what t.Children returns when it
+// is set. A pid may appear twice. It returns nil (plus Children) when
+// t.PID is gone.
 func Pids(t probe.Target) []int {
-	pids := proctree.Descendants(t.PID)
+	var pids []int
+	if proctree.Alive(t.PID) {
+		pids = proctree.DescendantsOf(t.PID, parents())
+	}
 	if t.Children != nil {
 		pids = append(pids, t.Children()...)
 	}
 	return pids
+}
+
+// TreeMaxAge is how long one walk of /proc serves every probe's refresh.
+// The walk opens every process's stat file, the probes' main steady cost;
+// they refresh every 500 ms each, and processes that a watched process
+// forks are watched at once by their BPF programs, so a tree a little
+// stale costs nothing.
+const TreeMaxAge = 400 * time.Millisecond
+
+var tree struct {
+	sync.Mutex
+	at     time.Time
+	parent map[int]int
+}
+
+// parents returns the process tree's parent map, walking /proc when the
+// last walk is older than TreeMaxAge. The map is shared: read only.
+func parents() map[int]int {
+	tree.Lock()
+	defer tree.Unlock()
+	if tree.parent == nil || time.Since(tree.at) > TreeMaxAge {
+		tree.parent, tree.at = proctree.Parents(), time.Now()
+	}
+	return tree.parent
 }
 
 // Loop calls a probe's refresh function at a fixed interval on a goroutine
