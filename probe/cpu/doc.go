@@ -18,9 +18,10 @@
 // (PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK, sample_freq Config.Hz,
 // default 99) runs a BPF perf_event program on every sample of every
 // process. The program keeps samples of watched processes only (a BPF
-// hash map of tgids that user space fills from proctree.Descendants and
-// Target.Children every Config.Refresh, 500 ms; a process forked in
-// between is missed until the next refresh), takes the user stack
+// hash map of tgids that user space fills from watch.Pids every
+// Config.Refresh, 500 ms, from a /proc walk the probes share that is at
+// most 400 ms old; a process forked in between is missed until a refresh
+// sees it, within about 0.9 s), takes the user stack
 // (bpf_get_stackid with BPF_F_USER_STACK: the kernel walks frame
 // pointers) and the kernel stack into a stack-trace map, and counts the
 // sample under {tgid, tid, user stack id, kernel stack id, comm}. The

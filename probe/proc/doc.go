@@ -20,7 +20,7 @@
 // Permissions: reading /proc of processes of the same user; root for
 // others. Cost: three small file reads per thread per sample, ~18 µs of
 // CPU per thread on this 2-core VM under load (BenchmarkSample), so ~1 %
-// of a core for 50 threads at the default 10 Hz; plus a walk of /proc for
-// the process tree every 500 ms and at Begin and End (~0.6 ms here, see
-// proctree's BenchmarkDescendants).
+// of a core for 50 threads at the default 10 Hz; plus the process tree
+// every 500 ms and at Begin and End, from the /proc walk the probes share
+// (watch.Pids; ~0.6 ms a walk here, see proctree's BenchmarkDescendants).
 package proc

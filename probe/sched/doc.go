@@ -10,7 +10,8 @@
 // sched_wakeup_new and sched_process_fork (tp_btf, attached without
 // tracefs) aggregate in a hash map keyed by tid, for the processes (tgids)
 // in a second map, the watch set. User space fills the watch set from
-// proctree.Descendants and Target.Children every Config.Refresh (500 ms);
+// watch.Pids (one /proc walk shared by the probes, at most 400 ms old)
+// every Config.Refresh (500 ms);
 // the fork program adds a watched process's children at once. Nothing is
 // streamed: Begin and End read the cumulative counters and End writes the
 // differences.
@@ -48,7 +49,7 @@
 // Cost: the switch and wake-up programs run for every event on the
 // machine and filter by tgid: ~250 ns a run measured here (~0.5-0.8 % of
 // one CPU at 20,000-30,000 events/s, see TestOverhead), more for watched
-// threads. User space walks /proc every Config.Refresh (~0.6 ms here)
+// threads. User space reads the shared process tree every Config.Refresh
 // and reads the map at Begin and End. Memory: ~3 MiB of maps (8,192
 // threads, 1,024 processes); events of threads beyond that are dropped and
 // counted (Overhead).

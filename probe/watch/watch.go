@@ -28,10 +28,11 @@ func Pids(t probe.Target) []int {
 }
 
 // TreeMaxAge is how long one walk of /proc serves every probe's refresh.
-// The walk opens every process's stat file, the probes' main steady cost;
-// they refresh every 500 ms each, and processes that a watched process
-// forks are watched at once by their BPF programs, so a tree a little
-// stale costs nothing.
+// The walk opens every process's stat file, which was the probes' main
+// steady cost when each probe walked on its own every 500 ms. A process
+// forked since the walk is found by the next one: the sched probe's BPF
+// program watches a watched process's children at once anyway, the cpu
+// and cuda probes see them within a refresh plus TreeMaxAge.
 const TreeMaxAge = 400 * time.Millisecond
 
 var tree struct {
