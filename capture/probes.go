@@ -163,6 +163,21 @@ func (s *probeSet) stop(say func(string)) {
 	}
 }
 
+// losses asks the running probes what they lost (probe.LossReporter),
+// says it, and returns it by probe name.
+func (s *probeSet) losses(say func(string)) map[string]string {
+	out := map[string]string{}
+	for _, pr := range s.running {
+		if l, ok := pr.(probe.LossReporter); ok {
+			if msg := l.Losses(); msg != "" {
+				out[pr.Name()] = msg
+				say(fmt.Sprintf("probe %s: %s", pr.Name(), msg))
+			}
+		}
+	}
+	return out
+}
+
 // clockOffsetter is implemented by probes whose samples carry another
 // clock's timestamps (NVML): the offset of that clock from the system's.
 type clockOffsetter interface {

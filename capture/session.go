@@ -247,6 +247,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 		return nil, err
 	}
 	offsets := pset.clockOffsets()
+	losses := pset.losses(say)
 	pset.stop(say)
 	pset.running = nil
 	traceInfo := tr.finish(ctx, s.w, say)
@@ -262,6 +263,9 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	for k, v := range traceInfo {
 		m.Extra[k] = v
+	}
+	if len(losses) > 0 {
+		m.Extra["probe_losses"] = losses
 	}
 	m.Interrupted = interrupted
 	m.Finished = !interrupted

@@ -35,6 +35,15 @@ type Describer interface {
 	Detail() string
 }
 
+// LossReporter is implemented by probes that can lose data under load
+// (events the kernel did not deliver, full maps). Losses says, in one
+// line, what was lost since Start and what it affects; "" when nothing
+// was. The capture asks before it stops the probe, prints the answer and
+// keeps it in the manifest.
+type LossReporter interface {
+	Losses() string
+}
+
 // Period is one pass of the workload (a level and repeat).
 type Period struct {
 	Level       string `json:"level"`

@@ -288,6 +288,25 @@ func (p *Probe) Stop(ctx context.Context) error {
 	return p.eng.Stop()
 }
 
+// Losses says how many samples the frame-pointer engine lost or kept
+// without their user stack since Start; "" when none (or for the otel
+// engine, which does not count them).
+func (p *Probe) Losses() string {
+	o, err := p.Overhead()
+	if err != nil || o.Lost+o.UserStacksLost == 0 {
+		return ""
+	}
+	msg := ""
+	if o.Lost > 0 {
+		msg = fmt.Sprintf("%d samples lost (counts map full); ", o.Lost)
+	}
+	if o.Samples > 0 {
+		return msg + fmt.Sprintf("%d of %d samples (%.1f %%) without their user stack (stack map full or hash collision), shown as [user stack lost]",
+			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
+	}
+	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
+}
+
 // Overhead returns the engine's cost since Start when the engine reports
 // it (the frame-pointer sampler does).
 func (p *Probe) Overhead() (Overhead, error) {

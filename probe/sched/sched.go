@@ -439,6 +439,18 @@ type Overhead struct {
 	Missed uint64
 }
 
+// Losses says how many scheduler events were missed or dropped since
+// Start, and what that affects; "" when none were.
+func (p *Probe) Losses() string {
+	o, err := p.Overhead()
+	if err != nil || o.Missed+o.Dropped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d scheduler events skipped by the kernel (a BPF program already running on that CPU) and %d dropped (thread map full): "+
+		"switch counts and run-queue percentiles undercount by as much; cpu_s and runq_wait_s are the kernel's own counters and stay right",
+		o.Missed, o.Dropped)
+}
+
 // Overhead returns the cumulative cost of the BPF programs since Start.
 func (p *Probe) Overhead() (Overhead, error) {
 	p.mu.Lock()
