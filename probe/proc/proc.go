@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,17 +260,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	alive := p.sampleLocked(true)
 	at := time.Now()
 	wall := at.Sub(p.baseAt).Seconds()
-	tids := make([]int, 0, len(p.last))
-	for tid := range p.last {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool {
-		a, b := p.last[tids[i]], p.last[tids[j]]
-		if a.pid != b.pid {
-			return a.pid < b.pid
-		}
-		return tids[i] < tids[j]
-	})
+	tids := watch.ThreadOrder(p.last, func(s sample) int { return s.pid })
 	for _, tid := range tids {
 		if err := ctx.Err(); err != nil {
 			return err

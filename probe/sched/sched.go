@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 	"time"
 
@@ -353,17 +352,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	if serr != nil {
 		return errors.Join(err, serr)
 	}
-	tids := make([]uint32, 0, len(cur.threads))
-	for tid := range cur.threads {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool {
-		a, b := cur.threads[tids[i]], cur.threads[tids[j]]
-		if a.tgid != b.tgid {
-			return a.tgid < b.tgid
-		}
-		return tids[i] < tids[j]
-	})
+	tids := watch.ThreadOrder(cur.threads, func(c counters) int { return int(c.tgid) })
 	for _, tid := range tids {
 		if err := ctx.Err(); err != nil {
 			return errors.Join(err, ctx.Err())

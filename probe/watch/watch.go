@@ -5,6 +5,7 @@ package watch
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -157,4 +158,21 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 		return
 	}
 	*base = s
+}
+
+// ThreadOrder returns the keys of threads (by thread id) sorted by their
+// process, then by thread id: the order the probes write records in.
+func ThreadOrder[K ~int | ~uint32, V any](threads map[K]V, pid func(V) int) []K {
+	tids := make([]K, 0, len(threads))
+	for tid := range threads {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool {
+		a, b := pid(threads[tids[i]]), pid(threads[tids[j]])
+		if a != b {
+			return a < b
+		}
+		return tids[i] < tids[j]
+	})
+	return tids
 }

@@ -148,3 +148,12 @@ func TestBaseline(t *testing.T) {
 		t.Fatalf("base %d, kept error %v; want 3 and the snapshot error", base, err)
 	}
 }
+
+func TestThreadOrder(t *testing.T) {
+	threads := map[uint32]int{9: 2, 3: 2, 7: 1, 1: 3} // tid → pid
+	got := ThreadOrder(threads, func(pid int) int { return pid })
+	want := []uint32{7, 3, 9, 1}
+	if !slices.Equal(got, want) {
+		t.Errorf("ThreadOrder = %v, want %v (by pid, then tid)", got, want)
+	}
+}
