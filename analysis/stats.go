@@ -201,17 +201,24 @@ func histogram(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	return starlark.NewList(out), nil
 }
 
-// linregress(xs, ys) fits y = intercept + slope·x by least squares.
-func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+// twoSeries unpacks the (xs, ys) arguments of a two-sample function.
+func twoSeries(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (xs, ys []float64, err error) {
 	var xv, yv starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "xs", &xv, "ys", &yv); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	xs, err := floats(b.Name(), xv)
-	if err != nil {
-		return nil, err
+	if xs, err = floats(b.Name(), xv); err != nil {
+		return nil, nil, err
 	}
-	ys, err := floats(b.Name(), yv)
+	if ys, err = floats(b.Name(), yv); err != nil {
+		return nil, nil, err
+	}
+	return xs, ys, nil
+}
+
+// linregress(xs, ys) fits y = intercept + slope·x by least squares.
+func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	xs, ys, err := twoSeries(b, args, kw)
 	if err != nil {
 		return nil, err
 	}
@@ -230,15 +237,7 @@ func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 // u for xs. Exact p for small samples without ties (as benchstat), else the
 // normal approximation with tie and continuity corrections.
 func mannWhitney(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var xv, yv starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "xs", &xv, "ys", &yv); err != nil {
-		return nil, err
-	}
-	xs, err := floats(b.Name(), xv)
-	if err != nil {
-		return nil, err
-	}
-	ys, err := floats(b.Name(), yv)
+	xs, ys, err := twoSeries(b, args, kw)
 	if err != nil {
 		return nil, err
 	}
