@@ -48,6 +48,9 @@ type Config struct {
 	CPUHz  int     `json:"cpu_hz"`
 	// CPUEngine is the cpu probe's engine: "auto" (""), "otel" or "fp".
 	CPUEngine string `json:"cpu_engine,omitempty"`
+	// BPFStats turns on the kernel's BPF run-time statistics for the
+	// capture, to measure and record the probes' in-kernel cost.
+	BPFStats bool `json:"bpf_stats,omitempty"`
 	// GPU probe: which GPUs (nil: all), the GPM window, PCIe throughput.
 	GPUs      []int         `json:"gpus,omitempty"`
 	GPMWindow time.Duration `json:"gpm_window_ns,omitempty"`

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/bpf"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/gpu"
@@ -72,6 +75,80 @@ type probeSet struct {
 	running []probe.Probe
 	status  map[string]string // name → "on" or why not
 	details map[string]string // name → how a running probe runs (probe.Describer)
+
+	// With --bpf-stats: the statistics switch, and when and from what the
+	// probes' BPF costs are counted.
+	stats     io.Closer
+	statsFrom time.Time
+	costBase  map[string]bpfCost
+}
+
+type bpfCost struct {
+	runtime time.Duration
+	runs    uint64
+}
+
+// startBPFStats turns on BPF run-time statistics and takes the probes'
+// costs so far as the baseline.
+func (s *probeSet) startBPFStats(say func(string)) {
+	c, err := bpf.EnableRunTimeStats()
+	if err != nil {
+		say(fmt.Sprintf("--bpf-stats: %v; the probes' BPF time is not measured", err))
+		return
+	}
+	s.stats, s.statsFrom, s.costBase = c, time.Now(), s.bpfCosts()
+}
+
+// bpfCosts reads the cumulative BPF costs of the running probes that
+// report them.
+func (s *probeSet) bpfCosts() map[string]bpfCost {
+	out := map[string]bpfCost{}
+	for _, pr := range s.running {
+		if c, ok := pr.(probe.BPFCoster); ok {
+			if rt, runs, err := c.BPFCost(); err == nil {
+				out[pr.Name()] = bpfCost{rt, runs}
+			}
+		}
+	}
+	return out
+}
+
+// bpfReport returns, with --bpf-stats, each probe's BPF run time and runs
+// since the statistics were turned on, and says them in one line.
+func (s *probeSet) bpfReport(say func(string)) map[string]any {
+	if s.stats == nil {
+		return nil
+	}
+	wall := time.Since(s.statsFrom).Seconds()
+	out := map[string]any{}
+	var parts []string
+	var total time.Duration
+	now := s.bpfCosts()
+	for _, name := range sortedNames(now) {
+		c, b := now[name], s.costBase[name]
+		rt, runs := c.runtime-b.runtime, c.runs-b.runs
+		nsPerRun := 0.0
+		if runs > 0 {
+			nsPerRun = float64(rt.Nanoseconds()) / float64(runs)
+		}
+		out[name] = map[string]any{"runtime_s": rt.Seconds(), "runs": runs, "ns_per_run": nsPerRun, "wall_s": wall}
+		parts = append(parts, fmt.Sprintf("%s %.3f s in %d runs (%.0f ns a run)", name, rt.Seconds(), runs, nsPerRun))
+		total += rt
+	}
+	if len(parts) > 0 && wall > 0 {
+		say(fmt.Sprintf("probes' BPF programs: %s; %.2f %% of one CPU over %.0f s, charged to the threads they ran in",
+			strings.Join(parts, ", "), 100*total.Seconds()/wall, wall))
+	}
+	return out
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // resolvePID finds the target's process: an explicit pid, or the process
@@ -154,6 +231,10 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 }
 
 func (s *probeSet) stop(say func(string)) {
+	if s.stats != nil {
+		s.stats.Close()
+		s.stats = nil
+	}
 	for _, pr := range s.running {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := pr.Stop(ctx); err != nil {

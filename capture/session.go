@@ -173,6 +173,9 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
 	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	pset := startProbes(ctx, probes, target, s.w, auto, cfg.ProcHz, say)
+	if cfg.BPFStats && len(pset.running) > 0 {
+		pset.startBPFStats(say)
+	}
 	s.mu.Lock()
 	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status, "probe_details": pset.details}
 	s.mu.Unlock()
@@ -248,6 +251,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
+	bpfCost := pset.bpfReport(say)
 	pset.stop(say)
 	pset.running = nil
 	traceInfo := tr.finish(ctx, s.w, say)
@@ -266,6 +270,9 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	if len(losses) > 0 {
 		m.Extra["probe_losses"] = losses
+	}
+	if len(bpfCost) > 0 {
+		m.Extra["probe_bpf"] = bpfCost
 	}
 	m.Interrupted = interrupted
 	m.Finished = !interrupted

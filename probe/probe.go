@@ -10,6 +10,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotSupported is wrapped by Start when the probe cannot run on this
@@ -42,6 +43,14 @@ type Describer interface {
 // keeps it in the manifest.
 type LossReporter interface {
 	Losses() string
+}
+
+// BPFCoster is implemented by probes that run BPF programs of their own:
+// the programs' cumulative run time and run count since Start. The run
+// time stays zero unless BPF run-time statistics are on
+// (probe/bpf.EnableRunTimeStats; capture --bpf-stats).
+type BPFCoster interface {
+	BPFCost() (runtime time.Duration, runs uint64, err error)
 }
 
 // Period is one pass of the workload (a level and repeat).

@@ -13,6 +13,10 @@ REPEATS=${BENCH_REPEATS:-5}
 DUR=${BENCH_DURATION:-10s}
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+# BENCH_ONLY=driver,otlp,analysis,probes runs only the sections named.
+want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
+
+if want driver; then
 go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
 if [ ! -x "$CACHE/vegeta-v12.13.0" ]; then
   echo "== building vegeta v12.13.0 (once)"
@@ -26,7 +30,7 @@ rm -rf "$W"; mkdir -p "$W"
 go run ./tools/benchdata -out "$W" -n "$N" -bytes 102400 -url "http://127.0.0.1:$PORT"
 
 bin/noopserver -addr "127.0.0.1:$PORT" & SRV=$!
-trap 'kill $SRV 2>/dev/null || true' EXIT
+trap 'kill ${SRV:-} 2>/dev/null || true' EXIT
 for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
 
 cpu_of() { awk '{print $1+$2}' "$1"; }
@@ -60,19 +64,24 @@ print(f"| vegeta v12.13.0 | {v_rps:.0f} | {v_n:.0f} | {v_ok*100:.1f} % | {v_cpu/
 print(f"| asrprof capture | {a_rps:.0f} | {a_n:.0f} | | {a_cpu/a_n*1e6:.0f} µs (incl. preflight, hashing, bundle) |")
 print(f"\nratio asrprof/vegeta: {a_rps/v_rps:.2f} (goal ≥ 0.90)")
 PY
+fi
 
 # --- OTLP ingest: spans per second decoded and stored on one core ---------
+if want otlp; then
 echo
 echo "== OTLP ingest (trace/otlp BenchmarkReceiverHTTPProto, GOMAXPROCS=1, 512-span protobuf batches into spans.otlp)"
 go test -run '^$' -bench 'BenchmarkReceiverHTTPProto$' -benchtime 3s -cpu 1 ./trace/otlp | grep -E 'Benchmark|spans/s'
+fi
 
 # --- Analysis: stages.star + sweep.star over 100k requests / 1M spans ------
+if want analysis; then
 echo
 echo "== analysis over a generated bundle of 100,000 requests and 1,000,000 spans"
 /usr/bin/time -f "peak RSS %M KiB, %e s wall" go test -run '^$' -bench 'BenchmarkLarge$' -benchtime 1x ./analysis/ 2>&1 | grep -E 'Benchmark|peak RSS|ns/op'
+fi
 
 # --- Probes: reference server throughput at c=8, all probes vs none --------
-if [ "${BENCH_PROBES:-1}" = 1 ]; then
+if [ "${BENCH_PROBES:-1}" = 1 ] && want probes; then
   echo
   echo "== probes on vs off: reference server, concurrency 8, alternating pairs"
   PAIRS=${BENCH_PAIRS:-3}
@@ -81,34 +90,48 @@ if [ "${BENCH_PROBES:-1}" = 1 ]; then
   grep -- '-en-us-160"' bench/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-40}" \
     | sed "s|\"audio\":\"audio/|\"audio\":\"$PWD/bench/data/refset/audio/|" > runs/bench/ref.jsonl
   setsid /usr/bin/python3 bench/refserver/refserver.py --port "$RPORT" > runs/bench/refserver.log 2>&1 & REF=$!
-  trap 'kill $SRV 2>/dev/null || true; kill -- -$REF 2>/dev/null || true' EXIT
+  trap 'kill ${SRV:-} 2>/dev/null || true; kill -- -$REF 2>/dev/null || true' EXIT
   for i in $(seq 1 600); do curl -fsS "http://127.0.0.1:$RPORT/health" >/dev/null 2>&1 && break; sleep 0.2; done
   for pair in $(seq 1 "$PAIRS"); do
     order="none auto"; [ $((pair % 2)) = 0 ] && order="auto none"
     for probes in $order; do
+      # The server's own CPU (all threads, clock ticks) around the capture:
+      # the probes' BPF programs run in its threads, so their cost shows
+      # here, and CPU per request moves less than req/s on a shared VM.
+      awk '{print $14+$15}' /proc/$REF/stat > "runs/bench/probes-$probes-$pair.srv"
       /usr/bin/time -f "%U %S %e" -o "runs/bench/probes-$probes-$pair.time" \
         bin/asrprof capture --target "http://127.0.0.1:$RPORT" --dataset runs/bench/ref.jsonl \
           --concurrency 8 --repeats 1 --probes "$probes" --otlp-http off --otlp-grpc off --quiet --format json \
           --out "runs/bench/probes-$probes-$pair" --overwrite > /dev/null
+      awk '{print $14+$15}' /proc/$REF/stat >> "runs/bench/probes-$probes-$pair.srv"
     done
   done
   python3 - "$PAIRS" <<'PY'
-import json, sys
+import json, os, sys
 pairs = int(sys.argv[1])
 def rps(p): return json.load(open(f"runs/bench/{p}/results.json"))["results"][0]["per_repeat"][0]["requests_per_s"]
 def cpu(p):
     u, s, e = map(float, open(f"runs/bench/{p}.time").read().split())
     return u + s, e
-print("| pair | req/s probes off | req/s probes on | change | asrprof CPU off | asrprof CPU on |")
-print("|---|---|---|---|---|---|")
-ch, extra = [], []
+def srv_ms_per_req(p):
+    # The server's CPU over the capture (clock ticks) per completed request.
+    a, b = map(float, open(f"runs/bench/{p}.srv").read().split())
+    r = json.load(open(f"runs/bench/{p}/results.json"))["results"][0]
+    n = r["total"] - r.get("failed", 0)
+    return 1000 * (b - a) / os.sysconf("SC_CLK_TCK") / n
+print("| pair | req/s probes off | req/s probes on | change | server CPU ms/request off | on | change | asrprof CPU off | asrprof CPU on |")
+print("|---|---|---|---|---|---|---|---|---|")
+ch, extra, sch = [], [], []
 for i in range(1, pairs + 1):
     off, on = rps(f"probes-none-{i}"), rps(f"probes-auto-{i}")
     (coff, eoff), (con, eon) = cpu(f"probes-none-{i}"), cpu(f"probes-auto-{i}")
+    soff, son = srv_ms_per_req(f"probes-none-{i}"), srv_ms_per_req(f"probes-auto-{i}")
     ch.append(on / off - 1)
+    sch.append(son / soff - 1)
     extra.append(con / eon - coff / eoff)
-    print(f"| {i} | {off:.3f} | {on:.3f} | {100*(on/off-1):+.1f} % | {100*coff/eoff:.2f} % of a core | {100*con/eon:.2f} % of a core |")
+    print(f"| {i} | {off:.3f} | {on:.3f} | {100*(on/off-1):+.1f} % | {soff:.0f} | {son:.0f} | {100*(son/soff-1):+.1f} % | {100*coff/eoff:.2f} % of a core | {100*con/eon:.2f} % of a core |")
 print(f"\nmean throughput change with all probes on: {100*sum(ch)/len(ch):+.1f} % (goal: within noise and ≤ 2 %)")
+print(f"mean change of the server's CPU per request with all probes on: {100*sum(sch)/len(sch):+.1f} % (spread {100*min(sch):+.1f} to {100*max(sch):+.1f} %)")
 print(f"asrprof's own CPU added by the probes: {100*sum(extra)/len(extra):.2f} % of one core, whole captures with start-up (goal ≤ 1 %; BPF time is charged to the traced threads and shows in the throughput change)")
 PY
   # Steady state: asrprof's CPU over 30 s in the middle of a capture, after
@@ -124,4 +147,25 @@ PY
     wait $AP || true
     python3 -c "import os; print(f'steady state, probes $probes: asrprof at {100*(($b-$a)/os.sysconf(\"SC_CLK_TCK\"))/($t1-$t0):.2f} % of one core')"
   done
+  # The probes' in-kernel cost, measured: one more capture with the
+  # kernel's BPF run-time statistics on, beside the server's own CPU.
+  s0=$(awk '{print $14+$15}' /proc/$REF/stat)
+  bin/asrprof capture --target "http://127.0.0.1:$RPORT" --dataset runs/bench/ref.jsonl \
+    --concurrency 8 --repeats 1 --probes auto --bpf-stats --otlp-http off --otlp-grpc off --quiet --format json \
+    --out runs/bench/bpf-stats --overwrite > /dev/null 2>&1
+  s1=$(awk '{print $14+$15}' /proc/$REF/stat)
+  python3 - "$s0" "$s1" <<'PY'
+import json, os, sys
+s0, s1 = map(float, sys.argv[1:])
+srv = (s1 - s0) / os.sysconf("SC_CLK_TCK")
+bpf = json.load(open("runs/bench/bpf-stats/manifest.json"))["extra"].get("probe_bpf") or {}
+if not bpf:
+    print("BPF statistics: not available (see runs/bench/bpf-stats)")
+else:
+    tot = sum(v["runtime_s"] for v in bpf.values())
+    wall = max(v["wall_s"] for v in bpf.values())
+    per = ", ".join(f"{k} {v['runtime_s']:.3f} s ({v['ns_per_run']:.0f} ns a run)" for k, v in sorted(bpf.items()))
+    print(f"probes' BPF programs (--bpf-stats): {per}; {tot:.3f} s in a {wall:.0f} s capture = {100*tot/wall:.2f} % of one CPU")
+    print(f"the server used {srv:.1f} s of CPU in that capture: the BPF time is {100*tot/srv:.2f} % of it (an upper bound of the probes' cost to it; the programs also run for other processes' events)")
+PY
 fi

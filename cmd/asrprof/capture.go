@@ -102,6 +102,7 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", false, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
 	fs.IntVar(&cfg.CPUHz, "cpu-hz", 99, "stack sampling rate of the cpu probe (`HZ`)")
 	fs.StringVar(&cfg.CPUEngine, "cpu-engine", "auto", "cpu probe engine (`ENGINE`):\n  otel: OpenTelemetry eBPF profiler, Python frames named with file and line;\n        needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE\n  fp:   frame-pointer sampler, native frames; Python functions too for a CPython >= 3.12\n        server started with PYTHONPERFSUPPORT=1\n  auto: otel where it can start, else fp; the capture says which ran")
+	fs.BoolVar(&cfg.BPFStats, "bpf-stats", false, "measure the probes' in-kernel cost: turn on the kernel's BPF run-time statistics for\nthe capture (each BPF run is timed, tens of ns more) and record each probe's BPF time\nin the manifest (extra.probe_bpf)")
 	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
 	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", "127.0.0.1:4318", "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
 	fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", "127.0.0.1:4317", "OTLP/gRPC trace receiver `ADDR` (off: disabled)")

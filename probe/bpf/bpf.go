@@ -1,12 +1,14 @@
 // Package bpf holds what the eBPF probes (probe/sched, probe/cuda,
 // probe/cpu's sampler) share about talking to the kernel: telling "not
 // allowed here" from "failed" (NotSupported), and reading the names the
-// BPF programs copy from task_struct (Comm).
+// BPF programs copy from task_struct (Comm), and switching on the
+// kernel's BPF run-time statistics (EnableRunTimeStats).
 package bpf
 
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -43,4 +45,16 @@ func Comm(b []int8) string {
 		buf = append(buf, byte(c))
 	}
 	return string(buf)
+}
+
+// EnableRunTimeStats turns on the kernel's BPF run-time statistics (the
+// run_time_ns of every program; the kernel then times each run, tens of
+// nanoseconds more a run) until the returned closer is closed. It needs
+// CAP_SYS_ADMIN; without it the error wraps probe.ErrNotSupported.
+func EnableRunTimeStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, NotSupported(fmt.Errorf("enabling BPF run-time statistics: %w", err))
+	}
+	return c, nil
 }

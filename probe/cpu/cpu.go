@@ -288,6 +288,13 @@ func (p *Probe) Stop(ctx context.Context) error {
 	return p.eng.Stop()
 }
 
+// BPFCost returns the frame-pointer engine's BPF run time and runs since
+// Start; the otel engine does not report them (probe.ErrNotSupported).
+func (p *Probe) BPFCost() (time.Duration, uint64, error) {
+	o, err := p.Overhead()
+	return o.Runtime, o.Runs, err
+}
+
 // Losses says how many samples the frame-pointer engine lost or kept
 // without their user stack since Start; "" when none (or for the otel
 // engine, which does not count them).

@@ -467,6 +467,12 @@ type Overhead struct {
 	Dropped uint64
 }
 
+// BPFCost returns the BPF program's run time and runs since Start.
+func (p *Probe) BPFCost() (time.Duration, uint64, error) {
+	o, err := p.Overhead()
+	return o.Runtime, o.Runs, err
+}
+
 // Overhead returns the cumulative cost since Start.
 func (p *Probe) Overhead() (Overhead, error) {
 	p.mu.Lock()

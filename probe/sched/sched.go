@@ -428,6 +428,12 @@ type Overhead struct {
 	Missed uint64
 }
 
+// BPFCost returns the BPF programs' run time and runs since Start.
+func (p *Probe) BPFCost() (time.Duration, uint64, error) {
+	o, err := p.Overhead()
+	return o.Runtime, o.Runs, err
+}
+
 // Losses says how many scheduler events were missed or dropped since
 // Start, and what that affects; "" when none were.
 func (p *Probe) Losses() string {
