@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,8 @@ import (
 	"github.com/asrprof/asrprof/analysis/fixture"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/trace"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -429,5 +432,54 @@ emit(t)
 	}
 	if _, err := NewSession(c, Options{}).Run(context.Background(), ra); err == nil || !strings.Contains(err.Error(), "cycle in load graph") {
 		t.Errorf("cyclic loads from one run: %v, want a cycle error", err)
+	}
+}
+
+// TestDefaultScriptsFromTheJoinCount: the stage table is among the default
+// analyses when the server left spans, decided from the capture's own count
+// (extra.join) when it has one and by reading the spans when not.
+func TestDefaultScriptsFromTheJoinCount(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver")
+	setJoin := func(join any) {
+		t.Helper()
+		p := filepath.Join(dir, bundle.ManifestFile)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if join == nil {
+			delete(m, "extra")
+		} else {
+			m["extra"] = map[string]any{"join": join}
+		}
+		if b, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		join       any
+		wantStages bool
+		joined     bool // whether deciding read the spans
+	}{
+		{nil, true, true},
+		{map[string]any{"server_spans": 240}, true, false},
+		{map[string]any{"server_spans": 0}, false, false},
+	} {
+		setJoin(tc.join)
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := DefaultScripts(c)
+		if slices.Contains(got, "stages") != tc.wantStages || c.ix != nil != tc.joined {
+			t.Errorf("extra.join %v: scripts %v, spans read %v; want stages %v, spans read %v", tc.join, got, c.ix != nil, tc.wantStages, tc.joined)
+		}
 	}
 }

@@ -46,6 +46,14 @@ func (c *Capture) hasServerTelemetry() bool {
 	if !c.HasSpans() {
 		return false
 	}
+	// A finished capture counted the server spans it stored (extra.join),
+	// which spares reading them here, before the scripts start: the sweep
+	// then runs while the spans load. A killed capture has no count.
+	if j, ok := c.Bundle.Manifest.Extra["join"].(map[string]any); ok {
+		if n, ok := j["server_spans"].(float64); ok {
+			return n > 0
+		}
+	}
 	if _, err := c.join(); err != nil {
 		return true // let the stages script report the error
 	}
