@@ -21,7 +21,6 @@ import (
 	"github.com/asrprof/asrprof/analysis/fixture"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/trace"
-
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
