@@ -82,19 +82,22 @@ func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event
 		}
 		ix.stats.ServerSpans++
 	}
-	// gen_ai ids chain through their own list: a span can be on both.
-	nextGenAI := map[int32]int32{}
+	// gen_ai ids chain through their own list (a span can be on both),
+	// made at the first span that has one.
+	var nextGenAI []int32
 	for i := n - 1; i >= 0; i-- {
 		s := at[i]
 		if s.IsClient() {
 			continue
 		}
 		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
+			if nextGenAI == nil {
+				nextGenAI = make([]int32, n)
+			}
 			k := requestKey(v)
+			nextGenAI[i] = -1
 			if h, ok := byGenAI[k]; ok {
-				nextGenAI[int32(i)] = h
-			} else {
-				nextGenAI[int32(i)] = -1
+				nextGenAI[i] = h
 			}
 			byGenAI[k] = int32(i)
 		}
