@@ -47,9 +47,9 @@
 // Start returns an error wrapping probe.ErrNotSupported otherwise.
 //
 // Cost: the switch and wake-up programs run for every event on the
-// machine and filter by tgid: ~250 ns a run measured here (~0.5-0.8 % of
-// one CPU at 20,000-30,000 events/s, see TestOverhead), more for watched
-// threads. User space reads the shared process tree every Config.Refresh
+// machine and filter by tgid: ~300-360 ns a run measured here (~0.5-0.8 %
+// of one CPU at 17,000-30,000 events/s, see TestOverhead), more for
+// watched threads. User space reads the shared process tree every Config.Refresh
 // and reads the map at Begin and End. Memory: ~3 MiB of maps (8,192
 // threads, 1,024 processes); events of threads beyond that are dropped and
 // counted (Overhead).
