@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/probe/bpf"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proctree"
@@ -95,6 +96,9 @@ type Facts struct {
 	MemlockCur, MemlockMax uint64 // unix.RLIM_INFINITY: unlimited
 	MemlockErr             error
 	BPFLoadErr             error
+	// BPFStatsErr is what turning on the kernel's BPF run-time statistics
+	// (capture --bpf-stats) gave; nil: it worked.
+	BPFStatsErr error
 	// OTelErr is what starting the cpu probe's otel engine (the
 	// OpenTelemetry eBPF profiler) gave; nil: it started and stopped.
 	OTelErr error
@@ -154,6 +158,11 @@ func Gather(ctx context.Context, opts Options) Facts {
 		f.MemlockCur, f.MemlockMax = rl.Cur, rl.Max
 	}
 	f.BPFLoadErr = loadBPF()
+	if c, err := bpf.EnableRunTimeStats(); err != nil {
+		f.BPFStatsErr = err
+	} else {
+		c.Close()
+	}
 	f.OTelErr = tryOTel(ctx)
 
 	nctx, cancel := context.WithTimeout(ctx, timeout)
@@ -345,6 +354,15 @@ func Decide(f Facts) []Finding {
 		bpf.Fix = "run as root or with CAP_BPF; check kernel.unprivileged_bpf_disabled and any LSM (lockdown) that forbids BPF"
 	}
 	add(bpf)
+
+	st := Finding{Name: "BPF run-time statistics (--bpf-stats)", OK: f.BPFStatsErr == nil}
+	if st.OK {
+		st.Detail = "can be turned on: --bpf-stats measures the probes' time inside the kernel"
+	} else {
+		st.Detail = errText(f.BPFStatsErr)
+		st.Fix = "needs CAP_SYS_ADMIN (root); without it --bpf-stats only says so, the capture goes on"
+	}
+	add(st)
 
 	add(decideMemlock(f))
 	add(decideCPUEngine(f))

@@ -99,6 +99,8 @@ func TestDecide(t *testing.T) {
 		{name: "perf refused", edit: func(f *Facts) { f.Paranoid = 3; f.PerfOpenErr = unix.EACCES },
 			check: "perf events", ok: false, detail: "perf_event_paranoid=3", fix: "perf_event_paranoid=-1"},
 		{name: "bpf refused", edit: func(f *Facts) { f.BPFLoadErr = unix.EPERM }, check: "eBPF program load", ok: false, fix: "CAP_BPF"},
+		{name: "bpf stats", check: "BPF run-time statistics", ok: true, detail: "--bpf-stats measures"},
+		{name: "bpf stats refused", edit: func(f *Facts) { f.BPFStatsErr = unix.EPERM }, check: "BPF run-time statistics", ok: false, fix: "CAP_SYS_ADMIN"},
 		{name: "memlock unlimited", check: "memlock rlimit", ok: true, detail: "soft unlimited, hard unlimited"},
 		{name: "memlock 8 MiB (this sandbox)", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 8<<20, 8<<20; f.CapEff &^= 1 << CapSysResource },
 			check: "memlock rlimit", ok: false, detail: "soft 8 MiB, hard 8 MiB", fix: "otel engine"},
