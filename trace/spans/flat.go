@@ -3,6 +3,7 @@ package spans
 import (
 	"sort"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -54,6 +55,10 @@ func Flatten(td ptrace.Traces) []Span {
 }
 
 func appendFlat(out []Span, td ptrace.Traces) []Span {
+	var (
+		lastTID  pcommon.TraceID
+		lastTIDs string
+	)
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -66,8 +71,13 @@ func appendFlat(out []Span, td ptrace.Traces) []Span {
 			ss := sss.At(j).Spans()
 			for k := 0; k < ss.Len(); k++ {
 				sp := ss.At(k)
+				// Spans of one trace tend to come together: they share
+				// one trace id string.
+				if tid := sp.TraceID(); tid != lastTID || lastTIDs == "" {
+					lastTID, lastTIDs = tid, tid.String()
+				}
 				s := Span{
-					TraceID:     sp.TraceID().String(),
+					TraceID:     lastTIDs,
 					SpanID:      sp.SpanID().String(),
 					Name:        sp.Name(),
 					Service:     service,
