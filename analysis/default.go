@@ -6,8 +6,9 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -67,23 +68,15 @@ func (c *Capture) hasServerTelemetry() bool {
 func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table, error) {
 	tabs := make([][]*table.Table, len(names))
 	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var g errgroup.Group // errors are kept per script, not returned
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-ctx.Done():
-				errs[i] = &ScriptError{Script: n, Err: context.Cause(ctx)}
-				return
-			}
+		g.Go(func() error {
 			tabs[i], errs[i] = s.Run(ctx, n)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	var all []*table.Table
 	for _, ts := range tabs {
 		all = append(all, ts...)

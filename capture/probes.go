@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,7 +125,7 @@ func (s *probeSet) bpfReport(say func(string)) map[string]any {
 	var parts []string
 	var total time.Duration
 	now := s.bpfCosts()
-	for _, name := range sortedNames(now) {
+	for _, name := range slices.Sorted(maps.Keys(now)) {
 		c, b := now[name], s.costBase[name]
 		rt, runs := c.runtime-b.runtime, c.runs-b.runs
 		nsPerRun := 0.0
@@ -139,15 +140,6 @@ func (s *probeSet) bpfReport(say func(string)) map[string]any {
 		say(fmt.Sprintf("probes' BPF programs: %s; %.2f %% of one CPU over %.0f s, charged to the threads they ran in",
 			strings.Join(parts, ", "), 100*total.Seconds()/wall, wall))
 	}
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
