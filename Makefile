@@ -6,6 +6,9 @@ BIN      := bin/asrprof
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/asrprof/asrprof/capture.Version=$(VERSION)
 PORT     ?= 18000
+# go-nvml's cgo wrappers call NVML functions its header marks deprecated;
+# without this every build prints some hundred lines of gcc warnings.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build deps data demo test test-short bench test-gpu generate lint clean jaeger bin/gpu.test bin/cpu.test
 

@@ -11,62 +11,92 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/bpf"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/bpf"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proc"
-	"github.com/asrprof/asrprof/probe/proctree"
 	"github.com/asrprof/asrprof/probe/sched"
 )
 
-// ProbeNames lists the probes --probes accepts, in start order.
-var ProbeNames = []string{"gpu", "cpu", "sched", "cuda", "proc"}
+// probeKind is one row of the probe registry: a probe's name as --probes
+// spells it, whether --probes auto starts it, one line for --help, and how
+// it is made from the capture's configuration.
+type probeKind struct {
+	name string
+	auto bool
+	help string
+	make func(cfg *Config) probe.Probe
+}
 
-// buildProbes is the probe registry: the one place that says which probes
-// exist. names is the --probes list; "auto" means every probe this machine
-// supports, with proc only as the fallback for sched.
+// probeKinds is the probe registry: the one place that says which probes
+// exist, in start order. ProbeNames, the --probes help and its validation
+// all read it.
+func probeKinds() []probeKind {
+	return []probeKind{
+		{"gpu", true, "NVML samples of every GPU (or --gpus): utilization, memory, power, clocks, GPM SM/tensor activity",
+			func(cfg *Config) probe.Probe {
+				return gpu.New(gpu.Config{GPUs: cfg.GPUs, GPMWindow: cfg.GPMWindow, PCIe: cfg.GPUPCIe})
+			}},
+		{"cpu", true, "on-CPU stacks of the server's threads as pprof (Python frames with the otel engine)",
+			func(cfg *Config) probe.Probe { return cpu.New(cpu.Config{Hz: cfg.CPUHz, Engine: cfg.CPUEngine}) }},
+		{"sched", true, "per-thread CPU time, run-queue wait and switches (eBPF)",
+			func(*Config) probe.Probe { return sched.New(sched.Config{}) }},
+		{"cuda", true, "CUDA kernel and graph launches per thread (uprobes on libcuda)",
+			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
+		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",
+			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }},
+	}
+}
+
+// ProbeNames lists the probes --probes accepts, in start order.
+func ProbeNames() []string {
+	var names []string
+	for _, k := range probeKinds() {
+		names = append(names, k.name)
+	}
+	return names
+}
+
+// ProbeHelp is the --probes part of --help: one line per probe.
+func ProbeHelp() string {
+	var b strings.Builder
+	for _, k := range probeKinds() {
+		fmt.Fprintf(&b, "\n  %-6s %s", k.name, k.help)
+	}
+	return b.String()
+}
+
+// buildProbes makes the probes that names (the --probes list) asks for:
+// "auto" (or nothing) means every probe of the registry marked auto; proc
+// then starts only as the fallback for sched (startProbes). "none": none.
 func buildProbes(cfg *Config) ([]probe.Probe, error) {
-	names, procHz, cpuHz := cfg.Probes, cfg.ProcHz, cfg.CPUHz
-	auto := len(names) == 0 || (len(names) == 1 && names[0] == "auto")
+	names := cfg.Probes
 	if len(names) == 1 && names[0] == "none" {
 		return nil, nil
 	}
+	auto := len(names) == 0 || slices.Contains(names, "auto")
+	kinds := probeKinds()
 	want := map[string]bool{}
-	if auto {
-		want["gpu"], want["cpu"], want["sched"], want["cuda"] = true, true, true, true
-	}
 	for _, n := range names {
 		if n == "auto" {
 			continue
 		}
-		known := false
-		for _, k := range ProbeNames {
-			known = known || k == n
-		}
-		if !known {
-			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(ProbeNames, ", "))
+		if !slices.ContainsFunc(kinds, func(k probeKind) bool { return k.name == n }) {
+			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(ProbeNames(), ", "))
 		}
 		want[n] = true
 	}
 	var ps []probe.Probe
-	if want["gpu"] {
-		ps = append(ps, gpu.New(gpu.Config{GPUs: cfg.GPUs, GPMWindow: cfg.GPMWindow, PCIe: cfg.GPUPCIe}))
-	}
-	if want["cpu"] {
-		ps = append(ps, cpu.New(cpu.Config{Hz: cpuHz, Engine: cfg.CPUEngine}))
-	}
-	if want["sched"] {
-		ps = append(ps, sched.New(sched.Config{}))
-	}
-	if want["cuda"] {
-		ps = append(ps, cuda.New(cuda.Config{}))
-	}
-	if want["proc"] {
-		ps = append(ps, proc.New(proc.Config{Hz: procHz}))
+	for _, k := range kinds {
+		if want[k.name] || (auto && k.auto) {
+			ps = append(ps, k.make(cfg))
+		}
 	}
 	return ps, nil
 }
@@ -76,6 +106,10 @@ type probeSet struct {
 	running []probe.Probe
 	status  map[string]string // name → "on" or why not
 	details map[string]string // name → how a running probe runs (probe.Describer)
+
+	sinks map[string]*countingSink // name → the sink the probe writes through
+	marks map[string]uint64        // name → its record count when the pass began
+	empty map[string][]string      // name → the scored passes it recorded nothing in
 
 	// With --bpf-stats: the statistics switch, and when and from what the
 	// probes' BPF costs are counted.
@@ -173,24 +207,25 @@ func resolvePID(pid int, target string) (int, string) {
 
 // startProbes starts each probe; one that cannot run says why in one line
 // and the capture goes on. When sched is not supported and proc was not
-// asked for explicitly, proc is started as its fallback.
-func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, auto bool, procHz float64, say func(string)) *probeSet {
-	set := &probeSet{status: map[string]string{}, details: map[string]string{}}
-	schedOK := false
+// asked for explicitly, fallback (proc) is started in its place. Each
+// probe writes through a sink of its own that counts what it records.
+func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, auto bool, fallback func() probe.Probe, say func(string)) *probeSet {
+	set := newProbeSet()
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
+		cs := &countingSink{Sink: sink}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := p.Start(sctx, t, sink)
+		err := p.Start(sctx, t, cs)
 		cancel()
 		switch {
 		case err == nil:
 			set.running = append(set.running, p)
+			set.sinks[p.Name()] = cs
 			set.status[p.Name()] = "on"
 			if d, ok := p.(probe.Describer); ok && d.Detail() != "" {
 				set.details[p.Name()] = d.Detail()
 				say(fmt.Sprintf("probe %s: %s", p.Name(), d.Detail()))
 			}
-			schedOK = schedOK || p.Name() == "sched"
 			continue
 		case errors.Is(err, probe.ErrNotSupported):
 			set.status[p.Name()] = "off: " + err.Error()
@@ -199,19 +234,50 @@ func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink pro
 			set.status[p.Name()] = "failed: " + err.Error()
 			say(fmt.Sprintf("probe %s: failed to start (%v); the capture goes on without it", p.Name(), err))
 		}
-		if p.Name() == "sched" && auto && t.PID > 0 {
-			ps = append(ps, proc.New(proc.Config{Hz: procHz}))
+		if p.Name() == "sched" && auto && t.PID > 0 && fallback != nil {
+			ps = append(ps, fallback())
 		}
 	}
 	return set
 }
 
+func newProbeSet() *probeSet {
+	return &probeSet{status: map[string]string{}, details: map[string]string{},
+		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{}}
+}
+
+// countingSink is the sink one probe writes through: it counts the records
+// the probe appends, so that a probe which is on but records nothing is
+// seen, whatever the probe believes about itself.
+type countingSink struct {
+	probe.Sink
+	n atomic.Uint64
+}
+
+func (c *countingSink) Append(file string, rec any) error {
+	c.n.Add(1)
+	return c.Sink.Append(file, rec)
+}
+
+// periodCount is what a probe recorded in one pass: the records it
+// appended, or, for a probe that writes whole files (probe.PeriodCounter),
+// what it says it wrote.
+func (s *probeSet) periodCount(pr probe.Probe) uint64 {
+	if pc, ok := pr.(probe.PeriodCounter); ok {
+		return uint64(pc.PeriodCount())
+	}
+	return s.sinks[pr.Name()].n.Load() - s.marks[pr.Name()]
+}
+
 func (s *probeSet) begin(p probe.Period) {
 	for _, pr := range s.running {
+		s.marks[pr.Name()] = s.sinks[pr.Name()].n.Load()
 		pr.Begin(p)
 	}
 }
 
+// end ends the pass for every probe, and notes each probe that recorded
+// nothing in a scored pass.
 func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 	for _, pr := range s.running {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -219,7 +285,30 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 			say(fmt.Sprintf("probe %s: %v", pr.Name(), err))
 		}
 		cancel()
+		if !p.Warmup && s.periodCount(pr) == 0 {
+			s.empty[pr.Name()] = append(s.empty[pr.Name()], fmt.Sprintf("%s repeat %d", p.Level, p.Repeat))
+		}
 	}
+}
+
+// emptyReport says, as loudly as a failure, which probes were on and
+// recorded nothing in scored passes, and returns them by name with the
+// passes (manifest extra.probe_empty). passes is the number of scored
+// passes that ran.
+func (s *probeSet) emptyReport(passes int, say func(string)) map[string][]string {
+	if len(s.empty) == 0 {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.empty)) {
+		got := s.empty[name]
+		which := strings.Join(got, ", ")
+		if len(got) > 4 {
+			which = strings.Join(got[:4], ", ") + fmt.Sprintf(", and %d more", len(got)-4)
+		}
+		say(fmt.Sprintf("ERROR: probe %s was on but recorded nothing in %d of %d scored passes (%s); its tables for those passes are empty, not zero",
+			name, len(got), passes, which))
+	}
+	return s.empty
 }
 
 func (s *probeSet) stop(say func(string)) {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -44,6 +47,8 @@ type Session struct {
 	stdout io.Writer
 	stderr io.Writer
 
+	extra []probe.Probe // AddProbes
+
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
 	w        *bundle.Writer
@@ -54,6 +59,13 @@ type Session struct {
 // (progress and notes).
 func New(cfg Config, stdout, stderr io.Writer) *Session {
 	return &Session{cfg: cfg, stdout: stdout, stderr: stderr}
+}
+
+// AddProbes runs ps beside the probes --probes asks for (a library user's
+// own data source, or a test's fake). Call it before Run.
+func (s *Session) AddProbes(ps ...probe.Probe) *Session {
+	s.extra = append(s.extra, ps...)
+	return s
 }
 
 // Run performs the capture. When ctx is cancelled (Ctrl-C) no new requests
@@ -83,6 +95,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	probes = append(probes, s.extra...)
 
 	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
 	if err != nil {
@@ -166,13 +179,14 @@ func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
 func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say func(string)) *probeSet {
 	cfg := &s.cfg
 	if len(probes) == 0 {
-		return &probeSet{status: map[string]string{}, details: map[string]string{}}
+		return newProbeSet()
 	}
 	pid, how := resolvePID(cfg.PID, cfg.Target)
 	say("target: " + how)
 	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
 	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
-	pset := startProbes(ctx, probes, target, s.w, auto, cfg.ProcHz, say)
+	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
+	pset := startProbes(ctx, probes, target, s.w, auto, fallback, say)
 	if cfg.BPFStats && len(pset.running) > 0 {
 		pset.startBPFStats(say)
 	}
@@ -251,6 +265,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
+	empty := pset.emptyReport(scoredPasses(s.manifest.Levels), say)
 	bpfCost := pset.bpfReport(say)
 	pset.stop(say)
 	pset.running = nil
@@ -273,6 +288,12 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	if len(bpfCost) > 0 {
 		m.Extra["probe_bpf"] = bpfCost
+	}
+	if len(empty) > 0 {
+		m.Extra["probe_empty"] = empty
+		for _, name := range slices.Sorted(maps.Keys(empty)) {
+			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(empty[name])))
+		}
 	}
 	m.Interrupted = interrupted
 	m.Finished = !interrupted
@@ -300,6 +321,17 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 		return out, ErrInterrupted
 	}
 	return out, s.writeErr
+}
+
+// scoredPasses counts the scored passes that ran.
+func scoredPasses(levels []trace.LevelRun) int {
+	n := 0
+	for _, l := range levels {
+		if !l.Warmup {
+			n++
+		}
+	}
+	return n
 }
 
 // coverageGap says what a scored pass is missing ("" when nothing).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -297,5 +299,39 @@ func TestCaptureRunsProbes(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("sched.jsonl has no per-thread rows for level c2")
+	}
+}
+
+// A probe that is on and records nothing in a scored pass is a failure:
+// said at the end of the capture and kept in the manifest; a probe that
+// records is not named.
+func TestProbeOnButEmptyIsReported(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
+	cfg.Repeats, cfg.Warmup = 2, true
+	silent := &probetest.Fake{ProbeName: "silent", File: "silent.jsonl"}
+	busy := &probetest.Fake{ProbeName: "busy", File: "busy.jsonl", Records: 2}
+	var out, errb bytes.Buffer
+	o, err := capture.New(cfg, &out, &errb).AddProbes(silent, busy).Run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "ERROR: probe silent was on but recorded nothing in 2 of 2 scored passes (c2 repeat 1, c2 repeat 2)") {
+		t.Errorf("stderr does not report the silent probe:\n%s", errb.String())
+	}
+	if strings.Contains(errb.String(), "probe busy was on but") {
+		t.Errorf("a probe that recorded is reported as empty:\n%s", errb.String())
+	}
+	empty, _ := o.Manifest.Extra["probe_empty"].(map[string][]string)
+	if len(empty) != 1 || len(empty["silent"]) != 2 {
+		t.Errorf("manifest extra.probe_empty = %v, want silent's two scored passes", o.Manifest.Extra["probe_empty"])
+	}
+	if o.Manifest.Complete || !slices.ContainsFunc(o.Manifest.Incomplete, func(s string) bool { return strings.Contains(s, "probe silent") }) {
+		t.Errorf("manifest complete=%v incomplete=%q, want incomplete naming the silent probe", o.Manifest.Complete, o.Manifest.Incomplete)
+	}
+	// What was saved, read back as a user's script would.
+	raw, err := os.ReadFile(filepath.Join(cfg.Out, bundle.ManifestFile))
+	if err != nil || !strings.Contains(string(raw), `"probe_empty"`) {
+		t.Errorf("manifest.json lacks probe_empty (%v)", err)
 	}
 }

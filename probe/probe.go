@@ -1,8 +1,10 @@
 // Package probe defines what every data source that runs beside a capture
 // implements (GPU samples, host-CPU stacks, scheduler accounting, CUDA
-// launch counts), and the registry that lists them. Each source lives in
-// its own sub-package (probe/gpu, probe/cpu, probe/sched, probe/cuda,
-// probe/proc); this package imports none of them.
+// launch counts). Each source lives in its own sub-package (probe/gpu,
+// probe/cpu, probe/sched, probe/cuda, probe/proc); this package imports
+// none of them. The registry that lists the probes, says which start under
+// --probes auto and builds them from the flags is capture.probeKinds
+// (capture/probes.go); helpers the probes share are under internal/.
 //
 // A probe must not import bench or analysis.
 package probe
@@ -45,10 +47,19 @@ type LossReporter interface {
 	Losses() string
 }
 
+// PeriodCounter is implemented by probes that write whole files instead of
+// records (the cpu probe's pprof profiles): how many data points the last
+// End wrote. The capture counts appended records for every other probe;
+// either way, an "on" probe that recorded nothing in a scored pass is
+// reported as a failure.
+type PeriodCounter interface {
+	PeriodCount() int
+}
+
 // BPFCoster is implemented by probes that run BPF programs of their own:
 // the programs' cumulative run time and run count since Start. The run
 // time stays zero unless BPF run-time statistics are on
-// (probe/bpf.EnableRunTimeStats; capture --bpf-stats).
+// (internal/bpf.EnableRunTimeStats; capture --bpf-stats).
 type BPFCoster interface {
 	BPFCost() (runtime time.Duration, runs uint64, err error)
 }

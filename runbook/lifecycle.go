@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // Errors of the server lifecycle. Each is wrapped with details (the log

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/probe/proctree"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )

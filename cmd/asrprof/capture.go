@@ -66,6 +66,21 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // captureCommand parses the capture flags plus the runbook flags of the
 // command called name ("capture" or "ab") and runs a capture or a runbook.
 func captureCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	cfg, rb, err := parseCapture(name, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if rb.enabled() {
+		return rb.run(ctx, cfg, stdout, stderr)
+	}
+	_, err = capture.New(cfg, stdout, stderr).Run(ctx)
+	return err
+}
+
+// parseCapture turns the command line of `capture` (or `ab`) into the
+// capture's configuration and the runbook flags, with every default a
+// user who gives no flag gets.
+func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture.Config, *runbookFlags, error) {
 	cfg := capture.Config{Arrivals: load.Poisson}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,9 +109,9 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	fs.BoolVar(&cfg.SkipBad, "skip-bad", false, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
 	probes := "auto"
 	pid := "auto"
-	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST` of gpu, cpu, sched, cuda, proc; auto: every probe this machine\nsupports (a probe that cannot run says why in one line); none: no probes")
+	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST`; auto: every probe this machine supports (a probe\nthat cannot run says why in one line; one that runs but records nothing is an error); none: no probes"+capture.ProbeHelp())
 	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
-	gpus := intList{}
+	var gpus intList // nil: every GPU
 	fs.Var(&gpus, "gpus", "NVML indices of the GPUs the gpu probe samples, comma-separated `LIST` (default: all)")
 	fs.DurationVar(&cfg.GPMWindow, "gpm-window", time.Second, "window of one GPM sample (SM/tensor activity, DRAM bandwidth) on Hopper and later (`DURATION`)")
 	fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", false, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
@@ -117,17 +132,17 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		printFlags(fs.Output(), fs)
 	}
 	if err := parse(fs, args, stdout); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+		return cfg, nil, fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
 	}
 	cfg.Probes = strings.Split(probes, ",")
 	cfg.GPUs = gpus
 	if pid != "auto" {
 		n, err := strconv.Atoi(pid)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("%w: --pid %q: want a process id or auto", errUsage, pid)
+			return cfg, nil, fmt.Errorf("%w: --pid %q: want a process id or auto", errUsage, pid)
 		}
 		cfg.PID = n
 	}
@@ -140,9 +155,5 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	if cfg.Out == "" {
 		cfg.Out = "runs/" + time.Now().Format("20060102-150405")
 	}
-	if rb.enabled() {
-		return rb.run(ctx, cfg, stdout, stderr)
-	}
-	_, err := capture.New(cfg, stdout, stderr).Run(ctx)
-	return err
+	return cfg, rb, nil
 }

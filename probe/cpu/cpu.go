@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // Dir is the bundle folder the probe writes its profiles to.
@@ -112,6 +112,8 @@ type Probe struct {
 	out    probe.Sink
 	begin  time.Time
 	loop   *watch.Loop // runs while the probe is started
+
+	lastCount int // samples in the profile the last End wrote
 }
 
 // New returns a probe that does nothing until Start.
@@ -251,6 +253,10 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	end := time.Now()
 	prof := BuildProfile(stacks, per, p.cfg.Hz, p.begin, end)
 	p.begin = end
+	p.lastCount = 0
+	for _, st := range stacks {
+		p.lastCount += int(st.Count)
+	}
 	name := p.out.Path(filepath.Join(Dir, FileName(per)))
 	if werr := writeProfile(name, prof); werr != nil {
 		err = errors.Join(err, fmt.Errorf("cpu: writing %s: %w", name, werr))
@@ -327,6 +333,14 @@ func (p *Probe) Overhead() (Overhead, error) {
 		return Overhead{}, fmt.Errorf("cpu: engine reports no overhead: %w", probe.ErrNotSupported)
 	}
 	return o.Overhead()
+}
+
+// PeriodCount is the number of samples the last End wrote to its profile
+// (probe.PeriodCounter).
+func (p *Probe) PeriodCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastCount
 }
 
 // FileName returns the profile's name inside Dir for a period:

@@ -19,10 +19,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/probe/bpf"
+	"github.com/asrprof/asrprof/internal/bpf"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/gpu"
-	"github.com/asrprof/asrprof/probe/proctree"
 )
 
 // Finding is the outcome of one check.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +17,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/probetest"
 )
 
 func le8(v uint64) [8]byte {
@@ -584,4 +585,41 @@ func TestHungNVML(t *testing.T) {
 			t.Errorf("End and Stop took %v with 50 ms deadlines", d)
 		}
 	})
+}
+
+// An empty GPU list, as a flag parser gives when --gpus is not set, means
+// every GPU, never none: the CLI once sampled zero GPUs and said "on".
+func TestEmptyGPUListMeansAll(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gpus []int
+		want []int
+	}{
+		{"nil", nil, []int{0, 1}},
+		{"empty", []int{}, []int{0, 1}},
+		{"one", []int{1}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fl := &fakeLib{}
+			sink := &probetest.Sink{}
+			p := New(Config{GPUs: tc.gpus, Interval: 10 * time.Millisecond, Lib: fl.lib(&fakeGPU{vt: nvml.VALUE_TYPE_UNSIGNED_INT}, &fakeGPU{vt: nvml.VALUE_TYPE_UNSIGNED_INT})})
+			if err := p.Start(context.Background(), probe.Target{}, sink); err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			defer p.Stop(context.Background())
+			devs, err := probetest.Decode[DeviceRecord](sink, File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, d := range devs {
+				if d.Kind == KindDevice {
+					got = append(got, d.GPU)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("GPUs %v: device records for %v, want %v", tc.gpus, got, tc.want)
+			}
+		})
+	}
 }

@@ -250,8 +250,8 @@ func inspect(lib library) (Info, error) {
 	return info, nil
 }
 
-// openDevices gets handles and descriptions of the GPUs at indices (nil:
-// all of them).
+// openDevices gets handles and descriptions of the GPUs at indices (nil or
+// empty: all of them; an empty list never means "none").
 func openDevices(lib library, indices []int) ([]device, []DeviceInfo, error) {
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
@@ -260,7 +260,8 @@ func openDevices(lib library, indices []int) ([]device, []DeviceInfo, error) {
 	if n == 0 {
 		return nil, nil, fmt.Errorf("gpu: NVML sees no GPU: %w", probe.ErrNotSupported)
 	}
-	if indices == nil {
+	if len(indices) == 0 {
+		indices = nil
 		for i := 0; i < n; i++ {
 			indices = append(indices, i)
 		}

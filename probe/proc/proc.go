@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proctree"
-	"github.com/asrprof/asrprof/probe/watch"
 )
 
 // File is the bundle file the probe appends to (shared with probe/sched).

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proctree"
 )
 
 // Pids returns the target's processes: t.PID and its descendants as /proc
