@@ -10,7 +10,7 @@ PORT     ?= 18000
 # without this every build prints some hundred lines of gcc warnings.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build deps data demo test test-short bench test-gpu generate lint clean jaeger bin/gpu.test bin/cpu.test
+.PHONY: all build deps data demo test test-short bench test-gpu gpu-study gpu-pack generate lint clean jaeger bin/gpu.test bin/cpu.test
 
 all: build
 
@@ -51,14 +51,23 @@ test-short:
 bench: deps build
 	@tools/bench.sh
 
-# For the accelerator machine: runs the real NVML probe and prints what it
-# saw, and the cpu probe's otel engine on a Python process (root, with
-# 'ulimit -l unlimited'). Where that machine has no Go, `make bin/gpu.test
-# bin/cpu.test` here and run `bin/gpu.test -test.run GPU -test.v` and
-# `bin/cpu.test -test.run 'OTel|AutoEngine' -test.v` there (docs/PROBES.md).
+# For the accelerator machine (docs/GPU.md). `make gpu-pack` here puts the
+# binary and the dataset in gpu-pack/; on the GPU machine, `make test-gpu`
+# (or tools/test-gpu.sh where there is no make) runs `asrprof capture` with
+# default flags against the whisper engine and checks gpu.jsonl and
+# `analyze gpu`; where Go is installed it also runs the NVML and otel
+# package tests. `make gpu-study` runs the seed study (tools/gpu-study.sh).
 test-gpu:
-	$(GO) test -count=1 -run GPU -v ./probe/gpu/
-	$(GO) test -count=1 -run 'OTel|AutoEngine' -v ./probe/cpu/
+	@tools/test-gpu.sh
+	@if command -v $(GO) >/dev/null; then \
+	  $(GO) test -count=1 -run GPU -v ./probe/gpu/ && \
+	  $(GO) test -count=1 -run 'OTel|AutoEngine' -v ./probe/cpu/; fi
+
+gpu-study:
+	@tools/gpu-study.sh study gpu-bound host-bound
+
+gpu-pack: build data
+	@tools/gpu-pack.sh
 
 bin/gpu.test:
 	$(GO) test -c -ldflags='-s -w' -o bin/gpu.test ./probe/gpu

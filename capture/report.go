@@ -62,6 +62,7 @@ func SweepTable(res trace.Results) *table.Table {
 func printTables(ctx context.Context, w, errw io.Writer, format string, out *Outcome) error {
 	t := SweepTable(out.Results)
 	t.Notes = append(t.Notes, IncompleteNotes(out.Manifest)...)
+	t.Notes = append(t.Notes, out.Manifest.Notes...)
 	tables := []*table.Table{t}
 	more, err := analysis.DefaultTables(ctx, out.Dir, "sweep")
 	if err != nil {

@@ -171,7 +171,27 @@ func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
 	if bad > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
 	}
+	if syntheticWeights(fp.TargetModels) {
+		m.Notes = append(m.Notes, SyntheticWeightsNote)
+	}
 	return m
+}
+
+// SyntheticWeightsNote is said wherever a capture's WER is shown when the
+// server answered with random weights.
+const SyntheticWeightsNote = "synthetic weights (the server's /v1/models says synthetic_weights): WER is not a measurement"
+
+// syntheticWeights tells whether a /v1/models answer says the server runs
+// random weights ({"data":[{"synthetic_weights":true,...}]}).
+func syntheticWeights(models any) bool {
+	m, _ := models.(map[string]any)
+	data, _ := m["data"].([]any)
+	for _, d := range data {
+		if e, ok := d.(map[string]any); ok && e["synthetic_weights"] == true {
+			return true
+		}
+	}
+	return false
 }
 
 // startProbes finds the target's process and starts the probes; their

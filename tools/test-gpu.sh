@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make test-gpu: the CLI end to end on a GPU machine, as a user types it.
+# Starts the whisper engine (bench/refserver, --engine whisper) through
+# `asrprof capture --server-cmd` with the DEFAULT probes, then checks that
+# the bundle has gpu.jsonl samples for every scored pass and that
+# `asrprof analyze DIR gpu` shows utilization, memory, power, clocks and GPM
+# SM/tensor activity per level. Exit 0 only when all of it holds.
+#
+# Needs: bin/asrprof (or ASRPROF=path; gpu-pack/asrprof.gz is unpacked when
+# present), a Python with torch and CUDA (PYTHON, default python3), a
+# dataset (DATASET, default gpu-pack/data/manifest.jsonl, else
+# bench/data/refset/manifest.jsonl). OUT: where the bundle goes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tools/gpu-env.sh
+
+MODEL=${MODEL:-large-v3}
+PORT=${PORT:-18110}
+OUT=${OUT:-runs}/test-gpu
+SAMPLES=${SAMPLES:-24}
+rm -rf "$OUT"
+echo "test-gpu: asrprof capture (default probes) against the whisper engine ($MODEL) on port $PORT"
+set +e
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces \
+"$ASRPROF" capture \
+  --server-cmd "$PYTHON bench/refserver/refserver.py --engine whisper --model $MODEL --port $PORT --max-running-requests 8" \
+  --runs 1 --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
+  --dataset "$DATASET" --max-samples "$SAMPLES" --concurrency 1,8 --repeats 1 \
+  --out "$OUT" 2>&1 | tee "$OUT.log"
+rc=${PIPESTATUS[0]}
+set -e
+fail() { echo "test-gpu: FAIL: $*" >&2; exit 1; }
+[ "$rc" = 0 ] || fail "asrprof capture exited $rc"
+B="$OUT/run-1"
+[ -s "$B/gpu.jsonl" ] || fail "$B/gpu.jsonl is missing or empty"
+grep -q 'ERROR: probe' "$OUT.log" && fail "a probe was on and recorded nothing (see $OUT.log)"
+"$ASRPROF" analyze "$B" gpu --format json >"$OUT.gpu.json" || fail "asrprof analyze $B gpu failed"
+"$ASRPROF" analyze "$B" gpu
+"$PYTHON" - "$OUT.gpu.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+tables = doc if isinstance(doc, list) else doc.get("tables", [doc])
+t = next(t for t in tables if t.get("name") == "gpu")
+rows = t["rows"]
+cols = [c["name"] if isinstance(c, dict) else c for c in t["columns"]]
+need = ["util mean %", "SM active %", "tensor active %", "mem used max (MiB)", "power mean (W)", "SM clock (MHz)"]
+levels = set()
+bad = []
+for r in rows:
+    row = dict(zip(cols, r)) if isinstance(r, list) else r
+    levels.add(str(row["level"]))
+    for c in need:
+        v = row.get(c)
+        if v is None or v == "":
+            bad.append("%s %s: no %s" % (row["level"], row["gpu"], c))
+if len(levels) < 2:
+    bad.append("gpu rows for %d levels, want 2 (c=1, c=8)" % len(levels))
+if bad:
+    print("test-gpu: FAIL: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+print("test-gpu: gpu table has %s for levels %s" % (", ".join(need), ", ".join(sorted(levels))))
+PY
+n=$(grep -c '"kind":"util"\|"kind": "util"' "$B/gpu.jsonl" || true)
+echo "test-gpu: PASS ($B/gpu.jsonl: $(wc -l <"$B/gpu.jsonl") records)"
