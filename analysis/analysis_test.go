@@ -345,24 +345,6 @@ func TestRunDefault(t *testing.T) {
 	}
 }
 
-func TestMannWhitney(t *testing.T) {
-	for _, tc := range []struct {
-		xs, ys []float64
-		u, p   float64
-	}{
-		// Exact: fully separated 3+3 gives 2/20; 5+5 gives 2/252.
-		{[]float64{1, 2, 3}, []float64{4, 5, 6}, 0, 0.1},
-		{[]float64{6, 7, 8, 9, 10}, []float64{1, 2, 3, 4, 5}, 25, 2.0 / 252},
-		{[]float64{1, 3, 5}, []float64{2, 4, 6}, 3, 0.7},
-		{[]float64{1, 1, 1}, []float64{1, 1, 1}, 4.5, 1}, // all tied
-	} {
-		u, p := MannWhitney(tc.xs, tc.ys)
-		if u != tc.u || math.Abs(p-tc.p) > 1e-12 {
-			t.Errorf("MannWhitney(%v, %v) = %v, %v; want %v, %v", tc.xs, tc.ys, u, p, tc.u, tc.p)
-		}
-	}
-}
-
 // TestConcurrentRuns runs scripts at once through RunScripts: a module
 // that two of them load is executed once and both wait for it; loads that
 // form a cycle across two runs fail instead of deadlocking; tables come

@@ -14,7 +14,7 @@ import (
 // largeConfig is the performance target: 100,000 requests and 1,000,000
 // spans (one client span, the refserver's five, four filler spans each).
 func largeConfig() fixture.Config {
-	lv := sweepLevels(true)
+	lv := fixture.SweepLevels(true)
 	return fixture.Config{Format: fixture.RefServer, Levels: lv, Repeats: 1, RequestsPerPass: 25000,
 		ExtraSpans: 4, ClockOffset: time.Second, Seed: 9, SpansPerBatch: 256}
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
@@ -45,6 +46,9 @@ type Capture struct {
 	rowsMu sync.Mutex
 	rows   map[string]*rowSet
 	profs  []profileSummary
+
+	passesOnce sync.Once
+	passes     []trace.PassMetrics
 }
 
 type rowSet struct {
@@ -73,6 +77,17 @@ func Load(dir string) (*Capture, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Passes returns the metrics of every pass the requests record, warmup
+// passes included, in run order: bench/metrics.Passes over the requests
+// and the manifest's runs, computed once. They are the numbers of
+// results.json (which holds the scored passes of a capture that finished).
+func (c *Capture) Passes() []trace.PassMetrics {
+	c.passesOnce.Do(func() {
+		c.passes = metrics.Passes(c.Requests, c.Bundle.Manifest.Levels)
+	})
+	return c.passes
 }
 
 // HasSpans reports whether the bundle has a span store.

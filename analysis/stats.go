@@ -1,34 +1,30 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"sort"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
-	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
 
-	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/stats"
 )
 
-// statsModule is load("stats", ...). Every function takes an iterable of
-// numbers and skips None (a missing measurement); percentiles interpolate
-// linearly between closest ranks, exactly as bench/metrics (and numpy) do.
+// statsModule is load("stats", ...), a binding of package stats. Every
+// function takes an iterable of numbers and skips None (a missing
+// measurement); an empty series gives None.
 func statsModule() *starlarkstruct.Module {
 	fn := func(name string, f func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) *starlark.Builtin {
 		return starlark.NewBuiltin(name, f)
 	}
 	return &starlarkstruct.Module{Name: "stats", Members: starlark.StringDict{
 		"count":        fn("count", oneSeries(func(xs []float64) starlark.Value { return starlark.MakeInt(len(xs)) })),
-		"sum":          fn("sum", oneSeries(func(xs []float64) starlark.Value { return starlark.Float(sum(xs)) })),
-		"mean":         fn("mean", oneSeries(orNone(func(xs []float64) float64 { return metrics.Mean(xs) }))),
-		"median":       fn("median", oneSeries(orNone(func(xs []float64) float64 { return metrics.Percentile(xs, 50) }))),
+		"sum":          fn("sum", oneSeries(func(xs []float64) starlark.Value { return starlark.Float(stats.Sum(xs)) })),
+		"mean":         fn("mean", oneSeries(orNone(stats.Mean))),
+		"median":       fn("median", oneSeries(orNone(func(xs []float64) float64 { return stats.Percentile(xs, 50) }))),
 		"stdev":        fn("stdev", oneSeries(stdev)),
-		"min":          fn("min", oneSeries(orNone(func(xs []float64) float64 { return minOf(xs) }))),
-		"max":          fn("max", oneSeries(orNone(func(xs []float64) float64 { return -minOf(neg(xs)) }))),
+		"min":          fn("min", oneSeries(orNone(stats.Min))),
+		"max":          fn("max", oneSeries(orNone(stats.Max))),
 		"percentile":   fn("percentile", percentile),
 		"histogram":    fn("histogram", histogram),
 		"linregress":   fn("linregress", linregress),
@@ -90,38 +86,13 @@ func orNone(f func([]float64) float64) func([]float64) starlark.Value {
 	}
 }
 
-// sum adds in order (the order bench/metrics adds in, so that means agree
-// to the last digit).
-func sum(xs []float64) float64 {
-	var t float64
-	for _, x := range xs {
-		t += x
-	}
-	return t
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = math.Min(m, x)
-	}
-	return m
-}
-
-func neg(xs []float64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = -x
-	}
-	return out
-}
-
 // stdev is the sample standard deviation (n−1); None for fewer than two.
 func stdev(xs []float64) starlark.Value {
-	if len(xs) < 2 {
+	sd, ok := stats.StdDev(xs)
+	if !ok {
 		return starlark.None
 	}
-	return starlark.Float(stat.StdDev(xs, nil))
+	return starlark.Float(sd)
 }
 
 func percentile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
@@ -143,7 +114,7 @@ func percentile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if len(xs) == 0 {
 		return starlark.None, nil
 	}
-	return starlark.Float(metrics.Percentile(xs, p)), nil
+	return starlark.Float(stats.Percentile(xs, p)), nil
 }
 
 // histogram(xs, bins=10, lo=None, hi=None) returns [(lo, hi, count), ...];
@@ -162,41 +133,16 @@ func histogram(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	if len(xs) == 0 {
-		return starlark.NewList(nil), nil
-	}
-	sorted := append([]float64(nil), xs...)
-	sort.Float64s(sorted)
-	lo, hi := sorted[0], sorted[len(sorted)-1]
-	if f, ok := starlark.AsFloat(loV); ok {
-		lo = f
-	}
-	if f, ok := starlark.AsFloat(hiV); ok {
-		hi = f
-	}
-	if hi <= lo {
-		hi = lo + 1
-	}
-	div := make([]float64, bins+1)
-	for i := range div {
-		div[i] = lo + (hi-lo)*float64(i)/float64(bins)
-	}
-	div[bins] = math.Nextafter(hi, math.Inf(1)) // include hi in the last bin
-	// gonum's Histogram wants every x inside the dividers.
-	var in []float64
-	for _, x := range sorted {
-		if x >= lo && x < div[bins] {
-			in = append(in, x)
+	bound := func(v starlark.Value) *float64 {
+		if f, ok := starlark.AsFloat(v); ok {
+			return &f
 		}
+		return nil
 	}
-	counts := stat.Histogram(nil, div, in, nil)
-	out := make([]starlark.Value, bins)
-	for i := range out {
-		upper := div[i+1]
-		if i == bins-1 {
-			upper = hi
-		}
-		out[i] = starlark.Tuple{starlark.Float(div[i]), starlark.Float(upper), starlark.MakeInt(int(counts[i]))}
+	hs := stats.Histogram(xs, bins, bound(loV), bound(hiV))
+	out := make([]starlark.Value, len(hs))
+	for i, h := range hs {
+		out[i] = starlark.Tuple{starlark.Float(h.Lo), starlark.Float(h.Hi), starlark.MakeInt(h.Count)}
 	}
 	return starlark.NewList(out), nil
 }
@@ -222,20 +168,18 @@ func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
-	if len(xs) != len(ys) || len(xs) < 2 {
-		return nil, fmt.Errorf("%s: want two series of the same length ≥ 2, got %d and %d", b.Name(), len(xs), len(ys))
+	fit, err := stats.LinRegress(xs, ys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v, got %d and %d", b.Name(), err, len(xs), len(ys))
 	}
-	alpha, beta := stat.LinearRegression(xs, ys, nil, false)
-	r := stat.Correlation(xs, ys, nil)
 	return starlarkstruct.FromStringDict(starlark.String("linregress"), starlark.StringDict{
-		"slope": starlark.Float(beta), "intercept": starlark.Float(alpha),
-		"r": starlark.Float(r), "r2": starlark.Float(r * r), "n": starlark.MakeInt(len(xs)),
+		"slope": starlark.Float(fit.Slope), "intercept": starlark.Float(fit.Intercept),
+		"r": starlark.Float(fit.R), "r2": starlark.Float(fit.R2), "n": starlark.MakeInt(fit.N),
 	}), nil
 }
 
 // mannWhitney(xs, ys) is the two-sided Mann-Whitney U test: struct(u, p),
-// u for xs. Exact p for small samples without ties (as benchstat), else the
-// normal approximation with tie and continuity corrections.
+// u for xs (stats.MannWhitney).
 func mannWhitney(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	xs, ys, err := twoSeries(b, args, kw)
 	if err != nil {
@@ -244,108 +188,10 @@ func mannWhitney(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if len(xs) == 0 || len(ys) == 0 {
 		return nil, fmt.Errorf("%s: both samples must be non-empty (got %d and %d)", b.Name(), len(xs), len(ys))
 	}
-	u, p := MannWhitney(xs, ys)
+	u, p := stats.MannWhitney(xs, ys)
 	return starlarkstruct.FromStringDict(starlark.String("mannwhitney"), starlark.StringDict{
 		"u": starlark.Float(u), "p": starlark.Float(p),
 	}), nil
-}
-
-// MannWhitney returns the U statistic of xs and the two-sided p-value.
-func MannWhitney(xs, ys []float64) (u, p float64) {
-	n1, n2 := len(xs), len(ys)
-	type obs struct {
-		v float64
-		x bool
-	}
-	all := make([]obs, 0, n1+n2)
-	for _, v := range xs {
-		all = append(all, obs{v, true})
-	}
-	for _, v := range ys {
-		all = append(all, obs{v, false})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v })
-	var r1, tieSum float64
-	ties := false
-	for i := 0; i < len(all); {
-		j := i
-		for j < len(all) && all[j].v == all[i].v {
-			j++
-		}
-		rank := float64(i+j+1) / 2 // average of ranks i+1..j
-		for k := i; k < j; k++ {
-			if all[k].x {
-				r1 += rank
-			}
-		}
-		if t := float64(j - i); t > 1 {
-			ties = true
-			tieSum += t*t*t - t
-		}
-		i = j
-	}
-	u = r1 - float64(n1*(n1+1))/2
-	mn := float64(n1 * n2)
-	if !ties && n1+n2 <= 40 {
-		// Exact: count the rank arrangements giving each U.
-		cdf := exactUCDF(n1, n2)
-		k := int(math.Round(u))
-		lower := cdf[k]
-		upper := 1.0
-		if k > 0 {
-			upper = 1 - cdf[k-1]
-		}
-		return u, math.Min(1, 2*math.Min(lower, upper))
-	}
-	n := float64(n1 + n2)
-	sigma := math.Sqrt(mn / 12 * ((n + 1) - tieSum/(n*(n-1))))
-	if sigma == 0 {
-		return u, 1
-	}
-	z := (math.Abs(u-mn/2) - 0.5) / sigma
-	if z < 0 {
-		z = 0
-	}
-	return u, math.Min(1, 2*distuv.UnitNormal.Survival(z))
-}
-
-// exactUCDF returns P(U ≤ k) for k = 0..n1·n2 under the null hypothesis.
-func exactUCDF(n1, n2 int) []float64 {
-	m := n1 * n2
-	// f[i][j] holds counts for samples of size i and j, as a slice over u.
-	f := make([][][]float64, n1+1)
-	for i := range f {
-		f[i] = make([][]float64, n2+1)
-		for j := range f[i] {
-			f[i][j] = make([]float64, i*j+1)
-			if i == 0 || j == 0 {
-				f[i][j][0] = 1
-				continue
-			}
-			for u := range f[i][j] {
-				var c float64
-				if u-j >= 0 && u-j < len(f[i-1][j]) { // largest value from xs: it beats all j ys
-					c += f[i-1][j][u-j]
-				}
-				if u < len(f[i][j-1]) {
-					c += f[i][j-1][u]
-				}
-				f[i][j][u] = c
-			}
-		}
-	}
-	counts := f[n1][n2]
-	var total float64
-	for _, c := range counts {
-		total += c
-	}
-	cdf := make([]float64, m+1)
-	var acc float64
-	for k, c := range counts {
-		acc += c
-		cdf[k] = acc / total
-	}
-	return cdf
 }
 
 // bootstrapCI(xs, stat="mean", level=0.95, n=2000, seed=1) returns the
@@ -367,17 +213,14 @@ func bootstrapCI(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if len(xs) == 0 {
 		return starlark.None, nil
 	}
-	if level <= 0 || level >= 1 || n < 1 {
-		return nil, fmt.Errorf("%s: want 0 < level < 1 and n ≥ 1", b.Name())
-	}
 	var f func([]float64) (float64, error)
 	switch s := statV.(type) {
 	case starlark.String:
 		switch s {
 		case "mean":
-			f = func(x []float64) (float64, error) { return metrics.Mean(x), nil }
+			f = func(x []float64) (float64, error) { return stats.Mean(x), nil }
 		case "median":
-			f = func(x []float64) (float64, error) { return metrics.Percentile(x, 50), nil }
+			f = func(x []float64) (float64, error) { return stats.Percentile(x, 50), nil }
 		default:
 			return nil, fmt.Errorf("%s: stat %q, want \"mean\", \"median\" or a function", b.Name(), s)
 		}
@@ -400,20 +243,12 @@ func bootstrapCI(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	default:
 		return nil, fmt.Errorf("%s: stat is %s, want a string or a function", b.Name(), statV.Type())
 	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	res := make([]float64, n)
-	buf := make([]float64, len(xs))
-	for i := range res {
-		for j := range buf {
-			buf[j] = xs[rng.IntN(len(xs))]
+	lo, hi, err := stats.BootstrapCI(xs, f, level, n, uint64(seed))
+	if err != nil {
+		if errors.Is(err, stats.ErrBootstrap) {
+			return nil, fmt.Errorf("%s: %v", b.Name(), err)
 		}
-		if res[i], err = f(buf); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
-	alpha := (1 - level) / 2
-	return starlark.Tuple{
-		starlark.Float(metrics.Percentile(res, 100*alpha)),
-		starlark.Float(metrics.Percentile(res, 100*(1-alpha))),
-	}, nil
+	return starlark.Tuple{starlark.Float(lo), starlark.Float(hi)}, nil
 }

@@ -4,17 +4,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
 
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -280,6 +286,36 @@ func fromValue(v starlark.Value) any {
 	return v.String()
 }
 
+// attrTable is a Starlark value's attributes: name → accessor. A value's
+// AttrNames are the table's names, sorted (names), so the two cannot
+// disagree.
+type attrTable[V any] map[string]func(V) (starlark.Value, error)
+
+func (t attrTable[V]) names() []string {
+	return slices.Sorted(maps.Keys(t))
+}
+
+// attr looks name up in t: (nil, nil) for an unknown name, as HasAttrs
+// wants.
+func (t attrTable[V]) attr(v V, name string) (starlark.Value, error) {
+	if f, ok := t[name]; ok {
+		return f(v)
+	}
+	return nil, nil
+}
+
+// identity implements == and != by identity for the values whose
+// CompareSameType uses it; other comparisons are errors.
+func identity(op syntax.Token, x, y starlark.Value, same bool) (bool, error) {
+	switch op {
+	case syntax.EQL:
+		return same, nil
+	case syntax.NEQ:
+		return !same, nil
+	}
+	return false, fmt.Errorf("%s %s %s not supported", x.Type(), op, y.Type())
+}
+
 // captureValue is the `capture` a script sees.
 type captureValue struct {
 	c *Capture
@@ -293,72 +329,72 @@ func (v *captureValue) Freeze()               {}
 func (v *captureValue) Truth() starlark.Bool  { return true }
 func (v *captureValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: capture") }
 
-var captureAttrs = []string{"cpu_profiles", "cuda", "dir", "event_names", "events_count", "files", "gpu", "join_stats",
-	"levels", "manifest", "name", "requests", "results", "sched", "span_names", "spans_count"}
-
-func (v *captureValue) AttrNames() []string { return captureAttrs }
-
+func (v *captureValue) AttrNames() []string { return captureAttrNames }
 func (v *captureValue) Attr(name string) (starlark.Value, error) {
-	c := v.c
-	switch name {
-	case "dir":
-		return starlark.String(c.Dir), nil
-	case "name":
-		return starlark.String(filepath.Base(c.Dir)), nil
-	case "requests":
+	return captureAttrs.attr(v, name)
+}
+
+var captureAttrs = attrTable[*captureValue]{
+	"dir":  func(v *captureValue) (starlark.Value, error) { return starlark.String(v.c.Dir), nil },
+	"name": func(v *captureValue) (starlark.Value, error) { return starlark.String(filepath.Base(v.c.Dir)), nil },
+	"requests": func(v *captureValue) (starlark.Value, error) {
+		c := v.c
 		return &listView{typ: "requests", n: len(c.Requests), at: func(i int) starlark.Value {
 			return &requestValue{c: c, i: i}
 		}}, nil
-	case "levels":
-		return levelsValue(c.Bundle.Manifest.Levels), nil
-	case "manifest":
-		return toValue(c.Bundle.Manifest), nil
-	case "results":
-		return toValue(c.Results), nil
-	case "files":
-		fs, err := c.Bundle.Files()
+	},
+	"levels":   func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
+	"passes":   func(v *captureValue) (starlark.Value, error) { return passesValue(v.c.Passes()), nil },
+	"manifest": func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Bundle.Manifest), nil },
+	"results":  func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Results), nil },
+	"files": func(v *captureValue) (starlark.Value, error) {
+		fs, err := v.c.Bundle.Files()
 		if err != nil {
 			return nil, err
 		}
-		out := make([]starlark.Value, len(fs))
-		for i, f := range fs {
-			out[i] = starlark.String(f)
-		}
-		return starlark.NewList(out), nil
-	case "gpu", "sched", "cuda":
-		file := map[string]string{"gpu": bundle.GPUFile, "sched": bundle.SchedFile, "cuda": bundle.CUDAFile}[name]
-		rows, err := c.Rows(file)
-		if err != nil {
-			return nil, err
-		}
-		typ := name + "_rows"
-		return &listView{typ: typ, n: len(rows), at: func(i int) starlark.Value {
-			return &mapView{typ: name + "_row", m: rows[i]}
-		}}, nil
-	case "cpu_profiles":
-		ps, err := c.profiles()
+		return stringList(fs), nil
+	},
+	"gpu":   probeRows("gpu", bundle.GPUFile),
+	"sched": probeRows("sched", bundle.SchedFile),
+	"cuda":  probeRows("cuda", bundle.CUDAFile),
+	"cpu_profiles": func(v *captureValue) (starlark.Value, error) {
+		ps, err := v.c.profiles()
 		if err != nil {
 			return nil, err
 		}
 		return jsonValue(ps)
-	case "span_names", "event_names", "join_stats", "spans_count", "events_count":
-		ix, err := c.join()
+	},
+	"span_names":   joined(func(c *Capture, _ *join.Index) starlark.Value { return stringList(c.spanSet) }),
+	"event_names":  joined(func(c *Capture, _ *join.Index) starlark.Value { return stringList(c.eventSet) }),
+	"spans_count":  joined(func(c *Capture, _ *join.Index) starlark.Value { return starlark.MakeInt(c.spanN) }),
+	"events_count": joined(func(_ *Capture, ix *join.Index) starlark.Value { return starlark.MakeInt(ix.Stats().Events) }),
+	"join_stats":   joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
+}
+
+var captureAttrNames = captureAttrs.names()
+
+// probeRows is capture.gpu, .sched, .cuda: the rows of a probe file.
+func probeRows(name, file string) func(*captureValue) (starlark.Value, error) {
+	return func(v *captureValue) (starlark.Value, error) {
+		rows, err := v.c.Rows(file)
 		if err != nil {
 			return nil, err
 		}
-		switch name {
-		case "span_names":
-			return stringList(c.spanSet), nil
-		case "event_names":
-			return stringList(c.eventSet), nil
-		case "spans_count":
-			return starlark.MakeInt(c.spanN), nil
-		case "events_count":
-			return starlark.MakeInt(ix.Stats().Events), nil
-		}
-		return toValue(ix.Stats()), nil
+		return &listView{typ: name + "_rows", n: len(rows), at: func(i int) starlark.Value {
+			return &mapView{typ: name + "_row", m: rows[i]}
+		}}, nil
 	}
-	return nil, nil
+}
+
+// joined is an attribute that needs the join of spans and events.
+func joined(f func(*Capture, *join.Index) starlark.Value) func(*captureValue) (starlark.Value, error) {
+	return func(v *captureValue) (starlark.Value, error) {
+		ix, err := v.c.join()
+		if err != nil {
+			return nil, err
+		}
+		return f(v.c, ix), nil
+	}
 }
 
 func stringList(ss []string) *starlark.List {
@@ -374,6 +410,10 @@ func stringList(ss []string) *starlark.List {
 func levelsValue(ls []trace.LevelRun) starlark.Value {
 	out := make([]starlark.Value, len(ls))
 	for i, l := range ls {
+		wall := l.WallS
+		if wall == 0 {
+			wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+		}
 		out[i] = starlarkstruct.FromStringDict(starlark.String("pass"), starlark.StringDict{
 			"level":         starlark.String(l.Level),
 			"concurrency":   starlark.MakeInt(l.Concurrency),
@@ -382,7 +422,7 @@ func levelsValue(ls []trace.LevelRun) starlark.Value {
 			"warmup":        starlark.Bool(l.Warmup),
 			"start_unix_ns": starlark.MakeInt64(l.StartUnixNs),
 			"end_unix_ns":   starlark.MakeInt64(l.EndUnixNs),
-			"wall_s":        starlark.Float(float64(l.EndUnixNs-l.StartUnixNs) / 1e9),
+			"wall_s":        starlark.Float(wall),
 		})
 	}
 	lst := starlark.NewList(out)
@@ -390,13 +430,55 @@ func levelsValue(ls []trace.LevelRun) starlark.Value {
 	return lst
 }
 
-// requestValue is one request of capture.requests.
+// passesValue is capture.passes: one mapping per pass (passFields).
+func passesValue(ps []trace.PassMetrics) starlark.Value {
+	return &listView{typ: "passes", n: len(ps), at: func(i int) starlark.Value {
+		return &mapView{typ: "pass_metrics", m: passFields(ps[i])}
+	}}
+}
+
+// passFields is what a script sees of one pass's metrics: every field of
+// trace.PassMetrics under its results.json name (an optional metric the
+// pass lacks, such as TTFT without streaming, is None), its coverage
+// flattened (total, evaluated, skipped, failed, failure_kinds), and done:
+// the requests that succeeded (total − failed).
+func passFields(pm trace.PassMetrics) map[string]any {
+	m := map[string]any{}
+	rv := reflect.ValueOf(pm)
+	for _, f := range reflect.VisibleFields(rv.Type()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch x := rv.FieldByIndex(f.Index).Interface().(type) {
+		case trace.Coverage:
+			kinds := map[string]any{}
+			for k, n := range x.FailureKinds {
+				kinds[k] = n
+			}
+			m["total"], m["evaluated"], m["skipped"], m["failed"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, kinds
+		case *float64:
+			if x == nil {
+				m[name] = nil
+			} else {
+				m[name] = *x
+			}
+		default:
+			m[name] = x
+		}
+	}
+	m["done"] = pm.Coverage.Total - pm.Coverage.Failed
+	return m
+}
+
+// requestValue is one request of capture.requests. Two are == when they
+// are the same request of the same capture.
 type requestValue struct {
 	c *Capture
 	i int
 }
 
-var _ starlark.HasAttrs = (*requestValue)(nil)
+var (
+	_ starlark.HasAttrs   = (*requestValue)(nil)
+	_ starlark.Comparable = (*requestValue)(nil)
+)
 
 func (v *requestValue) String() string {
 	return fmt.Sprintf("<request %s %s>", v.c.Requests[v.i].ID, v.c.Requests[v.i].Level)
@@ -405,130 +487,130 @@ func (v *requestValue) Type() string          { return "request" }
 func (v *requestValue) Freeze()               {}
 func (v *requestValue) Truth() starlark.Bool  { return true }
 func (v *requestValue) Hash() (uint32, error) { return uint32(v.i), nil }
-
-var requestAttrs = []string{"audio_duration_s", "audio_s", "chunk_gaps_s", "end_unix_ns", "error", "error_kind", "errors",
-	"events", "first_byte_unix_ns", "first_token_unix_ns", "hyp", "http_status", "id", "index",
-	"intended_unix_ns", "lang", "latency_s", "level", "ok", "ref", "repeat", "request_id", "sample_id",
-	"scored", "server_request_id", "span", "spans", "spans_named", "start_unix_ns", "status", "trace_id", "ttft_s",
-	"upload_done_unix_ns", "warmup",
-	// realtime sessions (None for file requests)
-	"final_after_stop_s", "finals", "server_errors", "first_update_s", "lag_growth_s", "lag_max_s", "lag_p95_s",
-	"lag_source", "partials", "send_late_max_s"}
-
-// optFloat is a Starlark float, or None when the field is absent.
-func optFloat(x *float64) starlark.Value {
-	if x == nil {
-		return starlark.None
-	}
-	return starlark.Float(*x)
+func (v *requestValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	w := y.(*requestValue)
+	return identity(op, v, y, v.c == w.c && v.i == w.i)
 }
 
-func (v *requestValue) AttrNames() []string { return requestAttrs }
-
+func (v *requestValue) AttrNames() []string { return requestAttrNames }
 func (v *requestValue) Attr(name string) (starlark.Value, error) {
-	r := &v.c.Requests[v.i]
-	switch name {
-	case "id":
-		return starlark.String(r.ID), nil
-	case "index":
-		return starlark.MakeInt(v.i), nil
-	case "sample_id":
-		return starlark.String(r.SampleID), nil
-	case "level":
-		return starlark.String(r.Level), nil
-	case "repeat":
-		return starlark.MakeInt(r.Repeat), nil
-	case "warmup":
-		return starlark.Bool(r.Warmup), nil
-	case "trace_id":
-		return starlark.String(r.TraceID), nil
-	case "request_id":
-		return starlark.String(r.RequestID), nil
-	case "server_request_id":
-		return starlark.String(r.ServerRequestID), nil
-	case "intended_unix_ns":
-		return starlark.MakeInt64(r.IntendedUnixNs), nil
-	case "start_unix_ns":
-		return starlark.MakeInt64(r.StartUnixNs), nil
-	case "upload_done_unix_ns":
-		return starlark.MakeInt64(r.UploadDoneUnixNs), nil
-	case "first_byte_unix_ns":
-		return starlark.MakeInt64(r.FirstByteUnixNs), nil
-	case "first_token_unix_ns":
-		return starlark.MakeInt64(r.FirstTokenUnixNs), nil
-	case "end_unix_ns":
-		return starlark.MakeInt64(r.EndUnixNs), nil
-	case "latency_s":
-		return starlark.Float(r.LatencyS), nil
-	case "ttft_s":
-		return starlark.Float(r.TTFTS), nil
-	case "chunk_gaps_s":
-		return toValue(r.ChunkGapsS), nil
-	case "audio_duration_s":
-		return starlark.Float(r.AudioDurationS), nil
-	case "first_update_s":
-		return optFloat(r.FirstUpdateS), nil
-	case "final_after_stop_s":
-		return optFloat(r.FinalAfterStopS), nil
-	case "lag_p95_s":
-		return optFloat(r.LagP95S), nil
-	case "lag_max_s":
-		return optFloat(r.LagMaxS), nil
-	case "lag_growth_s":
-		return optFloat(r.LagGrowthS), nil
-	case "send_late_max_s":
-		return optFloat(r.SendLateMaxS), nil
-	case "lag_source":
-		return starlark.String(r.LagSource), nil
-	case "partials":
-		return starlark.MakeInt(r.Partials), nil
-	case "finals":
-		return starlark.MakeInt(r.Finals), nil
-	case "server_errors":
-		return starlark.MakeInt(r.ServerErrors), nil
-	case "audio_s":
-		return starlark.Float(r.AudioS), nil
-	case "http_status":
-		return starlark.MakeInt(r.HTTPStatus), nil
-	case "status":
-		return starlark.String(r.Status), nil
-	case "ok":
-		return starlark.Bool(r.Status == trace.StatusOK), nil
-	case "error_kind":
-		return starlark.String(r.ErrorKind), nil
-	case "error":
-		return starlark.String(r.Error), nil
-	case "hyp":
-		return starlark.String(r.Hyp), nil
-	case "ref":
-		return starlark.String(r.Ref), nil
-	case "lang":
-		return starlark.String(r.Lang), nil
-	case "scored":
-		return starlark.Bool(r.Scored), nil
-	case "errors":
-		if r.Errors == nil {
+	return requestAttrs.attr(v, name)
+}
+
+// Accessors of one field of a request, by the field's Starlark type.
+type requestAttr = func(*requestValue) (starlark.Value, error)
+
+func reqStr(f func(*trace.Request) string) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) { return starlark.String(f(&v.c.Requests[v.i])), nil }
+}
+func reqInt(f func(*trace.Request) int) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(f(&v.c.Requests[v.i])), nil }
+}
+func reqNs(f func(*trace.Request) int64) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt64(f(&v.c.Requests[v.i])), nil }
+}
+func reqFloat(f func(*trace.Request) float64) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) { return starlark.Float(f(&v.c.Requests[v.i])), nil }
+}
+func reqBool(f func(*trace.Request) bool) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) { return starlark.Bool(f(&v.c.Requests[v.i])), nil }
+}
+
+// reqOpt is a float that realtime sessions have and file requests lack
+// (None).
+func reqOpt(f func(*trace.Request) *float64) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) {
+		if x := f(&v.c.Requests[v.i]); x != nil {
+			return starlark.Float(*x), nil
+		}
+		return starlark.None, nil
+	}
+}
+
+var requestAttrs = attrTable[*requestValue]{
+	"id":                  reqStr(func(r *trace.Request) string { return r.ID }),
+	"index":               func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(v.i), nil },
+	"sample_id":           reqStr(func(r *trace.Request) string { return r.SampleID }),
+	"level":               reqStr(func(r *trace.Request) string { return r.Level }),
+	"repeat":              reqInt(func(r *trace.Request) int { return r.Repeat }),
+	"warmup":              reqBool(func(r *trace.Request) bool { return r.Warmup }),
+	"trace_id":            reqStr(func(r *trace.Request) string { return r.TraceID }),
+	"request_id":          reqStr(func(r *trace.Request) string { return r.RequestID }),
+	"server_request_id":   reqStr(func(r *trace.Request) string { return r.ServerRequestID }),
+	"intended_unix_ns":    reqNs(func(r *trace.Request) int64 { return r.IntendedUnixNs }),
+	"start_unix_ns":       reqNs(func(r *trace.Request) int64 { return r.StartUnixNs }),
+	"upload_done_unix_ns": reqNs(func(r *trace.Request) int64 { return r.UploadDoneUnixNs }),
+	"first_byte_unix_ns":  reqNs(func(r *trace.Request) int64 { return r.FirstByteUnixNs }),
+	"first_token_unix_ns": reqNs(func(r *trace.Request) int64 { return r.FirstTokenUnixNs }),
+	"end_unix_ns":         reqNs(func(r *trace.Request) int64 { return r.EndUnixNs }),
+	"latency_s":           reqFloat(func(r *trace.Request) float64 { return r.LatencyS }),
+	"ttft_s":              reqFloat(func(r *trace.Request) float64 { return r.TTFTS }),
+	"chunk_gaps_s":        func(v *requestValue) (starlark.Value, error) { return toValue(v.c.Requests[v.i].ChunkGapsS), nil },
+	"audio_duration_s":    reqFloat(func(r *trace.Request) float64 { return r.AudioDurationS }),
+	"http_status":         reqInt(func(r *trace.Request) int { return r.HTTPStatus }),
+	"status":              reqStr(func(r *trace.Request) string { return r.Status }),
+	"ok":                  reqBool(func(r *trace.Request) bool { return r.Status == trace.StatusOK }),
+	"error_kind":          reqStr(func(r *trace.Request) string { return r.ErrorKind }),
+	"error":               reqStr(func(r *trace.Request) string { return r.Error }),
+	"hyp":                 reqStr(func(r *trace.Request) string { return r.Hyp }),
+	"ref":                 reqStr(func(r *trace.Request) string { return r.Ref }),
+	"lang":                reqStr(func(r *trace.Request) string { return r.Lang }),
+	"scored":              reqBool(func(r *trace.Request) bool { return r.Scored }),
+	"errors": func(v *requestValue) (starlark.Value, error) {
+		e := v.c.Requests[v.i].Errors
+		if e == nil {
 			return starlark.None, nil
 		}
-		e := r.Errors
 		return starlarkstruct.FromStringDict(starlark.String("errors"), starlark.StringDict{
 			"sub": starlark.MakeInt(e.Sub), "del": starlark.MakeInt(e.Del),
 			"ins": starlark.MakeInt(e.Ins), "ref_words": starlark.MakeInt(e.RefWords),
 		}), nil
-	case "spans":
+	},
+	// Realtime sessions (None or zero for file requests).
+	"first_update_s":     reqOpt(func(r *trace.Request) *float64 { return r.FirstUpdateS }),
+	"final_after_stop_s": reqOpt(func(r *trace.Request) *float64 { return r.FinalAfterStopS }),
+	"lag_p95_s":          reqOpt(func(r *trace.Request) *float64 { return r.LagP95S }),
+	"lag_max_s":          reqOpt(func(r *trace.Request) *float64 { return r.LagMaxS }),
+	"lag_growth_s":       reqOpt(func(r *trace.Request) *float64 { return r.LagGrowthS }),
+	"send_late_max_s":    reqOpt(func(r *trace.Request) *float64 { return r.SendLateMaxS }),
+	"lag_source":         reqStr(func(r *trace.Request) string { return r.LagSource }),
+	"partials":           reqInt(func(r *trace.Request) int { return r.Partials }),
+	"finals":             reqInt(func(r *trace.Request) int { return r.Finals }),
+	"server_errors":      reqInt(func(r *trace.Request) int { return r.ServerErrors }),
+	"audio_s":            reqFloat(func(r *trace.Request) float64 { return r.AudioS }),
+	// The join.
+	"spans": func(v *requestValue) (starlark.Value, error) {
 		ix, err := v.c.join()
 		if err != nil {
 			return nil, err
 		}
 		ss := ix.Spans(v.i)
 		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}, nil
-	case "span", "spans_named":
+	},
+	"span":        spanLookup("span"),
+	"spans_named": spanLookup("spans_named"),
+	"events": func(v *requestValue) (starlark.Value, error) {
+		ix, err := v.c.join()
+		if err != nil {
+			return nil, err
+		}
+		es := ix.Events(v.i)
+		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}, nil
+	},
+}
+
+var requestAttrNames = requestAttrs.names()
+
+// spanLookup is r.span(name) (the first server span of that name, or
+// None) and r.spans_named(name) (all of them).
+func spanLookup(name string) requestAttr {
+	first := name == "span"
+	return func(v *requestValue) (starlark.Value, error) {
 		ix, err := v.c.join()
 		if err != nil {
 			return nil, err
 		}
 		ss := ix.Spans(v.i)
-		first := name == "span"
 		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			var want string
 			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &want); err != nil {
@@ -548,61 +630,58 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 			}
 			return starlark.NewList(out), nil
 		}), nil
-	case "events":
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		es := ix.Events(v.i)
-		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}, nil
 	}
-	return nil, nil
 }
 
-// spanValue is one span of request.spans.
+// spanValue is one span of request.spans. Two are == when they are the
+// same span of the same capture.
 type spanValue struct{ s *spans.Span }
 
-var _ starlark.HasAttrs = (*spanValue)(nil)
+var (
+	_ starlark.HasAttrs   = (*spanValue)(nil)
+	_ starlark.Comparable = (*spanValue)(nil)
+)
 
 func (v *spanValue) String() string        { return fmt.Sprintf("<span %s %s>", v.s.Name, v.s.SpanID) }
 func (v *spanValue) Type() string          { return "span" }
 func (v *spanValue) Freeze()               {}
 func (v *spanValue) Truth() starlark.Bool  { return true }
 func (v *spanValue) Hash() (uint32, error) { return starlark.String(v.s.SpanID).Hash() }
+func (v *spanValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	return identity(op, v, y, v.s == y.(*spanValue).s)
+}
 
-var spanAttrs = []string{"attr", "attrs", "duration_s", "end_unix_ns", "is_client", "kind", "name",
-	"parent_span_id", "service", "span_id", "start_unix_ns", "status_code", "trace_id"}
-
-func (v *spanValue) AttrNames() []string { return spanAttrs }
-
+func (v *spanValue) AttrNames() []string { return spanAttrNames }
 func (v *spanValue) Attr(name string) (starlark.Value, error) {
-	s := v.s
-	switch name {
-	case "name":
-		return starlark.String(s.Name), nil
-	case "trace_id":
-		return starlark.String(s.TraceID), nil
-	case "span_id":
-		return starlark.String(s.SpanID), nil
-	case "parent_span_id":
-		return starlark.String(s.ParentSpanID), nil
-	case "service":
-		return starlark.String(s.Service), nil
-	case "kind":
-		return starlark.String(s.Kind), nil
-	case "start_unix_ns":
-		return starlark.MakeInt64(s.StartUnixNs), nil
-	case "end_unix_ns":
-		return starlark.MakeInt64(s.EndUnixNs), nil
-	case "duration_s":
-		return starlark.Float(float64(s.EndUnixNs-s.StartUnixNs) / 1e9), nil
-	case "status_code":
-		return starlark.String(s.StatusCode), nil
-	case "is_client":
-		return starlark.Bool(s.IsClient()), nil
-	case "attrs":
-		return &mapView{typ: "attrs", m: s.Attrs}, nil
-	case "attr":
+	return spanAttrs.attr(v, name)
+}
+
+type spanAttr = func(*spanValue) (starlark.Value, error)
+
+func spanStr(f func(*spans.Span) string) spanAttr {
+	return func(v *spanValue) (starlark.Value, error) { return starlark.String(f(v.s)), nil }
+}
+func spanNs(f func(*spans.Span) int64) spanAttr {
+	return func(v *spanValue) (starlark.Value, error) { return starlark.MakeInt64(f(v.s)), nil }
+}
+
+var spanAttrs = attrTable[*spanValue]{
+	"name":           spanStr(func(s *spans.Span) string { return s.Name }),
+	"trace_id":       spanStr(func(s *spans.Span) string { return s.TraceID }),
+	"span_id":        spanStr(func(s *spans.Span) string { return s.SpanID }),
+	"parent_span_id": spanStr(func(s *spans.Span) string { return s.ParentSpanID }),
+	"service":        spanStr(func(s *spans.Span) string { return s.Service }),
+	"kind":           spanStr(func(s *spans.Span) string { return s.Kind }),
+	"status_code":    spanStr(func(s *spans.Span) string { return s.StatusCode }),
+	"start_unix_ns":  spanNs(func(s *spans.Span) int64 { return s.StartUnixNs }),
+	"end_unix_ns":    spanNs(func(s *spans.Span) int64 { return s.EndUnixNs }),
+	"duration_s": func(v *spanValue) (starlark.Value, error) {
+		return starlark.Float(float64(v.s.EndUnixNs-v.s.StartUnixNs) / 1e9), nil
+	},
+	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
+	"attrs":     func(v *spanValue) (starlark.Value, error) { return &mapView{typ: "attrs", m: v.s.Attrs}, nil },
+	"attr": func(v *spanValue) (starlark.Value, error) {
+		s := v.s
 		return starlark.NewBuiltin("attr", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			var key string
 			var def starlark.Value = starlark.None
@@ -614,45 +693,45 @@ func (v *spanValue) Attr(name string) (starlark.Value, error) {
 			}
 			return def, nil
 		}), nil
-	}
-	return nil, nil
+	},
 }
 
-// eventValue is one event of request.events.
+var spanAttrNames = spanAttrs.names()
+
+// eventValue is one event of request.events. Two are == when they are the
+// same event of the same capture.
 type eventValue struct{ e *events.Event }
 
-var _ starlark.HasAttrs = (*eventValue)(nil)
+var (
+	_ starlark.HasAttrs   = (*eventValue)(nil)
+	_ starlark.Comparable = (*eventValue)(nil)
+)
 
 func (v *eventValue) String() string        { return fmt.Sprintf("<event %s %s>", v.e.EventName, v.e.Stage) }
 func (v *eventValue) Type() string          { return "event" }
 func (v *eventValue) Freeze()               {}
 func (v *eventValue) Truth() starlark.Bool  { return true }
 func (v *eventValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: event") }
-
-var eventAttrs = []string{"event_name", "metadata", "pid", "request_id", "run_id", "stage", "timestamp_ns"}
-
-func (v *eventValue) AttrNames() []string { return eventAttrs }
-
-func (v *eventValue) Attr(name string) (starlark.Value, error) {
-	e := v.e
-	switch name {
-	case "request_id":
-		return starlark.String(e.RequestID), nil
-	case "stage":
-		return starlark.String(e.Stage), nil
-	case "event_name":
-		return starlark.String(e.EventName), nil
-	case "timestamp_ns":
-		return starlark.MakeInt64(e.TimestampNs), nil
-	case "run_id":
-		return starlark.String(e.RunID), nil
-	case "pid":
-		return starlark.MakeInt(e.PID), nil
-	case "metadata":
-		return &mapView{typ: "metadata", m: e.Metadata}, nil
-	}
-	return nil, nil
+func (v *eventValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	return identity(op, v, y, v.e == y.(*eventValue).e)
 }
+
+func (v *eventValue) AttrNames() []string { return eventAttrNames }
+func (v *eventValue) Attr(name string) (starlark.Value, error) {
+	return eventAttrs.attr(v, name)
+}
+
+var eventAttrs = attrTable[*eventValue]{
+	"request_id":   func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.RequestID), nil },
+	"stage":        func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.Stage), nil },
+	"event_name":   func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.EventName), nil },
+	"timestamp_ns": func(v *eventValue) (starlark.Value, error) { return starlark.MakeInt64(v.e.TimestampNs), nil },
+	"run_id":       func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.RunID), nil },
+	"pid":          func(v *eventValue) (starlark.Value, error) { return starlark.MakeInt(v.e.PID), nil },
+	"metadata":     func(v *eventValue) (starlark.Value, error) { return &mapView{typ: "metadata", m: v.e.Metadata}, nil },
+}
+
+var eventAttrNames = eventAttrs.names()
 
 // jsonValue turns a Go value into frozen Starlark values through its JSON form.
 func jsonValue(x any) (starlark.Value, error) {

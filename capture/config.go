@@ -2,12 +2,20 @@
 // target, opens the bundle, starts the probes, drives every level and
 // repeat through bench, and finalizes the bundle. It wires packages
 // together and holds no protocol or probe details of its own.
+//
+// It computes no table either: the tables a finished capture prints come
+// from the Tables its caller passes (Session.PrintTables). asrprof passes
+// the default analyses, whose sweep is the script `show` and `analyze` run,
+// so one table says the same thing, with the same notes, everywhere.
 package capture
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,29 +23,33 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 )
 
-// Config is everything `asrprof capture` was asked to do. It is recorded in
-// the manifest as given.
+// Config is everything `asrprof capture` was asked to do. It is recorded
+// in the manifest (manifest.json "config") by marshalling it: every field
+// under its json name, durations in seconds (MarshalJSON). Fields tagged
+// "-" say how to present or where to write, not what was measured.
+// DefaultConfig and SetDefaults give the defaults of a user who sets
+// nothing.
 type Config struct {
 	Target      string        `json:"target"`
 	Dataset     string        `json:"dataset"`
 	Protocol    string        `json:"protocol"`
 	Model       string        `json:"model"`
 	Lang        string        `json:"lang"`
-	Concurrency []int         `json:"concurrency,omitempty"`
-	Rates       []float64     `json:"rates,omitempty"`
-	Arrivals    load.Arrivals `json:"arrivals,omitempty"`
+	Concurrency []int         `json:"concurrency"`
+	Rates       []float64     `json:"rates"`
+	Arrivals    load.Arrivals `json:"arrivals"`
 	Seed        uint64        `json:"seed"`
 	Repeats     int           `json:"repeats"`
 	Warmup      bool          `json:"warmup"`
-	MaxSamples  int           `json:"max_samples,omitempty"`
-	Timeout     time.Duration `json:"timeout_ns"`
-	Grace       time.Duration `json:"grace_ns"`
+	MaxSamples  int           `json:"max_samples"`
+	Timeout     time.Duration `json:"-"` // timeout_s
+	Grace       time.Duration `json:"-"` // grace_s
 	// ReadyTimeout bounds the wait for a /health that answers but is not
 	// yet 200 (a server loading its model).
-	ReadyTimeout time.Duration `json:"ready_timeout_ns"`
+	ReadyTimeout time.Duration `json:"-"` // ready_timeout_s
 	Out          string        `json:"out"`
-	Overwrite    bool          `json:"overwrite"`
-	Format       string        `json:"format"`
+	Overwrite    bool          `json:"-"`
+	Format       string        `json:"-"`
 	SkipBad      bool          `json:"skip_bad"`
 	// Probes lists the probes to run ("auto": every one this machine
 	// supports; "none": no probes).
@@ -47,36 +59,111 @@ type Config struct {
 	ProcHz float64 `json:"proc_hz"`
 	CPUHz  int     `json:"cpu_hz"`
 	// CPUEngine is the cpu probe's engine: "auto" (""), "otel" or "fp".
-	CPUEngine string `json:"cpu_engine,omitempty"`
+	CPUEngine string `json:"cpu_engine"`
 	// BPFStats turns on the kernel's BPF run-time statistics for the
 	// capture, to measure and record the probes' in-kernel cost.
-	BPFStats bool `json:"bpf_stats,omitempty"`
+	BPFStats bool `json:"bpf_stats"`
 	// GPU probe: which GPUs (nil: all), the GPM window, PCIe throughput.
-	GPUs      []int         `json:"gpus,omitempty"`
-	GPMWindow time.Duration `json:"gpm_window_ns,omitempty"`
-	GPUPCIe   bool          `json:"gpu_pcie,omitempty"`
+	GPUs      []int         `json:"gpus"`
+	GPMWindow time.Duration `json:"-"` // gpm_window_s
+	GPUPCIe   bool          `json:"gpu_pcie"`
 	// OTLP receiver addresses ("off" disables one) and whether a
 	// non-loopback address is allowed.
 	OTLPHTTP        string `json:"otlp_http"`
 	OTLPGRPC        string `json:"otlp_grpc"`
 	OTLPAllowRemote bool   `json:"otlp_allow_remote"`
 	// SpanGrace bounds the wait for spans that arrive after the last request.
-	SpanGrace time.Duration `json:"span_grace_ns"`
+	SpanGrace time.Duration `json:"-"` // span_grace_s
 	// EventsDir holds SGLang-Omni request-profile event files to import;
 	// ProfileURL is a server whose request profiler the capture starts and
 	// stops itself.
 	EventsDir  string `json:"events_dir"`
 	ProfileURL string `json:"profile_url"`
-	Quiet      bool   `json:"quiet"`
+	Quiet      bool   `json:"-"`
 
 	// Realtime protocols (funasr-ws, openai-realtime), docs/REALTIME.md:
 	// audio per frame, pacing (realtime or none), loops of the audio
 	// within a session, the openai-realtime dialect, and Fun-ASR hotwords.
-	ChunkMs  int      `json:"chunk_ms,omitempty"`
-	Pace     string   `json:"pace,omitempty"`
-	Loops    int      `json:"loops,omitempty"`
-	Dialect  string   `json:"realtime_dialect,omitempty"`
-	Hotwords []string `json:"hotwords,omitempty"`
+	ChunkMs  int      `json:"chunk_ms"`
+	Pace     string   `json:"pace"`
+	Loops    int      `json:"loops"`
+	Dialect  string   `json:"realtime_dialect"`
+	Hotwords []string `json:"hotwords"`
+}
+
+// MarshalJSON writes c as the manifest records it: the json fields of
+// Config, and its durations in seconds under <name>_s.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type fields Config // Config's fields without this method
+	return json.Marshal(struct {
+		fields
+		Timeout      float64 `json:"timeout_s"`
+		Grace        float64 `json:"grace_s"`
+		ReadyTimeout float64 `json:"ready_timeout_s"`
+		GPMWindow    float64 `json:"gpm_window_s"`
+		SpanGrace    float64 `json:"span_grace_s"`
+	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds()})
+}
+
+// Record is c as manifest.json's "config" holds it (MarshalJSON), as a
+// JSON object; numbers keep their digits (json.Number).
+func (c Config) Record() (map[string]any, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("recording the configuration: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("recording the configuration: %w", err)
+	}
+	return m, nil
+}
+
+// DefaultLevels are the closed-loop concurrency levels of a capture that
+// names neither levels nor rates.
+var DefaultLevels = []int{1, 8, 16, 32, 64}
+
+// DefaultConfig is the configuration of a capture that sets nothing but
+// its target and dataset (the CLI's flag defaults). Levels and Out are
+// left empty: SetDefaults fills them once the rest is known.
+func DefaultConfig() Config {
+	return Config{
+		Protocol:     "openai",
+		Lang:         "en",
+		Arrivals:     load.Poisson,
+		Seed:         1,
+		Repeats:      3,
+		Timeout:      120 * time.Second,
+		Grace:        5 * time.Second,
+		ReadyTimeout: 2 * time.Minute,
+		Format:       "table",
+		Probes:       []string{"auto"},
+		ProcHz:       10,
+		CPUHz:        99,
+		CPUEngine:    "auto",
+		GPMWindow:    time.Second,
+		OTLPHTTP:     "127.0.0.1:4318",
+		OTLPGRPC:     "127.0.0.1:4317",
+		SpanGrace:    5 * time.Second,
+		ChunkMs:      100,
+		Pace:         protocol.PaceRealtime,
+		Loops:        1,
+		Dialect:      protocol.DialectOpenAI,
+	}
+}
+
+// SetDefaults fills what depends on the rest of c: the DefaultLevels when
+// c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
+// when empty.
+func (c *Config) SetDefaults(now time.Time) {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
+		c.Concurrency = slices.Clone(DefaultLevels)
+	}
+	if c.Out == "" {
+		c.Out = "runs/" + now.Format("20060102-150405")
+	}
 }
 
 // Level is one point of the sweep.

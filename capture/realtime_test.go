@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/capture"
 )
@@ -34,6 +35,24 @@ func TestCaptureRealtimeSessions(t *testing.T) {
 		if p.AudioSPerWallS == nil || p.FirstUpdateP50S == nil || p.FinalAfterStopP95S == nil || p.LagP95WorstS == nil {
 			t.Errorf("%s: realtime metrics missing: %+v", lr.Level, p)
 		}
+	}
+	// The realtime table reads capture.passes: the numbers of results.json.
+	c, err := analysis.Load(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs, err := analysis.NewSession(c, analysis.Options{}).Run(context.Background(), "realtime")
+	if err != nil || len(tabs) != 1 || len(tabs[0].Values) != 2 {
+		t.Fatalf("realtime table: %v %+v", err, tabs)
+	}
+	for i, lr := range o.Results.Results {
+		row := tabs[0].Values[i]
+		if row[0] != lr.Level || row[1] != int64(lr.Concurrency) || row[2] != *lr.PerRepeat[0].AudioSPerWallS {
+			t.Errorf("realtime row %v, want level %s, %d sessions, aggregate RTF %v", row, lr.Level, lr.Concurrency, *lr.PerRepeat[0].AudioSPerWallS)
+		}
+	}
+	if !strings.Contains(out, "Realtime sessions") {
+		t.Errorf("the capture does not print the realtime table:\n%s", out)
 	}
 	if got := len(srv.Sessions()); got != 6 {
 		t.Errorf("%d sessions, want 6", got)

@@ -47,7 +47,8 @@ type Session struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	extra []probe.Probe // AddProbes
+	extra  []probe.Probe // AddProbes
+	tables Tables        // PrintTables
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
@@ -65,6 +66,14 @@ func New(cfg Config, stdout, stderr io.Writer) *Session {
 // own data source, or a test's fake). Call it before Run.
 func (s *Session) AddProbes(ps ...probe.Probe) *Session {
 	s.extra = append(s.extra, ps...)
+	return s
+}
+
+// PrintTables makes the session print the tables f makes of the bundle
+// once it is finalized (interrupted captures included). Without it the
+// session prints no tables. Call it before Run.
+func (s *Session) PrintTables(f Tables) *Session {
+	s.tables = f
 	return s
 }
 
@@ -103,7 +112,10 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	}
 	defer w.Close()
 	s.w = w
-	s.manifest = newManifest(cfg, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), len(bad))
+	s.manifest, err = newManifest(cfg, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), len(bad))
+	if err != nil {
+		return nil, err
+	}
 	if err := s.saveManifest(); err != nil {
 		return nil, err
 	}
@@ -157,12 +169,16 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 
 // newManifest is the manifest written before the first request: complete
 // and finished stay false until the capture ends cleanly.
-func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
+func newManifest(cfg *Config, fp trace.Fingerprint, bad int) (trace.Manifest, error) {
+	rec, err := cfg.Record()
+	if err != nil {
+		return trace.Manifest{}, err
+	}
 	start := time.Now()
 	m := trace.Manifest{
 		Schema:      trace.Schema,
 		StartUnixNs: start.UnixNano(),
-		Config:      configMap(cfg),
+		Config:      rec,
 		Fingerprint: fp,
 		Levels:      []trace.LevelRun{},
 		Clock:       trace.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
@@ -174,7 +190,7 @@ func newManifest(cfg *Config, fp trace.Fingerprint, bad int) trace.Manifest {
 	if syntheticWeights(fp.TargetModels) {
 		m.Notes = append(m.Notes, SyntheticWeightsNote)
 	}
-	return m
+	return m, nil
 }
 
 // SyntheticWeightsNote is said wherever a capture's WER is shown when the
@@ -250,7 +266,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			s.manifest.Levels = append(s.manifest.Levels, trace.LevelRun{
 				Level: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate,
 				Repeat: repeat, Warmup: warmup,
-				StartUnixNs: res.Start.UnixNano(), EndUnixNs: res.End.UnixNano(),
+				StartUnixNs: res.Start.UnixNano(), EndUnixNs: res.End.UnixNano(), WallS: res.WallS(),
 			})
 			if !warmup && !stopped {
 				s.manifest.Coverage.Add(pm.Coverage)
@@ -277,7 +293,8 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 }
 
 // finish writes results.json, stops the probes and the tracing side, and
-// finalizes the manifest with its verdict; then prints the tables.
+// finalizes the manifest with its verdict; then prints the tables
+// (PrintTables).
 func (s *Session) finish(ctx context.Context, results trace.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
 	cfg := &s.cfg
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
@@ -333,7 +350,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 		return nil, err
 	}
 	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
-	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, out); err != nil {
+	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, s.tables, cfg.Out); err != nil {
 		return out, err
 	}
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
@@ -428,21 +445,6 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 		}
 	}
 	return items, good, bad, nil
-}
-
-func configMap(cfg *Config) map[string]any {
-	return map[string]any{
-		"target": cfg.Target, "dataset": cfg.Dataset, "protocol": cfg.Protocol,
-		"model": cfg.Model, "lang": cfg.Lang, "concurrency": cfg.Concurrency,
-		"rates": cfg.Rates, "arrivals": string(cfg.Arrivals), "seed": cfg.Seed,
-		"repeats": cfg.Repeats, "warmup": cfg.Warmup, "max_samples": cfg.MaxSamples,
-		"timeout_s": cfg.Timeout.Seconds(), "grace_s": cfg.Grace.Seconds(),
-		"out": cfg.Out, "skip_bad": cfg.SkipBad, "probes": cfg.Probes, "pid": cfg.PID,
-		"otlp_http": cfg.OTLPHTTP, "otlp_grpc": cfg.OTLPGRPC, "span_grace_s": cfg.SpanGrace.Seconds(),
-		"events_dir": cfg.EventsDir, "profile_url": cfg.ProfileURL,
-		"chunk_ms": cfg.ChunkMs, "pace": cfg.Pace, "loops": cfg.Loops,
-		"realtime_dialect": cfg.Dialect, "hotwords": cfg.Hotwords,
-	}
 }
 
 func newHTTPClient(cfg *Config) *http.Client {

@@ -3,18 +3,23 @@ package capture_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/trace"
@@ -55,11 +60,17 @@ func baseConfig(t *testing.T, target, ds string) capture.Config {
 	}
 }
 
+// runCapture runs a capture that prints the default analyses at its end,
+// as asrprof capture does.
 func runCapture(t *testing.T, ctx context.Context, cfg capture.Config) (*capture.Outcome, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	o, err := capture.New(cfg, &out, &errb).Run(ctx)
+	o, err := capture.New(cfg, &out, &errb).PrintTables(defaultTables).Run(ctx)
 	return o, out.String() + errb.String(), err
+}
+
+func defaultTables(ctx context.Context, dir string) ([]*table.Table, error) {
+	return analysis.DefaultTables(ctx, dir)
 }
 
 func TestCaptureSweep(t *testing.T) {
@@ -81,6 +92,9 @@ func TestCaptureSweep(t *testing.T) {
 	}
 	if !b.Manifest.Complete || b.Manifest.Fingerprint.DatasetSHA256 == "" || b.Manifest.Fingerprint.TargetModels == nil {
 		t.Errorf("manifest: complete=%v fingerprint=%+v", b.Manifest.Complete, b.Manifest.Fingerprint)
+	}
+	if rec, _ := cfg.Record(); !reflect.DeepEqual(jsonOf(t, b.Manifest.Config), jsonOf(t, rec)) {
+		t.Errorf("manifest config %v, want the configuration's record %v", b.Manifest.Config, rec)
 	}
 	if len(b.Manifest.Levels) != 6 { // 2 levels × (warmup + 2 repeats)
 		t.Errorf("%d passes recorded, want 6", len(b.Manifest.Levels))
@@ -112,6 +126,11 @@ func TestCaptureSweep(t *testing.T) {
 	if warm != 12 {
 		t.Errorf("%d warmup requests, want 12", warm)
 	}
+	// Readers recompute the very numbers of results.json from the bundle
+	// (capture.passes, show of a killed capture).
+	if got := metrics.Summarize(reqs, b.Manifest.Levels); !reflect.DeepEqual(got, o.Results) {
+		t.Errorf("results recomputed from the bundle:\n%+v\nwant the capture's\n%+v", got, o.Results)
+	}
 	res := o.Results.Results
 	if len(res) != 2 || res[1].Concurrency != 3 || res[1].Repeats != 2 || res[1].Total != 12 || res[1].Evaluated != 12 {
 		t.Fatalf("results: %+v", res)
@@ -119,6 +138,20 @@ func TestCaptureSweep(t *testing.T) {
 	if res[0].CorpusWER.Mean != 0 || res[0].LatencyMeanS.N != 2 || res[0].RTFx.Mean <= 0 {
 		t.Errorf("level c1: %+v", res[0])
 	}
+}
+
+// jsonOf is v through JSON, for comparing decoded and built documents.
+func jsonOf(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {

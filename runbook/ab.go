@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/stats"
 )
 
 // DefaultAlpha is the significance level of the A/B comparison.
@@ -30,7 +30,7 @@ type Comparison struct {
 
 // Compare pairs the A and B summaries of each level and metric: means,
 // ratio B/A and the two-sided Mann-Whitney U test over the runs' values
-// (analysis.MannWhitney: exact without ties, normal approximation with
+// (stats.MannWhitney: exact without ties, normal approximation with
 // them).
 func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Comparison {
 	type key struct{ level, metric string }
@@ -54,7 +54,7 @@ func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Compa
 				r := b.Mean / a.Mean
 				c.Ratio = &r
 			}
-			c.U, c.P = analysis.MannWhitney(a.Values, b.Values)
+			c.U, c.P = stats.MannWhitney(a.Values, b.Values)
 			c.Sig = c.P < alpha
 			out = append(out, c)
 		}

@@ -145,6 +145,9 @@ type Config struct {
 	Env []string
 	// GPUPoll is the GPU-free poll period (0: 2 s).
 	GPUPoll time.Duration
+	// Tables makes the tables each run's capture prints (to stderr) at its
+	// end; nil: none (capture.Session.PrintTables).
+	Tables capture.Tables
 }
 
 // RunRecord is what happened in one run.
@@ -235,9 +238,13 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	if envNames == nil {
 		envNames = DefaultProvenanceEnv
 	}
+	capRec, err := cfg.Capture.Record() // as each run's manifest records it
+	if err != nil {
+		return nil, err
+	}
 	rep := &Report{
 		Schema: Schema, Mode: "runs", Target: cfg.Capture.Target, Out: out,
-		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: captureMap(&cfg.Capture),
+		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: capRec,
 		Runs: []RunRecord{}, Summary: []MetricSummary{},
 	}
 	for _, r := range cfg.Plan {
@@ -399,7 +406,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 
 	capCfg.Out = dir
 	capCfg.PID = rec.PID
-	o, capErr := capture.New(capCfg, stderr, stderr).Run(ctx)
+	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
 		rec.ran = true
@@ -505,14 +512,5 @@ func lifecycleMap(cfg Config) map[string]any {
 		"gpu_free_timeout_s": lc.GPUFreeTimeout.Seconds(),
 		"reuse_server":       lc.Reuse,
 		"cache_dirs":         cfg.CacheDirs,
-	}
-}
-
-func captureMap(c *capture.Config) map[string]any {
-	return map[string]any{
-		"target": c.Target, "dataset": c.Dataset, "protocol": c.Protocol, "model": c.Model,
-		"lang": c.Lang, "concurrency": c.Concurrency, "rates": c.Rates, "arrivals": string(c.Arrivals),
-		"seed": c.Seed, "repeats": c.Repeats, "warmup": c.Warmup, "max_samples": c.MaxSamples,
-		"timeout_s": c.Timeout.Seconds(), "probes": c.Probes,
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/trace"
 )
 
@@ -73,7 +74,7 @@ func Metrics() []Metric {
 			for _, p := range r.PerRepeat {
 				xs = append(xs, p.RequestsPerS)
 			}
-			return metrics.Mean(xs)
+			return stats.Mean(xs)
 		}},
 		{"throughput_samples_per_s", "samples/s", func(r trace.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
 		{"rtfx", "RTFx", func(r trace.LevelResult) float64 { return r.RTFx.Mean }},
@@ -215,7 +216,7 @@ func StdDev(xs []float64) float64 {
 	if len(xs) < 2 {
 		return 0
 	}
-	m := metrics.Mean(xs)
+	m := stats.Mean(xs)
 	var ss float64
 	for _, x := range xs {
 		ss += (x - m) * (x - m)

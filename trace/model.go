@@ -121,6 +121,7 @@ type PassMetrics struct {
 	Concurrency           int      `json:"concurrency,omitempty"`
 	Rate                  float64  `json:"rate,omitempty"`
 	Repeat                int      `json:"repeat"`
+	Warmup                bool     `json:"warmup,omitempty"` // the unscored warmup pass (never in results.json)
 	WallS                 float64  `json:"wall_s"`
 	ThroughputSamplesPerS float64  `json:"throughput_samples_per_s"`
 	RequestsPerS          float64  `json:"requests_per_s"`
@@ -185,6 +186,9 @@ type LevelRun struct {
 	Warmup      bool    `json:"warmup"`
 	StartUnixNs int64   `json:"start_unix_ns"`
 	EndUnixNs   int64   `json:"end_unix_ns"`
+	// WallS is the pass's duration on the monotonic clock, the wall of its
+	// metrics (0 in bundles written before it was recorded).
+	WallS float64 `json:"wall_s,omitempty"`
 }
 
 // Fingerprint identifies the software, machine, target and data of a capture.

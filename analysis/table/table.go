@@ -1,5 +1,6 @@
 // Package table renders result tables as aligned text, Markdown, CSV or
-// JSON. The capture's sweep table and the Starlark `table` module both use it.
+// JSON: the Starlark `table` module (every analysis, the sweep included)
+// and the runbook's verdict tables use it.
 package table
 
 import (

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/score"
+	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/trace"
 )
 
@@ -253,11 +253,11 @@ func realtimeFields(rec *trace.Request, rt *protocol.RealtimeResult) {
 	rec.FirstUpdateS = secs(rt.AudioStart, rt.FirstUpdate)
 	rec.FinalAfterStopS = secs(rt.StopSent, rt.Final)
 	if n := len(rt.LagsS); n > 0 {
-		rec.LagP95S = val(metrics.Percentile(rt.LagsS, 95))
+		rec.LagP95S = val(stats.Percentile(rt.LagsS, 95))
 		rec.LagMaxS = val(slices.Max(rt.LagsS))
 		if n >= 6 {
 			k := n / 3
-			rec.LagGrowthS = val(metrics.Mean(rt.LagsS[n-k:]) - metrics.Mean(rt.LagsS[:k]))
+			rec.LagGrowthS = val(stats.Mean(rt.LagsS[n-k:]) - stats.Mean(rt.LagsS[:k]))
 		}
 	}
 	rec.LagSource = rt.LagSource

@@ -1,54 +1,21 @@
 // Package metrics turns the request records of a pass into the numbers the
 // SGLang-Omni ASR benchmark reports (throughput, RTFx, latency percentiles,
 // RTF, corpus WER, coverage), and summarises passes over repeats.
+//
+// It is the one place where per-pass metrics are computed: the capture
+// calls Pass as each pass ends (progress, coverage, results.json), and
+// Passes recomputes the same numbers from a bundle's requests for readers
+// (the Starlark `capture.passes`, and Summarize for a killed capture that
+// has no results.json).
 package metrics
 
 import (
 	"math"
 	"sort"
 
+	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/trace"
 )
-
-// Percentile returns the p-th percentile (0..100) of xs by linear
-// interpolation between closest ranks (numpy's default). xs need not be
-// sorted; it is not modified. It returns 0 for an empty slice.
-func Percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return percentileSorted(s, p)
-}
-
-func percentileSorted(s []float64, p float64) float64 {
-	if len(s) == 1 {
-		return s[0]
-	}
-	pos := p / 100 * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	if lo < 0 {
-		return s[0]
-	}
-	if hi >= len(s) {
-		return s[len(s)-1]
-	}
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}
-
-// Mean returns the arithmetic mean, 0 for an empty slice.
-func Mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	var t float64
-	for _, x := range xs {
-		t += x
-	}
-	return t / float64(len(xs))
-}
 
 // Pass computes the metrics of one pass from its records (warmup records of
 // the same pass are expected to be excluded by the caller) and the pass's
@@ -105,23 +72,23 @@ func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 		m.RTFx = audioOK / wallS
 	}
 	sort.Float64s(lat)
-	m.LatencyMeanS = Mean(lat)
+	m.LatencyMeanS = stats.Mean(lat)
 	if len(lat) > 0 {
-		m.LatencyMedianS = percentileSorted(lat, 50)
-		m.LatencyP95S = percentileSorted(lat, 95)
-		m.LatencyP99S = percentileSorted(lat, 99)
+		m.LatencyMedianS = stats.PercentileSorted(lat, 50)
+		m.LatencyP95S = stats.PercentileSorted(lat, 95)
+		m.LatencyP99S = stats.PercentileSorted(lat, 99)
 	}
-	m.RTFMean = Mean(rtf)
-	m.RTFP95 = Percentile(rtf, 95)
+	m.RTFMean = stats.Mean(rtf)
+	m.RTFP95 = stats.Percentile(rtf, 95)
 	if refWords > 0 {
 		m.CorpusWER = float64(errs) / float64(refWords)
 	}
 	if len(ttft) > 0 {
-		mean, p95 := Mean(ttft), Percentile(ttft, 95)
+		mean, p95 := stats.Mean(ttft), stats.Percentile(ttft, 95)
 		m.TTFTMeanS, m.TTFTP95S = &mean, &p95
 	}
 	if len(gaps) > 0 {
-		mean, p95 := Mean(gaps), Percentile(gaps, 95)
+		mean, p95 := stats.Mean(gaps), stats.Percentile(gaps, 95)
 		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
 	}
 	rt.fill(&m, wallS)
@@ -168,10 +135,10 @@ func (a *realtimeAcc) fill(m *trace.PassMetrics, wallS float64) {
 		m.AudioSPerWallS = val(a.audioS / wallS)
 	}
 	if len(a.first) > 0 {
-		m.FirstUpdateP50S, m.FirstUpdateP95S = val(Percentile(a.first, 50)), val(Percentile(a.first, 95))
+		m.FirstUpdateP50S, m.FirstUpdateP95S = val(stats.Percentile(a.first, 50)), val(stats.Percentile(a.first, 95))
 	}
 	if len(a.final) > 0 {
-		m.FinalAfterStopP50S, m.FinalAfterStopP95S = val(Percentile(a.final, 50)), val(Percentile(a.final, 95))
+		m.FinalAfterStopP50S, m.FinalAfterStopP95S = val(stats.Percentile(a.final, 50)), val(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
 		worst := a.lag[0]
@@ -181,7 +148,7 @@ func (a *realtimeAcc) fill(m *trace.PassMetrics, wallS float64) {
 		m.LagP95WorstS = val(worst)
 	}
 	if len(a.growth) > 0 {
-		m.LagGrowthMeanS = val(Mean(a.growth))
+		m.LagGrowthMeanS = val(stats.Mean(a.growth))
 	}
 }
 
@@ -190,7 +157,7 @@ func StatOf(xs []float64) trace.Stat {
 	if len(xs) == 0 {
 		return trace.Stat{}
 	}
-	s := trace.Stat{Mean: Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
+	s := trace.Stat{Mean: stats.Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
 	for _, x := range xs {
 		s.Min = math.Min(s.Min, x)
 		s.Max = math.Max(s.Max, x)

@@ -7,24 +7,6 @@ import (
 	"github.com/asrprof/asrprof/trace"
 )
 
-func TestPercentileLinear(t *testing.T) {
-	// Hand-worked against numpy.percentile's default (linear) method.
-	xs := []float64{4, 1, 3, 2} // sorted: 1 2 3 4
-	for _, tc := range []struct{ p, want float64 }{
-		{0, 1}, {50, 2.5}, {95, 3.85}, {99, 3.97}, {100, 4},
-	} {
-		if got := Percentile(xs, tc.p); math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("Percentile(%v) = %v, want %v", tc.p, got, tc.want)
-		}
-	}
-	if Percentile(nil, 50) != 0 || Percentile([]float64{7}, 99) != 7 {
-		t.Error("edge cases")
-	}
-	if xs[0] != 4 {
-		t.Error("input was modified")
-	}
-}
-
 func TestPass(t *testing.T) {
 	ok := func(lat, audio float64, e *trace.WordErrors) trace.Request {
 		return trace.Request{Status: trace.StatusOK, LatencyS: lat, AudioDurationS: audio, Scored: e != nil, Errors: e}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
 )
@@ -73,59 +75,67 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	if rb.enabled() {
 		return rb.run(ctx, cfg, stdout, stderr)
 	}
-	_, err = capture.New(cfg, stdout, stderr).Run(ctx)
+	_, err = capture.New(cfg, stdout, stderr).PrintTables(defaultTables).Run(ctx)
 	return err
 }
 
+// defaultTables are the tables a capture prints at its end: the default
+// analyses of its bundle, sweep first (the sweep that show and analyze
+// print).
+func defaultTables(ctx context.Context, dir string) ([]*table.Table, error) {
+	return analysis.DefaultTables(ctx, dir)
+}
+
 // parseCapture turns the command line of `capture` (or `ab`) into the
-// capture's configuration and the runbook flags, with every default a
-// user who gives no flag gets.
+// capture's configuration and the runbook flags. The configuration starts
+// from capture.DefaultConfig, so every flag's default is the library's,
+// and ends with capture's SetDefaults (levels, --out).
 func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture.Config, *runbookFlags, error) {
-	cfg := capture.Config{Arrivals: load.Poisson}
+	cfg := capture.DefaultConfig()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	conc := intList{}
 	rates := floatList{}
-	arrivals := string(load.Poisson)
-	fs.StringVar(&cfg.Target, "target", "", "server base `URL`, e.g. http://127.0.0.1:8000")
-	fs.StringVar(&cfg.Dataset, "dataset", "", "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\nor a folder of .wav/.flac files with sibling .txt transcripts (`PATH`)")
-	fs.StringVar(&cfg.Protocol, "protocol", "openai", "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)")
-	fs.StringVar(&cfg.Model, "model", "", "model `NAME` sent in the request's model field (omitted when empty)")
-	fs.StringVar(&cfg.Lang, "lang", "en", "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
+	arrivals := string(cfg.Arrivals)
+	fs.StringVar(&cfg.Target, "target", cfg.Target, "server base `URL`, e.g. http://127.0.0.1:8000")
+	fs.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\nor a folder of .wav/.flac files with sibling .txt transcripts (`PATH`)")
+	fs.StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model `NAME` sent in the request's model field (omitted when empty)")
+	fs.StringVar(&cfg.Lang, "lang", cfg.Lang, "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
 	fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,8,16,32,64")
 	addRealtimeFlags(fs, &cfg)
 	fs.Var(&rates, "rate", "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5")
-	fs.StringVar(&arrivals, "arrivals", string(load.Poisson), "open-loop schedule: `poisson` or constant")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "`N` seeding the Poisson schedule (same seed, same send times)")
-	fs.IntVar(&cfg.Repeats, "repeats", 3, "scored passes over the dataset per level (`N`)")
-	fs.BoolVar(&cfg.Warmup, "warmup", false, "run one full unscored pass per level before the scored repeats")
-	fs.IntVar(&cfg.MaxSamples, "max-samples", 0, "use only the first `N` samples of the dataset (0: all)")
-	fs.DurationVar(&cfg.Timeout, "timeout", 120*time.Second, "per-request timeout (`DURATION`, e.g. 30s)")
-	fs.DurationVar(&cfg.Grace, "grace", 5*time.Second, "on Ctrl-C, how long requests in flight may finish (`DURATION`)")
-	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for a target whose /health answers but is not ready yet (`DURATION`)")
-	fs.StringVar(&cfg.Out, "out", "", "bundle `DIR` to write (default runs/<date>-<time>)")
-	fs.BoolVar(&cfg.Overwrite, "overwrite", false, "replace an existing bundle in --out")
-	fs.StringVar(&cfg.Format, "format", "table", "sweep table format: `table`, markdown, csv or json")
-	fs.BoolVar(&cfg.SkipBad, "skip-bad", false, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
-	probes := "auto"
+	fs.StringVar(&arrivals, "arrivals", arrivals, "open-loop schedule: `poisson` or constant")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "`N` seeding the Poisson schedule (same seed, same send times)")
+	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "scored passes over the dataset per level (`N`)")
+	fs.BoolVar(&cfg.Warmup, "warmup", cfg.Warmup, "run one full unscored pass per level before the scored repeats")
+	fs.IntVar(&cfg.MaxSamples, "max-samples", cfg.MaxSamples, "use only the first `N` samples of the dataset (0: all)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per-request timeout (`DURATION`, e.g. 30s)")
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "on Ctrl-C, how long requests in flight may finish (`DURATION`)")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "how long to wait for a target whose /health answers but is not ready yet (`DURATION`)")
+	fs.StringVar(&cfg.Out, "out", cfg.Out, "bundle `DIR` to write (default runs/<date>-<time>)")
+	fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "replace an existing bundle in --out")
+	fs.StringVar(&cfg.Format, "format", cfg.Format, "sweep table format: `table`, markdown, csv or json")
+	fs.BoolVar(&cfg.SkipBad, "skip-bad", cfg.SkipBad, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
+	probes := strings.Join(cfg.Probes, ",")
 	pid := "auto"
-	fs.StringVar(&probes, "probes", "auto", "probes to run, comma-separated `LIST`; auto: every probe this machine supports (a probe\nthat cannot run says why in one line; one that runs but records nothing is an error); none: no probes"+capture.ProbeHelp())
+	fs.StringVar(&probes, "probes", probes, "probes to run, comma-separated `LIST`; auto: every probe this machine supports (a probe\nthat cannot run says why in one line; one that runs but records nothing is an error); none: no probes"+capture.ProbeHelp())
 	fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
 	var gpus intList // nil: every GPU
 	fs.Var(&gpus, "gpus", "NVML indices of the GPUs the gpu probe samples, comma-separated `LIST` (default: all)")
-	fs.DurationVar(&cfg.GPMWindow, "gpm-window", time.Second, "window of one GPM sample (SM/tensor activity, DRAM bandwidth) on Hopper and later (`DURATION`)")
-	fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", false, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
-	fs.IntVar(&cfg.CPUHz, "cpu-hz", 99, "stack sampling rate of the cpu probe (`HZ`)")
-	fs.StringVar(&cfg.CPUEngine, "cpu-engine", "auto", "cpu probe engine (`ENGINE`):\n  otel: OpenTelemetry eBPF profiler, Python frames named with file and line;\n        needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE\n  fp:   frame-pointer sampler, native frames; Python functions too for a CPython >= 3.12\n        server started with PYTHONPERFSUPPORT=1\n  auto: otel where it can start, else fp; the capture says which ran")
-	fs.BoolVar(&cfg.BPFStats, "bpf-stats", false, "measure the probes' in-kernel cost: turn on the kernel's BPF run-time statistics for\nthe capture (each BPF run is timed, tens of ns more) and record each probe's BPF time\nin the manifest (extra.probe_bpf)")
-	fs.Float64Var(&cfg.ProcHz, "proc-hz", 10, "sampling rate of the /proc fallback probe (`HZ`)")
-	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", "127.0.0.1:4318", "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
-	fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", "127.0.0.1:4317", "OTLP/gRPC trace receiver `ADDR` (off: disabled)")
-	fs.BoolVar(&cfg.OTLPAllowRemote, "otlp-allow-remote", false, "allow the OTLP receivers to bind a non-loopback address (they have no authentication)")
-	fs.DurationVar(&cfg.SpanGrace, "span-grace", 5*time.Second, "how long to wait for server spans after the last request (`DURATION`)")
-	fs.StringVar(&cfg.EventsDir, "events-dir", "", "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
-	fs.StringVar(&cfg.ProfileURL, "profile-url", "", "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
-	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress output")
+	fs.DurationVar(&cfg.GPMWindow, "gpm-window", cfg.GPMWindow, "window of one GPM sample (SM/tensor activity, DRAM bandwidth) on Hopper and later (`DURATION`)")
+	fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", cfg.GPUPCIe, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
+	fs.IntVar(&cfg.CPUHz, "cpu-hz", cfg.CPUHz, "stack sampling rate of the cpu probe (`HZ`)")
+	fs.StringVar(&cfg.CPUEngine, "cpu-engine", cfg.CPUEngine, "cpu probe engine (`ENGINE`):\n  otel: OpenTelemetry eBPF profiler, Python frames named with file and line;\n        needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE\n  fp:   frame-pointer sampler, native frames; Python functions too for a CPython >= 3.12\n        server started with PYTHONPERFSUPPORT=1\n  auto: otel where it can start, else fp; the capture says which ran")
+	fs.BoolVar(&cfg.BPFStats, "bpf-stats", cfg.BPFStats, "measure the probes' in-kernel cost: turn on the kernel's BPF run-time statistics for\nthe capture (each BPF run is timed, tens of ns more) and record each probe's BPF time\nin the manifest (extra.probe_bpf)")
+	fs.Float64Var(&cfg.ProcHz, "proc-hz", cfg.ProcHz, "sampling rate of the /proc fallback probe (`HZ`)")
+	fs.StringVar(&cfg.OTLPHTTP, "otlp-http", cfg.OTLPHTTP, "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
+	fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", cfg.OTLPGRPC, "OTLP/gRPC trace receiver `ADDR` (off: disabled)")
+	fs.BoolVar(&cfg.OTLPAllowRemote, "otlp-allow-remote", cfg.OTLPAllowRemote, "allow the OTLP receivers to bind a non-loopback address (they have no authentication)")
+	fs.DurationVar(&cfg.SpanGrace, "span-grace", cfg.SpanGrace, "how long to wait for server spans after the last request (`DURATION`)")
+	fs.StringVar(&cfg.EventsDir, "events-dir", cfg.EventsDir, "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
+	fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
+	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output")
 	rb := addRunbookFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
@@ -149,11 +159,6 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	cfg.Concurrency = conc
 	cfg.Rates = rates
 	cfg.Arrivals = load.Arrivals(arrivals)
-	if len(cfg.Concurrency) == 0 && len(cfg.Rates) == 0 {
-		cfg.Concurrency = []int{1, 8, 16, 32, 64}
-	}
-	if cfg.Out == "" {
-		cfg.Out = "runs/" + time.Now().Format("20060102-150405")
-	}
+	cfg.SetDefaults(time.Now())
 	return cfg, rb, nil
 }

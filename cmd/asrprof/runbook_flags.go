@@ -137,6 +137,7 @@ func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stde
 			GPUFreeMiB: f.gpuFreeMiB, GPUFreeTimeout: f.gpuFreeTimeout, Reuse: f.reuse,
 		},
 		CacheDirs: f.cacheDirs,
+		Tables:    defaultTables,
 	}
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -31,21 +31,17 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if dir == "" {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
 	}
-	b, err := bundle.Open(dir)
+	// The sweep is the sweep analysis, as analyze and capture print it;
+	// it reads requests.jsonl, so a killed capture (no results.json) shows.
+	c, err := analysis.Load(dir)
 	if err != nil {
 		return err
 	}
-	res, err := b.Results()
-	if err != nil {
-		// A killed capture has no results.json: summarise its requests.
-		res, err = capture.Summarize(b)
-		if err != nil {
-			return err
-		}
+	tables, err := analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout, Print: stderr}).Run(ctx, "sweep")
+	if rerr := table.Render(stdout, *format, tables...); rerr != nil && err == nil {
+		err = rerr
 	}
-	t := capture.SweepTable(*res)
-	t.Notes = append(t.Notes, capture.IncompleteNotes(b.Manifest)...)
-	return table.Render(stdout, *format, t)
+	return err
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {

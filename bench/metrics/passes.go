@@ -1,0 +1,101 @@
+package metrics
+
+import (
+	"sort"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+// Passes groups a capture's request records by pass (level, repeat,
+// warmup) and computes each pass's metrics with Pass: warmup passes
+// included (Warmup set), ordered by level in the order the capture ran
+// them (the manifest's runs, then any level only the requests name), then
+// by repeat. A pass is timed by its run in runs (the manifest's levels):
+// the monotonic WallS the capture measured (so the metrics equal those the
+// capture computed), else its start and end; a pass without a run (one
+// that a kill cut short) by its first send and last completion.
+// Concurrency and Rate come from runs (0 when the pass has none).
+func Passes(recs []trace.Request, runs []trace.LevelRun) []trace.PassMetrics {
+	type key struct {
+		level  string
+		repeat int
+		warmup bool
+	}
+	run := map[key]trace.LevelRun{}
+	rank := map[string]int{}
+	for _, lr := range runs {
+		run[key{lr.Level, lr.Repeat, lr.Warmup}] = lr
+		if _, ok := rank[lr.Level]; !ok {
+			rank[lr.Level] = len(rank)
+		}
+	}
+	groups := map[key][]trace.Request{}
+	var keys []key
+	for _, r := range recs {
+		k := key{r.Level, r.Repeat, r.Warmup}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], r)
+		if _, ok := rank[r.Level]; !ok {
+			rank[r.Level] = len(rank)
+		}
+	}
+	sort.SliceStable(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.level != b.level {
+			return rank[a.level] < rank[b.level]
+		}
+		if a.warmup != b.warmup {
+			return a.warmup
+		}
+		return a.repeat < b.repeat
+	})
+	out := make([]trace.PassMetrics, 0, len(keys))
+	for _, k := range keys {
+		g := groups[k]
+		start, end := g[0].StartUnixNs, g[0].EndUnixNs
+		for _, r := range g {
+			start = min(start, r.StartUnixNs)
+			end = max(end, r.EndUnixNs)
+		}
+		wall := float64(end-start) / 1e9
+		lr, ok := run[k]
+		switch {
+		case ok && lr.WallS > 0:
+			wall = lr.WallS
+		case ok && lr.EndUnixNs > lr.StartUnixNs:
+			wall = float64(lr.EndUnixNs-lr.StartUnixNs) / 1e9
+		}
+		pm := Pass(g, wall)
+		pm.Level, pm.Repeat, pm.Warmup = k.level, k.repeat, k.warmup
+		pm.Concurrency, pm.Rate = lr.Concurrency, lr.Rate
+		out = append(out, pm)
+	}
+	return out
+}
+
+// Summarize is results.json's content recomputed from a bundle's records
+// and runs (for a capture killed before it wrote results.json): the scored
+// passes of Passes, summarised per level with Level, in run order.
+func Summarize(recs []trace.Request, runs []trace.LevelRun) trace.Results {
+	res := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
+	var level []trace.PassMetrics
+	flush := func() {
+		if len(level) > 0 {
+			res.Results = append(res.Results, Level(level))
+			level = nil
+		}
+	}
+	for _, p := range Passes(recs, runs) {
+		if p.Warmup {
+			continue
+		}
+		if len(level) > 0 && level[0].Level != p.Level {
+			flush()
+		}
+		level = append(level, p)
+	}
+	flush()
+	return res
+}

@@ -1,0 +1,32 @@
+package capture_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// docs/ARCHITECTURE.md: capture and runbook never import analysis (the
+// tables a capture prints come from its caller), and stats imports nothing
+// of asrprof's.
+func TestImportRules(t *testing.T) {
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", "github.com/asrprof/asrprof/"+pkg).Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, pkg := range []string{"capture", "runbook", "bench/metrics"} {
+		for _, d := range deps(pkg) {
+			if d == "github.com/asrprof/asrprof/analysis" {
+				t.Errorf("%s depends on analysis", pkg)
+			}
+		}
+	}
+	for _, d := range deps("stats") {
+		if strings.HasPrefix(d, "github.com/asrprof/asrprof/") && d != "github.com/asrprof/asrprof/stats" {
+			t.Errorf("stats depends on %s", d)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/runbook/runbooktest"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+var update = flag.Bool("update", false, "rewrite the CLI goldens in testdata/ (testdata/NAME.stdout, .stderr)")
+
+// goldenCase is one asrprof command line whose whole output is kept in
+// testdata/NAME.stdout and testdata/NAME.stderr (absent: no output).
+type goldenCase struct {
+	name string
+	// args are the command line; $TMP is the case's temp directory, where
+	// setup wrote what the command reads.
+	args  []string
+	setup func(t *testing.T, tmp string) (vars map[string]string)
+	code  int
+	// volatile masks what changes from run to run of a live server (pids,
+	// timings, measured numbers) and the column widths they make.
+	volatile bool
+}
+
+// TestCLIGolden runs asrprof's commands over fixture bundles and compares
+// their whole stdout and stderr, with the temp directory (and the other
+// per-run names) replaced by placeholders, against testdata/.
+// go test -run CLIGolden -update rewrites the files.
+func TestCLIGolden(t *testing.T) {
+	for _, tc := range []goldenCase{
+		{name: "capture_help", args: []string{"capture", "--help"}},
+		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
+		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
+		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},
+		{name: "analyze_killed_sweep", args: []string{"analyze", "$TMP/killed", "sweep"}, setup: killedBundle},
+		{name: "analyze_list", args: []string{"analyze", "--list"}},
+		{name: "analyze", args: []string{"analyze", "$TMP/refserver"}, setup: fixtures("refserver")},
+		{name: "analyze_json", args: []string{"analyze", "$TMP/sglang", "sweep", "knee", "--format", "json"}, setup: fixtures("sglang")},
+		{name: "compare", args: []string{"compare", "$TMP/refserver", "$TMP/sglang"}, setup: fixtures("refserver", "sglang")},
+		{name: "export_perfetto", args: []string{"export", "$TMP/vllm", "--perfetto", "$TMP/vllm.json"}, setup: fixtures("vllm")},
+		{name: "export_otlp", args: []string{"export", "$TMP/vllm", "--otlp", "$OTLP", "--batch", "100", "--quiet"}, setup: otlpSink},
+		{name: "runbook_incomplete", args: runbookGoldenArgs("--runs", "warm,1"), setup: fakeServer(2), code: exitIncomplete, volatile: true},
+		{name: "runbook_complete", args: runbookGoldenArgs("--runs", "warm,1,2"), setup: fakeServer(0), volatile: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.volatile && testing.Short() {
+				t.Skip("starts fake servers")
+			}
+			tmp := t.TempDir()
+			vars := map[string]string{"$TMP": tmp}
+			if tc.setup != nil {
+				for k, v := range tc.setup(t, tmp) {
+					vars[k] = v
+				}
+			}
+			args := make([]string, len(tc.args))
+			for i, a := range tc.args {
+				for k, v := range vars {
+					a = strings.ReplaceAll(a, k, v)
+				}
+				args[i] = a
+			}
+			code, stdout, stderr := runCLI(args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+			mask := func(s string) string {
+				s = placeholders(s, vars)
+				s = otlpTiming.ReplaceAllString(s, ", Xs (X spans/s)")
+				if tc.volatile {
+					s = maskVolatile(s)
+				}
+				return s
+			}
+			goldenFile(t, filepath.Join("testdata", tc.name+".stdout"), mask(stdout))
+			goldenFile(t, filepath.Join("testdata", tc.name+".stderr"), mask(stderr))
+		})
+	}
+}
+
+// The sweep that capture, show and analyze print is one table with one
+// set of notes: capture prints the default analyses (defaultTables), whose
+// first table is the sweep; show and analyze run the same script.
+func TestOneSweepTable(t *testing.T) {
+	tmp := t.TempDir()
+	killedBundle(t, tmp)
+	for _, dir := range []string{filepath.Join(tmp, "killed"), writeGolden(t, tmp, "refserver_random")} {
+		_, show, _ := runCLI("show", dir)
+		_, analyze, _ := runCLI("analyze", dir, "sweep")
+		tabs, err := defaultTables(context.Background(), dir)
+		if err != nil || len(tabs) == 0 || tabs[0].Name != "sweep" {
+			t.Fatalf("capture's tables: %v %v", tabs, err)
+		}
+		var capture bytes.Buffer
+		table.Render(&capture, "table", tabs[0])
+		if show != analyze || show != capture.String() {
+			t.Errorf("%s: the sweeps differ:\n--- show\n%s--- analyze\n%s--- capture\n%s", dir, show, analyze, capture.String())
+		}
+	}
+}
+
+func goldenFile(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if got == "" {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		want, err = nil, nil // no file: no output
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (go test -run CLIGolden -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// placeholders puts the names of vars (longest value first) back where
+// their values appear.
+func placeholders(s string, vars map[string]string) string {
+	type kv struct{ k, v string }
+	var kvs []kv
+	for k, v := range vars {
+		if v != "" {
+			kvs = append(kvs, kv{k, v})
+		}
+	}
+	for i := range kvs { // longest first: $BIN may lie under $TMP's parent
+		for j := i + 1; j < len(kvs); j++ {
+			if len(kvs[j].v) > len(kvs[i].v) {
+				kvs[i], kvs[j] = kvs[j], kvs[i]
+			}
+		}
+	}
+	for _, x := range kvs {
+		s = strings.ReplaceAll(s, x.v, x.k)
+	}
+	return s
+}
+
+var (
+	volatilePid     = regexp.MustCompile(`\bpid( \(|\s+)?\d+`)
+	volatileRunsPid = regexp.MustCompile(`(?m)^(run-\S+\s+(true|false)\s+)\d+`) // the runs table's pid column
+	volatilePort    = regexp.MustCompile(`127\.0\.0\.1:\d+`)                    // OTLP receivers on port 0
+	volatileFloat   = regexp.MustCompile(`\d+\.\d+`)
+	volatileSpace   = regexp.MustCompile(` {2,}`)
+	volatileDash    = regexp.MustCompile(`-{3,}`)
+)
+
+// maskVolatile hides what a live run changes every time: pids, ports
+// other than $PORT, and every decimal number (timings and measured
+// metrics); then the column padding and rules, which those widths move.
+func maskVolatile(s string) string {
+	s = volatilePid.ReplaceAllString(s, "pid${1}N")
+	s = volatileRunsPid.ReplaceAllString(s, "${1}N")
+	s = strings.ReplaceAll(s, "127.0.0.1:$PORT", "\x00")
+	s = volatilePort.ReplaceAllString(s, "127.0.0.1:N")
+	s = strings.ReplaceAll(s, "127.0.0.1", "\x01")
+	s = volatileFloat.ReplaceAllString(s, "#")
+	s = strings.NewReplacer("\x00", "127.0.0.1:$PORT", "\x01", "127.0.0.1").Replace(s)
+	s = volatileDash.ReplaceAllString(s, "---")
+	return volatileSpace.ReplaceAllString(s, "  ")
+}
+
+func writeGolden(t *testing.T, tmp, name string) string {
+	t.Helper()
+	dir := filepath.Join(tmp, name)
+	if _, err := fixture.Write(dir, fixture.Golden()[name]); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// fixtures writes the named golden bundles (analysis/fixture) into $TMP.
+func fixtures(names ...string) func(t *testing.T, tmp string) map[string]string {
+	return func(t *testing.T, tmp string) map[string]string {
+		for _, n := range names {
+			writeGolden(t, tmp, n)
+		}
+		return nil
+	}
+}
+
+// killedBundle is $TMP/killed: the refserver_random bundle as a capture
+// killed before its end leaves it: no results.json, a manifest that says
+// neither finished nor complete, and the last pass of c64 missing from the
+// manifest's passes (its requests are there).
+func killedBundle(t *testing.T, tmp string) map[string]string {
+	t.Helper()
+	dir := filepath.Join(tmp, "killed")
+	if _, err := fixture.Write(dir, fixture.Golden()["refserver_random"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, bundle.ResultsFile)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := b.Manifest
+	m.Complete, m.Finished, m.EndUnixNs = false, false, 0
+	m.Levels = m.Levels[:len(m.Levels)-1]
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, bundle.ManifestFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return nil
+}
+
+// otlpSink writes the vllm bundle and starts an OTLP/HTTP endpoint that
+// accepts everything: $OTLP.
+func otlpSink(t *testing.T, tmp string) map[string]string {
+	writeGolden(t, tmp, "vllm")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return map[string]string{"$OTLP": srv.URL}
+}
+
+// otlpTiming is the export's elapsed time and rate, the one timing in the
+// output of the commands that read fixtures.
+var otlpTiming = regexp.MustCompile(`, [0-9.]+s \([0-9]+ spans/s\)`)
+
+// runbookGoldenArgs is a runbook of fake servers ($SERVER on $PORT) into
+// $TMP/rb, with the fixed flags of runbookArgs.
+func runbookGoldenArgs(extra ...string) []string {
+	args := append([]string{"capture", "--server-cmd", "$SERVER", "--dataset", "$TMP/data/m.jsonl"},
+		runbookArgs(0, "$TMP/rb")...)
+	for i, a := range args {
+		if a == "http://127.0.0.1:0" {
+			args[i] = "http://127.0.0.1:$PORT"
+		}
+	}
+	return append(args, extra...)
+}
+
+// fakeServer writes a 3-sample dataset and plans fake servers (runbooktest)
+// on a free port; with failStart n the n-th server start fails its first
+// request.
+func fakeServer(failStart int) func(t *testing.T, tmp string) map[string]string {
+	return func(t *testing.T, tmp string) map[string]string {
+		t.Helper()
+		ds := dataset(t, 3)
+		if err := os.MkdirAll(filepath.Join(tmp, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"m.jsonl", "u0.wav", "u1.wav", "u2.wav"} {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(ds), f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, "data", f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		port := runbooktest.FreePort(t)
+		o := runbooktest.Options{Port: port, Mode: runbooktest.OK, FailStart: failStart}
+		if failStart > 0 {
+			o.CounterFile = filepath.Join(tmp, "starts")
+		}
+		return map[string]string{"$SERVER": runbooktest.CommandLine(o), "$PORT": strconv.Itoa(port), "$BIN": os.Args[0]}
+	}
+}

@@ -1,0 +1,292 @@
+// Package stats holds the statistics asrprof computes: means and
+// percentiles (linear interpolation between closest ranks, numpy's
+// default), sample standard deviation, histograms, least-squares fits, the
+// Mann-Whitney U test and bootstrap intervals.
+//
+// It is pure Go (stdlib and gonum) and imports nothing of asrprof's, so
+// that bench/metrics, runbook and analysis (whose Starlark "stats" module
+// is a thin binding over it) compute the same numbers the same way.
+// Functions take plain []float64; none modifies its input.
+package stats
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Sum adds xs in order (the order every mean of asrprof adds in, so that
+// means agree to the last digit).
+func Sum(xs []float64) float64 {
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// Mean returns the arithmetic mean, 0 for an empty slice.
+func Mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return Sum(xs) / float64(len(xs))
+}
+
+// Percentile returns the p-th percentile (0..100) of xs by linear
+// interpolation between closest ranks (numpy's default). xs need not be
+// sorted. It returns 0 for an empty slice.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return PercentileSorted(s, p)
+}
+
+// PercentileSorted is Percentile of an already sorted, non-empty slice.
+func PercentileSorted(s []float64, p float64) float64 {
+	if len(s) == 1 {
+		return s[0]
+	}
+	pos := p / 100 * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	if lo < 0 {
+		return s[0]
+	}
+	if hi >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// Min returns the smallest value; xs must not be empty.
+func Min(xs []float64) float64 {
+	m := xs[0]
+	for _, x := range xs {
+		m = math.Min(m, x)
+	}
+	return m
+}
+
+// Max returns the largest value; xs must not be empty.
+func Max(xs []float64) float64 {
+	m := xs[0]
+	for _, x := range xs {
+		m = math.Max(m, x)
+	}
+	return m
+}
+
+// StdDev is the sample standard deviation (n−1); ok is false for fewer
+// than two values.
+func StdDev(xs []float64) (sd float64, ok bool) {
+	if len(xs) < 2 {
+		return 0, false
+	}
+	return stat.StdDev(xs, nil), true
+}
+
+// Bin is one bin of a histogram: [Lo, Hi), the last one [Lo, Hi].
+type Bin struct {
+	Lo, Hi float64
+	Count  int
+}
+
+// Histogram counts xs in bins equal bins over [lo, hi] (the last bin
+// includes hi); values outside are left out. With lo and hi nil the range
+// is the data's. bins must be at least 1; an empty xs gives no bins.
+func Histogram(xs []float64, bins int, lo, hi *float64) []Bin {
+	if len(xs) == 0 || bins < 1 {
+		return nil
+	}
+	sorted := append([]float64(nil), xs...)
+	sort.Float64s(sorted)
+	l, h := sorted[0], sorted[len(sorted)-1]
+	if lo != nil {
+		l = *lo
+	}
+	if hi != nil {
+		h = *hi
+	}
+	if h <= l {
+		h = l + 1
+	}
+	div := make([]float64, bins+1)
+	for i := range div {
+		div[i] = l + (h-l)*float64(i)/float64(bins)
+	}
+	div[bins] = math.Nextafter(h, math.Inf(1)) // include hi in the last bin
+	// gonum's Histogram wants every x inside the dividers.
+	var in []float64
+	for _, x := range sorted {
+		if x >= l && x < div[bins] {
+			in = append(in, x)
+		}
+	}
+	counts := stat.Histogram(nil, div, in, nil)
+	out := make([]Bin, bins)
+	for i := range out {
+		upper := div[i+1]
+		if i == bins-1 {
+			upper = h
+		}
+		out[i] = Bin{Lo: div[i], Hi: upper, Count: int(counts[i])}
+	}
+	return out
+}
+
+// Fit is a least-squares line y = Intercept + Slope·x, with Pearson's R.
+type Fit struct {
+	Slope, Intercept, R, R2 float64
+	N                       int
+}
+
+// ErrFit means LinRegress got series of different lengths or fewer than
+// two points.
+var ErrFit = errors.New("want two series of the same length ≥ 2")
+
+// LinRegress fits ys against xs by least squares.
+func LinRegress(xs, ys []float64) (Fit, error) {
+	if len(xs) != len(ys) || len(xs) < 2 {
+		return Fit{}, ErrFit
+	}
+	alpha, beta := stat.LinearRegression(xs, ys, nil, false)
+	r := stat.Correlation(xs, ys, nil)
+	return Fit{Slope: beta, Intercept: alpha, R: r, R2: r * r, N: len(xs)}, nil
+}
+
+// MannWhitney returns the U statistic of xs and the two-sided p-value of
+// the Mann-Whitney U test: exact for small samples without ties (n1+n2 ≤
+// 40, as benchstat), else the normal approximation with tie and continuity
+// corrections. Both samples must be non-empty.
+func MannWhitney(xs, ys []float64) (u, p float64) {
+	n1, n2 := len(xs), len(ys)
+	type obs struct {
+		v float64
+		x bool
+	}
+	all := make([]obs, 0, n1+n2)
+	for _, v := range xs {
+		all = append(all, obs{v, true})
+	}
+	for _, v := range ys {
+		all = append(all, obs{v, false})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v })
+	var r1, tieSum float64
+	ties := false
+	for i := 0; i < len(all); {
+		j := i
+		for j < len(all) && all[j].v == all[i].v {
+			j++
+		}
+		rank := float64(i+j+1) / 2 // average of ranks i+1..j
+		for k := i; k < j; k++ {
+			if all[k].x {
+				r1 += rank
+			}
+		}
+		if t := float64(j - i); t > 1 {
+			ties = true
+			tieSum += t*t*t - t
+		}
+		i = j
+	}
+	u = r1 - float64(n1*(n1+1))/2
+	mn := float64(n1 * n2)
+	if !ties && n1+n2 <= 40 {
+		// Exact: count the rank arrangements giving each U.
+		cdf := exactUCDF(n1, n2)
+		k := int(math.Round(u))
+		lower := cdf[k]
+		upper := 1.0
+		if k > 0 {
+			upper = 1 - cdf[k-1]
+		}
+		return u, math.Min(1, 2*math.Min(lower, upper))
+	}
+	n := float64(n1 + n2)
+	sigma := math.Sqrt(mn / 12 * ((n + 1) - tieSum/(n*(n-1))))
+	if sigma == 0 {
+		return u, 1
+	}
+	z := (math.Abs(u-mn/2) - 0.5) / sigma
+	if z < 0 {
+		z = 0
+	}
+	return u, math.Min(1, 2*distuv.UnitNormal.Survival(z))
+}
+
+// exactUCDF returns P(U ≤ k) for k = 0..n1·n2 under the null hypothesis.
+func exactUCDF(n1, n2 int) []float64 {
+	m := n1 * n2
+	// f[i][j] holds counts for samples of size i and j, as a slice over u.
+	f := make([][][]float64, n1+1)
+	for i := range f {
+		f[i] = make([][]float64, n2+1)
+		for j := range f[i] {
+			f[i][j] = make([]float64, i*j+1)
+			if i == 0 || j == 0 {
+				f[i][j][0] = 1
+				continue
+			}
+			for u := range f[i][j] {
+				var c float64
+				if u-j >= 0 && u-j < len(f[i-1][j]) { // largest value from xs: it beats all j ys
+					c += f[i-1][j][u-j]
+				}
+				if u < len(f[i][j-1]) {
+					c += f[i][j-1][u]
+				}
+				f[i][j][u] = c
+			}
+		}
+	}
+	counts := f[n1][n2]
+	var total float64
+	for _, c := range counts {
+		total += c
+	}
+	cdf := make([]float64, m+1)
+	var acc float64
+	for k, c := range counts {
+		acc += c
+		cdf[k] = acc / total
+	}
+	return cdf
+}
+
+// ErrBootstrap means BootstrapCI got a level outside (0, 1) or n < 1.
+var ErrBootstrap = errors.New("want 0 < level < 1 and n ≥ 1")
+
+// BootstrapCI returns the percentile bootstrap interval (lo, hi) of stat
+// over xs at level (e.g. 0.95) from n resamples, deterministic for a given
+// seed. An error from stat stops it and is returned.
+func BootstrapCI(xs []float64, stat func([]float64) (float64, error), level float64, n int, seed uint64) (lo, hi float64, err error) {
+	if level <= 0 || level >= 1 || n < 1 {
+		return 0, 0, ErrBootstrap
+	}
+	if len(xs) == 0 {
+		return 0, 0, nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	res := make([]float64, n)
+	buf := make([]float64, len(xs))
+	for i := range res {
+		for j := range buf {
+			buf[j] = xs[rng.IntN(len(xs))]
+		}
+		if res[i], err = stat(buf); err != nil {
+			return 0, 0, err
+		}
+	}
+	alpha := (1 - level) / 2
+	return Percentile(res, 100*alpha), Percentile(res, 100*(1-alpha)), nil
+}

@@ -1,0 +1,107 @@
+package stats
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestPercentileLinear(t *testing.T) {
+	// Hand-worked against numpy.percentile's default (linear) method.
+	xs := []float64{4, 1, 3, 2} // sorted: 1 2 3 4
+	for _, tc := range []struct{ p, want float64 }{
+		{0, 1}, {50, 2.5}, {95, 3.85}, {99, 3.97}, {100, 4},
+	} {
+		if got := Percentile(xs, tc.p); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 || Percentile([]float64{7}, 99) != 7 {
+		t.Error("edge cases")
+	}
+	if xs[0] != 4 {
+		t.Error("input was modified")
+	}
+}
+
+func TestMeanMinMaxStdDev(t *testing.T) {
+	xs := []float64{2, 4, 4, 4, 5, 5, 7, 9}
+	if Mean(xs) != 5 || Mean(nil) != 0 || Sum(xs) != 40 || Min(xs) != 2 || Max(xs) != 9 {
+		t.Errorf("mean %v sum %v min %v max %v", Mean(xs), Sum(xs), Min(xs), Max(xs))
+	}
+	if sd, ok := StdDev(xs); !ok || math.Abs(sd-2.138089935299395) > 1e-12 {
+		t.Errorf("StdDev = %v, %v", sd, ok)
+	}
+	if _, ok := StdDev([]float64{1}); ok {
+		t.Error("StdDev of one value")
+	}
+}
+
+func TestMannWhitney(t *testing.T) {
+	for _, tc := range []struct {
+		xs, ys []float64
+		u, p   float64
+	}{
+		// Exact: fully separated 3+3 gives 2/20; 5+5 gives 2/252.
+		{[]float64{1, 2, 3}, []float64{4, 5, 6}, 0, 0.1},
+		{[]float64{6, 7, 8, 9, 10}, []float64{1, 2, 3, 4, 5}, 25, 2.0 / 252},
+		{[]float64{1, 3, 5}, []float64{2, 4, 6}, 3, 0.7},
+		{[]float64{1, 1, 1}, []float64{1, 1, 1}, 4.5, 1}, // all tied
+	} {
+		u, p := MannWhitney(tc.xs, tc.ys)
+		if u != tc.u || math.Abs(p-tc.p) > 1e-12 {
+			t.Errorf("MannWhitney(%v, %v) = %v, %v; want %v, %v", tc.xs, tc.ys, u, p, tc.u, tc.p)
+		}
+	}
+	// Ties: the normal approximation, still symmetric.
+	_, p1 := MannWhitney([]float64{1, 2, 2, 3}, []float64{2, 3, 4, 4})
+	_, p2 := MannWhitney([]float64{2, 3, 4, 4}, []float64{1, 2, 2, 3})
+	if p1 != p2 || p1 <= 0 || p1 >= 1 {
+		t.Errorf("tied samples: p %v and %v", p1, p2)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	h := Histogram([]float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 2, nil, nil)
+	if len(h) != 2 || h[0].Count != 5 || h[1].Count != 6 || h[0].Lo != 0 || h[1].Hi != 10 {
+		t.Errorf("histogram %+v", h)
+	}
+	lo, hi := 2.0, 4.0
+	h = Histogram([]float64{1, 2, 3, 4, 5}, 2, &lo, &hi)
+	if h[0].Count+h[1].Count != 3 {
+		t.Errorf("values outside [lo, hi] counted: %+v", h)
+	}
+	if Histogram(nil, 3, nil, nil) != nil {
+		t.Error("bins of nothing")
+	}
+}
+
+func TestLinRegress(t *testing.T) {
+	f, err := LinRegress([]float64{1, 2, 3, 4}, []float64{3, 5, 7, 9})
+	if err != nil || math.Abs(f.Slope-2) > 1e-12 || math.Abs(f.Intercept-1) > 1e-12 || math.Abs(f.R-1) > 1e-12 || f.N != 4 {
+		t.Errorf("fit %+v %v", f, err)
+	}
+	if _, err := LinRegress([]float64{1}, []float64{1}); !errors.Is(err, ErrFit) {
+		t.Errorf("one point: %v", err)
+	}
+}
+
+func TestBootstrapCI(t *testing.T) {
+	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	mean := func(x []float64) (float64, error) { return Mean(x), nil }
+	lo, hi, err := BootstrapCI(xs, mean, 0.95, 500, 7)
+	if err != nil || !(lo < 5.5 && 5.5 < hi) {
+		t.Errorf("interval %v–%v %v", lo, hi, err)
+	}
+	lo2, hi2, _ := BootstrapCI(xs, mean, 0.95, 500, 7)
+	if lo != lo2 || hi != hi2 {
+		t.Error("same seed, different interval")
+	}
+	if _, _, err := BootstrapCI(xs, mean, 1, 500, 7); !errors.Is(err, ErrBootstrap) {
+		t.Errorf("level 1: %v", err)
+	}
+	boom := errors.New("boom")
+	if _, _, err := BootstrapCI(xs, func([]float64) (float64, error) { return 0, boom }, 0.9, 5, 1); !errors.Is(err, boom) {
+		t.Errorf("stat error: %v", err)
+	}
+}
