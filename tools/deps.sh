@@ -2,7 +2,11 @@
 # Installs the Debian packages asrprof's demo and tests need, only when
 # missing (idempotent), and downloads Go modules.
 set -euo pipefail
-pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac)
+# python3-torch: the reference server's whisper engine (~230 packages).
+# libopenblas0-pthread: without it Debian's torch and numpy use the reference
+# BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
+pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
+      python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

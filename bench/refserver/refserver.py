@@ -24,6 +24,10 @@ exporter thread asr-otlp), SGLang-Omni request-profile event files
 
 Standard library plus Debian's python3-pocketsphinx only.  Run with
 /usr/bin/python3 bench/refserver/refserver.py --port 8000
+
+--engine whisper serves a Whisper in plain PyTorch instead, with batched
+decode steps (whisper_engine.py, whisper_model.py beside this file; they
+need torch and numpy, and are imported only for that engine).
 """
 
 import argparse
@@ -706,7 +710,15 @@ class StreamSession(Request):
 
 
 class Pipeline:
-    """Build pool, admission queue and the scheduler thread."""
+    """Build pool, admission queue and the scheduler thread.
+
+    This is the PocketSphinx engine; whisper_engine.WhisperPipeline
+    subclasses it and overrides the hooks below (model_card .. extra_metrics)
+    along with load_decoders and the scheduler."""
+
+    engine_label = "PocketSphinx"
+    model_id = MODEL_ID
+    supports_realtime = True
 
     def __init__(self, args, metrics, profiler):
         self.args = args
@@ -787,6 +799,33 @@ class Pipeline:
             ("asr_ready", "1 once the decoders are loaded.", 1 if self.ready.is_set() else 0),
         ]
 
+    # -- engine hooks
+
+    def model_card(self):
+        """Extra fields of /health and of the /v1/models entry."""
+        return {}
+
+    def loading_note(self):
+        return "loading %d decoders" % self.args.max_running_requests
+
+    def ready_note(self):
+        return "model %s" % self.model_id
+
+    def featurize(self, req):
+        """Build-pool work after audio decoding (req.pcm is set)."""
+
+    def complete_extra(self, req):
+        """Extra stage_complete metadata."""
+        return {}
+
+    def span_extra(self, req, name):
+        """Extra attributes of the child span called name."""
+        return {}
+
+    def extra_metrics(self):
+        """More Prometheus text for /metrics."""
+        return ""
+
     def mark(self, req, name, metadata=None):
         ts = now_ns()
         req.t[name] = ts
@@ -835,6 +874,11 @@ class Pipeline:
         req.upload = b""
         req.pcm = pcm
         req.audio_seconds = len(pcm) / 2.0 / SAMPLE_RATE
+        try:
+            self.featurize(req)
+        except Exception as e:
+            req.out.put(("error", 500, "feature extraction failed: %s" % e))
+            return
         self.mark(req, "scheduler_request_build_end",
                   {"audio_seconds": round(req.audio_seconds, 4)})
         req.out.put(("built",))
@@ -956,8 +1000,10 @@ class Pipeline:
     def _complete(self, req, status, message=None):
         if "scheduler_first_emit" not in req.t and status == "ok":
             self.mark(req, "scheduler_first_emit", {"step": req.steps, "empty": True})
-        self.mark(req, "stage_complete", {"status": status, "decode_steps": req.steps,
-                                          "audio_seconds": round(req.audio_seconds, 4)})
+        meta = {"status": status, "decode_steps": req.steps,
+                "audio_seconds": round(req.audio_seconds, 4)}
+        meta.update(self.complete_extra(req))
+        self.mark(req, "stage_complete", meta)
         if status == "ok":
             with self.metrics.lock:
                 self.metrics.audio_seconds += req.audio_seconds
@@ -1177,16 +1223,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._websocket(rid)
         if path == "/health":
             if app.pipeline.ready.is_set():
-                self._send_json(200, {"status": "ok", "model": MODEL_ID}, rid)
+                self._send_json(200, dict({"status": "ok", "model": app.pipeline.model_id},
+                                          **app.pipeline.model_card()), rid)
             else:
                 self._send_json(503, {"status": "loading"}, rid)
         elif path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [{
-                "id": MODEL_ID, "object": "model", "created": app.started,
-                "owned_by": "asrprof", "root": MODEL_ID,
-            }]}, rid)
+            mid = app.pipeline.model_id
+            self._send_json(200, {"object": "list", "data": [dict({
+                "id": mid, "object": "model", "created": app.started,
+                "owned_by": "asrprof", "root": mid,
+            }, **app.pipeline.model_card())]}, rid)
         elif path == "/metrics":
-            self._send(200, app.metrics.render(app.pipeline.gauges()),
+            self._send(200, app.metrics.render(app.pipeline.gauges()) + app.pipeline.extra_metrics(),
                        "text/plain; version=0.0.4; charset=utf-8", rid)
         else:
             self._send_error_json(HTTPError(404, "no route for GET %s" % path, "not_found"), rid)
@@ -1377,7 +1425,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         attrs = {
             "request.id": rid,
             "gen_ai.request.id": rid,
-            "gen_ai.request.model": MODEL_ID,
+            "gen_ai.request.model": app.pipeline.model_id,
             "http.request.method": "POST",
             "http.route": "/v1/audio/transcriptions",
             "http.response.status_code": status,
@@ -1415,7 +1463,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
               {"batch.size_at_admission": req.batch_at_admission if req else 0,
                "chunk_ms": app.args.chunk_ms})
         child("decode", "scheduler_prefill_end", "stage_complete",
-              {"decode.steps": req.steps if req else 0, "audio.seconds": audio_s})
+              dict({"decode.steps": req.steps if req else 0, "audio.seconds": audio_s},
+                   **app.pipeline.span_extra(req, "decode")))
 
 
     # -- realtime sessions (Fun-ASR's WebSocket protocol)
@@ -1431,6 +1480,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             key_ok = len(base64.b64decode(key, validate=True)) == 16
         except ValueError:
             key_ok = False
+        if not app.pipeline.supports_realtime:
+            self.close_connection = True
+            app.metrics.count_request(501)
+            self._send_error_json(HTTPError(501, "realtime sessions are not supported by the %s "
+                                            "engine; use POST /v1/audio/transcriptions"
+                                            % app.pipeline.engine_label, "not_supported"), rid)
+            return
         if (self.headers.get("Sec-WebSocket-Version") or "").strip() != "13" or not key_ok:
             self.close_connection = True
             app.metrics.count_request(400)
@@ -1638,12 +1694,32 @@ class App:
         self.profiler = RequestProfiler(self.metrics)
         self.exporter = SpanExporter(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
                                      self.metrics)
-        self.pipeline = Pipeline(args, self.metrics, self.profiler)
+        if args.engine == "whisper":
+            self.pipeline = _whisper().WhisperPipeline(args, self.metrics, self.profiler)
+        else:
+            self.pipeline = Pipeline(args, self.metrics, self.profiler)
+
+
+def _whisper():
+    """Import whisper_engine (beside this file) on demand; it imports this
+    module as refserver, which must be this one even when run as a script."""
+    sys.modules.setdefault("refserver", sys.modules[__name__])
+    import whisper_engine
+    return whisper_engine
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="asrprof reference ASR server (PocketSphinx, "
-                                "SGLang-Omni-shaped pipeline)")
+    engines = ("pocketsphinx", "whisper")
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--engine", choices=engines, default="pocketsphinx")
+    engine, _ = pre.parse_known_args(argv)
+    p = argparse.ArgumentParser(description="asrprof reference ASR server (PocketSphinx or "
+                                "Whisper, SGLang-Omni-shaped pipeline)")
+    p.add_argument("--engine", choices=engines, default="pocketsphinx",
+                   help="recognizer: pocketsphinx (default; CPU, Debian packages) or whisper "
+                   "(PyTorch; `--engine whisper --help` lists its flags)")
+    if engine.engine == "whisper":
+        _whisper().add_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     p.add_argument("--build-workers", type=int, default=2,
@@ -1669,6 +1745,8 @@ def parse_args(argv):
         p.error("--build-delay must be between 0 and 60 seconds")
     if not 0.01 <= a.decode_interval <= 10:
         p.error("--decode-interval must be between 0.01 and 10 seconds")
+    if a.engine == "whisper":
+        _whisper().check_args(p, a)
     return a
 
 
@@ -1700,18 +1778,20 @@ def main(argv=None):
 
     acceptor = threading.Thread(target=accept_loop, name="asr-http", daemon=True)
     acceptor.start()
-    print("refserver: listening on http://%s:%d (loading %d decoders)"
-          % (host, port, args.max_running_requests), flush=True)
+    print("refserver: listening on http://%s:%d (%s)"
+          % (host, port, app.pipeline.loading_note()), flush=True)
     t0 = time.monotonic()
     try:
         app.pipeline.load_decoders()
     except Exception as e:
-        print("refserver: cannot load PocketSphinx: %s" % e, file=sys.stderr, flush=True)
+        print("refserver: cannot load %s: %s" % (app.pipeline.engine_label, e),
+              file=sys.stderr, flush=True)
         httpd.shutdown()
         return 1
     app.pipeline.ready.set()
-    print("refserver: ready in %.1fs (model %s, otlp %s)"
-          % (time.monotonic() - t0, MODEL_ID, app.exporter.endpoint or "off"), flush=True)
+    print("refserver: ready in %.1fs (%s, otlp %s)"
+          % (time.monotonic() - t0, app.pipeline.ready_note(), app.exporter.endpoint or "off"),
+          flush=True)
     while acceptor.is_alive():
         acceptor.join(0.5)
     app.pipeline.stop()

@@ -40,6 +40,17 @@ func RequirePocketSphinx(t testing.TB) {
 	}
 }
 
+// RequireTorch skips the test where Debian's python3-torch (with numpy)
+// is missing; the whisper engine needs it and tools/deps.sh installs it.
+func RequireTorch(t testing.TB) {
+	t.Helper()
+	out, err := exec.Command(Python, "-c", "import torch, numpy").CombinedOutput()
+	if err != nil {
+		t.Skipf("%s cannot import torch and numpy (tools/deps.sh installs python3-torch): %v: %s",
+			Python, err, bytes.TrimSpace(out))
+	}
+}
+
 // Server is a running reference server.
 type Server struct {
 	URL    string
@@ -77,6 +88,19 @@ var listeningRE = regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`)
 func Start(t testing.TB, env []string, args ...string) *Server {
 	t.Helper()
 	RequirePocketSphinx(t)
+	return start(t, env, args)
+}
+
+// StartWhisper is Start for the whisper engine (--engine whisper and
+// args); it skips where torch is missing rather than pocketsphinx.
+func StartWhisper(t testing.TB, env []string, args ...string) *Server {
+	t.Helper()
+	RequireTorch(t)
+	return start(t, env, append([]string{"--engine", "whisper"}, args...))
+}
+
+func start(t testing.TB, env []string, args []string) *Server {
+	t.Helper()
 	script := filepath.Join(Root(), "bench", "refserver", "refserver.py")
 	cmd := exec.Command(Python, append([]string{script, "--port", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
