@@ -834,13 +834,17 @@ class Pipeline:
 
     # -- build
 
+    def build_limit(self):
+        """Requests that may wait for or be in the build pool before a 503."""
+        return self.args.build_max_pending
+
     def submit(self, req):
         """Hand a request to the build pool; HTTPError 503 when it is full."""
         with self.build_lock:
-            if self.build_pending >= self.args.build_max_pending:
+            if self.build_pending >= self.build_limit():
                 raise HTTPError(503, "server overloaded: %d requests already waiting for "
-                                "the build pool (--build-max-pending)" % self.build_pending,
-                                "server_overloaded")
+                                "the build pool (--build-max-pending%s)"
+                                % (self.build_pending, self.backlog_flag), "server_overloaded")
             self.build_pending += 1
         self.build_q.put(req)
 

@@ -63,6 +63,14 @@ def add_arguments(p):
     g.add_argument("--host-step-ms", type=float, default=0.0,
                    help="extra host work per decode step, in ms per running request: a "
                    "Python busy loop holding the GIL (default 0)")
+    g.add_argument("--prefill-batch", type=int, default=1,
+                   help="first forwards coalesced into one (the encoder over their windows as "
+                   "one batch, then their prompts), as SGLang-Omni's prefill coalescing; "
+                   "default 1: one first forward per admitted request")
+    g.add_argument("--max-queued-requests", type=int, default=0,
+                   help="backlog of requests beyond --build-max-pending that wait for the build "
+                   "pool instead of an HTTP 503; capped at max(pending, this), as SGLang-Omni's "
+                   "scheduler does (default 0: a backlog of --build-max-pending)")
     g.add_argument("--torch-threads", type=int, default=0,
                    help="torch CPU threads (default min(4, cores))")
     g.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights")
@@ -76,6 +84,10 @@ def check_args(p, a):
         p.error("--tokens-per-second must be in (0, 100]")
     if not 0 <= a.host_step_ms <= 1000:
         p.error("--host-step-ms must be between 0 and 1000")
+    if a.prefill_batch < 1:
+        p.error("--prefill-batch must be at least 1")
+    if a.max_queued_requests < 0:
+        p.error("--max-queued-requests must be at least 0")
     if a.torch_threads < 0:
         p.error("--torch-threads must be at least 0")
     if a.cuda_graphs and a.device == "cpu":
@@ -128,15 +140,18 @@ class _State:
         self.prefill_ms = 0.0
 
 
-def prepare_threads(threads=0):
+def prepare_threads(threads=0, gpu=False):
     """CPU thread settings, before torch and numpy are first imported; returns
     the torch thread count (0: min(4, cores)).  They are read once, at load:
     OpenBLAS (under Debian's torch and numpy) gets as many threads as torch,
     and OpenMP threads sleep when idle instead of spinning against
     OpenBLAS's (on 2 cores the tiny decode step took 52 ms spinning, 18 ms
-    passive)."""
+    passive).  With the model on a GPU, numpy's OpenBLAS serves only the
+    build workers' features: one thread each, since the pool is the
+    parallelism (on the H200 its idle threads spun for a third of the
+    server's CPU samples)."""
     threads = threads or min(4, os.cpu_count() or 1)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(threads))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1" if gpu else str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return threads
 
@@ -154,6 +169,7 @@ class WhisperPipeline(rs.Pipeline):
     """refserver's Pipeline with a Whisper model and continuous batching."""
 
     engine_label = "Whisper"
+    backlog_flag = " + its backlog, --max-queued-requests"
     supports_realtime = False
 
     def __init__(self, args, metrics, profiler):
@@ -204,7 +220,8 @@ class WhisperPipeline(rs.Pipeline):
 
     def load_decoders(self):
         a = self.args
-        threads = prepare_threads(a.torch_threads)
+        gpu = a.device == "cuda" or (a.device is None and os.path.exists("/dev/nvidiactl"))
+        threads = prepare_threads(a.torch_threads, gpu)
         import torch
         import whisper_model as wm
         self.torch, self.wm = torch, wm
@@ -338,33 +355,48 @@ class WhisperPipeline(rs.Pipeline):
                         self.running.append(req)
                         req.batch_at_admission = len(self.running)
                         admitted.append(req)
-                for req in admitted:
-                    self._first_forward(req)
+                k = self.args.prefill_batch
+                for i in range(0, len(admitted), k):
+                    self._first_forward(admitted[i:i + k])
                 for req in list(self.running):
                     if req.cancelled:
                         self._finish(req, "cancelled")
                 if self.running:
                     self._decode_step(list(self.running))
 
-    def _first_forward(self, req):
-        st = req.wh
-        self.mark(req, "scheduler_prefill_start",
-                  {"batch_size": req.batch_at_admission, "queue_depth": len(self.admission)})
+    def build_limit(self):
+        """Requests that may wait for or be in the build pool before a 503:
+        the pending ones plus SGLang-Omni's backlog of max(pending,
+        max_queued_requests)."""
+        pending = self.args.build_max_pending
+        return pending + max(pending, self.args.max_queued_requests)
+
+    def _first_forward(self, reqs):
+        """One first forward (encoder + prompt) for the admitted requests
+        reqs, on this thread: the running batch waits for it."""
+        for req in reqs:
+            self.mark(req, "scheduler_prefill_start",
+                      {"batch_size": req.batch_at_admission, "queue_depth": len(self.admission),
+                       "prefill_batch": len(reqs)})
         t0 = time.perf_counter()
         try:
-            tok = self.runner.prefill(st.slot, st.mel)
+            toks = self.runner.prefill_many([r.wh.slot for r in reqs], [r.wh.mel for r in reqs])
         except Exception as e:
-            self.mark(req, "scheduler_prefill_end")
-            self._finish(req, "error", "first forward: %s" % e)
+            for req in reqs:
+                self.mark(req, "scheduler_prefill_end")
+                self._finish(req, "error", "first forward: %s" % e)
             return
-        st.prefill_ms = (time.perf_counter() - t0) * 1e3
-        st.mel = None
-        st.pos = len(self.specials.prompt())
-        self.mark(req, "scheduler_prefill_end",
-                  {"batch_size": req.batch_at_admission, "prompt_tokens": st.pos,
-                   "first_forward_ms": round(st.prefill_ms, 3)})
-        if self._accept(req, tok):
-            self._finish(req, "ok")
+        ms = (time.perf_counter() - t0) * 1e3
+        for req, tok in zip(reqs, toks):
+            st = req.wh
+            st.prefill_ms = ms
+            st.mel = None
+            st.pos = len(self.specials.prompt())
+            self.mark(req, "scheduler_prefill_end",
+                      {"batch_size": req.batch_at_admission, "prompt_tokens": st.pos,
+                       "prefill_batch": len(reqs), "first_forward_ms": round(ms, 3)})
+            if self._accept(req, tok):
+                self._finish(req, "ok")
 
     def _accept(self, req, tok):
         """Take one generated token; True when the request is done."""

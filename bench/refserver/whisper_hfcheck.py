@@ -134,9 +134,9 @@ def main(argv=None):
                 continue
             tag = "sdpa" if sdpa else "matmul"
             r = wm.Runner(model, sp, 2, sdpa=sdpa)
-            enc = r.encode(mel)
+            enc = r.encode(mel)[0]
             check("encoder_%s_maxdiff" % tag, (enc - ref_enc).abs().max().item(), 2e-3)
-            lg = r.prefill_logits(1, mel)
+            lg = r.prefill_logits(1, mel)[0]
             ids = torch.tensor([prompt], device=a.device)
             ref = hf(input_features=feats, decoder_input_ids=ids).logits[0, -1]
             check("prompt_logits_%s_maxdiff" % tag, (lg - ref).abs().max().item(), 2e-3)

@@ -610,58 +610,75 @@ class Runner:
 
     @torch.no_grad()
     def encode(self, mel):
-        """mel [n_mels, 3000] (any float) -> [1500, d]"""
+        """mel [n_mels, 3000] or [N, n_mels, 3000] (any float) -> [N, 1500, d]"""
         enc = self.model.model.encoder
         H = self.dims.heads
-        x = mel.to(device=self.device, dtype=self.dtype)[None]
+        x = mel.to(device=self.device, dtype=self.dtype)
+        if x.dim() == 2:
+            x = x[None]
+        n = x.shape[0]
         x = F.gelu(enc.conv1(x))
-        x = F.gelu(enc.conv2(x))  # [1, d, 1500]
+        x = F.gelu(enc.conv2(x))  # [N, d, 1500]
         x = x.transpose(1, 2) + enc.embed_positions.weight[None, :x.shape[2]]
         for layer in enc.layers:
             a = layer.self_attn
             h = layer.self_attn_layer_norm(x)
-            q = self._heads(a.q_proj(h), 1, H)
-            k = self._heads(a.k_proj(h), 1, H)
-            v = self._heads(a.v_proj(h), 1, H)
+            q = self._heads(a.q_proj(h), n, H)
+            k = self._heads(a.k_proj(h), n, H)
+            v = self._heads(a.v_proj(h), n, H)
             o = self._attend(q, k, v).transpose(1, 2).reshape(x.shape)
             x = x + a.out_proj(o)
             x = self._mlp(layer, x)
-        return enc.layer_norm(x)[0]
+        return enc.layer_norm(x)
 
     @torch.no_grad()
     def prefill(self, slot, mel):
         """Encoder + prompt for one slot; returns the first generated token id."""
-        return int((self.prefill_logits(slot, mel) + self.first_bias).argmax())
+        return self.prefill_many([slot], [mel])[0]
 
     @torch.no_grad()
-    def prefill_logits(self, slot, mel):
-        """prefill()'s logits [vocab] at the last prompt token, unmasked."""
-        enc_out = self.encode(mel)
+    def prefill_many(self, slots, mels):
+        """One first forward for several requests at once (prefill
+        coalescing): the encoder over their windows as one batch, then the
+        prompt for each slot; returns their first token ids."""
+        logits = self.prefill_logits(slots, mels) + self.first_bias
+        return logits.argmax(dim=-1).tolist()
+
+    @torch.no_grad()
+    def prefill_logits(self, slots, mels):
+        """prefill_many()'s logits [N, vocab] at the last prompt token,
+        unmasked.  slots: an int or a list; mels: one mel or a list."""
+        if isinstance(slots, int):
+            slots, mels = [slots], [mels]
+        mel = torch.stack([torch.as_tensor(m) for m in mels])
+        enc_out = self.encode(mel)  # [N, 1500, d]
+        n = len(slots)
+        idx = torch.tensor(slots, dtype=torch.long, device=self.device)
         dec = self.model.model.decoder
         H, d = self.dims.heads, self.dims.d_model
         for l, layer in enumerate(dec.layers):
             a = layer.encoder_attn
-            self.ck[l, slot].copy_(a.k_proj(enc_out).view(-1, H, HEAD_DIM).transpose(0, 1))
-            self.cv[l, slot].copy_(a.v_proj(enc_out).view(-1, H, HEAD_DIM).transpose(0, 1))
+            self.ck[l].index_copy_(0, idx, self._heads(a.k_proj(enc_out), n, H))
+            self.cv[l].index_copy_(0, idx, self._heads(a.v_proj(enc_out), n, H))
         P = self.prompt.numel()
-        x = (dec.embed_tokens.weight[self.prompt] + dec.embed_positions.weight[:P])[None]  # [1, P, d]
+        x = (dec.embed_tokens.weight[self.prompt] + dec.embed_positions.weight[:P])[None].expand(n, P, d)
         for l, layer in enumerate(dec.layers):
             a = layer.self_attn
             h = layer.self_attn_layer_norm(x)
-            q = self._heads(a.q_proj(h), 1, H)
-            k = self._heads(a.k_proj(h), 1, H)
-            v = self._heads(a.v_proj(h), 1, H)
-            self.sk[l, slot, :, :P].copy_(k[0])
-            self.sv[l, slot, :, :P].copy_(v[0])
-            o = self._attend(q, k, v, causal=True).transpose(1, 2).reshape(1, P, d)
+            q = self._heads(a.q_proj(h), n, H)
+            k = self._heads(a.k_proj(h), n, H)
+            v = self._heads(a.v_proj(h), n, H)
+            self.sk[l, :, :, :P].index_copy_(0, idx, k)
+            self.sv[l, :, :, :P].index_copy_(0, idx, v)
+            o = self._attend(q, k, v, causal=True).transpose(1, 2).reshape(n, P, d)
             x = x + a.out_proj(o)
             c = layer.encoder_attn
             h = layer.encoder_attn_layer_norm(x)
-            q = self._heads(c.q_proj(h), 1, H)
-            o = self._attend(q, self.ck[l, slot:slot + 1], self.cv[l, slot:slot + 1])
-            x = x + c.out_proj(o.transpose(1, 2).reshape(1, P, d))
+            q = self._heads(c.q_proj(h), n, H)
+            o = self._attend(q, self.ck[l].index_select(0, idx), self.cv[l].index_select(0, idx))
+            x = x + c.out_proj(o.transpose(1, 2).reshape(n, P, d))
             x = self._mlp(layer, x)
-        return F.linear(dec.layer_norm(x[0, -1]), self.model.output_weight())
+        return F.linear(dec.layer_norm(x[:, -1]), self.model.output_weight())
 
     # -- batched decode
 

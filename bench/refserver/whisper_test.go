@@ -454,3 +454,33 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A coalesced first forward (--prefill-batch) gives each request the
+// logits it gets alone: the batch changes the cost, not the answer.
+func TestWhisperPrefillBatch(t *testing.T) {
+	refservertest.RequireTorch(t)
+	t.Parallel()
+	prog := `
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import whisper_model as wm
+torch.manual_seed(0)
+d = wm.Dims.named("tiny")
+m = wm.Whisper(d)
+wm.init_synthetic(m, 0)
+sp = wm.Specials(d.vocab)
+mels = [torch.randn(d.n_mels, wm.N_FRAMES) for _ in range(3)]
+alone = [wm.Runner(m, sp, 4).prefill_logits(s, x)[0] for s, x in zip([3, 0, 2], mels)]
+r = wm.Runner(m, sp, 4)
+both = r.prefill_logits([3, 0, 2], mels)
+diff = max((a - b).abs().max().item() for a, b in zip(alone, both))
+scale = max(a.abs().max().item() for a in alone)
+print("diff %.3g scale %.3g" % (diff, scale))
+sys.exit(0 if diff <= 1e-3 * max(scale, 1.0) else 1)
+`
+	out, err := exec.Command(python, "-c", prog, filepath.Join(refservertest.Root(), "bench", "refserver")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("batched first forward differs from single ones: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}
