@@ -1,0 +1,123 @@
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+)
+
+// The bundles of the H200 study (tools/gpu-study.sh, docs/GPU.md): the
+// whisper engine in its three states, captured through the CLI on the
+// device, kept as testdata/h200/NAME.tgz (server-events/ left out: the
+// bundle's events.jsonl holds the same lines).
+var h200Bundles = []string{"study", "gpu-bound", "host-bound"}
+
+// unpackBundle extracts testdata/h200/NAME.tgz into a temporary folder.
+func unpackBundle(t *testing.T, name string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(refservertest.Root(), "testdata", "h200", name+".tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s.tgz: %v", name, err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return dir
+		}
+		if err != nil {
+			t.Fatalf("%s.tgz: %v", name, err)
+		}
+		p := filepath.Join(dir, filepath.Clean("/" + h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				var b []byte
+				if b, err = io.ReadAll(tr); err == nil {
+					err = os.WriteFile(p, b, 0o644)
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The analyses users run on a GPU capture, through the CLI, on the real
+// H200 bundles: gpu, cpu and bottleneck (and the sweep and stages they
+// stand on) against goldens in testdata/h200/golden/NAME/SCRIPT.txt
+// (go test -run H200 -update rewrites them).
+func TestH200Goldens(t *testing.T) {
+	for _, name := range h200Bundles {
+		t.Run(name, func(t *testing.T) {
+			dir := unpackBundle(t, name)
+			for _, script := range []string{"sweep", "stages", "gpu", "cpu", "bottleneck"} {
+				code, stdout, stderr := runCLI("analyze", dir, script)
+				if code != exitOK {
+					t.Fatalf("analyze %s: exit %d\n%s", script, code, stderr)
+				}
+				path := filepath.Join(refservertest.Root(), "testdata", "h200", "golden", name, script+".txt")
+				got := strings.ReplaceAll(stdout, dir, "BUNDLE")
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (go test -run H200 -update writes it)", err)
+				}
+				if string(want) != got {
+					t.Errorf("analyze %s %s differs from %s (-update rewrites it):\n--- got\n%s\n--- want\n%s", name, script, path, got, want)
+				}
+			}
+		})
+	}
+}
+
+// What the H200 bundles must say whatever the goldens hold: GPU samples
+// with GPM for every level, Python frames from the otel engine, and the
+// synthetic weights.
+func TestH200BundlesHoldTheirData(t *testing.T) {
+	for _, name := range h200Bundles {
+		t.Run(name, func(t *testing.T) {
+			dir := unpackBundle(t, name)
+			_, gpu, _ := runCLI("analyze", dir, "gpu", "--format", "json")
+			_, cpu, _ := runCLI("analyze", dir, "cpu")
+			_, sweep, _ := runCLI("analyze", dir, "sweep")
+			for _, want := range []string{`"SM active %"`, `"tensor active %"`, `"power mean (W)"`} {
+				if !strings.Contains(gpu, want) {
+					t.Errorf("gpu table lacks %s", want)
+				}
+			}
+			if strings.Contains(gpu, "no GPU samples") {
+				t.Error("gpu table says there are no GPU samples")
+			}
+			if !strings.Contains(cpu, "whisper_model.py") {
+				t.Error("cpu tables name no frame of the engine's Python code (otel engine)")
+			}
+			if !strings.Contains(sweep, "WER is not a measurement") {
+				t.Error("sweep does not say the weights are synthetic")
+			}
+		})
+	}
+}
