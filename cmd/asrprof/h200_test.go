@@ -40,7 +40,7 @@ func unpackBundle(t *testing.T, name string) string {
 		if err != nil {
 			t.Fatalf("%s.tgz: %v", name, err)
 		}
-		p := filepath.Join(dir, filepath.Clean("/" + h.Name))
+		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
 		switch h.Typeflag {
 		case tar.TypeDir:
 			err = os.MkdirAll(p, 0o755)
