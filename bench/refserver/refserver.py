@@ -94,6 +94,16 @@ def set_thread_name(name):
         pass
 
 
+def spin(seconds):
+    """Busy CPU work holding the GIL for seconds: a model of host overhead
+    (--host-step-ms)."""
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+    return x
+
+
 def now_ns():
     return time.time_ns()
 
@@ -719,6 +729,7 @@ class Pipeline:
     engine_label = "PocketSphinx"
     model_id = MODEL_ID
     supports_realtime = True
+    backlog_flag = ""  # the flag that sizes a backlog beyond the build pool, if any
 
     def __init__(self, args, metrics, profiler):
         self.args = args
@@ -951,6 +962,8 @@ class Pipeline:
         """Feed one chunk to the request's decoder; True when the audio is used up."""
         if req.realtime:
             return self._stream_step(req) if req.has_work() else False
+        if self.args.host_step_ms > 0:  # host work per running request per step
+            spin(self.args.host_step_ms / 1000.0)
         chunk = req.pcm[req.offset:req.offset + self.chunk_bytes]
         req.offset += len(chunk)
         req.steps += 1
@@ -1199,11 +1212,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     break
                 left -= len(got)
             raise HTTPError(400, "upload larger than %d bytes" % limit)
-        body = self.rfile.read(n) if n > 0 else b""
+        body = self._read_paced(n) if n > 0 else b""
         if len(body) != n:
             self.close_connection = True
             raise HTTPError(400, "request body truncated")
         return body
+
+    def _read_paced(self, n):
+        """n bytes of the body, at most --upload-kbps fast when that is set."""
+        rate = self.app.args.upload_kbps * 1000.0
+        if rate <= 0:
+            return self.rfile.read(n)
+        parts, got, t0 = [], 0, time.monotonic()
+        while got < n:
+            part = self.rfile.read(min(4096, n - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+            ahead = got / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+        return b"".join(parts)
 
     def _peer_closed(self):
         try:
@@ -1740,11 +1770,21 @@ def parse_args(argv):
     p.add_argument("--decode-interval", type=float, default=0.48,
                    help="realtime sessions: seconds of audio per decode step (one partial "
                    "hypothesis each)")
+    p.add_argument("--host-step-ms", type=float, default=0.0,
+                   help="extra host work per decode step, in ms per running request: a Python "
+                   "busy loop holding the GIL on the scheduler thread (default 0)")
+    p.add_argument("--upload-kbps", type=float, default=0,
+                   help="read each upload at most this fast, in KB/s, as a slow network would "
+                   "(default 0: as fast as it comes)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request to stderr")
     a = p.parse_args(argv)
     for name in ("build_workers", "build_max_pending", "max_running_requests", "chunk_ms"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if not 0 <= a.host_step_ms <= 1000:
+        p.error("--host-step-ms must be between 0 and 1000")
+    if a.upload_kbps < 0:
+        p.error("--upload-kbps must be at least 0")
     if not 0 <= a.build_delay <= 60:
         p.error("--build-delay must be between 0 and 60 seconds")
     if not 0.01 <= a.decode_interval <= 10:

@@ -60,9 +60,6 @@ def add_arguments(p):
     g.add_argument("--cuda-graphs", action="store_true",
                    help="capture the decode step as CUDA graphs, one per batch bucket "
                    "(1, 2, 4, ... up to --max-running-requests); cuda only")
-    g.add_argument("--host-step-ms", type=float, default=0.0,
-                   help="extra host work per decode step, in ms per running request: a "
-                   "Python busy loop holding the GIL (default 0)")
     g.add_argument("--prefill-batch", type=int, default=1,
                    help="first forwards coalesced into one (the encoder over their windows as "
                    "one batch, then their prompts), as SGLang-Omni's prefill coalescing; "
@@ -82,8 +79,6 @@ def check_args(p, a):
         p.error("--max-new-tokens must be at least 1")
     if not 0 < a.tokens_per_second <= 100:
         p.error("--tokens-per-second must be in (0, 100]")
-    if not 0 <= a.host_step_ms <= 1000:
-        p.error("--host-step-ms must be between 0 and 1000")
     if a.prefill_batch < 1:
         p.error("--prefill-batch must be at least 1")
     if a.max_queued_requests < 0:
@@ -154,15 +149,6 @@ def prepare_threads(threads=0, gpu=False):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1" if gpu else str(threads))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return threads
-
-
-def _spin(seconds):
-    """Busy CPU work holding the GIL (a model of per-step host overhead)."""
-    end = time.perf_counter() + seconds
-    x = 0
-    while time.perf_counter() < end:
-        x += 1
-    return x
 
 
 class WhisperPipeline(rs.Pipeline):
@@ -463,7 +449,7 @@ class WhisperPipeline(rs.Pipeline):
             if self._accept(req, out[st.slot]):
                 done.append(req)
         if self.args.host_step_ms > 0:
-            _spin(self.args.host_step_ms * size / 1000.0)
+            rs.spin(self.args.host_step_ms * size / 1000.0)
         elapsed = time.perf_counter() - t0
         with self.stats_lock:
             self.batch_hist.observe(size)
