@@ -21,7 +21,6 @@ import (
 	"github.com/asrprof/asrprof/analysis/fixture"
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/trace"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -65,7 +64,7 @@ func TestGolden(t *testing.T) {
 	for fx := range fixtures() {
 		t.Run(fx, func(t *testing.T) {
 			dir, _ := writeFixture(t, fx)
-			c, err := Load(dir)
+			c, err := loadT(t, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,11 +77,11 @@ func TestGolden(t *testing.T) {
 	t.Run("compare", func(t *testing.T) {
 		cur, _ := writeFixture(t, "refserver")
 		base, _ := writeFixture(t, "sglang")
-		c, err := Load(cur)
+		c, err := loadT(t, cur)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Load(base)
+		b, err := loadT(t, base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +115,7 @@ func TestStagesRecoverInjected(t *testing.T) {
 	for fx, cfg := range fixtures() {
 		t.Run(fx, func(t *testing.T) {
 			dir, truth := writeFixture(t, fx)
-			c, err := Load(dir)
+			c, err := loadT(t, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +170,7 @@ func TestSweepMatchesDriver(t *testing.T) {
 	for _, fx := range []string{"refserver", "refserver_random"} {
 		t.Run(fx, func(t *testing.T) {
 			dir, _ := writeFixture(t, fx)
-			c, err := Load(dir)
+			c, err := loadT(t, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +222,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // refserver fixture, with the assert module.
 func TestStarlark(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver")
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +259,7 @@ func writeScript(t *testing.T, name, src string) string {
 
 func TestLimitsAndErrors(t *testing.T) {
 	dir, _ := writeFixture(t, "sglang")
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +303,7 @@ func TestLimitsAndErrors(t *testing.T) {
 // (which shadows a built-in of the same path) and the built-ins.
 func TestUserScriptLoads(t *testing.T) {
 	dir, _ := writeFixture(t, "vllm")
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +350,7 @@ func TestRunDefault(t *testing.T) {
 // back in the order of the names.
 func TestConcurrentRuns(t *testing.T) {
 	dir, _ := writeFixture(t, "sglang")
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,51 +415,58 @@ emit(t)
 	}
 }
 
-// TestDefaultScriptsFromTheJoinCount: the stage table is among the default
-// analyses when the server left spans, decided from the capture's own count
-// (extra.join) when it has one and by reading the spans when not.
-func TestDefaultScriptsFromTheJoinCount(t *testing.T) {
-	dir, _ := writeFixture(t, "refserver")
-	setJoin := func(join any) {
-		t.Helper()
-		p := filepath.Join(dir, bundle.ManifestFile)
-		b, err := os.ReadFile(p)
-		if err != nil {
+// TestDefaultScriptsFromTheTables checks that DefaultScripts runs the stage
+// analyses exactly when the server left spans, decided from the tables'
+// record of the server's span names, without reading spans.otlp into the
+// join: a capture whose requests all failed has client spans only.
+func TestDefaultScriptsFromTheTables(t *testing.T) {
+	for _, tc := range []struct {
+		fail       int
+		wantStages bool
+	}{{0, true}, {1, false}} {
+		cfg := fixtures()["refserver"]
+		cfg.FailEvery = tc.fail
+		dir := filepath.Join(t.TempDir(), "b")
+		if _, err := fixture.Write(dir, cfg); err != nil {
 			t.Fatal(err)
 		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		if join == nil {
-			delete(m, "extra")
-		} else {
-			m["extra"] = map[string]any{"join": join}
-		}
-		if b, err = json.Marshal(m); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
+		for _, fresh := range []bool{true, false} { // tables built by this Load, then read back
+			c, err := loadT(t, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := DefaultScripts(c)
+			c.Tables.Wait() // the next Load reads them back
+			if slices.Contains(got, "stages") != tc.wantStages || c.ix != nil {
+				t.Errorf("fail every %d (tables built %v): scripts %v, spans joined %v; want stages %v, no join", tc.fail, fresh, got, c.ix != nil, tc.wantStages)
+			}
 		}
 	}
-	for _, tc := range []struct {
-		join       any
-		wantStages bool
-		joined     bool // whether deciding read the spans
-	}{
-		{nil, true, true},
-		{map[string]any{"server_spans": 240}, true, false},
-		{map[string]any{"server_spans": 0}, false, false},
-	} {
-		setJoin(tc.join)
-		c, err := Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := DefaultScripts(c)
-		if slices.Contains(got, "stages") != tc.wantStages || c.ix != nil != tc.joined {
-			t.Errorf("extra.join %v: scripts %v, spans read %v; want stages %v, spans read %v", tc.join, got, c.ix != nil, tc.wantStages, tc.joined)
-		}
+}
+
+// TestEngineMatchesStarlarkPresets runs testdata/legacy/compare.star over
+// every golden fixture: the declarative presets, applied by the engine,
+// give the stage table (and each request's stages and boundaries) that
+// the presets' former Starlark functions gave, to the last bit.
+func TestEngineMatchesStarlarkPresets(t *testing.T) {
+	for name := range fixture.Golden() {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), name)
+			if _, err := fixture.Write(dir, fixture.Golden()[name]); err != nil {
+				t.Fatal(err)
+			}
+			c, err := loadT(t, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			if _, err := NewSession(c, Options{Print: &out}).Run(context.Background(), filepath.Join("testdata", "legacy", "compare.star")); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "requests compared") {
+				t.Errorf("compare.star said %q", out.String())
+			}
+			t.Log(strings.TrimSpace(out.String()))
+		})
 	}
 }

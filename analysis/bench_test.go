@@ -40,7 +40,7 @@ func BenchmarkLarge(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		c, err := Load(dir)
+		c, err := loadT(b, dir)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,35 +3,33 @@ package analysis
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"golang.org/x/sync/errgroup"
-
+	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
-// Capture is a bundle loaded for analysis. Requests are read by Load; the
-// spans, events and probe rows are read the first time they are needed.
+// Capture is a bundle loaded for analysis. Its requests, spans, events and
+// probe rows are read the first time they are needed (the stage table
+// needs four columns of the requests, not all of them).
 // A Capture is safe for concurrent use by several sessions.
 type Capture struct {
-	Dir      string
-	Bundle   *bundle.Bundle
-	Requests []trace.Request
+	Dir    string
+	Bundle *bundle.Bundle
+	reqs   []trace.Request // Requests(), once loaded
 	// Results is results.json as generic JSON (numbers as json.Number);
 	// nil when the file is absent (a killed capture).
 	Results any
@@ -49,6 +47,17 @@ type Capture struct {
 
 	passesOnce sync.Once
 	passes     []trace.PassMetrics
+	passesErr  error
+
+	reqsOnce sync.Once
+	reqsErr  error
+
+	// Tables are the bundle's Parquet tables (trace/tables), built by Load
+	// where they were missing or stale; the stage engine reads them.
+	Tables *tables.Set
+
+	stagesMu sync.Mutex
+	stages   map[string]*tables.StageRows // by preset key
 }
 
 type rowSet struct {
@@ -56,16 +65,20 @@ type rowSet struct {
 	err  error
 }
 
-// Load opens the bundle in dir and reads its requests and results.
+// Load opens the bundle in dir and reads its requests and results. It
+// builds the bundle's tables (trace/tables) that are missing or older than
+// their sources first, as at the first analyze of a killed or imported
+// capture; a bundle that cannot be written to is analysed from tables held
+// in memory (Tables.Wait says why).
 func Load(dir string) (*Capture, error) {
 	b, err := bundle.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Capture{Dir: dir, Bundle: b, rows: map[string]*rowSet{}}
-	c.Requests, err = readRequests(b.Path(bundle.RequestsFile))
+	c := &Capture{Dir: dir, Bundle: b, rows: map[string]*rowSet{}, stages: map[string]*tables.StageRows{}}
+	c.Tables, err = tables.Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading requests: %w", err)
+		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
 	}
 	if data, err := os.ReadFile(b.Path(bundle.ResultsFile)); err == nil {
 		v, err := decodeJSON(data)
@@ -79,15 +92,96 @@ func Load(dir string) (*Capture, error) {
 	return c, nil
 }
 
+// Requests returns the bundle's requests, every field of requests.jsonl,
+// in order (read from requests.parquet the first time).
+func (c *Capture) Requests() ([]trace.Request, error) {
+	c.reqsOnce.Do(func() {
+		c.reqs, c.reqsErr = c.Tables.Requests()
+		if c.reqsErr != nil {
+			c.reqsErr = fmt.Errorf("reading requests: %w", c.reqsErr)
+		}
+	})
+	return c.reqs, c.reqsErr
+}
+
 // Passes returns the metrics of every pass the requests record, warmup
 // passes included, in run order: bench/metrics.Passes over the requests
 // and the manifest's runs, computed once. They are the numbers of
 // results.json (which holds the scored passes of a capture that finished).
-func (c *Capture) Passes() []trace.PassMetrics {
+// They are kept with the tables (tables/passes.json) while requests.jsonl
+// and the manifest's passes are as they were.
+func (c *Capture) Passes() ([]trace.PassMetrics, error) {
 	c.passesOnce.Do(func() {
-		c.passes = metrics.Passes(c.Requests, c.Bundle.Manifest.Levels)
+		key, _ := json.Marshal(c.Bundle.Manifest.Levels)
+		if c.Tables.Derived("passes", string(key), &c.passes) {
+			return
+		}
+		reqs, err := c.Requests()
+		if err != nil {
+			c.passesErr = err
+			return
+		}
+		c.passes = metrics.Passes(reqs, c.Bundle.Manifest.Levels)
+		c.Tables.SaveDerived("passes", string(key), c.passes)
 	})
-	return c.passes
+	return c.passes, c.passesErr
+}
+
+// StageRows returns the stage boundaries that p derives for every request:
+// stages.parquet when it holds p's, else derived by the engine from the
+// events and spans tables (and written to stages.parquet), once per
+// preset.
+func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
+	key := p.Key()
+	c.stagesMu.Lock()
+	defer c.stagesMu.Unlock()
+	if r, ok := c.stages[key]; ok {
+		return r, nil
+	}
+	r, ok, err := c.Tables.Stages(p.Name, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.StagesTable), err)
+	}
+	if !ok {
+		var e *tables.Events
+		var s *tables.Spans
+		if p.UsesEvents() {
+			if e, err = c.Tables.Events(); err != nil {
+				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.EventsTable), err)
+			}
+		}
+		if p.UsesSpans() {
+			if s, err = c.Tables.Spans(); err != nil {
+				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.SpansTable), err)
+			}
+		}
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			return nil, fmt.Errorf("reading requests: %w", err)
+		}
+		r = engine.Derive(p, rc.N, e, s)
+		c.Tables.WriteStages(r, p.Name, key)
+	}
+	c.stages[key] = r
+	return r, nil
+}
+
+// RequestLevels returns the distinct levels of the requests, in the order
+// they first appear.
+func (c *Capture) RequestLevels() ([]string, error) {
+	rc, err := c.Tables.RequestCols()
+	if err != nil {
+		return nil, fmt.Errorf("reading requests: %w", err)
+	}
+	var out []string
+	seen := make([]bool, len(rc.Level.Dict))
+	for _, code := range rc.Level.Codes {
+		if !seen[code] {
+			seen[code] = true
+			out = append(out, rc.Level.Dict[code])
+		}
+	}
+	return out, nil
 }
 
 // HasSpans reports whether the bundle has a span store.
@@ -157,62 +251,6 @@ func decodeJSON(b []byte) (any, error) {
 	return v, nil
 }
 
-// readRequests reads requests.jsonl, decoding lines on every core. Like
-// bundle.ReadJSONL it drops a truncated last line and names a bad one.
-func readRequests(path string) ([]trace.Request, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var lines [][]byte
-	var lineNo []int
-	truncatedOK := len(data) > 0 && data[len(data)-1] != '\n'
-	for n := 1; len(data) > 0; n++ {
-		i := bytes.IndexByte(data, '\n')
-		var l []byte
-		if i < 0 {
-			l, data = data, nil
-		} else {
-			l, data = data[:i], data[i+1:]
-		}
-		if l = bytes.TrimSpace(l); len(l) > 0 {
-			lines = append(lines, l)
-			lineNo = append(lineNo, n)
-		}
-	}
-	out := make([]trace.Request, len(lines))
-	bad := make([]error, len(lines))
-	workers := runtime.GOMAXPROCS(0)
-	var g errgroup.Group
-	per := (len(lines) + workers - 1) / max(workers, 1)
-	for w := 0; w < workers; w++ {
-		lo, hi := w*per, min((w+1)*per, len(lines))
-		if lo >= hi {
-			break
-		}
-		g.Go(func() error {
-			for i := lo; i < hi; i++ {
-				bad[i] = json.Unmarshal(lines[i], &out[i])
-			}
-			return nil
-		})
-	}
-	g.Wait()
-	for i, err := range bad {
-		if err == nil {
-			continue
-		}
-		if i == len(lines)-1 && truncatedOK {
-			return out[:i], nil
-		}
-		return nil, fmt.Errorf("%s:%d: %w", path, lineNo[i], err)
-	}
-	return out, nil
-}
-
 // join reads the span store and the events and joins them to the requests,
 // once.
 func (c *Capture) join() (*join.Index, error) {
@@ -221,7 +259,7 @@ func (c *Capture) join() (*join.Index, error) {
 		var evs []events.Event
 		var err error
 		if c.HasSpans() {
-			chunks, err = readSpans(c.Bundle.Path(bundle.SpansFile))
+			chunks, err = spans.ReadChunks(c.Bundle.Path(bundle.SpansFile))
 			if err != nil {
 				c.joinErr = fmt.Errorf("reading spans: %w", err)
 				return
@@ -249,7 +287,12 @@ func (c *Capture) join() (*join.Index, error) {
 			names[evs[i].EventName] = true
 		}
 		c.eventSet = sortedKeys(names)
-		c.ix = join.BuildChunks(c.Requests, chunks, evs)
+		reqs, err := c.Requests()
+		if err != nil {
+			c.joinErr = err
+			return
+		}
+		c.ix = join.BuildChunks(reqs, chunks, evs)
 	})
 	return c.ix, c.joinErr
 }
@@ -261,54 +304,4 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// readSpans reads a span store (see trace/spans: uvarint-length-prefixed
-// OTLP export requests), decoding records on every core, and returns the
-// spans of each record in store order (not concatenated: copying a million
-// spans in one goroutine cost a second). A truncated last record is
-// dropped, as spans.Read does.
-func readSpans(path string) ([][]spans.Span, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var recs [][]byte
-	for off := 0; off < len(data); {
-		size, n := binary.Uvarint(data[off:])
-		if n <= 0 {
-			if n == 0 {
-				break // truncated length prefix
-			}
-			return nil, fmt.Errorf("%s: record %d at byte %d: bad length", path, len(recs), off)
-		}
-		if size > spans.MaxRecordBytes {
-			return nil, fmt.Errorf("%s: record %d at byte %d: length %d: not a span store", path, len(recs), off, size)
-		}
-		if uint64(len(data)-off-n) < size {
-			break // truncated record
-		}
-		recs = append(recs, data[off+n:off+n+int(size)])
-		off += n + int(size)
-	}
-	parts := make([][]spans.Span, len(recs))
-	workers := runtime.GOMAXPROCS(0)
-	var g errgroup.Group
-	g.SetLimit(workers)
-	for w := 0; w < workers; w++ {
-		g.Go(func() error {
-			for i := w; i < len(recs); i += workers {
-				req := ptraceotlp.NewExportRequest()
-				if err := req.UnmarshalProto(recs[i]); err != nil {
-					return fmt.Errorf("%s: record %d: decoding: %w", path, i, err)
-				}
-				parts[i] = spans.Flatten(req.Traces())
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return parts, nil
 }

@@ -47,18 +47,7 @@ func (c *Capture) hasServerTelemetry() bool {
 	if !c.HasSpans() {
 		return false
 	}
-	// A finished capture counted the server spans it stored (extra.join),
-	// which spares reading them here, before the scripts start: the sweep
-	// then runs while the spans load. A killed capture has no count.
-	if j, ok := c.Bundle.Manifest.Extra["join"].(map[string]any); ok {
-		if n, ok := j["server_spans"].(float64); ok {
-			return n > 0
-		}
-	}
-	if _, err := c.join(); err != nil {
-		return true // let the stages script report the error
-	}
-	return len(c.spanSet) > 0
+	return len(c.Tables.SpanNames()) > 0
 }
 
 // RunScripts runs names in one session, as many at once as there are
@@ -81,6 +70,10 @@ func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table
 	for _, ts := range tabs {
 		all = append(all, ts...)
 	}
+	// The tables the capture's Load or its scripts are still writing in
+	// the background: a bundle that cannot be written to is analysed all
+	// the same, so that is not an error here (Capture.Tables.Wait says it).
+	s.c.Tables.Wait()
 	return all, errors.Join(errs...)
 }
 

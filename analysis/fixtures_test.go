@@ -20,3 +20,13 @@ func writeFixture(t testing.TB, name string) (string, *fixture.Truth) {
 	}
 	return dir, tr
 }
+
+// loadT is Load, and waits at the test's end for the tables that Load
+// writes in the background, so that the bundle's folder can be removed.
+func loadT(tb testing.TB, dir string) (*Capture, error) {
+	c, err := Load(dir)
+	if err == nil {
+		tb.Cleanup(func() { c.Tables.Wait() })
+	}
+	return c, err
+}

@@ -54,7 +54,7 @@ func writePythonProfile(t *testing.T, path string, n int64) {
 
 func TestPythonFunctions(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver")
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestPythonFunctions(t *testing.T) {
 func TestCompareCPU(t *testing.T) {
 	load := func(name string, tok int64) *Capture {
 		dir, _ := writeFixture(t, name)
-		c, err := Load(dir)
+		c, err := loadT(t, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestBottleneckNamesHottestCode(t *testing.T) {
 	for _, rep := range []string{"1", "2", "3"} {
 		writePythonProfile(t, filepath.Join(dir, "cpu", "c64-"+rep+".pb.gz"), 3)
 	}
-	c, err := Load(dir)
+	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

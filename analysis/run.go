@@ -159,6 +159,10 @@ func (s *Session) Run(ctx context.Context, script string) ([]*table.Table, error
 	}()
 	thread := s.newThread(rs, org, filename)
 	_, err = starlark.ExecFileOptions(fileOptions, thread, filename, src, s.predeclared())
+	// Tables the capture's Load or this script still write in the
+	// background are on disk when Run returns. Not being able to write
+	// them is no error of the script's (Tables.Wait says it).
+	s.c.Tables.Wait()
 	if err != nil {
 		return rs.tables, &ScriptError{Script: script, Err: err}
 	}
@@ -243,10 +247,11 @@ func emit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 
 func builtinModules() map[string]*starlarkstruct.Module {
 	return map[string]*starlarkstruct.Module{
-		"stats": statsModule(),
-		"table": tableModule(),
-		"time":  sltime.Module,
-		"json":  json.Module,
+		"stats":  statsModule(),
+		"preset": presetModule(),
+		"table":  tableModule(),
+		"time":   sltime.Module,
+		"json":   json.Module,
 	}
 }
 
@@ -264,7 +269,7 @@ func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDic
 		return d, nil
 	}
 	if !strings.HasSuffix(name, ".star") {
-		return nil, fmt.Errorf("no module %q (built-in modules: stats, table, time, json; scripts end in .star)", name)
+		return nil, fmt.Errorf("no module %q (built-in modules: stats, table, preset, time, json; scripts end in .star)", name)
 	}
 	org, _ := thread.Local(localOrigin).(origin)
 	src, filename, child, err := resolveLoad(org, name)

@@ -14,7 +14,7 @@ func TestSaveStages(t *testing.T) {
 	for _, fx := range []string{"refserver", "sglang", "vllm"} {
 		t.Run(fx, func(t *testing.T) {
 			dir, _ := writeFixture(t, fx)
-			c, err := Load(dir)
+			c, err := loadT(t, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -24,7 +24,11 @@ func TestSaveStages(t *testing.T) {
 				t.Fatal(err)
 			}
 			measured := 0
-			for _, r := range c.Requests {
+			reqs, err := c.Requests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reqs {
 				if !r.Warmup && r.Status == "ok" {
 					measured++
 				}

@@ -22,6 +22,7 @@ import (
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // listView is a read-only, Go-backed Starlark sequence: elements are made
@@ -339,12 +340,22 @@ var captureAttrs = attrTable[*captureValue]{
 	"name": func(v *captureValue) (starlark.Value, error) { return starlark.String(filepath.Base(v.c.Dir)), nil },
 	"requests": func(v *captureValue) (starlark.Value, error) {
 		c := v.c
-		return &listView{typ: "requests", n: len(c.Requests), at: func(i int) starlark.Value {
+		reqs, err := c.Requests()
+		if err != nil {
+			return nil, err
+		}
+		return &listView{typ: "requests", n: len(reqs), at: func(i int) starlark.Value {
 			return &requestValue{c: c, i: i}
 		}}, nil
 	},
-	"levels":   func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
-	"passes":   func(v *captureValue) (starlark.Value, error) { return passesValue(v.c.Passes()), nil },
+	"levels": func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
+	"passes": func(v *captureValue) (starlark.Value, error) {
+		ps, err := v.c.Passes()
+		if err != nil {
+			return nil, err
+		}
+		return passesValue(ps), nil
+	},
 	"manifest": func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Bundle.Manifest), nil },
 	"results":  func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Results), nil },
 	"files": func(v *captureValue) (starlark.Value, error) {
@@ -364,11 +375,23 @@ var captureAttrs = attrTable[*captureValue]{
 		}
 		return jsonValue(ps)
 	},
-	"span_names":   joined(func(c *Capture, _ *join.Index) starlark.Value { return stringList(c.spanSet) }),
-	"event_names":  joined(func(c *Capture, _ *join.Index) starlark.Value { return stringList(c.eventSet) }),
-	"spans_count":  joined(func(c *Capture, _ *join.Index) starlark.Value { return starlark.MakeInt(c.spanN) }),
-	"events_count": joined(func(_ *Capture, ix *join.Index) starlark.Value { return starlark.MakeInt(ix.Stats().Events) }),
-	"join_stats":   joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
+	// From the tables, without the join.
+	"span_names":  func(v *captureValue) (starlark.Value, error) { return stringList(v.c.Tables.SpanNames()), nil },
+	"event_names": func(v *captureValue) (starlark.Value, error) { return stringList(v.c.Tables.EventNames()), nil },
+	"spans_count": func(v *captureValue) (starlark.Value, error) {
+		return starlark.MakeInt(v.c.Tables.Rows(tables.SpansTable)), nil
+	},
+	"events_count": func(v *captureValue) (starlark.Value, error) {
+		return starlark.MakeInt(v.c.Tables.Rows(tables.EventsTable)), nil
+	},
+	"request_levels": func(v *captureValue) (starlark.Value, error) {
+		lv, err := v.c.RequestLevels()
+		if err != nil {
+			return nil, err
+		}
+		return stringList(lv), nil
+	},
+	"join_stats": joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
 }
 
 var captureAttrNames = captureAttrs.names()
@@ -481,7 +504,7 @@ var (
 )
 
 func (v *requestValue) String() string {
-	return fmt.Sprintf("<request %s %s>", v.c.Requests[v.i].ID, v.c.Requests[v.i].Level)
+	return fmt.Sprintf("<request %s %s>", v.c.reqs[v.i].ID, v.c.reqs[v.i].Level)
 }
 func (v *requestValue) Type() string          { return "request" }
 func (v *requestValue) Freeze()               {}
@@ -501,26 +524,26 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 type requestAttr = func(*requestValue) (starlark.Value, error)
 
 func reqStr(f func(*trace.Request) string) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.String(f(&v.c.Requests[v.i])), nil }
+	return func(v *requestValue) (starlark.Value, error) { return starlark.String(f(&v.c.reqs[v.i])), nil }
 }
 func reqInt(f func(*trace.Request) int) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(f(&v.c.Requests[v.i])), nil }
+	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(f(&v.c.reqs[v.i])), nil }
 }
 func reqNs(f func(*trace.Request) int64) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt64(f(&v.c.Requests[v.i])), nil }
+	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt64(f(&v.c.reqs[v.i])), nil }
 }
 func reqFloat(f func(*trace.Request) float64) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.Float(f(&v.c.Requests[v.i])), nil }
+	return func(v *requestValue) (starlark.Value, error) { return starlark.Float(f(&v.c.reqs[v.i])), nil }
 }
 func reqBool(f func(*trace.Request) bool) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.Bool(f(&v.c.Requests[v.i])), nil }
+	return func(v *requestValue) (starlark.Value, error) { return starlark.Bool(f(&v.c.reqs[v.i])), nil }
 }
 
 // reqOpt is a float that realtime sessions have and file requests lack
 // (None).
 func reqOpt(f func(*trace.Request) *float64) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) {
-		if x := f(&v.c.Requests[v.i]); x != nil {
+		if x := f(&v.c.reqs[v.i]); x != nil {
 			return starlark.Float(*x), nil
 		}
 		return starlark.None, nil
@@ -545,7 +568,7 @@ var requestAttrs = attrTable[*requestValue]{
 	"end_unix_ns":         reqNs(func(r *trace.Request) int64 { return r.EndUnixNs }),
 	"latency_s":           reqFloat(func(r *trace.Request) float64 { return r.LatencyS }),
 	"ttft_s":              reqFloat(func(r *trace.Request) float64 { return r.TTFTS }),
-	"chunk_gaps_s":        func(v *requestValue) (starlark.Value, error) { return toValue(v.c.Requests[v.i].ChunkGapsS), nil },
+	"chunk_gaps_s":        func(v *requestValue) (starlark.Value, error) { return toValue(v.c.reqs[v.i].ChunkGapsS), nil },
 	"audio_duration_s":    reqFloat(func(r *trace.Request) float64 { return r.AudioDurationS }),
 	"http_status":         reqInt(func(r *trace.Request) int { return r.HTTPStatus }),
 	"status":              reqStr(func(r *trace.Request) string { return r.Status }),
@@ -557,7 +580,7 @@ var requestAttrs = attrTable[*requestValue]{
 	"lang":                reqStr(func(r *trace.Request) string { return r.Lang }),
 	"scored":              reqBool(func(r *trace.Request) bool { return r.Scored }),
 	"errors": func(v *requestValue) (starlark.Value, error) {
-		e := v.c.Requests[v.i].Errors
+		e := v.c.reqs[v.i].Errors
 		if e == nil {
 			return starlark.None, nil
 		}

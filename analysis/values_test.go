@@ -12,7 +12,7 @@ import (
 func TestAttrTables(t *testing.T) {
 	load := func(name string) (*Capture, int) {
 		dir, _ := writeFixture(t, name)
-		c, err := Load(dir)
+		c, err := loadT(t, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -20,7 +20,7 @@ func TestAttrTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range c.Requests {
+		for i := range c.reqs {
 			if len(ix.Spans(i)) > 0 || len(ix.Events(i)) > 0 {
 				return c, i
 			}
@@ -34,7 +34,7 @@ func TestAttrTables(t *testing.T) {
 		v     starlark.HasAttrs
 		names int
 	}{
-		{&captureValue{c: c}, 17},
+		{&captureValue{c: c}, 18},
 		{&requestValue{c: c, i: i}, 44},
 		{&spanValue{s: &c.ix.Spans(i)[0]}, 13},
 		{&eventValue{e: &ec.ix.Events(ei)[0]}, 7},

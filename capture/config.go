@@ -67,6 +67,12 @@ type Config struct {
 	GPUs      []int         `json:"gpus"`
 	GPMWindow time.Duration `json:"-"` // gpm_window_s
 	GPUPCIe   bool          `json:"gpu_pcie"`
+	// ServerMetrics is the server's Prometheus /metrics URL that the
+	// metrics probe scrapes: "auto" (or ""): the target's base URL +
+	// /metrics, when it answers with the exposition format; "off": none.
+	ServerMetrics string `json:"server_metrics"`
+	// ServerMetricsInterval is the time between two scrapes (0: 500 ms).
+	ServerMetricsInterval time.Duration `json:"-"` // server_metrics_interval_s
 	// OTLP receiver addresses ("off" disables one) and whether a
 	// non-loopback address is allowed.
 	OTLPHTTP        string `json:"otlp_http"`
@@ -102,7 +108,9 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		ReadyTimeout float64 `json:"ready_timeout_s"`
 		GPMWindow    float64 `json:"gpm_window_s"`
 		SpanGrace    float64 `json:"span_grace_s"`
-	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds()})
+		MetricsEvery float64 `json:"server_metrics_interval_s"`
+	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
+		c.ServerMetricsInterval.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -130,27 +138,29 @@ var DefaultLevels = []int{1, 8, 16, 32, 64}
 // left empty: SetDefaults fills them once the rest is known.
 func DefaultConfig() Config {
 	return Config{
-		Protocol:     "openai",
-		Lang:         "en",
-		Arrivals:     load.Poisson,
-		Seed:         1,
-		Repeats:      3,
-		Timeout:      120 * time.Second,
-		Grace:        5 * time.Second,
-		ReadyTimeout: 2 * time.Minute,
-		Format:       "table",
-		Probes:       []string{"auto"},
-		ProcHz:       10,
-		CPUHz:        99,
-		CPUEngine:    "auto",
-		GPMWindow:    time.Second,
-		OTLPHTTP:     "127.0.0.1:4318",
-		OTLPGRPC:     "127.0.0.1:4317",
-		SpanGrace:    5 * time.Second,
-		ChunkMs:      100,
-		Pace:         protocol.PaceRealtime,
-		Loops:        1,
-		Dialect:      protocol.DialectOpenAI,
+		Protocol:              "openai",
+		Lang:                  "en",
+		Arrivals:              load.Poisson,
+		Seed:                  1,
+		Repeats:               3,
+		Timeout:               120 * time.Second,
+		Grace:                 5 * time.Second,
+		ReadyTimeout:          2 * time.Minute,
+		Format:                "table",
+		Probes:                []string{"auto"},
+		ProcHz:                10,
+		CPUHz:                 99,
+		CPUEngine:             "auto",
+		GPMWindow:             time.Second,
+		ServerMetrics:         "auto",
+		ServerMetricsInterval: 500 * time.Millisecond,
+		OTLPHTTP:              "127.0.0.1:4318",
+		OTLPGRPC:              "127.0.0.1:4317",
+		SpanGrace:             5 * time.Second,
+		ChunkMs:               100,
+		Pace:                  protocol.PaceRealtime,
+		Loops:                 1,
+		Dialect:               protocol.DialectOpenAI,
 	}
 }
 
@@ -264,6 +274,16 @@ func (c *Config) validate() error {
 	}
 	if c.CPUHz < 0 || c.CPUHz > 10000 {
 		return fmt.Errorf("--cpu-hz %d: want 1 to 10000 samples per second (0: the default, 99)", c.CPUHz)
+	}
+	switch c.ServerMetrics {
+	case "", "auto", "off":
+	default:
+		if u, err := url.Parse(c.ServerMetrics); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--server-metrics %q: want auto, off or an http(s) URL such as http://127.0.0.1:8000/metrics", c.ServerMetrics)
+		}
+	}
+	if c.ServerMetricsInterval != 0 && c.ServerMetricsInterval < 10*time.Millisecond {
+		return fmt.Errorf("--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval)
 	}
 	return nil
 }

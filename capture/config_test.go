@@ -27,12 +27,13 @@ func TestConfigRecord(t *testing.T) {
 	}
 	num := func(k string) string { return string(rec[k].(json.Number)) }
 	for k, want := range map[string]string{"cpu_hz": "49", "gpm_window_s": "0.25", "timeout_s": "30", "span_grace_s": "1.5",
-		"grace_s": "5", "ready_timeout_s": "120", "seed": "9223372036854775809", "repeats": "3", "proc_hz": "10"} {
+		"grace_s": "5", "ready_timeout_s": "120", "seed": "9223372036854775809", "repeats": "3", "proc_hz": "10",
+		"server_metrics_interval_s": "0.5"} {
 		if _, ok := rec[k].(json.Number); !ok || num(k) != want {
 			t.Errorf("config[%q] = %v, want %s", k, rec[k], want)
 		}
 	}
-	if rec["cpu_engine"] != "fp" || rec["bpf_stats"] != true || rec["target"] != cfg.Target || rec["arrivals"] != "poisson" {
+	if rec["cpu_engine"] != "fp" || rec["bpf_stats"] != true || rec["server_metrics"] != "auto" || rec["target"] != cfg.Target || rec["arrivals"] != "poisson" {
 		t.Errorf("config %v", rec)
 	}
 	if g, _ := rec["gpus"].([]any); len(g) != 2 {
@@ -52,7 +53,7 @@ func TestConfigRecord(t *testing.T) {
 		}
 	}
 	// Every exported field is recorded or tagged "-" with a seconds form.
-	seconds := map[string]bool{"Timeout": true, "Grace": true, "ReadyTimeout": true, "GPMWindow": true, "SpanGrace": true}
+	seconds := map[string]bool{"Timeout": true, "Grace": true, "ReadyTimeout": true, "GPMWindow": true, "SpanGrace": true, "ServerMetricsInterval": true}
 	skip := map[string]bool{"Overwrite": true, "Format": true, "Quiet": true}
 	for _, f := range reflect.VisibleFields(reflect.TypeOf(cfg)) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -22,6 +22,7 @@ import (
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
+	"github.com/asrprof/asrprof/probe/servermetrics"
 )
 
 // probeKind is one row of the probe registry: a probe's name as --probes
@@ -51,6 +52,11 @@ func probeKinds() []probeKind {
 			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
 		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",
 			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }},
+		{"metrics", true, "the server's Prometheus /metrics (--server-metrics), scraped every --server-metrics-interval:\n" +
+			"          running and waiting requests, token counters, latency histograms, per pass",
+			func(cfg *Config) probe.Probe {
+				return servermetrics.New(servermetrics.Config{URL: cfg.ServerMetrics, Base: cfg.Target, Interval: cfg.ServerMetricsInterval})
+			}},
 	}
 }
 
@@ -67,7 +73,7 @@ func ProbeNames() []string {
 func ProbeHelp() string {
 	var b strings.Builder
 	for _, k := range probeKinds() {
-		fmt.Fprintf(&b, "\n  %-6s %s", k.name, k.help)
+		fmt.Fprintf(&b, "\n  %-7s %s", k.name, k.help)
 	}
 	return b.String()
 }

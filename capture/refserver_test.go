@@ -173,6 +173,7 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	// is measured as demand (on-CPU plus waiting for a CPU, per wall
 	// second), which other load on a shared machine does not lower.
 	status := o.Manifest.Extra["probes"].(map[string]string)
+	checkRefserverMetrics(t, cfg.Out, status)
 	util, demand := map[string]float64{}, map[string]float64{}
 	busiest := map[string]string{}
 	best := map[string]float64{}

@@ -25,6 +25,7 @@ import (
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // ErrBadInput means the dataset failed preflight (and --skip-bad was not given).
@@ -348,6 +349,15 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	if err := s.saveManifest(); err != nil {
 		return nil, err
+	}
+	// The bundle's tables (trace/tables: Parquet, for the analysis engine
+	// and users' own tools), derived from the files just finished. Not
+	// being able to build them is said, not fatal: the JSONL files are the
+	// record, and the first analyze builds the tables again.
+	if ts, err := tables.Open(cfg.Out); err != nil {
+		say("tables: " + err.Error())
+	} else if err := ts.Wait(); err != nil {
+		say("tables: " + err.Error())
 	}
 	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
 	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, s.tables, cfg.Out); err != nil {

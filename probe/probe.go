@@ -1,10 +1,11 @@
 // Package probe defines what every data source that runs beside a capture
 // implements (GPU samples, host-CPU stacks, scheduler accounting, CUDA
-// launch counts). Each source lives in its own sub-package (probe/gpu,
-// probe/cpu, probe/sched, probe/cuda, probe/proc); this package imports
-// none of them. The registry that lists the probes, says which start under
-// --probes auto and builds them from the flags is capture.probeKinds
-// (capture/probes.go); helpers the probes share are under internal/.
+// launch counts, the server's own /metrics). Each source lives in its own
+// sub-package (probe/gpu, probe/cpu, probe/sched, probe/cuda, probe/proc,
+// probe/servermetrics); this package imports none of them. The registry
+// that lists the probes, says which start under --probes auto and builds
+// them from the flags is capture.probeKinds (capture/probes.go); helpers
+// the probes share are under internal/.
 //
 // A probe must not import bench or analysis.
 package probe
@@ -87,7 +88,7 @@ type Sink interface {
 // End around every pass (from one goroutine, in order), then Stop once.
 // Methods other than Start may be called only after Start returned nil.
 type Probe interface {
-	// Name is the probe's short name as used by --probes (gpu, cpu, sched, cuda, proc).
+	// Name is the probe's short name as used by --probes (gpu, cpu, sched, cuda, proc, metrics).
 	Name() string
 	// Start attaches or opens the source. It returns an error wrapping
 	// ErrNotSupported when this machine or target can't provide the data.

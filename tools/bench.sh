@@ -13,7 +13,7 @@ REPEATS=${BENCH_REPEATS:-5}
 DUR=${BENCH_DURATION:-10s}
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-# BENCH_ONLY=driver,otlp,analysis,probes runs only the sections named.
+# BENCH_ONLY=driver,otlp,analysis,tables,probes runs only the sections named.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 
 if want driver; then
@@ -78,6 +78,72 @@ if want analysis; then
 echo
 echo "== analysis over a generated bundle of 100,000 requests and 1,000,000 spans"
 /usr/bin/time -f "peak RSS %M KiB, %e s wall" go test -run '^$' -bench 'BenchmarkLarge$' -benchtime 1x ./analysis/ 2>&1 | grep -E 'Benchmark|peak RSS|ns/op'
+fi
+
+# --- Tables and the engine: the seed study's stage table over 100k requests
+# and 1M SGLang-Omni events, beside a plain-Python pass (tools/stages_anchor.py)
+if want tables; then
+echo
+echo "== stage table over 100,000 requests / 1,000,000 SGLang-Omni events: asrprof (tables present; JSONL only; default analyze) vs plain Python"
+B=runs/bench/sglang-100k
+if [ ! -f "$B/manifest.json" ]; then
+  go run ./tools/benchdata -bundle "$B" >/dev/null
+fi
+ls -l "$B/requests.jsonl" "$B/events.jsonl" | awk '{printf "  %s %.0f MB\n", $9, $5/1e6}'
+ROUNDS=${BENCH_TABLES_ROUNDS:-3}
+T=runs/bench/tables.times
+# BENCH_DUCKDB=1 also times the same stage table as SQL in embedded DuckDB
+# (tools/duckdbcmp, its own module: ~35 MB of modules the first time).
+DDB=""
+if [ "${BENCH_DUCKDB:-0}" = 1 ]; then
+  DDB="$CACHE/duckdbcmp-v2.10506.0"
+  [ -x "$DDB" ] || (cd tools/duckdbcmp && go build -ldflags='-s -w' -o "$DDB" .)
+  "$DDB" -mode convert -out runs/bench/duckdb "$B"
+fi
+: > "$T"
+tm() { # name command...: appends "name wall_s peak_kib" to $T
+  local name=$1; shift
+  /usr/bin/time -f "$name %e %M" -a -o "$T" "$@" > /dev/null
+}
+bin/asrprof analyze "$B" stages > runs/bench/stages-asrprof.txt  # tables built, outside the timings
+/usr/bin/python3 tools/stages_anchor.py "$B" > runs/bench/stages-python.txt
+for r in $(seq 1 "$ROUNDS"); do
+  tm python /usr/bin/python3 tools/stages_anchor.py "$B"
+  tm tables bin/asrprof analyze "$B" stages
+  rm -rf "$B/tables"
+  tm jsonl bin/asrprof analyze "$B" stages
+  tm default bin/asrprof analyze "$B"       # the first default analyze: per-pass metrics computed
+  tm default-warm bin/asrprof analyze "$B"  # the next ones: tables/passes.json
+  if [ -n "$DDB" ]; then
+    tm duckdb-json "$DDB" -mode json "$B"
+    tm duckdb-parquet "$DDB" -mode parquet -out runs/bench/duckdb "$B"
+    rm -rf runs/bench/duckdb-b
+    tm duckdb-convert "$DDB" -mode convert -out runs/bench/duckdb-b "$B"
+  fi
+done
+python3 - "$T" <<'PY'
+import statistics, sys
+t = {}
+for line in open(sys.argv[1]):
+    name, wall, kib = line.split()
+    t.setdefault(name, []).append((float(wall), int(kib)))
+def med(n): return statistics.median(w for w, _ in t[n])
+def rss(n): return max(k for _, k in t[n]) / 1024
+py = med("python")
+print("| what | wall (median of %d) | peak RSS (max) | vs plain Python | goal |" % len(t["python"]))
+print("|---|---|---|---|---|")
+print(f"| plain Python, stdlib (tools/stages_anchor.py) | {py:.2f} s | {rss('python'):.0f} MB | 1 | anchor |")
+print(f"| asrprof analyze DIR stages, tables present | {med('tables'):.2f} s | {rss('tables'):.0f} MB | {py/med('tables'):.1f}× faster | ≥ 10×, ≤ 300 MB |")
+print(f"| asrprof analyze DIR stages, JSONL only (tables built) | {med('jsonl'):.2f} s | {rss('jsonl'):.0f} MB | {py/med('jsonl'):.1f}× faster | ≥ 3×, ≤ 600 MB |")
+print(f"| asrprof analyze DIR (sweep, stages, bottleneck), tables present, first time (per-pass metrics computed) | {med('default'):.2f} s | {rss('default'):.0f} MB | {med('default')/med('tables'):.2f}× the stage table | ≤ 2× |")
+print(f"| asrprof analyze DIR, tables present, again (per-pass metrics from tables/passes.json) | {med('default-warm'):.2f} s | {rss('default-warm'):.0f} MB | {med('default-warm')/med('tables'):.2f}× the stage table | ≤ 2× |")
+if "duckdb-json" in t:
+    conv = med("duckdb-convert") + med("duckdb-parquet")
+    print(f"| DuckDB (duckdb-go, tools/duckdbcmp): the same table as SQL straight over the JSONL | {med('duckdb-json'):.2f} s | {rss('duckdb-json'):.0f} MB | {py/med('duckdb-json'):.1f}× faster | |")
+    print(f"| DuckDB: the same SQL over its own Parquet files | {med('duckdb-parquet'):.2f} s | {rss('duckdb-parquet'):.0f} MB | {py/med('duckdb-parquet'):.1f}× faster | |")
+    print(f"| DuckDB: JSONL → Parquet, then the SQL (two processes) | {conv:.2f} s | {max(rss('duckdb-convert'), rss('duckdb-parquet')):.0f} MB | {py/conv:.1f}× faster | |")
+print("all walls:", {k: [w for w, _ in v] for k, v in t.items()})
+PY
 fi
 
 # --- Probes: reference server throughput at c=8, all probes vs none --------

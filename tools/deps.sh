@@ -17,6 +17,22 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# @duckdb/node-api (npm): DuckDB for node, the Parquet reader that is not
+# ours with which cmd/asrprof/tables_test.go reads a capture's tables
+# (Debian 12's pandas cannot read Parquet: it has neither pyarrow nor
+# fastparquet). Installed once into ~/.cache/asrprof/duckdb-node (~70 MB).
+DUCKDB_NODE=${ASRPROF_DUCKDB_NODE:-${XDG_CACHE_HOME:-$HOME/.cache}/asrprof/duckdb-node}
+if [ ! -f "$DUCKDB_NODE/node_modules/@duckdb/node-api/package.json" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "deps: installing nodejs npm"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  echo "deps: installing @duckdb/node-api into $DUCKDB_NODE"
+  mkdir -p "$DUCKDB_NODE"
+  (cd "$DUCKDB_NODE" && npm install --no-audit --no-fund --loglevel=error @duckdb/node-api@1.5.6-r.1 >/dev/null)
+fi
 # Download the modules that our packages and their tests import. Not
 # `go mod download`: it also asks for each version's .info, which the
 # proxy refuses (403) for two versions the OpenTelemetry eBPF profiler

@@ -5,7 +5,9 @@
 // [NewServer] starts a loopback httptest server that speaks the
 // OpenAI-compatible transcription API (POST /v1/audio/transcriptions,
 // multipart, JSON or text answers, and SSE streams in the SGLang-Omni or
-// vLLM dialect) and also answers GET /health and GET /v1/models. Its
+// vLLM dialect) and also answers GET /health and GET /v1/models, and with
+// Config.Metrics GET /metrics (vLLM's gauge, counter and histogram names in
+// the Prometheus text format, from the requests it is serving). Its
 // [Config] sets the transcript, the service time, a capacity limit (a
 // server that queues), a slowdown after N requests, and failures injected
 // per request number ([Failure]: status codes, connection resets, hangs,

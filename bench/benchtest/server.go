@@ -59,7 +59,21 @@ type Config struct {
 
 	// Model is the id listed by GET /v1/models.
 	Model string
+
+	// Metrics, if set, serves GET /metrics in the Prometheus text format
+	// with vLLM's names (labels model_name and engine): the gauges
+	// vllm:num_requests_running (admitted, not yet answered) and
+	// vllm:num_requests_waiting (read, waiting for Capacity), the counter
+	// vllm:request_success_total{finished_reason="stop"} (answers with a
+	// transcript, counted before the answer is written), and the histogram
+	// vllm:e2e_request_latency_seconds of those answers. Without it
+	// /metrics is a 404.
+	Metrics bool
 }
+
+// MetricsBuckets are the upper bounds of the fake server's
+// vllm:e2e_request_latency_seconds histogram.
+var MetricsBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5}
 
 // Request is what the server received in one transcription request.
 type Request struct {
@@ -96,6 +110,11 @@ type Server struct {
 	reqs      []Request
 	active    int
 	maxActive int
+	waiting   int     // read, not yet admitted
+	succeeded int     // answered with a transcript
+	latSum    float64 // their seconds from arrival to answer
+	latCounts []int   // per MetricsBuckets, cumulative
+	scrapes   int     // GET /metrics served
 }
 
 // NewServer starts a fake ASR server on the loopback interface, closed
@@ -115,6 +134,10 @@ func NewServer(t testing.TB, cfg Config) *Server {
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.transcribe)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /v1/models", s.models)
+	if cfg.Metrics {
+		s.latCounts = make([]int, len(MetricsBuckets))
+		mux.HandleFunc("GET /metrics", s.metrics)
+	}
 	s.start(t, mux)
 	return s
 }
@@ -171,6 +194,68 @@ func (s *Server) MaxActive() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.maxActive
+}
+
+// Scrapes returns how many times GET /metrics was served (Config.Metrics).
+func (s *Server) Scrapes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scrapes
+}
+
+// Succeeded returns how many transcription requests were answered with a
+// transcript: vllm:request_success_total on /metrics.
+func (s *Server) Succeeded() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.succeeded
+}
+
+// metrics serves /metrics (Config.Metrics).
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	model := s.cfg.Model
+	if model == "" {
+		model = DefaultModel
+	}
+	lb := fmt.Sprintf(`engine="0",model_name=%q`, model)
+	var b strings.Builder
+	s.mu.Lock()
+	s.scrapes++
+	fmt.Fprintf(&b, "# HELP vllm:num_requests_running Number of requests in model execution batches.\n")
+	fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\n")
+	fmt.Fprintf(&b, "vllm:num_requests_running{%s} %d.0\n", lb, s.active)
+	fmt.Fprintf(&b, "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n")
+	fmt.Fprintf(&b, "# TYPE vllm:num_requests_waiting gauge\n")
+	fmt.Fprintf(&b, "vllm:num_requests_waiting{%s} %d.0\n", lb, s.waiting)
+	fmt.Fprintf(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n")
+	fmt.Fprintf(&b, "# TYPE vllm:request_success_total counter\n")
+	fmt.Fprintf(&b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %d.0\n", lb, s.succeeded)
+	fmt.Fprintf(&b, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n")
+	fmt.Fprintf(&b, "# TYPE vllm:e2e_request_latency_seconds histogram\n")
+	for i, le := range MetricsBuckets {
+		fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%s,le=\"%g\"} %d.0\n", lb, le, s.latCounts[i])
+	}
+	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%s,le=\"+Inf\"} %d.0\n", lb, s.succeeded)
+	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{%s} %d.0\n", lb, s.succeeded)
+	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{%s} %g\n", lb, s.latSum)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = io.WriteString(w, b.String())
+}
+
+// succeed counts a request answered with a transcript, before the answer
+// is written.
+func (s *Server) succeed(arrived time.Time) {
+	lat := time.Since(arrived).Seconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.succeeded++
+	s.latSum += lat
+	for i, le := range MetricsBuckets {
+		if lat <= le && s.latCounts != nil {
+			s.latCounts[i]++
+		}
+	}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -231,14 +316,18 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if s.sem != nil {
+		s.queued(1)
 		select {
 		case s.sem <- struct{}{}:
 			defer func() { <-s.sem }()
 		case <-r.Context().Done():
+			s.queued(-1)
 			return
 		case <-s.closing:
+			s.queued(-1)
 			return
 		}
+		s.queued(-1)
 	}
 	s.admit(idx)
 	defer s.done()
@@ -273,6 +362,9 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 		text = s.cfg.Text
 	}
 	if rec.Stream {
+		if rec.Failure == None {
+			s.succeed(rec.Arrived)
+		}
 		s.stream(w, r, text, rec.Failure)
 		return
 	}
@@ -283,6 +375,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	case SSEError:
 		writeError(w, http.StatusInternalServerError, "injected error")
 	default:
+		s.succeed(rec.Arrived)
 		if rec.ResponseFormat == "text" {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = io.WriteString(w, text)
@@ -356,6 +449,13 @@ func (s *Server) admit(idx int) {
 	s.reqs[idx].Admitted = time.Now()
 	s.active++
 	s.maxActive = max(s.maxActive, s.active)
+}
+
+// queued adds d to the requests waiting for admission.
+func (s *Server) queued(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting += d
 }
 
 func (s *Server) done() {

@@ -406,3 +406,70 @@ func TestFailureString(t *testing.T) {
 		}
 	}
 }
+
+// /metrics is served only with Config.Metrics, and says what the server
+// is doing: requests running and answered, and their latency histogram.
+func TestMetrics(t *testing.T) {
+	off := benchtest.NewServer(t, benchtest.Config{})
+	resp, err := http.Get(off.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics without Config.Metrics: status %d, want 404", resp.StatusCode)
+	}
+
+	s := benchtest.NewServer(t, benchtest.Config{Metrics: true, Delay: 300 * time.Millisecond, Capacity: 1})
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get(s.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+			t.Errorf("Content-Type %q", ct)
+		}
+		return readAll(t, resp)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := post(t, context.Background(), s.URL, form{file: []byte("RIFF"), name: "a.wav"}, nil)
+			if err == nil {
+				readAll(t, resp)
+			}
+		}()
+	}
+	// One request runs, the other waits for Capacity.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(scrape(), "vllm:num_requests_waiting{engine=\"0\",model_name=\"fake-asr\"} 1.0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw one request waiting:\n%s", scrape())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if body := scrape(); !strings.Contains(body, `vllm:num_requests_running{engine="0",model_name="fake-asr"} 1.0`) {
+		t.Errorf("running gauge not 1 while one request is admitted:\n%s", body)
+	}
+	wg.Wait()
+	body := scrape()
+	for _, want := range []string{
+		"# TYPE vllm:request_success_total counter",
+		`vllm:request_success_total{engine="0",model_name="fake-asr",finished_reason="stop"} 2.0`,
+		`vllm:num_requests_running{engine="0",model_name="fake-asr"} 0.0`,
+		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="fake-asr",le="0.1"} 0.0`,
+		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="fake-asr",le="5"} 2.0`,
+		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="fake-asr",le="+Inf"} 2.0`,
+		`vllm:e2e_request_latency_seconds_count{engine="0",model_name="fake-asr"} 2.0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	if s.Succeeded() != 2 || s.Scrapes() < 3 {
+		t.Errorf("Succeeded %d, Scrapes %d", s.Succeeded(), s.Scrapes())
+	}
+}

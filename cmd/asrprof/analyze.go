@@ -119,6 +119,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
 		err = rerr
 	}
+	waitTables(stderr, c)
 	return err
 }
 
@@ -158,5 +159,6 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
 		err = rerr
 	}
+	waitTables(stderr, cur, base)
 	return err
 }

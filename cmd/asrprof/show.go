@@ -41,7 +41,18 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if rerr := table.Render(stdout, *format, tables...); rerr != nil && err == nil {
 		err = rerr
 	}
+	waitTables(stderr, c)
 	return err
+}
+
+// waitTables lets the bundle's tables that Load is still writing finish
+// (docs/BUNDLE.md), and says when they could not be written.
+func waitTables(stderr io.Writer, cs ...*analysis.Capture) {
+	for _, c := range cs {
+		if err := c.Tables.Wait(); err != nil {
+			fmt.Fprintf(stderr, "note: %v (analysed from memory; the bundle's JSONL files are unchanged)\n", err)
+		}
+	}
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {

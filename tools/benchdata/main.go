@@ -2,6 +2,12 @@
 // requested size, a JSONL manifest that lists it N times, and the same
 // upload as a vegeta target (multipart body + header), so both load
 // generators send identical requests.
+//
+// With -bundle DIR it writes instead the analysis benchmark's capture
+// bundle: a simulated SGLang-Omni server (analysis/fixture), 4 levels of
+// -requests/4 requests, 10 request-profile events each (100,000 requests
+// and 1,000,000 events by default: requests.jsonl ~57 MB, events.jsonl
+// ~189 MB), in the documented bundle format.
 package main
 
 import (
@@ -15,6 +21,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/asrprof/asrprof/analysis/fixture"
 )
 
 func main() {
@@ -22,7 +30,19 @@ func main() {
 	n := flag.Int("n", 4000, "manifest entries")
 	size := flag.Int("bytes", 102400, "WAV file size in bytes")
 	url := flag.String("url", "http://127.0.0.1:18099", "server base URL for the vegeta target")
+	bundleDir := flag.String("bundle", "", "write the analysis benchmark's SGLang-Omni bundle into this folder instead")
+	requests := flag.Int("requests", 100000, "with -bundle: requests in the bundle (a multiple of 8)")
 	flag.Parse()
+	if *bundleDir != "" {
+		cfg := fixture.Config{Format: fixture.SGLang, Levels: fixture.SweepLevels(true), Repeats: 1,
+			RequestsPerPass: *requests / 4, ClockOffset: 50e6, Seed: 9, NoClientSpans: true}
+		tr, err := fixture.Write(*bundleDir, cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("benchdata: %s: %d requests, %d events\n", *bundleDir, tr.Requests, 10*tr.Requests)
+		return
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
 	}

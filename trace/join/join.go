@@ -147,11 +147,7 @@ func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event
 			ix.spans[i] = all[lo:hi:hi]
 			spans.SortByStart(ix.spans[i])
 		}
-		id := r.ServerRequestID
-		if id == "" {
-			id = r.RequestID
-		}
-		if id != "" {
+		if id := EventKey(r); id != "" {
 			for _, j := range byReq[id] {
 				ix.events[i] = append(ix.events[i], evs[j])
 			}
@@ -171,6 +167,69 @@ func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event
 		}
 	}
 	return ix
+}
+
+// EventKey is the id by which r's events name it: the server's request id
+// (its X-Request-Id response header), or asrprof's own when the server
+// sent none.
+func EventKey(r *trace.Request) string {
+	if r.ServerRequestID != "" {
+		return r.ServerRequestID
+	}
+	return r.RequestID
+}
+
+// SpanOwners returns, for each span of chunks (in order, over all chunks),
+// the index of the request that BuildChunks gives it to, or -1: the
+// request of its trace id; for a request without server spans in its
+// trace, the server spans whose gen_ai.request.id names it. A span that
+// two requests would share goes to the first.
+func SpanOwners(reqs []trace.Request, chunks [][]spans.Span) []int32 {
+	var at []*spans.Span
+	for _, c := range chunks {
+		for k := range c {
+			at = append(at, &c[k])
+		}
+	}
+	owner := make([]int32, len(at))
+	byTrace := make(map[string][]int32, len(reqs))
+	byGenAI := map[string][]int32{}
+	for i, s := range at {
+		owner[i] = -1
+		if s.TraceID != "" {
+			byTrace[s.TraceID] = append(byTrace[s.TraceID], int32(i))
+		}
+		if s.IsClient() {
+			continue
+		}
+		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
+			k := requestKey(v)
+			byGenAI[k] = append(byGenAI[k], int32(i))
+		}
+	}
+	take := func(j, i int32) {
+		if owner[j] < 0 {
+			owner[j] = i
+		}
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		server := false
+		if r.TraceID != "" {
+			for _, j := range byTrace[r.TraceID] {
+				take(j, int32(i))
+				server = server || !at[j].IsClient()
+			}
+		}
+		if !server {
+			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
+				for _, j := range byGenAI[id] {
+					take(j, int32(i))
+				}
+			}
+		}
+	}
+	return owner
 }
 
 // requestKey maps vLLM's transcription request id,

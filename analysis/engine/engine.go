@@ -1,0 +1,549 @@
+// Package engine applies declarative stage presets to a capture's tables:
+// each stage of a preset maps to a start and an end (an event, a span's
+// start or end) or to a duration a span's attribute reports, and the
+// engine derives every request's stages in one pass over the events and
+// spans tables (trace/tables), then aggregates them per level in Go. A
+// 100,000-request stage table so costs a few column scans instead of a
+// Starlark loop over requests.
+//
+// The rules, which the built-in presets (scripts/stages/*.star) are
+// written in:
+//   - Event(name): the first event of that name (smallest timestamp; the
+//     earliest line for equal timestamps); Last: the last (largest
+//     timestamp, the latest line); SameStageAs: only the events whose stage
+//     is that of the first event named SameStageAs, falling back to every
+//     event of the name when none is.
+//   - Span start or end: the first server span of that name (by start,
+//     then span id: the order of r.spans); End with Last: the latest end of
+//     any server span of that name.
+//   - A stage Between two points lasts from the first to the second, and
+//     those are its boundaries.
+//   - An Attr stage is the number in a span attribute (seconds), summed
+//     over the request's spans of that name when they run one after the
+//     other, taken from the span that ends last when they overlap (the
+//     critical path); its boundaries are laid back to back, in stage order,
+//     so that the last ends where that span ends, from that span's own
+//     attributes.
+//   - A Rest stage is the stage "total" minus every Attr stage.
+//   - A request has the preset's telemetry when its Requires point exists
+//     (or, with RequiresEvents, when it has any event); one without is
+//     "missing" in the stage table.
+//
+// Durations are computed as the Starlark presets computed them (integer
+// nanoseconds subtracted, then divided by 1e9), so the tables did not
+// change when the presets became declarative.
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/asrprof/asrprof/trace/tables"
+)
+
+// Point is an instant of a request's telemetry.
+type Point struct {
+	Event       string // an event's name; or
+	Span        string // a server span's name
+	End         bool   // the span's end (else its start)
+	Last        bool   // the last event; the latest end of the spans of the name
+	SameStageAs string // events only: in the stage of the first event of this name
+}
+
+func (p Point) String() string {
+	var b strings.Builder
+	if p.Event != "" {
+		fmt.Fprintf(&b, "event(%q", p.Event)
+		if p.Last {
+			b.WriteString(", last")
+		}
+		if p.SameStageAs != "" {
+			fmt.Fprintf(&b, ", same_stage_as=%q", p.SameStageAs)
+		}
+		b.WriteString(")")
+		return b.String()
+	}
+	side := "start"
+	if p.End {
+		side = "end"
+	}
+	fmt.Fprintf(&b, "span_%s(%q", side, p.Span)
+	if p.Last {
+		b.WriteString(", last")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Stage is one stage of a preset: Between From and To, an Attr of the
+// spans named AttrSpan, or the Rest of total.
+type Stage struct {
+	Name     string
+	From, To Point
+	AttrSpan string
+	Attr     string
+	Rest     bool
+}
+
+func (s Stage) String() string {
+	switch {
+	case s.Rest:
+		return fmt.Sprintf("%q: rest()", s.Name)
+	case s.Attr != "":
+		return fmt.Sprintf("%q: attr(%q, %q)", s.Name, s.AttrSpan, s.Attr)
+	}
+	return fmt.Sprintf("%q: between(%s, %s)", s.Name, s.From, s.To)
+}
+
+// Total is the stage a Rest stage is the remainder of; the stage table's
+// client overhead is client latency minus it.
+const Total = "total"
+
+// Preset is a declarative stage preset.
+type Preset struct {
+	Name           string
+	Requires       Point
+	RequiresEvents bool
+	Stages         []Stage
+}
+
+// Key is the preset's declaration as text: the stage boundaries a Set
+// keeps are reused only for the same key.
+func (p *Preset) Key() string {
+	var b strings.Builder
+	if p.RequiresEvents {
+		b.WriteString("requires events")
+	} else {
+		fmt.Fprintf(&b, "requires %s", p.Requires)
+	}
+	for _, s := range p.Stages {
+		b.WriteString("; ")
+		b.WriteString(s.String())
+	}
+	return b.String()
+}
+
+// UsesEvents reports whether p reads events.
+func (p *Preset) UsesEvents() bool {
+	if p.RequiresEvents || p.Requires.Event != "" {
+		return true
+	}
+	for _, s := range p.Stages {
+		if s.From.Event != "" || s.To.Event != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesSpans reports whether p reads spans.
+func (p *Preset) UsesSpans() bool {
+	if p.Requires.Span != "" {
+		return true
+	}
+	for _, s := range p.Stages {
+		if s.From.Span != "" || s.To.Span != "" || s.AttrSpan != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks the declaration.
+func (p *Preset) Validate() error {
+	if p.Name == "" {
+		return fmt.Errorf("a preset needs a name")
+	}
+	if !p.RequiresEvents && p.Requires.Event == "" && p.Requires.Span == "" {
+		return fmt.Errorf("preset %s: requires names no event or span", p.Name)
+	}
+	seen := map[string]bool{}
+	total, rest := false, false
+	for _, s := range p.Stages {
+		if seen[s.Name] {
+			return fmt.Errorf("preset %s: stage %q twice", p.Name, s.Name)
+		}
+		seen[s.Name] = true
+		total = total || s.Name == Total
+		rest = rest || s.Rest
+		if !s.Rest && s.Attr == "" {
+			for _, pt := range []Point{s.From, s.To} {
+				if pt.Event == "" && pt.Span == "" {
+					return fmt.Errorf("preset %s: stage %q: a point names no event or span", p.Name, s.Name)
+				}
+			}
+		}
+	}
+	if rest && !total {
+		return fmt.Errorf("preset %s: a rest() stage needs a %q stage", p.Name, Total)
+	}
+	return nil
+}
+
+// source is the events and spans of every request, grouped by request:
+// the rows of request i are ev[evFrom[i]:evFrom[i+1]] (indexes into the
+// tables, in table order), and likewise for spans.
+type source struct {
+	e              *tables.Events
+	s              *tables.Spans
+	ev, sp         []int32
+	evFrom, spFrom []int32
+	// codes of the names the preset uses (-1: no row has it)
+	evCode, spCode map[string]int32
+	client         int32 // the service code of asrprof's client spans
+}
+
+func group(owner []int32, n int) (idx, from []int32) {
+	from = make([]int32, n+1)
+	for _, o := range owner {
+		if o >= 0 && int(o) < n {
+			from[o+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		from[i] += from[i-1]
+	}
+	idx = make([]int32, from[n])
+	next := append([]int32(nil), from[:n]...)
+	for j, o := range owner {
+		if o >= 0 && int(o) < n {
+			idx[next[o]] = int32(j)
+			next[o]++
+		}
+	}
+	return idx, from
+}
+
+func newSource(p *Preset, n int, e *tables.Events, s *tables.Spans) *source {
+	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
+	if e == nil {
+		e = &tables.Events{}
+		src.e = e
+	}
+	if s == nil {
+		s = &tables.Spans{}
+		src.s = s
+	}
+	src.ev, src.evFrom = group(e.RequestIndex, n)
+	src.sp, src.spFrom = group(s.RequestIndex, n)
+	names := func(pt Point) {
+		if pt.Event != "" {
+			src.evCode[pt.Event] = e.EventName.Code(pt.Event)
+		}
+		if pt.SameStageAs != "" {
+			src.evCode[pt.SameStageAs] = e.EventName.Code(pt.SameStageAs)
+		}
+		if pt.Span != "" {
+			src.spCode[pt.Span] = s.Name.Code(pt.Span)
+		}
+	}
+	names(p.Requires)
+	for _, st := range p.Stages {
+		names(st.From)
+		names(st.To)
+		if st.AttrSpan != "" {
+			src.spCode[st.AttrSpan] = s.Name.Code(st.AttrSpan)
+		}
+	}
+	src.client = s.Service.Code(clientService)
+	return src
+}
+
+// clientService is trace/spans.ClientService (not imported for one name).
+const clientService = "asrprof"
+
+// point finds pt in request i's telemetry.
+func (src *source) point(i int, pt Point) (int64, bool) {
+	if pt.Event != "" {
+		return src.event(i, pt)
+	}
+	code := src.spCode[pt.Span]
+	if code < 0 {
+		return 0, false
+	}
+	s := src.s
+	best, found := int32(-1), false
+	var val int64
+	for _, j := range src.sp[src.spFrom[i]:src.spFrom[i+1]] {
+		if s.Name.Codes[j] != code || s.Service.Codes[j] == src.client {
+			continue
+		}
+		if pt.End && pt.Last {
+			if !found || s.EndUnixNs[j] > val {
+				val, found = s.EndUnixNs[j], true
+			}
+			continue
+		}
+		if best < 0 || spanBefore(s, j, best) {
+			best = j
+		}
+	}
+	if pt.End && pt.Last {
+		return val, found
+	}
+	if best < 0 {
+		return 0, false
+	}
+	if pt.End {
+		return s.EndUnixNs[best], true
+	}
+	return s.StartUnixNs[best], true
+}
+
+// spanBefore is the order of r.spans: by start, then span id.
+func spanBefore(s *tables.Spans, a, b int32) bool {
+	if s.StartUnixNs[a] != s.StartUnixNs[b] {
+		return s.StartUnixNs[a] < s.StartUnixNs[b]
+	}
+	return s.SpanID[a] < s.SpanID[b]
+}
+
+func (src *source) event(i int, pt Point) (int64, bool) {
+	e := src.e
+	code := src.evCode[pt.Event]
+	if code < 0 {
+		return 0, false
+	}
+	rows := src.ev[src.evFrom[i]:src.evFrom[i+1]]
+	stage := int32(-1)
+	if pt.SameStageAs != "" {
+		if at, ok := src.first(rows, src.evCode[pt.SameStageAs]); ok {
+			stage = e.Stage.Codes[at]
+		}
+	}
+	pick := func(stage int32) (int64, bool) {
+		found := false
+		var ts int64
+		for _, j := range rows {
+			if e.EventName.Codes[j] != code || stage >= 0 && e.Stage.Codes[j] != stage {
+				continue
+			}
+			t := e.TimestampNs[j]
+			if !found || pt.Last && t >= ts || !pt.Last && t < ts {
+				ts, found = t, true
+			}
+		}
+		return ts, found
+	}
+	if stage >= 0 {
+		if ts, ok := pick(stage); ok {
+			return ts, true
+		}
+	}
+	return pick(-1)
+}
+
+// first returns the row of the first event (by timestamp, then line) with
+// name code.
+func (src *source) first(rows []int32, code int32) (int32, bool) {
+	if code < 0 {
+		return 0, false
+	}
+	e := src.e
+	best := int32(-1)
+	for _, j := range rows {
+		if e.EventName.Codes[j] == code && (best < 0 || e.TimestampNs[j] < e.TimestampNs[best]) {
+			best = j
+		}
+	}
+	return best, best >= 0
+}
+
+// has reports whether request i has the preset's telemetry.
+func (src *source) has(p *Preset, i int) bool {
+	if p.RequiresEvents {
+		return src.evFrom[i+1] > src.evFrom[i]
+	}
+	_, ok := src.point(i, p.Requires)
+	return ok
+}
+
+// attrSpans returns request i's server spans named code, in r.spans order.
+func (src *source) attrSpans(i int, code int32, buf []int32) []int32 {
+	buf = buf[:0]
+	if code < 0 {
+		return buf
+	}
+	s := src.s
+	for _, j := range src.sp[src.spFrom[i]:src.spFrom[i+1]] {
+		if s.Name.Codes[j] == code && s.Service.Codes[j] != src.client {
+			buf = append(buf, j)
+		}
+	}
+	sort.SliceStable(buf, func(a, b int) bool { return spanBefore(s, buf[a], buf[b]) })
+	return buf
+}
+
+// stageValue is one stage of one request.
+type stageValue struct {
+	dur        float64
+	hasDur     bool
+	start, end int64
+	hasBounds  bool
+}
+
+// derive computes request i's stages into out (len(p.Stages)).
+func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int32 {
+	s := src.s
+	var attrLast int32 = -1 // the span that ends last, of the attr stages' name
+	attrName := ""
+	for k, st := range p.Stages {
+		out[k] = stageValue{}
+		switch {
+		case st.Rest:
+		case st.Attr != "":
+			buf = src.attrSpans(i, src.spCode[st.AttrSpan], buf)
+			if len(buf) == 0 {
+				continue
+			}
+			overlap := false
+			for j := 1; j < len(buf); j++ {
+				if s.StartUnixNs[buf[j]] < s.EndUnixNs[buf[j-1]] {
+					overlap = true
+				}
+			}
+			last := buf[0]
+			for _, j := range buf {
+				if s.EndUnixNs[j] > s.EndUnixNs[last] {
+					last = j
+				}
+			}
+			use := buf
+			if overlap {
+				use = []int32{last}
+			}
+			sum, ok := 0.0, true
+			for _, j := range use {
+				v, has := s.Attr(int(j), st.Attr)
+				if !has {
+					ok = false
+					break
+				}
+				sum += v
+			}
+			if ok {
+				out[k].dur, out[k].hasDur = sum, true
+			}
+			attrLast, attrName = last, st.AttrSpan
+		default:
+			a, okA := src.point(i, st.From)
+			b, okB := src.point(i, st.To)
+			if okA && okB {
+				out[k] = stageValue{dur: float64(b-a) / 1e9, hasDur: true, start: a, end: b, hasBounds: true}
+			}
+		}
+	}
+	// Rest: total minus the attr stages, in stage order.
+	for k, st := range p.Stages {
+		if !st.Rest {
+			continue
+		}
+		var tot stageValue
+		for m, t := range p.Stages {
+			if t.Name == Total {
+				tot = out[m]
+			}
+		}
+		if !tot.hasDur {
+			continue
+		}
+		v, ok := tot.dur, true
+		for m, t := range p.Stages {
+			if t.Attr == "" {
+				continue
+			}
+			if !out[m].hasDur {
+				ok = false
+				break
+			}
+			v -= out[m].dur
+		}
+		if ok {
+			out[k].dur, out[k].hasDur = v, true
+		}
+	}
+	// Attr stages' boundaries: back to back, ending where attrLast ends.
+	if attrLast >= 0 {
+		vals := make([]float64, len(p.Stages))
+		ok := true
+		for k, st := range p.Stages {
+			if st.Attr == "" || st.AttrSpan != attrName {
+				continue
+			}
+			v, has := s.Attr(int(attrLast), st.Attr)
+			if !has {
+				ok = false
+				break
+			}
+			vals[k] = v
+		}
+		if ok {
+			end := s.EndUnixNs[attrLast]
+			for k := len(p.Stages) - 1; k >= 0; k-- {
+				st := p.Stages[k]
+				if st.Attr == "" || st.AttrSpan != attrName {
+					continue
+				}
+				start := end - int64(vals[k]*1e9)
+				out[k].start, out[k].end, out[k].hasBounds = start, end, true
+				end = start
+			}
+		}
+	}
+	return buf
+}
+
+// Derive applies p to every one of n requests, whose events and spans are
+// e and s (either may be nil; their RequestIndex joins them), and returns
+// one row per stage of each request that has the preset's telemetry.
+func Derive(p *Preset, n int, e *tables.Events, s *tables.Spans) *tables.StageRows {
+	src := newSource(p, n, e, s)
+	rows := &tables.StageRows{}
+	for _, st := range p.Stages {
+		rows.Stage.Dict = append(rows.Stage.Dict, st.Name)
+	}
+	vals := make([]stageValue, len(p.Stages))
+	var buf []int32
+	for i := 0; i < n; i++ {
+		if !src.has(p, i) {
+			continue
+		}
+		buf = src.derive(p, i, vals, buf)
+		for k, v := range vals {
+			rows.Add(int32(i), int32(k), v.start, v.end, v.hasBounds, v.dur, v.hasDur)
+		}
+	}
+	return rows
+}
+
+// Values are one request's stages: seconds (nil where the request lacks
+// the stage) and boundaries (where the preset gives them).
+type Values struct {
+	Seconds map[string]*float64
+	Bounds  map[string][2]int64
+}
+
+// One applies p to one request's events and spans (those of r.events and
+// r.spans); ok is false when the request lacks the preset's telemetry.
+func One(p *Preset, e *tables.Events, s *tables.Spans) (v Values, ok bool) {
+	src := newSource(p, 1, e, s)
+	if !src.has(p, 0) {
+		return v, false
+	}
+	vals := make([]stageValue, len(p.Stages))
+	src.derive(p, 0, vals, nil)
+	v = Values{Seconds: map[string]*float64{}, Bounds: map[string][2]int64{}}
+	for k, st := range p.Stages {
+		if vals[k].hasDur {
+			d := vals[k].dur
+			v.Seconds[st.Name] = &d
+		} else {
+			v.Seconds[st.Name] = nil
+		}
+		if vals[k].hasBounds {
+			v.Bounds[st.Name] = [2]int64{vals[k].start, vals[k].end}
+		}
+	}
+	return v, true
+}

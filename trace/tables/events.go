@@ -1,0 +1,284 @@
+package tables
+
+import (
+	"sort"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/join"
+)
+
+// Strings is a column of strings, dictionary-coded: value i is
+// Dict[Codes[i]]. Columns of few distinct values (event names, stages,
+// levels) cost 4 bytes a row this way and compare as integers.
+type Strings struct {
+	Codes []int32
+	Dict  []string
+}
+
+// At returns value i.
+func (s *Strings) At(i int) string { return s.Dict[s.Codes[i]] }
+
+// Code returns the code of v, or -1 when no row holds it.
+func (s *Strings) Code(v string) int32 {
+	for i, d := range s.Dict {
+		if d == v {
+			return int32(i)
+		}
+	}
+	return -1
+}
+
+// dictBuilder codes the strings of one chunk.
+type dictBuilder struct {
+	codes []int32
+	dict  []string
+	ix    map[string]int32
+}
+
+func (d *dictBuilder) add(b []byte) {
+	c, ok := d.ix[string(b)]
+	if !ok {
+		if d.ix == nil {
+			d.ix = map[string]int32{}
+		}
+		c = int32(len(d.dict))
+		s := string(b)
+		d.dict = append(d.dict, s)
+		d.ix[s] = c
+	}
+	d.codes = append(d.codes, c)
+}
+
+func (d *dictBuilder) addString(s string) {
+	c, ok := d.ix[s]
+	if !ok {
+		if d.ix == nil {
+			d.ix = map[string]int32{}
+		}
+		c = int32(len(d.dict))
+		d.dict = append(d.dict, s)
+		d.ix[s] = c
+	}
+	d.codes = append(d.codes, c)
+}
+
+// mergeStrings concatenates chunks' coded columns under one dictionary.
+func mergeStrings(parts []*dictBuilder) Strings {
+	n := 0
+	for _, p := range parts {
+		n += len(p.codes)
+	}
+	out := Strings{Codes: make([]int32, 0, n)}
+	ix := map[string]int32{}
+	for _, p := range parts {
+		remap := make([]int32, len(p.dict))
+		for i, s := range p.dict {
+			c, ok := ix[s]
+			if !ok {
+				c = int32(len(out.Dict))
+				out.Dict = append(out.Dict, s)
+				ix[s] = c
+			}
+			remap[i] = c
+		}
+		for _, c := range p.codes {
+			out.Codes = append(out.Codes, remap[c])
+		}
+	}
+	return out
+}
+
+// Events is the events table in memory, one entry per events.jsonl line in
+// file order. RequestIndex is the request each event belongs to (its
+// request_index; -1 for none): the request whose server_request_id, or
+// request_id when the server sent none, is the event's request_id, as
+// trace/join joins them.
+type Events struct {
+	RequestIndex []int32
+	RequestID    Strings
+	Stage        Strings
+	EventName    Strings
+	TimestampNs  []int64
+	RunID        Strings
+	PID          []int64
+	Metadata     []string // the metadata object's JSON text; "" when absent
+}
+
+func (e *Events) names() []string {
+	seen := make([]bool, len(e.EventName.Dict))
+	for _, c := range e.EventName.Codes {
+		seen[c] = true
+	}
+	var out []string
+	for c, ok := range seen {
+		if ok {
+			out = append(out, e.EventName.Dict[c])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Len is the number of events.
+func (e *Events) Len() int { return len(e.TimestampNs) }
+
+type eventsPart struct {
+	reqID, stage, name, run dictBuilder
+	ts, pid                 []int64
+	meta                    []string
+}
+
+func newEventsPart(n int) *eventsPart {
+	p := &eventsPart{ts: make([]int64, 0, n), pid: make([]int64, 0, n), meta: make([]string, 0, n)}
+	for _, d := range []*dictBuilder{&p.reqID, &p.stage, &p.name, &p.run} {
+		d.codes = make([]int32, 0, n)
+	}
+	return p
+}
+
+// ReadEventsJSONL reads events.jsonl (the SGLang-Omni request profiler's
+// lines) on every core and joins each event to reqs.
+func ReadEventsJSONL(path string, reqs []trace.Request) (*Events, error) {
+	parts, err := scanLines(path, newEventsPart, func(p *eventsPart, b []byte, _ int) error {
+		var rid, stage, name, run []byte
+		var ts, pid int64
+		var meta string
+		err := scanObject(b, func(k []byte, v value) error {
+			var err error
+			switch string(k) {
+			case "request_id", "stage", "event_name", "run_id":
+				var s []byte
+				if v.kind == 's' && !v.esc {
+					s = v.raw
+				} else {
+					var x string
+					x, err = v.str()
+					s = []byte(x)
+				}
+				switch k[0] {
+				case 'r':
+					if k[1] == 'e' {
+						rid = s
+					} else {
+						run = s
+					}
+				case 's':
+					stage = s
+				case 'e':
+					name = s
+				}
+			case "timestamp_ns":
+				ts, err = v.int64()
+			case "pid":
+				pid, err = v.int64()
+			case "metadata":
+				if v.kind == '{' && len(v.raw) > 2 {
+					meta = string(v.raw)
+				} else if v.kind != '{' && !v.isNull() {
+					err = errorf("want an object, got %s", v.what())
+				}
+			}
+			return fieldErr(k, err)
+		})
+		if err != nil {
+			return err
+		}
+		p.reqID.add(rid)
+		p.stage.add(stage)
+		p.name.add(name)
+		p.run.add(run)
+		p.ts = append(p.ts, ts)
+		p.pid = append(p.pid, pid)
+		p.meta = append(p.meta, meta)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Events{}
+	pick := func(f func(*eventsPart) *dictBuilder) Strings {
+		ds := make([]*dictBuilder, len(parts))
+		for i, p := range parts {
+			ds[i] = f(p)
+		}
+		return mergeStrings(ds)
+	}
+	e.RequestID = pick(func(p *eventsPart) *dictBuilder { return &p.reqID })
+	e.Stage = pick(func(p *eventsPart) *dictBuilder { return &p.stage })
+	e.EventName = pick(func(p *eventsPart) *dictBuilder { return &p.name })
+	e.RunID = pick(func(p *eventsPart) *dictBuilder { return &p.run })
+	n := 0
+	for _, p := range parts {
+		n += len(p.ts)
+	}
+	e.TimestampNs, e.PID, e.Metadata = make([]int64, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	for _, p := range parts {
+		e.TimestampNs = append(e.TimestampNs, p.ts...)
+		e.PID = append(e.PID, p.pid...)
+		e.Metadata = append(e.Metadata, p.meta...)
+	}
+	e.join(reqs)
+	return e, nil
+}
+
+// join sets RequestIndex: once per distinct request id, not per event.
+func (e *Events) join(reqs []trace.Request) {
+	byID := make(map[string]int32, len(reqs))
+	for i := len(reqs) - 1; i >= 0; i-- { // the first request of an id wins
+		if id := join.EventKey(&reqs[i]); id != "" {
+			byID[id] = int32(i)
+		}
+	}
+	owner := make([]int32, len(e.RequestID.Dict))
+	for c, id := range e.RequestID.Dict {
+		owner[c] = -1
+		if i, ok := byID[id]; ok {
+			owner[c] = i
+		}
+	}
+	e.RequestIndex = make([]int32, len(e.RequestID.Codes))
+	for i, c := range e.RequestID.Codes {
+		e.RequestIndex[i] = owner[c]
+	}
+}
+
+type eventRow struct {
+	RequestIndex *int32  `parquet:"request_index,optional"`
+	RequestID    string  `parquet:"request_id,dict"`
+	Stage        string  `parquet:"stage,dict"`
+	EventName    string  `parquet:"event_name,dict"`
+	TimestampNs  int64   `parquet:"timestamp_ns"`
+	RunID        string  `parquet:"run_id,dict"`
+	PID          int64   `parquet:"pid"`
+	Metadata     *string `parquet:"metadata,optional,json"`
+}
+
+func writeEvents(path string, e *Events, meta map[string]string) error {
+	return writeRows(path, meta, e.Len(), func(i int) eventRow {
+		r := eventRow{RequestID: e.RequestID.At(i), Stage: e.Stage.At(i), EventName: e.EventName.At(i),
+			TimestampNs: e.TimestampNs[i], RunID: e.RunID.At(i), PID: e.PID[i]}
+		if e.RequestIndex[i] >= 0 {
+			r.RequestIndex = &e.RequestIndex[i]
+		}
+		if e.Metadata[i] != "" {
+			r.Metadata = &e.Metadata[i]
+		}
+		return r
+	})
+}
+
+// ReadEvents reads the columns of events.parquet that the stage engine
+// needs (request_index, stage, event_name, timestamp_ns); the others stay
+// empty.
+func ReadEvents(path string) (*Events, error) {
+	cols, err := readColumns(path, []string{"request_index", "stage", "event_name", "timestamp_ns"})
+	if err != nil {
+		return nil, err
+	}
+	return &Events{
+		RequestIndex: cols[0].int32s(-1),
+		Stage:        cols[1].strings(),
+		EventName:    cols[2].strings(),
+		TimestampNs:  cols[3].int64s(),
+	}, nil
+}

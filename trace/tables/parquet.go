@@ -1,0 +1,427 @@
+package tables
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+	"golang.org/x/sync/errgroup"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// rowsPerGroup bounds a row group; readers (DuckDB, pandas) parallelize
+// over row groups.
+const rowsPerGroup = 256 << 10
+
+// writeRows writes n rows, made by row(i), to a Parquet file at path
+// (through a temporary file and a rename, so that a reader never sees half
+// a table), with meta as the file's key-value metadata. Snappy pages:
+// every reader has it. A large table is encoded on every core: each part
+// of its rows becomes a row group in memory, and the row groups are then
+// copied into the file as they are (parquet-go copies encoded column
+// chunks verbatim when the writers' settings match).
+func writeRows[R any](path string, meta map[string]string, n int, row func(i int) R) error {
+	opts := []parquet.WriterOption{parquet.Compression(fastSnappy{}), parquet.MaxRowsPerRowGroup(rowsPerGroup),
+		parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
+	parts := 1
+	if n >= 2*parallelRows {
+		parts = min(runtime.GOMAXPROCS(0), n/parallelRows)
+	}
+	parts = max(parts, (n+rowsPerGroup-1)/rowsPerGroup)
+	encoded := make([]*bytes.Buffer, parts)
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for p := 0; p < parts; p++ {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		g.Go(func() error {
+			var b bytes.Buffer
+			w := parquet.NewGenericWriter[R](&b, opts...)
+			if err := encodeRows(w, lo, hi, row); err != nil {
+				return err
+			}
+			encoded[p] = &b
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	for k, v := range meta {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	w := parquet.NewGenericWriter[R](f, opts...)
+	if parts == 1 && n == 0 {
+		encoded = nil
+	}
+	for _, b := range encoded {
+		pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		for _, rg := range pf.RowGroups() {
+			if _, err := w.WriteRowGroup(rg); err != nil {
+				f.Close()
+				return fmt.Errorf("writing %s: %w", path, err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// parallelRows is the least a part of a table encoded on its own core holds.
+const parallelRows = 100_000
+
+func encodeRows[R any](w *parquet.GenericWriter[R], lo, hi int, row func(i int) R) error {
+	buf := make([]R, 0, 4096)
+	for i := lo; i < hi; i++ {
+		buf = append(buf, row(i))
+		if len(buf) == cap(buf) || i == hi-1 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			clear(buf)
+			buf = buf[:0]
+		}
+	}
+	return w.Close()
+}
+
+// column is one column read whole: the values of its kind, and which rows
+// are null (valid is nil for a required column).
+type column struct {
+	name  string
+	kind  parquet.Kind
+	valid []bool // nil for a required column
+	i32   []int32
+	i64   []int64
+	f64   []float64
+	b     []bool
+	str   Strings
+	plain bool        // strings not interned: one Dict entry per row
+	lists [][]float64 // a list column (of doubles), one per row
+	n     int
+}
+
+// listOf reads a repeated column's levels into lists (a list column of
+// doubles: repetition level 0 starts a row; a row whose definition level
+// is below the maximum is an empty list).
+func (c *column) addListPage(p parquet.Page, maxDef int) {
+	data := p.Data()
+	vals := data.Double()
+	k := 0
+	reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+	for i := range defs {
+		if reps[i] == 0 {
+			c.lists = append(c.lists, nil)
+			c.n++
+		}
+		if int(defs[i]) == maxDef {
+			last := len(c.lists) - 1
+			c.lists[last] = append(c.lists[last], vals[k])
+			k++
+		}
+	}
+}
+
+// bools returns a boolean column, null as false.
+func (c *column) bools() []bool {
+	if c.valid == nil {
+		return c.b
+	}
+	out := make([]bool, c.n)
+	k := 0
+	for i := range out {
+		if c.valid[i] {
+			out[i] = c.b[k]
+			k++
+		}
+	}
+	return out
+}
+
+// float64s returns a double column and, for an optional one, which rows
+// are not null.
+func (c *column) float64s() ([]float64, []bool) {
+	if c.valid == nil {
+		return c.f64, nil
+	}
+	out := make([]float64, c.n)
+	k := 0
+	for i := range out {
+		if c.valid[i] {
+			out[i] = c.f64[k]
+			k++
+		}
+	}
+	return out, c.valid
+}
+
+// presize makes room for n rows, so that pages append without copying.
+func (c *column) presize(n int, optional bool) {
+	if optional {
+		c.valid = make([]bool, 0, n)
+	}
+	switch c.kind {
+	case parquet.Int32:
+		c.i32 = make([]int32, 0, n)
+	case parquet.Int64:
+		c.i64 = make([]int64, 0, n)
+	case parquet.Double:
+		c.f64 = make([]float64, 0, n)
+	case parquet.Boolean:
+		c.b = make([]bool, 0, n)
+	case parquet.ByteArray:
+		c.str.Codes = make([]int32, 0, n)
+		if c.plain {
+			c.str.Dict = make([]string, 0, n+1)
+		}
+	}
+}
+
+// int32s returns the column as int32s, null as def.
+func (c *column) int32s(def int32) []int32 {
+	out := make([]int32, c.n)
+	k := 0
+	for i := range out {
+		if c.valid != nil && !c.valid[i] {
+			out[i] = def
+			continue
+		}
+		switch c.kind {
+		case parquet.Int32:
+			out[i] = c.i32[k]
+		case parquet.Int64:
+			out[i] = int32(c.i64[k])
+		}
+		k++
+	}
+	return out
+}
+
+func (c *column) int64s() []int64 {
+	if c.kind == parquet.Int32 {
+		out := make([]int64, len(c.i32))
+		for i, v := range c.i32 {
+			out[i] = int64(v)
+		}
+		return out
+	}
+	return c.i64
+}
+
+func (c *column) strings() Strings { return c.str }
+
+// readColumns reads the named columns of a Parquet file whole, straight
+// from its pages (dictionary pages stay dictionaries): the columns of
+// int32, int64, double and string (byte array) kind that asrprof's own
+// tables hold, required or optional. Strings of an optional column are
+// "" where null.
+func readColumns(path string, names []string) ([]*column, error) {
+	return readColumnsPlain(path, names, nil)
+}
+
+// readColumnsPlain is readColumns with the string columns named in plain
+// read without interning (columns of mostly distinct values: ids, texts).
+func readColumnsPlain(file string, names []string, plain map[string]bool) ([]*column, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	out := make([]*column, len(names))
+	for i, name := range names {
+		path := strings.Split(name, ".") // a list's leaf: "x.list.element"
+		name = path[0]
+		leaf, ok := pf.Schema().Lookup(path...)
+		if !ok {
+			return nil, fmt.Errorf("%s: no column %q (rebuild the tables: remove the tables folder)", file, name)
+		}
+		c := &column{name: name, kind: leaf.Node.Type().Kind(), plain: plain[name]}
+		optional := leaf.MaxDefinitionLevel > 0
+		repeated := leaf.MaxRepetitionLevel > 0
+		c.presize(int(pf.NumRows()), optional)
+		dict := map[string]int32{}
+		for _, rg := range pf.RowGroups() {
+			pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+			for {
+				p, err := pages.ReadPage()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					pages.Close()
+					return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
+				}
+				if repeated {
+					if c.kind != parquet.Double {
+						pages.Close()
+						return nil, fmt.Errorf("%s: column %s: lists of %v are not read here", file, name, c.kind)
+					}
+					c.addListPage(p, leaf.MaxDefinitionLevel)
+					parquet.Release(p)
+					continue
+				}
+				if err := c.addPage(p, optional, leaf.MaxDefinitionLevel, dict); err != nil {
+					pages.Close()
+					return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
+				}
+				parquet.Release(p)
+			}
+			pages.Close()
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+func (c *column) addPage(p parquet.Page, optional bool, maxDef int, dict map[string]int32) error {
+	n := int(p.NumValues())
+	if optional {
+		for _, d := range p.DefinitionLevels() {
+			c.valid = append(c.valid, int(d) == maxDef)
+		}
+	}
+	nonNull := n
+	if optional {
+		nonNull = n - int(p.NumNulls())
+	}
+	data := p.Data()
+	code := func(b []byte) int32 {
+		if c.plain {
+			c.str.Dict = append(c.str.Dict, string(b))
+			return int32(len(c.str.Dict) - 1)
+		}
+		k, ok := dict[string(b)]
+		if !ok {
+			k = int32(len(c.str.Dict))
+			s := string(b)
+			c.str.Dict = append(c.str.Dict, s)
+			dict[s] = k
+		}
+		return k
+	}
+	switch {
+	case p.Dictionary() != nil:
+		// An indexed page: its values are indexes into the dictionary.
+		d := p.Dictionary()
+		if c.kind != parquet.ByteArray {
+			vals := make([]parquet.Value, d.Len())
+			idx := make([]int32, d.Len())
+			for i := range idx {
+				idx[i] = int32(i)
+			}
+			d.Lookup(idx, vals)
+			for _, k := range data.Int32()[:nonNull] {
+				switch c.kind {
+				case parquet.Int32:
+					c.i32 = append(c.i32, vals[k].Int32())
+				case parquet.Int64:
+					c.i64 = append(c.i64, vals[k].Int64())
+				case parquet.Double:
+					c.f64 = append(c.f64, vals[k].Double())
+				}
+			}
+			break
+		}
+		dv := d.Page().Data()
+		bs, offs := dv.ByteArray()
+		remap := make([]int32, d.Len())
+		for i := range remap {
+			remap[i] = code(bs[offs[i]:offs[i+1]])
+		}
+		ks := data.Int32()[:nonNull]
+		c.appendStrings(optional, n, code, func(yield func(int32)) {
+			for _, k := range ks {
+				yield(remap[k])
+			}
+		})
+	case c.kind == parquet.ByteArray:
+		bs, offs := data.ByteArray()
+		c.appendStrings(optional, n, code, func(yield func(int32)) {
+			for i := 0; i < nonNull; i++ {
+				yield(code(bs[offs[i]:offs[i+1]]))
+			}
+		})
+	case c.kind == parquet.Boolean:
+		bits := data.Boolean()
+		for i := 0; i < nonNull; i++ {
+			c.b = append(c.b, bits[i>>3]&(1<<(i&7)) != 0)
+		}
+	case c.kind == parquet.Int32:
+		c.i32 = append(c.i32, data.Int32()[:nonNull]...)
+	case c.kind == parquet.Int64:
+		c.i64 = append(c.i64, data.Int64()[:nonNull]...)
+	case c.kind == parquet.Double:
+		c.f64 = append(c.f64, data.Double()[:nonNull]...)
+	default:
+		return fmt.Errorf("column kind %v is not read here", c.kind)
+	}
+	c.n += n
+	return nil
+}
+
+// appendStrings appends a page's string codes; for an optional column,
+// null rows get the code of "".
+func (c *column) appendStrings(optional bool, n int, code func([]byte) int32, codes func(yield func(int32))) {
+	if !optional {
+		codes(func(k int32) { c.str.Codes = append(c.str.Codes, k) })
+		return
+	}
+	empty := code(nil)
+	valid := c.valid[len(c.valid)-n:]
+	var ks []int32
+	codes(func(k int32) { ks = append(ks, k) })
+	j := 0
+	for _, v := range valid {
+		if v {
+			c.str.Codes = append(c.str.Codes, ks[j])
+			j++
+		} else {
+			c.str.Codes = append(c.str.Codes, empty)
+		}
+	}
+}
+
+// fastSnappy is Parquet's SNAPPY codec with klauspost's faster block
+// encoder (s2.EncodeSnappy: standard Snappy blocks, which every reader
+// decodes) instead of the "better" one parquet-go picks, which spent a
+// fifth of a large bundle's build compressing.
+type fastSnappy struct{}
+
+func (fastSnappy) String() string                            { return "SNAPPY" }
+func (fastSnappy) CompressionCodec() format.CompressionCodec { return format.Snappy }
+func (fastSnappy) Encode(dst, src []byte) ([]byte, error) {
+	return s2.EncodeSnappy(dst[:cap(dst)], src), nil
+}
+func (fastSnappy) Decode(dst, src []byte) ([]byte, error) { return snappy.Decode(dst, src) }

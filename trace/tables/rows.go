@@ -1,0 +1,214 @@
+package tables
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Probe files (gpu.jsonl, sched.jsonl, cuda.jsonl) are JSON objects whose
+// fields differ between probes, GPUs and versions: their tables take one
+// column per field name that any row has (sorted by name), every column
+// nullable, typed by what the rows hold: int64 when every value is an
+// integer, double when some are not, boolean, string; a field whose rows
+// disagree on its type, or hold arrays or objects, is JSON text.
+
+type colType int
+
+const (
+	colNone colType = iota
+	colInt
+	colFloat
+	colBool
+	colString
+	colJSON
+)
+
+// Rows is a probe file read for its table.
+type Rows struct {
+	Objects []map[string]value
+	raw     [][]byte // keeps the bytes the values point into
+}
+
+// ReadRowsJSONL reads a probe file's objects.
+func ReadRowsJSONL(path string) (*Rows, error) {
+	parts, err := scanLines(path, func(int) *Rows { return &Rows{} }, func(p *Rows, b []byte, _ int) error {
+		b = bytes.Clone(b)
+		m := map[string]value{}
+		if err := scanObject(b, func(k []byte, v value) error {
+			m[string(k)] = v
+			return nil
+		}); err != nil {
+			return err
+		}
+		p.Objects = append(p.Objects, m)
+		p.raw = append(p.raw, b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &Rows{}
+	for _, p := range parts {
+		out.Objects = append(out.Objects, p.Objects...)
+		out.raw = append(out.raw, p.raw...)
+	}
+	return out, nil
+}
+
+// Filter returns the rows for which keep holds.
+func (r *Rows) Filter(keep func(map[string]value) bool) *Rows {
+	out := &Rows{raw: r.raw}
+	for _, o := range r.Objects {
+		if keep(o) {
+			out.Objects = append(out.Objects, o)
+		}
+	}
+	return out
+}
+
+func kindOf(v value) colType {
+	switch v.kind {
+	case 'n':
+		if _, err := strconv.ParseInt(string(v.raw), 10, 64); err == nil {
+			return colInt
+		}
+		return colFloat
+	case 'b':
+		return colBool
+	case 's':
+		return colString
+	case 'z':
+		return colNone
+	}
+	return colJSON
+}
+
+func merge(a, b colType) colType {
+	switch {
+	case a == colNone:
+		return b
+	case b == colNone || a == b:
+		return a
+	case a == colInt && b == colFloat || a == colFloat && b == colInt:
+		return colFloat
+	}
+	return colJSON
+}
+
+// writeRowsTable writes rows as a table of inferred columns (see above).
+func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
+	types := map[string]colType{}
+	for _, o := range rows.Objects {
+		for k, v := range o {
+			types[k] = merge(types[k], kindOf(v))
+		}
+	}
+	names := make([]string, 0, len(types))
+	group := parquet.Group{}
+	for k, t := range types {
+		names = append(names, k)
+		var n parquet.Node
+		switch t {
+		case colInt:
+			n = parquet.Int(64)
+		case colFloat:
+			n = parquet.Leaf(parquet.DoubleType)
+		case colBool:
+			n = parquet.Leaf(parquet.BooleanType)
+		case colString:
+			n = parquet.String()
+		default: // colJSON, or a field that is null in every row
+			n = parquet.JSON()
+		}
+		group[k] = parquet.Optional(n)
+	}
+	sort.Strings(names) // parquet.Group orders its fields by name too
+	schema := parquet.NewSchema("rows", group)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	opts := []parquet.WriterOption{schema, parquet.Compression(fastSnappy{}), parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
+	for k, v := range meta {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	w := parquet.NewWriter(f, opts...)
+	batch := make([]parquet.Row, 0, 1024)
+	flush := func() error {
+		if _, err := w.WriteRows(batch); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for _, o := range rows.Objects {
+		row := make(parquet.Row, len(names))
+		for c, k := range names {
+			v, ok := o[k]
+			if !ok || v.isNull() {
+				row[c] = parquet.Value{}.Level(0, 0, c)
+				continue
+			}
+			var pv parquet.Value
+			switch types[k] {
+			case colInt:
+				x, _ := v.int64()
+				pv = parquet.Int64Value(x)
+			case colFloat:
+				x, _ := v.float64()
+				pv = parquet.DoubleValue(x)
+			case colBool:
+				x, _ := v.bool()
+				pv = parquet.BooleanValue(x)
+			case colString:
+				s, err := v.str()
+				if err != nil {
+					f.Close()
+					return fmt.Errorf("%s: field %q: %w", path, k, err)
+				}
+				pv = parquet.ByteArrayValue([]byte(s))
+			default:
+				pv = parquet.ByteArrayValue(jsonText(v))
+			}
+			row[c] = pv.Level(0, 1, c)
+		}
+		batch = append(batch, row)
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				f.Close()
+				return fmt.Errorf("writing %s: %w", path, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := w.Close(); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// jsonText is a value's JSON text.
+func jsonText(v value) []byte {
+	switch v.kind {
+	case 's':
+		s, _ := v.str()
+		b, _ := json.Marshal(s)
+		return b
+	}
+	return v.raw
+}

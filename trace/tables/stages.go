@@ -1,0 +1,89 @@
+package tables
+
+import (
+	"github.com/asrprof/asrprof/trace"
+)
+
+// StageRows are the stage boundaries a stage preset derives, one row per
+// stage of each request that has the preset's telemetry, in request
+// order and, within a request, in the preset's stage order. Duration is
+// the stage's length in seconds (what the stage table averages); Start
+// and End its boundaries on the server's clock, where the preset gives
+// them (HasBounds). A stage the request lacks has neither (a row with
+// nulls), so that every request with telemetry has rows.
+type StageRows struct {
+	RequestIndex []int32
+	Stage        Strings
+	StartUnixNs  []int64
+	EndUnixNs    []int64
+	HasBounds    []bool
+	DurationS    []float64
+	HasDuration  []bool
+}
+
+// Len is the number of rows.
+func (r *StageRows) Len() int { return len(r.RequestIndex) }
+
+// Add appends one row.
+func (r *StageRows) Add(req int32, stage int32, start, end int64, bounds bool, dur float64, hasDur bool) {
+	r.RequestIndex = append(r.RequestIndex, req)
+	r.Stage.Codes = append(r.Stage.Codes, stage)
+	r.StartUnixNs = append(r.StartUnixNs, start)
+	r.EndUnixNs = append(r.EndUnixNs, end)
+	r.HasBounds = append(r.HasBounds, bounds)
+	r.DurationS = append(r.DurationS, dur)
+	r.HasDuration = append(r.HasDuration, hasDur)
+}
+
+type stageRow struct {
+	RequestIndex int32    `parquet:"request_index"`
+	RequestID    string   `parquet:"request_id,dict"`
+	TraceID      string   `parquet:"trace_id,dict"`
+	Level        string   `parquet:"level,dict"`
+	Preset       string   `parquet:"preset,dict"`
+	Stage        string   `parquet:"stage,dict"`
+	StartUnixNs  *int64   `parquet:"start_unix_ns,optional"`
+	EndUnixNs    *int64   `parquet:"end_unix_ns,optional"`
+	DurationS    *float64 `parquet:"duration_s,optional"`
+}
+
+func writeStages(path string, r *StageRows, preset string, reqs []trace.Request, meta map[string]string) error {
+	return writeRows(path, meta, r.Len(), func(i int) stageRow {
+		q := &reqs[r.RequestIndex[i]]
+		row := stageRow{RequestIndex: r.RequestIndex[i], RequestID: q.RequestID, TraceID: q.TraceID, Level: q.Level,
+			Preset: preset, Stage: r.Stage.At(i)}
+		if r.HasBounds[i] {
+			row.StartUnixNs, row.EndUnixNs = &r.StartUnixNs[i], &r.EndUnixNs[i]
+		}
+		if r.HasDuration[i] {
+			row.DurationS = &r.DurationS[i]
+		}
+		return row
+	})
+}
+
+func readStages(path string) (*StageRows, error) {
+	cols, err := readColumns(path, []string{"request_index", "stage", "start_unix_ns", "end_unix_ns", "duration_s"})
+	if err != nil {
+		return nil, err
+	}
+	n := cols[0].n
+	r := &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].strings(),
+		StartUnixNs: make([]int64, n), EndUnixNs: make([]int64, n), HasBounds: make([]bool, n),
+		DurationS: make([]float64, n), HasDuration: make([]bool, n)}
+	k := 0
+	for i := 0; i < n; i++ {
+		if cols[2].valid == nil || cols[2].valid[i] {
+			r.StartUnixNs[i], r.EndUnixNs[i], r.HasBounds[i] = cols[2].i64[k], cols[3].i64[k], true
+			k++
+		}
+	}
+	k = 0
+	for i := 0; i < n; i++ {
+		if cols[4].valid == nil || cols[4].valid[i] {
+			r.DurationS[i], r.HasDuration[i] = cols[4].f64[k], true
+			k++
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,655 @@
+// Package tables derives a capture bundle's tables: Apache Parquet files,
+// in the bundle's tables/ folder, made from its crash-safe sources
+// (requests.jsonl, events.jsonl, spans.otlp and the probes' JSONL files),
+// for the analysis engine and for users' own tools (DuckDB, pandas,
+// polars; docs/BUNDLE.md).
+//
+// The sources stay the truth: a table is derived, and Open rebuilds it
+// whenever its sources changed (size or modification time) or it was
+// written by another Version of this package, as recorded in
+// tables/tables.json. Tables are written through a temporary file and a
+// rename, so a reader never sees half of one; a bundle that cannot be
+// written to (a read-only copy) is analysed from the tables held in
+// memory.
+//
+// The per-request stage boundaries (stages.parquet) depend on a stage
+// preset, which this package does not know: the analysis engine computes
+// them and hands them to WriteStages, and Stages returns them while they
+// are fresh for the same preset.
+package tables
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// Version is the tables' format version. Raise it whenever a table's
+// columns or their meaning change: Open then rebuilds older tables.
+const Version = 1
+
+// The tables folder, its record, and its tables.
+const (
+	Dir           = "tables"
+	ManifestFile  = "tables.json"
+	RequestsTable = "requests.parquet"
+	EventsTable   = "events.parquet"
+	SpansTable    = "spans.parquet"
+	GPUSamples    = "gpu_samples.parquet"
+	GPUPeriods    = "gpu_periods.parquet"
+	SchedTable    = "sched.parquet"
+	CUDATable     = "cuda.parquet"
+	StagesTable   = "stages.parquet"
+)
+
+// sources lists each preset-independent table's source files; every
+// table but requests also depends on requests.jsonl (its request_index
+// column is the join).
+var sources = map[string][]string{
+	RequestsTable: {bundle.RequestsFile},
+	EventsTable:   {bundle.EventsFile, bundle.RequestsFile},
+	SpansTable:    {bundle.SpansFile, bundle.RequestsFile},
+	GPUSamples:    {bundle.GPUFile},
+	GPUPeriods:    {bundle.GPUFile},
+	SchedTable:    {bundle.SchedFile},
+	CUDATable:     {bundle.CUDAFile},
+}
+
+// source is what the record keeps of a source file to tell it changed.
+type source struct {
+	Size        int64 `json:"size"`
+	MtimeUnixNs int64 `json:"mtime_unix_ns"`
+}
+
+type entry struct {
+	Rows    int               `json:"rows"`
+	Sources map[string]source `json:"sources"`
+	// Events and spans: the distinct event names; the distinct names of
+	// the server's spans (client spans left out). Sorted.
+	Names []string `json:"names,omitempty"`
+	// Stage boundaries only: the preset, and its declaration's text.
+	Preset string `json:"preset,omitempty"`
+	Spec   string `json:"spec,omitempty"`
+}
+
+type record struct {
+	Version int              `json:"version"`
+	Tables  map[string]entry `json:"tables"`
+}
+
+// Set is a bundle's tables. Each is read the first time it is asked for
+// (Requests, RequestCols, Events, Spans), unless Open had to build it and
+// so holds it already. A Set is safe for concurrent use.
+type Set struct {
+	// Bundle is the bundle directory.
+	Bundle string
+	// Built lists the tables Open (re)built, in name order.
+	Built []string
+
+	pending []chan struct{} // table writes still under way (Wait), closed when done; under mu
+	waitMu  sync.Mutex      // one Wait at a time
+	dirty   bool            // the record changed: Wait saves it; under mu
+	// writeErr says why the tables could not be written (they are then
+	// used from memory; Wait returns it); under mu.
+	writeErr error
+
+	mu       sync.Mutex
+	rec      record
+	requests []trace.Request // all of requests.parquet, once read or built
+	reqCols  *RequestCols
+	hasReqs  bool // requests.jsonl exists
+	events   *Events
+	spans    *Spans
+	loaded   map[string]error
+}
+
+// Path returns the path of a table (or of the record) in the bundle.
+func (s *Set) Path(table string) string { return filepath.Join(s.Bundle, Dir, table) }
+
+func stat(dir, name string) (source, bool) {
+	fi, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		return source{}, false
+	}
+	return source{Size: fi.Size(), MtimeUnixNs: fi.ModTime().UnixNano()}, true
+}
+
+// current returns the state of a table's sources; ok is false when its
+// first (main) source is absent.
+func current(dir string, srcs []string) (map[string]source, bool) {
+	out := map[string]source{}
+	for i, name := range srcs {
+		st, ok := stat(dir, name)
+		if !ok {
+			if i == 0 {
+				return nil, false
+			}
+			continue
+		}
+		out[name] = st
+	}
+	return out, true
+}
+
+func sameSources(a, b map[string]source) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// fresh reports whether table is on disk, of this Version, and made from
+// the sources as they are now.
+func (s *Set) fresh(table string, now map[string]source) bool {
+	s.mu.Lock()
+	e, ok := s.rec.Tables[table]
+	version := s.rec.Version
+	s.mu.Unlock()
+	if version != Version {
+		return false
+	}
+	if !ok || !sameSources(e.Sources, now) {
+		return false
+	}
+	_, err := os.Stat(s.Path(table))
+	return err == nil
+}
+
+// Open opens the tables of the bundle in dir, first building every table
+// whose sources exist and that is missing or stale. It fails on a source
+// it cannot read (naming the file, line and field); it does not fail when
+// the tables cannot be written (Wait says why; they are used from
+// memory).
+func Open(dir string) (*Set, error) {
+	s := &Set{Bundle: dir, loaded: map[string]error{}}
+	if b, err := os.ReadFile(s.Path(ManifestFile)); err == nil {
+		if json.Unmarshal(b, &s.rec) != nil {
+			s.rec = record{}
+		}
+	}
+	if s.rec.Version != Version || s.rec.Tables == nil {
+		s.rec = record{Version: Version, Tables: map[string]entry{}}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
+		s.writeErr = err
+	}
+	write := func(table string, now map[string]source, rows int, names []string, f func(path string, meta map[string]string) error) {
+		if s.failed() {
+			return
+		}
+		s.background(func() {
+			meta := map[string]string{"asrprof.tables.version": strconv.Itoa(Version)}
+			if err := f(s.Path(table), meta); err != nil {
+				s.mu.Lock()
+				if s.writeErr == nil {
+					s.writeErr = err
+				}
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Lock()
+			s.rec.Tables[table] = entry{Rows: rows, Sources: now, Names: names}
+			s.dirty = true
+			s.mu.Unlock()
+		})
+	}
+	built := map[string]bool{}
+
+	// Requests first: every other table joins them.
+	if now, ok := current(dir, sources[RequestsTable]); ok {
+		s.hasReqs = true
+		if !s.fresh(RequestsTable, now) {
+			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
+			if err != nil {
+				return nil, err
+			}
+			s.requests, s.loaded[RequestsTable] = reqs, nil
+			built[RequestsTable] = true
+			write(RequestsTable, now, len(reqs), nil, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
+		}
+	}
+	requestsBuilt := built[RequestsTable]
+	var joinTo []trace.Request // the requests, for the tables that join them
+	requests := func() ([]trace.Request, error) {
+		if joinTo == nil {
+			r, err := s.Requests()
+			if err != nil {
+				return nil, err
+			}
+			joinTo = r
+		}
+		return joinTo, nil
+	}
+	stale := func(table string) (map[string]source, bool) {
+		now, ok := current(dir, sources[table])
+		if !ok {
+			s.mu.Lock()
+			delete(s.rec.Tables, table)
+			s.mu.Unlock()
+			return nil, false
+		}
+		return now, requestsBuilt || !s.fresh(table, now)
+	}
+	if now, ok := stale(EventsTable); ok {
+		reqs, err := requests()
+		if err != nil {
+			return nil, err
+		}
+		e, err := ReadEventsJSONL(filepath.Join(dir, bundle.EventsFile), reqs)
+		if err != nil {
+			return nil, err
+		}
+		s.events, s.loaded[EventsTable] = e, nil
+		built[EventsTable] = true
+		write(EventsTable, now, e.Len(), e.names(), func(p string, m map[string]string) error { return writeEvents(p, e, m) })
+	}
+	if now, ok := stale(SpansTable); ok {
+		reqs, err := requests()
+		if err != nil {
+			return nil, err
+		}
+		sp, err := ReadSpansOTLP(filepath.Join(dir, bundle.SpansFile), reqs)
+		if err != nil {
+			return nil, err
+		}
+		s.spans, s.loaded[SpansTable] = sp, nil
+		built[SpansTable] = true
+		write(SpansTable, now, sp.Len(), sp.serverNames(), func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
+	}
+	var gpu *Rows
+	for _, t := range []string{GPUSamples, GPUPeriods, SchedTable, CUDATable} {
+		now, ok := stale(t)
+		if !ok {
+			continue
+		}
+		src := sources[t][0]
+		var rows *Rows
+		if src == bundle.GPUFile && gpu != nil {
+			rows = gpu
+		} else {
+			r, err := ReadRowsJSONL(filepath.Join(dir, src))
+			if err != nil {
+				return nil, err
+			}
+			rows = r
+			if src == bundle.GPUFile {
+				gpu = r
+			}
+		}
+		switch t {
+		case GPUSamples:
+			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return !ok || string(v.raw) != "period" })
+		case GPUPeriods:
+			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" })
+		}
+		built[t] = true
+		write(t, now, len(rows.Objects), nil, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
+	}
+	// The stage boundaries depend on the requests and on the preset's
+	// sources; the engine checks them (Stages).
+	for t := range built {
+		s.Built = append(s.Built, t)
+	}
+	sort.Strings(s.Built)
+	return s, nil
+}
+
+// Wait waits for the tables that Open (and WriteStages) are still writing
+// in the background, so that analyses run while they are written, and
+// records them in tables/tables.json. It returns why they could not be
+// written, if they could not (they were used from memory all the same).
+// Callers that built a Set call it before they exit; it may be called more
+// than once.
+func (s *Set) Wait() error {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	for {
+		s.mu.Lock()
+		pending := s.pending
+		s.pending = nil
+		s.mu.Unlock()
+		if len(pending) == 0 {
+			break
+		}
+		for _, ch := range pending {
+			<-ch
+		}
+	}
+	s.mu.Lock()
+	dirty := s.dirty && s.writeErr == nil
+	s.dirty = false
+	s.mu.Unlock()
+	if dirty {
+		if err := s.saveRecord(); err != nil {
+			s.mu.Lock()
+			s.writeErr = err
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr != nil {
+		return fmt.Errorf("writing the tables of %s: %w", s.Bundle, s.writeErr)
+	}
+	return nil
+}
+
+// failed reports whether a write failed already.
+func (s *Set) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeErr != nil
+}
+
+// background runs f (a write) on its own goroutine; Wait waits for it.
+func (s *Set) background(f func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.pending = append(s.pending, ch)
+	s.mu.Unlock()
+	go func() {
+		defer close(ch)
+		f()
+	}()
+}
+
+// saveRecord writes tables/tables.json (atomically). Callers hold no lock.
+func (s *Set) saveRecord() error {
+	s.mu.Lock()
+	b, err := json.MarshalIndent(s.rec, "", "  ")
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	p := s.Path(ManifestFile)
+	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
+}
+
+// derived is a small derived value kept as JSON (tables/NAME.json), valid
+// while its sources and key are as they were.
+type derived struct {
+	Version int               `json:"version"`
+	Key     string            `json:"key"`
+	Sources map[string]source `json:"sources"`
+	Value   json.RawMessage   `json:"value"`
+}
+
+var derivedSources = []string{bundle.RequestsFile, bundle.ManifestFile}
+
+// Derived reads tables/name.json into v when it was saved by SaveDerived
+// with the same key from the sources (requests.jsonl, manifest.json) as
+// they are now; ok is false otherwise. The analysis keeps the per-pass
+// metrics there (bench/metrics over 100,000 requests took 0.27 s).
+func (s *Set) Derived(name, key string, v any) (ok bool) {
+	b, err := os.ReadFile(s.Path(name + ".json"))
+	if err != nil {
+		return false
+	}
+	var d derived
+	now, _ := current(s.Bundle, derivedSources)
+	if json.Unmarshal(b, &d) != nil || d.Version != Version || d.Key != key || !sameSources(d.Sources, now) {
+		return false
+	}
+	return json.Unmarshal(d.Value, v) == nil
+}
+
+// SaveDerived writes v as tables/name.json for Derived, in the background
+// (Wait).
+func (s *Set) SaveDerived(name, key string, v any) {
+	if s.failed() {
+		return
+	}
+	now, _ := current(s.Bundle, derivedSources)
+	val, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	s.background(func() {
+		b, err := json.Marshal(derived{Version: Version, Key: key, Sources: now, Value: val})
+		if err != nil {
+			return
+		}
+		p := s.Path(name + ".json")
+		if os.WriteFile(p+".tmp", b, 0o644) == nil {
+			os.Rename(p+".tmp", p)
+		}
+	})
+}
+
+// Requests returns every request of requests.jsonl, in order (from
+// requests.parquet, or from what Open built); none when the bundle has no
+// requests.jsonl.
+func (s *Set) Requests() ([]trace.Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.loaded[RequestsTable]; ok {
+		return s.requests, err
+	}
+	var err error
+	if s.hasReqs {
+		s.requests, err = ReadRequests(s.Path(RequestsTable))
+	}
+	s.loaded[RequestsTable] = err
+	return s.requests, err
+}
+
+// RequestCols are the few columns of the requests that a stage table
+// needs, which read in a fraction of the time of all of them.
+type RequestCols struct {
+	N        int
+	Level    Strings
+	Status   Strings
+	Warmup   []bool
+	LatencyS []float64
+	// The client's clock of each request (unix ns; 0 when not recorded):
+	// sent, upload done, first byte of the answer, end.
+	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
+}
+
+// RequestCols returns the requests' level, status, warmup, latency_s and
+// client timestamps.
+func (s *Set) RequestCols() (*RequestCols, error) {
+	s.mu.Lock()
+	if s.reqCols != nil {
+		defer s.mu.Unlock()
+		return s.reqCols, nil
+	}
+	_, loaded := s.loaded[RequestsTable]
+	s.mu.Unlock()
+	rc := &RequestCols{}
+	if loaded || !s.hasReqs {
+		reqs, err := s.Requests()
+		if err != nil {
+			return nil, err
+		}
+		var lv, st dictBuilder
+		rc.N = len(reqs)
+		for i := range reqs {
+			lv.addString(reqs[i].Level)
+			st.addString(reqs[i].Status)
+			rc.Warmup = append(rc.Warmup, reqs[i].Warmup)
+			rc.LatencyS = append(rc.LatencyS, reqs[i].LatencyS)
+			rc.StartUnixNs = append(rc.StartUnixNs, reqs[i].StartUnixNs)
+			rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, reqs[i].UploadDoneUnixNs)
+			rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, reqs[i].FirstByteUnixNs)
+			rc.EndUnixNs = append(rc.EndUnixNs, reqs[i].EndUnixNs)
+		}
+		rc.Level, rc.Status = mergeStrings([]*dictBuilder{&lv}), mergeStrings([]*dictBuilder{&st})
+	} else {
+		cols, err := readColumns(s.Path(RequestsTable), []string{"level", "status", "warmup", "latency_s",
+			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns"})
+		if err != nil {
+			return nil, err
+		}
+		rc.N, rc.Level, rc.Status, rc.Warmup = cols[0].n, cols[0].strings(), cols[1].strings(), cols[2].bools()
+		rc.LatencyS, _ = cols[3].float64s()
+		rc.StartUnixNs, rc.UploadDoneUnixNs = cols[4].int64s(), cols[5].int64s()
+		rc.FirstByteUnixNs, rc.EndUnixNs = cols[6].int64s(), cols[7].int64s()
+	}
+	s.mu.Lock()
+	s.reqCols = rc
+	s.mu.Unlock()
+	return rc, nil
+}
+
+// Events returns the events table (empty when the bundle has no events).
+func (s *Set) Events() (*Events, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.loaded[EventsTable]; ok {
+		return s.events, err
+	}
+	e := &Events{}
+	var err error
+	if _, ok := s.rec.Tables[EventsTable]; ok {
+		e, err = ReadEvents(s.Path(EventsTable))
+	}
+	s.events, s.loaded[EventsTable] = e, err
+	return e, err
+}
+
+// Spans returns the spans table (empty when the bundle has no spans).
+func (s *Set) Spans() (*Spans, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.loaded[SpansTable]; ok {
+		return s.spans, err
+	}
+	sp := &Spans{}
+	var err error
+	if _, ok := s.rec.Tables[SpansTable]; ok {
+		sp, err = ReadSpans(s.Path(SpansTable))
+	}
+	s.spans, s.loaded[SpansTable] = sp, err
+	return sp, err
+}
+
+// EventNames returns the distinct event names, sorted.
+func (s *Set) EventNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events != nil {
+		return s.events.names()
+	}
+	return s.rec.Tables[EventsTable].Names
+}
+
+// SpanNames returns the distinct names of the server's spans, sorted.
+func (s *Set) SpanNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spans != nil && s.spans.Service.Dict != nil {
+		return s.spans.serverNames()
+	}
+	return s.rec.Tables[SpansTable].Names
+}
+
+// Rows returns a table's row count (0 when absent).
+func (s *Set) Rows(table string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.rec.Tables[table]; ok {
+		return e.Rows
+	}
+	switch table {
+	case EventsTable:
+		if s.events != nil {
+			return s.events.Len()
+		}
+	case SpansTable:
+		if s.spans != nil {
+			return s.spans.Len()
+		}
+	}
+	return 0
+}
+
+// Has reports whether the bundle has the table (on disk or in memory).
+func (s *Set) Has(table string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rec.Tables[table]; ok {
+		return true
+	}
+	switch table {
+	case EventsTable:
+		return s.events != nil && s.events.Len() > 0
+	case SpansTable:
+		return s.spans != nil && s.spans.Len() > 0
+	}
+	return false
+}
+
+// stageSources are the sources of the stage boundaries: those of the
+// tables a preset reads.
+func (s *Set) stageSources() map[string]source {
+	now, _ := current(s.Bundle, []string{bundle.RequestsFile, bundle.EventsFile, bundle.SpansFile})
+	return now
+}
+
+// Stages returns the stage boundaries of stages.parquet when they were
+// made by the preset named preset, declared as spec, from the sources as
+// they are now; ok is false when they were not (or are absent).
+func (s *Set) Stages(preset, spec string) (rows *StageRows, ok bool, err error) {
+	s.mu.Lock()
+	e, has := s.rec.Tables[StagesTable]
+	s.mu.Unlock()
+	if !has || e.Preset != preset || e.Spec != spec || !sameSources(e.Sources, s.stageSources()) {
+		return nil, false, nil
+	}
+	r, err := readStages(s.Path(StagesTable))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return r, true, nil
+}
+
+// WriteStages writes rows, the boundaries that preset (declared as spec)
+// derived, to stages.parquet, in the background (Wait). A bundle that
+// cannot be written to is not an error for the caller, who has the rows;
+// Wait reports it.
+func (s *Set) WriteStages(rows *StageRows, preset, spec string) {
+	if s.failed() {
+		return
+	}
+	now := s.stageSources()
+	s.background(func() {
+		meta := map[string]string{"asrprof.tables.version": strconv.Itoa(Version), "asrprof.stages.preset": preset}
+		reqs, err := s.Requests()
+		if err == nil {
+			err = writeStages(s.Path(StagesTable), rows, preset, reqs, meta)
+		}
+		if err != nil {
+			s.mu.Lock()
+			if s.writeErr == nil {
+				s.writeErr = err
+			}
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Lock()
+		s.rec.Tables[StagesTable] = entry{Rows: rows.Len(), Sources: now, Preset: preset, Spec: spec}
+		s.dirty = true
+		s.mu.Unlock()
+	})
+}

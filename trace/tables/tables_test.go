@@ -1,0 +1,185 @@
+package tables
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+func fp(x float64) *float64 { return &x }
+
+// full is a request with every field set (realtime ones included), and
+// strings that need escaping.
+func full(i int) trace.Request {
+	return trace.Request{
+		ID: "7", SampleID: "s\"1\"", Level: "c8", Repeat: 2, Warmup: i%2 == 1, TraceID: "0af7651916cd43dd8448eb211c80319c",
+		RequestID: "asrprof-1", ServerRequestID: "srv-1", IntendedUnixNs: 1, StartUnixNs: 1764480000123456789,
+		UploadDoneUnixNs: 3, FirstByteUnixNs: 4, FirstTokenUnixNs: 5, EndUnixNs: 1764480000987654321,
+		LatencyS: 0.123456789, TTFTS: 0.05, ChunkGapsS: []float64{0.1, 0.25}, AudioDurationS: 3.5, HTTPStatus: 200,
+		Status: "ok", ErrorKind: "timeout", Error: "line\nbreak \u00e9", Hyp: "héllo \\ wörld", Ref: "hello world",
+		Lang: "en", Scored: true, Errors: &trace.WordErrors{Sub: 1, Del: 2, Ins: 3, RefWords: 9},
+		FirstUpdateS: fp(0.2), FinalAfterStopS: fp(0.3), LagP95S: fp(0.4), LagMaxS: fp(0.5), LagGrowthS: fp(-0.1),
+		LagSource: "server", Partials: 4, Finals: 2, ServerErrors: 1, AudioS: 3.25, SendLateMaxS: fp(0.01),
+	}
+}
+
+func writeJSONL(t *testing.T, path string, recs ...any) {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range recs {
+		j, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every field of trace.Request survives requests.jsonl → the scanner →
+// requests.parquet → ReadRequests, as encoding/json reads it; a field the
+// scanner did not know would come back zero.
+func TestRequestFieldsAll(t *testing.T) {
+	v := reflect.ValueOf(full(1))
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Fatalf("full() leaves %s zero: the test would not see it lost", v.Type().Field(i).Name)
+		}
+	}
+	dir := t.TempDir()
+	sparse := trace.Request{ID: "8", Level: "c1", Status: "failed"} // omitempty fields absent, pointers nil
+	writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0), full(1), sparse)
+	var want []trace.Request
+	if _, err := bundle.ReadJSONL(filepath.Join(dir, bundle.RequestsFile), func(r trace.Request) error { want = append(want, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("scanner: %v\n%+v\nwant %+v", err, got, want)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadRequests(s.Path(RequestsTable))
+	if err != nil || !reflect.DeepEqual(back, want) {
+		t.Fatalf("parquet: %v\n%+v\nwant %+v", err, back, want)
+	}
+}
+
+// Open builds what is missing, reuses what is fresh, and rebuilds a table
+// whose source changed or whose version is not this one.
+func TestOpenRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0))
+	writeJSONL(t, filepath.Join(dir, bundle.EventsFile),
+		map[string]any{"request_id": "srv-1", "stage": "thinker", "event_name": "a", "timestamp_ns": 5, "run_id": "r", "pid": 1},
+		map[string]any{"request_id": "other", "stage": "thinker", "event_name": "b", "timestamp_ns": 6, "run_id": "r", "pid": 1, "metadata": map[string]any{"k": 1}})
+	writeJSONL(t, filepath.Join(dir, bundle.GPUFile),
+		map[string]any{"ts_unix_ns": 1, "gpu": 0, "kind": "util", "util_pct": 50},
+		map[string]any{"ts_unix_ns": 2, "gpu": 0, "kind": "util", "util_pct": 52.5},
+		map[string]any{"ts_unix_ns": 3, "gpu": 0, "kind": "period", "level": "c1", "throttle_names": []string{"sw_power"}})
+	open := func() *Set {
+		t.Helper()
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	if want := []string{EventsTable, GPUPeriods, GPUSamples, RequestsTable}; !reflect.DeepEqual(s.Built, want) {
+		t.Errorf("first open built %v, want %v", s.Built, want)
+	}
+	e, err := open().Events()
+	if err != nil || e.Len() != 2 || !reflect.DeepEqual(e.RequestIndex, []int32{0, -1}) || e.EventName.At(1) != "b" {
+		t.Errorf("events read back: %+v (%v)", e, err)
+	}
+	if s := open(); len(s.Built) != 0 {
+		t.Errorf("a fresh bundle rebuilt %v", s.Built)
+	}
+	if got := open().EventNames(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("event names %v", got)
+	}
+	// gpu: the samples' util_pct mixes integers and not: a double column.
+	cols, err := readColumns(s.Path(GPUSamples), []string{"util_pct", "ts_unix_ns"})
+	if err != nil || !reflect.DeepEqual(cols[0].f64, []float64{50, 52.5}) || !reflect.DeepEqual(cols[1].i64, []int64{1, 2}) {
+		t.Errorf("gpu samples: %+v (%v)", cols, err)
+	}
+	// The events' source grows: events rebuilt, requests kept.
+	f, _ := os.OpenFile(filepath.Join(dir, bundle.EventsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"request_id":"srv-1","stage":"thinker","event_name":"c","timestamp_ns":7,"run_id":"r","pid":1}` + "\n")
+	f.Close()
+	if s := open(); !reflect.DeepEqual(s.Built, []string{EventsTable}) {
+		t.Errorf("after events.jsonl grew, built %v", s.Built)
+	}
+	// Another version: everything again.
+	rec := filepath.Join(dir, Dir, ManifestFile)
+	b, _ := os.ReadFile(rec)
+	os.WriteFile(rec, []byte(strings.Replace(string(b), `"version": 1`, `"version": 0`, 1)), 0o644)
+	if s := open(); len(s.Built) != 4 {
+		t.Errorf("after a version change, built %v", s.Built)
+	}
+}
+
+// A read-only bundle is analysed from memory: Open works, Wait says why
+// nothing was written.
+func TestReadOnlyBundle(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root writes anywhere: make the tables folder a file instead.
+		dir := t.TempDir()
+		writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0))
+		os.WriteFile(filepath.Join(dir, Dir), []byte("not a folder"), 0o644)
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		if reqs, err := s.Requests(); err != nil || len(reqs) != 1 {
+			t.Fatalf("requests: %d, %v", len(reqs), err)
+		}
+		if err := s.Wait(); err == nil || !strings.Contains(err.Error(), dir) {
+			t.Errorf("Wait = %v, want why the tables of %s were not written", err, dir)
+		}
+		return
+	}
+	t.Skip("runs as root only (CI and the dev machines are)")
+}
+
+func TestScanErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "events.jsonl")
+	for _, tc := range []struct{ text, want string }{
+		{`{"request_id":"a","timestamp_ns":1}` + "\n" + `{"request_id":"a","pid":"x"}` + "\n", `events.jsonl:2: field "pid": want an integer, got a string`},
+		{`{"request_id":"a"}` + "\n\n" + `[1]` + "\n", `events.jsonl:3: not a JSON object`},
+		{`{"request_id":"a","metadata":[1]}` + "\n", `events.jsonl:1: field "metadata": want an object, got an array`},
+		{`{"request_id":"a" "stage":"b"}` + "\n", `events.jsonl:1: want ',' or '}' after field "request_id"`},
+		{`{"request_id":"a"}` + "\n" + `{"request_id":"tru`, ""}, // truncated last line: dropped
+	} {
+		os.WriteFile(p, []byte(tc.text), 0o644)
+		_, err := ReadEventsJSONL(p, nil)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.text, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
