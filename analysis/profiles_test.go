@@ -134,8 +134,8 @@ func TestCompareCPU(t *testing.T) {
 	t.Errorf("compare emitted no compare_cpu table")
 }
 
-// TestBottleneckNamesHottestCode: a host-bound thread's claim names its
-// hottest code from the CPU profiles.
+// TestBottleneckNamesHottestCode: a thread near a whole core is named
+// beside the verdict with its hottest code from the CPU profiles.
 func TestBottleneckNamesHottestCode(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver") // asr-sched (tid 101) at 0.98 of a core at c=64
 	for _, rep := range []string{"1", "2", "3"} {
@@ -146,7 +146,7 @@ func TestBottleneckNamesHottestCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := runScripts(t, c, Options{}, "text", "bottleneck")
-	if !strings.Contains(out, "asr-sched (tid 101) at 98 % of a core: host-bound; hottest code tokenize (x.py) (100 % of its samples)") {
+	if !strings.Contains(out, "asr-sched (tid 101) at 98 % of a core; GPU util") || !strings.Contains(out, "hottest code tokenize (x.py) (100 % of its samples)") {
 		t.Errorf("bottleneck claims lack the scheduler's hottest code:\n%s", out)
 	}
 }

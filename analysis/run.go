@@ -247,11 +247,12 @@ func emit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 
 func builtinModules() map[string]*starlarkstruct.Module {
 	return map[string]*starlarkstruct.Module{
-		"stats":  statsModule(),
-		"preset": presetModule(),
-		"table":  tableModule(),
-		"time":   sltime.Module,
-		"json":   json.Module,
+		"stats":    statsModule(),
+		"preset":   presetModule(),
+		"evidence": evidenceModule(),
+		"table":    tableModule(),
+		"time":     sltime.Module,
+		"json":     json.Module,
 	}
 }
 

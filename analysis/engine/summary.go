@@ -1,14 +1,28 @@
 package engine
 
 import (
+	"math"
+
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/tables"
 )
 
-// ClientOverhead is the stage the summary adds: client latency minus the
-// server's total.
-const ClientOverhead = "client overhead"
+// Stages the summary adds to a preset's:
+const (
+	// ClientOverhead is client latency minus the server's total.
+	ClientOverhead = "client overhead"
+	// Unattributed is the server's total minus every other server stage
+	// the request has: time no stage of the preset covers, so that the
+	// stage table adds up to the total.
+	Unattributed = "unattributed"
+	// The client's own view of its latency, from its timestamps: sending
+	// the request (to upload done), waiting for the answer's first byte,
+	// and reading the answer (first byte to end).
+	ClientUpload   = "client upload"
+	ClientWait     = "client wait"
+	ClientResponse = "client response"
+)
 
 // Stat summarizes one stage of one level, in milliseconds.
 type Stat struct {
@@ -59,7 +73,7 @@ func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 			continue
 		}
 		a.n++
-		var total float64
+		var total, parts float64
 		hasTotal := false
 		for j := from; j < k; j++ {
 			if !rows.HasDuration[j] {
@@ -69,10 +83,25 @@ func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 			a.vals[stageOf[c]] = append(a.vals[stageOf[c]], rows.DurationS[j])
 			if c == totalCode {
 				total, hasTotal = rows.DurationS[j], true
+			} else {
+				parts += rows.DurationS[j]
 			}
 		}
 		if hasTotal {
 			a.vals[ClientOverhead] = append(a.vals[ClientOverhead], reqs.LatencyS[i]-total)
+			u := total - parts
+			if math.Abs(u) < 1e-9 { // rounding of the stages' own subtractions
+				u = 0
+			}
+			a.vals[Unattributed] = append(a.vals[Unattributed], u)
+		}
+		if len(reqs.StartUnixNs) == reqs.N {
+			st, up, fb, end := reqs.StartUnixNs[i], reqs.UploadDoneUnixNs[i], reqs.FirstByteUnixNs[i], reqs.EndUnixNs[i]
+			if st > 0 && up >= st && fb >= up && end >= fb {
+				a.vals[ClientUpload] = append(a.vals[ClientUpload], float64(up-st)/1e9)
+				a.vals[ClientWait] = append(a.vals[ClientWait], float64(fb-up)/1e9)
+				a.vals[ClientResponse] = append(a.vals[ClientResponse], float64(end-fb)/1e9)
+			}
 		}
 	}
 	var out []Level

@@ -1489,6 +1489,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                      "parent": span_id, "name": name, "kind": 1,
                                      "start": t[a], "end": t.get(b, end), "attrs": ca})
 
+        # reading and parsing the upload, before the build pool sees it
+        child("receive", "arrival", "stage_input_received", {})
         child("build", "scheduler_request_build_start", "scheduler_request_build_end",
               {"audio.seconds": audio_s})
         child("queue", "scheduler_queue_enter", "scheduler_prefill_start",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,13 +181,18 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	// The stage table's c=1 build mean, from stages.parquet by DuckDB.
 	var tab struct {
 		Tables []struct {
-			Rows [][]any `json:"rows"`
+			Columns []string `json:"columns"`
+			Rows    [][]any  `json:"rows"`
 		} `json:"tables"`
 	}
 	if err := json.Unmarshal([]byte(first), &tab); err != nil {
 		t.Fatal(err)
 	}
-	build := tab.Tables[0].Rows[0][1].(map[string]any)["mean_ms"].(float64)
+	col := slices.Index(tab.Tables[0].Columns, "build")
+	if col < 0 {
+		t.Fatalf("stage table has no build column: %v", tab.Tables[0].Columns)
+	}
+	build := tab.Tables[0].Rows[0][col].(map[string]any)["mean_ms"].(float64)
 	rows := duckdb(t, fmt.Sprintf(`select 1000 * avg(s.duration_s) ms, count(*) n from '%s' s join '%s' r using (request_index)
 		where s.stage = 'build' and r.level = 'c1' and not r.warmup and r.status = 'ok'`,
 		filepath.Join(tdir, tables.StagesTable), filepath.Join(tdir, tables.RequestsTable)))

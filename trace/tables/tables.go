@@ -458,6 +458,7 @@ type RequestCols struct {
 	Status   Strings
 	Warmup   []bool
 	LatencyS []float64
+	Repeat   []int32
 	// The client's clock of each request (unix ns; 0 when not recorded):
 	// sent, upload done, first byte of the answer, end.
 	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
@@ -486,6 +487,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 			st.addString(reqs[i].Status)
 			rc.Warmup = append(rc.Warmup, reqs[i].Warmup)
 			rc.LatencyS = append(rc.LatencyS, reqs[i].LatencyS)
+			rc.Repeat = append(rc.Repeat, int32(reqs[i].Repeat))
 			rc.StartUnixNs = append(rc.StartUnixNs, reqs[i].StartUnixNs)
 			rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, reqs[i].UploadDoneUnixNs)
 			rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, reqs[i].FirstByteUnixNs)
@@ -494,7 +496,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		rc.Level, rc.Status = mergeStrings([]*dictBuilder{&lv}), mergeStrings([]*dictBuilder{&st})
 	} else {
 		cols, err := readColumns(s.Path(RequestsTable), []string{"level", "status", "warmup", "latency_s",
-			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns"})
+			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns", "repeat"})
 		if err != nil {
 			return nil, err
 		}
@@ -502,6 +504,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		rc.LatencyS, _ = cols[3].float64s()
 		rc.StartUnixNs, rc.UploadDoneUnixNs = cols[4].int64s(), cols[5].int64s()
 		rc.FirstByteUnixNs, rc.EndUnixNs = cols[6].int64s(), cols[7].int64s()
+		rc.Repeat = cols[8].int32s(0)
 	}
 	s.mu.Lock()
 	s.reqCols = rc

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/tables"
+)
+
+// Evidence the diagnosis (scripts/bottleneck.star) weighs beside the stage
+// table, computed here so that no script loops over every request.
+
+// Occupancy is how many of a level's measured requests were inside an
+// interval at once: the time-weighted mean over each pass (from the
+// pass's first interval start to its last end), averaged over the passes,
+// and the most at any instant.
+type Occupancy struct {
+	Mean float64
+	Max  int
+	// Busy is the share of the pass's span in which at least one request
+	// was inside (averaged over the passes): how much of the time a
+	// serial stage such as the first forward held its thread. BusyS is
+	// that time in seconds, per pass.
+	Busy, BusyS float64
+}
+
+type pass struct {
+	level  string
+	repeat int32
+}
+
+// Occupancies is, per level, the occupancy of the interval from the start
+// of stage from to the end of stage to (boundaries of rows), over the
+// measured (non-warmup) successful requests that have both. It is how
+// full a pool was: the running batch (first forward to decode tail end)
+// against the admission cap, builds in progress against the build
+// workers.
+func Occupancies(reqs *tables.RequestCols, rows *tables.StageRows, from, to string) map[string]Occupancy {
+	fc, tc := rows.Stage.Code(from), rows.Stage.Code(to)
+	type edge struct {
+		t int64
+		d int
+	}
+	byPass := map[pass][]edge{}
+	ok := reqs.Status.Code(trace.StatusOK)
+	k := 0
+	for i := 0; i < reqs.N; i++ {
+		start, end := int64(-1), int64(-1)
+		for k < rows.Len() && int(rows.RequestIndex[k]) == i {
+			if rows.HasBounds[k] {
+				if c := rows.Stage.Codes[k]; c == fc {
+					start = rows.StartUnixNs[k]
+				}
+				if c := rows.Stage.Codes[k]; c == tc {
+					end = rows.EndUnixNs[k]
+				}
+			}
+			k++
+		}
+		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok || start < 0 || end < start {
+			continue
+		}
+		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
+		byPass[p] = append(byPass[p], edge{start, +1}, edge{end, -1})
+	}
+	type acc struct {
+		sum, busy, busyS float64
+		n                int
+		max              int
+	}
+	levels := map[string]*acc{}
+	for p, es := range byPass {
+		slices.SortFunc(es, func(a, b edge) int {
+			if a.t != b.t {
+				if a.t < b.t {
+					return -1
+				}
+				return 1
+			}
+			return a.d - b.d // an end before a start at the same instant
+		})
+		var area, busy float64
+		cur, most := 0, 0
+		for j, e := range es {
+			if j > 0 {
+				area += float64(cur) * float64(e.t-es[j-1].t)
+				if cur > 0 {
+					busy += float64(e.t - es[j-1].t)
+				}
+			}
+			cur += e.d
+			most = max(most, cur)
+		}
+		span := es[len(es)-1].t - es[0].t
+		a := levels[p.level]
+		if a == nil {
+			a = &acc{}
+			levels[p.level] = a
+		}
+		if span > 0 {
+			a.sum += area / float64(span)
+			a.busy += busy / float64(span)
+			a.busyS += busy / 1e9
+			a.n++
+		}
+		a.max = max(a.max, most)
+	}
+	out := map[string]Occupancy{}
+	for lv, a := range levels {
+		o := Occupancy{Max: a.max}
+		if a.n > 0 {
+			o.Mean, o.Busy, o.BusyS = a.sum/float64(a.n), a.busy/float64(a.n), a.busyS/float64(a.n)
+		}
+		out[lv] = o
+	}
+	return out
+}
+
+func repeatOf(reqs *tables.RequestCols, i int) int32 {
+	if len(reqs.Repeat) == reqs.N {
+		return reqs.Repeat[i]
+	}
+	return 0
+}
+
+// MetaStat is a numeric metadata field of one event name over one pass's
+// measured requests.
+type MetaStat struct {
+	Level         string
+	Repeat        int
+	Min, Max, Sum float64
+	N             int
+}
+
+// EventMeta is, per scored pass in run order, the min, max and sum of the
+// number key in the metadata that meta gives for each measured successful
+// request (for example the whisper engine's stage_complete first_step and
+// last_step: the server-wide decode steps a pass took). meta(i) returns
+// request i's metadata of the event asked for, or false.
+func EventMeta(reqs *tables.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
+	ok := reqs.Status.Code(trace.StatusOK)
+	byPass := map[pass]*MetaStat{}
+	var order []pass
+	for i := 0; i < reqs.N; i++ {
+		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok {
+			continue
+		}
+		m, found := meta(i)
+		if !found {
+			continue
+		}
+		v, isNum := m[key].(float64)
+		if !isNum {
+			continue
+		}
+		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
+		s := byPass[p]
+		if s == nil {
+			s = &MetaStat{Level: p.level, Repeat: int(p.repeat), Min: v, Max: v}
+			byPass[p] = s
+			order = append(order, p)
+		}
+		s.Min, s.Max, s.Sum, s.N = min(s.Min, v), max(s.Max, v), s.Sum+v, s.N+1
+	}
+	out := make([]MetaStat, 0, len(order))
+	for _, p := range order {
+		out = append(out, *byPass[p])
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package analysis
+
+import (
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/asrprof/asrprof/analysis/engine"
+)
+
+// The evidence module gives the diagnosis what the stage table does not,
+// computed in Go over the capture's tables (analysis/engine):
+//
+//	load("evidence", "occupancy", "event_meta")
+//	occupancy(capture, preset, "first forward", "decode tail")  # {level: struct(mean, max)}
+//	event_meta(capture, "stage_complete", "last_step")           # [struct(level, repeat, min, max, sum, n)]
+func evidenceModule() *starlarkstruct.Module {
+	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
+		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
+		"event_meta": starlark.NewBuiltin("evidence.event_meta", eventMeta),
+	}}
+}
+
+// occupancy(capture, preset, from_stage, to_stage): per level, how many
+// measured requests were between the start of from_stage and the end of
+// to_stage at once: mean (time-weighted over each pass, averaged over the
+// passes), max, and busy (the share of the time at least one was; busy_s:
+// that time in seconds per pass).
+func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var pv *presetValue
+	var from, to string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to); err != nil {
+		return nil, err
+	}
+	rows, err := cv.c.StageRows(pv.p)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	occ := engine.Occupancies(rc, rows, from, to)
+	out := starlark.NewDict(len(occ))
+	for lv, o := range occ {
+		out.SetKey(starlark.String(lv), starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+			"mean": starlark.Float(o.Mean), "max": starlark.MakeInt(o.Max), "busy": starlark.Float(o.Busy), "busy_s": starlark.Float(o.BusyS),
+		}))
+	}
+	return out, nil
+}
+
+// event_meta(capture, event_name, key): per scored pass, min, max, sum
+// and count of a number in the metadata of each measured request's first
+// event of that name.
+func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var name, key string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "event_name", &name, "key", &key); err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	ix, err := cv.c.join()
+	if err != nil {
+		return nil, err
+	}
+	first := func(i int) (map[string]any, bool) {
+		if i >= ix.Len() {
+			return nil, false
+		}
+		for _, e := range ix.Events(i) {
+			if e.EventName == name {
+				return e.Metadata, e.Metadata != nil
+			}
+		}
+		return nil, false
+	}
+	var out []starlark.Value
+	for _, m := range engine.EventMeta(rc, first, key) {
+		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+			"level": starlark.String(m.Level), "repeat": starlark.MakeInt(m.Repeat),
+			"min": starlark.Float(m.Min), "max": starlark.Float(m.Max), "sum": starlark.Float(m.Sum), "n": starlark.MakeInt(m.N),
+		}))
+	}
+	return starlark.NewList(out), nil
+}
