@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"encoding/json"
+
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
@@ -63,20 +65,30 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	ix, err := cv.c.join()
+	ev, err := cv.c.Tables.Events()
 	if err != nil {
 		return nil, err
 	}
-	first := func(i int) (map[string]any, bool) {
-		if i >= ix.Len() {
-			return nil, false
-		}
-		for _, e := range ix.Events(i) {
-			if e.EventName == name {
-				return e.Metadata, e.Metadata != nil
+	meta, err := cv.c.Tables.EventMetadata()
+	if err != nil {
+		return nil, err
+	}
+	// Each request's first event of the name (table order is file order).
+	byReq := make([]string, rc.N)
+	if code := ev.EventName.Code(name); code >= 0 && len(meta) == len(ev.EventName.Codes) {
+		done := make([]bool, rc.N)
+		for j, c := range ev.EventName.Codes {
+			if i := int(ev.RequestIndex[j]); c == code && i >= 0 && i < rc.N && !done[i] {
+				byReq[i], done[i] = meta[j], true
 			}
 		}
-		return nil, false
+	}
+	first := func(i int) (map[string]any, bool) {
+		if byReq[i] == "" {
+			return nil, false
+		}
+		var m map[string]any
+		return m, json.Unmarshal([]byte(byReq[i]), &m) == nil
 	}
 	var out []starlark.Value
 	for _, m := range engine.EventMeta(rc, first, key) {

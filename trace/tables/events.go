@@ -250,7 +250,7 @@ type eventRow struct {
 	TimestampNs  int64   `parquet:"timestamp_ns"`
 	RunID        string  `parquet:"run_id,dict"`
 	PID          int64   `parquet:"pid"`
-	Metadata     *string `parquet:"metadata,optional,json"`
+	Metadata     *string `parquet:"metadata,optional"` // JSON text
 }
 
 func writeEvents(path string, e *Events, meta map[string]string) error {
@@ -281,4 +281,33 @@ func ReadEvents(path string) (*Events, error) {
 		EventName:    cols[2].strings(),
 		TimestampNs:  cols[3].int64s(),
 	}, nil
+}
+
+// EventMetadata returns each event's metadata as JSON text ("" when it has
+// none), in the events table's order. ReadEvents leaves the column out:
+// it is read here, once, when a script asks for it.
+func (s *Set) EventMetadata() ([]string, error) {
+	e, err := s.Events()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(e.Metadata) == len(e.EventName.Codes) {
+		return e.Metadata, nil
+	}
+	if _, ok := s.rec.Tables[EventsTable]; !ok {
+		return nil, nil
+	}
+	cols, err := readColumnsPlain(s.Path(EventsTable), []string{"metadata"}, map[string]bool{"metadata": true})
+	if err != nil {
+		return nil, err
+	}
+	st := cols[0].strings()
+	out := make([]string, len(st.Codes))
+	for i := range out {
+		out[i] = st.At(i)
+	}
+	e.Metadata = out
+	return out, nil
 }

@@ -35,7 +35,7 @@ import (
 
 // Version is the tables' format version. Raise it whenever a table's
 // columns or their meaning change: Open then rebuilds older tables.
-const Version = 1
+const Version = 2
 
 // The tables folder, its record, and its tables.
 const (

@@ -2,6 +2,7 @@ package tables
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -131,7 +132,7 @@ func TestOpenRebuilds(t *testing.T) {
 	// Another version: everything again.
 	rec := filepath.Join(dir, Dir, ManifestFile)
 	b, _ := os.ReadFile(rec)
-	os.WriteFile(rec, []byte(strings.Replace(string(b), `"version": 1`, `"version": 0`, 1)), 0o644)
+	os.WriteFile(rec, []byte(strings.Replace(string(b), fmt.Sprintf(`"version": %d`, Version), `"version": 0`, 1)), 0o644)
 	if s := open(); len(s.Built) != 4 {
 		t.Errorf("after a version change, built %v", s.Built)
 	}
