@@ -14,7 +14,12 @@ func TestEventMetadataRoundTrip(t *testing.T) {
 		d.addString(s)
 	}
 	e.RequestID = mergeStrings([]*dictBuilder{&d})
-	one := func(v string) Strings { var b dictBuilder; b.addString(v); b.addString(v); return mergeStrings([]*dictBuilder{&b}) }
+	one := func(v string) Strings {
+		var b dictBuilder
+		b.addString(v)
+		b.addString(v)
+		return mergeStrings([]*dictBuilder{&b})
+	}
 	e.Stage, e.EventName, e.RunID = one("asr"), one("stage_complete"), one("run")
 	e.TimestampNs, e.PID = []int64{1, 2}, []int64{7, 7}
 	e.RequestIndex = []int32{0, 0}
