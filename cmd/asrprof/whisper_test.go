@@ -28,6 +28,16 @@ func whisperCmd(port int, extra string) string {
 	return fmt.Sprintf("%s %s --engine whisper --model tiny --device cpu --port %d %s", refservertest.Python, script, port, extra)
 }
 
+// whisperCapture is the command line of a one-run capture of the whisper
+// engine (tiny, CPU) on port, 8 samples of ds per pass at levels, no probes.
+func whisperCapture(port int, server, ds, out, levels string, extra ...string) []string {
+	return append([]string{"capture", "--server-cmd", whisperCmd(port, server),
+		"--runs", "1", "--target", fmt.Sprintf("http://127.0.0.1:%d", port),
+		"--dataset", ds, "--max-samples", "8", "--concurrency", levels, "--repeats", "1", "--out", out, "--quiet",
+		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none",
+		"--gpu-free-mib", "100000000", "--startup-timeout", "3m", "--timeout", "60s"}, extra...)
+}
+
 // The whisper engine (tiny config, CPU) under `asrprof capture
 // --server-cmd`, as a user runs it: its events and stages reach the
 // bundle and the tables, overlapping requests share decode steps, and the
@@ -40,11 +50,8 @@ func TestCaptureWhisperEngine(t *testing.T) {
 	ds := refservertest.Refset(t)
 	port := runbooktest.FreePort(t)
 	out := filepath.Join(t.TempDir(), "whisper")
-	code, stdout, stderr := runCLI("capture", "--server-cmd", whisperCmd(port, "--max-running-requests 4 --build-workers 2"),
-		"--runs", "1", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port),
-		"--dataset", ds, "--max-samples", "8", "--concurrency", "1,4", "--repeats", "1", "--out", out, "--quiet",
-		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none", "--span-grace", "500ms",
-		"--gpu-free-mib", "100000000", "--startup-timeout", "3m", "--timeout", "60s")
+	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 4 --build-workers 2", ds, out, "1,4",
+		"--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--span-grace", "500ms")...)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -128,11 +135,8 @@ func TestCaptureWhisperOverload(t *testing.T) {
 	ds := refservertest.Refset(t)
 	port := runbooktest.FreePort(t)
 	out := filepath.Join(t.TempDir(), "overload")
-	code, stdout, stderr := runCLI("capture", "--server-cmd", whisperCmd(port, "--max-running-requests 2 --build-workers 1 --build-max-pending 1 --build-delay 0.3"),
-		"--runs", "1", "--target", fmt.Sprintf("http://127.0.0.1:%d", port),
-		"--dataset", ds, "--max-samples", "8", "--concurrency", "8", "--repeats", "1", "--out", out, "--quiet",
-		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none", "--span-grace", "100ms",
-		"--gpu-free-mib", "100000000", "--startup-timeout", "3m", "--timeout", "60s")
+	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 2 --build-workers 1 --build-max-pending 1 --build-delay 0.3",
+		ds, out, "8", "--span-grace", "100ms")...)
 	if code != exitIncomplete {
 		t.Fatalf("exit %d, want %d (requests were rejected)\n%s\n%s", code, exitIncomplete, stdout, stderr)
 	}

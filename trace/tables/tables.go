@@ -513,35 +513,26 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 }
 
 // Events returns the events table (empty when the bundle has no events).
-func (s *Set) Events() (*Events, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err, ok := s.loaded[EventsTable]; ok {
-		return s.events, err
-	}
-	e := &Events{}
-	var err error
-	if _, ok := s.rec.Tables[EventsTable]; ok {
-		e, err = ReadEvents(s.Path(EventsTable))
-	}
-	s.events, s.loaded[EventsTable] = e, err
-	return e, err
-}
+func (s *Set) Events() (*Events, error) { return load(s, EventsTable, &s.events, ReadEvents) }
 
 // Spans returns the spans table (empty when the bundle has no spans).
-func (s *Set) Spans() (*Spans, error) {
+func (s *Set) Spans() (*Spans, error) { return load(s, SpansTable, &s.spans, ReadSpans) }
+
+// load reads table into *cur once (an empty table when the bundle has
+// none), keeping the error for later calls.
+func load[T any](s *Set, table string, cur **T, read func(string) (*T, error)) (*T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err, ok := s.loaded[SpansTable]; ok {
-		return s.spans, err
+	if err, ok := s.loaded[table]; ok {
+		return *cur, err
 	}
-	sp := &Spans{}
+	v := new(T)
 	var err error
-	if _, ok := s.rec.Tables[SpansTable]; ok {
-		sp, err = ReadSpans(s.Path(SpansTable))
+	if _, ok := s.rec.Tables[table]; ok {
+		v, err = read(s.Path(table))
 	}
-	s.spans, s.loaded[SpansTable] = sp, err
-	return sp, err
+	*cur, s.loaded[table] = v, err
+	return v, err
 }
 
 // EventNames returns the distinct event names, sorted.
