@@ -476,7 +476,7 @@ func passFields(pm trace.PassMetrics) map[string]any {
 			for k, n := range x.FailureKinds {
 				kinds[k] = n
 			}
-			m["total"], m["evaluated"], m["skipped"], m["failed"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, kinds
+			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, kinds
 		case *float64:
 			if x == nil {
 				m[name] = nil

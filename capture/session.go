@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -382,25 +380,7 @@ func scoredPasses(levels []trace.LevelRun) int {
 }
 
 // coverageGap says what a scored pass is missing ("" when nothing).
-func coverageGap(m trace.PassMetrics) string {
-	c := m.Coverage
-	if c.Evaluated == c.Total && c.Skipped == 0 && c.Failed == 0 {
-		return ""
-	}
-	gap := fmt.Sprintf("evaluated %d of %d", c.Evaluated, c.Total)
-	if c.Failed > 0 {
-		kinds := make([]string, 0, len(c.FailureKinds))
-		for k, v := range c.FailureKinds {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, v))
-		}
-		sort.Strings(kinds)
-		gap += fmt.Sprintf(", %d failed (%s)", c.Failed, strings.Join(kinds, ", "))
-	}
-	if c.Skipped > 0 {
-		gap += fmt.Sprintf(", %d skipped (empty normalized reference)", c.Skipped)
-	}
-	return gap
-}
+func coverageGap(m trace.PassMetrics) string { return CoverageGap(m.Coverage) }
 
 func (s *Session) noteWriteErr(err error) {
 	s.mu.Lock()

@@ -174,10 +174,16 @@ func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
 			t.Errorf("failure kind %s: %d, want %d (all: %v)", k, cov.FailureKinds[k], v, cov.FailureKinds)
 		}
 	}
-	if cov.Total != 8 || cov.Failed != 5 || cov.Evaluated != 3 || o.Manifest.Complete || !o.Manifest.Finished {
+	if cov.Total != 8 || cov.Failed != 5 || cov.Evaluated != 3 || cov.Skipped != 5 || o.Manifest.Complete || !o.Manifest.Finished {
 		t.Errorf("coverage %+v complete=%v finished=%v", cov, o.Manifest.Complete, o.Manifest.Finished)
 	}
-	if len(o.Manifest.Incomplete) != 1 || !strings.Contains(o.Manifest.Incomplete[0], "c1 repeat 1: evaluated 3 of 8, 5 failed (connection 1, http_4xx 1") {
+	// results.json: skipped = total − evaluated at the level and the
+	// repeat, as SGLang-Omni writes it, failed beside it.
+	lr := o.Results.Results[0]
+	if lr.Skipped != 5 || lr.Failed != 5 || lr.Total != 8 || lr.PerRepeat[0].Coverage.Skipped != 5 {
+		t.Errorf("results.json level %+v, repeat coverage %+v", lr, lr.PerRepeat[0].Coverage)
+	}
+	if len(o.Manifest.Incomplete) != 1 || !strings.Contains(o.Manifest.Incomplete[0], "c1 repeat 1: evaluated 3 of 8, 5 skipped: 5 failed (connection 1, http_4xx 1") {
 		t.Errorf("incomplete reasons: %q", o.Manifest.Incomplete)
 	}
 	if !strings.Contains(out, "3/8") || !strings.Contains(out, "INCOMPLETE") {

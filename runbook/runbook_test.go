@@ -477,7 +477,7 @@ func TestJudge(t *testing.T) {
 	ok := RunRecord{RunSpec: RunSpec{Dir: "run-1", Scored: true}, ran: true, Complete: true, Finished: true,
 		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, full), lr("c8", full, full)}}}
 	skipped := RunRecord{RunSpec: RunSpec{Dir: "run-2", Scored: true}, ran: true, Finished: true,
-		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, trace.Coverage{Total: 3, Evaluated: 2, Skipped: 1}), lr("c8", full)}}}
+		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, trace.Coverage{Total: 3, Evaluated: 2, Skipped: 1, EmptyRef: 1}), lr("c8", full)}}}
 	cut := RunRecord{RunSpec: RunSpec{Dir: "run-3", Scored: true}, ran: true, Finished: false,
 		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, full)}}}
 	warmBad := RunRecord{RunSpec: RunSpec{Dir: "run-warm"}, ran: true,
@@ -493,7 +493,7 @@ func TestJudge(t *testing.T) {
 		got = append(got, g.String())
 	}
 	want := []string{
-		"run-2 c1 repeat 2: evaluated 2 of 3, 1 skipped (empty normalized reference)",
+		"run-2 c1 repeat 2: evaluated 2 of 3, 1 skipped: 1 empty normalized reference",
 		"run-2 c8: 1 of 2 repeats ran",
 		"run-3: the capture did not finish (interrupted or killed)",
 		"run-3 c8: level not run",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis/table"
@@ -156,24 +155,7 @@ func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
 }
 
 // coverageGap says what a pass is missing ("" when nothing).
-func coverageGap(c trace.Coverage) string {
-	if c.Evaluated == c.Total && c.Skipped == 0 && c.Failed == 0 {
-		return ""
-	}
-	parts := []string{fmt.Sprintf("evaluated %d of %d", c.Evaluated, c.Total)}
-	if c.Failed > 0 {
-		kinds := make([]string, 0, len(c.FailureKinds))
-		for k, n := range c.FailureKinds {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-		}
-		sort.Strings(kinds)
-		parts = append(parts, fmt.Sprintf("%d failed (%s)", c.Failed, strings.Join(kinds, ", ")))
-	}
-	if c.Skipped > 0 {
-		parts = append(parts, fmt.Sprintf("%d skipped (empty normalized reference)", c.Skipped))
-	}
-	return strings.Join(parts, ", ")
-}
+func coverageGap(c trace.Coverage) string { return capture.CoverageGap(c) }
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")

@@ -91,11 +91,17 @@ type Stat struct {
 }
 
 // Coverage counts what happened to the samples of a pass (or of a capture).
+// As in SGLang-Omni's ASR benchmark, Skipped is Total − Evaluated: every
+// sample not scored, a failed request included. Failed (with FailureKinds)
+// and EmptyRef say why.
 type Coverage struct {
-	Total        int            `json:"total"`
-	Evaluated    int            `json:"evaluated"`
-	Skipped      int            `json:"skipped"`
-	Failed       int            `json:"failed"`
+	Total     int `json:"total"`
+	Evaluated int `json:"evaluated"`
+	Skipped   int `json:"skipped"` // Total − Evaluated
+	Failed    int `json:"failed"`
+	// EmptyRef counts successful requests whose reference is empty after
+	// normalization (skipped, not failed).
+	EmptyRef     int            `json:"empty_ref,omitempty"`
 	BadInput     int            `json:"bad_input,omitempty"` // dataset entries dropped by --skip-bad
 	FailureKinds map[string]int `json:"failure_kinds,omitempty"`
 }
@@ -106,6 +112,7 @@ func (c *Coverage) Add(o Coverage) {
 	c.Evaluated += o.Evaluated
 	c.Skipped += o.Skipped
 	c.Failed += o.Failed
+	c.EmptyRef += o.EmptyRef
 	c.BadInput += o.BadInput
 	for k, v := range o.FailureKinds {
 		if c.FailureKinds == nil {

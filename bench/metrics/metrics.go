@@ -25,6 +25,8 @@ import (
 //   - rtfx: audio seconds of successful requests / wall
 //   - latency and RTF statistics: over successful requests
 //   - corpus WER: Σ(S+D+I) / Σ(S+D+H) over scored samples
+//   - coverage: skipped = total − evaluated, as SGLang-Omni counts it (a
+//     failed request is skipped); failed and empty_ref say why
 func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 	var m trace.PassMetrics
 	m.WallS = wallS
@@ -62,9 +64,10 @@ func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
 			errs += r.Errors.Sub + r.Errors.Del + r.Errors.Ins
 			refWords += r.Errors.RefWords
 		} else {
-			cov.Skipped++
+			cov.EmptyRef++
 		}
 	}
+	cov.Skipped = cov.Total - cov.Evaluated
 	m.Coverage = cov
 	if wallS > 0 {
 		m.ThroughputSamplesPerS = float64(cov.Evaluated) / wallS

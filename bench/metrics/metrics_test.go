@@ -20,7 +20,9 @@ func TestPass(t *testing.T) {
 	}
 	m := Pass(recs, 4)
 	c := m.Coverage
-	if c.Total != 5 || c.Evaluated != 2 || c.Skipped != 1 || c.Failed != 2 {
+	// skipped = total − evaluated, as SGLang-Omni counts it: the two
+	// failures and the empty reference.
+	if c.Total != 5 || c.Evaluated != 2 || c.Skipped != 3 || c.Failed != 2 || c.EmptyRef != 1 {
 		t.Fatalf("coverage %+v", c)
 	}
 	if c.FailureKinds[trace.FailHTTP5xx] != 1 || c.FailureKinds[trace.FailTimeout] != 1 {
