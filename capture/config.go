@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
 )
@@ -95,6 +96,15 @@ type Config struct {
 	Loops    int      `json:"loops"`
 	Dialect  string   `json:"realtime_dialect"`
 	Hotwords []string `json:"hotwords"`
+
+	// Datasets stored as tables (Parquet, Hugging Face), docs/DATASETS.md:
+	// the split to read ("" picks the only one, or "test") and the column
+	// names where they are not the known ones.
+	Split   string          `json:"split,omitempty"`
+	Columns dataset.Columns `json:"columns,omitzero"`
+	// SaveRawDir receives one conc{N}_rep{R}.jsonl per scored pass in
+	// SGLang-Omni's raw per-sample shape ("" writes none).
+	SaveRawDir string `json:"save_raw_dir,omitempty"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of

@@ -7,8 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -277,6 +275,11 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			if err := s.saveManifest(); err != nil {
 				return results, false, err
 			}
+			if !warmup && !stopped && cfg.SaveRawDir != "" {
+				if err := writeRaw(cfg.SaveRawDir, lv, repeat, drv.Items, res.Records); err != nil {
+					return results, false, err
+				}
+			}
 			if stopped {
 				return results, true, nil
 			}
@@ -401,7 +404,7 @@ func (s *Session) saveManifest() error {
 // audio of every good sample into memory.
 func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.Sample, []dataset.BadEntry, error) {
 	cfg := &s.cfg
-	ds, err := dataset.Load(cfg.Dataset, cfg.Lang)
+	ds, err := dataset.LoadWith(cfg.Dataset, dataset.Options{Lang: cfg.Lang, Split: cfg.Split, Columns: cfg.Columns})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
@@ -420,13 +423,13 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 	}
 	items := make([]driver.Item, len(good))
 	for i, smp := range good {
-		b, err := os.ReadFile(smp.Audio)
+		b, err := smp.ReadAudio() // inline audio: its bytes, no copy
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: reading %s: %v", ErrBadInput, smp.Audio, err)
+			return nil, nil, nil, fmt.Errorf("%w: reading %s: %v", ErrBadInput, smp.Where(), err)
 		}
 		items[i] = driver.Item{
 			SampleID:    smp.ID,
-			FileName:    filepath.Base(smp.Audio),
+			FileName:    smp.FileName(),
 			ContentType: audio.ContentType(smp.Info.Format),
 			Audio:       b,
 			AudioS:      smp.Info.DurationS,

@@ -100,6 +100,17 @@ func Probe(path string) (Info, error) {
 	return info, nil
 }
 
+// ProbeBytes is [Probe] for an audio file held in memory (a dataset's
+// inline audio column); name is used only in error messages. It checks the
+// data as Probe does and copies nothing.
+func ProbeBytes(name string, b []byte) (Info, error) {
+	info, err := probe(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return Info{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return info, nil
+}
+
 // Decode reads and decodes the audio file at path. Errors are those of
 // [Probe].
 func Decode(path string) (*PCM, error) {

@@ -160,6 +160,10 @@ func TestProbe(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Probe =\n %+v\nwant\n %+v", got, tt.want)
 			}
+			// In memory (a dataset's inline audio) the same.
+			if inMem, err := audio.ProbeBytes("row 1", tt.file); err != nil || inMem != tt.want {
+				t.Errorf("ProbeBytes = %+v, %v, want %+v", inMem, err, tt.want)
+			}
 			// Decode must agree with Probe.
 			p, err := audio.Decode(path)
 			if err != nil {
@@ -248,6 +252,10 @@ func TestProbeErrors(t *testing.T) {
 				}
 			}
 			check("Probe", err)
+			if tt.file != nil {
+				_, err := audio.ProbeBytes(path, tt.file)
+				check("ProbeBytes", err)
+			}
 			_, err = audio.Decode(path)
 			check("Decode", err)
 			// Unsupported and corrupt must stay apart.

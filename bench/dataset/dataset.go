@@ -25,6 +25,10 @@ type Sample struct {
 	Lang string
 	// Info is filled by Preflight.
 	Info audio.Info
+	// Inline is the audio of a sample stored in a table's column (Parquet,
+	// Arrow), held in memory; Audio is then empty. A pointer keeps Sample
+	// comparable.
+	Inline *Inline
 
 	// problem holds defects found by Load that make the sample unusable but
 	// leave the manifest well-formed (a missing transcript, a piped wav.scp
@@ -35,11 +39,54 @@ type Sample struct {
 	noProbe bool
 }
 
+// Inline is audio held in a table's cell.
+type Inline struct {
+	// Bytes are the audio file's bytes, never copied after load. Empty
+	// bytes are a bad entry (Preflight).
+	Bytes []byte
+	// Where names the cell: "FILE row N, column C", N counted from 0 in
+	// each file.
+	Where string
+	// Name is the file name sent with the upload: the base of the cell's
+	// path field when it has one, else the id (Preflight adds the
+	// format's extension).
+	Name string
+	// null marks a null cell (no bytes and no path).
+	null bool
+}
+
+// Where names the sample's audio for messages: its path, or its table cell.
+func (s *Sample) Where() string {
+	if s.Inline != nil {
+		return s.Inline.Where
+	}
+	return s.Audio
+}
+
+// ReadAudio returns the sample's audio bytes: the inline bytes themselves
+// (not a copy), or the file read whole.
+func (s *Sample) ReadAudio() ([]byte, error) {
+	if s.Inline != nil {
+		return s.Inline.Bytes, nil
+	}
+	return os.ReadFile(s.Audio)
+}
+
+// FileName is the file name an upload of the sample carries.
+func (s *Sample) FileName() string {
+	if s.Inline != nil {
+		return s.Inline.Name
+	}
+	return filepath.Base(s.Audio)
+}
+
 // Dataset is a loaded manifest.
 type Dataset struct {
 	// Path is the manifest file or directory as given to Load.
 	Path string
-	// Format is "jsonl", "kaldi" or "folder".
+	// Format is "jsonl", "kaldi", "folder", "seedtts" (meta.lst),
+	// "parquet", "hf-arrow" (a Hugging Face datasets cache or
+	// save_to_disk directory) or "hf-hub" (a hub snapshot's data/*.parquet).
 	Format string
 	// Samples are in manifest order: file order for JSONL and Kaldi, sorted
 	// relative path for folders.
@@ -54,20 +101,45 @@ func (d *Dataset) Limit(n int) {
 	}
 }
 
-// Load reads the dataset at path, detecting its layout:
+// Options say how to read a dataset beyond its path.
+type Options struct {
+	// Lang is the language of samples that name none.
+	Lang string
+	// Split selects the split of a table dataset with several ("" takes
+	// the only one).
+	Split string
+	// Columns name a table's id, audio, text and language columns where
+	// they are not the known names.
+	Columns Columns
+}
+
+// Load reads the dataset at path with defaultLang as its language; see
+// [LoadWith].
+func Load(path string, defaultLang string) (*Dataset, error) {
+	return LoadWith(path, Options{Lang: defaultLang})
+}
+
+// LoadWith reads the dataset at path, detecting its layout:
 //
 //   - a file named wav.scp, or a directory holding wav.scp and text: Kaldi;
+//   - a file named *.lst: a SeedTTS meta.lst (id|ref_text|ref_audio|target_text);
+//   - a file named *.parquet (or starting with PAR1), or *.arrow: one table;
+//   - a directory holding dataset_info.json or dataset_dict.json: a Hugging
+//     Face datasets directory of Arrow files (cache or save_to_disk);
+//   - a directory with data/*.parquet: a Hugging Face hub snapshot;
+//   - a directory holding *.parquet files: those tables;
 //   - any other file: JSONL, if its name ends in .jsonl or its first
 //     non-blank line is a JSON object;
 //   - any other directory: a folder of .wav/.flac files with .txt
 //     transcripts.
 //
-// Load checks the manifest (syntax, required fields, duplicate ids) but opens
-// no audio file; problems with individual samples that leave the manifest
-// well-formed, such as a missing transcript, are reported by Preflight.
-// Samples without a language get defaultLang. A dataset with no samples is
-// an error.
-func Load(path string, defaultLang string) (*Dataset, error) {
+// Load checks the manifest (syntax, required fields and columns, duplicate
+// ids) but does not probe any audio; problems with individual samples that
+// leave the manifest well-formed, such as a missing transcript or empty
+// inline audio, are reported by Preflight. Samples without a language get
+// opts.Lang. A dataset with no samples is an error.
+func LoadWith(path string, opts Options) (*Dataset, error) {
+	defaultLang := opts.Lang
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading dataset: %w", err)
@@ -76,15 +148,27 @@ func Load(path string, defaultLang string) (*Dataset, error) {
 	switch {
 	case st.IsDir() && isFile(filepath.Join(path, "wav.scp")) && isFile(filepath.Join(path, "text")):
 		ds, err = loadKaldi(path, path, defaultLang)
+	case st.IsDir() && (isFile(filepath.Join(path, "dataset_info.json")) || isFile(filepath.Join(path, "dataset_dict.json"))):
+		ds, err = loadHFArrow(path, opts)
+	case st.IsDir() && hasParquet(filepath.Join(path, "data")):
+		ds, err = loadParquetDir(path, filepath.Join(path, "data"), "hf-hub", opts)
+	case st.IsDir() && hasParquet(path):
+		ds, err = loadParquetDir(path, path, "parquet", opts)
 	case st.IsDir():
 		ds, err = loadFolder(path, defaultLang)
 	case filepath.Base(path) == "wav.scp":
 		ds, err = loadKaldi(path, filepath.Dir(path), defaultLang)
+	case strings.EqualFold(filepath.Ext(path), ".lst"):
+		ds, err = loadSeedTTS(path, defaultLang)
+	case strings.EqualFold(filepath.Ext(path), ".arrow"):
+		ds, err = loadTables(path, filepath.Dir(path), "hf-arrow", []tableFile{{path: path, kind: kindArrow}}, opts)
+	case isParquetFile(path):
+		ds, err = loadTables(path, filepath.Dir(path), "parquet", []tableFile{{path: path, kind: kindParquet}}, opts)
 	default:
 		var isJSONL bool
 		if isJSONL, err = looksLikeJSONL(path); err == nil {
 			if !isJSONL {
-				return nil, fmt.Errorf("%s: not a dataset: expected a .jsonl manifest, a wav.scp file, or a directory", path)
+				return nil, fmt.Errorf("%s: not a dataset: expected a .jsonl manifest, a wav.scp file, a SeedTTS meta.lst, a .parquet or .arrow file, or a directory", path)
 			}
 			ds, err = loadJSONL(path, defaultLang)
 		}

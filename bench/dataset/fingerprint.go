@@ -16,7 +16,8 @@ const fingerprintVersion = "asrprof-dataset-fingerprint-v1"
 
 // Fingerprint returns the lower-case hex SHA-256 of the samples, in order.
 // The hash input is the version string, then for each sample its id, its
-// transcript and the bytes of its audio file, each preceded by its length as
+// transcript and the bytes of its audio file (or of its inline audio cell),
+// each preceded by its length as
 // a big-endian uint64, so no two different datasets hash the same input.
 // Audio files are streamed, not loaded whole. Language and audio path do not
 // count: moving a dataset keeps its fingerprint.
@@ -26,6 +27,11 @@ func Fingerprint(samples []Sample) (string, error) {
 	for _, s := range samples {
 		writeField(h, []byte(s.ID))
 		writeField(h, []byte(s.Text))
+		if s.Inline != nil {
+			// Inline audio counts as a file of the same bytes would.
+			writeField(h, s.Inline.Bytes)
+			continue
+		}
 		if err := writeFile(h, s.Audio); err != nil {
 			return "", fmt.Errorf("fingerprint: sample %q: %w", s.ID, err)
 		}

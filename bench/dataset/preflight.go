@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +16,7 @@ import (
 type BadEntry struct {
 	ID string
 	// Path is the sample's audio path (for a piped wav.scp entry, the
-	// command).
+	// command; for inline audio, the table cell: "FILE row N, column C").
 	Path string
 	// Reason says what is wrong; several problems are joined with "; ".
 	Reason string
@@ -70,7 +71,7 @@ feed:
 			good = append(good, s)
 			continue
 		}
-		bad = append(bad, BadEntry{ID: s.ID, Path: s.Audio, Reason: strings.Join(reasons[i], "; ")})
+		bad = append(bad, BadEntry{ID: s.ID, Path: s.Where(), Reason: strings.Join(reasons[i], "; ")})
 	}
 	return good, bad
 }
@@ -85,18 +86,35 @@ func check(s *Sample) []string {
 	if s.noProbe {
 		return reasons
 	}
-	info, err := audio.Probe(s.Audio)
+	var info audio.Info
+	var err error
+	switch in := s.Inline; {
+	case in != nil && in.null:
+		reasons = append(reasons, "no audio: the cell is null")
+		return reasons
+	case in != nil && len(in.Bytes) == 0:
+		reasons = append(reasons, "empty audio bytes")
+		return reasons
+	case in != nil:
+		// Decoded in memory, never staged to a file.
+		info, err = audio.ProbeBytes(in.Where, in.Bytes)
+	default:
+		info, err = audio.Probe(s.Audio)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		reasons = append(reasons, "missing audio file")
 	case err != nil:
 		// Probe's errors start with the path, which BadEntry carries apart.
-		reasons = append(reasons, strings.TrimPrefix(err.Error(), s.Audio+": "))
+		reasons = append(reasons, strings.TrimPrefix(err.Error(), s.Where()+": "))
 	case info.Frames == 0:
 		reasons = append(reasons, "zero-length audio")
 	}
 	if len(reasons) == 0 {
 		s.Info = info
+		if in := s.Inline; in != nil && filepath.Ext(in.Name) == "" {
+			in.Name += "." + info.Format
+		}
 	}
 	return reasons
 }

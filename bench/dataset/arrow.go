@@ -1,0 +1,254 @@
+package dataset
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+)
+
+// loadHFArrow reads a Hugging Face datasets directory of Arrow files: a
+// save_to_disk directory (dataset_dict.json naming the splits, one
+// subdirectory each; or one split with state.json listing its files), or a
+// load_dataset cache directory (dataset_info.json beside
+// <builder>-<split>[-NNNNN-of-NNNNN].arrow).
+func loadHFArrow(root string, opts Options) (*Dataset, error) {
+	var files []tableFile
+	if b, err := os.ReadFile(filepath.Join(root, "dataset_dict.json")); err == nil {
+		var dd struct {
+			Splits []string `json:"splits"`
+		}
+		if err := json.Unmarshal(b, &dd); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(root, "dataset_dict.json"), err)
+		}
+		for _, split := range dd.Splits {
+			fs, err := hfSplitFiles(filepath.Join(root, split), split)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, fs...)
+		}
+	} else {
+		fs, err := hfSplitFiles(root, "")
+		if err != nil {
+			return nil, err
+		}
+		files = fs
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no .arrow files beside dataset_info.json", root)
+	}
+	return loadTables(root, root, "hf-arrow", files, opts)
+}
+
+// hfSplitFiles lists the Arrow files of one datasets directory: those
+// state.json names (its split from "_split", else split), or every *.arrow
+// with the split its name gives.
+func hfSplitFiles(dir, split string) ([]tableFile, error) {
+	var files []tableFile
+	if b, err := os.ReadFile(filepath.Join(dir, "state.json")); err == nil {
+		var st struct {
+			DataFiles []struct {
+				Filename string `json:"filename"`
+			} `json:"_data_files"`
+			Split *string `json:"_split"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "state.json"), err)
+		}
+		if split == "" && st.Split != nil {
+			split = *st.Split
+		}
+		for _, f := range st.DataFiles {
+			files = append(files, tableFile{path: filepath.Join(dir, f.Filename), kind: kindArrow, split: split})
+		}
+		return files, nil
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, "*.arrow"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(matches)
+	for _, m := range matches {
+		s := split
+		if s == "" {
+			s = splitOfName(filepath.Base(m), true, false)
+		}
+		files = append(files, tableFile{path: m, kind: kindArrow, split: s})
+	}
+	return files, nil
+}
+
+// readArrow reads an Arrow IPC file: the stream format Hugging Face
+// datasets writes, or the file format (ARROW1 magic).
+func readArrow(path, name string, pick func([]tableCol) (picked, error), emit func(tableRow) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("loading dataset: %w", err)
+	}
+	defer f.Close()
+	var magic [6]byte
+	n, _ := f.ReadAt(magic[:], 0)
+	var schema *arrow.Schema
+	var next func() (arrow.RecordBatch, error) // nil batch: the end
+	if n == 6 && string(magic[:]) == "ARROW1" {
+		fr, err := ipc.NewFileReader(f)
+		if err != nil {
+			return fmt.Errorf("%s: not a readable Arrow file: %w", name, err)
+		}
+		defer fr.Close()
+		schema = fr.Schema()
+		i := 0
+		next = func() (arrow.RecordBatch, error) {
+			if i >= fr.NumRecords() {
+				return nil, nil
+			}
+			i++
+			return fr.RecordBatch(i - 1)
+		}
+	} else {
+		sr, err := ipc.NewReader(bufio.NewReaderSize(f, 1<<20))
+		if err != nil {
+			return fmt.Errorf("%s: not a readable Arrow IPC stream: %w", name, err)
+		}
+		defer sr.Release()
+		schema = sr.Schema()
+		next = func() (arrow.RecordBatch, error) {
+			if !sr.Next() {
+				return nil, sr.Err()
+			}
+			return sr.RecordBatch(), nil
+		}
+	}
+	var cols []tableCol
+	for _, fld := range schema.Fields() {
+		cols = append(cols, tableCol{name: fld.Name, kind: arrowKind(fld.Type), typ: fld.Type.String()})
+	}
+	p, err := pick(cols)
+	if err != nil {
+		return err
+	}
+	index := func(name string) int {
+		if is := schema.FieldIndices(name); len(is) > 0 {
+			return is[0]
+		}
+		return -1
+	}
+	for {
+		rec, err := next()
+		if err != nil {
+			return fmt.Errorf("%s: reading record batches: %w", name, err)
+		}
+		if rec == nil {
+			return nil
+		}
+		id, text := rec.Column(index(p.id)), rec.Column(index(p.text))
+		var lang arrow.Array
+		if p.lang != "" {
+			lang = rec.Column(index(p.lang))
+		}
+		audio := rec.Column(index(p.audio))
+		var bytesArr, pathArr arrow.Array
+		switch p.audioKind {
+		case colAudio:
+			st := audio.(*array.Struct)
+			typ := st.DataType().(*arrow.StructType)
+			if i, ok := typ.FieldIdx("bytes"); ok {
+				bytesArr = st.Field(i)
+			}
+			if i, ok := typ.FieldIdx("path"); ok {
+				pathArr = st.Field(i)
+			}
+		case colBytes:
+			bytesArr = audio
+		case colString:
+			pathArr = audio
+		}
+		for i := range int(rec.NumRows()) {
+			tr := tableRow{id: arrowString(id, i), text: arrowString(text, i)}
+			if lang != nil {
+				tr.lang = arrowString(lang, i)
+			}
+			structNull := p.audioKind == colAudio && audio.IsNull(i)
+			if bytesArr != nil && !structNull {
+				tr.audioBytes, tr.audioHasBytes = arrowBytes(bytesArr, i)
+			}
+			if pathArr != nil && !structNull {
+				tr.audioPath = arrowString(pathArr, i).s
+			}
+			if err := emit(tr); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// arrowKind says what a column of type t holds.
+func arrowKind(t arrow.DataType) colKind {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW:
+		return colString
+	case arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW:
+		return colBytes
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64:
+		return colInt
+	case arrow.STRUCT:
+		st := t.(*arrow.StructType)
+		var ok bool
+		if i, found := st.FieldIdx("bytes"); found && arrowKind(st.Field(i).Type) == colBytes {
+			ok = true
+		}
+		if i, found := st.FieldIdx("path"); found && arrowKind(st.Field(i).Type) == colString {
+			ok = true
+		}
+		if ok {
+			return colAudio
+		}
+	}
+	return colOther
+}
+
+// arrowString reads a string or integer cell.
+func arrowString(a arrow.Array, i int) nullString {
+	if a.IsNull(i) {
+		return nullString{}
+	}
+	switch a := a.(type) {
+	case *array.String:
+		return nullString{strings.Clone(a.Value(i)), true}
+	case *array.LargeString:
+		return nullString{strings.Clone(a.Value(i)), true}
+	case *array.StringView:
+		return nullString{strings.Clone(a.Value(i)), true}
+	}
+	return nullString{a.ValueStr(i), true} // integers: decimal
+}
+
+// arrowBytes reads a binary cell (a copy: the batch's buffers are not
+// kept).
+func arrowBytes(a arrow.Array, i int) ([]byte, bool) {
+	if a.IsNull(i) {
+		return nil, false
+	}
+	var b []byte
+	switch a := a.(type) {
+	case *array.Binary:
+		b = a.Value(i)
+	case *array.LargeBinary:
+		b = a.Value(i)
+	case *array.BinaryView:
+		b = a.Value(i)
+	}
+	if b = bytes.Clone(b); b == nil {
+		b = []byte{}
+	}
+	return b, true
+}
