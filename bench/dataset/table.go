@@ -363,7 +363,9 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 
 // addRow turns one row into a sample. A null or empty id, and an id seen
 // before, stop the load; a null transcript, null audio and empty audio
-// bytes are the sample's problems, for Preflight.
+// bytes are the sample's problems, for Preflight. Audio bytes that are not
+// null are the audio, as Hugging Face's Audio feature reads them; the path
+// is read only where the bytes are null.
 func addRow(ds *Dataset, seen map[string]string, file, dir string, row int, p picked, r tableRow, defaultLang string) error {
 	where := fmt.Sprintf("%s row %d", file, row)
 	if !r.id.ok || strings.TrimSpace(r.id.s) == "" {
@@ -383,7 +385,7 @@ func addRow(ds *Dataset, seen map[string]string, file, dir string, row int, p pi
 	}
 	cell := fmt.Sprintf("%s, column %s", where, p.audio)
 	switch {
-	case r.audioHasBytes && (len(r.audioBytes) > 0 || r.audioPath == ""):
+	case r.audioHasBytes: // empty bytes too: a bad entry, not a reason to read the path
 		name := id
 		if r.audioPath != "" {
 			name = filepath.Base(filepath.FromSlash(r.audioPath))
