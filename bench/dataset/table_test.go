@@ -9,103 +9,37 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/asrprof/asrprof/bench/dataset"
+	"github.com/asrprof/asrprof/bench/dataset/datasettest"
 )
 
-// hfAudio is the Hugging Face Audio feature as datasets stores it: a
-// struct of the file's bytes and its original path.
-type hfAudio struct {
-	Bytes []byte  `parquet:"bytes,optional"`
-	Path  *string `parquet:"path,optional"`
-}
-
-// seedRow is a row of SeedTTS on the hub: ref_audio inline, ref_text the
-// transcript of it.
-type seedRow struct {
-	SampleID     string   `parquet:"sample_id"`
-	RefAudio     *hfAudio `parquet:"ref_audio,optional"`
-	RefText      *string  `parquet:"ref_text,optional"`
-	RefAudioPath string   `parquet:"ref_audio_path"`
-	TargetText   string   `parquet:"target_text"`
-}
+type seedRow = datasettest.SeedRow
 
 func str(s string) *string { return &s }
 
 func seed(id, text string, audio []byte) seedRow {
-	return seedRow{SampleID: id, RefAudio: &hfAudio{Bytes: audio, Path: str(id + ".wav")}, RefText: str(text),
-		RefAudioPath: "prompt-wavs/" + id + ".wav", TargetText: "not the reference"}
+	return datasettest.Seed(datasettest.Row{ID: id, Text: text, Audio: audio})
 }
 
 func writeParquet[T any](t *testing.T, path string, rows []T) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := parquet.WriteFile(path, rows); err != nil {
+	if err := datasettest.WriteParquet(path, rows); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// arrowRow is a row of an Arrow table as the test writes it: audio nil
-// with path "" is a null struct.
 type arrowRow struct {
 	id, text, path string
 	audio          []byte
 }
 
-// writeArrowStream writes rows as an Arrow IPC stream, the format
-// Hugging Face datasets caches: columns id (string), audio (struct of
-// bytes and path) and text (string).
 func writeArrowStream(t *testing.T, path string, rows []arrowRow) {
 	t.Helper()
-	audioType := arrow.StructOf(arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true})
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.BinaryTypes.String},
-		{Name: "audio", Type: audioType, Nullable: true},
-		{Name: "text", Type: arrow.BinaryTypes.String, Nullable: true},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	ab := b.Field(1).(*array.StructBuilder)
-	for _, r := range rows {
-		b.Field(0).(*array.StringBuilder).Append(r.id)
-		if r.audio == nil && r.path == "" {
-			ab.AppendNull()
-		} else {
-			ab.Append(true)
-			if r.audio == nil {
-				ab.FieldBuilder(0).(*array.BinaryBuilder).AppendNull()
-			} else {
-				ab.FieldBuilder(0).(*array.BinaryBuilder).Append(r.audio)
-			}
-			ab.FieldBuilder(1).(*array.StringBuilder).Append(r.path)
-		}
-		b.Field(2).(*array.StringBuilder).Append(r.text)
+	ar := make([]datasettest.ArrowRow, len(rows))
+	for i, r := range rows {
+		ar[i] = datasettest.ArrowRow{ID: r.id, Text: r.text, Path: r.path, Audio: r.audio}
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := ipc.NewWriter(f, ipc.WithSchema(schema))
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := datasettest.WriteArrowStream(path, ar); err != nil {
 		t.Fatal(err)
 	}
 }
