@@ -406,6 +406,10 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 
 	capCfg.Out = dir
 	capCfg.PID = rec.PID
+	if capCfg.SaveRawDir != "" {
+		// Each run's raw records apart, under the run's name.
+		capCfg.SaveRawDir = filepath.Join(capCfg.SaveRawDir, filepath.Base(dir))
+	}
 	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {

@@ -4,11 +4,13 @@
 //
 // The pipeline is Load, then Preflight, then Fingerprint:
 //
-//   - [Load] reads a manifest in one of three layouts (a JSONL file, a
-//     Kaldi data directory, or a folder of audio files with .txt
-//     transcripts) and fails only on a malformed manifest. It does not open
-//     any audio file.
-//   - [Preflight] probes every audio file with bounded parallelism and splits
+//   - [Load] (or [LoadWith]) reads a manifest in one of the layouts the
+//     field uses (a JSONL file, a Kaldi data directory, a folder of audio
+//     files with .txt transcripts, a SeedTTS meta.lst, or a table: Parquet
+//     files, a Hugging Face datasets directory of Arrow files, a hub
+//     snapshot) and fails only on a malformed manifest. It does not probe
+//     any audio; a table's inline audio is held in memory ([Inline]).
+//   - [Preflight] probes every audio file (inline audio in memory) with bounded parallelism and splits
 //     the samples into good ones (with [Sample.Info] filled) and [BadEntry]
 //     records that say why the rest cannot be used.
 //   - [Fingerprint] hashes ids, transcripts and audio bytes into one

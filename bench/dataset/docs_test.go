@@ -44,7 +44,7 @@ func docBlocks(t *testing.T) map[string]string {
 // user docs cannot drift from what Load accepts.
 func TestDocExamples(t *testing.T) {
 	blocks := docBlocks(t)
-	for _, key := range []string{"jsonl", "text wav.scp", "text text"} {
+	for _, key := range []string{"jsonl", "text wav.scp", "text text", "text meta.lst"} {
 		if blocks[key] == "" {
 			t.Fatalf("docs/DATASETS.md has no ```%s block", key)
 		}
@@ -75,6 +75,21 @@ func TestDocExamples(t *testing.T) {
 		want := []want{
 			{"utt-001", filepath.Join(root, "d", "wavs", "utt-001.wav"), "turn the lights off", "en"},
 			{"utt-002", filepath.Join(root, "d", "wavs", "utt-002.flac"), "what time is it", "en"},
+		}
+		if got := samplesOf(ds); !reflect.DeepEqual(got, want) {
+			t.Errorf("samples =\n %q\nwant\n %q", got, want)
+		}
+	})
+
+	t.Run("seedtts", func(t *testing.T) {
+		root := tree(t, t.TempDir(), map[string]any{"en/meta.lst": blocks["text meta.lst"]})
+		ds, err := dataset.Load(filepath.Join(root, "en", "meta.lst"), "en")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []want{
+			{"common_voice_en_1", filepath.Join(root, "en", "prompt-wavs", "common_voice_en_1.wav"), "He was a great man.", "en"},
+			{"common_voice_en_2", filepath.Join(root, "en", "prompt-wavs", "common_voice_en_2.wav"), "It rained all day.", "en"},
 		}
 		if got := samplesOf(ds); !reflect.DeepEqual(got, want) {
 			t.Errorf("samples =\n %q\nwant\n %q", got, want)
