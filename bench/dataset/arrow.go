@@ -51,7 +51,7 @@ func loadHFArrow(root string, opts Options) (*Dataset, error) {
 
 // hfSplitFiles lists the Arrow files of one datasets directory: those
 // state.json names (its split from "_split", else split), or every *.arrow
-// with the split its name gives.
+// but the cache-*.arrow that map() leaves, with the split its name gives.
 func hfSplitFiles(dir, split string) ([]tableFile, error) {
 	var files []tableFile
 	if b, err := os.ReadFile(filepath.Join(dir, "state.json")); err == nil {
@@ -78,6 +78,11 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 	}
 	slices.Sort(matches)
 	for _, m := range matches {
+		if strings.HasPrefix(filepath.Base(m), "cache-") {
+			// map() and filter() results written beside the splits: tables
+			// of their own, not the dataset's rows.
+			continue
+		}
 		s := split
 		if s == "" {
 			s = splitOfName(filepath.Base(m), true, false)

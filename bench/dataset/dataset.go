@@ -106,7 +106,7 @@ type Options struct {
 	// Lang is the language of samples that name none.
 	Lang string
 	// Split selects the split of a table dataset with several ("" takes
-	// the only one).
+	// the only one, or the one named as Lang: SeedTTS's en and zh).
 	Split string
 	// Columns name a table's id, audio, text and language columns where
 	// they are not the known names.

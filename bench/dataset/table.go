@@ -318,6 +318,10 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 		return nil, fmt.Errorf("%s: no split %q; the splits are: %s", path, opts.Split, show())
 	case opts.Split != "":
 		split = opts.Split
+	case len(splits) > 1 && opts.Lang != "" && slices.Contains(splits, opts.Lang):
+		// SeedTTS names its splits by language (en, zh); SGLang-Omni's
+		// benchmark reads the split named as --lang.
+		split = opts.Lang
 	case len(splits) > 1:
 		return nil, fmt.Errorf("%s: the dataset has several splits (%s); choose one with --split", path, show())
 	case len(splits) == 1:

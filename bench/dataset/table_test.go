@@ -102,6 +102,18 @@ func TestLoadTables(t *testing.T) {
 		}
 	})
 
+	t.Run("seedtts snapshot: the split named as the language", func(t *testing.T) {
+		root := t.TempDir()
+		writeParquet(t, filepath.Join(root, "data", "en-00000-of-00001.parquet"), []seedRow{seed("e", "hello", a)})
+		writeParquet(t, filepath.Join(root, "data", "zh-00000-of-00001.parquet"), []seedRow{seed("z", "你好", b)})
+		for lang, id := range map[string]string{"en": "e", "zh": "z"} {
+			ds, err := dataset.LoadWith(root, dataset.Options{Lang: lang})
+			if err != nil || len(ds.Samples) != 1 || ds.Samples[0].ID != id || ds.Samples[0].Lang != lang {
+				t.Errorf("--lang %s: %+v %v", lang, ds, err)
+			}
+		}
+	})
+
 	t.Run("parquet dir, other names, audio as bytes and paths", func(t *testing.T) {
 		type row struct {
 			Utt   int64   `parquet:"utt"`
@@ -141,6 +153,8 @@ func TestLoadTables(t *testing.T) {
 		root := tree(t, t.TempDir(), map[string]any{"dataset_info.json": `{"builder_name":"seed-tts-eval","splits":{"test":{},"train":{}}}`})
 		writeArrowStream(t, filepath.Join(root, "seed-tts-eval-test.arrow"), []arrowRow{{"a", "alpha", "a.wav", a}, {"b", "beta", "", b}})
 		writeArrowStream(t, filepath.Join(root, "seed-tts-eval-train.arrow"), []arrowRow{{"z", "zeta", "z.wav", c}})
+		// What map() leaves beside the splits is not a split.
+		writeArrowStream(t, filepath.Join(root, "cache-0123456789abcdef.arrow"), []arrowRow{{"m", "mapped", "m.wav", c}})
 		ds, err := dataset.LoadWith(root, dataset.Options{Lang: "en", Split: "test"})
 		if err != nil {
 			t.Fatal(err)
