@@ -100,11 +100,11 @@ type Config struct {
 	// Datasets stored as tables (Parquet, Hugging Face), docs/DATASETS.md:
 	// the split to read ("" picks the only one, or "test") and the column
 	// names where they are not the known ones.
-	Split   string          `json:"split,omitempty"`
-	Columns dataset.Columns `json:"columns,omitzero"`
+	Split   string          `json:"split"`
+	Columns dataset.Columns `json:"columns"`
 	// SaveRawDir receives one conc{N}_rep{R}.jsonl per scored pass in
 	// SGLang-Omni's raw per-sample shape ("" writes none).
-	SaveRawDir string `json:"save_raw_dir,omitempty"`
+	SaveRawDir string `json:"save_raw_dir"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of

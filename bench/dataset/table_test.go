@@ -163,7 +163,7 @@ func TestLoadTables(t *testing.T) {
 		if got := inlineOf(t, ds); !reflect.DeepEqual(got, want) || ds.Format != "hf-arrow" {
 			t.Errorf("%s samples\n%v\nwant\n%v", ds.Format, got, want)
 		}
-		if _, err := dataset.LoadWith(root, dataset.Options{Lang: "en"}); err == nil || !strings.Contains(err.Error(), "test, train") {
+		if _, err := dataset.LoadWith(root, dataset.Options{Lang: "en"}); err == nil || !strings.Contains(err.Error(), "several splits (test, train);") {
 			t.Errorf("no --split: %v", err)
 		}
 	})
