@@ -109,6 +109,7 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.CacheDirs = []string{cache}
+	cfg.Capture.SaveRawDir = filepath.Join(t.TempDir(), "raw")
 	cfg.ProvenanceEnv = []string{"RUNBOOK_TEST_*"}
 	cfg.Env = append(os.Environ(), "RUNBOOK_TEST_KNOB=7")
 	rep, out, err := runbookRun(t, cfg)
@@ -128,6 +129,10 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 		}
 		if !b.Manifest.Complete {
 			t.Errorf("%s: manifest incomplete", r.Dir)
+		}
+		// Each run's raw per-sample records apart, under its name.
+		if raw, err := os.ReadFile(filepath.Join(cfg.Capture.SaveRawDir, r.Dir, "conc1_rep1.jsonl")); err != nil || bytes.Count(raw, []byte("\n")) != 3 {
+			t.Errorf("%s: raw records %q, %v", r.Dir, raw, err)
 		}
 		if got := b.Manifest.Config["pid"]; fmt.Sprint(got) != strconv.Itoa(r.PID) {
 			t.Errorf("%s: capture was given pid %v, want the server's %d", r.Dir, got, r.PID)

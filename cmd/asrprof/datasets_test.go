@@ -72,6 +72,19 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 	// A datasets cache: dataset_info.json beside <builder>-<split>.arrow.
 	must(datasettest.WriteHFCache(filepath.Join(root, "cache"), "seed-tts-eval", "test", rows))
 	layouts["hf cache"] = filepath.Join(root, "cache")
+	// Other column names, given with --columns; the audio a bare binary
+	// column, so the upload is named by the id and the format (utt00.wav).
+	type otherRow struct {
+		Utt   string `parquet:"utt"`
+		Wav   []byte `parquet:"wav"`
+		Words string `parquet:"words"`
+	}
+	other := make([]otherRow, len(rows))
+	for i, r := range rows {
+		other[i] = otherRow{r.ID, r.Audio, r.Text}
+	}
+	must(datasettest.WriteParquet(filepath.Join(root, "other", "t.parquet"), other))
+	layouts["parquet --columns"] = filepath.Join(root, "other", "t.parquet")
 	// seed-tts-eval's meta.lst.
 	lst, err := datasettest.WriteMetaLst(filepath.Join(root, "seedtts", "en"), rows)
 	must(err)
@@ -108,8 +121,11 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "b")
 			args := []string{"capture", "--target", srv.URL, "--dataset", layouts[name], "--concurrency", "2", "--repeats", "1",
 				"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
-			if name == "hub snapshot" {
+			switch name {
+			case "hub snapshot":
 				args = append(args, "--split", "test")
+			case "parquet --columns":
+				args = append(args, "--columns", "id=utt,audio=wav,text=words")
 			}
 			var stdout, stderr bytes.Buffer
 			if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
