@@ -126,7 +126,8 @@ func Load(path string, defaultLang string) (*Dataset, error) {
 //   - a file named *.parquet (or starting with PAR1), or *.arrow: one table;
 //   - a directory holding dataset_info.json or dataset_dict.json: a Hugging
 //     Face datasets directory of Arrow files (cache or save_to_disk);
-//   - a directory with data/*.parquet: a Hugging Face hub snapshot;
+//   - a directory with data/*.parquet (or data/*.arrow): a Hugging Face hub
+//     snapshot;
 //   - a directory holding *.parquet files: those tables;
 //   - any other file: JSONL, if its name ends in .jsonl or its first
 //     non-blank line is a JSON object;
@@ -150,7 +151,7 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 		ds, err = loadKaldi(path, path, defaultLang)
 	case st.IsDir() && (isFile(filepath.Join(path, "dataset_info.json")) || isFile(filepath.Join(path, "dataset_dict.json"))):
 		ds, err = loadHFArrow(path, opts)
-	case st.IsDir() && hasParquet(filepath.Join(path, "data")):
+	case st.IsDir() && hasTable(filepath.Join(path, "data"), true):
 		ds, err = loadParquetDir(path, filepath.Join(path, "data"), "hf-hub", opts)
 	case st.IsDir() && hasParquet(path):
 		ds, err = loadParquetDir(path, path, "parquet", opts)

@@ -223,7 +223,11 @@ func splitOfName(base string, arrow, withStem bool) string {
 }
 
 // hasParquet reports whether dir holds a *.parquet file, in it or below.
-func hasParquet(dir string) bool {
+func hasParquet(dir string) bool { return hasTable(dir, false) }
+
+// hasTable reports whether dir holds a *.parquet file (or, withArrow, an
+// *.arrow one), in it or below.
+func hasTable(dir string, withArrow bool) bool {
 	found := false
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || found {
@@ -232,7 +236,7 @@ func hasParquet(dir string) bool {
 		if d.IsDir() && p != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && strings.EqualFold(filepath.Ext(p), ".parquet") {
+		if ext := strings.ToLower(filepath.Ext(p)); !d.IsDir() && (ext == ".parquet" || withArrow && ext == ".arrow") {
 			found = true
 			return filepath.SkipAll
 		}
@@ -258,7 +262,8 @@ func isParquetFile(path string) bool {
 }
 
 // loadParquetDir reads the *.parquet files under dir (subdirectories
-// included, hidden ones skipped), sorted by path. Their split is the
+// included, hidden ones skipped; for a hub snapshot, *.arrow files too),
+// sorted by path. Their split is the
 // directory below dir joined with the split of the name (splitOfName), so
 // data/train-00000-of-00002.parquet is "train" and en/test.parquet in a
 // hub snapshot "en/test".
@@ -274,7 +279,13 @@ func loadParquetDir(root, dir, format string, opts Options) (*Dataset, error) {
 			}
 			return nil
 		}
-		if d.IsDir() || !strings.EqualFold(filepath.Ext(p), ".parquet") {
+		kind := kindParquet
+		switch ext := strings.ToLower(filepath.Ext(p)); {
+		case d.IsDir():
+			return nil
+		case ext == ".arrow" && format == "hf-hub":
+			kind = kindArrow // the hub's arrow builder: data/<split>-00000-of-00001.arrow
+		case ext != ".parquet":
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, filepath.Dir(p))
@@ -282,7 +293,7 @@ func loadParquetDir(root, dir, format string, opts Options) (*Dataset, error) {
 		if rel != "." {
 			split = strings.Trim(filepath.ToSlash(rel)+"/"+split, "/")
 		}
-		files = append(files, tableFile{path: p, kind: kindParquet, split: split})
+		files = append(files, tableFile{path: p, kind: kind, split: split})
 		return nil
 	})
 	if err != nil {

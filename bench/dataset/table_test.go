@@ -168,6 +168,16 @@ func TestLoadTables(t *testing.T) {
 		}
 	})
 
+	t.Run("hub snapshot of arrow files", func(t *testing.T) {
+		root := t.TempDir()
+		writeArrowStream(t, filepath.Join(root, "data", "en-00000-of-00001.arrow"), []arrowRow{{"a", "alpha", "a.wav", a}})
+		writeArrowStream(t, filepath.Join(root, "data", "zh-00000-of-00001.arrow"), []arrowRow{{"z", "阿尔法", "z.wav", b}})
+		ds, err := dataset.LoadWith(root, dataset.Options{Lang: "zh"})
+		if err != nil || ds.Format != "hf-hub" || len(ds.Samples) != 1 || ds.Samples[0].ID != "z" {
+			t.Errorf("%+v %v", ds, err)
+		}
+	})
+
 	t.Run("hf save_to_disk dict", func(t *testing.T) {
 		root := tree(t, t.TempDir(), map[string]any{
 			"dataset_dict.json":    `{"splits": ["en", "zh"]}`,
