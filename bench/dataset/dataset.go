@@ -48,8 +48,8 @@ type Inline struct {
 	// each file.
 	Where string
 	// Name is the file name sent with the upload: the base of the cell's
-	// path field when it has one, else the id (Preflight adds the
-	// format's extension).
+	// path field when it has one, else the id; Preflight gives it the
+	// extension of the format it holds (.wav, .flac).
 	Name string
 	// null marks a null cell (no bytes and no path).
 	null bool

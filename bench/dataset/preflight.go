@@ -112,9 +112,23 @@ func check(s *Sample) []string {
 	}
 	if len(reasons) == 0 {
 		s.Info = info
-		if in := s.Inline; in != nil && filepath.Ext(in.Name) == "" {
-			in.Name += "." + info.Format
+		if in := s.Inline; in != nil {
+			in.Name = nameFor(in.Name, info.Format)
 		}
 	}
 	return reasons
+}
+
+// nameFor is the upload name of inline audio of format named name: name
+// with the format's extension, replacing a .wav or .flac that says the
+// other format, added to anything else (an id such as "utt.01").
+func nameFor(name, format string) string {
+	ext := filepath.Ext(name)
+	switch {
+	case strings.EqualFold(ext, "."+format):
+		return name
+	case strings.EqualFold(ext, ".wav") || strings.EqualFold(ext, ".flac"):
+		return strings.TrimSuffix(name, ext) + "." + format
+	}
+	return name + "." + format
 }

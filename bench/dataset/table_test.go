@@ -270,8 +270,8 @@ func TestPreflightTableRows(t *testing.T) {
 	if len(ok) != 2 || ok[0].ID != "ok" || ok[1].ID != "flac" || ok[0].Info.Frames != 800 || ok[1].Info.Format != "flac" {
 		t.Errorf("good %+v", ok)
 	}
-	if ok[1].FileName() != "flac.wav" {
-		t.Errorf("file name %q: the cell's path names it", ok[1].FileName())
+	if ok[0].FileName() != "ok.wav" || ok[1].FileName() != "flac.flac" {
+		t.Errorf("file names %q, %q: the cell's path names them, with the extension of what they hold", ok[0].FileName(), ok[1].FileName())
 	}
 	want := []dataset.BadEntry{
 		{ID: "empty", Path: "test.parquet row 1, column ref_audio", Reason: "empty audio bytes"},
