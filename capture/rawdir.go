@@ -104,6 +104,19 @@ func RawFileName(lv Level, repeat int) string {
 	return fmt.Sprintf("conc%d_rep%d.jsonl", lv.Concurrency, repeat)
 }
 
+// prepareRawDir makes the --save-raw-dir directory before anything is sent
+// ("" is none), so a path that cannot be written stops the capture at its
+// start rather than after its first pass.
+func prepareRawDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%w: --save-raw-dir: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
 // writeRaw writes one pass's raw records into dir.
 func writeRaw(dir string, lv Level, repeat int, items []driver.Item, recs []trace.Request) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -88,6 +88,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := prepareRawDir(cfg.SaveRawDir); err != nil {
+		return nil, err
+	}
 	items = loopItems(cfg, items)
 	models, err := checkTarget(ctx, cfg, say)
 	if err != nil {

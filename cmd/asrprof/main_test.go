@@ -87,6 +87,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad protocol", []string{"capture", "--target", srv.URL, "--dataset", ds, "--protocol", "grpc"}, exitUsage, "--protocol"},
 		{"bad cpu engine", []string{"capture", "--target", deadURL, "--dataset", ds, "--cpu-engine", "perf"}, exitUsage, `--cpu-engine "perf"`},
 		{"missing dataset", []string{"capture", "--target", srv.URL, "--dataset", "/nonexistent/m.jsonl", "--out", t.TempDir() + "/x"}, exitUsage, "/nonexistent/m.jsonl"},
+		{"raw dir under a file", []string{"capture", "--target", srv.URL, "--dataset", ds, "--save-raw-dir", ds + "/raw", "--out", t.TempDir() + "/r"}, exitUsage, "--save-raw-dir"},
 		{"unreachable target", []string{"capture", "--target", deadURL, "--dataset", ds, "--out", t.TempDir() + "/y"}, exitUsage, "did not answer"},
 		{"ok", []string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1", "--repeats", "1", "--out", t.TempDir() + "/z", "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, exitOK, "c=1"},
 	} {
