@@ -206,7 +206,8 @@ var shardName = regexp.MustCompile(`-\d+-of-\d+$`)
 // suffix of "<split>-00000-of-00001.parquet", and for Arrow files of a
 // datasets cache, "<builder>-<split>[-NNNNN-of-NNNNN].arrow", the part
 // after the last '-' (split names have no '-'). withStem: a name without a
-// shard suffix is a split by itself (hub snapshots: data/test.parquet).
+// shard suffix that is a split's name is that split (hub snapshots:
+// data/test.parquet).
 func splitOfName(base string, arrow, withStem bool) string {
 	stem := strings.TrimSuffix(base, filepath.Ext(base))
 	trimmed := shardName.ReplaceAllString(stem, "")
@@ -216,11 +217,15 @@ func splitOfName(base string, arrow, withStem bool) string {
 		}
 		return ""
 	}
-	if trimmed != stem || withStem {
+	if trimmed != stem || withStem && slices.Contains(stemSplits, strings.ToLower(stem)) {
 		return trimmed
 	}
 	return ""
 }
+
+// stemSplits are the names a hub snapshot's file may have to belong to a
+// split without a shard suffix (data/test.parquet).
+var stemSplits = []string{"train", "test", "validation", "valid", "dev", "eval"}
 
 // hasParquet reports whether dir holds a *.parquet file, in it or below.
 func hasParquet(dir string) bool { return hasTable(dir, false) }

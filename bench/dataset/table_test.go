@@ -86,6 +86,7 @@ func TestLoadTables(t *testing.T) {
 		writeParquet(t, filepath.Join(root, "data", "test-00000-of-00002.parquet"), []seedRow{seed("e1", "test one", a)})
 		writeParquet(t, filepath.Join(root, "data", "test-00001-of-00002.parquet"), []seedRow{seed("e2", "test two", b)})
 		tree(t, root, map[string]any{"README.md": "---\nlicense: cc\n---\n"})
+		writeParquet(t, filepath.Join(root, "data", "validation.parquet"), []seedRow{seed("v1", "valid one", a)})
 		ds, err := dataset.LoadWith(root, dataset.Options{Lang: "zh", Split: "test"})
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +95,7 @@ func TestLoadTables(t *testing.T) {
 		if got := inlineOf(t, ds); !reflect.DeepEqual(got, want) || ds.Format != "hf-hub" {
 			t.Errorf("%s samples\n%v\nwant\n%v", ds.Format, got, want)
 		}
-		for split, msg := range map[string]string{"": "several splits (test, train); choose one with --split", "dev": `no split "dev"; the splits are: test, train`} {
+		for split, msg := range map[string]string{"": "several splits (test, train, validation); choose one with --split", "dev": `no split "dev"; the splits are: test, train, validation`} {
 			_, err := dataset.LoadWith(root, dataset.Options{Lang: "en", Split: split})
 			if err == nil || !strings.Contains(err.Error(), msg) {
 				t.Errorf("split %q: error %v, want %q", split, err, msg)
