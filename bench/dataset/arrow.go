@@ -3,7 +3,9 @@ package dataset
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,7 +109,7 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 	if n == 6 && string(magic[:]) == "ARROW1" {
 		fr, err := ipc.NewFileReader(f)
 		if err != nil {
-			return fmt.Errorf("%s: not a readable Arrow file: %w", name, err)
+			return fmt.Errorf("%s: not a readable Arrow file%s: %w", name, lfsHint(f), err)
 		}
 		defer fr.Close()
 		schema = fr.Schema()
@@ -120,9 +122,12 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 			return fr.RecordBatch(i - 1)
 		}
 	} else {
+		if err := checkStreamStart(f, magic[:n]); err != nil {
+			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
+		}
 		sr, err := ipc.NewReader(bufio.NewReaderSize(f, 1<<20))
 		if err != nil {
-			return fmt.Errorf("%s: not a readable Arrow IPC stream: %w", name, err)
+			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
 		}
 		defer sr.Release()
 		schema = sr.Schema()
@@ -256,4 +261,25 @@ func arrowBytes(a arrow.Array, i int) ([]byte, bool) {
 		b = []byte{}
 	}
 	return b, true
+}
+
+// checkStreamStart refuses a file whose first message cannot be an Arrow
+// IPC stream's: it starts with the continuation marker 0xFFFFFFFF, or (the
+// format before Arrow 0.15) with a message length that fits in the file.
+// Without it the reader would allocate whatever length junk spells.
+func checkStreamStart(f *os.File, start []byte) error {
+	if len(start) < 4 {
+		return errors.New("shorter than a message header")
+	}
+	if binary.LittleEndian.Uint32(start) == 0xFFFFFFFF {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if n := int64(int32(binary.LittleEndian.Uint32(start))); n <= 0 || n > st.Size() {
+		return fmt.Errorf("no Arrow message at its start (bytes % x)", start[:4])
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func readParquet(path, name string, pick func([]tableCol) (picked, error), emit 
 	}
 	pf, err := parquet.OpenFile(f, st.Size())
 	if err != nil {
-		return fmt.Errorf("%s: not a readable Parquet file: %w", name, err)
+		return fmt.Errorf("%s: not a readable Parquet file%s: %w", name, lfsHint(f), err)
 	}
 	schema := pf.Schema()
 	var cols []tableCol
@@ -164,4 +164,15 @@ func parquetType(n parquet.Node) string {
 		return "group"
 	}
 	return n.Type().String()
+}
+
+// lfsHint says when a table file is a Git LFS pointer, the text a hub
+// snapshot cloned without git-lfs holds in place of the data.
+func lfsHint(f io.ReaderAt) string {
+	var b [64]byte
+	n, _ := f.ReadAt(b[:], 0)
+	if bytes.HasPrefix(b[:n], []byte("version https://git-lfs")) {
+		return " (it is a Git LFS pointer: fetch the data with git lfs pull, or download with huggingface-cli)"
+	}
+	return ""
 }

@@ -228,6 +228,10 @@ func TestLoadTableErrors(t *testing.T) {
 		"badtype.parquet": func(p string) { writeParquet(t, p, []badType{{"a", a, 1}}) },
 		"seed.parquet":    func(p string) { writeParquet(t, p, []seedRow{seed("a", "x", a)}) },
 	}
+	files["lfs.parquet"] = func(p string) {
+		os.WriteFile(p, []byte("version https://git-lfs.github.com/spec/v1\noid sha256:3d68\nsize 19234808\n"), 0o644)
+	}
+	files["lfs.arrow"] = files["lfs.parquet"]
 	for name, write := range files {
 		write(filepath.Join(dir, name))
 	}
@@ -241,6 +245,8 @@ func TestLoadTableErrors(t *testing.T) {
 		{"dup.parquet", dataset.Columns{}, `dup.parquet row 2: duplicate id "a" (first in dup.parquet row 0)`},
 		{"emptyid.parquet", dataset.Columns{}, `emptyid.parquet row 1: column "id" (the id) is empty`},
 		{"badtype.parquet", dataset.Columns{}, `badtype.parquet: column "text" (the text) is another type (DOUBLE), want a string`},
+		{"lfs.parquet", dataset.Columns{}, "lfs.parquet: not a readable Parquet file (it is a Git LFS pointer: fetch the data with git lfs pull"},
+		{"lfs.arrow", dataset.Columns{}, "lfs.arrow: not a readable Arrow IPC stream (it is a Git LFS pointer"},
 	} {
 		_, err := dataset.LoadWith(filepath.Join(dir, tc.file), dataset.Options{Lang: "en", Columns: tc.cols})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
