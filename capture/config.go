@@ -95,6 +95,10 @@ type Config struct {
 	Loops    int      `json:"loops"`
 	Dialect  string   `json:"realtime_dialect"`
 	Hotwords []string `json:"hotwords"`
+
+	// Task is what each request asks for and how it is scored: TaskASR
+	// ("asr", the default) or TaskTranscribeDiarize (capture/diarize.go).
+	Task string `json:"task"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of
@@ -161,6 +165,7 @@ func DefaultConfig() Config {
 		Pace:                  protocol.PaceRealtime,
 		Loops:                 1,
 		Dialect:               protocol.DialectOpenAI,
+		Task:                  TaskASR,
 	}
 }
 
@@ -174,6 +179,7 @@ func (c *Config) SetDefaults(now time.Time) {
 	if c.Out == "" {
 		c.Out = "runs/" + now.Format("20060102-150405")
 	}
+	c.setTaskDefaults()
 }
 
 // Level is one point of the sweep.
@@ -228,6 +234,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol)
 	}
 	if err := c.validateRealtime(); err != nil {
+		return err
+	}
+	if err := c.validateTask(); err != nil {
 		return err
 	}
 	switch c.Lang {
