@@ -25,6 +25,9 @@ exporter thread asr-otlp), SGLang-Omni request-profile event files
 Standard library plus Debian's python3-pocketsphinx only.  Run with
 /usr/bin/python3 bench/refserver/refserver.py --port 8000
 
+--diarize MANIFEST adds a diarization model that answers in
+MOSS-Transcribe-Diarize's markup (refserver_diarize.py beside this file).
+
 --engine whisper serves a Whisper in plain PyTorch instead, with batched
 decode steps (whisper_engine.py, whisper_model.py beside this file; they
 need torch and numpy, and are imported only for that engine).
