@@ -2,6 +2,7 @@ package diarize
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -174,5 +175,104 @@ func TestAssign(t *testing.T) {
 	}
 	if total != 5 { // 1 + 2 + 2
 		t.Fatalf("assign = %v (cost %v), want cost 5", p, total)
+	}
+}
+
+// Random markup-like text: scoring never fails, rates are not negative,
+// and a prediction equal to its reference scores zero everywhere.
+func TestRandomTextInvariants(t *testing.T) {
+	tokens := []string{"[0]", "[1.5]", "[2.00]", "[3]", "[0.5]", "[4.25]", "[S01]", "[s2]", "[S003]", "[S1]",
+		"ab", "你好", "，", "！", " ", "c", "[笑声]", "[", "]", "<x>", "&y&", "【z】", "7", "S", "."}
+	r := uint64(1)
+	next := func(n int) int {
+		r = r*6364136223846793005 + 1442695040888963407
+		return int((r >> 33) % uint64(n))
+	}
+	gen := func() string {
+		var b strings.Builder
+		for range next(14) {
+			b.WriteString(tokens[next(len(tokens))])
+		}
+		return b.String()
+	}
+	derValid, cpValid := 0, 0
+	for i := range 3000 {
+		ref, hyp := gen(), gen()
+		for _, row := range []Row{{"x", string(ref), string(hyp)}, {"same", string(ref), string(ref)}} {
+			res := Compute([]Row{row})
+			s := res.Samples[0]
+			for name, p := range map[string]*float64{"cer": s.CERNoSpk, "cp": s.CPCER, "der": s.DER} {
+				if p != nil && (*p < 0 || math.IsNaN(*p)) {
+					t.Fatalf("case %d %q/%q: %s = %v", i, row.Ref, row.Pred, name, *p)
+				}
+			}
+			if s.CERValid && s.CERNoSpk == nil || s.CPCERValid && s.CPCER == nil || s.DERValid && s.DER == nil {
+				t.Fatalf("case %d %q/%q: valid without a value: %+v", i, row.Ref, row.Pred, s)
+			}
+			if row.ID == "same" {
+				if s.DERValid {
+					derValid++
+				}
+				if s.CPCERValid {
+					cpValid++
+				}
+				for name, p := range map[string]*float64{"cer": s.CERNoSpk, "cp": s.CPCER, "der": s.DER} {
+					if p != nil && *p > 1e-12 {
+						t.Fatalf("case %d: %q against itself: %s = %v", i, row.Ref, name, *p)
+					}
+				}
+			}
+		}
+	}
+	if derValid < 10 || cpValid < 10 { // the generator must reach the scorers
+		t.Fatalf("only %d DER-valid and %d cp-valid random references", derValid, cpValid)
+	}
+}
+
+// assign finds the least total cost: checked against every permutation of
+// random matrices up to 6×6, ties and negative costs included.
+func TestAssignBruteForce(t *testing.T) {
+	r := uint64(7)
+	next := func(n int) int {
+		r = r*6364136223846793005 + 1442695040888963407
+		return int((r >> 33) % uint64(n))
+	}
+	var best func(cost [][]float64, row int, used []bool) float64
+	best = func(cost [][]float64, row int, used []bool) float64 {
+		if row == len(cost) {
+			return 0
+		}
+		m := math.Inf(1)
+		for j := range cost {
+			if !used[j] {
+				used[j] = true
+				m = min(m, cost[row][j]+best(cost, row+1, used))
+				used[j] = false
+			}
+		}
+		return m
+	}
+	for range 500 {
+		n := 1 + next(6)
+		cost := make([][]float64, n)
+		for i := range cost {
+			cost[i] = make([]float64, n)
+			for j := range cost[i] {
+				cost[i][j] = float64(next(9) - 4)
+			}
+		}
+		p := assign(cost)
+		seen := map[int]bool{}
+		got := 0.0
+		for i, j := range p {
+			seen[j] = true
+			got += cost[i][j]
+		}
+		if len(seen) != n {
+			t.Fatalf("assign %v is not a permutation", p)
+		}
+		if want := best(cost, 0, make([]bool, n)); got != want {
+			t.Fatalf("assign(%v) costs %v, the best is %v", cost, got, want)
+		}
 	}
 }
