@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -20,11 +21,11 @@ const (
 
 // NewDiarize returns the client of the transcribe-diarize task: the
 // OpenAI-compatible multipart POST {target}/v1/audio/transcriptions with
-// the fields model, file, language (if set), max_new_tokens=65536 and
+// the fields model, file, max_new_tokens=65536 and
 // response_format=verbose_json; with opts.Stream, response_format=json,
 // stream=true and the header x-sglang-omni-route-stream: true, answered by
 // SGLang-Omni's SSE (transcript.text.delta, transcript.text.done, [DONE]).
-// The prediction is the top-level text (plain) or the done event's text
+// Job.Language is not sent (noLanguage). The prediction is the top-level text (plain) or the done event's text
 // (streaming); the markup's times are in it, not in the segments.
 func NewDiarize(opts Options) (Client, error) {
 	opts.ResponseFormat = "verbose_json"
@@ -51,7 +52,22 @@ func NewDiarize(opts Options) (Client, error) {
 		return nil, fmt.Errorf("transcribe-diarize: unexpected client %T", cl)
 	}
 	c.fixedFields = c.appendField(c.fixedFields, "max_new_tokens", strconv.Itoa(DiarizeMaxNewTokens))
-	return c, nil
+	return noLanguage{c}, nil
+}
+
+// noLanguage sends each job without its language: SGLang-Omni's
+// transcribe-diarize client sends one only when given --language, and its
+// CI run (tests/test_model/test_asr_ci_multi_speaker.py) passes
+// language=None. asrprof's --lang still picks results.json's normalizer.
+type noLanguage struct{ c Client }
+
+func (n noLanguage) Do(ctx context.Context, job *Job) Result {
+	if job == nil || job.Language == "" {
+		return n.c.Do(ctx, job)
+	}
+	j := *job
+	j.Language = ""
+	return n.c.Do(ctx, &j)
 }
 
 // headerTransport adds one header to every request it sends. It clones
