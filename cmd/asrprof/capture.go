@@ -54,8 +54,10 @@ Examples:
   asrprof capture --server-cmd "/usr/bin/python3 bench/refserver/refserver.py --port 18000" \
       --target http://127.0.0.1:18000 --dataset bench/data/refset/manifest.jsonl --concurrency 1,4 --out runs/rb
 
-  # Diarization as SGLang-Omni scores MOSS-Transcribe-Diarize (one level, one pass, its file names):
-  asrprof capture --target http://127.0.0.1:8000 --dataset bench/data/diarset/manifest.jsonl \
+  # MOSS-Transcribe-Diarize scored as SGLang-Omni scores it (one level, one pass: its file names);
+  # the reference server's diarization mode (refserver.py --diarize bench/data/diarset/manifest.jsonl)
+  # takes the same line with --model pocketsphinx-en-us-diarize:
+  asrprof capture --target http://127.0.0.1:8000 --dataset data/movies800/manifest.jsonl \
       --task transcribe-diarize --concurrency 16 --repeats 1 --out runs/diar
 
   # Open loop at 2 and 4 requests/s with Poisson arrivals, streaming:
