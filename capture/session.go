@@ -310,7 +310,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 		return nil, err
 	}
 	if err := s.diarize.write(s.w, say); err != nil {
-		return nil, err
+		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
