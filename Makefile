@@ -22,6 +22,7 @@ build:
 
 data: deps
 	@bench/data/make_refset.sh
+	@bench/data/make_diarset.sh
 
 # The main job: reference server + refset + a capture, tables printed,
 # bundle left in runs/demo/.

@@ -105,6 +105,9 @@ type Config struct {
 	// SaveRawDir receives one conc{N}_rep{R}.jsonl per scored pass in
 	// SGLang-Omni's raw per-sample shape ("" writes none).
 	SaveRawDir string `json:"save_raw_dir"`
+	// Task is what each request asks for and how it is scored: TaskASR
+	// ("asr", the default) or TaskTranscribeDiarize (capture/diarize.go).
+	Task string `json:"task"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of
@@ -171,6 +174,7 @@ func DefaultConfig() Config {
 		Pace:                  protocol.PaceRealtime,
 		Loops:                 1,
 		Dialect:               protocol.DialectOpenAI,
+		Task:                  TaskASR,
 	}
 }
 
@@ -184,6 +188,7 @@ func (c *Config) SetDefaults(now time.Time) {
 	if c.Out == "" {
 		c.Out = "runs/" + now.Format("20060102-150405")
 	}
+	c.setTaskDefaults()
 }
 
 // Level is one point of the sweep.
@@ -238,6 +243,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol)
 	}
 	if err := c.validateRealtime(); err != nil {
+		return err
+	}
+	if err := c.validateTask(); err != nil {
 		return err
 	}
 	switch c.Lang {

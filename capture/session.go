@@ -51,6 +51,8 @@ type Session struct {
 	manifest trace.Manifest
 	w        *bundle.Writer
 	writeErr error
+
+	diarize *diarizeRun // --task transcribe-diarize: its passes (capture/diarize.go)
 }
 
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
@@ -92,6 +94,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	items = loopItems(cfg, items)
+	s.diarize = newDiarizeRun(cfg, samples)
 	models, err := checkTarget(ctx, cfg, say)
 	if err != nil {
 		return nil, err
@@ -125,12 +128,16 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	hc := newHTTPClient(cfg)
 	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
-		HTTPClient: newHTTPClient(cfg),
+		HTTPClient: hc,
 	}))
 	if err != nil {
+		return nil, err
+	}
+	if client, err = taskClient(cfg, client, hc); err != nil {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
@@ -288,6 +295,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			}
 			if !warmup {
 				passes = append(passes, pm)
+				s.diarize.add(lv, repeat, res)
 			}
 		}
 		if len(passes) > 0 {
@@ -304,6 +312,9 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	cfg := &s.cfg
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
+	}
+	if err := s.diarize.write(s.w, say); err != nil {
+		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)

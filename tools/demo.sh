@@ -19,7 +19,8 @@ fi
 echo "demo: starting the reference server on 127.0.0.1:$PORT (log: $LOG)"
 OTLP=${OTLP:-127.0.0.1:4318}
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://$OTLP/v1/traces" \
-  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" >"$LOG" 2>&1 &
+  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" \
+    --diarize bench/data/diarset/manifest.jsonl >"$LOG" 2>&1 &
 SERVER=$!
 stop_server() { kill -TERM -- "-$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
 trap stop_server EXIT
@@ -42,3 +43,19 @@ bin/asrprof capture \
   --repeats 1 --warmup \
   --otlp-http "$OTLP" --profile-url "http://127.0.0.1:$PORT" \
   --out "$OUT" --overwrite
+
+# Diarization, briefly: two multi-speaker samples of the diarset through
+# --task transcribe-diarize against the server's diarization model, scored
+# as SGLang-Omni scores MOSS-Transcribe-Diarize (CER, cpCER, DER).
+DIAR_OUT=${DIAR_OUT:-runs/demo-diarize}
+echo "demo: diarization (bench/data/diarset, --task transcribe-diarize) into $DIAR_OUT"
+if ! bin/asrprof capture --target "http://127.0.0.1:$PORT" \
+    --dataset bench/data/diarset/manifest.jsonl --max-samples 2 \
+    --task transcribe-diarize --model pocketsphinx-en-us-diarize \
+    --concurrency 2 --repeats 1 --probes none --otlp-http off --otlp-grpc off --quiet \
+    --out "$DIAR_OUT" --overwrite >"$DIAR_OUT.log" 2>&1; then
+  echo "demo: the diarization capture failed; its output:" >&2
+  cat "$DIAR_OUT.log" >&2
+  exit 1
+fi
+grep '^transcribe-diarize ' "$DIAR_OUT.log"

@@ -25,6 +25,9 @@ exporter thread asr-otlp), SGLang-Omni request-profile event files
 Standard library plus Debian's python3-pocketsphinx only.  Run with
 /usr/bin/python3 bench/refserver/refserver.py --port 8000
 
+--diarize MANIFEST adds a diarization model that answers in
+MOSS-Transcribe-Diarize's markup (refserver_diarize.py beside this file).
+
 --engine whisper serves a Whisper in plain PyTorch instead, with batched
 decode steps (whisper_engine.py, whisper_model.py beside this file; they
 need torch and numpy, and are imported only for that engine).
@@ -64,6 +67,7 @@ with warnings.catch_warnings():
         audioop = None
 
 MODEL_ID = "pocketsphinx-en-us"
+DIARIZE_MODEL_ID = "pocketsphinx-en-us-diarize"  # --diarize: answers in the diarization markup
 SERVICE_NAME = "asrprof-refserver"
 STAGE = "asr"
 SAMPLE_RATE = 16000
@@ -541,6 +545,7 @@ class Request:
     """One transcription request as it moves through the pipeline."""
 
     realtime = False  # StreamSession overrides
+    diarize = False  # asked for DIARIZE_MODEL_ID (refserver_diarize)
 
     def __init__(self, request_id, trace_id, parent_span_id, stream):
         self.id = request_id
@@ -747,6 +752,10 @@ class Pipeline:
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.threads = []
+        # --diarize: {audio sha256: speaker turns} and refserver_diarize
+        # (set by App); None when off.
+        self.diarize = None
+        self.dz = None
 
     # -- lifecycle
 
@@ -886,6 +895,8 @@ class Pipeline:
             return
         if self.args.build_delay > 0:  # a heavier preprocessor (see --build-delay)
             time.sleep(self.args.build_delay)
+        if req.diarize:  # the upload's speaker turns are found by its hash
+            req.audio_sha = hashlib.sha256(req.upload).hexdigest()
         req.upload = b""
         req.pcm = pcm
         req.audio_seconds = len(pcm) / 2.0 / SAMPLE_RATE
@@ -972,6 +983,8 @@ class Pipeline:
         dec.process_raw(chunk, False, last)
         if last:
             dec.end_utt()
+            if req.diarize:
+                req.words = self.dz.words_of(dec)
         hyp = dec.hyp()
         words = hyp.hypstr.split() if hyp is not None and hyp.hypstr else []
         if last:
@@ -991,7 +1004,7 @@ class Pipeline:
         if new:
             if "scheduler_first_emit" not in req.t:
                 self.mark(req, "scheduler_first_emit", {"step": req.steps})
-            if req.stream:
+            if req.stream and not req.diarize:
                 for w in new:
                     req.out.put(("delta", (" " if req.emitted else "") + w))
                     req.emitted.append(w)
@@ -1024,11 +1037,24 @@ class Pipeline:
         if status == "ok":
             with self.metrics.lock:
                 self.metrics.audio_seconds += req.audio_seconds
+            if req.diarize:
+                self._diarize_answer(req)
             req.out.put(("done", req.text))
         elif status == "error":
             req.out.put(("error", 500, "decoding failed: %s" % message))
         else:
             req.out.put(("error", 499, "client disconnected"))
+
+    def _diarize_answer(self, req):
+        """--diarize: the text becomes the markup of the recognizer's words,
+        timed, with the dataset's speakers (refserver_diarize); a stream
+        gets one delta per segment (the markup needs the whole utterance)."""
+        turns = self.diarize.get(getattr(req, "audio_sha", ""), [])
+        req.segments = self.dz.segments(getattr(req, "words", []), turns)
+        req.text = self.dz.markup(req.segments)
+        if req.stream:
+            for seg in req.segments:
+                req.out.put(("delta", self.dz.markup([seg])))
 
     # -- realtime sessions
 
@@ -1263,10 +1289,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send_json(503, {"status": "loading"}, rid)
         elif path == "/v1/models":
             mid = app.pipeline.model_id
-            self._send_json(200, {"object": "list", "data": [dict({
+            models = [dict({
                 "id": mid, "object": "model", "created": app.started,
                 "owned_by": "asrprof", "root": mid,
-            }, **app.pipeline.model_card())]}, rid)
+            }, **app.pipeline.model_card())]
+            if app.pipeline.diarize is not None:
+                models.append({"id": DIARIZE_MODEL_ID, "object": "model", "created": app.started,
+                               "owned_by": "asrprof", "root": mid})
+            self._send_json(200, {"object": "list", "data": models}, rid)
         elif path == "/metrics":
             self._send(200, app.metrics.render(app.pipeline.gauges()) + app.pipeline.extra_metrics(),
                        "text/plain; version=0.0.4; charset=utf-8", rid)
@@ -1332,7 +1362,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise HTTPError(400, "uploaded file is empty")
             if not app.pipeline.ready.is_set():
                 raise HTTPError(503, "model is still loading", "server_overloaded")
+            model = _field_text(fields, "model")
+            if model == DIARIZE_MODEL_ID and app.pipeline.diarize is None:
+                raise HTTPError(400, "model %s needs the server started with --diarize MANIFEST"
+                                % DIARIZE_MODEL_ID, "model_not_found")
             req = Request(rid, trace_id, parent, stream)
+            req.diarize = model == DIARIZE_MODEL_ID
             req.upload = upload
             req.t["arrival"] = arrival
             app.pipeline.mark(req, "stage_input_received",
@@ -1354,7 +1389,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 elif fmt == "verbose_json":
                     self._send_json(200, {"task": "transcribe", "language": "english",
                                           "duration": round(req.audio_seconds, 3),
-                                          "text": text, "segments": []}, rid)
+                                          "text": text,
+                                          "segments": getattr(req, "segments", [])}, rid)
                 else:
                     self._send_json(200, {"text": text}, rid)
                 status = 200
@@ -1734,6 +1770,10 @@ class App:
             self.pipeline = _whisper().WhisperPipeline(args, self.metrics, self.profiler)
         else:
             self.pipeline = Pipeline(args, self.metrics, self.profiler)
+        if args.diarize:
+            import refserver_diarize  # beside this file; stdlib only
+            self.pipeline.dz = refserver_diarize
+            self.pipeline.diarize = refserver_diarize.load_manifest(args.diarize)
 
 
 def _whisper():
@@ -1779,6 +1819,12 @@ def parse_args(argv):
                    help="read each upload at most this fast, in KB/s, as a slow network would "
                    "(default 0: as fast as it comes)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request to stderr")
+    p.add_argument("--diarize", metavar="MANIFEST", default="",
+                   help="serve the diarization model too: a request with model="
+                   + DIARIZE_MODEL_ID + " is answered in MOSS-Transcribe-Diarize's markup "
+                   "[start][S01]words[end], the recognizer's words and word times with the "
+                   "speakers of MANIFEST's reference markup (a JSONL manifest; the upload's "
+                   "audio is found by its SHA-256); docs/REFSERVER.md")
     a = p.parse_args(argv)
     for name in ("build_workers", "build_max_pending", "max_running_requests", "chunk_ms"):
         if getattr(a, name) < 1:
@@ -1793,6 +1839,8 @@ def parse_args(argv):
         p.error("--decode-interval must be between 0.01 and 10 seconds")
     if a.engine == "whisper":
         _whisper().check_args(p, a)
+        if a.diarize:
+            p.error("--diarize needs --engine pocketsphinx (its word times)")
     return a
 
 

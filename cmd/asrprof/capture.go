@@ -54,6 +54,12 @@ Examples:
   asrprof capture --server-cmd "/usr/bin/python3 bench/refserver/refserver.py --port 18000" \
       --target http://127.0.0.1:18000 --dataset bench/data/refset/manifest.jsonl --concurrency 1,4 --out runs/rb
 
+  # MOSS-Transcribe-Diarize scored as SGLang-Omni scores it (one level, one pass: its file names);
+  # the reference server's diarization mode (refserver.py --diarize bench/data/diarset/manifest.jsonl)
+  # takes the same line with --model pocketsphinx-en-us-diarize:
+  asrprof capture --target http://127.0.0.1:8000 --dataset data/movies800/manifest.jsonl \
+      --task transcribe-diarize --concurrency 16 --repeats 1 --out runs/diar
+
   # Open loop at 2 and 4 requests/s with Poisson arrivals, streaming:
   asrprof capture --target http://127.0.0.1:8000 --dataset data/wavs --protocol openai-stream \
       --rate 2,4 --arrivals poisson --out runs/open
@@ -100,6 +106,8 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "server base `URL`, e.g. http://127.0.0.1:8000")
 	fs.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\na folder of .wav/.flac files with sibling .txt transcripts, a SeedTTS meta.lst, a Parquet file\nor folder, a Hugging Face datasets folder (*.arrow + dataset_info.json) or hub snapshot\n(data/*.parquet) (`PATH`; docs/DATASETS.md)")
 	fs.StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)")
+	// The task (capture/diarize.go): what a request asks for, how it is scored.
+	fs.StringVar(&cfg.Task, "task", cfg.Task, "`asr`: a transcript scored by WER/CER (results.json); transcribe-diarize: MOSS-Transcribe-Diarize's\n[start][Sxx]text[end] markup, sent as SGLang-Omni's client sends it (model, file,\nmax_new_tokens=65536, no language; verbose_json, or SSE with --protocol openai-stream) and scored by CER,\ncpCER and speaker-timestamp DER into transcribe_diarize_results.json and\ntranscribe_diarize_speed_results.json; the dataset's text is the reference markup")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model `NAME` sent in the request's model field (omitted when empty)")
 	fs.StringVar(&cfg.Lang, "lang", cfg.Lang, "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
 	fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,8,16,32,64")

@@ -181,3 +181,24 @@ func Refset(t testing.TB) string {
 	}
 	return manifest
 }
+
+// Diarset returns the diarization dataset's manifest (multi-speaker
+// samples joined from refset clips, references in MOSS-Transcribe-Diarize's
+// markup), building the refset and it when missing.
+func Diarset(t testing.TB) string {
+	t.Helper()
+	Refset(t)
+	dataOnce.Lock()
+	defer dataOnce.Unlock()
+	root := Root()
+	manifest := filepath.Join(root, "bench", "data", "diarset", "manifest.jsonl")
+	if _, err := os.Stat(manifest); err == nil {
+		return manifest
+	}
+	cmd := exec.Command(filepath.Join(root, "bench", "data", "make_diarset.sh"))
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the diarset: %v\n%s", err, out)
+	}
+	return manifest
+}

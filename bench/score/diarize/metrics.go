@@ -1,0 +1,164 @@
+package diarize
+
+// Row is one sample whose request succeeded: its reference and the
+// server's prediction, both in the markup.
+type Row struct {
+	ID   string
+	Ref  string
+	Pred string
+}
+
+// Sample is one row's scores, under SGLang-Omni's field names.
+type Sample struct {
+	ID                 string   `json:"-"`
+	CERValid           bool     `json:"cer_valid"`
+	CPCERValid         bool     `json:"cp_cer_valid"`
+	CERNoSpk           *float64 `json:"cer_no_spk"`
+	CPCER              *float64 `json:"cp_cer"`
+	CPInvalidReason    string   `json:"cp_invalid_reason"`
+	DERValid           bool     `json:"speaker_timestamp_der_valid"`
+	DERInvalidReason   string   `json:"speaker_timestamp_der_invalid_reason"`
+	RefSegments        int      `json:"speaker_timestamp_ref_segments"`
+	PredSegments       int      `json:"speaker_timestamp_pred_segments"`
+	DER                *float64 `json:"speaker_timestamp_der"`
+	DERTotalSeconds    float64  `json:"speaker_timestamp_der_total_seconds"`
+	DERFalseAlarm      float64  `json:"speaker_timestamp_der_false_alarm"`
+	DERMissedDetection float64  `json:"speaker_timestamp_der_missed_detection"`
+	DERConfusion       float64  `json:"speaker_timestamp_der_confusion"`
+}
+
+// Metrics are the corpus figures (diarization_metrics), in the
+// reference's key order. Rates are fractions here and percentages in
+// Result.Percent; nil is JSON null (no sample to rate).
+type Metrics struct {
+	CERNoSpk             *float64 `json:"cer_no_spk"`
+	CER                  *float64 `json:"cer"`
+	CERBelow50Corpus     *float64 `json:"cer_no_spk_below_50_corpus"`
+	NAbove50             int      `json:"n_above_50_pct_cer"`
+	PctAbove50           float64  `json:"pct_above_50_pct_cer"`
+	CPCER                *float64 `json:"cp_cer"`
+	CERNoSpkCPValid      *float64 `json:"cer_no_spk_cp_valid"`
+	DeltaCER             *float64 `json:"delta_cer"`
+	CERValidSamples      int      `json:"cer_valid_samples"`
+	CPCERValidSamples    int      `json:"cp_cer_valid_samples"`
+	DER                  *float64 `json:"speaker_timestamp_der"`
+	DERCollar            float64  `json:"speaker_timestamp_der_collar"`
+	DERValidSamples      int      `json:"speaker_timestamp_der_valid_samples"`
+	DERSkipped           int      `json:"speaker_timestamp_der_skipped"`
+	DERSkippedParseError int      `json:"speaker_timestamp_der_skipped_parse_error"`
+	DERSkippedNoRefSegs  int      `json:"speaker_timestamp_der_skipped_no_ref_segments"`
+	DERSkippedNoPredSegs int      `json:"speaker_timestamp_der_skipped_no_pred_segments"`
+	DERComputeError      string   `json:"speaker_timestamp_der_compute_error"`
+	DERTotalSeconds      float64  `json:"speaker_timestamp_der_total_seconds"`
+	DERFalseAlarm        float64  `json:"speaker_timestamp_der_false_alarm"`
+	DERMissedDetection   float64  `json:"speaker_timestamp_der_missed_detection"`
+	DERConfusion         float64  `json:"speaker_timestamp_der_confusion"`
+	Count                int      `json:"count"`
+}
+
+// Result is Compute's answer.
+type Result struct {
+	Metrics Metrics
+	Percent Metrics // diarization_metrics_percent: the seven rates ×100
+	Samples []Sample
+}
+
+// above50 is the per-sample CER past which a sample counts as "above 50%".
+const above50 = 0.5
+
+// Compute scores rows as SGLang-Omni's compute_diarization_metrics does
+// (docs/SCORING.md, "Diarization"): CER without speakers, cpCER and
+// speaker-timestamp DER at collar 0, each over its own valid samples, each
+// a micro average over them.
+func Compute(rows []Row) Result {
+	res := Result{Samples: make([]Sample, len(rows))}
+	var cers, cps, cerOnCP []charStats
+	var corpus DER
+	m := &res.Metrics
+	for i, row := range rows {
+		s := &res.Samples[i]
+		s.ID = row.ID
+		cs := compare(CleanNoSpeaker(row.Ref), CleanNoSpeaker(row.Pred))
+		cp := cpCER(row.Ref, row.Pred)
+		s.CERValid = cs.refChars > 0
+		s.CPCERValid = cp.valid
+		s.CERNoSpk, s.CPCER, s.CPInvalidReason = cs.cer, cp.cer, cp.reason
+		if s.CERValid {
+			cers = append(cers, cs)
+			m.CERValidSamples++
+		}
+		if s.CPCERValid {
+			cps = append(cps, cp.charStats)
+			m.CPCERValidSamples++
+		}
+		if s.CERValid && s.CPCERValid {
+			cerOnCP = append(cerOnCP, cs)
+		}
+
+		// DER. The reference counts a parse that raises as
+		// timestamp_parse_error; Segments cannot fail (every bracketed
+		// time it accepts converts), so that count stays 0.
+		ref, pred := Segments(row.Ref), Segments(row.Pred)
+		s.RefSegments, s.PredSegments = len(ref), len(pred)
+		switch {
+		case len(ref) == 0:
+			s.DERInvalidReason = ReasonNoRefSegs
+			m.DERSkippedNoRefSegs++
+		case len(pred) == 0:
+			s.DERInvalidReason = ReasonNoPredSegs
+			m.DERSkippedNoPredSegs++
+		default:
+			s.DERValid = true
+			d := SegmentDER(ref, pred)
+			s.DER, s.DERTotalSeconds, s.DERFalseAlarm, s.DERMissedDetection, s.DERConfusion =
+				d.Rate, d.Total, d.FalseAlarm, d.Missed, d.Confusion
+			corpus.add(d)
+			m.DERValidSamples++
+		}
+		if !s.DERValid {
+			m.DERSkipped++
+		}
+	}
+	all, cpSum, both := sum(cers), sum(cps), sum(cerOnCP)
+	m.CERNoSpk, m.CER = all.cer, all.cer
+	m.CPCER, m.CERNoSpkCPValid = cpSum.cer, both.cer
+	if cpSum.cer != nil && both.cer != nil {
+		m.DeltaCER = ptr(*cpSum.cer - *both.cer)
+	}
+	if len(cers) > 0 {
+		var below []charStats
+		for _, c := range cers {
+			if c.cer != nil && *c.cer > above50 {
+				m.NAbove50++
+			}
+			if c.cer != nil && *c.cer <= above50 {
+				below = append(below, c)
+			}
+		}
+		m.CERBelow50Corpus = sum(below).cer
+		m.PctAbove50 = float64(m.NAbove50) / float64(len(cers)) * 100
+	}
+	if m.DERValidSamples > 0 {
+		corpus.rate()
+		m.DER = corpus.Rate
+		m.DERTotalSeconds, m.DERFalseAlarm, m.DERMissedDetection, m.DERConfusion =
+			corpus.Total, corpus.FalseAlarm, corpus.Missed, corpus.Confusion
+	}
+	m.Count = len(rows)
+	res.Percent = percent(*m)
+	return res
+}
+
+// percent is m with the seven rates (CER, CER no speaker, CER below 50%,
+// cpCER, CER on cp-valid samples, their delta, DER) times 100.
+func percent(m Metrics) Metrics {
+	x100 := func(p **float64) {
+		if *p != nil {
+			*p = ptr(**p * 100)
+		}
+	}
+	for _, p := range []**float64{&m.CERNoSpk, &m.CER, &m.CERBelow50Corpus, &m.CPCER, &m.CERNoSpkCPValid, &m.DeltaCER, &m.DER} {
+		x100(p)
+	}
+	return m
+}

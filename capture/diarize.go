@@ -1,0 +1,151 @@
+package capture
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/asrprof/asrprof/bench/dataset"
+	"github.com/asrprof/asrprof/bench/driver"
+	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// Tasks (Config.Task): what a request asks the server for and how it is scored.
+const (
+	// TaskASR is a transcript scored by WER/CER (results.json).
+	TaskASR = "asr"
+	// TaskTranscribeDiarize is MOSS-Transcribe-Diarize's speaker-attributed
+	// transcript, [start][Sxx]text[end], sent as SGLang-Omni's client sends
+	// it and scored by CER, cpCER and speaker-timestamp DER into
+	// transcribe_diarize_results.json and transcribe_diarize_speed_results.json
+	// (docs/SCORING.md, docs/BUNDLE.md).
+	TaskTranscribeDiarize = "transcribe-diarize"
+)
+
+func (c *Config) validateTask() error {
+	switch c.Task {
+	case "", TaskASR:
+	case TaskTranscribeDiarize:
+		if c.Protocol != "openai" && c.Protocol != "openai-stream" {
+			return fmt.Errorf("--task %s sends files: want --protocol openai or openai-stream, not %s", c.Task, c.Protocol)
+		}
+	default:
+		return fmt.Errorf("--task %q: want asr or transcribe-diarize", c.Task)
+	}
+	return nil
+}
+
+// setTaskDefaults gives the transcribe-diarize task the model name its
+// client sends when --model is not set.
+func (c *Config) setTaskDefaults() {
+	if c.Task == TaskTranscribeDiarize && c.Model == "" {
+		c.Model = protocol.DiarizeModel
+	}
+}
+
+// taskClient is the client of cfg's task: client itself for asr, the
+// MOSS-Transcribe-Diarize client (plain or streaming, by --protocol) for
+// transcribe-diarize.
+func taskClient(cfg *Config, client protocol.Client, hc *http.Client) (protocol.Client, error) {
+	if cfg.Task != TaskTranscribeDiarize {
+		return client, nil
+	}
+	return protocol.NewDiarize(protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc})
+}
+
+// diarizeRun keeps what the transcribe-diarize files need: the dataset and
+// the records of every scored pass. It is nil for other tasks; its methods
+// then do nothing.
+type diarizeRun struct {
+	cfg     *Config
+	samples []metrics.DiarizeSample
+	warmup  int
+	passes  []diarizePass
+}
+
+type diarizePass struct {
+	lv     Level
+	repeat int
+	pass   *driver.Pass
+}
+
+func newDiarizeRun(cfg *Config, samples []dataset.Sample) *diarizeRun {
+	if cfg.Task != TaskTranscribeDiarize {
+		return nil
+	}
+	d := &diarizeRun{cfg: cfg}
+	for _, s := range samples {
+		d.samples = append(d.samples, metrics.DiarizeSample{ID: s.ID, AudioPath: s.Audio, Expected: s.Text})
+	}
+	if cfg.Warmup {
+		d.warmup = len(samples)
+	}
+	return d
+}
+
+// add keeps a scored pass that ran whole.
+func (d *diarizeRun) add(lv Level, repeat int, p *driver.Pass) {
+	if d != nil {
+		d.passes = append(d.passes, diarizePass{lv, repeat, p})
+	}
+}
+
+// diarizeNames are the two files of a pass: SGLang-Omni's names when the
+// capture has one scored pass, and <name>.<level>.r<repeat>.json when it
+// has several.
+func diarizeNames(single bool, lv Level, repeat int) (results, speed string) {
+	if single {
+		return metrics.DiarizeResultsFile, metrics.DiarizeSpeedFile
+	}
+	suffix := fmt.Sprintf(".%s.r%d.json", lv.Name, repeat)
+	trim := func(s string) string { return s[:len(s)-len(".json")] + suffix }
+	return trim(metrics.DiarizeResultsFile), trim(metrics.DiarizeSpeedFile)
+}
+
+// write scores every kept pass and writes its two files; each pass's
+// figures are said in one line.
+func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
+	if d == nil {
+		return nil
+	}
+	if len(d.passes) == 0 {
+		say("transcribe-diarize: no scored pass ran whole; no result files written")
+		return nil
+	}
+	for _, p := range d.passes {
+		cfg := metrics.DiarizeConfig{
+			Dataset: d.cfg.Dataset, ModelPath: d.cfg.Model, BaseURL: d.cfg.Target,
+			Concurrency: p.lv.Concurrency, Warmup: d.warmup, RequestRate: "inf",
+			RequestTimeout: d.cfg.Timeout.Seconds(), MaxNewTokens: protocol.DiarizeMaxNewTokens,
+			Stream: d.cfg.Protocol == "openai-stream", Level: p.lv.Name, Repeat: p.repeat,
+			WallClockS: p.pass.WallS(),
+		}
+		if p.lv.Rate > 0 {
+			cfg.RequestRate = p.lv.Rate
+		}
+		if d.cfg.MaxSamples > 0 {
+			cfg.MaxSamples = &d.cfg.MaxSamples
+		}
+		res, speed := metrics.Diarize(d.samples, p.pass.Records, cfg)
+		rn, sn := diarizeNames(len(d.passes) == 1, p.lv, p.repeat)
+		if err := w.WriteJSON(rn, res); err != nil {
+			return err
+		}
+		if err := w.WriteJSON(sn, speed); err != nil {
+			return err
+		}
+		m := res.MetricsPercent
+		say(fmt.Sprintf("transcribe-diarize %s repeat %d: CER %s, cpCER %s, DER %s (%d of %d evaluated, DER over %d) -> %s",
+			p.lv.Name, p.repeat, pct(m.CER), pct(m.CPCER), pct(m.DER),
+			res.Summary.Evaluated, res.Summary.TotalSamples, m.DERValidSamples, rn))
+	}
+	return nil
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f%%", *p)
+}
