@@ -115,6 +115,16 @@ func Decode(path string) (*PCM, error) {
 	return p, nil
 }
 
+// ProbeBytes is [Probe] for an audio file held in memory (an upload);
+// name is used only in error messages.
+func ProbeBytes(name string, b []byte) (Info, error) {
+	info, err := probe(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return Info{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return info, nil
+}
+
 // DecodeBytes decodes an audio file held in memory; name is used only in
 // error messages.
 func DecodeBytes(name string, b []byte) (*PCM, error) {
