@@ -95,6 +95,18 @@ type Config struct {
 	Loops    int      `json:"loops"`
 	Dialect  string   `json:"realtime_dialect"`
 	Hotwords []string `json:"hotwords"`
+
+	// Proxy mode (docs/PROXY.md): no load of asrprof's own; the capture
+	// records the requests that the user's client sends through a reverse
+	// proxy listening at Proxy, for Command's lifetime (asrprof starts it)
+	// or Duration (0: until stopped). ProxyLevels names the client's
+	// levels in order (empty: inferred); LevelGap is the idle time that
+	// ends a phase (0: proxy.DefaultGap).
+	Proxy       string        `json:"proxy"`
+	ProxyLevels []string      `json:"proxy_levels"`
+	LevelGap    time.Duration `json:"-"` // level_gap_s
+	Duration    time.Duration `json:"-"` // duration_s
+	Command     []string      `json:"command"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of
@@ -109,8 +121,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		GPMWindow    float64 `json:"gpm_window_s"`
 		SpanGrace    float64 `json:"span_grace_s"`
 		MetricsEvery float64 `json:"server_metrics_interval_s"`
+		LevelGap     float64 `json:"level_gap_s,omitempty"`
+		Duration     float64 `json:"duration_s,omitempty"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds()})
+		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -168,7 +182,7 @@ func DefaultConfig() Config {
 // c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
 // when empty.
 func (c *Config) SetDefaults(now time.Time) {
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" {
 		c.Concurrency = slices.Clone(DefaultLevels)
 	}
 	if c.Out == "" {
@@ -207,6 +221,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if c.Proxy != "" {
+		return c.validateProxy()
+	}
 	if c.Target == "" {
 		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
 	}
