@@ -91,10 +91,14 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		}
 		samples, bad = good, len(badEntries)
 		refs = proxy.NewIndex()
+		var dups []string
 		for _, it := range items {
 			if !refs.Add(it.Audio, proxy.Ref{SampleID: it.SampleID, Text: it.Ref, Lang: it.Lang, AudioS: it.AudioS}) {
-				say(fmt.Sprintf("dataset: sample %s has the same audio as an earlier one; uploads of it are matched to the earlier", it.SampleID))
+				dups = append(dups, it.SampleID)
 			}
+		}
+		if len(dups) > 0 {
+			say(fmt.Sprintf("dataset: %d samples (first %s) have the same audio as an earlier sample; their uploads are matched to the earlier one", len(dups), dups[0]))
 		}
 	}
 	models, err := checkTarget(ctx, cfg, say)

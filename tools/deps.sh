@@ -5,8 +5,11 @@ set -euo pipefail
 # python3-torch: the reference server's whisper engine (~230 packages).
 # libopenblas0-pthread: without it Debian's torch and numpy use the reference
 # BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
+# python3-aiohttp: the SGLang-Omni-style benchmark client that the proxy test
+# (cmd/asrprof/proxy_test.go) runs through `capture --proxy`.
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
-      python3-torch libopenblas0-pthread)
+      python3-torch libopenblas0-pthread
+      python3-aiohttp)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

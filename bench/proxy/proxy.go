@@ -91,6 +91,9 @@ type Proxy struct {
 	seq      atomic.Int64
 	inflight atomic.Int64
 	wg       sync.WaitGroup // requests being handled or finished off
+	// bufs holds upload copies for reuse: without it the 100 KB copy of
+	// every upload was most of the proxy's garbage.
+	bufs sync.Pool
 
 	mu   sync.Mutex
 	recs []trace.Request
@@ -198,7 +201,7 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	}
 	up := &upload{r: r.Body, max: p.cfg.MaxUpload}
 	if r.ContentLength > 0 && r.ContentLength <= p.cfg.MaxUpload {
-		up.buf = make([]byte, 0, r.ContentLength)
+		up.buf = p.getBuf(int(r.ContentLength))
 	}
 	out.Body = up
 	if r.ContentLength == 0 {
@@ -277,6 +280,7 @@ func (p *Proxy) finish(rec *trace.Request, start time.Time, res *protocol.Result
 		}
 	}
 	record.Fill(context.Background(), rec, start, start, res)
+	up.release(&p.bufs) // nothing of rec points into the upload
 	p.mu.Lock()
 	p.st.Recorded++
 	if injectedID {
@@ -391,6 +395,24 @@ func (u *upload) doneAt() time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, u.done)
+}
+
+func (p *Proxy) getBuf(n int) []byte {
+	if b, ok := p.bufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// release gives the copy back once nothing refers to it.
+func (u *upload) release(pool *sync.Pool) {
+	u.mu.Lock()
+	b := u.buf
+	u.buf, u.over = nil, true
+	u.mu.Unlock()
+	if cap(b) > 0 && cap(b) <= 1<<20 {
+		pool.Put(&b)
+	}
 }
 
 // bytes returns the copy and whether it is the whole body.

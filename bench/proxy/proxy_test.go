@@ -134,3 +134,22 @@ func TestProxyFailuresAreRecorded(t *testing.T) {
 		t.Errorf("dead upstream: %+v", r)
 	}
 }
+
+// A realtime WebSocket session passes through the proxy (unrecorded: the
+// proxy records file uploads only; docs/PROXY.md).
+func TestProxyPassesWebSocketSessions(t *testing.T) {
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	p, url := startProxy(t, proxy.Config{Target: srv.URL})
+	c, err := protocol.New("funasr-ws", protocol.Options{Target: url, Pace: protocol.PaceNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wav := audiotest.WAV16(16000, 1, make([]int16, 16000)...)
+	res := c.Do(context.Background(), &protocol.Job{RequestID: "ws-1", FileName: "a.wav", Audio: wav})
+	if res.Err != nil || res.Text == "" {
+		t.Fatalf("session through the proxy: %v %q", res.Err, res.Text)
+	}
+	if st, _ := p.Stats(); st.Passed != 1 || st.Recorded != 0 {
+		t.Errorf("stats %+v: want the session passed, not recorded", st)
+	}
+}
