@@ -121,8 +121,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		GPMWindow    float64 `json:"gpm_window_s"`
 		SpanGrace    float64 `json:"span_grace_s"`
 		MetricsEvery float64 `json:"server_metrics_interval_s"`
-		LevelGap     float64 `json:"level_gap_s,omitempty"`
-		Duration     float64 `json:"duration_s,omitempty"`
+		LevelGap     float64 `json:"level_gap_s"`
+		Duration     float64 `json:"duration_s"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
 		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds()})
 }
