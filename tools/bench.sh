@@ -253,6 +253,9 @@ if want proxy; then
   PD=runs/bench/proxy; rm -rf "$PD"; mkdir -p "$PD"
   go run ./tools/benchdata -out "$PD/direct" -n 1 -bytes 102400 -url "http://127.0.0.1:$NPORT"
   go run ./tools/benchdata -out "$PD/proxied" -n 1 -bytes 102400 -url "http://127.0.0.1:$PPORT"
+  BPORT=${BENCH_BARE_PORT:-18095}
+  go run ./tools/benchdata -out "$PD/bare" -n 1 -bytes 102400 -url "http://127.0.0.1:$BPORT"
+  go build -ldflags='-s -w' -o bin/bareproxy ./tools/bareproxy
   bin/noopserver -addr "127.0.0.1:$NPORT" & NSRV=$!
   trap 'kill ${SRV:-} ${NSRV:-} 2>/dev/null || true; [ -n "${REF:-}" ] && kill -- -$REF 2>/dev/null || true' EXIT
   for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$NPORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -270,6 +273,15 @@ if want proxy; then
         echo "$a $b" > "$5"' \
       "$VEGETA" "$w" "$PDUR" "$PD/proxied/vegeta.targets" "$PD/proxied-$w.bin" "$PD/cpu-$w.txt" > /dev/null 2> "$PD/capture-$w.log"
     "$VEGETA" report -type=json "$PD/proxied-$w.bin" > "$PD/proxied-$w.json"
+    # The anchor: a bare httputil.ReverseProxy on the same path.
+    bin/bareproxy -addr "127.0.0.1:$BPORT" -target "http://127.0.0.1:$NPORT" & BP=$!
+    for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$BPORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+    awk '{print $14+$15}' /proc/$BP/stat > "$PD/bare-cpu-$w.txt"
+    "$VEGETA" attack -rate=0 -workers="$w" -max-workers="$w" -duration="$PDUR" -keepalive=true \
+      -targets="$PD/bare/vegeta.targets" > "$PD/bare-$w.bin"
+    awk '{print $14+$15}' /proc/$BP/stat >> "$PD/bare-cpu-$w.txt"
+    kill "$BP"; wait "$BP" 2>/dev/null || true
+    "$VEGETA" report -type=json "$PD/bare-$w.bin" > "$PD/bare-$w.json"
   done
   kill "$NSRV" 2>/dev/null || true
   echo "load average after the runs (other work on this machine): $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -277,20 +289,24 @@ if want proxy; then
 import json, os, sys
 conc = sys.argv[1]
 tck = os.sysconf("SC_CLK_TCK")
+us = lambda ns: ns / 1e3
+def lat(name, w):
+    d = json.load(open(f"runs/bench/proxy/{name}-{w}.json"))
+    return d["latencies"]["mean"], d["latencies"]["50th"], d["requests"], d["success"]
+def cpu(name, w, n):
+    a, b = map(float, open(f"runs/bench/proxy/{name}-{w}.txt").read().split())
+    return 1e6 * (b - a) / tck / n
 print()
-print("| workers | direct mean | direct p50 | proxied mean | proxied p50 | added mean | added p50 | proxy CPU per request | requests recorded / sent |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| workers | path | latency mean | p50 | added mean | added p50 | proxy CPU per request | requests (recorded) |")
+print("|---|---|---|---|---|---|---|---|")
 for w in ["1", conc]:
-    d = json.load(open(f"runs/bench/proxy/direct-{w}.json"))
-    p = json.load(open(f"runs/bench/proxy/proxied-{w}.json"))
-    a, b = map(float, open(f"runs/bench/proxy/cpu-{w}.txt").read().split())
-    n = p["requests"]
-    m = json.load(open(f"runs/bench/proxy/capture-{w}/manifest.json"))
-    rec = m["extra"]["proxy"]["stats"]["recorded"]
-    us = lambda ns: ns / 1e3
-    print(f"| {w} | {us(d['latencies']['mean']):.0f} µs | {us(d['latencies']['50th']):.0f} µs | {us(p['latencies']['mean']):.0f} µs | {us(p['latencies']['50th']):.0f} µs "
-          f"| {us(p['latencies']['mean'] - d['latencies']['mean']):+.0f} µs | {us(p['latencies']['50th'] - d['latencies']['50th']):+.0f} µs "
-          f"| {1e6 * (b - a) / tck / n:.0f} µs | {rec} / {n} (success {100 * p['success']:.1f} %) |")
+    dm, dp, dn, _ = lat("direct", w)
+    print(f"| {w} | direct | {us(dm):.0f} µs | {us(dp):.0f} µs | | | | {dn} |")
+    bm, bp, bn, _ = lat("bare", w)
+    print(f"| {w} | bare httputil.ReverseProxy | {us(bm):.0f} µs | {us(bp):.0f} µs | {us(bm-dm):+.0f} µs | {us(bp-dp):+.0f} µs | {cpu('bare-cpu', w, bn):.0f} µs | {bn} |")
+    pm, pp, pn, ps = lat("proxied", w)
+    rec = json.load(open(f"runs/bench/proxy/capture-{w}/manifest.json"))["extra"]["proxy"]["stats"]["recorded"]
+    print(f"| {w} | asrprof capture --proxy | {us(pm):.0f} µs | {us(pp):.0f} µs | {us(pm-dm):+.0f} µs | {us(pp-dp):+.0f} µs | {cpu('cpu', w, pn):.0f} µs | {pn} ({rec}, success {100*ps:.1f} %) |")
 print("\ngoal: ≤ 100 µs added latency and ≤ 50 µs of proxy CPU per 100 KB request")
 PY
 fi
