@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,9 +16,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace"
@@ -263,5 +268,83 @@ func TestCaptureProxyUsage(t *testing.T) {
 		if code != exitOK || !strings.Contains(help, want) {
 			t.Errorf("capture --help lacks %q", want)
 		}
+	}
+}
+
+// Another client (curl, its own multipart form) as the command after --:
+// asrprof gives it ASRPROF_PROXY_URL, records its requests without a
+// dataset (duration from the uploaded audio, not scored), names the level
+// from --levels, and reports the command's exit status (exit 1, the
+// status in the manifest) with the bundle finalized.
+func TestCaptureProxyCommandStatus(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	srv := benchtest.NewServer(t, benchtest.Config{Text: "hello there", Delay: 10 * time.Millisecond})
+	dir := t.TempDir()
+	wav := filepath.Join(dir, "a.wav")
+	if err := os.WriteFile(wav, audiotest.WAV16(16000, 1, make([]int16, 32000)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "b")
+	script := `for i in 1 2 3; do curl -sS -F model=m -F "file=@` + wav + `;type=audio/wav" "$ASRPROF_PROXY_URL/v1/audio/transcriptions" || exit 9; done; exit 3`
+	code, _, stderr := runCLI("capture", "--proxy", "127.0.0.1:0", "--target", srv.URL, "--out", out, "--levels", "c1",
+		"--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet", "--", "bash", "-c", script)
+	if code != exitFailed || !strings.Contains(stderr, "exited with status 3") {
+		t.Fatalf("exit %d, want %d and the command's status 3 said:\n%s", code, exitFailed, stderr)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, _ := b.Manifest.Extra["proxy"].(map[string]any)
+	cmd, _ := px["command"].(map[string]any)
+	if cmd["exit_code"] != 3.0 || !b.Manifest.Finished {
+		t.Errorf("manifest: finished %v, proxy %v", b.Manifest.Finished, px)
+	}
+	reqs, _ := b.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d records, want 3", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Level != "c1" || r.Status != trace.StatusOK || r.Hyp != "hello there" || r.AudioDurationS != 2 || r.SampleID != "a.wav" || r.Scored {
+			t.Errorf("record %+v", r)
+		}
+	}
+	if got := srv.Requests(); len(got) != 3 || got[0].TraceParent == "" || !strings.HasPrefix(got[0].RequestID, "asrprof-proxy-") {
+		t.Errorf("the server saw %+v", got)
+	}
+}
+
+// Without a command, --duration ends the capture; requests sent in the
+// window are recorded.
+func TestCaptureProxyDuration(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Text: benchtest.DefaultText})
+	port := runbooktest.FreePort(t)
+	out := filepath.Join(t.TempDir(), "b")
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runCLI("capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--target", srv.URL, "--out", out,
+			"--duration", "1500ms", "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet")
+		done <- code
+	}()
+	c, _ := protocol.New("openai", protocol.Options{Target: fmt.Sprintf("http://127.0.0.1:%d", port)})
+	wav := audiotest.WAV16(16000, 1, make([]int16, 8000)...)
+	sent := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && sent < 4; {
+		if res := c.Do(context.Background(), &protocol.Job{FileName: "x.wav", Audio: wav}); res.Err == nil {
+			sent++
+		} else {
+			time.Sleep(20 * time.Millisecond) // the proxy is not listening yet
+		}
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	reqs, err := (&bundle.Bundle{Dir: out}).Requests()
+	if err != nil || sent == 0 || len(reqs) != sent {
+		t.Fatalf("sent %d, recorded %d (%v)\n%s", sent, len(reqs), err, stderr)
 	}
 }
