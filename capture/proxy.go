@@ -166,7 +166,27 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	pset.begin(period)
 	start := time.Now()
 
+	stopTicks := make(chan struct{})
+	if !cfg.Quiet {
+		go func() { // progress: the count every 10 s while it changes
+			t := time.NewTicker(10 * time.Second)
+			defer t.Stop()
+			last := int64(-1)
+			for {
+				select {
+				case <-stopTicks:
+					return
+				case <-t.C:
+					if st, _ := px.Stats(); st.Recorded != last {
+						last = st.Recorded
+						say(fmt.Sprintf("proxy: %d requests recorded, %d in flight", st.Recorded, px.InFlight()))
+					}
+				}
+			}
+		}()
+	}
 	cmdInfo, interrupted, cmdErr := s.proxyWindow(ctx, proxyURL, say)
+	close(stopTicks)
 
 	// Requests in flight get the grace to finish, then the proxy closes.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Grace)

@@ -119,10 +119,7 @@ func New(cfg Config) (*Proxy, error) {
 	_, _ = rand.Read(b[:])
 	p := &Proxy{cfg: cfg, target: u, rt: rt, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*trace.Request){}}
 	p.pass = &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(u)
-			r.Out.Host = r.In.Host
-		},
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) }, // Host: the target's
 		Transport:     rt,
 		FlushInterval: -1,
 	}
@@ -177,6 +174,7 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	rec := &trace.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
 	out := r.Clone(ctx)
 	out.RequestURI = ""
+	out.Host = "" // the target's, as for requests passed through
 	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
 	out.URL.Path = singleJoin(p.target.Path, r.URL.Path)
 	out.URL.RawPath = ""
