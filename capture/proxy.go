@@ -15,6 +15,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/trace"
@@ -40,6 +41,21 @@ func (c *Config) validateProxy() error {
 	}
 	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
 		return fmt.Errorf("--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)")
+	}
+	switch c.Protocol {
+	case "openai", "openai-stream", "funasr-ws", "openai-realtime":
+	default:
+		return fmt.Errorf("--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol)
+	}
+	switch c.Pace {
+	case "", protocol.PaceRealtime, protocol.PaceNone:
+	default:
+		return fmt.Errorf("--pace %q: want realtime or none (how your client paces its audio)", c.Pace)
+	}
+	switch c.Dialect {
+	case "", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni:
+	default:
+		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
 	}
 	switch c.Lang {
 	case "en", "zh":
@@ -146,6 +162,10 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		Tracer: tr.client,
 		Refs:   refs,
 		Lang:   cfg.Lang,
+		// With a realtime --protocol, WebSocket sessions are recorded in it.
+		Realtime: realtimeProtocol(cfg.Protocol),
+		Dialect:  cfg.Dialect,
+		Pace:     cfg.Pace,
 		OnRecord: func(r *trace.Request) {
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
@@ -232,6 +252,14 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		err = cmdErr
 	}
 	return out, err
+}
+
+// realtimeProtocol is name when it is a realtime (WebSocket) protocol, else "".
+func realtimeProtocol(name string) string {
+	if protocol.IsRealtime(name) {
+		return name
+	}
+	return ""
 }
 
 func isLoopback(a net.Addr) bool {

@@ -67,6 +67,11 @@ type Config struct {
 	MaxUpload int64
 	// OnRecord receives every finished request, from many goroutines.
 	OnRecord func(rec *trace.Request)
+	// Realtime, when set ("funasr-ws" or "openai-realtime"), records
+	// WebSocket sessions frame by frame in that protocol, with Dialect
+	// (openai-realtime's) and Pace (how the client paces its audio, for
+	// the lag origin); when empty sessions pass through unrecorded.
+	Realtime, Dialect, Pace string
 }
 
 // Stats counts what the proxy saw.
@@ -87,6 +92,7 @@ type Proxy struct {
 	target   *url.URL
 	rt       http.RoundTripper
 	pass     *httputil.ReverseProxy
+	wsClient *http.Client
 	prefix   string
 	seq      atomic.Int64
 	inflight atomic.Int64
@@ -117,7 +123,13 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	if cfg.Realtime != "" {
+		if _, err := protocol.NewObserver(cfg.Realtime, protocol.Options{Dialect: cfg.Dialect, Pace: cfg.Pace}); err != nil {
+			return nil, err
+		}
+	}
 	p := &Proxy{cfg: cfg, target: u, rt: rt, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*trace.Request){}}
+	p.wsClient = &http.Client{Transport: protocol.NewTransport(16)}
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) }, // Host: the target's
 		Transport:     rt,
@@ -140,6 +152,12 @@ func recordable(r *http.Request) bool {
 // anything else (health checks, model lists, WebSocket upgrades) passes
 // through httputil.ReverseProxy unrecorded.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.Realtime != "" && isUpgrade(r) {
+		p.wg.Add(1)
+		p.inflight.Add(1)
+		p.serveSession(w, r)
+		return
+	}
 	if !recordable(r) {
 		p.mu.Lock()
 		p.st.Passed++
@@ -150,6 +168,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.wg.Add(1)
 	p.inflight.Add(1)
 	p.serveRecorded(w, r)
+}
+
+// begin starts the record of r: its ids and trace (the client's, or
+// injected), and the headers to send upstream (the client's without the
+// hop-by-hop ones, with the injected ids).
+func (p *Proxy) begin(r *http.Request) (rec *trace.Request, hdr http.Header, end func(*trace.Request), injectedID, injectedTP bool) {
+	n := p.seq.Add(1)
+	rec = &trace.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
+	hdr = r.Header.Clone()
+	dropHop(hdr)
+	if rec.RequestID = r.Header.Get("X-Request-Id"); rec.RequestID == "" {
+		rec.RequestID = fmt.Sprintf("%s-%06d", p.prefix, n)
+		hdr["X-Request-Id"] = []string{rec.RequestID}
+		injectedID = true
+	}
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		rec.TraceID = traceIDOf(tp)
+	} else {
+		if p.cfg.Tracer != nil {
+			tp, end = p.cfg.Tracer.Start(r.Context(), rec)
+		} else {
+			tp, rec.TraceID = randomTraceParent()
+		}
+		hdr["Traceparent"] = []string{tp}
+		injectedTP = true
+	}
+	return rec, hdr, end, injectedID, injectedTP
 }
 
 // hopHeaders are the hop-by-hop headers (RFC 9110 7.6.1) a proxy drops.
@@ -170,33 +215,14 @@ func dropHop(h http.Header) {
 func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
-	n := p.seq.Add(1)
-	rec := &trace.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
+	rec, hdr, end, injectedID, injectedTP := p.begin(r)
 	out := r.Clone(ctx)
+	out.Header = hdr
 	out.RequestURI = ""
 	out.Host = "" // the target's, as for requests passed through
 	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
 	out.URL.Path = singleJoin(p.target.Path, r.URL.Path)
 	out.URL.RawPath = ""
-	dropHop(out.Header)
-	var injectedID, injectedTP bool
-	if rec.RequestID = r.Header.Get("X-Request-Id"); rec.RequestID == "" {
-		rec.RequestID = fmt.Sprintf("%s-%06d", p.prefix, n)
-		out.Header["X-Request-Id"] = []string{rec.RequestID}
-		injectedID = true
-	}
-	var end func(*trace.Request)
-	if tp := r.Header.Get("Traceparent"); tp != "" {
-		rec.TraceID = traceIDOf(tp)
-	} else {
-		if p.cfg.Tracer != nil {
-			tp, end = p.cfg.Tracer.Start(ctx, rec)
-		} else {
-			tp, rec.TraceID = randomTraceParent()
-		}
-		out.Header["Traceparent"] = []string{tp}
-		injectedTP = true
-	}
 	up := &upload{r: r.Body, max: p.cfg.MaxUpload}
 	if r.ContentLength > 0 && r.ContentLength <= p.cfg.MaxUpload {
 		up.buf = p.getBuf(int(r.ContentLength))
@@ -279,6 +305,11 @@ func (p *Proxy) finish(rec *trace.Request, start time.Time, res *protocol.Result
 	}
 	record.Fill(context.Background(), rec, start, start, res)
 	up.release(&p.bufs) // nothing of rec points into the upload
+	p.book(rec, end, injectedID, injectedTP, matched, unmatched, aerr, upstreamFailed)
+}
+
+// book counts a finished record, keeps it and hands it to OnRecord.
+func (p *Proxy) book(rec *trace.Request, end func(*trace.Request), injectedID, injectedTP, matched, unmatched bool, aerr error, upstreamFailed bool) {
 	p.mu.Lock()
 	p.st.Recorded++
 	if injectedID {

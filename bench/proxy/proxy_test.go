@@ -153,3 +153,61 @@ func TestProxyPassesWebSocketSessions(t *testing.T) {
 		t.Errorf("stats %+v: want the session passed, not recorded", st)
 	}
 }
+
+// With Realtime set, a WebSocket session is relayed frame by frame and
+// recorded: its text, partials, finals and audio are the client's own, and
+// its first-update and final-after-stop times agree with the client's
+// within the relay's few milliseconds, in every dialect.
+func TestProxyRecordsRealtimeSessions(t *testing.T) {
+	for _, tc := range []struct {
+		proto, dialect, fake, pace string
+	}{
+		{"funasr-ws", "", "funasr", protocol.PaceRealtime},
+		{"openai-realtime", protocol.DialectOpenAI, "openai", protocol.PaceNone},
+		{"openai-realtime", protocol.DialectVLLM, "vllm", protocol.PaceNone},
+		{"openai-realtime", protocol.DialectSGLangOmni, "sglang-omni", protocol.PaceNone},
+	} {
+		t.Run(tc.fake, func(t *testing.T) {
+			srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: tc.fake})
+			p, url := startProxy(t, proxy.Config{Target: srv.URL, Realtime: tc.proto, Dialect: tc.dialect, Pace: tc.pace})
+			c, err := protocol.New(tc.proto, protocol.Options{Target: url, Dialect: tc.dialect, Pace: tc.pace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wav := audiotest.WAV16(16000, 1, make([]int16, 16000)...) // 1 s
+			res := c.Do(context.Background(), &protocol.Job{FileName: "a.wav", Audio: wav, Model: "m"})
+			if res.Err != nil || res.Text == "" {
+				t.Fatalf("session through the proxy: %v %q", res.Err, res.Text)
+			}
+			if err := p.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			recs := p.Records()
+			if len(recs) != 1 {
+				t.Fatalf("%d records, want 1", len(recs))
+			}
+			r, rt := recs[0], res.Realtime
+			if r.Status != trace.StatusOK || r.Hyp != res.Text || r.HTTPStatus != 101 || r.Partials != rt.Partials || r.Finals != rt.Finals || r.AudioS != rt.AudioS {
+				t.Errorf("record %+v\nclient %+v text %q", r, *rt, res.Text)
+			}
+			sess := srv.Sessions()
+			if len(sess) != 1 || sess[0].RequestID != r.RequestID || !strings.HasPrefix(r.RequestID, "asrprof-proxy-") || !strings.Contains(sess[0].TraceParent, r.TraceID) {
+				t.Errorf("ids: record %q/%q, server saw %+v", r.RequestID, r.TraceID, sess)
+			}
+			near := func(what string, proxySide *float64, client time.Time, from time.Time) {
+				if proxySide == nil || client.IsZero() {
+					t.Errorf("%s: proxy %v, client %v", what, proxySide, client)
+					return
+				}
+				if d := *proxySide - client.Sub(from).Seconds(); d < -0.02 || d > 0.02 {
+					t.Errorf("%s: proxy %.4f s, client %.4f s", what, *proxySide, client.Sub(from).Seconds())
+				}
+			}
+			near("first update", r.FirstUpdateS, rt.FirstUpdate, rt.AudioStart)
+			near("final after stop", r.FinalAfterStopS, rt.Final, rt.StopSent)
+			if (r.LagP95S == nil) != (len(rt.LagsS) == 0) {
+				t.Errorf("lags: proxy %v, client %d", r.LagP95S, len(rt.LagsS))
+			}
+		})
+	}
+}
