@@ -19,6 +19,9 @@ starts it (with ASRPROF_PROXY_URL set) and the capture lasts as long as it
 runs; its exit status is reported. Without a command the capture lasts until
 Ctrl-C or --duration. The levels of the client's sweep are inferred from the
 concurrency and pauses the proxy sees, or named with --levels (docs/PROXY.md).
+With --protocol funasr-ws or openai-realtime (--realtime-dialect) the client's
+WebSocket sessions are recorded too, frame by frame; --pace then says how the
+client paces its audio.
 
   # SGLang-Omni's own client, through the proxy on port 8001:
   asrprof capture --proxy 127.0.0.1:8001 --target http://127.0.0.1:8000 \

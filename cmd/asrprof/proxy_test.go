@@ -348,3 +348,47 @@ func TestCaptureProxyDuration(t *testing.T) {
 		t.Fatalf("sent %d, recorded %d (%v)\n%s", sent, len(reqs), err, stderr)
 	}
 }
+
+// With --protocol funasr-ws the proxy records the client's WebSocket
+// sessions frame by frame: the session's realtime fields reach
+// requests.jsonl and the level's realtime metrics results.json.
+func TestCaptureProxyRealtimeSessions(t *testing.T) {
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	port := runbooktest.FreePort(t)
+	out := filepath.Join(t.TempDir(), "b")
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runCLI("capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--target", srv.URL, "--out", out,
+			"--protocol", "funasr-ws", "--pace", "none", "--duration", "2s", "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet")
+		done <- code
+	}()
+	c, _ := protocol.New("funasr-ws", protocol.Options{Target: fmt.Sprintf("http://127.0.0.1:%d", port), Pace: protocol.PaceNone})
+	wav := audiotest.WAV16(16000, 1, make([]int16, 16000)...)
+	var texts []string
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline) && len(texts) < 2; {
+		if res := c.Do(context.Background(), &protocol.Job{FileName: "x.wav", Audio: wav}); res.Err == nil {
+			texts = append(texts, res.Text)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	b := &bundle.Bundle{Dir: out}
+	reqs, err := b.Requests()
+	if err != nil || len(texts) == 0 || len(reqs) != len(texts) {
+		t.Fatalf("sessions %d, recorded %d (%v)\n%s", len(texts), len(reqs), err, stderr)
+	}
+	for i, r := range reqs {
+		if r.Status != trace.StatusOK || r.HTTPStatus != 101 || r.Hyp != texts[i] || r.FirstUpdateS == nil || r.FinalAfterStopS == nil || r.AudioS != 1 || r.Level != "c1" {
+			t.Errorf("session record %+v", r)
+		}
+	}
+	res, err := b.Results()
+	if err != nil || len(res.Results) == 0 || res.Results[0].PerRepeat[0].FirstUpdateP50S == nil {
+		t.Errorf("results.json without realtime metrics: %v %+v", err, res)
+	}
+}
