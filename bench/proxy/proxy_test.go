@@ -156,8 +156,8 @@ func TestProxyPassesWebSocketSessions(t *testing.T) {
 
 // With Realtime set, a WebSocket session is relayed frame by frame and
 // recorded: its text, partials, finals and audio are the client's own, and
-// its first-update and final-after-stop times agree with the client's
-// within the relay's few milliseconds, in every dialect.
+// its first-update and final-after-stop times lie within the client's, in
+// every dialect.
 func TestProxyRecordsRealtimeSessions(t *testing.T) {
 	for _, tc := range []struct {
 		proto, dialect, fake, pace string
@@ -199,8 +199,12 @@ func TestProxyRecordsRealtimeSessions(t *testing.T) {
 					t.Errorf("%s: proxy %v, client %v", what, proxySide, client)
 					return
 				}
-				if d := *proxySide - client.Sub(from).Seconds(); d < -0.02 || d > 0.02 {
-					t.Errorf("%s: proxy %.4f s, client %.4f s", what, *proxySide, client.Sub(from).Seconds())
+				// The proxy sees the client's message after the client sent
+				// it and the server's before the client reads it: its
+				// interval lies inside the client's, but for a few ms of
+				// scheduling on a loaded machine.
+				if d := client.Sub(from).Seconds() - *proxySide; d < -0.005 || d > 0.05 {
+					t.Errorf("%s: proxy %.4f s, client %.4f s: want the client's 0 to 50 ms longer", what, *proxySide, client.Sub(from).Seconds())
 				}
 			}
 			near("first update", r.FirstUpdateS, rt.FirstUpdate, rt.AudioStart)
