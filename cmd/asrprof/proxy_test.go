@@ -275,7 +275,8 @@ func TestCaptureProxyUsage(t *testing.T) {
 // asrprof gives it ASRPROF_PROXY_URL, records its requests without a
 // dataset (duration from the uploaded audio, not scored), names the level
 // from --levels, and reports the command's exit status (exit 1, the
-// status in the manifest) with the bundle finalized.
+// status in the manifest) with the bundle finalized. --proxy :0 binds
+// loopback.
 func TestCaptureProxyCommandStatus(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl not installed")
@@ -288,7 +289,7 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 	}
 	out := filepath.Join(dir, "b")
 	script := `for i in 1 2 3; do curl -sS -F model=m -F "file=@` + wav + `;type=audio/wav" "$ASRPROF_PROXY_URL/v1/audio/transcriptions" || exit 9; done; exit 3`
-	code, _, stderr := runCLI("capture", "--proxy", "127.0.0.1:0", "--target", srv.URL, "--out", out, "--levels", "c1",
+	code, _, stderr := runCLI("capture", "--proxy", ":0", "--target", srv.URL, "--out", out, "--levels", "c1",
 		"--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet", "--", "bash", "-c", script)
 	if code != exitFailed || !strings.Contains(stderr, "exited with status 3") {
 		t.Fatalf("exit %d, want %d and the command's status 3 said:\n%s", code, exitFailed, stderr)
@@ -299,6 +300,10 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 	}
 	px, _ := b.Manifest.Extra["proxy"].(map[string]any)
 	cmd, _ := px["command"].(map[string]any)
+	// An address without a host binds loopback.
+	if l, _ := px["listen"].(string); !strings.HasPrefix(l, "127.0.0.1:") {
+		t.Errorf("--proxy :0 listened on %q, want loopback", l)
+	}
 	if cmd["exit_code"] != 3.0 || !b.Manifest.Finished {
 		t.Errorf("manifest: finished %v, proxy %v", b.Manifest.Finished, px)
 	}
