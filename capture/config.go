@@ -108,6 +108,17 @@ type Config struct {
 	// Task is what each request asks for and how it is scored: TaskASR
 	// ("asr", the default) or TaskTranscribeDiarize (capture/diarize.go).
 	Task string `json:"task"`
+	// Proxy mode (docs/PROXY.md): no load of asrprof's own; the capture
+	// records the requests that the user's client sends through a reverse
+	// proxy listening at Proxy, for Command's lifetime (asrprof starts it)
+	// or Duration (0: until stopped). ProxyLevels names the client's
+	// levels in order (empty: inferred); LevelGap is the idle time that
+	// ends a phase (0: proxy.DefaultGap).
+	Proxy       string        `json:"proxy"`
+	ProxyLevels []string      `json:"proxy_levels"`
+	LevelGap    time.Duration `json:"-"` // level_gap_s
+	Duration    time.Duration `json:"-"` // duration_s
+	Command     []string      `json:"command"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of
@@ -122,8 +133,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		GPMWindow    float64 `json:"gpm_window_s"`
 		SpanGrace    float64 `json:"span_grace_s"`
 		MetricsEvery float64 `json:"server_metrics_interval_s"`
+		LevelGap     float64 `json:"level_gap_s"`
+		Duration     float64 `json:"duration_s"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds()})
+		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -182,7 +195,7 @@ func DefaultConfig() Config {
 // c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
 // when empty.
 func (c *Config) SetDefaults(now time.Time) {
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" {
 		c.Concurrency = slices.Clone(DefaultLevels)
 	}
 	if c.Out == "" {
@@ -222,6 +235,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if c.Proxy != "" {
+		return c.validateProxy()
+	}
 	if c.Target == "" {
 		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
 	}

@@ -30,3 +30,21 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 }
+
+// docs/ARCHITECTURE.md: the proxy and the record builder are bench
+// packages: no bundle, probe, capture or analysis.
+func TestProxyImportRules(t *testing.T) {
+	for _, pkg := range []string{"bench/proxy", "bench/record"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/asrprof/asrprof/"+pkg).Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		for _, d := range strings.Fields(string(out)) {
+			for _, bad := range []string{"/trace/bundle", "/probe", "/capture", "/analysis", "/bench/driver"} {
+				if strings.HasPrefix(d, "github.com/asrprof/asrprof"+bad) {
+					t.Errorf("%s depends on %s", pkg, d)
+				}
+			}
+		}
+	}
+}

@@ -85,6 +85,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Proxy != "" {
+		return s.runProxy(ctx) // capture/proxy.go
+	}
 	// Check everything before the target sees a request or a file is written.
 	items, samples, bad, err := s.prepareDataset(ctx)
 	if err != nil {

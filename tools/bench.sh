@@ -235,3 +235,78 @@ else:
     print(f"the server used {srv:.1f} s of CPU in that capture: the BPF time is {100*tot/srv:.2f} % of it (an upper bound of the probes' cost to it; the programs also run for other processes' events)")
 PY
 fi
+
+# --- Proxy: what `capture --proxy` adds to a request's latency and CPU -------
+# vegeta sends the same 100 KB multipart upload to the noop server directly
+# and through the proxy (vegeta is the command after --, so the capture
+# lasts as long as it runs), closed loop at 1 and at $CONC workers. The
+# proxy's CPU is asrprof's own (utime+stime of its process) over vegeta's
+# run only, divided by the requests; --dataset is given, so every upload is
+# parsed, hashed, matched and scored as in a real proxy capture.
+if want proxy; then
+  go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
+  VEGETA="$CACHE/vegeta-v12.13.0"
+  [ -x "$VEGETA" ] || (cd tools/vegeta && go build -o "$VEGETA" github.com/tsenart/vegeta/v12)
+  [ -x bin/asrprof ] || make build >/dev/null
+  NPORT=${BENCH_NOOP_PORT:-18097}; PPORT=${BENCH_PROXY_PORT:-18096}
+  PDUR=${BENCH_PROXY_DURATION:-5s}
+  PD=runs/bench/proxy; rm -rf "$PD"; mkdir -p "$PD"
+  go run ./tools/benchdata -out "$PD/direct" -n 1 -bytes 102400 -url "http://127.0.0.1:$NPORT"
+  go run ./tools/benchdata -out "$PD/proxied" -n 1 -bytes 102400 -url "http://127.0.0.1:$PPORT"
+  BPORT=${BENCH_BARE_PORT:-18095}
+  go run ./tools/benchdata -out "$PD/bare" -n 1 -bytes 102400 -url "http://127.0.0.1:$BPORT"
+  go build -ldflags='-s -w' -o bin/bareproxy ./tools/bareproxy
+  bin/noopserver -addr "127.0.0.1:$NPORT" & NSRV=$!
+  trap 'kill ${SRV:-} ${NSRV:-} 2>/dev/null || true; [ -n "${REF:-}" ] && kill -- -$REF 2>/dev/null || true' EXIT
+  for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$NPORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  for w in 1 "$CONC"; do
+    echo "== proxy: vegeta, $w workers, $PDUR, 100 KB multipart: direct, then through asrprof capture --proxy"
+    "$VEGETA" attack -rate=0 -workers="$w" -max-workers="$w" -duration="$PDUR" -keepalive=true \
+      -targets="$PD/direct/vegeta.targets" > "$PD/direct-$w.bin"
+    "$VEGETA" report -type=json "$PD/direct-$w.bin" > "$PD/direct-$w.json"
+    bin/asrprof capture --proxy "127.0.0.1:$PPORT" --target "http://127.0.0.1:$NPORT" \
+      --dataset "$PD/proxied/manifest.jsonl" --probes none --otlp-http off --otlp-grpc off --quiet --format json \
+      --out "$PD/capture-$w" --overwrite -- bash -c '
+        a=$(awk "{print \$14+\$15}" /proc/$PPID/stat)
+        "$0" attack -rate=0 -workers="$1" -max-workers="$1" -duration="$2" -keepalive=true -targets="$3" > "$4"
+        b=$(awk "{print \$14+\$15}" /proc/$PPID/stat)
+        echo "$a $b" > "$5"' \
+      "$VEGETA" "$w" "$PDUR" "$PD/proxied/vegeta.targets" "$PD/proxied-$w.bin" "$PD/cpu-$w.txt" > /dev/null 2> "$PD/capture-$w.log"
+    "$VEGETA" report -type=json "$PD/proxied-$w.bin" > "$PD/proxied-$w.json"
+    # The anchor: a bare httputil.ReverseProxy on the same path.
+    bin/bareproxy -addr "127.0.0.1:$BPORT" -target "http://127.0.0.1:$NPORT" & BP=$!
+    for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$BPORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+    awk '{print $14+$15}' /proc/$BP/stat > "$PD/bare-cpu-$w.txt"
+    "$VEGETA" attack -rate=0 -workers="$w" -max-workers="$w" -duration="$PDUR" -keepalive=true \
+      -targets="$PD/bare/vegeta.targets" > "$PD/bare-$w.bin"
+    awk '{print $14+$15}' /proc/$BP/stat >> "$PD/bare-cpu-$w.txt"
+    kill "$BP"; wait "$BP" 2>/dev/null || true
+    "$VEGETA" report -type=json "$PD/bare-$w.bin" > "$PD/bare-$w.json"
+  done
+  kill "$NSRV" 2>/dev/null || true
+  echo "load average after the runs (other work on this machine): $(cut -d' ' -f1-3 /proc/loadavg)"
+  python3 - "$CONC" <<'PY'
+import json, os, sys
+conc = sys.argv[1]
+tck = os.sysconf("SC_CLK_TCK")
+us = lambda ns: ns / 1e3
+def lat(name, w):
+    d = json.load(open(f"runs/bench/proxy/{name}-{w}.json"))
+    return d["latencies"]["mean"], d["latencies"]["50th"], d["requests"], d["success"]
+def cpu(name, w, n):
+    a, b = map(float, open(f"runs/bench/proxy/{name}-{w}.txt").read().split())
+    return 1e6 * (b - a) / tck / n
+print()
+print("| workers | path | latency mean | p50 | added mean | added p50 | proxy CPU per request | requests (recorded) |")
+print("|---|---|---|---|---|---|---|---|")
+for w in ["1", conc]:
+    dm, dp, dn, _ = lat("direct", w)
+    print(f"| {w} | direct | {us(dm):.0f} µs | {us(dp):.0f} µs | | | | {dn} |")
+    bm, bp, bn, _ = lat("bare", w)
+    print(f"| {w} | bare httputil.ReverseProxy | {us(bm):.0f} µs | {us(bp):.0f} µs | {us(bm-dm):+.0f} µs | {us(bp-dp):+.0f} µs | {cpu('bare-cpu', w, bn):.0f} µs | {bn} |")
+    pm, pp, pn, ps = lat("proxied", w)
+    rec = json.load(open(f"runs/bench/proxy/capture-{w}/manifest.json"))["extra"]["proxy"]["stats"]["recorded"]
+    print(f"| {w} | asrprof capture --proxy | {us(pm):.0f} µs | {us(pp):.0f} µs | {us(pm-dm):+.0f} µs | {us(pp-dp):+.0f} µs | {cpu('cpu', w, pn):.0f} µs | {pn} ({rec}, success {100*ps:.1f} %) |")
+print("\ngoal: ≤ 100 µs added latency and ≤ 50 µs of proxy CPU per 100 KB request")
+PY
+fi

@@ -7,9 +7,11 @@ set -euo pipefail
 # BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
 # sctk: NIST md-eval (/usr/lib/sctk/bin/md-eval.pl), against which
 # bench/score/diarize's tests check the diarization error rate.
+# python3-aiohttp: the SGLang-Omni-style benchmark client that the proxy test
+# (cmd/asrprof/proxy_test.go) runs through `capture --proxy`.
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
       python3-torch libopenblas0-pthread
-      sctk)
+      sctk python3-aiohttp)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -101,7 +101,7 @@ func Probe(path string) (Info, error) {
 }
 
 // ProbeBytes is [Probe] for an audio file held in memory (a dataset's
-// inline audio column); name is used only in error messages. It checks the
+// inline audio column, an upload the proxy saw); name is used only in error messages. It checks the
 // data as Probe does and copies nothing.
 func ProbeBytes(name string, b []byte) (Info, error) {
 	info, err := probe(bytes.NewReader(b), int64(len(b)))

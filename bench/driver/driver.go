@@ -8,18 +8,15 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/bench/score"
-	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/bench/record"
 	"github.com/asrprof/asrprof/trace"
 )
 
@@ -161,69 +158,15 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 	start := time.Now()
 	res := d.Client.Do(rctx, job)
 	cancel()
-	if res.End.IsZero() {
-		res.End = time.Now()
-	}
-	// Durations come from the monotonic readings inside time.Time; the
-	// wall clock is kept for joining with other sources.
 	from := start
 	if lv.Rate > 0 {
 		from = intended
-		rec.IntendedUnixNs = intended.UnixNano()
 	}
-	rec.StartUnixNs = start.UnixNano()
-	rec.EndUnixNs = res.End.UnixNano()
-	rec.LatencyS = res.End.Sub(from).Seconds()
-	if !res.UploadDone.IsZero() {
-		rec.UploadDoneUnixNs = res.UploadDone.UnixNano()
-	}
-	if !res.FirstByte.IsZero() {
-		rec.FirstByteUnixNs = res.FirstByte.UnixNano()
-	}
-	if !res.FirstToken.IsZero() {
-		rec.FirstTokenUnixNs = res.FirstToken.UnixNano()
-		rec.TTFTS = res.FirstToken.Sub(from).Seconds()
-	}
-	for i := 1; i < len(res.ChunkTimes); i++ {
-		rec.ChunkGapsS = append(rec.ChunkGapsS, res.ChunkTimes[i].Sub(res.ChunkTimes[i-1]).Seconds())
-	}
-	if res.Realtime != nil {
-		realtimeFields(rec, res.Realtime)
-	}
-	rec.HTTPStatus = res.HTTPStatus
-	rec.ServerRequestID = res.ServerRequestID
-	if res.Err != nil {
-		rec.Status = trace.StatusFailed
-		rec.ErrorKind = res.ErrKind
-		if rec.ErrorKind == "" {
-			rec.ErrorKind = classify(ctx, res.Err)
-		}
-		rec.Error = res.Err.Error()
-	} else {
-		rec.Status = trace.StatusOK
-		rec.Hyp = res.Text
-		if !warmup {
-			c, scored := score.Sample(lang, it.Ref, res.Text)
-			if scored {
-				rec.Scored = true
-				rec.Errors = &trace.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
-			}
-		}
-	}
+	record.Fill(ctx, rec, start, from, &res)
 	if end != nil {
 		end(rec)
 	}
 	return rec
-}
-
-func classify(ctx context.Context, err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return trace.FailTimeout
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return trace.FailCanceled
-	}
-	return trace.FailOther
 }
 
 // randomTraceParent returns a sampled W3C traceparent and its trace id.
@@ -237,35 +180,4 @@ func (d *Driver) randomTraceParent() (string, string) {
 	tid := hex.EncodeToString(b[:16])
 	sid := hex.EncodeToString(b[16:])
 	return "00-" + tid + "-" + sid + "-01", tid
-}
-
-// realtimeFields copies a WebSocket session's measurements into rec
-// (definitions in docs/REALTIME.md).
-func realtimeFields(rec *trace.Request, rt *protocol.RealtimeResult) {
-	secs := func(from, to time.Time) *float64 {
-		if from.IsZero() || to.IsZero() {
-			return nil
-		}
-		s := to.Sub(from).Seconds()
-		return &s
-	}
-	val := func(x float64) *float64 { return &x }
-	rec.FirstUpdateS = secs(rt.AudioStart, rt.FirstUpdate)
-	rec.FinalAfterStopS = secs(rt.StopSent, rt.Final)
-	if n := len(rt.LagsS); n > 0 {
-		rec.LagP95S = val(stats.Percentile(rt.LagsS, 95))
-		rec.LagMaxS = val(slices.Max(rt.LagsS))
-		if n >= 6 {
-			k := n / 3
-			rec.LagGrowthS = val(stats.Mean(rt.LagsS[n-k:]) - stats.Mean(rt.LagsS[:k]))
-		}
-	}
-	rec.LagSource = rt.LagSource
-	rec.Partials = rt.Partials
-	rec.Finals = rt.Finals
-	rec.ServerErrors = rt.ServerErrors
-	rec.AudioS = rt.AudioS
-	if rt.SendLateMax > 0 {
-		rec.SendLateMaxS = val(rt.SendLateMax.Seconds())
-	}
 }

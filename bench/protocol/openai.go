@@ -257,6 +257,27 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		return res
 	}
 	defer drainClose(resp.Body)
+	ReadAnswer(ctx, resp, Answer{Stream: c.stream, Text: c.textFormat}, &res)
+	return res
+}
+
+// Answer says how to read a transcription response: as an SSE stream
+// (either dialect), or, when not streaming, as the transcript itself (Text:
+// response_format=text) or as JSON with a "text" field. A text/plain
+// response is read as the transcript whatever Text says.
+type Answer struct {
+	Stream bool
+	Text   bool
+}
+
+// ReadAnswer reads resp, a transcription response, into res: its status and
+// X-Request-Id, the transcript, for a stream the time of each non-empty
+// delta, and res.End when the body has been read; on failure res.Err and
+// res.ErrKind (a 4xx/5xx body is read up to 200 bytes). It is the one
+// reader of answers: the openai clients and the capturing proxy (which
+// hands it the upstream body as it copies it to its client) both use it.
+// The caller closes resp.Body.
+func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result) {
 	res.HTTPStatus = resp.StatusCode
 	res.ServerRequestID = resp.Header.Get("X-Request-Id")
 
@@ -269,14 +290,14 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		if code >= 500 {
 			res.ErrKind = KindHTTP5xx
 		}
-		return res
+		return
 	case code < 200 || code >= 300:
 		res.End = time.Now()
 		res.Err, res.ErrKind = fmt.Errorf("unexpected http status %d", code), KindOther
-		return res
+		return
 	}
 
-	if c.stream {
+	if a.Stream {
 		out := decodeStream(resp.Body, time.Now)
 		res.End = time.Now()
 		res.Text, res.FirstToken, res.ChunkTimes = out.text, out.firstToken, out.chunks
@@ -289,37 +310,39 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 				res.Err = fmt.Errorf("%w (response content type %q, not text/event-stream)", out.err, mt)
 			}
 		}
-		return res
+		return
 	}
 
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	res.End = time.Now()
 	if err != nil {
 		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), classify(ctx, err)
-		return res
+		return
 	}
 	if len(b) > maxBody {
 		res.Err, res.ErrKind = fmt.Errorf("response body larger than %d bytes", maxBody), KindMalformed
-		return res
+		return
 	}
-	if c.textFormat || mediaType(resp.Header) == "text/plain" {
+	if a.Text || mediaType(resp.Header) == "text/plain" {
 		res.Text = strings.TrimRight(string(b), "\r\n")
-		return res
+		return
 	}
 	var v struct {
 		Text *string `json:"text"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		res.Err, res.ErrKind = fmt.Errorf("decoding response: %w (body %q)", err, excerpt(b)), KindMalformed
-		return res
+		return
 	}
 	if v.Text == nil {
 		res.Err, res.ErrKind = fmt.Errorf("response has no text field (body %q)", excerpt(b)), KindMalformed
-		return res
+		return
 	}
 	res.Text = *v.Text
-	return res
 }
+
+// IsEventStream tells whether h says text/event-stream.
+func IsEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
 
 func mediaType(h http.Header) string {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))

@@ -200,3 +200,9 @@ func classify(ctx context.Context, err error) string {
 	}
 	return KindOther
 }
+
+// ErrorKind is the failure kind of a transport or body-read error (one of
+// the Kind constants); ctx, the request's context, decides between a
+// timeout and a cancellation. The capturing proxy classifies its upstream
+// failures with it, as the clients do.
+func ErrorKind(ctx context.Context, err error) string { return classify(ctx, err) }

@@ -79,6 +79,9 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return err
 	}
 	if rb.enabled() {
+		if cfg.Proxy != "" {
+			return fmt.Errorf("%w: --proxy records your own client's load; it does not combine with --server-cmd, --runs or ab", errUsage)
+		}
 		return rb.run(ctx, cfg, stdout, stderr)
 	}
 	_, err = capture.New(cfg, stdout, stderr).PrintTables(defaultTables).Run(ctx)
@@ -147,15 +150,18 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.StringVar(&cfg.EventsDir, "events-dir", cfg.EventsDir, "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
 	fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output")
+	addProxyFlags(fs, &cfg)
 	rb := addRunbookFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
+		fmt.Fprint(fs.Output(), rb.usage(strings.Replace(captureUsage, "Flags:\n", proxyUsage+"\nFlags:\n", 1)))
 		printFlags(fs.Output(), fs)
 	}
 	if err := parse(fs, args, stdout); err != nil {
 		return cfg, nil, err
 	}
-	if fs.NArg() > 0 {
+	if cfg.Proxy != "" {
+		cfg.Command = fs.Args() // the user's benchmark command, after --
+	} else if fs.NArg() > 0 {
 		return cfg, nil, fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
 	}
 	cfg.Probes = strings.Split(probes, ",")

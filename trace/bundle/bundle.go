@@ -262,3 +262,33 @@ func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error)
 		}
 	}
 }
+
+// ReplaceJSONL replaces the named JSONL file with n records, rec(i) each
+// one line, atomically (temp file + rename); appends that follow go to the
+// new file. A capture whose records gain fields only at its end (the
+// proxy's levels) rewrites requests.jsonl with it.
+func (w *Writer) ReplaceJSONL(name string, n int, rec func(i int) any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	for i := 0; i < n; i++ {
+		if err := enc.Encode(rec(i)); err != nil {
+			return fmt.Errorf("encoding %s record %d: %w", name, i+1, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.files[name]; ok {
+		f.Close()
+		delete(w.files, name)
+	}
+	p := w.Path(name)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}

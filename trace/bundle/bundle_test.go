@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,25 @@ func TestOpenErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"schema":"other/v9"}`), 0o644)
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "schema") {
 		t.Errorf("wrong schema: %v", err)
+	}
+}
+
+func TestReplaceJSONL(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := 0; i < 3; i++ {
+		w.Append(RequestsFile, trace.Request{ID: fmt.Sprint(i), Level: "proxy"})
+	}
+	if err := w.ReplaceJSONL(RequestsFile, 2, func(i int) any { return trace.Request{ID: fmt.Sprint(i), Level: "c4"} }); err != nil {
+		t.Fatal(err)
+	}
+	w.Append(RequestsFile, trace.Request{ID: "late", Level: "c4"})
+	reqs, err := (&Bundle{Dir: dir}).Requests()
+	if err != nil || len(reqs) != 3 || reqs[0].Level != "c4" || reqs[2].ID != "late" {
+		t.Errorf("after replace: %v %+v", err, reqs)
 	}
 }

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"mime"
+	"strings"
+
+	"github.com/asrprof/asrprof/bench/audio"
+)
+
+// uploaded is what parseUpload found in a transcription upload.
+type uploaded struct {
+	fileName string
+	audio    []byte
+	lang     string // the form's language field
+}
+
+// parseUpload finds the audio of an upload: the multipart form's "file"
+// part (or its first part with a file name), or the whole body when it is
+// raw audio/*. complete is false when the proxy did not keep the whole body.
+func parseUpload(ctype string, body []byte, complete bool) (uploaded, error) {
+	if !complete {
+		return uploaded{}, fmt.Errorf("%w: the upload was not kept whole (larger than the limit, or not read to its end)", errNoAudio)
+	}
+	mt, params, err := mime.ParseMediaType(ctype)
+	if err != nil {
+		return uploaded{}, fmt.Errorf("%w: content type %q: %v", errNoAudio, ctype, err)
+	}
+	if strings.HasPrefix(mt, "audio/") {
+		return uploaded{fileName: "upload", audio: body}, nil
+	}
+	u, err := formFile(body, params["boundary"])
+	if err != nil {
+		return u, fmt.Errorf("%w: %v", errNoAudio, err)
+	}
+	if u.fileName == "" {
+		u.fileName = "upload"
+	}
+	return u, nil
+}
+
+// formFile finds the file part (named "file", or the first with a file
+// name) and the language field of a multipart/form-data body (RFC 7578).
+// The audio it returns is a slice of body, not a copy: mime/multipart
+// would copy the 100 KB part through its buffers (most of the proxy's
+// CPU per request, measured).
+func formFile(body []byte, boundary string) (uploaded, error) {
+	var u uploaded
+	if boundary == "" {
+		return u, errors.New("multipart content type without a boundary")
+	}
+	delim := []byte("--" + boundary)
+	i := bytes.Index(body, delim)
+	if i < 0 {
+		return u, errors.New("multipart body without its boundary")
+	}
+	found := false
+	rest := body[i+len(delim):]
+	for {
+		if bytes.HasPrefix(rest, []byte("--")) {
+			break // the closing delimiter
+		}
+		// Transport padding, then CRLF, ends the delimiter line.
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			return u, errors.New("multipart body ends inside a delimiter line")
+		}
+		rest = rest[nl+1:]
+		hdrEnd := bytes.Index(rest, []byte("\r\n\r\n"))
+		if hdrEnd < 0 {
+			return u, errors.New("multipart part without the blank line after its headers")
+		}
+		hdr := rest[:hdrEnd]
+		content := rest[hdrEnd+4:]
+		end := bytes.Index(content, append([]byte("\r\n"), delim...))
+		if end < 0 {
+			return u, errors.New("multipart part without a closing boundary")
+		}
+		rest = content[end+2+len(delim):]
+		content = content[:end]
+		name, file := partNames(hdr)
+		switch {
+		case !found && (name == "file" || file != ""):
+			u.audio, u.fileName, found = content, file, true
+		case name == "language" && len(content) <= 64:
+			u.lang = strings.TrimSpace(string(content))
+		}
+	}
+	if !found {
+		return u, errors.New("the multipart form has no file part")
+	}
+	return u, nil
+}
+
+// partNames reads the form name and file name from a part's headers.
+func partNames(hdr []byte) (name, file string) {
+	for _, line := range bytes.Split(hdr, []byte("\r\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Disposition") {
+			continue
+		}
+		_, params, err := mime.ParseMediaType(string(bytes.TrimSpace(v)))
+		if err != nil {
+			return "", ""
+		}
+		return params["name"], params["filename"]
+	}
+	return "", ""
+}
+
+// probeAudio measures the upload's audio (bench/audio).
+func probeAudio(u uploaded) (float64, error) {
+	info, err := audio.ProbeBytes(u.fileName, u.audio)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errNoAudio, err)
+	}
+	return info.DurationS, nil
+}
+
+// Ref is the reference of one dataset sample.
+type Ref struct {
+	SampleID string
+	Text     string
+	Lang     string
+	AudioS   float64
+}
+
+// Index finds a sample by the content of its audio: a 64-bit hash
+// (hash/maphash, seeded per index) of the file's bytes. Two samples with
+// the same bytes are one entry (the first added).
+type Index struct {
+	seed maphash.Seed
+	m    map[uint64]Ref
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index { return &Index{seed: maphash.MakeSeed(), m: map[uint64]Ref{}} }
+
+// Add indexes audio (a file's bytes) as ref; it reports false when the
+// same audio was already added.
+func (x *Index) Add(audio []byte, ref Ref) bool {
+	k := maphash.Bytes(x.seed, audio)
+	if _, dup := x.m[k]; dup {
+		return false
+	}
+	x.m[k] = ref
+	return true
+}
+
+// Len is the number of distinct audio files indexed.
+func (x *Index) Len() int { return len(x.m) }
+
+func (x *Index) lookup(audio []byte) (Ref, bool) {
+	if x == nil {
+		return Ref{}, false
+	}
+	r, ok := x.m[maphash.Bytes(x.seed, audio)]
+	return r, ok
+}

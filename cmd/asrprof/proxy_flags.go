@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/asrprof/asrprof/capture"
+)
+
+// proxyUsage is the part of `capture --help` that teaches proxy mode.
+const proxyUsage = `
+With --proxy HOST:PORT asrprof drives nothing itself: it runs a reverse proxy
+in front of --target and records every transcription request that your own
+benchmark client sends through it (timing on the proxy's clock, traceparent
+and X-Request-Id added when the client sent none, the answer's text, the
+upload's audio duration; with --dataset, the upload is matched to its
+reference by its audio bytes and scored). Give the command after "--": asrprof
+starts it (with ASRPROF_PROXY_URL set) and the capture lasts as long as it
+runs; its exit status is reported. Without a command the capture lasts until
+Ctrl-C or --duration. The levels of the client's sweep are inferred from the
+concurrency and pauses the proxy sees, or named with --levels (docs/PROXY.md).
+With --protocol funasr-ws or openai-realtime (--realtime-dialect) the client's
+WebSocket sessions are recorded too, frame by frame; --pace then says how the
+client paces its audio.
+
+  # SGLang-Omni's own client, through the proxy on port 8001:
+  asrprof capture --proxy 127.0.0.1:8001 --target http://127.0.0.1:8000 \
+      --dataset seedtts/manifest.jsonl --out runs/omni -- \
+      python -m benchmarks.eval.benchmark_asr_seedtts --port 8001 --concurrencies 1,8,32
+`
+
+// addProxyFlags registers the flags of proxy mode on fs, writing into cfg.
+func addProxyFlags(fs *flag.FlagSet, cfg *capture.Config) {
+	fs.StringVar(&cfg.Proxy, "proxy", cfg.Proxy, "proxy mode: listen at `HOST:PORT` (loopback when HOST is empty) and record the requests your own\nclient sends to --target through it; the command after -- is that client")
+	fs.Func("levels", "proxy mode: the client's levels in order, comma-separated `LIST` (c1,c8,c8: a name given\ntwice in a row is a repeat); default: inferred", func(v string) error {
+		cfg.ProxyLevels = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				cfg.ProxyLevels = append(cfg.ProxyLevels, n)
+			}
+		}
+		return nil
+	})
+	fs.DurationVar(&cfg.LevelGap, "level-gap", cfg.LevelGap, "proxy mode: an idle time (nothing in flight) this long ends a phase (`DURATION`; default 200ms)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "proxy mode: end the capture after `DURATION` (0: when the command exits, or at Ctrl-C)")
+}

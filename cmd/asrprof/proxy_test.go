@@ -1,0 +1,399 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/runbook/runbooktest"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// shortRefset writes a manifest of the n shortest (espeak-ng, 160 wpm)
+// clips of the refset, with absolute audio paths.
+func shortRefset(t *testing.T, n int) string {
+	t.Helper()
+	src := refservertest.Refset(t)
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && len(out) < n {
+		line := sc.Text()
+		if strings.Contains(line, `"es-`) && strings.Contains(line, "-en-us-160") {
+			out = append(out, strings.Replace(line, `"audio":"audio/`, `"audio":"`+filepath.Join(filepath.Dir(src), "audio")+`/`, 1))
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("refset has %d short clips, want %d", len(out), n)
+	}
+	p := filepath.Join(t.TempDir(), "short.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// clientRun is what testdata/asr_sweep_client.py writes to --output.
+type clientRun struct {
+	Results []struct {
+		Concurrency  int     `json:"concurrency"`
+		Repeat       int     `json:"repeat"`
+		LatencyMeanS float64 `json:"latency_mean_s"`
+		OK           int     `json:"ok"`
+	} `json:"results"`
+	Requests []struct {
+		SampleID    string  `json:"sample_id"`
+		OK          bool    `json:"ok"`
+		LatencyS    float64 `json:"latency_s"`
+		Concurrency int     `json:"concurrency"`
+		Repeat      int     `json:"repeat"`
+		Text        string  `json:"text"`
+	} `json:"requests"`
+}
+
+// A user's own client, in the style of SGLang-Omni's
+// benchmark_asr_seedtts.py (aiohttp, a concurrency sweep 1,4 over 8
+// refset clips, no trace headers), runs through `asrprof capture --proxy`
+// against the reference server. Every one of its requests is captured,
+// matched to its reference, put in the right level, joined to the
+// server's spans and events and given stages; the bundle's analyses and
+// its OTLP (Jaeger) export work; the client's own latencies contain the
+// proxy's, and differ from them by the client's own time only.
+func TestCaptureProxySweepClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server and a Python client")
+	}
+	refservertest.RequirePocketSphinx(t)
+	if out, err := exec.Command(refservertest.Python, "-c", "import aiohttp").CombinedOutput(); err != nil {
+		t.Skipf("%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
+	}
+	ds := shortRefset(t, 8)
+	otlp := fmt.Sprintf("127.0.0.1:%d", runbooktest.FreePort(t))
+	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4")
+	port := runbooktest.FreePort(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "bundle")
+	clientOut := filepath.Join(dir, "client.json")
+	client := filepath.Join(refservertest.Root(), "cmd", "asrprof", "testdata", "asr_sweep_client.py")
+	code, stdout, stderr := runCLI("capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--target", srv.URL,
+		"--dataset", ds, "--out", out, "--probes", "proc", "--otlp-http", otlp, "--otlp-grpc", "off",
+		"--profile-url", srv.URL, "--span-grace", "1s", "--format", "json",
+		"--", refservertest.Python, client, "--port", fmt.Sprint(port), "--meta", ds, "--concurrencies", "1,4", "--output", clientOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"[conc=1 rep=1]", "[conc=4 rep=1]", "the benchmark command exited with status 0",
+		"levels inferred: c1#1 (8 requests, 1 in flight), c4#1 (8 requests, 4 in flight)", "recorded 16 requests"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	var cr clientRun
+	b, err := os.ReadFile(clientOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cr); err != nil || len(cr.Requests) != 16 {
+		t.Fatalf("client output: %v, %d requests", err, len(cr.Requests))
+	}
+	bd, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bd.Manifest
+	if !m.Complete || len(m.Levels) != 2 {
+		t.Fatalf("manifest: complete=%v %v, levels %+v", m.Complete, m.Incomplete, m.Levels)
+	}
+	reqs, err := bd.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every client request is one record, in its level, matched and scored.
+	byKey := map[string]trace.Request{}
+	for _, r := range reqs {
+		k := r.Level + "/" + r.SampleID
+		if _, dup := byKey[k]; dup {
+			t.Errorf("two records for %s", k)
+		}
+		byKey[k] = r
+		if r.Status != trace.StatusOK || !r.Scored || r.Ref == "" || r.AudioDurationS <= 0 || len(r.TraceID) != 32 ||
+			!strings.HasPrefix(r.RequestID, "asrprof-proxy-") || r.UploadDoneUnixNs < r.StartUnixNs || r.FirstByteUnixNs < r.UploadDoneUnixNs {
+			t.Errorf("record %+v", r)
+		}
+	}
+	var diffs []float64
+	for _, c := range cr.Requests {
+		r, ok := byKey[fmt.Sprintf("c%d/%s", c.Concurrency, c.SampleID)]
+		if !ok || !c.OK {
+			t.Errorf("client request %s at c=%d (ok %v): no proxy record", c.SampleID, c.Concurrency, c.OK)
+			continue
+		}
+		if r.Hyp != c.Text {
+			t.Errorf("%s: proxy recorded %q, the client got %q", c.SampleID, r.Hyp, c.Text)
+		}
+		// The proxy's window (headers in → last byte out) lies inside
+		// the client's (before the post → after its JSON is read); on this
+		// shared 2-core machine either side may stamp a time some ms late
+		// (measured: the proxy's end up to 3 ms after the client's, the
+		// client's Python event loop up to 21 ms behind at c=4).
+		d := c.LatencyS - r.LatencyS
+		diffs = append(diffs, d)
+		if d < -0.005 || d > 0.05 {
+			t.Errorf("%s at c=%d: client %.4f s, proxy %.4f s: difference %.1f ms, want -5 to 50 ms", c.SampleID, c.Concurrency, c.LatencyS, r.LatencyS, d*1e3)
+		}
+	}
+	// The client's printed per-pass means against the sweep's.
+	res, err := bd.Results()
+	if err != nil || len(res.Results) != 2 {
+		t.Fatalf("results.json: %v %+v", err, res)
+	}
+	for i, lr := range res.Results {
+		pc := cr.Results[i]
+		d := pc.LatencyMeanS - lr.LatencyMeanS.Mean
+		t.Logf("c=%d: client lat_mean %.4f s, proxy %.4f s, difference %.2f ms", pc.Concurrency, pc.LatencyMeanS, lr.LatencyMeanS.Mean, d*1e3)
+		if lr.Concurrency != pc.Concurrency || d < 0 || d > 0.01 {
+			t.Errorf("level %s: client mean %.4f s, proxy mean %.4f s (difference %.2f ms, want 0 to 10 ms)", lr.Level, pc.LatencyMeanS, lr.LatencyMeanS.Mean, d*1e3)
+		}
+	}
+	t.Logf("client − proxy per request: max %.2f ms", 1e3*maxOf(diffs))
+	// Joined to the server's spans and events, every one.
+	join, _ := m.Extra["join"].(map[string]any)
+	if join["requests"] != 16.0 || join["with_spans"] != 16.0 || join["with_events"] != 16.0 {
+		t.Errorf("join %v, want all 16 requests with spans and events", join)
+	}
+	if p, _ := m.Extra["probes"].(map[string]any); p["proc"] != "on" {
+		t.Errorf("probes %v, want proc on", m.Extra["probes"])
+	}
+	// The analyses: stages for both levels, the bottleneck.
+	code, js, errs := runCLI("analyze", out, "stages", "bottleneck", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("analyze: exit %d\n%s", code, errs)
+	}
+	var doc jsonTables
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Tables) < 2 {
+		t.Fatalf("analyze output: %v\n%s", err, js)
+	}
+	st := doc.Tables[0]
+	levels := map[string]bool{}
+	for _, row := range st.Rows {
+		levels[fmt.Sprint(row[0])] = true
+	}
+	if !levels["c=1"] && !levels["c1"] || !levels["c=4"] && !levels["c4"] || !strings.Contains(strings.Join(st.Columns, " "), "first forward") {
+		t.Errorf("stage table %s: columns %v rows %v", st.Name, st.Columns, st.Rows)
+	}
+	// The OTLP export (what Jaeger receives): every request's trace.
+	var mu sync.Mutex
+	exported := map[string]bool{}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rs := req.Traces().ResourceSpans()
+		mu.Lock()
+		for i := 0; i < rs.Len(); i++ {
+			ss := rs.At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				sp := ss.At(j).Spans()
+				for k := 0; k < sp.Len(); k++ {
+					exported[sp.At(k).TraceID().String()] = true
+				}
+			}
+		}
+		mu.Unlock()
+	}))
+	defer sink.Close()
+	if code, _, errs := runCLI("export", out, "--otlp", sink.URL); code != exitOK {
+		t.Fatalf("export: exit %d\n%s", code, errs)
+	}
+	for _, r := range reqs {
+		if !exported[r.TraceID] {
+			t.Errorf("request %s: trace %s not exported", r.ID, r.TraceID)
+		}
+	}
+}
+
+func maxOf(xs []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// The proxy's flags are checked before anything starts.
+func TestCaptureProxyUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--proxy", "127.0.0.1:0", "--target", "http://127.0.0.1:1", "--concurrency", "4"}, "with --proxy the load is your client's"},
+		{[]string{"--proxy", "nonsense", "--target", "http://127.0.0.1:1"}, "want HOST:PORT"},
+		{[]string{"--proxy", "127.0.0.1:0", "--target", "ws://127.0.0.1:1"}, "want the server's http(s) base URL"},
+		{[]string{"--proxy", "127.0.0.1:0", "--target", "http://127.0.0.1:1", "--server-cmd", "true"}, "does not combine"},
+	} {
+		code, _, stderr := runCLI(append([]string{"capture", "--out", t.TempDir()}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+	code, help, _ := runCLI("capture", "--help")
+	for _, want := range []string{"--proxy", "--levels", "--level-gap", "--duration", "ASRPROF_PROXY_URL", "docs/PROXY.md"} {
+		if code != exitOK || !strings.Contains(help, want) {
+			t.Errorf("capture --help lacks %q", want)
+		}
+	}
+}
+
+// Another client (curl, its own multipart form) as the command after --:
+// asrprof gives it ASRPROF_PROXY_URL, records its requests without a
+// dataset (duration from the uploaded audio, not scored), names the level
+// from --levels, and reports the command's exit status (exit 1, the
+// status in the manifest) with the bundle finalized. --proxy :0 binds
+// loopback.
+func TestCaptureProxyCommandStatus(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	srv := benchtest.NewServer(t, benchtest.Config{Text: "hello there", Delay: 10 * time.Millisecond})
+	dir := t.TempDir()
+	wav := filepath.Join(dir, "a.wav")
+	if err := os.WriteFile(wav, audiotest.WAV16(16000, 1, make([]int16, 32000)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "b")
+	script := `for i in 1 2 3; do curl -sS -F model=m -F "file=@` + wav + `;type=audio/wav" "$ASRPROF_PROXY_URL/v1/audio/transcriptions" || exit 9; done; exit 3`
+	code, _, stderr := runCLI("capture", "--proxy", ":0", "--target", srv.URL, "--out", out, "--levels", "c1",
+		"--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet", "--", "bash", "-c", script)
+	if code != exitFailed || !strings.Contains(stderr, "exited with status 3") {
+		t.Fatalf("exit %d, want %d and the command's status 3 said:\n%s", code, exitFailed, stderr)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, _ := b.Manifest.Extra["proxy"].(map[string]any)
+	cmd, _ := px["command"].(map[string]any)
+	// An address without a host binds loopback.
+	if l, _ := px["listen"].(string); !strings.HasPrefix(l, "127.0.0.1:") {
+		t.Errorf("--proxy :0 listened on %q, want loopback", l)
+	}
+	if cmd["exit_code"] != 3.0 || !b.Manifest.Finished {
+		t.Errorf("manifest: finished %v, proxy %v", b.Manifest.Finished, px)
+	}
+	reqs, _ := b.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d records, want 3", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Level != "c1" || r.Status != trace.StatusOK || r.Hyp != "hello there" || r.AudioDurationS != 2 || r.SampleID != "a.wav" || r.Scored {
+			t.Errorf("record %+v", r)
+		}
+	}
+	if got := srv.Requests(); len(got) != 3 || got[0].TraceParent == "" || !strings.HasPrefix(got[0].RequestID, "asrprof-proxy-") {
+		t.Errorf("the server saw %+v", got)
+	}
+}
+
+// Without a command, --duration ends the capture; requests sent in the
+// window are recorded.
+func TestCaptureProxyDuration(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Text: benchtest.DefaultText})
+	port := runbooktest.FreePort(t)
+	out := filepath.Join(t.TempDir(), "b")
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runCLI("capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--target", srv.URL, "--out", out,
+			"--duration", "1500ms", "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet")
+		done <- code
+	}()
+	c, _ := protocol.New("openai", protocol.Options{Target: fmt.Sprintf("http://127.0.0.1:%d", port)})
+	wav := audiotest.WAV16(16000, 1, make([]int16, 8000)...)
+	sent := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && sent < 4; {
+		if res := c.Do(context.Background(), &protocol.Job{FileName: "x.wav", Audio: wav}); res.Err == nil {
+			sent++
+		} else {
+			time.Sleep(20 * time.Millisecond) // the proxy is not listening yet
+		}
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	reqs, err := (&bundle.Bundle{Dir: out}).Requests()
+	if err != nil || sent == 0 || len(reqs) != sent {
+		t.Fatalf("sent %d, recorded %d (%v)\n%s", sent, len(reqs), err, stderr)
+	}
+}
+
+// With --protocol funasr-ws the proxy records the client's WebSocket
+// sessions frame by frame: the session's realtime fields reach
+// requests.jsonl and the level's realtime metrics results.json.
+func TestCaptureProxyRealtimeSessions(t *testing.T) {
+	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	port := runbooktest.FreePort(t)
+	out := filepath.Join(t.TempDir(), "b")
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runCLI("capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--target", srv.URL, "--out", out,
+			"--protocol", "funasr-ws", "--pace", "none", "--duration", "2s", "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off", "--quiet")
+		done <- code
+	}()
+	c, _ := protocol.New("funasr-ws", protocol.Options{Target: fmt.Sprintf("http://127.0.0.1:%d", port), Pace: protocol.PaceNone})
+	wav := audiotest.WAV16(16000, 1, make([]int16, 16000)...)
+	var texts []string
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline) && len(texts) < 2; {
+		if res := c.Do(context.Background(), &protocol.Job{FileName: "x.wav", Audio: wav}); res.Err == nil {
+			texts = append(texts, res.Text)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	b := &bundle.Bundle{Dir: out}
+	reqs, err := b.Requests()
+	if err != nil || len(texts) == 0 || len(reqs) != len(texts) {
+		t.Fatalf("sessions %d, recorded %d (%v)\n%s", len(texts), len(reqs), err, stderr)
+	}
+	for i, r := range reqs {
+		if r.Status != trace.StatusOK || r.HTTPStatus != 101 || r.Hyp != texts[i] || r.FirstUpdateS == nil || r.FinalAfterStopS == nil || r.AudioS != 1 || r.Level != "c1" {
+			t.Errorf("session record %+v", r)
+		}
+	}
+	res, err := b.Results()
+	if err != nil || len(res.Results) == 0 || res.Results[0].PerRepeat[0].FirstUpdateP50S == nil {
+		t.Errorf("results.json without realtime metrics: %v %+v", err, res)
+	}
+}
