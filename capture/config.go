@@ -95,7 +95,29 @@ type Config struct {
 	Loops    int      `json:"loops"`
 	Dialect  string   `json:"realtime_dialect"`
 	Hotwords []string `json:"hotwords"`
+
+	// Probes-only captures and remote probes (asrprof serve, docs/SCALE.md).
+	// ProbesOnly runs the probes without a driver, in periods of Period
+	// (0: DefaultPeriod) until Duration ends (0: until stopped).
+	ProbesOnly bool          `json:"probes_only"`
+	Duration   time.Duration `json:"-"` // duration_s
+	Period     time.Duration `json:"-"` // period_s
+	// Agents are `asrprof serve` daemons on the servers' hosts that run
+	// the probes of a driven capture (--agent); the probes then run there
+	// and not here, and their data comes back into the bundle at the end.
+	Agents []string `json:"agents"`
+	// AgentToken is the bearer token the agents ask for (--agent-token).
+	AgentToken string `json:"-"`
+	// PROXY MODE PLUGS IN HERE (issue 16 part 1, `capture --proxy`): the
+	// proxy's fields go in their own block below this one. asrprof serve
+	// starts whatever the CLI's flags make of its "args" and keeps no mode
+	// list of its own, so a proxy capture started over the API needs
+	// nothing more in serve than Session.Run honouring the new field.
 }
+
+// DefaultPeriod is the length of one probe period of a probes-only
+// capture.
+const DefaultPeriod = 5 * time.Second
 
 // MarshalJSON writes c as the manifest records it: the json fields of
 // Config, and its durations in seconds under <name>_s.
@@ -109,8 +131,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		GPMWindow    float64 `json:"gpm_window_s"`
 		SpanGrace    float64 `json:"span_grace_s"`
 		MetricsEvery float64 `json:"server_metrics_interval_s"`
+		Duration     float64 `json:"duration_s"`
+		Period       float64 `json:"period_s"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds()})
+		c.ServerMetricsInterval.Seconds(), c.Duration.Seconds(), c.Period.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -168,7 +192,7 @@ func DefaultConfig() Config {
 // c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
 // when empty.
 func (c *Config) SetDefaults(now time.Time) {
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && !c.ProbesOnly {
 		c.Concurrency = slices.Clone(DefaultLevels)
 	}
 	if c.Out == "" {
@@ -207,6 +231,12 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateRemote(); err != nil {
+		return err
+	}
+	if c.ProbesOnly {
+		return c.validateProbesOnly()
+	}
 	if c.Target == "" {
 		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
 	}

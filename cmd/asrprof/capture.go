@@ -138,6 +138,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.StringVar(&cfg.EventsDir, "events-dir", cfg.EventsDir, "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
 	fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output")
+	addRemoteFlags(fs, &cfg)
 	rb := addRunbookFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
