@@ -185,6 +185,7 @@ func DefaultConfig() Config {
 		Pace:                  protocol.PaceRealtime,
 		Loops:                 1,
 		Dialect:               protocol.DialectOpenAI,
+		Period:                DefaultPeriod,
 	}
 }
 

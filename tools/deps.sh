@@ -5,8 +5,11 @@ set -euo pipefail
 # python3-torch: the reference server's whisper engine (~230 packages).
 # libopenblas0-pthread: without it Debian's torch and numpy use the reference
 # BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
+# prometheus: the Prometheus server (2.42) that scrapes asrprof serve in
+# cmd/asrprof's serve and two-host tests (docs/SCALE.md).
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
-      python3-torch libopenblas0-pthread)
+      python3-torch libopenblas0-pthread
+      prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

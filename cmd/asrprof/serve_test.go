@@ -436,3 +436,53 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 		t.Errorf("list: %+v", list)
 	}
 }
+
+// TestCaptureTwoAgents: one capture takes probe data from two agents
+// (--agent twice, two asrprof serve on loopback): the first agent's
+// files at the bundle's root, the second's under agents/<host_port>/,
+// both clocks in the manifest, and both agents' records counted per pass.
+func TestCaptureTwoAgents(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 10 * time.Millisecond})
+	_, a1 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
+	_, a2 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
+	out := filepath.Join(t.TempDir(), "b")
+	cmd := exec.Command(os.Args[0], "capture", "--agent", a1, "--agent", a2, "--target", srv.URL, "--dataset", dataset(t, 2),
+		"--concurrency", "1", "--repeats", "2", "--probes", "sched", "--pid", strconv.Itoa(os.Getpid()),
+		"--otlp-http", "off", "--otlp-grpc", "off", "--out", out, "--quiet")
+	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("capture with two agents: %v\n%s", err, got)
+	}
+	var m struct {
+		Complete   bool
+		Incomplete []string
+		Clock      struct{ Agents []struct{ Agent, When string } }
+		Extra      struct {
+			Probes map[string]string
+			Agents []struct{ URL, Dir string }
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Complete || len(m.Clock.Agents) != 4 || len(m.Extra.Agents) != 2 {
+		t.Fatalf("manifest: complete %v %v, clocks %+v, agents %+v\n%s", m.Complete, m.Incomplete, m.Clock.Agents, m.Extra.Agents, got)
+	}
+	for _, a := range []string{a1, a2} {
+		if st := m.Extra.Probes["agent "+strings.TrimPrefix(a, "http://")]; st != "on" {
+			t.Errorf("agent %s: %q", a, st)
+		}
+	}
+	second := filepath.Join(out, "agents", strings.ReplaceAll(strings.TrimPrefix(a2, "http://"), ":", "_"))
+	if m.Extra.Agents[0].Dir != "." || m.Extra.Agents[1].Dir != strings.TrimPrefix(second, out+"/") {
+		t.Errorf("agent dirs: %+v", m.Extra.Agents)
+	}
+	for _, p := range []string{filepath.Join(out, "sched.jsonl"), filepath.Join(second, "sched.jsonl")} {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(os.Getpid()))) || !bytes.Contains(b, []byte(`"level":"c1","repeat":2`)) {
+			t.Errorf("%s: %v, %d bytes", p, err, len(b))
+		}
+	}
+}
