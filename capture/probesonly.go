@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -298,7 +299,11 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 			return nil, err
 		}
 		if !cfg.Quiet {
-			fmt.Fprintf(s.stderr, "period %d: %v records\n", i, counts)
+			var parts []string
+			for _, n := range slices.Sorted(maps.Keys(counts)) {
+				parts = append(parts, fmt.Sprintf("%s %d", n, counts[n]))
+			}
+			fmt.Fprintf(s.stderr, "period %d: records: %s\n", i, strings.Join(parts, ", "))
 		}
 	}
 	out, err := run.Finish(context.WithoutCancel(ctx))
