@@ -457,8 +457,10 @@ func TestCaptureTwoAgents(t *testing.T) {
 	var m struct {
 		Complete   bool
 		Incomplete []string
-		Clock      struct{ Agents []struct{ Agent, When string } }
-		Extra      struct {
+		Clock      struct {
+			Agents []struct{ Agent, When string }
+		}
+		Extra struct {
 			Probes map[string]string
 			Agents []struct{ URL, Dir string }
 		}
