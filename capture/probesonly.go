@@ -55,6 +55,9 @@ func (c *Config) validateProbesOnly() error {
 
 // validateRemote checks the --agent URLs.
 func (c *Config) validateRemote() error {
+	if len(c.Agents) > 0 && len(c.Probes) == 1 && c.Probes[0] == "none" {
+		return fmt.Errorf("--agent runs the probes on the agent: drop --probes none, or drop --agent")
+	}
 	for _, a := range c.Agents {
 		u, err := url.Parse(a)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {

@@ -91,6 +91,10 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if cfg.ProbesOnly {
 		return s.runProbesOnly(ctx)
 	}
+	// PROXY MODE PLUGS IN HERE: a proxy capture (Config's proxy block)
+	// branches off like a probes-only one; it shows its requests to s.obs
+	// (RequestStarted, RequestDone) so that asrprof serve's request series
+	// count them too.
 	// Check everything before the target sees a request or a file is written.
 	items, samples, bad, err := s.prepareDataset(ctx)
 	if err != nil {

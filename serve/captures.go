@@ -130,7 +130,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	cfg.Quiet = true
 	e := &entry{id: id, dir: cfg.Out, start: time.Now(), log: newLogBuf(), finished: make(chan struct{}), state: "running", lastCall: time.Now()}
 	e.obs = &observer{m: s.m, id: id, e: e}
-	switch {
+	switch { // PROXY MODE PLUGS IN HERE: a case for the proxy's Config field, kind "proxy"
 	case req.Remote:
 		e.kind = "remote"
 	case cfg.ProbesOnly:
