@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +150,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	}
 	if fs.NArg() > 0 {
 		return cfg, nil, fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	if cfg.AgentToken == "" {
+		cfg.AgentToken = os.Getenv("ASRPROF_AGENT_TOKEN") // not a flag default: --help would show it
 	}
 	cfg.Probes = strings.Split(probes, ",")
 	cfg.GPUs = gpus

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"os"
 	"strings"
 
 	"github.com/asrprof/asrprof/capture"
@@ -21,6 +20,5 @@ func addRemoteFlags(fs *flag.FlagSet, cfg *capture.Config) {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "with --probes-only: how long the capture lasts (`DURATION`; 0: until Ctrl-C)")
 	fs.DurationVar(&cfg.Period, "period", cfg.Period, "with --probes-only: the length of one probe period, one row per thread in sched.jsonl (`DURATION`)")
 	fs.Var((*urlList)(&cfg.Agents), "agent", "run the probes in the asrprof serve at `URL` (e.g. http://10.0.0.2:7070) on the server's host\ninstead of here; repeatable, one per host. The first agent's probe files land at the bundle's\nroot, the others' under agents/<host_port>/; each agent's clock offset is in manifest.json")
-	cfg.AgentToken = os.Getenv("ASRPROF_AGENT_TOKEN")
 	fs.StringVar(&cfg.AgentToken, "agent-token", cfg.AgentToken, "bearer `TOKEN` of the agents' asrprof serve --token (default $ASRPROF_AGENT_TOKEN)")
 }

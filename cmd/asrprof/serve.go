@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/serve"
@@ -57,11 +58,11 @@ Flags:
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := serve.Config{Addr: serve.DefaultAddr, Token: os.Getenv("ASRPROF_TOKEN"), Dir: "runs/serve"}
+	cfg := serve.Config{Addr: serve.DefaultAddr, Dir: "runs/serve", RemoteIdle: 10 * time.Minute}
 	fs.StringVar(&cfg.Addr, "listen", cfg.Addr, "`ADDR` to listen on; an address other than loopback needs --token")
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "`DIR` the captures' bundles go to, one folder per capture id")
-	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", 0, "finish a remote capture whose driver has not called for this long (`DURATION`; default 10m)")
+	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", cfg.RemoteIdle, "finish a remote capture whose driver has not called for this long (`DURATION`)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		printFlags(fs.Output(), fs)
@@ -71,6 +72,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	if cfg.Token == "" {
+		cfg.Token = os.Getenv("ASRPROF_TOKEN") // not a flag default: --help would show it
 	}
 	cfg.Parse = parseAPICapture
 	cfg.Tables = defaultTables
