@@ -234,6 +234,9 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 		return newProbeSet()
 	}
 	pid, how := resolvePID(cfg.PID, cfg.Target)
+	if len(cfg.Agents) > 0 {
+		pid, how = 0, "found by each agent on its host (--agent)"
+	}
 	say("target: " + how)
 	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
 	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)

@@ -481,6 +481,14 @@ func TestCaptureTwoAgents(t *testing.T) {
 	if m.Extra.Agents[0].Dir != "." || m.Extra.Agents[1].Dir != strings.TrimPrefix(second, out+"/") {
 		t.Errorf("agent dirs: %+v", m.Extra.Agents)
 	}
+	// The root files are the bundle's own: its tables and analyses read them.
+	if _, err := os.Stat(filepath.Join(out, "tables", "sched.parquet")); err != nil {
+		t.Errorf("the bundle's tables lack the first agent's sched data: %v", err)
+	}
+	code, stdout, stderr := runCLI("analyze", out, "cpu")
+	if code != exitOK || !strings.Contains(stdout, "c=1    asrprof.test") {
+		t.Errorf("analyze cpu on the agents' data: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 	for _, p := range []string{filepath.Join(out, "sched.jsonl"), filepath.Join(second, "sched.jsonl")} {
 		b, err := os.ReadFile(p)
 		if err != nil || !bytes.Contains(b, []byte(`"pid":`+strconv.Itoa(os.Getpid()))) || !bytes.Contains(b, []byte(`"level":"c1","repeat":2`)) {
