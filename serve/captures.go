@@ -177,7 +177,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 // remote waits for a remote capture's end: a stop, the daemon's end, or
 // a driver that went quiet for RemoteIdle.
 func (s *Server) remote(ctx context.Context, e *entry) {
-	t := time.NewTicker(min(s.cfg.RemoteIdle/4, 30*time.Second))
+	t := time.NewTicker(max(min(s.cfg.RemoteIdle/4, 30*time.Second), 100*time.Millisecond))
 	defer t.Stop()
 	for done := false; !done; {
 		select {

@@ -82,6 +82,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("serve: Config.Dir is empty")
 	}
+	if cfg.RemoteIdle < 0 {
+		return nil, fmt.Errorf("--remote-idle %v: must be > 0", cfg.RemoteIdle)
+	}
 	if cfg.RemoteIdle == 0 {
 		cfg.RemoteIdle = 10 * time.Minute
 	}
