@@ -179,6 +179,9 @@ func (o *observer) cuda(r cuda.Record) {
 	defer cp.mu.Unlock()
 	key := r.Level + "/" + strconv.Itoa(r.Repeat)
 	if key != cp.key {
+		for sym := range cp.rate { // a symbol not called in this period reads 0, not the last one's rate
+			o.m.cudaRate.WithLabelValues(o.id, sym).Set(0)
+		}
 		cp.key, cp.rate = key, map[string]float64{}
 	}
 	cp.rate[r.Symbol] += r.PerSec
