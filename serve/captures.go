@@ -126,8 +126,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), s.seq)
 	ctx := s.ctx
 	s.mu.Unlock()
-	cfg.Out = filepath.Join(s.cfg.Dir, id)
-	cfg.Quiet = true
+	cfg.Out = filepath.Join(s.cfg.Dir, id) // its progress lines (plain, not a terminal) go to the log unless --quiet
 	e := &entry{id: id, dir: cfg.Out, start: time.Now(), log: newLogBuf(), finished: make(chan struct{}), state: "running", lastCall: time.Now()}
 	e.obs = &observer{m: s.m, id: id, e: e}
 	switch { // PROXY MODE PLUGS IN HERE: a case for the proxy's Config field, kind "proxy"

@@ -206,10 +206,11 @@ func TestScaleTwoHosts(t *testing.T) {
 	}
 
 	// The agent's probe data, at the bundle's root, per pass of the driver.
-	passes := map[string]bool{}
+	passes, threads := map[string]bool{}, map[string]bool{}
 	serverCPU := 0.0
 	if _, err := bundle.ReadJSONL(b.Path(bundle.SchedFile), func(r sched.Record) error {
 		passes[r.Level] = true
+		threads[r.Name] = true
 		if r.PID == ref.cmd.Process.Pid || isChild(r.PID, ref.cmd.Process.Pid) {
 			serverCPU += r.CPUSec
 		}
@@ -218,6 +219,9 @@ func TestScaleTwoHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sched.jsonl from the agent: passes %v, the server's threads %.3f s CPU", passes, serverCPU)
+	if !threads["asr-sched"] || !threads["asr-otlp"] {
+		t.Errorf("sched.jsonl lacks the reference server's threads (the agent found the server by its listener?): %v", threads)
+	}
 	if !passes["c1"] || !passes["c2"] || serverCPU <= 0 {
 		t.Errorf("sched.jsonl from the agent: passes %v, the server's CPU %.3f s", passes, serverCPU)
 	}
@@ -249,6 +253,9 @@ func TestScaleTwoHosts(t *testing.T) {
 	t.Logf("prometheus: sum(asrprof_thread_cpu_seconds_total{capture=%q}) = %v; join %v", id, got, js)
 	if len(got) != 1 || got[0].Value <= 0 {
 		t.Errorf("prometheus: the agent's thread CPU series for %s: %v", id, got)
+	}
+	if p := promQueryNS(t, nsB, prom, fmt.Sprintf(`asrprof_thread_cpu_seconds_total{capture=%q,thread="asr-sched"}`, id)); len(p) != 1 {
+		t.Errorf("prometheus: the server's scheduler thread: %v", p)
 	}
 	if p := promQueryNS(t, nsB, prom, fmt.Sprintf(`asrprof_capture_periods_total{capture=%q}`, id)); len(p) != 1 || p[0].Value != 2 {
 		t.Errorf("prometheus: the agent's periods: %v (want 2, one per pass)", p)
