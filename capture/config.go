@@ -111,15 +111,31 @@ type Config struct {
 	// Proxy mode (docs/PROXY.md): no load of asrprof's own; the capture
 	// records the requests that the user's client sends through a reverse
 	// proxy listening at Proxy, for Command's lifetime (asrprof starts it)
-	// or Duration (0: until stopped). ProxyLevels names the client's
+	// or Duration (below; 0: until stopped). ProxyLevels names the client's
 	// levels in order (empty: inferred); LevelGap is the idle time that
 	// ends a phase (0: proxy.DefaultGap).
 	Proxy       string        `json:"proxy"`
 	ProxyLevels []string      `json:"proxy_levels"`
 	LevelGap    time.Duration `json:"-"` // level_gap_s
-	Duration    time.Duration `json:"-"` // duration_s
 	Command     []string      `json:"command"`
+	// Probes-only captures and remote probes (asrprof serve, docs/SCALE.md).
+	// ProbesOnly runs the probes without a driver, in periods of Period
+	// (0: DefaultPeriod) until Duration ends (0: until stopped).
+	// Duration also ends a proxy capture (see the proxy block).
+	ProbesOnly bool          `json:"probes_only"`
+	Duration   time.Duration `json:"-"` // duration_s
+	Period     time.Duration `json:"-"` // period_s
+	// Agents are `asrprof serve` daemons on the servers' hosts that run
+	// the probes of a driven capture (--agent); the probes then run there
+	// and not here, and their data comes back into the bundle at the end.
+	Agents []string `json:"agents"`
+	// AgentToken is the bearer token the agents ask for (--agent-token).
+	AgentToken string `json:"-"`
 }
+
+// DefaultPeriod is the length of one probe period of a probes-only
+// capture.
+const DefaultPeriod = 5 * time.Second
 
 // MarshalJSON writes c as the manifest records it: the json fields of
 // Config, and its durations in seconds under <name>_s.
@@ -135,8 +151,9 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		MetricsEvery float64 `json:"server_metrics_interval_s"`
 		LevelGap     float64 `json:"level_gap_s"`
 		Duration     float64 `json:"duration_s"`
+		Period       float64 `json:"period_s"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds()})
+		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds(), c.Period.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -188,6 +205,7 @@ func DefaultConfig() Config {
 		Loops:                 1,
 		Dialect:               protocol.DialectOpenAI,
 		Task:                  TaskASR,
+		Period:                DefaultPeriod,
 	}
 }
 
@@ -195,7 +213,7 @@ func DefaultConfig() Config {
 // c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
 // when empty.
 func (c *Config) SetDefaults(now time.Time) {
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly {
 		c.Concurrency = slices.Clone(DefaultLevels)
 	}
 	if c.Out == "" {
@@ -235,8 +253,14 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateRemote(); err != nil {
+		return err
+	}
 	if c.Proxy != "" {
 		return c.validateProxy()
+	}
+	if c.ProbesOnly {
+		return c.validateProbesOnly()
 	}
 	if c.Target == "" {
 		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")

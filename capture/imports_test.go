@@ -7,8 +7,8 @@ import (
 )
 
 // docs/ARCHITECTURE.md: capture and runbook never import analysis (the
-// tables a capture prints come from its caller), and stats imports nothing
-// of asrprof's.
+// tables a capture prints come from its caller; serve neither), and stats
+// imports nothing of asrprof's.
 func TestImportRules(t *testing.T) {
 	deps := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", "github.com/asrprof/asrprof/"+pkg).Output()
@@ -17,7 +17,7 @@ func TestImportRules(t *testing.T) {
 		}
 		return strings.Fields(string(out))
 	}
-	for _, pkg := range []string{"capture", "runbook", "bench/metrics"} {
+	for _, pkg := range []string{"capture", "runbook", "bench/metrics", "serve"} {
 		for _, d := range deps(pkg) {
 			if d == "github.com/asrprof/asrprof/analysis" {
 				t.Errorf("%s depends on analysis", pkg)

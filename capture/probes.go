@@ -194,7 +194,7 @@ func resolvePID(pid int, target string) (int, string) {
 		return 0, "target pid unknown: " + err.Error()
 	}
 	host := u.Hostname()
-	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified()))) {
+	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)))) {
 		return 0, "target pid unknown: " + host + " is not this machine (give --pid)"
 	}
 	port, _ := strconv.Atoi(u.Port())
@@ -211,15 +211,32 @@ func resolvePID(pid int, target string) (int, string) {
 	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
 }
 
+// localAddr tells whether ip is an address of one of this machine's
+// interfaces (the target as a remote driver names it, seen from the agent
+// on the server's host).
+func localAddr(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // startProbes starts each probe; one that cannot run says why in one line
 // and the capture goes on. When sched is not supported and proc was not
 // asked for explicitly, fallback (proc) is started in its place. Each
-// probe writes through a sink of its own that counts what it records.
-func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, auto bool, fallback func() probe.Probe, say func(string)) *probeSet {
+// probe writes through a sink of its own that counts what it records and
+// shows it to obs (nil: nobody).
+func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, obs Observer, auto bool, fallback func() probe.Probe, say func(string)) *probeSet {
 	set := newProbeSet()
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
-		cs := &countingSink{Sink: sink}
+		cs := &countingSink{Sink: sink, name: p.Name(), obs: obs}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := p.Start(sctx, t, cs)
 		cancel()
@@ -254,14 +271,21 @@ func newProbeSet() *probeSet {
 
 // countingSink is the sink one probe writes through: it counts the records
 // the probe appends, so that a probe which is on but records nothing is
-// seen, whatever the probe believes about itself.
+// seen, whatever the probe believes about itself. It is also where live
+// consumers (asrprof serve's /metrics) see the records: obs gets each one
+// as it is appended.
 type countingSink struct {
 	probe.Sink
-	n atomic.Uint64
+	n    atomic.Uint64
+	name string
+	obs  Observer
 }
 
 func (c *countingSink) Append(file string, rec any) error {
 	c.n.Add(1)
+	if c.obs != nil {
+		c.obs.ProbeRecord(c.name, file, rec)
+	}
 	return c.Sink.Append(file, rec)
 }
 

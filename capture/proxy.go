@@ -36,6 +36,9 @@ func (c *Config) validateProxy() error {
 	if c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target)
 	}
+	if c.ProbesOnly {
+		return fmt.Errorf("--probes-only and --proxy: a proxy capture already runs the probes while your client sends; drop --probes-only")
+	}
 	if _, _, err := net.SplitHostPort(c.Proxy); err != nil {
 		return fmt.Errorf("--proxy %q: want HOST:PORT such as 127.0.0.1:8001 (%v)", c.Proxy, err)
 	}
@@ -169,6 +172,10 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		OnRecord: func(r *trace.Request) {
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
+			}
+			if s.obs != nil { // asrprof serve's request series (a proxied request is seen when it ends)
+				s.obs.RequestStarted()
+				s.obs.RequestDone(r)
 			}
 		},
 	})

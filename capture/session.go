@@ -46,6 +46,7 @@ type Session struct {
 
 	extra  []probe.Probe // AddProbes
 	tables Tables        // PrintTables
+	obs    Observer      // Observe
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
@@ -88,6 +89,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if cfg.Proxy != "" {
 		return s.runProxy(ctx) // capture/proxy.go
 	}
+	if cfg.ProbesOnly {
+		return s.runProbesOnly(ctx)
+	}
 	// Check everything before the target sees a request or a file is written.
 	items, samples, bad, err := s.prepareDataset(ctx)
 	if err != nil {
@@ -111,6 +115,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	probes = append(probes, s.extra...)
+	if len(cfg.Agents) > 0 {
+		probes = append(agentProbes(cfg), s.extra...) // the probes run on the agents, not here
+	}
 
 	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
 	if err != nil {
@@ -151,7 +158,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Lang:    cfg.Lang,
 		Timeout: sessionTimeout(cfg, items),
 		Tracer:  tr.client,
+		OnStart: s.onStart(),
 		OnRecord: func(r *trace.Request) {
+			if s.obs != nil {
+				s.obs.RequestDone(r)
+			}
 			prog.done(r.Status == trace.StatusOK)
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
@@ -228,11 +239,14 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 		return newProbeSet()
 	}
 	pid, how := resolvePID(cfg.PID, cfg.Target)
+	if len(cfg.Agents) > 0 {
+		pid, how = 0, "found by each agent on its host (--agent)"
+	}
 	say("target: " + how)
 	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
 	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
-	pset := startProbes(ctx, probes, target, s.w, auto, fallback, say)
+	pset := startProbes(ctx, probes, target, s.w, s.obs, auto, fallback, say)
 	if cfg.BPFStats && len(pset.running) > 0 {
 		pset.startBPFStats(say)
 	}
@@ -266,6 +280,9 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
 			pset.end(context.WithoutCancel(ctx), period, say)
+			if s.obs != nil {
+				s.obs.PeriodEnded(period)
+			}
 			pm := metrics.Pass(res.Records, res.WallS())
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
@@ -323,8 +340,12 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	losses := pset.losses(say)
 	empty := pset.emptyReport(scoredPasses(s.manifest.Levels), say)
 	bpfCost := pset.bpfReport(say)
+	agents := pset.agents()
 	pset.stop(say)
 	pset.running = nil
+	for name, msg := range agentLosses(agents) {
+		losses[name] = msg
+	}
 	traceInfo := tr.finish(ctx, s.w, say)
 	s.mu.Lock()
 	m := &s.manifest
@@ -351,6 +372,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(empty[name])))
 		}
 	}
+	recordAgents(m, agents)
 	m.Interrupted = interrupted
 	m.Finished = !interrupted
 	if interrupted {

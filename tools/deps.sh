@@ -9,9 +9,11 @@ set -euo pipefail
 # bench/score/diarize's tests check the diarization error rate.
 # python3-aiohttp: the SGLang-Omni-style benchmark client that the proxy test
 # (cmd/asrprof/proxy_test.go) runs through `capture --proxy`.
+# prometheus: the Prometheus server (2.42) that scrapes asrprof serve in
+# cmd/asrprof's serve and two-host tests (docs/SCALE.md).
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
       python3-torch libopenblas0-pthread
-      sctk python3-aiohttp)
+      sctk python3-aiohttp prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

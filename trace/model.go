@@ -223,6 +223,25 @@ type Clock struct {
 	// Probes holds offsets of probe clocks from the wall clock, e.g.
 	// "gpu_minus_wall_ns" (NVML timestamps minus system time).
 	Probes map[string]int64 `json:"probes,omitempty"`
+	// Agents holds, for a capture whose probes ran in asrprof serve on
+	// other hosts (--agent), each agent's clock measured against this
+	// one over its API, at the start and at the end of the capture.
+	Agents []AgentClock `json:"agents,omitempty"`
+}
+
+// AgentClock is one NTP-style measurement of an agent's wall clock: of
+// several round trips, the one with the smallest round-trip time; the
+// agent's clock minus ours is OffsetNs ± UncertaintyNs (half that round
+// trip). Agent timestamps in the bundle (gpu samples) are on the agent's
+// clock; subtract OffsetNs to put them on the driver's.
+type AgentClock struct {
+	Agent         string `json:"agent"`
+	When          string `json:"when"` // "start" or "end"
+	AtUnixNs      int64  `json:"at_unix_ns"`
+	OffsetNs      int64  `json:"offset_ns"`
+	UncertaintyNs int64  `json:"uncertainty_ns"`
+	MinRTTNs      int64  `json:"min_rtt_ns"`
+	Samples       int    `json:"samples"`
 }
 
 // Manifest is manifest.json.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output")
 	addProxyFlags(fs, &cfg)
+	addRemoteFlags(fs, &cfg)
 	rb := addRunbookFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rb.usage(strings.Replace(captureUsage, "Flags:\n", proxyUsage+"\nFlags:\n", 1)))
@@ -163,6 +165,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 		cfg.Command = fs.Args() // the user's benchmark command, after --
 	} else if fs.NArg() > 0 {
 		return cfg, nil, fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	if cfg.AgentToken == "" {
+		cfg.AgentToken = os.Getenv("ASRPROF_AGENT_TOKEN") // not a flag default: --help would show it
 	}
 	cfg.Probes = strings.Split(probes, ",")
 	cfg.GPUs = gpus

@@ -44,6 +44,7 @@ type goldenCase struct {
 func TestCLIGolden(t *testing.T) {
 	for _, tc := range []goldenCase{
 		{name: "capture_help", args: []string{"capture", "--help"}},
+		{name: "serve_help", args: []string{"serve", "--help"}},
 		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
 		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
 		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},

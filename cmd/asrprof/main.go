@@ -82,6 +82,7 @@ func commands() []command {
 		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
 		{"export", "send a capture's traces to Jaeger (OTLP) or write Perfetto JSON", runExport},
 		{"doctor", "check what profiling needs on this machine and target", runDoctor},
+		{"serve", "run as a daemon: captures over a JSON API, live Prometheus /metrics, remote probes", runServe},
 		{"version", "print asrprof's version", runVersion},
 	}
 }

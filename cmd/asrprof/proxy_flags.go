@@ -42,5 +42,4 @@ func addProxyFlags(fs *flag.FlagSet, cfg *capture.Config) {
 		return nil
 	})
 	fs.DurationVar(&cfg.LevelGap, "level-gap", cfg.LevelGap, "proxy mode: an idle time (nothing in flight) this long ends a phase (`DURATION`; default 200ms)")
-	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "proxy mode: end the capture after `DURATION` (0: when the command exits, or at Ctrl-C)")
 }

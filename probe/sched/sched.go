@@ -58,9 +58,19 @@ type Record struct {
 	RunqP99us   float64 `json:"runq_p99_us"`
 	RunqCount   uint64  `json:"runq_count"`
 	RunqWaitSec float64 `json:"runq_wait_s"`
-	Voluntary   uint64  `json:"voluntary_switches"`
-	Involuntary uint64  `json:"involuntary_switches"`
-	Source      string  `json:"source"`
+	// RunqHist is the period's run-queue latency histogram: bucket 0
+	// counts waits under 1 µs, bucket k ≥ 1 those in [2^(k-1), 2^k) µs
+	// (the last also longer ones); trailing empty buckets are left out.
+	RunqHist    []uint64 `json:"runq_hist_log2_us,omitempty"`
+	Voluntary   uint64   `json:"voluntary_switches"`
+	Involuntary uint64   `json:"involuntary_switches"`
+	Source      string   `json:"source"`
+}
+
+// RunqBucketUpperUs is the upper bound of RunqHist bucket k, in µs.
+func RunqBucketUpperUs(k int) float64 {
+	_, hi := bucketBounds(k)
+	return hi
 }
 
 // Probe records per-thread scheduler accounting with eBPF. Create it with
@@ -322,6 +332,14 @@ func diff(a, b counters, from, to uint64) Record {
 		Voluntary:   sub(a.vol, b.vol),
 		Involuntary: sub(a.invol, b.invol),
 		Source:      "ebpf",
+	}
+	if n := len(h); n > 0 {
+		for n > 0 && h[n-1] == 0 {
+			n--
+		}
+		if n > 0 {
+			r.RunqHist = append([]uint64(nil), h[:n]...)
+		}
 	}
 	if wall > 0 {
 		r.Utilization = r.CPUSec / wall

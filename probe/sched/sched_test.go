@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,12 +65,12 @@ func TestDiff(t *testing.T) {
 	a.hist[3] = 10 // 10 waits in [4,8) µs since b
 	r := diff(a, b, 10e9, 12e9)
 	want := Record{CPUSec: 1.5, WallSec: 2, Utilization: 0.75, OffCPUSec: 0.5, RunqP50us: 6, RunqP99us: 7.96,
-		RunqCount: 10, RunqWaitSec: 40e-6, Voluntary: 3, Involuntary: 2, Source: "ebpf"}
+		RunqCount: 10, RunqWaitSec: 40e-6, RunqHist: []uint64{0, 0, 0, 10}, Voluntary: 3, Involuntary: 2, Source: "ebpf"}
 	if r.RunqP99us < 7.95 || r.RunqP99us > 7.97 {
 		t.Errorf("p99 = %g, want 7.96", r.RunqP99us)
 	}
 	r.RunqP99us = want.RunqP99us
-	if r != want {
+	if !reflect.DeepEqual(r, want) {
 		t.Errorf("diff = %+v\nwant   %+v", r, want)
 	}
 	// Born half a second into the period, exited a second later, 0.25 s on

@@ -1,0 +1,324 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/proc"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/tables"
+)
+
+// ProbesOnlyLevel is the level name of a probes-only capture's periods
+// (their repeats count 1, 2, ...).
+const ProbesOnlyLevel = "probes"
+
+// validateProbesOnly checks a capture without a driver: it needs probes,
+// a process or a target to find one by (the gpu probe alone needs
+// neither), and a positive period.
+func (c *Config) validateProbesOnly() error {
+	if c.Dataset != "" || len(c.Concurrency) > 0 || len(c.Rates) > 0 {
+		return fmt.Errorf("--probes-only sends no requests: drop --dataset, --concurrency and --rate")
+	}
+	if len(c.Agents) > 0 {
+		return fmt.Errorf("--probes-only runs the probes here: run it on the agent's host instead of giving --agent")
+	}
+	if len(c.Probes) == 1 && c.Probes[0] == "none" {
+		return fmt.Errorf("--probes-only with --probes none has nothing to record")
+	}
+	if c.Target != "" {
+		if u, err := url.Parse(c.Target); err != nil || u.Host == "" {
+			return fmt.Errorf("--target %q: want a base URL such as http://127.0.0.1:8000", c.Target)
+		}
+	}
+	if c.Duration < 0 {
+		return fmt.Errorf("--duration %v: must be ≥ 0 (0: until stopped)", c.Duration)
+	}
+	if c.Period < 0 || (c.Period > 0 && c.Period < 100*time.Millisecond) {
+		return fmt.Errorf("--period %v: want at least 100ms", c.Period)
+	}
+	if c.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	return nil
+}
+
+// validateRemote checks the --agent URLs.
+func (c *Config) validateRemote() error {
+	if len(c.Agents) > 0 && len(c.Probes) == 1 && c.Probes[0] == "none" {
+		return fmt.Errorf("--agent runs the probes on the agent: drop --probes none, or drop --agent")
+	}
+	for _, a := range c.Agents {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--agent %q: want the base URL of an asrprof serve, such as http://10.0.0.2:7070", a)
+		}
+	}
+	return nil
+}
+
+// ProbeRun is the probes of a capture without its driver: a probes-only
+// capture (Session.Run, periods on a timer) or an agent's half of a
+// remote capture (asrprof serve, periods given by the remote driver). It
+// owns a bundle with the probes' files and a manifest. Its methods may be
+// called from several goroutines; they are serialized.
+type ProbeRun struct {
+	cfg Config
+	say func(string)
+	obs Observer
+
+	mu       sync.Mutex
+	w        *bundle.Writer
+	pset     *probeSet
+	manifest trace.Manifest
+	open     *probe.Period // the period begun and not yet ended
+	done     *Outcome
+}
+
+// StartProbeRun creates cfg.Out and starts the probes of cfg (which must
+// be ProbesOnly). obs, when not nil, sees every record the probes write.
+// Notes go to stderr. It fails when no probe could start: a probes-only
+// capture that records nothing is no capture.
+func StartProbeRun(ctx context.Context, cfg Config, obs Observer, stderr io.Writer) (*ProbeRun, error) {
+	if !cfg.ProbesOnly {
+		return nil, fmt.Errorf("%w: a probe run needs ProbesOnly", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	probes, err := buildProbes(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &ProbeRun{cfg: cfg, obs: obs, say: func(m string) { fmt.Fprintln(stderr, m) }}
+	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
+	if err != nil {
+		return nil, err
+	}
+	r.w = w
+	r.manifest, err = newManifest(&r.cfg, buildFingerprint(cfg.Target, nil, "", 0), 0)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := r.saveLocked(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	pid, how := resolvePID(cfg.PID, cfg.Target)
+	r.say("target: " + how)
+	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
+	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
+	r.pset = startProbes(ctx, probes, probe.Target{PID: pid}, w, obs, auto, fallback, r.say)
+	if cfg.BPFStats && len(r.pset.running) > 0 {
+		r.pset.startBPFStats(r.say)
+	}
+	r.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": r.pset.status, "probe_details": r.pset.details}
+	if len(r.pset.running) == 0 {
+		r.manifest.Incomplete = append(r.manifest.Incomplete, "no probe could start")
+		r.saveLocked()
+		w.Close()
+		return nil, fmt.Errorf("no probe could start here (%v); see 'asrprof doctor'", r.pset.status)
+	}
+	if err := r.saveLocked(); err != nil {
+		r.pset.stop(r.say)
+		w.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Status is each probe's state: "on", or why it is off or failed.
+func (r *ProbeRun) Status() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.pset.status)
+}
+
+// Dir is the run's bundle directory.
+func (r *ProbeRun) Dir() string { return r.cfg.Out }
+
+// Begin starts a period. A period still open is ended first.
+func (r *ProbeRun) Begin(ctx context.Context, p probe.Period) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return errors.New("the probe run has finished")
+	}
+	if r.open != nil {
+		prev := *r.open
+		prev.EndUnixNs = p.StartUnixNs
+		r.endLocked(ctx, prev)
+	}
+	r.pset.begin(p)
+	r.open = &p
+	return nil
+}
+
+// End ends the period p begun with Begin and returns what each probe
+// recorded in it.
+func (r *ProbeRun) End(ctx context.Context, p probe.Period) (map[string]uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return nil, errors.New("the probe run has finished")
+	}
+	if r.open == nil || r.open.Level != p.Level || r.open.Repeat != p.Repeat || r.open.Warmup != p.Warmup {
+		return nil, fmt.Errorf("period %s repeat %d was not begun", p.Level, p.Repeat)
+	}
+	return r.endLocked(ctx, p), nil
+}
+
+func (r *ProbeRun) endLocked(ctx context.Context, p probe.Period) map[string]uint64 {
+	r.pset.end(ctx, p, r.say)
+	counts := map[string]uint64{}
+	for _, pr := range r.pset.running {
+		counts[pr.Name()] = r.pset.periodCount(pr)
+	}
+	r.open = nil
+	if r.obs != nil {
+		r.obs.PeriodEnded(p)
+	}
+	r.manifest.Levels = append(r.manifest.Levels, trace.LevelRun{
+		Level: p.Level, Repeat: p.Repeat, Warmup: p.Warmup,
+		StartUnixNs: p.StartUnixNs, EndUnixNs: p.EndUnixNs, WallS: float64(p.EndUnixNs-p.StartUnixNs) / 1e9,
+	})
+	if err := r.saveLocked(); err != nil {
+		r.say("manifest: " + err.Error())
+	}
+	return counts
+}
+
+// Finish ends an open period, stops the probes and finalizes the bundle
+// (manifest verdict, tables). It may be called more than once; later
+// calls return the first outcome.
+func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return r.done, nil
+	}
+	if r.open != nil {
+		p := *r.open
+		p.EndUnixNs = time.Now().UnixNano()
+		r.endLocked(ctx, p)
+	}
+	pset := r.pset
+	offsets := pset.clockOffsets()
+	losses := pset.losses(r.say)
+	empty := pset.emptyReport(scoredPasses(r.manifest.Levels), r.say)
+	bpfCost := pset.bpfReport(r.say)
+	pset.stop(r.say)
+	pset.running = nil
+	m := &r.manifest
+	m.EndUnixNs = time.Now().UnixNano()
+	m.Clock.EndMonoMinusWallNs = monoMinusWall()
+	if len(offsets) > 0 {
+		m.Clock.Probes = offsets
+	}
+	if len(losses) > 0 {
+		m.Extra["probe_losses"] = losses
+	}
+	if len(bpfCost) > 0 {
+		m.Extra["probe_bpf"] = bpfCost
+	}
+	if len(empty) > 0 {
+		m.Extra["probe_empty"] = empty
+		for _, name := range slices.Sorted(maps.Keys(empty)) {
+			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(empty[name])))
+		}
+	}
+	if scoredPasses(m.Levels) == 0 {
+		m.Incomplete = append(m.Incomplete, "no probe period ran")
+	}
+	m.Finished = true
+	m.Complete = len(m.Incomplete) == 0
+	if files, err := (&bundle.Bundle{Dir: r.cfg.Out}).Files(); err == nil {
+		m.Files = files
+	}
+	err := r.saveLocked()
+	r.w.Close()
+	if ts, terr := tables.Open(r.cfg.Out); terr != nil {
+		r.say("tables: " + terr.Error())
+	} else if terr := ts.Wait(); terr != nil {
+		r.say("tables: " + terr.Error())
+	}
+	r.done = &Outcome{Dir: r.cfg.Out, Manifest: r.manifest}
+	return r.done, err
+}
+
+func (r *ProbeRun) saveLocked() error { return r.w.WriteJSON(bundle.ManifestFile, r.manifest) }
+
+// runProbesOnly is Session.Run for a probes-only capture: periods of
+// cfg.Period until cfg.Duration ends or ctx is cancelled (the normal end
+// of a capture without a duration: its last period is shorter).
+func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
+	cfg := &s.cfg
+	run, err := StartProbeRun(ctx, *cfg, s.obs, s.stderr)
+	if err != nil {
+		return nil, err
+	}
+	period := cfg.Period
+	if period == 0 {
+		period = DefaultPeriod
+	}
+	var end <-chan time.Time
+	if cfg.Duration > 0 {
+		t := time.NewTimer(cfg.Duration)
+		defer t.Stop()
+		end = t.C
+	}
+	if !cfg.Quiet {
+		fmt.Fprintf(s.stderr, "probes only: periods of %v until %s\n", period, untilWhat(cfg.Duration))
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	stopped := false
+	for i := 1; !stopped; i++ {
+		p := probe.Period{Level: ProbesOnlyLevel, Repeat: i, StartUnixNs: time.Now().UnixNano()}
+		if err := run.Begin(ctx, p); err != nil {
+			return nil, err
+		}
+		select {
+		case <-tick.C:
+		case <-end:
+			stopped = true
+		case <-ctx.Done():
+			stopped = true
+		}
+		p.EndUnixNs = time.Now().UnixNano()
+		counts, err := run.End(context.WithoutCancel(ctx), p)
+		if err != nil {
+			return nil, err
+		}
+		if !cfg.Quiet {
+			var parts []string
+			for _, n := range slices.Sorted(maps.Keys(counts)) {
+				parts = append(parts, fmt.Sprintf("%s %d", n, counts[n]))
+			}
+			fmt.Fprintf(s.stderr, "period %d: records: %s\n", i, strings.Join(parts, ", "))
+		}
+	}
+	out, err := run.Finish(context.WithoutCancel(ctx))
+	if out != nil {
+		fmt.Fprintf(s.stderr, "bundle: %s\n", out.Dir)
+	}
+	return out, err
+}
+
+func untilWhat(d time.Duration) string {
+	if d > 0 {
+		return d.String() + " have passed (or Ctrl-C)"
+	}
+	return "stopped (Ctrl-C)"
+}

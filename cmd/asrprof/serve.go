@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/serve"
+)
+
+const serveUsage = `Usage: asrprof serve [--listen ADDR] [--token TOKEN] [--dir DIR]
+
+Runs asrprof as a daemon: a JSON API that starts, lists, follows and stops
+captures (driven or probes-only, with the options of 'asrprof capture'),
+serves their reports and bundles, a page listing them (GET /), and live
+Prometheus metrics of what its captures record (GET /metrics): per GPU
+utilization, SM activity, memory and power; the target's threads' CPU share
+and run-queue latency; CUDA launches/s; per capture requests in flight, by
+status, and a latency histogram.
+
+It is also the agent of remote captures: 'asrprof capture --agent URL' on
+another host drives the server while the probes run here, beside it; at the
+end the probe data goes back into that capture's bundle (docs/SCALE.md).
+
+It listens on loopback by default. Any other address needs --token: every
+route then asks for 'Authorization: Bearer TOKEN'. Without one it refuses
+to start; the traffic is plain HTTP either way.
+
+API (JSON):
+  POST /v1/captures             {"args": ["--target", "http://127.0.0.1:8000", "--dataset", "PATH", ...]}
+                                the flags of 'asrprof capture' (not --out: bundles go to DIR/<id>)
+  GET  /v1/captures             every capture, its state and progress
+  GET  /v1/captures/ID          one
+  GET  /v1/captures/ID/log      its progress lines (?follow=1: streamed until it ends)
+  POST /v1/captures/ID/stop     stop it (?wait=1: answer once its bundle is final)
+  GET  /v1/captures/ID/report   its bundle's report.html
+  GET  /v1/captures/ID/bundle   its bundle as tar.gz
+  GET  /v1/time                 this host's clock (the agents' NTP-style offset)
+
+Examples:
+  asrprof serve
+  curl -s localhost:7070/v1/captures -d '{"args":["--probes-only","--pid","1234","--duration","60s"]}'
+
+  # An agent on a GPU host, reachable by the driver's host:
+  ASRPROF_TOKEN=secret asrprof serve --listen 10.0.0.2:7070 --dir /var/tmp/asrprof
+  # ... and on the driver's host:
+  ASRPROF_AGENT_TOKEN=secret asrprof capture --agent http://10.0.0.2:7070 \
+      --target http://10.0.0.2:8000 --dataset data/manifest.jsonl --concurrency 1,8
+
+Flags:
+`
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := serve.Config{Addr: serve.DefaultAddr, Dir: "runs/serve", RemoteIdle: 10 * time.Minute}
+	fs.StringVar(&cfg.Addr, "listen", cfg.Addr, "`ADDR` to listen on; an address other than loopback needs --token")
+	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")
+	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "`DIR` the captures' bundles go to, one folder per capture id")
+	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", cfg.RemoteIdle, "finish a remote capture whose driver has not called for this long (`DURATION`)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		printFlags(fs.Output(), fs)
+	}
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
+	}
+	if cfg.Token == "" {
+		cfg.Token = os.Getenv("ASRPROF_TOKEN") // not a flag default: --help would show it
+	}
+	cfg.Parse = parseAPICapture
+	cfg.Tables = defaultTables
+	srv, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := srv.Listen(stderr)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (bundles in %s)\n", ln.Addr(), cfg.Dir)
+	return srv.Serve(ctx, ln)
+}
+
+// parseAPICapture is the CLI's capture parser for the API's args: the
+// same flags and defaults; a runbook (--server-cmd) is refused.
+func parseAPICapture(args []string) (capture.Config, error) {
+	var msg strings.Builder
+	cfg, rb, err := parseCapture("capture", args, io.Discard, &msg)
+	if err != nil {
+		if err == errHelp {
+			return cfg, fmt.Errorf("--help is not an option here; see 'asrprof capture --help'")
+		}
+		return cfg, err
+	}
+	if rb.enabled() {
+		return cfg, fmt.Errorf("runbook flags (--server-cmd, --runs) are not taken over the API")
+	}
+	return cfg, nil
+}

@@ -1,0 +1,384 @@
+package serve
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/probe"
+)
+
+// ReportFile is the HTML report a bundle may hold (served by /report).
+const ReportFile = "report.html"
+
+// entry is one capture the daemon started.
+type entry struct {
+	id, kind string
+	dir      string
+	start    time.Time
+	log      *logBuf
+	obs      *observer
+
+	cancel   context.CancelFunc
+	finished chan struct{} // closed when the capture has ended and its bundle is final
+
+	sent, done, failed atomic.Int64
+	periods            atomic.Int64
+
+	mu       sync.Mutex
+	state    string // running, finished, failed
+	err      string
+	end      time.Time
+	complete bool
+	probes   map[string]string
+	run      *capture.ProbeRun // remote captures
+	lastCall time.Time
+}
+
+func (e *entry) info() capture.AgentCapture {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ac := capture.AgentCapture{ID: e.id, Kind: e.kind, State: e.state, Dir: e.dir, Start: e.start.UnixNano(),
+		Error: e.err, Probes: e.probes, Sent: e.sent.Load(), Done: e.done.Load(), Failed: e.failed.Load(),
+		Periods: int(e.periods.Load()), Complete: e.complete}
+	if !e.end.IsZero() {
+		ac.End = e.end.UnixNano()
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, ReportFile)); err == nil {
+		ac.Report = true
+	}
+	return ac
+}
+
+func (e *entry) stop() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+func (e *entry) running() bool {
+	select {
+	case <-e.finished:
+		return false
+	default:
+		return true
+	}
+}
+
+// finish records how the capture ended.
+func (e *entry) finish(out *capture.Outcome, err error) {
+	e.mu.Lock()
+	e.end = time.Now()
+	e.state = "finished"
+	if out != nil {
+		e.complete = out.Manifest.Complete
+		if p, ok := out.Manifest.Extra["probes"].(map[string]string); ok {
+			e.probes = p
+		}
+	}
+	if err != nil && !errors.Is(err, capture.ErrInterrupted) {
+		e.state, e.err = "failed", err.Error()
+		fmt.Fprintf(e.log, "asrprof serve: capture failed: %v\n", err)
+	}
+	e.mu.Unlock()
+	close(e.finished)
+}
+
+// start is POST /v1/captures: the body's args are parsed by the CLI's
+// own parser; the bundle goes to <dir>/<id>.
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	var req capture.AgentStart
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, `body: want {"args": ["--target", "URL", ...], "remote": false}: %v`, err)
+		return
+	}
+	for _, a := range req.Args {
+		name := strings.SplitN(strings.TrimLeft(a, "-"), "=", 2)[0]
+		if strings.HasPrefix(a, "-") && (name == "out" || name == "overwrite" || name == "server-cmd") {
+			httpError(w, http.StatusBadRequest, "args: --%s is not taken over the API: the daemon names its bundles (<dir>/<id>) and starts no servers", name)
+			return
+		}
+	}
+	cfg, err := s.cfg.Parse(req.Args)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "args: %v", err)
+		return
+	}
+	if req.Remote && !cfg.ProbesOnly {
+		httpError(w, http.StatusBadRequest, "a remote capture is probes-only: add --probes-only")
+		return
+	}
+	s.mu.Lock()
+	s.seq++
+	id := fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), s.seq)
+	ctx := s.ctx
+	s.mu.Unlock()
+	cfg.Out = filepath.Join(s.cfg.Dir, id) // its progress lines (plain, not a terminal) go to the log unless --quiet
+	e := &entry{id: id, dir: cfg.Out, start: time.Now(), log: newLogBuf(), finished: make(chan struct{}), state: "running", lastCall: time.Now()}
+	e.obs = &observer{m: s.m, id: id, e: e}
+	switch {
+	case req.Remote:
+		e.kind = "remote"
+	case cfg.Proxy != "":
+		e.kind = "proxy"
+	case cfg.ProbesOnly:
+		e.kind = "probes"
+	default:
+		e.kind = "driven"
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	if req.Remote {
+		// The probes start before the answer, so that the driver knows
+		// which run before its first request.
+		run, err := capture.StartProbeRun(cctx, cfg, e.obs, e.log)
+		if err != nil {
+			cancel()
+			httpError(w, http.StatusBadRequest, "starting the probes: %v\n%s", err, e.log.String())
+			return
+		}
+		e.run, e.probes = run, run.Status()
+	}
+	if err := cfg.Validate(); err != nil {
+		cancel()
+		httpError(w, http.StatusBadRequest, "args: %v", err)
+		return
+	}
+	s.mu.Lock()
+	s.captures = append(s.captures, e)
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer s.m.forget(id)
+		if e.run != nil {
+			s.remote(cctx, e)
+			return
+		}
+		out, err := capture.New(cfg, e.log, e.log).Observe(e.obs).PrintTables(s.cfg.Tables).Run(cctx)
+		e.finish(out, err)
+	}()
+	writeJSON(w, http.StatusCreated, e.info())
+}
+
+// remote waits for a remote capture's end: a stop, the daemon's end, or
+// a driver that went quiet for RemoteIdle.
+func (s *Server) remote(ctx context.Context, e *entry) {
+	t := time.NewTicker(max(min(s.cfg.RemoteIdle/4, 30*time.Second), 100*time.Millisecond))
+	defer t.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-t.C:
+			e.mu.Lock()
+			idle := time.Since(e.lastCall)
+			e.mu.Unlock()
+			if idle > s.cfg.RemoteIdle {
+				fmt.Fprintf(e.log, "asrprof serve: no call from the driver for %v; finishing\n", idle.Round(time.Second))
+				done = true
+			}
+		}
+	}
+	out, err := e.run.Finish(context.Background())
+	e.finish(out, err)
+}
+
+func (s *Server) period(w http.ResponseWriter, r *http.Request) (*entry, probe.Period, bool) {
+	e := s.lookup(w, r)
+	if e == nil {
+		return nil, probe.Period{}, false
+	}
+	if e.run == nil {
+		httpError(w, http.StatusConflict, "capture %s is not remote: its periods are its own", e.id)
+		return nil, probe.Period{}, false
+	}
+	var p probe.Period
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&p); err != nil || p.Level == "" {
+		httpError(w, http.StatusBadRequest, `body: want a period {"level","repeat","warmup","start_unix_ns","end_unix_ns"}: %v`, err)
+		return nil, probe.Period{}, false
+	}
+	e.mu.Lock()
+	e.lastCall = time.Now()
+	e.mu.Unlock()
+	return e, p, true
+}
+
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) {
+	e, p, ok := s.period(w, r)
+	if !ok {
+		return
+	}
+	if err := e.run.Begin(r.Context(), p); err != nil {
+		httpError(w, http.StatusConflict, "begin: %v", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) end(w http.ResponseWriter, r *http.Request) {
+	e, p, ok := s.period(w, r)
+	if !ok {
+		return
+	}
+	counts, err := e.run.End(context.WithoutCancel(r.Context()), p)
+	if err != nil {
+		httpError(w, http.StatusConflict, "end: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, capture.AgentEnd{Counts: counts})
+}
+
+// log is GET /v1/captures/{id}/log: the capture's progress lines;
+// ?follow=1 streams them until the capture ends.
+func (s *Server) log(w http.ResponseWriter, r *http.Request) {
+	e := s.lookup(w, r)
+	if e == nil {
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.URL.Query().Get("follow") == "" {
+		io.WriteString(w, e.log.String())
+		return
+	}
+	fl, _ := w.(http.Flusher)
+	off := 0
+	for {
+		b, changed := e.log.since(off)
+		off += len(b)
+		w.Write(b)
+		if fl != nil {
+			fl.Flush()
+		}
+		select {
+		case <-changed:
+		case <-e.finished:
+			b, _ := e.log.since(off)
+			w.Write(b)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request) {
+	e := s.lookup(w, r)
+	if e == nil {
+		return
+	}
+	p := filepath.Join(e.dir, ReportFile)
+	if _, err := os.Stat(p); err != nil {
+		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, ReportFile, e.dir)
+		return
+	}
+	http.ServeFile(w, r, p)
+}
+
+// bundle is GET /v1/captures/{id}/bundle: the finished bundle as tar.gz.
+func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
+	e := s.lookup(w, r)
+	if e == nil {
+		return
+	}
+	if e.running() {
+		httpError(w, http.StatusConflict, "capture %s is still running: stop it (POST .../stop) or wait for its end", e.id)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.tar.gz"`, e.id))
+	if err := writeTarGz(w, e.dir); err != nil {
+		// The header is gone; a broken archive is what the client sees.
+		fmt.Fprintf(e.log, "asrprof serve: sending the bundle: %v\n", err)
+	}
+}
+
+// writeTarGz writes the regular files under dir as a tar.gz, with paths
+// relative to dir.
+func writeTarGz(w io.Writer, dir string) error {
+	zw := gzip.NewWriter(w)
+	tw := tar.NewWriter(zw)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyN(tw, f, fi.Size())
+		return err
+	})
+	return errors.Join(err, tw.Close(), zw.Close())
+}
+
+// logBuf is a capture's log: what it prints, kept for /log.
+type logBuf struct {
+	mu      sync.Mutex
+	b       []byte
+	changed chan struct{}
+}
+
+func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.b) < 4<<20 { // a runaway log is cut, not kept whole
+		l.b = append(l.b, p...)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// since returns what was written after off and a channel closed at the
+// next write.
+func (l *logBuf) since(off int) ([]byte, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.b[min(off, len(l.b)):]...), l.changed
+}
+
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc
+}

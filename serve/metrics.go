@@ -1,0 +1,249 @@
+package serve
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/cuda"
+	"github.com/asrprof/asrprof/probe/gpu"
+	"github.com/asrprof/asrprof/probe/proc"
+	"github.com/asrprof/asrprof/probe/sched"
+	"github.com/asrprof/asrprof/trace"
+)
+
+// metrics are the daemon's Prometheus series, in a registry of its own.
+// Every series carries the capture's id: two captures on one host (or
+// one GPU) stay apart.
+type metrics struct {
+	reg *prometheus.Registry
+
+	inFlight *prometheus.GaugeVec
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	records  *prometheus.CounterVec
+	periods  *prometheus.CounterVec
+
+	gpu map[string]*prometheus.GaugeVec // gpuSample's metric name → gauge
+
+	threadCPU   *prometheus.GaugeVec
+	threadCPUs  *prometheus.CounterVec
+	cudaRate    *prometheus.GaugeVec
+	cudaLaunch  *prometheus.CounterVec
+	runq        *runqCollector
+	cudaPending sync.Map // capture id → *cudaPeriod
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "asrprof_capture_requests_in_flight",
+		Help: "Requests the capture's driver has sent and not yet finished."}, []string{"capture"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asrprof_capture_requests_total",
+		Help: "Finished requests by status (ok, http_error, timeout, ...; warmup included)."}, []string{"capture", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "asrprof_capture_request_latency_seconds",
+		Help:    "Client latency of finished requests (open loop: from the intended send time).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 15)}, []string{"capture"})
+	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asrprof_probe_records_total",
+		Help: "Records each probe appended to the bundle."}, []string{"capture", "probe"})
+	m.periods = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asrprof_capture_periods_total",
+		Help: "Probe periods (passes) that ended."}, []string{"capture"})
+	m.gpu = map[string]*prometheus.GaugeVec{}
+	for _, g := range []struct{ name, help string }{
+		{"asrprof_gpu_utilization_percent", "NVML GPU utilization: percent of the sample period a kernel ran."},
+		{"asrprof_gpu_sm_active_percent", "GPM SM activity over the last GPM window (Hopper and later)."},
+		{"asrprof_gpu_memory_used_bytes", "Device memory in use."},
+		{"asrprof_gpu_power_watts", "Total board power."},
+	} {
+		m.gpu[g.name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: g.name, Help: g.help}, []string{"capture", "gpu"})
+	}
+	m.threadCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "asrprof_thread_cpu_utilization",
+		Help: "CPU share of each of the target's threads over the last probe period (1: one core the whole period)."},
+		[]string{"capture", "pid", "tid", "thread"})
+	m.threadCPUs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asrprof_thread_cpu_seconds_total",
+		Help: "CPU time of each of the target's threads, summed over the probe periods."},
+		[]string{"capture", "pid", "tid", "thread"})
+	m.cudaRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "asrprof_cuda_launches_per_second",
+		Help: "CUDA kernel and graph launches per second over the last probe period, all threads."}, []string{"capture", "symbol"})
+	m.cudaLaunch = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asrprof_cuda_launches_total",
+		Help: "CUDA kernel and graph launches, summed over the probe periods."}, []string{"capture", "symbol"})
+	m.runq = &runqCollector{desc: prometheus.NewDesc("asrprof_runqueue_latency_seconds",
+		"Run-queue latency of the target's threads (wake-up or preemption to running), eBPF sched probe; log2 buckets.",
+		[]string{"capture"}, nil), h: map[string]*runqHist{}}
+	m.reg.MustRegister(m.inFlight, m.requests, m.latency, m.records, m.periods, m.threadCPU, m.threadCPUs, m.cudaRate, m.cudaLaunch, m.runq)
+	for _, g := range m.gpu {
+		m.reg.MustRegister(g)
+	}
+	return m
+}
+
+// forget drops a finished capture's gauges of live state (threads, GPUs,
+// in flight, launch rates): they describe nothing any more. Counters and
+// histograms stay, so totals can still be read.
+func (m *metrics) forget(id string) {
+	l := prometheus.Labels{"capture": id}
+	m.inFlight.DeletePartialMatch(l)
+	m.threadCPU.DeletePartialMatch(l)
+	m.cudaRate.DeletePartialMatch(l)
+	for _, g := range m.gpu {
+		g.DeletePartialMatch(l)
+	}
+}
+
+// gpuSample maps one gpu probe record to the gauge it sets: the metric's
+// name, the GPU index and the value in the metric's unit. ok is false for
+// records no gauge shows (device, clocks, per-period summaries, ...).
+func gpuSample(rec any) (name string, index int, v float64, ok bool) {
+	switch r := rec.(type) {
+	case *gpu.UtilRecord:
+		return "asrprof_gpu_utilization_percent", r.GPU, r.UtilPct, true
+	case *gpu.PowerRecord:
+		return "asrprof_gpu_power_watts", r.GPU, r.PowerW, true
+	case *gpu.MemRecord:
+		return "asrprof_gpu_memory_used_bytes", r.GPU, r.UsedMiB * (1 << 20), true
+	case *gpu.GPMRecord:
+		if r.SMActivePct != nil {
+			return "asrprof_gpu_sm_active_percent", r.GPU, *r.SMActivePct, true
+		}
+	}
+	return "", 0, 0, false
+}
+
+// observer is one capture's capture.Observer: it turns what the capture
+// records into the daemon's series as it is recorded.
+type observer struct {
+	m  *metrics
+	id string
+	e  *entry
+}
+
+var _ capture.Observer = (*observer)(nil)
+
+func (o *observer) RequestStarted() {
+	o.e.sent.Add(1)
+	o.m.inFlight.WithLabelValues(o.id).Inc()
+}
+
+func (o *observer) RequestDone(r *trace.Request) {
+	o.e.done.Add(1)
+	if r.Status != trace.StatusOK {
+		o.e.failed.Add(1)
+	}
+	o.m.inFlight.WithLabelValues(o.id).Dec()
+	o.m.requests.WithLabelValues(o.id, r.Status).Inc()
+	o.m.latency.WithLabelValues(o.id).Observe(r.LatencyS)
+}
+
+func (o *observer) ProbeRecord(probeName, file string, rec any) {
+	o.m.records.WithLabelValues(o.id, probeName).Inc()
+	if name, idx, v, ok := gpuSample(rec); ok {
+		o.m.gpu[name].WithLabelValues(o.id, strconv.Itoa(idx)).Set(v)
+		return
+	}
+	switch r := rec.(type) {
+	case sched.Record:
+		o.sched(&r)
+	case *sched.Record:
+		o.sched(r)
+	case proc.Record:
+		o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
+	case *proc.Record:
+		o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
+	case cuda.Record:
+		o.cuda(r)
+	case *cuda.Record:
+		o.cuda(*r)
+	}
+}
+
+func (o *observer) sched(r *sched.Record) {
+	o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
+	o.m.runq.add(o.id, r.RunqHist, r.RunqWaitSec)
+}
+
+func (o *observer) thread(pid, tid int, name string, util, cpuS float64) {
+	l := []string{o.id, strconv.Itoa(pid), strconv.Itoa(tid), name}
+	o.m.threadCPU.WithLabelValues(l...).Set(util)
+	o.m.threadCPUs.WithLabelValues(l...).Add(cpuS)
+}
+
+// cuda adds one thread's launches of one symbol to the period's rate; the
+// rate gauge is the sum over the threads whose records share the period.
+func (o *observer) cuda(r cuda.Record) {
+	o.m.cudaLaunch.WithLabelValues(o.id, r.Symbol).Add(float64(r.Calls))
+	v, _ := o.m.cudaPending.LoadOrStore(o.id, &cudaPeriod{rate: map[string]float64{}})
+	cp := v.(*cudaPeriod)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	key := r.Level + "/" + strconv.Itoa(r.Repeat)
+	if key != cp.key {
+		for sym := range cp.rate { // a symbol not called in this period reads 0, not the last one's rate
+			o.m.cudaRate.WithLabelValues(o.id, sym).Set(0)
+		}
+		cp.key, cp.rate = key, map[string]float64{}
+	}
+	cp.rate[r.Symbol] += r.PerSec
+	o.m.cudaRate.WithLabelValues(o.id, r.Symbol).Set(cp.rate[r.Symbol])
+}
+
+func (o *observer) PeriodEnded(probe.Period) {
+	o.e.periods.Add(1)
+	o.m.periods.WithLabelValues(o.id).Inc()
+}
+
+type cudaPeriod struct {
+	mu   sync.Mutex
+	key  string
+	rate map[string]float64
+}
+
+// runqCollector exposes the sched probe's run-queue histograms (log2 µs
+// buckets, summed over threads and periods) as Prometheus histograms.
+type runqCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	h    map[string]*runqHist
+}
+
+type runqHist struct {
+	buckets []uint64 // per bucket, not cumulative
+	sumS    float64
+}
+
+func (c *runqCollector) add(id string, hist []uint64, waitS float64) {
+	if len(hist) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.h[id]
+	if h == nil {
+		h = &runqHist{}
+		c.h[id] = h
+	}
+	for len(h.buckets) < len(hist) {
+		h.buckets = append(h.buckets, 0)
+	}
+	for k, n := range hist {
+		h.buckets[k] += n
+	}
+	h.sumS += waitS
+}
+
+func (c *runqCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *runqCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, h := range c.h {
+		cum := map[float64]uint64{}
+		var n uint64
+		for k, b := range h.buckets {
+			n += b
+			cum[sched.RunqBucketUpperUs(k)/1e6] = n
+		}
+		ch <- prometheus.MustNewConstHistogram(c.desc, n, h.sumS, cum, id)
+	}
+}

@@ -1,0 +1,256 @@
+// Package serve is `asrprof serve`: a long-running daemon that starts,
+// lists, follows and stops captures over a JSON API, serves their reports
+// and bundles, exports live Prometheus metrics of what its captures
+// record (/metrics), and is the agent of remote captures: `asrprof
+// capture --agent URL` runs its driver on one host while the probes run
+// in this daemon on the server's host (docs/SCALE.md).
+//
+// The daemon parses a capture's options with the CLI's own flag parser
+// (Config.Parse, handed in by cmd/asrprof), so the API takes exactly the
+// flags a user types, and it runs them through capture.Session or, for
+// remote and probes-only captures, capture.ProbeRun. It reads probe
+// records as the probes write them (capture.Observer, tapped at the
+// capture's counting sink), not from the bundle's files.
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/asrprof/asrprof/capture"
+)
+
+// DefaultAddr is where the daemon listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7070"
+
+// ErrNeedsToken is returned by Listen for a non-loopback address without
+// a token.
+var ErrNeedsToken = errors.New("a non-loopback address needs a token")
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the listen address (DefaultAddr when empty). Any address
+	// that is not loopback needs Token.
+	Addr string
+	// Token, when set, is the bearer token every route asks for.
+	Token string
+	// Dir is where the captures' bundles go (<Dir>/<id>).
+	Dir string
+	// Parse turns the flags of `asrprof capture` into a configuration
+	// (the CLI's own parser), so that the API takes the CLI's options.
+	Parse func(args []string) (capture.Config, error)
+	// Tables are printed into a driven capture's log at its end (nil:
+	// none).
+	Tables capture.Tables
+	// RemoteIdle finishes a remote capture whose driver has not called
+	// for this long (0: 10 minutes): a driver that died leaves no probes
+	// running forever.
+	RemoteIdle time.Duration
+}
+
+// Server is the daemon. Create it with New; Serve runs it.
+type Server struct {
+	cfg Config
+	m   *metrics
+
+	mu       sync.Mutex
+	captures []*entry
+	seq      int
+	ctx      context.Context // captures run under it; Serve's
+	wg       sync.WaitGroup
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Parse == nil {
+		return nil, errors.New("serve: Config.Parse is nil")
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("serve: Config.Dir is empty")
+	}
+	if cfg.RemoteIdle < 0 {
+		return nil, fmt.Errorf("--remote-idle %v: must be > 0", cfg.RemoteIdle)
+	}
+	if cfg.RemoteIdle == 0 {
+		cfg.RemoteIdle = 10 * time.Minute
+	}
+	return &Server{cfg: cfg, m: newMetrics(), ctx: context.Background()}, nil
+}
+
+// CheckAddr says whether addr may be listened on with token: loopback
+// always; any other address only with a token, and then warning is what
+// to print.
+func CheckAddr(addr, token string) (warning string, err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return "", nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "", nil
+	}
+	if token == "" {
+		return "", fmt.Errorf("%w: --listen %s is reachable from other hosts and the API starts processes and probes; give --token (or $ASRPROF_TOKEN), or listen on 127.0.0.1", ErrNeedsToken, addr)
+	}
+	return fmt.Sprintf("warning: asrprof serve listens on %s, reachable from other hosts; every route asks for the bearer token, but the traffic is plain HTTP (use a private network or a TLS proxy)", addr), nil
+}
+
+// Listen opens the listener after CheckAddr; warnings go to stderr.
+func (s *Server) Listen(stderr io.Writer) (net.Listener, error) {
+	warn, err := CheckAddr(s.cfg.Addr, s.cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		fmt.Fprintln(stderr, warn)
+	}
+	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--dir: %w", err)
+	}
+	return net.Listen("tcp", s.cfg.Addr)
+}
+
+// Serve answers on ln until ctx is done, then stops every capture (each
+// finalizes its bundle) and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.stopAll()
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(shut)
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) stopAll() {
+	s.mu.Lock()
+	list := append([]*entry(nil), s.captures...)
+	s.mu.Unlock()
+	for _, e := range list {
+		e.stop()
+	}
+}
+
+// Handler is the daemon's routes, behind the token check.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET "+capture.AgentTimePath, s.timeNow)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath, s.list)
+	mux.HandleFunc("POST "+capture.AgentCapturesPath, s.start)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}", s.get)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/log", s.log)
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/stop", s.stop)
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/begin", s.begin)
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/end", s.end)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/report", s.report)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/bundle", s.bundle)
+	if s.cfg.Token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="asrprof"`)
+			http.Error(w, "asrprof serve: missing or wrong bearer token (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) timeNow(w http.ResponseWriter, r *http.Request) {
+	recv := time.Now().UnixNano()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"recv_unix_ns":%d,"send_unix_ns":%d}`, recv, time.Now().UnixNano())
+}
+
+// lookup finds a capture by id, or answers 404.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *entry {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.captures {
+		if e.id == id {
+			return e
+		}
+	}
+	http.Error(w, fmt.Sprintf("no capture %q (GET %s lists them)", id, capture.AgentCapturesPath), http.StatusNotFound)
+	return nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.infos())
+}
+
+func (s *Server) infos() []capture.AgentCapture {
+	s.mu.Lock()
+	list := append([]*entry(nil), s.captures...)
+	s.mu.Unlock()
+	out := []capture.AgentCapture{}
+	for _, e := range list {
+		out = append(out, e.info())
+	}
+	return out
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if e := s.lookup(w, r); e != nil {
+		writeJSON(w, http.StatusOK, e.info())
+	}
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	e := s.lookup(w, r)
+	if e == nil {
+		return
+	}
+	e.stop()
+	if r.URL.Query().Get("wait") != "" {
+		select {
+		case <-e.finished:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	writeJSON(w, http.StatusAccepted, e.info())
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := jsonEncoder(w)
+	enc.Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, format string, a ...any) {
+	http.Error(w, strings.TrimSpace(fmt.Sprintf(format, a...)), code)
+}
