@@ -15,10 +15,14 @@ import (
 //	load("evidence", "occupancy", "event_meta")
 //	occupancy(capture, preset, "first forward", "decode tail")  # {level: struct(mean, max)}
 //	event_meta(capture, "stage_complete", "last_step")           # [struct(level, repeat, min, max, sum, n)]
+//	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
+//	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s)]
 func evidenceModule() *starlarkstruct.Module {
 	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
 		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
 		"event_meta": starlark.NewBuiltin("evidence.event_meta", eventMeta),
+		"workers":    starlark.NewBuiltin("evidence.workers", workersFn),
+		"balance":    starlark.NewBuiltin("evidence.balance", balanceFn),
 	}}
 }
 
@@ -95,6 +99,74 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
 			"level": starlark.String(m.Level), "repeat": starlark.MakeInt(m.Repeat),
 			"min": starlark.Float(m.Min), "max": starlark.Float(m.Max), "sum": starlark.Float(m.Sum), "n": starlark.MakeInt(m.N),
+		}))
+	}
+	return starlark.NewList(out), nil
+}
+
+// workers(capture): which workers served the requests (engine.FindWorkers):
+// names (sorted), routed (requests a router span names a worker for),
+// confirmed (of those, whose worker spans name the same instance),
+// mismatched (whose worker spans name another) and unnamed (measured
+// requests no span names a worker for).
+func workersFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv); err != nil {
+		return nil, err
+	}
+	w, err := cv.c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	unnamed := 0
+	for i := 0; i < rc.N && i < len(w.Of); i++ {
+		if !rc.Warmup[i] && w.Of[i] == "" {
+			unnamed++
+		}
+	}
+	return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		"names": stringList(w.Names), "routed": starlark.MakeInt(w.Routed), "confirmed": starlark.MakeInt(w.Confirmed),
+		"mismatched": starlark.MakeInt(w.Mismatched), "unnamed": starlark.MakeInt(unnamed),
+	}), nil
+}
+
+// balance(capture, preset, levels): each level's share per worker
+// (engine.Balance) over the scored passes: requests (any status), ok,
+// busy_s (time with one of its requests inside the server's total, summed
+// over the passes), latency_mean_s and total_mean_s of its ok requests.
+func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var pv *presetValue
+	var levelsV *starlark.List
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "levels", &levelsV); err != nil {
+		return nil, err
+	}
+	levels, err := stringArgs(b.Name(), levelsV)
+	if err != nil {
+		return nil, err
+	}
+	w, err := cv.c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := cv.c.StageRows(pv.p)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	var out []starlark.Value
+	for _, s := range engine.Balance(rc, rows, w, levels) {
+		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
+			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
+			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),
 		}))
 	}
 	return starlark.NewList(out), nil
