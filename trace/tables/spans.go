@@ -214,7 +214,7 @@ type spanRow struct {
 	EndUnixNs    int64   `parquet:"end_unix_ns"`
 	DurationS    float64 `parquet:"duration_s"`
 	StatusCode   string  `parquet:"status_code,dict"`
-	Attributes   *string `parquet:"attributes,optional,json"`
+	Attributes   *string `parquet:"attributes,optional"` // JSON text (a json tag wrote nulls)
 }
 
 func writeSpans(path string, s *Spans, meta map[string]string) error {
