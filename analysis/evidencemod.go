@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // The evidence module gives the diagnosis what the stage table does not,
@@ -15,6 +16,7 @@ import (
 //	load("evidence", "occupancy", "event_meta")
 //	occupancy(capture, preset, "first forward", "decode tail")  # {level: struct(mean, max)}
 //	event_meta(capture, "stage_complete", "last_step")           # [struct(level, repeat, min, max, sum, n)]
+//	occupancy(..., worker = "w0"), event_meta(..., worker = "w0") # over one worker's requests (behind a router)
 //	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
 //	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s)]
 func evidenceModule() *starlarkstruct.Module {
@@ -34,8 +36,8 @@ func evidenceModule() *starlarkstruct.Module {
 func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
 	var pv *presetValue
-	var from, to string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to); err != nil {
+	var from, to, worker string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to, "worker?", &worker); err != nil {
 		return nil, err
 	}
 	rows, err := cv.c.StageRows(pv.p)
@@ -44,6 +46,9 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	}
 	rc, err := cv.c.Tables.RequestCols()
 	if err != nil {
+		return nil, err
+	}
+	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
 		return nil, err
 	}
 	occ := engine.Occupancies(rc, rows, from, to)
@@ -61,8 +66,8 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 // event of that name.
 func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
-	var name, key string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "event_name", &name, "key", &key); err != nil {
+	var name, key, worker string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "event_name", &name, "key", &key, "worker?", &worker); err != nil {
 		return nil, err
 	}
 	rc, err := cv.c.Tables.RequestCols()
@@ -93,6 +98,9 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		}
 		var m map[string]any
 		return m, json.Unmarshal([]byte(byReq[i]), &m) == nil
+	}
+	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
+		return nil, err
 	}
 	var out []starlark.Value
 	for _, m := range engine.EventMeta(rc, first, key) {
@@ -170,4 +178,23 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		}))
 	}
 	return starlark.NewList(out), nil
+}
+
+// onlyWorker returns rc with the requests of every worker but worker
+// marked warmup, so that the evidence counts only worker's ("": rc as it
+// is).
+func onlyWorker(c *Capture, rc *tables.RequestCols, worker string) (*tables.RequestCols, error) {
+	if worker == "" {
+		return rc, nil
+	}
+	w, err := c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	cp := *rc
+	cp.Warmup = make([]bool, len(rc.Warmup))
+	for i := range cp.Warmup {
+		cp.Warmup[i] = rc.Warmup[i] || i >= len(w.Of) || w.Of[i] != worker
+	}
+	return &cp, nil
 }
