@@ -134,14 +134,17 @@ func TestRouterCapture(t *testing.T) {
 	}
 }
 
-// One worker is slow (40 ms of host work per decode step): the verdict
-// names it.
+// One worker is slow (each build takes 6 s more: a sleep, so that the
+// other worker, on the same few shared cores, is not slowed with it, as
+// --host-step-ms's busy loop did under load): the verdict names it.
 func TestRouterSlowWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three reference-server processes")
 	}
-	dir, _ := routerCapture(t, nil, []string{"--host-step-ms", "40"}, 6)
+	dir, _ := routerCapture(t, nil, []string{"--build-delay", "6"}, 6)
 	got, text := verdicts(t, dir)
+	_, workers, _ := runCLI("analyze", dir, "sweep")
+	t.Logf("%s\ndiagnosis:\n%s", workers, text)
 	if c := got["c2"]; len(c) == 0 || c[0] != "slow worker: w1" {
 		t.Errorf("at c=2 the verdict is %v, want \"slow worker: w1\" first\n%s", c, text)
 	}
