@@ -41,7 +41,7 @@ func FindWorkers(n int, s *tables.Spans) *Workers {
 	router := make([]string, n)
 	inst := make([]string, n)
 	client := s.Service.Code(clientService)
-	for j := 0; j < s.Len(); j++ {
+	for j := range s.RequestIndex {
 		r := int(s.RequestIndex[j])
 		if r < 0 || r >= n || s.Service.Codes[j] == client {
 			continue
