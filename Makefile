@@ -10,7 +10,7 @@ PORT     ?= 18000
 # without this every build prints some hundred lines of gcc warnings.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build deps data demo test test-short bench test-gpu gpu-study gpu-pack generate lint clean jaeger bin/gpu.test bin/cpu.test
+.PHONY: all build deps data demo test test-short bench test-gpu gpu-study gpu-router gpu-pack generate lint clean jaeger bin/gpu.test bin/cpu.test
 
 all: build
 
@@ -66,6 +66,10 @@ test-gpu:
 
 gpu-study:
 	@tools/gpu-study.sh study gpu-bound host-bound
+
+# Two whisper engines behind bench/refserver's router (docs/GPU.md).
+gpu-router:
+	@tools/gpu-router.sh even slow
 
 gpu-pack: build data
 	@tools/gpu-pack.sh

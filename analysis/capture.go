@@ -58,6 +58,10 @@ type Capture struct {
 
 	stagesMu sync.Mutex
 	stages   map[string]*tables.StageRows // by preset key
+
+	workersOnce sync.Once
+	workers     *engine.Workers
+	workersErr  error
 }
 
 type rowSet struct {
@@ -164,6 +168,27 @@ func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
 	}
 	c.stages[key] = r
 	return r, nil
+}
+
+// Workers returns which worker served each request, from the spans a
+// router and its workers wrote (engine.FindWorkers); none without spans.
+func (c *Capture) Workers() (*engine.Workers, error) {
+	c.workersOnce.Do(func() {
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			c.workersErr = fmt.Errorf("reading requests: %w", err)
+			return
+		}
+		var s *tables.Spans
+		if c.HasSpans() {
+			if s, err = c.Tables.Spans(); err != nil {
+				c.workersErr = fmt.Errorf("reading %s: %w", c.Tables.Path(tables.SpansTable), err)
+				return
+			}
+		}
+		c.workers = engine.FindWorkers(rc.N, s)
+	})
+	return c.workers, c.workersErr
 }
 
 // RequestLevels returns the distinct levels of the requests, in the order

@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // The evidence module gives the diagnosis what the stage table does not,
@@ -15,10 +16,15 @@ import (
 //	load("evidence", "occupancy", "event_meta")
 //	occupancy(capture, preset, "first forward", "decode tail")  # {level: struct(mean, max)}
 //	event_meta(capture, "stage_complete", "last_step")           # [struct(level, repeat, min, max, sum, n)]
+//	occupancy(..., worker = "w0"), event_meta(..., worker = "w0") # over one worker's requests (behind a router)
+//	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
+//	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s)]
 func evidenceModule() *starlarkstruct.Module {
 	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
 		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
 		"event_meta": starlark.NewBuiltin("evidence.event_meta", eventMeta),
+		"workers":    starlark.NewBuiltin("evidence.workers", workersFn),
+		"balance":    starlark.NewBuiltin("evidence.balance", balanceFn),
 	}}
 }
 
@@ -30,8 +36,8 @@ func evidenceModule() *starlarkstruct.Module {
 func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
 	var pv *presetValue
-	var from, to string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to); err != nil {
+	var from, to, worker string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to, "worker?", &worker); err != nil {
 		return nil, err
 	}
 	rows, err := cv.c.StageRows(pv.p)
@@ -40,6 +46,9 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	}
 	rc, err := cv.c.Tables.RequestCols()
 	if err != nil {
+		return nil, err
+	}
+	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
 		return nil, err
 	}
 	occ := engine.Occupancies(rc, rows, from, to)
@@ -57,8 +66,8 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 // event of that name.
 func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
-	var name, key string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "event_name", &name, "key", &key); err != nil {
+	var name, key, worker string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "event_name", &name, "key", &key, "worker?", &worker); err != nil {
 		return nil, err
 	}
 	rc, err := cv.c.Tables.RequestCols()
@@ -90,6 +99,9 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		var m map[string]any
 		return m, json.Unmarshal([]byte(byReq[i]), &m) == nil
 	}
+	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
+		return nil, err
+	}
 	var out []starlark.Value
 	for _, m := range engine.EventMeta(rc, first, key) {
 		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
@@ -98,4 +110,91 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		}))
 	}
 	return starlark.NewList(out), nil
+}
+
+// workers(capture): which workers served the requests (engine.FindWorkers):
+// names (sorted), routed (requests a router span names a worker for),
+// confirmed (of those, whose worker spans name the same instance),
+// mismatched (whose worker spans name another) and unnamed (measured
+// requests no span names a worker for).
+func workersFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv); err != nil {
+		return nil, err
+	}
+	w, err := cv.c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	unnamed := 0
+	for i := 0; i < rc.N && i < len(w.Of); i++ {
+		if !rc.Warmup[i] && w.Of[i] == "" {
+			unnamed++
+		}
+	}
+	return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		"names": stringList(w.Names), "routed": starlark.MakeInt(w.Routed), "confirmed": starlark.MakeInt(w.Confirmed),
+		"mismatched": starlark.MakeInt(w.Mismatched), "unnamed": starlark.MakeInt(unnamed),
+	}), nil
+}
+
+// balance(capture, preset, levels): each level's share per worker
+// (engine.Balance) over the scored passes: requests (any status), ok,
+// busy_s (time with one of its requests inside the server's total, summed
+// over the passes), latency_mean_s and total_mean_s of its ok requests.
+func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var pv *presetValue
+	var levelsV *starlark.List
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "levels", &levelsV); err != nil {
+		return nil, err
+	}
+	levels, err := stringArgs(b.Name(), levelsV)
+	if err != nil {
+		return nil, err
+	}
+	w, err := cv.c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := cv.c.StageRows(pv.p)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	var out []starlark.Value
+	for _, s := range engine.Balance(rc, rows, w, levels) {
+		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
+			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
+			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),
+		}))
+	}
+	return starlark.NewList(out), nil
+}
+
+// onlyWorker returns rc with the requests of every worker but worker
+// marked warmup, so that the evidence counts only worker's ("": rc as it
+// is).
+func onlyWorker(c *Capture, rc *tables.RequestCols, worker string) (*tables.RequestCols, error) {
+	if worker == "" {
+		return rc, nil
+	}
+	w, err := c.Workers()
+	if err != nil {
+		return nil, err
+	}
+	cp := *rc
+	cp.Warmup = make([]bool, len(rc.Warmup))
+	for i := range cp.Warmup {
+		cp.Warmup[i] = rc.Warmup[i] || i >= len(w.Of) || w.Of[i] != worker
+	}
+	return &cp, nil
 }

@@ -33,6 +33,7 @@ func presetModule() *starlarkstruct.Module {
 		"span":          starlark.NewBuiltin("preset.span", spanStage),
 		"attr":          starlark.NewBuiltin("preset.attr", attrStage),
 		"rest":          starlark.NewBuiltin("preset.rest", restStage),
+		"gap":           starlark.NewBuiltin("preset.gap", gapStage),
 		"declare":       starlark.NewBuiltin("preset.declare", declare),
 		"stage_summary": starlark.NewBuiltin("preset.stage_summary", stageSummary),
 	}}
@@ -111,6 +112,16 @@ func restStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	return &stageValue{engine.Stage{Rest: true}}, nil
 }
 
+// gap(outer, inner): the first server span named outer less the first
+// named inner (a router's span around the worker's).
+func gapStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var outer, inner string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "outer", &outer, "inner", &inner); err != nil {
+		return nil, err
+	}
+	return &stageValue{engine.Stage{Outer: outer, Inner: inner}}, nil
+}
+
 // declare(name, requires, stages): requires is a point, or "events" (the
 // request has any event); stages maps each stage name to its rule, in
 // order.
@@ -140,7 +151,7 @@ func declare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 		}
 		sv, ok := it[1].(*stageValue)
 		if !ok {
-			return nil, fmt.Errorf("%s: stage %q is %s, want between(...), span(...), attr(...) or rest()", b.Name(), k, it[1].Type())
+			return nil, fmt.Errorf("%s: stage %q is %s, want between(...), span(...), attr(...), gap(...) or rest()", b.Name(), k, it[1].Type())
 		}
 		st := sv.s
 		st.Name = k
@@ -264,15 +275,18 @@ func (d *dict) code(s string) int32 {
 	return d.ix[s]
 }
 
-// stageSummary(capture, preset, names, levels): the stage table's rows,
-// [struct(level, n, missing, stages = {name: struct(mean_ms, p95_ms, n) or
-// None})], for the levels in order, over the measured (non-warmup)
-// successful requests.
+// stageSummary(capture, preset, names, levels, by_worker = False): the
+// stage table's rows, [struct(level, worker, n, missing, stages = {name:
+// struct(mean_ms, p95_ms, n) or None})], for the levels in order, over the
+// measured (non-warmup) successful requests; by_worker: one row per level
+// and worker (worker "" otherwise, and for requests no span names a
+// worker for).
 func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
 	var pv *presetValue
 	var namesV, levelsV *starlark.List
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "names", &namesV, "levels", &levelsV); err != nil {
+	var byWorker bool
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "names", &namesV, "levels", &levelsV, "by_worker?", &byWorker); err != nil {
 		return nil, err
 	}
 	names, err := stringArgs(b.Name(), namesV)
@@ -291,8 +305,18 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err != nil {
 		return nil, err
 	}
+	var levelsOut []engine.Level
+	if byWorker {
+		w, err := cv.c.Workers()
+		if err != nil {
+			return nil, err
+		}
+		levelsOut = engine.SummarizeWorkers(rc, rows, levels, names, w)
+	} else {
+		levelsOut = engine.Summarize(rc, rows, levels, names)
+	}
 	var out []starlark.Value
-	for _, l := range engine.Summarize(rc, rows, levels, names) {
+	for _, l := range levelsOut {
 		st := starlark.NewDict(len(names))
 		for _, n := range names {
 			var x starlark.Value = starlark.None
@@ -304,7 +328,7 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			st.SetKey(starlark.String(n), x)
 		}
 		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
-			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
+			"level": starlark.String(l.Level), "worker": starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
 		}))
 	}
 	return starlark.NewList(out), nil

@@ -25,6 +25,11 @@
 //     so that the last ends where that span ends, from that span's own
 //     attributes.
 //   - A Rest stage is the stage "total" minus every Attr stage.
+//   - A Gap stage is the first server span named Outer less the first
+//     named Inner (a router's span around the worker's); it has no
+//     boundaries. The stage named Router is such a stage outside the
+//     server's total (Summarize keeps it out of the total's parts and out
+//     of the client overhead).
 //   - A request has the preset's telemetry when its Requires point exists
 //     (or, with RequiresEvents, when it has any event); one without is
 //     "missing" in the stage table.
@@ -77,19 +82,23 @@ func (p Point) String() string {
 }
 
 // Stage is one stage of a preset: Between From and To, an Attr of the
-// spans named AttrSpan, or the Rest of total.
+// spans named AttrSpan, the Rest of total, or the Gap of span Outer
+// around span Inner.
 type Stage struct {
-	Name     string
-	From, To Point
-	AttrSpan string
-	Attr     string
-	Rest     bool
+	Name         string
+	From, To     Point
+	AttrSpan     string
+	Attr         string
+	Rest         bool
+	Outer, Inner string
 }
 
 func (s Stage) String() string {
 	switch {
 	case s.Rest:
 		return fmt.Sprintf("%q: rest()", s.Name)
+	case s.Outer != "":
+		return fmt.Sprintf("%q: gap(%q, %q)", s.Name, s.Outer, s.Inner)
 	case s.Attr != "":
 		return fmt.Sprintf("%q: attr(%q, %q)", s.Name, s.AttrSpan, s.Attr)
 	}
@@ -143,7 +152,7 @@ func (p *Preset) UsesSpans() bool {
 		return true
 	}
 	for _, s := range p.Stages {
-		if s.From.Span != "" || s.To.Span != "" || s.AttrSpan != "" {
+		if s.From.Span != "" || s.To.Span != "" || s.AttrSpan != "" || s.Outer != "" {
 			return true
 		}
 	}
@@ -167,7 +176,10 @@ func (p *Preset) Validate() error {
 		seen[s.Name] = true
 		total = total || s.Name == Total
 		rest = rest || s.Rest
-		if !s.Rest && s.Attr == "" {
+		if s.Outer != "" && s.Inner == "" {
+			return fmt.Errorf("preset %s: stage %q: a gap needs an inner span", p.Name, s.Name)
+		}
+		if !s.Rest && s.Attr == "" && s.Outer == "" {
 			for _, pt := range []Point{s.From, s.To} {
 				if pt.Event == "" && pt.Span == "" {
 					return fmt.Errorf("preset %s: stage %q: a point names no event or span", p.Name, s.Name)
@@ -244,6 +256,10 @@ func newSource(p *Preset, n int, e *tables.Events, s *tables.Spans) *source {
 		names(st.To)
 		if st.AttrSpan != "" {
 			src.spCode[st.AttrSpan] = s.Name.Code(st.AttrSpan)
+		}
+		if st.Outer != "" {
+			src.spCode[st.Outer] = s.Name.Code(st.Outer)
+			src.spCode[st.Inner] = s.Name.Code(st.Inner)
 		}
 	}
 	src.client = s.Service.Code(clientService)
@@ -392,6 +408,14 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 		out[k] = stageValue{}
 		switch {
 		case st.Rest:
+		case st.Outer != "":
+			os, okOS := src.point(i, Point{Span: st.Outer})
+			oe, okOE := src.point(i, Point{Span: st.Outer, End: true})
+			is, okIS := src.point(i, Point{Span: st.Inner})
+			ie, okIE := src.point(i, Point{Span: st.Inner, End: true})
+			if okOS && okOE && okIS && okIE {
+				out[k].dur, out[k].hasDur = float64((oe-os)-(ie-is))/1e9, true
+			}
 		case st.Attr != "":
 			buf = src.attrSpans(i, src.spCode[st.AttrSpan], buf)
 			if len(buf) == 0 {

@@ -12,6 +12,11 @@ import (
 const (
 	// ClientOverhead is client latency minus the server's total.
 	ClientOverhead = "client overhead"
+	// Router is the time a router in front of the server spent on the
+	// request (its span less the server's): between the client and the
+	// server, so outside the server's total; client overhead is then
+	// client latency − total − router.
+	Router = "router"
 	// Unattributed is the server's total minus every other server stage
 	// the request has: time no stage of the preset covers, so that the
 	// stage table adds up to the total.
@@ -36,6 +41,7 @@ type Stat struct {
 // had the stage.
 type Level struct {
 	Level      string
+	Worker     string // SummarizeWorkers' rows: the worker ("" for requests no span names one)
 	N, Missing int
 	Stages     map[string]*Stat
 }
@@ -44,14 +50,21 @@ type Level struct {
 // for the levels in order that have measured requests, and for each of
 // names: a stage of the rows, or ClientOverhead.
 func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string) []Level {
-	type acc struct {
-		n, missing int
-		vals       map[string][]float64
-	}
-	byLevel := map[string]*acc{}
+	return summarize(reqs, rows, order, names, nil, nil)
+}
+
+// SummarizeWorkers is Summarize per level and worker (w.Of), the workers
+// of each level in w.Names order.
+func SummarizeWorkers(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string, w *Workers) []Level {
+	return summarize(reqs, rows, order, names, w.Of, w.Names)
+}
+
+func summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string, worker []string, workers []string) []Level {
+	byLevel := map[[2]string]*levelAcc{}
 	stageOf := make([]string, len(rows.Stage.Dict))
 	copy(stageOf, rows.Stage.Dict)
 	totalCode := rows.Stage.Code(Total)
+	routerCode := rows.Stage.Code(Router)
 	ok := reqs.Status.Code(trace.StatusOK)
 	k := 0 // cursor into rows, which are in request order
 	for i := 0; i < reqs.N; i++ {
@@ -62,18 +75,21 @@ func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok {
 			continue
 		}
-		level := reqs.Level.At(i)
-		a := byLevel[level]
+		key := [2]string{reqs.Level.At(i), ""}
+		if worker != nil && i < len(worker) {
+			key[1] = worker[i]
+		}
+		a := byLevel[key]
 		if a == nil {
-			a = &acc{vals: map[string][]float64{}}
-			byLevel[level] = a
+			a = &levelAcc{vals: map[string][]float64{}}
+			byLevel[key] = a
 		}
 		if k == from {
 			a.missing++
 			continue
 		}
 		a.n++
-		var total, parts float64
+		var total, parts, router float64
 		hasTotal := false
 		for j := from; j < k; j++ {
 			if !rows.HasDuration[j] {
@@ -83,12 +99,14 @@ func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 			a.vals[stageOf[c]] = append(a.vals[stageOf[c]], rows.DurationS[j])
 			if c == totalCode {
 				total, hasTotal = rows.DurationS[j], true
+			} else if c == routerCode {
+				router = rows.DurationS[j]
 			} else {
 				parts += rows.DurationS[j]
 			}
 		}
 		if hasTotal {
-			a.vals[ClientOverhead] = append(a.vals[ClientOverhead], reqs.LatencyS[i]-total)
+			a.vals[ClientOverhead] = append(a.vals[ClientOverhead], reqs.LatencyS[i]-total-router)
 			u := total - parts
 			if math.Abs(u) < 1e-9 { // rounding of the stages' own subtractions
 				u = 0
@@ -106,20 +124,47 @@ func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 	}
 	var out []Level
 	for _, lv := range order {
-		a := byLevel[lv]
-		if a == nil {
+		if worker == nil {
+			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
 			continue
 		}
-		l := Level{Level: lv, N: a.n, Missing: a.missing, Stages: map[string]*Stat{}}
-		for _, name := range names {
-			xs := a.vals[name]
-			if len(xs) == 0 {
-				l.Stages[name] = nil
-				continue
-			}
-			l.Stages[name] = &Stat{MeanMs: 1000 * stats.Mean(xs), P95Ms: 1000 * stats.Percentile(xs, 95), N: len(xs)}
+		for _, wk := range workers {
+			out = appendLevel(out, byLevel[[2]string{lv, wk}], lv, wk, names)
 		}
-		out = append(out, l)
+		if !contains(workers, "") {
+			// requests no span names a worker for
+			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
+		}
 	}
 	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+type levelAcc struct {
+	n, missing int
+	vals       map[string][]float64
+}
+
+func appendLevel(out []Level, a *levelAcc, lv, wk string, names []string) []Level {
+	if a == nil {
+		return out
+	}
+	l := Level{Level: lv, Worker: wk, N: a.n, Missing: a.missing, Stages: map[string]*Stat{}}
+	for _, name := range names {
+		xs := a.vals[name]
+		if len(xs) == 0 {
+			l.Stages[name] = nil
+			continue
+		}
+		l.Stages[name] = &Stat{MeanMs: 1000 * stats.Mean(xs), P95Ms: 1000 * stats.Percentile(xs, 95), N: len(xs)}
+	}
+	return append(out, l)
 }

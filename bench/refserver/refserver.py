@@ -232,8 +232,12 @@ class SpanExporter:
     """
 
     def __init__(self, endpoint, metrics, max_queue=4096, max_batch=512,
-                 interval_s=0.2, timeout_s=2.0):
+                 interval_s=0.2, timeout_s=2.0, service_name=SERVICE_NAME,
+                 instance_id=None, thread_name="asr-otlp"):
         self.endpoint = endpoint
+        self.service_name = service_name
+        self.instance_id = instance_id or default_instance_id()
+        self.thread_name = thread_name
         self.metrics = metrics
         self.max_batch = max_batch
         self.interval_s = interval_s
@@ -251,7 +255,7 @@ class SpanExporter:
             self.host = u.hostname
             self.port = u.port or (443 if u.scheme == "https" else 80)
             self.path = (u.path or "/v1/traces") + ("?" + u.query if u.query else "")
-            self.thread = threading.Thread(target=self._run, name="asr-otlp",
+            self.thread = threading.Thread(target=self._run, name=thread_name,
                                            daemon=True)
             self.thread.start()
 
@@ -268,7 +272,7 @@ class SpanExporter:
             self.metrics.drop_spans("queue_full", 1)
 
     def _run(self):
-        set_thread_name("asr-otlp")
+        set_thread_name(self.thread_name)
         while True:
             batch = []
             deadline = time.monotonic() + self.interval_s
@@ -310,8 +314,7 @@ class SpanExporter:
         else:
             self.metrics.drop_spans("export_failed", len(batch))
 
-    @staticmethod
-    def _encode(batch):
+    def _encode(self, batch):
         spans = []
         for s in batch:
             d = {
@@ -329,8 +332,8 @@ class SpanExporter:
             spans.append(d)
         return {"resourceSpans": [{
             "resource": {"attributes": _otlp_attrs({
-                "service.name": SERVICE_NAME,
-                "service.instance.id": "%s-%d" % (socket.gethostname(), os.getpid()),
+                "service.name": self.service_name,
+                "service.instance.id": self.instance_id,
                 "process.pid": os.getpid(),
                 "telemetry.sdk.language": "python",
                 "telemetry.sdk.name": "asrprof-refserver",
@@ -345,6 +348,11 @@ class SpanExporter:
         if self.enabled:
             self.stopping.set()
             self.thread.join(timeout_s)
+
+
+def default_instance_id():
+    """service.instance.id when --instance does not name one: host-pid."""
+    return "%s-%d" % (socket.gethostname(), os.getpid())
 
 
 def new_trace_id():
@@ -1283,7 +1291,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._websocket(rid)
         if path == "/health":
             if app.pipeline.ready.is_set():
-                self._send_json(200, dict({"status": "ok", "model": app.pipeline.model_id},
+                self._send_json(200, dict({"status": "ok", "model": app.pipeline.model_id,
+                                           "instance": app.instance},
                                           **app.pipeline.model_card()), rid)
             else:
                 self._send_json(503, {"status": "loading"}, rid)
@@ -1501,6 +1510,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "http.response.status_code": status,
             "asr.stream": stream,
             "audio.seconds": audio_s,
+            "service.instance.id": app.instance,
             "gen_ai.latency.e2e": e2e,
         }
         for k, v in lat.items():
@@ -1764,8 +1774,9 @@ class App:
         self.started = int(time.time())
         self.metrics = Metrics()
         self.profiler = RequestProfiler(self.metrics)
+        self.instance = args.instance or default_instance_id()
         self.exporter = SpanExporter(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
-                                     self.metrics)
+                                     self.metrics, instance_id=self.instance)
         if args.engine == "whisper":
             self.pipeline = _whisper().WhisperPipeline(args, self.metrics, self.profiler)
         else:
@@ -1825,6 +1836,10 @@ def parse_args(argv):
                    "[start][S01]words[end], the recognizer's words and word times with the "
                    "speakers of MANIFEST's reference markup (a JSONL manifest; the upload's "
                    "audio is found by its SHA-256); docs/REFSERVER.md")
+    p.add_argument("--instance", default="",
+                   help="this server's name among several behind a router (--router): the "
+                   "service.instance.id of its spans, on its transcription span and in /health "
+                   "(default host-pid)")
     a = p.parse_args(argv)
     for name in ("build_workers", "build_max_pending", "max_running_requests", "chunk_ms"):
         if getattr(a, name) < 1:
@@ -1845,6 +1860,13 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "--router" in argv:
+        # refserver.py --router --workers URL,URL: the router (router.py
+        # beside this file) instead of a server.
+        sys.modules.setdefault("refserver", sys.modules[__name__])
+        import router
+        return router.main([a for a in argv if a != "--router"])
     args = parse_args(argv)
     set_thread_name("asr-main")
     try:

@@ -96,6 +96,11 @@ func TestDiagnosisH200(t *testing.T) {
 		{"gpu-bound", "c64", "GPU-bound", "", "host-bound decode"},
 		{"study", "c32", "first-forward stalls", "", "host-bound decode"},
 		{"host-bound", "c32", "first-forward stalls", "host-bound decode", ""},
+		// two engines sharing the H200 behind the router: the slowed one
+		// (--host-step-ms 2, least-loaded) is named; the even pair is not
+		// called imbalanced
+		{"router-slow", "c32", "GPU-bound", "slow worker: gpu-w1", ""},
+		{"router-even", "c32", "GPU-bound", "", "imbalanced router"},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
 			got, text := verdicts(t, unpackBundle(t, tc.bundle))

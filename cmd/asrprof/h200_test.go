@@ -16,7 +16,7 @@ import (
 // whisper engine in its three states, captured through the CLI on the
 // device, kept as testdata/h200/NAME.tgz (server-events/ left out: the
 // bundle's events.jsonl holds the same lines).
-var h200Bundles = []string{"study", "gpu-bound", "host-bound"}
+var h200Bundles = []string{"study", "gpu-bound", "host-bound", "router-even", "router-slow"}
 
 // unpackBundle extracts testdata/h200/NAME.tgz into a temporary folder.
 func unpackBundle(t *testing.T, name string) string {

@@ -87,6 +87,31 @@ func (s *Spans) Attr(i int, key string) (float64, bool) {
 	return f, found
 }
 
+// AttrString returns the string in attribute key of span i; ok is false
+// when the span has no such attribute or it is not a string.
+func (s *Spans) AttrString(i int, key string) (string, bool) {
+	if s.AttrMaps != nil {
+		v, ok := s.AttrMaps[i][key].(string)
+		return v, ok
+	}
+	a := s.Attributes[i]
+	if a == "" {
+		return "", false
+	}
+	var out string
+	found := false
+	scanObject([]byte(a), func(k []byte, v value) error {
+		if found || string(k) != key || v.kind != 's' {
+			return nil
+		}
+		if x, err := v.str(); err == nil {
+			out, found = x, true
+		}
+		return nil
+	})
+	return out, found
+}
+
 // ReadSpansOTLP reads spans.otlp (absent: no spans) and joins its spans
 // to reqs.
 func ReadSpansOTLP(path string, reqs []trace.Request) (*Spans, error) {
@@ -189,7 +214,7 @@ type spanRow struct {
 	EndUnixNs    int64   `parquet:"end_unix_ns"`
 	DurationS    float64 `parquet:"duration_s"`
 	StatusCode   string  `parquet:"status_code,dict"`
-	Attributes   *string `parquet:"attributes,optional,json"`
+	Attributes   *string `parquet:"attributes,optional"` // JSON text (a json tag wrote nulls)
 }
 
 func writeSpans(path string, s *Spans, meta map[string]string) error {

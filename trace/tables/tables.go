@@ -35,7 +35,8 @@ import (
 
 // Version is the tables' format version. Raise it whenever a table's
 // columns or their meaning change: Open then rebuilds older tables.
-const Version = 2
+// (3: spans.parquet keeps the spans' attributes; 2 wrote nulls.)
+const Version = 3
 
 // The tables folder, its record, and its tables.
 const (

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/tables"
+)
+
+// The span attributes that name the worker of a request behind a router
+// (bench/refserver/router.py, docs/REFSERVER.md "The router"):
+const (
+	// WorkerAttr is on the router's own span: the worker it sent the
+	// request to.
+	WorkerAttr = "router.worker"
+	// InstanceAttr is on the worker's spans: the worker's own name.
+	InstanceAttr = "service.instance.id"
+)
+
+// Workers says which worker served each request.
+type Workers struct {
+	// Of is each request's worker ("" where no span names one): the
+	// router's WorkerAttr, else the worker's own InstanceAttr.
+	Of []string
+	// Names are the distinct workers, sorted; "" is not one.
+	Names []string
+	// Routed counts the requests a router span names a worker for;
+	// Confirmed those whose worker spans name the same instance, and
+	// Mismatched those whose worker spans name another (a broken join).
+	Routed, Confirmed, Mismatched int
+}
+
+// FindWorkers reads each request's worker from the server spans of the n
+// requests (s's RequestIndex joins them; s may be nil).
+func FindWorkers(n int, s *tables.Spans) *Workers {
+	w := &Workers{Of: make([]string, n)}
+	if s == nil {
+		return w
+	}
+	router := make([]string, n)
+	inst := make([]string, n)
+	client := s.Service.Code(clientService)
+	for j := range s.RequestIndex {
+		r := int(s.RequestIndex[j])
+		if r < 0 || r >= n || s.Service.Codes[j] == client {
+			continue
+		}
+		if v, ok := s.AttrString(j, WorkerAttr); ok && v != "" && router[r] == "" {
+			router[r] = v
+		}
+		if v, ok := s.AttrString(j, InstanceAttr); ok && v != "" && inst[r] == "" {
+			inst[r] = v
+		}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < n; i++ {
+		switch {
+		case router[i] != "":
+			w.Of[i] = router[i]
+			w.Routed++
+			if inst[i] == router[i] {
+				w.Confirmed++
+			} else if inst[i] != "" {
+				w.Mismatched++
+			}
+		case inst[i] != "":
+			w.Of[i] = inst[i]
+		}
+		if w.Of[i] != "" && !seen[w.Of[i]] {
+			seen[w.Of[i]] = true
+			w.Names = append(w.Names, w.Of[i])
+		}
+	}
+	sort.Strings(w.Names)
+	return w
+}
+
+// Share is one worker's part of one level's work, over its scored
+// (non-warmup) passes.
+type Share struct {
+	Level, Worker string
+	// Requests counts the scored requests sent to the worker (any status);
+	// OK those that succeeded.
+	Requests, OK int
+	// BusyS is the time the worker had a request inside the server's total
+	// (the union of their total stages), summed over the level's passes.
+	BusyS float64
+	// LatencyMeanS is the mean client latency of its OK requests, TotalMeanS
+	// their mean server total (0 where none has one).
+	LatencyMeanS, TotalMeanS float64
+}
+
+// Balance is each level's Share per worker (levels in order, workers in
+// w.Names order); rows are the preset's stages (for each request's total).
+func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order []string) []Share {
+	type key struct{ level, worker string }
+	type passKey struct {
+		level, worker string
+		repeat        int32
+	}
+	type acc struct {
+		requests, ok int
+		lat, tot     []float64
+	}
+	by := map[key]*acc{}
+	spans := map[passKey][][2]int64{}
+	totalCode := rows.Stage.Code(Total)
+	totalOf := make([]int, reqs.N) // row index of each request's total, -1 for none
+	for i := range totalOf {
+		totalOf[i] = -1
+	}
+	for j := 0; j < rows.Len(); j++ {
+		if r := int(rows.RequestIndex[j]); r < reqs.N && rows.Stage.Codes[j] == totalCode {
+			totalOf[r] = j
+		}
+	}
+	ok := reqs.Status.Code(trace.StatusOK)
+	for i := 0; i < reqs.N; i++ {
+		if reqs.Warmup[i] || i >= len(w.Of) || w.Of[i] == "" {
+			continue
+		}
+		k := key{reqs.Level.At(i), w.Of[i]}
+		a := by[k]
+		if a == nil {
+			a = &acc{}
+			by[k] = a
+		}
+		a.requests++
+		j := totalOf[i]
+		if j >= 0 && rows.HasBounds[j] {
+			var rep int32
+			if i < len(reqs.Repeat) {
+				rep = reqs.Repeat[i]
+			}
+			pk := passKey{k.level, k.worker, rep}
+			spans[pk] = append(spans[pk], [2]int64{rows.StartUnixNs[j], rows.EndUnixNs[j]})
+		}
+		if reqs.Status.Codes[i] != ok {
+			continue
+		}
+		a.ok++
+		a.lat = append(a.lat, reqs.LatencyS[i])
+		if j >= 0 && rows.HasDuration[j] {
+			a.tot = append(a.tot, rows.DurationS[j])
+		}
+	}
+	busy := map[key]float64{}
+	for pk, iv := range spans {
+		busy[key{pk.level, pk.worker}] += float64(unionNs(iv)) / 1e9
+	}
+	var out []Share
+	for _, lv := range order {
+		for _, wk := range w.Names {
+			a := by[key{lv, wk}]
+			if a == nil {
+				continue
+			}
+			out = append(out, Share{Level: lv, Worker: wk, Requests: a.requests, OK: a.ok,
+				BusyS: busy[key{lv, wk}], LatencyMeanS: meanOf(a.lat), TotalMeanS: meanOf(a.tot)})
+		}
+	}
+	return out
+}
+
+// unionNs is the length of the union of the intervals (sorted in place).
+func unionNs(iv [][2]int64) int64 {
+	sort.Slice(iv, func(a, b int) bool { return iv[a][0] < iv[b][0] })
+	var total, end int64
+	started := false
+	var start int64
+	for _, x := range iv {
+		if x[1] < x[0] {
+			continue
+		}
+		if !started || x[0] > end {
+			if started {
+				total += end - start
+			}
+			start, end, started = x[0], x[1], true
+			continue
+		}
+		if x[1] > end {
+			end = x[1]
+		}
+	}
+	if started {
+		total += end - start
+	}
+	return total
+}
+
+func meanOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return stats.Mean(xs)
+}
