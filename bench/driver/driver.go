@@ -9,9 +9,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +69,54 @@ type Driver struct {
 	once   sync.Once
 	rngMu  sync.Mutex
 	rng    *mrand.ChaCha8
+	up     uploads
+}
+
+// uploads are the request bodies of Items, built once per sample when the
+// client is a protocol.Preparer, and kept while Items, Model, Lang and
+// Client stay the same.
+type uploads struct {
+	items  []Item
+	client protocol.Client
+	model  string
+	lang   string
+	bodies []*protocol.Upload
+}
+
+// prepare builds (or keeps) the uploads of d.Items; it runs before a pass.
+func (d *Driver) prepare() {
+	pr, ok := d.Client.(protocol.Preparer)
+	u := &d.up
+	if !ok {
+		u.bodies = nil
+		return
+	}
+	same := u.bodies != nil && len(u.items) == len(d.Items) && (len(d.Items) == 0 || &u.items[0] == &d.Items[0]) &&
+		u.client == d.Client && u.model == d.Model && u.lang == d.Lang
+	if same {
+		return
+	}
+	*u = uploads{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, bodies: make([]*protocol.Upload, len(d.Items))}
+	for i := range d.Items {
+		job := d.job(&d.Items[i])
+		u.bodies[i] = pr.Prepare(&job)
+	}
+}
+
+// job is the protocol.Job of it without the per-request fields.
+func (d *Driver) job(it *Item) protocol.Job {
+	lang := it.Lang
+	if lang == "" {
+		lang = d.Lang
+	}
+	return protocol.Job{
+		SampleID:    it.SampleID,
+		FileName:    it.FileName,
+		ContentType: it.ContentType,
+		Audio:       it.Audio,
+		Model:       d.Model,
+		Language:    lang,
+	}
 }
 
 // Pass is what a pass produced.
@@ -98,10 +146,15 @@ func (d *Driver) init() {
 // completion order and also passed to OnRecord as they finish.
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
+	d.prepare()
 	p := &Pass{Records: make([]trace.Request, 0, len(d.Items))}
 	var mu sync.Mutex
 	task := func(ctx context.Context, i int, intended time.Time) {
-		rec := d.one(ctx, &d.Items[i], lv, repeat, warmup, intended)
+		var up *protocol.Upload
+		if d.up.bodies != nil {
+			up = d.up.bodies[i]
+		}
+		rec := d.one(ctx, &d.Items[i], up, lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
@@ -120,19 +173,18 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	return p
 }
 
-func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
 	n := d.seq.Add(1)
-	lang := it.Lang
-	if lang == "" {
-		lang = d.Lang
-	}
+	job := d.job(it)
+	job.Upload = up
+	lang := job.Language
 	rec := &trace.Request{
-		ID:             fmt.Sprintf("%d", n),
+		ID:             strconv.FormatInt(n, 10),
 		SampleID:       it.SampleID,
 		Level:          lv.Name,
 		Repeat:         repeat,
 		Warmup:         warmup,
-		RequestID:      fmt.Sprintf("%s-%06d", d.prefix, n),
+		RequestID:      d.requestID(n),
 		AudioDurationS: it.AudioS,
 		Ref:            it.Ref,
 		Lang:           lang,
@@ -144,22 +196,13 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 	} else {
 		tp, rec.TraceID = d.randomTraceParent()
 	}
-	job := &protocol.Job{
-		RequestID:   rec.RequestID,
-		TraceParent: tp,
-		SampleID:    it.SampleID,
-		FileName:    it.FileName,
-		ContentType: it.ContentType,
-		Audio:       it.Audio,
-		Model:       d.Model,
-		Language:    lang,
-	}
+	job.RequestID, job.TraceParent = rec.RequestID, tp
 	if d.OnStart != nil {
 		d.OnStart()
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	start := time.Now()
-	res := d.Client.Do(rctx, job)
+	res := d.Client.Do(rctx, &job)
 	cancel()
 	if res.End.IsZero() {
 		res.End = time.Now()
@@ -214,6 +257,20 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 		end(rec)
 	}
 	return rec
+}
+
+// requestID is the X-Request-Id of request n: the driver's prefix, a dash
+// and n with at least six digits (fmt's "%s-%06d", without fmt).
+func (d *Driver) requestID(n int64) string {
+	b := make([]byte, 0, len(d.prefix)+1+20)
+	b = append(b, d.prefix...)
+	b = append(b, '-')
+	var tmp [20]byte
+	digits := strconv.AppendInt(tmp[:0], n, 10)
+	for i := len(digits); i < 6; i++ {
+		b = append(b, '0')
+	}
+	return string(append(b, digits...))
 }
 
 func classify(ctx context.Context, err error) string {

@@ -90,9 +90,18 @@ func (c *openAI) appendField(b []byte, name, value string) []byte {
 	return append(b, "\r\n"...)
 }
 
+// Prepare builds job's multipart body: model, language, the fixed fields
+// and the file part's header, then the audio (job.Audio itself, not a
+// copy), then the closing boundary. Do sends it for every request that
+// carries it as Job.Upload.
+func (c *openAI) Prepare(job *Job) *Upload {
+	u := &Upload{owner: c, parts: [3][]byte{c.prefix(job), job.Audio, c.suffix}}
+	u.size = int64(len(u.parts[0]) + len(u.parts[1]) + len(u.parts[2]))
+	return u
+}
+
 // prefix returns every part before the audio bytes: model, language, the
-// fixed fields and the file part's header. It is the only per-request copy
-// of the body; the audio itself is sent from job.Audio.
+// fixed fields and the file part's header.
 func (c *openAI) prefix(job *Job) []byte {
 	ct := job.ContentType
 	if ct == "" {
@@ -153,6 +162,12 @@ func quoteEscape(s string) string {
 type partsBody struct {
 	parts [3][]byte
 	i     int // current part
+	up    *Upload
+}
+
+// rewind is the request's GetBody: the same upload from its start.
+func (b *partsBody) rewind() (io.ReadCloser, error) {
+	return &partsBody{parts: b.up.parts, up: b.up}, nil
 }
 
 func (b *partsBody) Read(p []byte) (int, error) {
@@ -234,14 +249,16 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		res.Err, res.ErrKind = fmt.Errorf("building request: %w", err), KindOther
 		return res
 	}
-	prefix := c.prefix(job)
-	req.Body = &partsBody{parts: [3][]byte{prefix, job.Audio, c.suffix}}
+	up := job.Upload
+	if up == nil || up.owner != c {
+		up = c.Prepare(job)
+	}
+	body := &partsBody{parts: up.parts, up: up}
+	req.Body = body
 	// GetBody lets the transport resend on a keep-alive connection that
 	// the server had closed before anything was written.
-	req.GetBody = func() (io.ReadCloser, error) {
-		return &partsBody{parts: [3][]byte{prefix, job.Audio, c.suffix}}, nil
-	}
-	req.ContentLength = int64(len(prefix) + len(job.Audio) + len(c.suffix))
+	req.GetBody = body.rewind
+	req.ContentLength = up.size
 	req.Header["Content-Type"] = []string{c.contentType}
 	req.Header["Accept"] = []string{c.accept}
 	if job.RequestID != "" {

@@ -23,6 +23,32 @@ type Job struct {
 	Audio       []byte // the file bytes, sent as the multipart `file` part; not modified
 	Model       string // multipart `model` (omitted if empty)
 	Language    string // multipart `language` (omitted if empty)
+	// Upload is the request body that this client's Prepare built for the
+	// same sample fields (FileName, ContentType, Audio, Model, Language),
+	// sent as-is; nil (or an Upload of another client) builds the body for
+	// this request.
+	Upload *Upload
+}
+
+// Upload is a request body prepared once per sample ([Preparer]) and sent
+// by every request of that sample: its bytes are shared by those requests,
+// never copied or rebuilt for one, and nobody modifies them. It is safe
+// for concurrent use.
+type Upload struct {
+	owner any       // the client that built it
+	parts [3][]byte // sent in order; the audio is the Job's own slice
+	size  int64
+}
+
+// Len is the body's length in bytes (the request's Content-Length).
+func (u *Upload) Len() int64 { return u.size }
+
+// Preparer is implemented by clients whose request body depends only on a
+// Job's sample fields (the "openai" and "openai-stream" clients): Prepare
+// builds it once, for the caller to set as Job.Upload on every request of
+// that sample. It is safe for concurrent use.
+type Preparer interface {
+	Prepare(job *Job) *Upload
 }
 
 // Result is what happened to one Job. Times are time.Now readings, so they
