@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -439,8 +438,9 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 		return nil, nil, nil, fmt.Errorf("%w: %s has no usable samples", ErrBadInput, cfg.Dataset)
 	}
 	items := make([]driver.Item, len(good))
+	files := audioFiles{}
 	for i, smp := range good {
-		b, err := os.ReadFile(smp.Audio)
+		b, err := files.read(smp.Audio)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: reading %s: %v", ErrBadInput, smp.Audio, err)
 		}
