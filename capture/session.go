@@ -128,7 +128,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
-		HTTPClient: newHTTPClient(cfg),
+		HTTPClient: newHTTPClient(cfg, items),
 	}))
 	if err != nil {
 		return nil, err
@@ -457,10 +457,16 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 	return items, good, bad, nil
 }
 
-func newHTTPClient(cfg *Config) *http.Client {
+func newHTTPClient(cfg *Config, items []driver.Item) *http.Client {
 	maxConns := 64
 	for _, c := range cfg.Concurrency {
 		maxConns = max(maxConns, c)
 	}
-	return &http.Client{Transport: protocol.NewTransport(maxConns)}
+	tr := protocol.NewTransport(maxConns)
+	largest := 0
+	for _, it := range items {
+		largest = max(largest, len(it.Audio))
+	}
+	tr.WriteBufferSize = protocol.WriteBufferFor(largest)
+	return &http.Client{Transport: tr}
 }

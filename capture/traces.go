@@ -18,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/otlp"
 	"github.com/asrprof/asrprof/trace/spans"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // tracing is the capture's span and event side: the OTLP receiver that
@@ -141,10 +142,12 @@ func (t *tracing) waitQuiet(ctx context.Context) {
 	}
 }
 
-// joinBundle joins a bundle's requests to its spans and events.
+// joinBundle joins a bundle's requests to its spans and events. The
+// requests are read with the tables' JSONL scanner (no reflection, on
+// every core), as the bundle's tables read them.
 func joinBundle(dir string) (join.Stats, error) {
 	b := &bundle.Bundle{Dir: dir}
-	reqs, err := b.Requests()
+	reqs, err := tables.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return join.Stats{}, err
 	}

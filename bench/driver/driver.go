@@ -53,7 +53,10 @@ type Tracer interface {
 
 // Driver sends passes. Its fields must not change while a pass runs.
 type Driver struct {
-	Client  protocol.Client
+	Client protocol.Client
+	// Items are the samples. When Client is a protocol.Preparer, Run
+	// builds each item's upload once and points the item's Audio at the
+	// same bytes inside it (the slice changes, the bytes do not).
 	Items   []Item
 	Model   string
 	Lang    string        // default when an item has none
@@ -83,7 +86,17 @@ type uploads struct {
 	bodies []*protocol.Upload
 }
 
-// prepare builds (or keeps) the uploads of d.Items; it runs before a pass.
+// uploadKey is what an item's upload depends on: items that name the same
+// audio bytes, file name, content type and language share one upload.
+type uploadKey struct {
+	audio          *byte
+	n              int
+	file, ct, lang string
+}
+
+// prepare builds (or keeps) the uploads of d.Items before a pass. Each
+// item's Audio then becomes the same bytes inside its upload, so the
+// dataset's audio is held once.
 func (d *Driver) prepare() {
 	pr, ok := d.Client.(protocol.Preparer)
 	u := &d.up
@@ -97,9 +110,23 @@ func (d *Driver) prepare() {
 		return
 	}
 	*u = uploads{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, bodies: make([]*protocol.Upload, len(d.Items))}
+	seen := map[uploadKey]*protocol.Upload{}
 	for i := range d.Items {
-		job := d.job(&d.Items[i])
-		u.bodies[i] = pr.Prepare(&job)
+		it := &d.Items[i]
+		job := d.job(it)
+		k := uploadKey{n: len(it.Audio), file: it.FileName, ct: it.ContentType, lang: job.Language}
+		if len(it.Audio) > 0 {
+			k.audio = &it.Audio[0]
+		}
+		up, ok := seen[k]
+		if !ok {
+			up = pr.Prepare(&job)
+			seen[k] = up
+		}
+		u.bodies[i] = up
+	}
+	for i := range d.Items {
+		d.Items[i].Audio = u.bodies[i].Audio()
 	}
 }
 
