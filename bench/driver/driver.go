@@ -72,18 +72,19 @@ type Driver struct {
 	once   sync.Once
 	rngMu  sync.Mutex
 	rng    *mrand.ChaCha8
-	up     uploads
+	up     prepared
 }
 
-// uploads are the request bodies of Items, built once per sample when the
-// client is a protocol.Preparer, and kept while Items, Model, Lang and
-// Client stay the same.
-type uploads struct {
+// prepared is what a pass needs of Items, built once and kept while Items,
+// Model, Lang and Client stay the same: each item's upload when the client
+// is a protocol.Preparer, and its normalized reference.
+type prepared struct {
 	items  []Item
 	client protocol.Client
 	model  string
 	lang   string
-	bodies []*protocol.Upload
+	refs   []score.Reference
+	bodies []*protocol.Upload // nil unless the client is a Preparer
 }
 
 // uploadKey is what an item's upload depends on: items that name the same
@@ -94,22 +95,26 @@ type uploadKey struct {
 	file, ct, lang string
 }
 
-// prepare builds (or keeps) the uploads of d.Items before a pass. Each
-// item's Audio then becomes the same bytes inside its upload, so the
-// dataset's audio is held once.
+// prepare builds (or keeps) d.up before a pass. Each item's Audio then
+// becomes the same bytes inside its upload, so the dataset's audio is held
+// once.
 func (d *Driver) prepare() {
-	pr, ok := d.Client.(protocol.Preparer)
 	u := &d.up
-	if !ok {
-		u.bodies = nil
-		return
-	}
-	same := u.bodies != nil && len(u.items) == len(d.Items) && (len(d.Items) == 0 || &u.items[0] == &d.Items[0]) &&
+	same := u.refs != nil && len(u.items) == len(d.Items) && (len(d.Items) == 0 || &u.items[0] == &d.Items[0]) &&
 		u.client == d.Client && u.model == d.Model && u.lang == d.Lang
 	if same {
 		return
 	}
-	*u = uploads{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, bodies: make([]*protocol.Upload, len(d.Items))}
+	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]score.Reference, len(d.Items))}
+	for i := range d.Items {
+		job := d.job(&d.Items[i])
+		u.refs[i] = score.NewReference(job.Language, d.Items[i].Ref)
+	}
+	pr, ok := d.Client.(protocol.Preparer)
+	if !ok {
+		return
+	}
+	u.bodies = make([]*protocol.Upload, len(d.Items))
 	seen := map[uploadKey]*protocol.Upload{}
 	for i := range d.Items {
 		it := &d.Items[i]
@@ -181,7 +186,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		if d.up.bodies != nil {
 			up = d.up.bodies[i]
 		}
-		rec := d.one(ctx, &d.Items[i], up, lv, repeat, warmup, intended)
+		rec := d.one(ctx, &d.Items[i], up, &d.up.refs[i], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
@@ -200,7 +205,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	return p
 }
 
-func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
@@ -273,7 +278,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, lv Leve
 		rec.Status = trace.StatusOK
 		rec.Hyp = res.Text
 		if !warmup {
-			c, scored := score.Sample(lang, it.Ref, res.Text)
+			c, scored := ref.Score(res.Text) // score.Sample(lang, it.Ref, res.Text)
 			if scored {
 				rec.Scored = true
 				rec.Errors = &trace.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
