@@ -83,7 +83,7 @@ type prepared struct {
 	client protocol.Client
 	model  string
 	lang   string
-	refs   []score.Reference
+	refs   []*score.Reference
 	bodies []*protocol.Upload // nil unless the client is a Preparer
 }
 
@@ -105,7 +105,7 @@ func (d *Driver) prepare() {
 	if same {
 		return
 	}
-	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]score.Reference, len(d.Items))}
+	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]*score.Reference, len(d.Items))}
 	for i := range d.Items {
 		job := d.job(&d.Items[i])
 		u.refs[i] = score.NewReference(job.Language, d.Items[i].Ref)
@@ -186,7 +186,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		if d.up.bodies != nil {
 			up = d.up.bodies[i]
 		}
-		rec := d.one(ctx, &d.Items[i], up, &d.up.refs[i], lv, repeat, warmup, intended)
+		rec := d.one(ctx, &d.Items[i], up, d.up.refs[i], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}

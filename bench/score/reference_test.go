@@ -18,7 +18,11 @@ func TestReferenceIsSample(t *testing.T) {
 	} {
 		want, wantScored := score.Sample(tt.lang, tt.ref, tt.hyp)
 		r := score.NewReference(tt.lang, tt.ref)
-		for range 2 { // the reference is not consumed
+		other, _ := score.Sample(tt.lang, tt.ref, tt.hyp+" extra words")
+		if got, _ := r.Score(tt.hyp + " extra words"); got != other {
+			t.Errorf("%s %q: another hypothesis first: %+v, want %+v", tt.lang, tt.ref, got, other)
+		}
+		for range 2 { // the reference is not consumed, the last hypothesis is remembered
 			got, scored := r.Score(tt.hyp)
 			if got != want || scored != wantScored {
 				t.Errorf("%s %q vs %q: Reference.Score = %+v %v, Sample = %+v %v", tt.lang, tt.ref, tt.hyp, got, scored, want, wantScored)
