@@ -26,17 +26,24 @@ if want driver; then
 DCONC=${BENCH_DRIVER_CONC:-32}
 DPAIRS=${BENCH_DRIVER_PAIRS:-3}
 DDUR=${BENCH_DRIVER_DURATION:-8s}
+# BENCH_ASRPROF=path runs another asrprof binary (an older build, for a
+# before/after) in the same protocol.
+ASRPROF=${BENCH_ASRPROF:-bin/asrprof}
 go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
 if [ ! -x "$CACHE/vegeta-v12.13.0" ]; then
   echo "== building vegeta v12.13.0 (once)"
   (cd tools/vegeta && go build -o "$CACHE/vegeta-v12.13.0" github.com/tsenart/vegeta/v12)
 fi
 VEGETA="$CACHE/vegeta-v12.13.0"
+# The default OTLP receiver listens on 4317/4318; when another program
+# holds them, the receiver (still on) moves to other ports, and says so.
+OTLPFLAGS=()
 for p in 4317 4318; do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
-    echo "bench driver: 127.0.0.1:$p is in use; asrprof capture's default OTLP receiver needs it" >&2; exit 1
+    OTLPFLAGS=(--otlp-grpc "127.0.0.1:${BENCH_OTLP_GRPC:-14317}" --otlp-http "127.0.0.1:${BENCH_OTLP_HTTP:-14318}")
   fi
 done
+[ ${#OTLPFLAGS[@]} -gt 0 ] && echo "== note: 127.0.0.1:4317/4318 taken by another program; asrprof's receiver listens on ${OTLPFLAGS[1]} and ${OTLPFLAGS[3]} instead"
 bin/noopserver -addr "127.0.0.1:$PORT" & SRV=$!
 trap 'kill ${SRV:-} 2>/dev/null || true' EXIT
 for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -50,11 +57,11 @@ go run ./tools/benchdata -out "$W" -n 1 -bytes 102400 -url "http://127.0.0.1:$PO
   -targets="$W/vegeta.targets" | "$VEGETA" report -type=json > runs/bench/vegeta-probe.json
 DN=$(python3 -c "import json,sys,re;d=json.load(open('runs/bench/vegeta-probe.json'));s=float(re.sub('s$','','$DDUR'));print(max(1000,int(d['throughput']*s/3)))")
 go run ./tools/benchdata -out "$W" -n "$DN" -bytes 102400 -url "http://127.0.0.1:$PORT" >/dev/null
-echo "== driver cost: closed loop c=$DCONC, 100 KB multipart, $DPAIRS alternating pairs; vegeta -duration=$DDUR; asrprof capture with default flags over $DN entries (3 passes)"
+echo "== driver cost ($ASRPROF): closed loop c=$DCONC, 100 KB multipart, $DPAIRS alternating pairs; vegeta -duration=$DDUR; asrprof capture with default flags over $DN entries (3 passes)"
 for pair in $(seq 1 "$DPAIRS"); do
   /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-asrprof-$pair.time" \
-    bin/asrprof capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
-      --concurrency "$DCONC" --out "runs/bench/driver-asrprof-$pair" --overwrite \
+    "$ASRPROF" capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
+      --concurrency "$DCONC" "${OTLPFLAGS[@]}" --out "runs/bench/driver-asrprof-$pair" --overwrite \
       > "runs/bench/driver-asrprof-$pair.stdout" 2> "runs/bench/driver-asrprof-$pair.stderr"
   /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-vegeta-$pair.time" \
     "$VEGETA" attack -rate=0 -workers="$DCONC" -max-workers="$DCONC" -duration="$DDUR" -keepalive=true \
