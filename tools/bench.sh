@@ -58,25 +58,33 @@ go run ./tools/benchdata -out "$W" -n 1 -bytes 102400 -url "http://127.0.0.1:$PO
 DN=$(python3 -c "import json,sys,re;d=json.load(open('runs/bench/vegeta-probe.json'));s=float(re.sub('s$','','$DDUR'));print(max(1000,int(d['throughput']*s/3)))")
 go run ./tools/benchdata -out "$W" -n "$DN" -bytes 102400 -url "http://127.0.0.1:$PORT" >/dev/null
 echo "== driver cost ($ASRPROF): closed loop c=$DCONC, 100 KB multipart, $DPAIRS alternating pairs; vegeta -duration=$DDUR; asrprof capture with default flags over $DN entries (3 passes)"
+srv_cpu() { awk '{print $14+$15}' "/proc/$SRV/stat"; }  # the no-op server's CPU, clock ticks
 for pair in $(seq 1 "$DPAIRS"); do
+  srv_cpu > "runs/bench/driver-asrprof-$pair.srv"
   /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-asrprof-$pair.time" \
     "$ASRPROF" capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
       --concurrency "$DCONC" "${OTLPFLAGS[@]}" --out "runs/bench/driver-asrprof-$pair" --overwrite \
       > "runs/bench/driver-asrprof-$pair.stdout" 2> "runs/bench/driver-asrprof-$pair.stderr"
+  srv_cpu >> "runs/bench/driver-asrprof-$pair.srv"
+  srv_cpu > "runs/bench/driver-vegeta-$pair.srv"
   /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-vegeta-$pair.time" \
     "$VEGETA" attack -rate=0 -workers="$DCONC" -max-workers="$DCONC" -duration="$DDUR" -keepalive=true \
       -targets="$W/vegeta.targets" > "runs/bench/driver-vegeta-$pair.bin"
+  srv_cpu >> "runs/bench/driver-vegeta-$pair.srv"
   "$VEGETA" report -type=json "runs/bench/driver-vegeta-$pair.bin" > "runs/bench/driver-vegeta-$pair.json"
 done
 python3 - "$DPAIRS" <<'PY'
-import json, sys
+import json, os, sys
 pairs = int(sys.argv[1])
 def cpu(name):
     u, s, e = map(float, open(f"runs/bench/{name}.time").read().split())
     return u + s
+def srv(name, n):  # the server's CPU per completed request while name ran
+    a, b = map(float, open(f"runs/bench/{name}.srv").read().split())
+    return (b - a) / os.sysconf("SC_CLK_TCK") / n
 rows, rr, cr = [], [], []
-print("| pair | vegeta req/s | asrprof req/s | asrprof/vegeta req/s | vegeta CPU/request | asrprof CPU/request | asrprof/vegeta CPU | vegeta requests | asrprof requests |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| pair | vegeta req/s | asrprof req/s | asrprof/vegeta req/s | vegeta CPU/request | asrprof CPU/request | asrprof/vegeta CPU | server CPU/request beside vegeta | beside asrprof | vegeta requests | asrprof requests |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for i in range(1, pairs + 1):
     v = json.load(open(f"runs/bench/driver-vegeta-{i}.json"))
     v_ok = v["requests"] * v["success"]
@@ -86,7 +94,8 @@ for i in range(1, pairs + 1):
     a_rps = sum(x["requests_per_s"] for x in r["per_repeat"]) / len(r["per_repeat"])
     a_cpu = cpu(f"driver-asrprof-{i}") / a_ok
     rr.append(a_rps / v_rps); cr.append(a_cpu / v_cpu)
-    print(f"| {i} | {v_rps:,.0f} | {a_rps:,.0f} | {a_rps/v_rps:.2f} | {v_cpu*1e6:.0f} µs | {a_cpu*1e6:.0f} µs | {a_cpu/v_cpu:.2f} | {v_ok:,.0f} | {a_ok:,.0f} |")
+    vs, as_ = srv(f"driver-vegeta-{i}", v_ok), srv(f"driver-asrprof-{i}", a_ok)
+    print(f"| {i} | {v_rps:,.0f} | {a_rps:,.0f} | {a_rps/v_rps:.2f} | {v_cpu*1e6:.0f} µs | {a_cpu*1e6:.0f} µs | {a_cpu/v_cpu:.2f} | {vs*1e6:.0f} µs | {as_*1e6:.0f} µs | {v_ok:,.0f} | {a_ok:,.0f} |")
 print(f"\nasrprof/vegeta req/s: {min(rr):.2f}–{max(rr):.2f} (goal ≥ 1.2); CPU per request: {min(cr):.2f}–{max(cr):.2f}× vegeta's (goal ≤ 1)")
 PY
 fi

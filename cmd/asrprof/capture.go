@@ -72,7 +72,6 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	if err != nil {
 		return err
 	}
-	tuneGC()
 	if rb.enabled() {
 		return rb.run(ctx, cfg, stdout, stderr)
 	}
