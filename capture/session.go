@@ -138,7 +138,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := newHTTPClient(cfg)
+	hc := newHTTPClient(cfg, items)
 	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
 		Target:     cfg.Target,
 		Stream:     cfg.Protocol == "openai-stream",
@@ -461,8 +461,15 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 		return nil, nil, nil, fmt.Errorf("%w: %s has no usable samples", ErrBadInput, cfg.Dataset)
 	}
 	items := make([]driver.Item, len(good))
+	files := audioFiles{}
 	for i, smp := range good {
-		b, err := smp.ReadAudio() // inline audio: its bytes, no copy
+		var b []byte
+		var err error
+		if smp.Inline != nil {
+			b, err = smp.ReadAudio() // inline audio: its bytes, no copy
+		} else {
+			b, err = files.read(smp.Audio) // each distinct file once
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: reading %s: %v", ErrBadInput, smp.Where(), err)
 		}
@@ -479,10 +486,16 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 	return items, good, bad, nil
 }
 
-func newHTTPClient(cfg *Config) *http.Client {
+func newHTTPClient(cfg *Config, items []driver.Item) *http.Client {
 	maxConns := 64
 	for _, c := range cfg.Concurrency {
 		maxConns = max(maxConns, c)
 	}
-	return &http.Client{Transport: protocol.NewTransport(maxConns)}
+	tr := protocol.NewTransport(maxConns)
+	largest := 0
+	for _, it := range items {
+		largest = max(largest, len(it.Audio))
+	}
+	tr.WriteBufferSize = protocol.WriteBufferFor(largest)
+	return &http.Client{Transport: tr}
 }

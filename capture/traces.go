@@ -18,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/otlp"
 	"github.com/asrprof/asrprof/trace/spans"
+	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // tracing is the capture's span and event side: the OTLP receiver that
@@ -110,7 +111,10 @@ func (t *tracing) finish(ctx context.Context, w *bundle.Writer, say func(string)
 		}
 		out["events_import"] = st
 	}
-	js, err := joinBundle(w.Dir())
+	// The join counts server spans only; when the receiver took none, the
+	// span store holds client spans alone and is not read back.
+	serverSpans := t.recv != nil && t.recv.Stats().Spans > 0
+	js, err := joinBundle(w.Dir(), serverSpans)
 	if err != nil {
 		say("join: " + err.Error())
 		return out
@@ -141,16 +145,22 @@ func (t *tracing) waitQuiet(ctx context.Context) {
 	}
 }
 
-// joinBundle joins a bundle's requests to its spans and events.
-func joinBundle(dir string) (join.Stats, error) {
+// joinBundle joins a bundle's requests to its spans (when serverSpans:
+// without server spans, the client spans change no count) and events. The
+// requests are read with the tables' JSONL scanner (no reflection, on
+// every core), as the bundle's tables read them.
+func joinBundle(dir string, serverSpans bool) (join.Stats, error) {
 	b := &bundle.Bundle{Dir: dir}
-	reqs, err := b.Requests()
+	reqs, err := tables.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return join.Stats{}, err
 	}
-	ss, err := spans.ReadAll(b.Path(bundle.SpansFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return join.Stats{}, err
+	var ss []spans.Span
+	if serverSpans {
+		ss, err = spans.ReadAll(b.Path(bundle.SpansFile))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return join.Stats{}, err
+		}
 	}
 	evs, err := events.ReadBundle(b.Path(bundle.EventsFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -17,52 +17,86 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 
 if want driver; then
+# Issue 14: asrprof capture with default flags at one closed-loop level
+# against vegeta, alternating pairs (asrprof, vegeta) so both sides see the
+# same machine; client CPU per request is /usr/bin/time user+sys over the
+# completed requests (whole commands: asrprof's preflight, fingerprint,
+# probes, receiver, bundle and tables included), req/s is vegeta's
+# throughput and the mean of asrprof's passes.
+DCONC=${BENCH_DRIVER_CONC:-32}
+DPAIRS=${BENCH_DRIVER_PAIRS:-3}
+DDUR=${BENCH_DRIVER_DURATION:-8s}
+# BENCH_ASRPROF=path runs another asrprof binary (an older build, for a
+# before/after) in the same protocol.
+ASRPROF=${BENCH_ASRPROF:-bin/asrprof}
 go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
 if [ ! -x "$CACHE/vegeta-v12.13.0" ]; then
   echo "== building vegeta v12.13.0 (once)"
   (cd tools/vegeta && go build -o "$CACHE/vegeta-v12.13.0" github.com/tsenart/vegeta/v12)
 fi
 VEGETA="$CACHE/vegeta-v12.13.0"
-
-# One 100 KB WAV (16 kHz mono, ~3.2 s) used by both load generators.
-W=runs/bench/data
-rm -rf "$W"; mkdir -p "$W"
-go run ./tools/benchdata -out "$W" -n "$N" -bytes 102400 -url "http://127.0.0.1:$PORT"
-
+# The default OTLP receiver listens on 4317/4318; when another program
+# holds them, the receiver (still on) moves to other ports, and says so.
+OTLPFLAGS=()
+for p in 4317 4318; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+    OTLPFLAGS=(--otlp-grpc "127.0.0.1:${BENCH_OTLP_GRPC:-14317}" --otlp-http "127.0.0.1:${BENCH_OTLP_HTTP:-14318}")
+  fi
+done
+[ ${#OTLPFLAGS[@]} -gt 0 ] && echo "== note: 127.0.0.1:4317/4318 taken by another program; asrprof's receiver listens on ${OTLPFLAGS[1]} and ${OTLPFLAGS[3]} instead"
 bin/noopserver -addr "127.0.0.1:$PORT" & SRV=$!
 trap 'kill ${SRV:-} 2>/dev/null || true' EXIT
 for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-
-cpu_of() { awk '{print $1+$2}' "$1"; }
-
-echo "== vegeta: closed loop, $CONC workers, $DUR, 100 KB multipart"
-/usr/bin/time -f "%U %S" -o runs/bench/vegeta.time \
-  "$VEGETA" attack -rate=0 -workers="$CONC" -max-workers="$CONC" -duration="$DUR" -keepalive=true \
-    -targets="$W/vegeta.targets" > runs/bench/vegeta.bin
-"$VEGETA" report -type=json runs/bench/vegeta.bin > runs/bench/vegeta.json
-V_RPS=$(python3 -c "import json;d=json.load(open('runs/bench/vegeta.json'));print(round(d['throughput'],1))")
-V_OK=$(python3 -c "import json;d=json.load(open('runs/bench/vegeta.json'));print(d['success'])")
-V_N=$(python3 -c "import json;d=json.load(open('runs/bench/vegeta.json'));print(d['requests'])")
-V_CPU=$(cpu_of runs/bench/vegeta.time)
-
-echo "== asrprof capture: closed loop, concurrency $CONC, $REPEATS passes of $N requests, 100 KB multipart, probes off"
-/usr/bin/time -f "%U %S" -o runs/bench/asrprof.time \
-  bin/asrprof capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
-    --concurrency "$CONC" --repeats "$REPEATS" --probes none --quiet --format json \
-    --out runs/bench/capture --overwrite > runs/bench/asrprof.json
-A_RPS=$(python3 -c "import json;d=json.load(open('runs/bench/capture/results.json'));p=d['results'][0]['per_repeat'];print(round(sum(x['requests_per_s'] for x in p)/len(p),1))")
-A_N=$(python3 -c "import json;d=json.load(open('runs/bench/capture/results.json'));print(d['results'][0]['total'])")
-A_CPU=$(cpu_of runs/bench/asrprof.time)
-
-python3 - "$V_RPS" "$V_N" "$V_CPU" "$A_RPS" "$A_N" "$A_CPU" "$V_OK" <<'PY'
-import sys
-v_rps, v_n, v_cpu, a_rps, a_n, a_cpu, v_ok = map(float, sys.argv[1:])
-print()
-print("| load generator | req/s | requests | success | client CPU per request |")
-print("|---|---|---|---|---|")
-print(f"| vegeta v12.13.0 | {v_rps:.0f} | {v_n:.0f} | {v_ok*100:.1f} % | {v_cpu/v_n*1e6:.0f} µs |")
-print(f"| asrprof capture | {a_rps:.0f} | {a_n:.0f} | | {a_cpu/a_n*1e6:.0f} µs (incl. preflight, hashing, bundle) |")
-print(f"\nratio asrprof/vegeta: {a_rps/v_rps:.2f} (goal ≥ 0.90)")
+W=runs/bench/data
+# One 100 KB WAV (16 kHz mono, ~3.2 s) used by both load generators; the
+# manifest lists it so that asrprof's three passes (the default --repeats)
+# last about as long as one vegeta attack: sized from a short vegeta probe.
+rm -rf "$W"; mkdir -p "$W"
+go run ./tools/benchdata -out "$W" -n 1 -bytes 102400 -url "http://127.0.0.1:$PORT" >/dev/null
+"$VEGETA" attack -rate=0 -workers="$DCONC" -max-workers="$DCONC" -duration=2s -keepalive=true \
+  -targets="$W/vegeta.targets" | "$VEGETA" report -type=json > runs/bench/vegeta-probe.json
+DN=$(python3 -c "import json,sys,re;d=json.load(open('runs/bench/vegeta-probe.json'));s=float(re.sub('s$','','$DDUR'));print(max(1000,int(d['throughput']*s/3)))")
+go run ./tools/benchdata -out "$W" -n "$DN" -bytes 102400 -url "http://127.0.0.1:$PORT" >/dev/null
+echo "== driver cost ($ASRPROF): closed loop c=$DCONC, 100 KB multipart, $DPAIRS alternating pairs; vegeta -duration=$DDUR; asrprof capture with default flags over $DN entries (3 passes)"
+srv_cpu() { awk '{print $14+$15}' "/proc/$SRV/stat"; }  # the no-op server's CPU, clock ticks
+for pair in $(seq 1 "$DPAIRS"); do
+  srv_cpu > "runs/bench/driver-asrprof-$pair.srv"
+  /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-asrprof-$pair.time" \
+    "$ASRPROF" capture --target "http://127.0.0.1:$PORT" --dataset "$W/manifest.jsonl" \
+      --concurrency "$DCONC" "${OTLPFLAGS[@]}" --out "runs/bench/driver-asrprof-$pair" --overwrite \
+      > "runs/bench/driver-asrprof-$pair.stdout" 2> "runs/bench/driver-asrprof-$pair.stderr"
+  srv_cpu >> "runs/bench/driver-asrprof-$pair.srv"
+  srv_cpu > "runs/bench/driver-vegeta-$pair.srv"
+  /usr/bin/time -f "%U %S %e" -o "runs/bench/driver-vegeta-$pair.time" \
+    "$VEGETA" attack -rate=0 -workers="$DCONC" -max-workers="$DCONC" -duration="$DDUR" -keepalive=true \
+      -targets="$W/vegeta.targets" > "runs/bench/driver-vegeta-$pair.bin"
+  srv_cpu >> "runs/bench/driver-vegeta-$pair.srv"
+  "$VEGETA" report -type=json "runs/bench/driver-vegeta-$pair.bin" > "runs/bench/driver-vegeta-$pair.json"
+done
+python3 - "$DPAIRS" <<'PY'
+import json, os, sys
+pairs = int(sys.argv[1])
+def cpu(name):
+    u, s, e = map(float, open(f"runs/bench/{name}.time").read().split())
+    return u + s
+def srv(name, n):  # the server's CPU per completed request while name ran
+    a, b = map(float, open(f"runs/bench/{name}.srv").read().split())
+    return (b - a) / os.sysconf("SC_CLK_TCK") / n
+rows, rr, cr = [], [], []
+print("| pair | vegeta req/s | asrprof req/s | asrprof/vegeta req/s | vegeta CPU/request | asrprof CPU/request | asrprof/vegeta CPU | server CPU/request beside vegeta | beside asrprof | vegeta requests | asrprof requests |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for i in range(1, pairs + 1):
+    v = json.load(open(f"runs/bench/driver-vegeta-{i}.json"))
+    v_ok = v["requests"] * v["success"]
+    v_rps, v_cpu = v["throughput"], cpu(f"driver-vegeta-{i}") / v_ok
+    r = json.load(open(f"runs/bench/driver-asrprof-{i}/results.json"))["results"][0]
+    a_ok = r["total"] - r.get("failed", 0)
+    a_rps = sum(x["requests_per_s"] for x in r["per_repeat"]) / len(r["per_repeat"])
+    a_cpu = cpu(f"driver-asrprof-{i}") / a_ok
+    rr.append(a_rps / v_rps); cr.append(a_cpu / v_cpu)
+    vs, as_ = srv(f"driver-vegeta-{i}", v_ok), srv(f"driver-asrprof-{i}", a_ok)
+    print(f"| {i} | {v_rps:,.0f} | {a_rps:,.0f} | {a_rps/v_rps:.2f} | {v_cpu*1e6:.0f} µs | {a_cpu*1e6:.0f} µs | {a_cpu/v_cpu:.2f} | {vs*1e6:.0f} µs | {as_*1e6:.0f} µs | {v_ok:,.0f} | {a_ok:,.0f} |")
+print(f"\nasrprof/vegeta req/s: {min(rr):.2f}–{max(rr):.2f} (goal ≥ 1.2); CPU per request: {min(cr):.2f}–{max(cr):.2f}× vegeta's (goal ≤ 1)")
 PY
 fi
 

@@ -11,30 +11,41 @@ import (
 )
 
 // fingerprintVersion starts every fingerprint's input, so a change to the
-// scheme can never collide with an old fingerprint.
-const fingerprintVersion = "asrprof-dataset-fingerprint-v1"
+// scheme can never collide with an old fingerprint. v1 hashed every
+// sample's audio bytes in line; v2 hashes each distinct file once and puts
+// its SHA-256 in line.
+const fingerprintVersion = "asrprof-dataset-fingerprint-v2"
 
 // Fingerprint returns the lower-case hex SHA-256 of the samples, in order.
 // The hash input is the version string, then for each sample its id, its
-// transcript and the bytes of its audio file (or of its inline audio cell),
-// each preceded by its length as
-// a big-endian uint64, so no two different datasets hash the same input.
-// Audio files are streamed, not loaded whole. Language and audio path do not
-// count: moving a dataset keeps its fingerprint.
+// transcript and the SHA-256 of its audio's bytes (an audio file's, or an
+// inline audio cell's: the same bytes give the same fingerprint in every
+// layout), each preceded by its length as a big-endian uint64, so no two
+// different datasets hash the same input. Each distinct audio path is read
+// once, as a stream, however many samples name it (a manifest may list one
+// file many times). Language and audio path do not count: moving a dataset
+// keeps its fingerprint.
 func Fingerprint(samples []Sample) (string, error) {
 	h := sha256.New()
 	writeField(h, []byte(fingerprintVersion))
+	files := map[string][]byte{} // path -> SHA-256 of its bytes
 	for _, s := range samples {
 		writeField(h, []byte(s.ID))
 		writeField(h, []byte(s.Text))
 		if s.Inline != nil {
-			// Inline audio counts as a file of the same bytes would.
-			writeField(h, s.Inline.Bytes)
+			sum := sha256.Sum256(s.Inline.Bytes)
+			writeField(h, sum[:])
 			continue
 		}
-		if err := writeFile(h, s.Audio); err != nil {
-			return "", fmt.Errorf("fingerprint: sample %q: %w", s.ID, err)
+		sum, ok := files[s.Audio]
+		if !ok {
+			var err error
+			if sum, err = fileSHA256(s.Audio); err != nil {
+				return "", fmt.Errorf("fingerprint: sample %q: %w", s.ID, err)
+			}
+			files[s.Audio] = sum
 		}
+		writeField(h, sum)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -46,27 +57,25 @@ func writeField(h hash.Hash, b []byte) {
 	h.Write(b)
 }
 
-// writeFile adds the length and content of the file at path to h, failing if
-// the file changes size while being read.
-func writeFile(h hash.Hash, path string) error {
+// fileSHA256 returns the SHA-256 of the file at path, failing if the file
+// changes size while being read.
+func fileSHA256(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(st.Size()))
-	h.Write(n[:])
+	h := sha256.New()
 	copied, err := io.Copy(h, f)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if copied != st.Size() {
-		return fmt.Errorf("%s: size changed while hashing (%d bytes, then %d)", path, st.Size(), copied)
+		return nil, fmt.Errorf("%s: size changed while hashing (%d bytes, then %d)", path, st.Size(), copied)
 	}
-	return nil
+	return h.Sum(nil), nil
 }

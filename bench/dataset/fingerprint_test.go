@@ -84,7 +84,29 @@ func TestFingerprintScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := sha256.New()
-	for _, field := range [][]byte{[]byte("asrprof-dataset-fingerprint-v1"), []byte("utt"), []byte("some words"), audioBytes} {
+	audioSum := sha256.Sum256(audioBytes)
+	for _, field := range [][]byte{[]byte("asrprof-dataset-fingerprint-v2"), []byte("utt"), []byte("some words"), audioSum[:]} {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(field))))
+		h.Write(field)
+	}
+	if want := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Errorf("Fingerprint = %s, want %s", got, want)
+	}
+}
+
+// TestFingerprintSharedFile: samples that name one file hash its digest
+// each time (the file itself is read once), as the scheme says.
+func TestFingerprintSharedFile(t *testing.T) {
+	audioBytes := wav(3, 100)
+	root := tree(t, t.TempDir(), map[string]any{"x.wav": audioBytes})
+	x := filepath.Join(root, "x.wav")
+	got, err := dataset.Fingerprint([]dataset.Sample{{ID: "u1", Audio: x, Text: "a"}, {ID: "u2", Audio: x, Text: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	sum := sha256.Sum256(audioBytes)
+	for _, field := range [][]byte{[]byte("asrprof-dataset-fingerprint-v2"), []byte("u1"), []byte("a"), sum[:], []byte("u2"), []byte("b"), sum[:]} {
 		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(field))))
 		h.Write(field)
 	}

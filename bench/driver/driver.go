@@ -8,8 +8,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	mrand "math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +17,7 @@ import (
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
+	"github.com/asrprof/asrprof/bench/score"
 	"github.com/asrprof/asrprof/trace"
 )
 
@@ -50,7 +51,10 @@ type Tracer interface {
 
 // Driver sends passes. Its fields must not change while a pass runs.
 type Driver struct {
-	Client  protocol.Client
+	Client protocol.Client
+	// Items are the samples. When Client is a protocol.Preparer, Run
+	// builds each item's upload once and points the item's Audio at the
+	// same bytes inside it (the slice changes, the bytes do not).
 	Items   []Item
 	Model   string
 	Lang    string        // default when an item has none
@@ -66,6 +70,83 @@ type Driver struct {
 	once   sync.Once
 	rngMu  sync.Mutex
 	rng    *mrand.ChaCha8
+	up     prepared
+}
+
+// prepared is what a pass needs of Items, built once and kept while Items,
+// Model, Lang and Client stay the same: each item's upload when the client
+// is a protocol.Preparer, and its normalized reference.
+type prepared struct {
+	items  []Item
+	client protocol.Client
+	model  string
+	lang   string
+	refs   []*score.Reference
+	bodies []*protocol.Upload // nil unless the client is a Preparer
+}
+
+// uploadKey is what an item's upload depends on: items that name the same
+// audio bytes, file name, content type and language share one upload.
+type uploadKey struct {
+	audio          *byte
+	n              int
+	file, ct, lang string
+}
+
+// prepare builds (or keeps) d.up before a pass. Each item's Audio then
+// becomes the same bytes inside its upload, so the dataset's audio is held
+// once.
+func (d *Driver) prepare() {
+	u := &d.up
+	same := u.refs != nil && len(u.items) == len(d.Items) && (len(d.Items) == 0 || &u.items[0] == &d.Items[0]) &&
+		u.client == d.Client && u.model == d.Model && u.lang == d.Lang
+	if same {
+		return
+	}
+	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]*score.Reference, len(d.Items))}
+	for i := range d.Items {
+		job := d.job(&d.Items[i])
+		u.refs[i] = score.NewReference(job.Language, d.Items[i].Ref)
+	}
+	pr, ok := d.Client.(protocol.Preparer)
+	if !ok {
+		return
+	}
+	u.bodies = make([]*protocol.Upload, len(d.Items))
+	seen := map[uploadKey]*protocol.Upload{}
+	for i := range d.Items {
+		it := &d.Items[i]
+		job := d.job(it)
+		k := uploadKey{n: len(it.Audio), file: it.FileName, ct: it.ContentType, lang: job.Language}
+		if len(it.Audio) > 0 {
+			k.audio = &it.Audio[0]
+		}
+		up, ok := seen[k]
+		if !ok {
+			up = pr.Prepare(&job)
+			seen[k] = up
+		}
+		u.bodies[i] = up
+	}
+	for i := range d.Items {
+		d.Items[i].Audio = u.bodies[i].Audio()
+	}
+}
+
+// job is the protocol.Job of it without the per-request fields.
+func (d *Driver) job(it *Item) protocol.Job {
+	lang := it.Lang
+	if lang == "" {
+		lang = d.Lang
+	}
+	return protocol.Job{
+		SampleID:    it.SampleID,
+		FileName:    it.FileName,
+		ContentType: it.ContentType,
+		Audio:       it.Audio,
+		Model:       d.Model,
+		Language:    lang,
+	}
 }
 
 // Pass is what a pass produced.
@@ -95,10 +176,15 @@ func (d *Driver) init() {
 // completion order and also passed to OnRecord as they finish.
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
+	d.prepare()
 	p := &Pass{Records: make([]trace.Request, 0, len(d.Items))}
 	var mu sync.Mutex
 	task := func(ctx context.Context, i int, intended time.Time) {
-		rec := d.one(ctx, &d.Items[i], lv, repeat, warmup, intended)
+		var up *protocol.Upload
+		if d.up.bodies != nil {
+			up = d.up.bodies[i]
+		}
+		rec := d.one(ctx, &d.Items[i], up, d.up.refs[i], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
@@ -117,19 +203,18 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	return p
 }
 
-func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
 	n := d.seq.Add(1)
-	lang := it.Lang
-	if lang == "" {
-		lang = d.Lang
-	}
+	job := d.job(it)
+	job.Upload = up
+	lang := job.Language
 	rec := &trace.Request{
-		ID:             fmt.Sprintf("%d", n),
+		ID:             strconv.FormatInt(n, 10),
 		SampleID:       it.SampleID,
 		Level:          lv.Name,
 		Repeat:         repeat,
 		Warmup:         warmup,
-		RequestID:      fmt.Sprintf("%s-%06d", d.prefix, n),
+		RequestID:      d.requestID(n),
 		AudioDurationS: it.AudioS,
 		Ref:            it.Ref,
 		Lang:           lang,
@@ -141,32 +226,37 @@ func (d *Driver) one(ctx context.Context, it *Item, lv Level, repeat int, warmup
 	} else {
 		tp, rec.TraceID = d.randomTraceParent()
 	}
-	job := &protocol.Job{
-		RequestID:   rec.RequestID,
-		TraceParent: tp,
-		SampleID:    it.SampleID,
-		FileName:    it.FileName,
-		ContentType: it.ContentType,
-		Audio:       it.Audio,
-		Model:       d.Model,
-		Language:    lang,
-	}
+	job.RequestID, job.TraceParent = rec.RequestID, tp
 	if d.OnStart != nil {
 		d.OnStart()
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	start := time.Now()
-	res := d.Client.Do(rctx, job)
+	res := d.Client.Do(rctx, &job)
 	cancel()
 	from := start
 	if lv.Rate > 0 {
 		from = intended
 	}
-	record.Fill(ctx, rec, start, from, &res)
+	record.FillWith(ctx, rec, start, from, &res, ref)
 	if end != nil {
 		end(rec)
 	}
 	return rec
+}
+
+// requestID is the X-Request-Id of request n: the driver's prefix, a dash
+// and n with at least six digits (fmt's "%s-%06d", without fmt).
+func (d *Driver) requestID(n int64) string {
+	b := make([]byte, 0, len(d.prefix)+1+20)
+	b = append(b, d.prefix...)
+	b = append(b, '-')
+	var tmp [20]byte
+	digits := strconv.AppendInt(tmp[:0], n, 10)
+	for i := len(digits); i < 6; i++ {
+		b = append(b, '0')
+	}
+	return string(append(b, digits...))
 }
 
 // randomTraceParent returns a sampled W3C traceparent and its trace id.

@@ -33,5 +33,10 @@
 // first token and chunk arrivals from the SSE decoder.
 //
 // For a load test, share one *http.Client built on [NewTransport] between
-// all requests so connections are kept alive and reused.
+// all requests so connections are kept alive and reused, with its
+// WriteBufferSize from [WriteBufferFor] the largest upload; and build each
+// sample's body once with the client's [Preparer] method, passing it as
+// Job.Upload on every request of that sample (the load driver does both
+// through capture): the body is then neither rebuilt nor copied per
+// request, and is written with the headers in one write(2).
 package protocol

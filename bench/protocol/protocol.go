@@ -23,6 +23,40 @@ type Job struct {
 	Audio       []byte // the file bytes, sent as the multipart `file` part; not modified
 	Model       string // multipart `model` (omitted if empty)
 	Language    string // multipart `language` (omitted if empty)
+	// Upload is the request body that this client's Prepare built for the
+	// same sample fields (FileName, ContentType, Audio, Model, Language),
+	// sent as-is; nil (or an Upload of another client) builds the body for
+	// this request.
+	Upload *Upload
+}
+
+// Upload is a request body prepared once per sample ([Preparer]) and sent
+// by every request of that sample: one contiguous byte slice, shared by
+// those requests, never copied or rebuilt for one, that nobody modifies.
+// It is sent as a bytes.Reader, which net/http writes together with the
+// headers (through the transport's write buffer: one write(2) when the
+// buffer holds it, see WriteBufferFor). It is safe for concurrent use.
+type Upload struct {
+	owner any    // the client that built it
+	body  []byte // the whole request body
+	audio int    // where the audio bytes start in body
+	n     int    // their length
+}
+
+// Len is the body's length in bytes (the request's Content-Length).
+func (u *Upload) Len() int64 { return int64(len(u.body)) }
+
+// Audio is the job's audio inside the body: the same bytes, so that a
+// caller may keep this slice instead of its own copy.
+func (u *Upload) Audio() []byte { return u.body[u.audio : u.audio+u.n : u.audio+u.n] }
+
+// Preparer is implemented by clients whose request body depends only on a
+// Job's sample fields (the "openai" and "openai-stream" clients): Prepare
+// builds it once (a copy of the audio with the multipart parts around it),
+// for the caller to set as Job.Upload on every request of that sample. It
+// is safe for concurrent use.
+type Preparer interface {
+	Prepare(job *Job) *Upload
 }
 
 // Result is what happened to one Job. Times are time.Now readings, so they
@@ -165,6 +199,16 @@ func NewTransport(maxConns int) *http.Transport {
 		WriteBufferSize:     64 << 10,
 		ReadBufferSize:      16 << 10,
 	}
+}
+
+// WriteBufferFor is the transport write buffer (http.Transport's
+// WriteBufferSize) that holds a whole request whose upload is maxUpload
+// bytes, with room for its headers and multipart parts, between 64 KiB and
+// 1 MiB. A request that fits is copied into the buffer and written in one
+// write(2); a larger one goes through net's generic copy, which allocates
+// a 32 KiB buffer per request and writes 32 KiB at a time.
+func WriteBufferFor(maxUpload int) int {
+	return min(max(maxUpload+16<<10, 64<<10), 1<<20)
 }
 
 // classify maps a transport or body-read error to a failure kind. ctx is

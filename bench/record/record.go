@@ -26,6 +26,12 @@ import (
 // timeout from a cancellation. A successful answer that is not warmup is
 // scored against rec.Ref in rec.Lang (score.Sample).
 func Fill(ctx context.Context, rec *trace.Request, start, from time.Time, res *protocol.Result) {
+	FillWith(ctx, rec, start, from, res, nil)
+}
+
+// FillWith is Fill scoring against ref, rec.Ref already normalized once for
+// all the requests of its sample (the driver's; nil: score.Sample).
+func FillWith(ctx context.Context, rec *trace.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
 	if res.End.IsZero() {
 		res.End = time.Now()
 	}
@@ -66,19 +72,28 @@ func Fill(ctx context.Context, rec *trace.Request, start, from time.Time, res *p
 	}
 	rec.Status = trace.StatusOK
 	rec.Hyp = res.Text
-	Score(rec)
+	scoreWith(rec, ref)
 }
 
 // Score sets rec.Scored and rec.Errors from rec.Hyp against rec.Ref, for a
 // successful request that is not warmup (a reference that normalizes to
 // nothing is not scored). The proxy calls it again once an upload has been
 // matched to its reference.
-func Score(rec *trace.Request) {
+func Score(rec *trace.Request) { scoreWith(rec, nil) }
+
+func scoreWith(rec *trace.Request, ref *score.Reference) {
 	rec.Scored, rec.Errors = false, nil
 	if rec.Status != trace.StatusOK || rec.Warmup {
 		return
 	}
-	if c, scored := score.Sample(rec.Lang, rec.Ref, rec.Hyp); scored {
+	var c score.Counts
+	var scored bool
+	if ref != nil {
+		c, scored = ref.Score(rec.Hyp)
+	} else {
+		c, scored = score.Sample(rec.Lang, rec.Ref, rec.Hyp)
+	}
+	if scored {
 		rec.Scored = true
 		rec.Errors = &trace.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
 	}

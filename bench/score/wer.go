@@ -2,6 +2,7 @@ package score
 
 import (
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -206,11 +207,41 @@ func levenshtein(outerWords, innerWords []string, outerIsRef bool) cell {
 // sample must be left out of a Corpus. An empty hypothesis is scored: every
 // reference word is a deletion.
 func Sample(lang, ref, hyp string) (c Counts, scored bool) {
-	r := Words(Normalize(lang, ref))
-	if len(r) == 0 {
+	return NewReference(lang, ref).Score(hyp)
+}
+
+// Reference is a reference transcript normalized and split into words
+// once, to score many hypotheses against it (every request of a sample).
+// It keeps the last hypothesis scored and its counts, so a server that
+// answers a sample the same way every time is scored once. It is safe for
+// concurrent use.
+type Reference struct {
+	lang  string
+	words []string
+	last  atomic.Pointer[scoredHyp]
+}
+
+type scoredHyp struct {
+	hyp string
+	c   Counts
+}
+
+// NewReference normalizes ref for language lang.
+func NewReference(lang, ref string) *Reference {
+	return &Reference{lang: lang, words: Words(Normalize(lang, ref))}
+}
+
+// Score is Sample(lang, ref, hyp) for the reference's lang and ref.
+func (r *Reference) Score(hyp string) (c Counts, scored bool) {
+	if len(r.words) == 0 {
 		return Counts{}, false
 	}
-	return Align(r, Words(Normalize(lang, hyp))), true
+	if l := r.last.Load(); l != nil && l.hyp == hyp {
+		return l.c, true
+	}
+	c = Align(r.words, Words(Normalize(r.lang, hyp)))
+	r.last.Store(&scoredHyp{hyp: hyp, c: c})
+	return c, true
 }
 
 // Corpus accumulates Counts over scored samples. Its zero value is empty and
