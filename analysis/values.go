@@ -477,6 +477,12 @@ func passFields(pm trace.PassMetrics) map[string]any {
 				kinds[k] = n
 			}
 			m["total"], m["evaluated"], m["skipped"], m["failed"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, kinds
+		case map[string]int: // slo_misses
+			mm := map[string]any{}
+			for k, n := range x {
+				mm[k] = n
+			}
+			m[name] = mm
 		case *float64:
 			if x == nil {
 				m[name] = nil

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 )
 
@@ -95,6 +96,12 @@ type Config struct {
 	Loops    int      `json:"loops"`
 	Dialect  string   `json:"realtime_dialect"`
 	Hotwords []string `json:"hotwords"`
+
+	// Capacity (docs/CAPACITY.md): the per-request limits goodput is
+	// counted under (--slo; empty: no goodput), and the --find-max search
+	// (nil: the levels are run as listed).
+	SLO    metrics.SLO `json:"slo"`
+	Search *Search     `json:"search,omitempty"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of
@@ -170,6 +177,9 @@ func DefaultConfig() Config {
 func (c *Config) SetDefaults(now time.Time) {
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
 		c.Concurrency = slices.Clone(DefaultLevels)
+		if c.Search != nil {
+			c.Concurrency = []int{1} // the search starts at one request in flight
+		}
 	}
 	if c.Out == "" {
 		c.Out = "runs/" + now.Format("20060102-150405")
@@ -285,7 +295,7 @@ func (c *Config) validate() error {
 	if c.ServerMetricsInterval != 0 && c.ServerMetricsInterval < 10*time.Millisecond {
 		return fmt.Errorf("--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval)
 	}
-	return nil
+	return c.validateCapacity()
 }
 
 // validateRealtime checks the realtime knobs; zero values take defaults.

@@ -146,29 +146,47 @@ type PassMetrics struct {
 	LagP95WorstS       *float64 `json:"lag_p95_worst_s,omitempty"`   // the worst session's lag_p95_s
 	LagGrowthMeanS     *float64 `json:"lag_growth_mean_s,omitempty"` // mean of the sessions' lag_growth_s
 	Coverage           Coverage `json:"coverage"`
+	// Goodput under the capture's SLO (--slo; bench/metrics.Goodput), absent
+	// without one: requests that succeeded and met every limit per second,
+	// their share of the requests counted (those the client's stop canceled
+	// are left out), and per limit ("error" for failures) how many missed it.
+	SLO           string         `json:"slo,omitempty"`
+	GoodputReqS   *float64       `json:"goodput_req_s,omitempty"`
+	SLOAttainment *float64       `json:"slo_attainment,omitempty"`
+	SLOMet        int            `json:"slo_met,omitempty"`
+	SLOCounted    int            `json:"slo_counted,omitempty"`
+	SLOCanceled   int            `json:"slo_canceled,omitempty"`
+	SLOMisses     map[string]int `json:"slo_misses,omitempty"`
 }
 
 // LevelResult is one entry of results.json's results[]: a level summarised
 // over its scored repeats, in SGLang-Omni's shape.
 type LevelResult struct {
-	Level                 string        `json:"level"`
-	Concurrency           int           `json:"concurrency,omitempty"`
-	Rate                  float64       `json:"rate,omitempty"`
-	Repeats               int           `json:"repeats"`
-	Evaluated             int           `json:"evaluated"`
-	Total                 int           `json:"total"`
-	Skipped               int           `json:"skipped"`
-	Failed                int           `json:"failed"`
-	CorpusWER             Stat          `json:"corpus_wer"`
-	ThroughputSamplesPerS Stat          `json:"throughput_samples_per_s"`
-	RTFx                  Stat          `json:"rtfx"`
-	LatencyMeanS          Stat          `json:"latency_mean_s"`
-	LatencyMedianS        Stat          `json:"latency_median_s"`
-	LatencyP95S           Stat          `json:"latency_p95_s"`
-	LatencyP99S           Stat          `json:"latency_p99_s"`
-	RTFMean               Stat          `json:"rtf_mean"`
-	RTFP95                Stat          `json:"rtf_p95"`
-	PerRepeat             []PassMetrics `json:"per_repeat"`
+	Level                 string  `json:"level"`
+	Concurrency           int     `json:"concurrency,omitempty"`
+	Rate                  float64 `json:"rate,omitempty"`
+	Repeats               int     `json:"repeats"`
+	Evaluated             int     `json:"evaluated"`
+	Total                 int     `json:"total"`
+	Skipped               int     `json:"skipped"`
+	Failed                int     `json:"failed"`
+	CorpusWER             Stat    `json:"corpus_wer"`
+	ThroughputSamplesPerS Stat    `json:"throughput_samples_per_s"`
+	RTFx                  Stat    `json:"rtfx"`
+	LatencyMeanS          Stat    `json:"latency_mean_s"`
+	LatencyMedianS        Stat    `json:"latency_median_s"`
+	LatencyP95S           Stat    `json:"latency_p95_s"`
+	LatencyP99S           Stat    `json:"latency_p99_s"`
+	RTFMean               Stat    `json:"rtf_mean"`
+	RTFP95                Stat    `json:"rtf_p95"`
+	// Goodput under the SLO (absent without one): goodput and attainment
+	// over the repeats; met and counted summed over them.
+	SLO           string        `json:"slo,omitempty"`
+	GoodputReqS   *Stat         `json:"goodput_req_s,omitempty"`
+	SLOAttainment *Stat         `json:"slo_attainment,omitempty"`
+	SLOMet        int           `json:"slo_met,omitempty"`
+	SLOCounted    int           `json:"slo_counted,omitempty"`
+	PerRepeat     []PassMetrics `json:"per_repeat"`
 }
 
 // Results is results.json.

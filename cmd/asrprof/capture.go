@@ -139,6 +139,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output")
 	rb := addRunbookFlags(fs)
+	capacity := addCapacityFlags(fs, &cfg)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rb.usage(captureUsage))
 		printFlags(fs.Output(), fs)
@@ -161,6 +162,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	cfg.Concurrency = conc
 	cfg.Rates = rates
 	cfg.Arrivals = load.Arrivals(arrivals)
+	if err := capacity(); err != nil {
+		return cfg, nil, err
+	}
 	cfg.SetDefaults(time.Now())
 	return cfg, rb, nil
 }
