@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// Goodput through the CLI, against hand-computed values: a server that
+// answers one request at a time in 150 ms. At c=1 every request takes
+// ~150 ms and meets latency ≤ 375 ms; at c=4 the four requests of the
+// pass wait for each other and take ~150, 300, 450, 600 ms: two meet it
+// (attainment 50 %, 75 ms of margin either side). Goodput is met/wall.
+func TestGoodputCLI(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 150 * time.Millisecond, Capacity: 1})
+	ds := dataset(t, 4)
+	dirs := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		out := filepath.Join(t.TempDir(), name)
+		dirs[name] = out
+		code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1,4", "--repeats", "1",
+			"--slo", "latency=375ms", "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
+		if code != exitOK {
+			t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		for _, want := range []string{"goodput (req/s)", "SLO attainment (%)", "latency=375ms"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("the capture's sweep lacks %q:\n%s", want, stdout)
+			}
+		}
+	}
+	var res trace.Results
+	readJSON(t, filepath.Join(dirs["a"], bundle.ResultsFile), &res)
+	if len(res.Results) != 2 {
+		t.Fatalf("results %+v", res.Results)
+	}
+	for i, want := range []struct{ met, counted int }{{4, 4}, {2, 4}} {
+		lr := res.Results[i]
+		p := lr.PerRepeat[0]
+		if p.SLOMet != want.met || p.SLOCounted != want.counted || lr.SLO != "latency=375ms" {
+			t.Errorf("%s: met %d of %d (slo %q), want %d of %d", lr.Level, p.SLOMet, p.SLOCounted, lr.SLO, want.met, want.counted)
+			continue
+		}
+		if math.Abs(*p.SLOAttainment-float64(want.met)/float64(want.counted)) > 1e-12 {
+			t.Errorf("%s: attainment %v", lr.Level, *p.SLOAttainment)
+		}
+		if math.Abs(*p.GoodputReqS-float64(want.met)/p.WallS) > 1e-9 || lr.GoodputReqS.Mean != *p.GoodputReqS {
+			t.Errorf("%s: goodput %v, want %d / %v s", lr.Level, *p.GoodputReqS, want.met, p.WallS)
+		}
+		if p.RequestsPerS == 0 {
+			t.Errorf("%s: the SGLang-Omni fields are gone: %+v", lr.Level, p)
+		}
+	}
+	// The same numbers from the bundle (capture.passes), and in compare.
+	code, stdout, stderr := runCLI("analyze", dirs["a"], "sweep", "--format", "json")
+	if code != exitOK || !strings.Contains(stdout, "goodput (req/s)") || !strings.Contains(stdout, `"SLO attainment (%)"`) {
+		t.Errorf("analyze sweep: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "50") {
+		t.Errorf("analyze sweep lacks the 50 %% attainment of c=4:\n%s", stdout)
+	}
+	code, stdout, stderr = runCLI("compare", dirs["a"], dirs["b"])
+	if code != exitOK || !strings.Contains(stdout, "goodput (req/s)") || !strings.Contains(stdout, "SLO attainment (%)") {
+		t.Errorf("compare: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// A p95 is not a per-request limit: a clear error, exit 2.
+	code, _, stderr = runCLI("capture", "--target", srv.URL, "--dataset", ds, "--slo", "latency_p95=1s", "--out", filepath.Join(t.TempDir(), "x"))
+	if code != exitUsage || !strings.Contains(stderr, "not a per-request limit") {
+		t.Errorf("--slo latency_p95: exit %d: %s", code, stderr)
+	}
+}
+
+// --find-max through the CLI against the same one-at-a-time server:
+// c=1 and c=2 meet latency ≤ 375 ms (150 and 300 ms), c=3 and c=4 do not
+// (450, 600 ms), so the answer is 2, found by the path 1, 2, 4, 3.
+func TestFindMaxCLI(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 150 * time.Millisecond, Capacity: 1})
+	out := filepath.Join(t.TempDir(), "s")
+	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 4), "--find-max", "--slo", "latency=375ms",
+		"--repeats", "2", "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sr capture.SearchResult
+	readJSON(t, filepath.Join(out, capture.SearchFile), &sr)
+	var path []string
+	for _, p := range sr.Probes {
+		path = append(path, fmt.Sprintf("%s:%v", p.Level, p.Pass))
+	}
+	if got := strings.Join(path, " "); got != "c1:true c2:true c4:false c3:false" {
+		t.Errorf("path %s", got)
+	}
+	if sr.Answer != 2 || sr.Upper != 3 || !sr.Done || sr.Requests != 4*2*4 {
+		t.Errorf("search %+v", sr)
+	}
+	for _, want := range []string{"Search for the highest concurrency", "bisect", "Answer: concurrency 2: the knee lies in [2, 3)", "Cost: 32 requests over 4 levels"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
