@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -118,5 +119,67 @@ func TestFindMaxCLI(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// The knee of the reference server, found by --find-max and by a full
+// sweep, on one server: one build worker whose builds take 0.5 s (a
+// sleep, so the load of this shared machine moves it little) makes
+// latency ≈ 0.5 s × requests in flight (+ the PocketSphinx decode of a
+// 0.5 s clip); latency ≤ 3.25 s at ≥ 99 % passes up to c=6 (3.0 s) and
+// fails from c=7 (3.5 s). The search must agree with the sweep within
+// its tolerance, for fewer requests.
+func TestFindMaxRefserver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the reference server for about two minutes")
+	}
+	refservertest.RequirePocketSphinx(t)
+	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-delay", "0.5", "--max-running-requests", "8")
+	ds := dataset(t, 8)
+	common := []string{"--target", srv.URL, "--dataset", ds, "--slo", "latency=3.25s", "--repeats", "2", "--quiet",
+		"--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms", "--timeout", "60s"}
+	search := filepath.Join(t.TempDir(), "search")
+	code, stdout, stderr := runCLI(append([]string{"capture", "--find-max", "--tolerance", "1", "--out", search}, common...)...)
+	if code != exitOK {
+		t.Fatalf("search: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Logf("search:\n%s", stdout)
+	var sr capture.SearchResult
+	readJSON(t, filepath.Join(search, capture.SearchFile), &sr)
+
+	sweep := filepath.Join(t.TempDir(), "sweep")
+	code, stdout, stderr = runCLI(append([]string{"capture", "--concurrency", "1,2,3,4,5,6,7,8", "--out", sweep}, common...)...)
+	if code != exitOK {
+		t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Logf("sweep:\n%s", stdout)
+	var res trace.Results
+	readJSON(t, filepath.Join(sweep, bundle.ResultsFile), &res)
+	// The sweep's answer: the highest level below the first one whose
+	// worst repeat misses 99 %.
+	knee, sweepReqs := 0, 0
+	failed := false
+	for _, lr := range res.Results {
+		sweepReqs += lr.Total
+		if failed || lr.SLOAttainment == nil {
+			continue
+		}
+		if lr.SLOAttainment.Min >= 0.99 {
+			knee = lr.Concurrency
+		} else {
+			failed = true
+		}
+	}
+	if !sr.Done || sr.Answer == 0 || sr.Upper == 0 {
+		t.Fatalf("the search did not bracket the knee: %+v", sr)
+	}
+	if math.Abs(sr.Answer-float64(knee)) > sr.Tolerance {
+		t.Errorf("search answer %v, sweep knee c=%d: more than the tolerance %v apart", sr.Answer, knee, sr.Tolerance)
+	}
+	if knee < 4 || knee > 7 {
+		t.Errorf("sweep knee c=%d, want about 6 (0.5 s builds, a 3.25 s limit)", knee)
+	}
+	if sr.Requests >= sweepReqs {
+		t.Errorf("the search sent %d requests, the sweep %d: want fewer", sr.Requests, sweepReqs)
 	}
 }
