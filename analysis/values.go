@@ -392,6 +392,10 @@ var captureAttrs = attrTable[*captureValue]{
 		return stringList(lv), nil
 	},
 	"join_stats": joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
+	// Capacity (docs/CAPACITY.md): asrprof sensitivity's result, and the
+	// --find-max search's path and answer.
+	"sensitivity": sensitivityValue,
+	"search":      searchValue,
 }
 
 var captureAttrNames = captureAttrs.names()

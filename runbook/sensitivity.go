@@ -48,6 +48,10 @@ type SensitivityConfig struct {
 	// server: the repeats the intervals are taken over.
 	Cycles int
 	Method string // MethodAuto, MethodCgroup or MethodAffinity
+	// BaseCores, when > 0, is what 100 % means for the cgroup methods, in
+	// cores (100 % is then a quota too); 0: the CPU the server used in its
+	// cycle's unrestricted run, over the scored passes.
+	BaseCores float64
 	// Stages reads a run's per-stage mean durations (ms) at each level
 	// (nil: no per-stage sensitivity); asrprof passes the stage table of
 	// the analysis.
@@ -149,6 +153,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		runs[spec.Dir] = sr
 		b := base[k.cycle]
 		mu.Unlock()
+		if sc.BaseCores > 0 {
+			b = sc.BaseCores
+		}
 		lim, err := limit(sc.Method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, b, sr)
 		if err != nil {
 			sr.Error = err.Error()
@@ -172,7 +179,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					rec.Notes = append(rec.Notes, err.Error())
 				}
 			}
-			if k.share == 1 {
+			if k.share == 1 && sc.BaseCores == 0 {
 				mu.Lock()
 				base[k.cycle] = sr.UsedCores
 				mu.Unlock()
@@ -297,12 +304,12 @@ type limiter struct {
 
 func (l *limiter) describe(sr *SensitivityRun) string {
 	switch {
-	case sr.Allotment == 1:
+	case sr.Allotment == 1 && sr.Quota == 0:
 		return l.method + ", unrestricted: measuring its CPU use"
 	case l.method == cpulimit.Affinity:
 		return fmt.Sprintf("%s: %d CPUs", l.method, sr.CPUs)
 	}
-	return fmt.Sprintf("%s: %.3f cores = %s %% of the %.3f it used unrestricted", l.method, sr.Quota, pct(sr.Allotment), sr.BaseCores)
+	return fmt.Sprintf("%s: %.3f cores = %s %% of %.3f cores", l.method, sr.Quota, pct(sr.Allotment), sr.BaseCores)
 }
 
 // limit restricts the server tree of pid to share of its CPU: by cgroup
@@ -318,7 +325,7 @@ func limit(method, sys, name string, pid int, share, base float64, sr *Sensitivi
 				g.Remove()
 				return nil, err
 			}
-			if share < 1 {
+			if share < 1 || base > 0 {
 				if base <= 0 {
 					g.Remove()
 					return nil, fmt.Errorf("the cycle's unrestricted run measured no CPU use: no base for a %s %% quota", pct(share))

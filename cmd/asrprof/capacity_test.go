@@ -13,6 +13,8 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/runbook"
+	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -181,5 +183,65 @@ func TestFindMaxRefserver(t *testing.T) {
 	}
 	if sr.Requests >= sweepReqs {
 		t.Errorf("the search sent %d requests, the sweep %d: want fewer", sr.Requests, sweepReqs)
+	}
+}
+
+// asrprof sensitivity on the reference server, host-bound (PocketSphinx
+// decodes on its one scheduler thread; nothing waits on a device): halving
+// its CPU halves its throughput, a sensitivity of ≈ 1. One real sample of
+// the reference set (~6 s of speech: seconds of decoding, so the quota's
+// 100 ms periods are fine-grained against it) per run. The bottleneck
+// diagnosis of a run then names it first.
+func TestSensitivityRefserver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server six times")
+	}
+	refservertest.RequirePocketSphinx(t)
+	port := runbooktest.FreePort(t)
+	out := filepath.Join(t.TempDir(), "sens")
+	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	cmd := fmt.Sprintf("%s %s --port %d --build-workers 1", refservertest.Python, script, port)
+	refset := refservertest.Refset(t)
+	one := filepath.Join(t.TempDir(), "one.jsonl")
+	line := fmt.Sprintf(`{"id":"lv-0870-tempo120","audio":%q,"text":"and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them","lang":"en"}`+"\n",
+		filepath.Join(filepath.Dir(refset), "audio", "lv-0870-tempo120.wav"))
+	if err := os.WriteFile(one, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("sensitivity", "--server-cmd", cmd, "--cpu", "100%,50%", "--cycles", "3",
+		"--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port),
+		"--dataset", one, "--concurrency", "1", "--repeats", "1", "--out", out, "--quiet",
+		"--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "300ms",
+		"--gpu-free-mib", "100000000", "--startup-timeout", "2m", "--timeout", "60s")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Logf("%s", stdout)
+	var rep runbook.SensitivityReport
+	readJSON(t, filepath.Join(out, runbook.SensitivityFile), &rep)
+	o := rep.Overall
+	if o.N != 3 || len(rep.Runs) != 6 {
+		t.Fatalf("cycles %d, runs %d: %+v", o.N, len(rep.Runs), rep)
+	}
+	if o.Value < 0.6 || o.Value > 1.4 || o.Lo > o.Value || o.Hi < o.Value {
+		t.Errorf("sensitivity %.3f [%.3f, %.3f], want ≈ 1 for the host-bound reference server", o.Value, o.Lo, o.Hi)
+	}
+	if rep.Verdict != "host-bound" || rep.Method == "" {
+		t.Errorf("verdict %q method %q", rep.Verdict, rep.Method)
+	}
+	for _, r := range rep.Runs {
+		if r.Allotment < 1 && (r.UsedCores > 0.75*r.BaseCores || r.Quota == 0) && rep.Method != "affinity" {
+			t.Errorf("%s: used %.3f cores of a %.3f-core quota (base %.3f): the limit did not hold", r.Dir, r.UsedCores, r.Quota, r.BaseCores)
+		}
+	}
+	for _, want := range []string{"CPU sensitivity at c1", "throughput", "verdict: host-bound", "CPU restricted by " + rep.Method} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	// The diagnosis of one run reads it as its first cause.
+	got, text := verdicts(t, filepath.Join(out, "cpu100-1"))
+	if c := got["c1"]; len(c) == 0 || c[0] != "host-bound (CPU sensitivity)" {
+		t.Errorf("the diagnosis at c1 is %v, want the CPU sensitivity first\n%s", c, text)
 	}
 }

@@ -32,6 +32,12 @@ How the CPU is restricted (--cpu-method; the report says which was used):
             CPUs (a multi-threaded server on several cores; 50 % of 2 CPUs
             is 1 CPU).
   auto      cgroup where one can be made (root), else affinity.
+What 100 % means matters: by default it is what the server used unrestricted,
+so 50 % is half the CPU it got. A server that spins while it waits (a PyTorch
+process syncing on its GPU) loses only spinning and reads ≈ 0; one that does
+fixed CPU work per request and sleeps otherwise slows once its quota is below
+its use, whatever bounds it. --cpu-base CORES makes 100 % a fixed capacity
+(e.g. 1: one core, the most a single busy thread can use).
 A co-runner that competes for the server's CPUs is not implemented.
 
 sensitivity.json (and runbook.json, one sub-bundle per run: cpu100-1/,
@@ -52,6 +58,7 @@ Flags:
 type sensitivityFlags struct {
 	cpu, method, gpuClocks string
 	cycles                 int
+	base                   float64
 }
 
 func addSensitivityFlags(fs *flag.FlagSet) *sensitivityFlags {
@@ -59,6 +66,7 @@ func addSensitivityFlags(fs *flag.FlagSet) *sensitivityFlags {
 	fs.StringVar(&f.cpu, "cpu", "100%,50%", "CPU allotments, comma-separated `LIST` of percentages of the server's CPU (100% is added when missing)")
 	fs.IntVar(&f.cycles, "cycles", 3, "how many times every allotment runs, each with a fresh server (`N`; the interval is over them)")
 	fs.StringVar(&f.method, "cpu-method", runbook.MethodAuto, "how the CPU is restricted: `auto`, cgroup or affinity (see above)")
+	fs.Float64Var(&f.base, "cpu-base", 0, "cgroup methods: the CPU that is 100 %, in `CORES` (then 100 % is a quota too); default: what the\nserver used in the cycle's unrestricted run")
 	fs.StringVar(&f.gpuClocks, "gpu-clocks", "", "GPU clock locks in MHz, comma-separated `LIST` (not supported yet: an error says so)")
 	return f
 }
@@ -85,7 +93,7 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rc := rb.config(cfg)
 	_, err = runbook.Sensitivity(ctx, runbook.SensitivityConfig{
-		Runbook: rc, Server: srv, Allotments: shares, Cycles: sf.cycles, Method: sf.method, Stages: stageMeans,
+		Runbook: rc, Server: srv, Allotments: shares, Cycles: sf.cycles, Method: sf.method, BaseCores: sf.base, Stages: stageMeans,
 	}, stdout, stderr)
 	return err
 }

@@ -234,13 +234,25 @@ func PinTree(pid int, cpus []int) error {
 	return nil
 }
 
-// TreeCPUSeconds is the user + system CPU time of pid and its live
-// descendants, every thread (from /proc/PID/stat; a child that already
-// exited is not counted).
+// TreeCPUSeconds is the CPU time of pid and its live descendants, every
+// live thread: the scheduler's run time in ns (/proc/PID/task/TID/schedstat),
+// or /proc/PID/stat's user + system ticks (10 ms) where schedstat is
+// missing. Threads and children that already exited are not counted.
 func TreeCPUSeconds(pid int) float64 {
+	var ns uint64
 	var ticks uint64
 	buf := make([]byte, 4096)
 	for _, p := range proctree.Descendants(pid) {
+		read := 0
+		for _, tid := range proctree.Threads(p) {
+			if st, err := proctree.ReadSchedstat(p, tid); err == nil { // a thread that just exited is skipped
+				ns += st.RunNs
+				read++
+			}
+		}
+		if read > 0 {
+			continue
+		}
 		b, err := proctree.ReadSmall("/proc/"+strconv.Itoa(p)+"/stat", buf)
 		if err != nil {
 			continue
@@ -251,7 +263,7 @@ func TreeCPUSeconds(pid int) float64 {
 		}
 		ticks += st.Utime + st.Stime
 	}
-	return float64(ticks) / userHZ
+	return float64(ns)/1e9 + float64(ticks)/userHZ
 }
 
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
