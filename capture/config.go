@@ -101,7 +101,7 @@ type Config struct {
 	// counted under (--slo; empty: no goodput), and the --find-max search
 	// (nil: the levels are run as listed).
 	SLO    metrics.SLO `json:"slo"`
-	Search *Search     `json:"search,omitempty"`
+	Search *Search     `json:"search"`
 }
 
 // MarshalJSON writes c as the manifest records it: the json fields of

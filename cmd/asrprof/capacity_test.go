@@ -245,3 +245,31 @@ func TestSensitivityRefserver(t *testing.T) {
 		t.Errorf("the diagnosis at c1 is %v, want the CPU sensitivity first\n%s", c, text)
 	}
 }
+
+// The sensitivity command's help teaches the methods, and what it does
+// not do is an error that says so.
+func TestSensitivityFlags(t *testing.T) {
+	code, stdout, _ := runCLI("sensitivity", "--help")
+	for _, want := range []string{"--cpu LIST", "--cycles", "--cpu-method", "--cpu-base", "cgroup v2 cpu.max", "sched_setaffinity", "co-runner", "--server-cmd"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("sensitivity --help (exit %d) lacks %q", code, want)
+		}
+	}
+	base := []string{"sensitivity", "--server-cmd", "true", "--target", "http://127.0.0.1:1", "--dataset", "x.jsonl", "--out", filepath.Join(t.TempDir(), "o")}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--gpu-clocks", "1500", "--concurrency", "1"}, "--gpu-clocks is not supported yet"},
+		{[]string{"--cpu", "half", "--concurrency", "1"}, "want percentages"},
+		{[]string{"--cpu", "100%", "--concurrency", "1"}, "needs an allotment below 100 %"},
+		{[]string{"--concurrency", "1,2"}, "one level"},
+		{[]string{"--concurrency", "1", "--cpu-method", "magic"}, "--cpu-method"},
+		{[]string{"--concurrency", "1", "--runs", "1"}, "drop --runs"},
+	} {
+		code, _, stderr := runCLI(append(append([]string{}, base...), tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", tc.args, code, stderr, exitUsage, tc.msg)
+		}
+	}
+}
