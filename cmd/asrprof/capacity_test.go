@@ -273,3 +273,34 @@ func TestSensitivityFlags(t *testing.T) {
 		}
 	}
 }
+
+// --find-max in open loop: a server that answers one request at a time in
+// 100 ms keeps up with constant arrivals below 10 req/s (latency ~100 ms)
+// and falls behind above (each request waits longer than the last), so
+// latency ≤ 300 ms holds at 8 req/s and not at 16; bisection, to 10 % of
+// the passing rate, ends between them.
+func TestFindMaxOpenLoopCLI(t *testing.T) {
+	srv := benchtest.NewServer(t, benchtest.Config{Delay: 100 * time.Millisecond, Capacity: 1})
+	out := filepath.Join(t.TempDir(), "s")
+	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 16), "--find-max", "--slo", "latency=300ms",
+		"--rate", "4", "--arrivals", "constant", "--repeats", "1", "--out", out, "--quiet", "--probes", "none",
+		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sr capture.SearchResult
+	readJSON(t, filepath.Join(out, capture.SearchFile), &sr)
+	var path []string
+	for _, p := range sr.Probes {
+		path = append(path, p.Level)
+	}
+	if len(path) < 3 || strings.Join(path[:3], " ") != "r4 r8 r16" || sr.Loop != "open" || !sr.Relative || sr.Tolerance != 0.1 {
+		t.Errorf("path %v, search %+v", path, sr)
+	}
+	if !sr.Done || sr.Answer < 8 || sr.Upper > 16 || sr.Upper-sr.Answer > 0.1*sr.Answer+1e-9 {
+		t.Errorf("answer %v upper %v done %v: want a closed interval within [8, 16]", sr.Answer, sr.Upper, sr.Done)
+	}
+	if !strings.Contains(stdout, "Answer: rate ") || !strings.Contains(stdout, "req/s") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+}
