@@ -58,6 +58,11 @@ type SensitivityConfig struct {
 	Stages func(ctx context.Context, dir string) (map[string]map[string]float64, error)
 	// Sys is the sysfs root ("": /sys).
 	Sys string
+	// GPUClocks, when set, makes it a GPU-clock session: the runs lock
+	// every GPU's graphics clock at each of these MHz (the highest is
+	// 100 %) instead of restricting the CPU; Clocks locks them (nil: NVML).
+	GPUClocks []int
+	Clocks    ClockLocker
 }
 
 // SensitivityRun is one run's limit and what it measured.
@@ -69,6 +74,7 @@ type SensitivityRun struct {
 	// CPUs allowed (affinity); BaseCores the server's CPU use measured in
 	// the cycle's unrestricted run, the 100 % the quota is a share of.
 	Quota     float64 `json:"quota_cores,omitempty"`
+	ClockMHz  int     `json:"gpu_clock_mhz,omitempty"` // GPU-clock sessions
 	CPUs      int     `json:"cpus,omitempty"`
 	BaseCores float64 `json:"base_cores,omitempty"`
 	// UsedCores is the server tree's CPU time over the scored passes /
@@ -92,7 +98,7 @@ type Estimate struct {
 // SensitivityReport is sensitivity.json.
 type SensitivityReport struct {
 	Schema     string           `json:"schema"`
-	Kind       string           `json:"kind"` // "cpu"
+	Kind       string           `json:"kind"` // "cpu" or "gpu-clocks"
 	Method     string           `json:"method"`
 	MethodNote string           `json:"method_note"`
 	Level      string           `json:"level"`
@@ -125,7 +131,18 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		sys = "/sys"
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
-	rep := &SensitivityReport{Schema: Schema, Kind: "cpu", Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
+	kind := "cpu"
+	if len(sc.GPUClocks) > 0 {
+		kind = "gpu-clocks"
+		if sc.Clocks == nil {
+			sc.Clocks = NVMLClocks(nil)
+		}
+		// Before any server starts: can the clocks be locked here at all?
+		if err := sc.Clocks.Reset(); err != nil {
+			return nil, fmt.Errorf("--gpu-clocks: %w", err)
+		}
+	}
+	rep := &SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
 	type key struct {
 		cycle int
 		share float64
@@ -135,6 +152,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	for c := 1; c <= sc.Cycles; c++ {
 		for _, a := range sc.Allotments {
 			name := fmt.Sprintf("cpu%s-%d", pct(a), c)
+			if kind != "cpu" {
+				name = fmt.Sprintf("gpu%dmhz-%d", clockOf(sc.GPUClocks, a), c)
+			}
 			plan = append(plan, RunSpec{Name: name, Scored: true, Dir: name, Server: sc.Server})
 			runOf[name] = key{c, a}
 		}
@@ -155,6 +175,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		mu.Unlock()
 		if sc.BaseCores > 0 {
 			b = sc.BaseCores
+		}
+		if kind != "cpu" {
+			return lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), stderr)
 		}
 		lim, err := limit(sc.Method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, b, sr)
 		if err != nil {
@@ -215,6 +238,11 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		rep.Runs = append(rep.Runs, *sr)
 	}
 	estimate(rep)
+	if kind != "cpu" {
+		if err := sc.Clocks.Reset(); err != nil {
+			rep.Notes = append(rep.Notes, "resetting the GPU clocks: "+err.Error())
+		}
+	}
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+runErr.Error())
 	}
@@ -242,6 +270,16 @@ func checkSensitivity(sc *SensitivityConfig) error {
 	if sc.Runbook.Lifecycle.Reuse {
 		return fmt.Errorf("%w: --reuse-server does not go with sensitivity (each allotment needs a fresh server)", capture.ErrInvalidConfig)
 	}
+	if len(sc.GPUClocks) > 0 {
+		top := slices.Max(sc.GPUClocks)
+		if slices.Min(sc.GPUClocks) <= 0 {
+			return fmt.Errorf("%w: --gpu-clocks: want clocks in MHz > 0, such as 1980,1500,990", capture.ErrInvalidConfig)
+		}
+		sc.Allotments = nil
+		for _, m := range sc.GPUClocks {
+			sc.Allotments = append(sc.Allotments, float64(m)/float64(top))
+		}
+	}
 	if sc.Cycles < 1 {
 		return fmt.Errorf("%w: --cycles %d: must be ≥ 1", capture.ErrInvalidConfig, sc.Cycles)
 	}
@@ -266,6 +304,9 @@ func checkSensitivity(sc *SensitivityConfig) error {
 		shares = append([]float64{1}, shares...)
 	}
 	if len(shares) < 2 {
+		if len(sc.GPUClocks) > 0 {
+			return fmt.Errorf("%w: --gpu-clocks needs two clocks or more, such as 1980,990", capture.ErrInvalidConfig)
+		}
 		return fmt.Errorf("%w: --cpu needs an allotment below 100 %%, such as 100%%,50%%", capture.ErrInvalidConfig)
 	}
 	sc.Allotments = shares
@@ -536,7 +577,13 @@ func estimate(rep *SensitivityReport) {
 				ps = append(ps, p)
 			}
 		}
-		if e, ok := estimateOf(pct(a)+" %", ps, rep.Confidence); ok {
+		name := pct(a) + " %"
+		for _, r := range rep.Runs {
+			if r.Allotment == a && r.ClockMHz > 0 {
+				name = fmt.Sprintf("%d MHz", r.ClockMHz)
+			}
+		}
+		if e, ok := estimateOf(name, ps, rep.Confidence); ok {
 			rep.PerAllotment = append(rep.PerAllotment, e)
 		}
 	}
@@ -555,7 +602,36 @@ func estimate(rep *SensitivityReport) {
 				}
 			}), ", "), cpulimit.Period))
 	}
-	rep.Verdict = verdictOf(rep.Overall)
+	rep.Verdict = verdictOf(rep.Kind, rep.Overall)
+}
+
+// clockOf is the clock of --gpu-clocks whose share of the highest is share.
+func clockOf(clocks []int, share float64) int {
+	top := slices.Max(clocks)
+	for _, m := range clocks {
+		if float64(m)/float64(top) == share {
+			return m
+		}
+	}
+	return int(math.Round(share * float64(top)))
+}
+
+// lockClock holds every GPU at mhz for one run and gives the clocks back
+// after its capture.
+func lockClock(sc SensitivityConfig, rep *SensitivityReport, sr *SensitivityRun, mhz int, stderr io.Writer) (func(*RunRecord), error) {
+	sr.ClockMHz = mhz
+	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
+	if err := sc.Clocks.Lock(mhz); err != nil {
+		sr.Error = err.Error()
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "GPU graphics clock locked at %d MHz\n", mhz)
+	return func(rec *RunRecord) {
+		if err := sc.Clocks.Reset(); err != nil {
+			rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
+		}
+		rec.Extra = map[string]any{"sensitivity": sr}
+	}, nil
 }
 
 // minStageShare is the smallest share of the total a stage must take in
@@ -574,21 +650,29 @@ func mapsKeys(m map[string][]point) func(func(string) bool) {
 
 // verdictOf reads a throughput sensitivity: ≈ 1 the server's throughput
 // follows its CPU (host-bound), ≈ 0 it does not (GPU- or otherwise bound).
-func verdictOf(e Estimate) string {
+func verdictOf(kind string, e Estimate) string {
+	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
+	if kind == "gpu-clocks" {
+		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
+	}
 	switch {
 	case e.N == 0:
 		return "unknown"
 	case e.Value >= 0.7:
-		return "host-bound"
+		return bound
 	case e.Value <= 0.3:
-		return "not CPU-bound"
+		return not
 	}
-	return "partly CPU-bound"
+	return partly
 }
 
 // SensitivityTable is the table `asrprof sensitivity` prints.
 func SensitivityTable(rep *SensitivityReport) *table.Table {
-	t := &table.Table{Name: "sensitivity", Title: fmt.Sprintf("CPU sensitivity at %s (relative change in rate / relative change in CPU; %g %% bootstrap interval over %d cycles)", rep.Level, 100*rep.Confidence, rep.Overall.N),
+	what := "CPU"
+	if rep.Kind == "gpu-clocks" {
+		what = "GPU-clock"
+	}
+	t := &table.Table{Name: "sensitivity", Title: fmt.Sprintf(what+" sensitivity at %s (relative change in rate / relative change in CPU; %g %% bootstrap interval over %d cycles)", rep.Level, 100*rep.Confidence, rep.Overall.N),
 		Columns: []string{"what", "sensitivity", "interval", "n"}}
 	add := func(e Estimate) {
 		t.AddRow(e.Name, math.Round(e.Value*1000)/1000, fmt.Sprintf("[%.2f, %.2f]", e.Lo, e.Hi), e.N)
@@ -604,10 +688,13 @@ func SensitivityTable(rep *SensitivityReport) *table.Table {
 		e.Name = "stage " + e.Name
 		add(e)
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≈ 1: throughput follows the CPU the server gets; ≈ 0: it does not)", rep.Verdict))
-	t.Notes = append(t.Notes, "CPU restricted by "+rep.Method+": "+rep.MethodNote)
+	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≈ 1: throughput follows the %s the server gets; ≈ 0: it does not)", rep.Verdict, what))
+	t.Notes = append(t.Notes, what+" restricted by "+rep.Method+": "+rep.MethodNote)
 	for _, r := range rep.Runs {
 		line := fmt.Sprintf("%s: %s %% CPU, used %.3f cores, %.3f req/s", r.Dir, pct(r.Allotment), r.UsedCores, r.ThroughputReqS)
+		if r.ClockMHz > 0 {
+			line = fmt.Sprintf("%s: GPU at %d MHz (%s %%), %.3f req/s", r.Dir, r.ClockMHz, pct(r.Allotment), r.ThroughputReqS)
+		}
 		if r.Quota > 0 {
 			line += fmt.Sprintf(", quota %.3f cores (throttled %.1f s)", r.Quota, r.ThrottledS)
 		}

@@ -1,10 +1,19 @@
 package runbook
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/runbook/runbooktest"
 )
 
 // Hand-computed: cycle 1 halves the CPU and the throughput (10 → 5 req/s:
@@ -89,5 +98,54 @@ func TestAllotments(t *testing.T) {
 	}
 	if _, err := ParseAllotments("half"); err == nil {
 		t.Error("half accepted")
+	}
+}
+
+// fakeClocks records the clock locks; err makes every call fail.
+type fakeClocks struct {
+	calls []string
+	err   error
+}
+
+func (f *fakeClocks) Lock(mhz int) error {
+	f.calls = append(f.calls, fmt.Sprintf("lock %d", mhz))
+	return f.err
+}
+func (f *fakeClocks) Reset() error { f.calls = append(f.calls, "reset"); return f.err }
+
+// A GPU-clock session against the fake server: every run gets its clock
+// locked once its server is healthy and reset after its capture; the
+// fake server's speed does not depend on the clock, so the sensitivity is
+// near 0.
+func TestSensitivityGPUClocks(t *testing.T) {
+	port := runbooktest.FreePort(t)
+	cfg := testConfig(t, port, nil)
+	fc := &fakeClocks{}
+	sc := SensitivityConfig{Runbook: cfg, Server: fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK, Delay: 100 * time.Millisecond}),
+		Cycles: 2, GPUClocks: []int{1980, 990}, Clocks: fc}
+	var out, errb bytes.Buffer
+	rep, err := Sensitivity(context.Background(), sc, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errb.String())
+	}
+	want := "reset lock 1980 reset lock 990 reset lock 1980 reset lock 990 reset reset"
+	if got := strings.Join(fc.calls, " "); got != want {
+		t.Errorf("clock calls %q, want %q", got, want)
+	}
+	if rep.Kind != "gpu-clocks" || len(rep.Runs) != 4 || rep.Runs[1].Dir != "gpu990mhz-1" || rep.Runs[1].ClockMHz != 990 || rep.Runs[1].Allotment != 0.5 {
+		t.Fatalf("%+v", rep)
+	}
+	if rep.Overall.N != 2 || math.Abs(rep.Overall.Value) > 0.3 || strings.HasPrefix(rep.Verdict, "GPU-bound") {
+		t.Errorf("the fake server's clock sensitivity %+v, verdict %q: want ≈ 0", rep.Overall, rep.Verdict)
+	}
+	if !strings.Contains(out.String(), "GPU-clock sensitivity") || !strings.Contains(out.String(), "gpu990mhz-1: GPU at 990 MHz") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	// Where NVML refuses, nothing starts.
+	fc = &fakeClocks{err: fmt.Errorf("no NVML: %w", probe.ErrNotSupported)}
+	sc.Clocks = fc
+	sc.Runbook.Capture.Out = filepath.Join(t.TempDir(), "o")
+	if _, err := Sensitivity(context.Background(), sc, &out, &errb); !errors.Is(err, probe.ErrNotSupported) || len(fc.calls) != 1 {
+		t.Errorf("err %v, calls %v", err, fc.calls)
 	}
 }

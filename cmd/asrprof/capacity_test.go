@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,8 @@ func TestSensitivityFlags(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--gpu-clocks", "1500", "--concurrency", "1"}, "--gpu-clocks is not supported yet"},
+		{[]string{"--gpu-clocks", "fast", "--concurrency", "1"}, "not an integer"},
+		{[]string{"--gpu-clocks", "1500", "--concurrency", "1"}, "needs two clocks"},
 		{[]string{"--cpu", "half", "--concurrency", "1"}, "want percentages"},
 		{[]string{"--cpu", "100%", "--concurrency", "1"}, "needs an allotment below 100 %"},
 		{[]string{"--concurrency", "1,2"}, "one level"},
@@ -302,5 +304,34 @@ func TestFindMaxOpenLoopCLI(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "Answer: rate ") || !strings.Contains(stdout, "req/s") {
 		t.Errorf("stdout:\n%s", stdout)
+	}
+}
+
+// The diagnosis of the H200 host-bound capture, with a sensitivity
+// session's result beside it: the sensitivity comes first at its level,
+// and a rule it contradicts keeps its place but says so. Not at the other
+// levels. (The sensitivity.json is written here; its numbers are not a
+// measurement.)
+func TestDiagnosisReadsSensitivity(t *testing.T) {
+	dir := unpackBundle(t, "host-bound")
+	before, _ := verdicts(t, dir)
+	if !slices.Contains(before["c32"], "host-bound decode") {
+		t.Fatalf("the fixture's c32 causes %v lack host-bound decode", before["c32"])
+	}
+	rep := runbook.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
+		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: runbook.Estimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
+	b, _ := json.Marshal(rep)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), runbook.SensitivityFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, text := verdicts(t, dir)
+	if c := got["c32"]; len(c) == 0 || c[0] != "GPU-bound (GPU-clock sensitivity)" || !slices.Contains(c, "host-bound decode") {
+		t.Errorf("c32 causes %v\n%s", c, text)
+	}
+	if !strings.Contains(text, "(contradicted by the sensitivity)") || !strings.Contains(text, "moves throughput by 0.90 × the change [0.80–1.00") {
+		t.Errorf("the evidence lacks the sensitivity:\n%s", text)
+	}
+	if c := got["c1"]; len(c) > 0 && strings.Contains(c[0], "sensitivity") {
+		t.Errorf("c1 names the c32 sensitivity: %v", c)
 	}
 }

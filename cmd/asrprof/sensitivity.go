@@ -40,6 +40,12 @@ its use, whatever bounds it. --cpu-base CORES makes 100 % a fixed capacity
 (e.g. 1: one core, the most a single busy thread can use).
 A co-runner that competes for the server's CPUs is not implemented.
 
+--gpu-clocks 1980,990 varies the GPU instead: every GPU's graphics clock is
+locked (nvmlDeviceSetGpuLockedClocks) at each clock for its runs and reset
+after each; the sensitivity is then the relative change in throughput over
+the relative change in clock (≈ 1 GPU-bound). Where NVML cannot lock clocks
+it stops before any server starts and says why.
+
 sensitivity.json (and runbook.json, one sub-bundle per run: cpu100-1/,
 cpu50-1/, ...) go to --out; the bottleneck diagnosis of any of those runs
 reads sensitivity.json as its strongest evidence.
@@ -67,7 +73,7 @@ func addSensitivityFlags(fs *flag.FlagSet) *sensitivityFlags {
 	fs.IntVar(&f.cycles, "cycles", 3, "how many times every allotment runs, each with a fresh server (`N`; the interval is over them)")
 	fs.StringVar(&f.method, "cpu-method", runbook.MethodAuto, "how the CPU is restricted: `auto`, cgroup or affinity (see above)")
 	fs.Float64Var(&f.base, "cpu-base", 0, "cgroup methods: the CPU that is 100 %, in `CORES` (then 100 % is a quota too); default: what the\nserver used in the cycle's unrestricted run")
-	fs.StringVar(&f.gpuClocks, "gpu-clocks", "", "GPU clock locks in MHz, comma-separated `LIST` (not supported yet: an error says so)")
+	fs.StringVar(&f.gpuClocks, "gpu-clocks", "", "vary the GPU instead of the CPU: lock every GPU's graphics clock at each of these MHz, comma-separated\n`LIST` such as 1980,1500,990 (the highest is 100 %; NVML, needs root; --cpu is then not used)")
 	return f
 }
 
@@ -77,8 +83,11 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	sf := rb.sens
+	var clocks intList
 	if sf.gpuClocks != "" {
-		return fmt.Errorf("%w: --gpu-clocks is not supported yet: locking GPU clocks through NVML is not implemented (docs/CAPACITY.md)", errUsage)
+		if err := clocks.Set(sf.gpuClocks); err != nil {
+			return fmt.Errorf("%w: --gpu-clocks %q: %v", errUsage, sf.gpuClocks, err)
+		}
 	}
 	if rb.runs != "" {
 		return fmt.Errorf("%w: sensitivity plans its own runs (--cpu × --cycles): drop --runs", errUsage)
@@ -93,7 +102,7 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rc := rb.config(cfg)
 	_, err = runbook.Sensitivity(ctx, runbook.SensitivityConfig{
-		Runbook: rc, Server: srv, Allotments: shares, Cycles: sf.cycles, Method: sf.method, BaseCores: sf.base, Stages: stageMeans,
+		Runbook: rc, Server: srv, Allotments: shares, Cycles: sf.cycles, Method: sf.method, BaseCores: sf.base, Stages: stageMeans, GPUClocks: clocks,
 	}, stdout, stderr)
 	return err
 }
