@@ -295,8 +295,12 @@ func (r *SearchResult) Print(w io.Writer) {
 		tol = num(100*r.Tolerance) + " %"
 	}
 	switch {
+	case r.Answer == 0 && !r.Done:
+		fmt.Fprintf(w, "Answer: none yet: interrupted before a level passed\n")
 	case r.Answer == 0:
 		fmt.Fprintf(w, "Answer: none: no level tried meets the SLO (%s)\n", r.Note)
+	case r.Upper == 0 && !r.Done:
+		fmt.Fprintf(w, "Answer: %s ≥ %s%s (interrupted before a level failed: a lower bound)\n", what, num(r.Answer), unit)
 	case r.Upper == 0:
 		fmt.Fprintf(w, "Answer: %s ≥ %s%s (%s)\n", what, num(r.Answer), unit, r.Note)
 	default:
