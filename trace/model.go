@@ -162,31 +162,32 @@ type PassMetrics struct {
 // LevelResult is one entry of results.json's results[]: a level summarised
 // over its scored repeats, in SGLang-Omni's shape.
 type LevelResult struct {
-	Level                 string  `json:"level"`
-	Concurrency           int     `json:"concurrency,omitempty"`
-	Rate                  float64 `json:"rate,omitempty"`
-	Repeats               int     `json:"repeats"`
-	Evaluated             int     `json:"evaluated"`
-	Total                 int     `json:"total"`
-	Skipped               int     `json:"skipped"`
-	Failed                int     `json:"failed"`
-	CorpusWER             Stat    `json:"corpus_wer"`
-	ThroughputSamplesPerS Stat    `json:"throughput_samples_per_s"`
-	RTFx                  Stat    `json:"rtfx"`
-	LatencyMeanS          Stat    `json:"latency_mean_s"`
-	LatencyMedianS        Stat    `json:"latency_median_s"`
-	LatencyP95S           Stat    `json:"latency_p95_s"`
-	LatencyP99S           Stat    `json:"latency_p99_s"`
-	RTFMean               Stat    `json:"rtf_mean"`
-	RTFP95                Stat    `json:"rtf_p95"`
+	Level                 string        `json:"level"`
+	Concurrency           int           `json:"concurrency,omitempty"`
+	Rate                  float64       `json:"rate,omitempty"`
+	Repeats               int           `json:"repeats"`
+	Evaluated             int           `json:"evaluated"`
+	Total                 int           `json:"total"`
+	Skipped               int           `json:"skipped"`
+	Failed                int           `json:"failed"`
+	CorpusWER             Stat          `json:"corpus_wer"`
+	ThroughputSamplesPerS Stat          `json:"throughput_samples_per_s"`
+	RTFx                  Stat          `json:"rtfx"`
+	LatencyMeanS          Stat          `json:"latency_mean_s"`
+	LatencyMedianS        Stat          `json:"latency_median_s"`
+	LatencyP95S           Stat          `json:"latency_p95_s"`
+	LatencyP99S           Stat          `json:"latency_p99_s"`
+	RTFMean               Stat          `json:"rtf_mean"`
+	RTFP95                Stat          `json:"rtf_p95"`
+	PerRepeat             []PassMetrics `json:"per_repeat"`
+
 	// Goodput under the SLO (absent without one): goodput and attainment
 	// over the repeats; met and counted summed over them.
-	SLO           string        `json:"slo,omitempty"`
-	GoodputReqS   *Stat         `json:"goodput_req_s,omitempty"`
-	SLOAttainment *Stat         `json:"slo_attainment,omitempty"`
-	SLOMet        int           `json:"slo_met,omitempty"`
-	SLOCounted    int           `json:"slo_counted,omitempty"`
-	PerRepeat     []PassMetrics `json:"per_repeat"`
+	SLO           string `json:"slo,omitempty"`
+	GoodputReqS   *Stat  `json:"goodput_req_s,omitempty"`
+	SLOAttainment *Stat  `json:"slo_attainment,omitempty"`
+	SLOMet        int    `json:"slo_met,omitempty"`
+	SLOCounted    int    `json:"slo_counted,omitempty"`
 }
 
 // Results is results.json.
