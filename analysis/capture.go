@@ -109,14 +109,22 @@ func (c *Capture) Requests() ([]trace.Request, error) {
 }
 
 // Passes returns the metrics of every pass the requests record, warmup
-// passes included, in run order: bench/metrics.Passes over the requests
-// and the manifest's runs, computed once. They are the numbers of
+// passes included, in run order: bench/metrics.PassesUnder over the
+// requests, the manifest's runs and its SLO (goodput), computed once. They are the numbers of
 // results.json (which holds the scored passes of a capture that finished).
 // They are kept with the tables (tables/passes.json) while requests.jsonl
 // and the manifest's passes are as they were.
 func (c *Capture) Passes() ([]trace.PassMetrics, error) {
 	c.passesOnce.Do(func() {
-		key, _ := json.Marshal(c.Bundle.Manifest.Levels)
+		slo, err := metrics.SLOOf(c.Bundle.Manifest)
+		if err != nil {
+			c.passesErr = fmt.Errorf("%s: %w", c.Bundle.Dir, err)
+			return
+		}
+		key, _ := json.Marshal(struct {
+			Levels []trace.LevelRun `json:"levels"`
+			SLO    string           `json:"slo,omitempty"`
+		}{c.Bundle.Manifest.Levels, slo.String()})
 		if c.Tables.Derived("passes", string(key), &c.passes) {
 			return
 		}
@@ -125,7 +133,7 @@ func (c *Capture) Passes() ([]trace.PassMetrics, error) {
 			c.passesErr = err
 			return
 		}
-		c.passes = metrics.Passes(reqs, c.Bundle.Manifest.Levels)
+		c.passes = metrics.PassesUnder(reqs, c.Bundle.Manifest.Levels, slo)
 		c.Tables.SaveDerived("passes", string(key), c.passes)
 	})
 	return c.passes, c.passesErr

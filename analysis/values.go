@@ -392,6 +392,10 @@ var captureAttrs = attrTable[*captureValue]{
 		return stringList(lv), nil
 	},
 	"join_stats": joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
+	// Capacity (docs/CAPACITY.md): asrprof sensitivity's result, and the
+	// --find-max search's path and answer.
+	"sensitivity": sensitivityValue,
+	"search":      searchValue,
 }
 
 var captureAttrNames = captureAttrs.names()
@@ -477,6 +481,12 @@ func passFields(pm trace.PassMetrics) map[string]any {
 				kinds[k] = n
 			}
 			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, kinds
+		case map[string]int: // slo_misses
+			mm := map[string]any{}
+			for k, n := range x {
+				mm[k] = n
+			}
+			m[name] = mm
 		case *float64:
 			if x == nil {
 				m[name] = nil

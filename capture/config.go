@@ -21,6 +21,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 )
 
@@ -131,6 +132,11 @@ type Config struct {
 	Agents []string `json:"agents"`
 	// AgentToken is the bearer token the agents ask for (--agent-token).
 	AgentToken string `json:"-"`
+	// Capacity (docs/CAPACITY.md): the per-request limits goodput is
+	// counted under (--slo; empty: no goodput), and the --find-max search
+	// (nil: the levels are run as listed).
+	SLO    metrics.SLO `json:"slo"`
+	Search *Search     `json:"search"`
 }
 
 // DefaultPeriod is the length of one probe period of a probes-only
@@ -215,6 +221,9 @@ func DefaultConfig() Config {
 func (c *Config) SetDefaults(now time.Time) {
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly {
 		c.Concurrency = slices.Clone(DefaultLevels)
+		if c.Search != nil {
+			c.Concurrency = []int{1} // the search starts at one request in flight
+		}
 	}
 	if c.Out == "" {
 		c.Out = "runs/" + now.Format("20060102-150405")
@@ -343,7 +352,7 @@ func (c *Config) validate() error {
 	if c.ServerMetricsInterval != 0 && c.ServerMetricsInterval < 10*time.Millisecond {
 		return fmt.Errorf("--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval)
 	}
-	return nil
+	return c.validateCapacity()
 }
 
 // validateRealtime checks the realtime knobs; zero values take defaults.

@@ -36,6 +36,7 @@ type Outcome struct {
 	Dir      string
 	Manifest trace.Manifest
 	Results  trace.Results
+	Search   *SearchResult // --find-max only
 }
 
 // Session is one capture. Create it with New, then call Run.
@@ -47,6 +48,7 @@ type Session struct {
 	extra  []probe.Probe // AddProbes
 	tables Tables        // PrintTables
 	obs    Observer      // Observe
+	search *searcher     // --find-max: the search runPasses ran
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
@@ -262,7 +264,14 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pset *probeSet, prog *progress, say func(string)) (trace.Results, bool, error) {
 	cfg := &s.cfg
 	results := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
-	for _, lv := range cfg.Levels() {
+	levels := newLevelSource(cfg)
+	defer func() { s.search = levels.search }()
+	for {
+		lv, ok := levels.next()
+		if !ok {
+			break
+		}
+		sent := 0
 		dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed}
 		var passes []trace.PassMetrics
 		first := 1
@@ -283,7 +292,9 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			if s.obs != nil {
 				s.obs.PeriodEnded(period)
 			}
+			sent += len(res.Records)
 			pm := metrics.Pass(res.Records, res.WallS())
+			metrics.Goodput(&pm, res.Records, cfg.SLO)
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
 			// A pass cut short is recorded in requests.jsonl but not
@@ -320,6 +331,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 		}
 		if len(passes) > 0 {
 			results.Results = append(results.Results, metrics.Level(passes))
+			levels.done(results.Results[len(results.Results)-1], sent)
 		}
 	}
 	return results, false, nil
@@ -335,6 +347,11 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	if err := s.diarize.write(s.w, say); err != nil {
 		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
+	}
+	if s.search != nil {
+		if err := s.w.WriteJSON(SearchFile, s.search.res); err != nil {
+			return nil, err
+		}
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
@@ -402,6 +419,11 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
 	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, s.tables, cfg.Out); err != nil {
 		return out, err
+	}
+	if s.search != nil {
+		out.Search = &s.search.res
+		fmt.Fprintln(s.stdout)
+		s.search.res.Print(s.stdout)
 	}
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
 	if interrupted {
@@ -490,6 +512,9 @@ func newHTTPClient(cfg *Config, items []driver.Item) *http.Client {
 	maxConns := 64
 	for _, c := range cfg.Concurrency {
 		maxConns = max(maxConns, c)
+	}
+	if cfg.Search != nil && len(cfg.Concurrency) > 0 {
+		maxConns = max(maxConns, int(cfg.Search.limit(false)))
 	}
 	tr := protocol.NewTransport(maxConns)
 	largest := 0

@@ -148,6 +148,12 @@ type Config struct {
 	// Tables makes the tables each run's capture prints (to stderr) at its
 	// end; nil: none (capture.Session.PrintTables).
 	Tables capture.Tables
+	// Around, when set, is called once a run's server is healthy, before
+	// its capture, with the server's pid (asrprof sensitivity restricts
+	// the server's CPU there); the function it returns is called after the
+	// capture, before the stop, and may add to the run's record. An error
+	// stops the run as a lifecycle failure would.
+	Around func(spec RunSpec, pid int) (after func(rec *RunRecord), err error)
 }
 
 // RunRecord is what happened in one run.
@@ -168,6 +174,8 @@ type RunRecord struct {
 	Incomplete    []string    `json:"incomplete,omitempty"`
 	Error         string      `json:"error,omitempty"`
 	Notes         []string    `json:"notes,omitempty"`
+	// Extra is what Config.Around recorded (sensitivity: the CPU limit).
+	Extra map[string]any `json:"extra,omitempty"`
 
 	ran     bool // a capture produced an outcome
 	results trace.Results
@@ -404,6 +412,19 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		}
 	}
 
+	var after func(*RunRecord)
+	if cfg.Around != nil {
+		if after, err = cfg.Around(spec, rec.PID); err != nil {
+			if srv != nil {
+				if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
+					err = errors.Join(err, serr)
+				}
+				rec.StoppedUnixNs = time.Now().UnixNano()
+			}
+			rec.Error = err.Error()
+			return rec, err
+		}
+	}
 	capCfg.Out = dir
 	capCfg.PID = rec.PID
 	if capCfg.SaveRawDir != "" {
@@ -417,6 +438,9 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.results = o.Results
 		rec.Complete, rec.Finished = o.Manifest.Complete, o.Manifest.Finished
 		rec.Incomplete = o.Manifest.Incomplete
+	}
+	if after != nil {
+		after(&rec)
 	}
 
 	var errs []error

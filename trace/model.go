@@ -153,6 +153,17 @@ type PassMetrics struct {
 	LagP95WorstS       *float64 `json:"lag_p95_worst_s,omitempty"`   // the worst session's lag_p95_s
 	LagGrowthMeanS     *float64 `json:"lag_growth_mean_s,omitempty"` // mean of the sessions' lag_growth_s
 	Coverage           Coverage `json:"coverage"`
+	// Goodput under the capture's SLO (--slo; bench/metrics.Goodput), absent
+	// without one: requests that succeeded and met every limit per second,
+	// their share of the requests counted (those the client's stop canceled
+	// are left out), and per limit ("error" for failures) how many missed it.
+	SLO           string         `json:"slo,omitempty"`
+	GoodputReqS   *float64       `json:"goodput_req_s,omitempty"`
+	SLOAttainment *float64       `json:"slo_attainment,omitempty"`
+	SLOMet        int            `json:"slo_met,omitempty"`
+	SLOCounted    int            `json:"slo_counted,omitempty"`
+	SLOCanceled   int            `json:"slo_canceled,omitempty"`
+	SLOMisses     map[string]int `json:"slo_misses,omitempty"`
 }
 
 // LevelResult is one entry of results.json's results[]: a level summarised
@@ -176,6 +187,14 @@ type LevelResult struct {
 	RTFMean               Stat          `json:"rtf_mean"`
 	RTFP95                Stat          `json:"rtf_p95"`
 	PerRepeat             []PassMetrics `json:"per_repeat"`
+
+	// Goodput under the SLO (absent without one): goodput and attainment
+	// over the repeats; met and counted summed over them.
+	SLO           string `json:"slo,omitempty"`
+	GoodputReqS   *Stat  `json:"goodput_req_s,omitempty"`
+	SLOAttainment *Stat  `json:"slo_attainment,omitempty"`
+	SLOMet        int    `json:"slo_met,omitempty"`
+	SLOCounted    int    `json:"slo_counted,omitempty"`
 }
 
 // Results is results.json.

@@ -202,5 +202,32 @@ func Level(passes []trace.PassMetrics) trace.LevelResult {
 	r.LatencyP99S = col(func(p trace.PassMetrics) float64 { return p.LatencyP99S })
 	r.RTFMean = col(func(p trace.PassMetrics) float64 { return p.RTFMean })
 	r.RTFP95 = col(func(p trace.PassMetrics) float64 { return p.RTFP95 })
+	levelGoodput(&r, passes)
 	return r
+}
+
+// levelGoodput summarises the passes' goodput (when they have an SLO):
+// goodput and attainment over repeats, met and counted summed.
+func levelGoodput(r *trace.LevelResult, passes []trace.PassMetrics) {
+	var g, a []float64
+	for _, p := range passes {
+		if p.GoodputReqS == nil {
+			continue
+		}
+		r.SLO = p.SLO
+		g = append(g, *p.GoodputReqS)
+		if p.SLOAttainment != nil {
+			a = append(a, *p.SLOAttainment)
+		}
+		r.SLOMet += p.SLOMet
+		r.SLOCounted += p.SLOCounted
+	}
+	if len(g) > 0 {
+		st := StatOf(g)
+		r.GoodputReqS = &st
+	}
+	if len(a) > 0 {
+		st := StatOf(a)
+		r.SLOAttainment = &st
+	}
 }

@@ -16,6 +16,12 @@ import (
 // that a kill cut short) by its first send and last completion.
 // Concurrency and Rate come from runs (0 when the pass has none).
 func Passes(recs []trace.Request, runs []trace.LevelRun) []trace.PassMetrics {
+	return PassesUnder(recs, runs, SLO{})
+}
+
+// PassesUnder is Passes with each pass's goodput under slo (Goodput); an
+// empty slo gives Passes.
+func PassesUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) []trace.PassMetrics {
 	type key struct {
 		level  string
 		repeat int
@@ -81,6 +87,7 @@ func Passes(recs []trace.Request, runs []trace.LevelRun) []trace.PassMetrics {
 			wall = float64(lr.EndUnixNs-lr.StartUnixNs) / 1e9
 		}
 		pm := Pass(g, wall)
+		Goodput(&pm, g, slo)
 		pm.Level, pm.Repeat, pm.Warmup = k.level, k.repeat, k.warmup
 		pm.Concurrency, pm.Rate = lr.Concurrency, lr.Rate
 		out = append(out, pm)
@@ -92,6 +99,11 @@ func Passes(recs []trace.Request, runs []trace.LevelRun) []trace.PassMetrics {
 // and runs (for a capture killed before it wrote results.json): the scored
 // passes of Passes, summarised per level with Level, in run order.
 func Summarize(recs []trace.Request, runs []trace.LevelRun) trace.Results {
+	return SummarizeUnder(recs, runs, SLO{})
+}
+
+// SummarizeUnder is Summarize with goodput under slo (PassesUnder).
+func SummarizeUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) trace.Results {
 	res := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
 	var level []trace.PassMetrics
 	flush := func() {
@@ -100,7 +112,7 @@ func Summarize(recs []trace.Request, runs []trace.LevelRun) trace.Results {
 			level = nil
 		}
 	}
-	for _, p := range Passes(recs, runs) {
+	for _, p := range PassesUnder(recs, runs, slo) {
 		if p.Warmup {
 			continue
 		}

@@ -154,6 +154,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	addProxyFlags(fs, &cfg)
 	addRemoteFlags(fs, &cfg)
 	rb := addRunbookFlags(fs)
+	capacity := addCapacityFlags(fs, &cfg)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), rb.usage(strings.Replace(captureUsage, "Flags:\n", proxyUsage+"\nFlags:\n", 1)))
 		printFlags(fs.Output(), fs)
@@ -181,6 +182,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	cfg.Concurrency = conc
 	cfg.Rates = rates
 	cfg.Arrivals = load.Arrivals(arrivals)
+	if err := capacity(); err != nil {
+		return cfg, nil, err
+	}
 	cfg.SetDefaults(time.Now())
 	return cfg, rb, nil
 }

@@ -77,6 +77,7 @@ func commands() []command {
 	return []command{
 		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
 		{"ab", "compare two server commands in alternating fresh-server runs", runAB},
+		{"sensitivity", "restrict the server's CPU and measure how throughput follows (CPU- or GPU-bound?)", runSensitivity},
 		{"show", "print the sweep table of a capture bundle", runShow},
 		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
 		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},

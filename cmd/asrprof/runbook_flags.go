@@ -58,6 +58,8 @@ type runbookFlags struct {
 	aCmd, bCmd, aCmdFile, bCmdFile string
 	order                          string
 	noWarm                         bool
+
+	sens *sensitivityFlags // asrprof sensitivity only
 }
 
 // stringList is a repeatable string flag.
@@ -90,6 +92,9 @@ func addRunbookFlags(fs *flag.FlagSet) *runbookFlags {
 	fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
 	fs.StringVar(&f.provenanceEnv, "provenance-env", "", "more environment variable names to record with each run, comma-separated `LIST` (NAME* for a prefix);\nalways recorded: "+strings.Join(runbook.DefaultProvenanceEnv, ","))
 	fs.Var(&f.cacheDirs, "cache-dir", "a compile cache `DIR` whose size and newest modification time are recorded before each run (repeatable)")
+	if fs.Name() == "sensitivity" {
+		f.sens = addSensitivityFlags(fs)
+	}
 	return f
 }
 
@@ -97,6 +102,9 @@ func addRunbookFlags(fs *flag.FlagSet) *runbookFlags {
 func (f *runbookFlags) usage(captureText string) string {
 	if f.ab {
 		return abUsage
+	}
+	if f.sens != nil {
+		return sensitivityUsage
 	}
 	return strings.Replace(captureText, "Flags:\n", runbookUsage+"Flags:\n", 1)
 }
@@ -130,6 +138,15 @@ func serverCommand(name, inline, file string) (runbook.ServerCmd, error) {
 // run builds the runbook from the parsed flags and the capture config,
 // and runs it.
 func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stderr io.Writer) error {
+	rc := f.config(cfg)
+	if cfg.PID != 0 && !f.reuse {
+		return fmt.Errorf("%w: --pid is set from the started server; give it only with --reuse-server", errUsage)
+	}
+	return f.plan(ctx, rc, stdout, stderr)
+}
+
+// config is the runbook configuration of the lifecycle flags, without a plan.
+func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 	rc := runbook.Config{
 		Capture: cfg,
 		Lifecycle: runbook.Lifecycle{
@@ -147,9 +164,11 @@ func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stde
 			}
 		}
 	}
-	if cfg.PID != 0 && !f.reuse {
-		return fmt.Errorf("%w: --pid is set from the started server; give it only with --reuse-server", errUsage)
-	}
+	return rc
+}
+
+// plan makes the runs of --runs or the A/B flags and runs them.
+func (f *runbookFlags) plan(ctx context.Context, rc runbook.Config, stdout, stderr io.Writer) error {
 	var err error
 	if f.ab {
 		a, err := serverCommand("a-cmd", f.aCmd, f.aCmdFile)

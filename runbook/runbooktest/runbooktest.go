@@ -51,6 +51,9 @@ type Options struct {
 	FailStart   int
 	// ChildPIDFile receives the child's pid in Child mode.
 	ChildPIDFile string
+	// Delay is slept before each transcription answer (a server whose
+	// speed does not depend on its CPU).
+	Delay time.Duration
 }
 
 const marker = "-runbooktest-fake-server"
@@ -60,7 +63,7 @@ func Command(o Options) []string {
 	return []string{os.Args[0], marker,
 		"-port", strconv.Itoa(o.Port), "-mode", string(o.Mode),
 		"-counter", o.CounterFile, "-fail-start", strconv.Itoa(o.FailStart),
-		"-child-pid", o.ChildPIDFile}
+		"-child-pid", o.ChildPIDFile, "-delay", o.Delay.String()}
 }
 
 // CommandLine is Command joined into one --server-cmd string (the paths
@@ -100,6 +103,7 @@ func Main() {
 	fs.StringVar(&o.CounterFile, "counter", "", "")
 	fs.IntVar(&o.FailStart, "fail-start", 0, "")
 	fs.StringVar(&o.ChildPIDFile, "child-pid", "", "")
+	fs.DurationVar(&o.Delay, "delay", 0, "")
 	_ = fs.Parse(os.Args[2:])
 	o.Mode = Mode(*mode)
 	if err := serve(o); err != nil {
@@ -169,6 +173,7 @@ func serve(o Options) error {
 			http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
 			return
 		}
+		time.Sleep(o.Delay)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"text": benchtest.DefaultText})
 	})

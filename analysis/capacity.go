@@ -1,0 +1,57 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.starlark.net/starlark"
+)
+
+// The capacity files (docs/CAPACITY.md): asrprof sensitivity writes
+// sensitivity.json at the top of its --out, above the runs' sub-bundles;
+// capture --find-max writes search.json into its bundle.
+const (
+	sensitivityFile = "sensitivity.json"
+	searchFile      = "search.json"
+)
+
+// jsonFile reads a JSON file as a Starlark value (numbers keep their
+// digits); None when it is absent.
+func jsonFile(path string) (starlark.Value, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return starlark.None, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return toValue(v), nil
+}
+
+// sensitivityValue is capture.sensitivity: sensitivity.json of the
+// bundle's folder or of the folder above it (the sensitivity session the
+// bundle is a run of), as a dict; None when neither has one.
+func sensitivityValue(v *captureValue) (starlark.Value, error) {
+	for _, d := range []string{v.c.Dir, filepath.Dir(filepath.Clean(v.c.Dir))} {
+		p := filepath.Join(d, sensitivityFile)
+		if _, err := os.Stat(p); err == nil {
+			return jsonFile(p)
+		}
+	}
+	return starlark.None, nil
+}
+
+// searchValue is capture.search: the bundle's search.json (--find-max),
+// None without one.
+func searchValue(v *captureValue) (starlark.Value, error) {
+	return jsonFile(filepath.Join(v.c.Dir, searchFile))
+}

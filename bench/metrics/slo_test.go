@@ -1,0 +1,140 @@
+package metrics
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/asrprof/asrprof/trace"
+)
+
+func TestParseSLO(t *testing.T) {
+	s, err := ParseSLO("latency=0.5s, ttft=200ms,rtf=0.3,first_update=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Limit{{"latency", 0.5}, {"ttft", 0.2}, {"rtf", 0.3}, {"first_update", 1}}
+	if !reflect.DeepEqual(s.Limits, want) {
+		t.Fatalf("limits %+v, want %+v", s.Limits, want)
+	}
+	if got := s.String(); got != "latency=500ms,ttft=200ms,rtf=0.3,first_update=1s" {
+		t.Errorf("String() = %q", got)
+	}
+	back, err := ParseSLO(s.String())
+	if err != nil || !reflect.DeepEqual(back, s) {
+		t.Errorf("round trip %+v %v", back, err)
+	}
+	for in, msg := range map[string]string{
+		"latency_p95=0.5s": "statistic of a pass",
+		"speed=3":          "unknown metric",
+		"latency":          "want metric=limit",
+		"latency=fast":     "duration",
+		"rtf=0.3s":         "number",
+		"latency=-1s":      "must be > 0",
+		"rtf=1,rtf=2":      "twice",
+	} {
+		if _, err := ParseSLO(in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseSLO(%q) = %v, want an error with %q", in, err, msg)
+		}
+	}
+	if err := s.Check("openai", false); err == nil || !strings.Contains(err.Error(), "ttft") {
+		t.Errorf("ttft under plain openai: %v", err)
+	}
+	if err := (SLO{Limits: []Limit{{"latency", 1}}}).Check("openai", false); err != nil {
+		t.Error(err)
+	}
+}
+
+// Hand-computed: six requests over a 4 s pass under latency ≤ 1 s and
+// rtf ≤ 0.3. One meets both; one is too slow (latency and rtf); one has
+// rtf 0.5; one failed; one was canceled by the client's stop (left out);
+// one meets both. Goodput 2/4 = 0.5 req/s; attainment 2/5 = 0.4.
+func TestGoodput(t *testing.T) {
+	ok := func(lat, audio float64) trace.Request {
+		return trace.Request{Status: trace.StatusOK, LatencyS: lat, AudioDurationS: audio}
+	}
+	recs := []trace.Request{
+		ok(0.5, 5),   // rtf 0.1: met
+		ok(2, 5),     // latency 2 > 1, rtf 0.4 > 0.3
+		ok(0.9, 1.8), // rtf 0.5
+		{Status: trace.StatusFailed, ErrorKind: trace.FailHTTP5xx, LatencyS: 0.1, AudioDurationS: 5},
+		{Status: trace.StatusFailed, ErrorKind: trace.FailCanceled, LatencyS: 0.1, AudioDurationS: 5},
+		ok(1, 10), // latency exactly at the limit: met
+	}
+	slo, err := ParseSLO("latency=1s,rtf=0.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Pass(recs, 4)
+	Goodput(&m, recs, slo)
+	if m.SLOMet != 2 || m.SLOCounted != 5 || m.SLOCanceled != 1 {
+		t.Fatalf("met %d counted %d canceled %d", m.SLOMet, m.SLOCounted, m.SLOCanceled)
+	}
+	if m.GoodputReqS == nil || math.Abs(*m.GoodputReqS-0.5) > 1e-12 {
+		t.Errorf("goodput %v, want 0.5", m.GoodputReqS)
+	}
+	if m.SLOAttainment == nil || math.Abs(*m.SLOAttainment-0.4) > 1e-12 {
+		t.Errorf("attainment %v, want 0.4", m.SLOAttainment)
+	}
+	if want := map[string]int{"latency": 1, "rtf": 2, "error": 1}; !reflect.DeepEqual(m.SLOMisses, want) {
+		t.Errorf("misses %v, want %v", m.SLOMisses, want)
+	}
+	if m.SLO != "latency=1s,rtf=0.3" {
+		t.Errorf("slo %q", m.SLO)
+	}
+
+	// A second repeat with every request met: the level's goodput is
+	// the mean over repeats, met and counted are summed.
+	m2 := Pass(recs[:1], 2)
+	Goodput(&m2, recs[:1], slo)
+	lv := Level([]trace.PassMetrics{m, m2})
+	if lv.GoodputReqS == nil || math.Abs(lv.GoodputReqS.Mean-0.5) > 1e-12 || lv.GoodputReqS.Max != 0.5 {
+		t.Errorf("level goodput %+v", lv.GoodputReqS)
+	}
+	if lv.SLOAttainment == nil || math.Abs(lv.SLOAttainment.Mean-0.7) > 1e-12 || lv.SLOAttainment.Min != 0.4 {
+		t.Errorf("level attainment %+v", lv.SLOAttainment)
+	}
+	if lv.SLOMet != 3 || lv.SLOCounted != 6 {
+		t.Errorf("level met %d counted %d", lv.SLOMet, lv.SLOCounted)
+	}
+
+	// No SLO: no goodput fields.
+	m3 := Pass(recs, 4)
+	Goodput(&m3, recs, SLO{})
+	if m3.GoodputReqS != nil || m3.SLO != "" || Level([]trace.PassMetrics{m3}).GoodputReqS != nil {
+		t.Errorf("goodput without an SLO: %+v", m3)
+	}
+
+	// Realtime limits read the session fields; a session that never
+	// reached its final misses final_after_stop.
+	one := 0.5
+	rt, _ := ParseSLO("first_update=1s,final_after_stop=1s")
+	r := []trace.Request{{Status: trace.StatusOK, FirstUpdateS: &one, FinalAfterStopS: &one}, {Status: trace.StatusOK, FirstUpdateS: &one}}
+	m4 := Pass(r, 1)
+	Goodput(&m4, r, rt)
+	if m4.SLOMet != 1 || m4.SLOMisses["final_after_stop"] != 1 {
+		t.Errorf("realtime: met %d misses %v", m4.SLOMet, m4.SLOMisses)
+	}
+}
+
+func TestPassesUnder(t *testing.T) {
+	sec := int64(1e9)
+	recs := []trace.Request{
+		{Level: "c1", Repeat: 1, Status: trace.StatusOK, LatencyS: 0.2, StartUnixNs: 0, EndUnixNs: sec},
+		{Level: "c1", Repeat: 1, Status: trace.StatusOK, LatencyS: 3, StartUnixNs: sec, EndUnixNs: 4 * sec},
+	}
+	runs := []trace.LevelRun{{Level: "c1", Concurrency: 1, Repeat: 1, WallS: 4}}
+	slo, _ := ParseSLO("latency=1s")
+	ps := PassesUnder(recs, runs, slo)
+	if len(ps) != 1 || ps[0].SLOMet != 1 || *ps[0].GoodputReqS != 0.25 || *ps[0].SLOAttainment != 0.5 {
+		t.Fatalf("%+v", ps)
+	}
+	res := SummarizeUnder(recs, runs, slo)
+	if res.Results[0].GoodputReqS.Mean != 0.25 {
+		t.Errorf("summary %+v", res.Results[0])
+	}
+	if Passes(recs, runs)[0].GoodputReqS != nil {
+		t.Error("Passes without an SLO has goodput")
+	}
+}

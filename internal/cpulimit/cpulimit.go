@@ -1,0 +1,270 @@
+// Package cpulimit restricts the CPU a process tree gets, for asrprof
+// sensitivity (docs/CAPACITY.md): a CFS bandwidth quota on a cgroup made
+// for it (cgroup v2 cpu.max, or cgroup v1 cpu.cfs_quota_us where the cpu
+// controller is still on v1), or a CPU affinity of fewer cores
+// (sched_setaffinity on every thread). It also reads the CPU time the
+// tree used, from /proc.
+package cpulimit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/probe"
+	"golang.org/x/sys/unix"
+)
+
+// Methods, as reports name them.
+const (
+	CgroupV2 = "cgroup2 cpu.max"
+	CgroupV1 = "cgroup1 cpu.cfs_quota_us"
+	Affinity = "affinity"
+)
+
+// Period is the CFS bandwidth period the quotas are set in (100 ms, the
+// kernel's default).
+const Period = 100 * time.Millisecond
+
+// Group is a cgroup made for one server, with the cpu controller.
+type Group struct {
+	Dir    string
+	Method string
+}
+
+// cgroupRoots are where a cpu controller may be found: the v2 hierarchy
+// (mounted at /sys/fs/cgroup, or at /sys/fs/cgroup/unified beside v1
+// controllers), then v1's cpu hierarchy.
+type root struct {
+	dir string
+	v2  bool
+}
+
+func roots(sys string) []root {
+	return []root{
+		{filepath.Join(sys, "fs/cgroup"), true},
+		{filepath.Join(sys, "fs/cgroup/unified"), true},
+		{filepath.Join(sys, "fs/cgroup/cpu"), false},
+		{filepath.Join(sys, "fs/cgroup/cpu,cpuacct"), false},
+	}
+}
+
+// NewGroup makes the cgroup name under the first hierarchy that has the
+// cpu controller (sys is "/sys" but for tests). It returns an error that
+// wraps probe.ErrNotSupported, saying what each hierarchy lacked, when
+// none can be made.
+func NewGroup(sys, name string) (*Group, error) {
+	var why []string
+	for _, r := range roots(sys) {
+		if r.v2 {
+			ctrl, err := os.ReadFile(filepath.Join(r.dir, "cgroup.controllers"))
+			if err != nil {
+				why = append(why, r.dir+": not a cgroup v2 hierarchy")
+				continue
+			}
+			if !hasWord(string(ctrl), "cpu") {
+				why = append(why, r.dir+": cgroup v2 without the cpu controller (it is on v1 here)")
+				continue
+			}
+			// Let children have the cpu controller.
+			sub := filepath.Join(r.dir, "cgroup.subtree_control")
+			if cur, _ := os.ReadFile(sub); !hasWord(string(cur), "cpu") {
+				if err := os.WriteFile(sub, []byte("+cpu"), 0); err != nil {
+					why = append(why, fmt.Sprintf("%s: enabling cpu for children: %v", r.dir, err))
+					continue
+				}
+			}
+		} else if _, err := os.Stat(filepath.Join(r.dir, "cpu.cfs_quota_us")); err != nil {
+			why = append(why, r.dir+": no cgroup v1 cpu controller")
+			continue
+		}
+		dir := filepath.Join(r.dir, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			why = append(why, fmt.Sprintf("%s: %v", dir, err))
+			continue
+		}
+		g := &Group{Dir: dir, Method: CgroupV1}
+		if r.v2 {
+			g.Method = CgroupV2
+		}
+		if err := g.SetCores(0); err != nil {
+			os.Remove(dir)
+			why = append(why, err.Error())
+			continue
+		}
+		return g, nil
+	}
+	return nil, fmt.Errorf("%w: no cgroup with the cpu controller can be made: %s", probe.ErrNotSupported, strings.Join(why, "; "))
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if strings.TrimPrefix(f, "+") == w {
+			return true
+		}
+	}
+	return false
+}
+
+// SetCores sets the quota to cores CPUs' worth of time per period (0:
+// unlimited).
+func (g *Group) SetCores(cores float64) error {
+	period := Period.Microseconds()
+	quota := int64(cores * float64(period))
+	if cores > 0 && quota < 1000 {
+		quota = 1000 // the kernel's minimum, 1 ms
+	}
+	if g.Method == CgroupV2 {
+		v := "max " + strconv.FormatInt(period, 10)
+		if cores > 0 {
+			v = strconv.FormatInt(quota, 10) + " " + strconv.FormatInt(period, 10)
+		}
+		return write(filepath.Join(g.Dir, "cpu.max"), v)
+	}
+	if err := write(filepath.Join(g.Dir, "cpu.cfs_period_us"), strconv.FormatInt(period, 10)); err != nil {
+		return err
+	}
+	v := "-1"
+	if cores > 0 {
+		v = strconv.FormatInt(quota, 10)
+	}
+	return write(filepath.Join(g.Dir, "cpu.cfs_quota_us"), v)
+}
+
+func write(path, v string) error {
+	if err := os.WriteFile(path, []byte(v), 0); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", v, path, err)
+	}
+	return nil
+}
+
+// AddTree moves pid and its descendants (every thread) into g; children
+// they start later are born in it.
+func (g *Group) AddTree(pid int) error {
+	pids := proctree.Descendants(pid)
+	if len(pids) == 0 {
+		return fmt.Errorf("process %d is gone", pid)
+	}
+	for _, p := range pids {
+		if err := write(filepath.Join(g.Dir, "cgroup.procs"), strconv.Itoa(p)); err != nil && proctree.Alive(p) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Throttled reads how often and how long the quota held g back (cpu.stat
+// nr_throttled and throttled_usec, v1's throttled_time in ns).
+func (g *Group) Throttled() (periods, throttled int64, err error) {
+	b, err := os.ReadFile(filepath.Join(g.Dir, "cpu.stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "nr_throttled":
+			periods = n
+		case "throttled_usec":
+			throttled = n
+		case "throttled_time":
+			throttled = n / 1000
+		}
+	}
+	return periods, throttled, nil
+}
+
+// Remove deletes g once its processes are gone (moving any left to the
+// parent group first).
+func (g *Group) Remove() error {
+	if b, err := os.ReadFile(filepath.Join(g.Dir, "cgroup.procs")); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			os.WriteFile(filepath.Join(filepath.Dir(g.Dir), "cgroup.procs"), []byte(f), 0)
+		}
+	}
+	var err error
+	for i := 0; i < 50; i++ { // the kernel frees a group a moment after its last task exits
+		if err = os.Remove(g.Dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("removing cgroup %s: %w", g.Dir, err)
+}
+
+// CPUs returns the CPUs pid may run on.
+func CPUs(pid int) ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
+		return nil, fmt.Errorf("sched_getaffinity(%d): %w", pid, err)
+	}
+	var out []int
+	for i := 0; i < len(set)*64; i++ {
+		if set.IsSet(i) {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// PinTree restricts every thread of pid and its descendants to cpus.
+func PinTree(pid int, cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	n := 0
+	for _, p := range proctree.Descendants(pid) {
+		for _, tid := range proctree.Threads(p) {
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && proctree.Alive(p) {
+				return fmt.Errorf("sched_setaffinity(%d): %w", tid, err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("process %d is gone", pid)
+	}
+	return nil
+}
+
+// TreeCPUSeconds is the CPU time of pid and its live descendants, every
+// live thread: the scheduler's run time in ns (/proc/PID/task/TID/schedstat),
+// or /proc/PID/stat's user + system ticks (10 ms) where schedstat is
+// missing. Threads and children that already exited are not counted.
+func TreeCPUSeconds(pid int) float64 {
+	var ns uint64
+	var ticks uint64
+	buf := make([]byte, 4096)
+	for _, p := range proctree.Descendants(pid) {
+		read := 0
+		for _, tid := range proctree.Threads(p) {
+			if st, err := proctree.ReadSchedstat(p, tid); err == nil { // a thread that just exited is skipped
+				ns += st.RunNs
+				read++
+			}
+		}
+		if read > 0 {
+			continue
+		}
+		b, err := proctree.ReadSmall("/proc/"+strconv.Itoa(p)+"/stat", buf)
+		if err != nil {
+			continue
+		}
+		st, err := proctree.ParseStat(string(b))
+		if err != nil {
+			continue
+		}
+		ticks += st.Utime + st.Stime
+	}
+	return float64(ns)/1e9 + float64(ticks)/userHZ
+}
+
+// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const userHZ = 100

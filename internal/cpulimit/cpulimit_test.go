@@ -1,0 +1,114 @@
+package cpulimit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/probe"
+)
+
+func busy(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// A quota of 0.2 cores holds a busy loop to about 0.2 cores, and the
+// kernel says it throttled it.
+func TestGroupQuota(t *testing.T) {
+	g, err := NewGroup("/sys", fmt.Sprintf("asrprof-test-%d", os.Getpid()))
+	if errors.Is(err, probe.ErrNotSupported) {
+		t.Skipf("no cgroup here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := busy(t)
+	if err := g.AddTree(pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetCores(0.2); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	time.Sleep(200 * time.Millisecond)
+	c0, t0 := TreeCPUSeconds(pid), time.Now()
+	time.Sleep(2 * time.Second)
+	used := (TreeCPUSeconds(pid) - c0) / time.Since(t0).Seconds()
+	if used > 0.3 || used < 0.05 {
+		t.Errorf("%s at 0.2 cores: the loop used %.3f cores", g.Method, used)
+	}
+	if n, _, err := g.Throttled(); err != nil || n == 0 {
+		t.Errorf("throttled periods %d (%v)", n, err)
+	}
+	t.Logf("%s %s: %.3f cores", g.Method, g.Dir, used)
+}
+
+// Where no hierarchy has the cpu controller, NewGroup says so as "not
+// supported", naming what each lacked.
+func TestNewGroupNotSupported(t *testing.T) {
+	sys := t.TempDir()
+	os.MkdirAll(filepath.Join(sys, "fs/cgroup/unified"), 0o755)
+	os.WriteFile(filepath.Join(sys, "fs/cgroup/unified/cgroup.controllers"), []byte("memory pids"), 0o644)
+	_, err := NewGroup(sys, "x")
+	if !errors.Is(err, probe.ErrNotSupported) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"without the cpu controller", "no cgroup v1 cpu controller"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("%v lacks %q", err, want)
+		}
+	}
+}
+
+// A fake v1 hierarchy: the files NewGroup and SetCores write.
+func TestGroupV1Files(t *testing.T) {
+	sys := t.TempDir()
+	cpu := filepath.Join(sys, "fs/cgroup/cpu")
+	os.MkdirAll(cpu, 0o755)
+	os.WriteFile(filepath.Join(cpu, "cpu.cfs_quota_us"), []byte("-1"), 0o644)
+	g, err := NewGroup(sys, "g")
+	if err != nil || g.Method != CgroupV1 {
+		t.Fatalf("%+v %v", g, err)
+	}
+	if err := g.SetCores(0.5); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(g.Dir, "cpu.cfs_quota_us"))
+	p, _ := os.ReadFile(filepath.Join(g.Dir, "cpu.cfs_period_us"))
+	if string(b) != "50000" || string(p) != "100000" {
+		t.Errorf("quota %q period %q", b, p)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// Pinning to one CPU: the affinity of every thread says so.
+func TestPinTree(t *testing.T) {
+	pid := busy(t)
+	cpus, err := CPUs(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := PinTree(pid, cpus[:1]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CPUs(pid)
+	if err != nil || len(got) != 1 || got[0] != cpus[0] {
+		t.Errorf("affinity %v (%v), want [%d]", got, err, cpus[0])
+	}
+}
