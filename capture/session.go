@@ -50,6 +50,7 @@ type Session struct {
 
 	extra  []probe.Probe // AddProbes
 	tables Tables        // PrintTables
+	report Report        // WriteReport
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
@@ -363,6 +364,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, s.tables, cfg.Out); err != nil {
 		return out, err
 	}
+	s.writeReport(context.WithoutCancel(ctx), cfg.Out, say)
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
 	if interrupted {
 		return out, ErrInterrupted

@@ -277,5 +277,3 @@ func (d *captureData) cdfs() ([]cdfSeries, error) {
 func (d *captureData) manifest() *trace.Manifest { return &d.c.Bundle.Manifest }
 
 func (d *captureData) has(file string) bool { return d.c.Bundle.Has(file) }
-
-

@@ -114,7 +114,7 @@ func newCanvas(w, h float64, class, label string) *canvas {
 	return c
 }
 
-func (c *canvas) raw(s string)                  { c.b.WriteString(s) }
+func (c *canvas) raw(s string)                 { c.b.WriteString(s) }
 func (c *canvas) f(format string, args ...any) { fmt.Fprintf(&c.b, format, args...) }
 
 func (c *canvas) text(x, y float64, anchor, class, s string) {

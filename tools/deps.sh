@@ -5,8 +5,11 @@ set -euo pipefail
 # python3-torch: the reference server's whisper engine (~230 packages).
 # libopenblas0-pthread: without it Debian's torch and numpy use the reference
 # BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
+# chromium: report/chromium_test.go opens the HTML report headless, takes a
+# screenshot and checks its net log (no request of the page's).
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
-      python3-torch libopenblas0-pthread)
+      python3-torch libopenblas0-pthread
+      chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
