@@ -36,6 +36,16 @@ if [ ! -f "$DUCKDB_NODE/node_modules/@duckdb/node-api/package.json" ]; then
   mkdir -p "$DUCKDB_NODE"
   (cd "$DUCKDB_NODE" && npm install --no-audit --no-fund --loglevel=error @duckdb/node-api@1.5.6-r.1 >/dev/null)
 fi
+# @paulirish/trace_engine (npm): the DevTools performance panel's trace
+# parser, which trace/export/trace_engine_test.go loads the Perfetto export
+# into (a Chrome trace-format reader that is not ours). ~1 MB, once, into
+# ~/.cache/asrprof/trace-engine.
+TRACE_ENGINE=${ASRPROF_TRACE_ENGINE:-${XDG_CACHE_HOME:-$HOME/.cache}/asrprof/trace-engine}
+if [ ! -f "$TRACE_ENGINE/node_modules/@paulirish/trace_engine/package.json" ]; then
+  echo "deps: installing @paulirish/trace_engine into $TRACE_ENGINE"
+  mkdir -p "$TRACE_ENGINE"
+  (cd "$TRACE_ENGINE" && npm install --no-audit --no-fund --loglevel=error @paulirish/trace_engine@0.0.65 >/dev/null)
+fi
 # Download the modules that our packages and their tests import. Not
 # `go mod download`: it also asks for each version's .info, which the
 # proxy refuses (403) for two versions the OpenTelemetry eBPF profiler
