@@ -15,7 +15,9 @@ p.q{color:#555;margin:0 0 8px;font-style:italic}
 p.meta{color:#444;font-size:13px}
 p.note{color:#666;font-size:12px;margin:3px 0}
 p.warn{background:#fff3cd;border:1px solid #e0c36a;padding:6px 10px}
-figure.fig,div.fig{margin:12px 0;display:inline-block;vertical-align:top}
+figure.fig,div.fig{margin:12px 16px 12px 0;display:inline-block;vertical-align:top;width:min-content;max-width:100%}
+figure.fig svg{max-width:none}
+div#waterfall{display:block;width:auto}
 figcaption{font-weight:600;margin:0 0 4px}
 svg{max-width:100%;height:auto;display:block}
 svg text{font-family:inherit;fill:#333}
@@ -63,7 +65,7 @@ function ticks(lo,hi,n){var raw=(hi-lo)/n,mag=Math.pow(10,Math.floor(Math.log10(
 function setView(a,b){a=Math.max(0,a);b=Math.min(D.span,b);if(b-a<D.span/20000)return;view=[a,b];
  datas.forEach(function(s){var vb=s.getAttribute('viewBox').split(' ');s.setAttribute('viewBox',a+' 0 '+(b-a)+' '+vb[3])});
  while(axis.firstChild)axis.removeChild(axis.firstChild);
- ticks(a,b,10).forEach(function(t){var x=ax.l+(t-a)/(b-a)*ax.w;var ln=document.createElementNS(NS,'line');ln.setAttribute('x1',x);ln.setAttribute('x2',x);ln.setAttribute('y1',ax.y);ln.setAttribute('y2',ax.y+5);ln.setAttribute('class','axisline');axis.appendChild(ln);var tx=document.createElementNS(NS,'text');tx.setAttribute('x',x);tx.setAttribute('y',ax.y+17);tx.setAttribute('text-anchor','middle');tx.setAttribute('class','tick');tx.textContent=fmt(t);axis.appendChild(tx)});
+ ticks(a,b,10).forEach(function(t){var x=ax.l+(t-a)/(b-a)*ax.w;var ln=document.createElementNS(NS,'line');ln.setAttribute('x1',x);ln.setAttribute('x2',x);ln.setAttribute('y1',ax.y);ln.setAttribute('y2',ax.y+5);ln.setAttribute('class','axisline');axis.appendChild(ln);var tx=document.createElementNS(NS,'text');tx.setAttribute('x',x);tx.setAttribute('y',ax.y+17);tx.setAttribute('text-anchor','middle');tx.setAttribute('class','tick');tx.textContent=String(parseFloat(t.toFixed(6)));axis.appendChild(tx)});
  var r=document.getElementById('tl-range');if(r)r.textContent='showing '+fmt(a)+'–'+fmt(b)+' s of '+fmt(D.span)+' s'}
 function tAt(ev){var pt=svg.createSVGPoint();pt.x=ev.clientX;pt.y=ev.clientY;var p=pt.matrixTransform(svg.getScreenCTM().inverse());return {t:view[0]+(p.x-ax.l)/ax.w*(view[1]-view[0]),x:p.x,y:p.y}}
 function valueAt(segs,t){for(var i=0;i<segs.length;i++){var s=segs[i];if(!s.length||t<s[0][0]||t>s[s.length-1][0])continue;var lo=0,hi=s.length-1;while(hi-lo>1){var m=(lo+hi)>>1;if(s[m][0]<=t)lo=m;else hi=m}return s[lo][1]}return null}

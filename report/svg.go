@@ -362,7 +362,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 	}
 	xs := scale{0, niceMax(hi), l, w - r}
 	ys := scale{0, 1, h - b, t}
-	for _, p := range []float64{0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1} {
+	for _, p := range []float64{0, 0.25, 0.5, 0.75, 0.9, 1} {
 		y := ys.at(p)
 		c.line(l, y, w-r, y, "grid")
 		c.text(l-5, y+4, "end", "tick", strconv.FormatFloat(p*100, 'f', -1, 64)+"%")

@@ -524,7 +524,7 @@ func (tl *timeline) svg() string {
 	const w, l, r = 1100.0, 70.0, 16.0
 	const ph, gap, laneH = 80.0, 30.0, 150.0
 	pw := w - l - r
-	h := 10 + float64(len(tl.Panels))*(ph+gap) + laneH + gap + 30
+	h := 10 + float64(len(tl.Panels))*(18+ph+gap) + 18 + laneH + 4 + 36
 	c := newCanvas(w, h, "timeline", "timeline of the capture")
 	y := 10.0
 	span := tnum(tl.Span)

@@ -42,3 +42,7 @@ bin/asrprof capture \
   --repeats 1 --warmup \
   --otlp-http "$OTLP" --profile-url "http://127.0.0.1:$PORT" \
   --out "$OUT" --overwrite
+
+# The capture wrote its HTML report into the bundle (asrprof report DIR
+# writes it again; docs/REPORT.md).
+echo "demo: the report, one self-contained HTML file: $OUT/report.html"
