@@ -148,6 +148,9 @@ type Config struct {
 	// Tables makes the tables each run's capture prints (to stderr) at its
 	// end; nil: none (capture.Session.PrintTables).
 	Tables capture.Tables
+	// Report writes each run's HTML report into its bundle at its end;
+	// nil: none (capture.Session.WriteReport).
+	Report capture.Report
 }
 
 // RunRecord is what happened in one run.
@@ -406,7 +409,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 
 	capCfg.Out = dir
 	capCfg.PID = rec.PID
-	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).Run(ctx)
+	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).WriteReport(cfg.Report).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
 		rec.ran = true

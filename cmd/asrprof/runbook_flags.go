@@ -138,6 +138,7 @@ func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stde
 		},
 		CacheDirs: f.cacheDirs,
 		Tables:    defaultTables,
+		Report:    writeReport,
 	}
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)
