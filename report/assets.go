@@ -66,7 +66,8 @@ function setView(a,b){a=Math.max(0,a);b=Math.min(D.span,b);if(b-a<D.span/20000)r
  datas.forEach(function(s){var vb=s.getAttribute('viewBox').split(' ');s.setAttribute('viewBox',a+' 0 '+(b-a)+' '+vb[3])});
  while(axis.firstChild)axis.removeChild(axis.firstChild);
  ticks(a,b,10).forEach(function(t){var x=ax.l+(t-a)/(b-a)*ax.w;var ln=document.createElementNS(NS,'line');ln.setAttribute('x1',x);ln.setAttribute('x2',x);ln.setAttribute('y1',ax.y);ln.setAttribute('y2',ax.y+5);ln.setAttribute('class','axisline');axis.appendChild(ln);var tx=document.createElementNS(NS,'text');tx.setAttribute('x',x);tx.setAttribute('y',ax.y+17);tx.setAttribute('text-anchor','middle');tx.setAttribute('class','tick');tx.textContent=String(parseFloat(t.toFixed(6)));axis.appendChild(tx)});
- var r=document.getElementById('tl-range');if(r)r.textContent='showing '+fmt(a)+'–'+fmt(b)+' s of '+fmt(D.span)+' s'}
+ var r=document.getElementById('tl-range');if(r)r.textContent='showing '+sec(a)+'–'+sec(b)+' s of '+sec(D.span)+' s'}
+function sec(v){return String(parseFloat(v.toFixed(v<10?3:1)))}
 function tAt(ev){var pt=svg.createSVGPoint();pt.x=ev.clientX;pt.y=ev.clientY;var p=pt.matrixTransform(svg.getScreenCTM().inverse());return {t:view[0]+(p.x-ax.l)/ax.w*(view[1]-view[0]),x:p.x,y:p.y}}
 function valueAt(segs,t){for(var i=0;i<segs.length;i++){var s=segs[i];if(!s.length||t<s[0][0]||t>s[s.length-1][0])continue;var lo=0,hi=s.length-1;while(hi-lo>1){var m=(lo+hi)>>1;if(s[m][0]<=t)lo=m;else hi=m}return s[lo][1]}return null}
 var read=document.getElementById('tl-read'),sel=svg.querySelector('.tl-sel'),drag=null;
@@ -92,8 +93,12 @@ function waterfall(q){var W=760,L=150,R=60,RH=18,rows=[['client latency',0,q.lat
  if(!(q.s&&q.s.length))s.appendChild(el2('text',{x:L,y:y+34,'class':'tick'},'no server stages for this request (no telemetry joined, or no stage preset)'));
  return s}
 var wf=document.getElementById('waterfall'),on=null;
-svg.addEventListener('click',function(ev){var t=ev.target;if(!t.classList.contains('rq'))return;var q=D.reqs[+t.dataset.r];if(!q)return;if(on)on.classList.remove('on');on=t;t.classList.add('on');
- while(wf.firstChild)wf.removeChild(wf.firstChild);var cap=document.createElement('p');cap.className='note';cap.textContent='Waterfall of the request you clicked (client phases on the client clock; server stages on the server clock, laid from the end of the upload):';wf.appendChild(cap);wf.appendChild(waterfall(q))});
+function show(i){var q=D.reqs[i],t=svg.querySelector('.rq[data-r="'+i+'"]');if(!q)return;if(on)on.classList.remove('on');on=t;if(t)t.classList.add('on');
+ while(wf.firstChild)wf.removeChild(wf.firstChild);var cap=document.createElement('p');cap.className='note';cap.textContent='Waterfall of request '+(i)+' (client phases on the client clock; server stages on the server clock, laid from the end of the upload):';wf.appendChild(cap);wf.appendChild(waterfall(q))}
+svg.addEventListener('click',function(ev){var t=ev.target;if(t.classList.contains('rq'))show(+t.dataset.r)});
 setView(0,D.span);
+// Links into the page: #req=N draws request N's waterfall, #t=A-B zooms the timeline to A..B s.
+function hash(){var h=location.hash,m=h.match(/^#req=(\d+)$/),z=h.match(/^#t=([0-9.]+)-([0-9.]+)$/);if(m)show(+m[1]);if(z)setView(+z[1],+z[2])}
+window.addEventListener('hashchange',hash);hash();
 })();
 `

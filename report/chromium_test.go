@@ -175,6 +175,14 @@ func TestReportInChromium(t *testing.T) {
 	if !strings.Contains(b.dom, "showing 0–") {
 		t.Errorf("the page's script did not run: no 'showing 0–…' in the timeline's range")
 	}
+	// The script's waterfall and zoom, through the page's links.
+	wf := open(t, path+"#req=3", 1200)
+	if !strings.Contains(wf.dom, "Waterfall of request 3") || !strings.Contains(wf.dom, ">client latency</text>") || !strings.Contains(wf.dom, ">decode tail</text>") {
+		t.Errorf("#req=3 drew no waterfall with the client and the server stages")
+	}
+	if z := open(t, path+"#t=10-20", 1200); !strings.Contains(z.dom, "showing 10–20 s of") || !strings.Contains(z.dom, `viewBox="10 0 10 100"`) {
+		t.Errorf("#t=10-20 did not zoom the timeline to 10–20 s")
+	}
 	if os.Getenv("REPORT_SCREENSHOT") != "" { // docs/report.png: tools/report-shot.sh
 		os.WriteFile(os.Getenv("REPORT_SCREENSHOT"), b.png, 0o644)
 	}
