@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 			cats = append(cats, lv)
 		}
 	}
+	sortLevels(cats)
 	cn, bn := "current "+cur.name, "baseline "+base.name
 
 	p.section("sweep", "Sweeps", "How do the two captures compare as the load grows?")
@@ -80,13 +82,15 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 		sweepSeries(base, "latency mean (s)", bn+" mean", color(1), true, cats),
 		sweepSeries(base, "latency p95 (s)", bn+" p95", color(5), true, cats),
 	}, -1, ""), "client latency; mean over repeats; whiskers: min–max over repeats; baseline dashed")
+	p.heading("current: " + cur.name)
 	p.table(cur.tables["sweep"])
+	p.heading("baseline: " + base.name)
 	p.table(base.tables["sweep"])
 	p.end()
 
 	if t := cur.tables["compare"]; t != nil {
 		p.section("ratio", "Ratio per level", "By how much does the current capture differ from the baseline, and is it significant?")
-		p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha), and p")
+		p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
 		p.table(t)
 		p.table(cur.tables["compare_cpu"])
 		p.end()
@@ -121,7 +125,9 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 		}
 		p.figure("plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
 			"left bar of each level: current ("+cur.name+"); right: baseline ("+base.name+")")
+		p.heading("current: " + cur.name)
 		p.table(cur.tables["stages"])
+		p.heading("baseline: " + base.name)
 		p.table(base.tables["stages"])
 		p.end()
 	}
@@ -185,4 +191,37 @@ func ratioBars(d *captureData) string {
 	}
 	c.legend(l, 16, metrics, cols)
 	return c.String()
+}
+
+// sortLevels orders levels by their load (c4 before c16, rate=0.5 before
+// rate=2), closed-loop before open-loop; others keep their order at the end.
+func sortLevels(lvs []string) {
+	key := func(lv string) (int, float64) {
+		if len(lv) > 1 && (lv[0] == 'c' || lv[0] == 'r') {
+			if v, err := strconv.ParseFloat(lv[1:], 64); err == nil {
+				if lv[0] == 'c' {
+					return 0, v
+				}
+				return 1, v
+			}
+		}
+		return 2, 0
+	}
+	slices.SortStableFunc(lvs, func(a, b string) int {
+		ka, va := key(a)
+		kb, vb := key(b)
+		if ka != kb {
+			return ka - kb
+		}
+		if ka == 2 {
+			return 0
+		}
+		switch {
+		case va < vb:
+			return -1
+		case va > vb:
+			return 1
+		}
+		return 0
+	})
 }

@@ -41,6 +41,10 @@ func (p *page) figure(id, question, svg, caption string) {
 	p.b.WriteString("</figure>\n")
 }
 
+func (p *page) heading(text string) {
+	fmt.Fprintf(&p.b, "<h3>%s</h3>", esc(text))
+}
+
 func (p *page) para(class, text string) {
 	fmt.Fprintf(&p.b, `<p class="%s">%s</p>`, class, esc(text))
 }

@@ -163,13 +163,35 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">%s</text>`, num((ys.r0+ys.r1)/2), esc(label))
 }
 
-// legend draws names with their colours in one row from (x, y).
-func (c *canvas) legend(x, y float64, names []string, colors []string) {
+// legend draws names with their colours from (x, y), in as many rows of
+// 16 px as they need to fit before maxX; it returns the rows drawn.
+func (c *canvas) legend(x, y float64, names []string, colors []string) int {
+	x0, rows := x, 1
+	maxX := c.w - 10
 	for i, n := range names {
+		w := 24 + 7*float64(len([]rune(n)))
+		if x > x0 && x+w > maxX {
+			x, y, rows = x0, y+16, rows+1
+		}
 		c.rect(x, y-9, 12, 10, colors[i], "")
 		c.text(x+16, y, "start", "legend", n)
-		x += 24 + 7*float64(len([]rune(n)))
+		x += w
 	}
+	return rows
+}
+
+// legendRows is how many rows legend will draw for names from x on a
+// canvas w wide.
+func legendRows(x, w float64, names []string) int {
+	x0, rows := x, 1
+	for _, n := range names {
+		nw := 24 + 7*float64(len([]rune(n)))
+		if x > x0 && x+nw > w-10 {
+			x, rows = x0, rows+1
+		}
+		x += nw
+	}
+	return rows
 }
 
 // seriesCat is one series over categories: a value per category (NaN: none)
@@ -185,7 +207,13 @@ type seriesCat struct {
 // catLines draws series over categorical x (levels) with whiskers, and a
 // dashed marker at category mark (-1: none) labelled markLabel.
 func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, markLabel string) string {
-	const w, h, l, r, t, b = 520.0, 300.0, 62.0, 16.0, 30.0, 40.0
+	const w, l, r, b = 520.0, 62.0, 16.0, 40.0
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.name)
+	}
+	t := 14 + 16*float64(legendRows(l, w, names))
+	h := 270 + t
 	c := newCanvas(w, h, "plot", title)
 	hi := 0.0
 	for _, s := range ss {
@@ -210,7 +238,7 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 		c.line(x, t, x, h-b, "knee")
 		c.text(x+4, t+10, "start", "kneelabel", markLabel)
 	}
-	var names, cols []string
+	var cols []string
 	for si, s := range ss {
 		off := (float64(si) - float64(len(ss)-1)/2) * 5
 		var pts [][2]float64
@@ -241,7 +269,6 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 			}
 			c.dot(x, ys.at(s.y[i]), 3.5, s.color, tip)
 		}
-		names = append(names, s.name)
 		cols = append(cols, s.color)
 	}
 	c.legend(l, 16, names, cols)
@@ -257,7 +284,9 @@ type stackBar struct {
 
 // stackedBars draws vertical stacked bars, one per entry, grouped by group.
 func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
-	const w, h, l, r, t, b = 760.0, 330.0, 62.0, 16.0, 46.0, 44.0
+	const w, l, r, b = 760.0, 62.0, 16.0, 44.0
+	t := 14 + 16*float64(legendRows(l, w, names))
+	h := 284 + t
 	c := newCanvas(w, h, "plot", title)
 	hi := 0.0
 	for _, br := range bars {
@@ -327,19 +356,7 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 	for i := range names {
 		cols[i] = color(i)
 	}
-	// Two legend rows when the names do not fit in one.
-	half := len(names)
-	width := 0
-	for _, n := range names {
-		width += 24 + 7*len([]rune(n))
-	}
-	if float64(width) > w-l {
-		half = (len(names) + 1) / 2
-	}
-	c.legend(l, 14, names[:half], cols[:half])
-	if half < len(names) {
-		c.legend(l, 30, names[half:], cols[half:])
-	}
+	c.legend(l, 14, names, cols)
 	return c.String()
 }
 

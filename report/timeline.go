@@ -586,9 +586,9 @@ func (tl *timeline) svg() string {
 		if q.Status != "ok" {
 			cls = "rq bad"
 		}
-		c.f(`<line class="%s" data-r="%d" x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"><title>%s (%s): %s s, %s</title></line>`,
+		c.f(`<line class="%s" data-r="%d" x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"><title>#req=%d %s (%s): %s s, %s</title></line>`,
 			cls, i, tnum(q.T0), tnum(max(q.T1, q.T0+tl.Span/5000)), num(float64(q.Lane)+0.5), num(float64(q.Lane)+0.5), color(q.level),
-			esc(q.ID), esc(q.Level), val(q.Lat), esc(q.Status))
+			i, esc(q.ID), esc(q.Level), val(q.Lat), esc(q.Status))
 	}
 	c.raw(`</svg>`)
 	axisY := top + laneH + 4
