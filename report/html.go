@@ -317,7 +317,7 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 			svgs.WriteString(waterfallSVG(tl.Reqs[i]))
 		}
 		p.figure("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
-			"client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared)")
+			"client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
 	}
 	p.end()
 }
