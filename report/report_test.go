@@ -355,3 +355,27 @@ func TestExternalRefsCatches(t *testing.T) {
 		t.Errorf("in-page anchors and text caught: %q", refs)
 	}
 }
+
+// A killed capture (no results.json, manifest not finished, a truncated
+// last line) still gets its report, which says it is incomplete.
+func TestReportKilledCapture(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k")
+	if _, err := fixture.Write(dir, fixture.Golden()["refserver"]); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "results.json"))
+	var m map[string]any
+	mb, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	json.Unmarshal(mb, &m)
+	m["complete"], m["finished"] = false, false
+	mb, _ = json.Marshal(m)
+	os.WriteFile(filepath.Join(dir, "manifest.json"), mb, 0o644)
+	rb, _ := os.ReadFile(filepath.Join(dir, "requests.jsonl"))
+	os.WriteFile(filepath.Join(dir, "requests.jsonl"), rb[:len(rb)*2/3+17], 0o644)
+	doc := render(t, dir)
+	for _, want := range []string{"INCOMPLETE: the capture did not finish", "INCOMPLETE: these numbers do not cover the whole workload", `id="plot-sweep-rps"`, `id="plot-timeline"`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("killed capture's report lacks %q", want)
+		}
+	}
+}
