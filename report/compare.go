@@ -90,7 +90,11 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 
 	if t := cur.tables["compare"]; t != nil {
 		p.section("ratio", "Ratio per level", "By how much does the current capture differ from the baseline, and is it significant?")
-		p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
+		if len(t.Rows) == 0 {
+			p.para("warn", "the two captures ran no level in common: there is no ratio to draw")
+		} else {
+			p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
+		}
 		p.table(t)
 		p.table(cur.tables["compare_cpu"])
 		p.end()
@@ -138,7 +142,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 // delta (~ when not significant) and p above each bar.
 func ratioBars(d *captureData) string {
 	t := d.tables["compare"]
-	li, mi, ri, pi, di := colIndex(t, "level"), colIndex(t, "metric"), colIndex(t, "ratio"), colIndex(t, "p"), colIndex(t, "delta")
+	mi, ri, pi, di := colIndex(t, "metric"), colIndex(t, "ratio"), colIndex(t, "p"), colIndex(t, "delta")
 	var levels, metrics []string
 	type cell struct {
 		ratio, p float64
@@ -158,7 +162,6 @@ func ratioBars(d *captureData) string {
 		}
 		cells[[2]string{lv, m}] = cell{fnum(t.Values[i][ri]), fnum(t.Values[i][pi]), t.Rows[i][di]}
 	}
-	_ = li
 	const w, h, l, r, tp, b = 760.0, 320.0, 62.0, 16.0, 40.0, 40.0
 	c := newCanvas(w, h, "plot", "ratio")
 	hi := 1.0

@@ -467,8 +467,6 @@ func (d *captureData) realtimeSection(p *page) {
 		}, -1, ""), "per level, mean over repeats (realtime analysis)")
 	// Lag over the capture: each session's p95 lag at its start.
 	if reqs, err := d.c.Requests(); err == nil {
-		var ss []seriesCat
-		_ = ss
 		t0 := int64(math.MaxInt64)
 		for i := range reqs {
 			if reqs[i].StartUnixNs > 0 {
