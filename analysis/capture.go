@@ -56,8 +56,9 @@ type Capture struct {
 	// where they were missing or stale; the stage engine reads them.
 	Tables *tables.Set
 
-	stagesMu sync.Mutex
-	stages   map[string]*tables.StageRows // by preset key
+	stagesMu   sync.Mutex
+	stages     map[string]*tables.StageRows // by preset key
+	lastStages *tables.StageRows            // the rows StageRows returned last
 
 	workersOnce sync.Once
 	workers     *engine.Workers
@@ -148,6 +149,7 @@ func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
 	c.stagesMu.Lock()
 	defer c.stagesMu.Unlock()
 	if r, ok := c.stages[key]; ok {
+		c.lastStages = r
 		return r, nil
 	}
 	r, ok, err := c.Tables.Stages(p.Name, key)
@@ -175,6 +177,7 @@ func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
 		c.Tables.WriteStages(r, p.Name, key)
 	}
 	c.stages[key] = r
+	c.lastStages = r
 	return r, nil
 }
 
@@ -197,6 +200,15 @@ func (c *Capture) Workers() (*engine.Workers, error) {
 		c.workers = engine.FindWorkers(rc.N, s)
 	})
 	return c.workers, c.workersErr
+}
+
+// DerivedStages returns the stage rows a script of this capture derived
+// last (StageRows: the stage table's preset, once `stages` has run), or
+// nil when none has: the report draws each request's waterfall from them.
+func (c *Capture) DerivedStages() *tables.StageRows {
+	c.stagesMu.Lock()
+	defer c.stagesMu.Unlock()
+	return c.lastStages
 }
 
 // RequestLevels returns the distinct levels of the requests, in the order

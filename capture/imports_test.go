@@ -7,8 +7,9 @@ import (
 )
 
 // docs/ARCHITECTURE.md: capture and runbook never import analysis (the
-// tables a capture prints come from its caller; serve neither), and stats
-// imports nothing of asrprof's.
+// tables a capture prints come from its caller; serve neither) nor report,
+// report imports neither capture nor the probes, and stats imports nothing
+// of asrprof's.
 func TestImportRules(t *testing.T) {
 	deps := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", "github.com/asrprof/asrprof/"+pkg).Output()
@@ -21,6 +22,22 @@ func TestImportRules(t *testing.T) {
 		for _, d := range deps(pkg) {
 			if d == "github.com/asrprof/asrprof/analysis" {
 				t.Errorf("%s depends on analysis", pkg)
+			}
+		}
+	}
+	// The report reads bundles through analysis; only cmd/asrprof hands it
+	// to a capture (capture.Report), and it touches no live system.
+	for _, pkg := range []string{"capture", "runbook", "analysis", "bench/metrics"} {
+		for _, d := range deps(pkg) {
+			if d == "github.com/asrprof/asrprof/report" {
+				t.Errorf("%s depends on report", pkg)
+			}
+		}
+	}
+	for _, d := range deps("report") {
+		for _, bad := range []string{"capture", "runbook", "probe", "bench/driver", "bench/protocol"} {
+			if d == "github.com/asrprof/asrprof/"+bad {
+				t.Errorf("report depends on %s", bad)
 			}
 		}
 	}

@@ -49,6 +49,7 @@ type Session struct {
 	tables Tables        // PrintTables
 	obs    Observer      // Observe
 	search *searcher     // --find-max: the search runPasses ran
+	report Report        // WriteReport
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest trace.Manifest
@@ -425,6 +426,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 		fmt.Fprintln(s.stdout)
 		s.search.res.Print(s.stdout)
 	}
+	s.writeReport(context.WithoutCancel(ctx), cfg.Out, say)
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
 	if interrupted {
 		return out, ErrInterrupted

@@ -154,6 +154,9 @@ type Config struct {
 	// capture, before the stop, and may add to the run's record. An error
 	// stops the run as a lifecycle failure would.
 	Around func(spec RunSpec, pid int) (after func(rec *RunRecord), err error)
+	// Report writes each run's HTML report into its bundle at its end;
+	// nil: none (capture.Session.WriteReport).
+	Report capture.Report
 }
 
 // RunRecord is what happened in one run.
@@ -431,7 +434,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		// Each run's raw records apart, under the run's name.
 		capCfg.SaveRawDir = filepath.Join(capCfg.SaveRawDir, filepath.Base(dir))
 	}
-	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).Run(ctx)
+	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).WriteReport(cfg.Report).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
 		rec.ran = true

@@ -342,5 +342,35 @@ for w in ["1", conc]:
     rec = json.load(open(f"runs/bench/proxy/capture-{w}/manifest.json"))["extra"]["proxy"]["stats"]["recorded"]
     print(f"| {w} | asrprof capture --proxy | {us(pm):.0f} µs | {us(pp):.0f} µs | {us(pm-dm):+.0f} µs | {us(pp-dp):+.0f} µs | {cpu('cpu', w, pn):.0f} µs | {pn} ({rec}, success {100*ps:.1f} %) |")
 print("\ngoal: ≤ 100 µs added latency and ≤ 50 µs of proxy CPU per 100 KB request")
+# --- The HTML report of a 100k-request capture (asrprof report) -------------
+# Goal (issue 15): written in < 2 s, < 3 MB. The bundle is the tables
+# section's (tools/benchdata: 100,000 requests, 1,000,000 SGLang-Omni events).
+if want report; then
+echo
+echo "== asrprof report over 100,000 requests / 1,000,000 events (tables present)"
+B=runs/bench/sglang-100k
+if [ ! -f "$B/manifest.json" ]; then
+  go run ./tools/benchdata -bundle "$B" >/dev/null
+fi
+[ -x bin/asrprof ] || go build -o bin/asrprof ./cmd/asrprof
+bin/asrprof analyze "$B" >/dev/null  # tables and passes.json built, outside the timings
+T=runs/bench/report.times
+: > "$T"
+for r in $(seq 1 "${BENCH_REPORT_ROUNDS:-5}"); do
+  /usr/bin/time -f "%e %M %U %S" -a -o "$T" bin/asrprof report "$B" --out runs/bench/report-100k.html >/dev/null
+done
+python3 - "$T" runs/bench/report-100k.html <<'PY'
+import os, statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+walls = [float(r[0]) for r in rows]
+cpus = [float(r[2]) + float(r[3]) for r in rows]
+rss = max(int(r[1]) for r in rows) / 1024
+size = os.path.getsize(sys.argv[2]) / 1e6
+med = statistics.median(walls)
+load = open("/proc/loadavg").read().split()[0]
+print("| what | wall (median of %d) | CPU user+sys (median) | peak RSS | file | goal |" % len(walls))
+print("|---|---|---|---|---|---|")
+print(f"| asrprof report DIR, 100k requests | {med:.2f} s | {statistics.median(cpus):.2f} s | {rss:.0f} MB | {size:.2f} MB | < 2 s, < 3 MB: {'met' if med < 2 and size < 3 else 'MISSED'} |")
+print(f"all walls: {walls}; CPU: {cpus}; load average at the end: {load} on {os.cpu_count()} cores")
 PY
 fi

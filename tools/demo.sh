@@ -59,3 +59,6 @@ if ! bin/asrprof capture --target "http://127.0.0.1:$PORT" \
   exit 1
 fi
 grep '^transcribe-diarize ' "$DIAR_OUT.log"
+# The capture wrote its HTML report into the bundle (asrprof report DIR
+# writes it again; docs/REPORT.md).
+echo "demo: the report, one self-contained HTML file: $OUT/report.html"

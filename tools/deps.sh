@@ -11,9 +11,11 @@ set -euo pipefail
 # (cmd/asrprof/proxy_test.go) runs through `capture --proxy`.
 # prometheus: the Prometheus server (2.42) that scrapes asrprof serve in
 # cmd/asrprof's serve and two-host tests (docs/SCALE.md).
+# chromium: report/chromium_test.go opens the HTML report headless, takes a
+# screenshot and checks its net log (no request of the page's).
 pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
       python3-torch libopenblas0-pthread
-      sctk python3-aiohttp prometheus)
+      sctk python3-aiohttp prometheus chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,6 +41,16 @@ if [ ! -f "$DUCKDB_NODE/node_modules/@duckdb/node-api/package.json" ]; then
   echo "deps: installing @duckdb/node-api into $DUCKDB_NODE"
   mkdir -p "$DUCKDB_NODE"
   (cd "$DUCKDB_NODE" && npm install --no-audit --no-fund --loglevel=error @duckdb/node-api@1.5.6-r.1 >/dev/null)
+fi
+# @paulirish/trace_engine (npm): the DevTools performance panel's trace
+# parser, which trace/export/trace_engine_test.go loads the Perfetto export
+# into (a Chrome trace-format reader that is not ours). ~1 MB, once, into
+# ~/.cache/asrprof/trace-engine.
+TRACE_ENGINE=${ASRPROF_TRACE_ENGINE:-${XDG_CACHE_HOME:-$HOME/.cache}/asrprof/trace-engine}
+if [ ! -f "$TRACE_ENGINE/node_modules/@paulirish/trace_engine/package.json" ]; then
+  echo "deps: installing @paulirish/trace_engine into $TRACE_ENGINE"
+  mkdir -p "$TRACE_ENGINE"
+  (cd "$TRACE_ENGINE" && npm install --no-audit --no-fund --loglevel=error @paulirish/trace_engine@0.0.65 >/dev/null)
 fi
 # Download the modules that our packages and their tests import. Not
 # `go mod download`: it also asks for each version's .info, which the

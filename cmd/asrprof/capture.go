@@ -14,6 +14,7 @@ import (
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/report"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
@@ -85,8 +86,14 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		}
 		return rb.run(ctx, cfg, stdout, stderr)
 	}
-	_, err = capture.New(cfg, stdout, stderr).PrintTables(defaultTables).Run(ctx)
+	_, err = capture.New(cfg, stdout, stderr).PrintTables(defaultTables).WriteReport(writeReport).Run(ctx)
 	return err
+}
+
+// writeReport is the HTML report a capture writes into its bundle at its
+// end (report.html; asrprof report DIR writes the same).
+func writeReport(ctx context.Context, dir string) (string, error) {
+	return report.WriteFile(ctx, dir, "", report.Options{})
 }
 
 // defaultTables are the tables a capture prints at its end: the default

@@ -81,6 +81,7 @@ func commands() []command {
 		{"show", "print the sweep table of a capture bundle", runShow},
 		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
 		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
+		{"report", "write a capture (or two compared) as one self-contained HTML report", runReport},
 		{"export", "send a capture's traces to Jaeger (OTLP) or write Perfetto JSON", runExport},
 		{"doctor", "check what profiling needs on this machine and target", runDoctor},
 		{"serve", "run as a daemon: captures over a JSON API, live Prometheus /metrics, remote probes", runServe},

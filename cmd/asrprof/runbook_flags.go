@@ -155,6 +155,7 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 		},
 		CacheDirs: f.cacheDirs,
 		Tables:    defaultTables,
+		Report:    writeReport,
 	}
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)

@@ -45,11 +45,10 @@ type TraceFile struct {
 
 // Event categories.
 const (
-	CatRequest = "request" // one client request, on its slot's track
+	CatRequest = "request" // one request: its client slice (on its slot's track), its root spans on the server, and the arrows between them
 	CatClient  = "client"  // upload, wait_first_byte, response inside a request
-	CatServer  = "server"  // a server span
+	CatServer  = "server"  // a server span below a request's root span
 	CatStage   = "stage"   // a stage from stages.jsonl
-	CatFlow    = "flow"    // request → server span arrows
 )
 
 // GPURow is the part of a gpu.jsonl line that becomes counters.
@@ -314,16 +313,24 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				args["request_id"] = r.RequestID
 				args["sample_id"] = r.SampleID
 			}
-			d.slice(s.Name, CatServer, pid, tid, s.StartUnixNs, s.EndUnixNs, args)
+			// A request's root span on the server is, like its client
+			// slice, of category request: the arrow between them binds to
+			// both ends in every viewer, the DevTools trace engine
+			// included, which binds a flow event only to a slice of its
+			// own category that starts at its timestamp on its thread.
+			cat := CatServer
+			if joined && top[sk] {
+				cat = CatRequest
+			}
+			d.slice(s.Name, cat, pid, tid, s.StartUnixNs, s.EndUnixNs, args)
 			st.ServerSpans++
 			if joined && top[sk] {
 				r := &in.Requests[ri]
-				from := min(max(s.StartUnixNs, r.StartUnixNs), r.EndUnixNs)
 				flowID++
 				rt := reqTrack[ri]
 				d.events = append(d.events,
-					Event{Name: "request", Cat: CatFlow, Ph: "s", PID: rt.pid, TID: rt.tid, ID: flowID, tsNs: from},
-					Event{Name: "request", Cat: CatFlow, Ph: "f", BP: "e", PID: pid, TID: tid, ID: flowID, tsNs: s.StartUnixNs})
+					Event{Name: "request", Cat: CatRequest, Ph: "s", PID: rt.pid, TID: rt.tid, ID: flowID, tsNs: r.StartUnixNs},
+					Event{Name: "request", Cat: CatRequest, Ph: "f", BP: "e", PID: pid, TID: tid, ID: flowID, tsNs: s.StartUnixNs})
 				st.Flows++
 			}
 		}

@@ -1,0 +1,136 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// Frame is one node of a flame graph (icicle): a function called along one
+// call path, with the on-CPU seconds of the samples under it.
+type Frame struct {
+	Name     string
+	Seconds  float64
+	Children []*Frame // largest first
+}
+
+// Icicle merges the CPU profiles of the scored passes of level (every
+// level when level is "") into one call tree, root first: the flame graph
+// of those passes. Python frames (otel engine) are named "function
+// (file)", as the cpu analysis names them; inlined frames are their own
+// nodes. Paths under minShare of the total are cut: their time stays in
+// their parent. It returns nil when the capture has no profiles of those
+// passes.
+func (c *Capture) Icicle(level string, minShare float64) (*Frame, error) {
+	files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
+	sort.Strings(files)
+	root := &node{kids: map[string]*node{}}
+	var scaleSum float64
+	n := 0
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pb.gz")
+		i := strings.LastIndexByte(name, '-')
+		if i <= 0 || name[i+1:] == "warmup" || (level != "" && name[:i] != level) {
+			continue
+		}
+		s, err := addProfile(root, f)
+		if err != nil {
+			return nil, err
+		}
+		scaleSum += s
+		n++
+	}
+	if n == 0 || root.v == 0 {
+		return nil, nil
+	}
+	scale := scaleSum / float64(n)
+	min := int64(minShare * float64(root.v))
+	return root.frame("all", scale, min), nil
+}
+
+type node struct {
+	v    int64
+	kids map[string]*node
+}
+
+func (n *node) frame(name string, scale float64, min int64) *Frame {
+	f := &Frame{Name: name, Seconds: float64(n.v) * scale}
+	for k, c := range n.kids {
+		if c.v >= min && c.v > 0 {
+			f.Children = append(f.Children, c.frame(k, scale, min))
+		}
+	}
+	sort.Slice(f.Children, func(i, j int) bool {
+		if f.Children[i].Seconds != f.Children[j].Seconds {
+			return f.Children[i].Seconds > f.Children[j].Seconds
+		}
+		return f.Children[i].Name < f.Children[j].Name
+	})
+	return f
+}
+
+// addProfile adds one profile's samples to root, in nanoseconds, and
+// returns the seconds a unit of root's values stands for.
+func addProfile(root *node, path string) (float64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	p, err := profile.Parse(fh)
+	if err != nil {
+		return 0, err
+	}
+	vi := len(p.SampleType) - 1
+	for i, st := range p.SampleType {
+		if st.Unit == "nanoseconds" {
+			vi = i
+		}
+	}
+	scale := 1e-9
+	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
+		scale = float64(p.Period) * 1e-9
+	}
+	for _, smp := range p.Sample {
+		v := int64(float64(smp.Value[vi]) * scale * 1e9) // ns
+		root.v += v
+		cur := root
+		for li := len(smp.Location) - 1; li >= 0; li-- {
+			loc := smp.Location[li]
+			python := loc.Mapping != nil && loc.Mapping.File == PythonMapping
+			for k := len(loc.Line) - 1; k >= 0; k-- {
+				fn := loc.Line[k].Function
+				name := "[unknown]"
+				if fn != nil {
+					name = fn.Name
+					if python && fn.Filename != "" {
+						name += " (" + filepath.Base(fn.Filename) + ")"
+					}
+				}
+				next := cur.kids[name]
+				if next == nil {
+					next = &node{kids: map[string]*node{}}
+					cur.kids[name] = next
+				}
+				next.v += v
+				cur = next
+			}
+			if len(loc.Line) == 0 {
+				name := "[unknown]"
+				next := cur.kids[name]
+				if next == nil {
+					next = &node{kids: map[string]*node{}}
+					cur.kids[name] = next
+				}
+				next.v += v
+				cur = next
+			}
+		}
+	}
+	return 1e-9, nil
+}

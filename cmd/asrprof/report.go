@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/report"
+)
+
+const reportUsage = `Usage: asrprof report DIR [--out FILE.html]
+       asrprof report CURRENT BASELINE [--out FILE.html]
+
+Writes a capture bundle as one self-contained HTML file that opens from
+disk with no network: the sweep (req/s, RTFx, latency mean/p95/p99 against
+the level, min–max whiskers, the knee), the stages per level, the latency
+CDF, a timeline of the capture (requests in flight, GPU utilization, SM
+activity and power, the busiest thread's CPU, CUDA launches/s; passes
+shaded; click a request for its waterfall), the diagnosis per level, the
+hottest functions and a flame graph, realtime panels, and provenance. The
+numbers are the built-in analyses' (asrprof analyze). Without --out it
+writes DIR/report.html (asrprof capture writes it too).
+
+With two bundles it draws the comparison: both sweeps on one plot, the
+ratio per level with its significance (~: not significant, as asrprof
+compare), the stages side by side; default file CURRENT/compare.html.
+docs/REPORT.md describes every plot.
+
+Examples:
+  asrprof report runs/demo
+  asrprof report runs/after runs/before --out after-vs-before.html
+
+Flags:
+`
+
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
+	stages := fs.String("stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
+	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), reportUsage)
+		printFlags(fs.Output(), fs)
+	}
+	pos, flags := splitArgs(fs, args)
+	if err := parse(fs, flags, stdout); err != nil {
+		return err
+	}
+	af := analyzeFlags{format: "text", stages: *stages}
+	if err := af.check(); err != nil {
+		return err
+	}
+	o := report.Options{Stages: *stages, Timeout: *timeout}
+	var path string
+	var err error
+	switch len(pos) {
+	case 1:
+		path, err = report.WriteFile(ctx, pos[0], *out, o)
+	case 2:
+		path, err = report.CompareFile(ctx, pos[0], pos[1], *out, o)
+	default:
+		return fmt.Errorf("%w: give one bundle directory, or two to compare (CURRENT BASELINE)", errUsage)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report: %s\n", path)
+	return nil
+}

@@ -1,0 +1,230 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+)
+
+// Compare writes the comparison of the bundle in current with the one in
+// baseline: both sweeps on one plot, the ratio per level with its
+// significance (the compare analysis), the stages side by side.
+func Compare(ctx context.Context, w io.Writer, current, baseline string, o Options) error {
+	bc, err := analysis.Load(baseline)
+	if err != nil {
+		return err
+	}
+	cc, err := analysis.Load(current)
+	if err != nil {
+		return err
+	}
+	names := []string{"sweep", "sweep_ranges", "knee"}
+	curNames := append(slices.Clone(names), "compare")
+	if slices.Contains(analysis.DefaultScripts(cc), "stages") {
+		curNames = append(curNames, "stages")
+	}
+	baseNames := names
+	if slices.Contains(analysis.DefaultScripts(bc), "stages") {
+		baseNames = append(slices.Clone(names), "stages")
+	}
+	cur, err := run(ctx, cc, current, o.session(cc, bc), curNames)
+	if err != nil {
+		return err
+	}
+	base, err := run(ctx, bc, baseline, o.session(bc, nil), baseNames)
+	if err != nil {
+		return err
+	}
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	p := &page{title: fmt.Sprintf("asrprof comparison: %s vs %s", cur.name, base.name)}
+	fmt.Fprintf(&p.b, `<p class="meta">current <code>%s</code> (target %s) · baseline <code>%s</code> (target %s) · written %s</p>`,
+		esc(current), esc(cur.manifest().Fingerprint.TargetURL), esc(baseline), esc(base.manifest().Fingerprint.TargetURL), esc(now.UTC().Format(time.RFC3339)))
+	for _, d := range []*captureData{cur, base} {
+		if d.errs != nil {
+			p.para("warn", d.name+": some analyses failed: "+d.errs.Error())
+		}
+		if !d.manifest().Complete {
+			p.para("warn", d.name+" is INCOMPLETE: "+strings.Join(d.manifest().Incomplete, "; "))
+		}
+	}
+	cats := slices.Clone(cur.levels)
+	for _, lv := range base.levels {
+		if !slices.Contains(cats, lv) {
+			cats = append(cats, lv)
+		}
+	}
+	sortLevels(cats)
+	cn, bn := "current "+cur.name, "baseline "+base.name
+
+	p.section("sweep", "Sweeps", "How do the two captures compare as the load grows?")
+	for _, m := range []struct{ id, metric, q, unit string }{
+		{"plot-cmp-rps", "req/s", "Which serves more requests per second at each level?", "req/s"},
+		{"plot-cmp-rtfx", "RTFx", "Which transcribes more audio per second (RTFx)?", "RTFx"},
+	} {
+		p.figure(m.id, m.q, catLines(m.metric, m.unit, labels(cats), []seriesCat{
+			sweepSeries(cur, m.metric, cn, color(0), false, cats),
+			sweepSeries(base, m.metric, bn, color(1), true, cats),
+		}, -1, ""), "mean over repeats; whiskers: min–max over repeats; baseline dashed")
+	}
+	p.figure("plot-cmp-latency", "Which answers faster at each level (mean and p95)?", catLines("latency", "latency (s)", labels(cats), []seriesCat{
+		sweepSeries(cur, "latency mean (s)", cn+" mean", color(0), false, cats),
+		sweepSeries(cur, "latency p95 (s)", cn+" p95", color(4), false, cats),
+		sweepSeries(base, "latency mean (s)", bn+" mean", color(1), true, cats),
+		sweepSeries(base, "latency p95 (s)", bn+" p95", color(5), true, cats),
+	}, -1, ""), "client latency; mean over repeats; whiskers: min–max over repeats; baseline dashed")
+	p.heading("current: " + cur.name)
+	p.table(cur.tables["sweep"])
+	p.heading("baseline: " + base.name)
+	p.table(base.tables["sweep"])
+	p.end()
+
+	if t := cur.tables["compare"]; t != nil {
+		p.section("ratio", "Ratio per level", "By how much does the current capture differ from the baseline, and is it significant?")
+		if len(t.Rows) == 0 {
+			p.para("warn", "the two captures ran no level in common: there is no ratio to draw")
+		} else {
+			p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
+		}
+		p.table(t)
+		p.table(cur.tables["compare_cpu"])
+		p.end()
+	}
+
+	ccols, cmeans := cur.stageMeans()
+	bcols, bmeans := base.stageMeans()
+	if ccols != nil || bcols != nil {
+		p.section("stages", "Stages side by side", "Which stage grew or shrank at each level?")
+		names := ccols
+		if names == nil {
+			names = bcols
+		}
+		var bars []stackBar
+		pick := func(cols []string, vs []float64) []float64 {
+			out := make([]float64, len(names))
+			for i, n := range names {
+				out[i] = math.NaN()
+				if k := slices.Index(cols, n); k >= 0 && k < len(vs) {
+					out[i] = vs[k]
+				}
+			}
+			return out
+		}
+		for _, lv := range cats {
+			if vs, ok := cmeans[lv]; ok {
+				bars = append(bars, stackBar{label: "current", group: label(lv), parts: pick(ccols, vs)})
+			}
+			if vs, ok := bmeans[lv]; ok {
+				bars = append(bars, stackBar{label: "baseline", group: label(lv), parts: pick(bcols, vs)})
+			}
+		}
+		p.figure("plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
+			"left bar of each level: current ("+cur.name+"); right: baseline ("+base.name+")")
+		p.heading("current: " + cur.name)
+		p.table(cur.tables["stages"])
+		p.heading("baseline: " + base.name)
+		p.table(base.tables["stages"])
+		p.end()
+	}
+	return p.render(w, "{}")
+}
+
+// ratioBars draws the compare table's ratio per level and metric, with its
+// delta (~ when not significant) and p above each bar.
+func ratioBars(d *captureData) string {
+	t := d.tables["compare"]
+	mi, ri, pi, di := colIndex(t, "metric"), colIndex(t, "ratio"), colIndex(t, "p"), colIndex(t, "delta")
+	var levels, metrics []string
+	type cell struct {
+		ratio, p float64
+		delta    string
+	}
+	cells := map[[2]string]cell{}
+	for i := range t.Rows {
+		lv, m := cellLevel(t, i), t.Rows[i][mi]
+		if m == "corpus WER" {
+			continue
+		}
+		if !slices.Contains(levels, lv) {
+			levels = append(levels, lv)
+		}
+		if !slices.Contains(metrics, m) {
+			metrics = append(metrics, m)
+		}
+		cells[[2]string{lv, m}] = cell{fnum(t.Values[i][ri]), fnum(t.Values[i][pi]), t.Rows[i][di]}
+	}
+	const w, h, l, r, tp, b = 760.0, 320.0, 62.0, 16.0, 40.0, 40.0
+	c := newCanvas(w, h, "plot", "ratio")
+	hi := 1.0
+	for _, v := range cells {
+		if !math.IsNaN(v.ratio) {
+			hi = max(hi, v.ratio)
+		}
+	}
+	ys := scale{0, niceMax(hi * 1.1), h - b, tp}
+	c.yAxis(ys, l, w-r, "current ÷ baseline")
+	c.line(l, ys.at(1), w-r, ys.at(1), "knee")
+	gw := (w - l - r) / float64(max(len(levels), 1))
+	bw := min(gw*0.8/float64(max(len(metrics), 1)), 40)
+	for g, lv := range levels {
+		x0 := l + gw*float64(g) + gw/2 - bw*float64(len(metrics))/2
+		for k, m := range metrics {
+			v, ok := cells[[2]string{lv, m}]
+			if !ok || math.IsNaN(v.ratio) {
+				continue
+			}
+			x := x0 + bw*float64(k)
+			c.rect(x+1, ys.at(v.ratio), bw-2, ys.at(0)-ys.at(v.ratio), color(k), fmt.Sprintf("%s %s: ratio %s, p %s, %s", label(lv), m, val(v.ratio), val(v.p), v.delta))
+			c.text(x+bw/2, ys.at(v.ratio)-4, "middle", "tick small", v.delta)
+		}
+		c.text(l+gw*float64(g)+gw/2, h-b+16, "middle", "tick", label(lv))
+	}
+	cols := make([]string, len(metrics))
+	for i := range metrics {
+		cols[i] = color(i)
+	}
+	c.legend(l, 16, metrics, cols)
+	return c.String()
+}
+
+// sortLevels orders levels by their load (c4 before c16, rate=0.5 before
+// rate=2), closed-loop before open-loop; others keep their order at the end.
+func sortLevels(lvs []string) {
+	key := func(lv string) (int, float64) {
+		if len(lv) > 1 && (lv[0] == 'c' || lv[0] == 'r') {
+			if v, err := strconv.ParseFloat(lv[1:], 64); err == nil {
+				if lv[0] == 'c' {
+					return 0, v
+				}
+				return 1, v
+			}
+		}
+		return 2, 0
+	}
+	slices.SortStableFunc(lvs, func(a, b string) int {
+		ka, va := key(a)
+		kb, vb := key(b)
+		if ka != kb {
+			return ka - kb
+		}
+		if ka == 2 {
+			return 0
+		}
+		switch {
+		case va < vb:
+			return -1
+		case va > vb:
+			return 1
+		}
+		return 0
+	})
+}

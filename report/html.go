@@ -1,0 +1,639 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// page collects the report's sections.
+type page struct {
+	b     strings.Builder
+	title string
+	nav   [][2]string // id, heading
+}
+
+func (p *page) section(id, heading, question string) {
+	p.nav = append(p.nav, [2]string{id, heading})
+	fmt.Fprintf(&p.b, `<section id="%s"><h2>%s</h2>`, id, esc(heading))
+	if question != "" {
+		fmt.Fprintf(&p.b, `<p class="q">%s</p>`, esc(question))
+	}
+}
+
+func (p *page) end() { p.b.WriteString("</section>\n") }
+
+// figure adds one plot, titled with the question it answers.
+func (p *page) figure(id, question, svg, caption string) {
+	fmt.Fprintf(&p.b, `<figure id="%s" class="fig"><figcaption>%s</figcaption>%s`, id, esc(question), svg)
+	if caption != "" {
+		fmt.Fprintf(&p.b, `<p class="note">%s</p>`, esc(caption))
+	}
+	p.b.WriteString("</figure>\n")
+}
+
+func (p *page) heading(text string) {
+	fmt.Fprintf(&p.b, "<h3>%s</h3>", esc(text))
+}
+
+func (p *page) para(class, text string) {
+	fmt.Fprintf(&p.b, `<p class="%s">%s</p>`, class, esc(text))
+}
+
+// table writes t as an HTML table with its notes.
+func (p *page) table(t *table.Table) {
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(&p.b, `<div class="tw"><table class="data" data-table="%s"><caption>%s</caption><thead><tr>`, esc(t.Name), esc(t.Title))
+	for _, c := range t.Columns {
+		fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+	}
+	p.b.WriteString("</tr></thead><tbody>")
+	for i, r := range t.Rows {
+		p.b.WriteString("<tr>")
+		for j, c := range r {
+			cls := ""
+			if i < len(t.Values) && j < len(t.Values[i]) {
+				switch t.Values[i][j].(type) {
+				case float64, int, int64, map[string]any:
+					cls = ` class="n"`
+				}
+			}
+			fmt.Fprintf(&p.b, "<td%s>%s</td>", cls, esc(c))
+		}
+		p.b.WriteString("</tr>")
+	}
+	p.b.WriteString("</tbody></table>")
+	for _, n := range t.Notes {
+		fmt.Fprintf(&p.b, `<p class="note">%s</p>`, esc(n))
+	}
+	p.b.WriteString("</div>\n")
+}
+
+// render writes the whole document.
+func (p *page) render(w io.Writer, data string) error {
+	var nav strings.Builder
+	for _, n := range p.nav {
+		fmt.Fprintf(&nav, `<a href="#%s">%s</a>`, n[0], esc(n[1]))
+	}
+	_, err := fmt.Fprintf(w, `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<title>%s</title>
+<style>%s</style>
+</head><body>
+<header><h1>%s</h1><nav>%s</nav></header>
+<main>
+%s
+</main>
+<script type="application/json" id="tl-json">%s</script>
+<script>%s</script>
+</body></html>
+`, esc(p.title), css, esc(p.title), nav.String(), p.b.String(), data, script)
+	return err
+}
+
+// Write writes the report of the bundle in dir to w.
+func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
+	d, err := load(ctx, dir, o)
+	if err != nil {
+		return err
+	}
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	p := &page{title: "asrprof report: " + d.name}
+	m := d.manifest()
+	status := "complete"
+	if !m.Complete {
+		status = "INCOMPLETE: " + strings.Join(m.Incomplete, "; ")
+		if len(m.Incomplete) == 0 {
+			status = "INCOMPLETE: the capture did not finish"
+		}
+	}
+	fmt.Fprintf(&p.b, `<p class="meta">bundle <code>%s</code> · %s · target %s · report written %s</p>`,
+		esc(dir), esc(status), esc(m.Fingerprint.TargetURL), esc(now.UTC().Format(time.RFC3339)))
+	if d.errs != nil {
+		p.para("warn", "some analyses failed; what they would show is missing: "+d.errs.Error())
+	}
+
+	d.verdictSection(p)
+	d.sweepSection(p)
+	d.stagesSection(p)
+	if err := d.cdfSection(p); err != nil {
+		return err
+	}
+	tl, err := d.timeline()
+	if err != nil {
+		return err
+	}
+	data := "{}"
+	if tl != nil {
+		d.timelineSection(p, tl)
+		data = tl.json()
+	}
+	if err := d.cpuSection(p); err != nil {
+		return err
+	}
+	if t := d.tables["gpu"]; t != nil {
+		p.section("gpu", "GPU", "How busy was the GPU at each level?")
+		p.table(t)
+		p.end()
+	}
+	d.realtimeSection(p)
+	d.provenanceSection(p)
+	return p.render(w, data)
+}
+
+func (d *captureData) verdictSection(p *page) {
+	t := d.tables["bottleneck"]
+	if t == nil {
+		return
+	}
+	p.section("verdict", "Verdict", "What limits this server at each level, and what says so?")
+	cause, expl, evid := colIndex(t, "cause"), colIndex(t, "explains"), colIndex(t, "evidence")
+	p.b.WriteString(`<div class="verdicts">`)
+	prev := ""
+	for i := range t.Rows {
+		lv := cellLevel(t, i)
+		first := lv != prev
+		if first {
+			if prev != "" {
+				p.b.WriteString("</ul></div>")
+			}
+			fmt.Fprintf(&p.b, `<div class="verdict"><h3>%s: %s</h3><p class="ev">%s%s</p><ul>`, esc(label(lv)), esc(t.Rows[i][cause]),
+				esc(explains(t.Rows[i][expl])), esc(t.Rows[i][evid]))
+			prev = lv
+			continue
+		}
+		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(t.Rows[i][cause]), esc(explainsShort(t.Rows[i][expl])), esc(t.Rows[i][evid]))
+	}
+	if prev != "" {
+		p.b.WriteString("</ul></div>")
+	}
+	p.b.WriteString("</div>")
+	p.table(t)
+	p.end()
+}
+
+func explains(s string) string {
+	if s == "" || s == "-" {
+		return ""
+	}
+	return "explains " + s + " of the latency. "
+}
+
+func explainsShort(s string) string {
+	if s == "" || s == "-" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// sweepSeries builds one series per metric from sweep_ranges.
+func sweepSeries(d *captureData, metric, name, col string, dash bool, cats []string) seriesCat {
+	r := d.ranges()[metric]
+	s := seriesCat{name: name, color: col, dash: dash}
+	for _, lv := range cats {
+		v, ok := r[lv]
+		if !ok {
+			v = [3]float64{math.NaN(), math.NaN(), math.NaN()}
+		}
+		s.y = append(s.y, v[0])
+		s.lo = append(s.lo, v[1])
+		s.hi = append(s.hi, v[2])
+		s.tips = append(s.tips, fmt.Sprintf("%s at %s: %s [%s–%s] over repeats", name, label(lv), val(v[0]), val(v[1]), val(v[2])))
+	}
+	return s
+}
+
+func labels(lvs []string) []string {
+	out := make([]string, len(lvs))
+	for i, l := range lvs {
+		out[i] = label(l)
+	}
+	return out
+}
+
+func (d *captureData) sweepSection(p *page) {
+	p.section("sweep", "Sweep", "How much does the server serve, and how fast, as the load grows?")
+	cats := d.levels
+	knee := slices.Index(cats, d.knee())
+	kneeNote := "the knee (dashed): the last level before throughput stops rising (knee analysis)"
+	if knee < 0 {
+		kneeNote = "no knee: throughput rose at every step (knee analysis)"
+	}
+	p.figure("plot-sweep-rps", "How many requests per second does each level serve?",
+		catLines("requests per second", "req/s", labels(cats), []seriesCat{sweepSeries(d, "req/s", "req/s", color(0), false, cats)}, knee, "knee"),
+		"mean over repeats; whiskers: min–max over repeats; "+kneeNote)
+	p.figure("plot-sweep-rtfx", "How many seconds of audio does it transcribe per second (RTFx)?",
+		catLines("RTFx", "RTFx", labels(cats), []seriesCat{sweepSeries(d, "RTFx", "RTFx", color(2), false, cats)}, knee, "knee"),
+		"mean over repeats; whiskers: min–max over repeats")
+	p.figure("plot-sweep-latency", "How long do requests take as the load grows?",
+		catLines("latency", "latency (s)", labels(cats), []seriesCat{
+			sweepSeries(d, "latency mean (s)", "mean", color(0), false, cats),
+			sweepSeries(d, "latency p95 (s)", "p95", color(1), false, cats),
+			sweepSeries(d, "latency p99 (s)", "p99", color(5), false, cats),
+		}, knee, "knee"),
+		"client latency; each pass's mean, p95 and p99, then their mean over repeats; whiskers: min–max over repeats")
+	p.table(d.tables["sweep"])
+	if t := d.tables["knee"]; t != nil {
+		for _, n := range t.Notes {
+			p.para("note", n)
+		}
+	}
+	p.end()
+}
+
+func (d *captureData) stagesSection(p *page) {
+	cols, means := d.stageMeans()
+	if cols == nil {
+		return
+	}
+	p.section("stages", "Stages", "Where does a request's time go at each level?")
+	var bars []stackBar
+	for _, lv := range d.levels {
+		if vs, ok := means[lv]; ok {
+			bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
+		}
+	}
+	p.figure("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
+		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis)")
+	p.table(d.tables["stages"])
+	p.table(d.tables["client"])
+	p.end()
+}
+
+func (d *captureData) cdfSection(p *page) error {
+	ss, err := d.cdfs()
+	if err != nil {
+		return err
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	p.section("latency", "Latency distribution", "How are the latencies of each level spread?")
+	p.figure("plot-cdf", "What share of requests finish within a given time, per level?", cdfPlot("latency CDF", ss),
+		fmt.Sprintf("successful scored requests; each curve through %d quantiles (package stats' percentiles); dots: p50, p95, p99", CDFPoints))
+	p.end()
+	return nil
+}
+
+func (d *captureData) timelineSection(p *page, tl *timeline) {
+	p.section("timeline", "Timeline", "What happened over the capture, second by second?")
+	p.b.WriteString(`<div class="tl-tools"><button type="button" data-z="in">zoom in</button><button type="button" data-z="out">zoom out</button><button type="button" data-z="reset">whole capture</button><span id="tl-range"></span> <span class="hint">drag across the plot to zoom; hover for values; click a request for its waterfall</span></div>`)
+	p.figure("plot-timeline", "What were the load, the GPU and the scheduler doing at each moment (passes shaded)?", `<div class="tl-wrap">`+tl.svg()+`<div id="tl-read"></div></div>`, "")
+	var notes []string
+	if tl.Sampled {
+		notes = append(notes, fmt.Sprintf("requests sampled: %d of %d drawn (evenly spaced, each level's slowest kept)", len(tl.Reqs), tl.Total))
+	}
+	for _, b := range tl.Binned {
+		if strings.HasPrefix(b, "in-flight") && tl.Span/TimelineBins < 0.01 {
+			continue
+		}
+		notes = append(notes, b)
+	}
+	notes = append(notes, "shaded: the passes (lighter: warmup); scheduler CPU and CUDA launches are per pass (the probes record one value a pass)")
+	for _, n := range notes {
+		p.para("note", n)
+	}
+	p.b.WriteString(`<div id="waterfall" class="fig"><p class="note">Click a request in the lane above to see its waterfall here (needs JavaScript); the slowest request of each level is drawn below.</p></div>`)
+	slow := tl.slowest(d.levels)
+	if len(slow) > 0 {
+		var svgs strings.Builder
+		for _, i := range slow {
+			svgs.WriteString(waterfallSVG(tl.Reqs[i]))
+		}
+		p.figure("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
+			"client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
+	}
+	p.end()
+}
+
+func (d *captureData) cpuSection(p *page) error {
+	tcpu, tpy, tfn := d.tables["cpu"], d.tables["cpu_python"], d.tables["cpu_functions"]
+	if tcpu == nil && tpy == nil && tfn == nil {
+		return nil
+	}
+	p.section("cpu", "CPU", "Which threads and which code keep the CPU busy at each level?")
+	hot := tpy
+	what := "Python functions (innermost Python frame, with the native code it called)"
+	if hot == nil || len(hot.Rows) == 0 {
+		hot, what = tfn, "leaf functions"
+	}
+	if hot != nil && len(hot.Rows) > 0 {
+		sec := colIndex(hot, "on-CPU (s)")
+		share := colIndex(hot, "share of samples (%)")
+		for _, lv := range d.levels {
+			var labs, tips []string
+			var vals []float64
+			for i := range hot.Rows {
+				if cellLevel(hot, i) != lv {
+					continue
+				}
+				labs = append(labs, hot.Rows[i][1])
+				vals = append(vals, fnum(hot.Values[i][share]))
+				tips = append(tips, fmt.Sprintf("%s: %s s on CPU, %s %% of samples", hot.Rows[i][1], hot.Rows[i][sec], hot.Rows[i][share]))
+			}
+			if len(labs) == 0 {
+				continue
+			}
+			p.figure("plot-cpu-"+lv, "Which "+what+" take the most CPU at "+label(lv)+"?", hbars("hottest", " %", labs, vals, tips, color(5)),
+				"share of on-CPU samples, scored passes (cpu analysis)")
+		}
+	}
+	for _, lv := range d.levels {
+		f, err := d.c.Icicle(lv, FlameMinShare)
+		if err != nil {
+			return fmt.Errorf("flame graph of %s: %w", lv, err)
+		}
+		if f == nil {
+			continue
+		}
+		p.figure("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f),
+			fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare))
+	}
+	p.table(tcpu)
+	p.table(tpy)
+	p.table(tfn)
+	p.table(d.tables["cuda_launches"])
+	p.end()
+	return nil
+}
+
+// icicle draws a flame graph root first.
+func icicle(root *analysis.Frame) string {
+	const w, rowH, maxDepth = 1100.0, 16.0, 40
+	depth := 0
+	var walk func(f *analysis.Frame, dd int)
+	walk = func(f *analysis.Frame, dd int) {
+		depth = max(depth, dd)
+		if dd >= maxDepth {
+			return
+		}
+		for _, c := range f.Children {
+			walk(c, dd+1)
+		}
+	}
+	walk(root, 1)
+	c := newCanvas(w, rowH*float64(depth)+4, "flame", "flame graph")
+	var draw func(f *analysis.Frame, x, width float64, dd int)
+	draw = func(f *analysis.Frame, x, width float64, dd int) {
+		if width < 0.5 || dd >= maxDepth {
+			return
+		}
+		y := float64(dd) * rowH
+		h := hash(f.Name)
+		fill := fmt.Sprintf("hsl(%d,70%%,%d%%)", 10+h%40, 62+h%16)
+		if strings.Contains(f.Name, ".py)") {
+			fill = fmt.Sprintf("hsl(%d,55%%,%d%%)", 190+h%40, 65+h%14)
+		}
+		c.f(`<g><rect x="%s" y="%s" width="%s" height="%s" fill="%s"/><title>%s: %s s (%.1f %%)</title>`, num(x), num(y), num(width), num(rowH-1), fill,
+			esc(f.Name), val(f.Seconds), 100*f.Seconds/root.Seconds)
+		if width > 30 {
+			n := int(width / 6.6)
+			name := f.Name
+			if len([]rune(name)) > n {
+				name = string([]rune(name)[:max(n-1, 1)]) + "…"
+			}
+			c.text(x+3, y+12, "start", "fl", name)
+		}
+		c.raw("</g>")
+		cx := x
+		for _, ch := range f.Children {
+			cw := width * ch.Seconds / f.Seconds
+			draw(ch, cx, cw, dd+1)
+			cx += cw
+		}
+	}
+	draw(root, 0, w, 0)
+	return c.String()
+}
+
+func hash(s string) int {
+	h := 0
+	for _, r := range s {
+		h = (h*31 + int(r)) & 0xffff
+	}
+	return h
+}
+
+func (d *captureData) realtimeSection(p *page) {
+	t := d.tables["realtime"]
+	if t == nil || len(t.Rows) == 0 {
+		return
+	}
+	p.section("realtime", "Realtime sessions", "Do the realtime sessions keep up with the speech?")
+	col := func(name string) []float64 {
+		i := colIndex(t, name)
+		out := make([]float64, len(d.levels))
+		for k := range out {
+			out[k] = math.NaN()
+		}
+		for r := range t.Rows {
+			if k := slices.Index(d.levels, cellLevel(t, r)); k >= 0 && i >= 0 {
+				out[k] = fnum(t.Values[r][i])
+			}
+		}
+		return out
+	}
+	nan := func() []float64 {
+		out := make([]float64, len(d.levels))
+		for k := range out {
+			out[k] = math.NaN()
+		}
+		return out
+	}
+	cats := labels(d.levels)
+	mk := func(name, column string, ci int) seriesCat {
+		return seriesCat{name: name, color: color(ci), y: col(column), lo: nan(), hi: nan()}
+	}
+	p.figure("plot-rt-first", "How soon does the first text come, and how long after the end of the speech the final?",
+		catLines("realtime latency", "seconds", cats, []seriesCat{
+			mk("first update p50", "first update p50 (s)", 0), mk("first update p95", "first update p95 (s)", 1),
+			mk("final after STOP p50", "final after STOP p50 (s)", 2), mk("final after STOP p95", "final after STOP p95 (s)", 5),
+		}, -1, ""), "per level, mean over repeats (realtime analysis)")
+	// Lag over the capture: each session's p95 lag at its start.
+	if reqs, err := d.c.Requests(); err == nil {
+		t0 := int64(math.MaxInt64)
+		for i := range reqs {
+			if reqs[i].StartUnixNs > 0 {
+				t0 = min(t0, reqs[i].StartUnixNs)
+			}
+		}
+		type pt struct{ t, v float64 }
+		by := map[string][]pt{}
+		hi, span := 0.0, 0.0
+		for i := range reqs {
+			r := &reqs[i]
+			if r.LagP95S == nil || r.Warmup {
+				continue
+			}
+			q := pt{float64(r.StartUnixNs-t0) / 1e9, *r.LagP95S}
+			by[r.Level] = append(by[r.Level], q)
+			hi, span = max(hi, q.v), max(span, q.t)
+		}
+		if len(by) > 0 {
+			const w, h, l, rr, tt, b = 760.0, 280.0, 62.0, 16.0, 30.0, 40.0
+			c := newCanvas(w, h, "plot", "lag per session")
+			ys := scale{0, niceMax(hi), h - b, tt}
+			xs := scale{0, niceMax(span), l, w - rr}
+			c.yAxis(ys, l, w-rr, "lag p95 (s)")
+			for _, tk := range ticks(0, xs.d1, 8) {
+				c.text(xs.at(tk), h-b+16, "middle", "tick", val(tk))
+			}
+			c.text((l+w-rr)/2, h-6, "middle", "axis", "session start (s since the first)")
+			var names, cols []string
+			for li, lv := range d.levels {
+				for _, q := range by[lv] {
+					c.dot(xs.at(q.t), ys.at(q.v), 2.5, color(li), fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
+				}
+				if len(by[lv]) > 0 {
+					names, cols = append(names, label(lv)), append(cols, color(li))
+				}
+			}
+			c.legend(l, 16, names, cols)
+			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", c.String(),
+				"one dot per session: the p95 of its per-update lags (the bundle keeps each session's p95, max and growth, not every update)")
+		}
+	}
+	p.table(t)
+	p.end()
+}
+
+func (d *captureData) provenanceSection(p *page) {
+	m := d.manifest()
+	f := m.Fingerprint
+	p.section("provenance", "Provenance", "What was measured, with what, on what?")
+	rows := [][2]string{
+		{"target", f.TargetURL},
+		{"protocol", fmt.Sprint(m.Config["protocol"])},
+		{"model", modelName(f.TargetModels)},
+		{"dataset", fmt.Sprintf("%v (%d samples, sha256 %s)", m.Config["dataset"], f.DatasetCount, f.DatasetSHA256)},
+		{"levels", strings.Join(labels(d.levels), ", ")},
+		{"repeats", fmt.Sprintf("%v (warmup: %v)", m.Config["repeats"], m.Config["warmup"])},
+		{"started", time.Unix(0, m.StartUnixNs).UTC().Format(time.RFC3339)},
+		{"asrprof", strings.TrimSpace(f.Version + " " + f.GitCommit + " " + f.GoVersion)},
+		{"host", fmt.Sprintf("%s: %s, %d CPUs, kernel %s", f.Hostname, f.CPUModel, f.CPUCount, f.Kernel)},
+	}
+	if g := d.gpuNames(); g != "" {
+		rows = append(rows, [2]string{"GPU", g})
+	}
+	rows = append(rows, [2]string{"coverage", fmt.Sprintf("%d requests, %d evaluated, %d skipped, %d failed", m.Coverage.Total, m.Coverage.Evaluated, m.Coverage.Skipped, m.Coverage.Failed)})
+	if j, ok := m.Extra["join"].(map[string]any); ok {
+		rows = append(rows, [2]string{"join", fmt.Sprintf("%v requests: %v with spans, %v with events", j["requests"], j["with_spans"], j["with_events"])})
+	}
+	p.b.WriteString(`<table class="kv">`)
+	for _, r := range rows {
+		fmt.Fprintf(&p.b, "<tr><th>%s</th><td>%s</td></tr>", esc(r[0]), esc(r[1]))
+	}
+	p.b.WriteString("</table>")
+	// Probes: state, details and losses.
+	probes, _ := m.Extra["probes"].(map[string]any)
+	details, _ := m.Extra["probe_details"].(map[string]any)
+	losses, _ := m.Extra["probe_losses"].(map[string]any)
+	empty, _ := m.Extra["probe_empty"].(map[string]any)
+	if len(probes) > 0 {
+		p.b.WriteString(`<div class="tw"><table class="data" data-table="probes"><caption>Probes and what each lost</caption><thead><tr><th>probe</th><th>state</th><th>lost</th><th>details</th></tr></thead><tbody>`)
+		names := make([]string, 0, len(probes))
+		for n := range probes {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			lost := "nothing reported"
+			if v, ok := losses[n]; ok {
+				lost = compact(v)
+			}
+			if v, ok := empty[n]; ok {
+				lost = "on but recorded nothing in passes " + compact(v)
+			}
+			fmt.Fprintf(&p.b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", esc(n), esc(compact(probes[n])), esc(lost), esc(compact(details[n])))
+		}
+		p.b.WriteString("</tbody></table></div>")
+	}
+	for _, n := range m.Notes {
+		p.para("note", n)
+	}
+	p.para("note", "files: "+strings.Join(m.Files, ", "))
+	p.end()
+}
+
+func compact(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+" "+compact(x[k]))
+		}
+		return strings.Join(parts, ", ")
+	case []any:
+		var parts []string
+		for _, e := range x {
+			parts = append(parts, compact(e))
+		}
+		return strings.Join(parts, ", ")
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func modelName(v any) string {
+	m, _ := v.(map[string]any)
+	data, _ := m["data"].([]any)
+	var out []string
+	for _, e := range data {
+		if o, ok := e.(map[string]any); ok {
+			s := fmt.Sprint(o["id"])
+			if eng, ok := o["engine"]; ok {
+				s += fmt.Sprintf(" (engine %v, %v, %v)", eng, o["device"], o["dtype"])
+			}
+			if syn, _ := o["synthetic_weights"].(bool); syn {
+				s += ", synthetic weights"
+			}
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "; ")
+}
+
+func (d *captureData) gpuNames() string {
+	if !d.has(bundle.GPUFile) {
+		return ""
+	}
+	rows, err := d.c.Rows(bundle.GPUFile)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, r := range rows {
+		if r["kind"] == "device" {
+			out = append(out, fmt.Sprintf("gpu %v: %v (driver %v)", r["gpu"], r["name"], r["driver"]))
+		}
+	}
+	return strings.Join(out, "; ")
+}

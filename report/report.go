@@ -1,0 +1,279 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace"
+)
+
+// File is the report's name inside a bundle (`asrprof capture` writes it).
+const File = "report.html"
+
+// Limits on what the report embeds, so that its size does not grow with
+// the capture (docs/REPORT.md).
+const (
+	// TimelineBins is the most points a timeline series has: longer series
+	// are binned (in-flight requests: the most in flight in the bin; GPU
+	// samples: their mean).
+	TimelineBins = 1200
+	// MaxRequests is the most requests the timeline draws and keeps
+	// waterfalls of: a capture with more is sampled evenly, its slowest
+	// request of each level always kept.
+	MaxRequests = 1500
+	// CDFPoints is how many quantiles a latency CDF is drawn through.
+	CDFPoints = 200
+	// FlameMinShare cuts the flame graph's paths under this share of a
+	// level's samples (their time stays in their parent).
+	FlameMinShare = 0.004
+)
+
+// Options configure a report.
+type Options struct {
+	// Stages is the stage preset (analysis.Presets; "" is auto).
+	Stages string
+	// Timeout bounds each analysis (0: analysis.DefaultTimeout).
+	Timeout time.Duration
+	// Now stamps the report; zero is time.Now (tests fix it).
+	Now time.Time
+}
+
+func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
+	t := o.Timeout
+	if t == 0 {
+		t = analysis.DefaultTimeout
+	}
+	return analysis.NewSession(c, analysis.Options{Stages: o.Stages, Timeout: t, Baseline: base})
+}
+
+// WriteFile writes the report of the bundle in dir to path (dir/report.html
+// when path is ""), and returns the path written.
+func WriteFile(ctx context.Context, dir, path string, o Options) (string, error) {
+	if path == "" {
+		path = filepath.Join(dir, File)
+	}
+	return path, writeAtomic(path, func(w io.Writer) error { return Write(ctx, w, dir, o) })
+}
+
+// CompareFile writes the comparison of current with baseline to path.
+func CompareFile(ctx context.Context, current, baseline, path string, o Options) (string, error) {
+	if path == "" {
+		path = filepath.Join(current, "compare.html")
+	}
+	return path, writeAtomic(path, func(w io.Writer) error { return Compare(ctx, w, current, baseline, o) })
+}
+
+func writeAtomic(path string, write func(io.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	werr := write(f)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// captureData is what the report shows of one capture: the tables of the
+// built-in analyses and the capture's own series.
+type captureData struct {
+	name   string
+	dir    string
+	c      *analysis.Capture
+	tables map[string]*table.Table
+	order  []*table.Table
+	errs   error
+	levels []string // scored levels in run order
+}
+
+// load runs the analyses the report shows over the bundle in dir.
+func load(ctx context.Context, dir string, o Options, extra ...string) (*captureData, error) {
+	c, err := analysis.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := analysis.DefaultScripts(c)
+	names = append(names, "sweep_ranges", "knee")
+	names = append(names, extra...)
+	return run(ctx, c, dir, o.session(c, nil), names)
+}
+
+func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Session, names []string) (*captureData, error) {
+	ts, err := analysis.RunScripts(ctx, s, names)
+	d := &captureData{name: filepath.Base(filepath.Clean(dir)), dir: dir, c: c, tables: map[string]*table.Table{}, order: ts, errs: err}
+	for _, t := range ts {
+		if _, dup := d.tables[t.Name]; !dup {
+			d.tables[t.Name] = t
+		}
+	}
+	for _, lv := range c.Bundle.Manifest.Levels {
+		if !lv.Warmup && !slices.Contains(d.levels, lv.Level) {
+			d.levels = append(d.levels, lv.Level)
+		}
+	}
+	if len(d.levels) == 0 { // a killed capture: the levels its requests name
+		d.levels, _ = c.RequestLevels()
+	}
+	if d.tables["sweep"] == nil {
+		return d, fmt.Errorf("%s: the sweep analysis gave no table: %w", dir, err)
+	}
+	return d, nil
+}
+
+// label is the analyses' level label ("c16" → "c=16").
+func label(lv string) string {
+	if len(lv) > 1 && lv[0] == 'c' && strings.Trim(lv[1:], "0123456789") == "" {
+		return "c=" + lv[1:]
+	}
+	if len(lv) > 1 && lv[0] == 'r' {
+		return "rate=" + lv[1:] + "/s"
+	}
+	return lv
+}
+
+// cellLevel is the level of a row (its raw value, "c16").
+func cellLevel(t *table.Table, row int) string {
+	if v, ok := t.Values[row][0].(string); ok {
+		return v
+	}
+	return t.Rows[row][0]
+}
+
+func colIndex(t *table.Table, name string) int {
+	return slices.Index(t.Columns, name)
+}
+
+func fnum(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case json.Number:
+		f, err := x.Float64()
+		if err == nil {
+			return f
+		}
+	}
+	return math.NaN()
+}
+
+// ranges reads sweep_ranges: metric → level → (mean, min, max).
+func (d *captureData) ranges() map[string]map[string][3]float64 {
+	out := map[string]map[string][3]float64{}
+	t := d.tables["sweep_ranges"]
+	if t == nil {
+		return out
+	}
+	for i := range t.Values {
+		m := t.Rows[i][1]
+		if out[m] == nil {
+			out[m] = map[string][3]float64{}
+		}
+		out[m][cellLevel(t, i)] = [3]float64{fnum(t.Values[i][2]), fnum(t.Values[i][3]), fnum(t.Values[i][4])}
+	}
+	return out
+}
+
+// knee is the knee table's level marked "knee", or "".
+func (d *captureData) knee() string {
+	t := d.tables["knee"]
+	if t == nil {
+		return ""
+	}
+	k := colIndex(t, "saturated")
+	for i := range t.Rows {
+		if k >= 0 && t.Rows[i][k] == "knee" {
+			return cellLevel(t, i)
+		}
+	}
+	return ""
+}
+
+// stageMeans reads the stage table: the stage columns and level → stage →
+// mean ms (NaN where the stage is missing).
+func (d *captureData) stageMeans() ([]string, map[string][]float64) {
+	t := d.tables["stages"]
+	if t == nil {
+		return nil, nil
+	}
+	var cols []string
+	var idx []int
+	for i, c := range t.Columns {
+		if i == 0 || c == "total" {
+			continue
+		}
+		cols = append(cols, c)
+		idx = append(idx, i)
+	}
+	out := map[string][]float64{}
+	for r := range t.Values {
+		vs := make([]float64, len(idx))
+		for k, i := range idx {
+			vs[k] = math.NaN()
+			if m, ok := t.Values[r][i].(map[string]any); ok {
+				vs[k] = fnum(m["mean_ms"])
+			}
+		}
+		out[cellLevel(t, r)] = vs
+	}
+	return cols, out
+}
+
+// cdfs returns each scored level's client-latency distribution at
+// CDFPoints quantiles (package stats' percentiles) of its successful
+// requests.
+func (d *captureData) cdfs() ([]cdfSeries, error) {
+	rc, err := d.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	by := map[string][]float64{}
+	for i := 0; i < rc.N; i++ {
+		if rc.Warmup[i] || rc.Status.At(i) != "ok" {
+			continue
+		}
+		lv := rc.Level.At(i)
+		by[lv] = append(by[lv], rc.LatencyS[i])
+	}
+	var out []cdfSeries
+	for _, lv := range d.levels {
+		xs := by[lv]
+		if len(xs) == 0 {
+			continue
+		}
+		sort.Float64s(xs)
+		s := cdfSeries{name: label(lv), n: len(xs)}
+		for k := 0; k <= CDFPoints; k++ {
+			p := 100 * float64(k) / CDFPoints
+			s.xs = append(s.xs, stats.PercentileSorted(xs, p))
+			s.ps = append(s.ps, p/100)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// manifest is the capture's manifest.
+func (d *captureData) manifest() *trace.Manifest { return &d.c.Bundle.Manifest }
+
+func (d *captureData) has(file string) bool { return d.c.Bundle.Has(file) }

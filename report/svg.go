@@ -1,0 +1,445 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The plots are SVG drawn here, in Go, as text: a few primitives (scales,
+// ticks, axes, lines, bars) are all the report needs, the output is small
+// and readable with JavaScript off, and no font or library is embedded
+// (docs/REPORT.md says why not gonum/plot).
+
+// palette holds the series colours (Okabe–Ito, told apart by most colour
+// blind readers), then a few more.
+var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000", "#999999", "#7f3c8d"}
+
+func color(i int) string { return palette[i%len(palette)] }
+
+// esc escapes text for HTML and SVG.
+func esc(s string) string { return html.EscapeString(s) }
+
+// num formats a coordinate compactly.
+func num(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
+
+// val formats a value for labels and tooltips: 3–4 significant digits.
+func val(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == 0:
+		return "0"
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+// tickval formats a round tick value without trailing zeros.
+func tickval(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 6, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// scale maps a data interval onto a pixel interval.
+type scale struct{ d0, d1, r0, r1 float64 }
+
+func (s scale) at(v float64) float64 {
+	if s.d1 == s.d0 {
+		return (s.r0 + s.r1) / 2
+	}
+	return s.r0 + (v-s.d0)/(s.d1-s.d0)*(s.r1-s.r0)
+}
+
+// ticks returns about n round values covering [lo, hi].
+func ticks(lo, hi float64, n int) []float64 {
+	if !(hi > lo) {
+		return []float64{lo}
+	}
+	raw := (hi - lo) / float64(max(n, 1))
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var out []float64
+	for v := math.Ceil(lo/step-1e-9) * step; v <= hi+step*1e-9; v += step {
+		out = append(out, math.Round(v/step)*step)
+	}
+	return out
+}
+
+// niceMax rounds a maximum up to a tick, with zero for an empty range.
+func niceMax(hi float64) float64 {
+	if !(hi > 0) {
+		return 1
+	}
+	t := ticks(0, hi, 5)
+	last := t[len(t)-1]
+	if last < hi {
+		last += t[1] - t[0]
+	}
+	return last
+}
+
+// canvas is one SVG being written.
+type canvas struct {
+	b    strings.Builder
+	w, h float64
+}
+
+func newCanvas(w, h float64, class, label string) *canvas {
+	c := &canvas{w: w, h: h}
+	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" class="%s" viewBox="0 0 %s %s" width="%s" height="%s" role="img" aria-label="%s">`,
+		class, num(w), num(h), num(w), num(h), esc(label))
+	return c
+}
+
+func (c *canvas) raw(s string)                 { c.b.WriteString(s) }
+func (c *canvas) f(format string, args ...any) { fmt.Fprintf(&c.b, format, args...) }
+
+func (c *canvas) text(x, y float64, anchor, class, s string) {
+	c.f(`<text x="%s" y="%s" text-anchor="%s" class="%s">%s</text>`, num(x), num(y), anchor, class, esc(s))
+}
+
+func (c *canvas) line(x1, y1, x2, y2 float64, class string) {
+	c.f(`<line x1="%s" y1="%s" x2="%s" y2="%s" class="%s"/>`, num(x1), num(y1), num(x2), num(y2), class)
+}
+
+func (c *canvas) rect(x, y, w, h float64, fill, title string) {
+	c.f(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s">`, num(x), num(y), num(max(w, 0)), num(max(h, 0)), fill)
+	if title != "" {
+		c.f(`<title>%s</title>`, esc(title))
+	}
+	c.raw(`</rect>`)
+}
+
+func (c *canvas) dot(x, y, r float64, fill, title string) {
+	c.f(`<circle cx="%s" cy="%s" r="%s" fill="%s"><title>%s</title></circle>`, num(x), num(y), num(r), fill, esc(title))
+}
+
+func (c *canvas) polyline(pts [][2]float64, stroke, class string) {
+	if len(pts) == 0 {
+		return
+	}
+	c.f(`<polyline fill="none" stroke="%s" class="%s" points="`, stroke, class)
+	for i, p := range pts {
+		if i > 0 {
+			c.raw(" ")
+		}
+		c.raw(num(p[0]) + "," + num(p[1]))
+	}
+	c.raw(`"/>`)
+}
+
+func (c *canvas) String() string { return c.b.String() + "</svg>" }
+
+// yAxis draws horizontal grid lines and labels for ys at x0..x1.
+func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
+	for _, t := range ticks(ys.d0, ys.d1, 5) {
+		y := ys.at(t)
+		c.line(x0, y, x1, y, "grid")
+		c.text(x0-5, y+4, "end", "tick", tickval(t))
+	}
+	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">%s</text>`, num((ys.r0+ys.r1)/2), esc(label))
+}
+
+// legend draws names with their colours from (x, y), in as many rows of
+// 16 px as they need to fit before maxX; it returns the rows drawn.
+func (c *canvas) legend(x, y float64, names []string, colors []string) int {
+	x0, rows := x, 1
+	maxX := c.w - 10
+	for i, n := range names {
+		w := 24 + 7*float64(len([]rune(n)))
+		if x > x0 && x+w > maxX {
+			x, y, rows = x0, y+16, rows+1
+		}
+		c.rect(x, y-9, 12, 10, colors[i], "")
+		c.text(x+16, y, "start", "legend", n)
+		x += w
+	}
+	return rows
+}
+
+// legendRows is how many rows legend will draw for names from x on a
+// canvas w wide.
+func legendRows(x, w float64, names []string) int {
+	x0, rows := x, 1
+	for _, n := range names {
+		nw := 24 + 7*float64(len([]rune(n)))
+		if x > x0 && x+nw > w-10 {
+			x, rows = x0, rows+1
+		}
+		x += nw
+	}
+	return rows
+}
+
+// seriesCat is one series over categories: a value per category (NaN: none)
+// with its min–max whisker (NaN: none).
+type seriesCat struct {
+	name      string
+	color     string
+	dash      bool
+	y, lo, hi []float64
+	tips      []string
+}
+
+// catLines draws series over categorical x (levels) with whiskers, and a
+// dashed marker at category mark (-1: none) labelled markLabel.
+func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, markLabel string) string {
+	const w, l, r, b = 520.0, 62.0, 16.0, 40.0
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.name)
+	}
+	t := 14 + 16*float64(legendRows(l, w, names))
+	h := 270 + t
+	c := newCanvas(w, h, "plot", title)
+	hi := 0.0
+	for _, s := range ss {
+		for i := range s.y {
+			for _, v := range []float64{s.y[i], s.hi[i]} {
+				if !math.IsNaN(v) && v > hi {
+					hi = v
+				}
+			}
+		}
+	}
+	ys := scale{0, niceMax(hi), h - b, t}
+	c.yAxis(ys, l, w-r, ylabel)
+	step := (w - l - r) / float64(max(len(cats), 1))
+	xat := func(i int) float64 { return l + step*(float64(i)+0.5) }
+	for i, cat := range cats {
+		c.text(xat(i), h-b+16, "middle", "tick", cat)
+	}
+	c.text((l+w-r)/2, h-6, "middle", "axis", "level")
+	if mark >= 0 && mark < len(cats) {
+		x := xat(mark)
+		c.line(x, t, x, h-b, "knee")
+		c.text(x+4, t+10, "start", "kneelabel", markLabel)
+	}
+	var cols []string
+	for si, s := range ss {
+		off := (float64(si) - float64(len(ss)-1)/2) * 5
+		var pts [][2]float64
+		for i := range s.y {
+			if math.IsNaN(s.y[i]) {
+				continue
+			}
+			pts = append(pts, [2]float64{xat(i) + off, ys.at(s.y[i])})
+		}
+		cls := "series"
+		if s.dash {
+			cls = "series dash"
+		}
+		c.polyline(pts, s.color, cls)
+		for i := range s.y {
+			if math.IsNaN(s.y[i]) {
+				continue
+			}
+			x := xat(i) + off
+			if !math.IsNaN(s.lo[i]) && !math.IsNaN(s.hi[i]) && s.hi[i] > s.lo[i] {
+				c.f(`<path class="whisker" stroke="%s" d="M%s %sV%sM%s %sH%sM%s %sH%s"/>`, s.color,
+					num(x), num(ys.at(s.lo[i])), num(ys.at(s.hi[i])),
+					num(x-4), num(ys.at(s.lo[i])), num(x+4), num(x-4), num(ys.at(s.hi[i])), num(x+4))
+			}
+			tip := s.name + " at " + cats[i] + ": " + val(s.y[i])
+			if i < len(s.tips) && s.tips[i] != "" {
+				tip = s.tips[i]
+			}
+			c.dot(x, ys.at(s.y[i]), 3.5, s.color, tip)
+		}
+		cols = append(cols, s.color)
+	}
+	c.legend(l, 16, names, cols)
+	return c.String()
+}
+
+// stackBar is one bar: its label and the value of each stack part.
+type stackBar struct {
+	label string
+	group string // the category the bar stands in (a level); bars of one group sit together
+	parts []float64
+}
+
+// stackedBars draws vertical stacked bars, one per entry, grouped by group.
+func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
+	const w, l, r, b = 760.0, 62.0, 16.0, 44.0
+	t := 14 + 16*float64(legendRows(l, w, names))
+	h := 284 + t
+	c := newCanvas(w, h, "plot", title)
+	hi := 0.0
+	for _, br := range bars {
+		s := 0.0
+		for _, v := range br.parts {
+			s += max(v, 0)
+		}
+		hi = max(hi, s)
+	}
+	ys := scale{0, niceMax(hi), h - b, t}
+	c.yAxis(ys, l, w-r, ylabel)
+	var groups []string
+	for _, br := range bars {
+		if len(groups) == 0 || groups[len(groups)-1] != br.group {
+			groups = append(groups, br.group)
+		}
+	}
+	gw := (w - l - r) / float64(max(len(groups), 1))
+	gi := -1
+	prev := ""
+	var inGroup []int
+	for i, br := range bars {
+		if i == 0 || br.group != prev {
+			gi++
+			inGroup = append(inGroup, 0)
+			prev = br.group
+		}
+		inGroup[gi]++
+	}
+	gi, prev = -1, ""
+	k := 0
+	for i, br := range bars {
+		if i == 0 || br.group != prev {
+			gi++
+			k = 0
+			prev = br.group
+		}
+		n := float64(inGroup[gi])
+		bw := min(gw*0.7/n, 70)
+		x := l + gw*float64(gi) + gw/2 - bw*n/2 - 2*(n-1) + float64(k)*(bw+4)
+		y := h - b
+		total := 0.0
+		for _, v := range br.parts {
+			total += max(v, 0)
+		}
+		for pi, v := range br.parts {
+			if !(v > 0) {
+				continue
+			}
+			hgt := (h - b) - ys.at(v)
+			y -= hgt
+			c.rect(x, y, bw, hgt, color(pi), fmt.Sprintf("%s, %s: %s ms (%.0f %%)", br.label, names[pi], val(v), 100*v/total))
+		}
+		if n > 1 {
+			c.text(x+bw/2, h-b+13, "middle", "tick small", br.label)
+		}
+		k++
+	}
+	for g, name := range groups {
+		yy := h - b + 16
+		if len(bars) > len(groups) {
+			yy = h - b + 28
+		}
+		c.text(l+gw*float64(g)+gw/2, yy, "middle", "tick", name)
+	}
+	cols := make([]string, len(names))
+	for i := range names {
+		cols[i] = color(i)
+	}
+	c.legend(l, 14, names, cols)
+	return c.String()
+}
+
+// cdfSeries is one level's distribution: values at cumulative fractions.
+type cdfSeries struct {
+	name string
+	xs   []float64 // seconds, ascending
+	ps   []float64 // fractions 0..1
+	n    int
+}
+
+func cdfPlot(title string, ss []cdfSeries) string {
+	const w, h, l, r, t, b = 520.0, 300.0, 62.0, 16.0, 30.0, 40.0
+	c := newCanvas(w, h, "plot", title)
+	hi := 0.0
+	for _, s := range ss {
+		if len(s.xs) > 0 {
+			hi = max(hi, s.xs[len(s.xs)-1])
+		}
+	}
+	xs := scale{0, niceMax(hi), l, w - r}
+	ys := scale{0, 1, h - b, t}
+	for _, p := range []float64{0, 0.25, 0.5, 0.75, 0.9, 1} {
+		y := ys.at(p)
+		c.line(l, y, w-r, y, "grid")
+		c.text(l-5, y+4, "end", "tick", strconv.FormatFloat(p*100, 'f', -1, 64)+"%")
+	}
+	for _, tk := range ticks(0, xs.d1, 6) {
+		x := xs.at(tk)
+		c.line(x, h-b, x, h-b+4, "axisline")
+		c.text(x, h-b+16, "middle", "tick", tickval(tk))
+	}
+	c.text((l+w-r)/2, h-6, "middle", "axis", "client latency (s)")
+	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">share of requests ≤ x</text>`, num((t+h-b)/2))
+	var names, cols []string
+	for si, s := range ss {
+		var pts [][2]float64
+		for i := range s.xs {
+			pts = append(pts, [2]float64{xs.at(s.xs[i]), ys.at(s.ps[i])})
+		}
+		c.polyline(pts, color(si), "series")
+		for _, q := range []float64{0.5, 0.95, 0.99} {
+			if i := nearest(s.ps, q); i >= 0 {
+				c.dot(xs.at(s.xs[i]), ys.at(s.ps[i]), 2.5, color(si), fmt.Sprintf("%s: p%s %s s (%d requests)", s.name, strconv.FormatFloat(q*100, 'f', -1, 64), val(s.xs[i]), s.n))
+			}
+		}
+		names = append(names, s.name)
+		cols = append(cols, color(si))
+	}
+	c.legend(l, 16, names, cols)
+	return c.String()
+}
+
+func nearest(ps []float64, q float64) int {
+	best, bd := -1, math.Inf(1)
+	for i, p := range ps {
+		if d := math.Abs(p - q); d < bd {
+			best, bd = i, d
+		}
+	}
+	return best
+}
+
+// hbars draws labelled horizontal bars (the hottest functions).
+func hbars(title, unit string, labels []string, vals []float64, tips []string, col string) string {
+	const w, l, r = 760.0, 330.0, 70.0
+	rowH := 18.0
+	h := 10 + rowH*float64(len(labels))
+	c := newCanvas(w, h, "plot", title)
+	hi := 0.0
+	for _, v := range vals {
+		hi = max(hi, v)
+	}
+	xs := scale{0, niceMax(hi), l, w - r}
+	for i, lab := range labels {
+		y := 5 + rowH*float64(i)
+		name := lab
+		if len([]rune(name)) > 48 {
+			name = string([]rune(name)[:47]) + "…"
+		}
+		c.text(l-6, y+12, "end", "tick", name)
+		c.rect(l, y+2, xs.at(vals[i])-l, rowH-5, col, tips[i])
+		c.text(xs.at(vals[i])+4, y+12, "start", "tick", val(vals[i])+unit)
+	}
+	return c.String()
+}

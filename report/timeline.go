@@ -1,0 +1,657 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// The timeline: every series of the capture on one time axis (seconds
+// since the capture's first pass), with the passes shaded.
+
+type tlSeries struct {
+	Name  string         `json:"name"`
+	Color string         `json:"color"`
+	Segs  [][][2]float64 `json:"segs"` // runs of (t s, value); a gap between runs
+}
+
+type tlPanel struct {
+	Title string     `json:"title"`
+	Unit  string     `json:"unit"`
+	Max   float64    `json:"max"`
+	Ser   []tlSeries `json:"series"`
+	Note  string     `json:"-"`
+}
+
+type tlPass struct {
+	Label  string  `json:"label"`
+	T0, T1 float64 `json:"-"`
+	Warmup bool    `json:"-"`
+}
+
+// tlRequest is one request drawn on the timeline, with its waterfall.
+type tlRequest struct {
+	ID     string          `json:"id"`
+	Level  string          `json:"lv"`
+	T0     float64         `json:"t0"`
+	T1     float64         `json:"t1"`
+	Lane   int             `json:"lane"`
+	Lat    float64         `json:"lat"`
+	Status string          `json:"st"`
+	Client [3]float64      `json:"c"` // upload, wait for the first byte, response (s)
+	Stages []waterfallPart `json:"s"`
+	level  int
+}
+
+type waterfallPart struct {
+	Name string  `json:"n"`
+	Off  float64 `json:"o"` // s from the request's start
+	Dur  float64 `json:"d"`
+}
+
+// MarshalJSON writes a part as a short array.
+func (p waterfallPart) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`[%q,%s,%s]`, p.Name, tnum(p.Off), tnum(p.Dur))), nil
+}
+
+type timeline struct {
+	t0      int64
+	Span    float64     `json:"span"`
+	Panels  []tlPanel   `json:"panels"`
+	Passes  []tlPass    `json:"-"`
+	Reqs    []tlRequest `json:"reqs"`
+	Lanes   int         `json:"lanes"`
+	Total   int         `json:"total"` // requests in the capture
+	Sampled bool        `json:"sampled"`
+	Binned  []string    `json:"-"` // what was binned, for the note
+	Levels  []string    `json:"levels"`
+}
+
+// tnum formats seconds to the microsecond.
+func tnum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
+}
+
+func (d *captureData) timeline() (*timeline, error) {
+	m := d.manifest()
+	reqs, err := d.c.Requests()
+	if err != nil {
+		return nil, err
+	}
+	tl := &timeline{Total: len(reqs)}
+	t0, t1 := int64(math.MaxInt64), int64(0)
+	for _, lv := range m.Levels {
+		t0 = min(t0, lv.StartUnixNs)
+		t1 = max(t1, lv.EndUnixNs)
+	}
+	for i := range reqs {
+		if reqs[i].StartUnixNs > 0 {
+			t0 = min(t0, reqs[i].StartUnixNs)
+			t1 = max(t1, reqs[i].EndUnixNs)
+		}
+	}
+	if t0 == math.MaxInt64 || t1 <= t0 {
+		return nil, nil
+	}
+	tl.t0 = t0
+	tl.Span = float64(t1-t0) / 1e9
+	sec := func(ns int64) float64 { return float64(ns-t0) / 1e9 }
+	for _, lv := range m.Levels {
+		p := tlPass{Label: label(lv.Level), T0: sec(lv.StartUnixNs), T1: sec(lv.EndUnixNs), Warmup: lv.Warmup}
+		if lv.Warmup {
+			p.Label += " warmup"
+		} else {
+			p.Label += " #" + strconv.Itoa(lv.Repeat)
+		}
+		tl.Passes = append(tl.Passes, p)
+	}
+	levelIx := map[string]int{}
+	for i, lv := range d.levels {
+		levelIx[lv] = i
+	}
+	for i := range reqs {
+		if _, ok := levelIx[reqs[i].Level]; !ok {
+			levelIx[reqs[i].Level] = len(levelIx)
+			d.levels = append(d.levels, reqs[i].Level)
+		}
+	}
+	for _, lv := range d.levels {
+		tl.Levels = append(tl.Levels, label(lv))
+	}
+
+	// In flight: the most requests in flight within each bin.
+	bins := TimelineBins
+	bw := tl.Span / float64(bins)
+	type ev struct {
+		t float64
+		d int
+	}
+	evs := make([]ev, 0, 2*len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		if r.StartUnixNs > 0 && r.EndUnixNs >= r.StartUnixNs {
+			evs = append(evs, ev{sec(r.StartUnixNs), 1}, ev{sec(r.EndUnixNs), -1})
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].d > evs[j].d
+	})
+	var seg [][2]float64
+	cur, j, peak := 0, 0, 0
+	for b := 0; b < bins; b++ {
+		end := float64(b+1) * bw
+		hi := cur
+		for j < len(evs) && (evs[j].t < end || b == bins-1) {
+			cur += evs[j].d
+			hi = max(hi, cur)
+			j++
+		}
+		peak = max(peak, hi)
+		seg = append(seg, [2]float64{float64(b) * bw, float64(hi)}, [2]float64{end, float64(hi)})
+	}
+	tl.Panels = append(tl.Panels, tlPanel{Title: "requests in flight (client)", Unit: "", Max: niceMax(float64(peak)),
+		Ser: []tlSeries{{Name: "in flight", Color: color(0), Segs: [][][2]float64{seg}}}})
+	tl.Binned = append(tl.Binned, fmt.Sprintf("in-flight requests: the most in flight in each of %d bins of %s s", bins, val(bw)))
+
+	if d.has(bundle.GPUFile) {
+		if err := d.gpuPanels(tl, sec); err != nil {
+			return nil, err
+		}
+	}
+	if d.has(bundle.SchedFile) {
+		if err := d.schedPanel(tl); err != nil {
+			return nil, err
+		}
+	}
+	if d.has(bundle.CUDAFile) {
+		if err := d.cudaPanel(tl); err != nil {
+			return nil, err
+		}
+	}
+	d.sampleRequests(tl, reqs, sec, levelIx)
+	return tl, nil
+}
+
+// series bins points (t, v) into TimelineBins means when there are more.
+func binned(pts [][2]float64, span float64) ([][2]float64, bool) {
+	if len(pts) <= TimelineBins {
+		return pts, false
+	}
+	bw := span / TimelineBins
+	sum := make([]float64, TimelineBins)
+	n := make([]int, TimelineBins)
+	for _, p := range pts {
+		b := min(max(int(p[0]/bw), 0), TimelineBins-1)
+		sum[b] += p[1]
+		n[b]++
+	}
+	var out [][2]float64
+	for b := range sum {
+		if n[b] > 0 {
+			out = append(out, [2]float64{(float64(b) + 0.5) * bw, sum[b] / float64(n[b])})
+		}
+	}
+	return out, true
+}
+
+func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
+	rows, err := d.c.Rows(bundle.GPUFile)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		field string
+		gpu   string
+	}
+	pts := map[key][][2]float64{}
+	var gpus []string
+	for _, r := range rows {
+		ts := int64(fnum(r["ts_unix_ns"]))
+		if ts == 0 {
+			continue
+		}
+		g := fmt.Sprint(r["gpu"])
+		var field string
+		var v float64
+		switch r["kind"] {
+		case "util":
+			field, v = "util_pct", fnum(r["util_pct"])
+		case "gpm":
+			field, v = "sm_active_pct", fnum(r["sm_active_pct"])
+		case "power":
+			field, v = "power_w", fnum(r["power_w"])
+		default:
+			continue
+		}
+		if math.IsNaN(v) {
+			continue
+		}
+		if !contains(gpus, g) {
+			gpus = append(gpus, g)
+		}
+		k := key{field, g}
+		pts[k] = append(pts[k], [2]float64{sec(ts), v})
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	sort.Strings(gpus)
+	var busy, power tlPanel
+	busy = tlPanel{Title: "GPU utilization and SM activity", Unit: "%", Max: 100}
+	power = tlPanel{Title: "GPU power", Unit: " W"}
+	for gi, g := range gpus {
+		suffix := ""
+		if len(gpus) > 1 {
+			suffix = " gpu" + g
+		}
+		for fi, f := range []string{"util_pct", "sm_active_pct", "power_w"} {
+			p := pts[key{f, g}]
+			if len(p) == 0 {
+				continue
+			}
+			sort.Slice(p, func(i, j int) bool { return p[i][0] < p[j][0] })
+			p, was := binned(p, tl.Span)
+			if was {
+				tl.Binned = append(tl.Binned, fmt.Sprintf("GPU %s%s: the mean of each of %d bins", f, suffix, TimelineBins))
+			}
+			name := map[string]string{"util_pct": "util", "sm_active_pct": "SM active", "power_w": "power"}[f] + suffix
+			s := tlSeries{Name: name, Color: color(1 + fi + 3*gi), Segs: [][][2]float64{p}}
+			if f == "power_w" {
+				for _, q := range p {
+					power.Max = max(power.Max, q[1])
+				}
+				power.Ser = append(power.Ser, s)
+			} else {
+				busy.Ser = append(busy.Ser, s)
+			}
+		}
+	}
+	if len(busy.Ser) > 0 {
+		tl.Panels = append(tl.Panels, busy)
+	}
+	if len(power.Ser) > 0 {
+		power.Max = niceMax(power.Max)
+		tl.Panels = append(tl.Panels, power)
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// passOf finds the pass of a probe row (level, repeat, warmup).
+func passOf(tl *timeline, m *trace.Manifest, r map[string]any) (float64, float64, bool) {
+	lv, _ := r["level"].(string)
+	rep := int(fnum(r["repeat"]))
+	warm, _ := r["warmup"].(bool)
+	for i, p := range m.Levels {
+		if p.Level == lv && p.Repeat == rep && p.Warmup == warm {
+			return tl.Passes[i].T0, tl.Passes[i].T1, true
+		}
+	}
+	return 0, 0, false
+}
+
+// schedPanel draws the busiest thread's share of a core per pass (the
+// thread the cpu analysis ranks first most often: the scheduler thread of
+// the servers we know).
+func (d *captureData) schedPanel(tl *timeline) error {
+	name := ""
+	if t := d.tables["cpu"]; t != nil {
+		count := map[string]int{}
+		prev := ""
+		for i := range t.Rows {
+			lv := cellLevel(t, i)
+			if lv != prev {
+				count[t.Rows[i][1]]++
+				prev = lv
+			}
+		}
+		best := 0
+		for n, c := range count {
+			if c > best || (c == best && n < name) {
+				name, best = n, c
+			}
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	rows, err := d.c.Rows(bundle.SchedFile)
+	if err != nil {
+		return err
+	}
+	type pk struct{ a, b float64 }
+	sum := map[pk]float64{}
+	var order []pk
+	for _, r := range rows {
+		if r["name"] != name {
+			continue
+		}
+		a, b, ok := passOf(tl, d.manifest(), r)
+		if !ok {
+			continue
+		}
+		k := pk{a, b}
+		if _, seen := sum[k]; !seen {
+			order = append(order, k)
+		}
+		sum[k] += 100 * fnum(r["utilization"])
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	var segs [][][2]float64
+	hi := 0.0
+	for _, k := range order {
+		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
+		hi = max(hi, sum[k])
+	}
+	tl.Panels = append(tl.Panels, tlPanel{Title: "CPU of thread " + name + " (busiest), per pass", Unit: " %", Max: niceMax(max(hi, 100)),
+		Ser: []tlSeries{{Name: name, Color: color(5), Segs: segs}}})
+	return nil
+}
+
+// cudaPanel draws the CUDA launches per second of each pass (all launch
+// functions and threads together).
+func (d *captureData) cudaPanel(tl *timeline) error {
+	rows, err := d.c.Rows(bundle.CUDAFile)
+	if err != nil {
+		return err
+	}
+	type pk struct{ a, b float64 }
+	sum := map[pk]float64{}
+	var order []pk
+	for _, r := range rows {
+		a, b, ok := passOf(tl, d.manifest(), r)
+		if !ok {
+			continue
+		}
+		k := pk{a, b}
+		if _, seen := sum[k]; !seen {
+			order = append(order, k)
+		}
+		sum[k] += fnum(r["per_s"])
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	var segs [][][2]float64
+	hi := 0.0
+	for _, k := range order {
+		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
+		hi = max(hi, sum[k])
+	}
+	tl.Panels = append(tl.Panels, tlPanel{Title: "CUDA launches per second, per pass", Unit: "/s", Max: niceMax(hi),
+		Ser: []tlSeries{{Name: "launches/s", Color: color(3), Segs: segs}}})
+	return nil
+}
+
+// sampleRequests picks the requests the timeline draws (all, or
+// MaxRequests evenly spaced plus each level's slowest) with their
+// waterfalls: the client's phases on its clock and the server's stages on
+// the server's, laid from the end of the upload.
+func (d *captureData) sampleRequests(tl *timeline, reqs []trace.Request, sec func(int64) float64, levelIx map[string]int) {
+	keep := make([]bool, len(reqs))
+	if len(reqs) <= MaxRequests {
+		for i := range keep {
+			keep[i] = true
+		}
+	} else {
+		tl.Sampled = true
+		step := float64(len(reqs)) / float64(MaxRequests-len(d.levels))
+		for k := 0.0; int(k) < len(reqs); k += step {
+			keep[int(k)] = true
+		}
+	}
+	slow := map[string]int{}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Warmup || r.Status != "ok" {
+			continue
+		}
+		if j, ok := slow[r.Level]; !ok || r.LatencyS > reqs[j].LatencyS {
+			slow[r.Level] = i
+		}
+	}
+	for _, i := range slow {
+		keep[i] = true
+	}
+	// The stages of each request, from the stage preset's rows.
+	stages := map[int][]waterfallPart{}
+	firstServer := map[int]int64{}
+	if rows := d.c.DerivedStages(); rows != nil {
+		for k := 0; k < rows.Len(); k++ {
+			ri := int(rows.RequestIndex[k])
+			if ri >= len(reqs) || !keep[ri] || !rows.HasBounds[k] {
+				continue
+			}
+			if s, ok := firstServer[ri]; !ok || rows.StartUnixNs[k] < s {
+				firstServer[ri] = rows.StartUnixNs[k]
+			}
+		}
+		for k := 0; k < rows.Len(); k++ {
+			ri := int(rows.RequestIndex[k])
+			if ri >= len(reqs) || !keep[ri] || !rows.HasBounds[k] {
+				continue
+			}
+			r := &reqs[ri]
+			up := 0.0
+			if r.UploadDoneUnixNs > 0 {
+				up = float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9
+			}
+			stages[ri] = append(stages[ri], waterfallPart{Name: rows.Stage.At(k),
+				Off: up + float64(rows.StartUnixNs[k]-firstServer[ri])/1e9,
+				Dur: float64(rows.EndUnixNs[k]-rows.StartUnixNs[k]) / 1e9})
+		}
+	}
+	var laneEnd []float64
+	for i := range reqs {
+		r := &reqs[i]
+		if !keep[i] || r.StartUnixNs == 0 {
+			continue
+		}
+		q := tlRequest{ID: r.SampleID, Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
+			Status: r.Status, Stages: stages[i], level: levelIx[r.Level]}
+		if q.ID == "" {
+			q.ID = r.ID
+		}
+		if r.UploadDoneUnixNs > 0 && r.FirstByteUnixNs > 0 && r.EndUnixNs > 0 {
+			q.Client = [3]float64{float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9, float64(r.FirstByteUnixNs-r.UploadDoneUnixNs) / 1e9, float64(r.EndUnixNs-r.FirstByteUnixNs) / 1e9}
+		}
+		lane := -1
+		for l, e := range laneEnd {
+			if e <= q.T0 {
+				lane = l
+				break
+			}
+		}
+		if lane < 0 {
+			if len(laneEnd) < 48 {
+				laneEnd = append(laneEnd, 0)
+				lane = len(laneEnd) - 1
+			} else {
+				lane = i % len(laneEnd)
+			}
+		}
+		laneEnd[lane] = max(laneEnd[lane], q.T1)
+		q.Lane = lane
+		tl.Reqs = append(tl.Reqs, q)
+	}
+	tl.Lanes = max(len(laneEnd), 1)
+}
+
+// slowest returns, per level in order, the index in tl.Reqs of its slowest
+// scored request.
+func (tl *timeline) slowest(levels []string) []int {
+	var out []int
+	for _, lv := range levels {
+		best := -1
+		for i, r := range tl.Reqs {
+			if r.Level == label(lv) && r.Status == "ok" && (best < 0 || r.Lat > tl.Reqs[best].Lat) && len(r.Stages) > 0 {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out = append(out, best)
+		}
+	}
+	return out
+}
+
+// svg draws the timeline: one panel per series group, the requests' lane
+// at the bottom; data coordinates are seconds, so that the script zooms
+// by changing each panel's viewBox.
+func (tl *timeline) svg() string {
+	const w, l, r = 1100.0, 70.0, 16.0
+	const ph, gap, laneH = 80.0, 30.0, 150.0
+	pw := w - l - r
+	h := 10 + float64(len(tl.Panels))*(18+ph+gap) + 18 + laneH + 4 + 36
+	c := newCanvas(w, h, "timeline", "timeline of the capture")
+	y := 10.0
+	span := tnum(tl.Span)
+	bands := func(c *canvas) {
+		for _, p := range tl.Passes {
+			cls := "band"
+			if p.Warmup {
+				cls = "band warm"
+			}
+			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, cls, tnum(p.T0), tnum(p.T1-p.T0), esc(p.Label), val(p.T0), val(p.T1))
+		}
+	}
+	for _, p := range tl.Panels {
+		c.text(l, y+12, "start", "ptitle", p.Title)
+		top := y + 18
+		ys := scale{0, p.Max, top + ph, top}
+		for _, t := range ticks(0, p.Max, 2) {
+			yy := ys.at(t)
+			c.line(l, yy, l+pw, yy, "grid")
+			c.text(l-5, yy+4, "end", "tick", tickval(t)+p.Unit)
+		}
+		c.f(`<svg class="tl-data" x="%s" y="%s" width="%s" height="%s" viewBox="0 0 %s 100" preserveAspectRatio="none">`, num(l), num(top), num(pw), num(ph), span)
+		bands(c)
+		for _, s := range p.Ser {
+			for _, seg := range s.Segs {
+				c.f(`<polyline fill="none" stroke="%s" class="tls" points="`, s.Color)
+				for i, q := range seg {
+					if i > 0 {
+						c.raw(" ")
+					}
+					c.raw(tnum(q[0]) + "," + num(100-100*q[1]/p.Max))
+				}
+				c.raw(`"/>`)
+			}
+		}
+		c.raw(`</svg>`)
+		lx := l + pw
+		for i := len(p.Ser) - 1; i >= 0; i-- {
+			s := p.Ser[i]
+			lx -= 24 + 7*float64(len([]rune(s.Name)))
+			c.rect(lx, y+3, 12, 10, s.Color, "")
+			c.text(lx+16, y+12, "start", "legend", s.Name)
+		}
+		y = top + ph + gap
+	}
+	title := fmt.Sprintf("requests (%d of %d drawn; click one for its waterfall)", len(tl.Reqs), tl.Total)
+	c.text(l, y+12, "start", "ptitle", title)
+	top := y + 18
+	c.f(`<svg class="tl-data tl-reqs" x="%s" y="%s" width="%s" height="%s" viewBox="0 0 %s %d" preserveAspectRatio="none">`, num(l), num(top), num(pw), num(laneH), span, tl.Lanes)
+	for _, p := range tl.Passes {
+		cls := "band"
+		if p.Warmup {
+			cls = "band warm"
+		}
+		c.f(`<rect class="%s" x="%s" y="0" width="%s" height="%d"/>`, cls, tnum(p.T0), tnum(p.T1-p.T0), tl.Lanes)
+	}
+	for i, q := range tl.Reqs {
+		cls := "rq"
+		if q.Status != "ok" {
+			cls = "rq bad"
+		}
+		c.f(`<line class="%s" data-r="%d" x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"><title>#req=%d %s (%s): %s s, %s</title></line>`,
+			cls, i, tnum(q.T0), tnum(max(q.T1, q.T0+tl.Span/5000)), num(float64(q.Lane)+0.5), num(float64(q.Lane)+0.5), color(q.level),
+			i, esc(q.ID), esc(q.Level), val(q.Lat), esc(q.Status))
+	}
+	c.raw(`</svg>`)
+	axisY := top + laneH + 4
+	c.f(`<g class="tl-axis" data-y="%s" data-l="%s" data-w="%s">`, num(axisY), num(l), num(pw))
+	xs := scale{0, tl.Span, l, l + pw}
+	for _, t := range ticks(0, tl.Span, 10) {
+		x := xs.at(t)
+		c.line(x, axisY, x, axisY+5, "axisline")
+		c.text(x, axisY+17, "middle", "tick", tickval(t))
+	}
+	c.raw(`</g>`)
+	c.text(l+pw/2, axisY+30, "middle", "axis", "seconds since the capture's first request")
+	c.f(`<rect class="tl-sel" x="0" y="0" width="0" height="%s"/>`, num(h))
+	return c.String()
+}
+
+// json is the data the page's script reads (hover values, waterfalls).
+func (tl *timeline) json() string {
+	b, _ := json.Marshal(tl)
+	// Inside <script>: no "</" may appear.
+	return strings.ReplaceAll(string(b), "</", `<\/`)
+}
+
+// waterfallSVG draws one request's waterfall (the same drawing as the
+// page's script makes for a clicked request).
+func waterfallSVG(q tlRequest) string {
+	const w, l, r, rowH = 760.0, 150.0, 60.0, 18.0
+	rows := 1 + len(q.Stages)
+	if q.Client != [3]float64{} {
+		rows += 3
+	}
+	h := 26 + rowH*float64(rows) + 24
+	c := newCanvas(w, h, "plot waterfall", "waterfall of request "+q.ID)
+	c.text(8, 14, "start", "ptitle", fmt.Sprintf("%s (%s): %s s", q.ID, q.Level, val(q.Lat)))
+	end := q.Lat
+	for _, s := range q.Stages {
+		end = max(end, s.Off+s.Dur)
+	}
+	xs := scale{0, end, l, w - r}
+	y := 24.0
+	bar := func(name string, off, dur float64, col string) {
+		c.text(l-6, y+12, "end", "tick", name)
+		c.rect(xs.at(off), y+2, max(xs.at(off+dur)-xs.at(off), 1), rowH-5, col, fmt.Sprintf("%s: %s ms from %s ms", name, val(dur*1e3), val(off*1e3)))
+		c.text(xs.at(off+dur)+4, y+12, "start", "tick small", val(dur*1e3)+" ms")
+		y += rowH
+	}
+	bar("client latency", 0, q.Lat, "#555")
+	if q.Client != [3]float64{} {
+		bar("client upload", 0, q.Client[0], "#888")
+		bar("client wait", q.Client[0], q.Client[1], "#888")
+		bar("client response", q.Client[0]+q.Client[1], q.Client[2], "#888")
+	}
+	for i, s := range q.Stages {
+		col := color(i)
+		if s.Name == "total" {
+			col = "#444"
+		}
+		bar(s.Name, s.Off, s.Dur, col)
+	}
+	for _, t := range ticks(0, end, 6) {
+		x := xs.at(t)
+		c.line(x, y+2, x, y+6, "axisline")
+		c.text(x, y+18, "middle", "tick", tickval(t*1e3)+" ms")
+	}
+	return c.String()
+}
