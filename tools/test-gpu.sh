@@ -61,4 +61,40 @@ if bad:
     sys.exit(1)
 print("test-gpu: gpu table has %s for levels %s" % (", ".join(need), ", ".join(sorted(levels))))
 PY
-echo "test-gpu: PASS ($B/gpu.jsonl: $(wc -l <"$B/gpu.jsonl") records)"
+echo "test-gpu: capture PASS ($B/gpu.jsonl: $(wc -l <"$B/gpu.jsonl") records)"
+
+# asrprof serve on the GPU host: a probes-only capture of the gpu probe
+# started over the JSON API, and the live /metrics read while it runs: every
+# GPU must have its four gauges (docs/SCALE.md).
+SPORT=${SERVE_PORT:-18111}
+SD="$OUT-serve"
+rm -rf "$SD"
+"$ASRPROF" serve --listen "127.0.0.1:$SPORT" --dir "$SD" >"$OUT.serve.log" 2>&1 &
+SPID=$!
+trap 'kill $SPID 2>/dev/null || true' EXIT
+"$PYTHON" - "$SPORT" "$OUT.metrics.txt" <<'PY' || fail "asrprof serve: see $OUT.serve.log"
+import json, re, sys, time, urllib.request
+base = "http://127.0.0.1:%s" % sys.argv[1]
+for _ in range(100):
+    try:
+        urllib.request.urlopen(base + "/metrics", timeout=2).read()
+        break
+    except OSError:
+        time.sleep(0.1)
+req = urllib.request.Request(base + "/v1/captures", method="POST",
+    data=json.dumps({"args": ["--probes-only", "--probes", "gpu", "--duration", "8s", "--period", "1s"]}).encode())
+cap = json.load(urllib.request.urlopen(req, timeout=10))
+time.sleep(4)
+text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+open(sys.argv[2], "w").write(text)
+need = ["asrprof_gpu_utilization_percent", "asrprof_gpu_sm_active_percent", "asrprof_gpu_memory_used_bytes", "asrprof_gpu_power_watts"]
+missing = [n for n in need if not re.search("^%s\\{" % n, text, re.M)]
+if missing:
+    print("test-gpu: FAIL: asrprof serve /metrics lacks " + ", ".join(missing), file=sys.stderr)
+    sys.exit(1)
+for n in need:
+    print("  " + next(l for l in text.splitlines() if l.startswith(n + "{")))
+print("test-gpu: serve PASS (capture %s: the four GPU gauges live on /metrics)" % cap.get("id"))
+PY
+kill $SPID 2>/dev/null || true
+echo "test-gpu: PASS"
