@@ -335,3 +335,23 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 		t.Errorf("c1 names the c32 sensitivity: %v", c)
 	}
 }
+
+// The sensitivity the H200 measured (tools/gpu-sensitivity.sh, docs/GPU.md):
+// the whisper engine in its gpu-bound state under a cgroup quota of 100 %
+// and 50 % of the CPU it used read 1.01, because the quota also stalls the
+// scheduler thread that spin-waits for the GPU. The verdict puts the
+// sensitivity first and says that the GPU was busy, so a reader does not
+// take ≈ 1 for "more CPU would help".
+func TestDiagnosisSensitivityOnABusyGPU(t *testing.T) {
+	dir := unpackBundle(t, "gpu-sensitivity")
+	got, text := verdicts(t, dir)
+	c := got["c64"]
+	if len(c) == 0 || c[0] != "host-bound (CPU sensitivity)" {
+		t.Fatalf("c64 causes %v\n%s", c, text)
+	}
+	for _, want := range []string{"moves throughput by 1.01 × the change", "by cgroup2 cpu.max", "but the GPU was busy (GPU util 73 %", "does not say more CPU would help"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the c64 evidence lacks %q:\n%s", want, text)
+		}
+	}
+}
