@@ -235,9 +235,16 @@ func (d *captureData) sweepSection(p *page) {
 	if knee < 0 {
 		kneeNote = "no knee: throughput rose at every step (knee analysis)"
 	}
-	p.figure("plot-sweep-rps", "How many requests per second does each level serve?",
-		catLines("requests per second", "req/s", labels(cats), []seriesCat{sweepSeries(d, "req/s", "req/s", color(0), false, cats)}, knee, "knee"),
-		"mean over repeats; whiskers: min–max over repeats; "+kneeNote)
+	rps := []seriesCat{sweepSeries(d, "req/s", "req/s", color(0), false, cats)}
+	rpsQ, rpsNote := "How many requests per second does each level serve?", ""
+	if _, ok := d.ranges()["goodput (req/s)"]; ok { // the capture has an --slo
+		rps = append(rps, sweepSeries(d, "goodput (req/s)", "goodput", color(3), true, cats))
+		rpsQ = "How many requests per second does each level serve, and how many meet the SLO?"
+		rpsNote = "; goodput (dashed): the requests per second that succeeded within every limit of the SLO (the sweep table has the attainment)"
+	}
+	p.figure("plot-sweep-rps", rpsQ,
+		catLines("requests per second", "req/s", labels(cats), rps, knee, "knee"),
+		"mean over repeats; whiskers: min–max over repeats; "+kneeNote+rpsNote)
 	p.figure("plot-sweep-rtfx", "How many seconds of audio does it transcribe per second (RTFx)?",
 		catLines("RTFx", "RTFx", labels(cats), []seriesCat{sweepSeries(d, "RTFx", "RTFx", color(2), false, cats)}, knee, "knee"),
 		"mean over repeats; whiskers: min–max over repeats")

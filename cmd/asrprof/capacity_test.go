@@ -88,6 +88,27 @@ func TestGoodputCLI(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "goodput (req/s)") || !strings.Contains(stdout, "SLO attainment (%)") {
 		t.Errorf("compare: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// The report: goodput beside req/s in the sweep plot, and the
+	// attainment in the sweep table under it; the comparison's table too.
+	html := filepath.Join(t.TempDir(), "report.html")
+	if code, _, stderr := runCLI("report", dirs["a"], "--out", html); code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"how many meet the SLO?", "goodput (dashed)", "SLO attainment (%)"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if code, _, stderr := runCLI("report", dirs["a"], dirs["b"], "--out", html); code != exitOK {
+		t.Fatalf("report A B: exit %d: %s", code, stderr)
+	}
+	if page, _ = os.ReadFile(html); !strings.Contains(string(page), "goodput (req/s)") {
+		t.Errorf("the comparison report lacks goodput")
+	}
 	// A p95 is not a per-request limit: a clear error, exit 2.
 	code, _, stderr = runCLI("capture", "--target", srv.URL, "--dataset", ds, "--slo", "latency_p95=1s", "--out", filepath.Join(t.TempDir(), "x"))
 	if code != exitUsage || !strings.Contains(stderr, "not a per-request limit") {

@@ -205,6 +205,16 @@ func TestCaptureProxySweepClient(t *testing.T) {
 	if !levels["c=1"] && !levels["c1"] || !levels["c=4"] && !levels["c4"] || !strings.Contains(strings.Join(st.Columns, " "), "first forward") {
 		t.Errorf("stage table %s: columns %v rows %v", st.Name, st.Columns, st.Rows)
 	}
+	// The report the capture wrote: the sweep and the stages of both levels.
+	page, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatalf("the proxy capture wrote no report: %v", err)
+	}
+	for _, want := range []string{`id="plot-sweep-rps"`, `id="plot-stages"`, "c=1", "c=4"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
 	// The OTLP export (what Jaeger receives): every request's trace.
 	var mu sync.Mutex
 	exported := map[string]bool{}
