@@ -342,6 +342,9 @@ for w in ["1", conc]:
     rec = json.load(open(f"runs/bench/proxy/capture-{w}/manifest.json"))["extra"]["proxy"]["stats"]["recorded"]
     print(f"| {w} | asrprof capture --proxy | {us(pm):.0f} µs | {us(pp):.0f} µs | {us(pm-dm):+.0f} µs | {us(pp-dp):+.0f} µs | {cpu('cpu', w, pn):.0f} µs | {pn} ({rec}, success {100*ps:.1f} %) |")
 print("\ngoal: ≤ 100 µs added latency and ≤ 50 µs of proxy CPU per 100 KB request")
+PY
+fi
+
 # --- The HTML report of a 100k-request capture (asrprof report) -------------
 # Goal (issue 15): written in < 2 s, < 3 MB. The bundle is the tables
 # section's (tools/benchdata: 100,000 requests, 1,000,000 SGLang-Omni events).

@@ -216,7 +216,7 @@ func TestFindMaxRefserver(t *testing.T) {
 // diagnosis of a run then names it first.
 func TestSensitivityRefserver(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts the reference server six times")
+		t.Skip("starts the reference server four times")
 	}
 	refservertest.RequirePocketSphinx(t)
 	port := runbooktest.FreePort(t)
@@ -230,7 +230,7 @@ func TestSensitivityRefserver(t *testing.T) {
 	if err := os.WriteFile(one, []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI("sensitivity", "--server-cmd", cmd, "--cpu", "100%,50%", "--cycles", "3",
+	code, stdout, stderr := runCLI("sensitivity", "--server-cmd", cmd, "--cpu", "100%,50%", "--cycles", "2",
 		"--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port),
 		"--dataset", one, "--concurrency", "1", "--repeats", "1", "--out", out, "--quiet",
 		"--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "300ms",
@@ -242,7 +242,7 @@ func TestSensitivityRefserver(t *testing.T) {
 	var rep runbook.SensitivityReport
 	readJSONInto(t, filepath.Join(out, runbook.SensitivityFile), &rep)
 	o := rep.Overall
-	if o.N != 3 || len(rep.Runs) != 6 {
+	if o.N != 2 || len(rep.Runs) != 4 {
 		t.Fatalf("cycles %d, runs %d: %+v", o.N, len(rep.Runs), rep)
 	}
 	if o.Value < 0.6 || o.Value > 1.4 || o.Lo > o.Value || o.Hi < o.Value {
