@@ -1,14 +1,10 @@
 package analysis
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -66,7 +62,7 @@ func TestSweepRanges(t *testing.T) {
 // The flame graph of a level holds every on-CPU second of its scored
 // profiles, and each node at least its children.
 func TestIcicle(t *testing.T) {
-	dir := unpackH200(t, "gpu-bound")
+	dir := bundletest.H200(t, "gpu-bound")
 	c, err := loadT(t, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -123,42 +119,5 @@ func TestIcicle(t *testing.T) {
 	}
 	if g, err := c.Icicle("c999", 0.01); g != nil || err != nil {
 		t.Errorf("a level without profiles: %v, %v", g, err)
-	}
-}
-
-func unpackH200(t *testing.T, name string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "h200", name+".tgz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return dir
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(p, 0o755)
-			continue
-		}
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		b, err := io.ReadAll(tr)
-		if err == nil {
-			err = os.WriteFile(p, b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -297,10 +297,8 @@ func (c *Config) validate() error {
 	if err := c.validateTask(); err != nil {
 		return err
 	}
-	switch c.Lang {
-	case "en", "zh":
-	default:
-		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
+	if err := c.validateLang(); err != nil {
+		return err
 	}
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
 		return fmt.Errorf("give --concurrency and/or --rate")
@@ -326,13 +324,8 @@ func (c *Config) validate() error {
 	if c.Timeout <= 0 {
 		return fmt.Errorf("--timeout must be > 0")
 	}
-	if c.Out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	switch c.Format {
-	case "table", "markdown", "csv", "json":
-	default:
-		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
+	if err := c.validateOutput(); err != nil {
+		return err
 	}
 	switch c.CPUEngine {
 	case "", "auto", "otel", "fp":
@@ -375,6 +368,29 @@ func (c *Config) validateRealtime() error {
 	}
 	if c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "" {
 		return fmt.Errorf("--realtime-dialect vllm needs --model (vLLM's session.update requires it)")
+	}
+	return nil
+}
+
+// validateLang checks --lang, the normalizer of WER/CER (docs/SCORING.md).
+func (c *Config) validateLang() error {
+	switch c.Lang {
+	case "en", "zh":
+	default:
+		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
+	}
+	return nil
+}
+
+// validateOutput checks where the bundle goes and how its tables print.
+func (c *Config) validateOutput() error {
+	if c.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	switch c.Format {
+	case "table", "markdown", "csv", "json":
+	default:
+		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
 	}
 	return nil
 }

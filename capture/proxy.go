@@ -60,18 +60,11 @@ func (c *Config) validateProxy() error {
 	default:
 		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
 	}
-	switch c.Lang {
-	case "en", "zh":
-	default:
-		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
+	if err := c.validateLang(); err != nil {
+		return err
 	}
-	if c.Out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	switch c.Format {
-	case "table", "markdown", "csv", "json":
-	default:
-		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
+	if err := c.validateOutput(); err != nil {
+		return err
 	}
 	if c.Duration < 0 || c.LevelGap < 0 {
 		return fmt.Errorf("--duration and --level-gap must be ≥ 0")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"image/png"
 	"math"
 	"net"
@@ -161,7 +162,7 @@ func pageRequests(t *testing.T, netlog []byte) []string {
 // page that does fetch something is caught by the same check.
 func TestReportInChromium(t *testing.T) {
 	chromium(t)
-	dir := unpack(t, "gpu-bound")
+	dir := bundletest.H200(t, "gpu-bound")
 	path, err := report.WriteFile(context.Background(), dir, "", fixed)
 	if err != nil {
 		t.Fatal(err)

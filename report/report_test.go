@@ -1,13 +1,12 @@
 package report_test
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,47 +20,6 @@ import (
 )
 
 var fixed = report.Options{Now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-
-// unpack extracts testdata/h200/NAME.tgz (a real capture on an H200, with
-// GPU, sched, cuda and CPU-profile data) into a temporary folder.
-func unpack(t testing.TB, name string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "h200", name+".tgz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s.tgz: %v", name, err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return dir
-		}
-		if err != nil {
-			t.Fatalf("%s.tgz: %v", name, err)
-		}
-		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				var b []byte
-				if b, err = io.ReadAll(tr); err == nil {
-					err = os.WriteFile(p, b, 0o644)
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func render(t *testing.T, dir string) string {
 	t.Helper()
@@ -139,7 +97,7 @@ func svgsWellFormed(t *testing.T, doc string) int {
 }
 
 func TestReportH200(t *testing.T) {
-	dir := unpack(t, "gpu-bound")
+	dir := bundletest.H200(t, "gpu-bound")
 	doc := render(t, dir)
 	if len(doc) > 3<<20 {
 		t.Errorf("report is %d bytes, want < 3 MB", len(doc))
@@ -247,7 +205,7 @@ func TestReportSize10k(t *testing.T) {
 }
 
 func TestCompareReport(t *testing.T) {
-	cur, base := unpack(t, "gpu-bound"), unpack(t, "study")
+	cur, base := bundletest.H200(t, "gpu-bound"), bundletest.H200(t, "study")
 	var b bytes.Buffer
 	if err := report.Compare(context.Background(), &b, cur, base, fixed); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
+// readJSONInto decodes the JSON file at path into v (the tests' one reader).
 func readJSONInto(t *testing.T, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -334,7 +336,7 @@ func TestFindMaxOpenLoopCLI(t *testing.T) {
 // levels. (The sensitivity.json is written here; its numbers are not a
 // measurement.)
 func TestDiagnosisReadsSensitivity(t *testing.T) {
-	dir := unpackBundle(t, "host-bound")
+	dir := bundletest.H200(t, "host-bound")
 	before, _ := verdicts(t, dir)
 	if !slices.Contains(before["c32"], "host-bound decode") {
 		t.Fatalf("the fixture's c32 causes %v lack host-bound decode", before["c32"])
@@ -364,7 +366,7 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 // sensitivity first and says that the GPU was busy, so a reader does not
 // take ≈ 1 for "more CPU would help".
 func TestDiagnosisSensitivityOnABusyGPU(t *testing.T) {
-	dir := unpackBundle(t, "gpu-sensitivity")
+	dir := bundletest.H200(t, "gpu-sensitivity")
 	got, text := verdicts(t, dir)
 	c := got["c64"]
 	if len(c) == 0 || c[0] != "host-bound (CPU sensitivity)" {

@@ -38,17 +38,6 @@ func rowsFor(n int) ([]datasettest.Row, func(string) string) {
 	return rows, func(name string) string { return byName[name] }
 }
 
-func readJSONFile(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-}
-
 // asrprof capture --dataset on each layout the field stores SeedTTS and
 // Hugging Face sets in: every row is sent (its own audio bytes, inline ones
 // decoded in memory), scored, and fingerprinted as the same data.
@@ -141,13 +130,13 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 				}
 			}
 			var res trace.Results
-			readJSONFile(t, filepath.Join(out, bundle.ResultsFile), &res)
+			readJSONInto(t, filepath.Join(out, bundle.ResultsFile), &res)
 			lr := res.Results[0]
 			if lr.Evaluated != len(rows) || lr.Total != len(rows) || lr.Skipped != 0 || lr.CorpusWER.Mean != 0 {
 				t.Errorf("results.json: evaluated %d/%d, skipped %d, WER %v", lr.Evaluated, lr.Total, lr.Skipped, lr.CorpusWER.Mean)
 			}
 			var m trace.Manifest
-			readJSONFile(t, filepath.Join(out, bundle.ManifestFile), &m)
+			readJSONInto(t, filepath.Join(out, bundle.ManifestFile), &m)
 			fingerprints[name] = m.Fingerprint.DatasetSHA256
 		})
 	}
@@ -205,7 +194,7 @@ func TestSaveRawDirAndResultsFields(t *testing.T) {
 		t.Errorf("exit %d: an incomplete capture, saying why\n%s%s", code, stdout.String(), stderr.String())
 	}
 	var res map[string]any
-	readJSONFile(t, filepath.Join(out, bundle.ResultsFile), &res)
+	readJSONInto(t, filepath.Join(out, bundle.ResultsFile), &res)
 	r0 := res["results"].([]any)[0].(map[string]any)
 	for _, k := range []string{"evaluated", "total", "skipped"} {
 		if _, ok := r0[k].(float64); !ok {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,7 +104,7 @@ func TestDiagnosisH200(t *testing.T) {
 		{"router-even", "c32", "GPU-bound", "", "imbalanced router"},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
-			got, text := verdicts(t, unpackBundle(t, tc.bundle))
+			got, text := verdicts(t, bundletest.H200(t, tc.bundle))
 			c := got[tc.level]
 			if len(c) == 0 || c[0] != tc.first {
 				t.Errorf("at %s the verdict is %v, want %q first\n%s", tc.level, c, tc.first, text)

@@ -25,13 +25,7 @@ func diarizeCapture(target, ds, out string, extra ...string) []string {
 func readJSON[T any](t *testing.T, path string) T {
 	t.Helper()
 	var v T
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	readJSONInto(t, path, &v)
 	return v
 }
 

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"io"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,46 +16,6 @@ import (
 // bundle's events.jsonl holds the same lines).
 var h200Bundles = []string{"study", "gpu-bound", "host-bound", "router-even", "router-slow"}
 
-// unpackBundle extracts testdata/h200/NAME.tgz into a temporary folder.
-func unpackBundle(t *testing.T, name string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(refservertest.Root(), "testdata", "h200", name+".tgz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s.tgz: %v", name, err)
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return dir
-		}
-		if err != nil {
-			t.Fatalf("%s.tgz: %v", name, err)
-		}
-		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				var b []byte
-				if b, err = io.ReadAll(tr); err == nil {
-					err = os.WriteFile(p, b, 0o644)
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // The analyses users run on a GPU capture, through the CLI, on the real
 // H200 bundles: gpu, cpu and bottleneck (and the sweep and stages they
 // stand on) against goldens in testdata/h200/golden/NAME/SCRIPT.txt
@@ -65,7 +23,7 @@ func unpackBundle(t *testing.T, name string) string {
 func TestH200Goldens(t *testing.T) {
 	for _, name := range h200Bundles {
 		t.Run(name, func(t *testing.T) {
-			dir := unpackBundle(t, name)
+			dir := bundletest.H200(t, name)
 			for _, script := range []string{"sweep", "stages", "gpu", "cpu", "bottleneck"} {
 				code, stdout, stderr := runCLI("analyze", dir, script)
 				if code != exitOK {
@@ -100,7 +58,7 @@ func TestH200Goldens(t *testing.T) {
 func TestH200BundlesHoldTheirData(t *testing.T) {
 	for _, name := range h200Bundles {
 		t.Run(name, func(t *testing.T) {
-			dir := unpackBundle(t, name)
+			dir := bundletest.H200(t, name)
 			_, gpu, _ := runCLI("analyze", dir, "gpu", "--format", "json")
 			_, cpu, _ := runCLI("analyze", dir, "cpu")
 			_, sweep, _ := runCLI("analyze", dir, "sweep")

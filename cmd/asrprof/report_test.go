@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 // asrprof report DIR and asrprof report CURRENT BASELINE, through the
 // binary, on two of the H200 bundles.
 func TestReportCommand(t *testing.T) {
-	cur, base := unpackBundle(t, "gpu-bound"), unpackBundle(t, "study")
+	cur, base := bundletest.H200(t, "gpu-bound"), bundletest.H200(t, "study")
 	out, err := asrprof("report", cur).CombinedOutput()
 	if err != nil {
 		t.Fatalf("asrprof report: %v\n%s", err, out)
