@@ -89,7 +89,7 @@ func TestCaptureProxySweepClient(t *testing.T) {
 	}
 	refservertest.RequirePocketSphinx(t)
 	if out, err := exec.Command(refservertest.Python, "-c", "import aiohttp").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
+		refservertest.Missing(t, "%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
 	}
 	ds := shortRefset(t, 8)
 	otlp := fmt.Sprintf("127.0.0.1:%d", runbooktest.FreePort(t))

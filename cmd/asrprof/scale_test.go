@@ -25,10 +25,10 @@ import (
 func twoHosts(t *testing.T) (nsA, nsB, ipA, ipB string) {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip(8) (iproute2): network namespaces cannot be made here")
+		refservertest.Missing(t, "no ip(8) (iproute2): network namespaces cannot be made here")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("not root: network namespaces cannot be made here")
+		refservertest.Missing(t, "not root: network namespaces cannot be made here")
 	}
 	n := os.Getpid() % 250
 	nsA, nsB = fmt.Sprintf("asrprof-a%d", os.Getpid()), fmt.Sprintf("asrprof-b%d", os.Getpid())
@@ -41,7 +41,7 @@ func twoHosts(t *testing.T) (nsA, nsB, ipA, ipB string) {
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "add", nsA).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add: %v (%s): network namespaces cannot be made here", err, strings.TrimSpace(string(out)))
+		refservertest.Missing(t, "ip netns add: %v (%s): network namespaces cannot be made here", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsA).Run() })
 	ip("netns", "add", nsB)
