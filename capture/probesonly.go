@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/asrprof/asrprof/probe"
@@ -40,6 +41,11 @@ func (c *Config) validateProbesOnly() error {
 		if u, err := url.Parse(c.Target); err != nil || u.Host == "" {
 			return fmt.Errorf("--target %q: want a base URL such as http://127.0.0.1:8000", c.Target)
 		}
+	}
+	// The probes watch this process and nothing else: one that does not
+	// exist would have them record nothing until --duration ends.
+	if c.PID > 0 && errors.Is(syscall.Kill(c.PID, 0), syscall.ESRCH) {
+		return fmt.Errorf("--pid %d: no such process on this host", c.PID)
 	}
 	if c.Duration < 0 {
 		return fmt.Errorf("--duration %v: must be ≥ 0 (0: until stopped)", c.Duration)

@@ -53,6 +53,10 @@ type Config struct {
 	// Tables are printed into a driven capture's log at its end (nil:
 	// none).
 	Tables capture.Tables
+	// Report is written into a driven capture's bundle at its end, as
+	// `asrprof capture` writes report.html (nil: none; GET
+	// /v1/captures/ID/report then answers 404).
+	Report capture.Report
 	// RemoteIdle finishes a remote capture whose driver has not called
 	// for this long (0: 10 minutes): a driver that died leaves no probes
 	// running forever.

@@ -291,23 +291,35 @@ class SpanExporter:
 
     def _export(self, batch):
         body = json.dumps(self._encode(batch), separators=(",", ":")).encode()
-        try:
-            if self.conn is None:
-                cls = (http.client.HTTPSConnection if self.scheme == "https"
-                       else http.client.HTTPConnection)
-                self.conn = cls(self.host, self.port, timeout=self.timeout_s)
-            self.conn.request("POST", self.path, body=body,
-                              headers={"Content-Type": "application/json"})
-            resp = self.conn.getresponse()
-            resp.read()
-            ok = 200 <= resp.status < 300
-        except (OSError, http.client.HTTPException):
-            ok = False
+        # A kept-alive connection may have been closed by the receiver since
+        # the last export (an asrprof capture ends and the next one starts a
+        # new receiver on the same port): the first POST on it fails without
+        # reaching anyone.  Such a failure is retried once on a fresh
+        # connection; a failure on a fresh connection, or a timeout, drops
+        # the batch.
+        ok = False
+        for _ in range(2):
+            reused = self.conn is not None
             try:
-                self.conn.close()
-            except Exception:
-                pass
-            self.conn = None
+                if self.conn is None:
+                    cls = (http.client.HTTPSConnection if self.scheme == "https"
+                           else http.client.HTTPConnection)
+                    self.conn = cls(self.host, self.port, timeout=self.timeout_s)
+                self.conn.request("POST", self.path, body=body,
+                                  headers={"Content-Type": "application/json"})
+                resp = self.conn.getresponse()
+                resp.read()
+                ok = 200 <= resp.status < 300
+                break
+            except (OSError, http.client.HTTPException) as e:
+                try:
+                    self.conn.close()
+                except Exception:
+                    pass
+                self.conn = None
+                # A timeout may mean the receiver got the batch: no retry.
+                if not reused or isinstance(e, TimeoutError):
+                    break
         if ok:
             with self.metrics.lock:
                 self.metrics.spans_exported += len(batch)

@@ -78,6 +78,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Parse = parseAPICapture
 	cfg.Tables = defaultTables
+	cfg.Report = writeReport
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return err

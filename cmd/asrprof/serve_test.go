@@ -388,8 +388,12 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 	if code != http.StatusOK || len(files["manifest.json"]) == 0 || bytes.Count(files["requests.jsonl"], []byte("\n")) != 12 || len(files["sched.jsonl"]) == 0 {
 		t.Errorf("bundle: %d, files %v", code, len(files))
 	}
-	if code, body := api(t, "GET", base+"/v1/captures/"+driven.ID+"/report", "", nil, nil); code != http.StatusNotFound || !strings.Contains(string(body), "report.html") {
-		t.Errorf("report of a bundle without one: %d %s", code, body)
+	// The driven capture wrote its report.html, as `asrprof capture` does.
+	if code, body := api(t, "GET", base+"/v1/captures/"+driven.ID+"/report", "", nil, nil); code != http.StatusOK || !strings.Contains(string(body), "<html") || len(files["report.html"]) == 0 {
+		t.Errorf("report of the driven capture: %d, %d bytes, in the bundle: %d bytes", code, len(body), len(files["report.html"]))
+	}
+	if ac.Report != true {
+		t.Errorf("the driven capture's info says report %v, want true", ac.Report)
 	}
 
 	// A probes-only capture of this test process, live: its thread series
