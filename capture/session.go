@@ -24,8 +24,9 @@ import (
 	"github.com/asrprof/asrprof/trace/tables"
 )
 
-// ErrBadInput means the dataset failed preflight (and --skip-bad was not given).
-var ErrBadInput = errors.New("dataset has bad entries")
+// ErrBadInput means the dataset could not be loaded or failed preflight
+// (and --skip-bad was not given).
+var ErrBadInput = errors.New("bad dataset")
 
 // ErrInterrupted means the capture was stopped (Ctrl-C) before it finished;
 // the bundle was finalized with complete=false.
