@@ -32,7 +32,7 @@ demo: deps build data
 # Fuzz targets run for a bounded time each in `make test`.
 FUZZ := ./trace/otlp:FuzzHTTPHandler ./trace/events:FuzzEventLine \
         ./bench/protocol:FuzzSSE ./bench/audio:FuzzProbeWAV ./bench/score:FuzzNormalizeEnglish
-FUZZTIME ?= 8s
+FUZZTIME ?= 5s
 
 test: deps data jaeger
 	$(GO) vet ./...
