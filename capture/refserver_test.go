@@ -1,7 +1,6 @@
 package capture_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,32 +36,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// shortClips writes a manifest of the n shortest espeak-ng clips of the refset.
-func shortClips(t *testing.T, n int) string {
-	t.Helper()
-	src := refservertest.Refset(t)
-	f, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() && len(out) < n {
-		line := sc.Text()
-		if strings.Contains(line, `"es-`) && strings.Contains(line, "-en-us-160") {
-			line = strings.Replace(line, `"audio":"audio/`, `"audio":"`+filepath.Join(filepath.Dir(src), "audio")+`/`, 1)
-			out = append(out, line)
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("refset has %d short clips, want %d", len(out), n)
-	}
-	p := filepath.Join(t.TempDir(), "short.jsonl")
-	os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644)
-	return p
 }
 
 type joined struct {
@@ -136,7 +109,7 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	// with decoding and the scheduler has no idle time left.
 	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlpAddr + "/v1/traces"},
 		"--max-running-requests", "4", "--build-delay", "0.6")
-	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
+	cfg := baseConfig(t, srv.URL, refservertest.ShortClips(t, 16))
 	cfg.Concurrency = []int{1, 16}
 	cfg.MaxSamples = 16
 	cfg.Timeout = 3 * time.Minute
@@ -229,7 +202,7 @@ func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
 	// the delay a short clip builds in a few milliseconds, and on a fast
 	// machine the requests can arrive one after another and all succeed.
 	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-max-pending", "1", "--build-delay", "0.5", "--max-running-requests", "2")
-	cfg := baseConfig(t, srv.URL, shortClips(t, 16))
+	cfg := baseConfig(t, srv.URL, refservertest.ShortClips(t, 16))
 	cfg.Concurrency = []int{16}
 	cfg.Timeout = 3 * time.Minute
 	o, out, err := runCapture(t, context.Background(), cfg)
@@ -256,7 +229,7 @@ func TestRefserverKilledMidCapture(t *testing.T) {
 		t.Skip("starts the reference server")
 	}
 	srv := refservertest.Start(t, nil, "--max-running-requests", "2")
-	cfg := baseConfig(t, srv.URL, shortClips(t, 12))
+	cfg := baseConfig(t, srv.URL, refservertest.ShortClips(t, 12))
 	cfg.Concurrency = []int{2}
 	cfg.Timeout = time.Minute
 	go func() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,34 +27,6 @@ import (
 	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
-
-// shortRefset writes a manifest of the n shortest (espeak-ng, 160 wpm)
-// clips of the refset, with absolute audio paths.
-func shortRefset(t *testing.T, n int) string {
-	t.Helper()
-	src := refservertest.Refset(t)
-	f, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() && len(out) < n {
-		line := sc.Text()
-		if strings.Contains(line, `"es-`) && strings.Contains(line, "-en-us-160") {
-			out = append(out, strings.Replace(line, `"audio":"audio/`, `"audio":"`+filepath.Join(filepath.Dir(src), "audio")+`/`, 1))
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("refset has %d short clips, want %d", len(out), n)
-	}
-	p := filepath.Join(t.TempDir(), "short.jsonl")
-	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // clientRun is what testdata/asr_sweep_client.py writes to --output.
 type clientRun struct {
@@ -91,7 +62,7 @@ func TestCaptureProxySweepClient(t *testing.T) {
 	if out, err := exec.Command(refservertest.Python, "-c", "import aiohttp").CombinedOutput(); err != nil {
 		refservertest.Missing(t, "%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
 	}
-	ds := shortRefset(t, 8)
+	ds := refservertest.ShortClips(t, 8)
 	otlp := fmt.Sprintf("127.0.0.1:%d", runbooktest.FreePort(t))
 	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4")
 	port := runbooktest.FreePort(t)

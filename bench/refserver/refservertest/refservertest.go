@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -212,4 +213,34 @@ func Diarset(t testing.TB) string {
 		t.Fatalf("building the diarset: %v\n%s", err, out)
 	}
 	return manifest
+}
+
+// ShortClips writes a manifest of the n shortest clips of the refset (the
+// espeak-ng en-us voice at 160 wpm), with absolute audio paths, into a
+// folder of t's, and returns its path.
+func ShortClips(t testing.TB, n int) string {
+	t.Helper()
+	src := Refset(t)
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio := filepath.Join(filepath.Dir(src), "audio")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if len(out) == n {
+			break
+		}
+		if strings.Contains(line, `"es-`) && strings.Contains(line, "-en-us-160") {
+			out = append(out, strings.Replace(line, `"audio":"audio/`, `"audio":"`+audio+`/`, 1))
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("%s has %d short clips, want %d", src, len(out), n)
+	}
+	p := filepath.Join(t.TempDir(), "short.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
