@@ -141,9 +141,6 @@ func TestRouterSlowWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three reference-server processes")
 	}
-	// The slow worker sleeps through its 6 s builds (3× the other's
-	// latency): idle time, so it runs beside the other idle tests.
-	t.Parallel()
 	dir, _ := routerCapture(t, nil, []string{"--build-delay", "6"}, 6)
 	got, text := verdicts(t, dir)
 	_, workers, _ := runCLI("analyze", dir, "sweep")
