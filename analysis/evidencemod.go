@@ -18,7 +18,7 @@ import (
 //	event_meta(capture, "stage_complete", "last_step")           # [struct(level, repeat, min, max, sum, n)]
 //	occupancy(..., worker = "w0"), event_meta(..., worker = "w0") # over one worker's requests (behind a router)
 //	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
-//	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s)]
+//	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s, total_rtf)]
 func evidenceModule() *starlarkstruct.Module {
 	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
 		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
@@ -145,7 +145,8 @@ func workersFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 // balance(capture, preset, levels): each level's share per worker
 // (engine.Balance) over the scored passes: requests (any status), ok,
 // busy_s (time with one of its requests inside the server's total, summed
-// over the passes), latency_mean_s and total_mean_s of its ok requests.
+// over the passes), latency_mean_s and total_mean_s of its ok requests, and
+// total_rtf (server total per second of their audio; 0 when unknown).
 func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var cv *captureValue
 	var pv *presetValue
@@ -175,6 +176,7 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
 			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
 			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),
+			"total_rtf": starlark.Float(s.TotalRTF),
 		}))
 	}
 	return starlark.NewList(out), nil

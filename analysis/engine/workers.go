@@ -89,6 +89,10 @@ type Share struct {
 	// LatencyMeanS is the mean client latency of its OK requests, TotalMeanS
 	// their mean server total (0 where none has one).
 	LatencyMeanS, TotalMeanS float64
+	// TotalRTF is the server total per second of audio over its OK requests
+	// with a total and a known audio length (sum over sum; 0 where none):
+	// what tells a slow worker from one that was sent the longer clips.
+	TotalRTF float64
 }
 
 // Balance is each level's Share per worker (levels in order, workers in
@@ -100,8 +104,9 @@ func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order
 		repeat        int32
 	}
 	type acc struct {
-		requests, ok int
-		lat, tot     []float64
+		requests, ok     int
+		lat, tot         []float64
+		rtfTot, rtfAudio float64
 	}
 	by := map[key]*acc{}
 	spans := map[passKey][][2]int64{}
@@ -143,6 +148,10 @@ func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order
 		a.lat = append(a.lat, reqs.LatencyS[i])
 		if j >= 0 && rows.HasDuration[j] {
 			a.tot = append(a.tot, rows.DurationS[j])
+			if i < len(reqs.AudioDurationS) && reqs.AudioDurationS[i] > 0 {
+				a.rtfTot += rows.DurationS[j]
+				a.rtfAudio += reqs.AudioDurationS[i]
+			}
 		}
 	}
 	busy := map[key]float64{}
@@ -156,8 +165,12 @@ func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order
 			if a == nil {
 				continue
 			}
-			out = append(out, Share{Level: lv, Worker: wk, Requests: a.requests, OK: a.ok,
-				BusyS: busy[key{lv, wk}], LatencyMeanS: meanOf(a.lat), TotalMeanS: meanOf(a.tot)})
+			sh := Share{Level: lv, Worker: wk, Requests: a.requests, OK: a.ok,
+				BusyS: busy[key{lv, wk}], LatencyMeanS: meanOf(a.lat), TotalMeanS: meanOf(a.tot)}
+			if a.rtfAudio > 0 {
+				sh.TotalRTF = a.rtfTot / a.rtfAudio
+			}
+			out = append(out, sh)
 		}
 	}
 	return out

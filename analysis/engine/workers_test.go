@@ -102,11 +102,15 @@ func TestBalance(t *testing.T) {
 	rows := Derive(p, 3, nil, s)
 	w := FindWorkers(3, s)
 	rc := &tables.RequestCols{N: 3, Level: strs("c2", "c2", "c2"), Status: strs("ok", "ok", "ok"), Warmup: []bool{false, false, false},
-		LatencyS: []float64{0.1, 0.1, 0.04}, Repeat: []int32{1, 1, 1}}
+		LatencyS: []float64{0.1, 0.1, 0.04}, Repeat: []int32{1, 1, 1}, AudioDurationS: []float64{1, 3, 0}}
 	b := Balance(rc, rows, w, []string{"c2"})
 	if len(b) != 2 || b[0].Worker != "w0" || b[0].Requests != 2 || math.Abs(b[0].BusyS-0.150) > 1e-9 ||
 		b[1].Worker != "w1" || b[1].Requests != 1 || math.Abs(b[1].BusyS-0.040) > 1e-9 {
 		t.Errorf("balance %+v", b)
+	}
+	// w0: 0.2 s of server total over 4 s of audio; w1's audio is unknown
+	if math.Abs(b[0].TotalRTF-0.05) > 1e-9 || b[1].TotalRTF != 0 {
+		t.Errorf("total RTF w0 %v (want 0.05), w1 %v (want 0: no audio length)", b[0].TotalRTF, b[1].TotalRTF)
 	}
 	lv := SummarizeWorkers(rc, rows, []string{"c2"}, []string{Total}, w)
 	if len(lv) != 2 || lv[0].Worker != "w0" || lv[0].N != 2 || lv[1].Worker != "w1" || lv[1].N != 1 {

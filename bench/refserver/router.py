@@ -150,6 +150,7 @@ class Router:
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "asrprof-router/1"
+    disable_nagle_algorithm = True  # as refserver.Handler: no delayed-ACK wait per response
     router = None
     exporter = None
     timeout_s = 600.0

@@ -149,23 +149,41 @@ func TestFindMaxCLI(t *testing.T) {
 }
 
 // The knee of the reference server, found by --find-max and by a full
-// sweep, on one server: one build worker whose builds take 0.5 s (a
+// sweep, on servers alike: one build worker whose builds take 0.5 s (a
 // sleep, so the load of this shared machine moves it little) makes
 // latency ≈ 0.5 s × requests in flight (+ the PocketSphinx decode of a
 // 0.5 s clip); latency ≤ 3.25 s at ≥ 99 % passes up to c=6 (3.0 s) and
 // fails from c=7 (3.5 s). The search must agree with the sweep within
-// its tolerance, for fewer requests.
+// its tolerance, for fewer requests. The two run at once, each on its own
+// server: their time is the builds' sleeps, not CPU, so the other does not
+// move it (and the test is one of the package's idle ones, t.Parallel).
 func TestFindMaxRefserver(t *testing.T) {
 	if testing.Short() {
-		t.Skip("drives the reference server for about two minutes")
+		t.Skip("drives the reference server for about a minute")
 	}
 	refservertest.RequirePocketSphinx(t)
-	srv := refservertest.Start(t, nil, "--build-workers", "1", "--build-delay", "0.5", "--max-running-requests", "8")
+	t.Parallel()
+	server := []string{"--build-workers", "1", "--build-delay", "0.5", "--max-running-requests", "8"}
 	ds := dataset(t, 8)
-	common := []string{"--target", srv.URL, "--dataset", ds, "--slo", "latency=3.25s", "--repeats", "2", "--quiet",
-		"--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms", "--timeout", "60s"}
+	common := func(url string) []string {
+		return []string{"--target", url, "--dataset", ds, "--slo", "latency=3.25s", "--repeats", "2", "--quiet",
+			"--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms", "--timeout", "60s"}
+	}
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	sweep := filepath.Join(t.TempDir(), "sweep")
+	sweepSrv := refservertest.Start(t, nil, server...)
+	swept := make(chan result, 1)
+	go func() {
+		code, stdout, stderr := runCLI(append([]string{"capture", "--concurrency", "1,2,3,4,5,6,7,8", "--out", sweep}, common(sweepSrv.URL)...)...)
+		swept <- result{code, stdout, stderr}
+	}()
 	search := filepath.Join(t.TempDir(), "search")
-	code, stdout, stderr := runCLI(append([]string{"capture", "--find-max", "--tolerance", "1", "--out", search}, common...)...)
+	srv := refservertest.Start(t, nil, server...)
+	code, stdout, stderr := runCLI(append([]string{"capture", "--find-max", "--tolerance", "1", "--out", search}, common(srv.URL)...)...)
+	sw := <-swept
 	if code != exitOK {
 		t.Fatalf("search: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -173,11 +191,11 @@ func TestFindMaxRefserver(t *testing.T) {
 	var sr capture.SearchResult
 	readJSONInto(t, filepath.Join(search, capture.SearchFile), &sr)
 
-	sweep := filepath.Join(t.TempDir(), "sweep")
-	code, stdout, stderr = runCLI(append([]string{"capture", "--concurrency", "1,2,3,4,5,6,7,8", "--out", sweep}, common...)...)
+	code, stdout, stderr = sw.code, sw.stdout, sw.stderr
 	if code != exitOK {
 		t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	responseTailsFast(t, sweep)
 	t.Logf("sweep:\n%s", stdout)
 	var res trace.Results
 	readJSONInto(t, filepath.Join(sweep, bundle.ResultsFile), &res)

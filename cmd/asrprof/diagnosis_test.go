@@ -44,33 +44,51 @@ func verdicts(t *testing.T, dir string) (map[string][]string, string) {
 	return byLevel, text
 }
 
+// diagnosisCase is one state of the reference server for the diagnosis to
+// name: the server's flags, the sweep, and the level where the cause must
+// come first.
+type diagnosisCase struct {
+	cause, server string
+	levels        string
+	samples       int
+	level         string
+}
+
 // The diagnosis names the cause first at the level where it dominates, for
-// a real capture of the reference server put into each state.
+// a real capture of the reference server put into each state. These states
+// are CPU work (a decode loop, one decoder for all), so they run one at a
+// time.
 func TestDiagnosisRealCaptures(t *testing.T) {
+	diagnoseRealCaptures(t, false, []diagnosisCase{
+		{"admission cap", "--max-running-requests 1", "1,4", 6, "c4"},
+		{"host-bound decode", "--max-running-requests 8 --host-step-ms 3", "1,4", 6, "c4"},
+	})
+}
+
+// The states whose cause is a wait the server sleeps through (a build
+// delay, a throttled upload), not CPU work: they run beside the package's
+// other idle tests (t.Parallel) without changing what they measure.
+func TestDiagnosisRealCapturesIdle(t *testing.T) {
+	diagnoseRealCaptures(t, true, []diagnosisCase{
+		{"build pool", "--build-workers 1 --build-delay 3 --max-running-requests 8", "1,4", 4, "c4"},
+		{"upload / network", "--upload-kbps 80", "1", 4, "c1"},
+		{"overload", "--build-workers 1 --build-max-pending 1 --build-delay 0.5", "6", 6, "c6"},
+	})
+}
+
+func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 	if testing.Short() {
 		t.Skip("starts the reference server once per cause")
 	}
 	refservertest.RequirePocketSphinx(t)
+	if idle {
+		t.Parallel()
+	}
 	ds := refservertest.Refset(t)
 	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
-	for _, tc := range []struct {
-		cause, server string
-		levels        string
-		samples       int
-		level         string // where the cause must come first
-		// idle: the cause is a wait the server sleeps through (a build
-		// delay, a throttled upload), not CPU work, so it runs beside the
-		// other idle ones (t.Parallel) without changing what it measures
-		idle bool
-	}{
-		{"build pool", "--build-workers 1 --build-delay 3 --max-running-requests 8", "1,4", 4, "c4", true},
-		{"admission cap", "--max-running-requests 1", "1,4", 6, "c4", false},
-		{"host-bound decode", "--max-running-requests 8 --host-step-ms 3", "1,4", 6, "c4", false},
-		{"upload / network", "--upload-kbps 80", "1", 4, "c1", true},
-		{"overload", "--build-workers 1 --build-max-pending 1 --build-delay 0.5", "6", 6, "c6", true},
-	} {
+	for _, tc := range cases {
 		t.Run(strings.ReplaceAll(tc.cause, " ", "_"), func(t *testing.T) {
-			if tc.idle {
+			if idle {
 				t.Parallel()
 			}
 			port := runbooktest.FreePort(t)

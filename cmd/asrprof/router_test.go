@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
+	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 type notedTables struct {
@@ -53,15 +56,21 @@ func analyzeJSON(t *testing.T, dir, script, name string) ([]map[string]any, []st
 
 // routerCapture starts two PocketSphinx workers (w0, w1: extra flags for
 // each) behind the router and captures through it with the CLI, the way a
-// user types it; it returns the bundle and capture's stdout.
+// user types it, over the refset's shortest clips (about 4 s each); it
+// returns the bundle and capture's stdout. Each worker's builds sleep
+// 1.5 s (w1's flags may say more), so a request's server time is mostly
+// that sleep: the decodes, CPU work of about half a second on this
+// machine's two shared cores, vary by up to 2× between requests, too much
+// to tell workers apart over three requests each.
 func routerCapture(t *testing.T, w0Flags, w1Flags []string, samples int) (string, string) {
 	t.Helper()
 	refservertest.RequirePocketSphinx(t)
-	ds := refservertest.Refset(t)
+	ds := refservertest.ShortClips(t, samples)
 	otlpPort := runbooktest.FreePort(t)
 	env := []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:%d/v1/traces", otlpPort)}
-	w0 := refservertest.Start(t, env, append([]string{"--instance", "w0", "--max-running-requests", "2"}, w0Flags...)...)
-	w1 := refservertest.Start(t, env, append([]string{"--instance", "w1", "--max-running-requests", "2"}, w1Flags...)...)
+	base := []string{"--max-running-requests", "2", "--build-delay", "1.5"}
+	w0 := refservertest.Start(t, env, append(append([]string{"--instance", "w0"}, base...), w0Flags...)...)
+	w1 := refservertest.Start(t, env, append(append([]string{"--instance", "w1"}, base...), w1Flags...)...)
 	rt := refservertest.Start(t, env, "--router", "--workers", w0.URL+","+w1.URL)
 	out := filepath.Join(t.TempDir(), "b")
 	code, stdout, stderr := runCLI("capture", "--target", rt.URL, "--profile-url", rt.URL,
@@ -74,6 +83,36 @@ func routerCapture(t *testing.T, w0Flags, w1Flags []string, samples int) (string
 	return out, stdout
 }
 
+// responseTailsFast fails the test when the median time from a response's
+// first byte to its end, over the bundle's answered requests, is 10 ms or
+// more: a short JSON answer arrives in one piece unless the server's
+// socket holds the body back for a delayed ACK (Nagle's algorithm, about
+// 40 ms on loopback), which inflates every latency the capture reports.
+func responseTailsFast(t *testing.T, dir string) {
+	t.Helper()
+	bd, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := bd.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tails []float64
+	for _, r := range reqs {
+		if r.Status == trace.StatusOK && r.FirstByteUnixNs > 0 {
+			tails = append(tails, float64(r.EndUnixNs-r.FirstByteUnixNs)/1e6)
+		}
+	}
+	if len(tails) == 0 {
+		t.Fatalf("%s: no answered request has a first-byte time", dir)
+	}
+	slices.Sort(tails)
+	if med := tails[len(tails)/2]; med >= 10 {
+		t.Errorf("%s: median first byte → end %.1f ms over %d responses (all: %v): the body waits after the headers", dir, med, len(tails), tails)
+	}
+}
+
 // Two workers behind the router, round robin: every request is joined
 // through the router's span to the worker that served it (and the worker's
 // own spans agree); the sweep gets a per-worker table with the balance,
@@ -83,12 +122,15 @@ func TestRouterCapture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three reference-server processes")
 	}
+	t.Parallel() // its time is the workers' build sleeps: one of the package's idle tests
 	dir, stdout := routerCapture(t, nil, nil, 6)
+	responseTailsFast(t, dir)
 	if !strings.Contains(stdout, "Workers behind the router") {
 		t.Errorf("capture's tables have no workers table:\n%s", stdout)
 	}
 
 	rows, notes := analyzeJSON(t, dir, "sweep", "workers")
+	t.Logf("workers: %v", rows)
 	if len(rows) != 2 || rows[0]["worker"] != "w0" || rows[1]["worker"] != "w1" {
 		t.Fatalf("workers table rows %v, want w0 and w1 at c=2", rows)
 	}
@@ -134,13 +176,14 @@ func TestRouterCapture(t *testing.T) {
 	}
 }
 
-// One worker is slow (each build takes 6 s more: a sleep, so that the
+// One worker is slow (each build sleeps 6 s, not 1.5: a sleep, so that the
 // other worker, on the same few shared cores, is not slowed with it, as
 // --host-step-ms's busy loop did under load): the verdict names it.
 func TestRouterSlowWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three reference-server processes")
 	}
+	t.Parallel() // its time is w1's build sleeps: one of the package's idle tests
 	dir, _ := routerCapture(t, nil, []string{"--build-delay", "6"}, 6)
 	got, text := verdicts(t, dir)
 	_, workers, _ := runCLI("analyze", dir, "sweep")

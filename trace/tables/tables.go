@@ -460,13 +460,15 @@ type RequestCols struct {
 	Warmup   []bool
 	LatencyS []float64
 	Repeat   []int32
+	// AudioDurationS is each request's audio length (0 when unknown).
+	AudioDurationS []float64
 	// The client's clock of each request (unix ns; 0 when not recorded):
 	// sent, upload done, first byte of the answer, end.
 	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
 }
 
-// RequestCols returns the requests' level, status, warmup, latency_s and
-// client timestamps.
+// RequestCols returns the requests' level, status, warmup, latency_s,
+// audio_duration_s and client timestamps.
 func (s *Set) RequestCols() (*RequestCols, error) {
 	s.mu.Lock()
 	if s.reqCols != nil {
@@ -489,6 +491,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 			rc.Warmup = append(rc.Warmup, reqs[i].Warmup)
 			rc.LatencyS = append(rc.LatencyS, reqs[i].LatencyS)
 			rc.Repeat = append(rc.Repeat, int32(reqs[i].Repeat))
+			rc.AudioDurationS = append(rc.AudioDurationS, reqs[i].AudioDurationS)
 			rc.StartUnixNs = append(rc.StartUnixNs, reqs[i].StartUnixNs)
 			rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, reqs[i].UploadDoneUnixNs)
 			rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, reqs[i].FirstByteUnixNs)
@@ -497,7 +500,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		rc.Level, rc.Status = mergeStrings([]*dictBuilder{&lv}), mergeStrings([]*dictBuilder{&st})
 	} else {
 		cols, err := readColumns(s.Path(RequestsTable), []string{"level", "status", "warmup", "latency_s",
-			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns", "repeat"})
+			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns", "repeat", "audio_duration_s"})
 		if err != nil {
 			return nil, err
 		}
@@ -506,6 +509,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		rc.StartUnixNs, rc.UploadDoneUnixNs = cols[4].int64s(), cols[5].int64s()
 		rc.FirstByteUnixNs, rc.EndUnixNs = cols[6].int64s(), cols[7].int64s()
 		rc.Repeat = cols[8].int32s(0)
+		rc.AudioDurationS, _ = cols[9].float64s()
 	}
 	s.mu.Lock()
 	s.reqCols = rc
