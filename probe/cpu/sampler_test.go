@@ -207,9 +207,19 @@ func TestSampler(t *testing.T) {
 	t.Logf("hot thread's top leaves: %v", top(hot, 3))
 	t.Logf("sys thread's top leaves: %v", top(flat[sysThread], 3))
 	// 2 s at 99 Hz is ~198 samples for a thread that has a core; on two
-	// shared cores it gets what the kernel gave it.
-	if float64(hotTotal) < 0.7*want-5 || float64(hotTotal) > 1.3*want+5 || hotTotal < 10 {
-		t.Fatalf("hot thread got %d samples in %v, want about %.0f (its CPU time × %d Hz) and >= 10", hotTotal, period, want, DefaultHz)
+	// shared cores it gets what the kernel gave it. A thread that had its
+	// core (≥ 80 % of the period) is sampled within 30 % of its CPU time. A
+	// thread that shared it (the machine busy with other tests) is sampled
+	// less evenly: the fixed 99 Hz timer beats against the scheduler's
+	// switches: runs of this test beside three busy loops gave 0.69 to
+	// 1.20× its CPU time, one in a busy `make test` 1.48× (docs/PROBES.md),
+	// so it gets 60 %.
+	tol := 0.3
+	if want < 0.8*period.Seconds()*DefaultHz {
+		tol = 0.6
+	}
+	if float64(hotTotal) < (1-tol)*want-5 || float64(hotTotal) > (1+tol)*want+5 || hotTotal < 10 {
+		t.Fatalf("hot thread got %d samples in %v, want about %.0f (its CPU time × %d Hz, within %.0f %%) and >= 10", hotTotal, period, want, DefaultHz, 100*tol)
 	}
 	if got := top(hot, 3); !contains(got, hotFunc) {
 		t.Errorf("%s not among the hot thread's top leaf functions %v", hotFunc, got)
