@@ -519,11 +519,14 @@ func newHTTPClient(cfg *Config, items []driver.Item) *http.Client {
 	if cfg.Search != nil && len(cfg.Concurrency) > 0 {
 		maxConns = max(maxConns, int(cfg.Search.limit(false)))
 	}
-	tr := protocol.NewTransport(maxConns)
+	// http:// targets go through the driver's own HTTP/1.1 client; https
+	// through net/http's transport, its write buffer sized for the uploads
+	tr := protocol.NewH1Transport(maxConns)
+	fb := tr.Fallback.(*http.Transport)
 	largest := 0
 	for _, it := range items {
 		largest = max(largest, len(it.Audio))
 	}
-	tr.WriteBufferSize = protocol.WriteBufferFor(largest)
+	fb.WriteBufferSize = protocol.WriteBufferFor(largest)
 	return &http.Client{Transport: tr}
 }

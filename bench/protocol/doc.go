@@ -29,14 +29,18 @@
 // keep the PCM by Job.SampleID.
 //
 // Timings in [Result] are time.Now readings taken on the client: the end
-// of the upload and the first response byte come from net/http/httptrace,
-// first token and chunk arrivals from the SSE decoder.
+// of the upload and the first response byte come from net/http/httptrace
+// hooks (which [H1Transport] calls as net/http's transport does), first
+// token and chunk arrivals from the SSE decoder.
 //
-// For a load test, share one *http.Client built on [NewTransport] between
-// all requests so connections are kept alive and reused, with its
-// WriteBufferSize from [WriteBufferFor] the largest upload; and build each
+// For a load test, share one *http.Client built on [NewH1Transport]
+// between all requests: http:// requests go over its own keep-alive
+// HTTP/1.1 connections, read on the caller's goroutine, the rest through
+// its Fallback, net/http's transport from [NewTransport] (give that a
+// WriteBufferSize from [WriteBufferFor] the largest upload). Build each
 // sample's body once with the client's [Preparer] method, passing it as
 // Job.Upload on every request of that sample (the load driver does both
 // through capture): the body is then neither rebuilt nor copied per
-// request, and is written with the headers in one write(2).
+// request, and is written with the request's head in one writev(2) (one
+// write(2) through net/http's transport).
 package protocol

@@ -24,6 +24,7 @@ const maxBody = 16 << 20
 // openAI speaks the OpenAI-compatible transcription API.
 type openAI struct {
 	hc          *http.Client
+	h1          bool // hc sends through an H1Transport: bodies as segments
 	url         string
 	stream      bool
 	textFormat  bool   // response_format=text: the body is the transcript
@@ -64,8 +65,9 @@ func NewOpenAI(opts Options) (Client, error) {
 		accept:     "application/json",
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: NewTransport(64)}
+		c.hc = &http.Client{Transport: NewH1Transport(64)}
 	}
+	_, c.h1 = c.hc.Transport.(*H1Transport)
 	if opts.Stream {
 		c.accept = "text/event-stream"
 	} else if c.textFormat {
@@ -164,8 +166,9 @@ func quoteEscape(s string) string {
 // io.MultiReader's WriteTo and io.Copy each allocate a 32 KiB buffer per
 // request (measured: 64 KiB of the 76 KiB allocated per 100 KB request).
 //
-// It is the body of a job without a prepared Upload, so that such a job's
-// audio is not copied either.
+// It is the body of a job without a prepared Upload (so that such a job's
+// audio is not copied either), and, through an H1Transport, of a prepared
+// one too (one part); H1Transport writes the parts as they are (segments).
 type partsBody struct {
 	parts [3][]byte
 	i     int // current part
@@ -197,6 +200,9 @@ func (b *partsBody) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (b *partsBody) Close() error { return nil }
+
+// segments is what is left to send (H1Transport writes it as it is).
+func (b *partsBody) segments() [][]byte { return b.parts[b.i:] }
 
 // traceTimes collects the httptrace callbacks, which run on the
 // transport's goroutines and may fire after RoundTrip has returned.
@@ -248,12 +254,21 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 	tctx := httptrace.WithClientTrace(ctx, &tt.clientHook)
 	var req *http.Request
 	var err error
-	if up := job.Upload; up != nil && up.owner == c {
+	if up := job.Upload; up != nil && up.owner == c && !c.h1 {
 		// A bytes.Reader: net/http sets ContentLength and GetBody (which
 		// lets the transport resend on a keep-alive connection that the
 		// server had closed before anything was written) and writes the
 		// body with the headers.
 		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, bytes.NewReader(up.body))
+	} else if up != nil && up.owner == c {
+		// One part: H1Transport writes it and the head in one writev(2).
+		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, nil)
+		if err == nil {
+			body := up.body
+			req.Body = &partsBody{parts: [3][]byte{body}}
+			req.GetBody = func() (io.ReadCloser, error) { return &partsBody{parts: [3][]byte{body}}, nil }
+			req.ContentLength = int64(len(body))
+		}
 	} else {
 		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, nil)
 		if err == nil {

@@ -49,10 +49,17 @@ func TestPreparedUpload(t *testing.T) {
 // WriteBufferFor, a 100 KB request allocates a small fraction of its
 // body (both sides of the loopback counted): the body is neither rebuilt
 // nor copied into a fresh buffer per request.
+// Through net/http's transport (the https path) and through H1Transport
+// (the driver's own, for http://).
 func TestUploadAllocations(t *testing.T) {
-	s := benchtest.NewNoop(t)
 	tr := protocol.NewTransport(4)
 	tr.WriteBufferSize = protocol.WriteBufferFor(100 << 10)
+	t.Run("net/http", func(t *testing.T) { uploadAllocations(t, tr) })
+	t.Run("h1", func(t *testing.T) { uploadAllocations(t, protocol.NewH1Transport(4)) })
+}
+
+func uploadAllocations(t *testing.T, tr http.RoundTripper) {
+	s := benchtest.NewNoop(t)
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL, HTTPClient: &http.Client{Transport: tr}})
 	audio := make([]byte, 100<<10)
 	job := newJob("a", audio)
