@@ -419,4 +419,3 @@ func closeBody(req *http.Request) {
 		req.Body.Close()
 	}
 }
-
