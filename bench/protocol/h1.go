@@ -136,7 +136,8 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // exchange sends the request on c and reads the answer's head. retry
-// says the server had closed a reused connection before answering.
+// says that none of the request went out on a reused connection (which
+// the server had closed), so it may go again on another.
 func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request, head []byte, body [][]byte,
 	trace *httptrace.ClientTrace) (*http.Response, bool, error) {
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
@@ -372,6 +373,9 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 			return nil, fmt.Errorf("protocol: invalid header name %q", k)
 		}
 		for _, v := range vs {
+			if k == "User-Agent" && v == "" {
+				continue // net/http's way to send none
+			}
 			if strings.ContainsAny(v, "\r\n") {
 				return nil, fmt.Errorf("protocol: header %s: value has CR or LF", k)
 			}
