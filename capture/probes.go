@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/bpf"
+	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/cpu"
@@ -23,6 +24,7 @@ import (
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/probe/servermetrics"
+	"github.com/asrprof/asrprof/trace"
 )
 
 // probeKind is one row of the probe registry: a probe's name as --probes
@@ -116,6 +118,13 @@ type probeSet struct {
 	sinks map[string]*countingSink // name → the sink the probe writes through
 	marks map[string]uint64        // name → its record count when the pass began
 	empty map[string][]string      // name → the scored passes it recorded nothing in
+	// idle: name → the scored passes an activity-driven probe recorded
+	// nothing in while the target used under idleCPU of CPU (not failures);
+	// pid and cpuAt: the target, and its tree's CPU seconds when the pass
+	// began (-1: not read)
+	idle  map[string][]string
+	pid   int
+	cpuAt float64
 
 	// With --bpf-stats: the statistics switch, and when and from what the
 	// probes' BPF costs are counted.
@@ -234,6 +243,7 @@ func localAddr(ip net.IP) bool {
 // shows it to obs (nil: nobody).
 func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, obs Observer, auto bool, fallback func() probe.Probe, say func(string)) *probeSet {
 	set := newProbeSet()
+	set.pid = t.PID
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
 		cs := &countingSink{Sink: sink, name: p.Name(), obs: obs}
@@ -266,7 +276,8 @@ func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink pro
 
 func newProbeSet() *probeSet {
 	return &probeSet{status: map[string]string{}, details: map[string]string{},
-		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{}}
+		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{},
+		idle: map[string][]string{}, cpuAt: -1}
 }
 
 // countingSink is the sink one probe writes through: it counts the records
@@ -299,7 +310,19 @@ func (s *probeSet) periodCount(pr probe.Probe) uint64 {
 	return s.sinks[pr.Name()].n.Load() - s.marks[pr.Name()]
 }
 
+// idleCPU is the target's CPU time in a pass under which an
+// activity-driven probe may have nothing to show: at the cpu probe's 99 Hz
+// it is 3 samples' worth, and a target that ran that little gets none
+// about one pass in twenty.
+const idleCPU = 0.030
+
 func (s *probeSet) begin(p probe.Period) {
+	s.cpuAt = -1
+	for _, pr := range s.running {
+		if _, ok := pr.(probe.ActivityDriven); ok && s.pid > 0 && s.cpuAt < 0 {
+			s.cpuAt = cpulimit.TreeCPUSeconds(s.pid)
+		}
+	}
 	for _, pr := range s.running {
 		s.marks[pr.Name()] = s.sinks[pr.Name()].n.Load()
 		pr.Begin(p)
@@ -307,38 +330,73 @@ func (s *probeSet) begin(p probe.Period) {
 }
 
 // end ends the pass for every probe, and notes each probe that recorded
-// nothing in a scored pass.
+// nothing in a scored pass: a failure, unless the probe is activity-driven
+// and the target hardly ran in the pass.
 func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
+	used := -1.0
+	if s.cpuAt >= 0 {
+		used = cpulimit.TreeCPUSeconds(s.pid) - s.cpuAt
+	}
 	for _, pr := range s.running {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := pr.End(ectx, p); err != nil {
 			say(fmt.Sprintf("probe %s: %v", pr.Name(), err))
 		}
 		cancel()
-		if !p.Warmup && s.periodCount(pr) == 0 {
-			s.empty[pr.Name()] = append(s.empty[pr.Name()], fmt.Sprintf("%s repeat %d", p.Level, p.Repeat))
+		if p.Warmup || s.periodCount(pr) > 0 {
+			continue
 		}
+		pass := fmt.Sprintf("%s repeat %d", p.Level, p.Repeat)
+		if _, ok := pr.(probe.ActivityDriven); ok && used >= 0 && used < idleCPU {
+			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU)", pass, 1000*used))
+			continue
+		}
+		s.empty[pr.Name()] = append(s.empty[pr.Name()], pass)
 	}
 }
 
 // emptyReport says, as loudly as a failure, which probes were on and
-// recorded nothing in scored passes, and returns them by name with the
-// passes (manifest extra.probe_empty). passes is the number of scored
-// passes that ran.
-func (s *probeSet) emptyReport(passes int, say func(string)) map[string][]string {
-	if len(s.empty) == 0 {
-		return nil
+// recorded nothing in scored passes, and notes the activity-driven ones
+// that had nothing to record (the target idle). passes is the number of
+// scored passes that ran.
+func (s *probeSet) emptyReport(passes int, say func(string)) probeGaps {
+	which := func(got []string) string {
+		if len(got) > 4 {
+			return strings.Join(got[:4], ", ") + fmt.Sprintf(", and %d more", len(got)-4)
+		}
+		return strings.Join(got, ", ")
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.empty)) {
 		got := s.empty[name]
-		which := strings.Join(got, ", ")
-		if len(got) > 4 {
-			which = strings.Join(got[:4], ", ") + fmt.Sprintf(", and %d more", len(got)-4)
-		}
 		say(fmt.Sprintf("ERROR: probe %s was on but recorded nothing in %d of %d scored passes (%s); its tables for those passes are empty, not zero",
-			name, len(got), passes, which))
+			name, len(got), passes, which(got)))
 	}
-	return s.empty
+	for _, name := range slices.Sorted(maps.Keys(s.idle)) {
+		got := s.idle[name]
+		say(fmt.Sprintf("probe %s recorded nothing in %d of %d scored passes (%s): the server's processes used under %.0f ms of CPU in each, too little to show; an idle server, not a failure",
+			name, len(got), passes, which(got), 1000*idleCPU))
+	}
+	return probeGaps{empty: s.empty, idle: s.idle}
+}
+
+// probeGaps is what emptyReport found.
+type probeGaps struct{ empty, idle map[string][]string }
+
+// record puts the gaps in the manifest: the failures as extra.probe_empty
+// and incomplete reasons, the idle passes as extra.probe_idle.
+func (g probeGaps) record(m *trace.Manifest) {
+	if m.Extra == nil {
+		m.Extra = map[string]any{}
+	}
+	if len(g.empty) > 0 {
+		m.Extra["probe_empty"] = g.empty
+		for _, name := range slices.Sorted(maps.Keys(g.empty)) {
+			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(g.empty[name])))
+		}
+	}
+	if len(g.idle) > 0 {
+		m.Extra["probe_idle"] = g.idle
+	}
 }
 
 func (s *probeSet) stop(say func(string)) {

@@ -222,7 +222,7 @@ func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
 	pset := r.pset
 	offsets := pset.clockOffsets()
 	losses := pset.losses(r.say)
-	empty := pset.emptyReport(scoredPasses(r.manifest.Levels), r.say)
+	gaps := pset.emptyReport(scoredPasses(r.manifest.Levels), r.say)
 	bpfCost := pset.bpfReport(r.say)
 	pset.stop(r.say)
 	pset.running = nil
@@ -238,12 +238,7 @@ func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
 	if len(bpfCost) > 0 {
 		m.Extra["probe_bpf"] = bpfCost
 	}
-	if len(empty) > 0 {
-		m.Extra["probe_empty"] = empty
-		for _, name := range slices.Sorted(maps.Keys(empty)) {
-			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(empty[name])))
-		}
-	}
+	gaps.record(m)
 	if scoredPasses(m.Levels) == 0 {
 		m.Incomplete = append(m.Incomplete, "no probe period ran")
 	}
@@ -317,6 +312,7 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 	}
 	out, err := run.Finish(context.WithoutCancel(ctx))
 	if out != nil {
+		s.writeReport(context.WithoutCancel(ctx), out.Dir, func(m string) { fmt.Fprintln(s.stderr, m) })
 		fmt.Fprintf(s.stderr, "bundle: %s\n", out.Dir)
 	}
 	return out, err

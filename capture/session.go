@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -357,7 +355,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	}
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
-	empty := pset.emptyReport(scoredPasses(s.manifest.Levels), say)
+	gaps := pset.emptyReport(scoredPasses(s.manifest.Levels), say)
 	bpfCost := pset.bpfReport(say)
 	agents := pset.agents()
 	pset.stop(say)
@@ -385,12 +383,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 	if len(bpfCost) > 0 {
 		m.Extra["probe_bpf"] = bpfCost
 	}
-	if len(empty) > 0 {
-		m.Extra["probe_empty"] = empty
-		for _, name := range slices.Sorted(maps.Keys(empty)) {
-			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(empty[name])))
-		}
-	}
+	gaps.record(m)
 	recordAgents(m, agents)
 	m.Interrupted = interrupted
 	m.Finished = !interrupted

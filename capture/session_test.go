@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -338,6 +339,62 @@ func TestCaptureRunsProbes(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("sched.jsonl has no per-thread rows for level c2")
+	}
+}
+
+// activityFake is a fake probe marked activity-driven (its records would
+// be the target's own doings, as the cpu probe's samples).
+type activityFake struct{ *probetest.Fake }
+
+func (activityFake) ActivityDriven() {}
+
+// startChild starts a process for the capture to target, killed when the
+// test ends.
+func startChild(t *testing.T, name string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// An activity-driven probe that records nothing is not a failure when the
+// target hardly ran in the pass (an idle server: nothing to sample); said
+// as a note, kept as extra.probe_idle, and the capture stays complete.
+// The same probe beside a target that used its CPU is a failure.
+func TestActivityProbeEmptyOnIdleTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target []string
+		idle   bool
+	}{
+		{"idle", []string{"sleep", "60"}, true},
+		{"busy", []string{"sh", "-c", "while :; do :; done"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := benchtest.NewServer(t, benchtest.Config{Delay: 50 * time.Millisecond})
+			cfg := baseConfig(t, srv.URL, makeDataset(t, 4))
+			cfg.PID = startChild(t, tc.target[0], tc.target[1:]...)
+			samples := activityFake{&probetest.Fake{ProbeName: "samples", File: "samples.jsonl"}}
+			var out, errb bytes.Buffer
+			o, err := capture.New(cfg, &out, &errb).AddProbes(samples).Run(context.Background())
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errb.String())
+			}
+			failed := strings.Contains(errb.String(), "ERROR: probe samples was on but recorded nothing")
+			noted := strings.Contains(errb.String(), "probe samples recorded nothing in 1 of 1 scored passes (c2 repeat 1 (") &&
+				strings.Contains(errb.String(), "an idle server, not a failure")
+			idle, _ := o.Manifest.Extra["probe_idle"].(map[string][]string)
+			if tc.idle {
+				if failed || !noted || len(idle["samples"]) != 1 || !o.Manifest.Complete {
+					t.Errorf("idle target: failed %v noted %v probe_idle %v complete %v\n%s", failed, noted, idle, o.Manifest.Complete, errb.String())
+				}
+			} else if !failed || noted || len(idle) != 0 || o.Manifest.Complete {
+				t.Errorf("busy target: failed %v noted %v probe_idle %v complete %v\n%s", failed, noted, idle, o.Manifest.Complete, errb.String())
+			}
+		})
 	}
 }
 

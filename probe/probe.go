@@ -57,6 +57,15 @@ type PeriodCounter interface {
 	PeriodCount() int
 }
 
+// ActivityDriven is implemented by probes whose records come from what the
+// target does (on-CPU samples, CUDA launches), not from a clock or a poll:
+// in a pass where the target hardly ran they may rightly record nothing.
+// The capture then checks the target's CPU time over the pass before it
+// calls the empty pass a failure.
+type ActivityDriven interface {
+	ActivityDriven()
+}
+
 // BPFCoster is implemented by probes that run BPF programs of their own:
 // the programs' cumulative run time and run count since Start. The run
 // time stays zero unless BPF run-time statistics are on

@@ -552,6 +552,7 @@ func (d *captureData) provenanceSection(p *page) {
 	details, _ := m.Extra["probe_details"].(map[string]any)
 	losses, _ := m.Extra["probe_losses"].(map[string]any)
 	empty, _ := m.Extra["probe_empty"].(map[string]any)
+	idle, _ := m.Extra["probe_idle"].(map[string]any)
 	if len(probes) > 0 {
 		p.b.WriteString(`<div class="tw"><table class="data" data-table="probes"><caption>Probes and what each lost</caption><thead><tr><th>probe</th><th>state</th><th>lost</th><th>details</th></tr></thead><tbody>`)
 		names := make([]string, 0, len(probes))
@@ -563,6 +564,9 @@ func (d *captureData) provenanceSection(p *page) {
 			lost := "nothing reported"
 			if v, ok := losses[n]; ok {
 				lost = compact(v)
+			}
+			if v, ok := idle[n]; ok {
+				lost = "nothing to record, the server idle, in passes " + compact(v)
 			}
 			if v, ok := empty[n]; ok {
 				lost = "on but recorded nothing in passes " + compact(v)

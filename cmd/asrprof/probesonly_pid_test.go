@@ -1,11 +1,14 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // TestProbesOnlyDeadPID: `asrprof capture --probes-only --pid N` for a
@@ -22,5 +25,41 @@ func TestProbesOnlyDeadPID(t *testing.T) {
 	code, _, stderr := runCLI("capture", "--probes-only", "--pid", dead, "--probes", "sched", "--duration", "10m", "--out", out)
 	if code != exitUsage || !strings.Contains(stderr, "--pid "+dead+": no such process") {
 		t.Errorf("dead --pid: exit %d, want %d with the pid named: %s", code, exitUsage, stderr)
+	}
+}
+
+// TestProbesOnlyIdleServer: `asrprof capture --probes-only --pid N --probes
+// cpu` on a process that does not run (a server with no load) ends
+// complete, with a note that the cpu probe had nothing to sample, not the
+// ERROR of a probe that is on and broken (capture's
+// TestActivityProbeEmptyOnIdleTarget has the busy case).
+func TestProbesOnlyIdleServer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the cpu probe needs root")
+	}
+	idle := exec.Command("sleep", "60")
+	if err := idle.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { idle.Process.Kill(); idle.Wait() }()
+	out := filepath.Join(t.TempDir(), "p")
+	code, _, stderr := runCLI("capture", "--probes-only", "--pid", strconv.Itoa(idle.Process.Pid), "--probes", "cpu",
+		"--duration", "2s", "--out", out)
+	if strings.Contains(stderr, "probe cpu: off") || strings.Contains(stderr, "probe cpu: failed") {
+		t.Fatalf("the cpu probe did not start here:\n%s", stderr)
+	}
+	if code != exitOK || strings.Contains(stderr, "ERROR") ||
+		!strings.Contains(stderr, "probe cpu recorded nothing in 1 of 1 scored passes") || !strings.Contains(stderr, "an idle server, not a failure") {
+		t.Errorf("exit %d, want %d with the idle note and no ERROR:\n%s", code, exitOK, stderr)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Manifest.Complete || b.Manifest.Extra["probe_idle"] == nil {
+		t.Errorf("manifest complete %v, probe_idle %v", b.Manifest.Complete, b.Manifest.Extra["probe_idle"])
+	}
+	if html, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(html), "nothing to record, the server idle") {
+		t.Errorf("report.html does not say the cpu probe had nothing to record (%v)", err)
 	}
 }

@@ -132,6 +132,10 @@ func New(cfg Config) *Probe {
 // Name returns "cpu".
 func (p *Probe) Name() string { return "cpu" }
 
+// ActivityDriven marks the probe's records as the target's on-CPU samples: an
+// idle target gives none (probe.ActivityDriven).
+func (p *Probe) ActivityDriven() {}
+
 // Start starts sampling t's process tree. It returns an error wrapping
 // probe.ErrNotSupported when t.PID is 0 or the engine is not permitted
 // here (no root, perf_event_paranoid, no BPF).

@@ -109,6 +109,10 @@ func New(cfg Config) *Probe {
 // Name returns "cuda".
 func (p *Probe) Name() string { return "cuda" }
 
+// ActivityDriven marks the probe's records as the target's CUDA launches: an
+// idle target gives none (probe.ActivityDriven).
+func (p *Probe) ActivityDriven() {}
+
 // libKey names a mapped file by device and inode: one uprobe per
 // function covers every process that maps it.
 type libKey struct {
