@@ -29,6 +29,23 @@ func countConns(s *httptest.Server) *atomic.Int32 {
 	return &n
 }
 
+// okServer answers every request {"text":"ok"}, 500 ms late while slow
+// (when given) is set; it counts the connections it accepts.
+func okServer(t *testing.T, slow *atomic.Bool) (*httptest.Server, *atomic.Int32) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if slow != nil && slow.Load() {
+			time.Sleep(500 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"text":"ok"}`)
+	}))
+	conns := countConns(s)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s, conns
+}
+
 // The openai client's default transport is the H1 one: prepared and
 // unprepared uploads arrive whole, request after request on one keep-alive
 // connection, with the trace times in order.
@@ -60,14 +77,7 @@ func TestH1KeepAliveAndTimes(t *testing.T) {
 }
 
 func TestH1OneConnection(t *testing.T) {
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"text":"ok"}`)
-	}))
-	conns := countConns(s)
-	s.Start()
-	defer s.Close()
+	s, conns := okServer(t, nil)
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	for i := range 10 {
 		if r := c.Do(t.Context(), newJob(fmt.Sprint(i), []byte("audio"))); r.Err != nil || r.Text != "ok" {
@@ -124,18 +134,8 @@ func TestH1StaleConnectionRetried(t *testing.T) {
 // A request whose context ends while the server thinks fails as a timeout,
 // and its connection is not given to the next request, which succeeds.
 func TestH1Timeout(t *testing.T) {
-	slow := atomic.Bool{}
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		if slow.Load() {
-			time.Sleep(500 * time.Millisecond)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"text":"ok"}`)
-	}))
-	conns := countConns(s)
-	s.Start()
-	defer s.Close()
+	var slow atomic.Bool
+	s, conns := okServer(t, &slow)
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	if r := c.Do(t.Context(), newJob("warm", []byte("a"))); r.Err != nil {
 		t.Fatal(r.Err)
