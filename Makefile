@@ -47,7 +47,7 @@ test: deps data jaeger
 	  echo "fuzz $$fn ($$pkg, $$budget)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $$budget $$pkg || exit 1; done
 
-# Jaeger all-in-one, built once into ~/.cache/asrprof (about 10 minutes the first time).
+# Jaeger all-in-one, built once into ~/.cache/asrprof (about 4 minutes the first time on the 2-core CI machine).
 jaeger:
 	@tools/jaeger.sh >/dev/null
 
