@@ -339,11 +339,27 @@ func (d *captureData) schedPanel(tl *timeline) error {
 	if err != nil {
 		return err
 	}
+	segs, hi := d.perPass(tl, rows, func(r map[string]any) (float64, bool) {
+		return 100 * fnum(r["utilization"]), r["name"] == name
+	})
+	if len(segs) == 0 {
+		return nil
+	}
+	tl.Panels = append(tl.Panels, tlPanel{Title: "CPU of thread " + name + " (busiest), per pass", Unit: " %", Max: niceMax(max(hi, 100)),
+		Ser: []tlSeries{{Name: name, Color: color(5), Segs: segs}}})
+	return nil
+}
+
+// perPass sums value over the rows it keeps, per pass (the rows' level
+// and repeat), and returns one flat segment per pass in the order the
+// passes first appear, with the largest sum.
+func (d *captureData) perPass(tl *timeline, rows []map[string]any, value func(map[string]any) (float64, bool)) ([][][2]float64, float64) {
 	type pk struct{ a, b float64 }
 	sum := map[pk]float64{}
 	var order []pk
 	for _, r := range rows {
-		if r["name"] != name {
+		v, keep := value(r)
+		if !keep {
 			continue
 		}
 		a, b, ok := passOf(tl, d.manifest(), r)
@@ -354,10 +370,7 @@ func (d *captureData) schedPanel(tl *timeline) error {
 		if _, seen := sum[k]; !seen {
 			order = append(order, k)
 		}
-		sum[k] += 100 * fnum(r["utilization"])
-	}
-	if len(order) == 0 {
-		return nil
+		sum[k] += v
 	}
 	var segs [][][2]float64
 	hi := 0.0
@@ -365,9 +378,7 @@ func (d *captureData) schedPanel(tl *timeline) error {
 		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
 		hi = max(hi, sum[k])
 	}
-	tl.Panels = append(tl.Panels, tlPanel{Title: "CPU of thread " + name + " (busiest), per pass", Unit: " %", Max: niceMax(max(hi, 100)),
-		Ser: []tlSeries{{Name: name, Color: color(5), Segs: segs}}})
-	return nil
+	return segs, hi
 }
 
 // cudaPanel draws the CUDA launches per second of each pass (all launch
@@ -377,28 +388,9 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 	if err != nil {
 		return err
 	}
-	type pk struct{ a, b float64 }
-	sum := map[pk]float64{}
-	var order []pk
-	for _, r := range rows {
-		a, b, ok := passOf(tl, d.manifest(), r)
-		if !ok {
-			continue
-		}
-		k := pk{a, b}
-		if _, seen := sum[k]; !seen {
-			order = append(order, k)
-		}
-		sum[k] += fnum(r["per_s"])
-	}
-	if len(order) == 0 {
+	segs, hi := d.perPass(tl, rows, func(r map[string]any) (float64, bool) { return fnum(r["per_s"]), true })
+	if len(segs) == 0 {
 		return nil
-	}
-	var segs [][][2]float64
-	hi := 0.0
-	for _, k := range order {
-		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
-		hi = max(hi, sum[k])
 	}
 	tl.Panels = append(tl.Panels, tlPanel{Title: "CUDA launches per second, per pass", Unit: "/s", Max: niceMax(hi),
 		Ser: []tlSeries{{Name: "launches/s", Color: color(3), Segs: segs}}})
