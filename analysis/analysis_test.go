@@ -21,7 +21,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis/fixture"
 	"github.com/asrprof/asrprof/analysis/table"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -184,7 +184,7 @@ func TestSweepMatchesDriver(t *testing.T) {
 				t.Fatal(err)
 			}
 			jt := decodeTables(t, runScripts(t, c, Options{}, "json", "sweep"))
-			var res trace.Results
+			var res model.Results
 			b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 			if err != nil {
 				t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bench/metrics"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
@@ -29,7 +29,7 @@ import (
 type Capture struct {
 	Dir    string
 	Bundle *bundle.Bundle
-	reqs   []trace.Request // Requests(), once loaded
+	reqs   []model.Request // Requests(), once loaded
 	// Results is results.json as generic JSON (numbers as json.Number);
 	// nil when the file is absent (a killed capture).
 	Results any
@@ -46,7 +46,7 @@ type Capture struct {
 	profs  []profileSummary
 
 	passesOnce sync.Once
-	passes     []trace.PassMetrics
+	passes     []model.PassMetrics
 	passesErr  error
 
 	reqsOnce sync.Once
@@ -99,7 +99,7 @@ func Load(dir string) (*Capture, error) {
 
 // Requests returns the bundle's requests, every field of requests.jsonl,
 // in order (read from requests.parquet the first time).
-func (c *Capture) Requests() ([]trace.Request, error) {
+func (c *Capture) Requests() ([]model.Request, error) {
 	c.reqsOnce.Do(func() {
 		c.reqs, c.reqsErr = c.Tables.Requests()
 		if c.reqsErr != nil {
@@ -115,7 +115,7 @@ func (c *Capture) Requests() ([]trace.Request, error) {
 // results.json (which holds the scored passes of a capture that finished).
 // They are kept with the tables (tables/passes.json) while requests.jsonl
 // and the manifest's passes are as they were.
-func (c *Capture) Passes() ([]trace.PassMetrics, error) {
+func (c *Capture) Passes() ([]model.PassMetrics, error) {
 	c.passesOnce.Do(func() {
 		slo, err := metrics.SLOOf(c.Bundle.Manifest)
 		if err != nil {
@@ -123,7 +123,7 @@ func (c *Capture) Passes() ([]trace.PassMetrics, error) {
 			return
 		}
 		key, _ := json.Marshal(struct {
-			Levels []trace.LevelRun `json:"levels"`
+			Levels []model.LevelRun `json:"levels"`
 			SLO    string           `json:"slo,omitempty"`
 		}{c.Bundle.Manifest.Levels, slo.String()})
 		if c.Tables.Derived("passes", string(key), &c.passes) {

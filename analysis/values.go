@@ -17,7 +17,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
@@ -434,7 +434,7 @@ func stringList(ss []string) *starlark.List {
 	return l
 }
 
-func levelsValue(ls []trace.LevelRun) starlark.Value {
+func levelsValue(ls []model.LevelRun) starlark.Value {
 	out := make([]starlark.Value, len(ls))
 	for i, l := range ls {
 		wall := l.WallS
@@ -458,24 +458,24 @@ func levelsValue(ls []trace.LevelRun) starlark.Value {
 }
 
 // passesValue is capture.passes: one mapping per pass (passFields).
-func passesValue(ps []trace.PassMetrics) starlark.Value {
+func passesValue(ps []model.PassMetrics) starlark.Value {
 	return &listView{typ: "passes", n: len(ps), at: func(i int) starlark.Value {
 		return &mapView{typ: "pass_metrics", m: passFields(ps[i])}
 	}}
 }
 
 // passFields is what a script sees of one pass's metrics: every field of
-// trace.PassMetrics under its results.json name (an optional metric the
+// model.PassMetrics under its results.json name (an optional metric the
 // pass lacks, such as TTFT without streaming, is None), its coverage
 // flattened (total, evaluated, skipped, failed, failure_kinds), and done:
 // the requests that succeeded (total − failed).
-func passFields(pm trace.PassMetrics) map[string]any {
+func passFields(pm model.PassMetrics) map[string]any {
 	m := map[string]any{}
 	rv := reflect.ValueOf(pm)
 	for _, f := range reflect.VisibleFields(rv.Type()) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch x := rv.FieldByIndex(f.Index).Interface().(type) {
-		case trace.Coverage:
+		case model.Coverage:
 			kinds := map[string]any{}
 			for k, n := range x.FailureKinds {
 				kinds[k] = n
@@ -533,25 +533,25 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 // Accessors of one field of a request, by the field's Starlark type.
 type requestAttr = func(*requestValue) (starlark.Value, error)
 
-func reqStr(f func(*trace.Request) string) requestAttr {
+func reqStr(f func(*model.Request) string) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) { return starlark.String(f(&v.c.reqs[v.i])), nil }
 }
-func reqInt(f func(*trace.Request) int) requestAttr {
+func reqInt(f func(*model.Request) int) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(f(&v.c.reqs[v.i])), nil }
 }
-func reqNs(f func(*trace.Request) int64) requestAttr {
+func reqNs(f func(*model.Request) int64) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt64(f(&v.c.reqs[v.i])), nil }
 }
-func reqFloat(f func(*trace.Request) float64) requestAttr {
+func reqFloat(f func(*model.Request) float64) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) { return starlark.Float(f(&v.c.reqs[v.i])), nil }
 }
-func reqBool(f func(*trace.Request) bool) requestAttr {
+func reqBool(f func(*model.Request) bool) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) { return starlark.Bool(f(&v.c.reqs[v.i])), nil }
 }
 
 // reqOpt is a float that realtime sessions have and file requests lack
 // (None).
-func reqOpt(f func(*trace.Request) *float64) requestAttr {
+func reqOpt(f func(*model.Request) *float64) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) {
 		if x := f(&v.c.reqs[v.i]); x != nil {
 			return starlark.Float(*x), nil
@@ -561,34 +561,34 @@ func reqOpt(f func(*trace.Request) *float64) requestAttr {
 }
 
 var requestAttrs = attrTable[*requestValue]{
-	"id":                  reqStr(func(r *trace.Request) string { return r.ID }),
+	"id":                  reqStr(func(r *model.Request) string { return r.ID }),
 	"index":               func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(v.i), nil },
-	"sample_id":           reqStr(func(r *trace.Request) string { return r.SampleID }),
-	"level":               reqStr(func(r *trace.Request) string { return r.Level }),
-	"repeat":              reqInt(func(r *trace.Request) int { return r.Repeat }),
-	"warmup":              reqBool(func(r *trace.Request) bool { return r.Warmup }),
-	"trace_id":            reqStr(func(r *trace.Request) string { return r.TraceID }),
-	"request_id":          reqStr(func(r *trace.Request) string { return r.RequestID }),
-	"server_request_id":   reqStr(func(r *trace.Request) string { return r.ServerRequestID }),
-	"intended_unix_ns":    reqNs(func(r *trace.Request) int64 { return r.IntendedUnixNs }),
-	"start_unix_ns":       reqNs(func(r *trace.Request) int64 { return r.StartUnixNs }),
-	"upload_done_unix_ns": reqNs(func(r *trace.Request) int64 { return r.UploadDoneUnixNs }),
-	"first_byte_unix_ns":  reqNs(func(r *trace.Request) int64 { return r.FirstByteUnixNs }),
-	"first_token_unix_ns": reqNs(func(r *trace.Request) int64 { return r.FirstTokenUnixNs }),
-	"end_unix_ns":         reqNs(func(r *trace.Request) int64 { return r.EndUnixNs }),
-	"latency_s":           reqFloat(func(r *trace.Request) float64 { return r.LatencyS }),
-	"ttft_s":              reqFloat(func(r *trace.Request) float64 { return r.TTFTS }),
+	"sample_id":           reqStr(func(r *model.Request) string { return r.SampleID }),
+	"level":               reqStr(func(r *model.Request) string { return r.Level }),
+	"repeat":              reqInt(func(r *model.Request) int { return r.Repeat }),
+	"warmup":              reqBool(func(r *model.Request) bool { return r.Warmup }),
+	"trace_id":            reqStr(func(r *model.Request) string { return r.TraceID }),
+	"request_id":          reqStr(func(r *model.Request) string { return r.RequestID }),
+	"server_request_id":   reqStr(func(r *model.Request) string { return r.ServerRequestID }),
+	"intended_unix_ns":    reqNs(func(r *model.Request) int64 { return r.IntendedUnixNs }),
+	"start_unix_ns":       reqNs(func(r *model.Request) int64 { return r.StartUnixNs }),
+	"upload_done_unix_ns": reqNs(func(r *model.Request) int64 { return r.UploadDoneUnixNs }),
+	"first_byte_unix_ns":  reqNs(func(r *model.Request) int64 { return r.FirstByteUnixNs }),
+	"first_token_unix_ns": reqNs(func(r *model.Request) int64 { return r.FirstTokenUnixNs }),
+	"end_unix_ns":         reqNs(func(r *model.Request) int64 { return r.EndUnixNs }),
+	"latency_s":           reqFloat(func(r *model.Request) float64 { return r.LatencyS }),
+	"ttft_s":              reqFloat(func(r *model.Request) float64 { return r.TTFTS }),
 	"chunk_gaps_s":        func(v *requestValue) (starlark.Value, error) { return toValue(v.c.reqs[v.i].ChunkGapsS), nil },
-	"audio_duration_s":    reqFloat(func(r *trace.Request) float64 { return r.AudioDurationS }),
-	"http_status":         reqInt(func(r *trace.Request) int { return r.HTTPStatus }),
-	"status":              reqStr(func(r *trace.Request) string { return r.Status }),
-	"ok":                  reqBool(func(r *trace.Request) bool { return r.Status == trace.StatusOK }),
-	"error_kind":          reqStr(func(r *trace.Request) string { return r.ErrorKind }),
-	"error":               reqStr(func(r *trace.Request) string { return r.Error }),
-	"hyp":                 reqStr(func(r *trace.Request) string { return r.Hyp }),
-	"ref":                 reqStr(func(r *trace.Request) string { return r.Ref }),
-	"lang":                reqStr(func(r *trace.Request) string { return r.Lang }),
-	"scored":              reqBool(func(r *trace.Request) bool { return r.Scored }),
+	"audio_duration_s":    reqFloat(func(r *model.Request) float64 { return r.AudioDurationS }),
+	"http_status":         reqInt(func(r *model.Request) int { return r.HTTPStatus }),
+	"status":              reqStr(func(r *model.Request) string { return r.Status }),
+	"ok":                  reqBool(func(r *model.Request) bool { return r.Status == model.StatusOK }),
+	"error_kind":          reqStr(func(r *model.Request) string { return r.ErrorKind }),
+	"error":               reqStr(func(r *model.Request) string { return r.Error }),
+	"hyp":                 reqStr(func(r *model.Request) string { return r.Hyp }),
+	"ref":                 reqStr(func(r *model.Request) string { return r.Ref }),
+	"lang":                reqStr(func(r *model.Request) string { return r.Lang }),
+	"scored":              reqBool(func(r *model.Request) bool { return r.Scored }),
 	"errors": func(v *requestValue) (starlark.Value, error) {
 		e := v.c.reqs[v.i].Errors
 		if e == nil {
@@ -600,17 +600,17 @@ var requestAttrs = attrTable[*requestValue]{
 		}), nil
 	},
 	// Realtime sessions (None or zero for file requests).
-	"first_update_s":     reqOpt(func(r *trace.Request) *float64 { return r.FirstUpdateS }),
-	"final_after_stop_s": reqOpt(func(r *trace.Request) *float64 { return r.FinalAfterStopS }),
-	"lag_p95_s":          reqOpt(func(r *trace.Request) *float64 { return r.LagP95S }),
-	"lag_max_s":          reqOpt(func(r *trace.Request) *float64 { return r.LagMaxS }),
-	"lag_growth_s":       reqOpt(func(r *trace.Request) *float64 { return r.LagGrowthS }),
-	"send_late_max_s":    reqOpt(func(r *trace.Request) *float64 { return r.SendLateMaxS }),
-	"lag_source":         reqStr(func(r *trace.Request) string { return r.LagSource }),
-	"partials":           reqInt(func(r *trace.Request) int { return r.Partials }),
-	"finals":             reqInt(func(r *trace.Request) int { return r.Finals }),
-	"server_errors":      reqInt(func(r *trace.Request) int { return r.ServerErrors }),
-	"audio_s":            reqFloat(func(r *trace.Request) float64 { return r.AudioS }),
+	"first_update_s":     reqOpt(func(r *model.Request) *float64 { return r.FirstUpdateS }),
+	"final_after_stop_s": reqOpt(func(r *model.Request) *float64 { return r.FinalAfterStopS }),
+	"lag_p95_s":          reqOpt(func(r *model.Request) *float64 { return r.LagP95S }),
+	"lag_max_s":          reqOpt(func(r *model.Request) *float64 { return r.LagMaxS }),
+	"lag_growth_s":       reqOpt(func(r *model.Request) *float64 { return r.LagGrowthS }),
+	"send_late_max_s":    reqOpt(func(r *model.Request) *float64 { return r.SendLateMaxS }),
+	"lag_source":         reqStr(func(r *model.Request) string { return r.LagSource }),
+	"partials":           reqInt(func(r *model.Request) int { return r.Partials }),
+	"finals":             reqInt(func(r *model.Request) int { return r.Finals }),
+	"server_errors":      reqInt(func(r *model.Request) int { return r.ServerErrors }),
+	"audio_s":            reqFloat(func(r *model.Request) float64 { return r.AudioS }),
 	// The join.
 	"spans": func(v *requestValue) (starlark.Value, error) {
 		ix, err := v.c.join()

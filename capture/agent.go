@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -139,8 +139,8 @@ type agentProbe struct {
 	out      probe.Sink
 	count    int
 	beginErr error
-	clocks   []trace.AgentClock
-	manifest *trace.Manifest // the agent's, once fetched
+	clocks   []model.AgentClock
+	manifest *model.Manifest // the agent's, once fetched
 	files    []string        // bundle files that came back
 	fetchErr error
 }
@@ -301,7 +301,7 @@ func (a *agentProbe) Stop(ctx context.Context) error {
 	var buf bytes.Buffer
 	err := a.do(ctx, http.MethodGet, a.path("/bundle"), nil, &buf)
 	var files []string
-	var m *trace.Manifest
+	var m *model.Manifest
 	if err == nil {
 		files, m, err = a.unpack(&buf)
 	}
@@ -322,14 +322,14 @@ func (a *agentProbe) Stop(ctx context.Context) error {
 // this bundle, under dir(); the agent's manifest goes to
 // agents/<host>/manifest.json. What is the driver's (requests, results)
 // or derived (tables) is not taken.
-func (a *agentProbe) unpack(r io.Reader) ([]string, *trace.Manifest, error) {
+func (a *agentProbe) unpack(r io.Reader) ([]string, *model.Manifest, error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: bundle: %w", a.base, err)
 	}
 	tr := tar.NewReader(zr)
 	var files []string
-	var m *trace.Manifest
+	var m *model.Manifest
 	agentDir := "agents/" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(a.host) + "/"
 	for {
 		h, err := tr.Next()
@@ -355,7 +355,7 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *trace.Manifest, error) {
 			return files, m, fmt.Errorf("agent %s: bundle %s: %w", a.base, name, err)
 		}
 		if name == bundle.ManifestFile {
-			var am trace.Manifest
+			var am model.Manifest
 			if json.Unmarshal(b, &am) == nil {
 				m = &am
 			}
@@ -373,7 +373,7 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *trace.Manifest, error) {
 }
 
 // report is what the capture's manifest keeps of the agent.
-func (a *agentProbe) report() (map[string]any, []trace.AgentClock, []string) {
+func (a *agentProbe) report() (map[string]any, []model.AgentClock, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := map[string]any{"url": a.base, "capture": a.id, "probes": a.status, "files": a.files}
@@ -403,8 +403,8 @@ func (a *agentProbe) report() (map[string]any, []trace.AgentClock, []string) {
 // the one with the smallest round-trip time gives the offset (the agent's
 // clock minus ours, ((t1-t0)+(t2-t3))/2) and its uncertainty (half that
 // round trip, less the agent's own time between t1 and t2).
-func MeasureClock(ctx context.Context, c *http.Client, base, token string, n int) (trace.AgentClock, error) {
-	best := trace.AgentClock{Agent: base, MinRTTNs: -1}
+func MeasureClock(ctx context.Context, c *http.Client, base, token string, n int) (model.AgentClock, error) {
+	best := model.AgentClock{Agent: base, MinRTTNs: -1}
 	for i := 0; i < n; i++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+AgentTimePath, nil)
 		if err != nil {
@@ -462,7 +462,7 @@ func agentLosses(agents []*agentProbe) map[string]string {
 // recordAgents puts what the stopped agents did into the manifest: their
 // clocks (Clock.Agents), where their files are (extra.agents), and what
 // their own captures missed (Incomplete).
-func recordAgents(m *trace.Manifest, agents []*agentProbe) {
+func recordAgents(m *model.Manifest, agents []*agentProbe) {
 	if len(agents) == 0 {
 		return
 	}

@@ -5,14 +5,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // CoverageGap says what a scored pass (or a level, or a run) is missing, ""
 // when every sample was evaluated. Skipped is total − evaluated, as
 // SGLang-Omni counts it; the reasons follow it: the failed requests by
 // kind, and the samples whose reference is empty after normalization.
-func CoverageGap(c trace.Coverage) string {
+func CoverageGap(c model.Coverage) string {
 	skipped := c.Total - c.Evaluated
 	if skipped == 0 && c.Failed == 0 {
 		return ""

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Version is asrprof's version, set at link time by the Makefile.
@@ -77,8 +77,8 @@ func probeTarget(ctx context.Context, base string, ready time.Duration, notify f
 	}
 }
 
-func buildFingerprint(target string, models any, dsSHA string, n int) trace.Fingerprint {
-	fp := trace.Fingerprint{
+func buildFingerprint(target string, models any, dsSHA string, n int) model.Fingerprint {
+	fp := model.Fingerprint{
 		Version:       Version,
 		GoVersion:     runtime.Version(),
 		CPUCount:      runtime.NumCPU(),

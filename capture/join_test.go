@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -23,7 +23,7 @@ func TestJoinWithoutServerSpans(t *testing.T) {
 	tr := clientspan.New(spans.NewWriter(w), nil)
 	const t0 = int64(1_800_000_000_000_000_000)
 	for i, id := range []string{"1", "2", "3"} {
-		rec := &trace.Request{ID: id, SampleID: "s" + id, Level: "c1", Repeat: 1, Status: trace.StatusOK, HTTPStatus: 200,
+		rec := &model.Request{ID: id, SampleID: "s" + id, Level: "c1", Repeat: 1, Status: model.StatusOK, HTTPStatus: 200,
 			StartUnixNs: t0 + int64(i)*1e6, UploadDoneUnixNs: t0 + int64(i)*1e6 + 1e5, FirstByteUnixNs: t0 + int64(i)*1e6 + 2e5, EndUnixNs: t0 + int64(i)*1e6 + 3e5}
 		_, end := tr.Start(context.Background(), rec)
 		end(rec)

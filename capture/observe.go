@@ -1,8 +1,8 @@
 package capture
 
 import (
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // Observer sees what a capture records while it records it: asrprof
@@ -13,7 +13,7 @@ type Observer interface {
 	// RequestStarted is called as the driver sends a request.
 	RequestStarted()
 	// RequestDone is called with every finished request (warmup included).
-	RequestDone(r *trace.Request)
+	RequestDone(r *model.Request)
 	// ProbeRecord is called with every record a probe appends, before it
 	// is written: the probe's name, the bundle file and the probe's own
 	// record type (*gpu.UtilRecord, sched.Record, cuda.Record, ...).

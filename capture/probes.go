@@ -17,6 +17,7 @@ import (
 	"github.com/asrprof/asrprof/internal/bpf"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/cuda"
@@ -24,7 +25,6 @@ import (
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // probeKind is one row of the probe registry: a probe's name as --probes
@@ -384,7 +384,7 @@ type probeGaps struct{ empty, idle map[string][]string }
 
 // record puts the gaps in the manifest: the failures as extra.probe_empty
 // and incomplete reasons, the idle passes as extra.probe_idle.
-func (g probeGaps) record(m *trace.Manifest) {
+func (g probeGaps) record(m *model.Manifest) {
 	if m.Extra == nil {
 		m.Extra = map[string]any{}
 	}

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proc"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/tables"
 )
@@ -86,7 +86,7 @@ type ProbeRun struct {
 	mu       sync.Mutex
 	w        *bundle.Writer
 	pset     *probeSet
-	manifest trace.Manifest
+	manifest model.Manifest
 	open     *probe.Period // the period begun and not yet ended
 	done     *Outcome
 }
@@ -195,7 +195,7 @@ func (r *ProbeRun) endLocked(ctx context.Context, p probe.Period) map[string]uin
 	if r.obs != nil {
 		r.obs.PeriodEnded(p)
 	}
-	r.manifest.Levels = append(r.manifest.Levels, trace.LevelRun{
+	r.manifest.Levels = append(r.manifest.Levels, model.LevelRun{
 		Level: p.Level, Repeat: p.Repeat, Warmup: p.Warmup,
 		StartUnixNs: p.StartUnixNs, EndUnixNs: p.EndUnixNs, WallS: float64(p.EndUnixNs-p.StartUnixNs) / 1e9,
 	})

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // progress shows a bar per pass on a terminal and plain lines otherwise.
@@ -84,7 +84,7 @@ func (p *progress) done(ok bool) {
 	}
 }
 
-func (p *progress) end(m trace.PassMetrics) {
+func (p *progress) end(m model.PassMetrics) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quiet {

@@ -17,8 +17,8 @@ import (
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -162,7 +162,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		Realtime: realtimeProtocol(cfg.Protocol),
 		Dialect:  cfg.Dialect,
 		Pace:     cfg.Pace,
-		OnRecord: func(r *trace.Request) {
+		OnRecord: func(r *model.Request) {
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
 			}
@@ -339,9 +339,9 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 // proxyLevels finds the client's levels in recs, sets every record's
 // level and repeat, rewrites requests.jsonl with them, and records each
 // phase in the manifest as a pass; it returns results.json.
-func (s *Session) proxyLevels(recs []trace.Request, start, end time.Time, say func(string)) (trace.Results, error) {
+func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say func(string)) (model.Results, error) {
 	cfg := &s.cfg
-	results := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
+	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
 	phases, err := proxy.InferLevels(recs, proxy.LevelOptions{Gap: cfg.LevelGap, Names: cfg.ProxyLevels})
 	if err != nil {
 		// The records stay, unassigned; the manifest says why.
@@ -358,17 +358,17 @@ func (s *Session) proxyLevels(recs []trace.Request, start, end time.Time, say fu
 		return results, err
 	}
 	var names []string
-	byLevel := map[string][]trace.PassMetrics{}
+	byLevel := map[string][]model.PassMetrics{}
 	var order []string
 	s.mu.Lock()
 	for _, ph := range phases {
-		prs := make([]trace.Request, len(ph.Requests))
+		prs := make([]model.Request, len(ph.Requests))
 		for k, i := range ph.Requests {
 			prs[k] = recs[i]
 		}
 		pm := metrics.Pass(prs, ph.WallS)
 		pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = ph.Level, ph.Concurrency, ph.Rate, ph.Repeat
-		s.manifest.Levels = append(s.manifest.Levels, trace.LevelRun{
+		s.manifest.Levels = append(s.manifest.Levels, model.LevelRun{
 			Level: ph.Level, Concurrency: ph.Concurrency, Rate: ph.Rate, Repeat: ph.Repeat,
 			StartUnixNs: ph.StartUnixNs, EndUnixNs: ph.EndUnixNs, WallS: ph.WallS,
 		})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/score"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // RawRecord is one line of a --save-raw-dir file: one sample of one scored
@@ -43,8 +43,8 @@ const emptyRefError = "Empty reference after normalization"
 // RawRecords turns the records of one pass into raw records, one per item in
 // dataset order (a sample the pass has no record of is "No transcription",
 // as theirs says).
-func RawRecords(items []driver.Item, recs []trace.Request) []RawRecord {
-	bySample := make(map[string]*trace.Request, len(recs))
+func RawRecords(items []driver.Item, recs []model.Request) []RawRecord {
+	bySample := make(map[string]*model.Request, len(recs))
 	for i := range recs {
 		bySample[recs[i].SampleID] = &recs[i]
 	}
@@ -55,7 +55,7 @@ func RawRecords(items []driver.Item, recs []trace.Request) []RawRecord {
 		switch {
 		case r == nil:
 			raw.Error = "No transcription"
-		case r.Status != trace.StatusOK:
+		case r.Status != model.StatusOK:
 			raw.Error = r.Error
 			if raw.Error == "" {
 				raw.Error = "No transcription"
@@ -118,7 +118,7 @@ func prepareRawDir(dir string) error {
 }
 
 // writeRaw writes one pass's raw records into dir.
-func writeRaw(dir string, lv Level, repeat int, items []driver.Item, recs []trace.Request) error {
+func writeRaw(dir string, lv Level, repeat int, items []driver.Item, recs []model.Request) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--save-raw-dir: %w", err)
 	}

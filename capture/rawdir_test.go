@@ -5,16 +5,16 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/driver"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestRawRecords(t *testing.T) {
 	items := []driver.Item{{SampleID: "a", Ref: "你好，世界", Lang: "zh"}, {SampleID: "b", Ref: "x"}, {SampleID: "c", Ref: "y"}}
-	recs := []trace.Request{
+	recs := []model.Request{
 		// Completion order, not dataset order.
-		{SampleID: "b", Status: trace.StatusFailed, Error: "HTTP 503: busy", LatencyS: 2, AudioDurationS: 3},
-		{SampleID: "a", Status: trace.StatusOK, Hyp: "你好世界", Ref: "你好，世界", Lang: "zh", LatencyS: 0.5, AudioDurationS: 2,
-			Scored: true, Errors: &trace.WordErrors{Sub: 1, RefWords: 4}, FirstTokenUnixNs: 1, TTFTS: 0.1, ChunkGapsS: []float64{0.02, 0.03}},
+		{SampleID: "b", Status: model.StatusFailed, Error: "HTTP 503: busy", LatencyS: 2, AudioDurationS: 3},
+		{SampleID: "a", Status: model.StatusOK, Hyp: "你好世界", Ref: "你好，世界", Lang: "zh", LatencyS: 0.5, AudioDurationS: 2,
+			Scored: true, Errors: &model.WordErrors{Sub: 1, RefWords: 4}, FirstTokenUnixNs: 1, TTFTS: 0.1, ChunkGapsS: []float64{0.02, 0.03}},
 	}
 	wer, ttft := 0.25, 0.1
 	want := []RawRecord{

@@ -18,7 +18,7 @@ import (
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
@@ -39,7 +39,7 @@ func freeAddr(t *testing.T) string {
 }
 
 type joined struct {
-	reqs []trace.Request
+	reqs []model.Request
 	ix   *join.Index
 }
 
@@ -69,7 +69,7 @@ func loadJoined(t *testing.T, dir string) joined {
 // (scheduler_queue_enter → scheduler_prefill_start), in seconds.
 func meanQueue(j joined, level string) (fromSpans, fromEvents float64, n int) {
 	for i, r := range j.reqs {
-		if r.Level != level || r.Status != trace.StatusOK {
+		if r.Level != level || r.Status != model.StatusOK {
 			continue
 		}
 		n++
@@ -210,7 +210,7 @@ func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	cov := o.Manifest.Coverage
-	if cov.FailureKinds[trace.FailHTTP5xx] == 0 || cov.Total != 16 || cov.Evaluated == 0 {
+	if cov.FailureKinds[model.FailHTTP5xx] == 0 || cov.Total != 16 || cov.Evaluated == 0 {
 		t.Fatalf("coverage %+v: want some 503s and some successes", cov)
 	}
 	if !o.Manifest.Finished || o.Manifest.Complete {
@@ -218,7 +218,7 @@ func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
 	}
 	reqs, _ := (&bundle.Bundle{Dir: cfg.Out}).Requests()
 	for _, r := range reqs {
-		if r.ErrorKind == trace.FailHTTP5xx && (r.HTTPStatus != 503 || !strings.Contains(r.Error, "503")) {
+		if r.ErrorKind == model.FailHTTP5xx && (r.HTTPStatus != 503 || !strings.Contains(r.Error, "503")) {
 			t.Errorf("a 5xx record without its status: %+v", r)
 		}
 	}
@@ -259,7 +259,7 @@ func TestRefserverKilledMidCapture(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	cov := o.Manifest.Coverage
-	if cov.Failed == 0 || cov.FailureKinds[trace.FailConnection] == 0 || o.Manifest.Complete || cov.Total != 12 {
+	if cov.Failed == 0 || cov.FailureKinds[model.FailConnection] == 0 || o.Manifest.Complete || cov.Total != 12 {
 		t.Errorf("coverage %+v complete=%v: want connection failures and complete=false", cov, o.Manifest.Complete)
 	}
 }
@@ -286,7 +286,7 @@ func stageTotalMatchesSpans(t *testing.T, dir string, j joined) {
 	}
 	sum, n := map[string]float64{}, map[string]int{}
 	for i, r := range j.reqs {
-		if r.Warmup || r.Status != trace.StatusOK {
+		if r.Warmup || r.Status != model.StatusOK {
 			continue
 		}
 		for _, s := range j.ix.ServerSpans(i) {

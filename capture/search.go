@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // SearchFile is the search's record in the bundle (--find-max).
@@ -180,7 +180,7 @@ func (s *searcher) level() (Level, bool) {
 }
 
 // record takes the outcome of the level just run and plans the next.
-func (s *searcher) record(lr trace.LevelResult, requests int) {
+func (s *searcher) record(lr model.LevelResult, requests int) {
 	v := s.next
 	p := SearchProbe{Level: lr.Level, Value: v, Phase: s.phase, Attainment: 1, Requests: requests,
 		LatencyP95S: lr.LatencyP95S.Mean}
@@ -341,7 +341,7 @@ func (l *levelSource) next() (Level, bool) {
 }
 
 // done takes a finished level's summary and the requests it sent.
-func (l *levelSource) done(lr trace.LevelResult, sent int) {
+func (l *levelSource) done(lr model.LevelResult, sent int) {
 	if l.search != nil {
 		l.search.record(lr, sent)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/metrics"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // drive runs a searcher against a made-up server whose attainment is
@@ -27,7 +27,7 @@ func drive(t *testing.T, cfg Config, att func(v float64) float64) ([]float64, *s
 		}
 		path = append(path, v)
 		a := att(v)
-		lr := trace.LevelResult{Level: lv.Name, PerRepeat: []trace.PassMetrics{{SLOAttainment: &a}, {SLOAttainment: &a}}}
+		lr := model.LevelResult{Level: lv.Name, PerRepeat: []model.PassMetrics{{SLOAttainment: &a}, {SLOAttainment: &a}}}
 		s.record(lr, 10)
 	}
 	t.Fatalf("the search did not stop: %v", path)
@@ -91,7 +91,7 @@ func TestSearcherWorstRepeat(t *testing.T) {
 	slo, _ := metrics.ParseSLO("latency=1s")
 	s := newSearcher(&Config{Concurrency: []int{4}, SLO: slo, Search: &Search{Attainment: 0.9, Tolerance: 1}})
 	hi, lo := 1.0, 0.8
-	s.record(trace.LevelResult{Level: "c4", PerRepeat: []trace.PassMetrics{{SLOAttainment: &hi}, {SLOAttainment: &lo}}}, 8)
+	s.record(model.LevelResult{Level: "c4", PerRepeat: []model.PassMetrics{{SLOAttainment: &hi}, {SLOAttainment: &lo}}}, 8)
 	if p := s.res.Probes[0]; p.Pass || p.Attainment != 0.8 || s.hi != 4 {
 		t.Errorf("probe %+v hi %v", p, s.hi)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proc"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/tables"
 )
@@ -33,8 +33,8 @@ var ErrInterrupted = errors.New("capture interrupted")
 // Outcome is what a finished (or stopped) capture produced.
 type Outcome struct {
 	Dir      string
-	Manifest trace.Manifest
-	Results  trace.Results
+	Manifest model.Manifest
+	Results  model.Results
 	Search   *SearchResult // --find-max only
 }
 
@@ -51,7 +51,7 @@ type Session struct {
 	report Report        // WriteReport
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
-	manifest trace.Manifest
+	manifest model.Manifest
 	w        *bundle.Writer
 	writeErr error
 
@@ -161,11 +161,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Timeout: sessionTimeout(cfg, items),
 		Tracer:  tr.client,
 		OnStart: s.onStart(),
-		OnRecord: func(r *trace.Request) {
+		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
 				s.obs.RequestDone(r)
 			}
-			prog.done(r.Status == trace.StatusOK)
+			prog.done(r.Status == model.StatusOK)
 			if err := w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
 			}
@@ -192,20 +192,20 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 
 // newManifest is the manifest written before the first request: complete
 // and finished stay false until the capture ends cleanly.
-func newManifest(cfg *Config, fp trace.Fingerprint, bad int) (trace.Manifest, error) {
+func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, error) {
 	rec, err := cfg.Record()
 	if err != nil {
-		return trace.Manifest{}, err
+		return model.Manifest{}, err
 	}
 	start := time.Now()
-	m := trace.Manifest{
-		Schema:      trace.Schema,
+	m := model.Manifest{
+		Schema:      model.Schema,
 		StartUnixNs: start.UnixNano(),
 		Config:      rec,
 		Fingerprint: fp,
-		Levels:      []trace.LevelRun{},
-		Clock:       trace.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
-		Coverage:    trace.Coverage{BadInput: bad},
+		Levels:      []model.LevelRun{},
+		Clock:       model.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
+		Coverage:    model.Coverage{BadInput: bad},
 	}
 	if bad > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
@@ -261,9 +261,9 @@ func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say fun
 // runPasses runs every level: the warmup pass if asked, then the scored
 // repeats, each a probe period. It stops after the pass in which ctx was
 // cancelled (interrupted), and summarises only passes that ran whole.
-func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pset *probeSet, prog *progress, say func(string)) (trace.Results, bool, error) {
+func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pset *probeSet, prog *progress, say func(string)) (model.Results, bool, error) {
 	cfg := &s.cfg
-	results := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
+	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
 	levels := newLevelSource(cfg)
 	defer func() { s.search = levels.search }()
 	for {
@@ -273,7 +273,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 		}
 		sent := 0
 		dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed}
-		var passes []trace.PassMetrics
+		var passes []model.PassMetrics
 		first := 1
 		if cfg.Warmup {
 			first = 0 // repeat 0 is the warmup pass
@@ -301,7 +301,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			// summarised as if it were complete.
 			stopped := ctx.Err() != nil
 			s.mu.Lock()
-			s.manifest.Levels = append(s.manifest.Levels, trace.LevelRun{
+			s.manifest.Levels = append(s.manifest.Levels, model.LevelRun{
 				Level: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate,
 				Repeat: repeat, Warmup: warmup,
 				StartUnixNs: res.Start.UnixNano(), EndUnixNs: res.End.UnixNano(), WallS: res.WallS(),
@@ -340,7 +340,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 // finish writes results.json, stops the probes and the tracing side, and
 // finalizes the manifest with its verdict; then prints the tables
 // (PrintTables).
-func (s *Session) finish(ctx context.Context, results trace.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
+func (s *Session) finish(ctx context.Context, results model.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
 	cfg := &s.cfg
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
@@ -429,7 +429,7 @@ func (s *Session) finish(ctx context.Context, results trace.Results, interrupted
 }
 
 // scoredPasses counts the scored passes that ran.
-func scoredPasses(levels []trace.LevelRun) int {
+func scoredPasses(levels []model.LevelRun) int {
 	n := 0
 	for _, l := range levels {
 		if !l.Warmup {
@@ -440,7 +440,7 @@ func scoredPasses(levels []trace.LevelRun) int {
 }
 
 // coverageGap says what a scored pass is missing ("" when nothing).
-func coverageGap(m trace.PassMetrics) string { return CoverageGap(m.Coverage) }
+func coverageGap(m model.PassMetrics) string { return CoverageGap(m.Coverage) }
 
 func (s *Session) noteWriteErr(err error) {
 	s.mu.Lock()

@@ -23,7 +23,7 @@ import (
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/probetest"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -169,7 +169,7 @@ func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	cov := o.Manifest.Coverage
-	want := map[string]int{trace.FailHTTP4xx: 1, trace.FailHTTP5xx: 1, trace.FailConnection: 1, trace.FailMalformed: 1, trace.FailTimeout: 1}
+	want := map[string]int{model.FailHTTP4xx: 1, model.FailHTTP5xx: 1, model.FailConnection: 1, model.FailMalformed: 1, model.FailTimeout: 1}
 	for k, v := range want {
 		if cov.FailureKinds[k] != v {
 			t.Errorf("failure kind %s: %d, want %d (all: %v)", k, cov.FailureKinds[k], v, cov.FailureKinds)

@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/events"
@@ -33,7 +33,7 @@ type tracing struct {
 	eventDir string // where the server writes its event files (--profile-url)
 }
 
-func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp trace.Fingerprint, say func(string)) (*tracing, error) {
+func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.Fingerprint, say func(string)) (*tracing, error) {
 	t := &tracing{cfg: cfg, store: spans.NewWriter(w)}
 	t.client = clientspan.New(t.store, map[string]string{
 		"asrprof.capture": filepath.Base(cfg.Out),

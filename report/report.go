@@ -16,8 +16,8 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // File is the report's name inside a bundle (`asrprof capture` writes it).
@@ -274,6 +274,6 @@ func (d *captureData) cdfs() ([]cdfSeries, error) {
 }
 
 // manifest is the capture's manifest.
-func (d *captureData) manifest() *trace.Manifest { return &d.c.Bundle.Manifest }
+func (d *captureData) manifest() *model.Manifest { return &d.c.Bundle.Manifest }
 
 func (d *captureData) has(file string) bool { return d.c.Bundle.Has(file) }

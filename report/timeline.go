@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -298,7 +298,7 @@ func contains(xs []string, x string) bool {
 }
 
 // passOf finds the pass of a probe row (level, repeat, warmup).
-func passOf(tl *timeline, m *trace.Manifest, r map[string]any) (float64, float64, bool) {
+func passOf(tl *timeline, m *model.Manifest, r map[string]any) (float64, float64, bool) {
 	lv, _ := r["level"].(string)
 	rep := int(fnum(r["repeat"]))
 	warm, _ := r["warmup"].(bool)
@@ -401,7 +401,7 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 // MaxRequests evenly spaced plus each level's slowest) with their
 // waterfalls: the client's phases on its clock and the server's stages on
 // the server's, laid from the end of the upload.
-func (d *captureData) sampleRequests(tl *timeline, reqs []trace.Request, sec func(int64) float64, levelIx map[string]int) {
+func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) {
 	keep := make([]bool, len(reqs))
 	if len(reqs) <= MaxRequests {
 		for i := range keep {

@@ -18,9 +18,9 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -471,22 +471,22 @@ func TestRunAbortsWhenGPUStaysBusy(t *testing.T) {
 
 func TestJudge(t *testing.T) {
 	levels := []capture.Level{{Name: "c1", Concurrency: 1}, {Name: "c8", Concurrency: 8}}
-	full := trace.Coverage{Total: 3, Evaluated: 3}
-	lr := func(name string, covs ...trace.Coverage) trace.LevelResult {
-		r := trace.LevelResult{Level: name}
+	full := model.Coverage{Total: 3, Evaluated: 3}
+	lr := func(name string, covs ...model.Coverage) model.LevelResult {
+		r := model.LevelResult{Level: name}
 		for i, c := range covs {
-			r.PerRepeat = append(r.PerRepeat, trace.PassMetrics{Level: name, Repeat: i + 1, Coverage: c, LatencyMeanS: float64(i + 1)})
+			r.PerRepeat = append(r.PerRepeat, model.PassMetrics{Level: name, Repeat: i + 1, Coverage: c, LatencyMeanS: float64(i + 1)})
 		}
 		return r
 	}
 	ok := RunRecord{RunSpec: RunSpec{Dir: "run-1", Scored: true}, ran: true, Complete: true, Finished: true,
-		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, full), lr("c8", full, full)}}}
+		results: model.Results{Results: []model.LevelResult{lr("c1", full, full), lr("c8", full, full)}}}
 	skipped := RunRecord{RunSpec: RunSpec{Dir: "run-2", Scored: true}, ran: true, Finished: true,
-		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, trace.Coverage{Total: 3, Evaluated: 2, Skipped: 1, EmptyRef: 1}), lr("c8", full)}}}
+		results: model.Results{Results: []model.LevelResult{lr("c1", full, model.Coverage{Total: 3, Evaluated: 2, Skipped: 1, EmptyRef: 1}), lr("c8", full)}}}
 	cut := RunRecord{RunSpec: RunSpec{Dir: "run-3", Scored: true}, ran: true, Finished: false,
-		results: trace.Results{Results: []trace.LevelResult{lr("c1", full, full)}}}
+		results: model.Results{Results: []model.LevelResult{lr("c1", full, full)}}}
 	warmBad := RunRecord{RunSpec: RunSpec{Dir: "run-warm"}, ran: true,
-		results: trace.Results{Results: []trace.LevelResult{lr("c1", trace.Coverage{Total: 3, Failed: 3})}}}
+		results: model.Results{Results: []model.LevelResult{lr("c1", model.Coverage{Total: 3, Failed: 3})}}}
 	plan := []RunSpec{{Dir: "run-warm"}, {Dir: "run-1", Scored: true}, {Dir: "run-2", Scored: true}, {Dir: "run-3", Scored: true}, {Dir: "run-4", Scored: true}}
 
 	if v := Judge([]RunRecord{warmBad, ok}, plan[:2], levels, 2); !v.Complete || v.Scored != 1 {
@@ -523,8 +523,8 @@ func TestSummaryStats(t *testing.T) {
 		t.Error("sd of one value")
 	}
 	mk := func(dir, side string, lat float64) RunRecord {
-		return RunRecord{RunSpec: RunSpec{Dir: dir, Side: side, Scored: true}, ran: true, results: trace.Results{Results: []trace.LevelResult{{
-			Level: "c1", LatencyMeanS: trace.Stat{Mean: lat}, PerRepeat: []trace.PassMetrics{{RequestsPerS: 10 / lat}},
+		return RunRecord{RunSpec: RunSpec{Dir: dir, Side: side, Scored: true}, ran: true, results: model.Results{Results: []model.LevelResult{{
+			Level: "c1", LatencyMeanS: model.Stat{Mean: lat}, PerRepeat: []model.PassMetrics{{RequestsPerS: 10 / lat}},
 		}}}}
 	}
 	recs := []RunRecord{mk("A-1", "A", 1), mk("B-1", "B", 2), mk("A-2", "A", 1.2), mk("B-2", "B", 2.2), mk("A-3", "A", 1.1), mk("B-3", "B", 2.1),

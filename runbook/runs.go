@@ -16,7 +16,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -181,7 +181,7 @@ type RunRecord struct {
 	Extra map[string]any `json:"extra,omitempty"`
 
 	ran     bool // a capture produced an outcome
-	results trace.Results
+	results model.Results
 }
 
 // Report is runbook.json.

@@ -18,9 +18,9 @@ import (
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -474,7 +474,7 @@ func passCores(dir string, samples []cpuSample) float64 {
 	return cpu / wall
 }
 
-func meanReqPerS(ps []trace.PassMetrics) float64 {
+func meanReqPerS(ps []model.PassMetrics) float64 {
 	var s float64
 	for _, p := range ps {
 		s += p.RequestsPerS

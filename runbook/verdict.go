@@ -9,8 +9,8 @@ import (
 	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // Verdict says whether the scored runs cover the whole workload.
@@ -62,27 +62,27 @@ type MetricSummary struct {
 type Metric struct {
 	Key   string // runbook.json name
 	Label string // table label
-	Get   func(trace.LevelResult) float64
+	Get   func(model.LevelResult) float64
 }
 
 // Metrics lists the summarised metrics, in table order.
 func Metrics() []Metric {
 	return []Metric{
-		{"requests_per_s", "req/s", func(r trace.LevelResult) float64 {
+		{"requests_per_s", "req/s", func(r model.LevelResult) float64 {
 			var xs []float64
 			for _, p := range r.PerRepeat {
 				xs = append(xs, p.RequestsPerS)
 			}
 			return stats.Mean(xs)
 		}},
-		{"throughput_samples_per_s", "samples/s", func(r trace.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
-		{"rtfx", "RTFx", func(r trace.LevelResult) float64 { return r.RTFx.Mean }},
-		{"latency_mean_s", "latency mean (s)", func(r trace.LevelResult) float64 { return r.LatencyMeanS.Mean }},
-		{"latency_median_s", "latency p50 (s)", func(r trace.LevelResult) float64 { return r.LatencyMedianS.Mean }},
-		{"latency_p95_s", "latency p95 (s)", func(r trace.LevelResult) float64 { return r.LatencyP95S.Mean }},
-		{"latency_p99_s", "latency p99 (s)", func(r trace.LevelResult) float64 { return r.LatencyP99S.Mean }},
-		{"rtf_mean", "RTF mean", func(r trace.LevelResult) float64 { return r.RTFMean.Mean }},
-		{"corpus_wer", "corpus WER", func(r trace.LevelResult) float64 { return r.CorpusWER.Mean }},
+		{"throughput_samples_per_s", "samples/s", func(r model.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
+		{"rtfx", "RTFx", func(r model.LevelResult) float64 { return r.RTFx.Mean }},
+		{"latency_mean_s", "latency mean (s)", func(r model.LevelResult) float64 { return r.LatencyMeanS.Mean }},
+		{"latency_median_s", "latency p50 (s)", func(r model.LevelResult) float64 { return r.LatencyMedianS.Mean }},
+		{"latency_p95_s", "latency p95 (s)", func(r model.LevelResult) float64 { return r.LatencyP95S.Mean }},
+		{"latency_p99_s", "latency p99 (s)", func(r model.LevelResult) float64 { return r.LatencyP99S.Mean }},
+		{"rtf_mean", "RTF mean", func(r model.LevelResult) float64 { return r.RTFMean.Mean }},
+		{"corpus_wer", "corpus WER", func(r model.LevelResult) float64 { return r.CorpusWER.Mean }},
 	}
 }
 
@@ -122,7 +122,7 @@ func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
 	if !r.Finished {
 		gaps = append(gaps, Gap{Run: r.Dir, What: "the capture did not finish (interrupted or killed)"})
 	}
-	byLevel := map[string]trace.LevelResult{}
+	byLevel := map[string]model.LevelResult{}
 	for _, lr := range r.results.Results {
 		byLevel[lr.Level] = lr
 	}
@@ -155,7 +155,7 @@ func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
 }
 
 // coverageGap says what a pass is missing ("" when nothing).
-func coverageGap(c trace.Coverage) string { return capture.CoverageGap(c) }
+func coverageGap(c model.Coverage) string { return capture.CoverageGap(c) }
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")

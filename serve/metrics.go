@@ -7,12 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // metrics are the daemon's Prometheus series, in a registry of its own.
@@ -126,9 +126,9 @@ func (o *observer) RequestStarted() {
 	o.m.inFlight.WithLabelValues(o.id).Inc()
 }
 
-func (o *observer) RequestDone(r *trace.Request) {
+func (o *observer) RequestDone(r *model.Request) {
 	o.e.done.Add(1)
-	if r.Status != trace.StatusOK {
+	if r.Status != model.StatusOK {
 		o.e.failed.Add(1)
 	}
 	o.m.inFlight.WithLabelValues(o.id).Dec()

@@ -9,10 +9,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/sched"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // find returns the series of name whose labels include want.
@@ -127,8 +127,8 @@ func TestRequestSeries(t *testing.T) {
 	if s := find(t, m, "asrprof_capture_requests_in_flight", map[string]string{"capture": "c3"}); s.GetGauge().GetValue() != 2 {
 		t.Errorf("in flight %v, want 2", s.GetGauge().GetValue())
 	}
-	o.RequestDone(&trace.Request{Status: trace.StatusOK, LatencyS: 0.2})
-	o.RequestDone(&trace.Request{Status: "timeout", LatencyS: 3})
+	o.RequestDone(&model.Request{Status: model.StatusOK, LatencyS: 0.2})
+	o.RequestDone(&model.Request{Status: "timeout", LatencyS: 3})
 	if s := find(t, m, "asrprof_capture_requests_in_flight", map[string]string{"capture": "c3"}); s.GetGauge().GetValue() != 0 {
 		t.Errorf("in flight %v, want 0", s.GetGauge().GetValue())
 	}

@@ -3,7 +3,7 @@ package engine
 import (
 	"slices"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/tables"
 )
 
@@ -42,7 +42,7 @@ func Occupancies(reqs *tables.RequestCols, rows *tables.StageRows, from, to stri
 		d int
 	}
 	byPass := map[pass][]edge{}
-	ok := reqs.Status.Code(trace.StatusOK)
+	ok := reqs.Status.Code(model.StatusOK)
 	k := 0
 	for i := 0; i < reqs.N; i++ {
 		start, end := int64(-1), int64(-1)
@@ -138,7 +138,7 @@ type MetaStat struct {
 // last_step: the server-wide decode steps a pass took). meta(i) returns
 // request i's metadata of the event asked for, or false.
 func EventMeta(reqs *tables.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
-	ok := reqs.Status.Code(trace.StatusOK)
+	ok := reqs.Status.Code(model.StatusOK)
 	byPass := map[pass]*MetaStat{}
 	var order []pass
 	for i := 0; i < reqs.N; i++ {

@@ -3,8 +3,8 @@ package engine
 import (
 	"math"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/tables"
 )
 
@@ -65,7 +65,7 @@ func summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string,
 	copy(stageOf, rows.Stage.Dict)
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)
-	ok := reqs.Status.Code(trace.StatusOK)
+	ok := reqs.Status.Code(model.StatusOK)
 	k := 0 // cursor into rows, which are in request order
 	for i := 0; i < reqs.N; i++ {
 		from := k

@@ -3,8 +3,8 @@ package engine
 import (
 	"sort"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/tables"
 )
 
@@ -120,7 +120,7 @@ func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order
 			totalOf[r] = j
 		}
 	}
-	ok := reqs.Status.Code(trace.StatusOK)
+	ok := reqs.Status.Code(model.StatusOK)
 	for i := 0; i < reqs.N; i++ {
 		if reqs.Warmup[i] || i >= len(w.Of) || w.Of[i] == "" {
 			continue

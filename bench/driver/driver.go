@@ -1,6 +1,6 @@
 // Package driver runs one pass of a workload: every sample of the dataset
 // sent once through a protocol client, under a closed or open loop, each
-// request timed, scored and turned into a trace.Request record.
+// request timed, scored and turned into a model.Request record.
 package driver
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
 	"github.com/asrprof/asrprof/bench/score"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Item is one sample ready to send: its audio is in memory.
@@ -46,7 +46,7 @@ type Level struct {
 // trace once rec is complete (called exactly once). It is safe for
 // concurrent use.
 type Tracer interface {
-	Start(ctx context.Context, rec *trace.Request) (traceparent string, end func(rec *trace.Request))
+	Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request))
 }
 
 // Driver sends passes. Its fields must not change while a pass runs.
@@ -61,7 +61,7 @@ type Driver struct {
 	Timeout time.Duration // per request
 	Tracer  Tracer        // nil: a random W3C traceparent per request, no spans
 	// OnRecord receives every finished request, from many goroutines.
-	OnRecord func(rec *trace.Request)
+	OnRecord func(rec *model.Request)
 	// OnStart is called when a request is sent (for progress), may be nil.
 	OnStart func()
 
@@ -151,7 +151,7 @@ func (d *Driver) job(it *Item) protocol.Job {
 
 // Pass is what a pass produced.
 type Pass struct {
-	Records []trace.Request
+	Records []model.Request
 	Start   time.Time // first send
 	End     time.Time // last completion
 	Started int       // requests sent (less than len(Items) if stopped)
@@ -177,7 +177,7 @@ func (d *Driver) init() {
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
 	d.prepare()
-	p := &Pass{Records: make([]trace.Request, 0, len(d.Items))}
+	p := &Pass{Records: make([]model.Request, 0, len(d.Items))}
 	var mu sync.Mutex
 	task := func(ctx context.Context, i int, intended time.Time) {
 		var up *protocol.Upload
@@ -203,12 +203,12 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	return p
 }
 
-func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) *trace.Request {
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) *model.Request {
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
 	lang := job.Language
-	rec := &trace.Request{
+	rec := &model.Request{
 		ID:             strconv.FormatInt(n, 10),
 		SampleID:       it.SampleID,
 		Level:          lv.Name,
@@ -220,7 +220,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 		Lang:           lang,
 	}
 	var tp string
-	var end func(*trace.Request)
+	var end func(*model.Request)
 	if d.Tracer != nil {
 		tp, end = d.Tracer.Start(ctx, rec)
 	} else {

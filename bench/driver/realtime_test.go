@@ -11,7 +11,7 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func tone(seconds float64) []byte {
@@ -41,9 +41,9 @@ func TestRealtimePassGoesOnAfterAClosedSession(t *testing.T) {
 	}
 	failed := 0
 	for _, r := range p.Records {
-		if r.Status != trace.StatusOK {
+		if r.Status != model.StatusOK {
 			failed++
-			if r.ErrorKind != trace.FailConnection || !strings.Contains(r.Error, "closed the session") {
+			if r.ErrorKind != model.FailConnection || !strings.Contains(r.Error, "closed the session") {
 				t.Errorf("failed session: kind %q error %q", r.ErrorKind, r.Error)
 			}
 			continue

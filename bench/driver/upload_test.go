@@ -11,7 +11,7 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // preparing wraps the real openai client and records what the driver
@@ -59,7 +59,7 @@ func TestUploadBuiltOncePerSample(t *testing.T) {
 	for repeat := 1; repeat <= 3; repeat++ {
 		p := d.Run(context.Background(), context.Background(), driver.Level{Name: "c2", Concurrency: 2}, repeat, false)
 		for _, r := range p.Records {
-			if r.Status != trace.StatusOK {
+			if r.Status != model.StatusOK {
 				t.Fatalf("request %s of %s: %s %s", r.ID, r.SampleID, r.Status, r.Error)
 			}
 		}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/asrprof/asrprof/bench/score"
 	"github.com/asrprof/asrprof/bench/score/diarize"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // The files of the transcribe-diarize task, named as SGLang-Omni's
@@ -136,14 +136,14 @@ type DiarizeSpeedResults struct {
 // build_evaluation_payload does: only successful requests are scored
 // (bench/score/diarize), each sample appears in per_sample in dataset
 // order, and the prediction is the server's text stripped.
-func Diarize(samples []DiarizeSample, recs []trace.Request, cfg DiarizeConfig) (DiarizeResults, DiarizeSpeedResults) {
-	byID := make(map[string]*trace.Request, len(recs))
+func Diarize(samples []DiarizeSample, recs []model.Request, cfg DiarizeConfig) (DiarizeResults, DiarizeSpeedResults) {
+	byID := make(map[string]*model.Request, len(recs))
 	for i := range recs {
 		if _, dup := byID[recs[i].SampleID]; !dup && !recs[i].Warmup {
 			byID[recs[i].SampleID] = &recs[i]
 		}
 	}
-	ok := func(r *trace.Request) bool { return r != nil && r.Status == trace.StatusOK }
+	ok := func(r *model.Request) bool { return r != nil && r.Status == model.StatusOK }
 	var rows []diarize.Row
 	for _, s := range samples {
 		if r := byID[s.ID]; ok(r) {
@@ -201,7 +201,7 @@ func Diarize(samples []DiarizeSample, recs []trace.Request, cfg DiarizeConfig) (
 	if sum.Evaluated > 0 {
 		sum.ExactMatchRate = float64(sum.ExactMatches) / float64(sum.Evaluated)
 	}
-	var passRecs []trace.Request
+	var passRecs []model.Request
 	for _, r := range recs {
 		if !r.Warmup {
 			passRecs = append(passRecs, r)
@@ -216,11 +216,11 @@ func Diarize(samples []DiarizeSample, recs []trace.Request, cfg DiarizeConfig) (
 func ptrF(x float64) *float64 { return &x }
 
 // diarizeSpeed is compute_speed_metrics over a pass's records.
-func diarizeSpeed(recs []trace.Request, wallS float64) DiarizeSpeed {
+func diarizeSpeed(recs []model.Request, wallS float64) DiarizeSpeed {
 	var lat, rtf, audio, ttft, gaps []float64
 	sp := DiarizeSpeed{TotalRequests: len(recs)}
 	for _, r := range recs {
-		if r.Status != trace.StatusOK {
+		if r.Status != model.StatusOK {
 			sp.FailedRequests++
 			continue
 		}

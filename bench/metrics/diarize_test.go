@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestDiarize(t *testing.T) {
@@ -16,11 +16,11 @@ func TestDiarize(t *testing.T) {
 		{"c", "/d/c.wav", "[0.0][S01]x[1.0]"},
 		{"d", "/d/d.wav", "[0.0][S01]y[1.0]"}, // not sent
 	}
-	recs := []trace.Request{
-		{SampleID: "b", Status: trace.StatusOK, Hyp: " [1.0][S01]hello[4.0] ", LatencyS: 2, AudioDurationS: 4},
-		{SampleID: "a", Status: trace.StatusOK, Hyp: "[0.00][S01]abcdefgh[4.00]", LatencyS: 1, AudioDurationS: 4},
-		{SampleID: "c", Status: trace.StatusFailed, Error: "http status 500", LatencyS: 0.5, AudioDurationS: 1},
-		{SampleID: "a", Status: trace.StatusOK, Warmup: true, Hyp: "ignored", LatencyS: 9},
+	recs := []model.Request{
+		{SampleID: "b", Status: model.StatusOK, Hyp: " [1.0][S01]hello[4.0] ", LatencyS: 2, AudioDurationS: 4},
+		{SampleID: "a", Status: model.StatusOK, Hyp: "[0.00][S01]abcdefgh[4.00]", LatencyS: 1, AudioDurationS: 4},
+		{SampleID: "c", Status: model.StatusFailed, Error: "http status 500", LatencyS: 0.5, AudioDurationS: 1},
+		{SampleID: "a", Status: model.StatusOK, Warmup: true, Hyp: "ignored", LatencyS: 9},
 	}
 	res, speed := Diarize(samples, recs, DiarizeConfig{Dataset: "ds", WallClockS: 4, Concurrency: 2})
 	s := res.Summary

@@ -13,8 +13,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // Pass computes the metrics of one pass from its records (warmup records of
@@ -27,24 +27,24 @@ import (
 //   - corpus WER: Σ(S+D+I) / Σ(S+D+H) over scored samples
 //   - coverage: skipped = total − evaluated, as SGLang-Omni counts it (a
 //     failed request is skipped); failed and empty_ref say why
-func Pass(recs []trace.Request, wallS float64) trace.PassMetrics {
-	var m trace.PassMetrics
+func Pass(recs []model.Request, wallS float64) model.PassMetrics {
+	var m model.PassMetrics
 	m.WallS = wallS
 	var lat, rtf, ttft, gaps []float64
 	var rt realtimeAcc
 	var audioOK float64
 	var errs, refWords int
-	cov := trace.Coverage{Total: len(recs)}
+	cov := model.Coverage{Total: len(recs)}
 	for i := range recs {
 		r := &recs[i]
-		if r.Status != trace.StatusOK {
+		if r.Status != model.StatusOK {
 			cov.Failed++
 			if cov.FailureKinds == nil {
 				cov.FailureKinds = map[string]int{}
 			}
 			kind := r.ErrorKind
 			if kind == "" {
-				kind = trace.FailOther
+				kind = model.FailOther
 			}
 			cov.FailureKinds[kind]++
 			continue
@@ -106,7 +106,7 @@ type realtimeAcc struct {
 	growth            []float64
 }
 
-func (a *realtimeAcc) add(r *trace.Request) {
+func (a *realtimeAcc) add(r *model.Request) {
 	if r.AudioS == 0 && r.FirstUpdateS == nil && r.FinalAfterStopS == nil {
 		return // not a realtime session
 	}
@@ -129,7 +129,7 @@ func (a *realtimeAcc) add(r *trace.Request) {
 //     final_after_stop_p95_s: percentiles over the sessions
 //   - lag_p95_worst_s = max over sessions of lag_p95_s
 //   - lag_growth_mean_s = mean over sessions of lag_growth_s
-func (a *realtimeAcc) fill(m *trace.PassMetrics, wallS float64) {
+func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 	if a.n == 0 {
 		return
 	}
@@ -156,11 +156,11 @@ func (a *realtimeAcc) fill(m *trace.PassMetrics, wallS float64) {
 }
 
 // StatOf summarises values over repeats.
-func StatOf(xs []float64) trace.Stat {
+func StatOf(xs []float64) model.Stat {
 	if len(xs) == 0 {
-		return trace.Stat{}
+		return model.Stat{}
 	}
-	s := trace.Stat{Mean: stats.Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
+	s := model.Stat{Mean: stats.Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
 	for _, x := range xs {
 		s.Min = math.Min(s.Min, x)
 		s.Max = math.Max(s.Max, x)
@@ -170,8 +170,8 @@ func StatOf(xs []float64) trace.Stat {
 
 // Level summarises the scored passes of one level in results.json's shape.
 // Coverage counts are summed over the repeats.
-func Level(passes []trace.PassMetrics) trace.LevelResult {
-	var r trace.LevelResult
+func Level(passes []model.PassMetrics) model.LevelResult {
+	var r model.LevelResult
 	if len(passes) == 0 {
 		return r
 	}
@@ -180,7 +180,7 @@ func Level(passes []trace.PassMetrics) trace.LevelResult {
 	r.Rate = passes[0].Rate
 	r.Repeats = len(passes)
 	r.PerRepeat = passes
-	col := func(f func(p trace.PassMetrics) float64) trace.Stat {
+	col := func(f func(p model.PassMetrics) float64) model.Stat {
 		xs := make([]float64, len(passes))
 		for i, p := range passes {
 			xs[i] = f(p)
@@ -193,22 +193,22 @@ func Level(passes []trace.PassMetrics) trace.LevelResult {
 		r.Skipped += p.Coverage.Skipped
 		r.Failed += p.Coverage.Failed
 	}
-	r.CorpusWER = col(func(p trace.PassMetrics) float64 { return p.CorpusWER })
-	r.ThroughputSamplesPerS = col(func(p trace.PassMetrics) float64 { return p.ThroughputSamplesPerS })
-	r.RTFx = col(func(p trace.PassMetrics) float64 { return p.RTFx })
-	r.LatencyMeanS = col(func(p trace.PassMetrics) float64 { return p.LatencyMeanS })
-	r.LatencyMedianS = col(func(p trace.PassMetrics) float64 { return p.LatencyMedianS })
-	r.LatencyP95S = col(func(p trace.PassMetrics) float64 { return p.LatencyP95S })
-	r.LatencyP99S = col(func(p trace.PassMetrics) float64 { return p.LatencyP99S })
-	r.RTFMean = col(func(p trace.PassMetrics) float64 { return p.RTFMean })
-	r.RTFP95 = col(func(p trace.PassMetrics) float64 { return p.RTFP95 })
+	r.CorpusWER = col(func(p model.PassMetrics) float64 { return p.CorpusWER })
+	r.ThroughputSamplesPerS = col(func(p model.PassMetrics) float64 { return p.ThroughputSamplesPerS })
+	r.RTFx = col(func(p model.PassMetrics) float64 { return p.RTFx })
+	r.LatencyMeanS = col(func(p model.PassMetrics) float64 { return p.LatencyMeanS })
+	r.LatencyMedianS = col(func(p model.PassMetrics) float64 { return p.LatencyMedianS })
+	r.LatencyP95S = col(func(p model.PassMetrics) float64 { return p.LatencyP95S })
+	r.LatencyP99S = col(func(p model.PassMetrics) float64 { return p.LatencyP99S })
+	r.RTFMean = col(func(p model.PassMetrics) float64 { return p.RTFMean })
+	r.RTFP95 = col(func(p model.PassMetrics) float64 { return p.RTFP95 })
 	levelGoodput(&r, passes)
 	return r
 }
 
 // levelGoodput summarises the passes' goodput (when they have an SLO):
 // goodput and attainment over repeats, met and counted summed.
-func levelGoodput(r *trace.LevelResult, passes []trace.PassMetrics) {
+func levelGoodput(r *model.LevelResult, passes []model.PassMetrics) {
 	var g, a []float64
 	for _, p := range passes {
 		if p.GoodputReqS == nil {

@@ -4,19 +4,19 @@ import (
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestPass(t *testing.T) {
-	ok := func(lat, audio float64, e *trace.WordErrors) trace.Request {
-		return trace.Request{Status: trace.StatusOK, LatencyS: lat, AudioDurationS: audio, Scored: e != nil, Errors: e}
+	ok := func(lat, audio float64, e *model.WordErrors) model.Request {
+		return model.Request{Status: model.StatusOK, LatencyS: lat, AudioDurationS: audio, Scored: e != nil, Errors: e}
 	}
-	recs := []trace.Request{
-		ok(1, 5, &trace.WordErrors{Sub: 1, RefWords: 3}),
-		ok(2, 10, &trace.WordErrors{Del: 1, Ins: 1, RefWords: 2}),
+	recs := []model.Request{
+		ok(1, 5, &model.WordErrors{Sub: 1, RefWords: 3}),
+		ok(2, 10, &model.WordErrors{Del: 1, Ins: 1, RefWords: 2}),
 		ok(3, 5, nil), // empty normalized reference: skipped
-		{Status: trace.StatusFailed, ErrorKind: trace.FailHTTP5xx, AudioDurationS: 100},
-		{Status: trace.StatusFailed, ErrorKind: trace.FailTimeout},
+		{Status: model.StatusFailed, ErrorKind: model.FailHTTP5xx, AudioDurationS: 100},
+		{Status: model.StatusFailed, ErrorKind: model.FailTimeout},
 	}
 	m := Pass(recs, 4)
 	c := m.Coverage
@@ -25,7 +25,7 @@ func TestPass(t *testing.T) {
 	if c.Total != 5 || c.Evaluated != 2 || c.Skipped != 3 || c.Failed != 2 || c.EmptyRef != 1 {
 		t.Fatalf("coverage %+v", c)
 	}
-	if c.FailureKinds[trace.FailHTTP5xx] != 1 || c.FailureKinds[trace.FailTimeout] != 1 {
+	if c.FailureKinds[model.FailHTTP5xx] != 1 || c.FailureKinds[model.FailTimeout] != 1 {
 		t.Errorf("failure kinds %v", c.FailureKinds)
 	}
 	check := func(name string, got, want float64) {
@@ -45,15 +45,15 @@ func TestPass(t *testing.T) {
 }
 
 func TestLevel(t *testing.T) {
-	ps := []trace.PassMetrics{
-		{Level: "c8", Concurrency: 8, CorpusWER: 0.1, RTFx: 10, Coverage: trace.Coverage{Total: 5, Evaluated: 5}},
-		{Level: "c8", Concurrency: 8, CorpusWER: 0.3, RTFx: 20, Coverage: trace.Coverage{Total: 5, Evaluated: 4, Failed: 1}},
+	ps := []model.PassMetrics{
+		{Level: "c8", Concurrency: 8, CorpusWER: 0.1, RTFx: 10, Coverage: model.Coverage{Total: 5, Evaluated: 5}},
+		{Level: "c8", Concurrency: 8, CorpusWER: 0.3, RTFx: 20, Coverage: model.Coverage{Total: 5, Evaluated: 4, Failed: 1}},
 	}
 	r := Level(ps)
 	if r.Repeats != 2 || r.Total != 10 || r.Evaluated != 9 || r.Failed != 1 || r.Concurrency != 8 {
 		t.Fatalf("%+v", r)
 	}
-	if r.CorpusWER != (trace.Stat{Mean: 0.2, Min: 0.1, Max: 0.3, N: 2}) {
+	if r.CorpusWER != (model.Stat{Mean: 0.2, Min: 0.1, Max: 0.3, N: 2}) {
 		t.Errorf("wer %+v", r.CorpusWER)
 	}
 	if r.RTFx.Mean != 15 || len(r.PerRepeat) != 2 {

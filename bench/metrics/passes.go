@@ -3,7 +3,7 @@ package metrics
 import (
 	"sort"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Passes groups a capture's request records by pass (level, repeat,
@@ -15,19 +15,19 @@ import (
 // capture computed), else its start and end; a pass without a run (one
 // that a kill cut short) by its first send and last completion.
 // Concurrency and Rate come from runs (0 when the pass has none).
-func Passes(recs []trace.Request, runs []trace.LevelRun) []trace.PassMetrics {
+func Passes(recs []model.Request, runs []model.LevelRun) []model.PassMetrics {
 	return PassesUnder(recs, runs, SLO{})
 }
 
 // PassesUnder is Passes with each pass's goodput under slo (Goodput); an
 // empty slo gives Passes.
-func PassesUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) []trace.PassMetrics {
+func PassesUnder(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMetrics {
 	type key struct {
 		level  string
 		repeat int
 		warmup bool
 	}
-	run := map[key]trace.LevelRun{}
+	run := map[key]model.LevelRun{}
 	rank := map[string]int{}
 	for _, lr := range runs {
 		run[key{lr.Level, lr.Repeat, lr.Warmup}] = lr
@@ -51,9 +51,9 @@ func PassesUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) []trace.P
 			rank[r.Level] = len(rank)
 		}
 	}
-	groups := make(map[key][]trace.Request, len(counts))
+	groups := make(map[key][]model.Request, len(counts))
 	for k, n := range counts {
-		groups[k] = make([]trace.Request, 0, n)
+		groups[k] = make([]model.Request, 0, n)
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -70,7 +70,7 @@ func PassesUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) []trace.P
 		}
 		return a.repeat < b.repeat
 	})
-	out := make([]trace.PassMetrics, 0, len(keys))
+	out := make([]model.PassMetrics, 0, len(keys))
 	for _, k := range keys {
 		g := groups[k]
 		start, end := g[0].StartUnixNs, g[0].EndUnixNs
@@ -98,14 +98,14 @@ func PassesUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) []trace.P
 // Summarize is results.json's content recomputed from a bundle's records
 // and runs (for a capture killed before it wrote results.json): the scored
 // passes of Passes, summarised per level with Level, in run order.
-func Summarize(recs []trace.Request, runs []trace.LevelRun) trace.Results {
+func Summarize(recs []model.Request, runs []model.LevelRun) model.Results {
 	return SummarizeUnder(recs, runs, SLO{})
 }
 
 // SummarizeUnder is Summarize with goodput under slo (PassesUnder).
-func SummarizeUnder(recs []trace.Request, runs []trace.LevelRun, slo SLO) trace.Results {
-	res := trace.Results{Schema: trace.Schema, Results: []trace.LevelResult{}}
-	var level []trace.PassMetrics
+func SummarizeUnder(recs []model.Request, runs []model.LevelRun, slo SLO) model.Results {
+	res := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
+	var level []model.PassMetrics
 	flush := func() {
 		if len(level) > 0 {
 			res.Results = append(res.Results, Level(level))

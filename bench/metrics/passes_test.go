@@ -3,24 +3,24 @@ package metrics
 import (
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestPasses(t *testing.T) {
 	sec := int64(1e9)
-	req := func(level string, repeat int, warmup bool, start, end int64) trace.Request {
-		return trace.Request{Level: level, Repeat: repeat, Warmup: warmup, Status: trace.StatusOK, LatencyS: 0.5,
+	req := func(level string, repeat int, warmup bool, start, end int64) model.Request {
+		return model.Request{Level: level, Repeat: repeat, Warmup: warmup, Status: model.StatusOK, LatencyS: 0.5,
 			AudioDurationS: 2, StartUnixNs: start * sec, EndUnixNs: end * sec, Scored: !warmup,
-			Errors: &trace.WordErrors{Sub: 1, RefWords: 4}}
+			Errors: &model.WordErrors{Sub: 1, RefWords: 4}}
 	}
 	// c8 ran first, then c1; c1 repeat 2 was cut short by a kill (no run
 	// recorded); r2 appears only in the requests. Completion order mixes
 	// the passes.
-	recs := []trace.Request{
+	recs := []model.Request{
 		req("c1", 1, false, 10, 11), req("c8", 0, true, 0, 1), req("c8", 1, false, 2, 3),
 		req("c1", 2, false, 20, 24), req("c8", 1, false, 2, 4), req("r2", 1, false, 30, 31), req("c1", 2, false, 21, 22),
 	}
-	runs := []trace.LevelRun{
+	runs := []model.LevelRun{
 		{Level: "c8", Concurrency: 8, Repeat: 0, Warmup: true, StartUnixNs: 0, EndUnixNs: 1 * sec},
 		{Level: "c8", Concurrency: 8, Repeat: 1, StartUnixNs: 2 * sec, EndUnixNs: 4 * sec, WallS: 2.5},
 		{Level: "c1", Concurrency: 1, Repeat: 1, StartUnixNs: 9 * sec, EndUnixNs: 11 * sec},

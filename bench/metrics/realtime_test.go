@@ -3,17 +3,17 @@ package metrics
 import (
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func f(x float64) *float64 { return &x }
 
 func TestPassRealtime(t *testing.T) {
-	recs := []trace.Request{
-		{Status: trace.StatusOK, AudioDurationS: 5, AudioS: 5, FirstUpdateS: f(0.5), FinalAfterStopS: f(1), LagP95S: f(0.4), LagGrowthS: f(0.1)},
-		{Status: trace.StatusOK, AudioDurationS: 5, AudioS: 5, FirstUpdateS: f(1.5), FinalAfterStopS: f(3), LagP95S: f(2.5), LagGrowthS: f(1.1)},
+	recs := []model.Request{
+		{Status: model.StatusOK, AudioDurationS: 5, AudioS: 5, FirstUpdateS: f(0.5), FinalAfterStopS: f(1), LagP95S: f(0.4), LagGrowthS: f(0.1)},
+		{Status: model.StatusOK, AudioDurationS: 5, AudioS: 5, FirstUpdateS: f(1.5), FinalAfterStopS: f(3), LagP95S: f(2.5), LagGrowthS: f(1.1)},
 		// A failed session counts for coverage only.
-		{Status: trace.StatusFailed, ErrorKind: trace.FailConnection, AudioS: 2, FirstUpdateS: f(9), LagP95S: f(9)},
+		{Status: model.StatusFailed, ErrorKind: model.FailConnection, AudioS: 2, FirstUpdateS: f(9), LagP95S: f(9)},
 	}
 	m := Pass(recs, 10)
 	check := func(name string, got *float64, want float64) {
@@ -31,7 +31,7 @@ func TestPassRealtime(t *testing.T) {
 	check("lag_growth_mean_s", m.LagGrowthMeanS, 0.6)
 
 	// File requests have no realtime metrics.
-	m = Pass([]trace.Request{{Status: trace.StatusOK, AudioDurationS: 5, LatencyS: 1}}, 10)
+	m = Pass([]model.Request{{Status: model.StatusOK, AudioDurationS: 5, LatencyS: 1}}, 10)
 	if m.AudioSPerWallS != nil || m.FirstUpdateP50S != nil || m.LagP95WorstS != nil {
 		t.Errorf("realtime metrics for file requests: %+v", m)
 	}

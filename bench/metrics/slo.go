@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // SLO is a set of per-request limits (--slo latency=0.5s,ttft=0.2s). A
@@ -31,7 +31,7 @@ type sloMetric struct {
 	name     string
 	ratio    bool // unitless (rtf); else seconds
 	needs    string
-	value    func(r *trace.Request) (float64, bool)
+	value    func(r *model.Request) (float64, bool)
 	realtime bool // only realtime protocols measure it
 	stream   bool // needs streamed output (not plain openai)
 }
@@ -43,25 +43,25 @@ func ptr(p *float64) (float64, bool) {
 	return *p, true
 }
 
-// sloMetrics are the per-request values trace.Request records.
+// sloMetrics are the per-request values model.Request records.
 var sloMetrics = []sloMetric{
-	{name: "latency", needs: "every protocol", value: func(r *trace.Request) (float64, bool) { return r.LatencyS, true }},
-	{name: "ttft", needs: "openai-stream", stream: true, value: func(r *trace.Request) (float64, bool) {
+	{name: "latency", needs: "every protocol", value: func(r *model.Request) (float64, bool) { return r.LatencyS, true }},
+	{name: "ttft", needs: "openai-stream", stream: true, value: func(r *model.Request) (float64, bool) {
 		return r.TTFTS, r.FirstTokenUnixNs != 0
 	}},
-	{name: "rtf", ratio: true, needs: "every protocol (latency / audio duration)", value: func(r *trace.Request) (float64, bool) {
+	{name: "rtf", ratio: true, needs: "every protocol (latency / audio duration)", value: func(r *model.Request) (float64, bool) {
 		return r.LatencyS / r.AudioDurationS, r.AudioDurationS > 0
 	}},
-	{name: "chunk_gap", needs: "openai-stream (the request's largest gap between chunks)", stream: true, value: func(r *trace.Request) (float64, bool) {
+	{name: "chunk_gap", needs: "openai-stream (the request's largest gap between chunks)", stream: true, value: func(r *model.Request) (float64, bool) {
 		if len(r.ChunkGapsS) == 0 {
 			return 0, false
 		}
 		return slices.Max(r.ChunkGapsS), true
 	}},
-	{name: "first_update", needs: "realtime protocols", realtime: true, value: func(r *trace.Request) (float64, bool) { return ptr(r.FirstUpdateS) }},
-	{name: "final_after_stop", needs: "realtime protocols", realtime: true, value: func(r *trace.Request) (float64, bool) { return ptr(r.FinalAfterStopS) }},
-	{name: "lag_p95", needs: "realtime protocols (the session's p95 update lag)", realtime: true, value: func(r *trace.Request) (float64, bool) { return ptr(r.LagP95S) }},
-	{name: "lag_max", needs: "realtime protocols (the session's worst update lag)", realtime: true, value: func(r *trace.Request) (float64, bool) { return ptr(r.LagMaxS) }},
+	{name: "first_update", needs: "realtime protocols", realtime: true, value: func(r *model.Request) (float64, bool) { return ptr(r.FirstUpdateS) }},
+	{name: "final_after_stop", needs: "realtime protocols", realtime: true, value: func(r *model.Request) (float64, bool) { return ptr(r.FinalAfterStopS) }},
+	{name: "lag_p95", needs: "realtime protocols (the session's p95 update lag)", realtime: true, value: func(r *model.Request) (float64, bool) { return ptr(r.LagP95S) }},
+	{name: "lag_max", needs: "realtime protocols (the session's worst update lag)", realtime: true, value: func(r *model.Request) (float64, bool) { return ptr(r.LagMaxS) }},
 }
 
 func metricOf(name string) *sloMetric {
@@ -188,8 +188,8 @@ func (s SLO) Check(protocol string, realtime bool) error {
 // Meets reports whether r meets every limit of s, and the limits it
 // missed. A failed request meets none ("error"); a limit whose value the
 // request did not record counts as missed.
-func (s SLO) Meets(r *trace.Request) (bool, []string) {
-	if r.Status != trace.StatusOK {
+func (s SLO) Meets(r *model.Request) (bool, []string) {
+	if r.Status != model.StatusOK {
 		return false, []string{"error"}
 	}
 	var missed []string
@@ -205,8 +205,8 @@ func (s SLO) Meets(r *trace.Request) (bool, []string) {
 // Canceled reports whether r was cut off by the client's own stop (Ctrl-C,
 // a pass's end): such requests say nothing about the server and are left
 // out of goodput and attainment.
-func Canceled(r *trace.Request) bool {
-	return r.Status != trace.StatusOK && r.ErrorKind == trace.FailCanceled
+func Canceled(r *model.Request) bool {
+	return r.Status != model.StatusOK && r.ErrorKind == model.FailCanceled
 }
 
 // Goodput sets the SLO fields of m from the records of its pass (warmup
@@ -219,7 +219,7 @@ func Canceled(r *trace.Request) bool {
 //   - slo_misses: per limit (and "error"), the counted requests that missed it
 //
 // An empty SLO leaves m as it is.
-func Goodput(m *trace.PassMetrics, recs []trace.Request, slo SLO) {
+func Goodput(m *model.PassMetrics, recs []model.Request, slo SLO) {
 	if slo.IsZero() {
 		return
 	}
@@ -258,7 +258,7 @@ func Goodput(m *trace.PassMetrics, recs []trace.Request, slo SLO) {
 
 // SLOOf is the SLO a capture ran under: manifest.json's config "slo"
 // (empty when the capture had none).
-func SLOOf(m trace.Manifest) (SLO, error) {
+func SLOOf(m model.Manifest) (SLO, error) {
 	s, _ := m.Config["slo"].(string)
 	slo, err := ParseSLO(s)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestParseSLO(t *testing.T) {
@@ -51,15 +51,15 @@ func TestParseSLO(t *testing.T) {
 // rtf 0.5; one failed; one was canceled by the client's stop (left out);
 // one meets both. Goodput 2/4 = 0.5 req/s; attainment 2/5 = 0.4.
 func TestGoodput(t *testing.T) {
-	ok := func(lat, audio float64) trace.Request {
-		return trace.Request{Status: trace.StatusOK, LatencyS: lat, AudioDurationS: audio}
+	ok := func(lat, audio float64) model.Request {
+		return model.Request{Status: model.StatusOK, LatencyS: lat, AudioDurationS: audio}
 	}
-	recs := []trace.Request{
+	recs := []model.Request{
 		ok(0.5, 5),   // rtf 0.1: met
 		ok(2, 5),     // latency 2 > 1, rtf 0.4 > 0.3
 		ok(0.9, 1.8), // rtf 0.5
-		{Status: trace.StatusFailed, ErrorKind: trace.FailHTTP5xx, LatencyS: 0.1, AudioDurationS: 5},
-		{Status: trace.StatusFailed, ErrorKind: trace.FailCanceled, LatencyS: 0.1, AudioDurationS: 5},
+		{Status: model.StatusFailed, ErrorKind: model.FailHTTP5xx, LatencyS: 0.1, AudioDurationS: 5},
+		{Status: model.StatusFailed, ErrorKind: model.FailCanceled, LatencyS: 0.1, AudioDurationS: 5},
 		ok(1, 10), // latency exactly at the limit: met
 	}
 	slo, err := ParseSLO("latency=1s,rtf=0.3")
@@ -88,7 +88,7 @@ func TestGoodput(t *testing.T) {
 	// the mean over repeats, met and counted are summed.
 	m2 := Pass(recs[:1], 2)
 	Goodput(&m2, recs[:1], slo)
-	lv := Level([]trace.PassMetrics{m, m2})
+	lv := Level([]model.PassMetrics{m, m2})
 	if lv.GoodputReqS == nil || math.Abs(lv.GoodputReqS.Mean-0.5) > 1e-12 || lv.GoodputReqS.Max != 0.5 {
 		t.Errorf("level goodput %+v", lv.GoodputReqS)
 	}
@@ -102,7 +102,7 @@ func TestGoodput(t *testing.T) {
 	// No SLO: no goodput fields.
 	m3 := Pass(recs, 4)
 	Goodput(&m3, recs, SLO{})
-	if m3.GoodputReqS != nil || m3.SLO != "" || Level([]trace.PassMetrics{m3}).GoodputReqS != nil {
+	if m3.GoodputReqS != nil || m3.SLO != "" || Level([]model.PassMetrics{m3}).GoodputReqS != nil {
 		t.Errorf("goodput without an SLO: %+v", m3)
 	}
 
@@ -110,7 +110,7 @@ func TestGoodput(t *testing.T) {
 	// reached its final misses final_after_stop.
 	one := 0.5
 	rt, _ := ParseSLO("first_update=1s,final_after_stop=1s")
-	r := []trace.Request{{Status: trace.StatusOK, FirstUpdateS: &one, FinalAfterStopS: &one}, {Status: trace.StatusOK, FirstUpdateS: &one}}
+	r := []model.Request{{Status: model.StatusOK, FirstUpdateS: &one, FinalAfterStopS: &one}, {Status: model.StatusOK, FirstUpdateS: &one}}
 	m4 := Pass(r, 1)
 	Goodput(&m4, r, rt)
 	if m4.SLOMet != 1 || m4.SLOMisses["final_after_stop"] != 1 {
@@ -120,11 +120,11 @@ func TestGoodput(t *testing.T) {
 
 func TestPassesUnder(t *testing.T) {
 	sec := int64(1e9)
-	recs := []trace.Request{
-		{Level: "c1", Repeat: 1, Status: trace.StatusOK, LatencyS: 0.2, StartUnixNs: 0, EndUnixNs: sec},
-		{Level: "c1", Repeat: 1, Status: trace.StatusOK, LatencyS: 3, StartUnixNs: sec, EndUnixNs: 4 * sec},
+	recs := []model.Request{
+		{Level: "c1", Repeat: 1, Status: model.StatusOK, LatencyS: 0.2, StartUnixNs: 0, EndUnixNs: sec},
+		{Level: "c1", Repeat: 1, Status: model.StatusOK, LatencyS: 3, StartUnixNs: sec, EndUnixNs: 4 * sec},
 	}
-	runs := []trace.LevelRun{{Level: "c1", Concurrency: 1, Repeat: 1, WallS: 4}}
+	runs := []model.LevelRun{{Level: "c1", Concurrency: 1, Repeat: 1, WallS: 4}}
 	slo, _ := ParseSLO("latency=1s")
 	ps := PassesUnder(recs, runs, slo)
 	if len(ps) != 1 || ps[0].SLOMet != 1 || *ps[0].GoodputReqS != 0.25 || *ps[0].SLOAttainment != 0.5 {

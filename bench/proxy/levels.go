@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // DefaultGap is the idle time (no request in flight) that ends a phase
@@ -60,7 +60,7 @@ type busy struct {
 // periods of one lower concurrency holding fewer requests than the level's
 // concurrency is that level's tail (a batching server answered the pass's
 // last requests together), not a level of its own.
-func InferLevels(recs []trace.Request, opt LevelOptions) ([]Phase, error) {
+func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 	if opt.Gap <= 0 {
 		opt.Gap = DefaultGap
 	}
@@ -125,7 +125,7 @@ func levelOf(name string, seen int) (int, float64) {
 }
 
 // busyPeriods sorts the records by start into busy periods.
-func busyPeriods(recs []trace.Request) []busy {
+func busyPeriods(recs []model.Request) []busy {
 	idx := make([]int, len(recs))
 	for i := range idx {
 		idx[i] = i
@@ -150,7 +150,7 @@ func busyPeriods(recs []trace.Request) []busy {
 
 // heldPeak is the most requests in flight at once held for ≥ holdMin
 // (at least 1).
-func heldPeak(recs []trace.Request, reqs []int) int {
+func heldPeak(recs []model.Request, reqs []int) int {
 	type ev struct {
 		t int64
 		d int

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/proxy"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // closedLoop simulates a client's closed-loop pass of n requests at
 // concurrency c from t0 (ns), each taking dur, the next one sent turn
 // after one ends; it returns the records and the pass's end.
-func closedLoop(t0 int64, n, c int, dur, turn time.Duration) ([]trace.Request, int64) {
-	var recs []trace.Request
+func closedLoop(t0 int64, n, c int, dur, turn time.Duration) ([]model.Request, int64) {
+	var recs []model.Request
 	free := make([]int64, c) // when each slot is free
 	for i := range free {
 		free[i] = t0 + int64(i)*int64(50*time.Microsecond)
@@ -29,7 +29,7 @@ func closedLoop(t0 int64, n, c int, dur, turn time.Duration) ([]trace.Request, i
 		}
 		s := free[k]
 		e := s + int64(dur) + int64(i%3)*int64(time.Millisecond)
-		recs = append(recs, trace.Request{StartUnixNs: s, EndUnixNs: e})
+		recs = append(recs, model.Request{StartUnixNs: s, EndUnixNs: e})
 		free[k] = e + int64(turn)
 		end = max(end, e)
 	}
@@ -56,7 +56,7 @@ func TestInferLevels(t *testing.T) {
 		{"named repeats without a pause", []pass{{8, 4, 0}, {8, 4, 5 * ms}}, []string{"c4", "c4"}, "c4:1:8 c4:2:8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var recs []trace.Request
+			var recs []model.Request
 			at := int64(1e18)
 			for _, p := range tc.passes {
 				at += int64(p.pause)
@@ -85,11 +85,11 @@ func TestInferLevels(t *testing.T) {
 	// A batching server answers a c=4 pass of 10 in batches of 4, 4 and 2:
 	// nothing is in flight between batches, and the last batch of 2 is the
 	// level's tail, not a level c2 of its own.
-	var recs []trace.Request
+	var recs []model.Request
 	at := int64(1e18)
 	for _, batch := range []int{4, 4, 2, 1, 1, 1, 1} {
 		for k := 0; k < batch; k++ {
-			recs = append(recs, trace.Request{StartUnixNs: at + int64(k)*int64(100*time.Microsecond), EndUnixNs: at + int64(40*ms)})
+			recs = append(recs, model.Request{StartUnixNs: at + int64(k)*int64(100*time.Microsecond), EndUnixNs: at + int64(40*ms)})
 		}
 		at += int64(41 * ms)
 	}
@@ -97,7 +97,7 @@ func TestInferLevels(t *testing.T) {
 	if err != nil || len(phases) != 2 || phases[0].Level != "c4" || len(phases[0].Requests) != 10 || phases[1].Level != "c1" || len(phases[1].Requests) != 4 {
 		t.Errorf("batched pass: %v %+v", err, phases)
 	}
-	if _, err := proxy.InferLevels([]trace.Request{{StartUnixNs: 1, EndUnixNs: 2}}, proxy.LevelOptions{Names: []string{"c1", "c2"}}); err == nil {
+	if _, err := proxy.InferLevels([]model.Request{{StartUnixNs: 1, EndUnixNs: 2}}, proxy.LevelOptions{Names: []string{"c1", "c2"}}); err == nil {
 		t.Error("more names than stretches of requests: no error")
 	}
 }

@@ -1,7 +1,7 @@
 // Package proxy is a capturing reverse proxy: it stands in front of an ASR
 // server while a user's own benchmark client sends the load, forwards every
 // request unchanged (but for the trace headers it adds when missing), and
-// makes a trace.Request of every transcription upload that passes, timed
+// makes a model.Request of every transcription upload that passes, timed
 // on its own clock. The answer is read by protocol.ReadAnswer as it is
 // copied to the client, the record is built by bench/record, the audio
 // comes out of the multipart upload (bench/audio) and is matched to a
@@ -31,7 +31,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Unassigned is the level of a record until InferLevels names its phase
@@ -45,7 +45,7 @@ const DefaultMaxUpload = 64 << 20
 // Tracer starts the client-side trace of a request the client sent without
 // a traceparent (driver.Tracer's contract; trace/clientspan implements it).
 type Tracer interface {
-	Start(ctx context.Context, rec *trace.Request) (traceparent string, end func(rec *trace.Request))
+	Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request))
 }
 
 // Config configures a Proxy.
@@ -66,7 +66,7 @@ type Config struct {
 	// MaxUpload: DefaultMaxUpload when 0.
 	MaxUpload int64
 	// OnRecord receives every finished request, from many goroutines.
-	OnRecord func(rec *trace.Request)
+	OnRecord func(rec *model.Request)
 	// Realtime, when set ("funasr-ws" or "openai-realtime"), records
 	// WebSocket sessions frame by frame in that protocol, with Dialect
 	// (openai-realtime's) and Pace (how the client paces its audio, for
@@ -102,8 +102,8 @@ type Proxy struct {
 	bufs sync.Pool
 
 	mu   sync.Mutex
-	recs []trace.Request
-	ends map[string]func(*trace.Request) // client spans to end, by record id
+	recs []model.Request
+	ends map[string]func(*model.Request) // client spans to end, by record id
 	st   Stats
 	lerr string // the last audio problem, for the report
 }
@@ -128,7 +128,7 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
-	p := &Proxy{cfg: cfg, target: u, rt: rt, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*trace.Request){}}
+	p := &Proxy{cfg: cfg, target: u, rt: rt, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*model.Request){}}
 	p.wsClient = &http.Client{Transport: protocol.NewTransport(16)}
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) }, // Host: the target's
@@ -173,9 +173,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // begin starts the record of r: its ids and trace (the client's, or
 // injected), and the headers to send upstream (the client's without the
 // hop-by-hop ones, with the injected ids).
-func (p *Proxy) begin(r *http.Request) (rec *trace.Request, hdr http.Header, end func(*trace.Request), injectedID, injectedTP bool) {
+func (p *Proxy) begin(r *http.Request) (rec *model.Request, hdr http.Header, end func(*model.Request), injectedID, injectedTP bool) {
 	n := p.seq.Add(1)
-	rec = &trace.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
+	rec = &model.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
 	hdr = r.Header.Clone()
 	dropHop(hdr)
 	if rec.RequestID = r.Header.Get("X-Request-Id"); rec.RequestID == "" {
@@ -282,8 +282,8 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	go p.finish(rec, start, &res, up, r.Header.Get("Content-Type"), end, injectedID, injectedTP, err != nil)
 }
 
-func (p *Proxy) finish(rec *trace.Request, start time.Time, res *protocol.Result, up *upload, ctype string,
-	end func(*trace.Request), injectedID, injectedTP, upstreamFailed bool) {
+func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result, up *upload, ctype string,
+	end func(*model.Request), injectedID, injectedTP, upstreamFailed bool) {
 	defer p.wg.Done()
 	body, complete := up.bytes()
 	f, aerr := parseUpload(ctype, body, complete)
@@ -309,7 +309,7 @@ func (p *Proxy) finish(rec *trace.Request, start time.Time, res *protocol.Result
 }
 
 // book counts a finished record, keeps it and hands it to OnRecord.
-func (p *Proxy) book(rec *trace.Request, end func(*trace.Request), injectedID, injectedTP, matched, unmatched bool, aerr error, upstreamFailed bool) {
+func (p *Proxy) book(rec *model.Request, end func(*model.Request), injectedID, injectedTP, matched, unmatched bool, aerr error, upstreamFailed bool) {
 	p.mu.Lock()
 	p.st.Recorded++
 	if injectedID {
@@ -358,10 +358,10 @@ func (p *Proxy) Wait(ctx context.Context) error {
 }
 
 // Records returns the finished requests in completion order.
-func (p *Proxy) Records() []trace.Request {
+func (p *Proxy) Records() []model.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]trace.Request(nil), p.recs...)
+	return append([]model.Request(nil), p.recs...)
 }
 
 // Stats returns the counts so far, and the last audio problem ("" if none).
@@ -373,10 +373,10 @@ func (p *Proxy) Stats() (Stats, string) {
 
 // EndSpans ends the client spans of recs (the records as they finally
 // are, levels assigned); each span ends at most once.
-func (p *Proxy) EndSpans(recs []trace.Request) {
+func (p *Proxy) EndSpans(recs []model.Request) {
 	p.mu.Lock()
 	ends := p.ends
-	p.ends = map[string]func(*trace.Request){}
+	p.ends = map[string]func(*model.Request){}
 	p.mu.Unlock()
 	for i := range recs {
 		if end := ends[recs[i].ID]; end != nil {

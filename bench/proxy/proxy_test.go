@@ -12,7 +12,7 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // startProxy runs a proxy in front of srv and returns its URL.
@@ -48,9 +48,9 @@ func TestProxyRecordsEveryDialect(t *testing.T) {
 			refs := proxy.NewIndex()
 			refs.Add(wav, proxy.Ref{SampleID: "utt1", Text: "the cat sat on a mat", Lang: "en", AudioS: 1.5})
 			var mu sync.Mutex
-			var live []trace.Request
+			var live []model.Request
 			p, url := startProxy(t, proxy.Config{Target: srv.URL, Refs: refs, Lang: "en",
-				OnRecord: func(r *trace.Request) { mu.Lock(); live = append(live, *r); mu.Unlock() }})
+				OnRecord: func(r *model.Request) { mu.Lock(); live = append(live, *r); mu.Unlock() }})
 			c, err := protocol.New(tc.proto, protocol.Options{Target: url})
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +72,7 @@ func TestProxyRecordsEveryDialect(t *testing.T) {
 			}
 			got := srv.Requests()
 			r := recs[0]
-			if r.Status != trace.StatusOK || r.Hyp != "the cat sat on the mat" || r.HTTPStatus != 200 {
+			if r.Status != model.StatusOK || r.Hyp != "the cat sat on the mat" || r.HTTPStatus != 200 {
 				t.Errorf("record %+v", r)
 			}
 			// Ids: the client's kept, else injected; the server's read back.
@@ -127,10 +127,10 @@ func TestProxyFailuresAreRecorded(t *testing.T) {
 	}
 	p.Wait(context.Background())
 	p2.Wait(context.Background())
-	if r := p.Records(); len(r) != 1 || r[0].Status != trace.StatusFailed || r[0].ErrorKind != trace.FailHTTP5xx {
+	if r := p.Records(); len(r) != 1 || r[0].Status != model.StatusFailed || r[0].ErrorKind != model.FailHTTP5xx {
 		t.Errorf("503: %+v", r)
 	}
-	if r := p2.Records(); len(r) != 1 || r[0].ErrorKind != trace.FailConnection {
+	if r := p2.Records(); len(r) != 1 || r[0].ErrorKind != model.FailConnection {
 		t.Errorf("dead upstream: %+v", r)
 	}
 }
@@ -187,7 +187,7 @@ func TestProxyRecordsRealtimeSessions(t *testing.T) {
 				t.Fatalf("%d records, want 1", len(recs))
 			}
 			r, rt := recs[0], res.Realtime
-			if r.Status != trace.StatusOK || r.Hyp != res.Text || r.HTTPStatus != 101 || r.Partials != rt.Partials || r.Finals != rt.Finals || r.AudioS != rt.AudioS {
+			if r.Status != model.StatusOK || r.Hyp != res.Text || r.HTTPStatus != 101 || r.Partials != rt.Partials || r.Finals != rt.Finals || r.AudioS != rt.AudioS {
 				t.Errorf("record %+v\nclient %+v text %q", r, *rt, res.Text)
 			}
 			sess := srv.Sessions()

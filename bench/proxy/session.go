@@ -13,7 +13,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // isUpgrade tells whether r opens a WebSocket session.
@@ -157,7 +157,7 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 	return first
 }
 
-func (p *Proxy) finishSession(rec *trace.Request, start time.Time, res *protocol.Result, end func(*trace.Request), injectedID, injectedTP bool) {
+func (p *Proxy) finishSession(rec *model.Request, start time.Time, res *protocol.Result, end func(*model.Request), injectedID, injectedTP bool) {
 	defer p.wg.Done()
 	record.Fill(context.Background(), rec, start, start, res)
 	rec.SampleID = "session"

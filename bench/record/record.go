@@ -1,5 +1,5 @@
 // Package record turns what a protocol client recorded for one request
-// (a protocol.Result) into its trace.Request: timings, outcome, failure
+// (a protocol.Result) into its model.Request: timings, outcome, failure
 // kind, transcript and, against a reference, the WER/CER counts. It is the
 // one place requests become records: the driver (requests asrprof sends)
 // and the capturing proxy (requests a user's own client sends) both call
@@ -14,8 +14,8 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/score"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace"
 )
 
 // Fill completes rec from res. rec carries what the caller knew before the
@@ -25,13 +25,13 @@ import (
 // loop, which Fill then records). ctx is the request's context: it tells a
 // timeout from a cancellation. A successful answer that is not warmup is
 // scored against rec.Ref in rec.Lang (score.Sample).
-func Fill(ctx context.Context, rec *trace.Request, start, from time.Time, res *protocol.Result) {
+func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result) {
 	FillWith(ctx, rec, start, from, res, nil)
 }
 
 // FillWith is Fill scoring against ref, rec.Ref already normalized once for
 // all the requests of its sample (the driver's; nil: score.Sample).
-func FillWith(ctx context.Context, rec *trace.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
+func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
 	if res.End.IsZero() {
 		res.End = time.Now()
 	}
@@ -62,7 +62,7 @@ func FillWith(ctx context.Context, rec *trace.Request, start, from time.Time, re
 	rec.HTTPStatus = res.HTTPStatus
 	rec.ServerRequestID = res.ServerRequestID
 	if res.Err != nil {
-		rec.Status = trace.StatusFailed
+		rec.Status = model.StatusFailed
 		rec.ErrorKind = res.ErrKind
 		if rec.ErrorKind == "" {
 			rec.ErrorKind = classify(ctx, res.Err)
@@ -70,7 +70,7 @@ func FillWith(ctx context.Context, rec *trace.Request, start, from time.Time, re
 		rec.Error = res.Err.Error()
 		return
 	}
-	rec.Status = trace.StatusOK
+	rec.Status = model.StatusOK
 	rec.Hyp = res.Text
 	scoreWith(rec, ref)
 }
@@ -79,11 +79,11 @@ func FillWith(ctx context.Context, rec *trace.Request, start, from time.Time, re
 // successful request that is not warmup (a reference that normalizes to
 // nothing is not scored). The proxy calls it again once an upload has been
 // matched to its reference.
-func Score(rec *trace.Request) { scoreWith(rec, nil) }
+func Score(rec *model.Request) { scoreWith(rec, nil) }
 
-func scoreWith(rec *trace.Request, ref *score.Reference) {
+func scoreWith(rec *model.Request, ref *score.Reference) {
 	rec.Scored, rec.Errors = false, nil
-	if rec.Status != trace.StatusOK || rec.Warmup {
+	if rec.Status != model.StatusOK || rec.Warmup {
 		return
 	}
 	var c score.Counts
@@ -95,23 +95,23 @@ func scoreWith(rec *trace.Request, ref *score.Reference) {
 	}
 	if scored {
 		rec.Scored = true
-		rec.Errors = &trace.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
+		rec.Errors = &model.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
 	}
 }
 
 func classify(ctx context.Context, err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return trace.FailTimeout
+		return model.FailTimeout
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return trace.FailCanceled
+		return model.FailCanceled
 	}
-	return trace.FailOther
+	return model.FailOther
 }
 
 // realtimeFields copies a WebSocket session's measurements into rec
 // (definitions in docs/REALTIME.md).
-func realtimeFields(rec *trace.Request, rt *protocol.RealtimeResult) {
+func realtimeFields(rec *model.Request, rt *protocol.RealtimeResult) {
 	secs := func(from, to time.Time) *float64 {
 		if from.IsZero() || to.IsZero() {
 			return nil

@@ -8,18 +8,18 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestFill(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	// A streamed success, open loop (latency from the intended time).
-	rec := &trace.Request{Ref: "the cat sat", Lang: "en"}
+	rec := &model.Request{Ref: "the cat sat", Lang: "en"}
 	res := protocol.Result{Text: "the cat sat down", HTTPStatus: 200, ServerRequestID: "s1", UploadDone: at(2), FirstByte: at(5),
 		FirstToken: at(7), ChunkTimes: []time.Time{at(7), at(9), at(12)}, End: at(20)}
 	record.Fill(context.Background(), rec, at(1), t0, &res)
-	if rec.Status != trace.StatusOK || rec.Hyp != "the cat sat down" || rec.ServerRequestID != "s1" || rec.HTTPStatus != 200 {
+	if rec.Status != model.StatusOK || rec.Hyp != "the cat sat down" || rec.ServerRequestID != "s1" || rec.HTTPStatus != 200 {
 		t.Errorf("outcome %+v", rec)
 	}
 	if rec.LatencyS != 0.020 || rec.TTFTS != 0.007 || rec.IntendedUnixNs != t0.UnixNano() || rec.StartUnixNs != at(1).UnixNano() ||
@@ -30,7 +30,7 @@ func TestFill(t *testing.T) {
 		t.Errorf("scoring %+v %+v", rec, rec.Errors)
 	}
 	// Warmup is not scored; closed loop records no intended time.
-	w := &trace.Request{Ref: "a b", Lang: "en", Warmup: true}
+	w := &model.Request{Ref: "a b", Lang: "en", Warmup: true}
 	record.Fill(context.Background(), w, t0, t0, &protocol.Result{Text: "a b", End: at(3)})
 	if w.Scored || w.Errors != nil || w.IntendedUnixNs != 0 {
 		t.Errorf("warmup %+v", w)
@@ -39,14 +39,14 @@ func TestFill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
-	f := &trace.Request{Ref: "x"}
+	f := &model.Request{Ref: "x"}
 	record.Fill(ctx, f, t0, t0, &protocol.Result{Err: context.DeadlineExceeded, End: at(1)})
-	if f.Status != trace.StatusFailed || f.ErrorKind != trace.FailTimeout || f.Scored {
+	if f.Status != model.StatusFailed || f.ErrorKind != model.FailTimeout || f.Scored {
 		t.Errorf("timeout %+v", f)
 	}
-	o := &trace.Request{}
+	o := &model.Request{}
 	record.Fill(context.Background(), o, t0, t0, &protocol.Result{Err: errors.New("boom"), ErrKind: protocol.KindHTTP5xx})
-	if o.ErrorKind != trace.FailHTTP5xx || o.Error != "boom" || o.EndUnixNs == 0 {
+	if o.ErrorKind != model.FailHTTP5xx || o.Error != "boom" || o.EndUnixNs == 0 {
 		t.Errorf("5xx %+v", o)
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/runbook"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -56,7 +56,7 @@ func TestGoodputCLI(t *testing.T) {
 			}
 		}
 	}
-	var res trace.Results
+	var res model.Results
 	readJSONInto(t, filepath.Join(dirs["a"], bundle.ResultsFile), &res)
 	if len(res.Results) != 2 {
 		t.Fatalf("results %+v", res.Results)
@@ -197,7 +197,7 @@ func TestFindMaxRefserver(t *testing.T) {
 	}
 	responseTailsFast(t, sweep)
 	t.Logf("sweep:\n%s", stdout)
-	var res trace.Results
+	var res model.Results
 	readJSONInto(t, filepath.Join(sweep, bundle.ResultsFile), &res)
 	// The sweep's answer: the highest level below the first one whose
 	// worst repeat misses 99 %.

@@ -15,7 +15,7 @@ import (
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/dataset/datasettest"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -129,13 +129,13 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 					t.Errorf("request with file %q (%d bytes) is not the audio of a row", r.FileName, r.FileSize)
 				}
 			}
-			var res trace.Results
+			var res model.Results
 			readJSONInto(t, filepath.Join(out, bundle.ResultsFile), &res)
 			lr := res.Results[0]
 			if lr.Evaluated != len(rows) || lr.Total != len(rows) || lr.Skipped != 0 || lr.CorpusWER.Mean != 0 {
 				t.Errorf("results.json: evaluated %d/%d, skipped %d, WER %v", lr.Evaluated, lr.Total, lr.Skipped, lr.CorpusWER.Mean)
 			}
-			var m trace.Manifest
+			var m model.Manifest
 			readJSONInto(t, filepath.Join(out, bundle.ManifestFile), &m)
 			fingerprints[name] = m.Fingerprint.DatasetSHA256
 		})

@@ -23,8 +23,8 @@ import (
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -104,14 +104,14 @@ func TestCaptureProxySweepClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every client request is one record, in its level, matched and scored.
-	byKey := map[string]trace.Request{}
+	byKey := map[string]model.Request{}
 	for _, r := range reqs {
 		k := r.Level + "/" + r.SampleID
 		if _, dup := byKey[k]; dup {
 			t.Errorf("two records for %s", k)
 		}
 		byKey[k] = r
-		if r.Status != trace.StatusOK || !r.Scored || r.Ref == "" || r.AudioDurationS <= 0 || len(r.TraceID) != 32 ||
+		if r.Status != model.StatusOK || !r.Scored || r.Ref == "" || r.AudioDurationS <= 0 || len(r.TraceID) != 32 ||
 			!strings.HasPrefix(r.RequestID, "asrprof-proxy-") || r.UploadDoneUnixNs < r.StartUnixNs || r.FirstByteUnixNs < r.UploadDoneUnixNs {
 			t.Errorf("record %+v", r)
 		}
@@ -293,7 +293,7 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 		t.Fatalf("%d records, want 3", len(reqs))
 	}
 	for _, r := range reqs {
-		if r.Level != "c1" || r.Status != trace.StatusOK || r.Hyp != "hello there" || r.AudioDurationS != 2 || r.SampleID != "a.wav" || r.Scored {
+		if r.Level != "c1" || r.Status != model.StatusOK || r.Hyp != "hello there" || r.AudioDurationS != 2 || r.SampleID != "a.wav" || r.Scored {
 			t.Errorf("record %+v", r)
 		}
 	}
@@ -369,7 +369,7 @@ func TestCaptureProxyRealtimeSessions(t *testing.T) {
 		t.Fatalf("sessions %d, recorded %d (%v)\n%s", len(texts), len(reqs), err, stderr)
 	}
 	for i, r := range reqs {
-		if r.Status != trace.StatusOK || r.HTTPStatus != 101 || r.Hyp != texts[i] || r.FirstUpdateS == nil || r.FinalAfterStopS == nil || r.AudioS != 1 || r.Level != "c1" {
+		if r.Status != model.StatusOK || r.HTTPStatus != 101 || r.Hyp != texts[i] || r.FirstUpdateS == nil || r.FinalAfterStopS == nil || r.AudioS != 1 || r.Level != "c1" {
 			t.Errorf("session record %+v", r)
 		}
 	}

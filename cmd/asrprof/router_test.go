@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
-	"github.com/asrprof/asrprof/trace"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -100,7 +100,7 @@ func responseTailsFast(t *testing.T, dir string) {
 	}
 	var tails []float64
 	for _, r := range reqs {
-		if r.Status == trace.StatusOK && r.FirstByteUnixNs > 0 {
+		if r.Status == model.StatusOK && r.FirstByteUnixNs > 0 {
 			tails = append(tails, float64(r.EndUnixNs-r.FirstByteUnixNs)/1e6)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/benchtest"
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/spans"
 	"github.com/asrprof/asrprof/trace/tables"
@@ -202,7 +202,7 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	// A source that changes is read again: one more request.
 	reqs, _ := os.ReadFile(filepath.Join(dir, bundle.RequestsFile))
 	last := reqs[bytes.LastIndexByte(reqs[:len(reqs)-1], '\n')+1:]
-	var r trace.Request
+	var r model.Request
 	json.Unmarshal(last, &r)
 	r.ID, r.Level = "extra", "c99"
 	line, _ := json.Marshal(r)

@@ -18,7 +18,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // File names inside a bundle.
@@ -149,7 +149,7 @@ func (w *Writer) Close() error {
 // Bundle is a capture opened for reading.
 type Bundle struct {
 	Dir      string
-	Manifest trace.Manifest
+	Manifest model.Manifest
 }
 
 // Open reads dir's manifest. A bundle whose capture was killed loads too
@@ -167,8 +167,8 @@ func Open(dir string) (*Bundle, error) {
 	if err := json.Unmarshal(b, &bd.Manifest); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	if bd.Manifest.Schema != trace.Schema {
-		return nil, fmt.Errorf("%s: schema %q, this asrprof reads %q", p, bd.Manifest.Schema, trace.Schema)
+	if bd.Manifest.Schema != model.Schema {
+		return nil, fmt.Errorf("%s: schema %q, this asrprof reads %q", p, bd.Manifest.Schema, model.Schema)
 	}
 	return bd, nil
 }
@@ -183,9 +183,9 @@ func (b *Bundle) Has(name string) bool {
 }
 
 // Requests reads requests.jsonl.
-func (b *Bundle) Requests() ([]trace.Request, error) {
-	var out []trace.Request
-	_, err := ReadJSONL(b.Path(RequestsFile), func(r trace.Request) error {
+func (b *Bundle) Requests() ([]model.Request, error) {
+	var out []model.Request
+	_, err := ReadJSONL(b.Path(RequestsFile), func(r model.Request) error {
 		out = append(out, r)
 		return nil
 	})
@@ -196,12 +196,12 @@ func (b *Bundle) Requests() ([]trace.Request, error) {
 }
 
 // Results reads results.json; it is absent from a capture that was killed.
-func (b *Bundle) Results() (*trace.Results, error) {
+func (b *Bundle) Results() (*model.Results, error) {
 	data, err := os.ReadFile(b.Path(ResultsFile))
 	if err != nil {
 		return nil, err
 	}
-	var r trace.Results
+	var r model.Results
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Path(ResultsFile), err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 func TestWriteReadRoundTrip(t *testing.T) {
@@ -23,13 +23,13 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.Append(RequestsFile, trace.Request{SampleID: "s", Hyp: strings.Repeat("x", i*100)}); err != nil {
+			if err := w.Append(RequestsFile, model.Request{SampleID: "s", Hyp: strings.Repeat("x", i*100)}); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	if err := w.WriteJSON(ManifestFile, trace.Manifest{Schema: trace.Schema}); err != nil {
+	if err := w.WriteJSON(ManifestFile, model.Manifest{Schema: model.Schema}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -100,12 +100,12 @@ func TestReplaceJSONL(t *testing.T) {
 	}
 	defer w.Close()
 	for i := 0; i < 3; i++ {
-		w.Append(RequestsFile, trace.Request{ID: fmt.Sprint(i), Level: "proxy"})
+		w.Append(RequestsFile, model.Request{ID: fmt.Sprint(i), Level: "proxy"})
 	}
-	if err := w.ReplaceJSONL(RequestsFile, 2, func(i int) any { return trace.Request{ID: fmt.Sprint(i), Level: "c4"} }); err != nil {
+	if err := w.ReplaceJSONL(RequestsFile, 2, func(i int) any { return model.Request{ID: fmt.Sprint(i), Level: "c4"} }); err != nil {
 		t.Fatal(err)
 	}
-	w.Append(RequestsFile, trace.Request{ID: "late", Level: "c4"})
+	w.Append(RequestsFile, model.Request{ID: "late", Level: "c4"})
 	reqs, err := (&Bundle{Dir: dir}).Requests()
 	if err != nil || len(reqs) != 3 || reqs[0].Level != "c4" || reqs[2].ID != "late" {
 		t.Errorf("after replace: %v %+v", err, reqs)

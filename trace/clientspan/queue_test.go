@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -49,7 +49,7 @@ func TestDropsCounted(t *testing.T) {
 	tr := New(spans.NewWriter(b), nil)
 	const requests = maxQueue // three spans each: more than the queue holds
 	for range requests {
-		rec := trace.Request{Status: trace.StatusOK, StartUnixNs: 1, UploadDoneUnixNs: 2, FirstByteUnixNs: 3, EndUnixNs: 4}
+		rec := model.Request{Status: model.StatusOK, StartUnixNs: 1, UploadDoneUnixNs: 2, FirstByteUnixNs: 3, EndUnixNs: 4}
 		_, end := tr.Start(context.Background(), &rec)
 		end(&rec)
 	}

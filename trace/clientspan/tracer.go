@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -127,7 +127,7 @@ type span struct {
 // Start begins the root span of rec's request now, sets rec.TraceID and
 // returns the traceparent header to send. end must be called exactly once,
 // with the finished record; it ends the span at rec.EndUnixNs.
-func (t *Tracer) Start(ctx context.Context, rec *trace.Request) (traceparent string, end func(rec *trace.Request)) {
+func (t *Tracer) Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request)) {
 	s := &span{t: t, start: time.Now()}
 	randomID(s.traceID[:])
 	randomID(s.spanID[:])
@@ -159,13 +159,13 @@ func randomID(b []byte) {
 	}
 }
 
-func (s *span) end(rec *trace.Request) {
+func (s *span) end(rec *model.Request) {
 	root := record{traceID: s.traceID, spanID: s.spanID, name: SpanRequest, client: true, start: s.start.UnixNano()}
 	outcome := rec.Status
-	if rec.Status != trace.StatusOK {
+	if rec.Status != model.StatusOK {
 		outcome = rec.ErrorKind
 		if outcome == "" {
-			outcome = trace.StatusFailed
+			outcome = model.StatusFailed
 		}
 		root.failed, root.errMsg = true, rec.Error
 		if root.errMsg == "" {

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -39,7 +39,7 @@ func TestStartEnd(t *testing.T) {
 	const t0 = int64(1_800_000_000_000_000_000)
 	tests := []struct {
 		name         string
-		rec          trace.Request
+		rec          model.Request
 		wantStatus   string
 		wantOutcome  string
 		wantChildren map[string][2]int64 // name -> start, end
@@ -47,9 +47,9 @@ func TestStartEnd(t *testing.T) {
 	}{
 		{
 			name: "ok with phases",
-			rec: trace.Request{SampleID: "s1", Level: "c8", Repeat: 2, RequestID: "asrprof-ab-000001", ServerRequestID: "transcription-42",
+			rec: model.Request{SampleID: "s1", Level: "c8", Repeat: 2, RequestID: "asrprof-ab-000001", ServerRequestID: "transcription-42",
 				AudioDurationS: 3.5, StartUnixNs: t0, UploadDoneUnixNs: t0 + 2e6, FirstByteUnixNs: t0 + 50e6, EndUnixNs: t0 + 80e6,
-				HTTPStatus: 200, Status: trace.StatusOK},
+				HTTPStatus: 200, Status: model.StatusOK},
 			wantStatus:  spans.StatusUnset,
 			wantOutcome: "ok",
 			wantChildren: map[string][2]int64{
@@ -60,18 +60,18 @@ func TestStartEnd(t *testing.T) {
 		},
 		{
 			name: "timeout, no phases",
-			rec: trace.Request{SampleID: "s2", Level: "r2.5", Warmup: true, RequestID: "asrprof-ab-000002",
-				StartUnixNs: t0, EndUnixNs: t0 + 30e9, Status: trace.StatusFailed, ErrorKind: trace.FailTimeout, Error: "context deadline exceeded"},
+			rec: model.Request{SampleID: "s2", Level: "r2.5", Warmup: true, RequestID: "asrprof-ab-000002",
+				StartUnixNs: t0, EndUnixNs: t0 + 30e9, Status: model.StatusFailed, ErrorKind: model.FailTimeout, Error: "context deadline exceeded"},
 			wantStatus:   spans.StatusError,
-			wantOutcome:  trace.FailTimeout,
+			wantOutcome:  model.FailTimeout,
 			wantChildren: map[string][2]int64{},
 		},
 		{
 			name: "http 500, upload only",
-			rec: trace.Request{SampleID: "s3", RequestID: "asrprof-ab-000003", StartUnixNs: t0, UploadDoneUnixNs: t0 + 1e6, EndUnixNs: t0 + 9e6,
-				HTTPStatus: 500, Status: trace.StatusFailed, ErrorKind: trace.FailHTTP5xx},
+			rec: model.Request{SampleID: "s3", RequestID: "asrprof-ab-000003", StartUnixNs: t0, UploadDoneUnixNs: t0 + 1e6, EndUnixNs: t0 + 9e6,
+				HTTPStatus: 500, Status: model.StatusFailed, ErrorKind: model.FailHTTP5xx},
 			wantStatus:   spans.StatusError,
-			wantOutcome:  trace.FailHTTP5xx,
+			wantOutcome:  model.FailHTTP5xx,
 			wantChildren: map[string][2]int64{SpanUpload: {t0, t0 + 1e6}},
 			wantHTTP:     true,
 		},
@@ -157,7 +157,7 @@ func TestStartEnd(t *testing.T) {
 // FlushInterval and a bit, with no Flush: what a killed capture keeps.
 func TestWrittenWithoutFlush(t *testing.T) {
 	tr, path := newTracer(t)
-	rec := trace.Request{RequestID: "r1", Status: trace.StatusOK}
+	rec := model.Request{RequestID: "r1", Status: model.StatusOK}
 	_, end := tr.Start(context.Background(), &rec)
 	rec.EndUnixNs = time.Now().UnixNano()
 	end(&rec)
@@ -178,7 +178,7 @@ func TestDistinctTraces(t *testing.T) {
 	tr, _ := newTracer(t)
 	seen := map[string]bool{}
 	for range 100 {
-		var rec trace.Request
+		var rec model.Request
 		tp, end := tr.Start(context.Background(), &rec)
 		if seen[tp] || seen[rec.TraceID] {
 			t.Fatalf("traceparent %s repeated", tp)
@@ -201,7 +201,7 @@ func BenchmarkStartEnd(b *testing.B) {
 	now := time.Now().UnixNano()
 	b.ReportAllocs()
 	for b.Loop() {
-		rec := trace.Request{SampleID: "s1", Level: "c8", RequestID: "asrprof-ab-000001", Status: trace.StatusOK, HTTPStatus: 200,
+		rec := model.Request{SampleID: "s1", Level: "c8", RequestID: "asrprof-ab-000001", Status: model.StatusOK, HTTPStatus: 200,
 			StartUnixNs: now, UploadDoneUnixNs: now + 1e6, FirstByteUnixNs: now + 2e6, EndUnixNs: now + 3e6}
 		_, end := tr.Start(context.Background(), &rec)
 		end(&rec)

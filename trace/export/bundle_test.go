@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -20,7 +20,7 @@ import (
 // smallBundle is what writeSmallBundle wrote.
 type smallBundle struct {
 	dir      string
-	reqs     []trace.Request
+	reqs     []model.Request
 	clientID map[string]string // trace id → client root span id
 	// perTrace is the number of spans of each trace: client root, upload,
 	// wait_first_byte, 3 server spans, and the stages.
@@ -57,7 +57,7 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 	rs.Resource().Attributes().PutStr("service.name", "asrprof-refserver")
 	ss := rs.ScopeSpans().AppendEmpty().Spans()
 	for i := 0; i < n; i++ {
-		rec := trace.Request{
+		rec := model.Request{
 			ID:             fmt.Sprint(i + 1),
 			SampleID:       fmt.Sprintf("sample-%d", i),
 			Level:          "c2",
@@ -65,7 +65,7 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 			RequestID:      fmt.Sprintf("asrprof-test-%06d", i+1),
 			AudioDurationS: 2,
 			HTTPStatus:     200,
-			Status:         trace.StatusOK,
+			Status:         model.StatusOK,
 		}
 		tp, end := tr.Start(ctx, &rec)
 		sc := oteltrace.SpanContextFromContext(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp}))
@@ -120,14 +120,14 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 	if err := sw.Write(srv); err != nil {
 		t.Fatal(err)
 	}
-	man := trace.Manifest{
-		Schema:      trace.Schema,
+	man := model.Manifest{
+		Schema:      model.Schema,
 		Complete:    true,
 		StartUnixNs: base,
 		EndUnixNs:   last,
 		Config:      map[string]any{"target": "http://127.0.0.1:18000"},
-		Fingerprint: trace.Fingerprint{Hostname: "client-box", TargetURL: "http://127.0.0.1:18000"},
-		Levels: []trace.LevelRun{{Level: "c2", Concurrency: 2, Repeat: 1,
+		Fingerprint: model.Fingerprint{Hostname: "client-box", TargetURL: "http://127.0.0.1:18000"},
+		Levels: []model.LevelRun{{Level: "c2", Concurrency: 2, Repeat: 1,
 			StartUnixNs: base, EndUnixNs: last}},
 	}
 	if err := bw.WriteJSON(bundle.ManifestFile, man); err != nil {

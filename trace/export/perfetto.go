@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -75,8 +75,8 @@ type SchedRow struct {
 // PerfettoInput is what BuildPerfetto draws.
 type PerfettoInput struct {
 	Capture  string
-	Manifest trace.Manifest
-	Requests []trace.Request
+	Manifest model.Manifest
+	Requests []model.Request
 	Spans    []spans.Span // client and server spans
 	Stages   [][]Stage    // per request, may be nil
 	GPU      []GPURow
@@ -407,7 +407,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		level  string
 		repeat int
 	}
-	passes := map[passKey]trace.LevelRun{}
+	passes := map[passKey]model.LevelRun{}
 	for _, l := range in.Manifest.Levels {
 		passes[passKey{l.Level, l.Repeat}] = l
 	}
@@ -463,7 +463,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	return tf, st
 }
 
-func requestArgs(r *trace.Request) map[string]any {
+func requestArgs(r *model.Request) map[string]any {
 	a := map[string]any{
 		"request_id": r.RequestID,
 		"trace_id":   r.TraceID,

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"sort"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -54,7 +54,7 @@ func (l *stageLine) stageName() string {
 // of reqs (by index), its stages ordered by start. It returns nil, 0, nil
 // when the bundle has no stages.jsonl. unmatched counts lines that named
 // no request of reqs.
-func ReadStages(b *bundle.Bundle, reqs []trace.Request) (stages [][]Stage, unmatched int, err error) {
+func ReadStages(b *bundle.Bundle, reqs []model.Request) (stages [][]Stage, unmatched int, err error) {
 	byTrace := map[string]int{}
 	byReqID := map[string]int{}
 	byID := map[string]int{}

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -40,13 +40,13 @@ type Stats struct {
 // Build joins spans and events to reqs. Each request gets copies of its
 // spans, sorted by start, in one shared backing array: ss may be dropped
 // afterwards.
-func Build(reqs []trace.Request, ss []spans.Span, evs []events.Event) *Index {
+func Build(reqs []model.Request, ss []spans.Span, evs []events.Event) *Index {
 	return BuildChunks(reqs, [][]spans.Span{ss}, evs)
 }
 
 // BuildChunks is Build over spans given in chunks, in order (as a span
 // store's records decode), so that a caller need not concatenate them.
-func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event) *Index {
+func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []events.Event) *Index {
 	n := 0
 	for _, c := range chunks {
 		n += len(c)
@@ -155,7 +155,7 @@ func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event
 				return ix.events[i][a].TimestampNs < ix.events[i][b].TimestampNs
 			})
 		}
-		if r.Warmup || r.Status != trace.StatusOK {
+		if r.Warmup || r.Status != model.StatusOK {
 			continue
 		}
 		ix.stats.Requests++
@@ -172,7 +172,7 @@ func BuildChunks(reqs []trace.Request, chunks [][]spans.Span, evs []events.Event
 // EventKey is the id by which r's events name it: the server's request id
 // (its X-Request-Id response header), or asrprof's own when the server
 // sent none.
-func EventKey(r *trace.Request) string {
+func EventKey(r *model.Request) string {
 	if r.ServerRequestID != "" {
 		return r.ServerRequestID
 	}
@@ -184,7 +184,7 @@ func EventKey(r *trace.Request) string {
 // request of its trace id; for a request without server spans in its
 // trace, the server spans whose gen_ai.request.id names it. A span that
 // two requests would share goes to the first.
-func SpanOwners(reqs []trace.Request, chunks [][]spans.Span) []int32 {
+func SpanOwners(reqs []model.Request, chunks [][]spans.Span) []int32 {
 	var at []*spans.Span
 	for _, c := range chunks {
 		for k := range c {

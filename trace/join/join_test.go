@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -17,10 +17,10 @@ import (
 
 // load runs a fixture through the capture's own path: OTLP JSON into the
 // span store, event files imported into events.jsonl, then read back.
-func load(t *testing.T, dir string) ([]trace.Request, []spans.Span, []events.Event) {
+func load(t *testing.T, dir string) ([]model.Request, []spans.Span, []events.Event) {
 	t.Helper()
-	var reqs []trace.Request
-	if _, err := bundle.ReadJSONL(filepath.Join(dir, "requests.jsonl"), func(r trace.Request) error {
+	var reqs []model.Request
+	if _, err := bundle.ReadJSONL(filepath.Join(dir, "requests.jsonl"), func(r model.Request) error {
 		reqs = append(reqs, r)
 		return nil
 	}); err != nil {

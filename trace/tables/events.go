@@ -3,7 +3,7 @@ package tables
 import (
 	"sort"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/join"
 )
 
@@ -138,7 +138,7 @@ func newEventsPart(n int) *eventsPart {
 
 // ReadEventsJSONL reads events.jsonl (the SGLang-Omni request profiler's
 // lines) on every core and joins each event to reqs.
-func ReadEventsJSONL(path string, reqs []trace.Request) (*Events, error) {
+func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 	parts, err := scanLines(path, newEventsPart, func(p *eventsPart, b []byte, _ int) error {
 		var rid, stage, name, run []byte
 		var ts, pid int64
@@ -222,7 +222,7 @@ func ReadEventsJSONL(path string, reqs []trace.Request) (*Events, error) {
 }
 
 // join sets RequestIndex: once per distinct request id, not per event.
-func (e *Events) join(reqs []trace.Request) {
+func (e *Events) join(reqs []model.Request) {
 	byID := make(map[string]int32, len(reqs))
 	for i := len(reqs) - 1; i >= 0; i-- { // the first request of an id wins
 		if id := join.EventKey(&reqs[i]); id != "" {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // requestRow is one row of requests.parquet: every field of a
@@ -70,7 +70,7 @@ type requestRow struct {
 // names the file, the line and the field. The file is read whole and
 // each line decoded into its place in one slice (concatenating the
 // chunks' records, ~400 bytes each, cost more than decoding them).
-func ReadRequestsJSONL(path string) ([]trace.Request, error) {
+func ReadRequestsJSONL(path string) ([]model.Request, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -82,7 +82,7 @@ func ReadRequestsJSONL(path string) ([]trace.Request, error) {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		n++
 	}
-	out := make([]trace.Request, n)
+	out := make([]model.Request, n)
 	used := make([]bool, n) // false: a blank line, or a dropped truncated one
 	workers := runtime.GOMAXPROCS(0)
 	// Cut at newlines into about 4 parts a worker.
@@ -125,7 +125,7 @@ func ReadRequestsJSONL(path string) ([]trace.Request, error) {
 					case err == nil:
 						used[line] = true
 					case line == n-1 && truncatedOK:
-						*r = trace.Request{} // a truncated last line
+						*r = model.Request{} // a truncated last line
 					default:
 						errs[pi] = fmt.Errorf("%s:%d: %w", path, line+1, err)
 						return nil
@@ -156,8 +156,8 @@ func ReadRequestsJSONL(path string) ([]trace.Request, error) {
 
 // setRequestField sets the field of r that the JSON name k names, as
 // encoding/json would (unknown names are ignored, null leaves the zero).
-// TestRequestFieldsAll checks that it knows every field of trace.Request.
-func setRequestField(r *trace.Request, k []byte, v value) (err error) {
+// TestRequestFieldsAll checks that it knows every field of model.Request.
+func setRequestField(r *model.Request, k []byte, v value) (err error) {
 	i32 := func(p *int) {
 		var x int64
 		x, err = v.int64()
@@ -236,7 +236,7 @@ func setRequestField(r *trace.Request, k []byte, v value) (err error) {
 		if v.kind != '{' {
 			return fmt.Errorf("want an object, got %s", v.what())
 		}
-		e := &trace.WordErrors{}
+		e := &model.WordErrors{}
 		err = scanObject(v.raw, func(k []byte, v value) error {
 			var x int64
 			var err error
@@ -285,7 +285,7 @@ func setRequestField(r *trace.Request, k []byte, v value) (err error) {
 
 func ptr32(x int) *int32 { v := int32(x); return &v }
 
-func toRequestRow(i int, r *trace.Request) requestRow {
+func toRequestRow(i int, r *model.Request) requestRow {
 	row := requestRow{
 		RequestIndex: int32(i), ID: r.ID, SampleID: r.SampleID, Level: r.Level, Repeat: int32(r.Repeat),
 		Warmup: r.Warmup, TraceID: r.TraceID, RequestID: r.RequestID, ServerRequestID: r.ServerRequestID,
@@ -305,7 +305,7 @@ func toRequestRow(i int, r *trace.Request) requestRow {
 }
 
 // writeRequests writes requests.parquet.
-func writeRequests(path string, reqs []trace.Request, meta map[string]string) error {
+func writeRequests(path string, reqs []model.Request, meta map[string]string) error {
 	return writeRows(path, meta, len(reqs), func(i int) requestRow { return toRequestRow(i, &reqs[i]) })
 }
 
@@ -322,7 +322,7 @@ var requestColumns = []string{"id", "sample_id", "level", "repeat", "warmup", "t
 // ReadRequests reads requests.parquet back into the records of
 // requests.jsonl, in their order, column by column (a row reader took
 // 2.5 µs a request).
-func ReadRequests(path string) ([]trace.Request, error) {
+func ReadRequests(path string) ([]model.Request, error) {
 	plain := map[string]bool{"id": true, "trace_id": true, "request_id": true, "server_request_id": true, "hyp": true, "ref": true}
 	cols, err := readColumnsPlain(path, requestColumns, plain)
 	if err != nil {
@@ -368,10 +368,10 @@ func ReadRequests(path string) ([]trace.Request, error) {
 		eSub, eDel, eIns, eRef                   = i32("errors_sub"), i32("errors_del"), i32("errors_ins"), i32("errors_ref_words")
 		eValid                                   = c["errors_ref_words"].valid
 	)
-	out := make([]trace.Request, n)
+	out := make([]model.Request, n)
 	for i := range out {
 		r := &out[i]
-		*r = trace.Request{
+		*r = model.Request{
 			ID: id(i), SampleID: sample(i), Level: level(i), Repeat: int(repeat[i]), Warmup: warmup[i],
 			TraceID: traceID(i), RequestID: reqID(i), ServerRequestID: srvID(i),
 			IntendedUnixNs: intended[i], StartUnixNs: start[i], UploadDoneUnixNs: upload[i],
@@ -386,7 +386,7 @@ func ReadRequests(path string) ([]trace.Request, error) {
 			r.ChunkGapsS = gaps[i]
 		}
 		if eValid == nil || eValid[i] {
-			r.Errors = &trace.WordErrors{Sub: int(eSub[i]), Del: int(eDel[i]), Ins: int(eIns[i]), RefWords: int(eRef[i])}
+			r.Errors = &model.WordErrors{Sub: int(eSub[i]), Del: int(eDel[i]), Ins: int(eIns[i]), RefWords: int(eRef[i])}
 		}
 	}
 	return out, nil

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -114,7 +114,7 @@ func (s *Spans) AttrString(i int, key string) (string, bool) {
 
 // ReadSpansOTLP reads spans.otlp (absent: no spans) and joins its spans
 // to reqs.
-func ReadSpansOTLP(path string, reqs []trace.Request) (*Spans, error) {
+func ReadSpansOTLP(path string, reqs []model.Request) (*Spans, error) {
 	chunks, err := spans.ReadChunks(path)
 	if err != nil {
 		return nil, err

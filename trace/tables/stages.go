@@ -1,7 +1,7 @@
 package tables
 
 import (
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 )
 
 // StageRows are the stage boundaries a stage preset derives, one row per
@@ -47,7 +47,7 @@ type stageRow struct {
 	DurationS    *float64 `parquet:"duration_s,optional"`
 }
 
-func writeStages(path string, r *StageRows, preset string, reqs []trace.Request, meta map[string]string) error {
+func writeStages(path string, r *StageRows, preset string, reqs []model.Request, meta map[string]string) error {
 	return writeRows(path, meta, r.Len(), func(i int) stageRow {
 		q := &reqs[r.RequestIndex[i]]
 		row := stageRow{RequestIndex: r.RequestIndex[i], RequestID: q.RequestID, TraceID: q.TraceID, Level: q.Level,

@@ -29,7 +29,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -105,7 +105,7 @@ type Set struct {
 
 	mu       sync.Mutex
 	rec      record
-	requests []trace.Request // all of requests.parquet, once read or built
+	requests []model.Request // all of requests.parquet, once read or built
 	reqCols  *RequestCols
 	hasReqs  bool // requests.jsonl exists
 	events   *Events
@@ -224,8 +224,8 @@ func Open(dir string) (*Set, error) {
 		}
 	}
 	requestsBuilt := built[RequestsTable]
-	var joinTo []trace.Request // the requests, for the tables that join them
-	requests := func() ([]trace.Request, error) {
+	var joinTo []model.Request // the requests, for the tables that join them
+	requests := func() ([]model.Request, error) {
 		if joinTo == nil {
 			r, err := s.Requests()
 			if err != nil {
@@ -437,7 +437,7 @@ func (s *Set) SaveDerived(name, key string, v any) {
 // Requests returns every request of requests.jsonl, in order (from
 // requests.parquet, or from what Open built); none when the bundle has no
 // requests.jsonl.
-func (s *Set) Requests() ([]trace.Request, error) {
+func (s *Set) Requests() ([]model.Request, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, ok := s.loaded[RequestsTable]; ok {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -17,14 +17,14 @@ func fp(x float64) *float64 { return &x }
 
 // full is a request with every field set (realtime ones included), and
 // strings that need escaping.
-func full(i int) trace.Request {
-	return trace.Request{
+func full(i int) model.Request {
+	return model.Request{
 		ID: "7", SampleID: "s\"1\"", Level: "c8", Repeat: 2, Warmup: i%2 == 1, TraceID: "0af7651916cd43dd8448eb211c80319c",
 		RequestID: "asrprof-1", ServerRequestID: "srv-1", IntendedUnixNs: 1, StartUnixNs: 1764480000123456789,
 		UploadDoneUnixNs: 3, FirstByteUnixNs: 4, FirstTokenUnixNs: 5, EndUnixNs: 1764480000987654321,
 		LatencyS: 0.123456789, TTFTS: 0.05, ChunkGapsS: []float64{0.1, 0.25}, AudioDurationS: 3.5, HTTPStatus: 200,
 		Status: "ok", ErrorKind: "timeout", Error: "line\nbreak \u00e9", Hyp: "héllo \\ wörld", Ref: "hello world",
-		Lang: "en", Scored: true, Errors: &trace.WordErrors{Sub: 1, Del: 2, Ins: 3, RefWords: 9},
+		Lang: "en", Scored: true, Errors: &model.WordErrors{Sub: 1, Del: 2, Ins: 3, RefWords: 9},
 		FirstUpdateS: fp(0.2), FinalAfterStopS: fp(0.3), LagP95S: fp(0.4), LagMaxS: fp(0.5), LagGrowthS: fp(-0.1),
 		LagSource: "server", Partials: 4, Finals: 2, ServerErrors: 1, AudioS: 3.25, SendLateMaxS: fp(0.01),
 	}
@@ -46,7 +46,7 @@ func writeJSONL(t *testing.T, path string, recs ...any) {
 	}
 }
 
-// Every field of trace.Request survives requests.jsonl → the scanner →
+// Every field of model.Request survives requests.jsonl → the scanner →
 // requests.parquet → ReadRequests, as encoding/json reads it; a field the
 // scanner did not know would come back zero.
 func TestRequestFieldsAll(t *testing.T) {
@@ -57,10 +57,10 @@ func TestRequestFieldsAll(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	sparse := trace.Request{ID: "8", Level: "c1", Status: "failed"} // omitempty fields absent, pointers nil
+	sparse := model.Request{ID: "8", Level: "c1", Status: "failed"} // omitempty fields absent, pointers nil
 	writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0), full(1), sparse)
-	var want []trace.Request
-	if _, err := bundle.ReadJSONL(filepath.Join(dir, bundle.RequestsFile), func(r trace.Request) error { want = append(want, r); return nil }); err != nil {
+	var want []model.Request
+	if _, err := bundle.ReadJSONL(filepath.Join(dir, bundle.RequestsFile), func(r model.Request) error { want = append(want, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))

@@ -1,9 +1,9 @@
-// Package trace holds the capture's data model: the records that a capture
+// Package model holds the capture's data model: the records that a capture
 // writes into its bundle and that analyses and exporters read back.
 //
-// It is a leaf package: it imports none of its siblings (trace/bundle,
+// It is a leaf package: it imports nothing of asrprof's (trace/bundle,
 // trace/otlp, trace/join...), so every other package may depend on it.
-package trace
+package model
 
 // Schema is the value of Manifest.Schema for bundles this version writes.
 const Schema = "asrprof.capture/v1"
