@@ -173,7 +173,7 @@ func TestStagesRecoverInjected(t *testing.T) {
 }
 
 // TestSweepMatchesDriver checks the sweep against results.json, which the
-// fixture writes with bench/metrics as the driver does: corpus WER to the
+// fixture writes with model/summary as the driver does: corpus WER to the
 // last digit, and the other means too.
 func TestSweepMatchesDriver(t *testing.T) {
 	for _, fx := range []string{"refserver", "refserver_random"} {

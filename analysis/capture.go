@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/asrprof/asrprof/analysis/engine"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
@@ -110,14 +110,14 @@ func (c *Capture) Requests() ([]model.Request, error) {
 }
 
 // Passes returns the metrics of every pass the requests record, warmup
-// passes included, in run order: bench/metrics.PassesUnder over the
+// passes included, in run order: bench/summary.PassesUnder over the
 // requests, the manifest's runs and its SLO (goodput), computed once. They are the numbers of
 // results.json (which holds the scored passes of a capture that finished).
 // They are kept with the tables (tables/passes.json) while requests.jsonl
 // and the manifest's passes are as they were.
 func (c *Capture) Passes() ([]model.PassMetrics, error) {
 	c.passesOnce.Do(func() {
-		slo, err := metrics.SLOOf(c.Bundle.Manifest)
+		slo, err := summary.SLOOf(c.Bundle.Manifest)
 		if err != nil {
 			c.passesErr = fmt.Errorf("%s: %w", c.Bundle.Dir, err)
 			return
@@ -134,7 +134,7 @@ func (c *Capture) Passes() ([]model.PassMetrics, error) {
 			c.passesErr = err
 			return
 		}
-		c.passes = metrics.PassesUnder(reqs, c.Bundle.Manifest.Levels, slo)
+		c.passes = summary.PassesUnder(reqs, c.Bundle.Manifest.Levels, slo)
 		c.Tables.SaveDerived("passes", string(key), c.passes)
 	})
 	return c.passes, c.passesErr

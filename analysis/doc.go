@@ -10,7 +10,7 @@
 // is reachable: no files, network or environment.
 //
 // Per-pass metrics are not computed here: capture.passes is
-// bench/metrics.Passes over the requests (Capture.Passes), the numbers of
+// model/summary.Passes over the requests (Capture.Passes), the numbers of
 // results.json, and the built-in scripts read them instead of recomputing.
 //
 // The sweep table is a script, scripts/sweep.star, and it is the only

@@ -9,7 +9,7 @@ import (
 )
 
 // sweep_ranges: each level's mean, min and max over repeats are those of
-// the scored passes (bench/metrics, capture.passes).
+// the scored passes (model/summary, capture.passes).
 func TestSweepRanges(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver_random")
 	c, err := loadT(t, dir)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/load"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/model/summary"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded
@@ -135,7 +135,7 @@ type Config struct {
 	// Capacity (docs/CAPACITY.md): the per-request limits goodput is
 	// counted under (--slo; empty: no goodput), and the --find-max search
 	// (nil: the levels are run as listed).
-	SLO    metrics.SLO `json:"slo"`
+	SLO    summary.SLO `json:"slo"`
 	Search *Search     `json:"search"`
 }
 

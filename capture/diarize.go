@@ -2,11 +2,11 @@ package capture
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bench/score/diarize"
 	"net/http"
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -59,7 +59,7 @@ func taskClient(cfg *Config, client protocol.Client, hc *http.Client) (protocol.
 // then do nothing.
 type diarizeRun struct {
 	cfg     *Config
-	samples []metrics.DiarizeSample
+	samples []diarize.Input
 	warmup  int
 	passes  []diarizePass
 }
@@ -76,7 +76,7 @@ func newDiarizeRun(cfg *Config, samples []dataset.Sample) *diarizeRun {
 	}
 	d := &diarizeRun{cfg: cfg}
 	for _, s := range samples {
-		d.samples = append(d.samples, metrics.DiarizeSample{ID: s.ID, AudioPath: s.Audio, Expected: s.Text})
+		d.samples = append(d.samples, diarize.Input{ID: s.ID, AudioPath: s.Audio, Expected: s.Text})
 	}
 	if cfg.Warmup {
 		d.warmup = len(samples)
@@ -96,11 +96,11 @@ func (d *diarizeRun) add(lv Level, repeat int, p *driver.Pass) {
 // has several.
 func diarizeNames(single bool, lv Level, repeat int) (results, speed string) {
 	if single {
-		return metrics.DiarizeResultsFile, metrics.DiarizeSpeedFile
+		return diarize.ResultsFile, diarize.SpeedFile
 	}
 	suffix := fmt.Sprintf(".%s.r%d.json", lv.Name, repeat)
 	trim := func(s string) string { return s[:len(s)-len(".json")] + suffix }
-	return trim(metrics.DiarizeResultsFile), trim(metrics.DiarizeSpeedFile)
+	return trim(diarize.ResultsFile), trim(diarize.SpeedFile)
 }
 
 // write scores every kept pass and writes its two files; each pass's
@@ -114,7 +114,7 @@ func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
 		return nil
 	}
 	for _, p := range d.passes {
-		cfg := metrics.DiarizeConfig{
+		cfg := diarize.RunConfig{
 			Dataset: d.cfg.Dataset, ModelPath: d.cfg.Model, BaseURL: d.cfg.Target,
 			Concurrency: p.lv.Concurrency, Warmup: d.warmup, RequestRate: "inf",
 			RequestTimeout: d.cfg.Timeout.Seconds(), MaxNewTokens: protocol.DiarizeMaxNewTokens,
@@ -127,7 +127,7 @@ func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
 		if d.cfg.MaxSamples > 0 {
 			cfg.MaxSamples = &d.cfg.MaxSamples
 		}
-		res, speed := metrics.Diarize(d.samples, p.pass.Records, cfg)
+		res, speed := diarize.Score(d.samples, p.pass.Records, cfg)
 		rn, sn := diarizeNames(len(d.passes) == 1, p.lv, p.repeat)
 		if err := w.WriteJSON(rn, res); err != nil {
 			return err

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/dataset"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -366,7 +366,7 @@ func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say fu
 		for k, i := range ph.Requests {
 			prs[k] = recs[i]
 		}
-		pm := metrics.Pass(prs, ph.WallS)
+		pm := summary.Pass(prs, ph.WallS)
 		pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = ph.Level, ph.Concurrency, ph.Rate, ph.Repeat
 		s.manifest.Levels = append(s.manifest.Levels, model.LevelRun{
 			Level: ph.Level, Concurrency: ph.Concurrency, Rate: ph.Rate, Repeat: ph.Repeat,
@@ -384,7 +384,7 @@ func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say fu
 	}
 	s.mu.Unlock()
 	for _, lv := range order {
-		results.Results = append(results.Results, metrics.Level(byLevel[lv]))
+		results.Results = append(results.Results, summary.Level(byLevel[lv]))
 	}
 	how := "inferred"
 	if len(cfg.ProxyLevels) > 0 {

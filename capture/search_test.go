@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 )
 
 // drive runs a searcher against a made-up server whose attainment is
@@ -35,7 +35,7 @@ func drive(t *testing.T, cfg Config, att func(v float64) float64) ([]float64, *s
 }
 
 func TestSearcher(t *testing.T) {
-	slo, _ := metrics.ParseSLO("latency=1s")
+	slo, _ := summary.ParseSLO("latency=1s")
 	knee := func(k float64) func(float64) float64 {
 		return func(v float64) float64 {
 			if v <= k {
@@ -88,7 +88,7 @@ func TestSearcher(t *testing.T) {
 
 // A level passes only when every repeat meets the target.
 func TestSearcherWorstRepeat(t *testing.T) {
-	slo, _ := metrics.ParseSLO("latency=1s")
+	slo, _ := summary.ParseSLO("latency=1s")
 	s := newSearcher(&Config{Concurrency: []int{4}, SLO: slo, Search: &Search{Attainment: 0.9, Tolerance: 1}})
 	hi, lo := 1.0, 0.8
 	s.record(model.LevelResult{Level: "c4", PerRepeat: []model.PassMetrics{{SLOAttainment: &hi}, {SLOAttainment: &lo}}}, 8)
@@ -98,7 +98,7 @@ func TestSearcherWorstRepeat(t *testing.T) {
 }
 
 func TestSearchValidate(t *testing.T) {
-	slo, _ := metrics.ParseSLO("latency=1s")
+	slo, _ := summary.ParseSLO("latency=1s")
 	base := func() Config {
 		c := DefaultConfig()
 		c.Target, c.Dataset, c.Out = "http://127.0.0.1:1", "x", "o"
@@ -108,10 +108,10 @@ func TestSearchValidate(t *testing.T) {
 		return c
 	}
 	for msg, f := range map[string]func(c *Config){
-		"needs --slo":       func(c *Config) { c.SLO = metrics.SLO{} },
+		"needs --slo":       func(c *Config) { c.SLO = summary.SLO{} },
 		"one --concurrency": func(c *Config) { c.Concurrency = []int{1, 2} },
 		"--attainment":      func(c *Config) { c.Search.Attainment = 1.5 },
-		"needs streamed":    func(c *Config) { c.SLO, _ = metrics.ParseSLO("ttft=1s") },
+		"needs streamed":    func(c *Config) { c.SLO, _ = summary.ParseSLO("ttft=1s") },
 	} {
 		c := base()
 		f(&c)

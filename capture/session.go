@@ -13,9 +13,9 @@ import (
 	"github.com/asrprof/asrprof/bench/audio"
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -293,8 +293,8 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 				s.obs.PeriodEnded(period)
 			}
 			sent += len(res.Records)
-			pm := metrics.Pass(res.Records, res.WallS())
-			metrics.Goodput(&pm, res.Records, cfg.SLO)
+			pm := summary.Pass(res.Records, res.WallS())
+			summary.Goodput(&pm, res.Records, cfg.SLO)
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
 			// A pass cut short is recorded in requests.jsonl but not
@@ -330,7 +330,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			}
 		}
 		if len(passes) > 0 {
-			results.Results = append(results.Results, metrics.Level(passes))
+			results.Results = append(results.Results, summary.Level(passes))
 			levels.done(results.Results[len(results.Results)-1], sent)
 		}
 	}

@@ -20,10 +20,10 @@ import (
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -129,7 +129,7 @@ func TestCaptureSweep(t *testing.T) {
 	}
 	// Readers recompute the very numbers of results.json from the bundle
 	// (capture.passes, show of a killed capture).
-	if got := metrics.Summarize(reqs, b.Manifest.Levels); !reflect.DeepEqual(got, o.Results) {
+	if got := summary.Summarize(reqs, b.Manifest.Levels); !reflect.DeepEqual(got, o.Results) {
 		t.Errorf("results recomputed from the bundle:\n%+v\nwant the capture's\n%+v", got, o.Results)
 	}
 	res := o.Results.Results

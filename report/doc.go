@@ -6,7 +6,7 @@
 //
 // It computes no number of its own: the tables are those of the built-in
 // analyses (package analysis runs scripts/*.star), the per-pass metrics
-// bench/metrics', the percentiles package stats'. What it adds is drawing:
+// model/summary', the percentiles package stats'. What it adds is drawing:
 // SVG written here, small inline JavaScript for hover, zoom and waterfalls,
 // nothing fetched. capture does not import it (cmd/asrprof hands capture a
 // capture.Report that calls WriteFile).

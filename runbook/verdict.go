@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis/table"
-	"github.com/asrprof/asrprof/bench/metrics"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/stats"
 )
 
@@ -183,7 +183,7 @@ func Summarize(recs []RunRecord, side string, levels []capture.Level) []MetricSu
 			if len(s.Values) == 0 {
 				continue
 			}
-			st := metrics.StatOf(s.Values)
+			st := summary.StatOf(s.Values)
 			s.N, s.Mean, s.Min, s.Max = st.N, st.Mean, st.Min, st.Max
 			s.StdDev = StdDev(s.Values)
 			out = append(out, s)

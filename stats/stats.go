@@ -4,7 +4,7 @@
 // Mann-Whitney U test and bootstrap intervals.
 //
 // It is pure Go (stdlib and gonum) and imports nothing of asrprof's, so
-// that bench/metrics, runbook and analysis (whose Starlark "stats" module
+// that model/summary, runbook and analysis (whose Starlark "stats" module
 // is a thin binding over it) compute the same numbers the same way.
 // Functions take plain []float64; none modifies its input.
 package stats

@@ -15,7 +15,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
-	"github.com/asrprof/asrprof/bench/metrics"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -152,7 +152,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 	if _, err := b.Results(); err == nil {
 		t.Error("a killed capture has results.json")
 	}
-	res := metrics.Summarize(reqs, b.Manifest.Levels)
+	res := summary.Summarize(reqs, b.Manifest.Levels)
 	if len(res.Results) != 1 || res.Results[0].Total != len(reqs) {
 		t.Fatalf("summarize: %+v", res)
 	}

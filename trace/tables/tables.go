@@ -397,7 +397,7 @@ var derivedSources = []string{bundle.RequestsFile, bundle.ManifestFile}
 // Derived reads tables/name.json into v when it was saved by SaveDerived
 // with the same key from the sources (requests.jsonl, manifest.json) as
 // they are now; ok is false otherwise. The analysis keeps the per-pass
-// metrics there (bench/metrics over 100,000 requests took 0.27 s).
+// metrics there (model/summary over 100,000 requests took 0.27 s).
 func (s *Set) Derived(name, key string, v any) (ok bool) {
 	b, err := os.ReadFile(s.Path(name + ".json"))
 	if err != nil {

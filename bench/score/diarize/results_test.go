@@ -1,4 +1,4 @@
-package metrics
+package diarize
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestDiarize(t *testing.T) {
-	samples := []DiarizeSample{
+	samples := []Input{
 		{"a", "/d/a.wav", "[0.00][S01]abcd[2.00][2.00][S02]efgh[4.00]"},
 		{"b", "/d/b.wav", "[0.0][S01]hello[3.0]"},
 		{"c", "/d/c.wav", "[0.0][S01]x[1.0]"},
@@ -22,7 +22,7 @@ func TestDiarize(t *testing.T) {
 		{SampleID: "c", Status: model.StatusFailed, Error: "http status 500", LatencyS: 0.5, AudioDurationS: 1},
 		{SampleID: "a", Status: model.StatusOK, Warmup: true, Hyp: "ignored", LatencyS: 9},
 	}
-	res, speed := Diarize(samples, recs, DiarizeConfig{Dataset: "ds", WallClockS: 4, Concurrency: 2})
+	res, speed := Score(samples, recs, RunConfig{Dataset: "ds", WallClockS: 4, Concurrency: 2})
 	s := res.Summary
 	if s.TotalSamples != 4 || s.Evaluated != 2 || s.Skipped != 2 || s.ExactMatches != 1 || s.Mismatches != 1 || s.ExactMatchRate != 0.5 { // b matches: times are not compared
 		t.Errorf("summary %+v", s)

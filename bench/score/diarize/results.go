@@ -1,10 +1,9 @@
-package metrics
+package diarize
 
 import (
 	"math"
 
 	"github.com/asrprof/asrprof/bench/score"
-	"github.com/asrprof/asrprof/bench/score/diarize"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
 )
@@ -12,20 +11,20 @@ import (
 // The files of the transcribe-diarize task, named as SGLang-Omni's
 // benchmark_asr_transcribe_diarize.py names them.
 const (
-	DiarizeResultsFile = "transcribe_diarize_results.json"
-	DiarizeSpeedFile   = "transcribe_diarize_speed_results.json"
+	ResultsFile = "transcribe_diarize_results.json"
+	SpeedFile   = "transcribe_diarize_speed_results.json"
 )
 
-// DiarizeSample is one dataset sample of a transcribe-diarize pass: its
+// Input is one dataset sample of a transcribe-diarize pass: its
 // reference is in the markup.
-type DiarizeSample struct {
+type Input struct {
 	ID        string
 	AudioPath string
 	Expected  string
 }
 
-// DiarizeConfig says what ran, for the files' "config" objects.
-type DiarizeConfig struct {
+// RunConfig says what ran, for the files' "config" objects.
+type RunConfig struct {
 	Dataset        string  `json:"dataset"`
 	RepoID         *string `json:"repo_id"` // a Hugging Face repository; nil for a local dataset
 	Split          *string `json:"split"`
@@ -44,9 +43,9 @@ type DiarizeConfig struct {
 	TimingScope    string  `json:"timing_scope,omitempty"`
 }
 
-// DiarizeSummary is transcribe_diarize_results.json's "summary":
+// Summary is transcribe_diarize_results.json's "summary":
 // evaluated counts the successful requests; skipped = total − evaluated.
-type DiarizeSummary struct {
+type Summary struct {
 	TotalSamples   int     `json:"total_samples"`
 	Evaluated      int     `json:"evaluated"`
 	Skipped        int     `json:"skipped"`
@@ -55,13 +54,13 @@ type DiarizeSummary struct {
 	ExactMatchRate float64 `json:"exact_match_rate"`
 }
 
-// DiarizeSpeed is the "speed" object: SGLang-Omni's speed metrics over the
+// Speed is the "speed" object: SGLang-Omni's speed metrics over the
 // pass's requests (compute_speed_metrics), not rounded. Latency and RTF
 // are over successful requests; throughput_qps is completed requests per
 // second of the pass's wall clock; audio_throughput_s_per_s is their audio
 // seconds per second of wall clock. The text_ttft_* (first delta) and
 // inter_chunk_* (gaps between deltas) fields are set by streaming passes.
-type DiarizeSpeed struct {
+type Speed struct {
 	TotalRequests     int      `json:"total_requests"`
 	CompletedRequests int      `json:"completed_requests"`
 	FailedRequests    int      `json:"failed_requests"`
@@ -85,9 +84,9 @@ type DiarizeSpeed struct {
 	InterChunkP99S    *float64 `json:"inter_chunk_p99_s,omitempty"`
 }
 
-// DiarizePerSample is one entry of "per_sample". The diarization fields are
+// PerSample is one entry of "per_sample". The diarization fields are
 // null for a sample whose request failed or was not sent.
-type DiarizePerSample struct {
+type PerSample struct {
 	ID                 string   `json:"id"`
 	AudioPath          string   `json:"audio_path"`
 	ExpectedText       string   `json:"expected_text"`
@@ -114,21 +113,21 @@ type DiarizePerSample struct {
 	DERConfusion       *float64 `json:"speaker_timestamp_der_confusion"`
 }
 
-// DiarizeResults is transcribe_diarize_results.json.
-type DiarizeResults struct {
-	Config             DiarizeConfig      `json:"config"`
-	Summary            DiarizeSummary     `json:"summary"`
-	Speed              DiarizeSpeed       `json:"speed"`
-	DiarizationMetrics diarize.Metrics    `json:"diarization_metrics"`
-	MetricsPercent     diarize.Metrics    `json:"diarization_metrics_percent"`
-	PerSample          []DiarizePerSample `json:"per_sample"`
+// ResultsJSON is transcribe_diarize_results.json.
+type ResultsJSON struct {
+	Config             RunConfig   `json:"config"`
+	Summary            Summary     `json:"summary"`
+	Speed              Speed       `json:"speed"`
+	DiarizationMetrics Metrics     `json:"diarization_metrics"`
+	MetricsPercent     Metrics     `json:"diarization_metrics_percent"`
+	PerSample          []PerSample `json:"per_sample"`
 }
 
-// DiarizeSpeedResults is transcribe_diarize_speed_results.json.
-type DiarizeSpeedResults struct {
-	SchemaVersion int           `json:"schema_version"`
-	Config        DiarizeConfig `json:"config"`
-	Speed         DiarizeSpeed  `json:"speed"`
+// SpeedJSON is transcribe_diarize_speed_results.json.
+type SpeedJSON struct {
+	SchemaVersion int       `json:"schema_version"`
+	Config        RunConfig `json:"config"`
+	Speed         Speed     `json:"speed"`
 }
 
 // Diarize builds both files of one transcribe-diarize pass from its
@@ -136,7 +135,7 @@ type DiarizeSpeedResults struct {
 // build_evaluation_payload does: only successful requests are scored
 // (bench/score/diarize), each sample appears in per_sample in dataset
 // order, and the prediction is the server's text stripped.
-func Diarize(samples []DiarizeSample, recs []model.Request, cfg DiarizeConfig) (DiarizeResults, DiarizeSpeedResults) {
+func Score(samples []Input, recs []model.Request, cfg RunConfig) (ResultsJSON, SpeedJSON) {
 	byID := make(map[string]*model.Request, len(recs))
 	for i := range recs {
 		if _, dup := byID[recs[i].SampleID]; !dup && !recs[i].Warmup {
@@ -144,29 +143,29 @@ func Diarize(samples []DiarizeSample, recs []model.Request, cfg DiarizeConfig) (
 		}
 	}
 	ok := func(r *model.Request) bool { return r != nil && r.Status == model.StatusOK }
-	var rows []diarize.Row
+	var rows []Row
 	for _, s := range samples {
 		if r := byID[s.ID]; ok(r) {
-			rows = append(rows, diarize.Row{ID: s.ID, Ref: s.Expected, Pred: score.PyStrip(r.Hyp)})
+			rows = append(rows, Row{ID: s.ID, Ref: s.Expected, Pred: score.PyStrip(r.Hyp)})
 		}
 	}
-	scored := diarize.Compute(rows)
-	bySample := make(map[string]*diarize.Sample, len(scored.Samples))
+	scored := Compute(rows)
+	bySample := make(map[string]*Sample, len(scored.Samples))
 	for i := range scored.Samples {
 		bySample[scored.Samples[i].ID] = &scored.Samples[i]
 	}
-	res := DiarizeResults{
+	res := ResultsJSON{
 		Config:             cfg,
 		DiarizationMetrics: scored.Metrics,
 		MetricsPercent:     scored.Percent,
-		PerSample:          make([]DiarizePerSample, 0, len(samples)),
+		PerSample:          make([]PerSample, 0, len(samples)),
 	}
 	res.Config.TimingScope = ""
 	sum := &res.Summary
 	for _, s := range samples {
 		r := byID[s.ID]
-		p := DiarizePerSample{ID: s.ID, AudioPath: s.AudioPath, ExpectedText: s.Expected,
-			ExpectedNormalized: diarize.NormalizeExact(s.Expected)}
+		p := PerSample{ID: s.ID, AudioPath: s.AudioPath, ExpectedText: s.Expected,
+			ExpectedNormalized: NormalizeExact(s.Expected)}
 		if r != nil {
 			p.LatencyS, p.AudioDurationS = ptrF(r.LatencyS), ptrF(r.AudioDurationS)
 			if r.Error != "" {
@@ -177,7 +176,7 @@ func Diarize(samples []DiarizeSample, recs []model.Request, cfg DiarizeConfig) (
 			sum.Evaluated++
 			p.ResultText = score.PyStrip(r.Hyp)
 			if p.ResultText != "" {
-				p.ResultNormalized = diarize.NormalizeExact(p.ResultText)
+				p.ResultNormalized = NormalizeExact(p.ResultText)
 			}
 			p.IsExactMatch = p.ExpectedNormalized == p.ResultNormalized
 			if p.IsExactMatch {
@@ -210,15 +209,15 @@ func Diarize(samples []DiarizeSample, recs []model.Request, cfg DiarizeConfig) (
 	res.Speed = diarizeSpeed(passRecs, cfg.WallClockS)
 	speedCfg := cfg
 	speedCfg.TimingScope = "asr_requests_only"
-	return res, DiarizeSpeedResults{SchemaVersion: 1, Config: speedCfg, Speed: res.Speed}
+	return res, SpeedJSON{SchemaVersion: 1, Config: speedCfg, Speed: res.Speed}
 }
 
 func ptrF(x float64) *float64 { return &x }
 
 // diarizeSpeed is compute_speed_metrics over a pass's records.
-func diarizeSpeed(recs []model.Request, wallS float64) DiarizeSpeed {
+func diarizeSpeed(recs []model.Request, wallS float64) Speed {
 	var lat, rtf, audio, ttft, gaps []float64
-	sp := DiarizeSpeed{TotalRequests: len(recs)}
+	sp := Speed{TotalRequests: len(recs)}
 	for _, r := range recs {
 		if r.Status != model.StatusOK {
 			sp.FailedRequests++

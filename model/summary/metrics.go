@@ -1,4 +1,4 @@
-// Package metrics turns the request records of a pass into the numbers the
+// Package summary turns the request records of a pass into the numbers the
 // SGLang-Omni ASR benchmark reports (throughput, RTFx, latency percentiles,
 // RTF, corpus WER, coverage), and summarises passes over repeats.
 //
@@ -7,7 +7,7 @@
 // Passes recomputes the same numbers from a bundle's requests for readers
 // (the Starlark `capture.passes`, and Summarize for a killed capture that
 // has no results.json).
-package metrics
+package summary
 
 import (
 	"math"
