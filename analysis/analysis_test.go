@@ -20,8 +20,8 @@ import (
 	"go.starlark.net/starlarktest"
 
 	"github.com/asrprof/asrprof/analysis/fixture"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/table"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

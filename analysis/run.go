@@ -20,8 +20,8 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/scripts"
+	"github.com/asrprof/asrprof/table"
 )
 
 // DefaultMaxSteps bounds a script's Starlark execution steps when

@@ -9,7 +9,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/table"
 )
 
 // Column types of the table module.
@@ -25,7 +25,7 @@ type column struct {
 }
 
 // tableValue is a table built by a script: typed columns, rows of values,
-// notes. It renders through analysis/table.
+// notes. It renders through table.
 type tableValue struct {
 	name, title string
 	cols        []column

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/table"
 )
 
 // Tables makes the tables a finished capture prints from its bundle in

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
@@ -24,6 +23,7 @@ import (
 	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 

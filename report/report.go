@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/table"
 )
 
 // File is the report's name inside a bundle (`asrprof capture` writes it).

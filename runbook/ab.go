@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/table"
 )
 
 // DefaultAlpha is the significance level of the A/B comparison.

@@ -15,12 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 

@@ -6,11 +6,11 @@ import (
 	"math"
 	"strings"
 
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/table"
 )
 
 // Verdict says whether the scored runs cover the whole workload.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/analysis/table"
+	"github.com/asrprof/asrprof/table"
 )
 
 const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/report"
+	"github.com/asrprof/asrprof/table"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]

@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/analysis/fixture"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
+	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 

@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/analysis/table"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/table"
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
