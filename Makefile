@@ -21,8 +21,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/asrprof
 
 data: deps
-	@bench/data/make_refset.sh
-	@bench/data/make_diarset.sh
+	@refserver/data/make_refset.sh
+	@refserver/data/make_diarset.sh
 
 # The main job: reference server + refset + a capture, tables printed,
 # bundle left in runs/demo/.
@@ -73,7 +73,7 @@ test-gpu:
 gpu-study:
 	@tools/gpu-study.sh study gpu-bound host-bound
 
-# Two whisper engines behind bench/refserver's router (docs/GPU.md).
+# Two whisper engines behind refserver's router (docs/GPU.md).
 gpu-router:
 	@tools/gpu-router.sh even slow
 

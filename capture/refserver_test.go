@@ -16,9 +16,9 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"

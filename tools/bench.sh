@@ -47,7 +47,7 @@ done
 bin/noopserver -addr "127.0.0.1:$PORT" & SRV=$!
 trap 'kill ${SRV:-} 2>/dev/null || true' EXIT
 for i in $(seq 1 50); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-W=runs/bench/data
+W=runs/refserver/data
 # One 100 KB WAV (16 kHz mono, ~3.2 s) used by both load generators; the
 # manifest lists it so that asrprof's three passes (the default --repeats)
 # last about as long as one vegeta attack: sized from a short vegeta probe.
@@ -186,10 +186,10 @@ if [ "${BENCH_PROBES:-1}" = 1 ] && want probes; then
   echo "== probes on vs off: reference server, concurrency 8, alternating pairs"
   PAIRS=${BENCH_PAIRS:-3}
   RPORT=${BENCH_REF_PORT:-18098}
-  bench/data/make_refset.sh >/dev/null
-  grep -- '-en-us-160"' bench/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-40}" \
-    | sed "s|\"audio\":\"audio/|\"audio\":\"$PWD/bench/data/refset/audio/|" > runs/bench/ref.jsonl
-  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$RPORT" > runs/bench/refserver.log 2>&1 & REF=$!
+  refserver/data/make_refset.sh >/dev/null
+  grep -- '-en-us-160"' refserver/data/refset/manifest.jsonl | head -n "${BENCH_REF_N:-40}" \
+    | sed "s|\"audio\":\"audio/|\"audio\":\"$PWD/refserver/data/refset/audio/|" > runs/bench/ref.jsonl
+  setsid /usr/bin/python3 refserver/refserver.py --port "$RPORT" > runs/refserver.log 2>&1 & REF=$!
   trap 'kill ${SRV:-} 2>/dev/null || true; kill -- -$REF 2>/dev/null || true' EXIT
   for i in $(seq 1 600); do curl -fsS "http://127.0.0.1:$RPORT/health" >/dev/null 2>&1 && break; sleep 0.2; done
   for pair in $(seq 1 "$PAIRS"); do

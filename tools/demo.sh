@@ -19,8 +19,8 @@ fi
 echo "demo: starting the reference server on 127.0.0.1:$PORT (log: $LOG)"
 OTLP=${OTLP:-127.0.0.1:4318}
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://$OTLP/v1/traces" \
-  setsid /usr/bin/python3 bench/refserver/refserver.py --port "$PORT" \
-    --diarize bench/data/diarset/manifest.jsonl >"$LOG" 2>&1 &
+  setsid /usr/bin/python3 refserver/refserver.py --port "$PORT" \
+    --diarize refserver/data/diarset/manifest.jsonl >"$LOG" 2>&1 &
 SERVER=$!
 stop_server() { kill -TERM -- "-$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
 trap stop_server EXIT
@@ -37,7 +37,7 @@ done
 
 bin/asrprof capture \
   --target "http://127.0.0.1:$PORT" \
-  --dataset bench/data/refset/manifest.jsonl \
+  --dataset refserver/data/refset/manifest.jsonl \
   --max-samples "$SAMPLES" \
   --concurrency "$LEVELS" \
   --repeats 1 --warmup \
@@ -48,9 +48,9 @@ bin/asrprof capture \
 # --task transcribe-diarize against the server's diarization model, scored
 # as SGLang-Omni scores MOSS-Transcribe-Diarize (CER, cpCER, DER).
 DIAR_OUT=${DIAR_OUT:-runs/demo-diarize}
-echo "demo: diarization (bench/data/diarset, --task transcribe-diarize) into $DIAR_OUT"
+echo "demo: diarization (refserver/data/diarset, --task transcribe-diarize) into $DIAR_OUT"
 if ! bin/asrprof capture --target "http://127.0.0.1:$PORT" \
-    --dataset bench/data/diarset/manifest.jsonl --max-samples 2 \
+    --dataset refserver/data/diarset/manifest.jsonl --max-samples 2 \
     --task transcribe-diarize --model pocketsphinx-en-us-diarize \
     --concurrency 2 --repeats 1 --probes none --otlp-http off --otlp-grpc off --quiet \
     --out "$DIAR_OUT" --overwrite >"$DIAR_OUT.log" 2>&1; then

@@ -11,7 +11,7 @@ PYTHON=${PYTHON:-python3}
 "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
   { echo "$PYTHON has no torch with CUDA here: this script is for the GPU machine (set PYTHON)" >&2; exit 2; }
 if [ -z "${DATASET:-}" ]; then
-  if [ -f gpu-pack/data/manifest.jsonl ]; then DATASET=gpu-pack/data/manifest.jsonl; else DATASET=bench/data/refset/manifest.jsonl; fi
+  if [ -f gpu-pack/data/manifest.jsonl ]; then DATASET=gpu-pack/data/manifest.jsonl; else DATASET=refserver/data/refset/manifest.jsonl; fi
 fi
 [ -f "$DATASET" ] || { echo "no dataset at $DATASET: run 'make data' (or 'make gpu-pack')" >&2; exit 2; }
 ulimit -l unlimited 2>/dev/null || true  # the cpu probe's otel engine needs it

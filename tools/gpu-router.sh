@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two whisper engines behind bench/refserver's router, on one GPU machine,
+# Two whisper engines behind refserver's router, on one GPU machine,
 # through the CLI (docs/GPU.md, "Two engines behind the router"):
 #
 #   tools/gpu-router.sh [even|slow]...    (default: even)
@@ -24,7 +24,7 @@ PORT=${PORT:-18130}
 SAMPLES=${SAMPLES:-96}
 export OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces
 export ROUTER_PYTHON=$PYTHON ROUTER_NAME=${ROUTER_NAME:-gpu}
-ENGINE="$PYTHON bench/refserver/refserver.py --engine whisper --model $MODEL --max-running-requests 32 --build-workers 4 --build-max-pending 64 --cuda-graphs"
+ENGINE="$PYTHON refserver/refserver.py --engine whisper --model $MODEL --max-running-requests 32 --build-workers 4 --build-max-pending 64 --cuda-graphs"
 
 run() { # NAME POLICY LEVELS WARMUP
   local name=$1 policy=$2 levels=$3 warm=$4

@@ -12,7 +12,7 @@ PORT=${PORT:-18130}
 out="$OUTROOT/gpu-sensitivity"
 t0=$SECONDS
 "$ASRPROF" sensitivity \
-  --server-cmd "$PYTHON bench/refserver/refserver.py --engine whisper --model ${MODEL:-large-v3} --port $PORT --max-running-requests 64 --build-workers 4 --build-max-pending 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30" \
+  --server-cmd "$PYTHON refserver/refserver.py --engine whisper --model ${MODEL:-large-v3} --port $PORT --max-running-requests 64 --build-workers 4 --build-max-pending 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30" \
   --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" --dataset "$DATASET" --max-samples "${SAMPLES:-128}" \
   --concurrency 64 --repeats 1 --warmup --cpu "${CPU:-100%,50%}" --cycles "${CYCLES:-2}" --probes gpu \
   --out "$out" --overwrite --quiet --startup-timeout 5m || true

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The seed study on a GPU machine, through the CLI: the whisper engine
-# (bench/refserver --engine whisper, large-v3 config, bf16) under
+# (refserver --engine whisper, large-v3 config, bf16) under
 # `asrprof capture --server-cmd`, a closed-loop sweep with every probe on
 # (gpu with GPM, cuda, cpu with the otel engine, sched), then the sweep,
 # stages, gpu, cpu and bottleneck tables. docs/GPU.md holds its results.
@@ -35,7 +35,7 @@ run() { # NAME SAMPLES LEVELS REPEATS WARMUP ENGINE-FLAGS...
   echo "== gpu-study $name: levels $levels, $repeats repeats, engine flags: $*"
   local t0=$SECONDS
   "$ASRPROF" capture \
-    --server-cmd "$PYTHON bench/refserver/refserver.py --engine whisper --model $MODEL --port $PORT $*" \
+    --server-cmd "$PYTHON refserver/refserver.py --engine whisper --model $MODEL --port $PORT $*" \
     --runs 1 --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
     --dataset "$DATASET" --max-samples "$samples" --concurrency "$levels" --repeats "$repeats" $warm \
     --probes gpu,cpu,sched,cuda --cpu-engine otel --out "$out" --overwrite --quiet 2>&1 | tee "$out.log" || true

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# N reference-server workers behind bench/refserver's router, as one
+# N reference-server workers behind refserver's router, as one
 # command for `asrprof capture --server-cmd` (its process group holds them
 # all: stopping the capture's server stops every worker).
 #
@@ -35,4 +35,4 @@ for ((i = 0; i < n; i++)); do
   urls+=("http://127.0.0.1:$((port + 1 + i))")
 done
 IFS=,
-exec "$py" "$dir/bench/refserver/refserver.py" --router --port "$port" --workers "${urls[*]}" --policy "$policy"
+exec "$py" "$dir/refserver/refserver.py" --router --port "$port" --workers "${urls[*]}" --policy "$policy"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test-gpu: the CLI end to end on a GPU machine, as a user types it.
-# Starts the whisper engine (bench/refserver, --engine whisper) through
+# Starts the whisper engine (refserver, --engine whisper) through
 # `asrprof capture --server-cmd` with the DEFAULT probes, then checks that
 # the bundle has gpu.jsonl samples for every scored pass and that
 # `asrprof analyze DIR gpu` shows utilization, memory, power, clocks and GPM
@@ -9,7 +9,7 @@
 # Needs: bin/asrprof (or ASRPROF=path; gpu-pack/asrprof.gz is unpacked when
 # present), a Python with torch and CUDA (PYTHON, default python3), a
 # dataset (DATASET, default gpu-pack/data/manifest.jsonl, else
-# bench/data/refset/manifest.jsonl). OUT: where the bundle goes.
+# refserver/data/refset/manifest.jsonl). OUT: where the bundle goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/gpu-env.sh
@@ -24,7 +24,7 @@ echo "test-gpu: asrprof capture (default probes) against the whisper engine ($MO
 set +e
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces \
 "$ASRPROF" capture \
-  --server-cmd "$PYTHON bench/refserver/refserver.py --engine whisper --model $MODEL --port $PORT --max-running-requests 8" \
+  --server-cmd "$PYTHON refserver/refserver.py --engine whisper --model $MODEL --port $PORT --max-running-requests 8" \
   --runs 1 --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
   --dataset "$DATASET" --max-samples "$SAMPLES" --concurrency 1,8 --repeats 1 \
   --out "$OUT" 2>&1 | tee "$OUT.log"

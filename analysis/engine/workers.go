@@ -9,7 +9,7 @@ import (
 )
 
 // The span attributes that name the worker of a request behind a router
-// (bench/refserver/router.py, docs/REFSERVER.md "The router"):
+// (refserver/router.py, docs/REFSERVER.md "The router"):
 const (
 	// WorkerAttr is on the router's own span: the worker it sent the
 	// request to.

@@ -33,7 +33,7 @@ to start or stop, or the GPUs were not freed; 2 bad flags or input; 130
 interrupted.
 
 Example:
-  asrprof ab --target http://127.0.0.1:8000 --dataset bench/data/refset/manifest.jsonl \
+  asrprof ab --target http://127.0.0.1:8000 --dataset refserver/data/refset/manifest.jsonl \
       --a-cmd "/venv-main/bin/python -m server --port 8000" \
       --b-cmd "/venv-pr/bin/python -m server --port 8000" \
       --order ABBAABBA --concurrency 8 --repeats 1 --out runs/ab

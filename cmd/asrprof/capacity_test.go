@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/benchtest"
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"

@@ -45,7 +45,7 @@ Ctrl-C lets requests in flight finish for --grace, finalizes the bundle with
 complete=false and exits 130.
 
 Examples:
-  asrprof capture --target http://127.0.0.1:8000 --dataset bench/data/refset/manifest.jsonl \
+  asrprof capture --target http://127.0.0.1:8000 --dataset refserver/data/refset/manifest.jsonl \
       --concurrency 1,4,8 --repeats 3 --warmup --out runs/refset
 
   # Realtime sessions against a Fun-ASR-style WebSocket server, 1, 4 and 8 at once:
@@ -53,11 +53,11 @@ Examples:
       --sessions 1,4,8 --pace realtime --out runs/realtime
 
   # The whole runbook: a fresh server per run, warm run discarded, 3 scored runs:
-  asrprof capture --server-cmd "/usr/bin/python3 bench/refserver/refserver.py --port 18000" \
-      --target http://127.0.0.1:18000 --dataset bench/data/refset/manifest.jsonl --concurrency 1,4 --out runs/rb
+  asrprof capture --server-cmd "/usr/bin/python3 refserver/refserver.py --port 18000" \
+      --target http://127.0.0.1:18000 --dataset refserver/data/refset/manifest.jsonl --concurrency 1,4 --out runs/rb
 
   # MOSS-Transcribe-Diarize scored as SGLang-Omni scores it (one level, one pass: its file names);
-  # the reference server's diarization mode (refserver.py --diarize bench/data/diarset/manifest.jsonl)
+  # the reference server's diarization mode (refserver.py --diarize refserver/data/diarset/manifest.jsonl)
   # takes the same line with --model pocketsphinx-en-us-diarize:
   asrprof capture --target http://127.0.0.1:8000 --dataset data/movies800/manifest.jsonl \
       --task transcribe-diarize --concurrency 16 --repeats 1 --out runs/diar

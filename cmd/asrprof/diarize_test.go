@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/bench/score/diarize"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
 // diarizeCapture is the command line of a transcribe-diarize capture of

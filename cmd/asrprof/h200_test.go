@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
 // The bundles of the H200 study (tools/gpu-study.sh, docs/GPU.md): the

@@ -22,8 +22,8 @@ import (
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/probe/sched"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 

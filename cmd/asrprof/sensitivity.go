@@ -51,9 +51,9 @@ cpu50-1/, ...) go to --out; the bottleneck diagnosis of any of those runs
 reads sensitivity.json as its strongest evidence.
 
 Example (the reference server, host-bound: its scheduler is one busy core):
-  asrprof sensitivity --server-cmd "/usr/bin/python3 bench/refserver/refserver.py --port 18000" \
+  asrprof sensitivity --server-cmd "/usr/bin/python3 refserver/refserver.py --port 18000" \
       --target http://127.0.0.1:18000 --profile-url http://127.0.0.1:18000 \
-      --dataset bench/data/refset/manifest.jsonl --max-samples 3 --concurrency 2 --repeats 1 \
+      --dataset refserver/data/refset/manifest.jsonl --max-samples 3 --concurrency 2 --repeats 1 \
       --cpu 100%,50% --cycles 3 --out runs/sens
 
 Flags:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )

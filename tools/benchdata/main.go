@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "runs/bench/data", "output folder")
+	out := flag.String("out", "runs/refserver/data", "output folder")
 	n := flag.Int("n", 4000, "manifest entries")
 	size := flag.Int("bytes", 102400, "WAV file size in bytes")
 	url := flag.String("url", "http://127.0.0.1:18099", "server base URL for the vegeta target")

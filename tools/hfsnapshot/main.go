@@ -32,7 +32,7 @@ type row struct {
 }
 
 func main() {
-	manifest := flag.String("manifest", "bench/data/refset/manifest.jsonl", "JSONL manifest to read (id, audio, text; audio relative to the manifest)")
+	manifest := flag.String("manifest", "refserver/data/refset/manifest.jsonl", "JSONL manifest to read (id, audio, text; audio relative to the manifest)")
 	out := flag.String("out", "runs/hf", "snapshot directory to write (data/ below it)")
 	splits := flag.String("splits", "test,train", "comma-separated split names; samples are dealt to them in turn")
 	max := flag.Int("max", 0, "at most this many samples (0: all)")

@@ -23,7 +23,7 @@ exporter thread asr-otlp), SGLang-Omni request-profile event files
 (POST /start_request_profile, /stop_request_profile) and Prometheus /metrics.
 
 Standard library plus Debian's python3-pocketsphinx only.  Run with
-/usr/bin/python3 bench/refserver/refserver.py --port 8000
+/usr/bin/python3 refserver/refserver.py --port 8000
 
 --diarize MANIFEST adds a diarization model that answers in
 MOSS-Transcribe-Diarize's markup (refserver_diarize.py beside this file).

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
 const (

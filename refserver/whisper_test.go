@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
 // The whisper engine's tests run the tiny configuration on the CPU with

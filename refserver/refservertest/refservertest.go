@@ -1,4 +1,4 @@
-// Package refservertest starts the reference ASR server (bench/refserver)
+// Package refservertest starts the reference ASR server (refserver)
 // for tests in any package, and finds or builds the reference dataset.
 package refservertest
 
@@ -176,7 +176,7 @@ func start(t testing.TB, env []string, args []string) *Server {
 var dataOnce sync.Mutex
 
 // Refset returns the reference dataset's manifest, building it with
-// bench/data/make_refset.sh when it is missing (about 15 s).
+// refserver/data/make_refset.sh when it is missing (about 15 s).
 func Refset(t testing.TB) string {
 	t.Helper()
 	dataOnce.Lock()

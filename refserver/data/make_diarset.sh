@@ -6,7 +6,7 @@
 #
 #   [start][S01]words of the first clip[end][start][S02]words of the next[end]
 #
-# in bench/data/diarset/manifest.jsonl ({"id","audio","text","lang"}).
+# in refserver/data/diarset/manifest.jsonl ({"id","audio","text","lang"}).
 #
 # Turn times come from the clips' lengths (soxi): an espeak-ng clip of the
 # refset carries 0.25 s of padding at each end (make_refset.sh pads it), so
@@ -17,7 +17,7 @@
 # Deterministic (sox -R) and idempotent: a stamp of this script and of the
 # refset's manifest is kept next to the manifest.
 #
-# Needs: the refset (bench/data/make_refset.sh), sox.
+# Needs: the refset (refserver/data/make_refset.sh), sox.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,7 +29,7 @@ die() { echo "make_diarset: $*" >&2; exit 1; }
 for tool in sox soxi sha256sum awk; do
 	command -v "$tool" >/dev/null || die "$tool not found (apt-get install -y sox)"
 done
-[ -f "$refset/manifest.jsonl" ] || die "$refset/manifest.jsonl not found (run bench/data/make_refset.sh first)"
+[ -f "$refset/manifest.jsonl" ] || die "$refset/manifest.jsonl not found (run refserver/data/make_refset.sh first)"
 
 # The samples: ID, then the refset clips in speaking order, each as
 # CLIP=SPEAKER.

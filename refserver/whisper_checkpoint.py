@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a Whisper checkpoint in the Hugging Face layout and check that the
 whisper engine's loader reads it back (the loader test's Python half;
-bench/refserver/whisper_test.go runs it, then serves the checkpoint).
+refserver/whisper_test.go runs it, then serves the checkpoint).
 
     whisper_checkpoint.py OUT_DIR AUDIO.wav [--max-new-tokens N] [--slots S] [--seed K]
 

@@ -28,7 +28,7 @@ Telemetry (docs/REFSERVER.md, "The router"):
 
 Standard library only, plus refserver.py beside it (its OTLP span code).
 
-    /usr/bin/python3 bench/refserver/router.py --port 8000 \\
+    /usr/bin/python3 refserver/router.py --port 8000 \\
         --workers http://127.0.0.1:8001,http://127.0.0.1:8002 --policy least-loaded
 """
 

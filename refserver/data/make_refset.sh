@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make_refset.sh builds the asrprof reference set: 16 kHz mono 16-bit WAV
-# files and bench/data/refset/manifest.jsonl ({"id","audio","text","lang"}),
+# files and refserver/data/refset/manifest.jsonl ({"id","audio","text","lang"}),
 # from Debian packages only:
 #
 #   - the five LibriVox clips and their transcripts in pocketsphinx-testdata;

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/refserver/refservertest"
 	"github.com/asrprof/asrprof/bench/score/diarize"
+	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
 // The diarization mode (--diarize): the diarization model answers in the
