@@ -19,7 +19,7 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarktest"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/table"
 )

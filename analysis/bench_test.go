@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 )
 
 // largeConfig is the performance target: 100,000 requests and 1,000,000

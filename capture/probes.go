@@ -14,13 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/bpf"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/cuda"
+	"github.com/asrprof/asrprof/probe/doctor"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
@@ -141,7 +141,7 @@ type bpfCost struct {
 // startBPFStats turns on BPF run-time statistics and takes the probes'
 // costs so far as the baseline.
 func (s *probeSet) startBPFStats(say func(string)) {
-	c, err := bpf.EnableRunTimeStats()
+	c, err := doctor.EnableBPFStats()
 	if err != nil {
 		say(fmt.Sprintf("--bpf-stats: %v; the probes' BPF time is not measured", err))
 		return

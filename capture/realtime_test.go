@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 func TestCaptureRealtimeSessions(t *testing.T) {
 	// Two loops of each one-second sample: the fake's transcript is the
 	// reference twice, so WER is 0 only if the reference was looped too.
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Text: benchtest.DefaultText + " " + benchtest.DefaultText, WordS: 0.05})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Text: fakeasr.DefaultText + " " + fakeasr.DefaultText, WordS: 0.05})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
 	cfg.Protocol = "funasr-ws"
 	cfg.Pace = "none"

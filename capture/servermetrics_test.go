@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/probe/servermetrics"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -33,7 +33,7 @@ func readServerMetrics(t *testing.T, dir string) []servermetrics.Record {
 // the server did in it: a counter of answered requests grows by exactly
 // the pass's requests, the running gauge stays within the concurrency.
 func TestCaptureScrapesServerMetrics(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Metrics: true, Delay: 20 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Metrics: true, Delay: 20 * time.Millisecond})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 10))
 	cfg.Probes = []string{"metrics"}
 	cfg.Warmup, cfg.Repeats = true, 2
@@ -123,7 +123,7 @@ func TestCaptureServerMetricsOff(t *testing.T) {
 		{"auto without /metrics", "auto", false, "/metrics: HTTP 404"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := benchtest.NewServer(t, benchtest.Config{Metrics: tc.metrics})
+			srv := fakeasr.NewServer(t, fakeasr.Config{Metrics: tc.metrics})
 			cfg := baseConfig(t, srv.URL, makeDataset(t, 2))
 			cfg.Probes = []string{"metrics"}
 			cfg.ServerMetrics = tc.setting

@@ -17,10 +17,9 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/internal/probetest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
@@ -28,7 +27,7 @@ import (
 )
 
 // makeDataset writes n one-second 16 kHz WAV files and a JSONL manifest
-// whose transcripts are benchtest.DefaultText.
+// whose transcripts are fakeasr.DefaultText.
 func makeDataset(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -42,7 +41,7 @@ func makeDataset(t *testing.T, n int) string {
 		if err := os.WriteFile(filepath.Join(dir, name), audiotest.WAV16(16000, 1, samples...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&m, `{"id":"utt%03d","audio":%q,"text":%q,"lang":"en"}`+"\n", i, name, benchtest.DefaultText)
+		fmt.Fprintf(&m, `{"id":"utt%03d","audio":%q,"text":%q,"lang":"en"}`+"\n", i, name, fakeasr.DefaultText)
 	}
 	p := filepath.Join(dir, "manifest.jsonl")
 	if err := os.WriteFile(p, []byte(m.String()), 0o644); err != nil {
@@ -75,7 +74,7 @@ func defaultTables(ctx context.Context, dir string) ([]*table.Table, error) {
 }
 
 func TestCaptureSweep(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 5 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 5 * time.Millisecond})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 6))
 	cfg.Concurrency = []int{1, 3}
 	cfg.Repeats = 2
@@ -105,7 +104,7 @@ func TestCaptureSweep(t *testing.T) {
 		t.Fatalf("%d requests, want 36", len(reqs))
 	}
 	warm := 0
-	sent := map[string]benchtest.Request{}
+	sent := map[string]fakeasr.Request{}
 	for _, r := range srv.Requests() {
 		sent[r.RequestID] = r
 	}
@@ -156,11 +155,11 @@ func jsonOf(t *testing.T, v any) any {
 }
 
 func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
-	fails := map[int]benchtest.Failure{
-		1: benchtest.Status(404), 2: benchtest.Status(500), 3: benchtest.Reset,
-		4: benchtest.MalformedJSON, 5: benchtest.Hang,
+	fails := map[int]fakeasr.Failure{
+		1: fakeasr.Status(404), 2: fakeasr.Status(500), 3: fakeasr.Reset,
+		4: fakeasr.MalformedJSON, 5: fakeasr.Hang,
 	}
-	srv := benchtest.NewServer(t, benchtest.Config{Fail: benchtest.FailOn(fails)})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Fail: fakeasr.FailOn(fails)})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 8))
 	cfg.Concurrency = []int{1}
 	cfg.Timeout = 300 * time.Millisecond
@@ -195,7 +194,7 @@ func TestCaptureFailuresDoNotStopTheRun(t *testing.T) {
 func TestCaptureStreamingDialects(t *testing.T) {
 	for _, dialect := range []string{"sglang", "vllm"} {
 		t.Run(dialect, func(t *testing.T) {
-			srv := benchtest.NewServer(t, benchtest.Config{Dialect: dialect, ChunkDelay: 2 * time.Millisecond})
+			srv := fakeasr.NewServer(t, fakeasr.Config{Dialect: dialect, ChunkDelay: 2 * time.Millisecond})
 			cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
 			cfg.Protocol = "openai-stream"
 			o, out, err := runCapture(t, context.Background(), cfg)
@@ -216,7 +215,7 @@ func TestCaptureStreamingDialects(t *testing.T) {
 }
 
 func TestTargetUnreachableSendsNothing(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	url := srv.URL
 	srv.Close()
 	cfg := baseConfig(t, url, makeDataset(t, 2))
@@ -230,7 +229,7 @@ func TestTargetUnreachableSendsNothing(t *testing.T) {
 }
 
 func TestPreflightStopsOrSkips(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	ds := makeDataset(t, 3)
 	f, _ := os.OpenFile(ds, os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintln(f, `{"id":"gone","audio":"missing.wav","text":"x"}`)
@@ -256,7 +255,7 @@ func TestPreflightStopsOrSkips(t *testing.T) {
 }
 
 func TestInterruptFinalizesIncomplete(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 50 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 50 * time.Millisecond})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 40))
 	cfg.Concurrency = []int{2}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -282,8 +281,8 @@ func TestInterruptFinalizesIncomplete(t *testing.T) {
 // concurrency 1 sees only the service time, the open loop also sees the
 // queue that builds behind it.
 func TestOpenLoopShowsQueueing(t *testing.T) {
-	mk := func() *benchtest.Server {
-		return benchtest.NewServer(t, benchtest.Config{Capacity: 1, Delay: 5 * time.Millisecond, SlowAfter: 5, SlowDelay: 40 * time.Millisecond})
+	mk := func() *fakeasr.Server {
+		return fakeasr.NewServer(t, fakeasr.Config{Capacity: 1, Delay: 5 * time.Millisecond, SlowAfter: 5, SlowDelay: 40 * time.Millisecond})
 	}
 	ds := makeDataset(t, 20)
 	closed := baseConfig(t, mk().URL, ds)
@@ -313,7 +312,7 @@ func TestOpenLoopShowsQueueing(t *testing.T) {
 // process, --pid auto finds this process, and the sched probe (or its /proc
 // fallback where eBPF is not allowed) writes per-thread rows for each pass.
 func TestCaptureRunsProbes(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 2 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 2 * time.Millisecond})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 10))
 	cfg.Probes = []string{"auto"}
 	cfg.ProcHz = 20
@@ -344,7 +343,7 @@ func TestCaptureRunsProbes(t *testing.T) {
 
 // activityFake is a fake probe marked activity-driven (its records would
 // be the target's own doings, as the cpu probe's samples).
-type activityFake struct{ *probetest.Fake }
+type activityFake struct{ *Fake }
 
 func (activityFake) ActivityDriven() {}
 
@@ -374,10 +373,10 @@ func TestActivityProbeEmptyOnIdleTarget(t *testing.T) {
 		{"busy", []string{"sh", "-c", "while :; do :; done"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := benchtest.NewServer(t, benchtest.Config{Delay: 50 * time.Millisecond})
+			srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 50 * time.Millisecond})
 			cfg := baseConfig(t, srv.URL, makeDataset(t, 4))
 			cfg.PID = startChild(t, tc.target[0], tc.target[1:]...)
-			samples := activityFake{&probetest.Fake{ProbeName: "samples", File: "samples.jsonl"}}
+			samples := activityFake{&Fake{ProbeName: "samples", File: "samples.jsonl"}}
 			var out, errb bytes.Buffer
 			o, err := capture.New(cfg, &out, &errb).AddProbes(samples).Run(context.Background())
 			if err != nil {
@@ -402,11 +401,11 @@ func TestActivityProbeEmptyOnIdleTarget(t *testing.T) {
 // said at the end of the capture and kept in the manifest; a probe that
 // records is not named.
 func TestProbeOnButEmptyIsReported(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	cfg := baseConfig(t, srv.URL, makeDataset(t, 3))
 	cfg.Repeats, cfg.Warmup = 2, true
-	silent := &probetest.Fake{ProbeName: "silent", File: "silent.jsonl"}
-	busy := &probetest.Fake{ProbeName: "busy", File: "busy.jsonl", Records: 2}
+	silent := &Fake{ProbeName: "silent", File: "silent.jsonl"}
+	busy := &Fake{ProbeName: "busy", File: "busy.jsonl", Records: 2}
 	var out, errb bytes.Buffer
 	o, err := capture.New(cfg, &out, &errb).AddProbes(silent, busy).Run(context.Background())
 	if err != nil {

@@ -69,7 +69,7 @@ type ActivityDriven interface {
 // BPFCoster is implemented by probes that run BPF programs of their own:
 // the programs' cumulative run time and run count since Start. The run
 // time stays zero unless BPF run-time statistics are on
-// (internal/bpf.EnableRunTimeStats; capture --bpf-stats).
+// (doctor.EnableBPFStats; capture --bpf-stats).
 type BPFCoster interface {
 	BPFCost() (runtime time.Duration, runs uint64, err error)
 }

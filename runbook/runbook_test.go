@@ -15,17 +15,16 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func TestMain(m *testing.M) {
-	runbooktest.Main()
+	fakeasr.Main()
 	os.Exit(m.Run())
 }
 
@@ -40,7 +39,7 @@ func makeDataset(t *testing.T, n int) string {
 		if err := os.WriteFile(filepath.Join(dir, name), audiotest.WAV16(16000, 1, make([]int16, 8000)...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&m, "{\"id\":\"u%d\",\"audio\":%q,\"text\":%q}\n", i, name, benchtest.DefaultText)
+		fmt.Fprintf(&m, "{\"id\":\"u%d\",\"audio\":%q,\"text\":%q}\n", i, name, fakeasr.DefaultText)
 	}
 	p := filepath.Join(dir, "m.jsonl")
 	if err := os.WriteFile(p, []byte(m.String()), 0o644); err != nil {
@@ -85,8 +84,8 @@ func testConfig(t *testing.T, port int, plan []RunSpec) Config {
 	}
 }
 
-func fakeServer(o runbooktest.Options) ServerCmd {
-	argv := runbooktest.Command(o)
+func fakeServer(o fakeasr.ProcessOptions) ServerCmd {
+	argv := fakeasr.Command(o)
 	return ServerCmd{Command: strings.Join(argv, " "), Argv: argv}
 }
 
@@ -98,8 +97,8 @@ func runbookRun(t *testing.T, cfg Config) (*Report, string, error) {
 }
 
 func TestRunsFreshServerPerRun(t *testing.T) {
-	port := runbooktest.FreePort(t)
-	plan, err := ParseRuns("warm,1,2", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK}))
+	port := fakeasr.FreePort(t)
+	plan, err := ParseRuns("warm,1,2", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +140,7 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 		if err != nil || !strings.Contains(string(log), fmt.Sprintf("fake server pid %d", r.PID)) {
 			t.Errorf("%s: server.log does not hold the server's output: %q %v", r.Dir, log, err)
 		}
-		if !runbooktest.Gone(r.PID) {
+		if !fakeasr.Gone(r.PID) {
 			t.Errorf("%s: server %d still runs", r.Dir, r.PID)
 		}
 		p := r.Provenance
@@ -183,8 +182,8 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 }
 
 func TestServerExitsDuringStartup(t *testing.T) {
-	port := runbooktest.FreePort(t)
-	plan, _ := ParseRuns("warm,1", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.Exit}))
+	port := fakeasr.FreePort(t)
+	plan, _ := ParseRuns("warm,1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessExit}))
 	cfg := testConfig(t, port, plan)
 	cfg.Lifecycle.StartupTimeout = time.Minute
 	start := time.Now()
@@ -207,8 +206,8 @@ func TestServerExitsDuringStartup(t *testing.T) {
 }
 
 func TestServerNeverHealthy(t *testing.T) {
-	port := runbooktest.FreePort(t)
-	plan, _ := ParseRuns("1", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.Unhealthy}))
+	port := fakeasr.FreePort(t)
+	plan, _ := ParseRuns("1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessUnhealthy}))
 	cfg := testConfig(t, port, plan)
 	cfg.Lifecycle.StartupTimeout = time.Second
 	start := time.Now()
@@ -222,16 +221,16 @@ func TestServerNeverHealthy(t *testing.T) {
 	if !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "listening on") {
 		t.Errorf("error lacks the last answer or the log tail: %v", err)
 	}
-	if pid := rep.Runs[0].PID; pid == 0 || !runbooktest.Gone(pid) {
+	if pid := rep.Runs[0].PID; pid == 0 || !fakeasr.Gone(pid) {
 		t.Errorf("the unhealthy server (pid %d) was not stopped", pid)
 	}
 }
 
 func TestPortTaken(t *testing.T) {
-	busy := benchtest.NewServer(t, benchtest.Config{})
+	busy := fakeasr.NewServer(t, fakeasr.Config{})
 	_, portStr, _ := net.SplitHostPort(strings.TrimPrefix(busy.URL, "http://"))
 	port, _ := strconv.Atoi(portStr)
-	plan, _ := ParseRuns("1", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK}))
+	plan, _ := ParseRuns("1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK}))
 	cfg := testConfig(t, port, plan)
 	rep, out, err := runbookRun(t, cfg)
 	if !errors.Is(err, ErrPortBusy) {
@@ -256,16 +255,16 @@ func TestPortTaken(t *testing.T) {
 }
 
 func TestStopKillsTheWholeGroup(t *testing.T) {
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	childFile := filepath.Join(t.TempDir(), "child.pid")
-	plan, _ := ParseRuns("1", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.Child, ChildPIDFile: childFile}))
+	plan, _ := ParseRuns("1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessChild, ChildPIDFile: childFile}))
 	cfg := testConfig(t, port, plan)
 	cfg.Lifecycle.StopGrace = 300 * time.Millisecond
 	rep, out, err := runbookRun(t, cfg)
 	b, rerr := os.ReadFile(childFile)
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if child > 0 {
-		t.Cleanup(func() { runbooktest.Kill(child) })
+		t.Cleanup(func() { fakeasr.Kill(child) })
 	}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -273,19 +272,19 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 	if rerr != nil || child == 0 {
 		t.Fatalf("the fake server wrote no child pid: %v", rerr)
 	}
-	if !runbooktest.Gone(child) {
+	if !fakeasr.Gone(child) {
 		t.Errorf("child %d (ignores SIGTERM) survived the stop", child)
 	}
-	if !runbooktest.Gone(rep.Runs[0].PID) {
+	if !fakeasr.Gone(rep.Runs[0].PID) {
 		t.Errorf("server %d survived the stop", rep.Runs[0].PID)
 	}
 }
 
 func TestFailedRequestMakesTheVerdictIncomplete(t *testing.T) {
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	counter := filepath.Join(t.TempDir(), "starts")
 	// Starts: warm (1), run-1 (2), run-2 (3): run-2's first request fails.
-	plan, _ := ParseRuns("warm,1,2", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK, CounterFile: counter, FailStart: 3}))
+	plan, _ := ParseRuns("warm,1,2", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, CounterFile: counter, FailStart: 3}))
 	cfg := testConfig(t, port, plan)
 	rep, out, err := runbookRun(t, cfg)
 	if !errors.Is(err, ErrIncomplete) {
@@ -305,8 +304,8 @@ func TestFailedRequestMakesTheVerdictIncomplete(t *testing.T) {
 }
 
 func TestAB(t *testing.T) {
-	port := runbooktest.FreePort(t)
-	a := fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK})
+	port := fakeasr.FreePort(t)
+	a := fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK})
 	b := a
 	b.Argv = append([]string{"env", "RUNBOOK_SIDE=b"}, a.Argv...)
 	b.Command = strings.Join(b.Argv, " ")
@@ -444,8 +443,8 @@ func TestWaitGPUFree(t *testing.T) {
 }
 
 func TestRunAbortsWhenGPUStaysBusy(t *testing.T) {
-	port := runbooktest.FreePort(t)
-	plan, _ := ParseRuns("1,2", fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK}))
+	port := fakeasr.FreePort(t)
+	plan, _ := ParseRuns("1,2", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK}))
 	cfg := testConfig(t, port, plan)
 	cfg.GPUs = &gpusFree{usedMiB: []uint64{0, 9000}} // before run-1's start: free; after its stop: busy
 	cfg.Lifecycle.GPUFreeTimeout = 100 * time.Millisecond

@@ -18,7 +18,6 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -378,7 +377,7 @@ func limit(method, sys, name string, pid int, share, base float64, sr *Sensitivi
 				}
 			}
 			return l, nil
-		case method == MethodCgroup || !errors.Is(err, probe.ErrNotSupported):
+		case method == MethodCgroup || !errors.Is(err, cpulimit.ErrNotSupported):
 			return nil, err
 		}
 		// auto: fall back to affinity

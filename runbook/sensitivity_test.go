@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 )
 
 // Hand-computed: cycle 1 halves the CPU and the throughput (10 → 5 req/s:
@@ -118,10 +118,10 @@ func (f *fakeClocks) Reset() error { f.calls = append(f.calls, "reset"); return 
 // fake server's speed does not depend on the clock, so the sensitivity is
 // near 0.
 func TestSensitivityGPUClocks(t *testing.T) {
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	cfg := testConfig(t, port, nil)
 	fc := &fakeClocks{}
-	sc := SensitivityConfig{Runbook: cfg, Server: fakeServer(runbooktest.Options{Port: port, Mode: runbooktest.OK, Delay: 100 * time.Millisecond}),
+	sc := SensitivityConfig{Runbook: cfg, Server: fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, Delay: 100 * time.Millisecond}),
 		Cycles: 2, GPUClocks: []int{1980, 990}, Clocks: fc}
 	var out, errb bytes.Buffer
 	rep, err := Sensitivity(context.Background(), sc, &out, &errb)

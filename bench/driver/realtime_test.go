@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/audio"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 )
 
@@ -25,14 +25,14 @@ func tone(seconds float64) []byte {
 // TestRealtimePassGoesOnAfterAClosedSession runs a pass of four sessions
 // where the server closes the second one mid-session.
 func TestRealtimePassGoesOnAfterAClosedSession(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{CloseAfterS: 0.3, CloseOn: func(n int) bool { return n == 2 }})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{CloseAfterS: 0.3, CloseOn: func(n int) bool { return n == 2 }})
 	c, err := protocol.New("funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var items []driver.Item
 	for _, id := range []string{"a", "b", "c", "d"} {
-		items = append(items, driver.Item{SampleID: id, FileName: id + ".wav", Audio: tone(1), AudioS: 1, Ref: benchtest.DefaultText, Lang: "en"})
+		items = append(items, driver.Item{SampleID: id, FileName: id + ".wav", Audio: tone(1), AudioS: 1, Ref: fakeasr.DefaultText, Lang: "en"})
 	}
 	d := &driver.Driver{Client: c, Items: items, Lang: "en", Timeout: 10 * time.Second}
 	p := d.Run(context.Background(), context.Background(), driver.Level{Name: "c1", Concurrency: 1}, 1, false)

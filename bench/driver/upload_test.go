@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 )
 
@@ -42,7 +42,7 @@ func (p *preparing) Do(ctx context.Context, job *protocol.Job) protocol.Result {
 // samples that share one audio file and language share one body; the
 // server gets each sample's audio intact.
 func TestUploadBuiltOncePerSample(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c, err := protocol.New("openai", protocol.Options{Target: s.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -50,10 +50,10 @@ func TestUploadBuiltOncePerSample(t *testing.T) {
 	pc := &preparing{Client: c, sent: map[string][]*protocol.Upload{}}
 	shared := tone(0.5)
 	items := []driver.Item{
-		{SampleID: "a", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: benchtest.DefaultText},
-		{SampleID: "b", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: benchtest.DefaultText},
-		{SampleID: "c", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: benchtest.DefaultText, Lang: "zh"},
-		{SampleID: "d", FileName: "y.wav", ContentType: "audio/wav", Audio: tone(0.7), AudioS: 0.7, Ref: benchtest.DefaultText},
+		{SampleID: "a", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: fakeasr.DefaultText},
+		{SampleID: "b", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: fakeasr.DefaultText},
+		{SampleID: "c", FileName: "x.wav", ContentType: "audio/wav", Audio: shared, AudioS: 0.5, Ref: fakeasr.DefaultText, Lang: "zh"},
+		{SampleID: "d", FileName: "y.wav", ContentType: "audio/wav", Audio: tone(0.7), AudioS: 0.7, Ref: fakeasr.DefaultText},
 	}
 	d := &driver.Driver{Client: pc, Items: items, Lang: "en", Timeout: 10 * time.Second}
 	for repeat := 1; repeat <= 3; repeat++ {
@@ -97,12 +97,12 @@ func TestUploadBuiltOncePerSample(t *testing.T) {
 
 // TestRequestIDs: ids are the driver's prefix and a six-digit sequence.
 func TestRequestIDs(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c, err := protocol.New("openai", protocol.Options{Target: s.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &driver.Driver{Client: c, Items: []driver.Item{{SampleID: "a", FileName: "a.wav", Audio: tone(0.2), Ref: benchtest.DefaultText}}, Lang: "en", Timeout: 10 * time.Second}
+	d := &driver.Driver{Client: c, Items: []driver.Item{{SampleID: "a", FileName: "a.wav", Audio: tone(0.2), Ref: fakeasr.DefaultText}}, Lang: "en", Timeout: 10 * time.Second}
 	var ids []string
 	for repeat := 1; repeat <= 2; repeat++ {
 		for _, r := range d.Run(context.Background(), context.Background(), driver.Level{Name: "c1", Concurrency: 1}, repeat, false).Records {

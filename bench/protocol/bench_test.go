@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // BenchmarkOpenAI100KB measures the client side of one non-streaming
@@ -14,7 +14,7 @@ import (
 // flight. ns/op is wall time per request at that parallelism (client and
 // server share the machine); allocs/op counts both sides.
 func BenchmarkOpenAI100KB(b *testing.B) {
-	s := benchtest.NewNoop(b)
+	s := fakeasr.NewNoop(b)
 	hc := &http.Client{Transport: protocol.NewTransport(64)}
 	c, err := protocol.NewOpenAI(protocol.Options{Target: s.URL, HTTPClient: hc})
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // countConns counts the connections a test server accepts.
@@ -50,7 +50,7 @@ func okServer(t *testing.T, slow *atomic.Bool) (*httptest.Server, *atomic.Int32)
 // unprepared uploads arrive whole, request after request on one keep-alive
 // connection, with the trace times in order.
 func TestH1KeepAliveAndTimes(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	audio := []byte(strings.Repeat("RIFF and samples ", 4000))
 	for i := range 6 {
@@ -207,7 +207,7 @@ func TestH1ChunkedAndClose(t *testing.T) {
 // answering: a connection failure, not resent (the server may have acted
 // on a POST).
 func TestH1ResetIsAFailure(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{Fail: benchtest.FailOn(map[int]benchtest.Failure{2: benchtest.Reset})})
+	s := fakeasr.NewServer(t, fakeasr.Config{Fail: fakeasr.FailOn(map[int]fakeasr.Failure{2: fakeasr.Reset})})
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	for i, want := range []string{"", protocol.KindConnection, ""} {
 		r := c.Do(t.Context(), newJob(fmt.Sprint(i), []byte("audio")))
@@ -242,7 +242,7 @@ func TestH1FallbackHTTPS(t *testing.T) {
 
 // A header that would break the framing is refused, not sent.
 func TestH1RefusesBadHeader(t *testing.T) {
-	s := benchtest.NewNoop(t)
+	s := fakeasr.NewNoop(t)
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/audio/transcriptions", nil)
 	req.Header.Set("X-Request-Id", "a")
 	req.Header["X-Evil"] = []string{"a\r\nX-Injected: 1"}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 const traceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -55,18 +55,18 @@ func TestNonStreaming(t *testing.T) {
 	tests := []struct {
 		name   string
 		format string
-		cfg    benchtest.Config
+		cfg    fakeasr.Config
 		want   string
 	}{
-		{"json", "", benchtest.Config{Text: "hello world"}, "hello world"},
-		{"explicit json", "json", benchtest.Config{Text: "hello world"}, "hello world"},
-		{"text format", "text", benchtest.Config{Text: "hello text"}, "hello text"},
-		{"empty transcript", "", benchtest.Config{TextFor: func(string) string { return "" }}, ""},
-		{"unicode", "", benchtest.Config{Text: "你好，世界"}, "你好，世界"},
+		{"json", "", fakeasr.Config{Text: "hello world"}, "hello world"},
+		{"explicit json", "json", fakeasr.Config{Text: "hello world"}, "hello world"},
+		{"text format", "text", fakeasr.Config{Text: "hello text"}, "hello text"},
+		{"empty transcript", "", fakeasr.Config{TextFor: func(string) string { return "" }}, ""},
+		{"unicode", "", fakeasr.Config{Text: "你好，世界"}, "你好，世界"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, tt.cfg)
+			s := fakeasr.NewServer(t, tt.cfg)
 			c := mustClient(t, "openai", protocol.Options{Target: s.URL, ResponseFormat: tt.format})
 			start := time.Now()
 			r := c.Do(t.Context(), newJob("r1", []byte("RIFF....")))
@@ -103,7 +103,7 @@ func TestStreaming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, benchtest.Config{Text: text, Dialect: tt.dialect, ChunkDelay: chunkDelay})
+			s := fakeasr.NewServer(t, fakeasr.Config{Text: text, Dialect: tt.dialect, ChunkDelay: chunkDelay})
 			c := mustClient(t, "openai-stream", protocol.Options{Target: s.URL})
 			start := time.Now()
 			r := c.Do(t.Context(), newJob("r1", []byte("audio")))
@@ -183,7 +183,7 @@ func TestHeadersAndServerID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, benchtest.Config{ServerID: tt.serverID})
+			s := fakeasr.NewServer(t, fakeasr.Config{ServerID: tt.serverID})
 			for _, name := range protocol.Names() {
 				if protocol.IsRealtime(name) {
 					continue // realtime_test.go checks the upgrade request's headers
@@ -207,7 +207,7 @@ func TestHeadersAndServerID(t *testing.T) {
 }
 
 func TestOmittedFields(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	r := c.Do(t.Context(), &protocol.Job{FileName: "a.flac", ContentType: "audio/flac", Audio: []byte("fLaC")})
 	if r.Err != nil || r.ServerRequestID != "" {
@@ -237,7 +237,7 @@ func TestMultipartBody(t *testing.T) {
 		{"quoted file name", `my "best" \take.wav`, "audio/x-wav", []byte("abc"), "audio/x-wav"},
 		{"default content type", "raw.pcm", "", []byte("abc"), "application/octet-stream"},
 	}
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,30 +265,30 @@ func TestFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		proto    string
-		cfg      benchtest.Config
+		cfg      fakeasr.Config
 		timeout  time.Duration
 		cancel   bool // cancel the context while the server hangs
 		wantKind string
 		wantErr  string
 		wantCode int
 	}{
-		{name: "4xx", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Status(422))}, wantKind: protocol.KindHTTP4xx, wantErr: "injected status 422", wantCode: 422},
-		{name: "5xx", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Status(503))}, wantKind: protocol.KindHTTP5xx, wantErr: "injected status 503", wantCode: 503},
-		{name: "5xx stream", proto: "openai-stream", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Status(500))}, wantKind: protocol.KindHTTP5xx, wantCode: 500},
-		{name: "reset", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Reset)}, wantKind: protocol.KindConnection},
-		{name: "reset stream", proto: "openai-stream", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Reset)}, wantKind: protocol.KindConnection},
-		{name: "timeout", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Hang)}, timeout: 100 * time.Millisecond, wantKind: protocol.KindTimeout},
-		{name: "timeout in stream", proto: "openai-stream", cfg: benchtest.Config{Text: "a b c d", ChunkDelay: time.Second}, timeout: 100 * time.Millisecond, wantKind: protocol.KindTimeout, wantCode: 200},
-		{name: "cancel", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.Hang)}, cancel: true, wantKind: protocol.KindCanceled},
-		{name: "malformed json", proto: "openai", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.MalformedJSON)}, wantKind: protocol.KindMalformed, wantCode: 200},
-		{name: "malformed json in stream", proto: "openai-stream", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.MalformedJSON)}, wantKind: protocol.KindMalformed, wantCode: 200},
-		{name: "malformed sse", proto: "openai-stream", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.MalformedSSE)}, wantKind: protocol.KindMalformed, wantErr: "without [DONE]", wantCode: 200},
-		{name: "sse error sglang", proto: "openai-stream", cfg: benchtest.Config{Fail: benchtest.FailAll(benchtest.SSEError)}, wantKind: protocol.KindServerError, wantErr: "injected error", wantCode: 200},
-		{name: "sse error vllm", proto: "openai-stream", cfg: benchtest.Config{Dialect: "vllm", Fail: benchtest.FailAll(benchtest.SSEError)}, wantKind: protocol.KindServerError, wantErr: "injected error", wantCode: 200},
+		{name: "4xx", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Status(422))}, wantKind: protocol.KindHTTP4xx, wantErr: "injected status 422", wantCode: 422},
+		{name: "5xx", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Status(503))}, wantKind: protocol.KindHTTP5xx, wantErr: "injected status 503", wantCode: 503},
+		{name: "5xx stream", proto: "openai-stream", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Status(500))}, wantKind: protocol.KindHTTP5xx, wantCode: 500},
+		{name: "reset", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Reset)}, wantKind: protocol.KindConnection},
+		{name: "reset stream", proto: "openai-stream", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Reset)}, wantKind: protocol.KindConnection},
+		{name: "timeout", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Hang)}, timeout: 100 * time.Millisecond, wantKind: protocol.KindTimeout},
+		{name: "timeout in stream", proto: "openai-stream", cfg: fakeasr.Config{Text: "a b c d", ChunkDelay: time.Second}, timeout: 100 * time.Millisecond, wantKind: protocol.KindTimeout, wantCode: 200},
+		{name: "cancel", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Hang)}, cancel: true, wantKind: protocol.KindCanceled},
+		{name: "malformed json", proto: "openai", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.MalformedJSON)}, wantKind: protocol.KindMalformed, wantCode: 200},
+		{name: "malformed json in stream", proto: "openai-stream", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.MalformedJSON)}, wantKind: protocol.KindMalformed, wantCode: 200},
+		{name: "malformed sse", proto: "openai-stream", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.MalformedSSE)}, wantKind: protocol.KindMalformed, wantErr: "without [DONE]", wantCode: 200},
+		{name: "sse error sglang", proto: "openai-stream", cfg: fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.SSEError)}, wantKind: protocol.KindServerError, wantErr: "injected error", wantCode: 200},
+		{name: "sse error vllm", proto: "openai-stream", cfg: fakeasr.Config{Dialect: "vllm", Fail: fakeasr.FailAll(fakeasr.SSEError)}, wantKind: protocol.KindServerError, wantErr: "injected error", wantCode: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, tt.cfg)
+			s := fakeasr.NewServer(t, tt.cfg)
 			c := mustClient(t, tt.proto, protocol.Options{Target: s.URL})
 			ctx := t.Context()
 			if tt.timeout > 0 {
@@ -326,7 +326,7 @@ func TestFailures(t *testing.T) {
 
 func TestMoreFailures(t *testing.T) {
 	t.Run("connection refused", func(t *testing.T) {
-		s := benchtest.NewNoop(t)
+		s := fakeasr.NewNoop(t)
 		s.Close()
 		r := mustClient(t, "openai", protocol.Options{Target: s.URL}).Do(t.Context(), newJob("x", nil))
 		if r.ErrKind != protocol.KindConnection {
@@ -334,7 +334,7 @@ func TestMoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("client timeout", func(t *testing.T) {
-		s := benchtest.NewServer(t, benchtest.Config{Fail: benchtest.FailAll(benchtest.Hang)})
+		s := fakeasr.NewServer(t, fakeasr.Config{Fail: fakeasr.FailAll(fakeasr.Hang)})
 		hc := &http.Client{Transport: protocol.NewTransport(4), Timeout: 100 * time.Millisecond}
 		r := mustClient(t, "openai", protocol.Options{Target: s.URL, HTTPClient: hc}).Do(t.Context(), newJob("x", nil))
 		if r.ErrKind != protocol.KindTimeout {
@@ -403,7 +403,7 @@ func TestNew(t *testing.T) {
 // TestConcurrent runs many requests at once through one client and checks
 // each result belongs to its own job; run it with -race.
 func TestConcurrent(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{TextFor: func(name string) string { return "text of " + name }, Delay: time.Millisecond})
+	s := fakeasr.NewServer(t, fakeasr.Config{TextFor: func(name string) string { return "text of " + name }, Delay: time.Millisecond})
 	hc := &http.Client{Transport: protocol.NewTransport(16)}
 	for _, name := range protocol.Names() {
 		if protocol.IsRealtime(name) {
@@ -439,7 +439,7 @@ func TestConcurrent(t *testing.T) {
 // connection, which needs every body drained and closed, error bodies
 // longer than the excerpt included.
 func TestConnectionReuse(t *testing.T) {
-	fake := benchtest.NewServer(t, benchtest.Config{Fail: benchtest.FailOn(map[int]benchtest.Failure{2: benchtest.Status(500), 7: benchtest.Status(500)})})
+	fake := fakeasr.NewServer(t, fakeasr.Config{Fail: fakeasr.FailOn(map[int]fakeasr.Failure{2: fakeasr.Status(500), 7: fakeasr.Status(500)})})
 	longError := fixedServerStatus(t, http.StatusServiceUnavailable, "text/plain", strings.Repeat("overloaded ", 1000))
 	tests := []struct {
 		name, proto, target string

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/audio"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // toneWAV is seconds of a 440 Hz tone as a 16 kHz mono WAV file.
@@ -33,14 +33,14 @@ func rtJob(id string, seconds float64) *protocol.Job {
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
 func TestFunASRSession(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone, Hotwords: []string{"fox", "dog"}})
 	r := c.Do(context.Background(), rtJob("r1", 2))
 	if r.Err != nil {
 		t.Fatalf("%s: %v", r.ErrKind, r.Err)
 	}
-	if r.Text != benchtest.DefaultText {
-		t.Errorf("text %q, want %q (partials must replace, sentences accumulate)", r.Text, benchtest.DefaultText)
+	if r.Text != fakeasr.DefaultText {
+		t.Errorf("text %q, want %q (partials must replace, sentences accumulate)", r.Text, fakeasr.DefaultText)
 	}
 	rt := r.Realtime
 	if rt == nil {
@@ -106,8 +106,8 @@ func TestRealtimeDialects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dialect, func(t *testing.T) {
-			for _, words := range []string{benchtest.DefaultText, "one two three four five six seven eight"} {
-				srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: tt.dialect, Text: words})
+			for _, words := range []string{fakeasr.DefaultText, "one two three four five six seven eight"} {
+				srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: tt.dialect, Text: words})
 				c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL, Dialect: tt.dialect, Pace: protocol.PaceNone, ChunkMs: 50})
 				r := c.Do(context.Background(), rtJob("d1", 2))
 				if r.Err != nil {
@@ -150,7 +150,7 @@ func TestRealtimeUnknownDialect(t *testing.T) {
 }
 
 func TestSessionServerClosesMidSession(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{CloseAfterS: 0.5, CloseOn: func(n int) bool { return n == 2 }})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{CloseAfterS: 0.5, CloseOn: func(n int) bool { return n == 2 }})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone})
 	var got []protocol.Result
 	for i := range 3 {
@@ -177,7 +177,7 @@ func TestSessionServerClosesMidSession(t *testing.T) {
 // session must too, count the error, and not count the silent segment.
 func TestSGLangDecodeErrorGoesOn(t *testing.T) {
 	run := func(decodeErr bool) protocol.Result {
-		srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectSGLangOmni, DecodeError: decodeErr})
+		srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: protocol.DialectSGLangOmni, DecodeError: decodeErr})
 		c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL, Dialect: protocol.DialectSGLangOmni, Pace: protocol.PaceNone})
 		return c.Do(context.Background(), rtJob("e1", 2))
 	}
@@ -185,8 +185,8 @@ func TestSGLangDecodeErrorGoesOn(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("%s: %v", r.ErrKind, r.Err)
 	}
-	if r.Text != benchtest.DefaultText || r.Text != base.Text {
-		t.Errorf("text %q, want %q", r.Text, benchtest.DefaultText)
+	if r.Text != fakeasr.DefaultText || r.Text != base.Text {
+		t.Errorf("text %q, want %q", r.Text, fakeasr.DefaultText)
 	}
 	if r.Realtime.ServerErrors != 1 || !strings.Contains(r.Realtime.LastServerError, "decode failed") {
 		t.Errorf("server errors %d (%q), want 1", r.Realtime.ServerErrors, r.Realtime.LastServerError)
@@ -196,7 +196,7 @@ func TestSGLangDecodeErrorGoesOn(t *testing.T) {
 	}
 	// An invalid_request_error ends the session: here the one a
 	// conversation session (no intent=transcription in the path) sends.
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectSGLangOmni})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: protocol.DialectSGLangOmni})
 	c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL + "/v1/realtime", Dialect: protocol.DialectSGLangOmni, Pace: protocol.PaceNone})
 	if r := c.Do(context.Background(), rtJob("e2", 1)); r.ErrKind != protocol.KindServerError || !strings.Contains(r.Err.Error(), "unknown client event") {
 		t.Errorf("conversation session: kind %q err %v, want a server error naming the event", r.ErrKind, r.Err)
@@ -206,7 +206,7 @@ func TestSGLangDecodeErrorGoesOn(t *testing.T) {
 // TestVLLMErrorEvent: vLLM's error events carry the message as a string
 // and the code at the top level; the session ends with both.
 func TestVLLMErrorEvent(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: protocol.DialectVLLM})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: protocol.DialectVLLM})
 	c := mustClient(t, "openai-realtime", protocol.Options{Target: srv.URL, Dialect: protocol.DialectVLLM, Pace: protocol.PaceNone})
 	j := rtJob("v1", 1)
 	j.Model = ""
@@ -217,7 +217,7 @@ func TestVLLMErrorEvent(t *testing.T) {
 }
 
 func TestSessionWithoutFinalTimesOut(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{NoFinal: true})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{NoFinal: true})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, Pace: protocol.PaceNone})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
@@ -239,7 +239,7 @@ func TestSessionWithoutFinalTimesOut(t *testing.T) {
 
 func TestLagFollowsServerDelay(t *testing.T) {
 	for _, noDur := range []bool{false, true} {
-		srv := benchtest.NewWSServer(t, benchtest.WSConfig{Delay: 40 * time.Millisecond, NoDuration: noDur, WordS: 0.1})
+		srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Delay: 40 * time.Millisecond, NoDuration: noDur, WordS: 0.1})
 		c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL})
 		r := c.Do(context.Background(), rtJob("l1", 1))
 		if r.Err != nil {
@@ -262,7 +262,7 @@ func TestLagFollowsServerDelay(t *testing.T) {
 }
 
 func TestPacingAt8Sessions(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{})
 	c := mustClient(t, "funasr-ws", protocol.Options{Target: srv.URL, ChunkMs: 100, Loops: 2})
 	// Punctuality is measured against what the machine allows at that
 	// moment, and the other test binaries that go test runs alongside can

@@ -6,14 +6,14 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // TestPreparedUpload: a body from Prepare is what Do sends, request after
 // request; an Upload of another client (another boundary) is not used.
 func TestPreparedUpload(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{})
+	s := fakeasr.NewServer(t, fakeasr.Config{})
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	other := mustClient(t, "openai", protocol.Options{Target: s.URL})
 	audio := []byte("RIFF\x00\x01\x02WAVE and some samples")
@@ -59,7 +59,7 @@ func TestUploadAllocations(t *testing.T) {
 }
 
 func uploadAllocations(t *testing.T, tr http.RoundTripper) {
-	s := benchtest.NewNoop(t)
+	s := fakeasr.NewNoop(t)
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL, HTTPClient: &http.Client{Transport: tr}})
 	audio := make([]byte, 100<<10)
 	job := newJob("a", audio)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 )
 
@@ -42,7 +42,7 @@ func TestProxyRecordsEveryDialect(t *testing.T) {
 		{"sse-vllm", "openai-stream", "vllm", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := benchtest.NewServer(t, benchtest.Config{Text: "the cat sat on the mat", Delay: 20 * time.Millisecond,
+			srv := fakeasr.NewServer(t, fakeasr.Config{Text: "the cat sat on the mat", Delay: 20 * time.Millisecond,
 				Dialect: tc.dialect, ChunkDelay: 5 * time.Millisecond,
 				ServerID: func(c string) string { return "srv-" + c }})
 			refs := proxy.NewIndex()
@@ -109,7 +109,7 @@ func TestProxyRecordsEveryDialect(t *testing.T) {
 }
 
 func TestProxyFailuresAreRecorded(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Text: "x", Fail: benchtest.FailOn(map[int]benchtest.Failure{1: benchtest.Status(503)})})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "x", Fail: fakeasr.FailOn(map[int]fakeasr.Failure{1: fakeasr.Status(503)})})
 	p, url := startProxy(t, proxy.Config{Target: srv.URL})
 	c, _ := protocol.New("openai", protocol.Options{Target: url})
 	wav := audiotest.WAV16(16000, 1, make([]int16, 1600)...)
@@ -117,7 +117,7 @@ func TestProxyFailuresAreRecorded(t *testing.T) {
 	if res.HTTPStatus != 503 {
 		t.Fatalf("client saw %d, want the server's 503 passed through", res.HTTPStatus)
 	}
-	dead := benchtest.NewServer(t, benchtest.Config{})
+	dead := fakeasr.NewServer(t, fakeasr.Config{})
 	deadURL := dead.URL
 	dead.Close()
 	p2, url2 := startProxy(t, proxy.Config{Target: deadURL})
@@ -138,7 +138,7 @@ func TestProxyFailuresAreRecorded(t *testing.T) {
 // A realtime WebSocket session passes through the proxy (unrecorded: the
 // proxy records file uploads only; docs/PROXY.md).
 func TestProxyPassesWebSocketSessions(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{})
 	p, url := startProxy(t, proxy.Config{Target: srv.URL})
 	c, err := protocol.New("funasr-ws", protocol.Options{Target: url, Pace: protocol.PaceNone})
 	if err != nil {
@@ -168,7 +168,7 @@ func TestProxyRecordsRealtimeSessions(t *testing.T) {
 		{"openai-realtime", protocol.DialectSGLangOmni, "sglang-omni", protocol.PaceNone},
 	} {
 		t.Run(tc.fake, func(t *testing.T) {
-			srv := benchtest.NewWSServer(t, benchtest.WSConfig{Dialect: tc.fake})
+			srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: tc.fake})
 			p, url := startProxy(t, proxy.Config{Target: srv.URL, Realtime: tc.proto, Dialect: tc.dialect, Pace: tc.pace})
 			c, err := protocol.New(tc.proto, protocol.Options{Target: url, Dialect: tc.dialect, Pace: tc.pace})
 			if err != nil {

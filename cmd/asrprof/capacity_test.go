@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -39,7 +38,7 @@ func readJSONInto(t *testing.T, path string, v any) {
 // pass wait for each other and take ~150, 300, 450, 600 ms: two meet it
 // (attainment 50 %, 75 ms of margin either side). Goodput is met/wall.
 func TestGoodputCLI(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 150 * time.Millisecond, Capacity: 1})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 150 * time.Millisecond, Capacity: 1})
 	ds := dataset(t, 4)
 	dirs := map[string]string{}
 	for _, name := range []string{"a", "b"} {
@@ -122,7 +121,7 @@ func TestGoodputCLI(t *testing.T) {
 // c=1 and c=2 meet latency ≤ 375 ms (150 and 300 ms), c=3 and c=4 do not
 // (450, 600 ms), so the answer is 2, found by the path 1, 2, 4, 3.
 func TestFindMaxCLI(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 150 * time.Millisecond, Capacity: 1})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 150 * time.Millisecond, Capacity: 1})
 	out := filepath.Join(t.TempDir(), "s")
 	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 4), "--find-max", "--slo", "latency=375ms",
 		"--repeats", "2", "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
@@ -243,7 +242,7 @@ func TestSensitivityRefserver(t *testing.T) {
 		t.Skip("starts the reference server four times")
 	}
 	refservertest.RequirePocketSphinx(t)
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "sens")
 	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
 	cmd := fmt.Sprintf("%s %s --port %d --build-workers 1", refservertest.Python, script, port)
@@ -327,7 +326,7 @@ func TestSensitivityFlags(t *testing.T) {
 // latency ≤ 300 ms holds at 8 req/s and not at 16; bisection, to 10 % of
 // the passing rate, ends between them.
 func TestFindMaxOpenLoopCLI(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 100 * time.Millisecond, Capacity: 1})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 100 * time.Millisecond, Capacity: 1})
 	out := filepath.Join(t.TempDir(), "s")
 	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 16), "--find-max", "--slo", "latency=300ms",
 		"--rate", "4", "--arrivals", "constant", "--repeats", "1", "--out", out, "--quiet", "--probes", "none",

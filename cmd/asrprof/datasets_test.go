@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/dataset/datasettest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -106,7 +106,7 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 		}
 	}) {
 		t.Run(name, func(t *testing.T) {
-			srv := benchtest.NewServer(t, benchtest.Config{TextFor: textFor})
+			srv := fakeasr.NewServer(t, fakeasr.Config{TextFor: textFor})
 			out := filepath.Join(t.TempDir(), "b")
 			args := []string{"capture", "--target", srv.URL, "--dataset", layouts[name], "--concurrency", "2", "--repeats", "1",
 				"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
@@ -162,7 +162,7 @@ func TestCaptureDatasetBadRow(t *testing.T) {
 	if err := datasettest.WriteSeedParquet(p, rows); err != nil {
 		t.Fatal(err)
 	}
-	srv := benchtest.NewServer(t, benchtest.Config{TextFor: textFor})
+	srv := fakeasr.NewServer(t, fakeasr.Config{TextFor: textFor})
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", p, "--concurrency", "1",
 		"--out", filepath.Join(t.TempDir(), "b"), "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &stdout, &stderr)
@@ -185,7 +185,7 @@ func TestSaveRawDirAndResultsFields(t *testing.T) {
 	}
 	// The warmup pass sends requests 1-4; request 6 (utt01 in the first
 	// scored repeat, at concurrency 1) gets a 500.
-	srv := benchtest.NewServer(t, benchtest.Config{TextFor: textFor, Fail: benchtest.FailOn(map[int]benchtest.Failure{6: benchtest.Status(500)})})
+	srv := fakeasr.NewServer(t, fakeasr.Config{TextFor: textFor, Fail: fakeasr.FailOn(map[int]fakeasr.Failure{6: fakeasr.Status(500)})})
 	out, raw := filepath.Join(root, "b"), filepath.Join(root, "raw")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", filepath.Join(root, "hub"), "--concurrency", "1",

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 )
 
 // verdicts reads `analyze DIR bottleneck --format json`: level → the
@@ -91,7 +91,7 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 			if idle {
 				t.Parallel()
 			}
-			port := runbooktest.FreePort(t)
+			port := fakeasr.FreePort(t)
 			out := filepath.Join(t.TempDir(), "b")
 			cmd := fmt.Sprintf("%s %s --port %d %s", refservertest.Python, script, port, tc.server)
 			code, stdout, stderr := runCLI("capture", "--server-cmd", cmd, "--runs", "1",

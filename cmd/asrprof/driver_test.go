@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -23,7 +23,7 @@ import (
 // request ids and trace ids, and the manifest's dataset fingerprint is the
 // documented v2 scheme (the file hashed once, its digest per sample).
 func TestCaptureOneFileManyTimes(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	dir := t.TempDir()
 	wav := audiotest.WAV16(16000, 1, make([]int16, 8000)...)
 	if err := os.WriteFile(filepath.Join(dir, "a.wav"), wav, 0o644); err != nil {
@@ -32,7 +32,7 @@ func TestCaptureOneFileManyTimes(t *testing.T) {
 	const n = 24
 	var m strings.Builder
 	for i := range n {
-		fmt.Fprintf(&m, "{\"id\":\"b%03d\",\"audio\":\"a.wav\",\"text\":%q}\n", i, benchtest.DefaultText)
+		fmt.Fprintf(&m, "{\"id\":\"b%03d\",\"audio\":\"a.wav\",\"text\":%q}\n", i, fakeasr.DefaultText)
 	}
 	ds := filepath.Join(dir, "m.jsonl")
 	if err := os.WriteFile(ds, []byte(m.String()), 0o644); err != nil {
@@ -72,7 +72,7 @@ func TestCaptureOneFileManyTimes(t *testing.T) {
 	field([]byte("asrprof-dataset-fingerprint-v2"))
 	for i := range n {
 		field(fmt.Appendf(nil, "b%03d", i))
-		field([]byte(benchtest.DefaultText))
+		field([]byte(fakeasr.DefaultText))
 		field(sum[:])
 	}
 	if got, want := b.Manifest.Fingerprint.DatasetSHA256, hex.EncodeToString(h.Sum(nil)); got != want {

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -265,7 +265,7 @@ func runbookGoldenArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
-// fakeServer writes a 3-sample dataset and plans fake servers (runbooktest)
+// fakeServer writes a 3-sample dataset and plans fake servers (fakeasr)
 // on a free port; with failStart n the n-th server start fails its first
 // request.
 func fakeServer(failStart int) func(t *testing.T, tmp string) map[string]string {
@@ -284,11 +284,11 @@ func fakeServer(failStart int) func(t *testing.T, tmp string) map[string]string 
 				t.Fatal(err)
 			}
 		}
-		port := runbooktest.FreePort(t)
-		o := runbooktest.Options{Port: port, Mode: runbooktest.OK, FailStart: failStart}
+		port := fakeasr.FreePort(t)
+		o := fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, FailStart: failStart}
 		if failStart > 0 {
 			o.CounterFile = filepath.Join(tmp, "starts")
 		}
-		return map[string]string{"$SERVER": runbooktest.CommandLine(o), "$PORT": strconv.Itoa(port), "$BIN": os.Args[0]}
+		return map[string]string{"$SERVER": fakeasr.CommandLine(o), "$PORT": strconv.Itoa(port), "$BIN": os.Args[0]}
 	}
 }

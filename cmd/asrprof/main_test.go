@@ -14,16 +14,15 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The test binary doubles as asrprof when ASRPROF_TEST_MAIN is set, so
 // tests can run it as a real process (and kill it).
 func TestMain(m *testing.M) {
-	runbooktest.Main() // the test binary is also the runbook tests' fake server
+	fakeasr.Main() // the test binary is also the runbook tests' fake server
 	if os.Getenv("ASRPROF_TEST_MAIN") == "1" {
 		main()
 		return
@@ -58,7 +57,7 @@ func dataset(t *testing.T, n int) string {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("u%d.wav", i)
 		os.WriteFile(filepath.Join(dir, name), audiotest.WAV16(16000, 1, make([]int16, 8000)...), 0o644)
-		fmt.Fprintf(&m, "{\"id\":\"u%d\",\"audio\":%q,\"text\":%q}\n", i, name, benchtest.DefaultText)
+		fmt.Fprintf(&m, "{\"id\":\"u%d\",\"audio\":%q,\"text\":%q}\n", i, name, fakeasr.DefaultText)
 	}
 	p := filepath.Join(dir, "m.jsonl")
 	os.WriteFile(p, []byte(m.String()), 0o644)
@@ -83,8 +82,8 @@ func TestHelpTeachesEveryFlag(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
-	dead := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
+	dead := fakeasr.NewServer(t, fakeasr.Config{})
 	deadURL := dead.URL
 	dead.Close()
 	ds := dataset(t, 2)
@@ -116,7 +115,7 @@ func TestExitCodes(t *testing.T) {
 // SIGKILL in the middle of a capture: the bundle keeps every request
 // recorded before the kill and still loads, and `show` summarises it.
 func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 20 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 20 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "b")
 	cmd := asrprof("capture", "--target", srv.URL, "--dataset", dataset(t, 200), "--concurrency", "2",
 		"--repeats", "1", "--out", out, "--quiet")
@@ -166,7 +165,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 // Ctrl-C: in-flight requests get the grace, the bundle is finalized with
 // complete=false, and the exit status is 130.
 func TestInterruptExits130(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 30 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 30 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "b")
 	cmd := asrprof("capture", "--target", srv.URL, "--dataset", dataset(t, 200), "--concurrency", "2",
 		"--repeats", "1", "--out", out, "--quiet")

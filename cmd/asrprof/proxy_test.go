@@ -20,11 +20,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -63,9 +62,9 @@ func TestCaptureProxySweepClient(t *testing.T) {
 		refservertest.Missing(t, "%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
 	}
 	ds := refservertest.ShortClips(t, 8)
-	otlp := fmt.Sprintf("127.0.0.1:%d", runbooktest.FreePort(t))
+	otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
 	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4")
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "bundle")
 	clientOut := filepath.Join(dir, "client.json")
@@ -262,7 +261,7 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl not installed")
 	}
-	srv := benchtest.NewServer(t, benchtest.Config{Text: "hello there", Delay: 10 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there", Delay: 10 * time.Millisecond})
 	dir := t.TempDir()
 	wav := filepath.Join(dir, "a.wav")
 	if err := os.WriteFile(wav, audiotest.WAV16(16000, 1, make([]int16, 32000)...), 0o644); err != nil {
@@ -305,8 +304,8 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 // Without a command, --duration ends the capture; requests sent in the
 // window are recorded.
 func TestCaptureProxyDuration(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Text: benchtest.DefaultText})
-	port := runbooktest.FreePort(t)
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: fakeasr.DefaultText})
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "b")
 	done := make(chan int, 1)
 	var stderr string
@@ -339,8 +338,8 @@ func TestCaptureProxyDuration(t *testing.T) {
 // sessions frame by frame: the session's realtime fields reach
 // requests.jsonl and the level's realtime metrics results.json.
 func TestCaptureProxyRealtimeSessions(t *testing.T) {
-	srv := benchtest.NewWSServer(t, benchtest.WSConfig{})
-	port := runbooktest.FreePort(t)
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{})
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "b")
 	done := make(chan int, 1)
 	var stderr string

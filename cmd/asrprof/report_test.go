@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // asrprof report DIR and asrprof report CURRENT BASELINE, through the
@@ -68,7 +68,7 @@ func TestReportCommand(t *testing.T) {
 // asrprof capture ends by writing report.html into its bundle and saying
 // where it is.
 func TestCaptureWritesReport(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{})
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	dir := filepath.Join(t.TempDir(), "b")
 	var o, e bytes.Buffer
 	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4), "--concurrency", "1,2",

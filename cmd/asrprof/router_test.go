@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -66,7 +66,7 @@ func routerCapture(t *testing.T, w0Flags, w1Flags []string, samples int) (string
 	t.Helper()
 	refservertest.RequirePocketSphinx(t)
 	ds := refservertest.ShortClips(t, samples)
-	otlpPort := runbooktest.FreePort(t)
+	otlpPort := fakeasr.FreePort(t)
 	env := []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:%d/v1/traces", otlpPort)}
 	base := []string{"--max-running-requests", "2", "--build-delay", "1.5"}
 	w0 := refservertest.Start(t, env, append(append([]string{"--instance", "w0"}, base...), w0Flags...)...)

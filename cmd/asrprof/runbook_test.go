@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -78,31 +78,31 @@ func TestRunbookExitCodes(t *testing.T) {
 	takenPort := taken.Addr().(*net.TCPAddr).Port
 	for _, tc := range []struct {
 		name string
-		opts runbooktest.Options
+		opts fakeasr.ProcessOptions
 		port int // 0: a free one
 		args []string
 		code int
 		msg  []string
 	}{
-		{"complete", runbooktest.Options{Mode: runbooktest.OK}, 0, []string{"--runs", "warm,1"}, exitOK,
+		{"complete", fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK}, 0, []string{"--runs", "warm,1"}, exitOK,
 			[]string{"Verdict: complete", "latency mean (s)"}},
-		{"failed request", runbooktest.Options{Mode: runbooktest.OK, FailStart: 2}, 0, []string{"--runs", "warm,1"}, exitIncomplete,
+		{"failed request", fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK, FailStart: 2}, 0, []string{"--runs", "warm,1"}, exitIncomplete,
 			[]string{"INCOMPLETE", "run-1", "http_5xx 1"}},
-		{"exits during start-up", runbooktest.Options{Mode: runbooktest.Exit}, 0, nil, exitFailed,
+		{"exits during start-up", fakeasr.ProcessOptions{Mode: fakeasr.ProcessExit}, 0, nil, exitFailed,
 			[]string{"server exited during start-up", "CUDA out of memory (fake)"}},
-		{"never healthy", runbooktest.Options{Mode: runbooktest.Unhealthy}, 0, []string{"--startup-timeout", "1s"}, exitFailed,
+		{"never healthy", fakeasr.ProcessOptions{Mode: fakeasr.ProcessUnhealthy}, 0, []string{"--startup-timeout", "1s"}, exitFailed,
 			[]string{"did not become healthy", "HTTP 503"}},
-		{"port taken", runbooktest.Options{Mode: runbooktest.OK}, takenPort, nil, exitFailed,
+		{"port taken", fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK}, takenPort, nil, exitFailed,
 			[]string{"already answers", "--reuse-server"}},
-		{"bad runs", runbooktest.Options{Mode: runbooktest.OK}, 0, []string{"--runs", "warm"}, exitUsage,
+		{"bad runs", fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK}, 0, []string{"--runs", "warm"}, exitUsage,
 			[]string{"no scored run"}},
-		{"shell syntax", runbooktest.Options{Mode: runbooktest.OK}, 0, []string{"--server-cmd", "srv | tee x"}, exitUsage,
+		{"shell syntax", fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK}, 0, []string{"--server-cmd", "srv | tee x"}, exitUsage,
 			[]string{"sh -c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port := tc.port
 			if port == 0 {
-				port = runbooktest.FreePort(t)
+				port = fakeasr.FreePort(t)
 			}
 			o := tc.opts
 			o.Port = port
@@ -110,7 +110,7 @@ func TestRunbookExitCodes(t *testing.T) {
 				o.CounterFile = filepath.Join(t.TempDir(), "starts")
 			}
 			out := filepath.Join(t.TempDir(), "rb")
-			args := append([]string{"capture", "--server-cmd", runbooktest.CommandLine(o), "--dataset", ds}, runbookArgs(port, out)...)
+			args := append([]string{"capture", "--server-cmd", fakeasr.CommandLine(o), "--dataset", ds}, runbookArgs(port, out)...)
 			args = append(args, tc.args...)
 			code, stdout, stderr := runCLI(args...)
 			if code != tc.code {
@@ -126,9 +126,9 @@ func TestRunbookExitCodes(t *testing.T) {
 }
 
 func TestABCommand(t *testing.T) {
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ab")
-	a := runbooktest.CommandLine(runbooktest.Options{Port: port, Mode: runbooktest.OK})
+	a := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK})
 	b := "env ASRPROF_AB_SIDE=b " + a
 	code, stdout, stderr := runCLI(append([]string{"ab", "--a-cmd", a, "--b-cmd", b, "--order", "ABBA", "--no-warm",
 		"--provenance-env", "ASRPROF_AB_*", "--dataset", dataset(t, 2)}, runbookArgs(port, out)...)...)
@@ -163,7 +163,7 @@ func TestRunbookRefserver(t *testing.T) {
 	}
 	refservertest.RequirePocketSphinx(t)
 	ds := refservertest.Refset(t)
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ref")
 	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
 	// One decoder and one build worker: the server starts faster, and

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // syncBuf is a bytes.Buffer safe for a process's output and the test.
@@ -339,7 +339,7 @@ func TestServeRefusesOpenListenWithoutToken(t *testing.T) {
 // unit-tested in serve).
 func TestServeCapturesAndPrometheus(t *testing.T) {
 	prometheusBin(t)
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 20 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 20 * time.Millisecond})
 	ds := dataset(t, 3)
 	_, base := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
 	prom := startPrometheus(t, "", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", base)
@@ -458,7 +458,7 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 // files at the bundle's root, the second's under agents/<host_port>/,
 // both clocks in the manifest, and both agents' records counted per pass.
 func TestCaptureTwoAgents(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 10 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 10 * time.Millisecond})
 	_, a1 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
 	_, a2 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
 	out := filepath.Join(t.TempDir(), "b")

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -91,7 +91,7 @@ func i64(t *testing.T, v any) int64 {
 // request of requests.jsonl, field for field, and every span of the span
 // store, each joined to its request.
 func TestCaptureTablesReadByDuckDB(t *testing.T) {
-	srv := benchtest.NewServer(t, benchtest.Config{Delay: 2 * time.Millisecond})
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 2 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "b")
 	var sout, serr bytes.Buffer
 	args := []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 6), "--concurrency", "1,2", "--repeats", "1",

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook/runbooktest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -48,7 +48,7 @@ func TestCaptureWhisperEngine(t *testing.T) {
 	}
 	requireTorch(t)
 	ds := refservertest.Refset(t)
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "whisper")
 	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 4 --build-workers 2", ds, out, "1,4",
 		"--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--span-grace", "500ms")...)
@@ -133,7 +133,7 @@ func TestCaptureWhisperOverload(t *testing.T) {
 	}
 	requireTorch(t)
 	ds := refservertest.Refset(t)
-	port := runbooktest.FreePort(t)
+	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "overload")
 	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 2 --build-workers 1 --build-max-pending 1 --build-delay 0.3",
 		ds, out, "8", "--span-grace", "100ms")...)

@@ -16,9 +16,12 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/probe"
 	"golang.org/x/sys/unix"
 )
+
+// ErrNotSupported is wrapped when this machine cannot restrict a process
+// tree's CPU: no cgroup with the cpu controller can be made here.
+var ErrNotSupported = errors.New("not supported here")
 
 // Methods, as reports name them.
 const (
@@ -56,7 +59,7 @@ func roots(sys string) []root {
 
 // NewGroup makes the cgroup name under the first hierarchy that has the
 // cpu controller (sys is "/sys" but for tests). It returns an error that
-// wraps probe.ErrNotSupported, saying what each hierarchy lacked, when
+// wraps ErrNotSupported, saying what each hierarchy lacked, when
 // none can be made.
 func NewGroup(sys, name string) (*Group, error) {
 	var why []string
@@ -99,7 +102,7 @@ func NewGroup(sys, name string) (*Group, error) {
 		}
 		return g, nil
 	}
-	return nil, fmt.Errorf("%w: no cgroup with the cpu controller can be made: %s", probe.ErrNotSupported, strings.Join(why, "; "))
+	return nil, fmt.Errorf("%w: no cgroup with the cpu controller can be made: %s", ErrNotSupported, strings.Join(why, "; "))
 }
 
 func hasWord(s, w string) bool {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/asrprof/asrprof/probe"
 )
 
 func busy(t *testing.T) int {
@@ -27,7 +25,7 @@ func busy(t *testing.T) int {
 // kernel says it throttled it.
 func TestGroupQuota(t *testing.T) {
 	g, err := NewGroup("/sys", fmt.Sprintf("asrprof-test-%d", os.Getpid()))
-	if errors.Is(err, probe.ErrNotSupported) {
+	if errors.Is(err, ErrNotSupported) {
 		if os.Getenv("CI") != "" { // .ci/run: the CI machines can make cgroups (root)
 			t.Fatalf("no cgroup here: %v", err)
 		}
@@ -68,7 +66,7 @@ func TestNewGroupNotSupported(t *testing.T) {
 	os.MkdirAll(filepath.Join(sys, "fs/cgroup/unified"), 0o755)
 	os.WriteFile(filepath.Join(sys, "fs/cgroup/unified/cgroup.controllers"), []byte("memory pids"), 0o644)
 	_, err := NewGroup(sys, "x")
-	if !errors.Is(err, probe.ErrNotSupported) {
+	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, want := range []string{"without the cpu controller", "no cgroup v1 cpu controller"} {

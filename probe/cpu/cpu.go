@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
 // Dir is the bundle folder the probe writes its profiles to.

@@ -15,8 +15,8 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 func TestMain(m *testing.M) {

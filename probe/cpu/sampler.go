@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/bpf"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 )
 
 // maxDepth is the number of frames a stack-trace map entry holds

@@ -19,9 +19,9 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 const (

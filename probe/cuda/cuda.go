@@ -19,10 +19,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
-	"github.com/asrprof/asrprof/internal/bpf"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
 // File is the bundle file the probe appends to.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,10 +20,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/bpf"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/gpu"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 )
 
 // Finding is the outcome of one check.
@@ -531,3 +532,8 @@ func decideCPUEngine(f Facts) Finding {
 		"or start a CPython >= 3.12 server with PYTHONPERFSUPPORT=1 for the fp engine to name its functions"
 	return fd
 }
+
+// EnableBPFStats turns on the kernel's BPF run-time statistics until the
+// returned closer is closed (capture --bpf-stats). It needs CAP_SYS_ADMIN;
+// without it the error wraps probe.ErrNotSupported.
+func EnableBPFStats() (io.Closer, error) { return bpf.EnableRunTimeStats() }

@@ -17,8 +17,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 func le8(v uint64) [8]byte {

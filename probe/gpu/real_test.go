@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 // TestGPUReal samples the machine's real GPUs for ~3 s (make test-gpu) and

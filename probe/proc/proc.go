@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
 // File is the bundle file the probe appends to (shared with probe/sched).

@@ -14,10 +14,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/bpf"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/internal/watch"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
 // File is the bundle file the probe appends to.

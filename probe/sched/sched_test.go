@@ -13,9 +13,9 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 func TestMain(m *testing.M) {
@@ -258,7 +258,7 @@ func TestNotSupported(t *testing.T) {
 	if err := New(Config{}).Start(context.Background(), probe.Target{}, &probetest.Sink{}); !errors.Is(err, probe.ErrNotSupported) {
 		t.Errorf("Start without a pid: %v, want ErrNotSupported", err)
 	}
-	// How errors are classified is tested in internal/bpf (bpf.NotSupported).
+	// How errors are classified is tested in probe/internal/bpf (bpf.NotSupported).
 }
 
 // hostLostSeconds is the machine's steal, irq and softirq time so far,

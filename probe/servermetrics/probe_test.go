@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/probetest"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 func TestResolve(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/otlp"
 	"github.com/asrprof/asrprof/trace/spans"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/asrprof/asrprof/analysis/fixture"
+	"github.com/asrprof/asrprof/internal/fixture"
 )
 
 // traceEngine returns the folder of npm's @paulirish/trace_engine, the

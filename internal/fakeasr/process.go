@@ -1,10 +1,11 @@
-// Package runbooktest is a fake ASR server that runs as a separate
+// The fake ASR server as a separate
 // process, for tests of server lifecycles: the test binary re-executes
 // itself with Command's arguments, and Main (called first thing in
 // TestMain) turns that process into the server. It answers /health,
 // /v1/models and multipart POST /v1/audio/transcriptions with
-// benchtest.DefaultText, and can misbehave on purpose (see Mode).
-package runbooktest
+// DefaultText, and can misbehave on purpose (see ProcessMode).
+
+package fakeasr
 
 import (
 	"encoding/json"
@@ -21,29 +22,27 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/asrprof/asrprof/bench/benchtest"
 )
 
-// Mode is how the fake server behaves.
-type Mode string
+// ProcessMode is how the fake server behaves.
+type ProcessMode string
 
 const (
-	// OK serves normally.
-	OK Mode = "ok"
-	// Exit writes a few log lines and exits with status 3 before listening.
-	Exit Mode = "exit"
-	// Unhealthy listens, but /health answers 503 forever.
-	Unhealthy Mode = "unhealthy"
-	// Child starts a child process in its group that ignores SIGTERM and
-	// writes the child's pid to Options.ChildPIDFile, then serves.
-	Child Mode = "child"
+	// ProcessOK serves normally.
+	ProcessOK ProcessMode = "ok"
+	// ProcessExit writes a few log lines and exits with status 3 before listening.
+	ProcessExit ProcessMode = "exit"
+	// ProcessUnhealthy listens, but /health answers 503 forever.
+	ProcessUnhealthy ProcessMode = "unhealthy"
+	// ProcessChild starts a child process in its group that ignores SIGTERM and
+	// writes the child's pid to ProcessOptions.ChildPIDFile, then serves.
+	ProcessChild ProcessMode = "child"
 )
 
-// Options configure one fake server.
-type Options struct {
+// ProcessOptions configure one fake server.
+type ProcessOptions struct {
 	Port int
-	Mode Mode
+	Mode ProcessMode
 	// CounterFile counts server starts (one line per start); with
 	// FailStart = n, the n-th start answers its first transcription
 	// request with HTTP 500.
@@ -56,10 +55,10 @@ type Options struct {
 	Delay time.Duration
 }
 
-const marker = "-runbooktest-fake-server"
+const marker = "-fakeasr-fake-server"
 
 // Command returns the argv of a fake server: this test binary, re-executed.
-func Command(o Options) []string {
+func Command(o ProcessOptions) []string {
 	return []string{os.Args[0], marker,
 		"-port", strconv.Itoa(o.Port), "-mode", string(o.Mode),
 		"-counter", o.CounterFile, "-fail-start", strconv.Itoa(o.FailStart),
@@ -68,7 +67,7 @@ func Command(o Options) []string {
 
 // CommandLine is Command joined into one --server-cmd string (the paths
 // must hold no blanks or quotes; test temp dirs do not).
-func CommandLine(o Options) string {
+func CommandLine(o ProcessOptions) string {
 	argv := Command(o)
 	for i, a := range argv {
 		if a == "" {
@@ -96,16 +95,16 @@ func Main() {
 	if len(os.Args) < 2 || os.Args[1] != marker {
 		return
 	}
-	var o Options
+	var o ProcessOptions
 	fs := flag.NewFlagSet("fake-server", flag.ExitOnError)
 	fs.IntVar(&o.Port, "port", 0, "")
-	mode := fs.String("mode", string(OK), "")
+	mode := fs.String("mode", string(ProcessOK), "")
 	fs.StringVar(&o.CounterFile, "counter", "", "")
 	fs.IntVar(&o.FailStart, "fail-start", 0, "")
 	fs.StringVar(&o.ChildPIDFile, "child-pid", "", "")
 	fs.DurationVar(&o.Delay, "delay", 0, "")
 	_ = fs.Parse(os.Args[2:])
-	o.Mode = Mode(*mode)
+	o.Mode = ProcessMode(*mode)
 	if err := serve(o); err != nil {
 		fmt.Fprintln(os.Stderr, "fake server:", err)
 		os.Exit(1)
@@ -113,9 +112,9 @@ func Main() {
 	os.Exit(0)
 }
 
-func serve(o Options) error {
+func serve(o ProcessOptions) error {
 	fmt.Printf("fake server pid %d starting (mode %s)\n", os.Getpid(), o.Mode)
-	if o.Mode == Exit {
+	if o.Mode == ProcessExit {
 		fmt.Fprintln(os.Stderr, "loading model weights")
 		fmt.Fprintln(os.Stderr, "fatal: CUDA out of memory (fake)")
 		time.Sleep(100 * time.Millisecond)
@@ -132,7 +131,7 @@ func serve(o Options) error {
 		fmt.Fprintln(f, os.Getpid())
 		f.Close()
 	}
-	if o.Mode == Child {
+	if o.Mode == ProcessChild {
 		// The child ignores SIGTERM (the disposition survives exec), so
 		// only the SIGKILL to the group ends it.
 		c := exec.Command("/bin/sh", "-c", `trap "" TERM; exec sleep 300`)
@@ -153,12 +152,12 @@ func serve(o Options) error {
 	var n atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if o.Mode == Unhealthy {
+		if o.Mode == ProcessUnhealthy {
 			http.Error(w, "loading", http.StatusServiceUnavailable)
 		}
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{"id": benchtest.DefaultModel, "object": "model"}}})
+		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{"id": DefaultModel, "object": "model"}}})
 	})
 	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseMultipartForm(32 << 20); err != nil {
@@ -175,7 +174,7 @@ func serve(o Options) error {
 		}
 		time.Sleep(o.Delay)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"text": benchtest.DefaultText})
+		_ = json.NewEncoder(w).Encode(map[string]string{"text": DefaultText})
 	})
 	return http.Serve(l, mux)
 }

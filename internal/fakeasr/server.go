@@ -1,4 +1,4 @@
-package benchtest
+package fakeasr
 
 import (
 	"crypto/sha256"
@@ -124,7 +124,7 @@ func NewServer(t testing.TB, cfg Config) *Server {
 	switch cfg.Dialect {
 	case "", "sglang", "vllm":
 	default:
-		t.Fatalf("benchtest: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
+		t.Fatalf("fakeasr: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
 	}
 	s := &Server{cfg: cfg, closing: make(chan struct{})}
 	if cfg.Capacity > 0 {

@@ -1,4 +1,4 @@
-package benchtest
+package fakeasr
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ const (
 // a small JSON error body. code must be 100..599.
 func Status(code int) Failure {
 	if code < 100 || code > 599 {
-		panic(fmt.Sprintf("benchtest.Status(%d): not an HTTP status", code))
+		panic(fmt.Sprintf("fakeasr.Status(%d): not an HTTP status", code))
 	}
 	return Failure(code)
 }

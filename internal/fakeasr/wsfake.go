@@ -1,4 +1,4 @@
-package benchtest
+package fakeasr
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package benchtest_test
+package fakeasr_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/benchtest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 type form struct {
@@ -63,7 +63,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func TestRecordsRequest(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{Text: "hello there"})
+	s := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there"})
 	audio := bytes.Repeat([]byte{1, 2, 3, 0}, 1000)
 	resp, err := post(t, t.Context(), s.URL, form{
 		fields: map[string]string{"model": "m1", "language": "en", "stream": "false", "response_format": "json"},
@@ -84,7 +84,7 @@ func TestRecordsRequest(t *testing.T) {
 		t.Fatalf("%d requests recorded, want 1", len(reqs))
 	}
 	r := reqs[0]
-	want := benchtest.Request{
+	want := fakeasr.Request{
 		N: 1, RequestID: "rid-1", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 		Model: "m1", Language: "en", ResponseFormat: "json", FileName: "utt1.wav",
 		FileContentType: "application/octet-stream", FileSize: len(audio), FileSHA256: sha256.Sum256(audio),
@@ -104,22 +104,22 @@ func TestRecordsRequest(t *testing.T) {
 func TestAnswers(t *testing.T) {
 	tests := []struct {
 		name     string
-		cfg      benchtest.Config
+		cfg      fakeasr.Config
 		fields   map[string]string
 		fileName string
 		wantCT   string
 		wantBody string
 		wantID   string
 	}{
-		{"json", benchtest.Config{Text: "a b"}, nil, "x.wav", "application/json", `{"text":"a b"}`, "cid"},
-		{"text format", benchtest.Config{Text: "a b"}, map[string]string{"response_format": "text"}, "x.wav", "text/plain; charset=utf-8", "a b", "cid"},
-		{"default text", benchtest.Config{}, nil, "x.wav", "application/json", `{"text":"` + benchtest.DefaultText + `"}`, "cid"},
-		{"TextFor", benchtest.Config{Text: "no", TextFor: func(n string) string { return "file " + n }}, nil, "y.wav", "application/json", `{"text":"file y.wav"}`, "cid"},
-		{"ServerID", benchtest.Config{Text: "a", ServerID: func(c string) string { return "transcription-" + c }}, nil, "x.wav", "application/json", `{"text":"a"}`, "transcription-cid"},
+		{"json", fakeasr.Config{Text: "a b"}, nil, "x.wav", "application/json", `{"text":"a b"}`, "cid"},
+		{"text format", fakeasr.Config{Text: "a b"}, map[string]string{"response_format": "text"}, "x.wav", "text/plain; charset=utf-8", "a b", "cid"},
+		{"default text", fakeasr.Config{}, nil, "x.wav", "application/json", `{"text":"` + fakeasr.DefaultText + `"}`, "cid"},
+		{"TextFor", fakeasr.Config{Text: "no", TextFor: func(n string) string { return "file " + n }}, nil, "y.wav", "application/json", `{"text":"file y.wav"}`, "cid"},
+		{"ServerID", fakeasr.Config{Text: "a", ServerID: func(c string) string { return "transcription-" + c }}, nil, "x.wav", "application/json", `{"text":"a"}`, "transcription-cid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, tt.cfg)
+			s := fakeasr.NewServer(t, tt.cfg)
 			resp, err := post(t, t.Context(), s.URL, form{fields: tt.fields, file: []byte("abc"), name: tt.fileName}, map[string]string{"X-Request-Id": "cid"})
 			if err != nil {
 				t.Fatal(err)
@@ -154,38 +154,38 @@ func TestStream(t *testing.T) {
 	const text = "one two three"
 	tests := []struct {
 		name, dialect string
-		fail          benchtest.Failure
+		fail          fakeasr.Failure
 		want          []string
 	}{
-		{"sglang", "", benchtest.None, []string{
+		{"sglang", "", fakeasr.None, []string{
 			`{"delta":"one","type":"transcript.text.delta"}`,
 			`{"delta":" two","type":"transcript.text.delta"}`,
 			`{"delta":" three","type":"transcript.text.delta"}`,
 			`{"text":"one two three","type":"transcript.text.done","usage":{"seconds":1,"type":"duration"}}`,
 			`[DONE]`}},
-		{"vllm", "vllm", benchtest.None, []string{
+		{"vllm", "vllm", fakeasr.None, []string{
 			`{"choices":[{"delta":{"content":"one"}}],"model":"fake-asr","object":"transcription.chunk"}`,
 			`{"choices":[{"delta":{"content":" two"}}],"model":"fake-asr","object":"transcription.chunk"}`,
 			`{"choices":[{"delta":{"content":" three"}}],"model":"fake-asr","object":"transcription.chunk"}`,
 			`{"choices":[{"delta":{},"finish_reason":"stop"}],"model":"fake-asr","object":"transcription.chunk"}`,
 			`[DONE]`}},
-		{"sglang malformed sse", "sglang", benchtest.MalformedSSE, []string{
+		{"sglang malformed sse", "sglang", fakeasr.MalformedSSE, []string{
 			`{"delta":"one","type":"transcript.text.delta"}`,
 			`{"delta":" two","type":"transcript.text.delta"}`,
 			`{"delta":" three","type":"transcript.text.delta"}`}},
-		{"sglang error", "sglang", benchtest.SSEError, []string{
+		{"sglang error", "sglang", fakeasr.SSEError, []string{
 			`{"delta":"one","type":"transcript.text.delta"}`,
 			`{"error":{"message":"injected error"},"type":"error"}`,
 			`[DONE]`}},
-		{"vllm error", "vllm", benchtest.SSEError, []string{
+		{"vllm error", "vllm", fakeasr.SSEError, []string{
 			`{"choices":[{"delta":{"content":"one"}}],"model":"fake-asr","object":"transcription.chunk"}`,
 			`{"error":{"code":500,"message":"injected error","type":"InternalServerError"}}`,
 			`[DONE]`}},
-		{"malformed json", "vllm", benchtest.MalformedJSON, []string{`{"type": "transcript.text.delta", "delta": `}},
+		{"malformed json", "vllm", fakeasr.MalformedJSON, []string{`{"type": "transcript.text.delta", "delta": `}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, benchtest.Config{Text: text, Dialect: tt.dialect, Fail: benchtest.FailAll(tt.fail)})
+			s := fakeasr.NewServer(t, fakeasr.Config{Text: text, Dialect: tt.dialect, Fail: fakeasr.FailAll(tt.fail)})
 			resp, err := post(t, t.Context(), s.URL, form{fields: map[string]string{"stream": "true"}, file: []byte("x"), name: "a.wav"}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -206,7 +206,7 @@ func TestStream(t *testing.T) {
 }
 
 func TestChunkDelay(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{Text: "a b c d", ChunkDelay: 40 * time.Millisecond})
+	s := fakeasr.NewServer(t, fakeasr.Config{Text: "a b c d", ChunkDelay: 40 * time.Millisecond})
 	start := time.Now()
 	resp, err := post(t, t.Context(), s.URL, form{fields: map[string]string{"stream": "true"}, file: []byte("x")}, nil)
 	if err != nil {
@@ -221,35 +221,35 @@ func TestChunkDelay(t *testing.T) {
 func TestFailures(t *testing.T) {
 	tests := []struct {
 		name       string
-		fail       benchtest.Failure
+		fail       fakeasr.Failure
 		wantStatus int
 		wantErr    bool
 		check      func(t *testing.T, body string)
 	}{
-		{"none", benchtest.None, 200, false, func(t *testing.T, b string) {
+		{"none", fakeasr.None, 200, false, func(t *testing.T, b string) {
 			if b != `{"text":"ok"}` {
 				t.Errorf("body %q", b)
 			}
 		}},
-		{"status 503", benchtest.Status(503), 503, false, func(t *testing.T, b string) {
+		{"status 503", fakeasr.Status(503), 503, false, func(t *testing.T, b string) {
 			if !strings.Contains(b, "injected status 503") {
 				t.Errorf("body %q", b)
 			}
 		}},
-		{"status 422", benchtest.Status(422), 422, false, nil},
-		{"reset", benchtest.Reset, 0, true, nil},
-		{"hang", benchtest.Hang, 0, true, nil},
-		{"malformed json", benchtest.MalformedJSON, 200, false, func(t *testing.T, b string) {
+		{"status 422", fakeasr.Status(422), 422, false, nil},
+		{"reset", fakeasr.Reset, 0, true, nil},
+		{"hang", fakeasr.Hang, 0, true, nil},
+		{"malformed json", fakeasr.MalformedJSON, 200, false, func(t *testing.T, b string) {
 			var v any
 			if json.Unmarshal([]byte(b), &v) == nil {
 				t.Errorf("body %q is valid JSON", b)
 			}
 		}},
-		{"sse error, not streaming", benchtest.SSEError, 500, false, nil},
+		{"sse error, not streaming", fakeasr.SSEError, 500, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := benchtest.NewServer(t, benchtest.Config{Text: "ok", Fail: benchtest.FailOn(map[int]benchtest.Failure{2: tt.fail})})
+			s := fakeasr.NewServer(t, fakeasr.Config{Text: "ok", Fail: fakeasr.FailOn(map[int]fakeasr.Failure{2: tt.fail})})
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
 			for n := 1; n <= 3; n++ {
@@ -265,7 +265,7 @@ func TestFailures(t *testing.T) {
 					if err == nil {
 						t.Fatalf("request 2: got status %d, want an error", resp.StatusCode)
 					}
-					if tt.fail == benchtest.Hang && !errors.Is(err, context.DeadlineExceeded) {
+					if tt.fail == fakeasr.Hang && !errors.Is(err, context.DeadlineExceeded) {
 						t.Errorf("hang: err %v, want deadline exceeded", err)
 					}
 					ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -304,7 +304,7 @@ func TestCapacity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("capacity %d", tt.capacity), func(t *testing.T) {
-			s := benchtest.NewServer(t, benchtest.Config{Delay: delay, Capacity: tt.capacity})
+			s := fakeasr.NewServer(t, fakeasr.Config{Delay: delay, Capacity: tt.capacity})
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range n {
@@ -333,7 +333,7 @@ func TestCapacity(t *testing.T) {
 }
 
 func TestSlowAfter(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{SlowAfter: 2, SlowDelay: 150 * time.Millisecond})
+	s := fakeasr.NewServer(t, fakeasr.Config{SlowAfter: 2, SlowDelay: 150 * time.Millisecond})
 	for n := 1; n <= 3; n++ {
 		start := time.Now()
 		resp, err := post(t, t.Context(), s.URL, form{file: []byte("x")}, nil)
@@ -349,7 +349,7 @@ func TestSlowAfter(t *testing.T) {
 }
 
 func TestOtherEndpoints(t *testing.T) {
-	s := benchtest.NewServer(t, benchtest.Config{Model: "whisper-x"})
+	s := fakeasr.NewServer(t, fakeasr.Config{Model: "whisper-x"})
 	resp, err := http.Get(s.URL + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health: %v %v", err, resp)
@@ -380,7 +380,7 @@ func TestOtherEndpoints(t *testing.T) {
 }
 
 func TestNoop(t *testing.T) {
-	s := benchtest.NewNoop(t)
+	s := fakeasr.NewNoop(t)
 	resp, err := post(t, t.Context(), s.URL, form{file: make([]byte, 100<<10)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -398,8 +398,8 @@ func TestNoop(t *testing.T) {
 }
 
 func TestFailureString(t *testing.T) {
-	for f, want := range map[benchtest.Failure]string{
-		benchtest.None: "none", benchtest.Reset: "reset", benchtest.Status(429): "status_429", benchtest.SSEError: "sse_error",
+	for f, want := range map[fakeasr.Failure]string{
+		fakeasr.None: "none", fakeasr.Reset: "reset", fakeasr.Status(429): "status_429", fakeasr.SSEError: "sse_error",
 	} {
 		if f.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(f), f.String(), want)
@@ -410,7 +410,7 @@ func TestFailureString(t *testing.T) {
 // /metrics is served only with Config.Metrics, and says what the server
 // is doing: requests running and answered, and their latency histogram.
 func TestMetrics(t *testing.T) {
-	off := benchtest.NewServer(t, benchtest.Config{})
+	off := fakeasr.NewServer(t, fakeasr.Config{})
 	resp, err := http.Get(off.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +420,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("/metrics without Config.Metrics: status %d, want 404", resp.StatusCode)
 	}
 
-	s := benchtest.NewServer(t, benchtest.Config{Metrics: true, Delay: 300 * time.Millisecond, Capacity: 1})
+	s := fakeasr.NewServer(t, fakeasr.Config{Metrics: true, Delay: 300 * time.Millisecond, Capacity: 1})
 	scrape := func() string {
 		t.Helper()
 		resp, err := http.Get(s.URL + "/metrics")

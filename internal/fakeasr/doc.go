@@ -1,4 +1,4 @@
-// Package benchtest provides a fake speech-to-text server for tests of the
+// Package fakeasr provides a fake speech-to-text server for tests of the
 // benchmark driver and of any package that talks to a transcription
 // server.
 //
@@ -27,4 +27,4 @@
 //
 // Servers are closed by t.Cleanup; a hanging or waiting handler is released
 // when the server closes or the client goes away.
-package benchtest
+package fakeasr
