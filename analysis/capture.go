@@ -16,10 +16,10 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
-	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // Capture is a bundle loaded for analysis. Its requests, spans, events and
@@ -54,11 +54,11 @@ type Capture struct {
 
 	// Tables are the bundle's Parquet tables (trace/tables), built by Load
 	// where they were missing or stale; the stage engine reads them.
-	Tables *tables.Set
+	Tables *columns.Set
 
 	stagesMu   sync.Mutex
-	stages     map[string]*tables.StageRows // by preset key
-	lastStages *tables.StageRows            // the rows StageRows returned last
+	stages     map[string]*columns.StageRows // by preset key
+	lastStages *columns.StageRows            // the rows StageRows returned last
 
 	workersOnce sync.Once
 	workers     *engine.Workers
@@ -80,8 +80,8 @@ func Load(dir string) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Capture{Dir: dir, Bundle: b, rows: map[string]*rowSet{}, stages: map[string]*tables.StageRows{}}
-	c.Tables, err = tables.Open(dir)
+	c := &Capture{Dir: dir, Bundle: b, rows: map[string]*rowSet{}, stages: map[string]*columns.StageRows{}}
+	c.Tables, err = columns.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
 	}
@@ -144,7 +144,7 @@ func (c *Capture) Passes() ([]model.PassMetrics, error) {
 // stages.parquet when it holds p's, else derived by the engine from the
 // events and spans tables (and written to stages.parquet), once per
 // preset.
-func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
+func (c *Capture) StageRows(p *engine.Preset) (*columns.StageRows, error) {
 	key := p.Key()
 	c.stagesMu.Lock()
 	defer c.stagesMu.Unlock()
@@ -154,19 +154,19 @@ func (c *Capture) StageRows(p *engine.Preset) (*tables.StageRows, error) {
 	}
 	r, ok, err := c.Tables.Stages(p.Name, key)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.StagesTable), err)
+		return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(columns.StagesTable), err)
 	}
 	if !ok {
-		var e *tables.Events
-		var s *tables.Spans
+		var e *columns.Events
+		var s *columns.Spans
 		if p.UsesEvents() {
 			if e, err = c.Tables.Events(); err != nil {
-				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.EventsTable), err)
+				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(columns.EventsTable), err)
 			}
 		}
 		if p.UsesSpans() {
 			if s, err = c.Tables.Spans(); err != nil {
-				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(tables.SpansTable), err)
+				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(columns.SpansTable), err)
 			}
 		}
 		rc, err := c.Tables.RequestCols()
@@ -190,10 +190,10 @@ func (c *Capture) Workers() (*engine.Workers, error) {
 			c.workersErr = fmt.Errorf("reading requests: %w", err)
 			return
 		}
-		var s *tables.Spans
+		var s *columns.Spans
 		if c.HasSpans() {
 			if s, err = c.Tables.Spans(); err != nil {
-				c.workersErr = fmt.Errorf("reading %s: %w", c.Tables.Path(tables.SpansTable), err)
+				c.workersErr = fmt.Errorf("reading %s: %w", c.Tables.Path(columns.SpansTable), err)
 				return
 			}
 		}
@@ -205,7 +205,7 @@ func (c *Capture) Workers() (*engine.Workers, error) {
 // DerivedStages returns the stage rows a script of this capture derived
 // last (StageRows: the stage table's preset, once `stages` has run), or
 // nil when none has: the report draws each request's waterfall from them.
-func (c *Capture) DerivedStages() *tables.StageRows {
+func (c *Capture) DerivedStages() *columns.StageRows {
 	c.stagesMu.Lock()
 	defer c.stagesMu.Unlock()
 	return c.lastStages

@@ -7,7 +7,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // The evidence module gives the diagnosis what the stage table does not,
@@ -185,7 +185,7 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 // onlyWorker returns rc with the requests of every worker but worker
 // marked warmup, so that the evidence counts only worker's ("": rc as it
 // is).
-func onlyWorker(c *Capture, rc *tables.RequestCols, worker string) (*tables.RequestCols, error) {
+func onlyWorker(c *Capture, rc *columns.RequestCols, worker string) (*columns.RequestCols, error) {
 	if worker == "" {
 		return rc, nil
 	}

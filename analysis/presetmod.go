@@ -7,9 +7,9 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/spans"
-	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // The preset module declares stage presets for the engine
@@ -229,8 +229,8 @@ func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
 
 // oneEvents and oneSpans make one request's tables from its joined
 // records.
-func oneEvents(evs []events.Event) *tables.Events {
-	e := &tables.Events{}
+func oneEvents(evs []events.Event) *columns.Events {
+	e := &columns.Events{}
 	var name, stage dict
 	for i := range evs {
 		e.RequestIndex = append(e.RequestIndex, 0)
@@ -242,8 +242,8 @@ func oneEvents(evs []events.Event) *tables.Events {
 	return e
 }
 
-func oneSpans(ss []spans.Span) *tables.Spans {
-	s := &tables.Spans{}
+func oneSpans(ss []spans.Span) *columns.Spans {
+	s := &columns.Spans{}
 	var name, svc dict
 	for i := range ss {
 		s.RequestIndex = append(s.RequestIndex, 0)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
-	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // listView is a read-only, Go-backed Starlark sequence: elements are made
@@ -379,10 +379,10 @@ var captureAttrs = attrTable[*captureValue]{
 	"span_names":  func(v *captureValue) (starlark.Value, error) { return stringList(v.c.Tables.SpanNames()), nil },
 	"event_names": func(v *captureValue) (starlark.Value, error) { return stringList(v.c.Tables.EventNames()), nil },
 	"spans_count": func(v *captureValue) (starlark.Value, error) {
-		return starlark.MakeInt(v.c.Tables.Rows(tables.SpansTable)), nil
+		return starlark.MakeInt(v.c.Tables.Rows(columns.SpansTable)), nil
 	},
 	"events_count": func(v *captureValue) (starlark.Value, error) {
-		return starlark.MakeInt(v.c.Tables.Rows(tables.EventsTable)), nil
+		return starlark.MakeInt(v.c.Tables.Rows(columns.EventsTable)), nil
 	},
 	"request_levels": func(v *captureValue) (starlark.Value, error) {
 		lv, err := v.c.RequestLevels()

@@ -17,7 +17,7 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // ProbesOnlyLevel is the level name of a probes-only capture's periods
@@ -249,7 +249,7 @@ func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
 	}
 	err := r.saveLocked()
 	r.w.Close()
-	if ts, terr := tables.Open(r.cfg.Out); terr != nil {
+	if ts, terr := columns.Open(r.cfg.Out); terr != nil {
 		r.say("tables: " + terr.Error())
 	} else if terr := ts.Wait(); terr != nil {
 		r.say("tables: " + terr.Error())

@@ -19,7 +19,7 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // ErrBadInput means the dataset could not be loaded or failed preflight
@@ -406,7 +406,7 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 	// and users' own tools), derived from the files just finished. Not
 	// being able to build them is said, not fatal: the JSONL files are the
 	// record, and the first analyze builds the tables again.
-	if ts, err := tables.Open(cfg.Out); err != nil {
+	if ts, err := columns.Open(cfg.Out); err != nil {
 		say("tables: " + err.Error())
 	} else if err := ts.Wait(); err != nil {
 		say("tables: " + err.Error())

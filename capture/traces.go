@@ -14,11 +14,11 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/otlp"
 	"github.com/asrprof/asrprof/trace/spans"
-	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // tracing is the capture's span and event side: the OTLP receiver that
@@ -151,7 +151,7 @@ func (t *tracing) waitQuiet(ctx context.Context) {
 // every core), as the bundle's tables read them.
 func joinBundle(dir string, serverSpans bool) (join.Stats, error) {
 	b := &bundle.Bundle{Dir: dir}
-	reqs, err := tables.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return join.Stats{}, err
 	}

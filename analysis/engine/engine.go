@@ -44,7 +44,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Point is an instant of a request's telemetry.
@@ -197,8 +197,8 @@ func (p *Preset) Validate() error {
 // the rows of request i are ev[evFrom[i]:evFrom[i+1]] (indexes into the
 // tables, in table order), and likewise for spans.
 type source struct {
-	e              *tables.Events
-	s              *tables.Spans
+	e              *columns.Events
+	s              *columns.Spans
 	ev, sp         []int32
 	evFrom, spFrom []int32
 	// codes of the names the preset uses (-1: no row has it)
@@ -227,14 +227,14 @@ func group(owner []int32, n int) (idx, from []int32) {
 	return idx, from
 }
 
-func newSource(p *Preset, n int, e *tables.Events, s *tables.Spans) *source {
+func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
 	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
 	if e == nil {
-		e = &tables.Events{}
+		e = &columns.Events{}
 		src.e = e
 	}
 	if s == nil {
-		s = &tables.Spans{}
+		s = &columns.Spans{}
 		src.s = s
 	}
 	src.ev, src.evFrom = group(e.RequestIndex, n)
@@ -308,7 +308,7 @@ func (src *source) point(i int, pt Point) (int64, bool) {
 }
 
 // spanBefore is the order of r.spans: by start, then span id.
-func spanBefore(s *tables.Spans, a, b int32) bool {
+func spanBefore(s *columns.Spans, a, b int32) bool {
 	if s.StartUnixNs[a] != s.StartUnixNs[b] {
 		return s.StartUnixNs[a] < s.StartUnixNs[b]
 	}
@@ -521,9 +521,9 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 // Derive applies p to every one of n requests, whose events and spans are
 // e and s (either may be nil; their RequestIndex joins them), and returns
 // one row per stage of each request that has the preset's telemetry.
-func Derive(p *Preset, n int, e *tables.Events, s *tables.Spans) *tables.StageRows {
+func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.StageRows {
 	src := newSource(p, n, e, s)
-	rows := &tables.StageRows{}
+	rows := &columns.StageRows{}
 	for _, st := range p.Stages {
 		rows.Stage.Dict = append(rows.Stage.Dict, st.Name)
 	}
@@ -550,7 +550,7 @@ type Values struct {
 
 // One applies p to one request's events and spans (those of r.events and
 // r.spans); ok is false when the request lacks the preset's telemetry.
-func One(p *Preset, e *tables.Events, s *tables.Spans) (v Values, ok bool) {
+func One(p *Preset, e *columns.Events, s *columns.Spans) (v Values, ok bool) {
 	src := newSource(p, 1, e, s)
 	if !src.has(p, 0) {
 		return v, false

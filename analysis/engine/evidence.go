@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Evidence the diagnosis (scripts/bottleneck.star) weighs beside the stage
@@ -35,7 +35,7 @@ type pass struct {
 // full a pool was: the running batch (first forward to decode tail end)
 // against the admission cap, builds in progress against the build
 // workers.
-func Occupancies(reqs *tables.RequestCols, rows *tables.StageRows, from, to string) map[string]Occupancy {
+func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to string) map[string]Occupancy {
 	fc, tc := rows.Stage.Code(from), rows.Stage.Code(to)
 	type edge struct {
 		t int64
@@ -116,7 +116,7 @@ func Occupancies(reqs *tables.RequestCols, rows *tables.StageRows, from, to stri
 	return out
 }
 
-func repeatOf(reqs *tables.RequestCols, i int) int32 {
+func repeatOf(reqs *columns.RequestCols, i int) int32 {
 	if len(reqs.Repeat) == reqs.N {
 		return reqs.Repeat[i]
 	}
@@ -137,7 +137,7 @@ type MetaStat struct {
 // request (for example the whisper engine's stage_complete first_step and
 // last_step: the server-wide decode steps a pass took). meta(i) returns
 // request i's metadata of the event asked for, or false.
-func EventMeta(reqs *tables.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
+func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
 	ok := reqs.Status.Code(model.StatusOK)
 	byPass := map[pass]*MetaStat{}
 	var order []pass

@@ -4,14 +4,14 @@ import (
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 const ms = int64(1e6)
 
 // reqCols is n measured, successful requests of one level and pass.
-func reqCols(n int) *tables.RequestCols {
-	rc := &tables.RequestCols{N: n, Level: tables.Strings{Dict: []string{"c2"}}, Status: tables.Strings{Dict: []string{"ok"}}}
+func reqCols(n int) *columns.RequestCols {
+	rc := &columns.RequestCols{N: n, Level: columns.Strings{Dict: []string{"c2"}}, Status: columns.Strings{Dict: []string{"ok"}}}
 	for i := 0; i < n; i++ {
 		rc.Level.Codes = append(rc.Level.Codes, 0)
 		rc.Status.Codes = append(rc.Status.Codes, 0)
@@ -25,7 +25,7 @@ func reqCols(n int) *tables.RequestCols {
 func TestOccupancies(t *testing.T) {
 	// Three requests in "run": [0,100), [50,150), [100,200) ms: two at once
 	// from 50 to 150, one before and after; always at least one.
-	rows := &tables.StageRows{Stage: tables.Strings{Dict: []string{"run"}}}
+	rows := &columns.StageRows{Stage: columns.Strings{Dict: []string{"run"}}}
 	for i, start := range []int64{0, 50, 100} {
 		rows.Add(int32(i), 0, start*ms, (start+100)*ms, true, 0.1, true)
 	}
@@ -34,7 +34,7 @@ func TestOccupancies(t *testing.T) {
 		t.Errorf("occupancy %+v, want mean 1.5, max 2, busy 1 (0.2 s)", occ)
 	}
 	// A gap between two requests is time with none inside.
-	rows = &tables.StageRows{Stage: tables.Strings{Dict: []string{"run"}}}
+	rows = &columns.StageRows{Stage: columns.Strings{Dict: []string{"run"}}}
 	rows.Add(0, 0, 0, 100*ms, true, 0.1, true)
 	rows.Add(1, 0, 300*ms, 400*ms, true, 0.1, true)
 	occ = Occupancies(reqCols(2), rows, "run", "run")["c2"]

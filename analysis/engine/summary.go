@@ -5,7 +5,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Stages the summary adds to a preset's:
@@ -49,17 +49,17 @@ type Level struct {
 // Summarize aggregates rows (Derive's, or stages.parquet's) per level,
 // for the levels in order that have measured requests, and for each of
 // names: a stage of the rows, or ClientOverhead.
-func Summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string) []Level {
+func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []Level {
 	return summarize(reqs, rows, order, names, nil, nil)
 }
 
 // SummarizeWorkers is Summarize per level and worker (w.Of), the workers
 // of each level in w.Names order.
-func SummarizeWorkers(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string, w *Workers) []Level {
+func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []Level {
 	return summarize(reqs, rows, order, names, w.Of, w.Names)
 }
 
-func summarize(reqs *tables.RequestCols, rows *tables.StageRows, order []string, names []string, worker []string, workers []string) []Level {
+func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []Level {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := make([]string, len(rows.Stage.Dict))
 	copy(stageOf, rows.Stage.Dict)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // The span attributes that name the worker of a request behind a router
@@ -33,7 +33,7 @@ type Workers struct {
 
 // FindWorkers reads each request's worker from the server spans of the n
 // requests (s's RequestIndex joins them; s may be nil).
-func FindWorkers(n int, s *tables.Spans) *Workers {
+func FindWorkers(n int, s *columns.Spans) *Workers {
 	w := &Workers{Of: make([]string, n)}
 	if s == nil {
 		return w
@@ -97,7 +97,7 @@ type Share struct {
 
 // Balance is each level's Share per worker (levels in order, workers in
 // w.Names order); rows are the preset's stages (for each request's total).
-func Balance(reqs *tables.RequestCols, rows *tables.StageRows, w *Workers, order []string) []Share {
+func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, order []string) []Share {
 	type key struct{ level, worker string }
 	type passKey struct {
 		level, worker string

@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/tables"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
-func strs(vs ...string) tables.Strings {
-	s := tables.Strings{}
+func strs(vs ...string) columns.Strings {
+	s := columns.Strings{}
 	ix := map[string]int32{}
 	for _, v := range vs {
 		c, ok := ix[v]
@@ -27,7 +27,7 @@ func strs(vs ...string) tables.Strings {
 // answered); the third has only the worker's own name; a client span's
 // attributes are not read.
 func TestFindWorkers(t *testing.T) {
-	s := &tables.Spans{
+	s := &columns.Spans{
 		RequestIndex: []int32{0, 0, 1, 1, 2, 2},
 		Name:         strs("route", "transcription", "route", "transcription", "transcription", "asr.request"),
 		Service:      strs("asrprof-router", "asrprof-refserver", "asrprof-router", "asrprof-refserver", "asrprof-refserver", "asrprof"),
@@ -57,7 +57,7 @@ func TestRouterGapStage(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := &tables.Spans{
+	s := &columns.Spans{
 		RequestIndex: []int32{0, 0, 0},
 		SpanID:       []string{"a", "b", "c"},
 		Name:         strs("route", "transcription", "decode"),
@@ -67,7 +67,7 @@ func TestRouterGapStage(t *testing.T) {
 		Attributes:   []string{"", "", ""},
 	}
 	rows := Derive(p, 1, nil, s)
-	rc := &tables.RequestCols{N: 1, Level: strs("c1"), Status: strs("ok"), Warmup: []bool{false}, LatencyS: []float64{0.120}, Repeat: []int32{1}}
+	rc := &columns.RequestCols{N: 1, Level: strs("c1"), Status: strs("ok"), Warmup: []bool{false}, LatencyS: []float64{0.120}, Repeat: []int32{1}}
 	lv := Summarize(rc, rows, []string{"c1"}, []string{Router, Total, Unattributed, ClientOverhead})
 	if len(lv) != 1 {
 		t.Fatalf("levels %+v", lv)
@@ -89,7 +89,7 @@ func TestBalance(t *testing.T) {
 	p := &Preset{Name: "r", Requires: Point{Span: "transcription"}, Stages: []Stage{
 		{Name: Total, From: Point{Span: "transcription"}, To: Point{Span: "transcription", End: true}},
 	}}
-	s := &tables.Spans{
+	s := &columns.Spans{
 		RequestIndex: []int32{0, 0, 1, 1, 2, 2},
 		SpanID:       []string{"a", "b", "c", "d", "e", "f"},
 		Name:         strs("route", "transcription", "route", "transcription", "route", "transcription"),
@@ -101,7 +101,7 @@ func TestBalance(t *testing.T) {
 	}
 	rows := Derive(p, 3, nil, s)
 	w := FindWorkers(3, s)
-	rc := &tables.RequestCols{N: 3, Level: strs("c2", "c2", "c2"), Status: strs("ok", "ok", "ok"), Warmup: []bool{false, false, false},
+	rc := &columns.RequestCols{N: 3, Level: strs("c2", "c2", "c2"), Status: strs("ok", "ok", "ok"), Warmup: []bool{false, false, false},
 		LatencyS: []float64{0.1, 0.1, 0.04}, Repeat: []int32{1, 1, 1}, AudioDurationS: []float64{1, 3, 0}}
 	b := Balance(rc, rows, w, []string{"c2"})
 	if len(b) != 2 || b[0].Worker != "w0" || b[0].Requests != 2 || math.Abs(b[0].BusyS-0.150) > 1e-9 ||

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/audio"
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/internal/audiotest"
 )
 
 // Shorthands for fixtures.

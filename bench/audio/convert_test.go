@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/audio"
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/internal/audiotest"
 )
 
 func sine(rate int, hz, amp float64, frames int) []float32 {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/internal/audiotest"
 )
 
 // FuzzProbeWAV feeds arbitrary bytes to probe and decode: neither may panic,

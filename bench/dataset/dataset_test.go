@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/audio"
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/dataset"
+	"github.com/asrprof/asrprof/internal/audiotest"
 )
 
 // wav returns a 16 kHz mono 16-bit WAV of n frames whose samples start at

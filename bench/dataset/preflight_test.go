@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/dataset"
+	"github.com/asrprof/asrprof/internal/audiotest"
 )
 
 func TestPreflight(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/bench/dataset"
-	"github.com/asrprof/asrprof/bench/dataset/datasettest"
+	"github.com/asrprof/asrprof/internal/datasettest"
 )
 
 type seedRow = datasettest.SeedRow

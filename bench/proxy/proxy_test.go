@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 )

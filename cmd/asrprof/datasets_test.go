@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
-	"github.com/asrprof/asrprof/bench/dataset/datasettest"
+	"github.com/asrprof/asrprof/internal/audiotest"
+	"github.com/asrprof/asrprof/internal/datasettest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"

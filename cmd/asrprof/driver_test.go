@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/trace/bundle"
 )

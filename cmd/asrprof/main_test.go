@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"

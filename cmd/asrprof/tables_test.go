@@ -17,8 +17,8 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/spans"
-	"github.com/asrprof/asrprof/trace/tables"
 )
 
 // duckdb runs sql with DuckDB, a Parquet reader that is not ours (npm's
@@ -99,8 +99,8 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 	if code := run(context.Background(), args, &sout, &serr); code != exitOK {
 		t.Fatalf("capture: exit %d\n%s", code, serr.String())
 	}
-	for _, f := range []string{tables.RequestsTable, tables.SpansTable, tables.ManifestFile} {
-		if _, err := os.Stat(filepath.Join(out, tables.Dir, f)); err != nil {
+	for _, f := range []string{columns.RequestsTable, columns.SpansTable, columns.ManifestFile} {
+		if _, err := os.Stat(filepath.Join(out, columns.Dir, f)); err != nil {
 			t.Errorf("capture left no %s: %v", f, err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 	}
 	rows := duckdb(t, fmt.Sprintf(`select request_index, id, level, "repeat", warmup, trace_id, request_id, start_unix_ns, end_unix_ns,
 		latency_s, audio_duration_s, http_status, status, hyp, ref, scored, errors_sub, errors_ref_words
-		from '%s' order by request_index`, filepath.Join(out, tables.Dir, tables.RequestsTable)))
+		from '%s' order by request_index`, filepath.Join(out, columns.Dir, columns.RequestsTable)))
 	if len(rows) != len(reqs) {
 		t.Fatalf("DuckDB read %d requests, requests.jsonl has %d", len(rows), len(reqs))
 	}
@@ -137,7 +137,7 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 		t.Fatalf("%d spans in the store (%v)", len(all), err)
 	}
 	sp := duckdb(t, fmt.Sprintf(`select count(*) n, count(request_index) joined, count(distinct span_id) ids,
-		min(duration_s) >= 0 ok from '%s'`, filepath.Join(out, tables.Dir, tables.SpansTable)))
+		min(duration_s) >= 0 ok from '%s'`, filepath.Join(out, columns.Dir, columns.SpansTable)))
 	if n := num(t, sp[0]["n"]); int(n) != len(all) || num(t, sp[0]["joined"]) != n || num(t, sp[0]["ids"]) != n || sp[0]["ok"] != true {
 		t.Errorf("spans.parquet %v; the store has %d spans, every one a request's", sp, len(all))
 	}
@@ -149,7 +149,7 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 // reads the stage table's numbers from stages.parquet.
 func TestAnalyzeWritesMissingTables(t *testing.T) {
 	dir := writeGolden(t, t.TempDir(), "sglang")
-	tdir := filepath.Join(dir, tables.Dir)
+	tdir := filepath.Join(dir, columns.Dir)
 	if _, err := os.Stat(tdir); err == nil {
 		t.Fatal("the fixture has tables already")
 	}
@@ -163,7 +163,7 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	}
 	first := analyze()
 	mtimes := map[string]time.Time{}
-	for _, f := range []string{tables.RequestsTable, tables.EventsTable, tables.StagesTable, tables.ManifestFile} {
+	for _, f := range []string{columns.RequestsTable, columns.EventsTable, columns.StagesTable, columns.ManifestFile} {
 		fi, err := os.Stat(filepath.Join(tdir, f))
 		if err != nil {
 			t.Fatalf("analyze wrote no %s: %v", f, err)
@@ -195,7 +195,7 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	build := tab.Tables[0].Rows[0][col].(map[string]any)["mean_ms"].(float64)
 	rows := duckdb(t, fmt.Sprintf(`select 1000 * avg(s.duration_s) ms, count(*) n from '%s' s join '%s' r using (request_index)
 		where s.stage = 'build' and r.level = 'c1' and not r.warmup and r.status = 'ok'`,
-		filepath.Join(tdir, tables.StagesTable), filepath.Join(tdir, tables.RequestsTable)))
+		filepath.Join(tdir, columns.StagesTable), filepath.Join(tdir, columns.RequestsTable)))
 	if got := num(t, rows[0]["ms"]); math.Abs(got-build) > 1e-9 || num(t, rows[0]["n"]) != 40 {
 		t.Errorf("DuckDB over stages.parquet: build %v ms over %v requests; the stage table says %v ms over 40", got, rows[0]["n"], build)
 	}
@@ -208,7 +208,7 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	line, _ := json.Marshal(r)
 	os.WriteFile(filepath.Join(dir, bundle.RequestsFile), append(append(reqs, line...), '\n'), 0o644)
 	analyze()
-	n := duckdb(t, fmt.Sprintf(`select count(*) n from '%s'`, filepath.Join(tdir, tables.RequestsTable)))
+	n := duckdb(t, fmt.Sprintf(`select count(*) n from '%s'`, filepath.Join(tdir, columns.RequestsTable)))
 	if int(num(t, n[0]["n"])) != bytes.Count(reqs, []byte("\n"))+1 {
 		t.Errorf("requests.parquet has %v rows after requests.jsonl grew to %d lines", n[0]["n"], bytes.Count(reqs, []byte("\n"))+1)
 	}

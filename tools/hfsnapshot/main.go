@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/asrprof/asrprof/bench/dataset/datasettest"
+	"github.com/asrprof/asrprof/internal/datasettest"
 )
 
 // row is one sample of the snapshot's tables.

@@ -1,4 +1,4 @@
-// Package tables derives a capture bundle's tables: Apache Parquet files,
+// Package columns derives a capture bundle's tables: Apache Parquet files,
 // in the bundle's tables/ folder, made from its crash-safe sources
 // (requests.jsonl, events.jsonl, spans.otlp and the probes' JSONL files),
 // for the analysis engine and for users' own tools (DuckDB, pandas,
@@ -16,7 +16,7 @@
 // preset, which this package does not know: the analysis engine computes
 // them and hands them to WriteStages, and Stages returns them while they
 // are fresh for the same preset.
-package tables
+package columns
 
 import (
 	"encoding/json"

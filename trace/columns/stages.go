@@ -1,4 +1,4 @@
-package tables
+package columns
 
 import (
 	"github.com/asrprof/asrprof/model"
