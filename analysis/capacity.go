@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"os"
 	"path/filepath"
 
@@ -14,8 +15,8 @@ import (
 // sensitivity.json at the top of its --out, above the runs' sub-bundles;
 // capture --find-max writes search.json into its bundle.
 const (
-	sensitivityFile = "sensitivity.json"
-	searchFile      = "search.json"
+	sensitivityFile = bundle.SensitivityFile
+	searchFile      = bundle.SearchFile
 )
 
 // jsonFile reads a JSON file as a Starlark value (numbers keep their

@@ -12,7 +12,7 @@ import (
 
 // StagesFile is where SaveStages writes each request's derived stages; the
 // trace exporters read it to add one span per stage (docs/JAEGER.md).
-const StagesFile = "stages.jsonl"
+const StagesFile = bundle.StagesFile
 
 // SaveStages runs the built-in stage_spans analysis with the session's
 // options and writes its rows to the bundle's stages.jsonl, one line per

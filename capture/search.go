@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"math"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 )
 
 // SearchFile is the search's record in the bundle (--find-max).
-const SearchFile = "search.json"
+const SearchFile = bundle.SearchFile
 
 // Search is the --find-max search (docs/CAPACITY.md): the highest
 // concurrency (closed loop: the capture's --concurrency gives the start)

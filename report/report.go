@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"math"
 	"os"
@@ -21,7 +22,7 @@ import (
 )
 
 // File is the report's name inside a bundle (`asrprof capture` writes it).
-const File = "report.html"
+const File = bundle.ReportFile
 
 // Limits on what the report embeds, so that its size does not grow with
 // the capture (docs/REPORT.md).

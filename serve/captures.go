@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"io/fs"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 )
 
 // ReportFile is the HTML report a bundle may hold (served by /report).
-const ReportFile = "report.html"
+const ReportFile = bundle.ReportFile
 
 // entry is one capture the daemon started.
 type entry struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"os"
 	"path"
@@ -26,7 +27,7 @@ import (
 )
 
 // File is the bundle file the probe appends to.
-const File = "cuda.jsonl"
+const File = bundle.CUDAFile
 
 // Defaults for the zero values of Config.
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"sort"
 	"sync"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 // File is the bundle file the probe appends to.
-const File = "gpu.jsonl"
+const File = bundle.GPUFile
 
 // Defaults for Config's zero values, and the longest poll interval (the
 // power-sample buffer holds ~2.4 s).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"os"
 
 	"strconv"
@@ -17,7 +18,7 @@ import (
 )
 
 // File is the bundle file the probe appends to (shared with probe/sched).
-const File = "sched.jsonl"
+const File = bundle.SchedFile
 
 // DefaultHz is the sampling rate when Config.Hz is zero.
 const DefaultHz = 10

@@ -32,6 +32,14 @@ const (
 	SchedFile    = "sched.jsonl"
 	CUDAFile     = "cuda.jsonl"
 	CPUDir       = "cpu"
+	// Written by the probes of the same names.
+	ServerMetricsFile = "server_metrics.jsonl"
+	// Derived files: the stage rows (analyze --save-stages, trace/export),
+	// the --find-max search, the sensitivity cycle, the HTML report.
+	StagesFile      = "stages.jsonl"
+	SearchFile      = "search.json"
+	SensitivityFile = "sensitivity.json"
+	ReportFile      = "report.html"
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.

@@ -23,7 +23,7 @@ import (
 // server's) or id (requests.jsonl's sequence number), tried in that order;
 // a stage's name is in "stage" or "name". Lines naming no known request are
 // counted, not fatal.
-const StagesFile = "stages.jsonl"
+const StagesFile = bundle.StagesFile
 
 // Stage is one derived stage of one request, in wall-clock unix ns.
 type Stage struct {

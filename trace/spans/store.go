@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"os"
 	"sync"
@@ -14,7 +15,7 @@ import (
 )
 
 // FileName is the span store's file name inside a bundle (bundle.SpansFile).
-const FileName = "spans.otlp"
+const FileName = bundle.SpansFile
 
 // MaxRecordBytes bounds one record; a longer length prefix means the file is
 // not a span store (or is corrupt), not that the record is merely long.
