@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"os"
 	"path/filepath"
 
 	"go.starlark.net/starlark"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The capacity files (docs/CAPACITY.md): asrprof sensitivity writes

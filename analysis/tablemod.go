@@ -9,6 +9,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -70,6 +71,13 @@ func tableModule() *starlarkstruct.Module {
 		"new":     starlark.NewBuiltin("table.new", newTable),
 		"cell":    starlark.NewBuiltin("table.cell", newCell),
 		"sprintf": starlark.NewBuiltin("table.sprintf", sprintf),
+		"level_label": starlark.NewBuiltin("table.level_label", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var lv string
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &lv); err != nil {
+				return nil, err
+			}
+			return starlark.String(model.LevelLabel(lv)), nil
+		}),
 	}}
 }
 

@@ -16,12 +16,12 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 )
 
@@ -242,10 +242,10 @@ type Level struct {
 func (c *Config) Levels() []Level {
 	var out []Level
 	for _, n := range c.Concurrency {
-		out = append(out, Level{Name: fmt.Sprintf("c%d", n), Concurrency: n})
+		out = append(out, Level{Name: model.ConcurrencyLevel(n), Concurrency: n})
 	}
 	for _, r := range c.Rates {
-		out = append(out, Level{Name: "r" + strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", r), "0"), "."), Rate: r})
+		out = append(out, Level{Name: model.RateLevel(r), Rate: r})
 	}
 	return out
 }

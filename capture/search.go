@@ -2,7 +2,6 @@ package capture
 
 import (
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"math"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // SearchFile is the search's record in the bundle (--find-max).

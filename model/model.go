@@ -5,6 +5,11 @@
 // trace/otlp, trace/join...), so every other package may depend on it.
 package model
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Schema is the value of Manifest.Schema for bundles this version writes.
 const Schema = "asrprof.capture/v1"
 
@@ -283,4 +288,46 @@ type Manifest struct {
 	Files       []string       `json:"files,omitempty"`
 	Notes       []string       `json:"notes,omitempty"`
 	Extra       map[string]any `json:"extra,omitempty"` // sections later features add (join, probes)
+}
+
+// ConcurrencyLevel is the name of a closed-loop level: "c8".
+func ConcurrencyLevel(n int) string { return "c" + strconv.Itoa(n) }
+
+// RateLevel is the name of an open-loop level: "r2.5" (three decimals at
+// most, trailing zeros dropped).
+func RateLevel(r float64) string {
+	return "r" + strings.TrimRight(strings.TrimRight(strconv.FormatFloat(r, 'f', 3, 64), "0"), ".")
+}
+
+// ParseLevel reads a level name back: its concurrency ("c8") or its rate
+// ("r2.5"); ok is false for any other name (the proxy's "proxy", a name
+// given with --levels).
+func ParseLevel(name string) (concurrency int, rate float64, ok bool) {
+	if len(name) < 2 {
+		return 0, 0, false
+	}
+	switch name[0] {
+	case 'c':
+		if strings.Trim(name[1:], "0123456789") != "" {
+			return 0, 0, false
+		}
+		n, err := strconv.Atoi(name[1:])
+		return n, 0, err == nil
+	case 'r':
+		r, err := strconv.ParseFloat(name[1:], 64)
+		return 0, r, err == nil
+	}
+	return 0, 0, false
+}
+
+// LevelLabel is how tables print a level: "c32" → "c=32", "r2.5" →
+// "rate=2.5/s"; any other name as it is.
+func LevelLabel(name string) string {
+	if len(name) > 1 && name[0] == 'c' && strings.Trim(name[1:], "0123456789") == "" {
+		return "c=" + name[1:]
+	}
+	if len(name) > 1 && name[0] == 'r' {
+		return "rate=" + name[1:] + "/s"
+	}
+	return name
 }

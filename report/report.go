@@ -5,20 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the report's name inside a bundle (`asrprof capture` writes it).
@@ -139,15 +138,7 @@ func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Sessi
 }
 
 // label is the analyses' level label ("c16" → "c=16").
-func label(lv string) string {
-	if len(lv) > 1 && lv[0] == 'c' && strings.Trim(lv[1:], "0123456789") == "" {
-		return "c=" + lv[1:]
-	}
-	if len(lv) > 1 && lv[0] == 'r' {
-		return "rate=" + lv[1:] + "/s"
-	}
-	return lv
-}
+func label(lv string) string { return model.LevelLabel(lv) }
 
 // cellLevel is the level of a row (its raw value, "c16").
 func cellLevel(t *table.Table, row int) string {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"io/fs"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // ReportFile is the HTML report a bundle may hold (served by /report).

@@ -3,8 +3,6 @@ package proxy
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/model"
@@ -100,7 +98,7 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 		if len(opt.Names) > 0 {
 			ph.Level = opt.Names[i]
 		} else {
-			ph.Level = "c" + strconv.Itoa(ph.Seen)
+			ph.Level = model.ConcurrencyLevel(ph.Seen)
 		}
 		ph.Concurrency, ph.Rate = levelOf(ph.Level, ph.Seen)
 		repeats[ph.Level]++
@@ -115,11 +113,8 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 // levelOf reads the concurrency or rate a level name says (c8, r2.5);
 // another name takes the concurrency seen.
 func levelOf(name string, seen int) (int, float64) {
-	if n, err := strconv.Atoi(strings.TrimPrefix(name, "c")); strings.HasPrefix(name, "c") && err == nil && n > 0 {
-		return n, 0
-	}
-	if r, err := strconv.ParseFloat(strings.TrimPrefix(name, "r"), 64); strings.HasPrefix(name, "r") && err == nil && r > 0 {
-		return 0, r
+	if n, r, ok := model.ParseLevel(name); ok && (n > 0 || r > 0) {
+		return n, r
 	}
 	return seen, 0
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"os"
 	"path"
@@ -24,6 +23,7 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the bundle file the probe appends to.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"sort"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the bundle file the probe appends to.

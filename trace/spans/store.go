@@ -5,13 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"io"
 	"os"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // FileName is the span store's file name inside a bundle (bundle.SpansFile).

@@ -1,0 +1,37 @@
+package model
+
+import "testing"
+
+func TestLevelNames(t *testing.T) {
+	for _, c := range []struct {
+		name, label string
+		conc        int
+		rate        float64
+		ok          bool
+	}{
+		{"c8", "c=8", 8, 0, true},
+		{"c128", "c=128", 128, 0, true},
+		{"r2.5", "rate=2.5/s", 0, 2.5, true},
+		{"r300", "rate=300/s", 0, 300, true},
+		{"proxy", "proxy", 0, 0, false},
+		{"c", "c", 0, 0, false},
+		{"cx", "cx", 0, 0, false},
+		{"burst", "burst", 0, 0, false},
+	} {
+		n, r, ok := ParseLevel(c.name)
+		if n != c.conc || r != c.rate || ok != c.ok {
+			t.Errorf("ParseLevel(%q) = %d, %g, %v; want %d, %g, %v", c.name, n, r, ok, c.conc, c.rate, c.ok)
+		}
+		if got := LevelLabel(c.name); got != c.label {
+			t.Errorf("LevelLabel(%q) = %q, want %q", c.name, got, c.label)
+		}
+	}
+	if got := ConcurrencyLevel(16); got != "c16" {
+		t.Errorf("ConcurrencyLevel(16) = %q", got)
+	}
+	for r, want := range map[float64]string{2.5: "r2.5", 10: "r10", 0.125: "r0.125", 1.23456: "r1.235"} {
+		if got := RateLevel(r); got != want {
+			t.Errorf("RateLevel(%g) = %q, want %q", r, got, want)
+		}
+	}
+}
