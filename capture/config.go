@@ -4,7 +4,7 @@
 // together and holds no protocol or probe details of its own.
 //
 // It computes no table either: the tables a finished capture prints come
-// from the Tables its caller passes (Session.PrintTables). asrprof passes
+// from the Finish its caller passes (Session.OnFinish). asrprof passes
 // the default analyses, whose sweep is the script `show` and `analyze` run,
 // so one table says the same thing, with the same notes, everywhere.
 package capture

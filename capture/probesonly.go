@@ -312,7 +312,8 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 	}
 	out, err := run.Finish(context.WithoutCancel(ctx))
 	if out != nil {
-		s.writeReport(context.WithoutCancel(ctx), out.Dir, func(m string) { fmt.Fprintln(s.stderr, m) })
+		sayReport, _ := s.runFinish(context.WithoutCancel(ctx), out.Dir, false, s.stdout, s.stderr, s.cfg.Format)
+		sayReport(func(m string) { fmt.Fprintln(s.stderr, m) })
 		fmt.Fprintf(s.stderr, "bundle: %s\n", out.Dir)
 	}
 	return out, err

@@ -8,26 +8,55 @@ import (
 	"github.com/asrprof/asrprof/table"
 )
 
-// Tables makes the tables a finished capture prints from its bundle in
-// dir. capture knows no analyses of its own (bench, probe and analysis
-// meet here only through what is passed in, docs/ARCHITECTURE.md):
-// cmd/asrprof passes the default analyses, whose first table is the sweep
-// that `show` and `analyze` print too. Tables of the analyses that
-// succeeded come back with the error of those that failed.
-type Tables func(ctx context.Context, dir string) ([]*table.Table, error)
+// Finish is the one end-of-capture hook: what the caller makes of the
+// finalized bundle in dir (interrupted captures included). capture knows no
+// analyses and draws no report (bench, probe and analysis meet here only
+// through what is passed in, docs/ARCHITECTURE.md): cmd/asrprof passes the
+// default analyses, whose first table is the sweep that `show` and
+// `analyze` print too, and package report's writer of dir/report.html.
+// With tables false (a probes-only capture prints none) it makes only the
+// report.
+type Finish func(ctx context.Context, dir string, tables bool) Finished
 
-// printTables prints what tables makes of the finished bundle, in format.
-// A failing analysis is reported on errw, not fatal: the bundle is there.
-func printTables(ctx context.Context, w, errw io.Writer, format string, tables Tables, dir string) error {
-	if tables == nil {
-		return nil
+// Finished is what a Finish made. Neither error is fatal: the bundle is
+// there, and each is said on stderr.
+type Finished struct {
+	// Tables are printed on stdout in the capture's --format: those of the
+	// analyses that succeeded, beside TablesErr for those that failed.
+	Tables    []*table.Table
+	TablesErr error
+	// Report is the path of the report written ("" for none).
+	Report    string
+	ReportErr error
+}
+
+// OnFinish sets the session's Finish. Without one the session prints no
+// tables and writes no report. Call it before Run.
+func (s *Session) OnFinish(f Finish) *Session {
+	s.onFinish = f
+	return s
+}
+
+// runFinish runs the session's Finish, if any: it prints the tables (when
+// tables is set) on w and says on errw what failed; the report's path is
+// said by sayReport, after whatever the caller prints between.
+func (s *Session) runFinish(ctx context.Context, dir string, tables bool, w, errw io.Writer, format string) (sayReport func(say func(string)), err error) {
+	if s.onFinish == nil {
+		return func(func(string)) {}, nil
 	}
-	ts, err := tables(ctx, dir)
-	if err != nil {
-		fmt.Fprintf(errw, "asrprof: analysis: %v\n", err)
+	f := s.onFinish(ctx, dir, tables)
+	if f.TablesErr != nil {
+		fmt.Fprintf(errw, "asrprof: analysis: %v\n", f.TablesErr)
 	}
-	if len(ts) == 0 {
-		return nil
+	if tables && len(f.Tables) > 0 {
+		err = table.Render(w, format, f.Tables...)
 	}
-	return table.Render(w, format, ts...)
+	return func(say func(string)) {
+		switch {
+		case f.ReportErr != nil:
+			say("report: " + f.ReportErr.Error())
+		case f.Report != "":
+			say("report: " + f.Report)
+		}
+	}, err
 }

@@ -44,11 +44,10 @@ type Session struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	extra  []probe.Probe // AddProbes
-	tables Tables        // PrintTables
-	obs    Observer      // Observe
-	search *searcher     // --find-max: the search runPasses ran
-	report Report        // WriteReport
+	extra    []probe.Probe // AddProbes
+	onFinish Finish        // OnFinish
+	obs      Observer      // Observe
+	search   *searcher     // --find-max: the search runPasses ran
 
 	mu       sync.Mutex // guards manifest and w's manifest rewrites
 	manifest model.Manifest
@@ -68,14 +67,6 @@ func New(cfg Config, stdout, stderr io.Writer) *Session {
 // own data source, or a test's fake). Call it before Run.
 func (s *Session) AddProbes(ps ...probe.Probe) *Session {
 	s.extra = append(s.extra, ps...)
-	return s
-}
-
-// PrintTables makes the session print the tables f makes of the bundle
-// once it is finalized (interrupted captures included). Without it the
-// session prints no tables. Call it before Run.
-func (s *Session) PrintTables(f Tables) *Session {
-	s.tables = f
 	return s
 }
 
@@ -339,7 +330,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 
 // finish writes results.json, stops the probes and the tracing side, and
 // finalizes the manifest with its verdict; then prints the tables
-// (PrintTables).
+// (OnFinish).
 func (s *Session) finish(ctx context.Context, results model.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
 	cfg := &s.cfg
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
@@ -412,7 +403,8 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 		say("tables: " + err.Error())
 	}
 	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
-	if err := printTables(context.WithoutCancel(ctx), s.stdout, s.stderr, cfg.Format, s.tables, cfg.Out); err != nil {
+	sayReport, err := s.runFinish(context.WithoutCancel(ctx), cfg.Out, true, s.stdout, s.stderr, cfg.Format)
+	if err != nil {
 		return out, err
 	}
 	if s.search != nil {
@@ -420,7 +412,7 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 		fmt.Fprintln(s.stdout)
 		s.search.res.Print(s.stdout)
 	}
-	s.writeReport(context.WithoutCancel(ctx), cfg.Out, say)
+	sayReport(say)
 	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
 	if interrupted {
 		return out, ErrInterrupted

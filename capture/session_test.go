@@ -22,7 +22,6 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -65,12 +64,16 @@ func baseConfig(t *testing.T, target, ds string) capture.Config {
 func runCapture(t *testing.T, ctx context.Context, cfg capture.Config) (*capture.Outcome, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	o, err := capture.New(cfg, &out, &errb).PrintTables(defaultTables).Run(ctx)
+	o, err := capture.New(cfg, &out, &errb).OnFinish(defaultTables).Run(ctx)
 	return o, out.String() + errb.String(), err
 }
 
-func defaultTables(ctx context.Context, dir string) ([]*table.Table, error) {
-	return analysis.DefaultTables(ctx, dir)
+func defaultTables(ctx context.Context, dir string, tables bool) capture.Finished {
+	var f capture.Finished
+	if tables {
+		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir)
+	}
+	return f
 }
 
 func TestCaptureSweep(t *testing.T) {

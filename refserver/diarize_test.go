@@ -102,7 +102,7 @@ func TestDiarizeBadManifest(t *testing.T) {
 	bad := filepath.Join(dir, "m.jsonl")
 	os.WriteFile(bad, []byte(`{"audio":"a.wav","text":"[0.0][S01]x[1.0]"}`+"\n"+`{"audio":"b.wav","text":"no markup"}`+"\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "a.wav"), []byte("RIFF"), 0o644)
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	out, err := exec.Command(python, script, "--port", "0", "--diarize", bad).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), bad+" line 2: text has no timed speaker turn") {
 		t.Errorf("exit %v: %s", err, out)

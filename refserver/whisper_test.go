@@ -409,7 +409,7 @@ func TestWhisperCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	ckpt := filepath.Join(dir, "whisper-tiny")
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "whisper_checkpoint.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "whisper_checkpoint.py")
 	out, err := exec.Command(python, script, ckpt, wav, "--max-new-tokens", "10", "--slots", "2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("whisper_checkpoint.py: %v\n%s", err, out)
@@ -478,7 +478,7 @@ scale = max(a.abs().max().item() for a in alone)
 print("diff %.3g scale %.3g" % (diff, scale))
 sys.exit(0 if diff <= 1e-3 * max(scale, 1.0) else 1)
 `
-	out, err := exec.Command(python, "-c", prog, filepath.Join(refservertest.Root(), "bench", "refserver")).CombinedOutput()
+	out, err := exec.Command(python, "-c", prog, filepath.Join(refservertest.Root(), "refserver")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("batched first forward differs from single ones: %v\n%s", err, out)
 	}

@@ -9,5 +9,5 @@
 // model/summary', the percentiles package stats'. What it adds is drawing:
 // SVG written here, small inline JavaScript for hover, zoom and waterfalls,
 // nothing fetched. capture does not import it (cmd/asrprof hands capture a
-// capture.Report that calls WriteFile).
+// capture.Finish that calls WriteFile).
 package report

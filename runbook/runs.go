@@ -145,18 +145,16 @@ type Config struct {
 	Env []string
 	// GPUPoll is the GPU-free poll period (0: 2 s).
 	GPUPoll time.Duration
-	// Tables makes the tables each run's capture prints (to stderr) at its
-	// end; nil: none (capture.Session.PrintTables).
-	Tables capture.Tables
+	// Finish is each run's end-of-capture hook: the tables its capture
+	// prints (to stderr) and the HTML report written into its bundle; nil:
+	// none (capture.Session.OnFinish).
+	Finish capture.Finish
 	// Around, when set, is called once a run's server is healthy, before
 	// its capture, with the server's pid (asrprof sensitivity restricts
 	// the server's CPU there); the function it returns is called after the
 	// capture, before the stop, and may add to the run's record. An error
 	// stops the run as a lifecycle failure would.
 	Around func(spec RunSpec, pid int) (after func(rec *RunRecord), err error)
-	// Report writes each run's HTML report into its bundle at its end;
-	// nil: none (capture.Session.WriteReport).
-	Report capture.Report
 }
 
 // RunRecord is what happened in one run.
@@ -434,7 +432,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		// Each run's raw records apart, under the run's name.
 		capCfg.SaveRawDir = filepath.Join(capCfg.SaveRawDir, filepath.Base(dir))
 	}
-	o, capErr := capture.New(capCfg, stderr, stderr).PrintTables(cfg.Tables).WriteReport(cfg.Report).Run(ctx)
+	o, capErr := capture.New(capCfg, stderr, stderr).OnFinish(cfg.Finish).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
 		rec.ran = true

@@ -170,7 +170,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 			s.remote(cctx, e)
 			return
 		}
-		out, err := capture.New(cfg, e.log, e.log).Observe(e.obs).PrintTables(s.cfg.Tables).WriteReport(s.cfg.Report).Run(cctx)
+		out, err := capture.New(cfg, e.log, e.log).Observe(e.obs).OnFinish(s.cfg.Finish).Run(cctx)
 		e.finish(out, err)
 	}()
 	writeJSON(w, http.StatusCreated, e.info())

@@ -50,13 +50,11 @@ type Config struct {
 	// Parse turns the flags of `asrprof capture` into a configuration
 	// (the CLI's own parser), so that the API takes the CLI's options.
 	Parse func(args []string) (capture.Config, error)
-	// Tables are printed into a driven capture's log at its end (nil:
-	// none).
-	Tables capture.Tables
-	// Report is written into a driven capture's bundle at its end, as
-	// `asrprof capture` writes report.html (nil: none; GET
+	// Finish is a driven capture's end-of-capture hook, as `asrprof
+	// capture`'s: its tables are printed into the capture's log and its
+	// report.html written into the bundle (nil: none; GET
 	// /v1/captures/ID/report then answers 404).
-	Report capture.Report
+	Finish capture.Finish
 	// RemoteIdle finishes a remote capture whose driver has not called
 	// for this long (0: 10 minutes): a driver that died leaves no probes
 	// running forever.

@@ -14,7 +14,6 @@ import (
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/report"
-	"github.com/asrprof/asrprof/table"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
@@ -86,21 +85,22 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		}
 		return rb.run(ctx, cfg, stdout, stderr)
 	}
-	_, err = capture.New(cfg, stdout, stderr).PrintTables(defaultTables).WriteReport(writeReport).Run(ctx)
+	_, err = capture.New(cfg, stdout, stderr).OnFinish(finishCapture).Run(ctx)
 	return err
 }
 
-// writeReport is the HTML report a capture writes into its bundle at its
-// end (report.html; asrprof report DIR writes the same).
-func writeReport(ctx context.Context, dir string) (string, error) {
-	return report.WriteFile(ctx, dir, "", report.Options{})
-}
-
-// defaultTables are the tables a capture prints at its end: the default
-// analyses of its bundle, sweep first (the sweep that show and analyze
-// print).
-func defaultTables(ctx context.Context, dir string) ([]*table.Table, error) {
-	return analysis.DefaultTables(ctx, dir)
+// finishCapture is what every capture does at its end (capture.Finish):
+// the tables it prints are the default analyses of its bundle, sweep
+// first (the sweep that show and analyze print), and the HTML report it
+// writes into its bundle is report.html (asrprof report DIR writes the
+// same).
+func finishCapture(ctx context.Context, dir string, tables bool) capture.Finished {
+	var f capture.Finished
+	if tables {
+		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir)
+	}
+	f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{})
+	return f
 }
 
 // parseCapture turns the command line of `capture` (or `ab`) into the

@@ -95,7 +95,7 @@ func TestCLIGolden(t *testing.T) {
 }
 
 // The sweep that capture, show and analyze print is one table with one
-// set of notes: capture prints the default analyses (defaultTables), whose
+// set of notes: capture prints the default analyses (finishCapture), whose
 // first table is the sweep; show and analyze run the same script.
 func TestOneSweepTable(t *testing.T) {
 	tmp := t.TempDir()
@@ -103,7 +103,8 @@ func TestOneSweepTable(t *testing.T) {
 	for _, dir := range []string{filepath.Join(tmp, "killed"), writeGolden(t, tmp, "refserver_random")} {
 		_, show, _ := runCLI("show", dir)
 		_, analyze, _ := runCLI("analyze", dir, "sweep")
-		tabs, err := defaultTables(context.Background(), dir)
+		f := finishCapture(context.Background(), dir, true)
+		tabs, err := f.Tables, f.TablesErr
 		if err != nil || len(tabs) == 0 || tabs[0].Name != "sweep" {
 			t.Fatalf("capture's tables: %v %v", tabs, err)
 		}

@@ -154,8 +154,7 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 			GPUFreeMiB: f.gpuFreeMiB, GPUFreeTimeout: f.gpuFreeTimeout, Reuse: f.reuse,
 		},
 		CacheDirs: f.cacheDirs,
-		Tables:    defaultTables,
-		Report:    writeReport,
+		Finish:    finishCapture,
 	}
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)

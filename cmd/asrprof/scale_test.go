@@ -161,7 +161,7 @@ func TestScaleTwoHosts(t *testing.T) {
 	startProc(t, "collector (jaeger)", nsA, nil, jaeger, "--config="+ccfg)
 	waitHTTP(t, nsA, "http://127.0.0.1:13133/status", 30*time.Second)
 	ref := startProc(t, "refserver", nsA, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces"},
-		refservertest.Python, filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py"), "--host", ipA, "--port", "8000")
+		refservertest.Python, filepath.Join(refservertest.Root(), "refserver", "refserver.py"), "--host", ipA, "--port", "8000")
 	target := ref.waitOutput(t, regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`), 60*time.Second)
 	waitHTTP(t, nsA, target+"/health", 90*time.Second)
 	_, agent := startServe(t, nsA, "--listen", ipA+":7070", "--token", token, "--dir", filepath.Join(tmp, "agent"))

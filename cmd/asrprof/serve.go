@@ -77,8 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Token = os.Getenv("ASRPROF_TOKEN") // not a flag default: --help would show it
 	}
 	cfg.Parse = parseAPICapture
-	cfg.Tables = defaultTables
-	cfg.Report = writeReport
+	cfg.Finish = finishCapture
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ const Python = "/usr/bin/python3"
 // Root returns the repository root (found from this file's location).
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // RequirePocketSphinx skips the test where Debian's python3-pocketsphinx
@@ -113,7 +113,7 @@ func StartWhisper(t testing.TB, env []string, args ...string) *Server {
 
 func start(t testing.TB, env []string, args []string) *Server {
 	t.Helper()
-	script := filepath.Join(Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(Root(), "refserver", "refserver.py")
 	cmd := exec.Command(Python, append([]string{script, "--port", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -182,11 +182,11 @@ func Refset(t testing.TB) string {
 	dataOnce.Lock()
 	defer dataOnce.Unlock()
 	root := Root()
-	manifest := filepath.Join(root, "bench", "data", "refset", "manifest.jsonl")
+	manifest := filepath.Join(root, "refserver", "data", "refset", "manifest.jsonl")
 	if _, err := os.Stat(manifest); err == nil {
 		return manifest
 	}
-	cmd := exec.Command(filepath.Join(root, "bench", "data", "make_refset.sh"))
+	cmd := exec.Command(filepath.Join(root, "refserver", "data", "make_refset.sh"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the refset: %v\n%s", err, out)
@@ -203,11 +203,11 @@ func Diarset(t testing.TB) string {
 	dataOnce.Lock()
 	defer dataOnce.Unlock()
 	root := Root()
-	manifest := filepath.Join(root, "bench", "data", "diarset", "manifest.jsonl")
+	manifest := filepath.Join(root, "refserver", "data", "diarset", "manifest.jsonl")
 	if _, err := os.Stat(manifest); err == nil {
 		return manifest
 	}
-	cmd := exec.Command(filepath.Join(root, "bench", "data", "make_diarset.sh"))
+	cmd := exec.Command(filepath.Join(root, "refserver", "data", "make_diarset.sh"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the diarset: %v\n%s", err, out)
