@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/audio/audiotest"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"

@@ -244,7 +244,7 @@ func TestSensitivityRefserver(t *testing.T) {
 	refservertest.RequirePocketSphinx(t)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "sens")
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	cmd := fmt.Sprintf("%s %s --port %d --build-workers 1", refservertest.Python, script, port)
 	refset := refservertest.Refset(t)
 	one := filepath.Join(t.TempDir(), "one.jsonl")

@@ -71,7 +71,7 @@ func TestDiagnosisRealCaptures(t *testing.T) {
 func TestDiagnosisRealCapturesIdle(t *testing.T) {
 	diagnoseRealCaptures(t, true, []diagnosisCase{
 		{"build pool", "--build-workers 1 --build-delay 3 --max-running-requests 8", "1,4", 4, "c4"},
-		{"upload / network", "--upload-kbps 80", "1", 4, "c1"},
+		{"upload", "--upload-kbps 80", "1", 4, "c1"},
 		{"overload", "--build-workers 1 --build-max-pending 1 --build-delay 0.5", "6", 6, "c6"},
 	})
 }
@@ -85,7 +85,7 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 		t.Parallel()
 	}
 	ds := refservertest.Refset(t)
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	for _, tc := range cases {
 		t.Run(strings.ReplaceAll(tc.cause, " ", "_"), func(t *testing.T) {
 			if idle {

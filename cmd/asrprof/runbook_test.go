@@ -165,7 +165,7 @@ func TestRunbookRefserver(t *testing.T) {
 	ds := refservertest.Refset(t)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ref")
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	// One decoder and one build worker: the server starts faster, and
 	// concurrency 1 needs no more.
 	cmd := fmt.Sprintf("%s %s --port %d --max-running-requests 1 --build-workers 1", refservertest.Python, script, port)

@@ -24,7 +24,7 @@ func requireTorch(t *testing.T) {
 }
 
 func whisperCmd(port int, extra string) string {
-	script := filepath.Join(refservertest.Root(), "bench", "refserver", "refserver.py")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	return fmt.Sprintf("%s %s --engine whisper --model tiny --device cpu --port %d %s", refservertest.Python, script, port, extra)
 }
 
