@@ -26,7 +26,8 @@ Telemetry (docs/REFSERVER.md, "The router"):
     worker's), /start_request_profile and /stop_request_profile (sent to
     every worker), /metrics (the router's own counters).
 
-Standard library only, plus refserver.py beside it (its OTLP span code).
+Standard library only, plus rscommon.py beside it (the reference server's
+OTLP span code, shared with refserver.py).
 
     /usr/bin/python3 refserver/router.py --port 8000 \\
         --workers http://127.0.0.1:8001,http://127.0.0.1:8002 --policy least-loaded
@@ -45,7 +46,7 @@ import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import refserver as rs  # noqa: E402  (its span exporter and helpers)
+import rscommon  # noqa: E402  (the span exporter and helpers refserver.py uses too)
 
 SERVICE_NAME = "asrprof-router"
 POLICIES = ("round-robin", "least-loaded")
@@ -108,7 +109,7 @@ class Router:
                 self.next = w.index + 1
             before = w.in_flight
             if w.in_flight == 0:
-                w.busy_since = rs.now_ns()
+                w.busy_since = rscommon.now_ns()
             w.in_flight += 1
             w.dispatched += 1
             return w, before
@@ -117,14 +118,14 @@ class Router:
         with self.lock:
             w.in_flight -= 1
             if w.in_flight == 0:
-                w.busy_ns += rs.now_ns() - w.busy_since
+                w.busy_ns += rscommon.now_ns() - w.busy_since
             if ok:
                 w.completed += 1
             else:
                 w.failed += 1
 
     def diagnostics(self):
-        now = rs.now_ns()
+        now = rscommon.now_ns()
         with self.lock:
             ws = [w.snapshot(now) for w in self.workers]
         return {"policy": self.policy, "uptime_s": round(time.time() - self.started, 3),
@@ -157,7 +158,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     access_log = False
 
     def handle(self):
-        rs.set_thread_name("router-http")
+        rscommon.set_thread_name("router-http")
         super().handle()
 
     def log_message(self, fmt, *args):
@@ -277,11 +278,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _route(self):
         rt = self.router
-        arrival = rs.now_ns()
+        arrival = rscommon.now_ns()
         rid = self._request_id()
-        ctx = rs.parse_traceparent(self.headers.get("traceparent"))
-        trace_id, parent = ctx if ctx else (rs.new_trace_id(), None)
-        span_id = rs.new_span_id()
+        ctx = rscommon.parse_traceparent(self.headers.get("traceparent"))
+        trace_id, parent = ctx if ctx else (rscommon.new_trace_id(), None)
+        span_id = rscommon.new_span_id()
         w, before = rt.acquire()
         status, ok = 502, False
         try:
@@ -338,7 +339,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not self.exporter.enabled:
             return
         span = {"trace_id": trace_id, "span_id": span_id, "parent": parent, "name": "route",
-                "kind": 2, "start": arrival, "end": rs.now_ns(), "attrs": {
+                "kind": 2, "start": arrival, "end": rscommon.now_ns(), "attrs": {
                     "request.id": rid, "router.worker": w.name, "router.worker.url": w.url,
                     "router.policy": self.router.policy, "router.worker.in_flight": before,
                     "http.route": "/v1/audio/transcriptions", "http.response.status_code": status}}
@@ -382,12 +383,12 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    rs.set_thread_name("router-main")
+    rscommon.set_thread_name("router-main")
     try:
         router = Router(args.worker_urls, args.policy)
-        exporter = rs.SpanExporter(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
-                                   rs.Metrics(), service_name=SERVICE_NAME,
-                                   thread_name="router-otlp")
+        exporter = rscommon.SpanExporter(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
+                                         rscommon.Metrics(), service_name=SERVICE_NAME,
+                                         thread_name="router-otlp")
     except ValueError as e:
         print("router: %s" % e, file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import refserver  # noqa: E402
+import rscommon  # noqa: E402
 import whisper_engine  # noqa: E402
 
 WORDS = [" café", " naïve", " Zürich", " tea", " 東京", " rain", " week", " ½",
@@ -132,7 +132,7 @@ def main(argv=None):
     state = {k: v.clone() for k, v in model.state_dict().items()}
 
     with open(a.audio, "rb") as f:
-        pcm = refserver.decode_audio(f.read())
+        pcm = rscommon.decode_audio(f.read())
     mel = torch.from_numpy(wm.Featurizer(dims.n_mels)(wm.pcm16_to_float(pcm)))
     tokens = greedy(wm, torch, model, specials, mel, a.slots, a.max_new_tokens)
     if not tokens:

@@ -19,9 +19,10 @@ size ("synthetic"): the server says so in its log, /health and /v1/models,
 decodes a length set by the audio's duration (--tokens-per-second) and
 answers the token ids as words (tok<ID> ...), not a transcript.
 
-This module imports only the standard library at import time, so that
-refserver.py can add its flags cheaply; torch and numpy are imported when
-the model loads.  docs/REFSERVER.md ("The whisper engine") is the manual.
+This module imports only the standard library and rscommon.py (the
+Pipeline and helpers it shares with refserver.py, which imports this module,
+not the other way round) at import time, so that refserver.py can add its
+flags cheaply; torch and numpy are imported when the model loads.  docs/REFSERVER.md ("The whisper engine") is the manual.
 """
 
 import collections
@@ -30,7 +31,7 @@ import sys
 import threading
 import time
 
-import refserver as rs  # refserver.py registers itself under this name
+import rscommon  # refserver's Pipeline and helpers (rscommon.py beside this file)
 
 MODEL_CHOICES = ("tiny", "large-v3")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -151,8 +152,9 @@ def prepare_threads(threads=0, gpu=False):
     return threads
 
 
-class WhisperPipeline(rs.Pipeline):
-    """refserver's Pipeline with a Whisper model and continuous batching."""
+class WhisperPipeline(rscommon.Pipeline):
+    """refserver's Pipeline (rscommon.Pipeline) with a Whisper model and
+    continuous batching."""
 
     engine_label = "Whisper"
     backlog_flag = " + its backlog, --max-queued-requests"
@@ -312,7 +314,7 @@ class WhisperPipeline(rs.Pipeline):
     # -- scheduler
 
     def _scheduler(self):
-        rs.set_thread_name("asr-sched")
+        rscommon.set_thread_name("asr-sched")
         self.loaded.wait()
         try:
             with self.torch.no_grad():
@@ -449,7 +451,7 @@ class WhisperPipeline(rs.Pipeline):
             if self._accept(req, out[st.slot]):
                 done.append(req)
         if self.args.host_step_ms > 0:
-            rs.spin(self.args.host_step_ms * size / 1000.0)
+            rscommon.spin(self.args.host_step_ms * size / 1000.0)
         elapsed = time.perf_counter() - t0
         with self.stats_lock:
             self.batch_hist.observe(size)
