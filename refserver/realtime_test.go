@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,10 +33,7 @@ func TestRealtimeSession(t *testing.T) {
 	dir := t.TempDir()
 	postJSON(t, base+"/start_request_profile", map[string]string{"run_id": "rt", "event_dir": dir})
 
-	clip, err := os.ReadFile(librivoxWAV)
-	if err != nil {
-		t.Skip(err)
-	}
+	clip := librivox(t)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	const parentSpan = "00f067aa0ba902b7"
 	c, err := protocol.New("funasr-ws", protocol.Options{Target: base, Pace: protocol.PaceNone})
@@ -234,10 +230,7 @@ func TestRealtimeFraming(t *testing.T) {
 		t.Fatalf("got op %d %q, want the started event", op, p)
 	}
 	// 2.5 s of audio in one frame: a 64-bit length.
-	clip, err := os.ReadFile(librivoxWAV)
-	if err != nil {
-		t.Skip(err)
-	}
+	clip := librivox(t)
 	pcm := clip[44 : 44+80000]
 	w.frame(t, true, 2, pcm, true)
 	w.frame(t, true, 1, []byte("STOP"), true)

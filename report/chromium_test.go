@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/asrprof/asrprof/internal/bundletest"
+	"github.com/asrprof/asrprof/internal/need"
 	"image/png"
 	"math"
 	"net"
@@ -24,15 +25,7 @@ import (
 // it the test fails in CI and skips elsewhere, saying how to get it.
 func chromium(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		msg := fmt.Sprintf("no chromium (%v): run tools/deps.sh", err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return need.Binary(t, "chromium")
 }
 
 // refusingProxy accepts connections on loopback, counts them and closes

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages asrprof's demo and tests need, only when
-# missing (idempotent), and downloads Go modules.
+# missing (idempotent: a second run installs nothing and runs no apt-get),
+# the npm packages and the Jaeger binary the tests use, and downloads Go
+# modules. Under CI (.ci/run) a test whose dependency is missing fails
+# (internal/need), naming it and this script.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+# python3 (Debian's /usr/bin/python3, the one that sees the python3-* below).
+# python3-pocketsphinx, pocketsphinx-en-us: the reference server's engine;
+# pocketsphinx-testdata: the LibriVox clip refserver's tests stream.
+# sox, espeak-ng, flac: the reference dataset (refserver/data).
 # python3-torch: the reference server's whisper engine (~230 packages).
 # libopenblas0-pthread: without it Debian's torch and numpy use the reference
 # BLAS, which ran a float32 matrix product ~17x slower on a 2-core machine.
@@ -9,22 +17,35 @@ set -euo pipefail
 # bench/score/diarize's tests check the diarization error rate.
 # python3-aiohttp: the SGLang-Omni-style benchmark client that the proxy test
 # (cmd/asrprof/proxy_test.go) runs through `capture --proxy`.
+# curl: the other client of cmd/asrprof's TestCaptureProxyCommandStatus.
 # prometheus: the Prometheus server (2.42) that scrapes asrprof serve in
 # cmd/asrprof's serve and two-host tests (docs/SCALE.md).
+# iproute2: ip(8), the network namespaces of the two-host tests.
 # chromium: report/chromium_test.go opens the HTML report headless, takes a
 # screenshot and checks its net log (no request of the page's).
-pkgs=(python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
+# gcc, libc6-dev: cc, which probe/cuda's tests build the stub libcuda with
+# (and cgo: go-nvml).
+pkgs=(python3 python3-pocketsphinx pocketsphinx-en-us pocketsphinx-testdata sox espeak-ng flac
       python3-torch libopenblas0-pthread
-      sctk python3-aiohttp prometheus chromium)
+      sctk python3-aiohttp curl prometheus iproute2 chromium gcc libc6-dev)
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+updated=""
+apt_install() { # apt-get update once, before the first install
+  echo "deps: installing $*"
+  if [ -z "$updated" ]; then $SUDO apt-get update -qq; updated=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "deps: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
+fi
+# node and npm: the two npm packages below (checked by command, not package:
+# NodeSource's nodejs brings its own npm, which Debian's npm conflicts with).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install nodejs npm
 fi
 # @duckdb/node-api (npm): DuckDB for node, the Parquet reader that is not
 # ours with which cmd/asrprof/tables_test.go reads a capture's tables
@@ -32,12 +53,6 @@ fi
 # fastparquet). Installed once into ~/.cache/asrprof/duckdb-node (~70 MB).
 DUCKDB_NODE=${ASRPROF_DUCKDB_NODE:-${XDG_CACHE_HOME:-$HOME/.cache}/asrprof/duckdb-node}
 if [ ! -f "$DUCKDB_NODE/node_modules/@duckdb/node-api/package.json" ]; then
-  if ! command -v npm >/dev/null; then
-    echo "deps: installing nodejs npm"
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
-  fi
   echo "deps: installing @duckdb/node-api into $DUCKDB_NODE"
   mkdir -p "$DUCKDB_NODE"
   (cd "$DUCKDB_NODE" && npm install --no-audit --no-fund --loglevel=error @duckdb/node-api@1.5.6-r.1 >/dev/null)
@@ -58,3 +73,7 @@ fi
 # requires (golang.org/x/exp and otlp/processcontext), while it serves
 # their code, which is all that building needs.
 go list -deps -test ./... >/dev/null
+# The Jaeger all-in-one binary (trace/export's TestJaegerRoundTrip,
+# cmd/asrprof's two-host test), built once from tools/jaeger into
+# ~/.cache/asrprof (minutes the first time; later runs reuse it).
+tools/jaeger.sh >/dev/null

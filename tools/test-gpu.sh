@@ -10,8 +10,68 @@
 # present), a Python with torch and CUDA (PYTHON, default python3), a
 # dataset (DATASET, default gpu-pack/data/manifest.jsonl, else
 # refserver/data/refset/manifest.jsonl). OUT: where the bundle goes.
+#
+# First it runs the Go tests that can only run on the GPU host (they call
+# internal/need's Device: elsewhere they skip with "runs on the H200: make
+# test-gpu"), by name, with -v, ASRPROF_DEVICE=1 and CI=1 (so that none of
+# them may skip here), under 'ulimit -l unlimited': with `go test` where Go
+# is installed, else from the test binaries built on a machine with Go
+# (`make bin/gpu.test bin/cpu.test`, carried with the tree). It prints which
+# ran and which skipped, and fails when one failed, skipped or did not run.
+#
+#   tools/test-gpu.sh            the device tests, then the capture and serve checks
+#   tools/test-gpu.sh go-tests   the device tests only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# package, prebuilt test binary, the tests by name
+DEVICE_TESTS=(
+  "probe/gpu bin/gpu.test TestGPUReal"
+  "probe/cpu bin/cpu.test TestOTelPythonFrames TestOTelRestart TestFPPythonTrampolines TestAutoEngine"
+)
+device_tests() {
+  local ran=() skipped=() failed=() missing=() rc=0
+  local go_cmd=${GO:-go}
+  mkdir -p "${OUT:-runs}"
+  for entry in "${DEVICE_TESTS[@]}"; do
+    read -r pkg bin names <<<"$entry"
+    local re="^($(tr ' ' '|' <<<"$names"))\$"
+    local log="${OUT:-runs}/test-gpu.$(basename "$pkg").log"
+    local how
+    if command -v "$go_cmd" >/dev/null; then
+      how="$go_cmd test -count=1 -v -run '$re' ./$pkg"
+      (ulimit -l unlimited 2>/dev/null || true
+       ASRPROF_DEVICE=1 CI=1 "$go_cmd" test -count=1 -v -run "$re" "./$pkg") 2>&1 | tee "$log" || rc=1
+    elif [ -x "$bin" ]; then
+      how="(cd $pkg && $bin -test.run '$re' -test.v)"
+      (ulimit -l unlimited 2>/dev/null || true
+       cd "$pkg" && ASRPROF_DEVICE=1 CI=1 "$OLDPWD/$bin" -test.run "$re" -test.v -test.count=1) 2>&1 | tee "$log" || rc=1
+    else
+      echo "test-gpu: FAIL: no Go and no $bin for $pkg: run 'make bin/gpu.test bin/cpu.test' on a machine with Go and carry bin/" >&2
+      return 1
+    fi
+    echo "test-gpu: ran $how (ASRPROF_DEVICE=1 CI=1, ulimit -l $(ulimit -l unlimited 2>/dev/null; ulimit -l))"
+    for n in $names; do
+      if grep -q -- "^--- PASS: $n " "$log"; then ran+=("$n")
+      elif grep -q -- "^--- SKIP: $n " "$log"; then skipped+=("$n"); rc=1
+      elif grep -q -- "^--- FAIL: $n " "$log"; then failed+=("$n"); rc=1
+      else missing+=("$n"); rc=1
+      fi
+    done
+  done
+  echo "test-gpu: device tests passed: ${ran[*]:-none}"
+  echo "test-gpu: device tests skipped: ${skipped[*]:-none}"
+  echo "test-gpu: device tests failed: ${failed[*]:-none}"
+  ((${#missing[@]} == 0)) || echo "test-gpu: device tests that did not run (stale test binary?): ${missing[*]}"
+  return $rc
+}
+if [ "${1:-}" = go-tests ]; then
+  device_tests
+  exit
+fi
+device_rc=0
+device_tests || device_rc=$?
+
 . tools/gpu-env.sh
 
 MODEL=${MODEL:-large-v3}
@@ -97,4 +157,5 @@ for n in need:
 print("test-gpu: serve PASS (capture %s: the four GPU gauges live on /metrics)" % cap.get("id"))
 PY
 kill $SPID 2>/dev/null || true
+[ "$device_rc" = 0 ] || fail "the device tests (above: test-gpu: device tests ...) did not all pass"
 echo "test-gpu: PASS"

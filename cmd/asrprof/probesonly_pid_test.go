@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -34,9 +35,7 @@ func TestProbesOnlyDeadPID(t *testing.T) {
 // ERROR of a probe that is on and broken (capture's
 // TestActivityProbeEmptyOnIdleTarget has the busy case).
 func TestProbesOnlyIdleServer(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the cpu probe needs root")
-	}
+	need.Root(t, "for the cpu probe")
 	idle := exec.Command("sleep", "60")
 	if err := idle.Start(); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -59,7 +60,7 @@ func TestCaptureProxySweepClient(t *testing.T) {
 	}
 	refservertest.RequirePocketSphinx(t)
 	if out, err := exec.Command(refservertest.Python, "-c", "import aiohttp").CombinedOutput(); err != nil {
-		refservertest.Missing(t, "%s cannot import aiohttp (tools/deps.sh installs python3-aiohttp): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
+		need.Dep(t, fmt.Sprintf("python3-aiohttp (%s cannot import aiohttp: %s)", refservertest.Python, bytes.TrimSpace(out)), err)
 	}
 	ds := refservertest.ShortClips(t, 8)
 	otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
@@ -258,9 +259,7 @@ func TestCaptureProxyUsage(t *testing.T) {
 // status in the manifest) with the bundle finalized. --proxy :0 binds
 // loopback.
 func TestCaptureProxyCommandStatus(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl not installed")
-	}
+	need.Binary(t, "curl")
 	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there", Delay: 10 * time.Millisecond})
 	dir := t.TempDir()
 	wav := filepath.Join(dir, "a.wav")

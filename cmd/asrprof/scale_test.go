@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -24,12 +25,8 @@ import (
 // ip); as root on the CI machines it must run.
 func twoHosts(t *testing.T) (nsA, nsB, ipA, ipB string) {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		refservertest.Missing(t, "no ip(8) (iproute2): network namespaces cannot be made here")
-	}
-	if os.Geteuid() != 0 {
-		refservertest.Missing(t, "not root: network namespaces cannot be made here")
-	}
+	need.Binary(t, "ip") // iproute2
+	need.Root(t, "to make network namespaces")
 	n := os.Getpid() % 250
 	nsA, nsB = fmt.Sprintf("asrprof-a%d", os.Getpid()), fmt.Sprintf("asrprof-b%d", os.Getpid())
 	ipA, ipB = fmt.Sprintf("10.77.%d.1", n), fmt.Sprintf("10.77.%d.2", n)
@@ -41,7 +38,7 @@ func twoHosts(t *testing.T) (nsA, nsB, ipA, ipB string) {
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "add", nsA).CombinedOutput(); err != nil {
-		refservertest.Missing(t, "ip netns add: %v (%s): network namespaces cannot be made here", err, strings.TrimSpace(string(out)))
+		need.Skip(t, "ip netns add: %v (%s): network namespaces cannot be made here", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", nsA).Run() })
 	ip("netns", "add", nsB)
@@ -283,11 +280,7 @@ func jaegerBin(t *testing.T) string {
 	dir, _ := os.UserCacheDir()
 	p := filepath.Join(dir, "asrprof", "jaeger-v1.76.0")
 	if _, err := os.Stat(p); err != nil {
-		msg := "no Jaeger binary at " + p + ": run tools/jaeger.sh"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		need.Dep(t, "jaeger binary", err)
 	}
 	return p
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/need"
 )
 
 // syncBuf is a bytes.Buffer safe for a process's output and the test.
@@ -154,15 +155,7 @@ func api(t *testing.T, method, u, token string, in, out any) (int, []byte) {
 // prometheusBin is Debian's prometheus (tools/deps.sh installs it).
 func prometheusBin(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "no prometheus binary (Debian package prometheus): run tools/deps.sh"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return need.Binary(t, "prometheus") // Debian package prometheus
 }
 
 // startPrometheus runs a Prometheus server (in ns when set) that scrapes

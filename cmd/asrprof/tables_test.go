@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/columns"
@@ -37,11 +39,7 @@ func duckdb(t *testing.T, sql string) []map[string]any {
 	}
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil || serr != nil {
-		msg := fmt.Sprintf("no DuckDB for node in %s (node: %v): run tools/deps.sh", dir, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		need.Dep(t, "@duckdb/node-api for node in "+dir, errors.Join(err, serr))
 	}
 	script, _ := filepath.Abs(filepath.Join("testdata", "duckdb_query.cjs"))
 	var out, errb bytes.Buffer

@@ -10,16 +10,17 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
-// requireTorch skips where Debian's python3-torch is missing (make test
-// installs it through tools/deps.sh, so CI runs these tests).
+// requireTorch skips where Debian's python3-torch is missing, and fails
+// under CI (internal/need): make test installs it through tools/deps.sh.
 func requireTorch(t *testing.T) {
 	t.Helper()
 	if out, err := exec.Command(refservertest.Python, "-c", "import torch").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import torch (make deps installs python3-torch): %v: %s", refservertest.Python, err, bytes.TrimSpace(out))
+		need.Dep(t, fmt.Sprintf("python3-torch (%s cannot import torch: %s)", refservertest.Python, bytes.TrimSpace(out)), err)
 	}
 }
 

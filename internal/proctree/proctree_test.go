@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/asrprof/asrprof/internal/need"
 )
 
 func TestParseStat(t *testing.T) {
@@ -140,7 +142,7 @@ func TestLive(t *testing.T) {
 	self := os.Getpid()
 	cmd := exec.Command("sleep", "10")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start a child: %v", err)
+		need.Dep(t, "sleep (coreutils), to start a child", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
@@ -164,7 +166,7 @@ func TestLive(t *testing.T) {
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("cannot listen: %v", err)
+		need.Skip(t, "cannot listen on loopback: %v", err)
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -193,7 +195,7 @@ func TestParseSchedstat(t *testing.T) {
 func TestReadSmall(t *testing.T) {
 	want, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skip(err)
+		need.Skip(t, "no /proc: %v", err)
 	}
 	got, err := ReadSmall("/proc/self/status", make([]byte, 8192))
 	if err != nil || len(got) < 100 || string(got[:5]) != string(want[:5]) {

@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/ebpf-profiler/libpf"
 	"go.opentelemetry.io/ebpf-profiler/reporter/samples"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
@@ -144,9 +146,9 @@ func TestOTelReporter(t *testing.T) {
 
 // TestOTelPythonFrames samples a Python process with the OpenTelemetry
 // eBPF profiler and looks for its hot Python function by name, file and
-// line. It skips, with the library's reason, where the library may not
-// start (the memlock limit of a sandbox); it runs on the GPU hosts
-// (make test-gpu).
+// line. Where the library may not start (the 8 MiB hard memlock limit of
+// the CI and dev machines) it skips, saying that it runs on the H200
+// (make test-gpu, which sets ASRPROF_DEVICE=1: there it fails instead).
 func TestOTelPythonFrames(t *testing.T) {
 	cmd, script := startHotPython(t)
 	o := startOTel(t)
@@ -177,13 +179,8 @@ func startHotPython(t *testing.T) (*exec.Cmd, string) {
 // startHotPythonArgs is startHotPython with interpreter options.
 func startHotPythonArgs(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and open perf events")
-	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on PATH")
-	}
+	need.Root(t, "to load BPF programs and open perf events")
+	py := need.Binary(t, "python3")
 	script := filepath.Join(t.TempDir(), "hot.py")
 	src := "import time\n" +
 		"def asrprof_hot_loop(n):\n" +
@@ -205,14 +202,20 @@ func startHotPythonArgs(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return cmd, script
 }
 
-// startOTel starts the engine at 99 Hz, skipping where this machine does
-// not allow the library to start.
+// startOTel starts the engine at 99 Hz. Where this machine does not allow
+// the library to start (probetest.Judge finds what it lacks: here the
+// memlock limit) the test runs on the H200 only (need.Device); a refusal
+// on a machine that lacks nothing the library needs fails everywhere.
 func startOTel(t *testing.T) *OTel {
 	t.Helper()
 	o := NewOTel()
 	if err := o.Start(context.Background(), 99); err != nil {
 		if errors.Is(err, probe.ErrNotSupported) {
-			t.Skipf("the OpenTelemetry eBPF profiler cannot start here: %v", err)
+			v := probetest.Judge("otel", err)
+			if v.Broke != "" {
+				t.Fatalf("the OpenTelemetry eBPF profiler did not start: %v: %s", err, v.Broke)
+			}
+			need.Device(t, fmt.Sprintf("the OpenTelemetry eBPF profiler cannot start: %v; this machine: %s", err, strings.Join(v.Lacks, "; ")))
 		}
 		t.Fatal(err)
 	}
@@ -262,9 +265,7 @@ func samplePython(t *testing.T, o *OTel, pid int, script string) {
 // TestAutoEngine checks that auto runs one engine and says which: OTel
 // where it may start, else the frame-pointer sampler with the reason.
 func TestAutoEngine(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and open perf events")
-	}
+	need.Root(t, "to load BPF programs and open perf events")
 	p := New(Config{})
 	probetest.Start(t, p, probe.Target{PID: os.Getpid()}, &probetest.Sink{Dir: t.TempDir()}, "eBPF sampling not permitted here")
 	d := p.Detail()
@@ -280,6 +281,9 @@ func TestAutoEngine(t *testing.T) {
 		}
 	default:
 		t.Errorf("detail %q: want engine otel, or engine fp with the reason", d)
+	}
+	if need.OnDevice() && !strings.HasPrefix(d, "engine otel") {
+		t.Errorf("%s=1 (the GPU host, under ulimit -l unlimited): auto picked %q, want engine otel", need.DeviceEnv, d)
 	}
 	if err := New(Config{Engine: "perf"}).Start(context.Background(), probe.Target{PID: os.Getpid()}, &probetest.Sink{}); err == nil || !strings.Contains(err.Error(), `unknown engine "perf"`) {
 		t.Errorf("unknown engine: %v", err)

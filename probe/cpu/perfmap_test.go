@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,10 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 func TestPerfMap(t *testing.T) {
@@ -39,7 +44,7 @@ func TestPerfMap(t *testing.T) {
 func TestSymbolizePerfMap(t *testing.T) {
 	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
-		t.Skipf("cannot map executable memory here: %v", err)
+		need.Skip(t, "cannot map executable memory here: %v", err)
 	}
 	defer unix.Munmap(mem)
 	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
@@ -49,7 +54,7 @@ func TestSymbolizePerfMap(t *testing.T) {
 		t.Skipf("%s exists already", path)
 	}
 	if err := os.WriteFile(path, []byte(fmt.Sprintf("%x 100 py::hot_loop:/srv/hot.py\n", base)), 0o644); err != nil {
-		t.Skipf("cannot write a perf map: %v", err)
+		need.Skip(t, "cannot write a perf map: %v", err)
 	}
 	defer os.Remove(path)
 	s := newSymbolizer()
@@ -62,22 +67,22 @@ func TestSymbolizePerfMap(t *testing.T) {
 
 // TestFPPythonTrampolines: with -X perf, CPython ≥ 3.12 writes a perf map
 // of its trampolines, and the frame-pointer sampler names Python
-// functions through it, where CPython keeps frame pointers.
+// functions through it, where CPython keeps frame pointers. The CI and
+// dev machines' python3 is 3.11: there it skips, saying that it runs on
+// the H200 (make test-gpu; need.Device).
 func TestFPPythonTrampolines(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and open perf events")
-	}
-	py, err := exec.LookPath("python3")
+	need.Root(t, "to load BPF programs and open perf events")
+	py := need.Binary(t, "python3")
+	out, err := exec.Command(py, "-c", "import sys, sysconfig; print(sys.version_info >= (3, 12), '-fno-omit-frame-pointer' in (sysconfig.get_config_var('CFLAGS') or ''), '%d.%d' % sys.version_info[:2])").Output()
 	if err != nil {
-		t.Skip("no python3 on PATH")
-	}
-	out, err := exec.Command(py, "-c", "import sys, sysconfig; print(sys.version_info >= (3, 12), '-fno-omit-frame-pointer' in (sysconfig.get_config_var('CFLAGS') or ''))").Output()
-	if err != nil {
-		t.Skipf("python3: %v", err)
+		need.Dep(t, py+" (a working python3)", err)
 	}
 	v := strings.Fields(string(out))
-	if len(v) != 2 || v[0] != "True" {
-		t.Skip("python3 is older than 3.12: no perf trampolines")
+	if len(v) != 3 {
+		t.Fatalf("%s said %q", py, out)
+	}
+	if v[0] != "True" {
+		need.Device(t, fmt.Sprintf("%s is CPython %s: perf trampolines need ≥ 3.12", py, v[2]))
 	}
 	framePointers := v[1] == "True"
 	cmd, script := startHotPythonArgs(t, "-X", "perf")
@@ -90,7 +95,10 @@ func TestFPPythonTrampolines(t *testing.T) {
 	}
 	s := NewSampler()
 	if err := s.Start(context.Background(), 99); err != nil {
-		t.Skipf("sampler: %v", err)
+		if errors.Is(err, probe.ErrNotSupported) {
+			probetest.NotSupported(t, "fp", "eBPF sampling not permitted here", err)
+		}
+		t.Fatalf("sampler: %v", err)
 	}
 	defer s.Stop()
 	if err := s.Watch([]int{cmd.Process.Pid}); err != nil {
@@ -115,7 +123,7 @@ func TestFPPythonTrampolines(t *testing.T) {
 	}
 	t.Logf("%d samples, %d through asrprof_hot_loop's trampoline (%s); frame pointers in CFLAGS: %v", total, hot, src, framePointers)
 	if hot == 0 && !framePointers {
-		t.Skip("no sample names asrprof_hot_loop: this python3 is built without frame pointers, so the walk stops before its trampolines")
+		need.Device(t, "no sample names asrprof_hot_loop: "+py+" is built without frame pointers, so the walk stops before its trampolines")
 	}
 	if hot == 0 || src != script {
 		t.Errorf("no sample names asrprof_hot_loop from %s through the perf map", script)
@@ -130,10 +138,7 @@ func TestPerfSupportHint(t *testing.T) {
 		t.Errorf("hint %q for no process, want none", h)
 	}
 	// A process whose executable is named python3.13 (a copy of sleep).
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := need.Binary(t, "sleep")
 	b, err := os.ReadFile(sleep)
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
@@ -107,18 +107,14 @@ func startHot(t *testing.T) (pid, hotTID int) {
 // not allow eBPF or perf events.
 func startProbe(t *testing.T, pid int, sink probe.Sink) *Probe {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and open perf events")
-	}
+	need.Root(t, "to load BPF programs and open perf events")
 	p := New(Config{Engine: EngineFP})
 	probetest.Start(t, p, probe.Target{PID: pid}, sink, "eBPF sampling not permitted here")
 	return p
 }
 
 func TestSampler(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and open perf events")
-	}
+	need.Root(t, "to load BPF programs and open perf events")
 	pid, hotTID := startHot(t)
 	sink := &probetest.Sink{Dir: t.TempDir()}
 	p := startProbe(t, pid, sink)
@@ -278,14 +274,8 @@ func contains(ss []string, s string) bool {
 // while the hot child runs (every sample of the child takes two stack
 // walks; samples of other processes only the tgid check).
 func TestOverhead(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		t.Skipf("cannot enable BPF run-time statistics: %v", err)
-	}
-	defer stats.Close()
+	need.Root(t, "to load BPF programs and read their run time")
+	probetest.EnableStats(t)
 	pid, _ := startHot(t)
 	p := startProbe(t, pid, &probetest.Sink{Dir: t.TempDir()})
 	o0, err := p.Overhead()

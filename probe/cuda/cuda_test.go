@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
@@ -82,10 +80,7 @@ func TestNotSupported(t *testing.T) {
 // compiler.
 func buildApp(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) to build the stub libcuda")
-	}
+	cc := need.Binary(t, "cc") // the C compiler that builds the stub libcuda (Debian's gcc)
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"-shared", "-fPIC", "-O1", "-o", filepath.Join(dir, "libcuda.so.1"), "testdata/stub.c"},
@@ -164,18 +159,14 @@ func (a *app) run(t *testing.T) (mainTID, launchTID int, ns float64) {
 
 func startProbe(t *testing.T, pid int, sink probe.Sink) *Probe {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and attach uprobes")
-	}
+	need.Root(t, "to load BPF programs and attach uprobes")
 	p := New(Config{})
 	probetest.Start(t, p, probe.Target{PID: pid}, sink, "uprobes not permitted here")
 	return p
 }
 
 func TestCountsExactly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load BPF programs and attach uprobes")
-	}
+	need.Root(t, "to load BPF programs and attach uprobes")
 	bin := buildApp(t)
 	const n1, n2, n3 = 1234, 567, 89
 	a := startApp(t, bin, n1, n2, n3)
@@ -244,14 +235,8 @@ func TestCountsExactly(t *testing.T) {
 // time per cuLaunchKernel with and without the uprobe, and the BPF
 // program's own run time.
 func TestOverhead(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		t.Skipf("cannot enable BPF run-time statistics: %v", err)
-	}
-	defer stats.Close()
+	need.Root(t, "to load BPF programs and read their run time")
+	probetest.EnableStats(t)
 	bin := buildApp(t)
 	const n = 200_000
 	bare := startApp(t, bin, n, 0, 0)

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
 // TestGPUReal samples the machine's real GPUs for ~3 s (make test-gpu) and
-// logs what it saw. It skips where there is no NVML. It needs no file from
+// logs what it saw. Where there is no NVML it skips, saying that it runs
+// on the H200 (need.Device: with ASRPROF_DEVICE=1, as tools/test-gpu.sh
+// sets on the GPU host, no NVML fails it). It needs no file from
 // the source tree, so a binary made with 'go test -c' runs on the device:
 //
 //	go test -c -o gpu.test ./probe/gpu && ./gpu.test -test.run GPU -test.v
@@ -20,7 +23,7 @@ func TestGPUReal(t *testing.T) {
 	ctx := context.Background()
 	info, err := Inspect(ctx, nil)
 	if errors.Is(err, probe.ErrNotSupported) {
-		t.Skipf("no NVML here: %v", err)
+		need.Device(t, err.Error())
 	}
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)

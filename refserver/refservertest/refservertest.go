@@ -5,6 +5,7 @@ package refservertest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/internal/need"
 )
 
 // Python is Debian's interpreter, the one that sees python3-pocketsphinx.
@@ -28,38 +31,34 @@ func Root() string {
 }
 
 // RequirePocketSphinx skips the test where Debian's python3-pocketsphinx
-// (and its English model) is missing; `make test` installs both.
+// (and its English model) is missing, and fails it under CI
+// (internal/need); `make test` installs both.
 func RequirePocketSphinx(t testing.TB) {
 	t.Helper()
 	out, err := exec.Command(Python, "-c", "from pocketsphinx import pocketsphinx").CombinedOutput()
 	if err != nil {
-		Missing(t, "%s cannot import pocketsphinx (make deps installs python3-pocketsphinx): %v: %s",
-			Python, err, bytes.TrimSpace(out))
+		need.Dep(t, fmt.Sprintf("python3-pocketsphinx (%s cannot import pocketsphinx: %s)", Python, bytes.TrimSpace(out)), err)
 	}
 	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
-		Missing(t, "PocketSphinx English model missing (make deps installs pocketsphinx-en-us): %v", err)
+		need.Dep(t, "pocketsphinx-en-us (the PocketSphinx English model)", err)
 	}
 }
 
-// Missing skips t for something this machine lacks, or fails it where $CI
-// is set (.ci/run sets it): there tools/deps.sh has installed everything,
-// so a skip would hide a broken set-up behind a pass.
+// Missing skips t for something this machine lacks, or fails it under CI:
+// need.Skip, kept for the callers that name what is missing themselves.
 func Missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
+	need.Skip(t, format, args...)
 }
 
 // RequireTorch skips the test where Debian's python3-torch (with numpy)
-// is missing; the whisper engine needs it and tools/deps.sh installs it.
+// is missing, and fails it under CI (internal/need); the whisper engine
+// needs it and tools/deps.sh installs it.
 func RequireTorch(t testing.TB) {
 	t.Helper()
 	out, err := exec.Command(Python, "-c", "import torch, numpy").CombinedOutput()
 	if err != nil {
-		Missing(t, "%s cannot import torch and numpy (tools/deps.sh installs python3-torch): %v: %s",
-			Python, err, bytes.TrimSpace(out))
+		need.Dep(t, fmt.Sprintf("python3-torch (%s cannot import torch and numpy: %s)", Python, bytes.TrimSpace(out)), err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -252,7 +253,7 @@ func (j *jaeger) trace(id string, want int, limit time.Duration) (*jaegerTrace, 
 func TestJaegerRoundTrip(t *testing.T) {
 	bin, err := jaegerBinary()
 	if err != nil {
-		t.Skipf("no Jaeger binary (%v): run tools/jaeger.sh (make test does)", err)
+		need.Dep(t, "jaeger binary", err)
 	}
 	j := startJaeger(t, bin)
 	checkLoopbackOnly(t, j.cmd.Process.Pid)

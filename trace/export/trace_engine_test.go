@@ -3,7 +3,7 @@ package export
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/fixture"
+	"github.com/asrprof/asrprof/internal/need"
 )
 
 // traceEngine returns the folder of npm's @paulirish/trace_engine, the
@@ -31,11 +32,7 @@ func traceEngine(t *testing.T) (node, dir string) {
 	dir = filepath.Join(root, "node_modules", "@paulirish", "trace_engine")
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat(filepath.Join(dir, "models", "trace", "trace.js")); err != nil || serr != nil {
-		msg := fmt.Sprintf("no @paulirish/trace_engine in %s (node: %v): run tools/deps.sh", root, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		need.Dep(t, "@paulirish/trace_engine for node in "+root, errors.Join(err, serr))
 	}
 	return node, dir
 }

@@ -156,15 +156,20 @@ func StartChild(tb testing.TB, env ...string) (pid int, line string) {
 	return cmd.Process.Pid, line
 }
 
-// Start starts p on target, writing to sink. It skips the test when Start
-// returns an error wrapping probe.ErrNotSupported (the message is skip,
-// then the error) and fails it on any other error. When the test ends p
-// is stopped, and the test fails unless Stop returns nil within 5 s.
+// Start starts p on target, writing to sink, and fails the test on any
+// error but one wrapping probe.ErrNotSupported. That one is judged
+// (NotSupported): when this machine could have run p ("this probe
+// broke": it has BTF, the privileges, the memlock limit p needs) or the
+// error is about the test's own target (no libcuda mapped by the stub
+// program), the test fails everywhere; when the machine cannot, the test
+// skips (the message is skip, then the error and what the machine lacks),
+// and fails under CI, through internal/need. When the test ends p is
+// stopped, and the test fails unless Stop returns nil within 5 s.
 func Start(tb testing.TB, p probe.Probe, target probe.Target, sink probe.Sink, skip string) {
 	tb.Helper()
 	if err := p.Start(context.Background(), target, sink); err != nil {
 		if errors.Is(err, probe.ErrNotSupported) {
-			tb.Skipf("%s: %v", skip, err)
+			NotSupported(tb, p.Name(), skip, err)
 		}
 		tb.Fatalf("Start: %v", err)
 	}
