@@ -62,13 +62,12 @@ bench: deps build
 # binary and the dataset in gpu-pack/; on the GPU machine, `make test-gpu`
 # (or tools/test-gpu.sh where there is no make) runs `asrprof capture` with
 # default flags against the whisper engine and checks gpu.jsonl and
-# `analyze gpu`; where Go is installed it also runs the NVML and otel
-# package tests. `make gpu-study` runs the seed study (tools/gpu-study.sh).
+# `analyze gpu`; first it runs the tests that only run there (NVML, the otel
+# profiler's Python frames, CPython 3.12's perf trampolines), by name, and says
+# which ran (go test, or the prebuilt bin/gpu.test and bin/cpu.test where
+# there is no Go). `make gpu-study` runs the seed study (tools/gpu-study.sh).
 test-gpu:
 	@tools/test-gpu.sh
-	@if command -v $(GO) >/dev/null; then \
-	  $(GO) test -count=1 -run GPU -v ./probe/gpu/ && \
-	  $(GO) test -count=1 -run 'OTel|AutoEngine' -v ./probe/cpu/; fi
 
 gpu-study:
 	@tools/gpu-study.sh study gpu-bound host-bound
