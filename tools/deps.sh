@@ -73,7 +73,5 @@ fi
 # requires (golang.org/x/exp and otlp/processcontext), while it serves
 # their code, which is all that building needs.
 go list -deps -test ./... >/dev/null
-# The Jaeger all-in-one binary (trace/export's TestJaegerRoundTrip,
-# cmd/asrprof's two-host test), built once from tools/jaeger into
-# ~/.cache/asrprof (minutes the first time; later runs reuse it).
-tools/jaeger.sh >/dev/null
+# The Jaeger all-in-one binary the tests need is `make test`'s own step
+# (tools/jaeger.sh: minutes the first time), not every target's.

@@ -280,7 +280,7 @@ func jaegerBin(t *testing.T) string {
 	dir, _ := os.UserCacheDir()
 	p := filepath.Join(dir, "asrprof", "jaeger-v1.76.0")
 	if _, err := os.Stat(p); err != nil {
-		need.Dep(t, "jaeger binary", err)
+		need.DepVia(t, "jaeger binary", "tools/jaeger.sh (make test runs it)", err)
 	}
 	return p
 }

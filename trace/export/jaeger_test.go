@@ -253,7 +253,7 @@ func (j *jaeger) trace(id string, want int, limit time.Duration) (*jaegerTrace, 
 func TestJaegerRoundTrip(t *testing.T) {
 	bin, err := jaegerBinary()
 	if err != nil {
-		need.Dep(t, "jaeger binary", err)
+		need.DepVia(t, "jaeger binary", "tools/jaeger.sh (make test runs it)", err)
 	}
 	j := startJaeger(t, bin)
 	checkLoopbackOnly(t, j.cmd.Process.Pid)
