@@ -6,9 +6,11 @@
 //
 // Every Interval (500 ms) the probe GETs the URL (Config.URL; auto: the
 // target's base URL + /metrics) within Timeout (2 s), parses the text
-// exposition format with a parser of its own (Parse) and appends to
-// server_metrics.jsonl one "sample" record per series that changed since
-// the last scrape (a histogram's
+// exposition format with a parser of its own (Parse; the library
+// github.com/prometheus/common/expfmt was measured about 4x slower per
+// scrape and loses the exposed order and label text, docs/PERFORMANCE.md)
+// and appends to server_metrics.jsonl one "sample" record per series that
+// changed since the last scrape (a histogram's
 // _bucket, _sum and _count are series like any other) and one "scrape"
 // record; failed scrapes are counted and said by Losses. At the end of
 // every pass it writes one "period" record per series: mean, min, max and
