@@ -253,6 +253,8 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"table":    tableModule(),
 		"time":     sltime.Module,
 		"json":     json.Module,
+
+		"attribution": attributionModule(), // attributionmod.go
 	}
 }
 

@@ -34,6 +34,11 @@ const (
 	CPUDir       = "cpu"
 	// Written by the probes of the same names.
 	ServerMetricsFile = "server_metrics.jsonl"
+	// Per-thread time bins, one record per thread per pass: the sched
+	// probe's (on-CPU, run-queue) and the cuda probe's (inside a blocking
+	// CUDA call).
+	SchedBinsFile = "sched_bins.jsonl"
+	CUDABinsFile  = "cuda_bins.jsonl"
 	// Derived files: the stage rows (analyze --save-stages, trace/export),
 	// the --find-max search, the sensitivity cycle, the HTML report.
 	StagesFile      = "stages.jsonl"

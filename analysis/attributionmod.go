@@ -1,0 +1,268 @@
+package analysis
+
+import (
+	"fmt"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
+)
+
+// The attribution module: where each request's client latency went, state
+// by state (analysis/engine.Attribute; docs/ANALYSIS.md, "Where the time
+// went"), computed in Go over the capture's tables and its per-thread time
+// bins:
+//
+//	load("attribution", "levels", "requests", "STATES")
+//	levels(capture, preset)    # [struct(level, n, missing, latency_mean_ms, states = {state: struct(share, mean_ms, p95_ms)},
+//	                           #         thread, threads, running_util, pass_util, gpu, clock_offset_ms, clock_how)]
+//	requests(capture, preset)  # [struct(index, request_id, level, repeat, warmup, latency_ms, telemetry, ms = {state: ms})]
+//	levels(..., thread = "my-sched")  # the serving thread's name, when no span or event names it
+//
+// preset is a declared preset (a stage preset's SPEC), or None: then no
+// request has telemetry and all of its time is unattributed.
+func attributionModule() *starlarkstruct.Module {
+	return &starlarkstruct.Module{Name: "attribution", Members: starlark.StringDict{
+		"levels":   starlark.NewBuiltin("attribution.levels", attributionLevels),
+		"requests": starlark.NewBuiltin("attribution.requests", attributionRequests),
+		"STATES":   frozenStrings(engine.AttributionStates),
+	}}
+}
+
+func frozenStrings(ss []string) *starlark.List {
+	l := stringList(ss)
+	l.Freeze()
+	return l
+}
+
+// attribute runs engine.Attribute over the capture.
+func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*Capture, *engine.Attribution, error) {
+	var cv *captureValue
+	var pv starlark.Value = starlark.None
+	var thread string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset?", &pv, "thread?", &thread); err != nil {
+		return nil, nil, err
+	}
+	c := cv.c
+	rc, err := c.Tables.RequestCols()
+	if err != nil {
+		return nil, nil, err
+	}
+	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread}
+	switch p := pv.(type) {
+	case *presetValue:
+		if in.Rows, err = c.StageRows(p.p); err != nil {
+			return nil, nil, err
+		}
+		if in.RequestTID, in.RequestPID, err = runningThreadHints(c, p.p, rc.N); err != nil {
+			return nil, nil, err
+		}
+	case starlark.NoneType:
+	default:
+		return nil, nil, fmt.Errorf("%s: preset is %s, want a declared preset (a stage preset's SPEC) or None", b.Name(), pv.Type())
+	}
+	if in.Sched, in.CUDA, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
+		return nil, nil, err
+	}
+	if len(in.Sched) > 0 {
+		if in.GPU, err = engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if w, err := c.Workers(); err != nil {
+		return nil, nil, err
+	} else if len(w.Names) > 1 {
+		in.Worker = w.Of
+	}
+	if in.Levels, err = runOrder(c); err != nil {
+		return nil, nil, err
+	}
+	return c, engine.Attribute(in), nil
+}
+
+// runOrder is the levels in the order the capture ran them (the
+// manifest's passes, then any other level the requests name), as
+// lib/common.star's level_order.
+func runOrder(c *Capture) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range c.Bundle.Manifest.Levels {
+		if !seen[l.Level] {
+			seen[l.Level] = true
+			out = append(out, l.Level)
+		}
+	}
+	lvs, err := c.RequestLevels()
+	for _, lv := range lvs {
+		if !seen[lv] {
+			seen[lv] = true
+			out = append(out, lv)
+		}
+	}
+	return out, err
+}
+
+// runningThreadHints returns, per request, the thread id that a span of
+// its running stage names in its attribute thread.id (OpenTelemetry's
+// name), and the process its running stage's event names (pid); nil
+// where the telemetry names none. Only the spans of the first forward's
+// (else the decode tail's) name are read, and none once the first 64 of
+// them name no thread.
+func runningThreadHints(c *Capture, p *engine.Preset, n int) (tids, pids []int64, err error) {
+	var pt engine.Point
+	for _, name := range []string{"decode tail", "first forward"} {
+		for _, s := range p.Stages {
+			if s.Name == name && (s.From.Span != "" || s.From.Event != "") {
+				pt = s.From
+			}
+		}
+	}
+	switch {
+	case pt.Span != "":
+		has := false
+		for _, n := range c.Tables.SpanNames() {
+			has = has || n == pt.Span
+		}
+		if !has {
+			return nil, nil, nil
+		}
+		s, err := c.Tables.Spans()
+		if err != nil {
+			return nil, nil, err
+		}
+		code := s.Name.Code(pt.Span)
+		seen, found := 0, false
+		for j, cd := range s.Name.Codes {
+			i := int(s.RequestIndex[j])
+			if cd != code || i < 0 || i >= n {
+				continue
+			}
+			if seen++; seen > 64 && !found {
+				break
+			}
+			if v, ok := s.Attr(j, "thread.id"); ok && v != 0 {
+				if tids == nil {
+					tids = make([]int64, n)
+				}
+				tids[i], found = int64(v), true
+			}
+		}
+	case pt.Event != "":
+		if !c.HasEvents() {
+			return nil, nil, nil
+		}
+		e, err := c.Tables.Events()
+		if err != nil {
+			return nil, nil, err
+		}
+		code := e.EventName.Code(pt.Event)
+		if code < 0 || len(e.PID) != len(e.EventName.Codes) {
+			return nil, nil, nil
+		}
+		for j, cd := range e.EventName.Codes {
+			if i := int(e.RequestIndex[j]); cd == code && i >= 0 && i < n && e.PID[j] != 0 {
+				if pids == nil {
+					pids = make([]int64, n)
+				}
+				pids[i] = e.PID[j]
+			}
+		}
+	}
+	return tids, pids, nil
+}
+
+func structOf(d starlark.StringDict) *starlarkstruct.Struct {
+	return starlarkstruct.FromStringDict(starlarkstruct.Default, d)
+}
+
+func passThreadValue(p engine.PassThread) starlark.Value {
+	return structOf(starlark.StringDict{
+		"level": starlark.String(p.Level), "repeat": starlark.MakeInt(p.Repeat), "name": starlark.String(p.Name),
+		"pid": starlark.MakeInt64(p.PID), "tid": starlark.MakeInt64(p.TID), "how": starlark.String(p.How),
+		"running_util": starlark.Float(p.RunningUtil), "pass_util": starlark.Float(p.PassUtil),
+		"running_bins": starlark.MakeInt(p.RunningBins), "bins": starlark.MakeInt(p.Bins),
+	})
+}
+
+// levels(capture, preset = None, thread = ""): per level over its
+// measured (non-warmup, successful) requests, each state's share of
+// their summed latency and its mean and p95 per request (ms); the
+// serving thread (thread: the first scored pass's; threads: every scored
+// pass's) with its on-CPU share while requests ran (running_util) and
+// over the pass (pass_util), None without sched bins; gpu: the GPU's
+// time over the running bins (busy, idle_host, idle_gpu_wait,
+// idle_runnable, idle_off, adding up to 1), None without util samples.
+func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	_, a, err := attribute(b, args, kw)
+	if err != nil {
+		return nil, err
+	}
+	var out []starlark.Value
+	for _, l := range a.Levels {
+		states := starlark.NewDict(engine.NumStates)
+		for s, name := range engine.AttributionStates {
+			st := l.States[s]
+			states.SetKey(starlark.String(name), structOf(starlark.StringDict{
+				"share": starlark.Float(st.Share), "mean_ms": starlark.Float(st.MeanMs), "p95_ms": starlark.Float(st.P95Ms),
+			}))
+		}
+		var thread, runUtil, passUtil, gpu starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None
+		var threads []starlark.Value
+		for _, p := range l.Threads {
+			threads = append(threads, passThreadValue(p))
+		}
+		if l.HasThread {
+			thread = threads[0]
+			runUtil, passUtil = starlark.Float(l.RunningUtil), starlark.Float(l.PassUtil)
+		}
+		if g := l.GPU; g != nil {
+			gpu = structOf(starlark.StringDict{
+				"gpu": starlark.MakeInt(g.GPU), "bins": starlark.MakeInt(g.Bins), "busy": starlark.Float(g.Busy),
+				"idle_host": starlark.Float(g.IdleHost), "idle_gpu_wait": starlark.Float(g.IdleGPUWait),
+				"idle_runnable": starlark.Float(g.IdleRunnable), "idle_off": starlark.Float(g.IdleOff),
+			})
+		}
+		out = append(out, structOf(starlark.StringDict{
+			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing),
+			"latency_mean_ms": starlark.Float(l.LatencyMeanMs), "states": states,
+			"thread": thread, "threads": starlark.NewList(threads), "running_util": runUtil, "pass_util": passUtil, "gpu": gpu,
+			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow),
+		}))
+	}
+	return starlark.NewList(out), nil
+}
+
+// requests(capture, preset = None, thread = ""): one row per successful
+// request, warmup included, in requests.jsonl order: index, request_id,
+// level, repeat, warmup, latency_ms, telemetry (whether the preset found
+// its stages) and ms, {state: ms}, which adds up to latency_ms.
+func attributionRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	c, a, err := attribute(b, args, kw)
+	if err != nil {
+		return nil, err
+	}
+	reqs, err := c.Requests()
+	if err != nil {
+		return nil, err
+	}
+	rs := a.Requests
+	return &listView{typ: "attribution_requests", n: len(rs), at: func(i int) starlark.Value {
+		r := &rs[i]
+		ms := starlark.NewDict(engine.NumStates)
+		for s, name := range engine.AttributionStates {
+			ms.SetKey(starlark.String(name), starlark.Float(1000*r.States[s]))
+		}
+		id := ""
+		if r.Index < len(reqs) {
+			id = reqs[r.Index].RequestID
+		}
+		return structOf(starlark.StringDict{
+			"index": starlark.MakeInt(r.Index), "request_id": starlark.String(id), "level": starlark.String(r.Level),
+			"repeat": starlark.MakeInt(r.Repeat), "warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
+			"telemetry": starlark.Bool(r.Telemetry), "ms": ms,
+		})
+	}}, nil
+}

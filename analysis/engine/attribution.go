@@ -1,0 +1,1305 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
+)
+
+// Per-request attribution: every nanosecond of a request's client latency
+// is assigned to exactly one state, from the stage boundaries a preset
+// derives (server clock), the client's own timestamps (client clock) and,
+// for the time the request spends in the running batch, what the serving
+// thread was doing then (the sched probe's per-thread time bins, and the
+// cuda probe's time inside synchronize calls where a capture has them).
+// docs/ANALYSIS.md ("Where the time went") describes the rules.
+
+// The bundle files of per-thread time bins, one record per thread per
+// pass (their names are trace/bundle's).
+const (
+	SchedBinsFile = bundle.SchedBinsFile
+	CUDABinsFile  = bundle.CUDABinsFile
+)
+
+// The states, in the order the tables print them.
+const (
+	StateUpload       = "upload"
+	StateBuildWait    = "build wait"
+	StateBuild        = "build"
+	StateAdmission    = "admission wait"
+	StateHost         = "running: host work"
+	StateGPUWait      = "running: GPU wait"
+	StateRunnable     = "running: runnable"
+	StateOffCPU       = "running: off-CPU"
+	StateNoThread     = "running: no thread data"
+	StateStall        = "first-forward stall"
+	StateDelivery     = "response delivery"
+	StateUnattributed = Unattributed
+)
+
+// AttributionStates are the states in order; RequestStates.States and
+// LevelStates.States are indexed like it.
+var AttributionStates = []string{StateUpload, StateBuildWait, StateBuild, StateAdmission,
+	StateHost, StateGPUWait, StateRunnable, StateOffCPU, StateNoThread,
+	StateStall, StateDelivery, StateUnattributed}
+
+const (
+	sUpload = iota
+	sBuildWait
+	sBuild
+	sAdmission
+	sHost
+	sGPUWait
+	sRunnable
+	sOffCPU
+	sNoThread
+	sStall
+	sDelivery
+	sUnattributed
+	// NumStates is len(AttributionStates).
+	NumStates
+)
+
+// DefaultServingThread is the name of the thread that runs the batch when
+// no span or event names it: the reference server's scheduler (its whisper
+// engine's too).
+const DefaultServingThread = "asr-sched"
+
+// ThreadBins is one line of sched_bins.jsonl (or cuda_bins.jsonl): one
+// thread's time over one pass, in bins of BinMs from StartUnixNs (the
+// probe host's wall clock, that of the server's spans and events). Bin i
+// covers [StartUnixNs + i·BinMs, + BinMs); off-CPU in a bin is what is left
+// of it after OnCPUUs and RunqUs. SyncUs (cuda_bins.jsonl) is the time the
+// thread spent inside a CUDA synchronize call (spinning or asleep).
+type ThreadBins struct {
+	Level         string    `json:"level"`
+	Repeat        int       `json:"repeat"`
+	Warmup        bool      `json:"warmup"`
+	PID           int64     `json:"pid"`
+	TID           int64     `json:"tid"`
+	Name          string    `json:"name"`
+	StartUnixNs   int64     `json:"start_unix_ns"`
+	BinMs         float64   `json:"bin_ms"`
+	OnCPUUs       []float64 `json:"oncpu_us"`
+	RunqUs        []float64 `json:"runq_us"`
+	SyncUs        []float64 `json:"sync_us"`
+	DroppedEvents uint64    `json:"dropped_events"`
+}
+
+// GPUSample is one NVML utilization sample of gpu.jsonl (kind util): the
+// share of the sample period, ending at TsUnixNs, during which a kernel ran.
+type GPUSample struct {
+	TsUnixNs int64
+	GPU      int
+	UtilPct  float64
+}
+
+// binsLine is a ThreadBins line as read: the arrays are parsed apart,
+// faster than encoding/json parses numbers.
+type binsLine struct {
+	ThreadBins
+	OnCPU json.RawMessage `json:"oncpu_us"`
+	Runq  json.RawMessage `json:"runq_us"`
+	Sync  json.RawMessage `json:"sync_us"`
+}
+
+// numbers parses a JSON array of numbers.
+func numbers(raw json.RawMessage) ([]float64, error) {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" {
+		return nil, nil
+	}
+	if b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, fmt.Errorf("want an array of numbers, got %.20s", b)
+	}
+	b = b[1 : len(b)-1]
+	out := make([]float64, 0, bytes.Count(b, []byte{','})+1)
+	for len(bytes.TrimSpace(b)) > 0 {
+		tok := b
+		if i := bytes.IndexByte(b, ','); i >= 0 {
+			tok, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		tok = bytes.TrimSpace(tok)
+		v, ok := int64(0), len(tok) > 0
+		for _, c := range tok {
+			if c < '0' || c > '9' {
+				ok = false
+				break
+			}
+			v = 10*v + int64(c-'0')
+		}
+		if ok {
+			out = append(out, float64(v))
+			continue
+		}
+		f, err := strconv.ParseFloat(string(tok), 64)
+		if err != nil {
+			return nil, fmt.Errorf("want an array of numbers: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// ReadThreadBins reads the bundle's sched_bins.jsonl and cuda_bins.jsonl
+// (either may be absent: none), dropping a truncated last line.
+func ReadThreadBins(dir string) (sched, cuda []ThreadBins, err error) {
+	read := func(name string) ([]ThreadBins, error) {
+		var out []ThreadBins
+		_, err := bundle.ReadJSONL(filepath.Join(dir, name), func(l binsLine) error {
+			b := l.ThreadBins
+			var err error
+			if b.OnCPUUs, err = numbers(l.OnCPU); err == nil {
+				if b.RunqUs, err = numbers(l.Runq); err == nil {
+					b.SyncUs, err = numbers(l.Sync)
+				}
+			}
+			out = append(out, b)
+			return err
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return out, err
+	}
+	if sched, err = read(SchedBinsFile); err != nil {
+		return nil, nil, err
+	}
+	cuda, err = read(CUDABinsFile)
+	return sched, cuda, err
+}
+
+// ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none).
+func ReadGPUUtil(path string) ([]GPUSample, error) {
+	type line struct {
+		Ts      int64    `json:"ts_unix_ns"`
+		GPU     int      `json:"gpu"`
+		Kind    string   `json:"kind"`
+		UtilPct *float64 `json:"util_pct"`
+	}
+	var out []GPUSample
+	_, err := bundle.ReadJSONL(path, func(l line) error {
+		if l.Kind == "util" && l.UtilPct != nil {
+			out = append(out, GPUSample{TsUnixNs: l.Ts, GPU: l.GPU, UtilPct: *l.UtilPct})
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// AttributionInput is what Attribute reads.
+type AttributionInput struct {
+	Reqs *columns.RequestCols
+	Rows *columns.StageRows // the preset's stage boundaries (Derive's)
+	// Levels is the order of the level rows (levels without measured
+	// requests are left out).
+	Levels      []string
+	Sched, CUDA []ThreadBins
+	GPU         []GPUSample
+	// Worker is each request's worker behind a router (nil: one server):
+	// first forwards stall the requests of their own worker only.
+	Worker []string
+	// Thread is the serving thread's name ("": DefaultServingThread).
+	Thread string
+	// RequestTID is, per request, the thread a span of its running stage
+	// names (0: none); RequestPID the process its running stage's events
+	// name (0: none). Either may be nil.
+	RequestTID, RequestPID []int64
+}
+
+// RequestStates is one request's attribution: States in seconds, indexed
+// as AttributionStates, adding up to LatencyS.
+type RequestStates struct {
+	Index     int
+	Level     string
+	Repeat    int
+	Warmup    bool
+	LatencyS  float64
+	Telemetry bool // the preset found the request's stages
+	States    [NumStates]float64
+}
+
+// StateStat is one state over a level's measured requests: its share of
+// their summed client latency, and its mean and p95 per request (ms).
+type StateStat struct {
+	Share, MeanMs, P95Ms float64
+}
+
+// PassThread is the serving thread of one pass, how it was found (How:
+// "span thread.id", "named NAME", "busiest while running"), and its on-CPU
+// share over the bins in which a request was running (RunningUtil, over
+// RunningBins bins) and over the whole pass (PassUtil, over Bins).
+type PassThread struct {
+	Level                 string
+	Repeat                int
+	Warmup                bool
+	PID, TID              int64
+	Name, How             string
+	RunningUtil, PassUtil float64
+	RunningBins, Bins     int
+}
+
+// GPUBreakdown is a level's GPU time over the running bins, seen from the
+// serving thread: Busy is NVML's utilization; the idle rest is split by
+// what the thread did in the same bins (host work, waiting in a CUDA
+// synchronize, runnable, off-CPU). The five add up to 1.
+type GPUBreakdown struct {
+	GPU                                                int
+	Bins                                               int
+	Busy, IdleHost, IdleGPUWait, IdleRunnable, IdleOff float64
+}
+
+// LevelStates is one level's attribution over its measured (non-warmup,
+// successful) requests.
+type LevelStates struct {
+	Level         string
+	N, Missing    int // measured requests; those without the preset's telemetry
+	LatencyMeanMs float64
+	States        [NumStates]StateStat
+	// Threads are the serving threads of the level's scored passes (none
+	// without sched bins). RunningUtil and PassUtil pool their bins.
+	Threads               []PassThread
+	HasThread             bool
+	RunningUtil, PassUtil float64
+	GPU                   *GPUBreakdown // nil without util samples or thread bins
+}
+
+// Attribution is Attribute's answer.
+type Attribution struct {
+	// ClockOffsetNs is the server's clock minus the client's that placed
+	// the server's stages inside the client's latency; ClockHow says how
+	// it was found.
+	ClockOffsetNs int64
+	ClockHow      string
+	Requests      []RequestStates // every successful request, warmup included, in order
+	Levels        []LevelStates
+	Passes        []PassThread // every pass's serving thread, in run order
+}
+
+// interval is [a, b) in unix ns.
+type interval struct{ a, b int64 }
+
+// the stage kinds that attribution reads
+const (
+	kReceive = iota
+	kBuildWait
+	kBuild
+	kBuildToQueued
+	kQueued
+	kFirstForward
+	kDecode
+	kTotal
+	nKinds
+)
+
+// kindOf maps a preset's stage names to what attribution makes of them.
+var kindOf = map[string]int{
+	"receive": kReceive, "build wait": kBuildWait, "build": kBuild, "build→queued": kBuildToQueued,
+	"queued→scheduled": kQueued, "first forward": kFirstForward, "decode tail": kDecode, Total: kTotal,
+}
+
+// segState is the state of each segment kind (the running ones are split).
+var segState = [nKinds]int{kReceive: sUpload, kBuildWait: sBuildWait, kBuild: sBuild,
+	kBuildToQueued: sAdmission, kQueued: sAdmission}
+
+type reqBounds struct {
+	iv  [nKinds]interval
+	has uint16 // bit k: kind k has bounds
+}
+
+func (r *reqBounds) ok(k int) bool { return r.has&(1<<k) != 0 }
+
+// binLine is one ThreadBins record made ready for integration: per bin
+// (ns) host work, GPU wait, runnable and on-CPU, as prefix sums.
+type binLine struct {
+	start, bin int64
+	n          int
+	p          [][4]float64 // len n+1: p[k] sums bins 0..k-1
+}
+
+const (
+	cHost = iota
+	cGPU
+	cRunq
+	cOn
+)
+
+func (l *binLine) end() int64 { return l.start + int64(l.n)*l.bin }
+
+// bin returns bin k's four values.
+func (l *binLine) binAt(k int) (v [4]float64) {
+	for c := range v {
+		v[c] = l.p[k+1][c] - l.p[k][c]
+	}
+	return v
+}
+
+// cum returns the prefix sums at t (linear inside a bin), t clamped to
+// the line.
+func (l *binLine) cum(t int64) [4]float64 {
+	if t <= l.start {
+		return [4]float64{}
+	}
+	if t >= l.end() {
+		return l.p[l.n]
+	}
+	off := t - l.start
+	k := int(off / l.bin)
+	f := float64(off-int64(k)*l.bin) / float64(l.bin)
+	a, b := &l.p[k], &l.p[k+1]
+	return [4]float64{a[0] + f*(b[0]-a[0]), a[1] + f*(b[1]-a[1]), a[2] + f*(b[2]-a[2]), a[3] + f*(b[3]-a[3])}
+}
+
+// thread is one thread's bins over the capture, records in time order.
+type thread struct {
+	pid, tid int64
+	name     string
+	lines    []*binLine
+}
+
+type split struct{ host, gpu, runq, on, cov float64 }
+
+// integrate sums the thread's bins over [a, b): cov is the part of it that
+// bins cover.
+func (th *thread) integrate(a, b int64) (s split) {
+	if b <= a {
+		return s
+	}
+	i := 0
+	if len(th.lines) > 1 {
+		i = sort.Search(len(th.lines), func(i int) bool { return th.lines[i].end() > a })
+	}
+	for ; i < len(th.lines) && th.lines[i].start < b; i++ {
+		l := th.lines[i]
+		lo, hi := max(a, l.start), min(b, l.end())
+		if hi <= lo {
+			continue
+		}
+		x, y := l.cum(lo), l.cum(hi)
+		s.host += y[cHost] - x[cHost]
+		s.gpu += y[cGPU] - x[cGPU]
+		s.runq += y[cRunq] - x[cRunq]
+		s.on += y[cOn] - x[cOn]
+		s.cov += float64(hi - lo)
+	}
+	return s
+}
+
+// concentrate rewrites the thread's host work, GPU wait and runnable time
+// in every bin that run (merged) covers only in part, so that
+// integrating over the covered part gives what the thread did in the bin
+// up to the covered length, the rest of it off-CPU: the serving thread
+// works for the running batch, and sleeps when it has none. The values
+// then hold only over run. On-CPU (cOn) stays as measured.
+func (th *thread) concentrate(run []interval) {
+	for _, l := range th.lines {
+		j := sort.Search(len(run), func(j int) bool { return run[j].b > l.start })
+		var acc, prev [4]float64 // the new prefix; the old one at k
+		B := float64(l.bin)
+		for k := 0; k < l.n; k++ {
+			var v [4]float64
+			for c := range v {
+				v[c] = l.p[k+1][c] - prev[c]
+			}
+			prev = l.p[k+1]
+			t0 := l.start + int64(k)*l.bin
+			t1 := t0 + l.bin
+			for j < len(run) && run[j].b <= t0 {
+				j++
+			}
+			cov := int64(0)
+			for m := j; m < len(run) && run[m].a < t1; m++ {
+				cov += min(run[m].b, t1) - max(run[m].a, t0)
+			}
+			if busy := v[cHost] + v[cGPU] + v[cRunq]; cov > 0 && cov < l.bin && busy > 0 {
+				c := float64(cov)
+				f := min(busy, c) / busy * B / c
+				v[cHost], v[cGPU], v[cRunq] = v[cHost]*f, v[cGPU]*f, v[cRunq]*f
+			}
+			for c := range acc {
+				acc[c] += v[c]
+				l.p[k+1][c] = acc[c]
+			}
+		}
+	}
+}
+
+// sumOn sums the on-CPU prefix of lines (in time order) over [a, b).
+func sumOn(lines []*binLine, a, b int64) float64 {
+	v := 0.0
+	i := sort.Search(len(lines), func(i int) bool { return lines[i].end() > a })
+	for ; i < len(lines) && lines[i].start < b; i++ {
+		l := lines[i]
+		v += l.cum(min(b, l.end()))[cOn] - l.cum(max(a, l.start))[cOn]
+	}
+	return v
+}
+
+// threads builds the thread lines: sched records per (pid, tid), with the
+// cuda records' sync time of the same thread resampled onto their bins.
+func threads(sched, cuda []ThreadBins) []*thread {
+	type key struct{ pid, tid int64 }
+	raw := func(recs []ThreadBins, vals func(*ThreadBins) []float64) map[key][]*binLine {
+		out := map[key][]*binLine{}
+		for i := range recs {
+			r := &recs[i]
+			v := vals(r)
+			if r.BinMs <= 0 || len(v) == 0 {
+				continue
+			}
+			l := &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: len(v)}
+			l.p = make([][4]float64, l.n+1)
+			for k, x := range v {
+				l.p[k+1][cOn] = l.p[k][cOn] + max(0, x)*1e3
+			}
+			out[key{r.PID, r.TID}] = append(out[key{r.PID, r.TID}], l)
+		}
+		return out
+	}
+	syncs := raw(cuda, func(r *ThreadBins) []float64 { return r.SyncUs })
+	for _, ls := range syncs {
+		slices.SortFunc(ls, func(a, b *binLine) int { return cmpInt(a.start, b.start) })
+	}
+	byKey := map[key]*thread{}
+	var out []*thread
+	for i := range sched {
+		r := &sched[i]
+		if r.BinMs <= 0 || len(r.OnCPUUs) == 0 {
+			continue
+		}
+		k := key{r.PID, r.TID}
+		th := byKey[k]
+		if th == nil {
+			th = &thread{pid: r.PID, tid: r.TID, name: r.Name}
+			byKey[k] = th
+			out = append(out, th)
+		}
+		sy := syncs[k]
+		l := &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: len(r.OnCPUUs)}
+		l.p = make([][4]float64, l.n+1)
+		B := float64(l.bin)
+		for j := 0; j < l.n; j++ {
+			on := min(max(0, r.OnCPUUs[j]*1e3), B)
+			rq := 0.0
+			if j < len(r.RunqUs) {
+				rq = min(max(0, r.RunqUs[j]*1e3), B-on)
+			}
+			t0 := l.start + int64(j)*l.bin
+			g := min(max(0, sumOn(sy, t0, t0+l.bin)), B-rq) // time in sync: on-CPU first, then off-CPU
+			gOn := min(g, on)
+			a, b := &l.p[j], &l.p[j+1]
+			b[cHost], b[cGPU], b[cRunq], b[cOn] = a[cHost]+on-gOn, a[cGPU]+g, a[cRunq]+rq, a[cOn]+on
+		}
+		th.lines = append(th.lines, l)
+	}
+	for _, th := range out {
+		slices.SortFunc(th.lines, func(a, b *binLine) int { return cmpInt(a.start, b.start) })
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// merge sorts ivs and merges the overlapping ones.
+func merge(ivs []interval) []interval {
+	slices.SortFunc(ivs, func(x, y interval) int { return cmpInt(x.a, y.a) })
+	out := ivs[:0]
+	for _, v := range ivs {
+		if v.b <= v.a {
+			continue
+		}
+		if n := len(out); n > 0 && v.a <= out[n-1].b {
+			out[n-1].b = max(out[n-1].b, v.b)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+type passKey struct {
+	level  string
+	repeat int32
+	warmup bool
+}
+
+type passInfo struct {
+	key      passKey
+	running  []interval // union of its requests' running batch time
+	lo, hi   int64      // its requests' server window
+	th       *thread
+	pt       PassThread
+	runBins  []runBin
+	tidVotes map[int64]int
+	pidVotes map[int64]int
+}
+
+// runBin is a bin of the serving thread in which requests were running.
+type runBin struct {
+	t0, t1               int64
+	host, gpu, runq, off float64 // shares of the bin
+}
+
+// Attribute assigns every request's client latency to the states.
+func Attribute(in AttributionInput) *Attribution {
+	rc, rows := in.Reqs, in.Rows
+	n := rc.N
+	okCode := rc.Status.Code(model.StatusOK)
+	// 1. Each request's stage boundaries, one pass over the rows (which
+	// are in request order, and in the preset's stage order within one).
+	kinds := make([]int, len(rows.Stage.Dict))
+	for c, name := range rows.Stage.Dict {
+		if k, ok := kindOf[name]; ok {
+			kinds[c] = k
+		} else {
+			kinds[c] = -1
+		}
+	}
+	// A stage that has durations but never boundaries is a rest() or a
+	// gap(): what the telemetry leaves unexplained, or outside the total.
+	bounded := make([]bool, len(rows.Stage.Dict))
+	for j := 0; j < rows.Len(); j++ {
+		bounded[rows.Stage.Codes[j]] = bounded[rows.Stage.Codes[j]] || rows.HasBounds[j]
+	}
+	bounds := make([]reqBounds, n)
+	tele := make([]bool, n)
+	for j := 0; j < rows.Len(); {
+		i := int(rows.RequestIndex[j])
+		from := j
+		for j < rows.Len() && int(rows.RequestIndex[j]) == i {
+			j++
+		}
+		if i < 0 || i >= n {
+			continue
+		}
+		tele[i] = true
+		b := &bounds[i]
+		relay := false
+		for r := from; r < j; r++ {
+			k := kinds[rows.Stage.Codes[r]]
+			if !rows.HasBounds[r] || k < 0 {
+				continue
+			}
+			b.iv[k] = interval{rows.StartUnixNs[r], rows.EndUnixNs[r]}
+			b.has |= 1 << k
+			if d := b.iv[k].b - b.iv[k].a; k != kTotal && rows.HasDuration[r] && math.Abs(rows.DurationS[r]*1e9-float64(d)) > 1e3 {
+				relay = true
+			}
+		}
+		if relay && b.ok(kTotal) {
+			// Durations that are not their boundaries' (vLLM's attributes
+			// summed over chunks): the stages laid back to back from the
+			// total's start, in order.
+			t := b.iv[kTotal].a
+			b.has &= 1 << kTotal
+			for r := from; r < j; r++ {
+				c := rows.Stage.Codes[r]
+				k := kinds[c]
+				if k == kTotal || !rows.HasDuration[r] || rows.Stage.Dict[c] == Router {
+					continue
+				}
+				d := int64(math.Round(max(rows.DurationS[r], 0) * 1e9))
+				if k >= 0 && bounded[c] {
+					b.iv[k] = interval{t, t + d}
+					b.has |= 1 << k
+				}
+				t += d
+			}
+		}
+	}
+	// The server window of each request: its total, else its stages' span.
+	window := func(i int) (interval, bool) {
+		b := &bounds[i]
+		if b.ok(kTotal) {
+			return b.iv[kTotal], true
+		}
+		w, found := interval{}, false
+		for k := 0; k < kTotal; k++ {
+			if b.ok(k) {
+				if !found {
+					w, found = b.iv[k], true
+				}
+				w.a, w.b = min(w.a, b.iv[k].a), max(w.b, b.iv[k].b)
+			}
+		}
+		return w, found
+	}
+	clientEnd := func(i int) (c0, c1 int64, ok bool) {
+		c1 = rc.EndUnixNs[i]
+		l := int64(math.Round(rc.LatencyS[i] * 1e9))
+		return c1 - l, c1, c1 > 0 && l > 0
+	}
+	hasClock := len(rc.EndUnixNs) == n
+	// 2. The clock offset (server − client).
+	out := &Attribution{}
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	seen := false
+	for i := 0; i < n && hasClock; i++ {
+		if rc.Status.Codes[i] != okCode || !tele[i] {
+			continue
+		}
+		w, ok := window(i)
+		c0, c1, cok := clientEnd(i)
+		if !ok || !cok {
+			continue
+		}
+		seen = true
+		hi = min(hi, w.a-c0) // the server cannot start before the client sent
+		lo = max(lo, w.b-c1) // nor end after the client had the answer
+	}
+	const tol = int64(1e6)
+	switch {
+	case !seen:
+		out.ClockHow = "no request has both clocks"
+	case lo <= hi && lo-tol <= 0 && 0 <= hi+tol:
+		out.ClockOffsetNs = min(max(0, lo), hi)
+		out.ClockHow = "the server's and client's clocks agree"
+	case lo <= hi:
+		out.ClockOffsetNs = hi
+		out.ClockHow = "the server's clock differs: placed so that the quickest request reached the server at once"
+	case lo-tol <= 0 && 0 <= hi+tol:
+		out.ClockHow = "the server's and client's clocks agree"
+	default:
+		out.ClockOffsetNs = lo + (hi-lo)/2
+		out.ClockHow = "the clocks disagree between requests: midway"
+	}
+	theta := out.ClockOffsetNs
+	// 3. Passes; first-forward unions per pass and worker; running unions.
+	passOf := make([]int32, n)
+	type passCode struct {
+		level, repeat int32
+		warmup        bool
+	}
+	passIx := map[passCode]int32{}
+	var passes []*passInfo
+	type ffKey struct {
+		pass   int32
+		worker string
+	}
+	ffs := map[ffKey][]interval{}
+	for i := 0; i < n; i++ {
+		passOf[i] = -1
+		if rc.Status.Codes[i] != okCode {
+			continue
+		}
+		pc := passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+		p, ok := passIx[pc]
+		if !ok {
+			p = int32(len(passes))
+			passIx[pc] = p
+			passes = append(passes, &passInfo{key: passKey{rc.Level.At(i), pc.repeat, pc.warmup}, lo: math.MaxInt64, hi: math.MinInt64, tidVotes: map[int64]int{}, pidVotes: map[int64]int{}})
+		}
+		passOf[i] = p
+		pi := passes[p]
+		if w, ok := window(i); ok {
+			pi.lo, pi.hi = min(pi.lo, w.a), max(pi.hi, w.b)
+		}
+		b := &bounds[i]
+		if b.ok(kFirstForward) {
+			k := ffKey{p, ""}
+			if in.Worker != nil && i < len(in.Worker) {
+				k.worker = in.Worker[i]
+			}
+			ffs[k] = append(ffs[k], b.iv[kFirstForward])
+		}
+		if r, ok := runningSpan(b); ok {
+			pi.running = append(pi.running, r)
+		}
+		if in.RequestTID != nil && i < len(in.RequestTID) && in.RequestTID[i] != 0 {
+			pi.tidVotes[in.RequestTID[i]]++
+		}
+		if in.RequestPID != nil && i < len(in.RequestPID) && in.RequestPID[i] != 0 {
+			pi.pidVotes[in.RequestPID[i]]++
+		}
+	}
+	for _, p := range passes {
+		p.running = merge(p.running)
+	}
+	// 4. Each pass's serving thread; the first-forward unions on it.
+	ths := threads(in.Sched, in.CUDA)
+	want := in.Thread
+	if want == "" {
+		want = DefaultServingThread
+	}
+	for _, p := range passes {
+		choose(p, ths, want)
+		out.Passes = append(out.Passes, p.pt)
+	}
+	// What a thread does in a bin that requests ran in only part of, it
+	// did for them: its busy time goes to the running part first.
+	byThread := map[*thread][]interval{}
+	for _, p := range passes {
+		if p.th != nil {
+			byThread[p.th] = append(byThread[p.th], p.running...)
+		}
+	}
+	for th, run := range byThread {
+		th.concentrate(merge(run))
+	}
+	unions := make(map[ffKey]*ffUnion, len(ffs))
+	for k, v := range ffs {
+		unions[k] = newFFUnion(merge(v), passes[k.pass].th)
+	}
+	// 5. Every request.
+	out.Requests = make([]RequestStates, 0, n)
+	for i := 0; i < n; i++ {
+		if passOf[i] < 0 {
+			continue
+		}
+		rs := RequestStates{Index: i, Level: rc.Level.At(i), Repeat: int(repeatOf(rc, i)), Warmup: rc.Warmup[i], LatencyS: rc.LatencyS[i], Telemetry: tele[i]}
+		L := int64(math.Round(rc.LatencyS[i] * 1e9))
+		var ns [NumStates]float64
+		w, hasW := window(i)
+		if !tele[i] || !hasW || L <= 0 {
+			ns[sUnattributed] = float64(max(L, 0))
+		} else {
+			var c0, c1 int64
+			cok := false
+			if hasClock {
+				c0, c1, cok = clientEnd(i)
+			}
+			th := theta
+			if !cok { // no client clock: the server's window at the start
+				c0, c1, th = 0, L, w.a
+			} else if w.b-c1 <= w.a-c0 {
+				th = min(max(theta, w.b-c1), w.a-c0)
+			} else {
+				th = (w.b - c1 + w.a - c0) / 2
+			}
+			k := ffKey{passOf[i], ""}
+			if in.Worker != nil && i < len(in.Worker) {
+				k.worker = in.Worker[i]
+			}
+			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th)
+		}
+		for s := range ns {
+			rs.States[s] = ns[s] / 1e9
+		}
+		out.Requests = append(out.Requests, rs)
+	}
+	// 6. Per level.
+	out.Levels = levelStates(in, out, passes)
+	return out
+}
+
+// runningSpan is the request's time in the running batch: from its first
+// forward's start (its decode's, without one) to its decode's end.
+func runningSpan(b *reqBounds) (interval, bool) {
+	switch {
+	case b.ok(kFirstForward) && b.ok(kDecode):
+		return interval{b.iv[kFirstForward].a, max(b.iv[kDecode].b, b.iv[kFirstForward].b)}, true
+	case b.ok(kDecode):
+		return b.iv[kDecode], true
+	case b.ok(kFirstForward):
+		return b.iv[kFirstForward], true
+	}
+	return interval{}, false
+}
+
+// attributeOne assigns [x0, x1) (the client's latency on the server's
+// clock) of one request, in ns, to ns.
+func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64, ff *ffUnion, th *thread) {
+	clamp := func(t int64) int64 { return min(max(t, x0), x1) }
+	// Response delivery starts where the request left the running batch
+	// (its decode's end), else at the server's end.
+	e := w.b
+	if b.ok(kDecode) {
+		e = b.iv[kDecode].b
+	}
+	w0 := clamp(w.a)
+	e = max(clamp(e), w0)
+	t := x0
+	ns[sUpload] += float64(w0 - t)
+	t = w0
+	for k := 0; k < kTotal; k++ {
+		if !b.ok(k) {
+			continue
+		}
+		a, z := max(b.iv[k].a, t), min(b.iv[k].b, e)
+		if a > t { // a gap before the stage
+			g := min(a, e)
+			ns[sUnattributed] += float64(g - t)
+			t = g
+		}
+		if z <= a {
+			continue
+		}
+		switch k {
+		case kFirstForward:
+			running(ns, th, a, z)
+		case kDecode:
+			decode(ns, th, a, z, ff)
+		default:
+			ns[segState[k]] += float64(z - a)
+		}
+		t = z
+	}
+	ns[sUnattributed] += float64(e - t)
+	t = max(t, e)
+	ns[sDelivery] += float64(x1 - t)
+}
+
+// ffUnion is the merged first forwards of a pass (and worker), with
+// prefix sums of their lengths and of the serving thread over them, so
+// that the part of any interval they cover, and what the thread did in
+// the rest of it, take two binary searches.
+type ffUnion struct {
+	iv  []interval
+	len []int64 // len[j]: total length of iv[:j]
+	th  *thread
+	sp  []split // sp[j]: the thread over iv[:j]
+}
+
+func newFFUnion(iv []interval, th *thread) *ffUnion {
+	u := &ffUnion{iv: iv, len: make([]int64, len(iv)+1), th: th}
+	if th != nil {
+		u.sp = make([]split, len(iv)+1)
+	}
+	for j, v := range iv {
+		u.len[j+1] = u.len[j] + v.b - v.a
+		if th != nil {
+			u.sp[j+1] = u.sp[j].plus(th.integrate(v.a, v.b))
+		}
+	}
+	return u
+}
+
+// upTo returns how much of (-∞, t) the union covers, and the thread's
+// split over that part.
+func (u *ffUnion) upTo(t int64) (int64, split) {
+	if u == nil {
+		return 0, split{}
+	}
+	j := sort.Search(len(u.iv), func(j int) bool { return u.iv[j].b > t })
+	l := u.len[j]
+	var s split
+	if u.th != nil {
+		s = u.sp[j]
+	}
+	if j < len(u.iv) && t > u.iv[j].a {
+		l += t - u.iv[j].a
+		if u.th != nil {
+			s = s.plus(u.th.integrate(u.iv[j].a, t))
+		}
+	}
+	return l, s
+}
+
+func (s split) plus(o split) split {
+	return split{s.host + o.host, s.gpu + o.gpu, s.runq + o.runq, s.on + o.on, s.cov + o.cov}
+}
+
+func (s split) minus(o split) split {
+	return split{s.host - o.host, s.gpu - o.gpu, s.runq - o.runq, s.on - o.on, s.cov - o.cov}
+}
+
+// decode assigns [a, z) of a decode tail: the parts another request's
+// first forward ran in are stalls, the rest is running.
+func decode(ns *[NumStates]float64, th *thread, a, z int64, ff *ffUnion) {
+	la, sa := ff.upTo(a)
+	lz, sz := ff.upTo(z)
+	stall := lz - la
+	ns[sStall] += float64(stall)
+	rest := float64(z - a - stall)
+	if th == nil {
+		ns[sNoThread] += rest
+		return
+	}
+	addSplit(ns, rest, th.integrate(a, z).minus(sz.minus(sa)))
+}
+
+// running splits [a, z) of the running batch by the serving thread's bins.
+func running(ns *[NumStates]float64, th *thread, a, z int64) {
+	d := float64(z - a)
+	if th == nil {
+		ns[sNoThread] += d
+		return
+	}
+	addSplit(ns, d, th.integrate(a, z))
+}
+
+// addSplit adds d ns of running time that the thread's bins split as s
+// (the part they do not cover is no thread data).
+func addSplit(ns *[NumStates]float64, d float64, s split) {
+	cov := min(max(s.cov, 0), d)
+	host, gpu, runq := max(s.host, 0), max(s.gpu, 0), max(s.runq, 0)
+	ns[sNoThread] += d - cov
+	ns[sHost] += host
+	ns[sGPUWait] += gpu
+	ns[sRunnable] += runq
+	ns[sOffCPU] += max(0, cov-host-gpu-runq)
+}
+
+// choose picks a pass's serving thread and measures it.
+func choose(p *passInfo, ths []*thread, want string) {
+	p.pt = PassThread{Level: p.key.level, Repeat: int(p.key.repeat), Warmup: p.key.warmup}
+	if len(p.running) == 0 || len(ths) == 0 {
+		return
+	}
+	lo, hi := p.running[0].a, p.running[len(p.running)-1].b
+	onWhileRunning := func(th *thread) float64 {
+		v := 0.0
+		for _, r := range p.running {
+			v += th.integrate(r.a, r.b).on
+		}
+		return v
+	}
+	var cands []*thread
+	for _, th := range ths {
+		if len(th.lines) > 0 && th.lines[0].start < hi && th.lines[len(th.lines)-1].end() > lo {
+			cands = append(cands, th)
+		}
+	}
+	if pid := mode(p.pidVotes); pid != 0 {
+		var same []*thread
+		for _, th := range cands {
+			if th.pid == pid {
+				same = append(same, th)
+			}
+		}
+		if len(same) > 0 {
+			cands = same
+		}
+	}
+	best := func(ts []*thread) *thread {
+		var b *thread
+		bv := -1.0
+		for _, th := range ts {
+			if v := onWhileRunning(th); v > bv {
+				b, bv = th, v
+			}
+		}
+		return b
+	}
+	var th *thread
+	if tid := mode(p.tidVotes); tid != 0 {
+		for _, c := range cands {
+			if c.tid == tid {
+				th, p.pt.How = c, "span thread.id"
+			}
+		}
+	}
+	if th == nil {
+		var named []*thread
+		for _, c := range cands {
+			if c.name == want {
+				named = append(named, c)
+			}
+		}
+		if th = best(named); th != nil {
+			p.pt.How = "named " + want
+		}
+	}
+	if th == nil {
+		if th = best(cands); th != nil {
+			p.pt.How = "busiest while running"
+		}
+	}
+	if th == nil {
+		return
+	}
+	p.th = th
+	p.pt.PID, p.pt.TID, p.pt.Name = th.pid, th.tid, th.name
+	// Its bins: those at least half covered by the running union are the
+	// running bins; those inside the pass's server window count for the
+	// pass.
+	var on, bins, runOn float64
+	for _, l := range th.lines {
+		j := sort.Search(len(p.running), func(j int) bool { return p.running[j].b > l.start })
+		for k := 0; k < l.n; k++ {
+			t0 := l.start + int64(k)*l.bin
+			t1 := t0 + l.bin
+			B := float64(l.bin)
+			if mid := t0 + l.bin/2; mid >= p.lo && mid < p.hi {
+				on += l.p[k+1][cOn] - l.p[k][cOn]
+				bins += B
+				p.pt.Bins++
+			}
+			for j < len(p.running) && p.running[j].b <= t0 {
+				j++
+			}
+			cov := int64(0)
+			for m := j; m < len(p.running) && p.running[m].a < t1; m++ {
+				cov += min(p.running[m].b, t1) - max(p.running[m].a, t0)
+			}
+			if 2*cov < l.bin {
+				continue
+			}
+			v := l.binAt(k)
+			h, g, q, o := v[cHost], v[cGPU], v[cRunq], v[cOn]
+			runOn += o
+			p.pt.RunningBins++
+			p.runBins = append(p.runBins, runBin{t0: t0, t1: t1, host: h / B, gpu: g / B, runq: q / B, off: max(0, 1-(h+g+q)/B)})
+		}
+	}
+	if p.pt.Bins > 0 {
+		p.pt.PassUtil = on / bins
+	}
+	if p.pt.RunningBins > 0 {
+		p.pt.RunningUtil = runOn / sumBins(p.runBins)
+	}
+}
+
+// mode is the most frequent key (the smallest among ties); 0 for none.
+func mode(votes map[int64]int) int64 {
+	var best int64
+	bn := 0
+	for k, v := range votes {
+		if v > bn || v == bn && k < best {
+			best, bn = k, v
+		}
+	}
+	return best
+}
+
+func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []LevelStates {
+	type acc struct {
+		n, missing int
+		lat        float64
+		sum        [NumStates]float64
+		vals       [NumStates][]float64
+		passes     []*passInfo
+	}
+	by := map[string]*acc{}
+	var lastLv string
+	var last *acc
+	get := func(lv string) *acc {
+		if last != nil && lv == lastLv {
+			return last
+		}
+		x := by[lv]
+		if x == nil {
+			x = &acc{}
+			by[lv] = x
+		}
+		lastLv, last = lv, x
+		return x
+	}
+	count := map[string]int{}
+	for i := range a.Requests {
+		if !a.Requests[i].Warmup {
+			count[a.Requests[i].Level]++
+		}
+	}
+	for lv, c := range count {
+		x := get(lv)
+		for s := range x.vals {
+			x.vals[s] = make([]float64, 0, c)
+		}
+	}
+	for i := range a.Requests {
+		r := &a.Requests[i]
+		if r.Warmup {
+			continue
+		}
+		x := get(r.Level)
+		x.n++
+		if !r.Telemetry {
+			x.missing++
+		}
+		x.lat += r.LatencyS
+		for s, v := range r.States {
+			x.sum[s] += v
+			x.vals[s] = append(x.vals[s], 1000*v)
+		}
+	}
+	for _, p := range passes {
+		if !p.key.warmup {
+			x := get(p.key.level)
+			x.passes = append(x.passes, p)
+		}
+	}
+	gpus := map[int][]GPUSample{}
+	for _, s := range in.GPU {
+		gpus[s.GPU] = append(gpus[s.GPU], s)
+	}
+	for _, ss := range gpus {
+		slices.SortFunc(ss, func(x, y GPUSample) int { return cmpInt(x.TsUnixNs, y.TsUnixNs) })
+	}
+	var out []LevelStates
+	for _, lv := range in.Levels {
+		x := by[lv]
+		if x == nil || x.n == 0 {
+			continue
+		}
+		l := LevelStates{Level: lv, N: x.n, Missing: x.missing, LatencyMeanMs: 1000 * x.lat / float64(x.n)}
+		for s := 0; s < NumStates; s++ {
+			if x.lat > 0 {
+				l.States[s].Share = x.sum[s] / x.lat
+			}
+			l.States[s].MeanMs, l.States[s].P95Ms = meanP95(x.vals[s])
+		}
+		var runOn, runB, passOn, passB float64
+		for _, p := range x.passes {
+			if p.th == nil {
+				continue
+			}
+			l.Threads = append(l.Threads, p.pt)
+			l.HasThread = true
+			B := sumBins(p.runBins)
+			runB += B
+			runOn += p.pt.RunningUtil * B
+			passOn += p.pt.PassUtil * float64(p.pt.Bins)
+			passB += float64(p.pt.Bins)
+		}
+		if runB > 0 {
+			l.RunningUtil = runOn / runB
+		}
+		if passB > 0 {
+			l.PassUtil = passOn / passB
+		}
+		l.GPU = gpuBreakdown(x.passes, gpus)
+		out = append(out, l)
+	}
+	return out
+}
+
+// meanP95 is stats' mean and 95th percentile of xs, which it sorts.
+func meanP95(xs []float64) (float64, float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	m := stats.Mean(xs)
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	if lo == hi || len(xs) == 1 { // a state no request of the level was in, mostly
+		return m, lo
+	}
+	// stats.Percentile's linear interpolation between the two closest
+	// ranks, the ranks found by selection instead of a sort.
+	pos := 0.95 * float64(len(xs)-1)
+	k := int(math.Floor(pos))
+	a := selectKth(xs, k)
+	if k+1 >= len(xs) {
+		return m, a
+	}
+	b := xs[k+1]
+	for _, x := range xs[k+1:] {
+		b = min(b, x)
+	}
+	return m, a + (b-a)*(pos-float64(k))
+}
+
+// selectKth reorders xs so that xs[k] is its k-th smallest value, none
+// before it larger and none after it smaller, and returns it.
+func selectKth(xs []float64, k int) float64 {
+	lo, hi := 0, len(xs)-1
+	for hi > lo {
+		// median of three as the pivot
+		mid := lo + (hi-lo)/2
+		if xs[mid] < xs[lo] {
+			xs[mid], xs[lo] = xs[lo], xs[mid]
+		}
+		if xs[hi] < xs[lo] {
+			xs[hi], xs[lo] = xs[lo], xs[hi]
+		}
+		if xs[hi] < xs[mid] {
+			xs[hi], xs[mid] = xs[mid], xs[hi]
+		}
+		p := xs[mid]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] < p {
+				i++
+			}
+			for xs[j] > p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return xs[k]
+		}
+	}
+	return xs[k]
+}
+
+func sumBins(rbs []runBin) float64 {
+	var B float64
+	for _, rb := range rbs {
+		B += float64(rb.t1 - rb.t0)
+	}
+	return B
+}
+
+// maxSampleGap is how far after a bin a util sample may be and still
+// stand for it (NVML's sample periods are 1/6 s to 1 s).
+const maxSampleGap = int64(2e9)
+
+// gpuBreakdown is the level's GPU time over its passes' running bins, on
+// the GPU busiest in them.
+func gpuBreakdown(passes []*passInfo, gpus map[int][]GPUSample) *GPUBreakdown {
+	var best *GPUBreakdown
+	ids := make([]int, 0, len(gpus))
+	for id := range gpus {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		ss := gpus[id]
+		g := &GPUBreakdown{GPU: id}
+		var W float64
+		for _, p := range passes {
+			for _, rb := range p.runBins {
+				mid := rb.t0 + (rb.t1-rb.t0)/2
+				j := sort.Search(len(ss), func(j int) bool { return ss[j].TsUnixNs >= mid })
+				if j == len(ss) || ss[j].TsUnixNs-mid > maxSampleGap {
+					continue
+				}
+				u := min(max(ss[j].UtilPct/100, 0), 1)
+				w := float64(rb.t1 - rb.t0)
+				W += w
+				g.Bins++
+				g.Busy += w * u
+				g.IdleHost += w * (1 - u) * rb.host
+				g.IdleGPUWait += w * (1 - u) * rb.gpu
+				g.IdleRunnable += w * (1 - u) * rb.runq
+				g.IdleOff += w * (1 - u) * rb.off
+			}
+		}
+		if W == 0 {
+			continue
+		}
+		g.Busy, g.IdleHost, g.IdleGPUWait, g.IdleRunnable, g.IdleOff = g.Busy/W, g.IdleHost/W, g.IdleGPUWait/W, g.IdleRunnable/W, g.IdleOff/W
+		if best == nil || g.Busy > best.Busy {
+			best = g
+		}
+	}
+	return best
+}
