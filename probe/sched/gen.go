@@ -2,4 +2,4 @@ package sched
 
 // Regenerate the BPF object and its Go bindings (needs clang and
 // libbpf-dev's headers; the outputs are committed so builds need neither).
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go@v0.22.0 -target bpfel -type tstat -output-stem sched_bpf sched bpf/sched.bpf.c -- -O2 -g -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go@v0.22.0 -target bpfel -type tstat -type event -output-stem sched_bpf sched bpf/sched.bpf.c -- -O2 -g -Wall -Werror

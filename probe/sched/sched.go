@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -86,6 +88,14 @@ type Probe struct {
 	out      probe.Sink
 	base     snapshot
 	loop     *watch.Loop // runs while the probe is started
+
+	// The time bins (sched_bins.jsonl): the ring buffer's reader, the
+	// goroutine it feeds (done when it returns), and the ring buffer's
+	// drop counter at the start of the pass.
+	rd       *ringbuf.Reader
+	bins     *binner
+	rdDone   chan struct{}
+	ringBase uint64
 }
 
 // New returns a probe that does nothing until Start.
@@ -139,6 +149,12 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return fmt.Errorf("sched: attaching task iterator: %w", bpf.NotSupported(err))
 	}
 	p.seedLink = it
+	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
+		return fmt.Errorf("sched: ring buffer: %w", bpf.NotSupported(err))
+	}
+	p.bins = newBinner(clockOffset())
+	p.rdDone = make(chan struct{})
+	go readEvents(p.rd, p.bins, p.rdDone)
 	p.target, p.out = t, out
 	if err := p.refreshLocked(); err != nil {
 		return err
@@ -219,9 +235,14 @@ type counters struct {
 	hist                [nbuckets]uint64
 	start               uint64 // thread start, CLOCK_MONOTONIC ns
 	gone                uint64 // exit time (its last switch-out) when the iterator no longer sees it, else 0
+	// For the time bins' intervals in progress: the entry's raw times
+	// (CLOCK_MONOTONIC ns) and flags.
+	lastIn, lastOut, enq uint64
+	kflags               uint32
 }
 
 type snapshot struct {
+	iterAt  uint64 // CLOCK_MONOTONIC ns before the task iterator ran
 	mono    uint64 // CLOCK_MONOTONIC ns of the read, for wall_s
 	threads map[uint32]counters
 }
@@ -235,10 +256,20 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// Bits of schedTstat.Kflags (K_RUNQ, K_WAITING in bpf/sched.bpf.c).
+// clockOffset returns unix ns − CLOCK_MONOTONIC ns, and the unix time it
+// was taken at.
+func clockOffset() (off, unixNs int64) {
+	m0 := monoNow()
+	u := time.Now().UnixNano()
+	m1 := monoNow()
+	return u - int64(m0/2+m1/2), u
+}
+
+// Bits of schedTstat.Kflags (K_RUNQ, K_WAITING, K_ONCPU in bpf/sched.bpf.c).
 const (
 	kRunq    = 1
 	kWaiting = 2
+	kOnCPU   = 4
 )
 
 // accumulate turns a map entry into cumulative counters at time now, for
@@ -259,6 +290,10 @@ func accumulate(v *schedTstat, now, iterAt uint64) counters {
 		rqCount: v.RunqCount,
 		hist:    v.Hist,
 		start:   v.StartNs,
+		lastIn:  v.LastIn,
+		lastOut: v.LastOut,
+		enq:     v.EnqTs,
+		kflags:  v.Kflags,
 	}
 	if v.Kflags&kRunq != 0 {
 		c.rqWait = v.KernRunqNs
@@ -283,7 +318,7 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 	if err := p.seedLocked(); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{mono: monoNow(), threads: make(map[uint32]counters)}
+	s := snapshot{iterAt: iterAt, mono: monoNow(), threads: make(map[uint32]counters)}
 	var (
 		tid uint32
 		v   schedTstat
@@ -347,18 +382,30 @@ func diff(a, b counters, from, to uint64) Record {
 	return r
 }
 
-// Begin takes the baseline of the period.
+// Begin takes the baseline of the period and opens its time bins, from
+// per.StartUnixNs (now when zero).
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
+	if !p.loop.Running() {
+		return
+	}
+	start := per.StartUnixNs
+	if start == 0 {
+		start = time.Now().UnixNano()
+	}
+	p.bins.begin(start)
+	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 
 // End writes one Record per watched thread seen since Begin (threads that
-// exited during the period included) to sched.jsonl, then forgets threads
-// that have exited. The next period starts where this one ends unless
-// Begin is called. It returns the first error the background refresh met
-// since the last End.
+// exited during the period included) to sched.jsonl and one BinsRecord per
+// thread that ran or waited for a CPU in it to sched_bins.jsonl, then
+// forgets threads that have exited. The bins end at per.EndUnixNs (now
+// when zero). The next period starts where this one ends unless Begin is
+// called. It returns the first error the background refresh met since the
+// last End.
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -386,6 +433,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		if werr := p.out.Append(File, r); werr != nil {
 			return errors.Join(err, fmt.Errorf("sched: writing %s: %w", File, werr))
 		}
+	}
+	if berr := p.endBinsLocked(ctx, per, cur); berr != nil {
+		err = errors.Join(err, berr)
 	}
 	for _, tid := range tids {
 		a := cur.threads[tid]
@@ -421,6 +471,11 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, l.Close())
 	}
 	p.links = nil
+	if p.rd != nil {
+		errs = append(errs, p.rd.Close())
+		<-p.rdDone // the reader returns once the ring buffer is closed
+		p.rd, p.rdDone = nil, nil
+	}
 	if p.seedLink != nil {
 		errs = append(errs, p.seedLink.Close())
 		p.seedLink = nil
@@ -444,6 +499,10 @@ type Overhead struct {
 	// counts and histogram entries, not CPU time or run-queue wait, which
 	// come from the kernel's own counters.
 	Missed uint64
+	// RingDropped counts intervals for the time bins lost because the
+	// ring buffer was full; BinsDropped those left out of a pass's bins
+	// because the pass was over MaxBinThreads threads or MaxPassBins bins.
+	RingDropped, BinsDropped uint64
 }
 
 // BPFCost returns the BPF programs' run time and runs since Start.
@@ -456,12 +515,21 @@ func (p *Probe) BPFCost() (time.Duration, uint64, error) {
 // Start, and what that affects; "" when none were.
 func (p *Probe) Losses() string {
 	o, err := p.Overhead()
-	if err != nil || o.Missed+o.Dropped == 0 {
+	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%d scheduler events skipped by the kernel (a BPF program already running on that CPU) and %d dropped (thread map full): "+
-		"switch counts and run-queue percentiles undercount by as much; cpu_s and runq_wait_s are the kernel's own counters and stay right",
-		o.Missed, o.Dropped)
+	var say []string
+	if o.Missed+o.Dropped > 0 {
+		say = append(say, fmt.Sprintf("%d scheduler events skipped by the kernel (a BPF program already running on that CPU) and %d dropped (thread map full): "+
+			"switch counts and run-queue percentiles undercount by as much; cpu_s and runq_wait_s are the kernel's own counters and stay right",
+			o.Missed, o.Dropped))
+	}
+	if o.RingDropped+o.BinsDropped > 0 {
+		say = append(say, fmt.Sprintf("%d on-CPU/run-queue intervals lost to a full ring buffer and %d beyond a pass's %d threads or %d min of bins: "+
+			"%s undercounts by as much (dropped_events says which passes)",
+			o.RingDropped, o.BinsDropped, MaxBinThreads, MaxPassBins*BinMs/60000, BinsFile))
+	}
+	return strings.Join(say, "; ")
 }
 
 // Overhead returns the cumulative cost of the BPF programs since Start.
@@ -488,5 +556,11 @@ func (p *Probe) Overhead() (Overhead, error) {
 	for _, d := range per {
 		o.Dropped += d
 	}
+	ring, err := p.ringDroppedLocked()
+	if err != nil {
+		return o, err
+	}
+	o.RingDropped = ring
+	o.BinsDropped, _ = p.bins.totals()
 	return o, nil
 }

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type schedEvent struct {
+	_       structs.HostLayout
+	Tid     uint32
+	Kind    uint8
+	Pad     [3]uint8
+	StartNs uint64
+	EndNs   uint64
+}
+
 type schedTstat struct {
 	_           structs.HostLayout
 	KernCpuNs   uint64
@@ -25,6 +34,8 @@ type schedTstat struct {
 	RunqNs      uint64
 	LastOut     uint64
 	EnqTs       uint64
+	LastIn      uint64
+	ExecOut     uint64
 	Tgid        uint32
 	Kflags      uint32
 	Hist        [32]uint64
@@ -36,6 +47,8 @@ type schedTstat struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	schedMapDropped      = "dropped"
+	schedMapEvents       = "events"
+	schedMapRingDropped  = "ring_dropped"
 	schedMapScratch      = "scratch"
 	schedMapStats        = "stats"
 	schedMapWatch        = "watch"
@@ -44,6 +57,7 @@ const (
 	schedProgOnWakeup    = "on_wakeup"
 	schedProgOnWakeupNew = "on_wakeup_new"
 	schedProgSeed        = "seed"
+	schedVarUnusedEvent  = "unused_event"
 	schedVarUnusedTstat  = "unused_tstat"
 )
 
@@ -100,16 +114,19 @@ type schedProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedMapSpecs struct {
-	Dropped *ebpf.MapSpec `ebpf:"dropped"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Watch   *ebpf.MapSpec `ebpf:"watch"`
+	Dropped     *ebpf.MapSpec `ebpf:"dropped"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	RingDropped *ebpf.MapSpec `ebpf:"ring_dropped"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	Watch       *ebpf.MapSpec `ebpf:"watch"`
 }
 
 // schedVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
+	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedTstat *ebpf.VariableSpec `ebpf:"unused_tstat"`
 }
 
@@ -133,15 +150,19 @@ func (o *schedObjects) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedMaps struct {
-	Dropped *ebpf.Map `ebpf:"dropped"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Watch   *ebpf.Map `ebpf:"watch"`
+	Dropped     *ebpf.Map `ebpf:"dropped"`
+	Events      *ebpf.Map `ebpf:"events"`
+	RingDropped *ebpf.Map `ebpf:"ring_dropped"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Stats       *ebpf.Map `ebpf:"stats"`
+	Watch       *ebpf.Map `ebpf:"watch"`
 }
 
 func (m *schedMaps) Close() error {
 	return _SchedClose(
 		m.Dropped,
+		m.Events,
+		m.RingDropped,
 		m.Scratch,
 		m.Stats,
 		m.Watch,
@@ -152,6 +173,7 @@ func (m *schedMaps) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
+	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
 	UnusedTstat *ebpf.Variable `ebpf:"unused_tstat"`
 }
 
