@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded
@@ -137,6 +140,15 @@ type Config struct {
 	// (nil: the levels are run as listed).
 	SLO    summary.SLO `json:"slo"`
 	Search *Search     `json:"search"`
+	// A pass's length and a replayed schedule (capture/passlen.go,
+	// capture/replay.go, docs/REPLAY.md): PassRequests > 0 requests a
+	// pass, or sending for PassDuration > 0, cycling the dataset (neither:
+	// the dataset once); Arrivals "replay:FILE" replays a trace's arrival
+	// times, divided by ReplaySpeed (0: 1). PassDuration is recorded in
+	// seconds: MarshalJSON's pass_duration_s shadows this field.
+	PassRequests int           `json:"pass_requests"`
+	PassDuration time.Duration `json:"pass_duration_s"`
+	ReplaySpeed  float64       `json:"replay_speed"`
 }
 
 // DefaultPeriod is the length of one probe period of a probes-only
@@ -158,8 +170,9 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		LevelGap     float64 `json:"level_gap_s"`
 		Duration     float64 `json:"duration_s"`
 		Period       float64 `json:"period_s"`
+		PassDuration float64 `json:"pass_duration_s"`
 	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds(), c.Period.Seconds()})
+		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds(), c.Period.Seconds(), c.PassDuration.Seconds()})
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -195,7 +208,7 @@ func DefaultConfig() Config {
 		Timeout:               120 * time.Second,
 		Grace:                 5 * time.Second,
 		ReadyTimeout:          2 * time.Minute,
-		Format:                "table",
+		Format:                "text",
 		Probes:                []string{"auto"},
 		ProcHz:                10,
 		CPUHz:                 99,
@@ -212,6 +225,7 @@ func DefaultConfig() Config {
 		Dialect:               protocol.DialectOpenAI,
 		Task:                  TaskASR,
 		Period:                DefaultPeriod,
+		ReplaySpeed:           1,
 	}
 }
 
@@ -219,7 +233,7 @@ func DefaultConfig() Config {
 // c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
 // when empty.
 func (c *Config) SetDefaults(now time.Time) {
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly {
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly && c.ReplayFile() == "" {
 		c.Concurrency = slices.Clone(DefaultLevels)
 		if c.Search != nil {
 			c.Concurrency = []int{1} // the search starts at one request in flight
@@ -246,6 +260,9 @@ func (c *Config) Levels() []Level {
 	}
 	for _, r := range c.Rates {
 		out = append(out, Level{Name: model.RateLevel(r), Rate: r})
+	}
+	if c.ReplayFile() != "" {
+		out = append(out, Level{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
 	}
 	return out
 }
@@ -300,8 +317,8 @@ func (c *Config) validate() error {
 	if err := c.validateLang(); err != nil {
 		return err
 	}
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 {
-		return fmt.Errorf("give --concurrency and/or --rate")
+	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "" {
+		return fmt.Errorf("give --concurrency and/or --rate (or --arrivals replay:FILE)")
 	}
 	for _, n := range c.Concurrency {
 		if n < 1 {
@@ -313,10 +330,14 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--rate %g: must be > 0 requests/s", r)
 		}
 	}
-	switch c.Arrivals {
-	case load.Poisson, load.Constant:
+	switch {
+	case c.Arrivals == load.Poisson || c.Arrivals == load.Constant:
+	case isReplay(c.Arrivals): // capture/replay.go
 	default:
-		return fmt.Errorf("--arrivals %q: want poisson or constant", c.Arrivals)
+		return fmt.Errorf("--arrivals %q: want poisson, constant or replay:FILE", c.Arrivals)
+	}
+	if err := c.validatePassLength(); err != nil { // capture/passlen.go
+		return err
 	}
 	if c.Repeats < 1 {
 		return fmt.Errorf("--repeats %d: must be ≥ 1", c.Repeats)
@@ -387,10 +408,13 @@ func (c *Config) validateOutput() error {
 	if c.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	if _, err := os.Stat(filepath.Join(c.Out, bundle.ManifestFile)); err == nil && !c.Overwrite {
+		return fmt.Errorf("--out %s: %w (give --overwrite to replace it, or another --out)", c.Out, bundle.ErrExists)
+	}
 	switch c.Format {
-	case "table", "markdown", "csv", "json":
+	case "text", "table", "markdown", "csv", "json": // table: text's old name
 	default:
-		return fmt.Errorf("--format %q: want table, markdown, csv or json", c.Format)
+		return fmt.Errorf("--format %q: want text, markdown, csv or json", c.Format)
 	}
 	return nil
 }

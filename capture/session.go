@@ -55,6 +55,7 @@ type Session struct {
 	writeErr error
 
 	diarize *diarizeRun // --task transcribe-diarize: its passes (capture/diarize.go)
+	replay  *replayPlan // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
 }
 
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
@@ -94,6 +95,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	items = loopItems(cfg, items)
+	if s.replay, err = loadReplay(cfg, items); err != nil {
+		return nil, err
+	}
 	s.diarize = newDiarizeRun(cfg, samples)
 	models, err := checkTarget(ctx, cfg, say)
 	if err != nil {
@@ -263,7 +267,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			break
 		}
 		sent := 0
-		dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed}
+		lv, dl := s.passLevel(lv) // the pass's length, a replayed schedule (capture/passlen.go)
 		var passes []model.PassMetrics
 		first := 1
 		if cfg.Warmup {
@@ -274,7 +278,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			if ctx.Err() != nil {
 				return results, true, nil
 			}
-			prog.begin(lv, repeat, cfg.Repeats, warmup, len(drv.Items))
+			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
 			pset.begin(period)
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
@@ -288,6 +292,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			summary.Goodput(&pm, res.Records, cfg.SLO)
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
+			s.recordFidelity(lv, repeat, warmup, res, say) // open loop: send lag behind the schedule (capture/replay.go)
 			// A pass cut short is recorded in requests.jsonl but not
 			// summarised as if it were complete.
 			stopped := ctx.Err() != nil

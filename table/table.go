@@ -8,12 +8,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
 
-// Formats lists the accepted values of --format.
-var Formats = []string{"table", "markdown", "csv", "json"}
+// Formats lists the values of --format. "table", the name capture and
+// show once used for "text", is accepted too (CheckFormat, Render).
+var Formats = []string{"text", "markdown", "csv", "json"}
+
+// CheckFormat says whether format is one of Formats (or "table").
+func CheckFormat(format string) error {
+	if format == "table" || slices.Contains(Formats, format) {
+		return nil
+	}
+	return fmt.Errorf("unknown format %q (want %s)", format, formatList())
+}
+
+// formatList is Formats for a sentence: "text, markdown, csv or json".
+func formatList() string {
+	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
+}
 
 // Table is a titled grid. Cells are pre-formatted strings for text output;
 // Values, when set, holds typed cells (float64, int, string, nil) for JSON.
@@ -59,8 +74,19 @@ func Format(v any) string {
 	}
 }
 
-// Render writes tables in format ("table" or "text", "markdown", "csv", "json").
+// Render writes tables in format ("text" or "table", "markdown", "csv",
+// "json"). Text written to a terminal is laid out for its width
+// (TerminalWidth, RenderWidth); written anywhere else, a file or a pipe,
+// it keeps one line per row, whatever its length.
 func Render(w io.Writer, format string, tables ...*Table) error {
+	return RenderWidth(w, format, TerminalWidth(w), tables...)
+}
+
+// RenderWidth is Render with text laid out for a terminal width columns
+// wide (0: no terminal, one line per row): text columns left-aligned and
+// long ones wrapped so that rows fit, numbers right-aligned, titles and
+// notes wrapped.
+func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error {
 	switch format {
 	case "json":
 		type jt struct {
@@ -130,11 +156,15 @@ func Render(w io.Writer, format string, tables ...*Table) error {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			writeText(w, t)
+			if width > 0 {
+				writeTerminal(w, t, width)
+			} else {
+				writeText(w, t)
+			}
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	return CheckFormat(format)
 }
 
 func writeText(w io.Writer, t *Table) {

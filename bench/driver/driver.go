@@ -1,6 +1,8 @@
 // Package driver runs one pass of a workload: every sample of the dataset
-// sent once through a protocol client, under a closed or open loop, each
-// request timed, scored and turned into a model.Request record.
+// sent once (or, cycling the dataset, a number of requests or for a time;
+// or on a recorded schedule: replay.go) through a protocol client, under a
+// closed or open loop, each request timed, scored and turned into a
+// model.Request record.
 package driver
 
 import (
@@ -8,7 +10,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	mrand "math/rand/v2"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +43,48 @@ type Level struct {
 	Rate        float64 // open loop (requests/s) when > 0
 	Arrivals    load.Arrivals
 	Seed        uint64
+	// The pass's length. Both 0: every item once. Requests > 0: that many
+	// requests, cycling the items in order; Duration > 0: no request is
+	// sent after Duration from the pass's start (closed loop: none is
+	// handed out; open loop: the schedule ends there), those in flight
+	// finish. With both, whichever ends first.
+	Requests int
+	Duration time.Duration
+	// Replay, when set, is an open-loop pass on a recorded schedule
+	// (Rate is then only the record's mean rate); Requests and Duration
+	// cut it short.
+	Replay *Replay
+}
+
+// Open tells whether lv is an open loop: it sends on a schedule.
+func (lv *Level) Open() bool { return lv.Rate > 0 || lv.Replay != nil }
+
+// Planned is how many requests a pass of lv over n items is expected to
+// send: exact unless the pass has only a Duration, where it is the open
+// loop's expectation (rate × duration) or 0 (closed loop: unknown).
+func (lv *Level) Planned(n int) int {
+	switch {
+	case lv.Replay != nil:
+		k := len(lv.Replay.Offsets)
+		if lv.Duration > 0 {
+			k = sort.Search(k, func(i int) bool { return lv.Replay.Offsets[i] >= lv.Duration })
+		}
+		if lv.Requests > 0 {
+			k = min(k, lv.Requests)
+		}
+		return k
+	case lv.Requests > 0:
+		if lv.Duration > 0 && lv.Rate > 0 {
+			return min(lv.Requests, int(math.Ceil(lv.Rate*lv.Duration.Seconds())))
+		}
+		return lv.Requests
+	case lv.Duration > 0:
+		if lv.Rate > 0 {
+			return int(math.Ceil(lv.Rate * lv.Duration.Seconds()))
+		}
+		return 0
+	}
+	return n
 }
 
 // Tracer starts the client-side trace of one request: it sets rec.TraceID
@@ -154,7 +200,10 @@ type Pass struct {
 	Records []model.Request
 	Start   time.Time // first send
 	End     time.Time // last completion
-	Started int       // requests sent (less than len(Items) if stopped)
+	Started int       // requests sent (fewer than planned if stopped)
+	// Fidelity is how closely an open loop's sends kept their schedule
+	// (nil for a closed loop).
+	Fidelity *Fidelity
 }
 
 // WallS is the pass's wall-clock duration in seconds (monotonic).
@@ -171,39 +220,104 @@ func (d *Driver) init() {
 	})
 }
 
-// Run sends every item once at level lv. New requests stop when stop is
-// done; requests in flight stop when ctx is done. Records are returned in
-// completion order and also passed to OnRecord as they finish.
+// Run sends a pass at level lv: every item once, or as lv's Requests,
+// Duration and Replay say. New requests stop when stop is done; requests in
+// flight stop when ctx is done. Records are returned in completion order
+// and also passed to OnRecord as they finish.
+//
+// Besides the records it returns, a pass holds no per-request state: an
+// open loop's schedule is produced one send at a time (load.OpenFunc),
+// and its fidelity keeps one float per request.
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
 	d.prepare()
-	p := &Pass{Records: make([]model.Request, 0, len(d.Items))}
+	n := len(d.Items)
+	itemOf := func(i int) int { return i % n }
+	limit := n
+	switch {
+	case lv.Replay != nil:
+		itemOf = func(i int) int { return lv.Replay.Items[i] }
+		limit = len(lv.Replay.Offsets)
+		if lv.Requests > 0 {
+			limit = min(limit, lv.Requests)
+		}
+	case lv.Requests > 0:
+		limit = lv.Requests
+	case lv.Duration > 0:
+		limit = math.MaxInt
+	}
+	if n == 0 {
+		limit = 0
+	}
+	open := lv.Open()
+	// The records' slice is sized once for the pass (with a margin where
+	// the count is an expectation: an open loop of a duration), so that a
+	// long pass does not copy it as it grows.
+	size := lv.Planned(n)
+	if lv.Duration > 0 && lv.Rate > 0 && lv.Replay == nil {
+		size += size/64 + 16
+	}
+	size = min(max(size, n), 1<<22)
+	p := &Pass{Records: make([]model.Request, 0, size)}
 	var mu sync.Mutex
+	var lags []float64 // open loop: each send's lag behind its schedule, seconds
+	if open {
+		lags = make([]float64, 0, size)
+	}
 	task := func(ctx context.Context, i int, intended time.Time) {
+		k := itemOf(i)
 		var up *protocol.Upload
 		if d.up.bodies != nil {
-			up = d.up.bodies[i]
+			up = d.up.bodies[k]
 		}
-		rec := d.one(ctx, &d.Items[i], up, d.up.refs[i], lv, repeat, warmup, intended)
+		rec, sent := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
 		mu.Lock()
 		p.Records = append(p.Records, *rec)
+		if open {
+			lags = append(lags, sent.Sub(intended).Seconds())
+		}
 		mu.Unlock()
 	}
 	p.Start = time.Now()
-	if lv.Rate > 0 {
-		offs := load.Schedule(len(d.Items), lv.Rate, lv.Arrivals, lv.Seed+uint64(repeat))
-		p.Started = load.Open(stop, ctx, offs, task)
+	if open {
+		var next load.Next
+		if lv.Replay != nil {
+			next = func(i int) (time.Duration, bool) { return lv.Replay.Offsets[i], true }
+		} else {
+			next = load.Stream(lv.Rate, lv.Arrivals, lv.Seed+uint64(repeat))
+		}
+		bounded := func(i int) (time.Duration, bool) {
+			if i >= limit {
+				return 0, false
+			}
+			off, ok := next(i)
+			if !ok || (lv.Duration > 0 && off >= lv.Duration) {
+				return 0, false
+			}
+			return off, true
+		}
+		p.Started = load.OpenFunc(stop, ctx, bounded, task)
 	} else {
-		p.Started = load.Closed(stop, ctx, len(d.Items), lv.Concurrency, task)
+		sendStop := stop
+		if lv.Duration > 0 {
+			var cancel context.CancelFunc
+			sendStop, cancel = context.WithDeadline(stop, p.Start.Add(lv.Duration))
+			defer cancel()
+		}
+		p.Started = load.Closed(sendStop, ctx, limit, lv.Concurrency, task)
 	}
 	p.End = time.Now()
+	if open {
+		p.Fidelity = NewFidelity(lags)
+	}
 	return p
 }
 
-func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) *model.Request {
+// one sends one request and returns its record and when it was sent.
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) (*model.Request, time.Time) {
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
@@ -235,14 +349,14 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	res := d.Client.Do(rctx, &job)
 	cancel()
 	from := start
-	if lv.Rate > 0 {
+	if lv.Open() {
 		from = intended
 	}
 	record.FillWith(ctx, rec, start, from, &res, ref)
 	if end != nil {
 		end(rec)
 	}
-	return rec
+	return rec, start
 }
 
 // requestID is the X-Request-Id of request n: the driver's prefix, a dash

@@ -1,6 +1,6 @@
 // Package load schedules requests: a closed loop keeps exactly N requests in
-// flight; an open loop sends on a schedule (constant or Poisson arrivals)
-// whatever the server does, and measures latency from the intended send
+// flight; an open loop sends on a schedule (constant or Poisson arrivals,
+// or a recorded trace: trace.go) whatever the server does, and measures latency from the intended send
 // time so that queueing in the server cannot hide behind a slow client
 // (no coordinated omission).
 //
@@ -10,6 +10,7 @@ package load
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -23,7 +24,8 @@ type Task func(ctx context.Context, i int, intended time.Time)
 // Closed runs tasks 0..n-1 with exactly concurrency of them in flight
 // (fewer at the tail). It stops handing out new indices once stop is done,
 // and returns when every started task has returned. It returns how many
-// tasks were started.
+// tasks were started. With n = math.MaxInt only stop ends it (a pass of a
+// duration: stop's deadline).
 func Closed(stop, ctx context.Context, n, concurrency int, task Task) int {
 	if concurrency < 1 {
 		concurrency = 1
@@ -78,15 +80,9 @@ func Schedule(n int, rate float64, arrivals Arrivals, seed uint64) []time.Durati
 	if rate <= 0 {
 		return out
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var t float64
+	next := Stream(rate, arrivals, seed)
 	for i := range out {
-		out[i] = time.Duration(t * float64(time.Second))
-		if arrivals == Poisson {
-			t += rng.ExpFloat64() / rate
-		} else {
-			t += 1 / rate
-		}
+		out[i], _ = next(i)
 	}
 	return out
 }
@@ -95,13 +91,34 @@ func Schedule(n int, rate float64, arrivals Arrivals, seed uint64) []time.Durati
 // many are still in flight. It stops scheduling once stop is done and
 // returns when every started task has returned, with how many were started.
 func Open(stop, ctx context.Context, offsets []time.Duration, task Task) int {
+	return OpenFunc(stop, ctx, func(i int) (time.Duration, bool) {
+		if i >= len(offsets) {
+			return 0, false
+		}
+		return offsets[i], true
+	}, task)
+}
+
+// Next gives the send offset of request i from the start of the pass, or
+// false when the pass has no request i. Open calls it with i = 0, 1, 2…
+// in order, once each, and stops at the first false; offsets must not
+// decrease.
+type Next func(i int) (time.Duration, bool)
+
+// OpenFunc is Open on a schedule that next produces one request at a time,
+// so that a pass of any length holds no schedule in memory.
+func OpenFunc(stop, ctx context.Context, next Next, task Task) int {
 	var wg sync.WaitGroup
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	started := 0
-	for i, off := range offsets {
+	for i := 0; ; i++ {
+		off, ok := next(i)
+		if !ok {
+			break
+		}
 		at := start.Add(off)
 		if d := time.Until(at); d > 0 {
 			timer.Reset(d)
@@ -123,4 +140,25 @@ func Open(stop, ctx context.Context, offsets []time.Duration, task Task) int {
 	}
 	wg.Wait()
 	return started
+}
+
+// Stream is Schedule one offset at a time, without end: the same offsets
+// as Schedule(n, rate, arrivals, seed) for every n. Its Next must be called
+// in order (OpenFunc does).
+func Stream(rate float64, arrivals Arrivals, seed uint64) Next {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var t float64
+	return func(i int) (time.Duration, bool) {
+		switch {
+		case rate <= 0:
+			return 0, true
+		case arrivals != Poisson:
+			// i/rate, not a running sum: no drift over a long pass, and
+			// exactly rate×D sends before D (300/s for 120 s: 36,000).
+			return time.Duration(math.Round(float64(i) / rate * float64(time.Second))), true
+		}
+		off := time.Duration(math.Round(t * float64(time.Second)))
+		t += rng.ExpFloat64() / rate
+		return off, true
+	}
 }

@@ -27,10 +27,8 @@ means, with the change in percent, or ~ when p ≥ 0.05. With 3 runs a side
 the smallest possible p is 0.1, so nothing shows as significant: use at
 least 4 a side (ABBAABBA). runbook.json at the top of --out holds it all.
 
-Exit status: 0 complete; 3 incomplete (a scored run lacks coverage: the
-missing coverage is printed instead of the comparison); 1 a server failed
-to start or stop, or the GPUs were not freed; 2 bad flags or input; 130
-interrupted.
+When a scored run lacks coverage, the missing coverage is printed instead of
+the comparison (exit 3).
 
 Example:
   asrprof ab --target http://127.0.0.1:8000 --dataset refserver/data/refset/manifest.jsonl \

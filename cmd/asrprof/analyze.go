@@ -51,7 +51,7 @@ type analyzeFlags struct {
 }
 
 func (f *analyzeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.format, "format", "text", "`text`, markdown, csv or json")
+	fs.StringVar(&f.format, "format", "text", formatUsage)
 	fs.StringVar(&f.stages, "stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit per script (`DURATION`)")
 }
@@ -62,14 +62,9 @@ func (f *analyzeFlags) check() error {
 		ok = ok || p == f.stages
 	}
 	if !ok {
-		return fmt.Errorf("%w: --stages %q (want %s)", errUsage, f.stages, strings.Join(analysis.Presets, ", "))
+		return fmt.Errorf("%w: --stages %q: want %s", errUsage, f.stages, strings.Join(analysis.Presets, ", "))
 	}
-	for _, v := range table.Formats {
-		if v == f.format || f.format == "text" {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: --format %q (want text, markdown, csv or json)", errUsage, f.format)
+	return checkFormat(f.format)
 }
 
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,11 +73,8 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var af analyzeFlags
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
-	saveStages := fs.Bool("save-stages", false, "also write each request's derived stage boundaries to DIR/stages.jsonl,\nwhich `asrprof export` turns into one span per stage")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), analyzeUsage)
-		printFlags(fs.Output(), fs)
-	}
+	saveStages := fs.Bool("save-stages", false, "also write each request's derived stage boundaries to DIR/stages.jsonl,\nwhich 'asrprof export' turns into one span per stage")
+	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -98,6 +90,9 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(pos) == 0 {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
+	}
+	if err := checkBundle(pos[0]); err != nil {
+		return err
 	}
 	c, err := analysis.Load(pos[0])
 	if err != nil {
@@ -129,10 +124,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var af analyzeFlags
 	af.register(fs)
 	alpha := fs.Float64("alpha", 0.05, "significance level of the Mann-Whitney U test (`P`)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), compareUsage)
-		printFlags(fs.Output(), fs)
-	}
+	fs.Usage = helpFunc(fs, text(compareUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -142,6 +134,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(pos) != 2 {
 		return fmt.Errorf("%w: give two bundle directories, CURRENT and BASELINE", errUsage)
+	}
+	for _, dir := range pos {
+		if err := checkBundle(dir); err != nil {
+			return err
+		}
 	}
 	cur, err := analysis.Load(pos[0])
 	if err != nil {

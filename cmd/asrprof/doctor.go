@@ -14,8 +14,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	target := fs.String("target", "", "server base `URL` to check: GET URL/health, and the process listening on its port")
 	pid := fs.Int("pid", 0, "server process `N` (instead of finding the listener on --target's port)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: asrprof doctor [--target URL] [--pid N]
+	fs.Usage = helpFunc(fs, text(`Usage: asrprof doctor [--target URL] [--pid N]
 
 Checks what profiling needs on this machine (privileges, BTF, tracefs, perf
 events, eBPF, the memlock limit, NVML and GPM, the NVML clock offset) and,
@@ -26,9 +25,7 @@ Example:
   sudo asrprof doctor --target http://127.0.0.1:8000
 
 Flags:
-`)
-		printFlags(fs.Output(), fs)
-	}
+`), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

@@ -44,10 +44,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	batch := fs.Int("batch", export.DefaultBatchSpans, "OTLP: at most `N` spans per export request")
 	timeout := fs.Duration("timeout", export.DefaultTimeout, "OTLP: time limit of one export request")
 	quiet := fs.Bool("quiet", false, "no progress output")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), exportUsage)
-		printFlags(fs.Output(), fs)
-	}
+	fs.Usage = helpFunc(fs, text(exportUsage), nil)
 	// Flags may come before or after the directory.
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -73,6 +70,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if _, err := export.TracesURL(*otlpURL); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+	}
+	if err := checkBundle(dir); err != nil {
+		return err
 	}
 	b, err := bundle.Open(dir)
 	if err != nil {

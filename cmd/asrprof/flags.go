@@ -24,14 +24,14 @@ func (l *intList) String() string {
 
 func (l *intList) Set(v string) error {
 	*l = nil
-	for _, f := range strings.Split(v, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	elems, err := splitList(v)
+	if err != nil {
+		return err
+	}
+	for i, f := range elems {
 		n, err := strconv.Atoi(f)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", f)
+			return fmt.Errorf("element %d, %q, is not an integer", i+1, f)
 		}
 		*l = append(*l, n)
 	}
@@ -51,18 +51,35 @@ func (l *floatList) String() string {
 
 func (l *floatList) Set(v string) error {
 	*l = nil
-	for _, f := range strings.Split(v, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	elems, err := splitList(v)
+	if err != nil {
+		return err
+	}
+	for i, f := range elems {
 		x, err := strconv.ParseFloat(f, 64)
 		if err != nil {
-			return fmt.Errorf("%q is not a number", f)
+			return fmt.Errorf("element %d, %q, is not a number", i+1, f)
 		}
 		*l = append(*l, x)
 	}
 	return nil
+}
+
+// splitList splits the value of a comma-separated list flag into its
+// elements, spaces around them trimmed. An empty element (1,,4 or a
+// trailing comma) is an error naming it; an empty value is no elements.
+// Every list flag parses its value with it.
+func splitList(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	elems := strings.Split(v, ",")
+	for i, e := range elems {
+		if elems[i] = strings.TrimSpace(e); elems[i] == "" {
+			return nil, fmt.Errorf("element %d is empty", i+1)
+		}
+	}
+	return elems, nil
 }
 
 // parse parses args with fs. On -h/--help it prints fs.Usage once, to
@@ -92,28 +109,40 @@ func parseQuiet(fs *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
 		}
-		return fmt.Errorf("%w: %v (see 'asrprof %s --help')", errUsage, err, fs.Name())
+		return fmt.Errorf("%w: %s (see 'asrprof %s --help')", errUsage, flagError(fs, err), fs.Name())
 	}
 	return nil
 }
 
-// printFlags writes fs's flags in GNU style (--name VALUE) with their help.
+// printFlags writes fs's flags in GNU style (--name VALUE) with their
+// help, by name (printFlag); a command with many flags groups them
+// (flagGroups).
 func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, use := flag.UnquoteUsage(f)
-		head := "  --" + f.Name
-		if name != "" {
-			head += " " + name
-		}
-		fmt.Fprintln(w, head)
-		for _, line := range strings.Split(use, "\n") {
-			fmt.Fprintf(w, "      %s\n", line)
-		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
-			fmt.Fprintf(w, "      (default %s)\n", f.DefValue)
-		}
-	})
+	fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
 }
+
+// helpFunc is a command's fs.Usage: the head of text (which ends in
+// "Flags:\n"), the flags (in groups when groups is not nil), the tail of
+// text, and the exit status table.
+func helpFunc(fs *flag.FlagSet, text func() (head, tail string), groups *flagGroups) func() {
+	return func() {
+		w := fs.Output()
+		head, tail := text()
+		fmt.Fprint(w, head)
+		if groups != nil {
+			groups.print(w)
+		} else {
+			printFlags(w, fs)
+		}
+		if tail != "" {
+			fmt.Fprint(w, "\n"+tail)
+		}
+		fmt.Fprint(w, "\n"+exitTable())
+	}
+}
+
+// text is a help text without a tail, for helpFunc.
+func text(head string) func() (string, string) { return func() (string, string) { return head, "" } }
 
 // splitArgs separates positional arguments from flags so that flags may
 // come before or after them.

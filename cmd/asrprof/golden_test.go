@@ -45,6 +45,19 @@ func TestCLIGolden(t *testing.T) {
 	for _, tc := range []goldenCase{
 		{name: "capture_help", args: []string{"capture", "--help"}},
 		{name: "serve_help", args: []string{"serve", "--help"}},
+		{name: "main_help", args: []string{"--help"}},
+		{name: "analyze_help", args: []string{"help", "analyze"}},
+		{name: "show_help", args: []string{"show", "--help"}},
+		// Errors: one line naming the flag or file once, --flag spelled
+		// with two dashes, the exit status of the table in --help.
+		{name: "error_list_element", args: []string{"capture", "--concurrency", "1,,4"}, code: exitUsage},
+		{name: "error_unknown_flag", args: []string{"capture", "-concurency", "4"}, code: exitUsage},
+		{name: "error_flag_value", args: []string{"capture", "--timeout", "30"}, code: exitUsage},
+		{name: "error_dataset_missing", args: []string{"capture", "--target", "http://127.0.0.1:1", "--dataset", "$TMP/none.jsonl"}, code: exitUsage},
+		{name: "error_out_exists", args: []string{"capture", "--target", "http://127.0.0.1:1", "--dataset", "$TMP/refserver", "--out", "$TMP/refserver"},
+			setup: fixtures("refserver"), code: exitUsage},
+		{name: "error_not_a_bundle", args: []string{"show", "$TMP"}, code: exitUsage},
+		{name: "error_format", args: []string{"analyze", "$TMP/refserver", "--format", "yaml"}, setup: fixtures("refserver"), code: exitUsage},
 		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
 		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
 		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},

@@ -14,13 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
-// Exit codes.
+// Exit codes; exitStatuses (help.go) says what each means, in --help.
 const (
 	exitOK          = 0
 	exitFailed      = 1
@@ -113,15 +115,18 @@ Examples:
   # What the probes may do on this machine:
   asrprof doctor --target http://127.0.0.1:8000
 
-Run 'asrprof <command> --help' for a command's flags.
+Run 'asrprof help <command>' (or 'asrprof <command> --help') for a command's
+flags.
+
 `
 
 func usage(w io.Writer) {
 	var list string
 	for _, c := range commands() {
-		list += fmt.Sprintf("  %-9s %s\n", c.name, c.summary)
+		list += fmt.Sprintf("  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, mainUsage, list)
+	fmt.Fprint(w, exitTable())
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -130,7 +135,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "help":
+		if len(args) > 1 { // asrprof help CMD: CMD's help
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
 	}
@@ -148,19 +159,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "asrprof: interrupted; the bundle was finalized with complete=false")
 			return exitInterrupted
 		case errors.Is(err, runbook.ErrIncomplete):
-			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitIncomplete
 		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),
 			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig),
-			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand):
-			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand),
+			errors.Is(err, bundle.ErrExists):
+			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitUsage
 		default:
-			fmt.Fprintf(stderr, "asrprof %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitFailed
 		}
 	}
 	fmt.Fprintf(stderr, "asrprof: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return exitUsage
+}
+
+// errorText is err as the one line asrprof prints: without the prefixes
+// of the sentinels that only pick the exit status ("usage: ", "invalid
+// configuration: "); the message after them names the flag or file.
+func errorText(err error) string {
+	msg := err.Error()
+	for again := true; again; {
+		again = false
+		for _, s := range []error{errUsage, capture.ErrInvalidConfig} {
+			if p := s.Error() + ": "; strings.HasPrefix(msg, p) {
+				msg, again = msg[len(p):], true
+			}
+		}
+	}
+	return msg
 }

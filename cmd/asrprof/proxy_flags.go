@@ -1,9 +1,6 @@
 package main
 
 import (
-	"flag"
-	"strings"
-
 	"github.com/asrprof/asrprof/capture"
 )
 
@@ -29,17 +26,24 @@ client paces its audio.
       python -m benchmarks.eval.benchmark_asr_seedtts --port 8001 --concurrencies 1,8,32
 `
 
-// addProxyFlags registers the flags of proxy mode on fs, writing into cfg.
-func addProxyFlags(fs *flag.FlagSet, cfg *capture.Config) {
-	fs.StringVar(&cfg.Proxy, "proxy", cfg.Proxy, "proxy mode: listen at `HOST:PORT` (loopback when HOST is empty) and record the requests your own\nclient sends to --target through it; the command after -- is that client")
-	fs.Func("levels", "proxy mode: the client's levels in order, comma-separated `LIST` (c1,c8,c8: a name given\ntwice in a row is a repeat); default: inferred", func(v string) error {
-		cfg.ProxyLevels = nil
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				cfg.ProxyLevels = append(cfg.ProxyLevels, n)
-			}
-		}
-		return nil
-	})
-	fs.DurationVar(&cfg.LevelGap, "level-gap", cfg.LevelGap, "proxy mode: an idle time (nothing in flight) this long ends a phase (`DURATION`; default 200ms)")
+// addProxyFlags registers the flags of proxy mode in their help group,
+// writing into cfg.
+func addProxyFlags(g *flagGroups, cfg *capture.Config) {
+	fs := g.fs
+	g.add("Proxy mode (docs/PROXY.md)",
+		func() {
+			fs.StringVar(&cfg.Proxy, "proxy", cfg.Proxy, "listen at `HOST:PORT` (loopback when HOST is empty) and record the requests your own\nclient sends to --target through it; the command after -- is that client")
+		},
+		func() {
+			fs.Func("levels", "the client's levels in order, comma-separated `LIST` (c1,c8,c8: a name given twice in a\nrow is a repeat; default: inferred)", func(v string) error {
+				l, err := splitList(v)
+				cfg.ProxyLevels = l
+				return err
+			})
+		},
+		func() {
+			// 0 is proxy.DefaultGap: the help says so once.
+			fs.DurationVar(&cfg.LevelGap, "level-gap", cfg.LevelGap, "an idle time (nothing in flight) this long ends a phase (`DURATION`; default 200ms)")
+		},
+	)
 }

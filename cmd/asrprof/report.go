@@ -43,10 +43,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
 	stages := fs.String("stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
 	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), reportUsage)
-		printFlags(fs.Output(), fs)
-	}
+	fs.Usage = helpFunc(fs, text(reportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -54,6 +51,13 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	af := analyzeFlags{format: "text", stages: *stages}
 	if err := af.check(); err != nil {
 		return err
+	}
+	if len(pos) == 1 || len(pos) == 2 {
+		for _, dir := range pos {
+			if err := checkBundle(dir); err != nil {
+				return err
+			}
+		}
 	}
 	o := report.Options{Stages: *stages, Timeout: *timeout}
 	var path string

@@ -54,7 +54,7 @@ func TestReportCommand(t *testing.T) {
 	}{
 		{[]string{"report"}, exitUsage, "give one bundle directory"},
 		{[]string{"report", cur, base, cur}, exitUsage, "give one bundle directory"},
-		{[]string{"report", filepath.Join(t.TempDir(), "nope")}, exitFailed, "nope"},
+		{[]string{"report", filepath.Join(t.TempDir(), "nope")}, exitUsage, "nope: no such directory"}, // bad input: exit 2
 		{[]string{"report", cur, "--stages", "odd"}, exitUsage, `--stages "odd"`},
 		{[]string{"report", "--help"}, exitOK, "asrprof report CURRENT BASELINE"},
 	} {

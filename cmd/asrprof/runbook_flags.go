@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -31,12 +30,7 @@ asrprof prints mean, sample standard deviation, min and max per level and
 metric and writes runbook.json at the top of --out. The verdict is complete
 only if every scored run has evaluated == total, skipped == 0 and failed == 0
 at every level; otherwise it lists the missing coverage (run, level, what)
-instead of the means.
-
-Exit status: 0 complete; 3 incomplete (a scored run lacks coverage); 1 a
-server failed to start or stop, or the GPUs were not freed; 2 bad flags or
-input; 130 interrupted.
-
+instead of the means (exit 3).
 `
 
 // runbookFlags are the capture flags that turn one capture into a runbook
@@ -60,6 +54,11 @@ type runbookFlags struct {
 	noWarm                         bool
 
 	sens *sensitivityFlags // asrprof sensitivity only
+
+	// What a capture prints before it starts (captureCommand): the levels
+	// it runs and why (levelsLine), and warnings about them.
+	levels   string
+	warnings []string
 }
 
 // stringList is a repeatable string flag.
@@ -68,45 +67,90 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// addRunbookFlags registers the lifecycle and run flags on fs, and the A/B
-// flags when fs is the `ab` command's.
-func addRunbookFlags(fs *flag.FlagSet) *runbookFlags {
+// The help groups of ab's and sensitivity's own flags; parseCapture puts
+// them first.
+const (
+	abGroup          = "A/B runs"
+	sensitivityGroup = "Sensitivity (docs/RUNBOOK.md)"
+	lifecycleGroup   = "Server lifecycle and runs (docs/RUNBOOK.md)"
+)
+
+// addRunbookFlags registers the lifecycle and run flags in their help
+// groups, and the A/B flags when the flag set is the `ab` command's.
+func addRunbookFlags(g *flagGroups) *runbookFlags {
+	fs := g.fs
 	f := &runbookFlags{ab: fs.Name() == "ab"}
 	if f.ab {
-		fs.StringVar(&f.aCmd, "a-cmd", "", "server `COMMAND` of side A (split like --server-cmd)")
-		fs.StringVar(&f.bCmd, "b-cmd", "", "server `COMMAND` of side B")
-		fs.StringVar(&f.aCmdFile, "a-cmd-file", "", "read side A's server command from `FILE`")
-		fs.StringVar(&f.bCmdFile, "b-cmd-file", "", "read side B's server command from `FILE`")
-		fs.StringVar(&f.order, "order", "ABBAAB", "the scored runs in order, letters A and B (`ORDER`); sub-bundles A-1, B-1, B-2, A-2, ...")
-		fs.BoolVar(&f.noWarm, "no-warm", false, "skip the unscored warm run of each side (A-warm, B-warm) before the scored runs")
+		g.add(abGroup,
+			func() { fs.StringVar(&f.aCmd, "a-cmd", "", "server `COMMAND` of side A (split like --server-cmd)") },
+			func() { fs.StringVar(&f.bCmd, "b-cmd", "", "server `COMMAND` of side B") },
+			func() { fs.StringVar(&f.aCmdFile, "a-cmd-file", "", "read side A's server command from `FILE`") },
+			func() { fs.StringVar(&f.bCmdFile, "b-cmd-file", "", "read side B's server command from `FILE`") },
+			func() {
+				fs.StringVar(&f.order, "order", "ABBAAB", "the scored runs in order, letters A and B (`ORDER`); sub-bundles A-1, B-1, B-2, A-2, ...")
+			},
+			func() {
+				fs.BoolVar(&f.noWarm, "no-warm", false, "skip the unscored warm run of each side (A-warm, B-warm) before the scored runs")
+			},
+		)
 	} else {
-		fs.StringVar(&f.serverCmd, "server-cmd", "", "start the server with `COMMAND` for each run (own process group, log in server.log);\nsplit like a shell's simple command, e.g. \"python3 serve.py --port 8000\"")
-		fs.StringVar(&f.serverCmdFile, "server-cmd-file", "", "read the server command from `FILE` (# comment lines, backslash-newline continues)")
-		fs.StringVar(&f.runs, "runs", "", "runs to do, each with a fresh server and its own sub-bundle run-NAME/ (`LIST`);\nwarm is recorded, never scored (default with --server-cmd: "+runbook.DefaultRuns+")")
+		title := lifecycleGroup
+		if fs.Name() == "sensitivity" {
+			title = sensitivityGroup
+		}
+		g.add(title,
+			func() {
+				fs.StringVar(&f.serverCmd, "server-cmd", "", "start the server with `COMMAND` for each run (own process group, log in server.log);\nsplit like a shell's simple command, e.g. \"python3 serve.py --port 8000\"")
+			},
+			func() {
+				fs.StringVar(&f.serverCmdFile, "server-cmd-file", "", "read the server command from `FILE` (# comment lines, backslash-newline continues)")
+			},
+			func() {
+				fs.StringVar(&f.runs, "runs", "", "runs to do, each with a fresh server and its own sub-bundle run-NAME/ (`LIST`);\nwarm is recorded, never scored (default with --server-cmd: "+runbook.DefaultRuns+")")
+			},
+		)
 	}
-	fs.StringVar(&f.healthURL, "health-url", "", "`URL` that answers 200 once the server is ready (default: --target + /health)")
-	fs.DurationVar(&f.startupTimeout, "startup-timeout", 30*time.Minute, "how long a started server may take to become healthy (`DURATION`)")
-	fs.DurationVar(&f.stopGrace, "stop-grace", 10*time.Second, "after SIGTERM to the server's process group, wait this long before SIGKILL (`DURATION`)")
-	fs.Uint64Var(&f.gpuFreeMiB, "gpu-free-mib", 1024, "after a stop, wait until every GPU uses less than `MIB` of memory (where NVML works)")
-	fs.DurationVar(&f.gpuFreeTimeout, "gpu-free-timeout", 2*time.Minute, "give up waiting for GPU memory after `DURATION` (an error)")
-	fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
-	fs.StringVar(&f.provenanceEnv, "provenance-env", "", "more environment variable names to record with each run, comma-separated `LIST` (NAME* for a prefix);\nalways recorded: "+strings.Join(runbook.DefaultProvenanceEnv, ","))
-	fs.Var(&f.cacheDirs, "cache-dir", "a compile cache `DIR` whose size and newest modification time are recorded before each run (repeatable)")
 	if fs.Name() == "sensitivity" {
-		f.sens = addSensitivityFlags(fs)
+		g.add(sensitivityGroup, func() { f.sens = addSensitivityFlags(fs) })
 	}
+	g.add(lifecycleGroup,
+		func() {
+			fs.StringVar(&f.healthURL, "health-url", "", "`URL` that answers 200 once the server is ready (default: --target + /health)")
+		},
+		func() {
+			fs.DurationVar(&f.startupTimeout, "startup-timeout", 30*time.Minute, "how long a started server may take to become healthy (`DURATION`)")
+		},
+		func() {
+			fs.DurationVar(&f.stopGrace, "stop-grace", 10*time.Second, "after SIGTERM to the server's process group, wait this long before SIGKILL (`DURATION`)")
+		},
+		func() {
+			fs.Uint64Var(&f.gpuFreeMiB, "gpu-free-mib", 1024, "after a stop, wait until every GPU uses less than `MIB` of memory (where NVML works)")
+		},
+		func() {
+			fs.DurationVar(&f.gpuFreeTimeout, "gpu-free-timeout", 2*time.Minute, "give up waiting for GPU memory after `DURATION` (an error)")
+		},
+		func() {
+			fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
+		},
+		func() {
+			fs.StringVar(&f.provenanceEnv, "provenance-env", "", "more environment variable names to record with each run, comma-separated `LIST` (NAME* for a prefix);\nalways recorded: "+strings.Join(runbook.DefaultProvenanceEnv, ","))
+		},
+		func() {
+			fs.Var(&f.cacheDirs, "cache-dir", "a compile cache `DIR` whose size and newest modification time are recorded before each run (repeatable)")
+		},
+	)
 	return f
 }
 
-// usage returns the command's help text before its flag list.
-func (f *runbookFlags) usage(captureText string) string {
+// help returns the command's help text before its flags and after them.
+func (f *runbookFlags) help() (head, tail string) {
 	if f.ab {
-		return abUsage
+		return abUsage, ""
 	}
 	if f.sens != nil {
-		return sensitivityUsage
+		return sensitivityUsage, ""
 	}
-	return strings.Replace(captureText, "Flags:\n", runbookUsage+"Flags:\n", 1)
+	return captureUsage, strings.TrimPrefix(proxyUsage, "\n") + "\n" + runbookUsage
 }
 
 // enabled reports whether the command is a runbook rather than one capture.

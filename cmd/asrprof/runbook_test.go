@@ -52,13 +52,13 @@ func TestRunbookHelp(t *testing.T) {
 	code, out, _ := runCLI("capture", "--help")
 	for _, want := range []string{"--server-cmd", "--server-cmd-file", "--runs", "--health-url", "--startup-timeout",
 		"--stop-grace", "--gpu-free-mib", "--gpu-free-timeout", "--reuse-server", "--provenance-env", "--cache-dir",
-		"0 complete; 3 incomplete", "run-warm/"} {
+		"\n  3    a runbook (--server-cmd, --runs, ab, sensitivity) ran, but a scored run", "run-warm/"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("capture --help lacks %q", want)
 		}
 	}
 	code, out, _ = runCLI("ab", "--help")
-	for _, want := range []string{"--a-cmd", "--b-cmd", "--order", "--no-warm", "--concurrency", "ratio B/A", "Mann-Whitney", "3 incomplete"} {
+	for _, want := range []string{"--a-cmd", "--b-cmd", "--order", "--no-warm", "--concurrency", "ratio B/A", "Mann-Whitney", "\n  3    a runbook"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("ab --help lacks %q", want)
 		}

@@ -63,10 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "`DIR` the captures' bundles go to, one folder per capture id")
 	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", cfg.RemoteIdle, "finish a remote capture whose driver has not called for this long (`DURATION`)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), serveUsage)
-		printFlags(fs.Output(), fs)
-	}
+	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -99,7 +96,7 @@ func parseAPICapture(args []string) (capture.Config, error) {
 		if err == errHelp {
 			return cfg, fmt.Errorf("--help is not an option here; see 'asrprof capture --help'")
 		}
-		return cfg, err
+		return cfg, &reworded{msg: errorText(err), err: err} // as the command line prints it
 	}
 	if rb.enabled() {
 		return cfg, fmt.Errorf("runbook flags (--server-cmd, --runs) are not taken over the API")

@@ -2,26 +2,30 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "table", "`table`, markdown, csv or json")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: asrprof show DIR [--format table|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n")
-		printFlags(fs.Output(), fs)
-	}
+	format := fs.String("format", "text", formatUsage)
+	fs.Usage = helpFunc(fs, text("Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n"), nil)
 	// Flags may come before or after the directory.
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
+		return err
+	}
+	if err := checkFormat(*format); err != nil {
 		return err
 	}
 	var dir string
@@ -30,6 +34,9 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if dir == "" {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
+	}
+	if err := checkBundle(dir); err != nil {
+		return err
 	}
 	// The sweep is the sweep analysis, as analyze and capture print it;
 	// it reads requests.jsonl, so a killed capture (no results.json) shows.
@@ -56,6 +63,34 @@ func waitTables(stderr io.Writer, cs ...*analysis.Capture) {
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = helpFunc(fs, text("Usage: asrprof version\n\nPrints asrprof's version.\n"), nil)
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
 	fmt.Fprintf(stdout, "asrprof %s\n", capture.Version)
+	return nil
+}
+
+// checkBundle checks that dir, a command's argument, is a capture bundle
+// before anything reads it: a missing directory or one without a
+// manifest is bad input (exit 2), named once.
+func checkBundle(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: %s: no such directory", errUsage, dir)
+	case err != nil:
+		return fmt.Errorf("%w: %v", errUsage, err)
+	case !st.IsDir():
+		return fmt.Errorf("%w: %s: not a directory (want a capture bundle)", errUsage, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, bundle.ManifestFile)); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s: not a capture bundle (no %s)", errUsage, dir, bundle.ManifestFile)
+	}
 	return nil
 }

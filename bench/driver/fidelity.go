@@ -1,0 +1,66 @@
+package driver
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/stats"
+)
+
+// The limits of schedule fidelity, in one place: an open-loop pass (a
+// --rate level or a replayed trace) whose sends lag their intended times
+// by more than these did not send the schedule it was asked to, and the
+// capture says so (docs/REPLAY.md).
+const (
+	FidelityP99Limit = 5 * time.Millisecond  // p99 send lag
+	FidelityMaxLimit = 50 * time.Millisecond // worst send lag
+)
+
+// Fidelity is how closely an open-loop pass kept its schedule: the lag of
+// each request's send (the driver handing it to the protocol client, just
+// before its first byte is written) behind its intended time, on the
+// monotonic clock.
+type Fidelity struct {
+	Requests    int     `json:"requests"`
+	SendLagP50S float64 `json:"send_lag_p50_s"`
+	SendLagP99S float64 `json:"send_lag_p99_s"`
+	SendLagMaxS float64 `json:"send_lag_max_s"`
+	// Lost says which limit the pass broke (empty: fidelity kept).
+	Lost []string `json:"lost,omitempty"`
+}
+
+// NewFidelity summarises send lags in seconds (it sorts lags); nil when
+// there are none.
+func NewFidelity(lags []float64) *Fidelity {
+	if len(lags) == 0 {
+		return nil
+	}
+	sort.Float64s(lags)
+	f := &Fidelity{
+		Requests:    len(lags),
+		SendLagP50S: stats.PercentileSorted(lags, 50),
+		SendLagP99S: stats.PercentileSorted(lags, 99),
+		SendLagMaxS: lags[len(lags)-1],
+	}
+	if f.SendLagP99S > FidelityP99Limit.Seconds() {
+		f.Lost = append(f.Lost, fmt.Sprintf("p99 send lag %s > %s", ms(f.SendLagP99S), ms(FidelityP99Limit.Seconds())))
+	}
+	if f.SendLagMaxS > FidelityMaxLimit.Seconds() {
+		f.Lost = append(f.Lost, fmt.Sprintf("max send lag %s > %s", ms(f.SendLagMaxS), ms(FidelityMaxLimit.Seconds())))
+	}
+	return f
+}
+
+// String is the line a capture prints at the end of an open-loop pass.
+func (f *Fidelity) String() string {
+	s := fmt.Sprintf("schedule fidelity: send lag p50 %s, p99 %s, max %s over %d requests",
+		ms(f.SendLagP50S), ms(f.SendLagP99S), ms(f.SendLagMaxS), f.Requests)
+	if len(f.Lost) > 0 {
+		s += "; FIDELITY LOST (" + strings.Join(f.Lost, ", ") + "): the pass did not send the schedule it was asked to"
+	}
+	return s
+}
+
+func ms(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }

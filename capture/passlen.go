@@ -1,0 +1,60 @@
+package capture
+
+import (
+	"fmt"
+
+	"github.com/asrprof/asrprof/bench/driver"
+)
+
+// The length of a pass (--pass-requests, --pass-duration; docs/REPLAY.md):
+// by default a pass sends every sample of the dataset once. With
+// PassRequests it sends that many requests, and with PassDuration it
+// sends for that long, cycling the dataset in its order (as vegeta's
+// -duration cycles its targets), under either loop; with both, whichever
+// ends first. Requests in flight when the pass stops sending finish, so
+// its wall time is the sending time plus the last request's latency.
+
+// validatePassLength checks the pass's length and its replayed schedule.
+func (c *Config) validatePassLength() error {
+	if c.PassRequests < 0 {
+		return fmt.Errorf("--pass-requests %d: must be ≥ 0 (0: the dataset once)", c.PassRequests)
+	}
+	if c.PassDuration < 0 {
+		return fmt.Errorf("--pass-duration %v: must be ≥ 0 (0: the dataset once)", c.PassDuration)
+	}
+	if c.PassRequests > 0 || c.PassDuration > 0 {
+		if err := c.oneRequestPerSample("--pass-requests and --pass-duration"); err != nil {
+			return err
+		}
+	}
+	return c.validateReplay()
+}
+
+// oneRequestPerSample refuses the options whose files hold one line per
+// sample and pass when a pass may send a sample several times, or not at
+// all.
+func (c *Config) oneRequestPerSample(what string) error {
+	if c.Task == TaskTranscribeDiarize {
+		return fmt.Errorf("%s send samples more or less than once a pass; --task transcribe-diarize scores each sample once per pass", what)
+	}
+	if c.SaveRawDir != "" {
+		return fmt.Errorf("%s send samples more or less than once a pass; --save-raw-dir writes one line per sample (SGLang-Omni's shape): drop one", what)
+	}
+	return nil
+}
+
+// passLevel is the driver's level for a pass at lv: lv's loop, the pass's
+// length, and for the replay level its schedule (and lv with the replay's
+// mean rate, which the manifest and the metrics record).
+func (s *Session) passLevel(lv Level) (Level, driver.Level) {
+	cfg := &s.cfg
+	if s.replay != nil && lv.Name == ReplayLevel {
+		lv.Rate = s.replay.rate
+	}
+	dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed,
+		Requests: cfg.PassRequests, Duration: cfg.PassDuration}
+	if s.replay != nil && lv.Name == ReplayLevel {
+		dl.Replay = s.replay.r
+	}
+	return lv, dl
+}

@@ -1,0 +1,169 @@
+package capture
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/asrprof/asrprof/bench/driver"
+	"github.com/asrprof/asrprof/bench/load"
+)
+
+// Trace replay (--arrivals replay:FILE, docs/REPLAY.md): one open-loop
+// level, ReplayLevel, that sends a request at each arrival time of a trace
+// file (bench/load.ReadTrace) with the sample the row names (its sample id,
+// or the closest audio duration, or the next in turn; bench/driver's
+// NewReplay), its times divided by ReplaySpeed. Each open-loop pass
+// records its schedule fidelity (bench/driver.Fidelity) in the manifest,
+// extra.schedule_fidelity, and says it at the pass's end.
+
+// ReplayPrefix starts the --arrivals value that replays a trace.
+const ReplayPrefix = "replay:"
+
+// ReplayLevel is the name of a replay capture's one level.
+const ReplayLevel = "replay"
+
+// ReplayFile is the trace that c's arrivals replay ("" when they are
+// poisson or constant).
+func (c *Config) ReplayFile() string {
+	f, _ := strings.CutPrefix(string(c.Arrivals), ReplayPrefix)
+	if !isReplay(c.Arrivals) {
+		return ""
+	}
+	return f
+}
+
+func isReplay(a load.Arrivals) bool { return strings.HasPrefix(string(a), ReplayPrefix) }
+
+// validateReplay checks --arrivals replay:FILE and --replay-speed; the
+// trace itself is read, and its rows checked, by loadReplay.
+func (c *Config) validateReplay() error {
+	sp := c.ReplaySpeed
+	if sp < 0 || math.IsNaN(sp) || math.IsInf(sp, 0) {
+		return fmt.Errorf("--replay-speed %g: want a number > 0 (2: the trace in half its time)", sp)
+	}
+	if !isReplay(c.Arrivals) {
+		if sp != 0 && sp != 1 {
+			return fmt.Errorf("--replay-speed scales a replayed trace: give --arrivals replay:FILE")
+		}
+		return nil
+	}
+	file := c.ReplayFile()
+	if file == "" {
+		return fmt.Errorf("--arrivals replay:FILE: name the trace, e.g. replay:trace.jsonl (docs/REPLAY.md)")
+	}
+	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
+		return fmt.Errorf("--arrivals %s is a schedule of its own: drop --concurrency and --rate (--replay-speed scales it)", c.Arrivals)
+	}
+	if c.Search != nil {
+		return fmt.Errorf("--find-max searches --concurrency or --rate levels; it does not combine with --arrivals replay:FILE")
+	}
+	if err := c.oneRequestPerSample("--arrivals replay:FILE may"); err != nil {
+		return err
+	}
+	if st, err := os.Stat(file); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--arrivals replay:%s: %v", file, err)
+	} else if st.IsDir() {
+		return fmt.Errorf("--arrivals replay:%s is a directory: want a JSONL or CSV trace", file)
+	}
+	return nil
+}
+
+// replayPlan is a loaded trace matched to the dataset.
+type replayPlan struct {
+	r    *driver.Replay
+	rate float64 // mean requests per second, speed applied (3 decimals)
+	info map[string]any
+}
+
+// loadReplay reads cfg's trace and picks each arrival's sample (nil when
+// cfg replays none). A bad row is an ErrInvalidConfig naming file and
+// line.
+func loadReplay(cfg *Config, items []driver.Item) (*replayPlan, error) {
+	file := cfg.ReplayFile()
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --arrivals replay:%s: %v", ErrInvalidConfig, file, err)
+	}
+	arr, err := load.ParseTrace(bytes.NewReader(b), file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --arrivals: %v", ErrInvalidConfig, err)
+	}
+	r, err := driver.NewReplay(items, arr, cfg.ReplaySpeed, file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --arrivals: %v", ErrInvalidConfig, err)
+	}
+	by := map[string]int{}
+	for _, a := range arr {
+		switch {
+		case a.SampleID != "":
+			by["sample_id"]++
+		case a.AudioS > 0:
+			by["audio_duration_s"]++
+		default:
+			by["round_robin"]++
+		}
+	}
+	sum := sha256.Sum256(b)
+	speed := cfg.ReplaySpeed
+	if speed == 0 {
+		speed = 1
+	}
+	// The level's rate, three decimals as a level name keeps them.
+	p := &replayPlan{r: r, rate: math.Round(r.MeanRate()*1000) / 1000}
+	p.info = map[string]any{
+		"file": file, "sha256": hex.EncodeToString(sum[:]), "arrivals": len(arr), "speed": speed,
+		"span_s": r.Span().Seconds(), "mean_rate": p.rate, "matched_by": by,
+	}
+	return p, nil
+}
+
+// FidelityRecord is one entry of the manifest's extra.schedule_fidelity:
+// an open-loop pass's schedule fidelity.
+type FidelityRecord struct {
+	Level  string `json:"level"`
+	Repeat int    `json:"repeat"`
+	Warmup bool   `json:"warmup,omitempty"`
+	driver.Fidelity
+}
+
+// recordFidelity keeps an open-loop pass's schedule fidelity in the
+// manifest (extra.schedule_fidelity, extra.replay), says it, and notes
+// a pass that lost it.
+func (s *Session) recordFidelity(lv Level, repeat int, warmup bool, res *driver.Pass, say func(string)) {
+	f := res.Fidelity
+	if f == nil {
+		return
+	}
+	if !s.cfg.Quiet || len(f.Lost) > 0 {
+		say(fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, f))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := &s.manifest
+	if m.Extra == nil {
+		m.Extra = map[string]any{}
+	}
+	if s.replay != nil {
+		m.Extra["replay"] = s.replay.info
+	}
+	m.Extra["schedule_fidelity_limits"] = map[string]float64{
+		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds()}
+	recs, _ := m.Extra["schedule_fidelity"].([]FidelityRecord)
+	m.Extra["schedule_fidelity"] = append(recs, FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
+	if len(f.Lost) > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%s repeat %d: schedule fidelity lost (%s)", lv.Name, repeat, strings.Join(f.Lost, ", ")))
+	}
+}

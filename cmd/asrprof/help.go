@@ -1,0 +1,269 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asrprof/asrprof/table"
+)
+
+// flagGroups files the flags of a command into titled groups for its
+// --help, in the order they are defined: a flag is spelled once, where it
+// is defined, and the group it is defined in is where the help shows it.
+type flagGroups struct {
+	fs     *flag.FlagSet
+	groups []*flagGroup
+	filed  map[string]bool
+}
+
+type flagGroup struct {
+	title string
+	flags []*flag.Flag
+}
+
+func newFlagGroups(fs *flag.FlagSet) *flagGroups {
+	return &flagGroups{fs: fs, filed: map[string]bool{}}
+}
+
+// add runs each define in turn and files the flags it defined under
+// title: in the order of the defines, and by name among the flags one
+// define made. Adding to a title again appends to its group.
+func (g *flagGroups) add(title string, define ...func()) {
+	var grp *flagGroup
+	for _, x := range g.groups {
+		if x.title == title {
+			grp = x
+		}
+	}
+	if grp == nil {
+		grp = &flagGroup{title: title}
+		g.groups = append(g.groups, grp)
+	}
+	for _, d := range define {
+		d()
+		g.fs.VisitAll(func(f *flag.Flag) {
+			if !g.filed[f.Name] {
+				g.filed[f.Name] = true
+				grp.flags = append(grp.flags, f)
+			}
+		})
+	}
+}
+
+// otherFlags is the title of the flags that no group holds.
+const otherFlags = "Other flags"
+
+// print writes each group's flags under its title, then those of the flag
+// set that no group holds, under otherFlags.
+func (g *flagGroups) print(w io.Writer) {
+	var other []*flag.Flag
+	g.fs.VisitAll(func(f *flag.Flag) {
+		if !g.filed[f.Name] {
+			other = append(other, f)
+		}
+	})
+	groups := g.groups
+	if len(other) > 0 {
+		groups = append(slices.Clone(groups), &flagGroup{title: otherFlags, flags: other})
+	}
+	for _, grp := range groups {
+		if len(grp.flags) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", grp.title)
+		for _, f := range grp.flags {
+			printFlag(w, f)
+		}
+	}
+}
+
+// printFlag writes one flag in GNU style: "--name VALUE (default D)" (no
+// VALUE for a boolean flag, no default when it is the zero value), then
+// its help, indented.
+func printFlag(w io.Writer, f *flag.Flag) {
+	name, use := flag.UnquoteUsage(f)
+	head := "  --" + f.Name
+	if isBool(f) {
+		name = "" // a backquoted word in a boolean's help names no value
+	}
+	if name != "" && name == f.DefValue {
+		// The backquoted choice is the default: name the value by the
+		// flag (--format FORMAT (default text)), the default once.
+		name = strings.ToUpper(f.Name[strings.LastIndex(f.Name, "-")+1:])
+	}
+	if name != "" {
+		head += " " + name
+	}
+	if d := shownDefault(f); d != "" {
+		head += " (default " + d + ")"
+	}
+	fmt.Fprintln(w, head)
+	for _, line := range strings.Split(strings.TrimRight(use, "\n"), "\n") {
+		fmt.Fprintln(w, strings.TrimRight("      "+line, " "))
+	}
+}
+
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// shownDefault is the default --help prints for f: none for a zero value
+// (a flag whose zero means something else says so in its help, once).
+func shownDefault(f *flag.Flag) string {
+	switch f.DefValue {
+	case "", "0", "0s", "false", "[]":
+		return ""
+	}
+	return f.DefValue
+}
+
+// formatUsage is the help of every command's --format: one vocabulary,
+// table.Formats ("table", the old name of text, is still taken).
+const formatUsage = "how the tables print: `text` (aligned columns; on a terminal, wrapped to its width),\nmarkdown, csv or json"
+
+// checkFormat checks a --format value (formatUsage).
+func checkFormat(format string) error {
+	if table.CheckFormat(format) != nil {
+		return fmt.Errorf("%w: --format %q: want text, markdown, csv or json", errUsage, format)
+	}
+	return nil
+}
+
+// Exit statuses, the one table every command follows (exitTable prints it
+// into --help).
+var exitStatuses = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "success"},
+	{exitFailed, "the run failed (a write error, a probe that recorded nothing, a server\nthat did not start or stop, GPUs not freed, the --proxy command failed)"},
+	{exitUsage, "bad flags or input (an unknown or malformed flag, a missing or bad file\nor bundle, an --out that holds a bundle, a target that does not answer)"},
+	{exitIncomplete, "a runbook (--server-cmd, --runs, ab, sensitivity) ran, but a scored run\nlacks coverage"},
+	{exitInterrupted, "interrupted (Ctrl-C, SIGTERM); a capture's bundle is finalized with\ncomplete=false"},
+}
+
+// exitTable is the exit status table of --help.
+func exitTable() string {
+	var b strings.Builder
+	b.WriteString("Exit status:\n")
+	for _, e := range exitStatuses {
+		lines := strings.Split(e.meaning, "\n")
+		fmt.Fprintf(&b, "  %-4d %s\n", e.code, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "       %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// The flag package's errors, which spell a flag with one dash.
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	flagBadValue  = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -+([^:]+): (.*)$`)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean value ("(?:[^"\\]|\\.)*") for -+([^:]+): (.*)$`)
+	flagBadBoolNm = regexp.MustCompile(`^invalid boolean flag (\S+): (.*)$`)
+)
+
+// flagError rewords an error of fs.Parse in the --flag spelling, naming
+// the flag once: `--repeats "x": want an integer`.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		if near := nearestFlag(fs, m[1]); near != "" {
+			return "unknown flag --" + m[1] + " (did you mean --" + near + "?)"
+		}
+		return "unknown flag --" + m[1]
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + " needs a value"
+	}
+	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		return "--" + m[2] + "=" + unquote(m[1]) + ": want true or false"
+	}
+	if m := flagBadBoolNm.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + ": " + m[2]
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		name, reason := m[2], m[3]
+		if reason == "parse error" || reason == "value out of range" {
+			reason = valueWant(fs.Lookup(name), reason)
+		}
+		return "--" + name + " " + m[1] + ": " + reason
+	}
+	return strings.ReplaceAll(msg, " -", " --")
+}
+
+// nearestFlag is the flag of fs whose name is within two edits of name
+// (the closest, the first by name on a tie), or "".
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func unquote(s string) string {
+	if u, err := strconv.Unquote(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// valueWant says what a flag of f's type takes, for the flag package's
+// bare "parse error".
+func valueWant(f *flag.Flag, reason string) string {
+	if f == nil {
+		return reason
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return reason
+	}
+	out := ""
+	if reason == "value out of range" {
+		out = "out of range; "
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return out + "want a duration such as 30s, 500ms or 2m"
+	case int, int64:
+		return out + "want an integer"
+	case uint, uint64:
+		return out + "want a non-negative integer"
+	case float64:
+		return out + "want a number"
+	}
+	return reason
+}

@@ -1,0 +1,257 @@
+package table
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+)
+
+// DefaultWidth is the width of a terminal whose size is unknown.
+const DefaultWidth = 120
+
+// TerminalWidth is the width in columns of w when w is a terminal
+// (DefaultWidth when its size is unknown), and 0 when it is not: a file,
+// a pipe, a buffer.
+func TerminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0
+	}
+	if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+		return cols
+	}
+	return DefaultWidth
+}
+
+// minWrap is the narrowest a wrapped text column gets.
+const minWrap = 12
+
+// writeTerminal writes t for a terminal width columns wide: columns of
+// text (every cell not a number) left-aligned, numbers right-aligned as
+// in writeText; when a row would be wider than the terminal, the widest
+// text columns are narrowed, their cells wrapped at spaces onto more
+// lines, until it fits (or every text column is at minWrap).
+func writeTerminal(w io.Writer, t *Table, width int) {
+	n := len(t.Columns)
+	text := make([]bool, n)
+	nat := make([]int, n) // natural widths
+	for i, c := range t.Columns {
+		nat[i] = runes(c)
+		text[i] = i == 0 // the first column (the level) is left-aligned, as in writeText
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if i >= n {
+				break
+			}
+			nat[i] = max(nat[i], runes(c))
+			if !numeric(c) {
+				text[i] = true
+			}
+		}
+	}
+	widths := fit(t, nat, text, width)
+	if t.Title != "" {
+		for _, l := range wrap(t.Title, width) {
+			fmt.Fprintln(w, l)
+		}
+	}
+	line := func(cells []string) {
+		// Each cell wrapped to its column; the row takes as many lines
+		// as its tallest cell.
+		parts := make([][]string, n)
+		rows := 1
+		for i := 0; i < n; i++ {
+			c := ""
+			if i < len(cells) {
+				c = cells[i]
+			}
+			if runes(c) > widths[i] {
+				parts[i] = wrap(c, widths[i])
+			} else {
+				parts[i] = []string{c}
+			}
+			rows = max(rows, len(parts[i]))
+		}
+		for k := 0; k < rows; k++ {
+			var b strings.Builder
+			for i := 0; i < n; i++ {
+				c := ""
+				if k < len(parts[i]) {
+					c = parts[i][k]
+				}
+				if i > 0 {
+					b.WriteString("  ")
+				}
+				pad := strings.Repeat(" ", max(0, widths[i]-runes(c)))
+				if text[i] {
+					b.WriteString(c + pad)
+				} else {
+					b.WriteString(pad + c)
+				}
+			}
+			fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		}
+	}
+	line(t.Columns)
+	total := 0
+	for _, wd := range widths {
+		total += wd + 2
+	}
+	fmt.Fprintln(w, strings.Repeat("-", min(max(total-2, 0), width)))
+	for _, r := range t.Rows {
+		line(r)
+	}
+	for _, note := range t.Notes {
+		for _, l := range wrap(note, width) {
+			fmt.Fprintln(w, l)
+		}
+	}
+}
+
+// fit returns the column widths that make a row at most width wide. The
+// text columns are narrowed first, to the largest common cap that fits
+// but none below its floor (minWrap, or its header's longest word); when
+// that is not enough, the number columns are narrowed too, none below its
+// longest word, header included: a cell "0.058 [0.058–0.059]" takes two
+// lines, a header "mem used max (MiB)" three. A table whose floors are
+// wider than width stays wider.
+func fit(t *Table, nat []int, text []bool, width int) []int {
+	n := len(nat)
+	widths := append([]int(nil), nat...)
+	textFloor := make([]int, n)
+	numFloor := make([]int, n)
+	num := make([]bool, n)
+	for i, h := range t.Columns {
+		textFloor[i] = min(nat[i], max(longestWord(h), minWrap))
+		numFloor[i] = longestWord(h)
+		num[i] = !text[i]
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if i < n && !text[i] {
+				numFloor[i] = max(numFloor[i], longestWord(c))
+			}
+		}
+	}
+	capTo(widths, text, textFloor, width)
+	capTo(widths, num, numFloor, width)
+	return widths
+}
+
+// capTo narrows widths[i] for every i in which to min(widths[i],
+// max(cap, floor[i])) with the largest cap whose row is at most width
+// wide (the floors when none is).
+func capTo(widths []int, which []bool, floor []int, width int) {
+	sum := func(capW int) int {
+		s := 2 * (len(widths) - 1)
+		for i, wd := range widths {
+			if which[i] {
+				wd = min(wd, max(capW, floor[i]))
+			}
+			s += wd
+		}
+		return s
+	}
+	lo, hi := 0, 0
+	for _, wd := range widths {
+		hi = max(hi, wd)
+	}
+	if sum(hi) <= width {
+		return
+	}
+	for lo < hi { // the largest cap whose sum fits
+		mid := (lo + hi + 1) / 2
+		if sum(mid) <= width {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	for i := range widths {
+		if which[i] {
+			widths[i] = min(widths[i], max(lo, floor[i]))
+		}
+	}
+}
+
+// wrap breaks s at spaces into lines of at most width runes; a word
+// longer than width is cut.
+func wrap(s string, width int) []string {
+	if width <= 0 || runes(s) <= width {
+		return []string{s}
+	}
+	var lines []string
+	cur := ""
+	for _, word := range words(s) {
+		for runes(word) > width { // cut a word that fits no line
+			if cur != "" {
+				lines = append(lines, cur)
+				cur = ""
+			}
+			r := []rune(word)
+			lines = append(lines, string(r[:width]))
+			word = string(r[width:])
+		}
+		switch {
+		case cur == "":
+			cur = word
+		case runes(cur)+1+runes(word) <= width:
+			cur += " " + word
+		default:
+			lines = append(lines, cur)
+			cur = word
+		}
+	}
+	if cur != "" || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// numeric reports whether a cell reads as a number (right-aligned): it
+// starts with a digit, after a sign, "~" or "±"; "-" and "" (no value)
+// are numeric too, so they decide nothing.
+func numeric(c string) bool {
+	c = strings.TrimLeft(strings.TrimSpace(c), "~±+-−× ")
+	switch strings.ToLower(c) {
+	case "", "inf", "nan", "n/a":
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(c)
+	if r == '.' && len(c) > 1 {
+		r, _ = utf8.DecodeRuneInString(c[1:])
+	}
+	return unicode.IsDigit(r)
+}
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// words splits s at spaces for wrap, keeping "a / b" (a mean and its p95)
+// one word.
+func words(s string) []string {
+	var out []string
+	f := strings.Fields(s)
+	for i := 0; i < len(f); i++ {
+		if f[i] == "/" && len(out) > 0 && i+1 < len(f) {
+			out[len(out)-1] += " / " + f[i+1]
+			i++
+			continue
+		}
+		out = append(out, f[i])
+	}
+	return out
+}
+
+func longestWord(s string) int {
+	n := 0
+	for _, w := range words(s) {
+		n = max(n, runes(w))
+	}
+	return n
+}

@@ -1,0 +1,184 @@
+package table
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// diagnosis is a table shaped like the bottleneck analysis's: a long text
+// column of evidence, short text columns, numbers.
+func diagnosis() *Table {
+	t := &Table{Title: "Diagnosis per level (stage preset refserver): the first row is the verdict",
+		Columns: []string{"level", "rank", "cause", "explains", "evidence"}}
+	t.AddRow("c=1", 1.0, "request work: decode tail", "51 %", "decode tail is 51 % of latency (30.0 ms of 59.0 ms): no queueing, pool or contention rule holds at this level")
+	t.AddRow("c=64", 1.0, "admission cap", "84 %", "queued→scheduled 300.0 ms (1.00 ms at c=1) is 84 % of latency, while the running batch holds 22.9 requests on average and 24 at most, the cap seen in this capture")
+	t.AddRow("c=64", 2.0, "busy thread", nil, "asr-sched (tid 101) at 98 % of a core")
+	t.Notes = []string{"explains: the share of the level's mean client latency the cause accounts for; the rules are in scripts/lib/diagnosis.star (docs/ANALYSIS.md)"}
+	return t
+}
+
+// On a terminal every line fits its width: the evidence wraps under its
+// column, left-aligned like every text column; numbers stay
+// right-aligned.
+func TestTableTerminalWraps(t *testing.T) {
+	for _, width := range []int{80, 120} {
+		var b bytes.Buffer
+		if err := RenderWidth(&b, "text", width, diagnosis()); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(l); n > width {
+				t.Errorf("width %d: a line of %d: %q", width, n, l)
+			}
+		}
+		header := lines[1]
+		evidence := strings.Index(header, "evidence")
+		cause := strings.Index(header, "cause")
+		if evidence < 0 || cause < 0 {
+			t.Fatalf("no header: %q", header)
+		}
+		byteCol := func(l string, runeCol int) string { // l from rune column runeCol on
+			r := []rune(l)
+			if runeCol > len(r) {
+				return ""
+			}
+			return string(r[runeCol:])
+		}
+		evCol := utf8.RuneCountInString(header[:evidence])
+		causeCol := utf8.RuneCountInString(header[:cause])
+		var rows, cont int
+		for _, l := range lines[3:] {
+			switch {
+			case strings.HasPrefix(l, "c="):
+				rows++
+				if !strings.HasPrefix(byteCol(l, causeCol), "request work") && !strings.HasPrefix(byteCol(l, causeCol), "admission cap") &&
+					!strings.HasPrefix(byteCol(l, causeCol), "busy thread") {
+					t.Errorf("width %d: cause not left-aligned under its header: %q", width, l)
+				}
+				if strings.HasPrefix(byteCol(l, evCol), " ") {
+					t.Errorf("width %d: evidence not left-aligned under its header: %q", width, l)
+				}
+			case strings.HasPrefix(l, strings.Repeat(" ", evCol)) && !strings.HasPrefix(l, strings.Repeat(" ", evCol+1)):
+				cont++ // a wrapped evidence line, in the evidence column
+			}
+		}
+		if rows != 3 || cont == 0 {
+			t.Errorf("width %d: %d rows, %d continuation lines:\n%s", width, rows, cont, out)
+		}
+		if !strings.Contains(out, "     51 %") { // explains: right-aligned under its 8-wide header
+			t.Errorf("width %d: numbers not right-aligned:\n%s", width, out)
+		}
+		if !strings.Contains(out, "the cap seen in this capture") && !strings.Contains(out, "cap seen in this") {
+			t.Errorf("width %d: evidence lost:\n%s", width, out)
+		}
+	}
+}
+
+// Number columns narrow too when the text columns are not enough: a
+// bracketed range goes under its mean, a long header onto more lines.
+func TestTableTerminalNumbers(t *testing.T) {
+	tb := &Table{Columns: []string{"level", "req/s", "latency mean (s)", "corpus WER"}}
+	tb.AddRow("c=1", "16.93 [16.83–17.04]", "0.058 [0.058–0.059]", "0.0480 [0.0389–0.0570]")
+	var b bytes.Buffer
+	RenderWidth(&b, "text", 60, tb)
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if n := utf8.RuneCountInString(l); n > 60 {
+			t.Errorf("a line of %d: %q\n%s", n, l, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), "[0.0389–0.0570]") || !strings.Contains(b.String(), "16.93") {
+		t.Errorf("cells lost:\n%s", b.String())
+	}
+}
+
+// A table that fits keeps one line per row; a text column is then only
+// left-aligned.
+func TestTableTerminalFits(t *testing.T) {
+	tb := &Table{Columns: []string{"level", "thread", "CPU %"}}
+	tb.AddRow("c=1", "asr-sched", 20.0)
+	tb.AddRow("c=1", "http", 5.0)
+	var b bytes.Buffer
+	RenderWidth(&b, "text", 120, tb)
+	want := "level  thread     CPU %\n-----------------------\nc=1    asr-sched  20.00\nc=1    http        5.00\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// Written to a file, a pipe or a buffer, text keeps its layout: one line
+// per row, every column but the first right-aligned, however wide.
+func TestTableNotATerminal(t *testing.T) {
+	var plain bytes.Buffer
+	writeText(&plain, diagnosis())
+	var b bytes.Buffer
+	if err := Render(&b, "text", diagnosis()); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != plain.String() {
+		t.Errorf("a buffer got the terminal layout:\n%s", b.String())
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if w := TerminalWidth(f); w != 0 {
+		t.Errorf("a file's terminal width: %d, want 0", w)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if n := TerminalWidth(w); n != 0 {
+		t.Errorf("a pipe's terminal width: %d, want 0", n)
+	}
+	if n := TerminalWidth(&b); n != 0 {
+		t.Errorf("a buffer's terminal width: %d, want 0", n)
+	}
+}
+
+// "text" is the format's name; "table", its old name, still renders the
+// same; anything else is an error that lists the names.
+func TestTableFormats(t *testing.T) {
+	for _, f := range []string{"text", "table", "markdown", "csv", "json"} {
+		if err := CheckFormat(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	var a, b bytes.Buffer
+	Render(&a, "text", diagnosis())
+	Render(&b, "table", diagnosis())
+	if a.String() != b.String() {
+		t.Error("table and text differ")
+	}
+	err := Render(&a, "yaml", diagnosis())
+	if err == nil || !strings.Contains(err.Error(), "want text, markdown, csv or json") {
+		t.Errorf("yaml: %v", err)
+	}
+}
+
+func TestTableWrap(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		width int
+		want  []string
+	}{
+		{"a bb ccc", 4, []string{"a bb", "ccc"}},
+		{"abcdefgh", 3, []string{"abc", "def", "gh"}},
+		{"4.00 / 4.00 12.0 / 13.0", 12, []string{"4.00 / 4.00", "12.0 / 13.0"}}, // a mean and its p95 stay together
+		{"", 4, []string{""}},
+	} {
+		got := wrap(tc.in, tc.width)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tc.in, tc.width, got, tc.want)
+		}
+	}
+}
