@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ const (
 	MethodAuto     = "auto"
 	MethodCgroup   = "cgroup"
 	MethodAffinity = "affinity"
+	MethodCoRunner = "corunner"
 )
 
 // SensitivityConfig is an `asrprof sensitivity` session: the runbook of
@@ -40,16 +42,19 @@ const (
 type SensitivityConfig struct {
 	Runbook Config
 	Server  ServerCmd
-	// Allotments are shares of the server's CPU (1 = unrestricted, 0.5 =
-	// half); 1 is run first in each cycle, added when missing.
+	// Allotments are shares of what the server could use (1 = 100 %,
+	// 0.5 = half); 1 is run first in each cycle, added when missing.
 	Allotments []float64
 	// Cycles is how many times every allotment runs, each with a fresh
 	// server: the repeats the intervals are taken over.
 	Cycles int
-	Method string // MethodAuto, MethodCgroup or MethodAffinity
-	// BaseCores, when > 0, is what 100 % means for the cgroup methods, in
-	// cores (100 % is then a quota too); 0: the CPU the server used in its
-	// cycle's unrestricted run, over the scored passes.
+	Method string // MethodAuto, MethodCgroup, MethodAffinity or MethodCoRunner
+	// BaseCores, when > 0, is what 100 % means, in cores (for the cgroup
+	// method 100 % is then a quota too). 0: the cores the server could
+	// use, from its cycle's unrestricted run: one per busy thread (one
+	// that ran BusyThreadCores or was runnable BusyRunnable of the time),
+	// at least one and at least the cores
+	// it used (rounded up), at most the CPUs it may run on.
 	BaseCores float64
 	// Stages reads a run's per-stage mean durations (ms) at each level
 	// (nil: no per-stage sensitivity); asrprof passes the stage table of
@@ -69,16 +74,30 @@ type SensitivityRun struct {
 	Dir       string  `json:"dir"`
 	Cycle     int     `json:"cycle"`
 	Allotment float64 `json:"allotment"`
-	// Quota is the CFS quota in cores (cgroup methods), CPUs the number of
-	// CPUs allowed (affinity); BaseCores the server's CPU use measured in
-	// the cycle's unrestricted run, the 100 % the quota is a share of.
+	// Effective is the share of the CPU the server could get here that
+	// the limit left it, the x of the slope: the allotment, except for a
+	// quota where the host's other load held the server below 100 % in
+	// the unrestricted run (a quota of 0.5 cores is 68 % of the 0.74
+	// cores a thread could get there).
+	Effective float64 `json:"effective_allotment,omitempty"`
+	// Quota is the CFS quota in cores (cgroup), CPUs the number of CPUs
+	// the server was pinned to (affinity, co-runner); BaseCores is 100 %,
+	// in cores, and BaseWhy why (unrestricted runs: "2 busy threads").
 	Quota     float64 `json:"quota_cores,omitempty"`
 	ClockMHz  int     `json:"gpu_clock_mhz,omitempty"` // GPU-clock sessions
 	CPUs      int     `json:"cpus,omitempty"`
 	BaseCores float64 `json:"base_cores,omitempty"`
+	BaseWhy   string  `json:"base_why,omitempty"`
 	// UsedCores is the server tree's CPU time over the scored passes /
 	// their wall time.
-	UsedCores      float64            `json:"used_cores"`
+	UsedCores float64 `json:"used_cores"`
+	// Unrestricted runs: the busy threads, and the share of their
+	// runnable time they spent on a CPU (below 1 where other load took it).
+	BusyThreads     []ThreadUse `json:"busy_threads,omitempty"`
+	RanWhenRunnable float64     `json:"ran_when_runnable,omitempty"`
+	// The co-runner's nice and the CPU its spinners took (cores).
+	CoRunnerNice   *int               `json:"corunner_nice,omitempty"`
+	CoRunnerCores  float64            `json:"corunner_cores,omitempty"`
 	ThrottledS     float64            `json:"throttled_s,omitempty"`
 	ThroughputReqS float64            `json:"throughput_req_s"`
 	StagesMs       map[string]float64 `json:"stages_ms,omitempty"`
@@ -103,24 +122,36 @@ type SensitivityReport struct {
 	Level      string           `json:"level"`
 	Allotments []float64        `json:"allotments"`
 	Cycles     int              `json:"cycles"`
+	Base       string           `json:"base,omitempty"` // what 100 % is: "1 core: 1 busy thread"
 	Runs       []SensitivityRun `json:"runs"`
 	// Overall is the throughput's: the least-squares slope through the
 	// origin of (throughput / the cycle's unrestricted throughput − 1)
-	// over (allotment − 1); PerAllotment the same at each allotment;
-	// Stages each stage's, its rate being 1 / its mean duration.
+	// over (the run's effective allotment − 1), what Against says;
+	// PerAllotment the same at each allotment; Stages each stage's, its
+	// rate being 1 / its mean duration. The verdict reads Overall.
 	Overall      Estimate   `json:"overall"`
+	Against      string     `json:"against,omitempty"`
 	PerAllotment []Estimate `json:"per_allotment"`
-	Stages       []Estimate `json:"stages,omitempty"`
-	Verdict      string     `json:"verdict"`
-	Confidence   float64    `json:"confidence"`
-	Notes        []string   `json:"notes,omitempty"`
+	// Received is the throughput's slope against the CPU the server
+	// received (used cores / the cycle's unrestricted used cores − 1):
+	// ≈ 1 where what it lost was work, below where it was spinning.
+	Received   *Estimate  `json:"received,omitempty"`
+	Stages     []Estimate `json:"stages,omitempty"`
+	Verdict    string     `json:"verdict"`
+	Confidence float64    `json:"confidence"`
+	Notes      []string   `json:"notes,omitempty"`
 }
+
+// SensitivityLog is the file at the top of --out that gets the runs' full
+// progress (the runbook's and each capture's); stderr gets a line a run.
+const SensitivityLog = "sensitivity.log"
 
 // Sensitivity runs the allotments, each cycle with a fresh server per
 // allotment, and reports how throughput and each stage follow the CPU
-// the server gets. Progress, each run's tables and the runbook's own
-// summary go to stderr; the sensitivity table to stdout in the capture's
-// --format; sensitivity.json and runbook.json to the top of --out.
+// the server gets. stdout gets the answer first, then the runs by
+// allotment, in the capture's --format; stderr a line per run (the full
+// progress goes to sensitivity.log); sensitivity.json and runbook.json go
+// to the top of --out.
 func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Writer) (*SensitivityReport, error) {
 	if err := checkSensitivity(&sc); err != nil {
 		return nil, err
@@ -128,6 +159,13 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	sys := sc.Sys
 	if sys == "" {
 		sys = "/sys"
+	}
+	out := sc.Runbook.Capture.Out
+	if out == "" {
+		return nil, fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
+	}
+	if _, err := os.Stat(filepath.Join(out, File)); err == nil && !sc.Runbook.Capture.Overwrite {
+		return nil, fmt.Errorf("%w: %s already holds a runbook (use --overwrite to replace it)", bundle.ErrExists, out)
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
 	kind := "cpu"
@@ -141,7 +179,17 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			return nil, fmt.Errorf("--gpu-clocks: %w", err)
 		}
 	}
+	var tag [3]byte
+	rand.Read(tag[:])
 	rep := &SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
+	method := sc.Method
+	if kind == "cpu" && method == MethodAuto {
+		var why error
+		method, why = autoMethod(sys, "asrprof-"+hex.EncodeToString(tag[:])+"-probe")
+		if why != nil {
+			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
+		}
+	}
 	type key struct {
 		cycle int
 		share float64
@@ -158,29 +206,79 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			runOf[name] = key{c, a}
 		}
 	}
-	var tag [3]byte
-	rand.Read(tag[:])
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	logf, err := os.Create(filepath.Join(out, SensitivityLog))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
 	var mu sync.Mutex
-	base := map[int]float64{} // cycle → the unrestricted run's CPU use (cores)
+	caps := map[int]capacity{} // cycle → what 100 % is
+	var warns []string
 	runs := map[string]*SensitivityRun{}
 	rc := sc.Runbook
 	rc.Plan = plan
+	what := "CPU"
+	if kind != "cpu" {
+		what = "GPU clock"
+	}
+	cycles := fmt.Sprintf("%d cycles", sc.Cycles)
+	if sc.Cycles == 1 {
+		cycles = "1 cycle"
+	}
+	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
+		lv.Name, len(plan), len(sc.Allotments), what, cycles, filepath.Join(out, SensitivityLog))
+	nth := 0
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		k := runOf[spec.Dir]
 		sr := &SensitivityRun{Dir: spec.Dir, Cycle: k.cycle, Allotment: k.share}
 		mu.Lock()
 		runs[spec.Dir] = sr
-		b := base[k.cycle]
+		cp, haveCap := caps[k.cycle]
+		nth++
+		i := nth
 		mu.Unlock()
 		if sc.BaseCores > 0 {
-			b = sc.BaseCores
+			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
+			haveCap = true
+		}
+		progress := func(limit string, rec *RunRecord) {
+			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), limit)
+			if rec.Error != "" {
+				line += ": " + firstLine(rec.Error)
+			} else {
+				line += fmt.Sprintf(" → %.3f req/s", sr.ThroughputReqS)
+				if kind == "cpu" {
+					line += fmt.Sprintf(", %.3f cores used", sr.UsedCores)
+				}
+			}
+			if sr.BaseWhy != "" && k.share == 1 {
+				line += "; 100 % = " + capacity{cores: sr.BaseCores, why: sr.BaseWhy}.String()
+			}
+			fmt.Fprintln(stderr, line)
 		}
 		if kind != "cpu" {
-			return lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), stderr)
+			after, err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), logf)
+			if err != nil {
+				return nil, err
+			}
+			return func(rec *RunRecord) {
+				after(rec)
+				sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
+				progress(fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment)), rec)
+			}, nil
 		}
-		lim, err := limit(sc.Method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, b, sr)
+		if k.share < 1 && !haveCap {
+			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(k.share))
+			sr.Error = err.Error()
+			return nil, err
+		}
+		lim, err := limit(method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
 		if err != nil {
 			sr.Error = err.Error()
+			fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
 			return nil, err
 		}
 		mu.Lock()
@@ -188,28 +286,41 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			rep.Method, rep.MethodNote = lim.method, lim.note
 		}
 		mu.Unlock()
-		fmt.Fprintf(stderr, "cpu %s of the server (%s)\n", pct(k.share)+" %", lim.describe(sr))
+		fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(k.share), lim.describe(sr))
 		smp := startSampler(pid)
 		return func(rec *RunRecord) {
 			samples := smp.stop()
-			sr.UsedCores = passCores(filepath.Join(rc.Capture.Out, spec.Dir), samples)
-			if lim.group != nil {
-				if _, us, err := lim.group.Throttled(); err == nil {
-					sr.ThrottledS = float64(us) / 1e6
-				}
-				if err := lim.group.Remove(); err != nil {
-					rec.Notes = append(rec.Notes, err.Error())
-				}
-			}
-			if k.share == 1 && sc.BaseCores == 0 {
+			var threads []ThreadUse
+			sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), samples, smp.comm)
+			lim.finish(sr, rec)
+			if lim.warn != "" {
 				mu.Lock()
-				base[k.cycle] = sr.UsedCores
+				warns = append(warns, spec.Dir+": "+lim.warn)
 				mu.Unlock()
 			}
+			if k.share == 1 {
+				ncpu := 0
+				if cpus, err := cpulimit.CPUs(pid); err == nil {
+					ncpu = len(cpus)
+				}
+				c := capacityOf(sr.UsedCores, threads, ncpu)
+				if sc.BaseCores > 0 {
+					// 100 % is a quota here, so the busy threads' run-queue
+					// wait holds its throttling too: no contention from it.
+					c.cores, c.why, c.ran = sc.BaseCores, "--cpu-base", 1
+				}
+				sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
+				sr.BusyThreads = busyThreads(threads)
+				mu.Lock()
+				caps[k.cycle] = c
+				mu.Unlock()
+			}
+			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
 			rec.Extra = map[string]any{"sensitivity": sr}
+			progress(lim.describe(sr), rec)
 		}, nil
 	}
-	rb, runErr := Run(ctx, rc, stderr, stderr)
+	rb, runErr := Run(ctx, rc, logf, logf)
 	if rb == nil {
 		return nil, runErr
 	}
@@ -221,13 +332,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		if r.Error != "" && sr.Error == "" {
 			sr.Error = r.Error
 		}
-		for _, lr := range r.results.Results {
-			if lr.Level == lv.Name {
-				sr.ThroughputReqS = meanReqPerS(lr.PerRepeat)
-			}
-		}
 		if sc.Stages != nil && r.ran {
-			st, err := sc.Stages(ctx, filepath.Join(rc.Capture.Out, r.Dir))
+			st, err := sc.Stages(ctx, filepath.Join(out, r.Dir))
 			if err != nil {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: stages: %v", r.Dir, err))
 			} else {
@@ -236,23 +342,80 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		}
 		rep.Runs = append(rep.Runs, *sr)
 	}
+	rep.Notes = append(rep.Notes, warns...)
+	if rep.Method == "" && kind == "cpu" {
+		rep.Method = method
+	}
 	estimate(rep)
 	if kind != "cpu" {
 		if err := sc.Clocks.Reset(); err != nil {
 			rep.Notes = append(rep.Notes, "resetting the GPU clocks: "+err.Error())
 		}
 	}
+	// runbook.json's summary, by allotment (the runbook's own averages
+	// every scored run together: 100 % and 50 % alike).
+	rb.Summary = summaryByAllotment(rb.Runs, runs, rc.Capture.Levels())
+	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
+	if err := writeJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
+		runErr = err
+	}
 	if runErr != nil {
-		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+runErr.Error())
+		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	if err := writeJSON(filepath.Join(rc.Capture.Out, SensitivityFile), rep); err != nil && runErr == nil {
+	if err := writeJSON(filepath.Join(out, SensitivityFile), rep); err != nil && runErr == nil {
 		runErr = err
 	}
-	if err := table.Render(stdout, rc.Capture.Format, SensitivityTable(rep)); err != nil && runErr == nil {
+	if err := table.Render(stdout, rc.Capture.Format, SensitivityTables(rep)...); err != nil && runErr == nil {
 		runErr = err
 	}
-	fmt.Fprintf(stderr, "sensitivity: %s\n", filepath.Join(rc.Capture.Out, SensitivityFile))
+	fmt.Fprintf(stderr, "sensitivity: %s\n", filepath.Join(out, SensitivityFile))
 	return rep, runErr
+}
+
+// levelReqPerS is the mean req/s over the scored passes at level.
+func levelReqPerS(res model.Results, level string) float64 {
+	for _, lr := range res.Results {
+		if lr.Level == level {
+			return meanReqPerS(lr.PerRepeat)
+		}
+	}
+	return 0
+}
+
+// summaryByAllotment is the runbook's summary over the runs of each
+// allotment apart, each side named after the runs' prefix (cpu100, cpu50).
+func summaryByAllotment(recs []RunRecord, runs map[string]*SensitivityRun, levels []capture.Level) []MetricSummary {
+	var order []string
+	by := map[string][]RunRecord{}
+	for _, r := range recs {
+		side, _, _ := strings.Cut(r.Dir, "-")
+		if runs[r.Dir] == nil {
+			continue
+		}
+		if _, ok := by[side]; !ok {
+			order = append(order, side)
+		}
+		by[side] = append(by[side], r)
+	}
+	out := []MetricSummary{}
+	for _, side := range order {
+		for _, s := range Summarize(by[side], "", levels) {
+			s.Side = side
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// autoMethod is the cgroup method where a group can be made here (root),
+// else the co-runner (which needs no privilege at 50 %) and why.
+func autoMethod(sys, name string) (string, error) {
+	g, err := cpulimit.NewGroup(sys, name)
+	if err != nil {
+		return MethodCoRunner, err
+	}
+	g.Remove()
+	return MethodCgroup, nil
 }
 
 func checkSensitivity(sc *SensitivityConfig) error {
@@ -285,9 +448,15 @@ func checkSensitivity(sc *SensitivityConfig) error {
 	switch sc.Method {
 	case "", MethodAuto:
 		sc.Method = MethodAuto
-	case MethodCgroup, MethodAffinity:
+	case MethodCgroup, MethodAffinity, MethodCoRunner:
 	default:
-		return fmt.Errorf("%w: --cpu-method %q: want auto, cgroup or affinity", capture.ErrInvalidConfig, sc.Method)
+		return fmt.Errorf("%w: --cpu-method %q: want auto, cgroup, affinity or corunner", capture.ErrInvalidConfig, sc.Method)
+	}
+	if sc.BaseCores < 0 {
+		return fmt.Errorf("%w: --cpu-base %g: want cores > 0", capture.ErrInvalidConfig, sc.BaseCores)
+	}
+	if sc.Method == MethodCoRunner && sc.BaseCores > 0 && sc.BaseCores != math.Trunc(sc.BaseCores) {
+		return fmt.Errorf("%w: --cpu-method corunner pins the server to whole CPUs: --cpu-base %g is not a whole number of cores", capture.ErrInvalidConfig, sc.BaseCores)
 	}
 	var shares []float64
 	for _, a := range sc.Allotments {
@@ -340,138 +509,144 @@ func pct(a float64) string { return fmt.Sprintf("%g", math.Round(a*1000)/10) }
 type limiter struct {
 	method, note string
 	group        *cpulimit.Group
+	spin         *coRunners
+	spinStart    float64
+	spinAt       time.Time
+	spinShare    float64 // the share the spinners' nice leaves the server
+	ran          float64 // capacity.ran of the cycle
+	warn         string  // a note for the run's record
 }
 
+// describe is the run's limit, in words.
 func (l *limiter) describe(sr *SensitivityRun) string {
+	base := coresText(sr.BaseCores)
 	switch {
 	case sr.Allotment == 1 && sr.Quota == 0:
-		return l.method + ", unrestricted: measuring its CPU use"
+		return "100 %, unrestricted (" + l.method + ")"
 	case l.method == cpulimit.Affinity:
-		return fmt.Sprintf("%s: %d CPUs", l.method, sr.CPUs)
+		return fmt.Sprintf("%s %% of %s = pinned to %s (affinity)", pct(sr.Allotment), base, cpusText(sr.CPUs))
+	case l.method == MethodCoRunner:
+		s := fmt.Sprintf("%s %% of %s = %s, a spinner beside it on each at nice %d (co-runner", pct(sr.Allotment), base, cpusText(sr.CPUs), *sr.CoRunnerNice)
+		if sr.CoRunnerCores > 0 {
+			s += fmt.Sprintf("; the spinners took %.2f cores", sr.CoRunnerCores)
+		}
+		s += ")"
+		if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
+			s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
+		}
+		return s
 	}
-	return fmt.Sprintf("%s: %.3f cores = %s %% of %.3f cores", l.method, sr.Quota, pct(sr.Allotment), sr.BaseCores)
+	s := fmt.Sprintf("%s %% of %s = a quota of %.3f cores (%s", pct(sr.Allotment), base, sr.Quota, l.method)
+	if sr.ThrottledS > 0 {
+		s += fmt.Sprintf(", throttled %.1f s", sr.ThrottledS)
+	}
+	s += ")"
+	if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
+		s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
+	}
+	return s
 }
 
-// limit restricts the server tree of pid to share of its CPU: by cgroup
-// quota (share × base cores, base measured in the cycle's unrestricted
-// run), or by affinity (share × its CPUs, rounded).
-func limit(method, sys, name string, pid int, share, base float64, sr *SensitivityRun) (*limiter, error) {
-	if method != MethodAffinity {
-		g, err := cpulimit.NewGroup(sys, name)
-		switch {
-		case err == nil:
-			l := &limiter{method: g.Method, group: g, note: "a CFS bandwidth quota on a cgroup holding the server's process tree (" + g.Dir + ")"}
-			if err := g.AddTree(pid); err != nil {
-				g.Remove()
-				return nil, err
+// finish ends the limit after the run's capture: the cgroup's throttled
+// time and its removal, the spinners' CPU and their end.
+func (l *limiter) finish(sr *SensitivityRun, rec *RunRecord) {
+	if l.group != nil {
+		if _, us, err := l.group.Throttled(); err == nil {
+			sr.ThrottledS = float64(us) / 1e6
+		}
+		if err := l.group.Remove(); err != nil {
+			rec.Notes = append(rec.Notes, err.Error())
+		}
+	}
+	if l.spin != nil {
+		if dt := time.Since(l.spinAt).Seconds(); dt > 0 {
+			sr.CoRunnerCores = (l.spin.cpuSeconds() - l.spinStart) / dt
+		}
+		k := float64(len(l.spin.spinners))
+		l.spin.stop()
+		// What the pinned CPUs gave the server and its spinners, per CPU:
+		// a spinner always wants its CPU and gets 1 − share of what the
+		// pair gets (more where the server sleeps: at most the CPU). Where
+		// the host's other load left those CPUs to them, the server had
+		// share of a whole CPU; against the ran of its unrestricted run
+		// (held back by that load there), that is more than share.
+		if k > 0 && l.spinShare < 1 && sr.CoRunnerCores > 0 {
+			per := min(1, sr.CoRunnerCores/k/(1-l.spinShare))
+			ran := l.ran
+			if ran <= 0 {
+				ran = 1
 			}
-			if share < 1 || base > 0 {
-				if base <= 0 {
-					g.Remove()
-					return nil, fmt.Errorf("the cycle's unrestricted run measured no CPU use: no base for a %s %% quota", pct(share))
-				}
-				sr.BaseCores, sr.Quota = base, share*base
-				if err := g.SetCores(sr.Quota); err != nil {
-					g.Remove()
-					return nil, err
-				}
-			}
-			return l, nil
-		case method == MethodCgroup || !errors.Is(err, cpulimit.ErrNotSupported):
+			sr.Effective = min(1, l.spinShare*per/ran)
+		}
+	}
+	if l.warn != "" {
+		rec.Notes = append(rec.Notes, l.warn)
+	}
+}
+
+// limit holds the server tree of pid to share of 100 % (c): by a cgroup
+// quota of share × c cores, by affinity (share × c CPUs), or by a
+// co-runner beside each of c CPUs. fixed: 100 % is --cpu-base, and a quota
+// at 100 % too.
+func limit(method, sys, name string, pid int, share float64, c capacity, fixed bool, sr *SensitivityRun) (*limiter, error) {
+	switch method {
+	case MethodCoRunner:
+		if share >= 1 {
+			return &limiter{method: MethodCoRunner, note: coRunnerNote}, nil
+		}
+		l, err := coRunnerLimit(pid, share, c.cores, sr)
+		if err != nil {
 			return nil, err
 		}
-		// auto: fall back to affinity
-		method = MethodAffinity
+		l.spinShare, l.ran = sr.Effective, c.ran
+		return l, nil
+	case MethodAffinity:
+		cpus, err := cpulimit.CPUs(pid)
+		if err != nil {
+			return nil, err
+		}
+		l := &limiter{method: cpulimit.Affinity, note: "sched_setaffinity of every server thread to a share of the CPUs that are 100 %"}
+		if share >= 1 {
+			return l, nil
+		}
+		k := int(math.Round(share * c.cores))
+		if k < 1 || math.Abs(share*c.cores-float64(k)) > 0.01 || k >= len(cpus) {
+			return nil, fmt.Errorf("affinity: %s %% of %s is not a whole number of CPUs, fewer than its %d (use shares such as 50 %% of 2 cores, the cgroup method or the co-runner)", pct(share), coresText(c.cores), len(cpus))
+		}
+		sr.CPUs, sr.BaseCores, sr.Effective = k, c.cores, float64(k)/c.cores
+		if err := cpulimit.PinTree(pid, cpus[:k]); err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
-	cpus, err := cpulimit.CPUs(pid)
+	g, err := cpulimit.NewGroup(sys, name)
 	if err != nil {
 		return nil, err
 	}
-	l := &limiter{method: cpulimit.Affinity, note: fmt.Sprintf("sched_setaffinity of every server thread to a share of its %d CPUs", len(cpus))}
-	sr.CPUs = len(cpus)
-	if share < 1 {
-		k := int(math.Round(share * float64(len(cpus))))
-		if k < 1 || k == len(cpus) {
-			return nil, fmt.Errorf("affinity: %s %% of %d CPUs is not a whole number of CPUs fewer than %d (use shares such as 50%% of 2 CPUs, or a cgroup)", pct(share), len(cpus), len(cpus))
+	l := &limiter{method: g.Method, group: g, note: "a CFS bandwidth quota on a cgroup holding the server's process tree (" + g.Dir + ")"}
+	if err := g.AddTree(pid); err != nil {
+		g.Remove()
+		return nil, err
+	}
+	if share < 1 || fixed {
+		sr.BaseCores, sr.Quota = c.cores, share*c.cores
+		// What the quota leaves of what it could get here: where other
+		// load held its threads to a share of their runnable time, its
+		// 100 % was that much less.
+		ran := c.ran
+		if ran <= 0 {
+			ran = 1
 		}
-		sr.CPUs = k
-		if err := cpulimit.PinTree(pid, cpus[:k]); err != nil {
+		sr.Effective = min(1, sr.Quota/(c.cores*ran))
+		if err := g.SetCores(sr.Quota); err != nil {
+			g.Remove()
 			return nil, err
 		}
 	}
 	return l, nil
 }
 
-// cpuSample is the server tree's CPU seconds at a moment.
-type cpuSample struct {
-	at  time.Time
-	cpu float64
-}
-
-type sampler struct {
-	stopc chan struct{}
-	done  chan []cpuSample
-}
-
-// startSampler reads the tree's CPU time every 100 ms until stop.
-func startSampler(pid int) *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan []cpuSample, 1)}
-	go func() {
-		var out []cpuSample
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			out = append(out, cpuSample{time.Now(), cpulimit.TreeCPUSeconds(pid)})
-			select {
-			case <-s.stopc:
-				s.done <- out
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *sampler) stop() []cpuSample {
-	close(s.stopc)
-	return <-s.done
-}
-
-// passCores is the tree's CPU use over the scored passes of the bundle in
-// dir: CPU seconds between their starts and ends (interpolated between
-// samples) over their wall time.
-func passCores(dir string, samples []cpuSample) float64 {
-	b, err := bundle.Open(dir)
-	if err != nil || len(samples) < 2 {
-		return 0
-	}
-	at := func(ns int64) float64 {
-		t := time.Unix(0, ns)
-		i := sort.Search(len(samples), func(i int) bool { return !samples[i].at.Before(t) })
-		switch {
-		case i == 0:
-			return samples[0].cpu
-		case i == len(samples):
-			return samples[len(samples)-1].cpu
-		}
-		a, z := samples[i-1], samples[i]
-		f := float64(t.Sub(a.at)) / float64(z.at.Sub(a.at))
-		return a.cpu + f*(z.cpu-a.cpu)
-	}
-	var cpu, wall float64
-	for _, l := range b.Manifest.Levels {
-		if l.Warmup || l.EndUnixNs <= l.StartUnixNs {
-			continue
-		}
-		cpu += at(l.EndUnixNs) - at(l.StartUnixNs)
-		wall += float64(l.EndUnixNs-l.StartUnixNs) / 1e9
-	}
-	if wall == 0 {
-		return 0
-	}
-	return cpu / wall
-}
+const coRunnerNote = "a spinning process on each CPU of 100 %, pinned (sched_setaffinity) beside the server's threads at its nice: a thread that computes keeps its share of its core, one that mostly sleeps is barely delayed"
 
 func meanReqPerS(ps []model.PassMetrics) float64 {
 	var s float64
@@ -543,16 +718,33 @@ func estimate(rep *SensitivityReport) {
 			full[r.Cycle] = r
 		}
 	}
-	var tput []point
+	var tput, recv []point
 	stagePts := map[string][]point{}
 	small := map[string]bool{}
+	var cutNothing []string
+	failed := 0
 	for _, r := range rep.Runs {
 		f := full[r.Cycle]
+		if r.Allotment < 1 && r.Error != "" {
+			failed++
+		}
 		if r.Allotment == 1 || f == nil || r.Error != "" || r.ThroughputReqS <= 0 {
 			continue
 		}
-		d := r.Allotment - 1
-		tput = append(tput, point{r.Cycle, r.Allotment, d, r.ThroughputReqS/f.ThroughputReqS - 1})
+		a := r.Allotment
+		if r.Effective > 0 {
+			a = r.Effective
+		}
+		rel := r.ThroughputReqS/f.ThroughputReqS - 1
+		if f.UsedCores > 0 && r.UsedCores > 0 {
+			recv = append(recv, point{r.Cycle, r.Allotment, r.UsedCores/f.UsedCores - 1, rel})
+		}
+		if a > 1-minCut {
+			cutNothing = append(cutNothing, r.Dir)
+			continue
+		}
+		d := a - 1
+		tput = append(tput, point{r.Cycle, r.Allotment, d, rel})
 		for st, ms := range r.StagesMs {
 			fm := f.StagesMs[st]
 			if total := f.StagesMs["total"]; total > 0 && fm < minStageShare*total {
@@ -564,8 +756,31 @@ func estimate(rep *SensitivityReport) {
 			}
 		}
 	}
+	if len(cutNothing) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("left out, their limit took under %g %% of what the server could get here: %s (a quota above what the host's other load left it)", 100*minCut, strings.Join(cutNothing, ", ")))
+	}
+	rep.Against = againstOf(rep.Kind, rep.Method)
+	rep.Base = baseOf(rep.Runs)
+	if rep.Kind == "cpu" {
+		var mean float64
+		for _, p := range recv {
+			mean += p.d / float64(len(recv))
+		}
+		if e, ok := estimateOf("throughput against the CPU received", recv, rep.Confidence); ok && mean <= -minCut {
+			rep.Received = &e
+			if e.Value < 0.5 && mean <= -0.2 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("the server received %.0f %% less CPU but its throughput moved %.2f × that: most of the CPU it lost was not its work (a thread that spins while it waits, for a GPU or a lock)", -100*mean, e.Value))
+			}
+		} else if len(recv) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the CPU the server received fell %.0f %% on average: too little for a slope against it", -100*mean))
+		}
+	}
 	if e, ok := estimateOf("throughput", tput, rep.Confidence); ok {
 		rep.Overall = e
+	} else if failed > 0 && len(cutNothing) == 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("no restricted run finished (%d failed): no sensitivity", failed))
+	} else if len(cutNothing) > 0 {
+		rep.Notes = append(rep.Notes, "no restricted run took anything of what the server could get here: no sensitivity (the test cannot bind on this host now; try lower allotments, or the co-runner, whose share is of what the server gets)")
 	} else {
 		rep.Notes = append(rep.Notes, "no restricted run has an unrestricted run of its cycle to compare with: no sensitivity")
 	}
@@ -592,14 +807,18 @@ func estimate(rep *SensitivityReport) {
 		}
 	}
 	if len(small) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("stages under %g %% of the unrestricted total left out (%s): a quota stalls work in whole periods of %v, which swamps short stages",
+		why := fmt.Sprintf("a quota stalls work in whole periods of %v, which swamps short stages", cpulimit.Period)
+		if rep.Method == MethodCoRunner || rep.Kind != "cpu" {
+			why = "their changes are lost in the noise of the longer ones"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("stages under %g %% of the unrestricted total left out (%s): %s",
 			100*minStageShare, strings.Join(slices.Sorted(func(y func(string) bool) {
 				for k := range small {
 					if !y(k) {
 						return
 					}
 				}
-			}), ", "), cpulimit.Period))
+			}), ", "), why))
 	}
 	rep.Verdict = verdictOf(rep.Kind, rep.Overall)
 }
@@ -631,6 +850,48 @@ func lockClock(sc SensitivityConfig, rep *SensitivityReport, sr *SensitivityRun,
 		}
 		rec.Extra = map[string]any{"sensitivity": sr}
 	}, nil
+}
+
+// minCut is the least a restricted run's limit must take of what the
+// server could get for the run to count.
+const minCut = 0.05
+
+// againstOf says what the slope's x is.
+func againstOf(kind, method string) string {
+	switch {
+	case kind == "gpu-clocks":
+		return "the GPU clock, as a share of the highest"
+	case method == MethodCoRunner:
+		return "the co-runner's share: the share of each of its CPUs a thread that computes keeps"
+	case method == cpulimit.Affinity || method == MethodAffinity:
+		return "the CPUs allowed, as a share of 100 %"
+	}
+	return "the quota, as a share of the CPU the server could get"
+}
+
+// baseOf is what 100 % was, from the unrestricted runs: "1 core: 1 busy
+// thread", or each cycle's where they differ.
+func baseOf(runs []SensitivityRun) string {
+	var seen []string
+	cycles := map[string][]string{}
+	for _, r := range runs {
+		if r.Allotment != 1 || r.BaseWhy == "" {
+			continue
+		}
+		t := capacity{cores: r.BaseCores, why: r.BaseWhy}.String()
+		if _, ok := cycles[t]; !ok {
+			seen = append(seen, t)
+		}
+		cycles[t] = append(cycles[t], strconv.Itoa(r.Cycle))
+	}
+	if len(seen) == 1 {
+		return seen[0]
+	}
+	var parts []string
+	for _, t := range seen {
+		parts = append(parts, fmt.Sprintf("%s (cycle %s)", t, strings.Join(cycles[t], ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // minStageShare is the smallest share of the total a stage must take in
@@ -665,43 +926,164 @@ func verdictOf(kind string, e Estimate) string {
 	return partly
 }
 
-// SensitivityTable is the table `asrprof sensitivity` prints.
-func SensitivityTable(rep *SensitivityReport) *table.Table {
+// SensitivityTables are what `asrprof sensitivity` prints: the answer
+// first (its title) with the slopes, then the runs by allotment, then
+// each allotment's runs summarised apart.
+func SensitivityTables(rep *SensitivityReport) []*table.Table {
 	what := "CPU"
 	if rep.Kind == "gpu-clocks" {
 		what = "GPU-clock"
 	}
-	t := &table.Table{Name: "sensitivity", Title: fmt.Sprintf(what+" sensitivity at %s (relative change in rate / relative change in CPU; %g %% bootstrap interval over %d cycles)", rep.Level, 100*rep.Confidence, rep.Overall.N),
-		Columns: []string{"what", "sensitivity", "interval", "n"}}
+	o := rep.Overall
+	title := fmt.Sprintf("%s sensitivity at %s: %s", what, rep.Level, rep.Verdict)
+	if o.N > 0 {
+		title += fmt.Sprintf(", %.2f [%.2f, %.2f] against %s (%g %% bootstrap interval over %d cycles)", o.Value, o.Lo, o.Hi, rep.Against, 100*rep.Confidence, o.N)
+	} else {
+		title += fmt.Sprintf(": no sensitivity against %s (see the notes)", rep.Against)
+	}
+	t := &table.Table{Name: "sensitivity", Title: title, Columns: []string{"what", "sensitivity", "interval", "n"}}
 	add := func(e Estimate) {
 		t.AddRow(e.Name, math.Round(e.Value*1000)/1000, fmt.Sprintf("[%.2f, %.2f]", e.Lo, e.Hi), e.N)
 	}
-	if rep.Overall.N > 0 {
-		add(rep.Overall)
+	if o.N > 0 {
+		add(o)
 	}
 	for _, e := range rep.PerAllotment {
 		e.Name = "throughput at " + e.Name
 		add(e)
 	}
+	if rep.Received != nil {
+		add(*rep.Received)
+	}
 	for _, e := range rep.Stages {
 		e.Name = "stage " + e.Name
 		add(e)
 	}
-	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≈ 1: throughput follows the %s the server gets; ≈ 0: it does not)", rep.Verdict, what))
-	t.Notes = append(t.Notes, what+" restricted by "+rep.Method+": "+rep.MethodNote)
-	for _, r := range rep.Runs {
-		line := fmt.Sprintf("%s: %s %% CPU, used %.3f cores, %.3f req/s", r.Dir, pct(r.Allotment), r.UsedCores, r.ThroughputReqS)
-		if r.ClockMHz > 0 {
-			line = fmt.Sprintf("%s: GPU at %d MHz (%s %%), %.3f req/s", r.Dir, r.ClockMHz, pct(r.Allotment), r.ThroughputReqS)
+	if rep.Kind == "cpu" && rep.Base != "" {
+		n := "100 % = " + rep.Base
+		for _, r := range rep.Runs {
+			if r.Allotment == 1 && len(r.BusyThreads) > 0 {
+				n += " (" + r.Dir + ": " + threadsText(r.BusyThreads) + ")"
+				break
+			}
 		}
-		if r.Quota > 0 {
-			line += fmt.Sprintf(", quota %.3f cores (throttled %.1f s)", r.Quota, r.ThrottledS)
-		}
-		if r.Error != "" {
-			line += ": " + r.Error
-		}
-		t.Notes = append(t.Notes, line)
+		t.Notes = append(t.Notes, n)
 	}
+	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
+	if rep.Kind == "gpu-clocks" {
+		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
+	}
+	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≥ 0.7 %s, ≤ 0.3 %s, else %s). The slope is the relative change in throughput over the relative change in %s: ≈ 1 throughput follows the %s the server gets, ≈ 0 it does not",
+		rep.Verdict, bound, not, partly, rep.Against, strings.TrimSuffix(what, "-clock")+map[bool]string{true: " clock", false: ""}[rep.Kind == "gpu-clocks"]))
+	if rep.Received != nil {
+		t.Notes = append(t.Notes, fmt.Sprintf("against the CPU the server received instead (its used cores / its 100 %% run's): %.2f [%.2f, %.2f]; ≈ 1 wherever what it lost was work, whatever bounds it", rep.Received.Value, rep.Received.Lo, rep.Received.Hi))
+	}
+	t.Notes = append(t.Notes, what+" restricted by "+rep.Method+": "+rep.MethodNote)
 	t.Notes = append(t.Notes, rep.Notes...)
+	return []*table.Table{t, runsTable(rep), allotmentsTable(rep)}
+}
+
+// byAllotment is the runs, 100 % first, then each allotment's by cycle.
+func byAllotment(rep *SensitivityReport) []SensitivityRun {
+	rs := slices.Clone(rep.Runs)
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].Allotment != rs[j].Allotment {
+			return rs[i].Allotment > rs[j].Allotment
+		}
+		return rs[i].Cycle < rs[j].Cycle
+	})
+	return rs
+}
+
+func limitText(r SensitivityRun) string {
+	switch {
+	case r.Error != "" && r.ThroughputReqS == 0:
+		return "failed"
+	case r.ClockMHz > 0:
+		return fmt.Sprintf("GPU at %d MHz", r.ClockMHz)
+	case r.CoRunnerNice != nil:
+		return fmt.Sprintf("%s, a spinner each at nice %d", cpusText(r.CPUs), *r.CoRunnerNice)
+	case r.Quota > 0:
+		s := fmt.Sprintf("quota %.3f cores", r.Quota)
+		if r.ThrottledS > 0 {
+			s += fmt.Sprintf(", throttled %.1f s", r.ThrottledS)
+		}
+		return s
+	case r.Allotment < 1 && r.CPUs > 0:
+		return "pinned to " + cpusText(r.CPUs)
+	}
+	return "unrestricted"
+}
+
+// runsTable keeps every run apart, grouped by allotment.
+func runsTable(rep *SensitivityReport) *table.Table {
+	t := &table.Table{Name: "sensitivity_runs", Title: "Runs by allotment (each restricted run against its cycle's 100 % run)",
+		Columns: []string{"allotment", "run", "limit", "of what it could get (%)", "cores used", "CPU vs 100 % (%)", "req/s", "req/s vs 100 % (%)"}}
+	full := map[int]SensitivityRun{}
+	for _, r := range rep.Runs {
+		if r.Allotment == 1 {
+			full[r.Cycle] = r
+		}
+	}
+	rel := func(x, base float64) any {
+		if base <= 0 || x <= 0 {
+			return nil
+		}
+		return fmt.Sprintf("%+.1f", 100*(x/base-1))
+	}
+	for _, r := range byAllotment(rep) {
+		f, ok := full[r.Cycle]
+		var eff, cpuRel, tRel, used any
+		if rep.Kind == "cpu" && limitText(r) != "failed" {
+			used = fmt.Sprintf("%.3f", r.UsedCores)
+			e := r.Allotment
+			if r.Effective > 0 {
+				e = r.Effective
+			}
+			eff = pct(e)
+		}
+		if ok && r.Allotment < 1 {
+			if rep.Kind == "cpu" {
+				cpuRel = rel(r.UsedCores, f.UsedCores)
+			}
+			tRel = rel(r.ThroughputReqS, f.ThroughputReqS)
+		}
+		t.AddRow(pct(r.Allotment)+" %", r.Dir, limitText(r), eff, used, cpuRel, fmt.Sprintf("%.3f", r.ThroughputReqS), tRel)
+		if r.Error != "" {
+			t.Notes = append(t.Notes, r.Dir+": "+firstLine(r.Error))
+		}
+	}
 	return t
+}
+
+// allotmentsTable summarises each allotment's runs, never across them.
+func allotmentsTable(rep *SensitivityReport) *table.Table {
+	t := &table.Table{Name: "sensitivity_allotments", Title: "Each allotment over its cycles (kept apart)",
+		Columns: []string{"allotment", "runs", "req/s mean", "req/s min", "req/s max", "cores used mean"}}
+	for _, a := range rep.Allotments {
+		var xs, us []float64
+		for _, r := range rep.Runs {
+			if r.Allotment == a && r.Error == "" && r.ThroughputReqS > 0 {
+				xs = append(xs, r.ThroughputReqS)
+				us = append(us, r.UsedCores)
+			}
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		var used any
+		if rep.Kind == "cpu" {
+			used = fmt.Sprintf("%.3f", stats.Mean(us))
+		}
+		r3 := func(x float64) string { return fmt.Sprintf("%.3f", x) }
+		t.AddRow(pct(a)+" %", len(xs), r3(stats.Mean(xs)), r3(slices.Min(xs)), r3(slices.Max(xs)), used)
+	}
+	return t
+}
+
+func cpusText(n int) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return fmt.Sprintf("%d CPUs", n)
 }

@@ -13,32 +13,61 @@ import (
 
 const sensitivityUsage = `Usage: asrprof sensitivity --server-cmd COMMAND --target URL --dataset PATH --concurrency N --cpu 100%,75%,50% [flags]
 
-Tells whether the server is CPU- or GPU-bound by cause, not correlation: it
-runs the runbook (a fresh server per run, docs/RUNBOOK.md) at each CPU
-allotment of --cpu, --cycles times over, and measures at the same level the
-throughput and every stage. The sensitivity is the relative change in
-throughput over the relative change in CPU (a stage's: of its rate,
-1 / its mean duration), a least-squares slope over the allotments with a
-95 % bootstrap interval over the cycles. A host-bound server shows ≈ 1 (its
-throughput follows the CPU it gets), a GPU-bound one ≈ 0.
+Tells whether the server is CPU-bound by cause, not correlation: it runs the
+runbook (a fresh server per run, docs/RUNBOOK.md) at each CPU allotment of
+--cpu, --cycles times over, and measures at the same level the throughput
+and every stage. The sensitivity is the relative change in throughput over
+the relative change in CPU (a stage's: of its rate, 1 / its mean duration),
+a least-squares slope over the allotments with a 95 % bootstrap interval
+over the cycles. ≈ 1: throughput follows the CPU (host-bound); ≈ 0: it does
+not (bound by something else: a GPU, a sleep, a peer).
 
-How the CPU is restricted (--cpu-method; the report says which was used):
-  cgroup    a CFS bandwidth quota on a cgroup made for the server's process
-            tree: cgroup v2 cpu.max, or cgroup v1 cpu.cfs_quota_us where
-            the cpu controller is still on v1. 100 % is the CPU the server
-            used in the cycle's unrestricted run (cores, measured over the
-            scored passes); 50 % is a quota of half that.
-  affinity  sched_setaffinity of every server thread to that share of its
-            CPUs (a multi-threaded server on several cores; 50 % of 2 CPUs
-            is 1 CPU).
-  auto      cgroup where one can be made (root), else affinity.
-What 100 % means matters: by default it is what the server used unrestricted,
-so 50 % is half the CPU it got. A server that spins while it waits (a PyTorch
-process syncing on its GPU) loses only spinning and reads ≈ 0; one that does
-fixed CPU work per request and sleeps otherwise slows once its quota is below
-its use, whatever bounds it. --cpu-base CORES makes 100 % a fixed capacity
-(e.g. 1: one core, the most a single busy thread can use).
-A co-runner that competes for the server's CPUs is not implemented.
+What 100 % is: what the server could use, never what it used. By default,
+whole cores: one per busy thread of the cycle's unrestricted run (a thread
+that ran 0.2 of a core, or 0.1 and was runnable half the time), at least
+one and at least its use rounded up, at most the CPUs it may run on. The answer
+says it: "100 % = 1 core: 1 busy thread". --cpu-base CORES sets it
+instead. (Halving what a server used throttles any server, whatever bounds
+it: a sleeper that used 0.09 cores read 1.20 so; with 100 % = 1 core it
+read -0.01.)
+
+How the CPU is restricted (--cpu-method; the answer says which):
+  cgroup    a CFS bandwidth quota of that share of 100 % (cgroup v2 cpu.max,
+            or cgroup v1 cpu.cfs_quota_us where the cpu controller is on
+            v1), on a cgroup holding the server's process tree. The slope is
+            against the quota as a share of the CPU the server could get:
+            where the host's other load held its busy threads to 74 % of
+            their runnable time, a 0.5-core quota is 68 % of it, not 50 %.
+  corunner  the server pinned to its 100 % CPUs, and a spinning process on
+            each (sched_setaffinity), at the server's nice (50 %; another
+            nice for other shares): a thread that computes keeps about half
+            its core, one that mostly sleeps is barely delayed. The slope is
+            against that share.
+  affinity  sched_setaffinity of every server thread to that share of the
+            100 % CPUs (whole CPUs: 50 % of 2 cores is 1 CPU).
+  auto      cgroup where one can be made (root), else corunner.
+
+What each can tell apart (measured; docs/CAPACITY.md):
+  - Both read a sleeper ≈ 0 and a thread that computes ≈ 1: a fake server
+    that sleeps 100 ms and computes 5 ms a request read -0.06 to 0.11, one
+    whose thread computes 50 ms a request 0.84 to 1.08 (2 shared cores).
+  - A quota cannot tell a thread that spin-waits for its GPU from one that
+    computes: a CUDA engine in its GPU-bound state read 1.01 on the H200,
+    because the quota stalls the waiting thread too and the GPU's feed
+    shrinks with it. It also lets a server run its bursts at full speed
+    within each 100 ms period: one that computes 25 ms and sleeps 25 ms a
+    request read 0.01 to 0.12 under the quota, 0.62 to 0.73 (0.67 expected)
+    with the co-runner.
+  - The co-runner tells a sleeping thread from a computing one: on an idle
+    host a 9 ms sleep + 1 ms compute loop lost 6 % of its rate beside a
+    spinner, a busy loop 49 %. A thread that spin-waits is runnable all the
+    time and shares its core like one that computes, in slices: a 1 ms
+    compute + 9 ms spin-wait loop lost 22 % (sensitivity 0.45). Neither
+    method is the GPU's side of the test: --gpu-clocks is.
+  - Against the CPU received (also reported): ≈ 1 wherever what the server
+    lost was work, whatever bounds it; below 1 where it lost spinning.
+  - Where the host's other load leaves the server less than the limit, no
+    method binds: the answer says "unknown" and why.
 
 --gpu-clocks 1980,990 varies the GPU instead: every GPU's graphics clock is
 locked (nvmlDeviceSetGpuLockedClocks) at each clock for its runs and reset
@@ -46,9 +75,12 @@ after each; the sensitivity is then the relative change in throughput over
 the relative change in clock (≈ 1 GPU-bound). Where NVML cannot lock clocks
 it stops before any server starts and says why.
 
-sensitivity.json (and runbook.json, one sub-bundle per run: cpu100-1/,
-cpu50-1/, ...) go to --out; the bottleneck diagnosis of any of those runs
-reads sensitivity.json as its strongest evidence.
+Output: the answer first, then the runs by allotment and each allotment
+over its cycles (never averaged together), on stdout in --format; a line a
+run on stderr, the runs' full progress in sensitivity.log. sensitivity.json
+(and runbook.json, one sub-bundle per run: cpu100-1/, cpu50-1/, ...) go to
+--out; the bottleneck diagnosis of any of those runs reads sensitivity.json
+as its strongest evidence.
 
 Example (the reference server, host-bound: its scheduler is one busy core):
   asrprof sensitivity --server-cmd "/usr/bin/python3 refserver/refserver.py --port 18000" \
@@ -69,10 +101,10 @@ type sensitivityFlags struct {
 
 func addSensitivityFlags(fs *flag.FlagSet) *sensitivityFlags {
 	f := &sensitivityFlags{}
-	fs.StringVar(&f.cpu, "cpu", "100%,50%", "CPU allotments, comma-separated `LIST` of percentages of the server's CPU (100% is added when missing)")
+	fs.StringVar(&f.cpu, "cpu", "100%,50%", "CPU allotments, comma-separated `LIST` of percentages of what the server could use (100% is added when missing)")
 	fs.IntVar(&f.cycles, "cycles", 3, "how many times every allotment runs, each with a fresh server (`N`; the interval is over them)")
-	fs.StringVar(&f.method, "cpu-method", runbook.MethodAuto, "how the CPU is restricted: `auto`, cgroup or affinity (see above)")
-	fs.Float64Var(&f.base, "cpu-base", 0, "cgroup methods: the CPU that is 100 %, in `CORES` (then 100 % is a quota too); default: what the\nserver used in the cycle's unrestricted run")
+	fs.StringVar(&f.method, "cpu-method", runbook.MethodAuto, "how the CPU is restricted: `auto`, cgroup, corunner or affinity (see above)")
+	fs.Float64Var(&f.base, "cpu-base", 0, "the CPU that is 100 %, in `CORES` (cgroup: then 100 % is a quota too; corunner: whole cores); default: the\ncores the server could use, one per busy thread of the cycle's unrestricted run, capped by its CPUs")
 	fs.StringVar(&f.gpuClocks, "gpu-clocks", "", "vary the GPU instead of the CPU: lock every GPU's graphics clock at each of these MHz, comma-separated\n`LIST` such as 1980,1500,990 (the highest is 100 %; NVML, needs root; --cpu is then not used)")
 	return f
 }

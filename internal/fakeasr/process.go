@@ -16,12 +16,16 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProcessMode is how the fake server behaves.
@@ -53,16 +57,24 @@ type ProcessOptions struct {
 	// Delay is slept before each transcription answer (a server whose
 	// speed does not depend on its CPU).
 	Delay time.Duration
+	// Spin, when set, is busy-looped before the Delay, as that much CPU
+	// time of one worker thread per request (requests take turns on it:
+	// a server bound by its one busy thread).
+	Spin time.Duration
 }
 
 const marker = "-fakeasr-fake-server"
 
 // Command returns the argv of a fake server: this test binary, re-executed.
 func Command(o ProcessOptions) []string {
-	return []string{os.Args[0], marker,
+	argv := []string{os.Args[0], marker,
 		"-port", strconv.Itoa(o.Port), "-mode", string(o.Mode),
 		"-counter", o.CounterFile, "-fail-start", strconv.Itoa(o.FailStart),
 		"-child-pid", o.ChildPIDFile, "-delay", o.Delay.String()}
+	if o.Spin > 0 {
+		argv = append(argv, "-spin", o.Spin.String())
+	}
+	return argv
 }
 
 // CommandLine is Command joined into one --server-cmd string (the paths
@@ -103,6 +115,7 @@ func Main() {
 	fs.IntVar(&o.FailStart, "fail-start", 0, "")
 	fs.StringVar(&o.ChildPIDFile, "child-pid", "", "")
 	fs.DurationVar(&o.Delay, "delay", 0, "")
+	fs.DurationVar(&o.Spin, "spin", 0, "")
 	_ = fs.Parse(os.Args[2:])
 	o.Mode = ProcessMode(*mode)
 	if err := serve(o); err != nil {
@@ -172,11 +185,50 @@ func serve(o ProcessOptions) error {
 			http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
 			return
 		}
+		if o.Spin > 0 {
+			spin(o.Spin)
+		}
 		time.Sleep(o.Delay)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"text": DefaultText})
 	})
 	return http.Serve(l, mux)
+}
+
+// spinJobs feed the one worker thread of Spin, started by the first.
+var (
+	spinJobs   = make(chan spinJob)
+	spinWorker sync.Once
+)
+
+type spinJob struct {
+	d    time.Duration
+	done chan struct{}
+}
+
+func startSpinWorker() {
+	go func() {
+		runtime.LockOSThread()
+		for j := range spinJobs {
+			var ts unix.Timespec
+			cpu := func() time.Duration {
+				unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+				return time.Duration(ts.Nano())
+			}
+			for end := cpu() + j.d; cpu() < end; {
+			}
+			close(j.done)
+		}
+	}()
+}
+
+// spin busy-loops d of the worker thread's CPU time (fixed work: it takes
+// longer when the thread gets less of its CPU).
+func spin(d time.Duration) {
+	spinWorker.Do(startSpinWorker)
+	done := make(chan struct{})
+	spinJobs <- spinJob{d, done}
+	<-done
 }
 
 // Gone reports whether pid no longer runs (missing, or a zombie that no
