@@ -78,6 +78,22 @@ func tableModule() *starlarkstruct.Module {
 			}
 			return starlark.String(model.LevelLabel(lv)), nil
 		}),
+		// parse_level("c8") -> ("c", 8); ("r", 2.5); None for any other name
+		// (model.ParseLevel, the one parser of level names).
+		"parse_level": starlark.NewBuiltin("table.parse_level", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var lv string
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &lv); err != nil {
+				return nil, err
+			}
+			c, r, ok := model.ParseLevel(lv)
+			switch {
+			case !ok:
+				return starlark.None, nil
+			case lv[0] == 'c':
+				return starlark.Tuple{starlark.String("c"), starlark.MakeInt(c)}, nil
+			}
+			return starlark.Tuple{starlark.String("r"), starlark.Float(r)}, nil
+		}),
 	}}
 }
 

@@ -561,6 +561,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if item[0] == "error":
                     raise HTTPError(item[1], item[2], "server_error")
                 text = item[1]
+                if app.args.response_delay_ms > 0:
+                    time.sleep(app.args.response_delay_ms / 1000.0)
                 if fmt == "text":
                     self._send(200, text + "\n", "text/plain; charset=utf-8", rid)
                 elif fmt == "verbose_json":
@@ -993,6 +995,12 @@ def parse_args(argv):
     p.add_argument("--host-step-ms", type=float, default=0.0,
                    help="extra host work per decode step, in ms per running request: a Python "
                    "busy loop holding the GIL on the scheduler thread (default 0)")
+    p.add_argument("--step-sleep-ms", type=float, default=0.0,
+                   help="a wait per decode step, in ms per running request, that the scheduler "
+                   "thread sleeps through off-CPU, as a blocking GPU synchronize would (default 0)")
+    p.add_argument("--response-delay-ms", type=float, default=0.0,
+                   help="hold each transcription's answer this long after the decode ends, as a "
+                   "buffering proxy or a slow network would (default 0)")
     p.add_argument("--upload-kbps", type=float, default=0,
                    help="read each upload at most this fast, in KB/s, as a slow network would "
                    "(default 0: as fast as it comes)")
@@ -1013,6 +1021,9 @@ def parse_args(argv):
             p.error("--%s must be at least 1" % name.replace("_", "-"))
     if not 0 <= a.host_step_ms <= 1000:
         p.error("--host-step-ms must be between 0 and 1000")
+    for name in ("step_sleep_ms", "response_delay_ms"):
+        if not 0 <= getattr(a, name) <= 10000:
+            p.error("--%s must be between 0 and 10000" % name.replace("_", "-"))
     if a.upload_kbps < 0:
         p.error("--upload-kbps must be at least 0")
     if not 0 <= a.build_delay <= 60:

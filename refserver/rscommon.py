@@ -741,6 +741,8 @@ class Pipeline:
             return self._stream_step(req) if req.has_work() else False
         if self.args.host_step_ms > 0:  # host work per running request per step
             spin(self.args.host_step_ms / 1000.0)
+        if getattr(self.args, "step_sleep_ms", 0) > 0:  # a wait the thread sleeps through
+            time.sleep(self.args.step_sleep_ms / 1000.0)
         chunk = req.pcm[req.offset:req.offset + self.chunk_bytes]
         req.offset += len(chunk)
         req.steps += 1

@@ -234,6 +234,9 @@ type RequestStates struct {
 	LatencyS  float64
 	Telemetry bool // the preset found the request's stages
 	States    [NumStates]float64
+	// AdmissionAtCapS is the part of its admission wait during which its
+	// running batch was at the capture's cap (Attribution.RunCap).
+	AdmissionAtCapS float64
 }
 
 // StateStat is one state over a level's measured requests: its share of
@@ -279,6 +282,12 @@ type LevelStates struct {
 	HasThread             bool
 	RunningUtil, PassUtil float64
 	GPU                   *GPUBreakdown // nil without util samples or thread bins
+	// AdmissionAtCap is the share of the level's admission wait during
+	// which the request's running batch (its pass's, its worker's) held
+	// RunCap requests or more; RunCap is the most that batch ever held in
+	// the capture (per worker: the largest). 0 without admission waits.
+	AdmissionAtCap float64
+	RunCap         int
 }
 
 // Attribution is Attribute's answer.
@@ -291,6 +300,68 @@ type Attribution struct {
 	Requests      []RequestStates // every successful request, warmup included, in order
 	Levels        []LevelStates
 	Passes        []PassThread // every pass's serving thread, in run order
+	// RunCap is the most requests any running batch held (per pass and
+	// worker) in the capture.
+	RunCap int
+}
+
+// occStep is the running batch's size n from time t on (until the next).
+type occStep struct {
+	t int64
+	n int
+}
+
+// occupancySteps is how many of the spans were open, as steps in time.
+func occupancySteps(spans []interval) []occStep {
+	type edge struct {
+		t int64
+		d int
+	}
+	es := make([]edge, 0, 2*len(spans))
+	for _, v := range spans {
+		if v.b > v.a {
+			es = append(es, edge{v.a, 1}, edge{v.b, -1})
+		}
+	}
+	slices.SortFunc(es, func(x, y edge) int {
+		if c := cmpInt(x.t, y.t); c != 0 {
+			return c
+		}
+		return x.d - y.d // ends before starts at one instant
+	})
+	out := make([]occStep, 0, len(es))
+	n := 0
+	for _, e := range es {
+		n += e.d
+		if k := len(out); k > 0 && out[k-1].t == e.t {
+			out[k-1].n = n
+			continue
+		}
+		out = append(out, occStep{e.t, n})
+	}
+	return out
+}
+
+// atCap is how much of iv (ns) the steps stood at cap or more.
+func atCap(steps []occStep, cap int, iv interval) float64 {
+	if cap < 1 || iv.b <= iv.a {
+		return 0
+	}
+	i, _ := slices.BinarySearchFunc(steps, iv.a, func(s occStep, t int64) int { return cmpInt(s.t, t) })
+	if i > 0 && (i == len(steps) || steps[i].t > iv.a) {
+		i--
+	}
+	var d int64
+	for ; i < len(steps) && steps[i].t < iv.b; i++ {
+		end := iv.b
+		if i+1 < len(steps) {
+			end = min(end, steps[i+1].t)
+		}
+		if steps[i].n >= cap {
+			d += max(0, end-max(steps[i].t, iv.a))
+		}
+	}
+	return float64(d)
 }
 
 // interval is [a, b) in unix ns.
@@ -702,6 +773,7 @@ func Attribute(in AttributionInput) *Attribution {
 		worker string
 	}
 	ffs := map[ffKey][]interval{}
+	batches := map[ffKey][]interval{} // each request's running span, by pass and worker
 	for i := 0; i < n; i++ {
 		passOf[i] = -1
 		if rc.Status.Codes[i] != okCode {
@@ -729,6 +801,11 @@ func Attribute(in AttributionInput) *Attribution {
 		}
 		if r, ok := runningSpan(b); ok {
 			pi.running = append(pi.running, r)
+			k := ffKey{p, ""}
+			if in.Worker != nil && i < len(in.Worker) {
+				k.worker = in.Worker[i]
+			}
+			batches[k] = append(batches[k], r)
 		}
 		if in.RequestTID != nil && i < len(in.RequestTID) && in.RequestTID[i] != 0 {
 			pi.tidVotes[in.RequestTID[i]]++
@@ -760,6 +837,19 @@ func Attribute(in AttributionInput) *Attribution {
 	}
 	for th, run := range byThread {
 		th.concentrate(merge(run))
+	}
+	// When the running batch held the capture's cap (per worker: the most
+	// it ever held), for the admission waits.
+	capOf := map[string]int{}
+	occ := make(map[ffKey][]occStep, len(batches))
+	for k, v := range batches {
+		occ[k] = occupancySteps(v)
+		for _, st := range occ[k] {
+			capOf[k.worker] = max(capOf[k.worker], st.n)
+		}
+	}
+	for _, c := range capOf {
+		out.RunCap = max(out.RunCap, c)
 	}
 	unions := make(map[ffKey]*ffUnion, len(ffs))
 	for k, v := range ffs {
@@ -796,6 +886,16 @@ func Attribute(in AttributionInput) *Attribution {
 				k.worker = in.Worker[i]
 			}
 			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th)
+			if b := &bounds[i]; ns[sAdmission] > 0 && (b.ok(kBuildToQueued) || b.ok(kQueued)) {
+				iv := b.iv[kQueued]
+				if b.ok(kBuildToQueued) {
+					iv.a = b.iv[kBuildToQueued].a
+					if !b.ok(kQueued) {
+						iv.b = b.iv[kBuildToQueued].b
+					}
+				}
+				rs.AdmissionAtCapS = min(atCap(occ[k], capOf[k.worker], iv), ns[sAdmission]) / 1e9
+			}
 		}
 		for s := range ns {
 			rs.States[s] = ns[s] / 1e9
@@ -1084,6 +1184,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		sum        [NumStates]float64
 		vals       [NumStates][]float64
 		passes     []*passInfo
+		atCap      float64
 	}
 	by := map[string]*acc{}
 	var lastLv string
@@ -1123,6 +1224,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			x.missing++
 		}
 		x.lat += r.LatencyS
+		x.atCap += r.AdmissionAtCapS
 		for s, v := range r.States {
 			x.sum[s] += v
 			x.vals[s] = append(x.vals[s], 1000*v)
@@ -1174,6 +1276,10 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			l.PassUtil = passOn / passB
 		}
 		l.GPU = gpuBreakdown(x.passes, gpus)
+		l.RunCap = a.RunCap
+		if adm := x.sum[sAdmission]; adm > 0 {
+			l.AdmissionAtCap = min(x.atCap/adm, 1)
+		}
 		out = append(out, l)
 	}
 	return out

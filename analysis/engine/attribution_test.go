@@ -585,3 +585,28 @@ func TestMeanP95(t *testing.T) {
 		}
 	}
 }
+
+// The admission wait at the cap: with a cap of 2 the simulated server
+// admits a request only when a running one leaves, so its waits fall
+// while the batch holds 2 (the most it ever holds); without a cap (as many
+// slots as clients) nobody waits at a full batch. Computed by hand on
+// steps: occupancySteps and atCap.
+func TestAttributionAdmissionAtCap(t *testing.T) {
+	lv := fixture.AttrLevel{Concurrency: 8, Build: 2 * msd, FirstForward: 3 * msd, Decode: 40 * msd, Delivery: 1 * msd, MaxRunning: 2, OnCPU: 0.9}
+	capped := attribute(t, fixture.AttrConfig{Levels: []fixture.AttrLevel{lv}, RequestsPerPass: 24, Seed: 7}).level(t, "c8")
+	if capped.RunCap != 2 || capped.AdmissionAtCap < 0.8 {
+		t.Errorf("capped: run cap %d, at the cap during %.2f of the admission wait; want 2 and most of it", capped.RunCap, capped.AdmissionAtCap)
+	}
+	steps := occupancySteps([]interval{{0, 10}, {5, 20}, {10, 30}, {25, 26}})
+	want := []occStep{{0, 1}, {5, 2}, {10, 2}, {20, 1}, {25, 2}, {26, 1}, {30, 0}}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %v, want %v", steps, want)
+	}
+	// [3, 28): at 2 over [5, 20) and [25, 26): 16 ns
+	if got := atCap(steps, 2, interval{3, 28}); got != 16 {
+		t.Errorf("atCap = %v, want 16", got)
+	}
+	if got := atCap(steps, 3, interval{0, 30}); got != 0 {
+		t.Errorf("atCap above the most held = %v, want 0", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/asrprof/asrprof/internal/bundletest"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"math"
 	"os"
 	"path/filepath"
@@ -351,13 +352,20 @@ func TestFindMaxOpenLoopCLI(t *testing.T) {
 	}
 }
 
-// The diagnosis of the H200 host-bound capture, with a sensitivity
-// session's result beside it: the sensitivity comes first at its level,
-// and a rule it contradicts keeps its place but says so. Not at the other
-// levels. (The sensitivity.json is written here; its numbers are not a
-// measurement.)
+// The diagnosis of a host-bound capture (a simulated server whose serving
+// thread computes through the decode), with a sensitivity session's result
+// beside it: the sensitivity comes first at its level, and a cause it
+// contradicts keeps its place but says so. Not at the other levels. (The
+// sensitivity.json is written here; its numbers are not a measurement.)
 func TestDiagnosisReadsSensitivity(t *testing.T) {
-	dir := bundletest.H200(t, "host-bound")
+	ms := time.Millisecond
+	dir := filepath.Join(t.TempDir(), "b")
+	lv := fixture.AttrLevel{Build: 2 * ms, FirstForward: 5 * ms, Decode: 60 * ms, Delivery: 1 * ms, OnCPU: 1}
+	l1, l32 := lv, lv
+	l1.Concurrency, l32.Concurrency = 1, 32
+	if _, err := fixture.WriteAttribution(dir, fixture.AttrConfig{Levels: []fixture.AttrLevel{l1, l32}, RequestsPerPass: 16, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := verdicts(t, dir)
 	if !slices.Contains(before["c32"], "host-bound decode") {
 		t.Fatalf("the fixture's c32 causes %v lack host-bound decode", before["c32"])
