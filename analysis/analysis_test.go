@@ -301,7 +301,11 @@ func TestLimitsAndErrors(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if time.Since(start) > 10*time.Second {
+			// Measured here under a load average of 8 (make test beside
+			// other work): the 100 ms timeout 0.15–0.21 s, the others
+			// under 2 ms. 2 s is ten times the worst.
+			t.Logf("%s: %v", tc.name, time.Since(start))
+			if time.Since(start) > 2*time.Second {
 				t.Errorf("took %v", time.Since(start))
 			}
 		})

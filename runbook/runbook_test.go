@@ -215,7 +215,11 @@ func TestServerNeverHealthy(t *testing.T) {
 	if !errors.Is(err, ErrStartupTimeout) {
 		t.Fatalf("err = %v, want ErrStartupTimeout\n%s", err, out)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	// A 1 s start-up timeout, then the server stopped and its log read:
+	// measured 1.06–2.44 s here under a load average of 8. Under 6 s: it
+	// stopped waiting at its timeout, not at some longer default.
+	t.Logf("took %s", time.Since(start))
+	if d := time.Since(start); d < time.Second || d > 6*time.Second {
 		t.Errorf("took %s for a 1 s start-up timeout", d)
 	}
 	if !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "listening on") {

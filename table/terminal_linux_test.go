@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/internal/need"
 )
 
 // openPTY opens a pseudo-terminal and returns its terminal side.
@@ -15,19 +17,19 @@ func openPTY(t *testing.T) *os.File {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		need.Skip(t, "no pseudo-terminal: %v", err)
 	}
 	t.Cleanup(func() { ptmx.Close() })
 	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlockpt: %v", err)
+		need.Skip(t, "unlockpt: %v", err)
 	}
 	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
 	if err != nil {
-		t.Skipf("ptsname: %v", err)
+		need.Skip(t, "ptsname: %v", err)
 	}
 	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("opening the terminal: %v", err)
+		need.Skip(t, "opening the terminal: %v", err)
 	}
 	t.Cleanup(func() { tty.Close() })
 	go func() { // drain what the tests write
@@ -46,7 +48,7 @@ func openPTY(t *testing.T) *os.File {
 func TestTableTerminalWidth(t *testing.T) {
 	tty := openPTY(t)
 	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 0}); err != nil {
-		t.Skipf("setting the window size: %v", err)
+		need.Skip(t, "setting the window size: %v", err)
 	}
 	if w := TerminalWidth(tty); w != DefaultWidth {
 		t.Errorf("a terminal of unknown size: width %d, want %d", w, DefaultWidth)

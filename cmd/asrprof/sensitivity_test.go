@@ -69,7 +69,8 @@ func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (runbook.S
 // compute-bound server 0.99 to 1.08 (quota) and 0.84 to 1.05
 // (co-runner). So the bounds keep 0.19 and 0.14 of margin. Where the
 // host's other load leaves the server less than the limit in two cycles
-// of three, no method can bind: the test skips, with the answer's note.
+// of three, no method can bind: the test runs again (three attempts in
+// all), and fails if the host never lets it.
 func TestSensitivityDefaultsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a fake server 36 times")
@@ -81,21 +82,28 @@ func TestSensitivityDefaultsCLI(t *testing.T) {
 				if method != "auto" {
 					extra = []string{"--cpu-method", method}
 				}
-				rep, stdout, stderr, out := runSensitivityCLI(t, srv, extra...)
-				t.Logf("%s\n--- stderr ---\n%s", stdout, stderr)
-				checkSensitivityOutput(t, rep, stdout, stderr, out)
-				o := rep.Overall
-				if len(rep.Runs) != 6 {
-					t.Fatalf("%d runs, want 3 cycles of 2", len(rep.Runs))
-				}
-				if o.N < 2 && strings.Contains(strings.Join(rep.Notes, "\n"), "left out, their limit took under") {
-					// The host's other load held the server's busy thread
-					// below what the limit leaves it, in all but one cycle
+				var rep runbook.SensitivityReport
+				var o runbook.Estimate
+				for attempt := 1; ; attempt++ {
+					var stdout, stderr, out string
+					rep, stdout, stderr, out = runSensitivityCLI(t, srv, extra...)
+					t.Logf("%s\n--- stderr ---\n%s", stdout, stderr)
+					checkSensitivityOutput(t, rep, stdout, stderr, out)
+					o = rep.Overall
+					if len(rep.Runs) != 6 {
+						t.Fatalf("%d runs, want 3 cycles of 2", len(rep.Runs))
+					}
+					// The host's other load can hold the server's busy thread
+					// below what the limit leaves it in all but one cycle
 					// (under 3 other busy loops on this 2-core machine the
 					// compute-bound server got 0.23 to 0.45 of a core
 					// unrestricted): the limit took nothing, and the answer
-					// says so.
-					t.Skipf("%s: the limit took nothing in %d of 3 cycles on this host now: %v", rep.Method, 3-o.N, rep.Notes)
+					// says so. That is the host, not the method: try again,
+					// twice at most, then fail (never a skip).
+					if o.N >= 2 || !strings.Contains(strings.Join(rep.Notes, "\n"), "left out, their limit took under") || attempt == 3 {
+						break
+					}
+					t.Logf("attempt %d: the limit took nothing in %d of 3 cycles on this host now: %v; again", attempt, 3-o.N, rep.Notes)
 				}
 				if o.N < 2 {
 					t.Fatalf("overall %+v: want at least 2 cycles", o)

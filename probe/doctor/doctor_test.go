@@ -187,9 +187,12 @@ func TestCheckHere(t *testing.T) {
 	if !ok || !tg.OK {
 		t.Errorf("target reachable: %+v", tg)
 	}
-	_, nvmlErr := gpu.Inspect(context.Background(), nil)
-	if nv, _ := find(fs, "NVML"); nv.OK != (nvmlErr == nil) {
-		t.Errorf("NVML finding %+v disagrees with Inspect's %v", nv, nvmlErr)
+	// NVML works where the NVIDIA driver's control device exists (checked
+	// here without NVML): on the H200 (make test-gpu), not on the CPU
+	// machines.
+	_, devErr := os.Stat("/dev/nvidiactl")
+	if nv, _ := find(fs, "NVML"); nv.OK != (devErr == nil) {
+		t.Errorf("NVML finding %+v, but /dev/nvidiactl: %v", nv, devErr)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat("/sys/kernel/btf/vmlinux", &st); err == nil {
