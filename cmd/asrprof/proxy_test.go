@@ -376,3 +376,49 @@ func TestCaptureProxyRealtimeSessions(t *testing.T) {
 		t.Errorf("results.json without realtime metrics: %v %+v", err, res)
 	}
 }
+
+// The same server, driven and through the proxy (a Python client of its
+// own), gets the same verdict at each level: the proxy's probe rows and
+// time bins are read by time like a driven capture's, so its analyses see
+// the serving thread. The server sleeps 40 ms per decode step and running
+// request (--step-sleep-ms: off-CPU, as a blocking GPU wait would be), a
+// state the machine's other load does not move.
+func TestProxyAndDrivenVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server and a Python client")
+	}
+	refservertest.RequirePocketSphinx(t)
+	if out, err := exec.Command(refservertest.Python, "-c", "import aiohttp").CombinedOutput(); err != nil {
+		need.Dep(t, fmt.Sprintf("python3-aiohttp (%s cannot import aiohttp: %s)", refservertest.Python, bytes.TrimSpace(out)), err)
+	}
+	ds := refservertest.ShortClips(t, 6)
+	otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
+	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4", "--step-sleep-ms", "40")
+	dir := t.TempDir()
+	common := []string{"--target", srv.URL, "--dataset", ds, "--otlp-http", otlp, "--otlp-grpc", "off",
+		"--profile-url", srv.URL, "--span-grace", "1s", "--quiet", "--gpu-free-mib", "100000000"}
+	driven := filepath.Join(dir, "driven")
+	if code, stdout, stderr := runCLI(append([]string{"capture", "--out", driven, "--concurrency", "1,4", "--repeats", "1"}, common...)...); code != exitOK {
+		t.Fatalf("driven: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	proxied := filepath.Join(dir, "proxy")
+	port := fakeasr.FreePort(t)
+	client := filepath.Join(refservertest.Root(), "cmd", "asrprof", "testdata", "asr_sweep_client.py")
+	if code, stdout, stderr := runCLI(append(append([]string{"capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--out", proxied}, common...),
+		"--", refservertest.Python, client, "--port", fmt.Sprint(port), "--meta", ds, "--concurrencies", "1,4", "--output", filepath.Join(dir, "client.json"))...); code != exitOK {
+		t.Fatalf("proxy: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	want, dtext := verdicts(t, driven)
+	got, ptext := verdicts(t, proxied)
+	for _, lv := range []string{"c1", "c4"} {
+		if len(want[lv]) == 0 || want[lv][0] != "serving thread off-CPU" {
+			t.Errorf("driven at %s: %v, want serving thread off-CPU first\n%s", lv, want[lv], dtext)
+		}
+		if len(got[lv]) == 0 || len(want[lv]) == 0 || got[lv][0] != want[lv][0] {
+			t.Errorf("at %s the proxy's verdict %v, the driven capture's %v\n--- proxy\n%s\n--- driven\n%s", lv, got[lv], want[lv], ptext, dtext)
+		}
+	}
+	if strings.Contains(ptext, "no thread data") || !strings.Contains(ptext, "asr-sched") {
+		t.Errorf("the proxy capture's diagnosis lacks the serving thread:\n%s", ptext)
+	}
+}
