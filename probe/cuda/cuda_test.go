@@ -100,9 +100,13 @@ type app struct {
 	lines *bufio.Reader
 }
 
-func startApp(t *testing.T, bin string, n1, n2, n3 int) *app {
+func startApp(t *testing.T, bin string, args ...int) *app {
 	t.Helper()
-	cmd := exec.Command(bin, fmt.Sprint(n1), fmt.Sprint(n2), fmt.Sprint(n3))
+	var argv []string
+	for _, a := range args {
+		argv = append(argv, fmt.Sprint(a))
+	}
+	cmd := exec.Command(bin, argv...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
