@@ -44,6 +44,7 @@ var DefaultSymbols = []string{"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaun
 var (
 	_ probe.Probe        = (*Probe)(nil)
 	_ probe.LossReporter = (*Probe)(nil)
+	_ probe.Describer    = (*Probe)(nil)
 )
 
 // Config configures a Probe.
@@ -105,7 +106,8 @@ type Probe struct {
 	bins     *binner
 	rdDone   chan struct{}
 	syncBase syncStats
-	nsync    int // sync symbols attached
+	// Functions attached, over the libraries (for Detail).
+	nlaunch, nsync int
 }
 
 // New returns a probe that does nothing until Start.
@@ -133,6 +135,14 @@ func (p *Probe) Name() string { return "cuda" }
 // ActivityDriven marks the probe's records as the target's CUDA launches: an
 // idle target gives none (probe.ActivityDriven).
 func (p *Probe) ActivityDriven() {}
+
+// Detail says what the probe attached to: how many launch functions it
+// counts and how many blocking functions it times, in which libraries.
+func (p *Probe) Detail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("counting %d launch functions, timing %d blocking calls, in %s", p.nlaunch, p.nsync, strings.Join(p.libPaths(), ", "))
+}
 
 // libKey names a mapped file by device and inode: one uprobe per
 // function covers every process that maps it.
@@ -359,6 +369,7 @@ func (p *Probe) attachLocked(path string) error {
 		}
 		p.links = append(p.links, l)
 		n++
+		p.nlaunch++
 	}
 	if n == 0 {
 		return fmt.Errorf("cuda: none of %v in %s", append(p.cfg.Symbols, p.cfg.SyncSymbols...), path)
@@ -525,7 +536,7 @@ func (p *Probe) closeLocked() error {
 		<-p.rdDone // the reader returns once the ring buffer is closed
 		p.rd, p.rdDone = nil, nil
 	}
-	p.nsync = 0
+	p.nlaunch, p.nsync = 0, 0
 	errs = append(errs, p.objs.Close())
 	p.objs = cudaObjects{}
 	p.loaded = false

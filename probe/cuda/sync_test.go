@@ -111,6 +111,9 @@ func TestSyncBins(t *testing.T) {
 	sink := &probetest.Sink{}
 	p := startProbe(t, a.pid, sink)
 
+	if d := p.Detail(); !strings.Contains(d, "counting 3 launch functions, timing 4 blocking calls") {
+		t.Errorf("Detail %q: want the stand-in's 3 launch and 4 blocking functions", d)
+	}
 	passStart := time.Now().UnixNano()
 	per := probe.Period{Level: "c1", Repeat: 1, StartUnixNs: passStart}
 	p.Begin(per)

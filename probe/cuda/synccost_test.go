@@ -21,10 +21,14 @@ const (
 	syncCostWorkNs    = 10_000
 )
 
+// cost is one run of syncapp's bench mode: ns a round, wall and the
+// calling thread's CPU.
+type cost struct{ wall, cpu float64 }
+
 // benchRun runs syncapp's bench mode (calls cuStreamSynchronize calls
-// times, each after work ns of spinning) and returns its ns a round; with
+// times, each after work ns of CPU) and returns its cost a round; with
 // probed, under the probe, in an open pass.
-func benchRun(b *testing.B, bin string, calls, work int, probed bool) float64 {
+func benchRun(b *testing.B, bin string, calls, work int, probed bool) cost {
 	b.Helper()
 	a := startBenchApp(b, bin, calls, work)
 	defer a.stop()
@@ -41,9 +45,9 @@ func benchRun(b *testing.B, bin string, calls, work int, probed bool) float64 {
 	if _, err := a.stdin.Write([]byte{1}); err != nil {
 		b.Fatal(err)
 	}
-	var ns float64
+	var c cost
 	s := a.readLine(b, 5*time.Minute)
-	if _, err := fmt.Sscanf(s, "bench ns=%g", &ns); err != nil {
+	if _, err := fmt.Sscanf(s, "bench ns=%g cpu_ns=%g", &c.wall, &c.cpu); err != nil {
 		b.Fatalf("app said %q: %v", s, err)
 	}
 	if probed {
@@ -54,45 +58,53 @@ func benchRun(b *testing.B, bin string, calls, work int, probed bool) float64 {
 			b.Logf("losses: %s", l)
 		}
 	}
-	return ns
+	return c
 }
+
+// syncCostPairs is how many alternating pairs one b.N makes.
+const syncCostPairs = 5
 
 // BenchmarkSyncCost measures what the timing of a blocking call costs the
 // calling thread: the stand-in's cuStreamSynchronize returning at once,
 // called 1e6 times in a loop without and with the probe (uprobe at entry,
 // uretprobe at return, the ring buffer and the binning of an open pass),
 // and the same for a loop that does 10 µs of work a call (1e5 calls). Each
-// b.N is one alternating pair of each (off, on); run it with -benchtime 5x
-// for five. It reports the medians: ns a call off and on, the added µs a
-// call, and the added share of the 10 µs loop.
+// b.N is syncCostPairs alternating pairs of each (off, on; run it with
+// -benchtime 1x). The cost is the calling thread's CPU time a call (user
+// and system: the traps and the BPF programs run in it), which a shared
+// machine's load does not inflate as it does wall time; the wall time is
+// logged beside it. It reports medians over the pairs: CPU ns a call off
+// and on, the µs added a call, and the share added to the 10 µs loop.
 func BenchmarkSyncCost(b *testing.B) {
 	need.Root(b, "to attach uprobes")
 	bin := buildSyncApp(b)
-	var off, on, woff, won []float64
-	for i := 0; i < b.N; i++ {
-		off = append(off, benchRun(b, bin, syncCostCalls, 0, false))
-		on = append(on, benchRun(b, bin, syncCostCalls, 0, true))
-		woff = append(woff, benchRun(b, bin, syncCostWorkCalls, syncCostWorkNs, false))
-		won = append(won, benchRun(b, bin, syncCostWorkCalls, syncCostWorkNs, true))
-		b.Logf("pair %d: immediate %.1f → %.1f ns a call; 10 µs work %.1f → %.1f ns a call (%+.1f %%)",
-			i+1, off[i], on[i], woff[i], won[i], 100*(won[i]-woff[i])/woff[i])
+	var off, on, woff, won, added, share []float64
+	for i := 0; i < b.N*syncCostPairs; i++ {
+		o, n := benchRun(b, bin, syncCostCalls, 0, false), benchRun(b, bin, syncCostCalls, 0, true)
+		wo, wn := benchRun(b, bin, syncCostWorkCalls, syncCostWorkNs, false), benchRun(b, bin, syncCostWorkCalls, syncCostWorkNs, true)
+		off, on, woff, won = append(off, o.cpu), append(on, n.cpu), append(woff, wo.cpu), append(won, wn.cpu)
+		added = append(added, (n.cpu-o.cpu)/1000)
+		share = append(share, 100*(wn.cpu-wo.cpu)/wo.cpu)
+		b.Logf("pair %d: immediate %.1f → %.1f ns CPU a call (wall %.1f → %.1f); 10 µs work %.1f → %.1f ns CPU a call (%+.1f %%; wall %.1f → %.1f)",
+			i+1, o.cpu, n.cpu, o.wall, n.wall, wo.cpu, wn.cpu, share[i], wo.wall, wn.wall)
 	}
-	med := func(xs []float64) float64 {
-		s := slices.Clone(xs)
-		slices.Sort(s)
-		if n := len(s); n%2 == 1 {
-			return s[n/2]
-		} else {
-			return (s[n/2-1] + s[n/2]) / 2
-		}
-	}
-	b.ReportMetric(med(off), "ns/call-off")
-	b.ReportMetric(med(on), "ns/call-on")
-	b.ReportMetric((med(on)-med(off))/1000, "µs-added/call")
-	b.ReportMetric(med(woff), "ns/10µs-call-off")
-	b.ReportMetric(med(won), "ns/10µs-call-on")
-	b.ReportMetric(100*(med(won)-med(woff))/med(woff), "%-added-to-10µs")
+	b.ReportMetric(median(off), "cpu-ns/call-off")
+	b.ReportMetric(median(on), "cpu-ns/call-on")
+	b.ReportMetric(median(added), "µs-added/call")
+	b.ReportMetric(median(woff), "cpu-ns/10µs-call-off")
+	b.ReportMetric(median(won), "cpu-ns/10µs-call-on")
+	b.ReportMetric(median(share), "%-added-to-10µs")
 	b.ReportMetric(0, "ns/op")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // benchApp is a running syncapp in bench mode.

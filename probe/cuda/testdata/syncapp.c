@@ -19,7 +19,9 @@
 // usage: syncapp bench N WORKNS
 //
 // calls cuStreamSynchronize (returning at once) N times, each after
-// WORKNS ns of spinning, and prints "bench ns=X": nanoseconds a round.
+// WORKNS ns of work (spinning until the thread's CPU clock has advanced as
+// much), and prints "bench ns=X cpu_ns=Y": wall and thread CPU (user and
+// system, the uprobe traps and BPF programs included) nanoseconds a round.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -95,17 +97,25 @@ static void *longsync(void *arg)
 	return 0;
 }
 
+static long cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
 static int bench(long rounds, long work)
 {
 	cuStubSetSync(0);
-	long t0 = now_ns();
+	long t0 = now_ns(), c0 = cpu_ns();
 	for (long i = 0; i < rounds; i++) {
-		long until = now_ns() + work;
-		while (work > 0 && now_ns() < until)
+		long until = cpu_ns() + work;
+		while (work > 0 && cpu_ns() < until)
 			;
 		cuStreamSynchronize(0);
 	}
-	printf("bench ns=%.1f\n", (double)(now_ns() - t0) / rounds);
+	long c1 = cpu_ns(), t1 = now_ns();
+	printf("bench ns=%.1f cpu_ns=%.1f\n", (double)(t1 - t0) / rounds, (double)(c1 - c0) / rounds);
 	fflush(stdout);
 	return 0;
 }
