@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -253,7 +254,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return err
 	}
 	if len(p.links) == 0 {
-		return fmt.Errorf("cuda: none of %v found in %v: %w", append(p.cfg.Symbols, p.cfg.SyncSymbols...), p.libPaths(), probe.ErrNotSupported)
+		return fmt.Errorf("cuda: none of %v found in %v: %w", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), p.libPaths(), probe.ErrNotSupported)
 	}
 	if p.syncBase, err = p.syncStatsLocked(); err != nil {
 		return err
@@ -341,8 +342,9 @@ func (p *Probe) attachLocked(path string) error {
 	n := 0
 	for _, sym := range p.cfg.SyncSymbols {
 		// The return probe first: a call that enters between the two
-		// attachments then has neither end, instead of an entry that
-		// never returns.
+		// attachments then returns to no open entry and is skipped,
+		// instead of leaving an entry that never returns. (At Start the
+		// watch map is still empty while the probes attach.)
 		r, err := ex.Uretprobe(sym, p.objs.SyncExit, nil)
 		if errors.Is(err, link.ErrNoSymbol) {
 			continue
@@ -372,7 +374,7 @@ func (p *Probe) attachLocked(path string) error {
 		p.nlaunch++
 	}
 	if n == 0 {
-		return fmt.Errorf("cuda: none of %v in %s", append(p.cfg.Symbols, p.cfg.SyncSymbols...), path)
+		return fmt.Errorf("cuda: none of %v in %s", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), path)
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ func TestBinnerBounds(t *testing.T) {
 // it and the next.
 func TestSyncBins(t *testing.T) {
 	need.Root(t, "to load BPF programs and attach uprobes")
+	probetest.EnableStats(t)
 	bin := buildSyncApp(t)
 	const n, ms = 5, 20
 	a := startApp(t, bin, n, ms)
@@ -225,6 +226,10 @@ func TestSyncBins(t *testing.T) {
 	o, err := p.Overhead()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("the blocking calls' BPF programs: %d runs, %.0f ns a run", o.SyncRuns, float64(o.SyncRuntime.Nanoseconds())/float64(max(o.SyncRuns, 1)))
+	if o.SyncRuns != 2*(4*n+n+1) {
+		t.Errorf("the entry and return programs ran %d times, want %d (2 per call, the nested ones too)", o.SyncRuns, 2*(4*n+n+1))
 	}
 	if o.SyncDropped+o.BinsDropped != 0 || p.Losses() != "" {
 		t.Errorf("losses: %+v %q", o, p.Losses())

@@ -23,7 +23,8 @@ const (
 
 // cost is one run of syncapp's bench mode: ns a round, wall and the
 // calling thread's CPU.
-type cost struct{ wall, cpu float64 }
+// bpfNs is the blocking calls' BPF programs' run time a run (probed only).
+type cost struct{ wall, cpu, bpfNs float64 }
 
 // benchRun runs syncapp's bench mode (calls cuStreamSynchronize calls
 // times, each after work ns of CPU) and returns its cost a round; with
@@ -57,6 +58,9 @@ func benchRun(b *testing.B, bin string, calls, work int, probed bool) cost {
 		if l := p.Losses(); l != "" {
 			b.Logf("losses: %s", l)
 		}
+		if o, err := p.Overhead(); err == nil && o.SyncRuns > 0 {
+			c.bpfNs = float64(o.SyncRuntime.Nanoseconds()) / float64(o.SyncRuns)
+		}
 	}
 	return c
 }
@@ -73,10 +77,12 @@ const syncCostPairs = 5
 // -benchtime 1x). The cost is the calling thread's CPU time a call (user
 // and system: the traps and the BPF programs run in it), which a shared
 // machine's load does not inflate as it does wall time; the wall time is
-// logged beside it. It reports medians over the pairs: CPU ns a call off
+// logged beside it, and so is the BPF programs' own run time (two runs a
+// call; BPF statistics are turned on for the benchmark). It reports medians over the pairs: CPU ns a call off
 // and on, the µs added a call, and the share added to the 10 µs loop.
 func BenchmarkSyncCost(b *testing.B) {
 	need.Root(b, "to attach uprobes")
+	probetest.EnableStats(b)
 	bin := buildSyncApp(b)
 	var off, on, woff, won, added, share []float64
 	for i := 0; i < b.N*syncCostPairs; i++ {
@@ -85,8 +91,8 @@ func BenchmarkSyncCost(b *testing.B) {
 		off, on, woff, won = append(off, o.cpu), append(on, n.cpu), append(woff, wo.cpu), append(won, wn.cpu)
 		added = append(added, (n.cpu-o.cpu)/1000)
 		share = append(share, 100*(wn.cpu-wo.cpu)/wo.cpu)
-		b.Logf("pair %d: immediate %.1f → %.1f ns CPU a call (wall %.1f → %.1f); 10 µs work %.1f → %.1f ns CPU a call (%+.1f %%; wall %.1f → %.1f)",
-			i+1, o.cpu, n.cpu, o.wall, n.wall, wo.cpu, wn.cpu, share[i], wo.wall, wn.wall)
+		b.Logf("pair %d: immediate %.1f → %.1f ns CPU a call (wall %.1f → %.1f; BPF %.0f ns a program run); 10 µs work %.1f → %.1f ns CPU a call (%+.1f %%; wall %.1f → %.1f; BPF %.0f ns)",
+			i+1, o.cpu, n.cpu, o.wall, n.wall, n.bpfNs, wo.cpu, wn.cpu, share[i], wo.wall, wn.wall, wn.bpfNs)
 	}
 	b.ReportMetric(median(off), "cpu-ns/call-off")
 	b.ReportMetric(median(on), "cpu-ns/call-on")
