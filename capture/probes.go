@@ -50,7 +50,7 @@ func probeKinds() []probeKind {
 			func(cfg *Config) probe.Probe { return cpu.New(cpu.Config{Hz: cfg.CPUHz, Engine: cfg.CPUEngine}) }},
 		{"sched", true, "per-thread CPU time, run-queue wait and switches (eBPF)",
 			func(*Config) probe.Probe { return sched.New(sched.Config{}) }},
-		{"cuda", true, "CUDA kernel and graph launches per thread (uprobes on libcuda)",
+		{"cuda", true, "CUDA kernel and graph launches per thread, and time inside the driver's blocking calls\n          (synchronize, device-to-host copies) in 10 ms bins (uprobes on libcuda)",
 			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
 		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",
 			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }},

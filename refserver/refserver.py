@@ -1001,6 +1001,14 @@ def parse_args(argv):
     p.add_argument("--response-delay-ms", type=float, default=0.0,
                    help="hold each transcription's answer this long after the decode ends, as a "
                    "buffering proxy or a slow network would (default 0)")
+    p.add_argument("--sync-lib", metavar="LIB", default="",
+                   help="a stand-in CUDA driver (probe/cuda/testdata/stub.c built as "
+                   "libcuda.so.1) loaded at start; with --sync-step-ms > 0 each decode step "
+                   "calls its cuStreamSynchronize, which the cuda probe times (default: none)")
+    p.add_argument("--sync-step-ms", type=float, default=0.0,
+                   help="with --sync-lib: GPU wait per decode step, in ms per running request: "
+                   "the scheduler thread asleep in LIB's cuStreamSynchronize, GIL released "
+                   "(default 0)")
     p.add_argument("--upload-kbps", type=float, default=0,
                    help="read each upload at most this fast, in KB/s, as a slow network would "
                    "(default 0: as fast as it comes)")
@@ -1024,6 +1032,12 @@ def parse_args(argv):
     for name in ("step_sleep_ms", "response_delay_ms"):
         if not 0 <= getattr(a, name) <= 10000:
             p.error("--%s must be between 0 and 10000" % name.replace("_", "-"))
+    if not 0 <= a.sync_step_ms <= 1000:
+        p.error("--sync-step-ms must be between 0 and 1000")
+    if a.sync_step_ms > 0 and not a.sync_lib:
+        p.error("--sync-step-ms needs --sync-lib")
+    if a.sync_lib and a.engine != "pocketsphinx":
+        p.error("--sync-lib needs --engine pocketsphinx")
     if a.upload_kbps < 0:
         p.error("--upload-kbps must be at least 0")
     if not 0 <= a.build_delay <= 60:

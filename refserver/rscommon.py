@@ -82,6 +82,22 @@ def spin(seconds):
     return x
 
 
+def load_sync(path, ms):
+    """The --sync-lib stand-in driver's cuStreamSynchronize, set to block
+    for ms (--sync-step-ms); None without --sync-lib, or with ms 0 (the
+    library is then only loaded)."""
+    if not path:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        lib.cuStubSetSync(ctypes.c_long(int(ms * 1e6)))
+        sync = lib.cuStreamSynchronize
+    except (OSError, AttributeError) as e:
+        raise SystemExit("--sync-lib %s: %s (want the stand-in, probe/cuda/testdata/stub.c)" % (path, e))
+    sync.argtypes = [ctypes.c_void_p]
+    return sync if ms > 0 else None
+
+
 def now_ns():
     return time.time_ns()
 
@@ -522,6 +538,8 @@ class Pipeline:
         # (set by App); None when off.
         self.diarize = None
         self.dz = None
+        # --sync-lib: the stand-in driver's blocking call, one per step
+        self.sync = load_sync(getattr(args, "sync_lib", ""), getattr(args, "sync_step_ms", 0.0))
 
     # -- lifecycle
 
@@ -743,6 +761,8 @@ class Pipeline:
             spin(self.args.host_step_ms / 1000.0)
         if getattr(self.args, "step_sleep_ms", 0) > 0:  # a wait the thread sleeps through
             time.sleep(self.args.step_sleep_ms / 1000.0)
+        if self.sync is not None:  # GPU wait per running request per step
+            self.sync(None)
         chunk = req.pcm[req.offset:req.offset + self.chunk_bytes]
         req.offset += len(chunk)
         req.steps += 1

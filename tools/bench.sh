@@ -13,7 +13,7 @@ REPEATS=${BENCH_REPEATS:-5}
 DUR=${BENCH_DURATION:-10s}
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-# BENCH_ONLY=driver,otlp,analysis,tables,probes runs only the sections named.
+# BENCH_ONLY=driver,otlp,cuda,analysis,tables,probes runs only the sections named.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 
 if want driver; then
@@ -105,6 +105,15 @@ if want otlp; then
 echo
 echo "== OTLP ingest (trace/otlp BenchmarkReceiverHTTPProto, GOMAXPROCS=1, 512-span protobuf batches into spans.otlp)"
 go test -run '^$' -bench 'BenchmarkReceiverHTTPProto$' -benchtime 3s -cpu 1 ./trace/otlp | grep -E 'Benchmark|spans/s'
+fi
+
+# --- The cuda probe's timing of a blocking call: the uprobe + uretprobe pair
+# on the stand-in libcuda's cuStreamSynchronize, 1e6 immediate calls and 1e5
+# after 10 µs of work, probe off and on, five alternating pairs (root).
+if want cuda; then
+echo
+echo "== cuda probe: a timed blocking call (probe/cuda BenchmarkSyncCost, 5 alternating pairs)"
+go test -run '^$' -bench 'BenchmarkSyncCost$' -benchtime 1x -v ./probe/cuda 2>&1 | grep -E 'pair [0-9]|BenchmarkSyncCost-|SKIP|FAIL'
 fi
 
 # --- Analysis: stages.star + sweep.star over 100k requests / 1M spans ------

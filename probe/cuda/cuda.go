@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/asrprof/asrprof/internal/proctree"
@@ -40,7 +42,11 @@ const (
 // runtimes use) and CUDA-graph replays.
 var DefaultSymbols = []string{"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
 
-var _ probe.Probe = (*Probe)(nil)
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.LossReporter = (*Probe)(nil)
+	_ probe.Describer    = (*Probe)(nil)
+)
 
 // Config configures a Probe.
 type Config struct {
@@ -49,10 +55,14 @@ type Config struct {
 	// CUDA driver library (DefaultLibPattern when empty).
 	LibPattern string
 	// Symbols are the functions counted (DefaultSymbols when empty). A
-	// symbol the library lacks is skipped; Start fails when it has none.
-	// The per-thread-stream variants (cuLaunchKernel_ptsz, ...) can be
-	// added here.
+	// symbol the library lacks is skipped; Start fails when it has none of
+	// these and of SyncSymbols. The per-thread-stream variants
+	// (cuLaunchKernel_ptsz, ...) can be added here.
 	Symbols []string
+	// SyncSymbols are the blocking functions whose time is binned into
+	// cuda_bins.jsonl (DefaultSyncSymbols when empty); a symbol the library
+	// lacks is skipped.
+	SyncSymbols []string
 	// Refresh is how often the watched processes and their libraries are
 	// updated from the target's process tree (DefaultRefresh when zero).
 	Refresh time.Duration
@@ -89,6 +99,16 @@ type Probe struct {
 	base    snapshot
 	loop    *watch.Loop // runs while the probe is started
 	loaded  bool
+
+	// The time bins (cuda_bins.jsonl): the ring buffer's reader, the
+	// binner it feeds from a goroutine (rdDone closed when it returns),
+	// and the BPF counters at the start of the pass.
+	rd       *ringbuf.Reader
+	bins     *binner
+	rdDone   chan struct{}
+	syncBase syncStats
+	// Functions attached, over the libraries (for Detail).
+	nlaunch, nsync int
 }
 
 // New returns a probe that does nothing until Start.
@@ -98,6 +118,9 @@ func New(cfg Config) *Probe {
 	}
 	if len(cfg.Symbols) == 0 {
 		cfg.Symbols = DefaultSymbols
+	}
+	if len(cfg.SyncSymbols) == 0 {
+		cfg.SyncSymbols = DefaultSyncSymbols
 	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultRefresh
@@ -113,6 +136,14 @@ func (p *Probe) Name() string { return "cuda" }
 // ActivityDriven marks the probe's records as the target's CUDA launches: an
 // idle target gives none (probe.ActivityDriven).
 func (p *Probe) ActivityDriven() {}
+
+// Detail says what the probe attached to: how many launch functions it
+// counts and how many blocking functions it times, in which libraries.
+func (p *Probe) Detail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("counting %d launch functions, timing %d blocking calls, in %s", p.nlaunch, p.nsync, strings.Join(p.libPaths(), ", "))
+}
 
 // libKey names a mapped file by device and inode: one uprobe per
 // function covers every process that maps it.
@@ -213,11 +244,20 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 			err = errors.Join(err, p.closeLocked())
 		}
 	}()
+	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
+		return fmt.Errorf("cuda: ring buffer: %w", bpf.NotSupported(err))
+	}
+	p.bins = newBinner(clockOffset())
+	p.rdDone = make(chan struct{})
+	go readEvents(p.rd, p.bins, p.rdDone)
 	if err := p.refreshLocked(); err != nil {
 		return err
 	}
 	if len(p.links) == 0 {
-		return fmt.Errorf("cuda: none of %v found in %v: %w", p.cfg.Symbols, p.libPaths(), probe.ErrNotSupported)
+		return fmt.Errorf("cuda: none of %v found in %v: %w", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), p.libPaths(), probe.ErrNotSupported)
+	}
+	if p.syncBase, err = p.syncStatsLocked(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -291,14 +331,36 @@ func (p *Probe) refreshLocked() error {
 	return errors.Join(errs...)
 }
 
-// attachLocked attaches the program to every configured symbol of the
-// library at path, skipping symbols it lacks.
+// attachLocked attaches the counting program to every configured symbol
+// of the library at path and the timing pair to every sync symbol,
+// skipping symbols it lacks.
 func (p *Probe) attachLocked(path string) error {
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return fmt.Errorf("cuda: opening %s: %w", path, err)
 	}
 	n := 0
+	for _, sym := range p.cfg.SyncSymbols {
+		// The return probe first: a call that enters between the two
+		// attachments then returns to no open entry and is skipped,
+		// instead of leaving an entry that never returns. (At Start the
+		// watch map is still empty while the probes attach.)
+		r, err := ex.Uretprobe(sym, p.objs.SyncExit, nil)
+		if errors.Is(err, link.ErrNoSymbol) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("cuda: uretprobe on %s in %s: %w", sym, path, bpf.NotSupported(err))
+		}
+		p.links = append(p.links, r)
+		l, err := ex.Uprobe(sym, p.objs.SyncEnter, nil)
+		if err != nil {
+			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, bpf.NotSupported(err))
+		}
+		p.links = append(p.links, l)
+		n++
+		p.nsync++
+	}
 	for i, sym := range p.cfg.Symbols {
 		l, err := ex.Uprobe(sym, p.objs.OnCall, &link.UprobeOptions{Cookie: uint64(i)})
 		if errors.Is(err, link.ErrNoSymbol) {
@@ -309,9 +371,10 @@ func (p *Probe) attachLocked(path string) error {
 		}
 		p.links = append(p.links, l)
 		n++
+		p.nlaunch++
 	}
 	if n == 0 {
-		return fmt.Errorf("cuda: none of %v in %s", p.cfg.Symbols, path)
+		return fmt.Errorf("cuda: none of %v in %s", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), path)
 	}
 	return nil
 }
@@ -382,18 +445,32 @@ func records(a, b snapshot, symbols []string, per probe.Period) []Record {
 	return out
 }
 
-// Begin takes the baseline of the period.
+// Begin takes the baseline of the period and opens its time bins, from
+// per.StartUnixNs (now when zero).
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
+	if !p.loop.Running() {
+		return
+	}
+	start := per.StartUnixNs
+	if start == 0 {
+		start = time.Now().UnixNano()
+	}
+	p.beginBinsLocked(start)
 }
 
 // End appends one Record per thread and function called since Begin (or
-// the previous End) to cuda.jsonl, then forgets threads that have exited.
-// The thread's name is its current one, or the one it had at its first
-// counted call if it exited. It returns the first error the background
-// refresh met since the last End, joined with its own.
+// the previous End) to cuda.jsonl and one BinsRecord per thread that was
+// inside a blocking call in the pass to cuda_bins.jsonl, then forgets
+// threads that have exited. The bins end at per.EndUnixNs (now when
+// zero); End waits until their last one is over (up to 10 ms). The
+// thread's name is its current one, or the one it had at its first
+// counted call (its last blocking call) if it exited. It returns the first
+// error the background refresh met since the last End, joined with its
+// own; threads that entered blocking calls in the pass of which none came
+// through the ring buffer are an error.
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -426,6 +503,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		delete(cur.calls, k)
 	}
 	p.base = cur
+	if berr := p.endBinsLocked(ctx, per); berr != nil {
+		err = errors.Join(err, berr)
+	}
 	return err
 }
 
@@ -453,23 +533,39 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, l.Close())
 	}
 	p.links = nil
+	if p.rd != nil {
+		errs = append(errs, p.rd.Close())
+		<-p.rdDone // the reader returns once the ring buffer is closed
+		p.rd, p.rdDone = nil, nil
+	}
+	p.nlaunch, p.nsync = 0, 0
 	errs = append(errs, p.objs.Close())
 	p.objs = cudaObjects{}
 	p.loaded = false
 	return errors.Join(errs...)
 }
 
-// Overhead is the CPU time the probe's BPF program has used. It does not
-// include the uprobe's own cost (a trap into the kernel per call, a few
-// microseconds), which the calling thread pays.
+// Overhead is the CPU time the probe's BPF programs have used. It does not
+// include the uprobes' own cost (a trap into the kernel per call, a few
+// microseconds, twice for a timed call), which the calling thread pays.
 type Overhead struct {
-	// Runtime is the program's total run time; zero unless BPF statistics
+	// Runtime is the programs' total run time; zero unless BPF statistics
 	// are enabled (ebpf.EnableStats or sysctl kernel.bpf_stats_enabled=1).
 	Runtime time.Duration
-	// Runs is how many calls it saw (all processes mapping the library).
+	// Runs is how many calls they saw (all processes mapping the library;
+	// a timed call runs two programs).
 	Runs uint64
-	// Dropped counts calls lost because the map was full.
+	// Dropped counts launches lost because the map was full.
 	Dropped uint64
+	// SyncRuntime and SyncRuns are the part of Runtime and Runs of the
+	// blocking calls' programs (entry and return).
+	SyncRuntime time.Duration
+	SyncRuns    uint64
+	// SyncDropped counts blocking calls lost because the in-progress map
+	// or the ring buffer was full; BinsDropped those left out of a pass's
+	// bins because the pass was over MaxBinThreads threads or MaxPassBins
+	// bins.
+	SyncDropped, BinsDropped uint64
 }
 
 // BPFCost returns the BPF program's run time and runs since Start.
@@ -486,11 +582,18 @@ func (p *Probe) Overhead() (Overhead, error) {
 		return Overhead{}, errors.New("cuda: not started")
 	}
 	var o Overhead
-	st, err := p.objs.OnCall.Stats()
-	if err != nil {
-		return o, fmt.Errorf("cuda: program stats: %w", err)
+	for _, prog := range []*ebpf.Program{p.objs.OnCall, p.objs.SyncEnter, p.objs.SyncExit} {
+		st, err := prog.Stats()
+		if err != nil {
+			return o, fmt.Errorf("cuda: program stats: %w", err)
+		}
+		o.Runtime += st.Runtime
+		o.Runs += st.RunCount
+		if prog != p.objs.OnCall {
+			o.SyncRuntime += st.Runtime
+			o.SyncRuns += st.RunCount
+		}
 	}
-	o.Runtime, o.Runs = st.Runtime, st.RunCount
 	var per []uint64
 	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {
 		return o, fmt.Errorf("cuda: reading drop counter: %w", err)
@@ -498,5 +601,30 @@ func (p *Probe) Overhead() (Overhead, error) {
 	for _, d := range per {
 		o.Dropped += d
 	}
+	ss, err := p.syncStatsLocked()
+	if err != nil {
+		return o, err
+	}
+	o.SyncDropped = ss.noRoom + ss.ringFull
+	o.BinsDropped, _ = p.bins.totals()
 	return o, nil
+}
+
+// Losses says how many launches and blocking calls were dropped since
+// Start, and what that affects; "" when none were.
+func (p *Probe) Losses() string {
+	o, err := p.Overhead()
+	if err != nil {
+		return ""
+	}
+	var say []string
+	if o.Dropped > 0 {
+		say = append(say, fmt.Sprintf("%d launches dropped (thread map full): %s undercounts by as much", o.Dropped, File))
+	}
+	if o.SyncDropped+o.BinsDropped > 0 {
+		say = append(say, fmt.Sprintf("%d blocking calls lost to a full in-progress map or ring buffer and %d beyond a pass's %d threads or %d min of bins: "+
+			"%s undercounts by as much (dropped_events says which passes)",
+			o.SyncDropped, o.BinsDropped, MaxBinThreads, MaxPassBins*BinMs/60000, BinsFile))
+	}
+	return strings.Join(say, "; ")
 }

@@ -27,16 +27,39 @@ type cudaCval struct {
 	Comm  [16]int8
 }
 
+type cudaOpenCall struct {
+	_       structs.HostLayout
+	StartNs uint64
+	Tgid    uint32
+	Depth   uint32
+}
+
+type cudaSevent struct {
+	_       structs.HostLayout
+	Tid     uint32
+	Tgid    uint32
+	StartNs uint64
+	EndNs   uint64
+	Comm    [16]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	cudaMapCalls      = "calls"
-	cudaMapDropped    = "dropped"
-	cudaMapWatch      = "watch"
-	cudaProgOnCall    = "on_call"
-	cudaVarUnusedCkey = "unused_ckey"
-	cudaVarUnusedCval = "unused_cval"
+	cudaMapCalls          = "calls"
+	cudaMapDropped        = "dropped"
+	cudaMapEvents         = "events"
+	cudaMapInflight       = "inflight"
+	cudaMapSyncStats      = "sync_stats"
+	cudaMapWatch          = "watch"
+	cudaProgOnCall        = "on_call"
+	cudaProgSyncEnter     = "sync_enter"
+	cudaProgSyncExit      = "sync_exit"
+	cudaVarUnusedCkey     = "unused_ckey"
+	cudaVarUnusedCval     = "unused_cval"
+	cudaVarUnusedInflight = "unused_inflight"
+	cudaVarUnusedSevent   = "unused_sevent"
 )
 
 // loadCuda returns the embedded CollectionSpec for cuda.
@@ -81,24 +104,31 @@ type cudaSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type cudaProgramSpecs struct {
-	OnCall *ebpf.ProgramSpec `ebpf:"on_call"`
+	OnCall    *ebpf.ProgramSpec `ebpf:"on_call"`
+	SyncEnter *ebpf.ProgramSpec `ebpf:"sync_enter"`
+	SyncExit  *ebpf.ProgramSpec `ebpf:"sync_exit"`
 }
 
 // cudaMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type cudaMapSpecs struct {
-	Calls   *ebpf.MapSpec `ebpf:"calls"`
-	Dropped *ebpf.MapSpec `ebpf:"dropped"`
-	Watch   *ebpf.MapSpec `ebpf:"watch"`
+	Calls     *ebpf.MapSpec `ebpf:"calls"`
+	Dropped   *ebpf.MapSpec `ebpf:"dropped"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	Inflight  *ebpf.MapSpec `ebpf:"inflight"`
+	SyncStats *ebpf.MapSpec `ebpf:"sync_stats"`
+	Watch     *ebpf.MapSpec `ebpf:"watch"`
 }
 
 // cudaVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type cudaVariableSpecs struct {
-	UnusedCkey *ebpf.VariableSpec `ebpf:"unused_ckey"`
-	UnusedCval *ebpf.VariableSpec `ebpf:"unused_cval"`
+	UnusedCkey     *ebpf.VariableSpec `ebpf:"unused_ckey"`
+	UnusedCval     *ebpf.VariableSpec `ebpf:"unused_cval"`
+	UnusedInflight *ebpf.VariableSpec `ebpf:"unused_inflight"`
+	UnusedSevent   *ebpf.VariableSpec `ebpf:"unused_sevent"`
 }
 
 // cudaObjects contains all objects after they have been loaded into the kernel.
@@ -121,15 +151,21 @@ func (o *cudaObjects) Close() error {
 //
 // It can be passed to loadCudaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type cudaMaps struct {
-	Calls   *ebpf.Map `ebpf:"calls"`
-	Dropped *ebpf.Map `ebpf:"dropped"`
-	Watch   *ebpf.Map `ebpf:"watch"`
+	Calls     *ebpf.Map `ebpf:"calls"`
+	Dropped   *ebpf.Map `ebpf:"dropped"`
+	Events    *ebpf.Map `ebpf:"events"`
+	Inflight  *ebpf.Map `ebpf:"inflight"`
+	SyncStats *ebpf.Map `ebpf:"sync_stats"`
+	Watch     *ebpf.Map `ebpf:"watch"`
 }
 
 func (m *cudaMaps) Close() error {
 	return _CudaClose(
 		m.Calls,
 		m.Dropped,
+		m.Events,
+		m.Inflight,
+		m.SyncStats,
 		m.Watch,
 	)
 }
@@ -138,20 +174,26 @@ func (m *cudaMaps) Close() error {
 //
 // It can be passed to loadCudaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type cudaVariables struct {
-	UnusedCkey *ebpf.Variable `ebpf:"unused_ckey"`
-	UnusedCval *ebpf.Variable `ebpf:"unused_cval"`
+	UnusedCkey     *ebpf.Variable `ebpf:"unused_ckey"`
+	UnusedCval     *ebpf.Variable `ebpf:"unused_cval"`
+	UnusedInflight *ebpf.Variable `ebpf:"unused_inflight"`
+	UnusedSevent   *ebpf.Variable `ebpf:"unused_sevent"`
 }
 
 // cudaPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadCudaObjects or ebpf.CollectionSpec.LoadAndAssign.
 type cudaPrograms struct {
-	OnCall *ebpf.Program `ebpf:"on_call"`
+	OnCall    *ebpf.Program `ebpf:"on_call"`
+	SyncEnter *ebpf.Program `ebpf:"sync_enter"`
+	SyncExit  *ebpf.Program `ebpf:"sync_exit"`
 }
 
 func (p *cudaPrograms) Close() error {
 	return _CudaClose(
 		p.OnCall,
+		p.SyncEnter,
+		p.SyncExit,
 	)
 }
 

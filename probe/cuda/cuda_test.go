@@ -93,34 +93,49 @@ func buildApp(t *testing.T) string {
 	return filepath.Join(dir, "app")
 }
 
-// app is a running testdata/app.c.
+// app is a running testdata/app.c (or syncapp.c).
 type app struct {
 	pid   int
+	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines *bufio.Reader
 }
 
-func startApp(t *testing.T, bin string, n1, n2, n3 int) *app {
-	t.Helper()
-	cmd := exec.Command(bin, fmt.Sprint(n1), fmt.Sprint(n2), fmt.Sprint(n3))
+// launchApp starts bin with args; stop ends it.
+func launchApp(bin string, args ...string) (*app, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &app{pid: cmd.Process.Pid, cmd: cmd, stdin: stdin, lines: bufio.NewReader(stdout)}, nil
+}
+
+func (a *app) stop() {
+	_ = a.stdin.Close()
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+}
+
+func startApp(t *testing.T, bin string, args ...int) *app {
+	t.Helper()
+	var argv []string
+	for _, n := range args {
+		argv = append(argv, fmt.Sprint(n))
+	}
+	a, err := launchApp(bin, argv...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	a := &app{pid: cmd.Process.Pid, stdin: stdin, lines: bufio.NewReader(stdout)}
+	t.Cleanup(a.stop)
 	if s := a.line(t); !strings.HasPrefix(s, "ready") {
 		t.Fatalf("app said %q", s)
 	}
@@ -129,6 +144,12 @@ func startApp(t *testing.T, bin string, n1, n2, n3 int) *app {
 
 func (a *app) line(t *testing.T) string {
 	t.Helper()
+	return a.readLine(t, 10*time.Second)
+}
+
+// readLine returns the app's next line, failing tb after d without one.
+func (a *app) readLine(tb testing.TB, d time.Duration) string {
+	tb.Helper()
 	ch := make(chan string, 1)
 	go func() {
 		s, _ := a.lines.ReadString('\n')
@@ -137,8 +158,8 @@ func (a *app) line(t *testing.T) string {
 	select {
 	case s := <-ch:
 		return s
-	case <-time.After(10 * time.Second):
-		t.Fatal("app said nothing for 10 s")
+	case <-time.After(d):
+		tb.Fatalf("app said nothing for %v", d)
 		return ""
 	}
 }
