@@ -204,6 +204,8 @@ type Pass struct {
 	// Fidelity is how closely an open loop's sends kept their schedule
 	// (nil for a closed loop).
 	Fidelity *Fidelity
+	// SelfCheck is whether the driver kept up (selfcheck.go).
+	SelfCheck *SelfCheck
 }
 
 // WallS is the pass's wall-clock duration in seconds (monotonic).
@@ -227,7 +229,8 @@ func (d *Driver) init() {
 //
 // Besides the records it returns, a pass holds no per-request state: an
 // open loop's schedule is produced one send at a time (load.OpenFunc),
-// and its fidelity keeps one float per request.
+// and its self-check keeps one float per request (an open loop's send
+// lags, a closed loop's slot gaps; SelfCheck).
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
 	d.prepare()
@@ -260,17 +263,24 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	size = min(max(size, n), 1<<22)
 	p := &Pass{Records: make([]model.Request, 0, size)}
 	var mu sync.Mutex
-	var lags []float64 // open loop: each send's lag behind its schedule, seconds
+	var lags []float64   // open loop: each send's lag behind its schedule, seconds
+	var gaps []float64   // closed loop: each slot's response end → next send, seconds
+	var stalls []float64 // realtime: each session's longest read stall, seconds
 	if open {
 		lags = make([]float64, 0, size)
+	} else {
+		gaps = make([]float64, 0, size)
 	}
-	task := func(ctx context.Context, i int, intended time.Time) {
+	// slotDone is when each closed-loop slot's last response ended; a
+	// slot's tasks run one after another on one goroutine.
+	slotDone := make([]time.Time, max(lv.Concurrency, 1))
+	task := func(ctx context.Context, i, slot int, intended time.Time) {
 		k := itemOf(i)
 		var up *protocol.Upload
 		if d.up.bodies != nil {
 			up = d.up.bodies[k]
 		}
-		rec, sent := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
+		rec, sent, done, rt := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
@@ -278,9 +288,18 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		p.Records = append(p.Records, *rec)
 		if open {
 			lags = append(lags, sent.Sub(intended).Seconds())
+		} else if last := slotDone[slot]; !last.IsZero() {
+			gaps = append(gaps, sent.Sub(last).Seconds())
+		}
+		if rt != nil && rec.Status == model.StatusOK {
+			stalls = append(stalls, rt.ReadStallMax.Seconds())
 		}
 		mu.Unlock()
+		if !open {
+			slotDone[slot] = done
+		}
 	}
+	m := startMeter()
 	p.Start = time.Now()
 	if open {
 		var next load.Next
@@ -299,7 +318,9 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			}
 			return off, true
 		}
-		p.Started = load.OpenFunc(stop, ctx, bounded, task)
+		p.Started = load.OpenFunc(stop, ctx, bounded, func(ctx context.Context, i int, intended time.Time) {
+			task(ctx, i, 0, intended)
+		})
 	} else {
 		sendStop := stop
 		if lv.Duration > 0 {
@@ -307,17 +328,21 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			sendStop, cancel = context.WithDeadline(stop, p.Start.Add(lv.Duration))
 			defer cancel()
 		}
-		p.Started = load.Closed(sendStop, ctx, limit, lv.Concurrency, task)
+		p.Started = load.ClosedSlots(sendStop, ctx, limit, lv.Concurrency, task)
 	}
 	p.End = time.Now()
 	if open {
 		p.Fidelity = NewFidelity(lags)
 	}
+	p.SelfCheck = m.finish(selfCheckInput{open: open, requests: len(p.Records), wallS: p.WallS(),
+		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls})
 	return p
 }
 
-// one sends one request and returns its record and when it was sent.
-func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) (*model.Request, time.Time) {
+// one sends one request and returns its record, when it was sent, when
+// the protocol client returned, and the realtime session's result (nil
+// for a file request).
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) (*model.Request, time.Time, time.Time, *protocol.RealtimeResult) {
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
@@ -347,6 +372,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	start := time.Now()
 	res := d.Client.Do(rctx, &job)
+	done := time.Now()
 	cancel()
 	from := start
 	if lv.Open() {
@@ -356,7 +382,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	if end != nil {
 		end(rec)
 	}
-	return rec, start
+	return rec, start, done, res.Realtime
 }
 
 // requestID is the X-Request-Id of request n: the driver's prefix, a dash
