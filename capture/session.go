@@ -165,6 +165,11 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 				s.noteWriteErr(err)
 			}
 		},
+		OnLags: func(l *model.LagSeries) {
+			if err := w.Append(bundle.RealtimeLagsFile, l); err != nil {
+				s.noteWriteErr(err)
+			}
+		},
 	}
 
 	// Requests in flight outlive ctx by cfg.Grace.

@@ -110,6 +110,9 @@ type Driver struct {
 	OnRecord func(rec *model.Request)
 	// OnStart is called when a request is sent (for progress), may be nil.
 	OnStart func()
+	// OnLags receives each realtime session's update lags over session
+	// time (after OnRecord of its record), from many goroutines; may be nil.
+	OnLags func(s *model.LagSeries)
 
 	prefix string
 	seq    atomic.Int64
@@ -283,6 +286,10 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		rec, sent, done, rt := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
+		}
+		if d.OnLags != nil && rt != nil && len(rt.LagsS) > 0 {
+			d.OnLags(&model.LagSeries{ID: rec.ID, SampleID: rec.SampleID, Level: rec.Level, Repeat: rec.Repeat,
+				Warmup: rec.Warmup, Source: rt.LagSource, AtS: rt.LagAtS, LagS: rt.LagsS})
 		}
 		mu.Lock()
 		p.Records = append(p.Records, *rec)

@@ -49,6 +49,9 @@ type RealtimeResult struct {
 	// the update covers, where the origin is one chunk before AudioStart
 	// under realtime pacing and AudioStart otherwise (docs/REALTIME.md).
 	LagsS []float64
+	// LagAtS holds, beside each of LagsS, when the update arrived in
+	// session time: seconds from the audio origin (the lag's zero).
+	LagAtS []float64
 	// LagSource says where the covered audio time came from: LagFromServer,
 	// LagFromSent or LagMixed; "" when there was no update.
 	LagSource string
@@ -503,7 +506,9 @@ func (s *session) record(m message, now time.Time) {
 	} else {
 		s.fromSrv++
 	}
-	rt.LagsS = append(rt.LagsS, now.Sub(s.origin).Seconds()-covered)
+	at := now.Sub(s.origin).Seconds()
+	rt.LagsS = append(rt.LagsS, at-covered)
+	rt.LagAtS = append(rt.LagAtS, at)
 	switch {
 	case s.fromSent == 0:
 		rt.LagSource = LagFromServer
