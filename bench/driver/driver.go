@@ -110,6 +110,11 @@ type Driver struct {
 	OnRecord func(rec *model.Request)
 	// OnStart is called when a request is sent (for progress), may be nil.
 	OnStart func()
+	// DropRecords keeps a pass's records out of Pass.Records (OnRecord
+	// still sees each): a pass then holds no record, so a long pass's
+	// memory does not grow with its requests (the caller summarises them
+	// as they come, model/summary.Acc).
+	DropRecords bool
 	// OnLags receives each realtime session's update lags over session
 	// time (after OnRecord of its record), from many goroutines; may be nil.
 	OnLags func(s *model.LagSeries)
@@ -204,6 +209,7 @@ type Pass struct {
 	Start   time.Time // first send
 	End     time.Time // last completion
 	Started int       // requests sent (fewer than planned if stopped)
+	Done    int       // requests finished (len(Records) unless DropRecords)
 	// Fidelity is how closely an open loop's sends kept their schedule
 	// (nil for a closed loop).
 	Fidelity *Fidelity
@@ -230,7 +236,8 @@ func (d *Driver) init() {
 // flight stop when ctx is done. Records are returned in completion order
 // and also passed to OnRecord as they finish.
 //
-// Besides the records it returns, a pass holds no per-request state: an
+// Besides the records it returns (none with DropRecords), a pass holds no
+// per-request state but a float or two: an
 // open loop's schedule is produced one send at a time (load.OpenFunc),
 // and its self-check keeps one float per request (an open loop's send
 // lags, a closed loop's slot gaps; SelfCheck).
@@ -264,7 +271,10 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		size += size/64 + 16
 	}
 	size = min(max(size, n), 1<<22)
-	p := &Pass{Records: make([]model.Request, 0, size)}
+	p := &Pass{}
+	if !d.DropRecords {
+		p.Records = make([]model.Request, 0, size)
+	}
 	var mu sync.Mutex
 	var lags []float64   // open loop: each send's lag behind its schedule, seconds
 	var gaps []float64   // closed loop: each slot's response end → next send, seconds
@@ -292,7 +302,10 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 				Warmup: rec.Warmup, Source: rt.LagSource, AtS: rt.LagAtS, LagS: rt.LagsS})
 		}
 		mu.Lock()
-		p.Records = append(p.Records, *rec)
+		p.Done++
+		if !d.DropRecords {
+			p.Records = append(p.Records, *rec)
+		}
 		if open {
 			lags = append(lags, sent.Sub(intended).Seconds())
 		} else if last := slotDone[slot]; !last.IsZero() {
@@ -341,7 +354,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	if open {
 		p.Fidelity = NewFidelity(lags)
 	}
-	p.SelfCheck = m.finish(selfCheckInput{open: open, requests: len(p.Records), wallS: p.WallS(),
+	p.SelfCheck = m.finish(selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
 		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls})
 	return p
 }
