@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/cpulimit"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/stats"
 )
 
@@ -73,6 +74,13 @@ type SelfCheck struct {
 	// buckets are a power of two apart at most).
 	RunnableWaitP99S float64 `json:"runnable_wait_p99_s"`
 	RunnableWaitMaxS float64 `json:"runnable_wait_max_s"`
+	// The kernel's scheduler over the pass: the time the process's
+	// threads spent runnable on a run queue, waiting for a CPU (the sum
+	// over its threads of /proc/self/task/*/schedstat's wait; threads that
+	// exited during the pass are left out), and that per second of the
+	// pass: > 0 when other work (or a quota) held the driver off the CPU.
+	RunQueueWaitS    float64 `json:"run_queue_wait_s"`
+	RunQueueWaitPerS float64 `json:"run_queue_wait_per_s"`
 	// Realtime sessions: how many, their readers' longest stall
 	// (RealtimeResult.ReadStallMax) at p99 over sessions and the worst.
 	Streams       int      `json:"streams,omitempty"`
@@ -86,8 +94,8 @@ type SelfCheck struct {
 // String is the line a capture prints at the end of a pass in which the
 // driver lagged.
 func (c *SelfCheck) String() string {
-	s := fmt.Sprintf("driver self-check: %s loop, CPU %.2f cores of %.2f allowed (%.0f %%), runnable wait p99 %s",
-		c.Loop, c.CPUCores, c.CoresAllowed, 100*c.CPUShareOfAllowed, ms(c.RunnableWaitP99S))
+	s := fmt.Sprintf("driver self-check: %s loop, CPU %.2f cores of %.2f allowed (%.0f %%), run-queue wait %.3f s/s, runnable wait p99 %s",
+		c.Loop, c.CPUCores, c.CoresAllowed, 100*c.CPUShareOfAllowed, c.RunQueueWaitPerS, ms(c.RunnableWaitP99S))
 	if c.SendLagP99S != nil {
 		s += fmt.Sprintf(", send lag p99 %s", ms(*c.SendLagP99S))
 	}
@@ -108,17 +116,31 @@ func (c *SelfCheck) String() string {
 type meter struct {
 	start time.Time
 	cpu   float64
+	wait  map[int]uint64 // thread → schedstat wait ns at the start
 	sched metrics.Float64Histogram
 }
 
 const schedMetric = "/sched/latencies:seconds"
 
 func startMeter() *meter {
-	m := &meter{start: time.Now(), cpu: processCPU()}
+	m := &meter{start: time.Now(), cpu: processCPU(), wait: threadWaits()}
 	if h := readSched(); h != nil {
 		m.sched = *h
 	}
 	return m
+}
+
+// threadWaits is each thread's run-queue wait so far (ns), from
+// /proc/self/task/*/schedstat; empty where the kernel has no schedstat.
+func threadWaits() map[int]uint64 {
+	pid := os.Getpid()
+	out := map[int]uint64{}
+	for _, tid := range proctree.Threads(pid) {
+		if st, err := proctree.ReadSchedstat(pid, tid); err == nil {
+			out[tid] = st.WaitNs
+		}
+	}
+	return out
 }
 
 // processCPU is the process's user + system CPU seconds (getrusage).
@@ -159,6 +181,16 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		c.Loop = "open"
 	}
 	c.CPUS = math.Max(processCPU()-m.cpu, 0)
+	var waitNs uint64
+	for tid, ns := range threadWaits() {
+		if ns >= m.wait[tid] { // a thread born in the pass counts from 0
+			waitNs += ns - m.wait[tid]
+		}
+	}
+	c.RunQueueWaitS = float64(waitNs) / 1e9
+	if in.wallS > 0 {
+		c.RunQueueWaitPerS = c.RunQueueWaitS / in.wallS
+	}
 	if in.wallS > 0 {
 		c.CPUCores = c.CPUS / in.wallS
 	}

@@ -124,3 +124,24 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 		t.Errorf("unstarved: analyze driver rows %v, want one level that kept up", rows)
 	}
 }
+
+// A closed loop's self-check times each slot from a response's end to its
+// next send: a pass of 30 requests on 3 slots has 27 such gaps (each
+// slot's first send follows none), and no send lag (there is no schedule).
+func TestDriverSelfCheckClosedLoop(t *testing.T) {
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 2 * time.Millisecond})
+	out := filepath.Join(t.TempDir(), "b")
+	code, _, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 5), "--concurrency", "3",
+		"--pass-requests", "30", "--repeats", "1", "--out", out, "--quiet", "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	c := selfChecks(t, out)[0]
+	t.Logf("closed loop: %s", c.String())
+	if c.Loop != "closed" || c.Requests != 30 || c.SlotGaps != 27 || c.SlotGapP99S == nil || *c.SlotGapMeanS <= 0 || c.SendLagP99S != nil {
+		t.Errorf("closed-loop self-check %+v: want loop closed, 30 requests, 27 slot gaps (> 0 s), no send lag", c.SelfCheck)
+	}
+	if c.CPUS <= 0 || c.CoresAllowed < 1 {
+		t.Errorf("CPU %.3f s over the pass, %.2f cores allowed", c.CPUS, c.CoresAllowed)
+	}
+}
