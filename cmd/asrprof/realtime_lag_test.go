@@ -60,6 +60,10 @@ func TestRealtimeLagOverTime(t *testing.T) {
 	if last-first < 0.3 {
 		t.Errorf("lag p50 %.3f s in the first second, %.3f s in the last: want it to grow by ≥ 0.3 s", first, last)
 	}
+	// The driver's self-check times its readers: one stall per session.
+	if c := selfChecks(t, out)[0]; c.Streams != 2 || c.ReadStallMaxS == nil || *c.ReadStallMaxS < 0 {
+		t.Errorf("self-check of a realtime pass: %d streams, read stall max %v; want 2 and a time", c.Streams, c.ReadStallMaxS)
+	}
 	html := filepath.Join(t.TempDir(), "r.html")
 	if code, _, stderr := runCLI("report", out, "--out", html); code != exitOK {
 		t.Fatalf("report: exit %d\n%s", code, stderr)

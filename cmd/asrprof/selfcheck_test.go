@@ -109,6 +109,11 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "cores it may use") {
 		t.Errorf("starved: the verdict's evidence does not name the CPU: %v", notes)
 	}
+	// The default analyses show the self-check before the diagnosis.
+	_, text, _ := runCLI("analyze", dir)
+	if i, j := strings.Index(text, "The driver's self-check"), strings.Index(text, "Diagnosis per level"); i < 0 || j < 0 || i > j {
+		t.Errorf("starved: analyze's default tables do not put the self-check before the diagnosis:\n%s", text)
+	}
 
 	dir, stderr = selfCheckCapture(t, srv, ds, nil)
 	c = selfChecks(t, dir)[0]
@@ -122,6 +127,9 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 	rows, _ = analyzeJSON(t, dir, "driver", "driver")
 	if len(rows) != 1 || rows[0]["verdict"] != "kept up" {
 		t.Errorf("unstarved: analyze driver rows %v, want one level that kept up", rows)
+	}
+	if _, text, _ := runCLI("analyze", dir); strings.Contains(text, "The driver's self-check") != (len(c.Lagging) > 0) {
+		t.Errorf("unstarved (lagging %v): the default tables show the self-check %v", c.Lagging, strings.Contains(text, "The driver's self-check"))
 	}
 }
 
