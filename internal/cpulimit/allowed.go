@@ -106,4 +106,3 @@ func ratio(quota, period string) float64 {
 	}
 	return q / p
 }
-
