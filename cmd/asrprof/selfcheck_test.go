@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/scripts"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -151,5 +156,31 @@ func TestDriverSelfCheckClosedLoop(t *testing.T) {
 	}
 	if c.CPUS <= 0 || c.CoresAllowed < 1 {
 		t.Errorf("CPU %.3f s over the pass, %.2f cores allowed", c.CPUS, c.CoresAllowed)
+	}
+}
+
+// The analysis's thresholds (scripts/lib/driver.star) and the limits the
+// capture's stderr line uses (bench/driver) are the same values.
+func TestSelfCheckLimitsAgree(t *testing.T) {
+	src, err := fs.ReadFile(scripts.FS, "lib/driver.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"CPU_SHARE":           driver.CPUShareLimit,
+		"SEND_LAG_P99_S":      driver.FidelityP99Limit.Seconds(),
+		"SLOT_GAP_P99_S":      driver.SlotGapP99Limit.Seconds(),
+		"RUNNABLE_WAIT_P99_S": driver.RunnableWaitP99Limit.Seconds(),
+		"READ_STALL_S":        driver.ReadStallLimit.Seconds(),
+	}
+	for name, v := range want {
+		m := regexp.MustCompile(`(?m)^` + name + ` = ([0-9.]+)$`).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("lib/driver.star has no %s", name)
+			continue
+		}
+		if got, _ := strconv.ParseFloat(string(m[1]), 64); got != v {
+			t.Errorf("lib/driver.star %s = %g, bench/driver's limit %g", name, got, v)
+		}
 	}
 }
