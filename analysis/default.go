@@ -28,6 +28,9 @@ func DefaultScripts(c *Capture) []string {
 	if p, _ := c.Bundle.Manifest.Config["protocol"].(string); p == "funasr-ws" || p == "openai-realtime" {
 		out = append(out, "realtime")
 	}
+	if c.driverLagged() {
+		out = append(out, "driver") // before the diagnosis: the load generator may have set the pace
+	}
 	out = append(out, "bottleneck")
 	if c.Bundle.Has(bundle.GPUFile) {
 		out = append(out, "gpu")
@@ -36,6 +39,19 @@ func DefaultScripts(c *Capture) []string {
 		out = append(out, "cpu")
 	}
 	return out
+}
+
+// driverLagged reports whether the driver's self-check (the manifest's
+// extra.driver_self_check) says it lagged in a scored pass.
+func (c *Capture) driverLagged() bool {
+	recs, _ := c.Bundle.Manifest.Extra["driver_self_check"].([]any)
+	for _, r := range recs {
+		m, _ := r.(map[string]any)
+		if lag, _ := m["lagging"].([]any); len(lag) > 0 && m["warmup"] != true {
+			return true
+		}
+	}
+	return false
 }
 
 // hasServerTelemetry reports whether the capture holds server spans or

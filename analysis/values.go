@@ -368,6 +368,8 @@ var captureAttrs = attrTable[*captureValue]{
 	"gpu":   probeRows("gpu", bundle.GPUFile),
 	"sched": probeRows("sched", bundle.SchedFile),
 	"cuda":  probeRows("cuda", bundle.CUDAFile),
+	// Realtime sessions' update lags over session time (realtime_lags.jsonl).
+	"realtime_lags": probeRows("realtime_lags", bundle.RealtimeLagsFile),
 	"cpu_profiles": func(v *captureValue) (starlark.Value, error) {
 		ps, err := v.c.profiles()
 		if err != nil {

@@ -34,7 +34,7 @@ func TestAttrTables(t *testing.T) {
 		v     starlark.HasAttrs
 		names int
 	}{
-		{&captureValue{c: c}, 20},
+		{&captureValue{c: c}, 21}, // realtime_lags
 		{&requestValue{c: c, i: i}, 44},
 		{&spanValue{s: &c.ix.Spans(i)[0]}, 13},
 		{&eventValue{e: &ec.ix.Events(ei)[0]}, 7},

@@ -42,8 +42,9 @@ func TestCaptureRealtimeSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	tabs, err := analysis.NewSession(c, analysis.Options{}).Run(context.Background(), "realtime")
-	if err != nil || len(tabs) != 1 || len(tabs[0].Values) != 2 {
-		t.Fatalf("realtime table: %v %+v", err, tabs)
+	// Two tables: the sessions per level, then their lag over session time.
+	if err != nil || len(tabs) != 2 || len(tabs[0].Values) != 2 || tabs[1].Name != "realtime_lag" {
+		t.Fatalf("realtime tables: %v %+v", err, tabs)
 	}
 	for i, lr := range o.Results.Results {
 		row := tabs[0].Values[i]

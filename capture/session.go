@@ -54,8 +54,9 @@ type Session struct {
 	w        *bundle.Writer
 	writeErr error
 
-	diarize *diarizeRun // --task transcribe-diarize: its passes (capture/diarize.go)
-	replay  *replayPlan // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
+	diarize *diarizeRun         // --task transcribe-diarize: its passes (capture/diarize.go)
+	newAcc  func() *summary.Acc // a fresh summary of the next pass, fed by the driver's OnRecord
+	replay  *replayPlan         // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
 }
 
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
@@ -148,20 +149,46 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
+	// Each pass is summarised as its records come (summary.Acc), so the
+	// driver keeps none unless a pass's records are needed whole after it:
+	// --save-raw-dir, transcribe-diarize's scoring.
+	var accMu sync.Mutex
+	var acc *summary.Acc
+	s.newAcc = func() *summary.Acc {
+		accMu.Lock()
+		defer accMu.Unlock()
+		acc = summary.NewAcc(cfg.SLO)
+		return acc
+	}
 	drv := &driver.Driver{
-		Client:  client,
-		Items:   items,
-		Model:   cfg.Model,
-		Lang:    cfg.Lang,
-		Timeout: sessionTimeout(cfg, items),
-		Tracer:  tr.client,
-		OnStart: s.onStart(),
+		DropRecords: cfg.SaveRawDir == "" && s.diarize == nil,
+		Client:      client,
+		Items:       items,
+		Model:       cfg.Model,
+		Lang:        cfg.Lang,
+		Timeout:     sessionTimeout(cfg, items),
+		Tracer:      tr.client,
+		OnStart:     s.onStart(),
 		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
 				s.obs.RequestDone(r)
 			}
 			prog.done(r.Status == model.StatusOK)
-			if err := w.Append(bundle.RequestsFile, r); err != nil {
+			// The summary takes the records in requests.jsonl's order, so
+			// that summary.Passes over the file gives the same numbers to
+			// the last digit.
+			accMu.Lock()
+			err := w.Append(bundle.RequestsFile, r)
+			if acc != nil {
+				acc.Add(r)
+			}
+			accMu.Unlock()
+			if err != nil {
+				s.noteWriteErr(err)
+			}
+		},
+		OnLags: func(l *model.LagSeries) {
+			if err := w.Append(bundle.RealtimeLagsFile, l); err != nil {
 				s.noteWriteErr(err)
 			}
 		},
@@ -281,18 +308,19 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
 			pset.begin(period)
+			acc := s.newAcc()
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
 			pset.end(context.WithoutCancel(ctx), period, say)
 			if s.obs != nil {
 				s.obs.PeriodEnded(period)
 			}
-			sent += len(res.Records)
-			pm := summary.Pass(res.Records, res.WallS())
-			summary.Goodput(&pm, res.Records, cfg.SLO)
+			sent += res.Done
+			pm := acc.Pass(res.WallS()) // summary.Pass and Goodput of the pass's records, as they came
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
-			s.recordFidelity(lv, repeat, warmup, res, say) // open loop: send lag behind the schedule (capture/replay.go)
+			s.recordFidelity(lv, repeat, warmup, res, say)  // open loop: send lag behind the schedule (capture/replay.go)
+			s.recordSelfCheck(lv, repeat, warmup, res, say) // did the driver keep up (capture/selfcheck.go)
 			// A pass cut short is recorded in requests.jsonl but not
 			// summarised as if it were complete.
 			stopped := ctx.Err() != nil

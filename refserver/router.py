@@ -4,7 +4,8 @@
 The layout of the seed runbook's CI (DP 2: each model as two workers behind
 a router), small: every transcription request goes to one worker, chosen
 round robin or by fewest requests in flight (--policy), and is relayed back
-as it comes (SSE streams included).  In the spirit of SGLang-Omni's router:
+as it comes (SSE streams included); a realtime session (a WebSocket upgrade)
+goes to one worker the same way and its frames are relayed both ways.  In the spirit of SGLang-Omni's router:
 
     client ──HTTP──► router (router-http) ──HTTP──► worker 0 (refserver.py)
                      one "route" span              └──► worker 1 ...
@@ -39,6 +40,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -223,8 +225,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = urllib.parse.urlsplit(self.path).path
         rt = self.router
         if "websocket" in (self.headers.get("Upgrade") or "").lower():
-            return self._error(501, "the router relays HTTP requests only, not realtime sessions",
-                               "not_supported")
+            return self._relay_websocket()
         if path == "/health":
             ws, ok = [], True
             for w in rt.workers:
@@ -335,15 +336,126 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rt.release(w, ok)
             self._record(trace_id, span_id, parent, arrival, rid, w, before, status)
 
-    def _record(self, trace_id, span_id, parent, arrival, rid, w, before, status):
+    def _relay_websocket(self):
+        """A realtime session (WebSocket, refserver.py's / and /ws): the
+        upgrade goes to one worker (the same policy as a file request), its
+        answer comes back as it is, and after a 101 the frames are relayed
+        byte for byte both ways until either side closes.  The session is
+        one request in flight on the worker for its whole length, and gets
+        a route span like a file request."""
+        rt = self.router
+        arrival = rscommon.now_ns()
+        rid = self._request_id()
+        ctx = rscommon.parse_traceparent(self.headers.get("traceparent"))
+        trace_id, parent = ctx if ctx else (rscommon.new_trace_id(), None)
+        span_id = rscommon.new_span_id()
+        w, before = rt.acquire()
+        status, ok = 502, False
+        up = None
+        self.close_connection = True
+        try:
+            try:
+                up = socket.create_connection((w.host, w.port), timeout=self.timeout_s)
+                up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError as e:
+                self._error(502, "worker %s (%s) failed: %s" % (w.name, w.url, e), "bad_gateway",
+                            {"X-Request-Id": rid, "X-Worker": w.name, "X-Worker-Url": w.url})
+                return
+            lines = ["GET %s HTTP/1.1" % self.path]
+            for k, v in self.headers.items():
+                if k.lower() not in ("traceparent", "x-request-id", "host"):
+                    lines.append("%s: %s" % (k, v))
+            lines += ["Host: %s:%d" % (w.host, w.port), "X-Request-Id: %s" % rid,
+                      "traceparent: 00-%s-%s-01" % (trace_id, span_id)]
+            up.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            upr = up.makefile("rb")
+            head = upr.readline(65537)
+            parts = head.split(None, 2)
+            if len(parts) < 2 or not parts[1].isdigit():
+                self._error(502, "worker %s (%s) answered the upgrade with %r" % (w.name, w.url, head[:80]),
+                            "bad_gateway", {"X-Request-Id": rid, "X-Worker": w.name})
+                return
+            status = int(parts[1])
+            hdrs = []
+            while True:
+                line = upr.readline(65537)
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                hdrs.append(line)
+            # the worker's answer, with the router's names added
+            self.wfile.write(head + b"".join(hdrs) + b"X-Worker: %s\r\nX-Worker-Url: %s\r\n\r\n"
+                             % (w.name.encode(), w.url.encode()))
+            self.wfile.flush()
+            if status != 101:
+                # an error answer: its body, as long as it says
+                n = 0
+                for line in hdrs:
+                    k, _, v = line.decode("latin-1").partition(":")
+                    if k.strip().lower() == "content-length":
+                        n = int(v.strip() or 0)
+                if n:
+                    self.wfile.write(upr.read(n))
+                    self.wfile.flush()
+                return
+            up.settimeout(None)
+            ok = True
+            self._pump(self.rfile, self.wfile, upr, up)
+        except OSError:
+            status = 499 if ok else status
+        finally:
+            if up is not None:
+                up.close()
+            rt.release(w, ok)
+            self._record(trace_id, span_id, parent, arrival, rid, w, before, status,
+                         route="/ws (WebSocket)")
+
+    def _pump(self, crd, cwr, upr, up):
+        """Relay bytes client → worker on a thread and worker → client here,
+        until one side ends; then end the other."""
+        csock = self.connection
+        csock.settimeout(None)
+
+        def up_stream():
+            try:
+                while True:
+                    b = crd.read1(65536)
+                    if not b:
+                        break
+                    up.sendall(b)
+            except OSError:
+                pass
+            try:
+                up.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        th = threading.Thread(target=up_stream, name="router-ws", daemon=True)
+        th.start()
+        try:
+            while True:
+                b = upr.read1(65536)
+                if not b:
+                    break
+                cwr.write(b)
+                cwr.flush()
+        except OSError:
+            pass
+        try:
+            csock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        th.join(5)
+
+    def _record(self, trace_id, span_id, parent, arrival, rid, w, before, status,
+                route="/v1/audio/transcriptions"):
         if not self.exporter.enabled:
             return
         span = {"trace_id": trace_id, "span_id": span_id, "parent": parent, "name": "route",
                 "kind": 2, "start": arrival, "end": rscommon.now_ns(), "attrs": {
                     "request.id": rid, "router.worker": w.name, "router.worker.url": w.url,
                     "router.policy": self.router.policy, "router.worker.in_flight": before,
-                    "http.route": "/v1/audio/transcriptions", "http.response.status_code": status}}
-        if status != 200:
+                    "http.route": route, "http.response.status_code": status}}
+        if status not in (200, 101):
             span["status"] = {"code": 2, "message": "HTTP %d" % status}
         self.exporter.record(span)
 

@@ -513,9 +513,10 @@ func (d *captureData) realtimeSection(p *page) {
 			}
 			c.legend(l, 16, names, cols)
 			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", c.String(),
-				"one dot per session: the p95 of its per-update lags (the bundle keeps each session's p95, max and growth, not every update)")
+				"one dot per session: the p95 of its per-update lags")
 		}
 	}
+	d.lagOverTime(p) // report/lag.go
 	p.table(t)
 	p.end()
 }

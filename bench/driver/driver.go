@@ -110,6 +110,14 @@ type Driver struct {
 	OnRecord func(rec *model.Request)
 	// OnStart is called when a request is sent (for progress), may be nil.
 	OnStart func()
+	// DropRecords keeps a pass's records out of Pass.Records (OnRecord
+	// still sees each): a pass then holds no record, so a long pass's
+	// memory does not grow with its requests (the caller summarises them
+	// as they come, model/summary.Acc).
+	DropRecords bool
+	// OnLags receives each realtime session's update lags over session
+	// time (after OnRecord of its record), from many goroutines; may be nil.
+	OnLags func(s *model.LagSeries)
 
 	prefix string
 	seq    atomic.Int64
@@ -201,9 +209,12 @@ type Pass struct {
 	Start   time.Time // first send
 	End     time.Time // last completion
 	Started int       // requests sent (fewer than planned if stopped)
+	Done    int       // requests finished (len(Records) unless DropRecords)
 	// Fidelity is how closely an open loop's sends kept their schedule
 	// (nil for a closed loop).
 	Fidelity *Fidelity
+	// SelfCheck is whether the driver kept up (selfcheck.go).
+	SelfCheck *SelfCheck
 }
 
 // WallS is the pass's wall-clock duration in seconds (monotonic).
@@ -225,9 +236,11 @@ func (d *Driver) init() {
 // flight stop when ctx is done. Records are returned in completion order
 // and also passed to OnRecord as they finish.
 //
-// Besides the records it returns, a pass holds no per-request state: an
+// Besides the records it returns (none with DropRecords), a pass holds no
+// per-request state but a float or two: an
 // open loop's schedule is produced one send at a time (load.OpenFunc),
-// and its fidelity keeps one float per request.
+// and its self-check keeps one float per request (an open loop's send
+// lags, a closed loop's slot gaps; SelfCheck).
 func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup bool) *Pass {
 	d.init()
 	d.prepare()
@@ -258,29 +271,55 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		size += size/64 + 16
 	}
 	size = min(max(size, n), 1<<22)
-	p := &Pass{Records: make([]model.Request, 0, size)}
+	p := &Pass{}
+	if !d.DropRecords {
+		p.Records = make([]model.Request, 0, size)
+	}
 	var mu sync.Mutex
-	var lags []float64 // open loop: each send's lag behind its schedule, seconds
+	var lags []float64   // open loop: each send's lag behind its schedule, seconds
+	var gaps []float64   // closed loop: each slot's response end → next send, seconds
+	var stalls []float64 // realtime: each session's longest read stall, seconds
 	if open {
 		lags = make([]float64, 0, size)
+	} else {
+		gaps = make([]float64, 0, size)
 	}
-	task := func(ctx context.Context, i int, intended time.Time) {
+	// slotDone is when each closed-loop slot's last response ended; a
+	// slot's tasks run one after another on one goroutine.
+	slotDone := make([]time.Time, max(lv.Concurrency, 1))
+	task := func(ctx context.Context, i, slot int, intended time.Time) {
 		k := itemOf(i)
 		var up *protocol.Upload
 		if d.up.bodies != nil {
 			up = d.up.bodies[k]
 		}
-		rec, sent := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
+		rec, sent, done, rt := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
+		if d.OnLags != nil && rt != nil && len(rt.LagsS) > 0 {
+			d.OnLags(&model.LagSeries{ID: rec.ID, SampleID: rec.SampleID, Level: rec.Level, Repeat: rec.Repeat,
+				Warmup: rec.Warmup, Source: rt.LagSource, AtS: rt.LagAtS, LagS: rt.LagsS})
+		}
 		mu.Lock()
-		p.Records = append(p.Records, *rec)
+		p.Done++
+		if !d.DropRecords {
+			p.Records = append(p.Records, *rec)
+		}
 		if open {
 			lags = append(lags, sent.Sub(intended).Seconds())
+		} else if last := slotDone[slot]; !last.IsZero() {
+			gaps = append(gaps, sent.Sub(last).Seconds())
+		}
+		if rt != nil && rec.Status == model.StatusOK {
+			stalls = append(stalls, rt.ReadStallMax.Seconds())
 		}
 		mu.Unlock()
+		if !open {
+			slotDone[slot] = done
+		}
 	}
+	m := startMeter()
 	p.Start = time.Now()
 	if open {
 		var next load.Next
@@ -299,7 +338,9 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			}
 			return off, true
 		}
-		p.Started = load.OpenFunc(stop, ctx, bounded, task)
+		p.Started = load.OpenFunc(stop, ctx, bounded, func(ctx context.Context, i int, intended time.Time) {
+			task(ctx, i, 0, intended)
+		})
 	} else {
 		sendStop := stop
 		if lv.Duration > 0 {
@@ -307,17 +348,21 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			sendStop, cancel = context.WithDeadline(stop, p.Start.Add(lv.Duration))
 			defer cancel()
 		}
-		p.Started = load.Closed(sendStop, ctx, limit, lv.Concurrency, task)
+		p.Started = load.ClosedSlots(sendStop, ctx, limit, lv.Concurrency, task)
 	}
 	p.End = time.Now()
 	if open {
 		p.Fidelity = NewFidelity(lags)
 	}
+	p.SelfCheck = m.finish(selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
+		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls})
 	return p
 }
 
-// one sends one request and returns its record and when it was sent.
-func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) (*model.Request, time.Time) {
+// one sends one request and returns its record, when it was sent, when
+// the protocol client returned, and the realtime session's result (nil
+// for a file request).
+func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *score.Reference, lv Level, repeat int, warmup bool, intended time.Time) (*model.Request, time.Time, time.Time, *protocol.RealtimeResult) {
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
@@ -347,6 +392,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	start := time.Now()
 	res := d.Client.Do(rctx, &job)
+	done := time.Now()
 	cancel()
 	from := start
 	if lv.Open() {
@@ -356,7 +402,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	if end != nil {
 		end(rec)
 	}
-	return rec, start
+	return rec, start, done, res.Realtime
 }
 
 // requestID is the X-Request-Id of request n: the driver's prefix, a dash

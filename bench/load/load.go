@@ -27,6 +27,19 @@ type Task func(ctx context.Context, i int, intended time.Time)
 // tasks were started. With n = math.MaxInt only stop ends it (a pass of a
 // duration: stop's deadline).
 func Closed(stop, ctx context.Context, n, concurrency int, task Task) int {
+	return ClosedSlots(stop, ctx, n, concurrency, func(ctx context.Context, i, _ int, intended time.Time) {
+		task(ctx, i, intended)
+	})
+}
+
+// SlotTask is a Task that also learns its slot: which of the closed loop's
+// concurrency workers (0..concurrency-1) runs it. The tasks of one slot run
+// one after another on one goroutine.
+type SlotTask func(ctx context.Context, i, slot int, intended time.Time)
+
+// ClosedSlots is Closed with each task told its slot, so that a caller can
+// time what happens on a slot between one task and the next.
+func ClosedSlots(stop, ctx context.Context, n, concurrency int, task SlotTask) int {
 	if concurrency < 1 {
 		concurrency = 1
 	}
@@ -56,7 +69,7 @@ func Closed(stop, ctx context.Context, n, concurrency int, task Task) int {
 				if !ok {
 					return
 				}
-				task(ctx, i, time.Now())
+				task(ctx, i, w, time.Now())
 			}
 		}()
 	}

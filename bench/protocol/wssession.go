@@ -49,6 +49,9 @@ type RealtimeResult struct {
 	// the update covers, where the origin is one chunk before AudioStart
 	// under realtime pacing and AudioStart otherwise (docs/REALTIME.md).
 	LagsS []float64
+	// LagAtS holds, beside each of LagsS, when the update arrived in
+	// session time: seconds from the audio origin (the lag's zero).
+	LagAtS []float64
 	// LagSource says where the covered audio time came from: LagFromServer,
 	// LagFromSent or LagMixed; "" when there was no update.
 	LagSource string
@@ -68,6 +71,12 @@ type RealtimeResult struct {
 	// LastServerError is the last one's text.
 	ServerErrors    int
 	LastServerError string
+	// ReadStallMax is the longest the session's reader was away from the
+	// connection between two messages (handling one, waiting for the
+	// session's lock) until the final message: time in which a message
+	// that had arrived could not be read. The driver's own lag, not the
+	// server's.
+	ReadStallMax time.Duration
 }
 
 // message is what a dialect learned from one server message.
@@ -258,6 +267,8 @@ type session struct {
 	origin   time.Time
 	fromSrv  int
 	fromSent int
+	// stallNs is the reader's longest time away from conn.Read (ns).
+	stallNs atomic.Int64
 
 	ready chan struct{} // closed at the first ready message
 	final chan struct{} // closed at the final message
@@ -388,6 +399,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	s.mu.Lock()
 	res.Text = strings.TrimSpace(d.text())
 	res.End = rt.Final
+	rt.ReadStallMax = time.Duration(s.stallNs.Load())
 	s.mu.Unlock()
 	if !rt.FirstUpdate.IsZero() {
 		res.FirstToken = rt.FirstUpdate
@@ -458,6 +470,11 @@ func (s *session) read(ctx context.Context, conn *websocket.Conn) {
 		if m.final {
 			s.once.final.Do(func() { close(s.final) })
 		}
+		if !m.final {
+			if away := time.Since(now).Nanoseconds(); away > s.stallNs.Load() {
+				s.stallNs.Store(away) // one reader: no other writer
+			}
+		}
 	}
 }
 
@@ -489,7 +506,9 @@ func (s *session) record(m message, now time.Time) {
 	} else {
 		s.fromSrv++
 	}
-	rt.LagsS = append(rt.LagsS, now.Sub(s.origin).Seconds()-covered)
+	at := now.Sub(s.origin).Seconds()
+	rt.LagsS = append(rt.LagsS, at-covered)
+	rt.LagAtS = append(rt.LagAtS, at)
 	switch {
 	case s.fromSent == 0:
 		rt.LagSource = LagFromServer

@@ -112,3 +112,33 @@ func TestPinTree(t *testing.T) {
 		t.Errorf("affinity %v (%v), want [%d]", got, err, cpus[0])
 	}
 }
+
+// The quota on the way up from a process's cgroup is its limit: the
+// smallest one, in cores, v1 and v2 alike; no quota leaves 0.
+func TestQuotaCores(t *testing.T) {
+	sys := t.TempDir()
+	put := func(rel, v string) {
+		p := filepath.Join(sys, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("fs/cgroup/cpu/a/cpu.cfs_quota_us", "50000\n")
+	put("fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n")
+	put("fs/cgroup/cpu/a/b/cpu.cfs_quota_us", "-1\n")
+	put("fs/cgroup/cpu/a/b/cpu.cfs_period_us", "100000\n")
+	if got := quotaCores(sys, "4:memory:/x\n1:cpu:/a/b\n"); got != 0.5 {
+		t.Errorf("v1 quota above the group: %g cores, want 0.5", got)
+	}
+	put("fs/cgroup/c/cpu.max", "max 100000\n")
+	put("fs/cgroup/c/d/cpu.max", "25000 100000\n")
+	if got := quotaCores(sys, "0::/c/d\n"); got != 0.25 {
+		t.Errorf("v2 quota: %g cores, want 0.25", got)
+	}
+	if got := quotaCores(sys, "0::/c\n"); got != 0 {
+		t.Errorf("v2 max: %g cores, want 0 (no quota)", got)
+	}
+}

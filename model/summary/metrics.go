@@ -28,51 +28,82 @@ import (
 //   - coverage: skipped = total − evaluated, as SGLang-Omni counts it (a
 //     failed request is skipped); failed and empty_ref say why
 func Pass(recs []model.Request, wallS float64) model.PassMetrics {
+	var a Acc
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	return a.Pass(wallS)
+}
+
+// Acc computes a pass's metrics one record at a time, so that a pass need
+// not keep its records: Pass(recs, wall) is an Acc fed recs. It holds only
+// what exact percentiles need, one float64 per successful request for
+// latency and RTF (and per TTFT, per stream chunk gap, per realtime
+// session's fields), 8 bytes each, beside counters: about 16 bytes a
+// request where Pass over records holds the whole model.Request. The
+// zero value is ready; Add is not safe for concurrent use.
+type Acc struct {
+	lat, rtf, ttft, gaps []float64
+	rt                   realtimeAcc
+	audioOK              float64
+	errs, refWords       int
+	cov                  model.Coverage
+	slo                  sloTally
+}
+
+// NewAcc is an Acc that also counts the requests against slo (Goodput's
+// numbers; a zero SLO counts nothing).
+func NewAcc(slo SLO) *Acc { return &Acc{slo: sloTally{slo: slo}} }
+
+// Add takes one record of the pass.
+func (a *Acc) Add(r *model.Request) {
+	a.slo.add(r)
+	a.cov.Total++
+	if r.Status != model.StatusOK {
+		a.cov.Failed++
+		if a.cov.FailureKinds == nil {
+			a.cov.FailureKinds = map[string]int{}
+		}
+		kind := r.ErrorKind
+		if kind == "" {
+			kind = model.FailOther
+		}
+		a.cov.FailureKinds[kind]++
+		return
+	}
+	a.lat = append(a.lat, r.LatencyS)
+	a.audioOK += r.AudioDurationS
+	if r.AudioDurationS > 0 {
+		a.rtf = append(a.rtf, r.LatencyS/r.AudioDurationS)
+	}
+	if r.FirstTokenUnixNs != 0 {
+		a.ttft = append(a.ttft, r.TTFTS)
+	}
+	a.gaps = append(a.gaps, r.ChunkGapsS...)
+	a.rt.add(r)
+	if r.Scored && r.Errors != nil {
+		a.cov.Evaluated++
+		a.errs += r.Errors.Sub + r.Errors.Del + r.Errors.Ins
+		a.refWords += r.Errors.RefWords
+	} else {
+		a.cov.EmptyRef++
+	}
+}
+
+// Pass is the metrics of the records added so far over a pass of wallS
+// seconds, with the SLO's goodput when NewAcc was given one. It sorts
+// what it holds; call it once, at the pass's end.
+func (a *Acc) Pass(wallS float64) model.PassMetrics {
 	var m model.PassMetrics
 	m.WallS = wallS
-	var lat, rtf, ttft, gaps []float64
-	var rt realtimeAcc
-	var audioOK float64
-	var errs, refWords int
-	cov := model.Coverage{Total: len(recs)}
-	for i := range recs {
-		r := &recs[i]
-		if r.Status != model.StatusOK {
-			cov.Failed++
-			if cov.FailureKinds == nil {
-				cov.FailureKinds = map[string]int{}
-			}
-			kind := r.ErrorKind
-			if kind == "" {
-				kind = model.FailOther
-			}
-			cov.FailureKinds[kind]++
-			continue
-		}
-		lat = append(lat, r.LatencyS)
-		audioOK += r.AudioDurationS
-		if r.AudioDurationS > 0 {
-			rtf = append(rtf, r.LatencyS/r.AudioDurationS)
-		}
-		if r.FirstTokenUnixNs != 0 {
-			ttft = append(ttft, r.TTFTS)
-		}
-		gaps = append(gaps, r.ChunkGapsS...)
-		rt.add(r)
-		if r.Scored && r.Errors != nil {
-			cov.Evaluated++
-			errs += r.Errors.Sub + r.Errors.Del + r.Errors.Ins
-			refWords += r.Errors.RefWords
-		} else {
-			cov.EmptyRef++
-		}
-	}
+	lat, rtf, ttft, gaps := a.lat, a.rtf, a.ttft, a.gaps
+	cov := a.cov
 	cov.Skipped = cov.Total - cov.Evaluated
 	m.Coverage = cov
 	if wallS > 0 {
 		m.ThroughputSamplesPerS = float64(cov.Evaluated) / wallS
 		m.RequestsPerS = float64(len(lat)) / wallS
-		m.RTFx = audioOK / wallS
+		m.RTFx = a.audioOK / wallS
 	}
 	sort.Float64s(lat)
 	m.LatencyMeanS = stats.Mean(lat)
@@ -83,8 +114,8 @@ func Pass(recs []model.Request, wallS float64) model.PassMetrics {
 	}
 	m.RTFMean = stats.Mean(rtf)
 	m.RTFP95 = stats.Percentile(rtf, 95)
-	if refWords > 0 {
-		m.CorpusWER = float64(errs) / float64(refWords)
+	if a.refWords > 0 {
+		m.CorpusWER = float64(a.errs) / float64(a.refWords)
 	}
 	if len(ttft) > 0 {
 		mean, p95 := stats.Mean(ttft), stats.Percentile(ttft, 95)
@@ -94,7 +125,8 @@ func Pass(recs []model.Request, wallS float64) model.PassMetrics {
 		mean, p95 := stats.Mean(gaps), stats.Percentile(gaps, 95)
 		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
 	}
-	rt.fill(&m, wallS)
+	a.rt.fill(&m, wallS)
+	a.slo.fill(&m)
 	return m
 }
 

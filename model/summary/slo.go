@@ -220,30 +220,50 @@ func Canceled(r *model.Request) bool {
 //
 // An empty SLO leaves m as it is.
 func Goodput(m *model.PassMetrics, recs []model.Request, slo SLO) {
-	if slo.IsZero() {
+	t := sloTally{slo: slo}
+	for i := range recs {
+		t.add(&recs[i])
+	}
+	t.fill(m)
+}
+
+// sloTally counts a pass's requests against an SLO one at a time
+// (Goodput, Acc).
+type sloTally struct {
+	slo                     SLO
+	met, counted, cancelled int
+	misses                  map[string]int
+}
+
+func (t *sloTally) add(r *model.Request) {
+	if t.slo.IsZero() {
 		return
 	}
-	m.SLO = slo.String()
-	m.SLOMet, m.SLOCounted, m.SLOCanceled, m.SLOMisses = 0, 0, 0, nil
-	for i := range recs {
-		r := &recs[i]
-		if Canceled(r) {
-			m.SLOCanceled++
-			continue
-		}
-		m.SLOCounted++
-		ok, missed := slo.Meets(r)
-		if ok {
-			m.SLOMet++
-			continue
-		}
-		if m.SLOMisses == nil {
-			m.SLOMisses = map[string]int{}
-		}
-		for _, k := range missed {
-			m.SLOMisses[k]++
-		}
+	if Canceled(r) {
+		t.cancelled++
+		return
 	}
+	t.counted++
+	ok, missed := t.slo.Meets(r)
+	if ok {
+		t.met++
+		return
+	}
+	if t.misses == nil {
+		t.misses = map[string]int{}
+	}
+	for _, k := range missed {
+		t.misses[k]++
+	}
+}
+
+// fill sets m's SLO fields (nothing under a zero SLO); m.WallS must be set.
+func (t *sloTally) fill(m *model.PassMetrics) {
+	if t.slo.IsZero() {
+		return
+	}
+	m.SLO = t.slo.String()
+	m.SLOMet, m.SLOCounted, m.SLOCanceled, m.SLOMisses = t.met, t.counted, t.cancelled, t.misses
 	g := 0.0
 	if m.WallS > 0 {
 		g = float64(m.SLOMet) / m.WallS

@@ -39,6 +39,9 @@ const (
 	// CUDA call).
 	SchedBinsFile = "sched_bins.jsonl"
 	CUDABinsFile  = "cuda_bins.jsonl"
+	// Realtime sessions' update lags over session time, one record per
+	// session (model.LagSeries).
+	RealtimeLagsFile = "realtime_lags.jsonl"
 	// Derived files: the stage rows (analyze --save-stages, trace/export),
 	// the --find-max search, the sensitivity cycle, the HTML report.
 	StagesFile      = "stages.jsonl"
