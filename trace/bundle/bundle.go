@@ -40,11 +40,13 @@ const (
 	SchedBinsFile = "sched_bins.jsonl"
 	CUDABinsFile  = "cuda_bins.jsonl"
 	// Derived files: the stage rows (analyze --save-stages, trace/export),
-	// the --find-max search, the sensitivity cycle, the HTML report.
+	// the --find-max search, the sensitivity cycle, the HTML report, and
+	// asrprof what-if's rounds (at the top of its own new directory).
 	StagesFile      = "stages.jsonl"
 	SearchFile      = "search.json"
 	SensitivityFile = "sensitivity.json"
 	ReportFile      = "report.html"
+	WhatIfFile      = "whatif.json"
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.
