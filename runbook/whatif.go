@@ -844,7 +844,11 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: the advice's bundle measured %s (%s); before is side A, the same command rerun now", rd.Round, table.Format(*a.Now), rd.From))
 		}
 		if rd.P != nil {
-			t.Notes = append(t.Notes, fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P))
+			n := fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P)
+			if mp := MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= DefaultAlpha {
+				n += fmt.Sprintf("; with %d A and %d B runs the smallest p is %.3g: no change can show as significant (--order ABBAABBA gives 0.029)", len(rd.BeforeN), len(rd.AfterN), mp)
+			}
+			t.Notes = append(t.Notes, n)
 		}
 		if !rd.Complete {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: INCOMPLETE: a run lacks coverage (%s)", rd.Round, filepath.Join(rd.Runbook, File)))

@@ -73,6 +73,7 @@ const (
 	abGroup          = "A/B runs"
 	sensitivityGroup = "Sensitivity (docs/RUNBOOK.md)"
 	lifecycleGroup   = "Server lifecycle and runs (docs/RUNBOOK.md)"
+	whatIfGroup      = "What-if (docs/CAPACITY.md)"
 )
 
 // addRunbookFlags registers the lifecycle and run flags in their help
@@ -95,8 +96,11 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 		)
 	} else {
 		title := lifecycleGroup
-		if fs.Name() == "sensitivity" {
+		switch fs.Name() {
+		case "sensitivity":
 			title = sensitivityGroup
+		case "what-if":
+			title = whatIfGroup
 		}
 		g.add(title,
 			func() {
@@ -106,6 +110,9 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 				fs.StringVar(&f.serverCmdFile, "server-cmd-file", "", "read the server command from `FILE` (# comment lines, backslash-newline continues)")
 			},
 			func() {
+				if fs.Name() == "what-if" {
+					return // what-if plans its own runs (--order)
+				}
 				fs.StringVar(&f.runs, "runs", "", "runs to do, each with a fresh server and its own sub-bundle run-NAME/ (`LIST`);\nwarm is recorded, never scored (default with --server-cmd: "+runbook.DefaultRuns+")")
 			},
 		)
@@ -130,6 +137,9 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 			fs.DurationVar(&f.gpuFreeTimeout, "gpu-free-timeout", 2*time.Minute, "give up waiting for GPU memory after `DURATION` (an error)")
 		},
 		func() {
+			if fs.Name() == "what-if" {
+				return // what-if starts the server as it is and as changed
+			}
 			fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
 		},
 		func() {
