@@ -47,6 +47,8 @@ const (
 	SensitivityFile = "sensitivity.json"
 	ReportFile      = "report.html"
 	WhatIfFile      = "whatif.json"
+	// The GPU co-runner's report (--gpu-corunner), in each bundle it ran beside.
+	GPUCoRunnerFile = "gpu_corunner.json"
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.
