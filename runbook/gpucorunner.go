@@ -177,6 +177,10 @@ type GPUCoRunnerReport struct {
 	MatmulN          int     `json:"matmul_n"`
 	TFLOPS           float64 `json:"tflops"`
 	CalibratedTFLOPS float64 `json:"calibrated_tflops"`
+	// WorkShare is AchievedShare × TFLOPS / CalibratedTFLOPS: the share of
+	// the GPU's matmul work it took (less than the duty cycle where the
+	// server's kernels time-slice with its own).
+	WorkShare float64 `json:"work_share"`
 	Device           string  `json:"device"`
 	Torch            string  `json:"torch"`
 }

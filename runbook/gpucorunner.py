@@ -11,10 +11,12 @@ followed by a sleep of busy * (1 - share) / share, so that the stream is busy
   {"t": ..., "share": ..., ...}   a sample a second (stdout)
   the report                      at the end (stdout, and --json PATH)
 
-The report's achieved_share is the events' busy time over the wall time;
-tflops is the matmul rate while busy, calibrated_tflops the same alone at
-the start: their ratio says how much of the GPU the co-runner got while it
-was busy (time-slicing with the server stretches its kernels).
+The report's achieved_share is the events' busy time over the wall time
+(a duty cycle of its stream); tflops is the matmul rate while busy,
+calibrated_tflops the same at the start (alone, where the GPU was otherwise
+idle then); work_share = achieved_share * tflops / calibrated_tflops is the
+share of the GPU's matmul work it took: time-slicing with a busy server
+stretches its kernels, so that is less than the duty cycle.
 
 --check only says whether torch with CUDA is there (exit 0) or why not
 (exit 3, {"error": ...}). SIGTERM or SIGINT ends the loop and writes the
@@ -33,7 +35,7 @@ def emit(obj):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description="asrprof GPU co-runner: keep a share of the GPU busy")
     p.add_argument("--share", type=float, default=0.5, help="share of wall time the GPU runs our kernels (0 < share <= 1)")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--size", type=int, default=4096, help="matmul size n (n x n float16)")
@@ -89,7 +91,7 @@ def main(argv):
 
     start = time.monotonic()
     busy_ms, kernels = 0.0, 0
-    win_start, win_busy = start, 0.0
+    win_start, win_busy, win_k = start, 0.0, 0
     samples = []
     while not stop:
         if a.duration and time.monotonic() - start >= a.duration:
@@ -98,14 +100,16 @@ def main(argv):
         busy_ms += b
         win_busy += b
         kernels += k
+        win_k += k
         if a.share < 1:
             time.sleep(b * (1 - a.share) / a.share / 1e3)
         now = time.monotonic()
         if now - win_start >= 1.0:
-            s = {"t": round(now - start, 3), "share": win_busy / ((now - win_start) * 1e3)}
+            s = {"t": round(now - start, 3), "share": win_busy / ((now - win_start) * 1e3),
+                 "tflops": flop * win_k / (win_busy / 1e3) / 1e12 if win_busy > 0 else 0.0}
             samples.append(s)
             emit(s)
-            win_start, win_busy = now, 0.0
+            win_start, win_busy, win_k = now, 0.0, 0
     wall_ms = (time.monotonic() - start) * 1e3
     rep = {
         "target_share": a.share,
@@ -116,6 +120,10 @@ def main(argv):
         "matmul_n": n,
         "tflops": flop * kernels / (busy_ms / 1e3) / 1e12 if busy_ms > 0 else 0.0,
         "calibrated_tflops": calibrated,
+        # The share of the GPU's matmul work it took: the duty cycle times
+        # the rate while busy over the rate alone (calibrated at the start,
+        # valid where the GPU was otherwise idle then).
+        "work_share": (busy_ms / wall_ms) * (flop * kernels / (busy_ms / 1e3) / 1e12) / calibrated if busy_ms > 0 and wall_ms > 0 else 0.0,
         "device": name,
         "torch": torch.__version__,
         "samples": samples,

@@ -23,8 +23,12 @@ func TestGPUCoRunnerCLI(t *testing.T) {
 	ds := dataset(t, 2)
 	if need.OnDevice() {
 		out := filepath.Join(t.TempDir(), "gc")
-		code, stdout, stderr := runCLI(append([]string{"capture", "--server-cmd", srv, "--runs", "1", "--dataset", ds, "--gpu-corunner", "0.5"},
-			runbookArgs(port, out)...)...)
+		py := os.Getenv("ASRPROF_GPU_PYTHON") // the Python with CUDA torch there, if not /usr/bin/python3
+		if py == "" {
+			py = "/usr/bin/python3"
+		}
+		code, stdout, stderr := runCLI(append([]string{"capture", "--server-cmd", srv, "--runs", "1", "--dataset", ds, "--gpu-corunner", "0.5",
+			"--gpu-corunner-python", py}, runbookArgs(port, out)...)...)
 		if code != exitOK {
 			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
@@ -36,6 +40,7 @@ func TestGPUCoRunnerCLI(t *testing.T) {
 		if err := json.Unmarshal(b, &rep); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("co-runner beside the capture: %+v", rep)
 		if rep.AchievedShare < 0.4 || rep.AchievedShare > 0.6 || rep.Matmuls == 0 {
 			t.Errorf("achieved %+v", rep)
 		}
