@@ -59,6 +59,11 @@ func TestGPUCoRunnerCLI(t *testing.T) {
 			t.Errorf("%s: something ran before the check:\n%s", args[0], stderr)
 		}
 	}
+	// asrprof serve's API takes capture's flags but runs no co-runner: refused.
+	if _, err := parseAPICapture([]string{"--target", "http://127.0.0.1:1", "--dataset", ds, "--gpu-corunner", "0.5"}); err == nil ||
+		!strings.Contains(err.Error(), "--gpu-corunner is not taken over the API") {
+		t.Errorf("API capture with --gpu-corunner: %v", err)
+	}
 	for _, bad := range []string{"2", "0", "half"} {
 		code, _, stderr := runCLI(append([]string{"capture", "--dataset", ds, "--gpu-corunner", bad}, runbookArgs(port, filepath.Join(t.TempDir(), "b"))...)...)
 		if code != exitUsage || !strings.Contains(stderr, `--gpu-corunner "`+bad+`": want a share`) {
