@@ -181,8 +181,8 @@ type GPUCoRunnerReport struct {
 	// the GPU's matmul work it took (less than the duty cycle where the
 	// server's kernels time-slice with its own).
 	WorkShare float64 `json:"work_share"`
-	Device           string  `json:"device"`
-	Torch            string  `json:"torch"`
+	Device    string  `json:"device"`
+	Torch     string  `json:"torch"`
 }
 
 // Stop ends the co-runner (SIGTERM, SIGKILL after 30 s) and reads its report.
