@@ -93,7 +93,9 @@ func TestWhatIfRaisesMaxRunning(t *testing.T) {
 		t.Fatalf("round not measured: %+v", r)
 	}
 	// 100 ms a request, 4 in flight: 1 slot gives about 10 req/s, 2 give 20.
-	// Measured here under the other engineers' load: B/A 1.93-1.99.
+	// Measured here (2 shared cores, load 1 to 2.7), 5 runs: B/A 1.996-2.001,
+	// before 9.89-9.91 req/s; the bounds leave room for a busier machine.
+	t.Logf("before %.2f, after %.2f req/s: B/A %.3f", *r.Before, *r.After, *r.After / *r.Before)
 	if ratio := *r.After / *r.Before; ratio < 1.6 || ratio > 2.4 || !*r.Inside {
 		t.Errorf("before %.2f, after %.2f req/s (B/A %.2f), inside %v", *r.Before, *r.After, ratio, *r.Inside)
 	}
