@@ -155,6 +155,10 @@ type Config struct {
 	// capture, before the stop, and may add to the run's record. An error
 	// stops the run as a lifecycle failure would.
 	Around func(spec RunSpec, pid int) (after func(rec *RunRecord), err error)
+	// GPUCoRunner, when set, runs beside each run's capture (started once
+	// the server is healthy, stopped after the capture); Run checks first,
+	// before any server starts, that it can run here (torch with CUDA).
+	GPUCoRunner *GPUCoRunner
 }
 
 // RunRecord is what happened in one run.
@@ -230,6 +234,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 			if err := os.RemoveAll(dir); err != nil {
 				return nil, fmt.Errorf("removing old run %s: %w", dir, err)
 			}
+		}
+	}
+	if cfg.GPUCoRunner != nil {
+		if err := cfg.GPUCoRunner.Check(ctx); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -432,6 +441,20 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		// Each run's raw records apart, under the run's name.
 		capCfg.SaveRawDir = filepath.Join(capCfg.SaveRawDir, filepath.Base(dir))
 	}
+	var corunner *RunningGPUCoRunner
+	if cfg.GPUCoRunner != nil {
+		if corunner, err = cfg.GPUCoRunner.Start(ctx, dir); err != nil {
+			if srv != nil {
+				if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
+					err = errors.Join(err, serr)
+				}
+				rec.StoppedUnixNs = time.Now().UnixNano()
+			}
+			rec.Error = err.Error()
+			return rec, err
+		}
+		fmt.Fprintf(stderr, "GPU co-runner started: %g of the GPU's time (%s)\n", cfg.GPUCoRunner.Share, filepath.Join(dir, GPUCoRunnerLog))
+	}
 	o, capErr := capture.New(capCfg, stderr, stderr).OnFinish(cfg.Finish).Run(ctx)
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
@@ -447,6 +470,18 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 	var errs []error
 	if capErr != nil {
 		errs = append(errs, capErr)
+	}
+	if corunner != nil {
+		rep, err := corunner.Stop()
+		if rep != nil {
+			if rec.Extra == nil {
+				rec.Extra = map[string]any{}
+			}
+			rec.Extra["gpu_corunner"] = rep
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if srv != nil {
 		if srv.Exited() && capErr == nil {

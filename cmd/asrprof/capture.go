@@ -15,6 +15,7 @@ import (
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/report"
+	"github.com/asrprof/asrprof/runbook"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
@@ -105,6 +106,13 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		}
 	}
 	start()
+	if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture
+		_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, func() error {
+			_, err := capture.New(cfg, stdout, stderr).OnFinish(finishCapture).Run(ctx)
+			return err
+		})
+		return datasetError(cfg, err)
+	}
 	_, err = capture.New(cfg, stdout, stderr).OnFinish(finishCapture).Run(ctx)
 	return datasetError(cfg, err)
 }
@@ -315,6 +323,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 			err = fmt.Errorf("want auto, none or probe names")
 		}
 		return cfg, nil, fmt.Errorf("%w: --probes %q: %v", errUsage, probes, err)
+	}
+	if _, err := rb.gpuCoRunnerConfig(); err != nil {
+		return cfg, nil, err
 	}
 	if _, err := splitList(rb.provenanceEnv); err != nil {
 		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.provenanceEnv, err)

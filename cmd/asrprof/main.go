@@ -27,7 +27,7 @@ const (
 	exitOK          = 0
 	exitFailed      = 1
 	exitUsage       = 2 // bad flags, bad input, target not answering
-	exitIncomplete  = 3 // a runbook (capture --server-cmd/--runs, ab) ran but a scored run lacks coverage
+	exitIncomplete  = 3 // a runbook (capture --server-cmd/--runs, ab, sensitivity, what-if) ran but a scored run lacks coverage
 	exitInterrupted = 130
 )
 
@@ -80,6 +80,7 @@ func commands() []command {
 		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
 		{"ab", "compare two server commands in alternating fresh-server runs", runAB},
 		{"sensitivity", "restrict the server's CPU and measure how throughput follows (CPU- or GPU-bound?)", runSensitivity},
+		{"what-if", "act on a bundle's advice (a knob turned) and measure whether its prediction held", runWhatIf},
 		{"show", "print the sweep table of a capture bundle", runShow},
 		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
 		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
@@ -164,6 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),
 			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig),
 			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand),
+			errors.Is(err, runbook.ErrNoAdvice), errors.Is(err, runbook.ErrBadAdvice),
 			errors.Is(err, bundle.ErrExists):
 			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitUsage

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,9 @@ type runbookFlags struct {
 
 	sens *sensitivityFlags // asrprof sensitivity only
 
+	// --gpu-corunner (capture and sensitivity): the share, its Python.
+	gpuCoRunner, gpuCoRunnerPython string
+
 	// What a capture prints before it starts (captureCommand): the levels
 	// it runs and why (levelsLine), and warnings about them.
 	levels   string
@@ -73,6 +77,8 @@ const (
 	abGroup          = "A/B runs"
 	sensitivityGroup = "Sensitivity (docs/RUNBOOK.md)"
 	lifecycleGroup   = "Server lifecycle and runs (docs/RUNBOOK.md)"
+	whatIfGroup      = "What-if (docs/CAPACITY.md)"
+	gpuCoRunnerGroup = "GPU co-runner (docs/CAPACITY.md)"
 )
 
 // addRunbookFlags registers the lifecycle and run flags in their help
@@ -95,8 +101,11 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 		)
 	} else {
 		title := lifecycleGroup
-		if fs.Name() == "sensitivity" {
+		switch fs.Name() {
+		case "sensitivity":
 			title = sensitivityGroup
+		case "what-if":
+			title = whatIfGroup
 		}
 		g.add(title,
 			func() {
@@ -106,12 +115,25 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 				fs.StringVar(&f.serverCmdFile, "server-cmd-file", "", "read the server command from `FILE` (# comment lines, backslash-newline continues)")
 			},
 			func() {
+				if fs.Name() == "what-if" {
+					return // what-if plans its own runs (--order)
+				}
 				fs.StringVar(&f.runs, "runs", "", "runs to do, each with a fresh server and its own sub-bundle run-NAME/ (`LIST`);\nwarm is recorded, never scored (default with --server-cmd: "+runbook.DefaultRuns+")")
 			},
 		)
 	}
 	if fs.Name() == "sensitivity" {
 		g.add(sensitivityGroup, func() { f.sens = addSensitivityFlags(fs) })
+	}
+	if fs.Name() == "capture" || fs.Name() == "sensitivity" {
+		g.add(gpuCoRunnerGroup,
+			func() {
+				fs.StringVar(&f.gpuCoRunner, "gpu-corunner", "", "keep `SHARE` (0..1, e.g. 0.5 or 50%) of the GPU's time busy with a co-runner's own matmuls while each\ncapture runs (time-slicing with the server); its achieved share, measured with CUDA events,\ngoes to gpu_corunner.json in the bundle. Needs torch with CUDA (docs/CAPACITY.md)")
+			},
+			func() {
+				fs.StringVar(&f.gpuCoRunnerPython, "gpu-corunner-python", "/usr/bin/python3", "the Python (`PATH`) with torch that runs the GPU co-runner")
+			},
+		)
 	}
 	g.add(lifecycleGroup,
 		func() {
@@ -130,6 +152,9 @@ func addRunbookFlags(g *flagGroups) *runbookFlags {
 			fs.DurationVar(&f.gpuFreeTimeout, "gpu-free-timeout", 2*time.Minute, "give up waiting for GPU memory after `DURATION` (an error)")
 		},
 		func() {
+			if fs.Name() == "what-if" {
+				return // what-if starts the server as it is and as changed
+			}
 			fs.BoolVar(&f.reuse, "reuse-server", false, "when the target's port already answers, measure that server as it is instead of refusing")
 		},
 		func() {
@@ -200,6 +225,7 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 		CacheDirs: f.cacheDirs,
 		Finish:    finishCapture,
 	}
+	rc.GPUCoRunner, _ = f.gpuCoRunnerConfig()
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)
 		for _, n := range strings.Split(f.provenanceEnv, ",") {
@@ -247,4 +273,19 @@ func (f *runbookFlags) plan(ctx context.Context, rc runbook.Config, stdout, stde
 	}
 	_, err = runbook.Run(ctx, rc, stdout, stderr)
 	return err
+}
+
+// gpuCoRunnerConfig is --gpu-corunner's co-runner (nil without it).
+func (f *runbookFlags) gpuCoRunnerConfig() (*runbook.GPUCoRunner, error) {
+	if f.gpuCoRunner == "" {
+		return nil, nil
+	}
+	share, err := strconv.ParseFloat(strings.TrimSuffix(f.gpuCoRunner, "%"), 64)
+	if err == nil && strings.HasSuffix(f.gpuCoRunner, "%") {
+		share /= 100
+	}
+	if err != nil || !(share > 0 && share <= 1) {
+		return nil, fmt.Errorf("%w: --gpu-corunner %q: want a share of the GPU's time in (0, 1], e.g. 0.5 or 50%%", errUsage, f.gpuCoRunner)
+	}
+	return &runbook.GPUCoRunner{Share: share, Python: f.gpuCoRunnerPython}, nil
 }

@@ -52,7 +52,7 @@ func TestRunbookHelp(t *testing.T) {
 	code, out, _ := runCLI("capture", "--help")
 	for _, want := range []string{"--server-cmd", "--server-cmd-file", "--runs", "--health-url", "--startup-timeout",
 		"--stop-grace", "--gpu-free-mib", "--gpu-free-timeout", "--reuse-server", "--provenance-env", "--cache-dir",
-		"\n  3    a runbook (--server-cmd, --runs, ab, sensitivity) ran, but a scored run", "run-warm/"} {
+		"\n  3    a runbook (--server-cmd, --runs, ab, sensitivity, what-if) ran, but a\n", "run-warm/"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("capture --help lacks %q", want)
 		}

@@ -73,7 +73,9 @@ What each can tell apart (measured; docs/CAPACITY.md):
 locked (nvmlDeviceSetGpuLockedClocks) at each clock for its runs and reset
 after each; the sensitivity is then the relative change in throughput over
 the relative change in clock (≈ 1 GPU-bound). Where NVML cannot lock clocks
-it stops before any server starts and says why.
+it stops before any server starts and says why. --gpu-corunner SHARE keeps
+SHARE of the GPU's time busy with a co-runner's own kernels beside every
+run (needs torch with CUDA; docs/CAPACITY.md says what it can tell apart).
 
 Output: the answer first, then the runs by allotment and each allotment
 over its cycles (never averaged together), on stdout in --format; a line a

@@ -101,5 +101,8 @@ func parseAPICapture(args []string) (capture.Config, error) {
 	if rb.enabled() {
 		return cfg, fmt.Errorf("runbook flags (--server-cmd, --runs) are not taken over the API")
 	}
+	if rb.gpuCoRunner != "" {
+		return cfg, fmt.Errorf("--gpu-corunner is not taken over the API: run it with asrprof capture")
+	}
 	return cfg, nil
 }

@@ -61,6 +61,10 @@ type ProcessOptions struct {
 	// time of one worker thread per request (requests take turns on it:
 	// a server bound by its one busy thread).
 	Spin time.Duration
+	// MaxRunning > 0 lets at most that many requests sleep their Delay
+	// (and spin) at once, the others wait their turn: the reference
+	// server's --max-running-requests, under the same flag name.
+	MaxRunning int
 }
 
 const marker = "-fakeasr-fake-server"
@@ -73,6 +77,9 @@ func Command(o ProcessOptions) []string {
 		"-child-pid", o.ChildPIDFile, "-delay", o.Delay.String()}
 	if o.Spin > 0 {
 		argv = append(argv, "-spin", o.Spin.String())
+	}
+	if o.MaxRunning > 0 {
+		argv = append(argv, "--max-running-requests", strconv.Itoa(o.MaxRunning))
 	}
 	return argv
 }
@@ -116,6 +123,7 @@ func Main() {
 	fs.StringVar(&o.ChildPIDFile, "child-pid", "", "")
 	fs.DurationVar(&o.Delay, "delay", 0, "")
 	fs.DurationVar(&o.Spin, "spin", 0, "")
+	fs.IntVar(&o.MaxRunning, "max-running-requests", 0, "")
 	_ = fs.Parse(os.Args[2:])
 	o.Mode = ProcessMode(*mode)
 	if err := serve(o); err != nil {
@@ -163,6 +171,10 @@ func serve(o ProcessOptions) error {
 	}
 	fmt.Printf("listening on http://%s\n", l.Addr())
 	var n atomic.Int64
+	var slots chan struct{} // nil: no limit
+	if o.MaxRunning > 0 {
+		slots = make(chan struct{}, o.MaxRunning)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if o.Mode == ProcessUnhealthy {
@@ -185,10 +197,16 @@ func serve(o ProcessOptions) error {
 			http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
 			return
 		}
+		if slots != nil {
+			slots <- struct{}{}
+		}
 		if o.Spin > 0 {
 			spin(o.Spin)
 		}
 		time.Sleep(o.Delay)
+		if slots != nil {
+			<-slots
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"text": DefaultText})
 	})

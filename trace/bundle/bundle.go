@@ -43,11 +43,15 @@ const (
 	// session (model.LagSeries).
 	RealtimeLagsFile = "realtime_lags.jsonl"
 	// Derived files: the stage rows (analyze --save-stages, trace/export),
-	// the --find-max search, the sensitivity cycle, the HTML report.
+	// the --find-max search, the sensitivity cycle, the HTML report, and
+	// asrprof what-if's rounds (at the top of its own new directory).
 	StagesFile      = "stages.jsonl"
 	SearchFile      = "search.json"
 	SensitivityFile = "sensitivity.json"
 	ReportFile      = "report.html"
+	WhatIfFile      = "whatif.json"
+	// The GPU co-runner's report (--gpu-corunner), in each bundle it ran beside.
+	GPUCoRunnerFile = "gpu_corunner.json"
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.

@@ -1,0 +1,897 @@
+package runbook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/table"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// What-if (asrprof what-if, docs/CAPACITY.md): the diagnosis's advice
+// tested by acting on it. The advice is a table named "advice" that an
+// analysis of a bundle emits, one row per level and verdict; what-if
+// turns its knob into a server flag, reruns the bundle's capture at that
+// level with the server as it was (side A) and as changed (side B), and
+// sets the prediction beside what B measured.
+
+// ErrNoAdvice: the analysis of a bundle emitted no advice table.
+var ErrNoAdvice = errors.New("no advice table")
+
+// ErrBadAdvice wraps errors in an advice table's rows.
+var ErrBadAdvice = errors.New("bad advice table")
+
+// WhatIfLog is the file at the top of what-if's --out that gets the runs'
+// full progress; stderr gets a few lines a round.
+const WhatIfLog = "whatif.log"
+
+// Knob names, as the advice table's knob column spells them.
+const (
+	KnobMaxRunning   = "max_running"
+	KnobBuildWorkers = "build_workers"
+	KnobPrefillBatch = "prefill_batch"
+	KnobHostWork     = "host_work"
+	KnobCUDAGraphs   = "cuda_graphs"
+)
+
+// KnobKind is how a knob's new value becomes a flag.
+type KnobKind string
+
+const (
+	// KnobValue: the flag takes the advice's to value.
+	KnobValue KnobKind = "value"
+	// KnobSwitch: the flag is there (to ≠ 0) or not (to = 0).
+	KnobSwitch KnobKind = "switch"
+	// KnobScaled: the flag's value is multiplied by to / from.
+	KnobScaled KnobKind = "scaled"
+)
+
+// Knob is one knob and the reference server's flag for it.
+type Knob struct {
+	Name string
+	Kind KnobKind
+	// Flag is refserver/refserver.py's flag; Default its value where the
+	// command does not give it (refserver's argparse default; a test
+	// checks them against refserver.py).
+	Flag    string
+	Default string
+}
+
+// Knobs are the knobs an advice table may name, with the reference
+// server's flags.
+func Knobs() []Knob {
+	return []Knob{
+		{KnobMaxRunning, KnobValue, "--max-running-requests", "8"},
+		{KnobBuildWorkers, KnobValue, "--build-workers", "2"},
+		{KnobPrefillBatch, KnobValue, "--prefill-batch", "1"},
+		{KnobHostWork, KnobScaled, "--host-step-ms", "0.0"},
+		{KnobCUDAGraphs, KnobSwitch, "--cuda-graphs", ""},
+	}
+}
+
+func knobNamed(name string) (Knob, bool) {
+	for _, k := range Knobs() {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Knob{}, false
+}
+
+func knobNames() string {
+	var n []string
+	for _, k := range Knobs() {
+		n = append(n, k.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// ParseKnobFlag reads one --knob NAME=FLAG: the knob (one of Knobs) and
+// its server's flag (starting with -).
+func ParseKnobFlag(s string) (name, flag string, err error) {
+	name, flag, ok := strings.Cut(s, "=")
+	name, flag = strings.TrimSpace(name), strings.TrimSpace(flag)
+	if !ok || name == "" || flag == "" {
+		return "", "", fmt.Errorf("%w: --knob %q: want NAME=FLAG, e.g. max_running=--max-running-requests", ErrBadPlan, s)
+	}
+	if _, ok := knobNamed(name); !ok {
+		return "", "", fmt.Errorf("%w: --knob %q: unknown knob %q (want %s)", ErrBadPlan, s, name, knobNames())
+	}
+	if !strings.HasPrefix(flag, "-") || strings.ContainsAny(flag, " =") {
+		return "", "", fmt.Errorf("%w: --knob %q: the flag %q must start with - and hold no blank or =", ErrBadPlan, s, flag)
+	}
+	return name, flag, nil
+}
+
+// Advice is one row of the advice table.
+type Advice struct {
+	Level     string   `json:"level"`
+	Cause     string   `json:"cause"`
+	Knob      string   `json:"knob"`
+	From      *float64 `json:"from"`
+	To        *float64 `json:"to"`
+	Change    string   `json:"change"`
+	Metric    string   `json:"metric"`
+	Now       *float64 `json:"now"`
+	Predicted *float64 `json:"predicted"`
+	Lo        *float64 `json:"lo"`
+	Hi        *float64 `json:"hi"`
+	Basis     string   `json:"basis"`
+}
+
+// AdviceColumns are the advice table's columns.
+var AdviceColumns = []string{"level", "cause", "knob", "from", "to", "change", "metric", "now", "predicted", "lo", "hi", "basis"}
+
+// adviceMetrics maps the advice's metric names onto runbook's metrics
+// (Metrics) and the factor from runbook's unit to the advice's.
+var adviceMetrics = map[string]struct {
+	key   string
+	scale float64
+	label string
+}{
+	"requests_per_s":  {"requests_per_s", 1, "req/s"},
+	"latency_mean_ms": {"latency_mean_s", 1000, "latency mean (ms)"},
+	"latency_p95_ms":  {"latency_p95_s", 1000, "latency p95 (ms)"},
+}
+
+// ParseAdvice reads the advice table t (where is its source, for errors):
+// the columns by name, each row's cells by their type. A knob outside
+// Knobs, a metric outside requests_per_s, latency_mean_ms and
+// latency_p95_ms, or a cell of the wrong type is an error naming the row
+// (1-based) and the column.
+func ParseAdvice(t *table.Table, where string) ([]Advice, error) {
+	col := map[string]int{}
+	for i, c := range t.Columns {
+		col[c] = i
+	}
+	for _, c := range AdviceColumns {
+		if _, ok := col[c]; !ok {
+			return nil, fmt.Errorf("%w: %s: no column %q (want %s)", ErrBadAdvice, where, c, strings.Join(AdviceColumns, ", "))
+		}
+	}
+	rows := t.Values
+	if rows == nil && len(t.Rows) > 0 {
+		return nil, fmt.Errorf("%w: %s: the table has no typed cells", ErrBadAdvice, where)
+	}
+	var out []Advice
+	for i, row := range rows {
+		bad := func(c, want string) error {
+			return fmt.Errorf("%w: %s row %d, column %s: %v is not %s", ErrBadAdvice, where, i+1, c, cell(row, col[c]), want)
+		}
+		str := func(c string) (string, error) {
+			switch v := cell(row, col[c]).(type) {
+			case string:
+				return v, nil
+			case nil:
+				return "", nil
+			}
+			return "", bad(c, "a string")
+		}
+		num := func(c string) (*float64, error) {
+			if x, ok := number(cell(row, col[c])); ok {
+				return x, nil
+			}
+			return nil, bad(c, "a number or null")
+		}
+		var a Advice
+		var err error
+		for _, s := range []struct {
+			c   string
+			dst *string
+		}{{"level", &a.Level}, {"cause", &a.Cause}, {"knob", &a.Knob}, {"change", &a.Change}, {"metric", &a.Metric}, {"basis", &a.Basis}} {
+			if *s.dst, err = str(s.c); err != nil {
+				return nil, err
+			}
+		}
+		for _, n := range []struct {
+			c   string
+			dst **float64
+		}{{"from", &a.From}, {"to", &a.To}, {"now", &a.Now}, {"predicted", &a.Predicted}, {"lo", &a.Lo}, {"hi", &a.Hi}} {
+			if *n.dst, err = num(n.c); err != nil {
+				return nil, err
+			}
+		}
+		if a.Level == "" {
+			return nil, fmt.Errorf("%w: %s row %d: the level is empty", ErrBadAdvice, where, i+1)
+		}
+		if a.Knob != "" {
+			if _, ok := knobNamed(a.Knob); !ok {
+				return nil, fmt.Errorf("%w: %s row %d (%s), column knob: unknown knob %q (want %s, or empty)", ErrBadAdvice, where, i+1, a.Level, a.Knob, knobNames())
+			}
+			if _, ok := adviceMetrics[a.Metric]; !ok {
+				return nil, fmt.Errorf("%w: %s row %d (%s), column metric: %q is not requests_per_s, latency_mean_ms or latency_p95_ms", ErrBadAdvice, where, i+1, a.Level, a.Metric)
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func cell(row []any, i int) any {
+	if i < len(row) {
+		return row[i]
+	}
+	return nil
+}
+
+// number reads a numeric cell (nil: null).
+func number(v any) (*float64, bool) {
+	var x float64
+	switch n := v.(type) {
+	case nil:
+		return nil, true
+	case float64:
+		x = n
+	case float32:
+		x = float64(n)
+	case int:
+		x = float64(n)
+	case int64:
+		x = float64(n)
+	case json.Number:
+		f, err := n.Float64()
+		if err != nil {
+			return nil, false
+		}
+		x = f
+	default:
+		return nil, false
+	}
+	return &x, true
+}
+
+// levelOrder sorts level names by load: concurrency, then rate; names
+// that are neither sort first.
+func levelOrder(name string) float64 {
+	c, r, ok := model.ParseLevel(name)
+	switch {
+	case !ok:
+		return -1
+	case c > 0:
+		return float64(c)
+	}
+	return 1e6 + r
+}
+
+// PickAdvice is the row what-if acts on: at level (""): the highest level
+// with a knob), the first row with a knob. knob is false when the level's
+// verdicts suggest none; the row returned is then its first.
+func PickAdvice(rows []Advice, level string) (a Advice, knob bool, err error) {
+	if len(rows) == 0 {
+		return Advice{}, false, fmt.Errorf("%w: the advice table has no rows", ErrNoAdvice)
+	}
+	if level == "" {
+		best := -1
+		for i, r := range rows {
+			if r.Knob != "" && (best < 0 || levelOrder(r.Level) > levelOrder(rows[best].Level)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return rows[0], false, nil
+		}
+		return rows[best], true, nil
+	}
+	var at []Advice
+	var levels []string
+	for _, r := range rows {
+		if r.Level == level {
+			at = append(at, r)
+		}
+		if !slices.Contains(levels, r.Level) {
+			levels = append(levels, r.Level)
+		}
+	}
+	if len(at) == 0 {
+		return Advice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
+	}
+	for _, r := range at {
+		if r.Knob != "" {
+			return r, true, nil
+		}
+	}
+	return at[0], false, nil
+}
+
+// Edit is what a knob does to the server command.
+type Edit struct {
+	Knob  string   `json:"knob"`
+	Flag  string   `json:"flag"`
+	Kind  string   `json:"kind"`
+	Old   string   `json:"old"` // the flag's value before ("" absent; "on"/"off" for a switch)
+	New   string   `json:"new"`
+	Argv  []string `json:"argv"`
+	Where string   `json:"where"` // "replaced", "appended", "removed", "unchanged"
+}
+
+// EditCommand applies advice a to the server command argv: the knob's flag
+// from flags (--knob), else the reference server's, which is taken only
+// where the command runs refserver/refserver.py or already has that flag.
+// A value knob's flag gets a.To; a switch is there when a.To ≠ 0; a
+// scaled knob's value (the command's, else refserver's default) is
+// multiplied by a.To / a.From. The flag's value is replaced where the
+// command has it (--flag V or --flag=V), else appended.
+func EditCommand(argv []string, a Advice, flags map[string]string) (Edit, error) {
+	k, ok := knobNamed(a.Knob)
+	if !ok {
+		return Edit{}, fmt.Errorf("%w: unknown knob %q (want %s)", ErrBadPlan, a.Knob, knobNames())
+	}
+	e := Edit{Knob: k.Name, Flag: k.Flag, Kind: string(k.Kind)}
+	user := false
+	if f, ok := flags[k.Name]; ok {
+		e.Flag, user = f, true
+	}
+	at, val, eq := findFlag(argv, e.Flag)
+	if !user && at < 0 && !runsRefserver(argv) {
+		return Edit{}, fmt.Errorf("%w: knob %s: the server command has no %s and does not run refserver/refserver.py, whose flag that is; name your server's flag with --knob %s=--its-flag",
+			ErrBadPlan, k.Name, k.Flag, k.Name)
+	}
+	if a.To == nil {
+		return Edit{}, fmt.Errorf("%w: knob %s at %s: the advice gives no to value", ErrBadAdvice, k.Name, a.Level)
+	}
+	out := slices.Clone(argv)
+	switch k.Kind {
+	case KnobSwitch:
+		e.Old, e.New = onOff(at >= 0), onOff(*a.To != 0)
+		switch {
+		case at >= 0 && *a.To == 0:
+			out = slices.Delete(out, at, at+1)
+			e.Where = "removed"
+		case at < 0 && *a.To != 0:
+			out = append(out, e.Flag)
+			e.Where = "appended"
+		default:
+			e.Where = "unchanged"
+		}
+		e.Argv = out
+		return e, nil
+	case KnobScaled:
+		cur := val
+		if at < 0 {
+			if user {
+				return Edit{}, fmt.Errorf("%w: knob %s is scaled from the command's %s, which the command does not give", ErrBadPlan, k.Name, e.Flag)
+			}
+			cur = k.Default
+		}
+		x, err := strconv.ParseFloat(cur, 64)
+		if err != nil {
+			return Edit{}, fmt.Errorf("%w: knob %s: %s %q is not a number to scale", ErrBadPlan, k.Name, e.Flag, cur)
+		}
+		if a.From == nil || *a.From == 0 {
+			return Edit{}, fmt.Errorf("%w: knob %s at %s: a scaled knob needs a from value other than 0 (to / from scales %s)", ErrBadAdvice, k.Name, a.Level, e.Flag)
+		}
+		if x == 0 {
+			return Edit{}, fmt.Errorf("%w: knob %s: %s is 0 in the command (or by default): scaling it by %g leaves it 0", ErrBadPlan, k.Name, e.Flag, *a.To / *a.From)
+		}
+		e.Old, e.New = cur, formatValue(x**a.To / *a.From)
+	default:
+		e.Old, e.New = val, formatValue(*a.To)
+	}
+	switch {
+	case at >= 0 && eq:
+		out[at] = e.Flag + "=" + e.New
+		e.Where = "replaced"
+	case at >= 0 && at+1 < len(out):
+		out[at+1] = e.New
+		e.Where = "replaced"
+	case at >= 0:
+		out = append(out, e.New)
+		e.Where = "replaced"
+	default:
+		out = append(out, e.Flag, e.New)
+		e.Where = "appended"
+	}
+	e.Argv = out
+	return e, nil
+}
+
+// findFlag finds flag in argv (as "--flag V" or "--flag=V"; the last one
+// counts, as argparse and Go's flag take it): its index, value and form.
+func findFlag(argv []string, flag string) (at int, val string, eq bool) {
+	at = -1
+	for i, w := range argv {
+		switch {
+		case w == flag:
+			at, eq, val = i, false, ""
+			if i+1 < len(argv) {
+				val = argv[i+1]
+			}
+		case strings.HasPrefix(w, flag+"="):
+			at, eq, val = i, true, w[len(flag)+1:]
+		}
+	}
+	return at, val, eq
+}
+
+func runsRefserver(argv []string) bool {
+	for _, w := range argv {
+		if filepath.Base(w) == "refserver.py" {
+			return true
+		}
+	}
+	return false
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func formatValue(x float64) string {
+	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+		return strconv.FormatInt(int64(x), 10)
+	}
+	return strconv.FormatFloat(x, 'g', 6, 64)
+}
+
+// JoinCommand writes argv as one command line that SplitCommand reads
+// back: words with blanks or shell characters single-quoted.
+func JoinCommand(argv []string) string {
+	out := make([]string, len(argv))
+	for i, w := range argv {
+		if w == "" || strings.ContainsAny(w, " \t\n'\"\\|&;<>()$`*?[]#~") {
+			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+		out[i] = w
+	}
+	return strings.Join(out, " ")
+}
+
+// RerunConfig is the capture of the bundle in dir again, at level only:
+// its manifest's recorded configuration (capture.ConfigFromRecord) with
+// one level, its own output (out, overwrite, format) and no pid, raw
+// directory or proxy. A proxy or probes-only capture cannot be rerun.
+func RerunConfig(dir, level string, out capture.Config) (capture.Config, error) {
+	b, err := bundle.Open(dir)
+	if err != nil {
+		return capture.Config{}, fmt.Errorf("%w: %v", capture.ErrBadInput, err)
+	}
+	c, err := capture.ConfigFromRecord(b.Manifest.Config)
+	if err != nil {
+		return capture.Config{}, fmt.Errorf("%w: %s: %v", capture.ErrBadInput, b.Path(bundle.ManifestFile), err)
+	}
+	if c.Proxy != "" || c.ProbesOnly {
+		return capture.Config{}, fmt.Errorf("%w: %s is a proxy or probes-only capture: asrprof drove no load to repeat", capture.ErrBadInput, dir)
+	}
+	var names []string
+	found := false
+	for _, lv := range c.Levels() {
+		names = append(names, lv.Name)
+		if lv.Name != level {
+			continue
+		}
+		found = true
+		c.Concurrency, c.Rates = nil, nil
+		switch {
+		case lv.Concurrency > 0:
+			c.Concurrency = []int{lv.Concurrency}
+		case lv.Rate > 0:
+			c.Rates = []float64{lv.Rate}
+		default:
+			return capture.Config{}, fmt.Errorf("%w: level %s of %s is a replay: what-if reruns closed- and open-loop levels", ErrBadPlan, level, dir)
+		}
+	}
+	if !found {
+		return capture.Config{}, fmt.Errorf("%w: level %s is not one of %s's levels (%s)", ErrBadPlan, level, dir, strings.Join(names, ", "))
+	}
+	c.Search = nil
+	c.PID, c.SaveRawDir = 0, ""
+	c.Out, c.Overwrite, c.Format, c.Quiet = out.Out, out.Overwrite, out.Format, out.Quiet
+	if c.Format == "" {
+		c.Format = "text"
+	}
+	if _, err := os.Stat(c.Dataset); err != nil {
+		return capture.Config{}, fmt.Errorf("%w: the dataset %s's manifest records: %v (what-if runs from the directory the capture ran in, or with an absolute --dataset there)", capture.ErrBadInput, dir, err)
+	}
+	return c, nil
+}
+
+// WhatIfConfig is an `asrprof what-if` session.
+type WhatIfConfig struct {
+	// Runbook's Capture holds only the output: Out (the what-if's
+	// directory), Overwrite, Format; the rest comes from the bundle.
+	// Its Lifecycle, Finish and the rest are each run's.
+	Runbook Config
+	Bundle  string    // the bundle whose advice is tested
+	Server  ServerCmd // the server as the bundle measured it
+	Level   string    // "": the highest level with a knob
+	Knobs   map[string]string
+	Rounds  int    // ≥ 1
+	Order   string // each round's runs, as ab's --order ("AB")
+	Warm    bool   // an unscored warm run of each side first
+	DryRun  bool
+	// Advice reads the advice table of the bundle in dir (asrprof: the
+	// bottleneck analysis, or --advice SCRIPT); ErrNoAdvice when the
+	// analysis emitted none.
+	Advice func(ctx context.Context, dir string) (*table.Table, error)
+}
+
+// WhatIfRound is one round: the advice acted on and what it measured.
+type WhatIfRound struct {
+	Round    int       `json:"round"`
+	From     string    `json:"advice_from"` // the bundle the advice is of
+	Advice   Advice    `json:"advice"`
+	Edit     Edit      `json:"edit"`
+	CommandA string    `json:"command_a"`
+	CommandB string    `json:"command_b"`
+	Runbook  string    `json:"runbook,omitempty"` // the round's runbook dir
+	Before   *float64  `json:"before,omitempty"`  // side A's mean, in the advice's unit
+	After    *float64  `json:"after,omitempty"`   // side B's
+	BeforeN  []float64 `json:"before_runs,omitempty"`
+	AfterN   []float64 `json:"after_runs,omitempty"`
+	P        *float64  `json:"p,omitempty"` // Mann-Whitney U over the runs
+	Inside   *bool     `json:"in_interval,omitempty"`
+	ErrorPct *float64  `json:"error_pct,omitempty"` // (after − predicted) / predicted
+	Complete bool      `json:"complete"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// WhatIfReport is whatif.json.
+type WhatIfReport struct {
+	Schema  string         `json:"schema"`
+	Bundle  string         `json:"bundle"`
+	Level   string         `json:"level"`
+	Capture map[string]any `json:"capture"`
+	Rounds  []WhatIfRound  `json:"rounds"`
+	Knobs   []string       `json:"knobs,omitempty"` // --knob NAME=FLAG
+	Stopped string         `json:"stopped"`         // why the rounds ended
+	Notes   []string       `json:"notes,omitempty"`
+}
+
+// WhatIf tests the advice: each round reads the advice of the last bundle
+// (round 1: the given one; then the last B run of the round before) at
+// the level, edits the server command by its knob, and runs the round's
+// runbook (a fresh server a run, the order's A and B runs, Run); the
+// rounds stop at wc.Rounds or where the verdict suggests no knob. stdout
+// gets the what-if table in the --format, stderr a few lines a round (the
+// runs' progress goes to whatif.log), and whatif.json the rounds.
+func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*WhatIfReport, error) {
+	if wc.Rounds < 1 {
+		return nil, fmt.Errorf("%w: --rounds %d: want 1 or more", capture.ErrInvalidConfig, wc.Rounds)
+	}
+	if len(wc.Server.Argv) == 0 {
+		return nil, fmt.Errorf("%w: what-if needs the server's command (--server-cmd): it starts the server as it is and as changed", ErrBadCommand)
+	}
+	if wc.Order == "" {
+		wc.Order = "AB"
+	}
+	out := wc.Runbook.Capture.Out
+	if out == "" {
+		return nil, fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
+	}
+	if !wc.DryRun {
+		if _, err := os.Stat(filepath.Join(out, bundle.WhatIfFile)); err == nil && !wc.Runbook.Capture.Overwrite {
+			return nil, fmt.Errorf("%w: %s already holds a what-if (use --overwrite to replace it)", bundle.ErrExists, out)
+		}
+	}
+	rep := &WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: sortedKnobs(wc.Knobs), Rounds: []WhatIfRound{}}
+	src, cur, level := wc.Bundle, wc.Server, wc.Level
+	var logf *os.File
+	defer func() {
+		if logf != nil {
+			logf.Close()
+		}
+	}()
+	var runErr error
+	for r := 1; r <= wc.Rounds; r++ {
+		t, err := wc.Advice(ctx, src)
+		if err != nil {
+			runErr = fmt.Errorf("round %d: the advice of %s: %w", r, src, err)
+			break
+		}
+		rows, err := ParseAdvice(t, src+"'s advice")
+		if err != nil {
+			runErr = fmt.Errorf("round %d: %w", r, err)
+			break
+		}
+		a, knob, err := PickAdvice(rows, level)
+		if err != nil {
+			runErr = fmt.Errorf("round %d: %w", r, err)
+			break
+		}
+		if !knob {
+			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, a.Level, orNone(a.Cause))
+			if level == "" {
+				why = src + "'s advice suggests no knob at any level"
+			}
+			if r == 1 {
+				runErr = fmt.Errorf("%w: nothing to try: %s", ErrBadPlan, why)
+			} else {
+				rep.Stopped = "round " + strconv.Itoa(r) + ": " + why
+			}
+			break
+		}
+		level = a.Level
+		rep.Level = level
+		edit, err := EditCommand(cur.Argv, a, wc.Knobs)
+		if err != nil {
+			runErr = fmt.Errorf("round %d: %w", r, err)
+			break
+		}
+		next := ServerCmd{Command: JoinCommand(edit.Argv), Argv: edit.Argv}
+		capOut := wc.Runbook.Capture
+		capOut.Out = filepath.Join(out, fmt.Sprintf("round-%d", r))
+		capCfg, err := RerunConfig(wc.Bundle, level, capOut)
+		if err != nil {
+			runErr = err
+			break
+		}
+		if rep.Capture == nil {
+			if rep.Capture, err = capCfg.Record(); err != nil {
+				runErr = err
+				break
+			}
+		}
+		plan, err := ABPlan(wc.Order, wc.Warm, cur, next)
+		if err != nil {
+			runErr = err
+			break
+		}
+		rd := WhatIfRound{Round: r, From: src, Advice: a, Edit: edit, CommandA: cur.Command, CommandB: next.Command, Runbook: capOut.Out}
+		if wc.DryRun {
+			dryRun(stdout, rd, capCfg, plan, wc)
+			if wc.Rounds > 1 {
+				fmt.Fprintf(stdout, "rounds 2 to %d: each from the advice of the round before's last B run; a dry run cannot know them\n", wc.Rounds)
+			}
+			return rep, nil
+		}
+		if logf == nil {
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return nil, fmt.Errorf("creating %s: %w", out, err)
+			}
+			if logf, err = os.Create(filepath.Join(out, WhatIfLog)); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Fprintf(stderr, "what-if round %d at %s: %s: %s (%s); %d runs (%s), a fresh server each; their progress: %s\n",
+			r, level, orNone(a.Cause), editText(edit), orNone(a.Change), len(plan), strings.Join(planDirs(plan), " "), filepath.Join(out, WhatIfLog))
+		rc := wc.Runbook
+		rc.Capture, rc.Plan = capCfg, plan
+		rb, err := Run(ctx, rc, logf, logf)
+		if rb != nil {
+			measure(&rd, rb, a)
+		}
+		if err != nil {
+			rd.Error = err.Error()
+		}
+		rep.Rounds = append(rep.Rounds, rd)
+		fmt.Fprintln(stderr, roundLine(rd))
+		if err != nil {
+			runErr = fmt.Errorf("round %d: %w", r, err)
+			break
+		}
+		src = filepath.Join(capOut.Out, lastB(plan))
+		cur = next
+		if r == wc.Rounds {
+			rep.Stopped = fmt.Sprintf("--rounds %d done", wc.Rounds)
+		}
+	}
+	if runErr != nil {
+		rep.Stopped = "error: " + firstLine(runErr.Error())
+		if len(rep.Rounds) == 0 && logf == nil {
+			return rep, runErr // nothing ran: no whatif.json
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := writeJSON(filepath.Join(out, bundle.WhatIfFile), rep); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := table.Render(stdout, wc.Runbook.Capture.Format, WhatIfTable(rep)); err != nil && runErr == nil {
+		runErr = err
+	}
+	fmt.Fprintf(stderr, "what-if: %s\n", filepath.Join(out, bundle.WhatIfFile))
+	return rep, runErr
+}
+
+func planDirs(plan []RunSpec) []string {
+	var d []string
+	for _, p := range plan {
+		d = append(d, p.Dir)
+	}
+	return d
+}
+
+func lastB(plan []RunSpec) string {
+	dir := ""
+	for _, p := range plan {
+		if p.Side == "B" && p.Scored {
+			dir = p.Dir
+		}
+	}
+	return dir
+}
+
+func editText(e Edit) string {
+	switch {
+	case e.Kind == string(KnobSwitch):
+		return fmt.Sprintf("%s %s → %s", e.Flag, e.Old, e.New)
+	case e.Old == "":
+		return fmt.Sprintf("%s (not in the command) → %s", e.Flag, e.New)
+	}
+	return fmt.Sprintf("%s %s → %s", e.Flag, e.Old, e.New)
+}
+
+// measure fills the round's before and after from the runbook's A/B
+// comparison (Compare: one comparison path with asrprof ab).
+func measure(rd *WhatIfRound, rb *Report, a Advice) {
+	rd.Complete = rb.Verdict.Complete
+	m := adviceMetrics[a.Metric]
+	for _, c := range rb.Compare {
+		if c.Level != a.Level || c.Metric != m.key {
+			continue
+		}
+		before, after := c.MeanA*m.scale, c.MeanB*m.scale
+		rd.Before, rd.After = &before, &after
+		for _, x := range c.A {
+			rd.BeforeN = append(rd.BeforeN, x*m.scale)
+		}
+		for _, x := range c.B {
+			rd.AfterN = append(rd.AfterN, x*m.scale)
+		}
+		p := c.P
+		rd.P = &p
+		if a.Predicted != nil {
+			if a.Lo != nil && a.Hi != nil {
+				in := after >= *a.Lo && after <= *a.Hi
+				rd.Inside = &in
+			}
+			if *a.Predicted != 0 {
+				e := (after - *a.Predicted) / *a.Predicted * 100
+				rd.ErrorPct = &e
+			}
+		}
+	}
+}
+
+func roundLine(rd WhatIfRound) string {
+	a := rd.Advice
+	s := fmt.Sprintf("what-if round %d: %s", rd.Round, adviceMetrics[a.Metric].label)
+	if rd.Before == nil || rd.After == nil {
+		s += ": not measured"
+	} else {
+		s += fmt.Sprintf(" before %s, after %s", table.Format(*rd.Before), table.Format(*rd.After))
+		if a.Predicted != nil {
+			s += ", predicted " + predictedText(a)
+		}
+		if rd.Inside != nil {
+			s += "; " + insideText(rd)
+		}
+	}
+	if rd.Error != "" {
+		s += "; " + firstLine(rd.Error)
+	}
+	return s
+}
+
+func predictedText(a Advice) string {
+	if a.Predicted == nil {
+		return "-"
+	}
+	s := table.Format(*a.Predicted)
+	if a.Lo != nil && a.Hi != nil {
+		s += " [" + table.Format(*a.Lo) + "–" + table.Format(*a.Hi) + "]"
+	}
+	return s
+}
+
+func insideText(rd WhatIfRound) string {
+	if rd.Inside == nil {
+		return "-"
+	}
+	s := "outside"
+	if *rd.Inside {
+		s = "inside"
+	}
+	if rd.ErrorPct != nil {
+		s += fmt.Sprintf(" (%+.1f %%)", *rd.ErrorPct)
+	}
+	return s
+}
+
+// WhatIfTable is what-if's answer: a row a round, the prediction beside
+// what the changed server measured.
+func WhatIfTable(rep *WhatIfReport) *table.Table {
+	t := &table.Table{
+		Name:  "whatif",
+		Title: "What-if: the advice acted on; predicted [interval] beside the server as it was (before) and as changed (after), rerun now",
+		Columns: []string{"round", "level", "verdict", "change", "metric", "predicted [lo–hi]", "before", "after", "measured in interval",
+			"error"},
+	}
+	for _, rd := range rep.Rounds {
+		a := rd.Advice
+		var before, after, errPct any
+		if rd.Before != nil {
+			before = *rd.Before
+		}
+		if rd.After != nil {
+			after = *rd.After
+		}
+		if rd.ErrorPct != nil {
+			errPct = fmt.Sprintf("%+.1f %%", *rd.ErrorPct)
+		}
+		in := "-"
+		if rd.Inside != nil {
+			in = "no"
+			if *rd.Inside {
+				in = "yes"
+			}
+		}
+		change := editText(rd.Edit)
+		if a.Change != "" {
+			change = a.Change + " (" + change + ")"
+		}
+		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, in, errPct)
+		if a.Predicted == nil && a.Basis != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("round %d: no prediction: %s", rd.Round, a.Basis))
+		}
+		if a.Now != nil {
+			t.Notes = append(t.Notes, fmt.Sprintf("round %d: the advice's bundle measured %s (%s); before is side A, the same command rerun now", rd.Round, table.Format(*a.Now), rd.From))
+		}
+		if rd.P != nil {
+			n := fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P)
+			if mp := MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= DefaultAlpha {
+				n += fmt.Sprintf("; with %d A and %d B runs the smallest p is %.3g: no change can show as significant (--order ABBAABBA gives 0.029)", len(rd.BeforeN), len(rd.AfterN), mp)
+			}
+			t.Notes = append(t.Notes, n)
+		}
+		if !rd.Complete {
+			t.Notes = append(t.Notes, fmt.Sprintf("round %d: INCOMPLETE: a run lacks coverage (%s)", rd.Round, filepath.Join(rd.Runbook, File)))
+		}
+	}
+	if rep.Stopped != "" {
+		t.Notes = append(t.Notes, "stopped: "+rep.Stopped)
+	}
+	return t
+}
+
+func fmtList(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = table.Format(x)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// dryRun prints what round 1 would run.
+func dryRun(w io.Writer, rd WhatIfRound, c capture.Config, plan []RunSpec, wc WhatIfConfig) {
+	a := rd.Advice
+	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, a.Level, orNone(a.Cause), orNone(a.Change))
+	fmt.Fprintf(w, "knob %s: %s (%s)\n", a.Knob, editText(rd.Edit), rd.Edit.Where)
+	if a.Predicted != nil {
+		fmt.Fprintf(w, "predicted %s: %s\n", a.Metric, predictedText(a))
+	}
+	fmt.Fprintf(w, "each run: a fresh server, then a capture of %s at %s, %d repeats, into %s/<run>/\n", c.Dataset, a.Level, c.Repeats, c.Out)
+	for _, p := range plan {
+		scored := ""
+		if !p.Scored {
+			scored = " (warm, not scored)"
+		}
+		fmt.Fprintf(w, "  %s%s: %s\n", p.Dir, scored, p.Server.Command)
+	}
+}
+
+// sortedKnobs lists --knob's names (for the record).
+func sortedKnobs(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
