@@ -43,6 +43,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
 	stages := fs.String("stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
 	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
+	lengths := lengthBucketsFlag(fs)
 	fs.Usage = helpFunc(fs, text(reportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -59,9 +60,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	}
-	o := report.Options{Stages: *stages, Timeout: *timeout}
+	lb, err := parseLengthBuckets(*lengths)
+	if err != nil {
+		return err
+	}
+	o := report.Options{Stages: *stages, Timeout: *timeout, LengthBuckets: lb}
 	var path string
-	var err error
 	switch len(pos) {
 	case 1:
 		path, err = report.WriteFile(ctx, pos[0], *out, o)

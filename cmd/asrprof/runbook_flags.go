@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -59,6 +60,10 @@ type runbookFlags struct {
 	// it runs and why (levelsLine), and warnings about them.
 	levels   string
 	warnings []string
+
+	// lengths is --length-buckets: the end-of-capture tables' and
+	// report's results by audio length (finisher).
+	lengths analysis.LengthBuckets
 }
 
 // stringList is a repeatable string flag.
@@ -198,7 +203,7 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 			GPUFreeMiB: f.gpuFreeMiB, GPUFreeTimeout: f.gpuFreeTimeout, Reuse: f.reuse,
 		},
 		CacheDirs: f.cacheDirs,
-		Finish:    finishCapture,
+		Finish:    finisher(f.lengths),
 	}
 	if f.provenanceEnv != "" {
 		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)
