@@ -239,7 +239,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 		func() { fs.StringVar(&cfg.Format, "format", cfg.Format, formatUsage) },
 		func() { fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output") },
 		func() { lengths = lengthBucketsFlag(fs) }, // the end-of-capture tables' and report's (finisher)
-		func() { addRawDirFlag(fs, &cfg) }, // --save-raw-dir (dataset_flags.go)
+		func() { addRawDirFlag(fs, &cfg) },         // --save-raw-dir (dataset_flags.go)
 	)
 	g.add("Probes (docs/PROBES.md)",
 		func() {
