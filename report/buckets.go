@@ -8,6 +8,14 @@ func (d *captureData) bucketsSection(p *page) {
 		return
 	}
 	p.section("lengths", "By audio length", "Does the server saturate at a different level for short and for long audio?")
+	if len(t.Columns) == 0 { // one bucket: the analysis's one line
+		p.para("note", t.Title)
+		for _, n := range t.Notes {
+			p.para("note", n)
+		}
+		p.end()
+		return
+	}
 	p.table(t)
 	p.table(d.tables["length_sweep"])
 	p.table(d.tables["length_stages"])

@@ -187,14 +187,15 @@ func containsLine(lines []string, want string) bool {
 // All lengths in one bucket: said once, and no bucket tables; off: nothing.
 func TestLengthBucketsOneBucketAndOff(t *testing.T) {
 	dir := lengthsBundle(t, "")
-	rows, notes := bucketRows(t, dir, "--length-buckets", "60")
+	code, out, errs := runCLI("analyze", dir, "buckets", "--length-buckets", "60")
+	if want := "Results by audio length: every scored request's audio (2–30 s) falls in one bucket (edges 60 s (--length-buckets 60)): no per-length tables\n"; code != exitOK || out != want {
+		t.Errorf("one bucket: exit %d, stdout %q, want only %q\n%s", code, out, want, errs)
+	}
+	rows, _ := bucketRows(t, dir, "--length-buckets", "60")
 	if len(rows) != 1 || len(rows["length_buckets"]) != 0 {
-		t.Fatalf("one bucket: want only the length_buckets table, without rows; got %v", rows)
+		t.Errorf("one bucket, json: want only the length_buckets message; got %v", rows)
 	}
-	if want := "every scored request's audio length (2–30 s) falls in one bucket (edges 60 s (--length-buckets 60)): the sweep is already per length"; !containsLine(notes["length_buckets"], want) || len(notes["length_buckets"]) != 1 {
-		t.Errorf("one bucket: notes %q, want only %q", notes["length_buckets"], want)
-	}
-	code, out, errs := runCLI("analyze", dir, "--length-buckets", "off", "--format", "json")
+	code, out, errs = runCLI("analyze", dir, "--length-buckets", "off", "--format", "json")
 	if code != exitOK || strings.Contains(out, "length_") {
 		t.Errorf("--length-buckets off: exit %d, a length table in\n%s\n%s", code, out, errs)
 	}
