@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -97,6 +98,8 @@ type LengthSplit struct {
 	// Of is each request's index in Buckets (every request, warmup
 	// included, in requests.jsonl order); -1 for none.
 	Of []int
+
+	passes [][]model.PassMetrics // BucketPasses, once (Capture.lengthsMu)
 }
 
 // Split puts requests with audio durations durs (0: unknown) into b's
@@ -222,24 +225,54 @@ func (c *Capture) LengthSplit(b LengthBuckets) (*LengthSplit, error) {
 // BucketPasses returns the metrics of every pass over only the requests
 // of bucket k of sp (model/summary.PassesUnder under the capture's SLO,
 // each pass timed by its whole run: a bucket's req/s is its requests over
-// the pass's wall time).
+// the pass's wall time). Every bucket's are computed at the first call and
+// kept with the tables (tables/length_passes.json), as Passes keeps the
+// capture's.
 func (c *Capture) BucketPasses(sp *LengthSplit, k int) ([]model.PassMetrics, error) {
-	reqs, err := c.Requests()
-	if err != nil {
-		return nil, err
+	c.lengthsMu.Lock()
+	defer c.lengthsMu.Unlock()
+	if sp.passes == nil {
+		all, err := c.bucketPasses(sp)
+		if err != nil {
+			return nil, err
+		}
+		sp.passes = all
 	}
+	if k < 0 || k >= len(sp.passes) {
+		return nil, fmt.Errorf("length bucket %d: there are %d", k, len(sp.passes))
+	}
+	return sp.passes[k], nil
+}
+
+func (c *Capture) bucketPasses(sp *LengthSplit) ([][]model.PassMetrics, error) {
 	slo, err := summary.SLOOf(c.Bundle.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Bundle.Dir, err)
 	}
-	var in []model.Request
+	key, _ := json.Marshal(struct {
+		Levels  []model.LevelRun `json:"levels"`
+		SLO     string           `json:"slo,omitempty"`
+		Edges   []float64        `json:"edges"`
+		Buckets int              `json:"buckets"`
+	}{c.Bundle.Manifest.Levels, slo.String(), sp.Edges, len(sp.Buckets)})
+	var all [][]model.PassMetrics
+	if c.Tables.Derived("length_passes", string(key), &all) && len(all) == len(sp.Buckets) {
+		return all, nil
+	}
+	reqs, err := c.Requests()
+	if err != nil {
+		return nil, err
+	}
+	groups := make([][]model.Request, len(sp.Buckets))
 	for i := range reqs {
-		if i < len(sp.Of) && sp.Of[i] == k {
-			in = append(in, reqs[i])
+		if i < len(sp.Of) && sp.Of[i] >= 0 {
+			groups[sp.Of[i]] = append(groups[sp.Of[i]], reqs[i])
 		}
 	}
-	if len(in) == 0 {
-		return nil, nil
+	all = make([][]model.PassMetrics, len(groups))
+	for k, g := range groups {
+		all[k] = summary.PassesUnder(g, c.Bundle.Manifest.Levels, slo)
 	}
-	return summary.PassesUnder(in, c.Bundle.Manifest.Levels, slo), nil
+	c.Tables.SaveDerived("length_passes", string(key), all)
+	return all, nil
 }

@@ -163,6 +163,16 @@ func TestLengthBucketsKneePerBucket(t *testing.T) {
 			}
 		})
 	}
+	// A second run reads the buckets' passes kept with the tables
+	// (tables/length_passes.json): the same numbers.
+	first, _ := bucketRows(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, "tables", "length_passes.json")); err != nil {
+		t.Fatalf("the buckets' passes are not kept: %v", err)
+	}
+	again, _ := bucketRows(t, dir)
+	if a, b := fmt.Sprint(first["length_sweep"]), fmt.Sprint(again["length_sweep"]); a != b {
+		t.Errorf("from tables/length_passes.json:\n%s\nfirst:\n%s", b, a)
+	}
 	// The whole sweep has a single knee, the long bucket's.
 	code, out, errs := runCLI("analyze", dir, "knee")
 	if code != exitOK || !strings.Contains(out, "throughput saturates at c=4") {
