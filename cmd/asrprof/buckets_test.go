@@ -239,6 +239,27 @@ func TestLengthBucketsSLO(t *testing.T) {
 	if !containsLine(notes["length_sweep"], "goodput: the bucket's requests per second that met every limit of the SLO latency=1.5s; attainment: their share of the bucket's requests") {
 		t.Errorf("length_sweep notes: %v", notes["length_sweep"])
 	}
+	// A --find-max capture's --attainment is the target.
+	path := filepath.Join(dir, "manifest.json")
+	var man map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatal(err)
+	}
+	man["config"].(map[string]any)["search"] = map[string]any{"attainment": 0.5}
+	if b, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = bucketRows(t, dir)
+	if r := byBucket(rows["length_buckets"])["> 2 s"]; r == nil || r["basis"] != "highest level meeting the SLO latency=1.5s in ≥ 50 % of requests, every repeat" {
+		t.Errorf("with search.attainment 0.5: %v", r)
+	}
 }
 
 // Requests that record no audio duration are counted in a line of their
