@@ -181,13 +181,14 @@ func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 	return sp
 }
 
-// round2 rounds x to two significant digits (2.347 → 2.3, 47.2 → 47).
+// round2 rounds x to two significant digits (2.347 → 2.3, 47.2 → 47),
+// to the float nearest the decimal (7.1, not 7.1000000000000005).
 func round2(x float64) float64 {
-	if x <= 0 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 2, 64), 64)
+	if err != nil {
 		return x
 	}
-	p := math.Pow(10, math.Floor(math.Log10(x))-1)
-	return math.Round(x/p) * p
+	return r
 }
 
 func bucketName(lo, hi float64) string {
