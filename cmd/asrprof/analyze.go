@@ -173,10 +173,10 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // lengthBucketsFlag defines --length-buckets (analyze, report, capture).
 func lengthBucketsFlag(fs *flag.FlagSet) *string {
-	return fs.String("length-buckets", "auto", "results by audio length (the buckets analysis) in buckets `SPEC`: auto (terciles of the\n"+
-		"requests' audio durations, the edges rounded and printed), edges in seconds such as 5,15,30\n"+
-		"(buckets ≤ 5 s, 5–15 s, 15–30 s, > 30 s), or off. Per bucket: the sweep, the stage means, the knee\n"+
-		"and the recommended level (the knee, or under the capture's --slo the highest level meeting it)")
+	return fs.String("length-buckets", "auto", "how the buckets analysis groups the requests by audio length (`SPEC`): auto (terciles of\n"+
+		"the requests' audio durations; the edges, rounded, are printed), edges in seconds such as 5,15,30\n"+
+		"(the buckets ≤ 5 s, 5–15 s, 15–30 s and > 30 s), or off. Per bucket: the sweep, the stage means,\n"+
+		"the knee and the recommended level (the knee; under the capture's --slo, the highest level meeting it)")
 }
 
 // parseLengthBuckets parses --length-buckets.

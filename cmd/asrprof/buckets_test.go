@@ -332,7 +332,7 @@ func TestCaptureLengthBuckets(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(m.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	capture := func(lengths string) (string, string) {
+	capture := func(lengths string) (string, string, string) {
 		out := filepath.Join(t.TempDir(), "run")
 		code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", manifest, "--concurrency", "1,2", "--repeats", "1",
 			"--length-buckets", lengths, "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
@@ -343,9 +343,9 @@ func TestCaptureLengthBuckets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return stdout, string(page)
+		return out, stdout, string(page)
 	}
-	stdout, page := capture("1")
+	out, stdout, page := capture("1")
 	for _, want := range []string{"Results by audio length: edges 1 s (--length-buckets 1)", "≤ 1 s", "> 1 s", "Sweep per audio length"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the capture's tables lack %q:\n%s", want, stdout)
@@ -356,7 +356,12 @@ func TestCaptureLengthBuckets(t *testing.T) {
 			t.Errorf("report.html lacks %q", want)
 		}
 	}
-	stdout, page = capture("off")
+	// The comparison has no buckets: the flag is refused there.
+	code, _, stderr := runCLI("report", out, out, "--out", filepath.Join(t.TempDir(), "c.html"), "--length-buckets", "5")
+	if code != exitUsage || !strings.Contains(stderr, "--length-buckets: the comparison of two bundles has no results by audio length") {
+		t.Errorf("report A B --length-buckets: exit %d: %s", code, stderr)
+	}
+	_, stdout, page = capture("off")
 	if strings.Contains(stdout, "Results by audio length") || strings.Contains(page, `data-table="length_`) {
 		t.Errorf("--length-buckets off: bucket tables in the capture's output or report:\n%s", stdout)
 	}
