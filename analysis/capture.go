@@ -63,6 +63,9 @@ type Capture struct {
 	workersOnce sync.Once
 	workers     *engine.Workers
 	workersErr  error
+
+	lengthsMu sync.Mutex
+	lengths   map[string]*LengthSplit // LengthSplit, by LengthBuckets.String
 }
 
 type rowSet struct {

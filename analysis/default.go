@@ -18,8 +18,9 @@ import (
 const DefaultTimeout = 30 * time.Second
 
 // DefaultScripts lists the analyses that `asrprof analyze DIR` runs without
-// script arguments: sweep; stages and bottleneck when the server left spans
-// or events; gpu and cpu when those probes ran.
+// script arguments: sweep; stages when the server left spans or events;
+// bottleneck; buckets (the results by audio length: Options.LengthBuckets,
+// which emits nothing when off); gpu and cpu when those probes ran.
 func DefaultScripts(c *Capture) []string {
 	out := []string{"sweep"}
 	if c.hasServerTelemetry() {
@@ -31,7 +32,7 @@ func DefaultScripts(c *Capture) []string {
 	if c.driverLagged() {
 		out = append(out, "driver") // before the diagnosis: the load generator may have set the pace
 	}
-	out = append(out, "bottleneck")
+	out = append(out, "bottleneck", "buckets")
 	if c.Bundle.Has(bundle.GPUFile) {
 		out = append(out, "gpu")
 	}
@@ -93,10 +94,11 @@ func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table
 	return all, errors.Join(errs...)
 }
 
-// DefaultTables loads the bundle in dir and runs its default analyses,
-// leaving out the names in skip. Tables of the scripts that succeeded are
-// returned even when another failed.
-func DefaultTables(ctx context.Context, dir string, skip ...string) ([]*table.Table, error) {
+// DefaultTables loads the bundle in dir and runs its default analyses
+// with o (a zero Timeout is DefaultTimeout), leaving out the names in
+// skip. Tables of the scripts that succeeded are returned even when
+// another failed.
+func DefaultTables(ctx context.Context, dir string, o Options, skip ...string) ([]*table.Table, error) {
 	c, err := Load(dir)
 	if err != nil {
 		return nil, err
@@ -107,7 +109,10 @@ func DefaultTables(ctx context.Context, dir string, skip ...string) ([]*table.Ta
 			names = append(names, n)
 		}
 	}
-	return RunScripts(ctx, NewSession(c, Options{Timeout: DefaultTimeout}), names)
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return RunScripts(ctx, NewSession(c, o), names)
 }
 
 // RunDefault loads the bundle in dir, runs the default analyses and writes

@@ -315,6 +315,12 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	} else {
 		levelsOut = engine.Summarize(rc, rows, levels, names)
 	}
+	return stageRowsValue(levelsOut, names, "worker"), nil
+}
+
+// stageRowsValue is stage_summary's rows of levelsOut, each row's
+// Worker under the name group ("worker"; lengths.stage_summary: "bucket").
+func stageRowsValue(levelsOut []engine.Level, names []string, group string) *starlark.List {
 	var out []starlark.Value
 	for _, l := range levelsOut {
 		st := starlark.NewDict(len(names))
@@ -328,10 +334,10 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			st.SetKey(starlark.String(n), x)
 		}
 		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
-			"level": starlark.String(l.Level), "worker": starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
+			"level": starlark.String(l.Level), group: starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
 		}))
 	}
-	return starlark.NewList(out), nil
+	return starlark.NewList(out)
 }
 
 func stringArgs(fname string, l *starlark.List) ([]string, error) {

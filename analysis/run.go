@@ -42,6 +42,9 @@ type Options struct {
 	MaxSteps uint64
 	// Baseline is the `baseline` capture (compare.star); nil gives None.
 	Baseline *Capture
+	// LengthBuckets groups the requests by audio length for the buckets
+	// analysis; it is options["length_buckets"] ("auto" for the zero value).
+	LengthBuckets LengthBuckets
 	// Params add to or override entries of the `options` dict
 	// (alpha, knee_threshold, top...). Values are Go scalars.
 	Params map[string]any
@@ -204,6 +207,7 @@ func (s *Session) predeclared() starlark.StringDict {
 	opts.SetKey(starlark.String("alpha"), starlark.Float(0.05))
 	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(0.10))
 	opts.SetKey(starlark.String("top"), starlark.MakeInt(5))
+	opts.SetKey(starlark.String("length_buckets"), starlark.String(s.opts.LengthBuckets.String()))
 	keys := make([]string, 0, len(s.opts.Params))
 	for k := range s.opts.Params {
 		keys = append(keys, k)
@@ -255,6 +259,7 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"json":     json.Module,
 
 		"attribution": attributionModule(), // attributionmod.go
+		"lengths":     lengthsModule(),     // lengthsmod.go
 	}
 }
 

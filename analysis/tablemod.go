@@ -69,6 +69,7 @@ func (c *cell) AttrNames() []string { return []string{"text", "value"} }
 func tableModule() *starlarkstruct.Module {
 	return &starlarkstruct.Module{Name: "table", Members: starlark.StringDict{
 		"new":     starlark.NewBuiltin("table.new", newTable),
+		"message": starlark.NewBuiltin("table.message", newMessage),
 		"cell":    starlark.NewBuiltin("table.cell", newCell),
 		"sprintf": starlark.NewBuiltin("table.sprintf", sprintf),
 		"level_label": starlark.NewBuiltin("table.level_label", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
@@ -95,6 +96,16 @@ func tableModule() *starlarkstruct.Module {
 			return starlark.Tuple{starlark.String("r"), starlark.Float(r)}, nil
 		}),
 	}}
+}
+
+// newMessage: table.message(name, text) is a table without columns, which
+// prints as its text and its notes alone (add_note) and adds no rows.
+func newMessage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var name, text string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "name", &name, "text", &text); err != nil {
+		return nil, err
+	}
+	return &tableValue{name: name, title: text}, nil
 }
 
 // newTable: table.new(name, columns, title="") where a column is "name" or
@@ -256,6 +267,9 @@ func (t *tableValue) addRow(_ *starlark.Thread, b *starlark.Builtin, args starla
 	}
 	if t.frozen {
 		return nil, fmt.Errorf("%s: table %s is frozen", b.Name(), t.name)
+	}
+	if len(t.cols) == 0 {
+		return nil, fmt.Errorf("%s: %s is a message (table.message): it has no rows", b.Name(), t.name)
 	}
 	vals := []starlark.Value(args)
 	if len(args) == 1 && len(t.cols) > 1 {

@@ -71,7 +71,7 @@ func runCapture(t *testing.T, ctx context.Context, cfg capture.Config) (*capture
 func defaultTables(ctx context.Context, dir string, tables bool) capture.Finished {
 	var f capture.Finished
 	if tables {
-		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir)
+		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{})
 	}
 	return f
 }

@@ -132,6 +132,7 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 	d.verdictSection(p)
 	d.sweepSection(p)
 	d.stagesSection(p)
+	d.bucketsSection(p) // buckets.go
 	if err := d.cdfSection(p); err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	Timeout time.Duration
 	// Now stamps the report; zero is time.Now (tests fix it).
 	Now time.Time
+	// LengthBuckets groups the requests by audio length (the buckets
+	// analysis; zero: auto).
+	LengthBuckets analysis.LengthBuckets
 }
 
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
@@ -56,7 +59,7 @@ func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.
 	if t == 0 {
 		t = analysis.DefaultTimeout
 	}
-	return analysis.NewSession(c, analysis.Options{Stages: o.Stages, Timeout: t, Baseline: base})
+	return analysis.NewSession(c, analysis.Options{Stages: o.Stages, Timeout: t, Baseline: base, LengthBuckets: o.LengthBuckets})
 }
 
 // WriteFile writes the report of the bundle in dir to path (dir/report.html

@@ -32,6 +32,8 @@ func formatList() string {
 
 // Table is a titled grid. Cells are pre-formatted strings for text output;
 // Values, when set, holds typed cells (float64, int, string, nil) for JSON.
+// A table without columns is a message: text and Markdown print its title
+// and notes alone, CSV leaves it out, JSON has it with no columns.
 type Table struct {
 	Name    string
 	Title   string
@@ -113,15 +115,23 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 			if rows == nil {
 				rows = [][]any{}
 			}
-			out.Tables = append(out.Tables, jt{t.Name, t.Title, t.Columns, rows, t.Notes})
+			cols := t.Columns
+			if cols == nil {
+				cols = []string{}
+			}
+			out.Tables = append(out.Tables, jt{t.Name, t.Title, cols, rows, t.Notes})
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	case "csv":
 		cw := csv.NewWriter(w)
-		for i, t := range tables {
-			if i > 0 {
+		i := 0
+		for _, t := range tables {
+			if len(t.Columns) == 0 {
+				continue // a message has no CSV
+			}
+			if i++; i > 1 {
 				cw.Write(nil)
 			}
 			cw.Write(t.Columns)
@@ -133,6 +143,10 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 		for i, t := range tables {
 			if i > 0 {
 				fmt.Fprintln(w)
+			}
+			if len(t.Columns) == 0 { // a message
+				writeMessage(w, t)
+				continue
 			}
 			if t.Title != "" {
 				fmt.Fprintf(w, "### %s\n\n", t.Title)
@@ -167,7 +181,25 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 	return CheckFormat(format)
 }
 
+// writeMessage writes a table without columns, a message: its title and
+// notes. It reports whether t is one.
+func writeMessage(w io.Writer, t *Table) bool {
+	if len(t.Columns) > 0 {
+		return false
+	}
+	if t.Title != "" {
+		fmt.Fprintln(w, t.Title)
+	}
+	for _, n := range t.Notes {
+		fmt.Fprintln(w, n)
+	}
+	return true
+}
+
 func writeText(w io.Writer, t *Table) {
+	if writeMessage(w, t) {
+		return
+	}
 	widths := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
 		widths[i] = utf8.RuneCountInString(c)

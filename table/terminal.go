@@ -37,6 +37,16 @@ const minWrap = 12
 // text columns are narrowed, their cells wrapped at spaces onto more
 // lines, until it fits (or every text column is at minWrap).
 func writeTerminal(w io.Writer, t *Table, width int) {
+	if len(t.Columns) == 0 { // a message: its title and notes, wrapped
+		for _, s := range append([]string{t.Title}, t.Notes...) {
+			if s != "" {
+				for _, l := range wrap(s, width) {
+					fmt.Fprintln(w, l)
+				}
+			}
+		}
+		return
+	}
 	n := len(t.Columns)
 	text := make([]bool, n)
 	nat := make([]int, n) // natural widths

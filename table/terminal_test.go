@@ -182,3 +182,40 @@ func TestTableWrap(t *testing.T) {
 		}
 	}
 }
+
+// A table without columns is a message: its title and notes, no header,
+// in every format (none in CSV).
+func TestTableMessage(t *testing.T) {
+	msg := &Table{Name: "m", Title: "every request in one bucket: no per-length tables", Notes: []string{"length unknown: 2 of 8"}}
+	text := "every request in one bucket: no per-length tables\nlength unknown: 2 of 8\n"
+	for _, tc := range []struct {
+		format string
+		width  int
+		want   string
+	}{
+		{"text", 0, text},
+		{"text", 30, "every request in one bucket:\nno per-length tables\nlength unknown: 2 of 8\n"},
+		{"markdown", 0, text},
+		{"csv", 0, "level\nc=1\n"},
+		{"json", 0, `{"tables":[{"name":"m","title":"every request in one bucket: no per-length tables","columns":[],"rows":[],"notes":["length unknown: 2 of 8"]},{"name":"","title":"","columns":["level"],"rows":[["c=1"]]}]}`},
+	} {
+		one := &Table{Columns: []string{"level"}}
+		one.AddRow("c=1")
+		var b bytes.Buffer
+		if err := RenderWidth(&b, tc.format, tc.width, msg, one); err != nil {
+			t.Fatal(err)
+		}
+		got := b.String()
+		switch tc.format {
+		case "json":
+			got = strings.Join(strings.Fields(got), "")
+			tc.want = strings.Join(strings.Fields(tc.want), "")
+		case "text", "markdown":
+			got, _, _ = strings.Cut(got, "\n\n") // the message, before the next table
+			got += "\n"
+		}
+		if got != tc.want {
+			t.Errorf("%s (width %d): got %q, want %q", tc.format, tc.width, got, tc.want)
+		}
+	}
+}

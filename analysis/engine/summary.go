@@ -59,6 +59,13 @@ func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order 
 	return summarize(reqs, rows, order, names, w.Of, w.Names)
 }
 
+// SummarizeGroups is Summarize per level and group: group[i] names
+// request i's group ("" for none), groups is their order; each row's
+// Worker is its group. The length buckets' stage tables use it.
+func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, group []string, groups []string) []Level {
+	return summarize(reqs, rows, order, names, group, groups)
+}
+
 func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []Level {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := make([]string, len(rows.Stage.Dict))

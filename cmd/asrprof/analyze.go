@@ -18,12 +18,18 @@ const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]
 Runs Starlark analyses over a capture bundle and prints their tables. NAME
 is a built-in analysis (see --list); SCRIPT is the path of your own .star
 file, which may load() files next to it and the built-ins. Without names it
-runs sweep, stages, bottleneck, and gpu and cpu when the capture has that
-data. docs/ANALYSIS.md explains the capture API.
+runs sweep, stages, bottleneck, buckets, and gpu and cpu when the capture
+has that data. docs/ANALYSIS.md explains the capture API.
+
+buckets splits the requests by the length of their audio (--length-buckets)
+and gives each bucket its own sweep, stage means, knee and recommended
+level: long audio often saturates a server at a lower level than short
+clips, which one sweep over a mixed dataset averages away.
 
 Examples:
   asrprof analyze runs/today
   asrprof analyze runs/today stages knee --format markdown
+  asrprof analyze runs/today buckets --length-buckets 5,15,30
   asrprof analyze runs/today my_analysis.star --stages vllm
   asrprof analyze --list
 
@@ -73,6 +79,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var af analyzeFlags
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
+	lengths := lengthBucketsFlag(fs)
 	saveStages := fs.Bool("save-stages", false, "also write each request's derived stage boundaries to DIR/stages.jsonl,\nwhich 'asrprof export' turns into one span per stage")
 	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
@@ -86,6 +93,10 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	if err := af.check(); err != nil {
+		return err
+	}
+	lb, err := parseLengthBuckets(*lengths)
+	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
@@ -102,7 +113,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(names) == 0 {
 		names = analysis.DefaultScripts(c)
 	}
-	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr})
+	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb})
 	if *saveStages {
 		n, err := analysis.SaveStages(ctx, s)
 		if err != nil {
@@ -158,4 +169,21 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	waitTables(stderr, cur, base)
 	return err
+}
+
+// lengthBucketsFlag defines --length-buckets (analyze, report, capture).
+func lengthBucketsFlag(fs *flag.FlagSet) *string {
+	return fs.String("length-buckets", "auto", "how the buckets analysis groups the requests by audio length (`SPEC`): auto (terciles of\n"+
+		"the requests' audio durations; the edges, rounded, are printed), edges in seconds such as 5,15,30\n"+
+		"(the buckets ≤ 5 s, 5–15 s, 15–30 s and > 30 s), or off. Per bucket: the sweep, the stage means,\n"+
+		"the knee and the recommended level (the knee; under the capture's --slo, the highest level meeting it)")
+}
+
+// parseLengthBuckets parses --length-buckets.
+func parseLengthBuckets(s string) (analysis.LengthBuckets, error) {
+	lb, err := analysis.ParseLengthBuckets(s)
+	if err != nil {
+		return lb, fmt.Errorf("%w: --length-buckets %q: %v", errUsage, s, err)
+	}
+	return lb, nil
 }

@@ -108,12 +108,12 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 	start()
 	if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture
 		_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, func() error {
-			_, err := capture.New(cfg, stdout, stderr).OnFinish(finishCapture).Run(ctx)
+			_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
 			return err
 		})
 		return datasetError(cfg, err)
 	}
-	_, err = capture.New(cfg, stdout, stderr).OnFinish(finishCapture).Run(ctx)
+	_, err = capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
 	return datasetError(cfg, err)
 }
 
@@ -145,14 +145,22 @@ func (r *reworded) Unwrap() error { return r.err }
 // the tables it prints are the default analyses of its bundle, sweep
 // first (the sweep that show and analyze print), and the HTML report it
 // writes into its bundle is report.html (asrprof report DIR writes the
-// same).
+// same). The length buckets are auto (finisher gives others).
 func finishCapture(ctx context.Context, dir string, tables bool) capture.Finished {
-	var f capture.Finished
-	if tables {
-		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir)
+	return finisher(analysis.LengthBuckets{})(ctx, dir, tables)
+}
+
+// finisher is finishCapture with the results by audio length in lb
+// (capture --length-buckets).
+func finisher(lb analysis.LengthBuckets) capture.Finish {
+	return func(ctx context.Context, dir string, tables bool) capture.Finished {
+		var f capture.Finished
+		if tables {
+			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+		}
+		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
+		return f
 	}
-	f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{})
-	return f
 }
 
 // parseCapture turns the command line of `capture` (or `ab`) into the
@@ -169,6 +177,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	probes := strings.Join(cfg.Probes, ",")
 	pid := "auto"
 	var gpus intList // nil: every GPU
+	var lengths *string
 	// The help shows the flags in these groups, each in the order defined
 	// here, the essential ones first. ab's and sensitivity's own flags
 	// lead their help (addRunbookFlags fills those groups).
@@ -237,7 +246,8 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 		},
 		func() { fs.StringVar(&cfg.Format, "format", cfg.Format, formatUsage) },
 		func() { fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output") },
-		func() { addRawDirFlag(fs, &cfg) }, // --save-raw-dir (dataset_flags.go)
+		func() { lengths = lengthBucketsFlag(fs) }, // the end-of-capture tables' and report's (finisher)
+		func() { addRawDirFlag(fs, &cfg) },         // --save-raw-dir (dataset_flags.go)
 	)
 	g.add("Probes (docs/PROBES.md)",
 		func() {
@@ -329,6 +339,9 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	}
 	if _, err := splitList(rb.provenanceEnv); err != nil {
 		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.provenanceEnv, err)
+	}
+	if rb.lengths, err = parseLengthBuckets(*lengths); err != nil {
+		return cfg, nil, err
 	}
 	cfg.GPUs = gpus
 	if pid != "auto" {

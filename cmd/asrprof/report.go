@@ -17,13 +17,14 @@ const reportUsage = `Usage: asrprof report DIR [--out FILE.html]
 
 Writes a capture bundle as one self-contained HTML file that opens from
 disk with no network: the sweep (req/s, RTFx, latency mean/p95/p99 against
-the level, min–max whiskers, the knee), the stages per level, the latency
-CDF, a timeline of the capture (requests in flight, GPU utilization, SM
-activity and power, the busiest thread's CPU, CUDA launches/s; passes
-shaded; click a request for its waterfall), the diagnosis per level, the
-hottest functions and a flame graph, realtime panels, and provenance. The
-numbers are the built-in analyses' (asrprof analyze). Without --out it
-writes DIR/report.html (asrprof capture writes it too).
+the level, min–max whiskers, the knee), the stages per level, the results
+by audio length (--length-buckets), the latency CDF, a timeline of the
+capture (requests in flight, GPU utilization, SM activity and power, the
+busiest thread's CPU, CUDA launches/s; passes shaded; click a request for
+its waterfall), the diagnosis per level, the hottest functions and a flame
+graph, realtime panels, and provenance. The numbers are the built-in
+analyses' (asrprof analyze). Without --out it writes DIR/report.html
+(asrprof capture writes it too).
 
 With two bundles it draws the comparison: both sweeps on one plot, the
 ratio per level with its significance (~: not significant, as asrprof
@@ -43,6 +44,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
 	stages := fs.String("stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
 	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
+	lengths := lengthBucketsFlag(fs)
 	fs.Usage = helpFunc(fs, text(reportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -59,13 +61,21 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	}
-	o := report.Options{Stages: *stages, Timeout: *timeout}
+	lb, err := parseLengthBuckets(*lengths)
+	if err != nil {
+		return err
+	}
+	o := report.Options{Stages: *stages, Timeout: *timeout, LengthBuckets: lb}
 	var path string
-	var err error
 	switch len(pos) {
 	case 1:
 		path, err = report.WriteFile(ctx, pos[0], *out, o)
 	case 2:
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "length-buckets" })
+		if set {
+			return fmt.Errorf("%w: --length-buckets: the comparison of two bundles has no results by audio length; give one bundle", errUsage)
+		}
 		path, err = report.CompareFile(ctx, pos[0], pos[1], *out, o)
 	default:
 		return fmt.Errorf("%w: give one bundle directory, or two to compare (CURRENT BASELINE)", errUsage)

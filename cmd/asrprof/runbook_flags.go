@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -63,6 +64,10 @@ type runbookFlags struct {
 	// it runs and why (levelsLine), and warnings about them.
 	levels   string
 	warnings []string
+
+	// lengths is --length-buckets: the end-of-capture tables' and
+	// report's results by audio length (finisher).
+	lengths analysis.LengthBuckets
 }
 
 // stringList is a repeatable string flag.
@@ -223,7 +228,7 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 			GPUFreeMiB: f.gpuFreeMiB, GPUFreeTimeout: f.gpuFreeTimeout, Reuse: f.reuse,
 		},
 		CacheDirs: f.cacheDirs,
-		Finish:    finishCapture,
+		Finish:    finisher(f.lengths),
 	}
 	rc.GPUCoRunner, _ = f.gpuCoRunnerConfig()
 	if f.provenanceEnv != "" {

@@ -1,0 +1,135 @@
+package analysis
+
+import (
+	"math"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/asrprof/asrprof/analysis/engine"
+)
+
+// The lengths module groups a capture's requests by the length of their
+// audio (scripts/buckets.star; docs/ANALYSIS.md "Results by audio length"):
+//
+//	load("lengths", "split", "passes", "stage_summary")
+//	sp = split(capture, options["length_buckets"])  # "auto", "off" or "5,15,30"
+//	for b in sp.buckets:
+//	    ps = passes(capture, sp, b.index)            # like capture.passes, the bucket's requests only
+//	rows = stage_summary(capture, PRESET.spec, names, levels, sp)  # preset.stage_summary, a row per level and bucket
+//
+// The buckets are computed in Go (Capture.LengthSplit), and so are the
+// passes' metrics (model/summary, as capture.passes).
+func lengthsModule() *starlarkstruct.Module {
+	return &starlarkstruct.Module{Name: "lengths", Members: starlark.StringDict{
+		"split":         starlark.NewBuiltin("lengths.split", lengthSplit),
+		"passes":        starlark.NewBuiltin("lengths.passes", lengthPasses),
+		"stage_summary": starlark.NewBuiltin("lengths.stage_summary", lengthStageSummary),
+	}}
+}
+
+// splitValue is split()'s answer: struct(spec, auto, edges, buckets =
+// [struct(index, name, lo, hi, requests, min_s, max_s)], empty, requests,
+// unknown); hi is None for the last bucket.
+type splitValue struct {
+	*starlarkstruct.Struct
+	sp *LengthSplit
+}
+
+func lengthSplit(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var spec string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "spec", &spec); err != nil {
+		return nil, err
+	}
+	lb, err := ParseLengthBuckets(spec)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := cv.c.LengthSplit(lb)
+	if err != nil {
+		return nil, err
+	}
+	var bs []starlark.Value
+	for i, bk := range sp.Buckets {
+		var hi starlark.Value = starlark.None
+		if !math.IsInf(bk.Hi, 1) {
+			hi = starlark.Float(bk.Hi)
+		}
+		bs = append(bs, starlarkstruct.FromStringDict(starlark.String("bucket"), starlark.StringDict{
+			"index": starlark.MakeInt(i), "name": starlark.String(bk.Name), "lo": starlark.Float(bk.Lo), "hi": hi,
+			"requests": starlark.MakeInt(bk.Requests), "min_s": starlark.Float(bk.MinS), "max_s": starlark.Float(bk.MaxS),
+		}))
+	}
+	edges := make([]starlark.Value, len(sp.Edges))
+	for i, e := range sp.Edges {
+		edges[i] = starlark.Float(e)
+	}
+	return &splitValue{sp: sp, Struct: starlarkstruct.FromStringDict(starlark.String("length_split"), starlark.StringDict{
+		"spec": starlark.String(lb.String()), "off": starlark.Bool(lb.Off), "auto": starlark.Bool(sp.Auto),
+		"edges": starlark.NewList(edges), "buckets": starlark.NewList(bs), "empty": stringList(sp.Empty),
+		"requests": starlark.MakeInt(sp.Requests), "unknown": starlark.MakeInt(sp.Unknown),
+	})}, nil
+}
+
+// passes(capture, split, index): the metrics of every pass over bucket
+// index's requests, as capture.passes has them.
+func lengthPasses(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var sv *splitValue
+	var k int
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "split", &sv, "index", &k); err != nil {
+		return nil, err
+	}
+	ps, err := cv.c.BucketPasses(sv.sp, k)
+	if err != nil {
+		return nil, err
+	}
+	return passesValue(ps), nil
+}
+
+// stage_summary(capture, preset, names, levels, split): preset.stage_summary's
+// rows per level and bucket (the row's bucket: its name), requests of
+// unknown length left out.
+func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var cv *captureValue
+	var pv *presetValue
+	var namesV, levelsV *starlark.List
+	var sv *splitValue
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "names", &namesV, "levels", &levelsV, "split", &sv); err != nil {
+		return nil, err
+	}
+	names, err := stringArgs(b.Name(), namesV)
+	if err != nil {
+		return nil, err
+	}
+	levels, err := stringArgs(b.Name(), levelsV)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := cv.c.StageRows(pv.p)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cv.c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	group := make([]string, rc.N)
+	for i := range group {
+		if i < len(sv.sp.Of) && sv.sp.Of[i] >= 0 {
+			group[i] = sv.sp.Buckets[sv.sp.Of[i]].Name
+		}
+	}
+	groups := make([]string, len(sv.sp.Buckets))
+	for i, bk := range sv.sp.Buckets {
+		groups[i] = bk.Name
+	}
+	var kept []engine.Level
+	for _, l := range engine.SummarizeGroups(rc, rows, levels, names, group, groups) {
+		if l.Worker != "" {
+			kept = append(kept, l)
+		}
+	}
+	return stageRowsValue(kept, names, "bucket"), nil
+}
