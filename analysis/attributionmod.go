@@ -80,7 +80,9 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	if in.Levels, err = runOrder(c); err != nil {
 		return nil, nil, err
 	}
-	return c, engine.Attribute(in), nil
+	a := engine.Attribute(in)
+	c.setAttribution(a)
+	return c, a, nil
 }
 
 // runOrder is the levels in the order the capture ran them (the

@@ -59,6 +59,7 @@ type Capture struct {
 	stagesMu   sync.Mutex
 	stages     map[string]*columns.StageRows // by preset key
 	lastStages *columns.StageRows            // the rows StageRows returned last
+	lastAttr   *engine.Attribution           // what the attribution module computed last
 
 	workersOnce sync.Once
 	workers     *engine.Workers
@@ -209,6 +210,22 @@ func (c *Capture) DerivedStages() *columns.StageRows {
 	c.stagesMu.Lock()
 	defer c.stagesMu.Unlock()
 	return c.lastStages
+}
+
+// LastAttribution returns the attribution (engine.Attribute) that a
+// script of this capture computed last (the attribution module: the
+// attribution analysis, or the diagnosis), or nil when none has: the
+// report draws the states from it, the exporters send them.
+func (c *Capture) LastAttribution() *engine.Attribution {
+	c.stagesMu.Lock()
+	defer c.stagesMu.Unlock()
+	return c.lastAttr
+}
+
+func (c *Capture) setAttribution(a *engine.Attribution) {
+	c.stagesMu.Lock()
+	defer c.stagesMu.Unlock()
+	c.lastAttr = a
 }
 
 // RequestLevels returns the distinct levels of the requests, in the order
