@@ -110,7 +110,7 @@ func load(ctx context.Context, dir string, o Options, extra ...string) (*capture
 		return nil, err
 	}
 	names := analysis.DefaultScripts(c)
-	names = append(names, "sweep_ranges", "knee")
+	names = append(names, "sweep_ranges", "knee", "attribution")
 	names = append(names, extra...)
 	return run(ctx, c, dir, o.session(c, nil), names)
 }

@@ -83,8 +83,8 @@ type PerfettoInput struct {
 	// States are, per request, its attribution's states laid over its
 	// latency (LayStates); nil: none drawn.
 	States [][]Stage
-	GPU      []GPURow
-	Sched    []SchedRow
+	GPU    []GPURow
+	Sched  []SchedRow
 }
 
 // PerfettoStats counts what BuildPerfetto drew.
