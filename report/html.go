@@ -407,7 +407,7 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 			svgs.WriteString(waterfallSVG(tl.Reqs[i]))
 		}
 		p.wide("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
-			"client latency split by where it went (the attribution's states, in the colours of 'Where the time went', laid in the states' order); client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
+			"client latency split by where it went (the attribution's states, in the colours of 'Where the time went', in time order; within a running stage its states, which interleave bin by bin, in the attribution's order); client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
 	}
 	p.end()
 }

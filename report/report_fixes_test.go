@@ -134,7 +134,7 @@ func TestReportAttribution(t *testing.T) {
 		States []string `json:"states"`
 		Reqs   []struct {
 			Lat float64      `json:"lat"`
-			A   [][2]float64 `json:"a"`
+			A   [][3]float64 `json:"a"`
 		} `json:"reqs"`
 	}
 	i := strings.Index(doc, `id="tl-json">`)
@@ -148,12 +148,16 @@ func TestReportAttribution(t *testing.T) {
 			continue
 		}
 		with++
-		s := 0.0
+		// In time order, each from where the last ended, to the latency.
+		at := 0.0
 		for _, p := range r.A {
-			s += p[1]
+			if math.Abs(p[1]-at) > 2e-6 || p[2] <= 0 {
+				t.Fatalf("a request's states do not tile its latency: %v", r.A)
+			}
+			at += p[2]
 		}
-		if math.Abs(s-r.Lat) > 1e-5 {
-			t.Errorf("a request's states add up to %g s, its latency %g s", s, r.Lat)
+		if math.Abs(at-r.Lat) > 1e-5 {
+			t.Errorf("a request's states add up to %g s, its latency %g s", at, r.Lat)
 		}
 	}
 	if with < len(tl.Reqs)/2 || len(tl.States) != engine.NumStates {

@@ -47,22 +47,22 @@ type tlRequest struct {
 	Status string          `json:"st"`
 	Client [3]float64      `json:"c"` // upload, wait for the first byte, response (s)
 	Stages []waterfallPart `json:"s"`
-	// States are where its latency went (the attribution), in
-	// AttributionStates order: (state index, seconds), the states of
-	// no time left out; they add up to Lat.
+	// States are where its latency went (the attribution's segments, in
+	// time order): (state index, s from the request's start, s); they
+	// tile [0, Lat).
 	States []statePart `json:"a,omitempty"`
 	level  int
 }
 
-// statePart is one state of a request's attribution.
+// statePart is one segment of a request's attribution.
 type statePart struct {
-	State int
-	Sec   float64
+	State    int
+	Off, Dur float64 // s from the request's start
 }
 
-// MarshalJSON writes a part as [state index, seconds].
+// MarshalJSON writes a part as [state index, offset, duration].
 func (p statePart) MarshalJSON() ([]byte, error) {
-	return []byte(fmt.Sprintf(`[%d,%s]`, p.State, tnum(p.Sec))), nil
+	return []byte(fmt.Sprintf(`[%d,%s,%s]`, p.State, tnum(p.Off), tnum(p.Dur))), nil
 }
 
 type waterfallPart struct {
@@ -481,13 +481,12 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 	states := map[int][]statePart{}
 	if a := d.c.LastAttribution(); a != nil {
 		for _, rs := range a.Requests {
-			if rs.Index >= len(reqs) || !keep[rs.Index] {
+			if rs.Index >= len(reqs) || !keep[rs.Index] || len(rs.Segments) == 0 {
 				continue
 			}
-			for k, v := range rs.States {
-				if v > 0 {
-					states[rs.Index] = append(states[rs.Index], statePart{k, v})
-				}
+			t0 := rs.Segments[0].StartUnixNs
+			for _, g := range rs.Segments {
+				states[rs.Index] = append(states[rs.Index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9})
 			}
 		}
 	}
@@ -666,12 +665,10 @@ func waterfallSVG(q tlRequest) string {
 	if len(q.States) > 0 {
 		// The client's latency, split by where it went.
 		c.text(l-6, y+12, "end", "tick", "client latency")
-		t := 0.0
 		for _, p := range q.States {
-			c.f(`<rect class="state" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s ms (%.1f %%)</title></rect>`,
-				num(xs.at(t)), num(y+2), num(max(xs.at(t+p.Sec)-xs.at(t), 0.5)), num(rowH-5), stateColor(p.State),
-				esc(engine.AttributionStates[p.State]), val(p.Sec*1e3), 100*p.Sec/q.Lat)
-			t += p.Sec
+			c.f(`<rect class="state" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s ms from %s ms</title></rect>`,
+				num(xs.at(p.Off)), num(y+2), num(max(xs.at(p.Off+p.Dur)-xs.at(p.Off), 0.5)), num(rowH-5), stateColor(p.State),
+				esc(engine.AttributionStates[p.State]), val(p.Dur*1e3), val(p.Off*1e3))
 		}
 		c.text(xs.at(q.Lat)+4, y+12, "start", "tick small", val(q.Lat*1e3)+" ms")
 		y += rowH

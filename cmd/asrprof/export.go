@@ -173,11 +173,11 @@ func exportDerived(ctx context.Context, dir string, b *bundle.Bundle, reqs []mod
 		if r.Index >= len(reqs) {
 			return d, fmt.Errorf("%s: the attribution names request %d of %d", dir, r.Index, len(reqs))
 		}
-		parts := make([]export.StatePart, len(engine.AttributionStates))
-		for k, name := range engine.AttributionStates {
-			parts[k] = export.StatePart{Name: name, Seconds: r.States[k]}
+		ss := make([]export.Stage, len(r.Segments))
+		for k, g := range r.Segments {
+			ss[k] = export.Stage{Name: engine.AttributionStates[g.State], StartUnixNs: g.StartUnixNs, EndUnixNs: g.EndUnixNs}
 		}
-		d.states[r.Index] = export.LayStates(&reqs[r.Index], parts)
+		d.states[r.Index] = ss
 	}
 	return d, nil
 }

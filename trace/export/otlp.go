@@ -71,9 +71,9 @@ type PlanConfig struct {
 	// caller derived (cmd/asrprof: analysis.StageLines, MatchStages).
 	Stages [][]Stage
 	// States are, per request (indexed likewise), its attribution's
-	// states laid over its latency (LayStates): each kept request gets a
-	// span AttributionSpan under its client span, with one child span
-	// per state. nil: none.
+	// states placed over its latency, in time order, tiling it: each kept
+	// request gets a span AttributionSpan over them under its client span,
+	// with one child span per state segment. nil: none.
 	States [][]Stage
 }
 

@@ -80,8 +80,8 @@ type PerfettoInput struct {
 	Requests []model.Request
 	Spans    []spans.Span // client and server spans
 	Stages   [][]Stage    // per request, may be nil
-	// States are, per request, its attribution's states laid over its
-	// latency (LayStates); nil: none drawn.
+	// States are, per request, its attribution's states placed over its
+	// latency, in time order, tiling it; nil: none drawn.
 	States [][]Stage
 	GPU    []GPURow
 	Sched  []SchedRow
@@ -93,7 +93,7 @@ type PerfettoStats struct {
 	ClientSlots map[string]int `json:"client_slots"` // level → tracks
 	ServerSpans int            `json:"server_spans"`
 	StageSlices int            `json:"stage_slices"`
-	StateSlices int            `json:"state_slices"` // one per state of a request with time, the requests' parent slices not counted
+	StateSlices int            `json:"state_slices"` // one per state segment of a request, the requests' parent slices not counted
 	Flows       int            `json:"flows"`
 	Counters    int            `json:"counters"`      // "C" events
 	SchedSkip   int            `json:"sched_skipped"` // rows whose pass is not in the manifest

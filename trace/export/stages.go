@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"sort"
 
 	"github.com/asrprof/asrprof/model"
@@ -157,50 +156,4 @@ func (m *stageMatcher) find(l *stageLine) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// StatePart is one state of a request's attribution (analysis/engine's
-// AttributionStates) and the seconds of its latency assigned to it.
-type StatePart struct {
-	Name    string
-	Seconds float64
-}
-
-// LayStates lays a request's states back to back, in the order given,
-// over its client latency: from EndUnixNs − latency to EndUnixNs on the
-// client's clock. States of no time are left out; the boundaries are
-// rounded so that the durations add up to the latency in nanoseconds
-// exactly. The order is the states' (the attribution's totals, not where
-// in the request each moment fell); nil when the request has no latency.
-func LayStates(r *model.Request, parts []StatePart) []Stage {
-	L := int64(math.Round(r.LatencyS * 1e9))
-	if L <= 0 || r.EndUnixNs <= 0 {
-		return nil
-	}
-	total := 0.0
-	for _, p := range parts {
-		total += max(p.Seconds, 0)
-	}
-	if !(total > 0) {
-		return nil
-	}
-	t0 := r.EndUnixNs - L
-	var out []Stage
-	cum := 0.0
-	prev := t0
-	for _, p := range parts {
-		if !(p.Seconds > 0) {
-			continue
-		}
-		cum += p.Seconds
-		end := t0 + int64(math.Round(cum/total*float64(L)))
-		if end > prev {
-			out = append(out, Stage{Name: p.Name, StartUnixNs: prev, EndUnixNs: end})
-		}
-		prev = end
-	}
-	if len(out) > 0 {
-		out[len(out)-1].EndUnixNs = r.EndUnixNs
-	}
-	return out
 }
