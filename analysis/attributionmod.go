@@ -51,7 +51,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread}
+	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread, Segments: c.placeStates()}
 	switch p := pv.(type) {
 	case *presetValue:
 		if in.Rows, err = c.StageRows(p.p); err != nil {

@@ -99,9 +99,10 @@ func SaveStages(ctx context.Context, s *Session) (int, error) {
 
 // Attribution runs the built-in attribution analysis with the session's
 // options and returns what it computed: every successful request's
-// latency, state by state (engine.Attribute; docs/ANALYSIS.md "Where the
-// time went").
+// latency, state by state, its states placed in time (engine.Attribute
+// with Segments; docs/ANALYSIS.md "Where the time went").
 func Attribution(ctx context.Context, s *Session) (*engine.Attribution, error) {
+	s.c.PlaceStates()
 	if _, err := s.Run(ctx, "attribution"); err != nil {
 		return nil, err
 	}

@@ -218,6 +218,9 @@ type AttributionInput struct {
 	Worker []string
 	// Thread is the serving thread's name ("": DefaultServingThread).
 	Thread string
+	// Segments asks for each request's states placed in time too
+	// (RequestStates.Segments): about twice Attribute's time and memory.
+	Segments bool
 	// RequestTID is, per request, the thread a span of its running stage
 	// names (0: none); RequestPID the process its running stage's events
 	// name (0: none). Either may be nil.
@@ -240,7 +243,8 @@ type RequestStates struct {
 	// stage, a gap between stages, the delivery) is one segment per state
 	// it holds; within a running stage, whose states interleave bin by
 	// bin (and with other requests' first forwards), they are laid in
-	// AttributionStates order. None without a client clock.
+	// AttributionStates order. None without a client clock, or unless
+	// AttributionInput.Segments asked for them.
 	Segments []Segment
 }
 
@@ -781,8 +785,13 @@ func Attribute(in AttributionInput) *Attribution {
 	for k, v := range ffs {
 		unions[k] = newFFUnion(merge(v), passes[k.pass].th)
 	}
-	// 5. Every request.
+	// 5. Every request. Their segments share one array (a request's is
+	// a full slice of it).
 	out.Requests = make([]RequestStates, 0, n)
+	var seg *segmenter
+	if in.Segments {
+		seg = &segmenter{out: make([]Segment, 0, 8*n)}
+	}
 	for i := 0; i < n; i++ {
 		if passOf[i] < 0 {
 			continue
@@ -791,11 +800,15 @@ func Attribute(in AttributionInput) *Attribution {
 		L := int64(math.Round(rc.LatencyS[i] * 1e9))
 		var ns [NumStates]float64
 		var segs *segmenter
+		from := 0
+		if seg != nil {
+			from = len(seg.out)
+		}
 		w, hasW := window(i)
 		if !tele[i] || !hasW || L <= 0 {
 			ns[sUnattributed] = float64(max(L, 0))
-			if c0, c1, ok := clientEnd(i); hasClock && ok {
-				rs.Segments = []Segment{{sUnattributed, c0, c1}}
+			if c0, c1, ok := clientEnd(i); seg != nil && hasClock && ok {
+				seg.out = append(seg.out, Segment{sUnattributed, c0, c1})
 			}
 		} else {
 			var c0, c1 int64
@@ -815,13 +828,15 @@ func Attribute(in AttributionInput) *Attribution {
 			if in.Worker != nil && i < len(in.Worker) {
 				k.worker = in.Worker[i]
 			}
-			if cok {
-				segs = &segmenter{off: th}
+			if cok && seg != nil {
+				segs = seg
+				seg.off, seg.prev, seg.from = th, [NumStates]float64{}, from
 			}
 			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th, segs)
-			if segs != nil {
-				rs.Segments = segs.out
-			}
+		}
+		if seg != nil && len(seg.out) > from {
+			n := len(seg.out)
+			rs.Segments = seg.out[from:n:n]
 		}
 		for s := range ns {
 			rs.States[s] = ns[s] / 1e9
@@ -853,6 +868,7 @@ type segmenter struct {
 	off  int64 // server clock − client clock
 	prev [NumStates]float64
 	out  []Segment
+	from int // the current request's first segment in out
 }
 
 // phase records [a, z) (server clock), which added ns − prev.
@@ -887,7 +903,7 @@ func (g *segmenter) phase(ns *[NumStates]float64, a, z int64) {
 			end = z
 		}
 		if end > t {
-			if n := len(g.out); n > 0 && g.out[n-1].State == s && g.out[n-1].EndUnixNs == t-g.off {
+			if n := len(g.out); n > g.from && g.out[n-1].State == s && g.out[n-1].EndUnixNs == t-g.off {
 				g.out[n-1].EndUnixNs = end - g.off
 			} else {
 				g.out = append(g.out, Segment{s, t - g.off, end - g.off})

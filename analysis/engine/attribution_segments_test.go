@@ -14,7 +14,7 @@ import (
 // batch.
 func TestAttributionSegments(t *testing.T) {
 	const ms = time.Millisecond
-	r := attribute(t, fixture.AttrConfig{Levels: []fixture.AttrLevel{
+	r := attributeSegs(t, true, fixture.AttrConfig{Levels: []fixture.AttrLevel{
 		{Concurrency: 6, Upload: 5 * ms, Receive: 3 * ms, Build: 8 * ms, FirstForward: 20 * ms, Decode: 60 * ms, DecodeSpread: 10 * ms,
 			Delivery: 2 * ms, BuildWorkers: 1, MaxRunning: 2, OnCPU: 0.7, Runq: 0.1, Sync: 0.2, GPUUtil: 0.5},
 	}, RequestsPerPass: 24, CUDA: true, GPU: true, Seed: 4})
@@ -55,6 +55,19 @@ func TestAttributionSegments(t *testing.T) {
 			if math.Abs(got[s]-q.States[s]) > 2e-6 {
 				t.Errorf("request %d: %s %.6f s in segments, %.6f s in States", q.Index, AttributionStates[s], got[s], q.States[s])
 			}
+		}
+	}
+}
+
+// BenchmarkAttributeSegments is BenchmarkAttribute with the segments.
+func BenchmarkAttributeSegments(b *testing.B) {
+	in := benchInput(100000)
+	in.Segments = true
+	b.ResetTimer()
+	for b.Loop() {
+		a := Attribute(in)
+		if len(a.Requests) != 100000 || len(a.Requests[0].Segments) == 0 {
+			b.Fatal(len(a.Requests))
 		}
 	}
 }
