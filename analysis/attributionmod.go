@@ -51,7 +51,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread}
+	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread, Segments: c.placeStates()}
 	switch p := pv.(type) {
 	case *presetValue:
 		if in.Rows, err = c.StageRows(p.p); err != nil {
@@ -80,7 +80,9 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	if in.Levels, err = runOrder(c); err != nil {
 		return nil, nil, err
 	}
-	return c, engine.Attribute(in), nil
+	a := engine.Attribute(in)
+	c.setAttribution(a)
+	return c, a, nil
 }
 
 // runOrder is the levels in the order the capture ran them (the

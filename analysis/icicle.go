@@ -17,6 +17,9 @@ type Frame struct {
 	Name     string
 	Seconds  float64
 	Children []*Frame // largest first
+	// CutSeconds (the root only) is the time of the samples whose stack
+	// was cut at an address in no mapping (Icicle).
+	CutSeconds float64
 }
 
 // Icicle merges the CPU profiles of the scored passes of level (every
@@ -24,12 +27,18 @@ type Frame struct {
 // of those passes. Python frames (otel engine) are named "function
 // (file)", as the cpu analysis names them; inlined frames are their own
 // nodes. Paths under minShare of the total are cut: their time stays in
-// their parent. It returns nil when the capture has no profiles of those
-// passes.
+// their parent. A stack is cut at its first frame (from the leaf) whose
+// address lies in no mapping of the profile, which pprof can only name
+// [unknown]: a frame-pointer walk that went through code built without
+// frame pointers reads garbage from there on, and the flame graph would
+// root most samples at such addresses; the sample is drawn from its last
+// mapped frame, and the root's CutSeconds counts it. It returns nil when
+// the capture has no profiles of those passes.
 func (c *Capture) Icicle(level string, minShare float64) (*Frame, error) {
 	files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
 	sort.Strings(files)
 	root := &node{kids: map[string]*node{}}
+	var cut int64
 	var scaleSum float64
 	n := 0
 	for _, f := range files {
@@ -38,7 +47,7 @@ func (c *Capture) Icicle(level string, minShare float64) (*Frame, error) {
 		if i <= 0 || name[i+1:] == "warmup" || (level != "" && name[:i] != level) {
 			continue
 		}
-		s, err := addProfile(root, f)
+		s, err := addProfile(root, f, &cut)
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +59,24 @@ func (c *Capture) Icicle(level string, minShare float64) (*Frame, error) {
 	}
 	scale := scaleSum / float64(n)
 	min := int64(minShare * float64(root.v))
-	return root.frame("all", scale, min), nil
+	out := root.frame("all", scale, min)
+	out.CutSeconds = float64(cut) * scale
+	return out, nil
+}
+
+// unmapped reports whether loc is an address in no mapping: no mapping, or
+// the profile's catch-all mapping of no range, and no function named.
+func unmapped(loc *profile.Location) bool {
+	m := loc.Mapping
+	if m != nil && (m.Limit > m.Start || m.File == PythonMapping) {
+		return false
+	}
+	for _, l := range loc.Line {
+		if l.Function != nil && l.Function.Name != "" && l.Function.Name != "[unknown]" {
+			return false
+		}
+	}
+	return true
 }
 
 type node struct {
@@ -76,7 +102,7 @@ func (n *node) frame(name string, scale float64, min int64) *Frame {
 
 // addProfile adds one profile's samples to root, in nanoseconds, and
 // returns the seconds a unit of root's values stands for.
-func addProfile(root *node, path string) (float64, error) {
+func addProfile(root *node, path string, cut *int64) (float64, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -100,8 +126,16 @@ func addProfile(root *node, path string) (float64, error) {
 		v := int64(float64(smp.Value[vi]) * scale * 1e9) // ns
 		root.v += v
 		cur := root
-		for li := len(smp.Location) - 1; li >= 0; li-- {
-			loc := smp.Location[li]
+		locs := smp.Location
+		for k, loc := range locs {
+			if k > 0 && unmapped(loc) {
+				locs = locs[:k]
+				*cut += v
+				break
+			}
+		}
+		for li := len(locs) - 1; li >= 0; li-- {
+			loc := locs[li]
 			python := loc.Mapping != nil && loc.Mapping.File == PythonMapping
 			for k := len(loc.Line) - 1; k >= 0; k-- {
 				fn := loc.Line[k].Function

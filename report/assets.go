@@ -7,7 +7,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans
 header{background:#1d3557;color:#fff;padding:10px 24px;position:sticky;top:0;z-index:2}
 header h1{font-size:18px;margin:0 0 4px}
 nav a{color:#cfe3ff;margin-right:14px;text-decoration:none;font-size:13px}
-main{max-width:1160px;margin:0 auto;padding:8px 24px 40px}
+main{margin:0 auto;padding:8px 24px 40px;max-width:2400px}
 section{background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:8px 18px 14px;margin:16px 0}
 h2{font-size:17px;margin:8px 0 2px}
 h3{font-size:15px;margin:6px 0 2px}
@@ -15,15 +15,19 @@ p.q{color:#555;margin:0 0 8px;font-style:italic}
 p.meta{color:#444;font-size:13px}
 p.note{color:#666;font-size:12px;margin:3px 0}
 p.warn{background:#fff3cd;border:1px solid #e0c36a;padding:6px 10px}
-figure.fig,div.fig{margin:12px 16px 12px 0;display:inline-block;vertical-align:top;width:min-content;max-width:100%}
-figure.fig svg{max-width:none}
+section{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));column-gap:18px;align-items:start}
+section>*{grid-column:1/-1}
+section>figure.fig{grid-column:auto}
+section>figure.fig.wide{grid-column:1/-1}
+figure.fig,div.fig{margin:12px 0;display:block;min-width:0}
+figure.fig svg,div.fig svg{width:100%;height:auto}
 div#waterfall{display:block;width:auto}
 figcaption{font-weight:600;margin:0 0 4px}
 svg{max-width:100%;height:auto;display:block}
 svg text{font-family:inherit;fill:#333}
 .tick{font-size:11px}.small{font-size:9.5px}.axis{font-size:12px;fill:#444}.legend{font-size:11.5px}
 .ptitle{font-size:12.5px;font-weight:600}.kneelabel{font-size:11px;fill:#b00}.fl{font-size:10.5px;fill:#111;pointer-events:none}
-.grid{stroke:#e6e6e6;stroke-width:1}.axisline{stroke:#999}
+.grid{stroke:#e6e6e6;stroke-width:1}.logtick{stroke:#f0f0f0;stroke-width:1}.axisline{stroke:#999}
 .series{stroke-width:2}.dash{stroke-dasharray:6 4}.whisker{stroke-width:1.4;fill:none}
 .knee{stroke:#b00;stroke-dasharray:4 3;stroke-width:1.2}
 .tl-data *{vector-effect:non-scaling-stroke}
@@ -85,10 +89,12 @@ function waterfall(q){var W=760,L=150,R=60,RH=18,rows=[['client latency',0,q.lat
  if(q.c&&(q.c[0]||q.c[1]||q.c[2])){rows.push(['client upload',0,q.c[0],'#888'],['client wait',q.c[0],q.c[1],'#888'],['client response',q.c[0]+q.c[1],q.c[2],'#888'])}
  (q.s||[]).forEach(function(s,i){rows.push([s[0],s[1],s[2],s[0]==='total'?'#444':pal[i%pal.length]])});
  var end=q.lat;rows.forEach(function(r){end=Math.max(end,r[1]+r[2])});if(!(end>0))end=1;
- var H=26+RH*rows.length+24,s=el2('svg',{viewBox:'0 0 '+W+' '+H,width:W,height:H,'class':'plot waterfall'});
+ var H=26+RH*rows.length+24,s=el2('svg',{viewBox:'0 0 '+W+' '+H,'class':'plot waterfall'});
  s.appendChild(el2('text',{x:8,y:14,'class':'ptitle'},q.id+' ('+q.lv+'): '+fmt(q.lat)+' s'+(q.st!=='ok'?' ['+q.st+']':'')));
  var X=function(v){return L+v/end*(W-L-R)},y=24;
- rows.forEach(function(r){s.appendChild(el2('text',{x:L-6,y:y+12,'text-anchor':'end','class':'tick'},r[0]));var g=el2('rect',{x:X(r[1]),y:y+2,width:Math.max(X(r[1]+r[2])-X(r[1]),1),height:RH-5,fill:r[3]});g.appendChild(el2('title',{},r[0]+': '+fmt(r[2]*1e3)+' ms from '+fmt(r[1]*1e3)+' ms'));s.appendChild(g);s.appendChild(el2('text',{x:X(r[1]+r[2])+4,y:y+12,'class':'tick small'},fmt(r[2]*1e3)+' ms'));y+=RH});
+ rows.forEach(function(r,ri){s.appendChild(el2('text',{x:L-6,y:y+12,'text-anchor':'end','class':'tick'},r[0]));
+ if(ri===0&&q.a&&q.a.length){q.a.forEach(function(p){var g=el2('rect',{x:X(p[1]),y:y+2,width:Math.max(X(p[1]+p[2])-X(p[1]),0.5),height:RH-5,fill:D.stateColors[p[0]],'class':'state'});g.appendChild(el2('title',{},D.states[p[0]]+': '+fmt(p[2]*1e3)+' ms from '+fmt(p[1]*1e3)+' ms'));s.appendChild(g)});s.appendChild(el2('text',{x:X(q.lat)+4,y:y+12,'class':'tick small'},fmt(q.lat*1e3)+' ms'));y+=RH;return}
+ var g=el2('rect',{x:X(r[1]),y:y+2,width:Math.max(X(r[1]+r[2])-X(r[1]),1),height:RH-5,fill:r[3]});g.appendChild(el2('title',{},r[0]+': '+fmt(r[2]*1e3)+' ms from '+fmt(r[1]*1e3)+' ms'));s.appendChild(g);s.appendChild(el2('text',{x:X(r[1]+r[2])+4,y:y+12,'class':'tick small'},fmt(r[2]*1e3)+' ms'));y+=RH});
  ticks(0,end,6).forEach(function(t){s.appendChild(el2('text',{x:X(t),y:y+18,'text-anchor':'middle','class':'tick'},fmt(t*1e3)+' ms'))});
  if(!(q.s&&q.s.length))s.appendChild(el2('text',{x:L,y:y+34,'class':'tick'},'no server stages for this request (no telemetry joined, or no stage preset)'));
  return s}

@@ -174,6 +174,10 @@ func TestReportInChromium(t *testing.T) {
 	if !strings.Contains(wf.dom, "Waterfall of request 3") || !strings.Contains(wf.dom, ">client latency</text>") || !strings.Contains(wf.dom, ">decode tail</text>") {
 		t.Errorf("#req=3 drew no waterfall with the client and the server stages")
 	}
+	// Its latency bar split into the request's states (the attribution).
+	if n := strings.Count(wf.dom, `class="state"`) - strings.Count(b.dom, `class="state"`); n < 2 {
+		t.Errorf("#req=3's waterfall splits its latency into %d states, want its attribution's", n)
+	}
 	if z := open(t, path+"#t=10-20", 1200); !strings.Contains(z.dom, "showing 10–20 s of") || !strings.Contains(z.dom, `viewBox="10 0 10 100"`) {
 		t.Errorf("#t=10-20 did not zoom the timeline to 10–20 s")
 	}

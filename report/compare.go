@@ -127,7 +127,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 				bars = append(bars, stackBar{label: "baseline", group: label(lv), parts: pick(bcols, vs)})
 			}
 		}
-		p.figure("plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
+		p.wide("plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
 			"left bar of each level: current ("+cur.name+"); right: baseline ("+base.name+")")
 		p.heading("current: " + cur.name)
 		p.table(cur.tables["stages"])

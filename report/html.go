@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -32,9 +33,19 @@ func (p *page) section(id, heading, question string) {
 
 func (p *page) end() { p.b.WriteString("</section>\n") }
 
-// figure adds one plot, titled with the question it answers.
+// figure adds one plot, titled with the question it answers; two sit
+// side by side on a wide page.
 func (p *page) figure(id, question, svg, caption string) {
-	fmt.Fprintf(&p.b, `<figure id="%s" class="fig"><figcaption>%s</figcaption>%s`, id, esc(question), svg)
+	p.fig("fig", id, question, svg, caption)
+}
+
+// wide adds one plot that takes the page's whole width.
+func (p *page) wide(id, question, svg, caption string) {
+	p.fig("fig wide", id, question, svg, caption)
+}
+
+func (p *page) fig(class, id, question, svg, caption string) {
+	fmt.Fprintf(&p.b, `<figure id="%s" class="%s"><figcaption>%s</figcaption>%s`, id, class, esc(question), svg)
 	if caption != "" {
 		fmt.Fprintf(&p.b, `<p class="note">%s</p>`, esc(caption))
 	}
@@ -132,6 +143,7 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 	d.verdictSection(p)
 	d.sweepSection(p)
 	d.stagesSection(p)
+	d.attributionSection(p)
 	d.bucketsSection(p) // buckets.go
 	if err := d.cdfSection(p); err != nil {
 		return err
@@ -234,7 +246,7 @@ func (d *captureData) sweepSection(p *page) {
 	knee := slices.Index(cats, d.knee())
 	kneeNote := "the knee (dashed): the last level before throughput stops rising (knee analysis)"
 	if knee < 0 {
-		kneeNote = "no knee: throughput rose at every step (knee analysis)"
+		kneeNote = "no knee marked: the knee analysis found none in this sweep (its note, under the table, says why)"
 	}
 	rps := []seriesCat{sweepSeries(d, "req/s", "req/s", color(0), false, cats)}
 	rpsQ, rpsNote := "How many requests per second does each level serve?", ""
@@ -277,10 +289,81 @@ func (d *captureData) stagesSection(p *page) {
 			bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
 		}
 	}
-	p.figure("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
-		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis)")
+	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
+		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
+	var rows []logRow
+	for _, lv := range d.levels {
+		vs, ok := means[lv]
+		if !ok {
+			continue
+		}
+		for i, c := range cols {
+			rows = append(rows, logRow{group: label(lv), label: c, v: vs[i], color: color(i)})
+		}
+	}
+	if svg := logBars("stages, log scale", "ms", rows); svg != "" {
+		p.wide("plot-stages-log", "How long is each stage, the shortest included (log scale)?", svg,
+			"each stage on its own bar, mean ms per request on a log axis, so that a 0.1 ms stage reads as well as a 2 s one; -: the stage is missing at that level (stages analysis)")
+	}
 	p.table(d.tables["stages"])
 	p.table(d.tables["client"])
+	p.end()
+}
+
+// attributionSection draws the attribution table: per level, each
+// state's share of the summed latency as one 100 % bar.
+func (d *captureData) attributionSection(p *page) {
+	t := d.tables["attribution"]
+	if t == nil || len(t.Rows) == 0 {
+		return
+	}
+	st, sh, mn := colIndex(t, "state"), colIndex(t, "share (%)"), colIndex(t, "mean (ms)")
+	if st < 0 || sh < 0 || mn < 0 {
+		return
+	}
+	// The states the table shows, in AttributionStates order.
+	shown := map[string]bool{}
+	for i := range t.Rows {
+		shown[t.Rows[i][st]] = true
+	}
+	var names, colors []string
+	var idx []int
+	for k, s := range engine.AttributionStates {
+		if shown[s] {
+			names, colors, idx = append(names, s), append(colors, stateColor(k)), append(idx, k)
+		}
+	}
+	pos := map[string]int{}
+	for i, s := range names {
+		pos[s] = i
+	}
+	byLevel := map[string]*stateBar{}
+	for i := range t.Rows {
+		lv := cellLevel(t, i)
+		b := byLevel[lv]
+		if b == nil {
+			b = &stateBar{label: label(lv), shares: make([]float64, len(names)), means: make([]float64, len(names))}
+			byLevel[lv] = b
+		}
+		k := pos[t.Rows[i][st]]
+		b.shares[k] = fnum(t.Values[i][sh]) / 100
+		b.means[k] = fnum(t.Values[i][mn])
+		b.meanMs += b.means[k]
+	}
+	var bars []stateBar
+	for _, lv := range d.levels {
+		if b := byLevel[lv]; b != nil {
+			bars = append(bars, *b)
+		}
+	}
+	if len(bars) == 0 {
+		return
+	}
+	p.section("attribution", "Where the time went", "What was each request doing, millisecond by millisecond, at each level?")
+	p.wide("plot-attribution", "What share of the latency does each state take, per level?", stateBars("attribution", names, colors, bars),
+		"each level's measured requests: every millisecond of a request's client latency in one state, the shares of their summed latency (attribution analysis; docs/ANALYSIS.md, \"Where the time went\"); each request's own split is the first bar of its waterfall, in the same colours")
+	p.table(t)
+	p.table(d.tables["attribution_thread"])
 	p.end()
 }
 
@@ -302,7 +385,7 @@ func (d *captureData) cdfSection(p *page) error {
 func (d *captureData) timelineSection(p *page, tl *timeline) {
 	p.section("timeline", "Timeline", "What happened over the capture, second by second?")
 	p.b.WriteString(`<div class="tl-tools"><button type="button" data-z="in">zoom in</button><button type="button" data-z="out">zoom out</button><button type="button" data-z="reset">whole capture</button><span id="tl-range"></span> <span class="hint">drag across the plot to zoom; hover for values; click a request for its waterfall</span></div>`)
-	p.figure("plot-timeline", "What were the load, the GPU and the scheduler doing at each moment (passes shaded)?", `<div class="tl-wrap">`+tl.svg()+`<div id="tl-read"></div></div>`, "")
+	p.wide("plot-timeline", "What were the load, the GPU and the scheduler doing at each moment (passes shaded)?", `<div class="tl-wrap">`+tl.svg()+`<div id="tl-read"></div></div>`, "")
 	var notes []string
 	if tl.Sampled {
 		notes = append(notes, fmt.Sprintf("requests sampled: %d of %d drawn (evenly spaced, each level's slowest kept)", len(tl.Reqs), tl.Total))
@@ -324,8 +407,8 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 		for _, i := range slow {
 			svgs.WriteString(waterfallSVG(tl.Reqs[i]))
 		}
-		p.figure("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
-			"client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
+		p.wide("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
+			"client latency split by where it went (the attribution's states, in the colours of 'Where the time went', in time order; within a running stage its states, which interleave bin by bin, in the attribution's order); client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
 	}
 	p.end()
 }
@@ -370,8 +453,8 @@ func (d *captureData) cpuSection(p *page) error {
 		if f == nil {
 			continue
 		}
-		p.figure("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f),
-			fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare))
+		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f),
+			flameNote(f, lv))
 	}
 	p.table(tcpu)
 	p.table(tpy)
@@ -379,6 +462,14 @@ func (d *captureData) cpuSection(p *page) error {
 	p.table(d.tables["cuda_launches"])
 	p.end()
 	return nil
+}
+
+func flameNote(f *analysis.Frame, lv string) string {
+	s := fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare)
+	if f.CutSeconds > 0 {
+		s += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
+	}
+	return s
 }
 
 // icicle draws a flame graph root first.
@@ -563,7 +654,10 @@ func (d *captureData) provenanceSection(p *page) {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			lost := "nothing reported"
+			lost := "none reported"
+			if st, _ := probes[n].(string); st == "off" || strings.HasPrefix(st, "off:") || strings.HasPrefix(st, "off ") {
+				lost = "off"
+			}
 			if v, ok := losses[n]; ok {
 				lost = compact(v)
 			}

@@ -112,8 +112,9 @@ func load(ctx context.Context, dir string, o Options, extra ...string) (*capture
 	if err != nil {
 		return nil, err
 	}
+	c.PlaceStates() // the waterfalls draw each request's states in time
 	names := analysis.DefaultScripts(c)
-	names = append(names, "sweep_ranges", "knee")
+	names = append(names, "sweep_ranges", "knee", "attribution")
 	names = append(names, extra...)
 	return run(ctx, c, dir, o.session(c, nil), names)
 }

@@ -109,8 +109,11 @@ type canvas struct {
 
 func newCanvas(w, h float64, class, label string) *canvas {
 	c := &canvas{w: w, h: h}
-	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" class="%s" viewBox="0 0 %s %s" width="%s" height="%s" role="img" aria-label="%s">`,
-		class, num(w), num(h), num(w), num(h), esc(label))
+	// No width or height: the page's CSS fills the figure's column with
+	// it, the viewBox keeping its aspect (docs/REPORT.md, "Layout").
+	// At most 1.6× its own size, so that its text stays in proportion.
+	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" class="%s" viewBox="0 0 %s %s" preserveAspectRatio="xMinYMin meet" style="max-width:%spx" role="img" aria-label="%s">`,
+		class, num(w), num(h), num(1.6*w), esc(label))
 	return c
 }
 
@@ -284,7 +287,7 @@ type stackBar struct {
 
 // stackedBars draws vertical stacked bars, one per entry, grouped by group.
 func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
-	const w, l, r, b = 760.0, 62.0, 16.0, 44.0
+	const w, l, r, b = 1100.0, 62.0, 16.0, 44.0
 	t := 14 + 16*float64(legendRows(l, w, names))
 	h := 284 + t
 	c := newCanvas(w, h, "plot", title)
@@ -441,5 +444,135 @@ func hbars(title, unit string, labels []string, vals []float64, tips []string, c
 		c.rect(l, y+2, xs.at(vals[i])-l, rowH-5, col, tips[i])
 		c.text(xs.at(vals[i])+4, y+12, "start", "tick", val(vals[i])+unit)
 	}
+	return c.String()
+}
+
+// statePalette colours the attribution's states (analysis/engine's
+// AttributionStates, by index) the same in every plot: the waits warm,
+// the running batch blues and greens, delivery purple, unattributed grey.
+var statePalette = []string{
+	"#e69f00", // upload
+	"#f0c35a", // build wait
+	"#d55e00", // build
+	"#cc79a7", // admission wait
+	"#0072b2", // running: host work
+	"#009e73", // running: GPU wait
+	"#56b4e9", // running: runnable
+	"#9ecae1", // running: off-CPU
+	"#c7d7e8", // running: no thread data
+	"#b2182b", // first-forward stall
+	"#7f3c8d", // response delivery
+	"#bbbbbb", // unattributed
+}
+
+func stateColor(i int) string { return statePalette[i%len(statePalette)] }
+
+// stateBar is one level's attribution: each state's share of the level's
+// summed latency (0–1, indexed like names) and the mean latency.
+type stateBar struct {
+	label  string
+	shares []float64
+	means  []float64 // ms per request
+	meanMs float64
+}
+
+// stateBars draws one horizontal bar per level, 100 % wide, split into
+// its states in the order of names, with a legend of the states drawn.
+func stateBars(title string, names []string, colors []string, bars []stateBar) string {
+	const w, l, r, rowH = 1100.0, 70.0, 110.0, 26.0
+	t := 8 + 16*float64(legendRows(l, w, names))
+	h := t + 8 + rowH*float64(len(bars)) + 26
+	c := newCanvas(w, h, "plot states", title)
+	c.legend(l, 16, names, colors)
+	xs := scale{0, 1, l, w - r}
+	y := t + 8
+	for _, b := range bars {
+		c.text(l-6, y+16, "end", "tick", b.label)
+		x := 0.0
+		for i, sh := range b.shares {
+			if !(sh > 0) {
+				continue
+			}
+			c.f(`<rect class="state" data-state="%s" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s, %s: %.1f %% of the latency, %s ms per request (mean)</title></rect>`,
+				esc(names[i]), num(xs.at(x)), num(y+3), num(xs.at(x+sh)-xs.at(x)), num(rowH-6), colors[i],
+				esc(b.label), esc(names[i]), 100*sh, val(b.means[i]))
+			if xs.at(x+sh)-xs.at(x) > 34 {
+				c.text(xs.at(x)+3, y+17, "start", "fl", fmt.Sprintf("%.0f %%", 100*sh))
+			}
+			x += sh
+		}
+		c.text(w-r+6, y+17, "start", "tick", "mean "+val(b.meanMs)+" ms")
+		y += rowH
+	}
+	for _, p := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		c.line(xs.at(p), y, xs.at(p), y+4, "axisline")
+		c.text(xs.at(p), y+16, "middle", "tick", fmt.Sprintf("%.0f %%", 100*p))
+	}
+	return c.String()
+}
+
+// logBars draws one horizontal bar per row on a log axis (ms), so that a
+// stage of 0.1 ms and one of 2 s are both read off it; rows are grouped
+// under headings (the levels).
+type logRow struct {
+	group, label string
+	v            float64 // ms; ≤ 0 or NaN: none
+	color        string
+}
+
+func logBars(title, unit string, rows []logRow) string {
+	const w, l, r, rowH = 1100.0, 200.0, 80.0, 15.0
+	lo, hi := math.Inf(1), 0.0
+	for _, rw := range rows {
+		if rw.v > 0 {
+			lo, hi = min(lo, rw.v), max(hi, rw.v)
+		}
+	}
+	if hi == 0 {
+		return ""
+	}
+	// A decade below the shortest, so that it too is a bar.
+	d0 := math.Floor(math.Log10(lo)) - 1
+	d1 := math.Ceil(math.Log10(hi))
+	if d1 <= d0 {
+		d1 = d0 + 1
+	}
+	groups := 0
+	prev := ""
+	for _, rw := range rows {
+		if rw.group != prev {
+			groups++
+			prev = rw.group
+		}
+	}
+	h := 10 + rowH*float64(len(rows)) + 18*float64(groups) + 34
+	c := newCanvas(w, h, "plot logbars", title)
+	xs := scale{d0, d1, l, w - r}
+	y := 10.0
+	top := y
+	prev = ""
+	for _, rw := range rows {
+		if rw.group != prev {
+			c.text(8, y+13, "start", "ptitle", rw.group)
+			y += 18
+			prev = rw.group
+		}
+		c.text(l-6, y+11, "end", "tick", rw.label)
+		if rw.v > 0 {
+			x1 := xs.at(math.Log10(rw.v))
+			c.f(`<rect class="logbar" data-label="%s" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s, %s: %s %s</title></rect>`,
+				esc(rw.group+"/"+rw.label), num(l), num(y+2), num(max(x1-l, 1)), num(rowH-4), rw.color, esc(rw.group), esc(rw.label), val(rw.v), unit)
+			c.text(x1+4, y+11, "start", "tick small", val(rw.v)+" "+unit)
+		} else {
+			c.text(l+4, y+11, "start", "tick small", "-")
+		}
+		y += rowH
+	}
+	for e := d0; e <= d1; e++ {
+		x := xs.at(e)
+		c.line(x, top, x, y, "grid")
+		c.text(x, y+14, "middle", "tick", tickval(math.Pow(10, e))+" "+unit)
+	}
+	c.text((l+w-r)/2, y+30, "middle", "axis", unit+" per request (mean), log scale")
 	return c.String()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -46,7 +47,22 @@ type tlRequest struct {
 	Status string          `json:"st"`
 	Client [3]float64      `json:"c"` // upload, wait for the first byte, response (s)
 	Stages []waterfallPart `json:"s"`
+	// States are where its latency went (the attribution's segments, in
+	// time order): (state index, s from the request's start, s); they
+	// tile [0, Lat).
+	States []statePart `json:"a,omitempty"`
 	level  int
+}
+
+// statePart is one segment of a request's attribution.
+type statePart struct {
+	State    int
+	Off, Dur float64 // s from the request's start
+}
+
+// MarshalJSON writes a part as [state index, offset, duration].
+func (p statePart) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`[%d,%s,%s]`, p.State, tnum(p.Off), tnum(p.Dur))), nil
 }
 
 type waterfallPart struct {
@@ -71,6 +87,9 @@ type timeline struct {
 	Sampled bool        `json:"sampled"`
 	Binned  []string    `json:"-"` // what was binned, for the note
 	Levels  []string    `json:"levels"`
+	// The states' names and colours, indexed like tlRequest.States.
+	States      []string `json:"states"`
+	StateColors []string `json:"stateColors"`
 }
 
 // tnum formats seconds to the microsecond.
@@ -87,7 +106,10 @@ func (d *captureData) timeline() (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := &timeline{Total: len(reqs)}
+	tl := &timeline{Total: len(reqs), States: engine.AttributionStates}
+	for i := range tl.States {
+		tl.StateColors = append(tl.StateColors, stateColor(i))
+	}
 	t0, t1 := int64(math.MaxInt64), int64(0)
 	for _, lv := range m.Levels {
 		t0 = min(t0, lv.StartUnixNs)
@@ -455,6 +477,19 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 				Dur: float64(rows.EndUnixNs[k]-rows.StartUnixNs[k]) / 1e9})
 		}
 	}
+	// Where each request's time went (the attribution), by request index.
+	states := map[int][]statePart{}
+	if a := d.c.LastAttribution(); a != nil {
+		for _, rs := range a.Requests {
+			if rs.Index >= len(reqs) || !keep[rs.Index] || len(rs.Segments) == 0 {
+				continue
+			}
+			t0 := rs.Segments[0].StartUnixNs
+			for _, g := range rs.Segments {
+				states[rs.Index] = append(states[rs.Index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9})
+			}
+		}
+	}
 	var laneEnd []float64
 	for i := range reqs {
 		r := &reqs[i]
@@ -462,7 +497,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 			continue
 		}
 		q := tlRequest{ID: r.SampleID, Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
-			Status: r.Status, Stages: stages[i], level: levelIx[r.Level]}
+			Status: r.Status, Stages: stages[i], States: states[i], level: levelIx[r.Level]}
 		if q.ID == "" {
 			q.ID = r.ID
 		}
@@ -627,7 +662,19 @@ func waterfallSVG(q tlRequest) string {
 		c.text(xs.at(off+dur)+4, y+12, "start", "tick small", val(dur*1e3)+" ms")
 		y += rowH
 	}
-	bar("client latency", 0, q.Lat, "#555")
+	if len(q.States) > 0 {
+		// The client's latency, split by where it went.
+		c.text(l-6, y+12, "end", "tick", "client latency")
+		for _, p := range q.States {
+			c.f(`<rect class="state" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s ms from %s ms</title></rect>`,
+				num(xs.at(p.Off)), num(y+2), num(max(xs.at(p.Off+p.Dur)-xs.at(p.Off), 0.5)), num(rowH-5), stateColor(p.State),
+				esc(engine.AttributionStates[p.State]), val(p.Dur*1e3), val(p.Off*1e3))
+		}
+		c.text(xs.at(q.Lat)+4, y+12, "start", "tick small", val(q.Lat*1e3)+" ms")
+		y += rowH
+	} else {
+		bar("client latency", 0, q.Lat, "#555")
+	}
 	if q.Client != [3]float64{} {
 		bar("client upload", 0, q.Client[0], "#888")
 		bar("client wait", q.Client[0], q.Client[1], "#888")

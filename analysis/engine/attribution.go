@@ -218,6 +218,9 @@ type AttributionInput struct {
 	Worker []string
 	// Thread is the serving thread's name ("": DefaultServingThread).
 	Thread string
+	// Segments asks for each request's states placed in time too
+	// (RequestStates.Segments): about twice Attribute's time and memory.
+	Segments bool
 	// RequestTID is, per request, the thread a span of its running stage
 	// names (0: none); RequestPID the process its running stage's events
 	// name (0: none). Either may be nil.
@@ -237,6 +240,23 @@ type RequestStates struct {
 	// AdmissionAtCapS is the part of its admission wait during which its
 	// running batch was at the capture's cap (Attribution.RunCap).
 	AdmissionAtCapS float64
+	// Segments place the states in the request's time, on the client's
+	// clock: they tile [end − latency, end) in order, their lengths per
+	// state adding up to States. A phase of the request (the upload, a
+	// stage, a gap between stages, the delivery) is one segment per state
+	// it holds; within a running stage, whose states interleave bin by
+	// bin (and with other requests' first forwards), they are laid in
+	// AttributionStates order. None without a client clock, or unless
+	// AttributionInput.Segments asked for them.
+	Segments []Segment
+}
+
+// Segment is a stretch of one request's latency in one state
+// (AttributionStates[State]), in unix ns on the client's clock.
+type Segment struct {
+	State       int
+	StartUnixNs int64
+	EndUnixNs   int64
 }
 
 // StateStat is one state over a level's measured requests: its share of
@@ -855,8 +875,13 @@ func Attribute(in AttributionInput) *Attribution {
 	for k, v := range ffs {
 		unions[k] = newFFUnion(merge(v), passes[k.pass].th)
 	}
-	// 5. Every request.
+	// 5. Every request. Their segments share one array (a request's is
+	// a full slice of it).
 	out.Requests = make([]RequestStates, 0, n)
+	var seg *segmenter
+	if in.Segments {
+		seg = &segmenter{out: make([]Segment, 0, 8*n)}
+	}
 	for i := 0; i < n; i++ {
 		if passOf[i] < 0 {
 			continue
@@ -864,9 +889,17 @@ func Attribute(in AttributionInput) *Attribution {
 		rs := RequestStates{Index: i, Level: rc.Level.At(i), Repeat: int(repeatOf(rc, i)), Warmup: rc.Warmup[i], LatencyS: rc.LatencyS[i], Telemetry: tele[i]}
 		L := int64(math.Round(rc.LatencyS[i] * 1e9))
 		var ns [NumStates]float64
+		var segs *segmenter
+		from := 0
+		if seg != nil {
+			from = len(seg.out)
+		}
 		w, hasW := window(i)
 		if !tele[i] || !hasW || L <= 0 {
 			ns[sUnattributed] = float64(max(L, 0))
+			if c0, c1, ok := clientEnd(i); seg != nil && hasClock && ok {
+				seg.out = append(seg.out, Segment{sUnattributed, c0, c1})
+			}
 		} else {
 			var c0, c1 int64
 			cok := false
@@ -885,7 +918,11 @@ func Attribute(in AttributionInput) *Attribution {
 			if in.Worker != nil && i < len(in.Worker) {
 				k.worker = in.Worker[i]
 			}
-			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th)
+			if cok && seg != nil {
+				segs = seg
+				seg.off, seg.prev, seg.from = th, [NumStates]float64{}, from
+			}
+			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th, segs)
 			if b := &bounds[i]; ns[sAdmission] > 0 && (b.ok(kBuildToQueued) || b.ok(kQueued)) {
 				iv := b.iv[kQueued]
 				if b.ok(kBuildToQueued) {
@@ -896,6 +933,10 @@ func Attribute(in AttributionInput) *Attribution {
 				}
 				rs.AdmissionAtCapS = min(atCap(occ[k], capOf[k.worker], iv), ns[sAdmission]) / 1e9
 			}
+		}
+		if seg != nil && len(seg.out) > from {
+			n := len(seg.out)
+			rs.Segments = seg.out[from:n:n]
 		}
 		for s := range ns {
 			rs.States[s] = ns[s] / 1e9
@@ -921,9 +962,60 @@ func runningSpan(b *reqBounds) (interval, bool) {
 	return interval{}, false
 }
 
+// segmenter records where in time attributeOne put each state: phase by
+// phase, the states a phase added, laid in state order over it.
+type segmenter struct {
+	off  int64 // server clock − client clock
+	prev [NumStates]float64
+	out  []Segment
+	from int // the current request's first segment in out
+}
+
+// phase records [a, z) (server clock), which added ns − prev.
+func (g *segmenter) phase(ns *[NumStates]float64, a, z int64) {
+	if g == nil {
+		return
+	}
+	var d [NumStates]float64
+	total := 0.0
+	for s := range ns {
+		d[s] = max(ns[s]-g.prev[s], 0)
+		total += d[s]
+	}
+	g.prev = *ns
+	if z <= a || !(total > 0) {
+		return
+	}
+	cum, t := 0.0, a
+	last := -1
+	for s := range d {
+		if d[s] > 0 {
+			last = s
+		}
+	}
+	for s := range d {
+		if !(d[s] > 0) {
+			continue
+		}
+		cum += d[s]
+		end := a + int64(math.Round(cum/total*float64(z-a)))
+		if s == last {
+			end = z
+		}
+		if end > t {
+			if n := len(g.out); n > g.from && g.out[n-1].State == s && g.out[n-1].EndUnixNs == t-g.off {
+				g.out[n-1].EndUnixNs = end - g.off
+			} else {
+				g.out = append(g.out, Segment{s, t - g.off, end - g.off})
+			}
+		}
+		t = end
+	}
+}
+
 // attributeOne assigns [x0, x1) (the client's latency on the server's
-// clock) of one request, in ns, to ns.
-func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64, ff *ffUnion, th *thread) {
+// clock) of one request, in ns, to ns; segs (nil: none) records where.
+func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64, ff *ffUnion, th *thread, segs *segmenter) {
 	clamp := func(t int64) int64 { return min(max(t, x0), x1) }
 	// Response delivery starts where the request left the running batch
 	// (its decode's end), else at the server's end.
@@ -935,6 +1027,7 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 	e = max(clamp(e), w0)
 	t := x0
 	ns[sUpload] += float64(w0 - t)
+	segs.phase(ns, t, w0)
 	t = w0
 	for k := 0; k < kTotal; k++ {
 		if !b.ok(k) {
@@ -944,6 +1037,7 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 		if a > t { // a gap before the stage
 			g := min(a, e)
 			ns[sUnattributed] += float64(g - t)
+			segs.phase(ns, t, g)
 			t = g
 		}
 		if z <= a {
@@ -957,11 +1051,14 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 		default:
 			ns[segState[k]] += float64(z - a)
 		}
+		segs.phase(ns, a, z)
 		t = z
 	}
 	ns[sUnattributed] += float64(e - t)
+	segs.phase(ns, t, e)
 	t = max(t, e)
 	ns[sDelivery] += float64(x1 - t)
+	segs.phase(ns, t, x1)
 }
 
 // ffUnion is the merged first forwards of a pass (and worker), with

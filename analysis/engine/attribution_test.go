@@ -41,6 +41,11 @@ type attrRun struct {
 
 // attribute writes cfg's bundle and attributes it as the analysis does.
 func attribute(t testing.TB, cfg fixture.AttrConfig) *attrRun {
+	return attributeSegs(t, false, cfg)
+}
+
+// attributeSegs is attribute, with the segments when segs.
+func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "b")
 	truth, err := fixture.WriteAttribution(dir, cfg)
@@ -77,7 +82,7 @@ func attribute(t testing.TB, cfg fixture.AttrConfig) *attrRun {
 	for _, l := range cfg.Levels {
 		levels = append(levels, "c"+itoa(l.Concurrency))
 	}
-	a := Attribute(AttributionInput{Reqs: rc, Rows: rows, Levels: levels, Sched: sched, CUDA: cuda, GPU: gpu})
+	a := Attribute(AttributionInput{Reqs: rc, Rows: rows, Levels: levels, Sched: sched, CUDA: cuda, GPU: gpu, Segments: segs})
 	r := &attrRun{a: a, truth: truth, rc: rc}
 	for _, q := range reqs {
 		r.ids = append(r.ids, q.RequestID)

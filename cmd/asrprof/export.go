@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/export"
 )
@@ -20,11 +23,14 @@ Sends a capture bundle's per-request traces to a trace viewer.
 
 --otlp posts them to an OTLP/HTTP endpoint (Jaeger, an OpenTelemetry
 Collector...) as protobuf, in batches, with retries: each request's client
-span is the root of the server's spans, and a stage decomposition
-(stages.jsonl) adds one span per stage. --perfetto writes Chrome trace-event
-JSON for ui.perfetto.dev: a track per in-flight client slot, the server's
-spans, arrows from requests to server spans, GPU and CPU counters.
-See docs/JAEGER.md.
+span is the root of the server's spans, its stage decomposition adds one
+span per stage, and where its latency went (the attribution analysis) one
+span per state under a "where the time went" span. --perfetto writes
+Chrome trace-event JSON for ui.perfetto.dev: a track per in-flight client
+slot, the server's spans, arrows from requests to server spans, the
+stages, the states, GPU and CPU counters. The stages are stages.jsonl's
+when 'asrprof analyze --save-stages' wrote one, else derived here the same
+way. See docs/JAEGER.md.
 
 Examples:
   asrprof export runs/demo --otlp http://127.0.0.1:4318
@@ -78,8 +84,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	reqs, err := b.Requests()
+	if err != nil {
+		return fmt.Errorf("%s: reading requests: %w", dir, err)
+	}
+	derived, err := exportDerived(ctx, dir, b, reqs)
+	if err != nil {
+		return err
+	}
 	if *perfetto != "" {
-		if err := exportPerfetto(b, *perfetto, stdout); err != nil {
+		if err := exportPerfetto(b, *perfetto, derived, stdout); err != nil {
 			return err
 		}
 	}
@@ -88,7 +102,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg := export.OTLPConfig{
 		URL:        *otlpURL,
-		PlanConfig: export.PlanConfig{BatchSpans: *batch, Sample: *sample},
+		PlanConfig: export.PlanConfig{BatchSpans: *batch, Sample: *sample, Stages: derived.stages, States: derived.states},
 		RateLimit:  *rate,
 		Timeout:    *timeout,
 	}
@@ -120,7 +134,64 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func exportPerfetto(b *bundle.Bundle, path string, stdout io.Writer) error {
+// derived is what the exporters draw that the analyses compute (trace/
+// export may not import analysis): each request's stages when the bundle
+// has no stages.jsonl, and its states (where its latency went), indexed
+// like requests.jsonl.
+type derived struct {
+	stages [][]export.Stage // nil: stages.jsonl's
+	states [][]export.Stage
+}
+
+// exportDerived computes the stages (unless stages.jsonl holds them: what
+// 'analyze --save-stages' wrote is used as is) and the states with the
+// analyses' default options.
+func exportDerived(ctx context.Context, dir string, b *bundle.Bundle, reqs []model.Request) (derived, error) {
+	var d derived
+	c, err := analysis.Load(dir)
+	if err != nil {
+		return d, err
+	}
+	s := analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout})
+	if !b.Has(bundle.StagesFile) {
+		lines, err := analysis.StageLines(ctx, s)
+		if err != nil {
+			return d, fmt.Errorf("deriving the stages: %w", err)
+		}
+		recs := make([]export.StageRecord, len(lines))
+		for i, l := range lines {
+			recs[i] = export.StageRecord{TraceID: l.TraceID, RequestID: l.RequestID, Name: l.Stage, StartUnixNs: l.StartUnixNs, EndUnixNs: l.EndUnixNs}
+		}
+		d.stages, _ = export.MatchStages(reqs, recs)
+	}
+	a, err := analysis.Attribution(ctx, s)
+	if err != nil {
+		return d, fmt.Errorf("computing where the time went: %w", err)
+	}
+	d.states = make([][]export.Stage, len(reqs))
+	for _, r := range a.Requests {
+		if r.Index >= len(reqs) {
+			return d, fmt.Errorf("%s: the attribution names request %d of %d", dir, r.Index, len(reqs))
+		}
+		ss := make([]export.Stage, len(r.Segments))
+		for k, g := range r.Segments {
+			ss[k] = export.Stage{Name: engine.AttributionStates[g.State], StartUnixNs: g.StartUnixNs, EndUnixNs: g.EndUnixNs}
+		}
+		d.states[r.Index] = ss
+	}
+	return d, nil
+}
+
+func exportPerfetto(b *bundle.Bundle, path string, d derived, stdout io.Writer) error {
+	in, err := export.ReadPerfettoInput(b)
+	if err != nil {
+		return err
+	}
+	if d.stages != nil {
+		in.Stages = d.stages
+	}
+	in.States = d.states
+	tf, st := export.BuildPerfetto(in)
 	var w io.Writer = stdout
 	var f *os.File
 	if path != "-" {
@@ -131,8 +202,7 @@ func exportPerfetto(b *bundle.Bundle, path string, stdout io.Writer) error {
 		defer f.Close()
 		w = f
 	}
-	st, err := export.Perfetto(w, b)
-	if err != nil {
+	if err := export.WriteTraceFile(w, tf); err != nil {
 		return err
 	}
 	if f == nil {
@@ -150,8 +220,8 @@ func exportPerfetto(b *bundle.Bundle, path string, stdout io.Writer) error {
 	for _, l := range levels {
 		slots = append(slots, fmt.Sprintf("%s: %d", l, st.ClientSlots[l]))
 	}
-	fmt.Fprintf(stdout, "perfetto: wrote %s: %d requests (client tracks %s), %d server spans, %d stage slices, %d flows, %d counter points; open it at https://ui.perfetto.dev\n",
-		path, st.Requests, strings.Join(slots, ", "), st.ServerSpans, st.StageSlices, st.Flows, st.Counters)
+	fmt.Fprintf(stdout, "perfetto: wrote %s: %d requests (client tracks %s), %d server spans, %d stage slices, %d state slices, %d flows, %d counter points; open it at https://ui.perfetto.dev\n",
+		path, st.Requests, strings.Join(slots, ", "), st.ServerSpans, st.StageSlices, st.StateSlices, st.Flows, st.Counters)
 	return nil
 }
 
@@ -160,8 +230,8 @@ func printOTLP(w io.Writer, st export.OTLPStats) {
 	if s := st.Elapsed.Seconds(); s > 0 {
 		rate = float64(st.SentSpans) / s
 	}
-	fmt.Fprintf(w, "otlp: %d spans sent to %s (%d requests, %d stage spans) in %d batches, %.1fs (%.0f spans/s); retries %d, failed batches %d (%d spans), rejected spans %d\n",
-		st.SentSpans, st.URL, st.Plan.Requests, st.Plan.StageSpans, st.SentBatches, st.Elapsed.Seconds(), rate,
+	fmt.Fprintf(w, "otlp: %d spans sent to %s (%d requests, %d stage spans, %d state spans) in %d batches, %.1fs (%.0f spans/s); retries %d, failed batches %d (%d spans), rejected spans %d\n",
+		st.SentSpans, st.URL, st.Plan.Requests, st.Plan.StageSpans, st.Plan.StateSpans, st.SentBatches, st.Elapsed.Seconds(), rate,
 		st.Retries, st.FailedBatches, st.FailedSpans, st.Rejected)
 	if st.Plan.Truncated {
 		fmt.Fprintln(w, "otlp: note: the last record of spans.otlp was cut short (a killed capture) and was skipped")

@@ -66,13 +66,31 @@ type PlanConfig struct {
 	// all the spans of their traces. Spans of traces that no request names
 	// are kept when a hash of their trace id is a multiple of Sample.
 	Sample int
+	// Stages, when not nil, are each request's stages (indexed like the
+	// bundle's requests.jsonl) in place of stages.jsonl's: what the
+	// caller derived (cmd/asrprof: analysis.StageLines, MatchStages).
+	Stages [][]Stage
+	// States are, per request (indexed likewise), its attribution's
+	// states placed over its latency, in time order, tiling it: each kept
+	// request gets a span AttributionSpan over them under its client span,
+	// with one child span per state segment. nil: none.
+	States [][]Stage
 }
+
+// AttributionSpan is the name of the synthesized span that holds a
+// request's state spans (PlanConfig.States); AttrState names the state on
+// each state span.
+const (
+	AttributionSpan = "where the time went"
+	AttrState       = "asrprof.state"
+)
 
 // Plan counts what Batches sends.
 type Plan struct {
 	Requests        int  `json:"requests"`         // requests whose traces are exported
 	Spans           int  `json:"spans"`            // all spans, stage spans included
-	StageSpans      int  `json:"stage_spans"`      // synthesized from stages.jsonl
+	StageSpans      int  `json:"stage_spans"`      // synthesized from stages.jsonl (or PlanConfig.Stages)
+	StateSpans      int  `json:"state_spans"`      // synthesized from PlanConfig.States, their parent spans not counted
 	Batches         int  `json:"batches"`          // export requests
 	UnmatchedStages int  `json:"unmatched_stages"` // stages.jsonl lines naming no request
 	Truncated       bool `json:"truncated"`        // spans.otlp's last record was cut short (and dropped)
@@ -83,6 +101,7 @@ type reqInfo struct {
 	level  string
 	keep   bool
 	stages []Stage
+	states []Stage
 }
 
 // planner decides which spans go out and builds the batches.
@@ -109,9 +128,11 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
 	}
-	stages, unmatched, err := ReadStages(b, reqs)
-	if err != nil {
-		return nil, err
+	stages, unmatched := cfg.Stages, 0
+	if stages == nil {
+		if stages, unmatched, err = ReadStages(b, reqs); err != nil {
+			return nil, err
+		}
 	}
 	p := &planner{
 		b:        b,
@@ -133,16 +154,23 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 			continue
 		}
 		info := &reqInfo{level: r.Level, keep: k%cfg.Sample == 0}
-		if stages != nil {
+		if i < len(stages) {
 			info.stages = stages[i]
+		}
+		if i < len(cfg.States) {
+			info.states = cfg.States[i]
 		}
 		p.byTrace[tid] = info
 		if info.keep {
 			p.plan.Requests++
 			p.plan.StageSpans += len(info.stages)
+			p.plan.StateSpans += len(info.states)
+			if len(info.states) > 0 {
+				p.plan.Spans++ // the states' parent
+			}
 		}
 	}
-	p.plan.Spans = p.plan.StageSpans
+	p.plan.Spans += p.plan.StageSpans + p.plan.StateSpans
 	if b.Has(bundle.SpansFile) {
 		trunc, err := spans.Read(b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
 			forEachSpan(td, func(rs ptrace.ResourceSpans, sp ptrace.Span) {
@@ -151,7 +179,7 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 					return
 				}
 				p.plan.Spans++
-				if info := p.byTrace[tid]; info != nil && len(info.stages) > 0 && sp.ParentSpanID().IsEmpty() && service(rs) == spans.ClientService {
+				if info := p.byTrace[tid]; info != nil && len(info.stages)+len(info.states) > 0 && sp.ParentSpanID().IsEmpty() && service(rs) == spans.ClientService {
 					p.roots[tid] = sp.SpanID()
 				}
 			})
@@ -214,7 +242,7 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 			return err
 		}
 	}
-	if p.plan.StageSpans > 0 {
+	if p.plan.StageSpans > 0 || p.plan.StateSpans > 0 {
 		if err := p.stageSpans(bt); err != nil {
 			return err
 		}
@@ -227,7 +255,7 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 func (p *planner) stageSpans(bt *batcher) error {
 	tids := make([]pcommon.TraceID, 0, len(p.byTrace))
 	for tid, info := range p.byTrace {
-		if info.keep && len(info.stages) > 0 {
+		if info.keep && len(info.stages)+len(info.states) > 0 {
 			tids = append(tids, tid)
 		}
 	}
@@ -261,6 +289,42 @@ func (p *planner) stageSpans(bt *batcher) error {
 				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
 			}
 			if err := bt.addStage(res, scope, sp); err != nil {
+				return err
+			}
+		}
+		if len(info.states) == 0 {
+			continue
+		}
+		// The states: a parent over the latency, under the client span.
+		parent := stageSpanID(tid, -1, AttributionSpan)
+		add := func(id, par pcommon.SpanID, name string, a, z int64, state bool) error {
+			sp.Attributes().Clear()
+			sp.SetTraceID(tid)
+			sp.SetSpanID(id)
+			sp.SetParentSpanID(par)
+			sp.SetName(name)
+			sp.SetKind(ptrace.SpanKindInternal)
+			sp.SetStartTimestamp(pcommon.Timestamp(a))
+			sp.SetEndTimestamp(pcommon.Timestamp(z))
+			if state {
+				sp.Attributes().PutStr(AttrState, name)
+			}
+			sp.Attributes().PutBool(AttrSynthesized, true)
+			if info.level != "" {
+				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
+			}
+			return bt.addStage(res, scope, sp)
+		}
+		root, ok := p.roots[tid]
+		if !ok {
+			root = pcommon.NewSpanIDEmpty()
+		}
+		ss := info.states
+		if err := add(parent, root, AttributionSpan, ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs, false); err != nil {
+			return err
+		}
+		for n, st := range ss {
+			if err := add(stageSpanID(tid, 1000+n, st.Name), parent, st.Name, st.StartUnixNs, st.EndUnixNs, true); err != nil {
 				return err
 			}
 		}

@@ -49,6 +49,7 @@ const (
 	CatClient  = "client"  // upload, wait_first_byte, response inside a request
 	CatServer  = "server"  // a server span below a request's root span
 	CatStage   = "stage"   // a stage from stages.jsonl
+	CatState   = "state"   // where a request's latency went: its attribution parent slice and one slice per state
 )
 
 // GPURow is the part of a gpu.jsonl line that becomes counters.
@@ -79,8 +80,11 @@ type PerfettoInput struct {
 	Requests []model.Request
 	Spans    []spans.Span // client and server spans
 	Stages   [][]Stage    // per request, may be nil
-	GPU      []GPURow
-	Sched    []SchedRow
+	// States are, per request, its attribution's states placed over its
+	// latency, in time order, tiling it; nil: none drawn.
+	States [][]Stage
+	GPU    []GPURow
+	Sched  []SchedRow
 }
 
 // PerfettoStats counts what BuildPerfetto drew.
@@ -89,6 +93,7 @@ type PerfettoStats struct {
 	ClientSlots map[string]int `json:"client_slots"` // level → tracks
 	ServerSpans int            `json:"server_spans"`
 	StageSlices int            `json:"stage_slices"`
+	StateSlices int            `json:"state_slices"` // one per state segment of a request, the requests' parent slices not counted
 	Flows       int            `json:"flows"`
 	Counters    int            `json:"counters"`      // "C" events
 	SchedSkip   int            `json:"sched_skipped"` // rows whose pass is not in the manifest
@@ -141,6 +146,10 @@ func (d *drawing) slice(name, cat string, pid, tid int, start, end int64, args m
 //   - flow arrows from each request slice to the top-level server spans of
 //     its trace;
 //   - stages from stages.jsonl, per stage name, under "stages (derived)";
+//   - where each request's time went (States): a process per level
+//     ("where the time went c8") with the same slot tracks as its client
+//     process; each request a slice over its latency, named by its sample
+//     id, holding one slice per state;
 //   - counters: per GPU utilization, memory and power; per thread CPU
 //     utilization (cores) of each pass, a step from the pass's start to its
 //     end.
@@ -374,6 +383,39 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 					st.StageSlices++
 				}
 				tid += n
+			}
+		}
+	}
+
+	// Where the time went.
+	if in.States != nil {
+		statePID := map[int]int{} // client pid → states pid
+		for _, lv := range levels {
+			for _, i := range byLevel[lv] {
+				if i >= len(in.States) || len(in.States[i]) == 0 {
+					continue
+				}
+				rt := reqTrack[i]
+				pid, ok := statePID[rt.pid]
+				if !ok {
+					name := "where the time went"
+					if lv != "" {
+						name += " " + lv
+					}
+					pid = d.process(name)
+					statePID[rt.pid] = pid
+					for s := 0; s < st.ClientSlots[lv]; s++ {
+						d.thread(pid, s+1, "slot "+strconv.Itoa(s))
+					}
+				}
+				r := &in.Requests[i]
+				ss := in.States[i]
+				d.slice(r.SampleID, CatState, pid, rt.tid, ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs,
+					map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID, "latency_s": finite(r.LatencyS)})
+				for _, s := range ss {
+					d.slice(s.Name, CatState, pid, rt.tid, s.StartUnixNs, s.EndUnixNs, map[string]any{"ms": float64(s.EndUnixNs-s.StartUnixNs) / 1e6})
+					st.StateSlices++
+				}
 			}
 		}
 	}

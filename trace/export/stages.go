@@ -50,48 +50,24 @@ func (l *stageLine) stageName() string {
 	return l.Name
 }
 
+// StageRecord is one stage of one request as an analysis gives it (a
+// line of stages.jsonl): the request named by trace id or request id.
+type StageRecord struct {
+	TraceID, RequestID string
+	Name               string
+	StartUnixNs        int64
+	EndUnixNs          int64
+}
+
 // ReadStages reads the bundle's stages.jsonl and returns, for each request
 // of reqs (by index), its stages ordered by start. It returns nil, 0, nil
 // when the bundle has no stages.jsonl. unmatched counts lines that named
 // no request of reqs.
 func ReadStages(b *bundle.Bundle, reqs []model.Request) (stages [][]Stage, unmatched int, err error) {
-	byTrace := map[string]int{}
-	byReqID := map[string]int{}
-	byID := map[string]int{}
-	for i := range reqs {
-		r := &reqs[i]
-		if r.TraceID != "" {
-			byTrace[r.TraceID] = i
-		}
-		if r.RequestID != "" {
-			byReqID[r.RequestID] = i
-		}
-		if r.ServerRequestID != "" {
-			if _, dup := byReqID[r.ServerRequestID]; !dup {
-				byReqID[r.ServerRequestID] = i
-			}
-		}
-		if r.ID != "" {
-			byID[r.ID] = i
-		}
-	}
-	find := func(l *stageLine) (int, bool) {
-		if i, ok := byTrace[l.TraceID]; ok && l.TraceID != "" {
-			return i, true
-		}
-		if i, ok := byReqID[l.RequestID]; ok && l.RequestID != "" {
-			return i, true
-		}
-		if l.ID != nil {
-			if i, ok := byID[fmt.Sprint(l.ID)]; ok {
-				return i, true
-			}
-		}
-		return 0, false
-	}
+	m := newStageMatcher(reqs)
 	out := make([][]Stage, len(reqs))
 	_, err = bundle.ReadJSONL(b.Path(StagesFile), func(l stageLine) error {
-		i, ok := find(&l)
+		i, ok := m.find(&l)
 		if !ok {
 			unmatched++
 			return nil
@@ -112,8 +88,72 @@ func ReadStages(b *bundle.Bundle, reqs []model.Request) (stages [][]Stage, unmat
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading stages: %w", err)
 	}
+	sortStages(out)
+	return out, unmatched, nil
+}
+
+// MatchStages is ReadStages over records an analysis computed (the stages
+// that `asrprof analyze --save-stages` would have written to
+// stages.jsonl): each request's stages, ordered by start, and how many
+// records named no request of reqs.
+func MatchStages(reqs []model.Request, recs []StageRecord) (stages [][]Stage, unmatched int) {
+	m := newStageMatcher(reqs)
+	out := make([][]Stage, len(reqs))
+	for _, r := range recs {
+		i, ok := m.find(&stageLine{TraceID: r.TraceID, RequestID: r.RequestID})
+		if !ok {
+			unmatched++
+			continue
+		}
+		if r.Name != "" {
+			out[i] = append(out[i], Stage{Name: r.Name, StartUnixNs: r.StartUnixNs, EndUnixNs: r.EndUnixNs})
+		}
+	}
+	sortStages(out)
+	return out, unmatched
+}
+
+func sortStages(out [][]Stage) {
 	for _, ss := range out {
 		sort.SliceStable(ss, func(a, b int) bool { return ss[a].StartUnixNs < ss[b].StartUnixNs })
 	}
-	return out, unmatched, nil
+}
+
+type stageMatcher struct{ byTrace, byReqID, byID map[string]int }
+
+func newStageMatcher(reqs []model.Request) *stageMatcher {
+	m := &stageMatcher{byTrace: map[string]int{}, byReqID: map[string]int{}, byID: map[string]int{}}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.TraceID != "" {
+			m.byTrace[r.TraceID] = i
+		}
+		if r.RequestID != "" {
+			m.byReqID[r.RequestID] = i
+		}
+		if r.ServerRequestID != "" {
+			if _, dup := m.byReqID[r.ServerRequestID]; !dup {
+				m.byReqID[r.ServerRequestID] = i
+			}
+		}
+		if r.ID != "" {
+			m.byID[r.ID] = i
+		}
+	}
+	return m
+}
+
+func (m *stageMatcher) find(l *stageLine) (int, bool) {
+	if i, ok := m.byTrace[l.TraceID]; ok && l.TraceID != "" {
+		return i, true
+	}
+	if i, ok := m.byReqID[l.RequestID]; ok && l.RequestID != "" {
+		return i, true
+	}
+	if l.ID != nil {
+		if i, ok := m.byID[fmt.Sprint(l.ID)]; ok {
+			return i, true
+		}
+	}
+	return 0, false
 }
