@@ -120,7 +120,7 @@ func TestReportH200(t *testing.T) {
 	}
 	// The numbers are the analyses': the verdicts of the bottleneck table,
 	// the knee of the knee table, the GPU of gpu.jsonl.
-	for _, want := range []string{"c=64: GPU-bound", "c=16: request work: decode tail", "admission cap", ">knee</text>",
+	for _, want := range []string{"c=64: no single cause", "c=16: running batch (no thread data)", "c=128: admission cap", ">knee</text>",
 		"NVIDIA H200", "whisper-large-v3", "019417d9836af3a5", "Runner.decode (whisper_model.py)"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q", want)

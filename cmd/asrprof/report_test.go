@@ -28,7 +28,7 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{`id="plot-sweep-latency"`, `id="plot-timeline"`, `id="plot-flame-c64"`, "c=64: GPU-bound"} {
+	for _, id := range []string{`id="plot-sweep-latency"`, `id="plot-timeline"`, `id="plot-flame-c64"`, "c=128: admission cap"} {
 		if !bytes.Contains(doc, []byte(id)) {
 			t.Errorf("report.html lacks %s", id)
 		}
