@@ -178,6 +178,17 @@ func TestDiagnosisH200(t *testing.T) {
 		{"host-bound", "c32", "first-forward stalls", "", ""},
 		{"router-slow", "c32", "", "first-forward stalls", ""},
 		{"router-even", "c32", "first-forward stalls", "", "imbalanced router"},
+		// captured with the time bins and the cuda probe's synchronize bins
+		// (tools/gpu-attribution.sh engine, fp32; docs/GPU.md): the engine's
+		// scheduler thread does host work with the GPU 14–27 % busy (host
+		// work 91 % and 51 % of latency, the next state 32 % at most), then
+		// waits at its cap of 8 at c=32 (62 %, the next 18 %); in float32
+		// the GPU is 96 % busy and idle for the host 3 % of the running
+		// time: GPU-bound (72 % of latency, the next 10 %)
+		{"engine-attribution", "c1", "host-bound decode", "", ""},
+		{"engine-attribution", "c8", "host-bound decode", "first-forward stalls", ""},
+		{"engine-attribution", "c32", "admission cap", "host-bound decode", ""},
+		{"fp32-attribution", "c64", "GPU-bound", "", "host-bound decode"},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
 			got, text := verdicts(t, bundletest.H200(t, tc.bundle))
