@@ -176,15 +176,19 @@ func TestRouterCapture(t *testing.T) {
 	}
 }
 
-// One worker is slow (each build sleeps 6 s, not 1.5: a sleep, so that the
+// One worker is slow (each build sleeps 12 s, not 1.5: a sleep, so that the
 // other worker, on the same few shared cores, is not slowed with it, as
-// --host-step-ms's busy loop did under load): the verdict names it.
+// --host-step-ms's busy loop did under load): the verdict names it. With
+// 6 s, under `go test ./...` beside other packages, the decodes of both
+// workers grew by about 4.8 s and the ratio fell to 1.48× (9.4 against
+// 6.3 s), under SLOW_WORKER's 1.5; at 12 s it stays above 2.5× with the
+// same growth.
 func TestRouterSlowWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three reference-server processes")
 	}
 	t.Parallel() // its time is w1's build sleeps: one of the package's idle tests
-	dir, _ := routerCapture(t, nil, []string{"--build-delay", "6"}, 6)
+	dir, _ := routerCapture(t, nil, []string{"--build-delay", "12"}, 6)
 	got, text := verdicts(t, dir)
 	_, workers, _ := runCLI("analyze", dir, "sweep")
 	t.Logf("%s\ndiagnosis:\n%s", workers, text)
