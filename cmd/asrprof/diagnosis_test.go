@@ -240,3 +240,30 @@ func TestDiagnosisNoSingleCause(t *testing.T) {
 		})
 	}
 }
+
+// "knee" has one meaning: a sweep whose throughput falls from its first
+// level (the refserver fixture's c=32 and c=64) has no knee, and the
+// diagnosis says the server is saturated from the start instead of naming
+// a knee at the lowest level; the full fixture (c=1 … c=64) has its knee
+// at c=32.
+func TestDiagnosisSaturatedFromTheStart(t *testing.T) {
+	for _, tc := range []struct {
+		levels      int
+		want, never string
+	}{
+		{2, "saturated from the start", "saturation knee"},
+		{4, "saturation knee", "saturated from the start"},
+	} {
+		cfg := fixture.Golden()["refserver"]
+		cfg.Levels = cfg.Levels[len(cfg.Levels)-tc.levels:]
+		dir := filepath.Join(t.TempDir(), "b")
+		if _, err := fixture.Write(dir, cfg); err != nil {
+			t.Fatal(err)
+		}
+		got, text := verdicts(t, dir)
+		c := got["c64"]
+		if !slices.Contains(c, tc.want) || slices.Contains(c, tc.never) {
+			t.Errorf("%d levels: c64 causes %v, want %q and not %q\n%s", tc.levels, c, tc.want, tc.never, text)
+		}
+	}
+}
