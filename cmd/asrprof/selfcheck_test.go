@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,6 +116,17 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "cores it may use") {
 		t.Errorf("starved: the verdict's evidence does not name the CPU: %v", notes)
 	}
+	// The diagnosis names the load generator first.
+	if v, vt := verdicts(t, dir); len(v) == 0 || func() bool {
+		for _, cs := range v {
+			if len(cs) == 0 || cs[0] != "the load generator" {
+				return true
+			}
+		}
+		return false
+	}() {
+		t.Errorf("starved: the diagnosis %v does not name the load generator first\n%s", v, vt)
+	}
 	// The default analyses show the self-check before the diagnosis.
 	_, text, _ := runCLI("analyze", dir)
 	if i, j := strings.Index(text, "The driver's self-check"), strings.Index(text, "Diagnosis per level"); i < 0 || j < 0 || i > j {
@@ -122,6 +135,9 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 
 	dir, stderr = selfCheckCapture(t, srv, ds, nil)
 	c = selfChecks(t, dir)[0]
+	if v, vt := verdicts(t, dir); slices.ContainsFunc(slices.Collect(maps.Values(v)), func(cs []string) bool { return slices.Contains(cs, "the load generator") }) {
+		t.Errorf("unstarved: the diagnosis names the load generator: %v\n%s", v, vt)
+	}
 	t.Logf("unstarved: %s (send lag mean %.3f ms)", c.String(), 1e3**c.SendLagMeanS)
 	if strings.Contains(stderr, "cores allowed ≥") {
 		t.Errorf("unstarved capture blames the driver's CPU:\n%s", stderr)
