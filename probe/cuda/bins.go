@@ -14,10 +14,10 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -446,24 +446,6 @@ func (b *binner) totals() (uint64, error) {
 	return b.cappedTotal, b.err
 }
 
-// monoNow returns CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
-func monoNow() uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint64(ts.Nano())
-}
-
-// clockOffset returns unix ns − CLOCK_MONOTONIC ns, and the unix time it
-// was taken at (the sched probe's conversion).
-func clockOffset() (off, unixNs int64) {
-	m0 := monoNow()
-	u := time.Now().UnixNano()
-	m1 := monoNow()
-	return u - int64(m0/2+m1/2), u
-}
-
 // syncStats are the BPF program's cumulative counters (sync_stats).
 type syncStats struct {
 	entered, noRoom, ringFull uint64
@@ -521,7 +503,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	// meanwhile (its event is submitted before its entry is deleted) is
 	// not counted twice.
 	binsEndMono := b.toMono(binsEnd)
-	b.capture(monoNow())
+	b.capture(bpf.MonoNow())
 	inProgress, err := p.inProgressLocked(binsEndMono)
 	if err != nil {
 		errs = append(errs, err)

@@ -247,7 +247,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
 		return fmt.Errorf("cuda: ring buffer: %w", bpf.NotSupported(err))
 	}
-	p.bins = newBinner(clockOffset())
+	p.bins = newBinner(bpf.ClockOffset())
 	p.rdDone = make(chan struct{})
 	go readEvents(p.rd, p.bins, p.rdDone)
 	if err := p.refreshLocked(); err != nil {

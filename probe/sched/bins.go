@@ -14,6 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -457,7 +458,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 	// read from now on are remembered, so that an interval whose event
 	// comes while the map is read is not counted twice (the BPF program
 	// updates the entry before it submits the event).
-	b.capture(monoNow())
+	b.capture(bpf.MonoNow())
 	st, err := p.snapshotLocked()
 	if err != nil {
 		errs = append(errs, err)
@@ -533,7 +534,7 @@ func (p *Probe) drainLocked(ctx context.Context, at uint64) error {
 		if try == 3 {
 			return errors.New("sched: bins: the ring buffer's reader did not catch up within 1 s")
 		}
-		at = monoNow()
+		at = bpf.MonoNow()
 		if err := p.seedLocked(); err != nil {
 			return err
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
@@ -152,7 +151,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
 		return fmt.Errorf("sched: ring buffer: %w", bpf.NotSupported(err))
 	}
-	p.bins = newBinner(clockOffset())
+	p.bins = newBinner(bpf.ClockOffset())
 	p.rdDone = make(chan struct{})
 	go readEvents(p.rd, p.bins, p.rdDone)
 	p.target, p.out = t, out
@@ -247,24 +246,6 @@ type snapshot struct {
 	threads map[uint32]counters
 }
 
-// monoNow returns CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
-func monoNow() uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint64(ts.Nano())
-}
-
-// clockOffset returns unix ns − CLOCK_MONOTONIC ns, and the unix time it
-// was taken at.
-func clockOffset() (off, unixNs int64) {
-	m0 := monoNow()
-	u := time.Now().UnixNano()
-	m1 := monoNow()
-	return u - int64(m0/2+m1/2), u
-}
-
 // Bits of schedTstat.Kflags (K_RUNQ, K_WAITING, K_ONCPU in bpf/sched.bpf.c).
 const (
 	kRunq    = 1
@@ -314,18 +295,18 @@ func accumulate(v *schedTstat, now, iterAt uint64) counters {
 }
 
 func (p *Probe) snapshotLocked() (snapshot, error) {
-	iterAt := monoNow()
+	iterAt := bpf.MonoNow()
 	if err := p.seedLocked(); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{iterAt: iterAt, mono: monoNow(), threads: make(map[uint32]counters)}
+	s := snapshot{iterAt: iterAt, mono: bpf.MonoNow(), threads: make(map[uint32]counters)}
 	var (
 		tid uint32
 		v   schedTstat
 	)
 	it := p.objs.Stats.Iterate()
 	for it.Next(&tid, &v) {
-		s.threads[tid] = accumulate(&v, monoNow(), iterAt)
+		s.threads[tid] = accumulate(&v, bpf.MonoNow(), iterAt)
 	}
 	if err := it.Err(); err != nil {
 		return s, fmt.Errorf("sched: reading stats map: %w", err)
