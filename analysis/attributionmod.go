@@ -18,7 +18,7 @@ import (
 //
 //	load("attribution", "levels", "requests", "STATES")
 //	levels(capture, preset)    # [struct(level, n, missing, latency_mean_ms, states = {state: struct(share, mean_ms, p95_ms)},
-//	                           #         thread, threads, running_util, pass_util, gpu, clock_offset_ms, clock_how, admission_at_cap, run_cap)]
+//	                           #         thread, threads, running_util, pass_util, gpu, clock_offset_ms, clock_how, admission_at_cap, run_cap, admission_in_ff)]
 //	requests(capture, preset)  # [struct(index, request_id, level, repeat, warmup, latency_ms, telemetry, ms = {state: ms})]
 //	levels(..., thread = "my-sched")  # the serving thread's name, when no span or event names it
 //
@@ -233,6 +233,7 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			"thread": thread, "threads": starlark.NewList(threads), "running_util": runUtil, "pass_util": passUtil, "gpu": gpu,
 			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow),
 			"admission_at_cap": starlark.Float(l.AdmissionAtCap), "run_cap": starlark.MakeInt(l.RunCap),
+			"admission_in_ff": starlark.Float(l.AdmissionInFF),
 		}))
 	}
 	return starlark.NewList(out), nil

@@ -75,7 +75,7 @@ func Knobs() []Knob {
 	return []Knob{
 		{KnobMaxRunning, KnobValue, "--max-running-requests", "8"},
 		{KnobBuildWorkers, KnobValue, "--build-workers", "2"},
-		{KnobPrefillBatch, KnobValue, "--prefill-batch", "1"},
+		{KnobPrefillBatch, KnobScaled, "--prefill-batch", "1"},
 		{KnobHostWork, KnobScaled, "--host-step-ms", "0.0"},
 		{KnobCUDAGraphs, KnobSwitch, "--cuda-graphs", ""},
 	}

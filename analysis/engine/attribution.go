@@ -240,6 +240,9 @@ type RequestStates struct {
 	// AdmissionAtCapS is the part of its admission wait during which its
 	// running batch was at the capture's cap (Attribution.RunCap).
 	AdmissionAtCapS float64
+	// AdmissionInFFS is the part of its admission wait during which a
+	// first forward (another request's, on its pass and worker) ran.
+	AdmissionInFFS float64
 	// Segments place the states in the request's time, on the client's
 	// clock: they tile [end − latency, end) in order, their lengths per
 	// state adding up to States. A phase of the request (the upload, a
@@ -308,6 +311,11 @@ type LevelStates struct {
 	// the capture (per worker: the largest). 0 without admission waits.
 	AdmissionAtCap float64
 	RunCap         int
+	// AdmissionInFF is the share of the level's admission wait during
+	// which another request's first forward ran on the request's pass and
+	// worker: a scheduler that admits between first forwards, or runs
+	// them one after another, keeps the queue waiting behind them.
+	AdmissionInFF float64
 }
 
 // Attribution is Attribute's answer.
@@ -932,6 +940,7 @@ func Attribute(in AttributionInput) *Attribution {
 					}
 				}
 				rs.AdmissionAtCapS = min(atCap(occ[k], capOf[k.worker], iv), ns[sAdmission]) / 1e9
+				rs.AdmissionInFFS = min(float64(unions[k].covered(iv)), ns[sAdmission]) / 1e9
 			}
 		}
 		if seg != nil && len(seg.out) > from {
@@ -1105,6 +1114,16 @@ func (u *ffUnion) upTo(t int64) (int64, split) {
 		}
 	}
 	return l, s
+}
+
+// covered is how much of iv the union covers (ns).
+func (u *ffUnion) covered(iv interval) int64 {
+	if u == nil || iv.b <= iv.a {
+		return 0
+	}
+	b, _ := u.upTo(iv.b)
+	a, _ := u.upTo(iv.a)
+	return b - a
 }
 
 func (s split) plus(o split) split {
@@ -1282,6 +1301,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		vals       [NumStates][]float64
 		passes     []*passInfo
 		atCap      float64
+		inFF       float64
 	}
 	by := map[string]*acc{}
 	var lastLv string
@@ -1322,6 +1342,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		}
 		x.lat += r.LatencyS
 		x.atCap += r.AdmissionAtCapS
+		x.inFF += r.AdmissionInFFS
 		for s, v := range r.States {
 			x.sum[s] += v
 			x.vals[s] = append(x.vals[s], 1000*v)
@@ -1376,6 +1397,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		l.RunCap = a.RunCap
 		if adm := x.sum[sAdmission]; adm > 0 {
 			l.AdmissionAtCap = min(x.atCap/adm, 1)
+			l.AdmissionInFF = min(x.inFF/adm, 1)
 		}
 		out = append(out, l)
 	}

@@ -602,6 +602,18 @@ func TestAttributionAdmissionAtCap(t *testing.T) {
 	if capped.RunCap != 2 || capped.AdmissionAtCap < 0.8 {
 		t.Errorf("capped: run cap %d, at the cap during %.2f of the admission wait; want 2 and most of it", capped.RunCap, capped.AdmissionAtCap)
 	}
+	// Without a cap, first forwards of 6 ms run one at a time while the
+	// batch decodes: the queue waits behind them, with room in the batch.
+	behind := lv
+	behind.MaxRunning, behind.FirstForward = 0, 6*msd
+	ff := attribute(t, fixture.AttrConfig{Levels: []fixture.AttrLevel{behind}, RequestsPerPass: 24, Seed: 7}).level(t, "c8")
+	if ff.AdmissionAtCap > 0.2 || ff.AdmissionInFF < 0.8 {
+		t.Errorf("uncapped: at the cap during %.2f of the admission wait, behind a first forward %.2f; want little and most of it", ff.AdmissionAtCap, ff.AdmissionInFF)
+	}
+	u := newFFUnion([]interval{{0, 10}, {20, 30}}, nil)
+	if got := u.covered(interval{5, 25}); got != 10 {
+		t.Errorf("covered [5, 25) = %d, want 10", got)
+	}
 	steps := occupancySteps([]interval{{0, 10}, {5, 20}, {10, 30}, {25, 26}})
 	want := []occStep{{0, 1}, {5, 2}, {10, 2}, {20, 1}, {25, 2}, {26, 1}, {30, 0}}
 	if !slices.Equal(steps, want) {

@@ -175,7 +175,7 @@ func TestDiagnosisH200(t *testing.T) {
 		bundle, level, first, also, never string
 	}{
 		{"gpu-bound", "c128", "admission cap", "", "admission wait"},
-		{"study", "c32", "first-forward stalls", "admission wait", "admission cap"},
+		{"study", "c32", "first-forward stalls", "admission behind first forwards", "admission cap"},
 		{"host-bound", "c32", "first-forward stalls", "", ""},
 		{"router-slow", "c32", "", "first-forward stalls", ""},
 		{"router-even", "c32", "first-forward stalls", "", "imbalanced router"},
@@ -265,5 +265,49 @@ func TestDiagnosisSaturatedFromTheStart(t *testing.T) {
 		if !slices.Contains(c, tc.want) || slices.Contains(c, tc.never) {
 			t.Errorf("%d levels: c64 causes %v, want %q and not %q\n%s", tc.levels, c, tc.want, tc.never, text)
 		}
+	}
+}
+
+// Waiting for admission with room in the batch, behind first forwards run
+// one at a time (the simulated server admits between them, as the
+// reference server's scheduler does), is "admission behind first
+// forwards"; it takes as much of the latency as the running batch's
+// stalls behind the same first forwards (41 % each), and with one remedy
+// (the first forwards' batch) the two are one cause, not "no single
+// cause". The same wait at a full batch is the cap's.
+func TestDiagnosisAdmissionBehindFirstForwards(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name         string
+		lv           fixture.AttrLevel
+		first, never string
+		knob         string
+	}{
+		{"behind first forwards", fixture.AttrLevel{Concurrency: 16, Build: ms, FirstForward: 10 * ms, Decode: 20 * ms, Delivery: ms, OnCPU: 0.9},
+			"first-forward stalls", "admission cap", "prefill_batch"},
+		{"at the cap", fixture.AttrLevel{Concurrency: 16, Build: ms, FirstForward: ms, Decode: 40 * ms, Delivery: ms, MaxRunning: 2, OnCPU: 0.9},
+			"admission cap", "admission behind first forwards", "max_running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "b")
+			if _, err := fixture.WriteAttribution(dir, fixture.AttrConfig{Levels: []fixture.AttrLevel{tc.lv}, RequestsPerPass: 48, Seed: 5}); err != nil {
+				t.Fatal(err)
+			}
+			got, text := verdicts(t, dir)
+			c := got["c16"]
+			if len(c) == 0 || c[0] != tc.first || slices.Contains(c, tc.never) {
+				t.Errorf("the causes are %v, want %q first and not %q\n%s", c, tc.first, tc.never, text)
+			}
+			if tc.knob == "prefill_batch" && !slices.Contains(c, "admission behind first forwards") {
+				t.Errorf("the causes %v lack the admission wait behind first forwards\n%s", c, text)
+			}
+			code, out, stderr := runCLI("analyze", dir, "bottleneck", "--format", "json")
+			if code != exitOK {
+				t.Fatalf("analyze: exit %d\n%s", code, stderr)
+			}
+			if !strings.Contains(out, `"`+tc.knob+`"`) {
+				t.Errorf("the advice does not name the knob %s\n%s", tc.knob, text)
+			}
+		})
 	}
 }
