@@ -622,6 +622,15 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			runErr = fmt.Errorf("round %d: %w", r, err)
 			break
 		}
+		if edit.Where == "unchanged" {
+			why := fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, a.Level, orNone(a.Cause), editText(edit))
+			if r == 1 {
+				runErr = fmt.Errorf("%w: nothing to try: %s", ErrBadPlan, why)
+			} else {
+				rep.Stopped = "round " + strconv.Itoa(r) + ": " + why
+			}
+			break
+		}
 		next := ServerCmd{Command: JoinCommand(edit.Argv), Argv: edit.Argv}
 		capOut := wc.Runbook.Capture
 		capOut.Out = filepath.Join(out, fmt.Sprintf("round-%d", r))
