@@ -69,6 +69,11 @@ def add_arguments(p):
                    help="backlog of requests beyond --build-max-pending that wait for the build "
                    "pool instead of an HTTP 503; capped at max(pending, this), as SGLang-Omni's "
                    "scheduler does (default 0: a backlog of --build-max-pending)")
+    g.add_argument("--gpu-step-ms", type=float, default=0.0,
+                   help="a GPU kernel of this many ms (torch.cuda._sleep, calibrated at warm-up) "
+                   "queued before each decode step, which the step's token read-back then waits "
+                   "for inside CUDA's synchronize: a server whose step waits on a busy GPU; "
+                   "cuda only (default 0: none)")
     g.add_argument("--torch-threads", type=int, default=0,
                    help="torch CPU threads (default min(4, cores))")
     g.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights")
@@ -88,6 +93,10 @@ def check_args(p, a):
         p.error("--torch-threads must be at least 0")
     if a.cuda_graphs and a.device == "cpu":
         p.error("--cuda-graphs needs --device cuda")
+    if not 0 <= a.gpu_step_ms <= 1000:
+        p.error("--gpu-step-ms must be between 0 and 1000")
+    if a.gpu_step_ms > 0 and a.device == "cpu":
+        p.error("--gpu-step-ms needs --device cuda")
     if a.model_path and not os.path.isdir(a.model_path):
         p.error("--model-path %s is not a directory" % a.model_path)
 
@@ -180,6 +189,7 @@ class WhisperPipeline(rscommon.Pipeline):
         self.loaded = threading.Event()  # model built: the scheduler warms it up
         self.warmed = threading.Event()
         self.warm_error = None
+        self.gpu_step_cycles = 0  # --gpu-step-ms, calibrated at warm-up
 
     # -- description (refserver's hooks)
 
@@ -289,9 +299,29 @@ class WhisperPipeline(rscommon.Pipeline):
             for b in sorted(r.graphs):
                 r.decode(b, [0] * b, [0] * b)
         self.wm.sync(self.device)
+        if self.args.gpu_step_ms > 0:
+            if self.device != "cuda":
+                raise RuntimeError("--gpu-step-ms needs the cuda device, not %s" % self.device)
+            self.gpu_step_cycles = self._sleep_cycles(self.args.gpu_step_ms)
+            self._log("whisper: a %.1f ms GPU kernel (%d cycles) before each decode step" % (
+                self.args.gpu_step_ms, self.gpu_step_cycles))
         self._log("whisper: warmed up in %.2f s%s" % (
             time.monotonic() - t0,
             " (cuda graphs for batch %s)" % ",".join(map(str, sorted(r.graphs))) if r.graphs else ""))
+
+    def _sleep_cycles(self, ms):
+        """The torch.cuda._sleep cycles that keep the GPU busy for ms,
+        measured with CUDA events over a 20 ms trial."""
+        torch = self.torch
+        n = 20_000_000
+        torch.cuda._sleep(1000)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(n)
+        b.record()
+        b.synchronize()
+        per_ms = n / max(a.elapsed_time(b), 1e-3)
+        return max(int(per_ms * ms), 1)
 
     @staticmethod
     def _log(msg):
@@ -430,6 +460,8 @@ class WhisperPipeline(rscommon.Pipeline):
             positions[req.wh.slot] = req.wh.pos
         t0 = time.perf_counter()
         try:
+            if self.gpu_step_cycles:
+                self.torch.cuda._sleep(self.gpu_step_cycles)
             out = r.decode(n, tokens, positions)
         except Exception as e:
             for req in batch:

@@ -13,8 +13,11 @@
 #               per decode step and running request), c=8
 #   gpu-bound   the GPU kept busy: CUDA graphs, first forwards 16 at a
 #               time, 30 tokens per second of audio, 64 running, c=64
-#   spin        a busy GPU that the scheduler waits on in synchronize:
-#               eager decode, 30 tokens per second of audio, 64 running, c=64
+#   spin        a busy GPU that the scheduler spin-waits on in synchronize:
+#               a 60 ms GPU kernel before each decode step (--gpu-step-ms),
+#               which the step's token read-back waits for, c=8
+#   eager       eager decode, 30 tokens per second of audio, 64 running,
+#               c=64 (meant as a spin-wait, it measured host-bound)
 #   fp32        gpu-bound's engine in float32 (no tensor-core bf16): more GPU
 #               time per step for the same host work, c=64
 #   whatif      asrprof what-if --rounds 3 on the engine's capture at c=32
@@ -59,7 +62,8 @@ for what in "$@"; do
     engine) capture engine 1,8,32 ;;
     host-idle) capture host-idle 8 --host-step-ms 8 ;;
     gpu-bound) capture gpu-bound 64 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
-    spin) capture spin 64 --max-running-requests 64 --tokens-per-second 30 ;;
+    spin) capture spin 8 --gpu-step-ms 60 ;;
+    eager) capture eager 64 --max-running-requests 64 --tokens-per-second 30 ;;
     fp32) capture fp32 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
     whatif)
       t0=$SECONDS
