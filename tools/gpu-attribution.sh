@@ -21,7 +21,8 @@
 #   fp32        gpu-bound's engine in float32 (no tensor-core bf16): more GPU
 #               time per step for the same host work, c=64
 #   whatif      asrprof what-if --rounds 3 on the engine's capture at c=32
-#               (after engine)
+#               (after engine, or with testdata/h200/engine-attribution.tgz
+#               unpacked into $OUT/gpu-engine/run-1)
 #   corunner    the gpu-bound and host-idle captures again beside
 #               --gpu-corunner 0.5
 #   overhead    the engine at c=32, --probes none against the default

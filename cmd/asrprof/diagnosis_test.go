@@ -190,6 +190,16 @@ func TestDiagnosisH200(t *testing.T) {
 		{"engine-attribution", "c8", "host-bound decode", "first-forward stalls", ""},
 		{"engine-attribution", "c32", "admission cap", "host-bound decode", ""},
 		{"fp32-attribution", "c64", "GPU-bound", "", "host-bound decode"},
+		// a 60 ms GPU kernel before each decode step (--gpu-step-ms 60,
+		// tools/gpu-attribution.sh spin): the scheduler thread spin-waits
+		// inside the step's synchronize (54 % of latency, on a CPU 99 % of
+		// the time): GPU-bound, not host-bound, though it never sleeps
+		{"spin-attribution", "c8", "GPU-bound", "", "host-bound decode"},
+		// the engine after two what-if rounds (--max-running-requests 16
+		// --prefill-batch 2, docs/GPU.md): its queue waits behind first
+		// forwards with room in the batch (46 % of latency, the batch full
+		// during 33 % of the wait), not at the cap
+		{"tuned-attribution", "c32", "admission behind first forwards", "host-bound decode", "admission cap"},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
 			got, text := verdicts(t, bundletest.H200(t, tc.bundle))
