@@ -683,11 +683,18 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			runErr = fmt.Errorf("round %d: %w", r, err)
 			break
 		}
-		src = filepath.Join(capOut.Out, lastB(plan))
-		cur = next
 		if r == wc.Rounds {
 			rep.Stopped = fmt.Sprintf("--rounds %d done", wc.Rounds)
+			break
 		}
+		if why := worse(rd); why != "" {
+			// The next round would start from the changed command: a
+			// sequence that got worse would only build on the loss.
+			rep.Stopped = fmt.Sprintf("round %d: %s; the next round would start from it", r, why)
+			break
+		}
+		src = filepath.Join(capOut.Out, lastB(plan))
+		cur = next
 	}
 	if runErr != nil {
 		rep.Stopped = "error: " + firstLine(runErr.Error())
@@ -766,6 +773,22 @@ func measure(rd *WhatIfRound, rb *Report, a Advice) {
 			}
 		}
 	}
+}
+
+// worse says how the round's change made its metric worse (req/s fell,
+// or the latency rose), or "" where it did not or was not measured. Any
+// step the wrong way counts: with one run a side a small one may be noise
+// (rerun with more runs, --order ABBA), but no round builds on it.
+func worse(rd WhatIfRound) string {
+	if rd.Before == nil || rd.After == nil {
+		return ""
+	}
+	label := adviceMetrics[rd.Advice.Metric].label
+	higherBetter := rd.Advice.Metric == "requests_per_s"
+	if (higherBetter && *rd.After < *rd.Before) || (!higherBetter && *rd.After > *rd.Before) {
+		return fmt.Sprintf("the change made %s worse (before %s, after %s)", label, table.Format(*rd.Before), table.Format(*rd.After))
+	}
+	return ""
 }
 
 func roundLine(rd WhatIfRound) string {

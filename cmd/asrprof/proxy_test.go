@@ -129,12 +129,14 @@ func TestCaptureProxySweepClient(t *testing.T) {
 		// The proxy's window (headers in → last byte out) lies inside
 		// the client's (before the post → after its JSON is read); on this
 		// shared 2-core machine either side may stamp a time some ms late
-		// (measured: the proxy's end up to 3 ms after the client's, the
-		// client's Python event loop up to 21 ms behind at c=4).
+		// (measured: the proxy's end up to 3 ms after the client's under
+		// go test ./..., 6 ms with three busy loops beside it at a load
+		// average of 7; the client's Python event loop up to 21 ms behind
+		// at c=4).
 		d := c.LatencyS - r.LatencyS
 		diffs = append(diffs, d)
-		if d < -0.005 || d > 0.05 {
-			t.Errorf("%s at c=%d: client %.4f s, proxy %.4f s: difference %.1f ms, want -5 to 50 ms", c.SampleID, c.Concurrency, c.LatencyS, r.LatencyS, d*1e3)
+		if d < -0.015 || d > 0.05 {
+			t.Errorf("%s at c=%d: client %.4f s, proxy %.4f s: difference %.1f ms, want -15 to 50 ms", c.SampleID, c.Concurrency, c.LatencyS, r.LatencyS, d*1e3)
 		}
 	}
 	// The client's printed per-pass means against the sweep's.

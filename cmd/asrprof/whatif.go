@@ -43,7 +43,8 @@ replaced (--flag V or --flag=V), else it is appended.
 
 --rounds N repeats: each round starts from the last round's changed
 command and the advice of its last B run's bundle (the same analysis), and
-the rounds stop early where that verdict suggests no knob.
+the rounds stop early where that verdict suggests no knob, or after a round
+whose change made its metric worse (the next would start from the loss).
 
 --dry-run prints the runs of round 1 and their commands, and runs nothing.
 --advice SCRIPT reads the advice from another analysis (a built-in name or a

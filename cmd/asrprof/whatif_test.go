@@ -145,6 +145,33 @@ func TestWhatIfRounds(t *testing.T) {
 	}
 }
 
+// A round whose change made the metric worse ends the rounds: the next
+// would start from the loss. The advice (wrong on purpose) halves the
+// fake server's 2 slots and predicts twice the req/s; with --rounds 3 the
+// rounds stop after round 1, which measured about half.
+func TestWhatIfStopsWhereWorse(t *testing.T) {
+	port := fakeasr.FreePort(t)
+	srv := whatIfFake(port, 2)
+	dir := whatIfBundle(t, port, srv)
+	out := filepath.Join(t.TempDir(), "wi")
+	code, stdout, stderr := runCLI(append([]string{"what-if", dir, "--server-cmd", srv, "--rounds", "3",
+		"--advice", testdataPath("whatif_worse.star")}, whatIfArgs(out)...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rep := readWhatIf(t, out)
+	if len(rep.Rounds) != 1 || rep.Rounds[0].Edit.Old != "2" || rep.Rounds[0].Edit.New != "1" {
+		t.Fatalf("rounds %+v, stopped %q\n%s", rep.Rounds, rep.Stopped, stdout)
+	}
+	r := rep.Rounds[0]
+	if r.Before == nil || r.After == nil || *r.After >= *r.Before*0.8 {
+		t.Fatalf("round 1 not measured as a loss: before %v, after %v", r.Before, r.After)
+	}
+	if !strings.HasPrefix(rep.Stopped, "round 1: the change made req/s worse") || !strings.Contains(stdout, "stopped: round 1: the change made req/s worse") {
+		t.Errorf("stopped %q\n%s", rep.Stopped, stdout)
+	}
+}
+
 // --dry-run prints round 1's runs: the reference server's flag is built
 // in, appended where the command lacks it; nothing runs.
 func TestWhatIfDryRun(t *testing.T) {
