@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -366,6 +367,18 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 // (OnFinish).
 func (s *Session) finish(ctx context.Context, results model.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
 	cfg := &s.cfg
+	if s.search != nil {
+		// A search runs its levels out of order (1, 2, 4, 3): results.json
+		// and every table list them in order of load; search.json keeps
+		// the order they ran in.
+		sort.SliceStable(results.Results, func(i, j int) bool {
+			a, b := results.Results[i], results.Results[j]
+			if a.Concurrency != b.Concurrency {
+				return a.Concurrency < b.Concurrency
+			}
+			return a.Rate < b.Rate
+		})
+	}
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
 	}

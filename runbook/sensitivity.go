@@ -948,9 +948,13 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 	if o.N > 0 {
 		add(o)
 	}
-	for _, e := range rep.PerAllotment {
-		e.Name = "throughput at " + e.Name
-		add(e)
+	// With one restricted allotment its own slope is the overall one: the
+	// row would repeat the first.
+	if len(rep.PerAllotment) > 1 || o.N == 0 {
+		for _, e := range rep.PerAllotment {
+			e.Name = "throughput at " + e.Name
+			add(e)
+		}
 	}
 	if rep.Received != nil {
 		add(*rep.Received)

@@ -200,17 +200,7 @@ func writeText(w io.Writer, t *Table) {
 	if writeMessage(w, t) {
 		return
 	}
-	widths := make([]int, len(t.Columns))
-	for i, c := range t.Columns {
-		widths[i] = utf8.RuneCountInString(c)
-	}
-	for _, r := range t.Rows {
-		for i, c := range r {
-			if i < len(widths) && utf8.RuneCountInString(c) > widths[i] {
-				widths[i] = utf8.RuneCountInString(c)
-			}
-		}
-	}
+	widths, text := layout(t)
 	if t.Title != "" {
 		fmt.Fprintln(w, t.Title)
 	}
@@ -220,11 +210,14 @@ func writeText(w io.Writer, t *Table) {
 			if i >= len(widths) {
 				break
 			}
-			pad := widths[i] - utf8.RuneCountInString(c)
-			if i == 0 {
-				b.WriteString(c + strings.Repeat(" ", pad))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if text[i] {
+				b.WriteString(c + pad)
 			} else {
-				b.WriteString("  " + strings.Repeat(" ", pad) + c)
+				b.WriteString(pad + c)
 			}
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))

@@ -48,23 +48,7 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 		return
 	}
 	n := len(t.Columns)
-	text := make([]bool, n)
-	nat := make([]int, n) // natural widths
-	for i, c := range t.Columns {
-		nat[i] = runes(c)
-		text[i] = i == 0 // the first column (the level) is left-aligned, as in writeText
-	}
-	for _, r := range t.Rows {
-		for i, c := range r {
-			if i >= n {
-				break
-			}
-			nat[i] = max(nat[i], runes(c))
-			if !numeric(c) {
-				text[i] = true
-			}
-		}
-	}
+	nat, text := layout(t)
 	widths := fit(t, nat, text, width)
 	if t.Title != "" {
 		for _, l := range wrap(t.Title, width) {
@@ -222,6 +206,31 @@ func wrap(s string, width int) []string {
 		lines = append(lines, cur)
 	}
 	return lines
+}
+
+// layout gives each column's natural width (its widest cell or header)
+// and whether it is text: the first column (the level) always, any other
+// where a cell does not read as a number. Text is left-aligned, numbers
+// right-aligned, on a terminal and in a file alike.
+func layout(t *Table) (nat []int, text []bool) {
+	n := len(t.Columns)
+	nat, text = make([]int, n), make([]bool, n)
+	for i, c := range t.Columns {
+		nat[i] = runes(c)
+		text[i] = i == 0
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if i >= n {
+				break
+			}
+			nat[i] = max(nat[i], runes(c))
+			if !numeric(c) {
+				text[i] = true
+			}
+		}
+	}
+	return nat, text
 }
 
 // numeric reports whether a cell reads as a number (right-aligned): it

@@ -111,11 +111,26 @@ func TestTableTerminalFits(t *testing.T) {
 	}
 }
 
-// Written to a file, a pipe or a buffer, text keeps its layout: one line
-// per row, every column but the first right-aligned, however wide.
+// Written to a file, a pipe or a buffer, text keeps one line per row,
+// however wide: text columns left-aligned as on a terminal, numbers
+// right-aligned.
 func TestTableNotATerminal(t *testing.T) {
 	var plain bytes.Buffer
 	writeText(&plain, diagnosis())
+	lines := strings.Split(plain.String(), "\n")
+	header := lines[1]
+	cause, explains, evidence := strings.Index(header, "cause"), strings.Index(header, "explains"), strings.Index(header, "evidence")
+	for _, l := range lines[3:6] {
+		if c := l[cause:]; !strings.HasPrefix(c, "request work") && !strings.HasPrefix(c, "admission cap") && !strings.HasPrefix(c, "busy thread") {
+			t.Errorf("cause not left-aligned under its header: %q", l)
+		}
+		if !strings.HasPrefix(l[evidence:], "decode tail") && !strings.HasPrefix(l[evidence:], "queued") && !strings.HasPrefix(l[evidence:], "asr-sched") {
+			t.Errorf("evidence not left-aligned under its header: %q", l)
+		}
+		if e := l[explains : explains+len("explains")]; e != "    51 %" && e != "    84 %" && e != "       -" {
+			t.Errorf("explains not right-aligned under its header: %q in %q", e, l)
+		}
+	}
 	var b bytes.Buffer
 	if err := Render(&b, "text", diagnosis()); err != nil {
 		t.Fatal(err)

@@ -285,6 +285,11 @@ func TestSensitivityRefserver(t *testing.T) {
 			t.Errorf("stdout lacks %q", want)
 		}
 	}
+	// One restricted allotment: its own slope is the overall one, not
+	// printed twice.
+	if strings.Contains(stdout, "throughput at 50 %") {
+		t.Errorf("the one restricted allotment's slope repeats the overall one:\n%s", stdout)
+	}
 	// The diagnosis of one run reads it as its first cause.
 	got, text := verdicts(t, filepath.Join(out, "cpu100-1"))
 	if c := got["c1"]; len(c) == 0 || c[0] != "host-bound (CPU sensitivity)" {

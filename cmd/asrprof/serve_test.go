@@ -495,7 +495,7 @@ func TestCaptureTwoAgents(t *testing.T) {
 		t.Errorf("the bundle's tables lack the first agent's sched data: %v", err)
 	}
 	code, stdout, stderr := runCLI("analyze", out, "cpu")
-	if code != exitOK || !strings.Contains(stdout, "c=1    asrprof.test") {
+	if code != exitOK || !regexp.MustCompile(`(?m)^c=1 +asrprof\.test `).MatchString(stdout) {
 		t.Errorf("analyze cpu on the agents' data: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, p := range []string{filepath.Join(out, "sched.jsonl"), filepath.Join(second, "sched.jsonl")} {
