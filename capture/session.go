@@ -368,15 +368,17 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 func (s *Session) finish(ctx context.Context, results model.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
 	cfg := &s.cfg
 	if s.search != nil {
-		// A search runs its levels out of order (1, 2, 4, 3): results.json
-		// and every table list them in order of load; search.json keeps
-		// the order they ran in.
+		// A search runs its levels out of order (1, 2, 4, 3): the
+		// manifest's passes and results.json list them in order of load,
+		// so every table and the knee read them so; search.json keeps the
+		// order they ran in, and each pass its own times.
 		sort.SliceStable(results.Results, func(i, j int) bool {
 			a, b := results.Results[i], results.Results[j]
-			if a.Concurrency != b.Concurrency {
-				return a.Concurrency < b.Concurrency
-			}
-			return a.Rate < b.Rate
+			return loadLess(a.Concurrency, a.Rate, b.Concurrency, b.Rate)
+		})
+		lv := s.manifest.Levels
+		sort.SliceStable(lv, func(i, j int) bool {
+			return loadLess(lv[i].Concurrency, lv[i].Rate, lv[j].Concurrency, lv[j].Rate)
 		})
 	}
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
@@ -467,6 +469,14 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 }
 
 // scoredPasses counts the scored passes that ran.
+// loadLess orders levels by load: requests in flight, then rate.
+func loadLess(ca int, ra float64, cb int, rb float64) bool {
+	if ca != cb {
+		return ca < cb
+	}
+	return ra < rb
+}
+
 func scoredPasses(levels []model.LevelRun) int {
 	n := 0
 	for _, l := range levels {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -145,6 +146,20 @@ func TestFindMaxCLI(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
+	}
+	// results.json and the sweep table list the levels in order of load,
+	// not in the order the search ran them.
+	var res model.Results
+	readJSONInto(t, filepath.Join(out, bundle.ResultsFile), &res)
+	var levels []string
+	for _, lr := range res.Results {
+		levels = append(levels, lr.Level)
+	}
+	if got := strings.Join(levels, " "); got != "c1 c2 c3 c4" {
+		t.Errorf("results.json levels %s, want c1 c2 c3 c4", got)
+	}
+	if rows := regexp.MustCompile(`(?m)^c=(\d)  `).FindAllStringSubmatch(stdout, 4); len(rows) != 4 || rows[2][1] != "3" || rows[3][1] != "4" {
+		t.Errorf("the sweep's rows %v, want c=1 c=2 c=3 c=4:\n%s", rows, stdout)
 	}
 }
 
