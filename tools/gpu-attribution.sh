@@ -23,6 +23,9 @@
 #   whatif      asrprof what-if --rounds 3 on the engine's capture at c=32
 #               (after engine, or with testdata/h200/engine-attribution.tgz
 #               unpacked into $OUT/gpu-engine/run-1)
+#   graphs      the engine with --cuda-graphs at c=8 (what-if c8's round 1 B)
+#   whatif-c8   asrprof what-if --rounds 2 on the engine's capture at c=8
+#               (host-bound decode: the advice is --cuda-graphs)
 #   corunner    the gpu-bound and host-idle captures again beside
 #               --gpu-corunner 0.5
 #   overhead    the engine at c=32, --probes none against the default
@@ -64,6 +67,7 @@ for what in "$@"; do
     host-idle) capture host-idle 8 --host-step-ms 8 ;;
     gpu-bound) capture gpu-bound 64 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
     spin) capture spin 8 --gpu-step-ms 60 ;;
+    graphs) capture graphs 8 --cuda-graphs ;;
     eager) capture eager 64 --max-running-requests 64 --tokens-per-second 30 ;;
     fp32) capture fp32 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
     whatif)
@@ -71,6 +75,11 @@ for what in "$@"; do
       "$ASRPROF" what-if "$OUTROOT/gpu-engine/run-1" --level c32 --rounds 3 --server-cmd "$(engine_cmd)" \
         --out "$OUTROOT/gpu-whatif" 2>&1 | tee "$OUTROOT/gpu-whatif.txt" || echo "what-if: exit $?"
       echo "== whatif took $((SECONDS - t0)) s" ;;
+    whatif-c8)
+      t0=$SECONDS
+      "$ASRPROF" what-if "$OUTROOT/gpu-engine/run-1" --level c8 --rounds 2 --server-cmd "$(engine_cmd)" \
+        --out "$OUTROOT/gpu-whatif-c8" 2>&1 | tee "$OUTROOT/gpu-whatif-c8.txt" || echo "what-if: exit $?"
+      echo "== whatif-c8 took $((SECONDS - t0)) s" ;;
     corunner)
       capture gpu-bound-corunner 64 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 \
         -- --gpu-corunner 0.5 --gpu-corunner-python "$PYTHON"

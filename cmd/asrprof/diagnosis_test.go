@@ -200,6 +200,12 @@ func TestDiagnosisH200(t *testing.T) {
 		// forwards with room in the batch (46 % of latency, the batch full
 		// during 33 % of the wait), not at the cap
 		{"tuned-attribution", "c32", "admission behind first forwards", "host-bound decode", "admission cap"},
+		// the engine with --cuda-graphs at c=8 (tools/gpu-attribution.sh
+		// graphs; the CUDA-graph advice's round 1 B, docs/GPU.md): host work
+		// fell to a quarter of latency, and first forwards now stall the
+		// batch (36 %, the next state 25 %) with room in it (full during 0 %
+		// of the admission wait)
+		{"graphs-attribution", "c8", "first-forward stalls", "admission behind first forwards", "admission cap"},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
 			got, text := verdicts(t, bundletest.H200(t, tc.bundle))

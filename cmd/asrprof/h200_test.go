@@ -14,7 +14,7 @@ import (
 // whisper engine in its three states, captured through the CLI on the
 // device, kept as testdata/h200/NAME.tgz (server-events/ left out: the
 // bundle's events.jsonl holds the same lines).
-var h200Bundles = []string{"study", "gpu-bound", "host-bound", "router-even", "router-slow", "engine-attribution", "fp32-attribution", "spin-attribution", "tuned-attribution"}
+var h200Bundles = []string{"study", "gpu-bound", "host-bound", "router-even", "router-slow", "engine-attribution", "fp32-attribution", "spin-attribution", "tuned-attribution", "graphs-attribution"}
 
 // The analyses users run on a GPU capture, through the CLI, on the real
 // H200 bundles: gpu, cpu and bottleneck (and the sweep and stages they
