@@ -6,17 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"sort"
-	"sync"
-	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -27,16 +23,16 @@ const BinsFile = bundle.CUDABinsFile
 
 // BinMs is the width of one time bin in milliseconds, the sched probe's
 // (sched.BinMs): the two files' bins of one pass line up.
-const BinMs = 10
+const BinMs = bins.BinMs
 
 // Bounds on what a pass holds in memory, the sched probe's. Intervals
 // beyond them are dropped and counted (BinsRecord.DroppedEvents, Losses).
 const (
 	// MaxBinThreads is how many threads a pass keeps bins for: the first
 	// ones to finish a blocking call in the pass.
-	MaxBinThreads = 256
+	MaxBinThreads = bins.MaxBinThreads
 	// MaxPassBins is how many bins a pass keeps (30 minutes).
-	MaxPassBins = 30 * 60 * 1000 / BinMs
+	MaxPassBins = bins.MaxPassBins
 )
 
 // DefaultSyncSymbols are the driver functions timed when
@@ -81,16 +77,7 @@ type BinsRecord struct {
 	DroppedEvents uint64 `json:"dropped_events"`
 }
 
-const (
-	binNs     = BinMs * 1_000_000
-	binUs     = BinMs * 1_000
-	chunkBins = 1024    // bins allocated together (10 s)
-	maxRecent = 1 << 14 // events kept for the next pass (recent)
-	maxSeen   = 1 << 14 // events remembered while End reads the in-progress map
-	eventSize = 40      // sizeof(struct sevent)
-	batchSize = 256     // events handed to the binner under one lock
-	commLen   = 16
-)
+const commLen = 16
 
 // Indexes of the sync_stats counters (bpf/cuda.bpf.c).
 const (
@@ -99,351 +86,45 @@ const (
 	statRingFull = 2
 )
 
-// interval is one blocking call of the BPF program, CLOCK_MONOTONIC ns.
-type interval struct {
-	tid, tgid  uint32
-	start, end uint64
-	comm       [commLen]byte
+// meta is what the bins keep of a thread from its calls.
+type meta struct {
+	tgid uint32
+	comm [commLen]byte
 }
 
-type ikey struct {
-	tid   uint32
-	start uint64
-}
-
-type chunk [chunkBins]uint16
-
-type threadBins struct {
-	tgid   uint32
-	comm   [commLen]byte
-	chunks []*chunk
-	any    bool
-}
-
-func (t *threadBins) add(bin int, us int64) {
-	ci := bin / chunkBins
-	for len(t.chunks) <= ci {
-		t.chunks = append(t.chunks, nil)
-	}
-	c := t.chunks[ci]
-	if c == nil {
-		c = new(chunk)
-		t.chunks[ci] = c
-	}
-	v := &c[bin%chunkBins]
-	*v = uint16(min(int64(*v)+us, math.MaxUint16))
-	t.any = true
-}
-
-func (t *threadBins) array(n int) []int {
-	out := make([]int, n)
-	for ci, c := range t.chunks {
-		if c == nil {
-			continue
-		}
-		for j := range c {
-			i := ci*chunkBins + j
-			if i >= n {
-				break
-			}
-			out[i] = int(c[j])
-		}
-	}
-	return out
-}
-
-// binner splits the streamed calls into the bins of the open pass, as the
-// sched probe's binner does with its intervals. The reader goroutine feeds
-// it; Begin and End open and close passes. Times are converted from
-// CLOCK_MONOTONIC to unix ns with one offset, taken at Start.
-type binner struct {
-	mu  sync.Mutex
-	off int64 // unix ns − CLOCK_MONOTONIC ns
-
-	open    bool
-	start   int64 // unix ns of the open pass's bin 0
-	threads map[uint32]*threadBins
-	capped  uint64 // calls the open pass lost to the bounds
-	added   uint64 // calls that fell in the open pass (sub-µs ones included)
-	prevEnd int64  // unix ns where the last pass ended (at first: Start)
-
-	// recent is a ring of the last events read, replayed into a pass that
-	// begins before they ended (a call that ended between passes, or read
-	// while End closed the previous pass). Overwritten events that ended
-	// after keepFrom (the last pass's end; MaxUint64 while a pass is open)
-	// are counted, for the next pass to charge when they fall in it.
-	recent     []interval
-	next       int
-	filled     bool
-	keepFrom   uint64
-	lostAfter  uint64
-	lostMaxEnd uint64
-
-	// While End reads the in-progress map: the calls read that ended at or
-	// after captureFrom, so that a call read both there and from the ring
-	// buffer counts once.
-	capturing   bool
-	captureFrom uint64
-	seen        map[ikey]struct{}
-	seenFull    bool
-
-	flushes uint64        // ErrFlushed seen by the reader
-	flushed chan struct{} // poked at each
-
-	cappedTotal uint64 // since Start
-	err         error  // the reader's, once it stopped
-}
+// interval is one blocking call of the BPF program (struct sevent),
+// CLOCK_MONOTONIC ns; binner bins them, one kind.
+type (
+	interval = bins.Interval[meta]
+	binner   = bins.Binner[meta]
+)
 
 func newBinner(off, startUnix int64) *binner {
-	return &binner{
-		off:     off,
-		prevEnd: startUnix,
-		recent:  make([]interval, maxRecent),
-		flushed: make(chan struct{}, 1),
-	}
-}
-
-func (b *binner) toMono(unixNs int64) uint64 {
-	if m := unixNs - b.off; m > 0 {
-		return uint64(m)
-	}
-	return 0
+	return bins.New(bins.Config[meta]{
+		Name: "cuda", Kinds: 1,
+		Recent: 1 << 14, // events kept for the next pass
+		Seen:   1 << 14, // events remembered while End reads the in-progress map
+		Size:   40,      // sizeof(struct sevent)
+		Decode: decode,
+		Merge: func(t, iv *meta) {
+			t.tgid = iv.tgid
+			if iv.comm[0] != 0 {
+				t.comm = iv.comm
+			}
+		},
+	}, off, startUnix)
 }
 
 // decode reads one struct sevent.
 func decode(raw []byte) interval {
 	iv := interval{
-		tid:   binary.LittleEndian.Uint32(raw[0:4]),
-		tgid:  binary.LittleEndian.Uint32(raw[4:8]),
-		start: binary.LittleEndian.Uint64(raw[8:16]),
-		end:   binary.LittleEndian.Uint64(raw[16:24]),
+		Tid:   binary.LittleEndian.Uint32(raw[0:4]),
+		Meta:  meta{tgid: binary.LittleEndian.Uint32(raw[4:8])},
+		Start: binary.LittleEndian.Uint64(raw[8:16]),
+		End:   binary.LittleEndian.Uint64(raw[16:24]),
 	}
-	copy(iv.comm[:], raw[24:40])
+	copy(iv.Meta.comm[:], raw[24:40])
 	return iv
-}
-
-// readEvents feeds b from rd until rd is closed, in batches of at most
-// batchSize under one lock. A flush (rd.Flush) is counted once every
-// event committed before it has been handed over.
-func readEvents(rd *ringbuf.Reader, b *binner, done chan<- struct{}) {
-	defer close(done)
-	var rec ringbuf.Record
-	batch := make([]interval, 0, batchSize)
-	for {
-		err := rd.ReadInto(&rec)
-		if err == nil && len(rec.RawSample) >= eventSize {
-			batch = append(batch, decode(rec.RawSample))
-		}
-		if len(batch) > 0 && (err != nil || rec.Remaining == 0 || len(batch) == cap(batch)) {
-			b.events(batch)
-			batch = batch[:0]
-		}
-		switch {
-		case err == nil, errors.Is(err, os.ErrDeadlineExceeded):
-		case errors.Is(err, ringbuf.ErrFlushed):
-			b.flush()
-		case errors.Is(err, ringbuf.ErrClosed):
-			return
-		default:
-			b.mu.Lock()
-			b.err = err
-			b.mu.Unlock()
-			return
-		}
-	}
-}
-
-func (b *binner) flush() {
-	b.mu.Lock()
-	b.flushes++
-	b.mu.Unlock()
-	select {
-	case b.flushed <- struct{}{}:
-	default:
-	}
-}
-
-func (b *binner) flushCount() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.flushes
-}
-
-// events takes events read from the ring buffer, in order.
-func (b *binner) events(ivs []interval) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, iv := range ivs {
-		b.eventLocked(iv)
-	}
-}
-
-func (b *binner) eventLocked(iv interval) {
-	if iv.end <= iv.start {
-		return
-	}
-	if b.filled {
-		if old := b.recent[b.next]; old.end > b.keepFrom {
-			b.lostAfter++
-			b.lostMaxEnd = max(b.lostMaxEnd, old.end)
-		}
-	}
-	b.recent[b.next] = iv
-	if b.next++; b.next == len(b.recent) {
-		b.next, b.filled = 0, true
-	}
-	if b.capturing && iv.end >= b.captureFrom {
-		if len(b.seen) < maxSeen {
-			b.seen[ikey{iv.tid, iv.start}] = struct{}{}
-		} else {
-			b.seenFull = true
-		}
-	}
-	if b.open {
-		b.addLocked(&iv)
-	}
-}
-
-// addLocked adds the call [start, end) to the open pass, clipped to it, in
-// whole microseconds counted from the pass start, floored at both ends.
-func (b *binner) addLocked(iv *interval) {
-	s := int64(iv.start) + b.off - b.start
-	e := int64(iv.end) + b.off - b.start
-	if e <= 0 || e <= s {
-		return
-	}
-	s = max(s, 0)
-	b.added++
-	const limit = int64(MaxPassBins) * binNs
-	if e > limit {
-		b.dropLocked()
-		if s >= limit {
-			return
-		}
-		e = limit
-	}
-	su, eu := s/1000, e/1000
-	if eu <= su {
-		return
-	}
-	t := b.threads[iv.tid]
-	if t == nil {
-		if len(b.threads) >= MaxBinThreads {
-			b.dropLocked()
-			return
-		}
-		t = &threadBins{}
-		b.threads[iv.tid] = t
-	}
-	t.tgid = iv.tgid
-	if iv.comm[0] != 0 {
-		t.comm = iv.comm
-	}
-	for su < eu {
-		bin := su / binUs
-		hi := min(eu, (bin+1)*binUs)
-		t.add(int(bin), hi-su)
-		su = hi
-	}
-}
-
-func (b *binner) dropLocked() {
-	b.capped++
-	b.cappedTotal++
-}
-
-// begin opens a pass whose bin 0 starts at startUnix, replaying the
-// events already read that end after it.
-func (b *binner) begin(startUnix int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.beginLocked(startUnix)
-}
-
-func (b *binner) beginLocked(startUnix int64) {
-	b.open, b.start, b.capped, b.added = true, startUnix, 0, 0
-	b.threads = make(map[uint32]*threadBins)
-	from := b.toMono(startUnix)
-	if b.lostAfter > 0 && b.lostMaxEnd > from {
-		b.capped += b.lostAfter
-		b.cappedTotal += b.lostAfter
-	}
-	b.lostAfter, b.lostMaxEnd, b.keepFrom = 0, 0, math.MaxUint64
-	n := b.next
-	if b.filled {
-		n = len(b.recent)
-	}
-	for i := range b.recent[:n] {
-		if iv := &b.recent[i]; iv.end > from {
-			b.addLocked(iv)
-		}
-	}
-}
-
-// ensureOpen opens a pass where the last one ended, for End without Begin,
-// and returns the open pass's start.
-func (b *binner) ensureOpen() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.open {
-		b.beginLocked(b.prevEnd)
-	}
-	return b.start
-}
-
-// capture starts remembering the events read from now on that end at or
-// after from.
-func (b *binner) capture(from uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.capturing, b.captureFrom = true, from
-	b.seen, b.seenFull = make(map[ikey]struct{}), false
-}
-
-// finish closes the open pass at endUnix. inProgress holds the calls that
-// had not returned when End read the in-progress map; one whose event the
-// reader has meanwhile read is not added twice. It returns the bins of each
-// thread that was inside a call in the pass, the calls the pass lost, and
-// how many calls fell in it.
-func (b *binner) finish(endUnix int64, inProgress []interval) (out map[uint32]*threadBins, capped, added uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := range inProgress {
-		iv := &inProgress[i]
-		if _, ok := b.seen[ikey{iv.tid, iv.start}]; ok {
-			continue
-		}
-		if b.seenFull {
-			b.dropLocked() // cannot tell: leave it out
-			continue
-		}
-		b.addLocked(iv)
-	}
-	b.capturing, b.seen, b.seenFull = false, nil, false
-	out = b.threads
-	for tid, t := range out {
-		if !t.any {
-			delete(out, tid)
-		}
-	}
-	capped, added = b.capped, b.added
-	b.open, b.threads, b.capped = false, nil, 0
-	b.prevEnd = endUnix
-	b.keepFrom, b.lostAfter, b.lostMaxEnd = b.toMono(endUnix), 0, 0
-	if b.filled {
-		if oldest := b.recent[b.next]; oldest.end > b.keepFrom {
-			b.lostAfter, b.lostMaxEnd = 1, oldest.end
-		}
-	}
-	return out, capped, added
-}
-
-// totals returns the calls lost to the bounds since Start and the
-// reader's error, if it stopped.
-func (b *binner) totals() (uint64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.cappedTotal, b.err
 }
 
 // syncStats are the BPF program's cumulative counters (sync_stats).
@@ -467,7 +148,7 @@ func (p *Probe) syncStatsLocked() (syncStats, error) {
 
 // beginBinsLocked opens the pass's bins at start (unix ns).
 func (p *Probe) beginBinsLocked(start int64) {
-	p.bins.begin(start)
+	p.bins.Begin(start)
 	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
 		p.syncBase = st
 	}
@@ -476,23 +157,10 @@ func (p *Probe) beginBinsLocked(start int64) {
 // endBinsLocked closes the pass's bins and writes them to BinsFile.
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	b := p.bins
-	start := b.ensureOpen()
-	end := per.EndUnixNs
-	if now := time.Now().UnixNano(); end <= start || end > now {
-		end = now
-	}
-	n := min(int((end-start+binNs-1)/binNs), MaxPassBins)
-	binsEnd := start + int64(n)*binNs
+	ps, err := b.Ending(ctx, per.EndUnixNs)
 	var errs []error
-	// The last bin is whole: wait until it is over.
-	if d := time.Duration(binsEnd - time.Now().UnixNano()); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			errs = append(errs, fmt.Errorf("cuda: bins: %w", ctx.Err()))
-		}
+	if err != nil {
+		errs = append(errs, err)
 	}
 	st, err := p.syncStatsLocked()
 	if err != nil {
@@ -502,16 +170,15 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	// read from now on are remembered, so that a call that returns
 	// meanwhile (its event is submitted before its entry is deleted) is
 	// not counted twice.
-	binsEndMono := b.toMono(binsEnd)
-	b.capture(bpf.MonoNow())
-	inProgress, err := p.inProgressLocked(binsEndMono)
+	b.Capture(bpf.MonoNow())
+	inProgress, err := p.inProgressLocked(ps.BinsEndMono)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := p.drainLocked(ctx); err != nil {
+	if err := b.Drain(ctx, p.rd); err != nil {
 		errs = append(errs, err)
 	}
-	out, dropped, added := b.finish(end, inProgress)
+	out, dropped, added := b.Finish(ps.End, inProgress)
 	d := syncStats{entered: sub(st.entered, p.syncBase.entered), noRoom: sub(st.noRoom, p.syncBase.noRoom), ringFull: sub(st.ringFull, p.syncBase.ringFull)}
 	p.syncBase = st
 	dropped += d.noRoom + d.ringFull
@@ -521,8 +188,8 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	}
 	sort.Slice(tids, func(i, j int) bool {
 		a, c := out[tids[i]], out[tids[j]]
-		if a.tgid != c.tgid {
-			return a.tgid < c.tgid
+		if a.Meta.tgid != c.Meta.tgid {
+			return a.Meta.tgid < c.Meta.tgid
 		}
 		return tids[i] < tids[j]
 	})
@@ -533,14 +200,14 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		t := out[tid]
 		r := BinsRecord{
 			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: int(t.tgid), TID: int(tid),
-			StartUnixNs: start, BinMs: BinMs,
-			SyncUs:        t.array(n),
+			PID: int(t.Meta.tgid), TID: int(tid),
+			StartUnixNs: ps.Start, BinMs: BinMs,
+			SyncUs:        t.Arrays(ps.N)[0],
 			DroppedEvents: dropped,
 		}
 		delete(out, tid)
 		if r.Name = proctree.Comm(r.PID, r.TID); r.Name == "" {
-			r.Name = commString(t.comm[:])
+			r.Name = commString(t.Meta.comm[:])
 		}
 		if err := p.out.Append(BinsFile, r); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)
@@ -581,7 +248,7 @@ func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 			continue
 		}
 		if v.StartNs < end {
-			out = append(out, interval{tid: tid, tgid: v.Tgid, start: v.StartNs, end: end})
+			out = append(out, interval{Tid: tid, Meta: meta{tgid: v.Tgid}, Start: v.StartNs, End: end})
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -594,30 +261,6 @@ func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// drainLocked waits until the reader has read every event committed to
-// the ring buffer before it was called.
-func (p *Probe) drainLocked(ctx context.Context) error {
-	f0 := p.bins.flushCount()
-	if err := p.rd.Flush(); err != nil {
-		return fmt.Errorf("cuda: bins: flushing the ring buffer: %w", err)
-	}
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	for p.bins.flushCount() == f0 {
-		select {
-		case <-p.bins.flushed:
-		case <-t.C:
-			return errors.New("cuda: bins: the ring buffer's reader did not catch up within 1 s")
-		case <-p.rdDone:
-			_, err := p.bins.totals()
-			return fmt.Errorf("cuda: bins: the ring buffer's reader stopped: %w", err)
-		case <-ctx.Done():
-			return fmt.Errorf("cuda: bins: %w", ctx.Err())
-		}
-	}
-	return nil
 }
 
 // commString returns a NUL-terminated thread name.

@@ -101,11 +101,10 @@ type Probe struct {
 	loaded  bool
 
 	// The time bins (cuda_bins.jsonl): the ring buffer's reader, the
-	// binner it feeds from a goroutine (rdDone closed when it returns),
+	// binner it feeds from a goroutine (bins.Done() closed when it returns),
 	// and the BPF counters at the start of the pass.
 	rd       *ringbuf.Reader
 	bins     *binner
-	rdDone   chan struct{}
 	syncBase syncStats
 	// Functions attached, over the libraries (for Detail).
 	nlaunch, nsync int
@@ -248,8 +247,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return fmt.Errorf("cuda: ring buffer: %w", bpf.NotSupported(err))
 	}
 	p.bins = newBinner(bpf.ClockOffset())
-	p.rdDone = make(chan struct{})
-	go readEvents(p.rd, p.bins, p.rdDone)
+	go p.bins.Read(p.rd)
 	if err := p.refreshLocked(); err != nil {
 		return err
 	}
@@ -535,8 +533,8 @@ func (p *Probe) closeLocked() error {
 	p.links = nil
 	if p.rd != nil {
 		errs = append(errs, p.rd.Close())
-		<-p.rdDone // the reader returns once the ring buffer is closed
-		p.rd, p.rdDone = nil, nil
+		<-p.bins.Done() // the reader returns once the ring buffer is closed
+		p.rd = nil
 	}
 	p.nlaunch, p.nsync = 0, 0
 	errs = append(errs, p.objs.Close())
@@ -606,7 +604,7 @@ func (p *Probe) Overhead() (Overhead, error) {
 		return o, err
 	}
 	o.SyncDropped = ss.noRoom + ss.ringFull
-	o.BinsDropped, _ = p.bins.totals()
+	o.BinsDropped, _ = p.bins.Totals()
 	return o, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
@@ -43,56 +44,56 @@ func (a *app) send(t *testing.T, c byte) {
 func TestBinnerAdd(t *testing.T) {
 	// off = 0: the monotonic clock is the unix clock.
 	b := newBinner(0, 0)
-	b.begin(1_000_000_000) // bin 0 at 1 s
+	b.Begin(1_000_000_000) // bin 0 at 1 s
 	var name [commLen]byte
 	copy(name[:], "w")
 	ms := uint64(time.Millisecond)
-	b.events([]interval{
-		{tid: 7, tgid: 5, start: 1000 * ms, end: 1025 * ms, comm: name}, // bins 0, 1 whole, 2 half
-		{tid: 7, tgid: 5, start: 990 * ms, end: 1001 * ms},              // before the pass: 1 ms of bin 0... already full
-		{tid: 8, tgid: 5, start: 1032 * ms, end: 1033 * ms},             // 1 ms of bin 3
-	})
-	out, capped, added := b.finish(1_040_000_000, []interval{
-		{tid: 8, tgid: 5, start: 1035 * ms, end: 1040 * ms}, // in progress: 5 ms more of bin 3
-		{tid: 7, tgid: 5, start: 1000 * ms, end: 1040 * ms}, // in progress, but its event was not seen: added (overlaps)
+	b.Events([]interval{
+		{Tid: 7, Meta: meta{5, name}, Start: 1000 * ms, End: 1025 * ms}, // bins 0, 1 whole, 2 half
+		{Tid: 7, Meta: meta{tgid: 5}, Start: 990 * ms, End: 1001 * ms},  // before the pass: 1 ms of bin 0... already full
+		{Tid: 8, Meta: meta{tgid: 5}, Start: 1032 * ms, End: 1033 * ms}, // 1 ms of bin 3
+	}...)
+	out, capped, added := b.Finish(1_040_000_000, []interval{
+		{Tid: 8, Meta: meta{tgid: 5}, Start: 1035 * ms, End: 1040 * ms}, // in progress: 5 ms more of bin 3
+		{Tid: 7, Meta: meta{tgid: 5}, Start: 1000 * ms, End: 1040 * ms}, // in progress, but its event was not seen: added (overlaps)
 	})
 	if capped != 0 || added != 5 {
 		t.Errorf("capped %d, added %d; want 0, 5", capped, added)
 	}
-	got8 := out[8].array(4)
+	got8 := out[8].Arrays(4)[0]
 	if want := []int{0, 0, 0, 6000}; !reflect.DeepEqual(got8, want) {
 		t.Errorf("thread 8: %v, want %v", got8, want)
 	}
-	if out[7].tgid != 5 || commString(out[7].comm[:]) != "w" {
-		t.Errorf("thread 7: pid %d, name %q", out[7].tgid, commString(out[7].comm[:]))
+	if out[7].Meta.tgid != 5 || commString(out[7].Meta.comm[:]) != "w" {
+		t.Errorf("thread 7: pid %d, name %q", out[7].Meta.tgid, commString(out[7].Meta.comm[:]))
 	}
 
 	// A call that ended after the pass is replayed into the next one,
 	// clipped to its start; an in-progress call whose event came meanwhile
 	// counts once.
-	b.events([]interval{{tid: 9, tgid: 5, start: 1035 * ms, end: 1052 * ms}})
-	b.begin(1_040_000_000)
-	b.capture(0)
-	b.events([]interval{{tid: 9, tgid: 5, start: 1055 * ms, end: 1058 * ms}})
-	out, _, _ = b.finish(1_060_000_000, []interval{{tid: 9, tgid: 5, start: 1055 * ms, end: 1060 * ms}})
-	if got, want := out[9].array(2), []int{10000, 5000}; !reflect.DeepEqual(got, want) {
+	b.Events(interval{Tid: 9, Meta: meta{tgid: 5}, Start: 1035 * ms, End: 1052 * ms})
+	b.Begin(1_040_000_000)
+	b.Capture(0)
+	b.Events(interval{Tid: 9, Meta: meta{tgid: 5}, Start: 1055 * ms, End: 1058 * ms})
+	out, _, _ = b.Finish(1_060_000_000, []interval{{Tid: 9, Meta: meta{tgid: 5}, Start: 1055 * ms, End: 1060 * ms}})
+	if got, want := out[9].Arrays(2)[0], []int{10000, 5000}; !reflect.DeepEqual(got, want) {
 		t.Errorf("thread 9 in the next pass: %v, want %v (12 ms replayed, + 3 ms once)", got, want)
 	}
 }
 
 func TestBinnerBounds(t *testing.T) {
 	b := newBinner(0, 0)
-	b.begin(0)
+	b.Begin(0)
 	var ivs []interval
 	for tid := range MaxBinThreads + 3 {
-		ivs = append(ivs, interval{tid: uint32(tid + 1), start: 1, end: 2_000_000})
+		ivs = append(ivs, interval{Tid: uint32(tid + 1), Start: 1, End: 2_000_000})
 	}
-	b.events(ivs)
-	out, capped, _ := b.finish(10_000_000, nil)
+	b.Events(ivs...)
+	out, capped, _ := b.Finish(10_000_000, nil)
 	if len(out) != MaxBinThreads || capped != 3 {
 		t.Errorf("%d threads, %d dropped; want %d, 3", len(out), capped, MaxBinThreads)
 	}
-	if total, _ := b.totals(); total != 3 {
+	if total, _ := b.Totals(); total != 3 {
 		t.Errorf("dropped since Start %d, want 3", total)
 	}
 }
@@ -138,7 +139,7 @@ func TestSyncBins(t *testing.T) {
 		t.Fatalf("%d lines, want 1 (the sync thread's; asrp-work and main make no blocking call): %+v", len(recs), recs)
 	}
 	r := recs[0]
-	wantBins := int((per.EndUnixNs - passStart + binNs - 1) / binNs)
+	wantBins := int((per.EndUnixNs - passStart + bins.BinNs - 1) / bins.BinNs)
 	if r.TID != syncTID || r.PID != a.pid || r.Name != "asrp-sync" || r.Level != "c1" || r.Repeat != 1 ||
 		r.StartUnixNs != passStart || r.BinMs != BinMs || len(r.SyncUs) != wantBins || r.DroppedEvents != 0 {
 		t.Errorf("record %+v: want tid %d pid %d asrp-sync, c1 repeat 1, start %d, %d bins of %d ms, nothing dropped",
@@ -146,8 +147,8 @@ func TestSyncBins(t *testing.T) {
 	}
 	total := 0
 	for i, us := range r.SyncUs {
-		if us < 0 || us > binUs {
-			t.Errorf("bin %d: %d µs, want 0..%d", i, us, binUs)
+		if us < 0 || us > bins.BinUs {
+			t.Errorf("bin %d: %d µs, want 0..%d", i, us, bins.BinUs)
 		}
 		total += us
 	}
@@ -171,7 +172,7 @@ func TestSyncBins(t *testing.T) {
 	}
 	// Bins outside the calls' span stay empty: none before the first bin
 	// the app could have synchronized in.
-	if r.SyncUs[len(r.SyncUs)-1] > binUs {
+	if r.SyncUs[len(r.SyncUs)-1] > bins.BinUs {
 		t.Errorf("last bin %d µs", r.SyncUs[len(r.SyncUs)-1])
 	}
 
@@ -207,7 +208,7 @@ func TestSyncBins(t *testing.T) {
 	var overlapUs float64 // pass 2's last bin reaches past pass 3's start: both count that stretch
 	for _, r := range recs[1:] {
 		if r.Repeat == 2 {
-			overlapUs = float64(r.StartUnixNs+int64(len(r.SyncUs))*binNs-per3.StartUnixNs) / 1000
+			overlapUs = float64(r.StartUnixNs+int64(len(r.SyncUs))*bins.BinNs-per3.StartUnixNs) / 1000
 		}
 		if r.TID != longTID {
 			t.Errorf("pass %d: a line for thread %d, want only %d", r.Repeat, r.TID, longTID)
@@ -270,7 +271,7 @@ func TestSyncEnteredNothingWritten(t *testing.T) {
 	if err := p.rd.Close(); err != nil {
 		t.Fatal(err)
 	}
-	<-p.rdDone
+	<-p.bins.Done()
 	p.mu.Unlock()
 	a.send(t, 'r')
 	a.line(t)

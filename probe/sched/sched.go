@@ -93,7 +93,6 @@ type Probe struct {
 	// drop counter at the start of the pass.
 	rd       *ringbuf.Reader
 	bins     *binner
-	rdDone   chan struct{}
 	ringBase uint64
 }
 
@@ -152,8 +151,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return fmt.Errorf("sched: ring buffer: %w", bpf.NotSupported(err))
 	}
 	p.bins = newBinner(bpf.ClockOffset())
-	p.rdDone = make(chan struct{})
-	go readEvents(p.rd, p.bins, p.rdDone)
+	go p.bins.Read(p.rd)
 	p.target, p.out = t, out
 	if err := p.refreshLocked(); err != nil {
 		return err
@@ -376,7 +374,7 @@ func (p *Probe) Begin(per probe.Period) {
 	if start == 0 {
 		start = time.Now().UnixNano()
 	}
-	p.bins.begin(start)
+	p.bins.Begin(start)
 	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 
@@ -454,8 +452,8 @@ func (p *Probe) closeLocked() error {
 	p.links = nil
 	if p.rd != nil {
 		errs = append(errs, p.rd.Close())
-		<-p.rdDone // the reader returns once the ring buffer is closed
-		p.rd, p.rdDone = nil, nil
+		<-p.bins.Done() // the reader returns once the ring buffer is closed
+		p.rd = nil
 	}
 	if p.seedLink != nil {
 		errs = append(errs, p.seedLink.Close())
@@ -542,6 +540,6 @@ func (p *Probe) Overhead() (Overhead, error) {
 		return o, err
 	}
 	o.RingDropped = ring
-	o.BinsDropped, _ = p.bins.totals()
+	o.BinsDropped, _ = p.bins.Totals()
 	return o, nil
 }

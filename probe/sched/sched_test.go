@@ -13,6 +13,7 @@ import (
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
@@ -274,33 +275,43 @@ func hostLostSeconds() float64 {
 	return ticks / 100 // USER_HZ
 }
 
+// The bins' widths.
+const (
+	binNs = bins.BinNs
+	binUs = bins.BinUs
+)
+
 func TestBinner(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	b := newBinner(1000*ms, 0) // unix = CLOCK_MONOTONIC + 1 s
 	mono := func(unixMs float64) uint64 { return uint64(unixMs*1e6) - 1e9 }
-	b.begin(2000 * ms)
+	b.Begin(2000 * ms)
 	// On a CPU from 5 ms before the pass (cut) to 15 ms in, then waiting
 	// 2.5 ms: bin 0 full, bin 1 half on-CPU and a quarter waiting.
-	b.event(interval{7, evOnCPU, mono(1995), mono(2015)})
-	b.event(interval{7, evRunq, mono(2015), mono(2017.5)})
+	b.Events(interval{Tid: 7, Kind: evOnCPU, Start: mono(1995), End: mono(2015)})
+	b.Events(interval{Tid: 7, Kind: evRunq, Start: mono(2015), End: mono(2017.5)})
 	// Sub-microsecond intervals add up without drift: 1000 of 0.6 µs.
 	for i := range 1000 {
 		s := 2020 + float64(i)*0.0006
-		b.event(interval{9, evOnCPU, mono(s), mono(s + 0.0006)})
+		b.Events(interval{Tid: 9, Kind: evOnCPU, Start: mono(s), End: mono(s + 0.0006)})
 	}
 	// End reads the map: thread 8 on a CPU since 25 ms (not yet switched
 	// out), and thread 7's interval from 17.5 ms, whose event comes while
 	// the map is read: counted once.
-	b.capture(mono(2031))
-	b.event(interval{7, evOnCPU, mono(2017.5), mono(2033)})
-	b.event(interval{99, evMark, mono(2034), mono(2034)})
-	if !b.markedSince(mono(2033.5)) || b.markedSince(mono(2035)) {
-		t.Errorf("mark at 2034 ms: markedSince wrong")
+	b.Capture(mono(2031))
+	b.Events(interval{Tid: 7, Kind: evOnCPU, Start: mono(2017.5), End: mono(2033)})
+	b.Events(interval{Tid: 99, Kind: bins.Mark, Start: mono(2034), End: mono(2034)})
+	ctx := context.Background()
+	if ok, _ := b.WaitMark(ctx, mono(2033.5), 0); !ok {
+		t.Errorf("mark at 2034 ms: not read by 2033.5 ms")
+	}
+	if ok, _ := b.WaitMark(ctx, mono(2035), 0); ok {
+		t.Errorf("mark at 2034 ms: read by 2035 ms")
 	}
 	// A pass of 32 ms: 4 bins, the last one whole (to 40 ms).
-	out, dropped := b.finish(2032*ms, []interval{
-		{8, evOnCPU, mono(2025), mono(2040)},
-		{7, evOnCPU, mono(2017.5), mono(2040)},
+	out, dropped, _ := b.Finish(2032*ms, []interval{
+		{Tid: 8, Kind: evOnCPU, Start: mono(2025), End: mono(2040)},
+		{Tid: 7, Kind: evOnCPU, Start: mono(2017.5), End: mono(2040)},
 	})
 	want := map[uint32][2][]int{
 		7: {{10000, 7500, 10000, 3000}, {0, 2500, 0, 0}},
@@ -312,13 +323,13 @@ func TestBinner(t *testing.T) {
 	}
 	// Events read after End belong to the next pass when they end in it:
 	// End without Begin starts it where this one ended.
-	b.event(interval{8, evOnCPU, mono(2025), mono(2045)})
-	b.event(interval{8, evRunq, mono(2045), mono(2046)})
-	if s := b.ensureOpen(); s != 2032*ms {
+	b.Events(interval{Tid: 8, Kind: evOnCPU, Start: mono(2025), End: mono(2045)})
+	b.Events(interval{Tid: 8, Kind: evRunq, Start: mono(2045), End: mono(2046)})
+	if s := b.EnsureOpen(); s != 2032*ms {
 		t.Errorf("next pass starts at %d, want %d", s, 2032*ms)
 	}
-	b.event(interval{8, evOnCPU, mono(2046), mono(2050)})
-	out, _ = b.finish(2052*ms, nil)
+	b.Events(interval{Tid: 8, Kind: evOnCPU, Start: mono(2046), End: mono(2050)})
+	out, _, _ = b.Finish(2052*ms, nil)
 	want = map[uint32][2][]int{
 		7: {{1000, 0}, {0, 0}},
 		8: {{10000, 7000}, {0, 1000}},
@@ -327,38 +338,38 @@ func TestBinner(t *testing.T) {
 		t.Errorf("continued pass: %v, want %v", got, want)
 	}
 	// Begin later: what ended before it is left out.
-	b.event(interval{8, evOnCPU, mono(2051), mono(2060)})
-	b.begin(2055 * ms)
-	out, _ = b.finish(2065*ms, nil)
+	b.Events(interval{Tid: 8, Kind: evOnCPU, Start: mono(2051), End: mono(2060)})
+	b.Begin(2055 * ms)
+	out, _, _ = b.Finish(2065*ms, nil)
 	if got, w := arrays(out, 1)[8][0], []int{5000}; !reflect.DeepEqual(got, w) {
 		t.Errorf("pass begun at 2055 ms: %v, want %v", got, w)
 	}
 	// Bounded: threads over MaxBinThreads and time past MaxPassBins are
 	// counted, not kept.
-	b.begin(3000 * ms)
+	b.Begin(3000 * ms)
 	for tid := range uint32(MaxBinThreads + 3) {
-		b.event(interval{tid + 1, evOnCPU, mono(3000), mono(3001)})
+		b.Events(interval{Tid: tid + 1, Kind: evOnCPU, Start: mono(3000), End: mono(3001)})
 	}
 	end := 3000 + float64(MaxPassBins*BinMs)
-	b.event(interval{1, evRunq, mono(end - 1), mono(end + 5)})
-	out, dropped = b.finish(int64(end)*ms, nil)
+	b.Events(interval{Tid: 1, Kind: evRunq, Start: mono(end - 1), End: mono(end + 5)})
+	out, dropped, _ = b.Finish(int64(end)*ms, nil)
 	if len(out) != MaxBinThreads || dropped != 4 {
 		t.Errorf("%d threads kept, %d dropped; want %d and 4", len(out), dropped, MaxBinThreads)
 	}
-	if _, r := out[1].arrays(MaxPassBins); len(r) != MaxPassBins || r[MaxPassBins-1] != 1000 {
+	if r := out[1].Arrays(MaxPassBins)[evRunq]; len(r) != MaxPassBins || r[MaxPassBins-1] != 1000 {
 		t.Errorf("interval across the last bin: %d bins, last %d µs; want %d and 1000", len(r), r[len(r)-1], MaxPassBins)
 	}
-	if n, _ := b.totals(); n != 4 {
+	if n, _ := b.Totals(); n != 4 {
 		t.Errorf("dropped since Start %d, want 4", n)
 	}
 }
 
 // arrays returns the on-CPU and run-queue arrays of n bins of each thread.
-func arrays(threads map[uint32]*threadBins, n int) map[uint32][2][]int {
+func arrays(threads map[uint32]*bins.Thread[struct{}], n int) map[uint32][2][]int {
 	out := make(map[uint32][2][]int)
 	for tid, t := range threads {
-		on, rq := t.arrays(n)
-		out[tid] = [2][]int{on, rq}
+		a := t.Arrays(n)
+		out[tid] = [2][]int{a[evOnCPU], a[evRunq]}
 	}
 	return out
 }
