@@ -125,7 +125,7 @@ func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	for i, bk := range sv.sp.Buckets {
 		groups[i] = bk.Name
 	}
-	var kept []engine.Level
+	var kept []engine.LevelStages
 	for _, l := range engine.SummarizeGroups(rc, rows, levels, names, group, groups) {
 		if l.Worker != "" {
 			kept = append(kept, l)

@@ -305,7 +305,7 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err != nil {
 		return nil, err
 	}
-	var levelsOut []engine.Level
+	var levelsOut []engine.LevelStages
 	if byWorker {
 		w, err := cv.c.Workers()
 		if err != nil {
@@ -320,7 +320,7 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 
 // stageRowsValue is stage_summary's rows of levelsOut, each row's
 // Worker under the name group ("worker"; lengths.stage_summary: "bucket").
-func stageRowsValue(levelsOut []engine.Level, names []string, group string) *starlark.List {
+func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string) *starlark.List {
 	var out []starlark.Value
 	for _, l := range levelsOut {
 		st := starlark.NewDict(len(names))

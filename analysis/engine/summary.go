@@ -35,11 +35,11 @@ type Stat struct {
 	N             int
 }
 
-// Level is the stage table's row of one level: over its measured
+// LevelStages is the stage table's row of one level: over its measured
 // (non-warmup) successful requests, N had the preset's telemetry and
 // Missing did not; Stages has every name asked for, nil where no request
 // had the stage.
-type Level struct {
+type LevelStages struct {
 	Level      string
 	Worker     string // SummarizeWorkers' rows: the worker ("" for requests no span names one)
 	N, Missing int
@@ -49,24 +49,24 @@ type Level struct {
 // Summarize aggregates rows (Derive's, or stages.parquet's) per level,
 // for the levels in order that have measured requests, and for each of
 // names: a stage of the rows, or ClientOverhead.
-func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []Level {
+func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []LevelStages {
 	return summarize(reqs, rows, order, names, nil, nil)
 }
 
 // SummarizeWorkers is Summarize per level and worker (w.Of), the workers
 // of each level in w.Names order.
-func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []Level {
+func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []LevelStages {
 	return summarize(reqs, rows, order, names, w.Of, w.Names)
 }
 
 // SummarizeGroups is Summarize per level and group: group[i] names
 // request i's group ("" for none), groups is their order; each row's
 // Worker is its group. The length buckets' stage tables use it.
-func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, group []string, groups []string) []Level {
+func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, group []string, groups []string) []LevelStages {
 	return summarize(reqs, rows, order, names, group, groups)
 }
 
-func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []Level {
+func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := make([]string, len(rows.Stage.Dict))
 	copy(stageOf, rows.Stage.Dict)
@@ -129,7 +129,7 @@ func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []strin
 			}
 		}
 	}
-	var out []Level
+	var out []LevelStages
 	for _, lv := range order {
 		if worker == nil {
 			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
@@ -160,11 +160,11 @@ type levelAcc struct {
 	vals       map[string][]float64
 }
 
-func appendLevel(out []Level, a *levelAcc, lv, wk string, names []string) []Level {
+func appendLevel(out []LevelStages, a *levelAcc, lv, wk string, names []string) []LevelStages {
 	if a == nil {
 		return out
 	}
-	l := Level{Level: lv, Worker: wk, N: a.n, Missing: a.missing, Stages: map[string]*Stat{}}
+	l := LevelStages{Level: lv, Worker: wk, N: a.n, Missing: a.missing, Stages: map[string]*Stat{}}
 	for _, name := range names {
 		xs := a.vals[name]
 		if len(xs) == 0 {

@@ -30,12 +30,12 @@ func lengthsBundle(t *testing.T, slo string) string {
 		return fixture.Stages{Build: ms(2), QueuedToSched: ms(wait), FirstForward: ms(work), DecodeTail: ms(5), ClientOverhead: ms(1)}
 	}
 	short, long := 2.0, 30.0
-	var levels []fixture.Level
+	var levels []fixture.SimLevel
 	for _, l := range []struct {
 		c                   int
 		shortWait, longWait int
 	}{{1, 0, 0}, {2, 0, 0}, {4, 0, 0}, {8, 0, 1100}, {16, 400, 3000}} {
-		levels = append(levels, fixture.Level{Concurrency: l.c, Stages: st(0, 192),
+		levels = append(levels, fixture.SimLevel{Concurrency: l.c, Stages: st(0, 192),
 			ByAudio: map[float64]fixture.Stages{short: st(l.shortWait, 192), long: st(l.longWait, 992)}})
 	}
 	dir := filepath.Join(t.TempDir(), "lengths")
@@ -267,11 +267,11 @@ func TestLengthBucketsSLO(t *testing.T) {
 func TestLengthBucketsUnknown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "unknown")
 	ms := func(n int) fixture.Dist { return fixture.Fixed(time.Duration(n) * time.Millisecond) }
-	lv := func(c int) fixture.Level {
-		return fixture.Level{Concurrency: c, Stages: fixture.Stages{FirstForward: ms(50), DecodeTail: ms(5)}}
+	lv := func(c int) fixture.SimLevel {
+		return fixture.SimLevel{Concurrency: c, Stages: fixture.Stages{FirstForward: ms(50), DecodeTail: ms(5)}}
 	}
 	// 20 requests a pass, every third without a duration: 6 a pass.
-	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.Level{lv(1), lv(2)}, Audio: []float64{2, 30, 0}}); err != nil {
+	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.SimLevel{lv(1), lv(2)}, Audio: []float64{2, 30, 0}}); err != nil {
 		t.Fatal(err)
 	}
 	rows, notes := bucketRows(t, dir, "--length-buckets", "10")

@@ -22,7 +22,7 @@ import (
 func exportBundle(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "cap")
-	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.Level{{Concurrency: 2}}, RequestsPerPass: 6}); err != nil {
+	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.SimLevel{{Concurrency: 2}}, RequestsPerPass: 6}); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -123,7 +123,7 @@ func TestBatches(t *testing.T) {
 func TestBatchesSample(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fx")
 	truth, err := fixture.Write(dir, fixture.Config{
-		Levels:          []fixture.Level{{Concurrency: 1}, {Concurrency: 4}},
+		Levels:          []fixture.SimLevel{{Concurrency: 1}, {Concurrency: 4}},
 		Warmup:          true,
 		RequestsPerPass: 20,
 		ExtraSpans:      2,

@@ -258,7 +258,7 @@ func perfettoOf(t *testing.T, dir string) ([]byte, PerfettoStats) {
 func TestPerfettoFixture(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fx")
 	cfg := fixture.Config{
-		Levels: []fixture.Level{
+		Levels: []fixture.SimLevel{
 			{Concurrency: 1, SchedUtil: 0.3, Stages: fixture.Stages{Build: fixture.Fixed(5 * time.Millisecond), DecodeTail: fixture.Dist{Mean: 30 * time.Millisecond, Spread: 20 * time.Millisecond}}},
 			{Concurrency: 4, SchedUtil: 0.9, Stages: fixture.Stages{Build: fixture.Fixed(5 * time.Millisecond), QueuedToSched: fixture.Fixed(20 * time.Millisecond), DecodeTail: fixture.Dist{Mean: 30 * time.Millisecond, Spread: 20 * time.Millisecond}}},
 		},
