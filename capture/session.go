@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -372,14 +372,8 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 		// manifest's passes and results.json list them in order of load,
 		// so every table and the knee read them so; search.json keeps the
 		// order they ran in, and each pass its own times.
-		sort.SliceStable(results.Results, func(i, j int) bool {
-			a, b := results.Results[i], results.Results[j]
-			return loadLess(a.Concurrency, a.Rate, b.Concurrency, b.Rate)
-		})
-		lv := s.manifest.Levels
-		sort.SliceStable(lv, func(i, j int) bool {
-			return loadLess(lv[i].Concurrency, lv[i].Rate, lv[j].Concurrency, lv[j].Rate)
-		})
+		slices.SortStableFunc(results.Results, func(a, b model.LevelResult) int { return model.CompareLevels(a.Level, b.Level) })
+		slices.SortStableFunc(s.manifest.Levels, func(a, b model.LevelRun) int { return model.CompareLevels(a.Level, b.Level) })
 	}
 	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 		return nil, err
@@ -469,14 +463,6 @@ func (s *Session) finish(ctx context.Context, results model.Results, interrupted
 }
 
 // scoredPasses counts the scored passes that ran.
-// loadLess orders levels by load: requests in flight, then rate.
-func loadLess(ca int, ra float64, cb int, rb float64) bool {
-	if ca != cb {
-		return ca < cb
-	}
-	return ra < rb
-}
-
 func scoredPasses(levels []model.LevelRun) int {
 	n := 0
 	for _, l := range levels {

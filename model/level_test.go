@@ -1,6 +1,10 @@
 package model
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestLevelNames(t *testing.T) {
 	for _, c := range []struct {
@@ -33,5 +37,15 @@ func TestLevelNames(t *testing.T) {
 		if got := RateLevel(r); got != want {
 			t.Errorf("RateLevel(%g) = %q, want %q", r, got, want)
 		}
+	}
+}
+
+// Levels sort by load: closed loop by requests in flight, then open loop
+// by rate; names that are not levels last, in their order.
+func TestCompareLevels(t *testing.T) {
+	lvs := []string{"proxy", "r2", "c16", "r0.5", "c4", "other", "c1"}
+	slices.SortStableFunc(lvs, CompareLevels)
+	if got := strings.Join(lvs, " "); got != "c1 c4 c16 r0.5 r2 proxy other" {
+		t.Errorf("sorted %s", got)
 	}
 }

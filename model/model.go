@@ -320,6 +320,35 @@ func ParseLevel(name string) (concurrency int, rate float64, ok bool) {
 	return 0, 0, false
 }
 
+// CompareLevels orders level names by load, for slices.SortStableFunc:
+// closed-loop levels ("c4" before "c16") before open-loop ones ("r0.5"
+// before "r2"); names ParseLevel does not read come last, in the order
+// they had.
+func CompareLevels(a, b string) int {
+	key := func(name string) (int, float64) {
+		c, r, ok := ParseLevel(name)
+		switch {
+		case !ok:
+			return 2, 0
+		case name[0] == 'c':
+			return 0, float64(c)
+		}
+		return 1, r
+	}
+	ka, va := key(a)
+	kb, vb := key(b)
+	if ka != kb {
+		return ka - kb
+	}
+	switch {
+	case ka == 2 || va == vb:
+		return 0
+	case va < vb:
+		return -1
+	}
+	return 1
+}
+
 // LevelLabel is how tables print a level: "c32" → "c=32", "r2.5" →
 // "rate=2.5/s"; any other name as it is.
 func LevelLabel(name string) string {

@@ -6,11 +6,11 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Compare writes the comparison of the bundle in current with the one in
@@ -196,35 +196,5 @@ func ratioBars(d *captureData) string {
 	return c.String()
 }
 
-// sortLevels orders levels by their load (c4 before c16, rate=0.5 before
-// rate=2), closed-loop before open-loop; others keep their order at the end.
-func sortLevels(lvs []string) {
-	key := func(lv string) (int, float64) {
-		if len(lv) > 1 && (lv[0] == 'c' || lv[0] == 'r') {
-			if v, err := strconv.ParseFloat(lv[1:], 64); err == nil {
-				if lv[0] == 'c' {
-					return 0, v
-				}
-				return 1, v
-			}
-		}
-		return 2, 0
-	}
-	slices.SortStableFunc(lvs, func(a, b string) int {
-		ka, va := key(a)
-		kb, vb := key(b)
-		if ka != kb {
-			return ka - kb
-		}
-		if ka == 2 {
-			return 0
-		}
-		switch {
-		case va < vb:
-			return -1
-		case va > vb:
-			return 1
-		}
-		return 0
-	})
-}
+// sortLevels orders levels by their load (model.CompareLevels).
+func sortLevels(lvs []string) { slices.SortStableFunc(lvs, model.CompareLevels) }
