@@ -7,32 +7,13 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
 )
 
-// DefaultAlpha is the significance level of the A/B comparison.
-const DefaultAlpha = 0.05
-
-// Comparison is one level and metric of an A/B session.
-type Comparison struct {
-	Level  string    `json:"level"`
-	Metric string    `json:"metric"`
-	MeanA  float64   `json:"mean_a"`
-	MeanB  float64   `json:"mean_b"`
-	Ratio  *float64  `json:"ratio_b_over_a"` // nil when mean A is 0
-	U      float64   `json:"u"`
-	P      float64   `json:"p"`
-	Sig    bool      `json:"significant"`
-	A      []float64 `json:"a"`
-	B      []float64 `json:"b"`
-}
-
-// Compare pairs the A and B summaries of each level and metric: means,
-// ratio B/A and the two-sided Mann-Whitney U test over the runs' values
-// (stats.MannWhitney: exact without ties, normal approximation with
-// them).
-func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Comparison {
+// Compare pairs the A and B summaries of each level and metric
+// (summary.Compare over the runs' values).
+func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []summary.Comparison {
 	type key struct{ level, metric string }
 	side := map[string]map[key]MetricSummary{"A": {}, "B": {}}
 	for _, s := range sum {
@@ -40,7 +21,7 @@ func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Compa
 			m[key{s.Level, s.Metric}] = s
 		}
 	}
-	var out []Comparison
+	var out []summary.Comparison
 	for _, lv := range levels {
 		for _, m := range Metrics() {
 			k := key{lv.Name, m.Key}
@@ -49,36 +30,17 @@ func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Compa
 			if !okA || !okB {
 				continue
 			}
-			c := Comparison{Level: lv.Name, Metric: m.Key, MeanA: a.Mean, MeanB: b.Mean, A: a.Values, B: b.Values}
-			if a.Mean != 0 {
-				r := b.Mean / a.Mean
-				c.Ratio = &r
-			}
-			c.U, c.P = stats.MannWhitney(a.Values, b.Values)
-			c.Sig = c.P < alpha
+			c := summary.Compare(a.Values, b.Values, alpha)
+			c.Level, c.Metric = lv.Name, m.Key
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// MinP is the smallest two-sided p-value an exact Mann-Whitney U test can
-// give for samples of n1 and n2 values: 2 / C(n1+n2, n1). With 3 runs a
-// side it is 0.1, so no difference can be significant at 0.05.
-func MinP(n1, n2 int) float64 {
-	if n1 == 0 || n2 == 0 {
-		return 1
-	}
-	c := 1.0
-	for i := 1; i <= n1; i++ {
-		c = c * float64(n2+i) / float64(i)
-	}
-	return math.Min(1, 2/c)
-}
-
 // CompareTable renders the comparison: means, ratio, p, and the change in
 // percent or ~ when it is not significant at alpha.
-func CompareTable(cs []Comparison, alpha float64) *table.Table {
+func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 	t := &table.Table{
 		Name:    "ab",
 		Title:   fmt.Sprintf("A vs B over the scored runs: mean of each side, ratio B/A, Mann-Whitney U p (~: not significant at %g)", alpha),
@@ -101,7 +63,7 @@ func CompareTable(cs []Comparison, alpha float64) *table.Table {
 			delta = "changed"
 		}
 		t.AddRow(c.Level, labels[c.Metric], c.MeanA, c.MeanB, ratio, c.P, delta)
-		worst = math.Max(worst, MinP(len(c.A), len(c.B)))
+		worst = math.Max(worst, summary.MinP(len(c.A), len(c.B)))
 	}
 	if len(cs) > 0 && worst >= alpha {
 		t.Notes = append(t.Notes, fmt.Sprintf("with %s, the smallest p a Mann-Whitney U test can give is %.3g ≥ %g: no difference can show as significant; add runs to the order (4 a side give 0.029)",
@@ -110,7 +72,7 @@ func CompareTable(cs []Comparison, alpha float64) *table.Table {
 	return t
 }
 
-func sizes(cs []Comparison) string {
+func sizes(cs []summary.Comparison) string {
 	seen := map[string]bool{}
 	var out []string
 	for _, c := range cs {

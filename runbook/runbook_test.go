@@ -19,6 +19,7 @@ import (
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -519,12 +520,6 @@ func TestJudge(t *testing.T) {
 }
 
 func TestSummaryStats(t *testing.T) {
-	if got := StdDev([]float64{2, 4, 4, 4, 5, 5, 7, 9}); fmt.Sprintf("%.6f", got) != "2.138090" {
-		t.Errorf("sample sd = %v, want 2.138090", got)
-	}
-	if StdDev([]float64{3}) != 0 {
-		t.Error("sd of one value")
-	}
 	mk := func(dir, side string, lat float64) RunRecord {
 		return RunRecord{RunSpec: RunSpec{Dir: dir, Side: side, Scored: true}, ran: true, results: model.Results{Results: []model.LevelResult{{
 			Level: "c1", LatencyMeanS: model.Stat{Mean: lat}, PerRepeat: []model.PassMetrics{{RequestsPerS: 10 / lat}},
@@ -540,11 +535,11 @@ func TestSummaryStats(t *testing.T) {
 			lat = s
 		}
 	}
-	if lat.N != 4 || fmt.Sprintf("%.4f %.1f %.1f", lat.Mean, lat.Min, lat.Max) != "2.0875 2.0 2.2" {
+	if lat.N != 4 || fmt.Sprintf("%.4f %.1f %.1f %.4f", lat.Mean, lat.Min, lat.Max, lat.StdDev) != "2.0875 2.0 2.2 0.0854" {
 		t.Errorf("B latency %+v", lat)
 	}
-	cs := Compare(sum, levels, DefaultAlpha)
-	var c Comparison
+	cs := Compare(sum, levels, summary.DefaultAlpha)
+	var c summary.Comparison
 	for _, x := range cs {
 		if x.Metric == "latency_mean_s" {
 			c = x
@@ -553,10 +548,10 @@ func TestSummaryStats(t *testing.T) {
 	if c.Ratio == nil || fmt.Sprintf("%.3f", *c.Ratio) != "1.920" || !c.Sig || fmt.Sprintf("%.4f", c.P) != "0.0286" {
 		t.Errorf("comparison %+v", c)
 	}
-	if p := MinP(3, 3); p != 0.1 {
-		t.Errorf("MinP(3,3) = %v", p)
+	if c.Level != "c1" || len(c.A) != 4 || len(c.B) != 4 {
+		t.Errorf("comparison of %s: %d A and %d B values", c.Level, len(c.A), len(c.B))
 	}
-	tb := CompareTable(cs, DefaultAlpha)
+	tb := CompareTable(cs, summary.DefaultAlpha)
 	if len(tb.Notes) != 0 || !strings.Contains(strings.Join(tb.Rows[3], " "), "+92.0%") {
 		t.Errorf("compare table rows %q notes %q", tb.Rows, tb.Notes)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -188,20 +189,20 @@ type RunRecord struct {
 
 // Report is runbook.json.
 type Report struct {
-	Schema      string          `json:"schema"`
-	Mode        string          `json:"mode"` // "runs" or "ab"
-	Target      string          `json:"target"`
-	Out         string          `json:"out"`
-	StartUnixNs int64           `json:"start_unix_ns"`
-	EndUnixNs   int64           `json:"end_unix_ns,omitempty"`
-	Lifecycle   map[string]any  `json:"lifecycle"`
-	Capture     map[string]any  `json:"capture"`
-	Runs        []RunRecord     `json:"runs"`
-	Verdict     Verdict         `json:"verdict"`
-	Summary     []MetricSummary `json:"summary"`
-	Compare     []Comparison    `json:"compare,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	Notes       []string        `json:"notes,omitempty"`
+	Schema      string               `json:"schema"`
+	Mode        string               `json:"mode"` // "runs" or "ab"
+	Target      string               `json:"target"`
+	Out         string               `json:"out"`
+	StartUnixNs int64                `json:"start_unix_ns"`
+	EndUnixNs   int64                `json:"end_unix_ns,omitempty"`
+	Lifecycle   map[string]any       `json:"lifecycle"`
+	Capture     map[string]any       `json:"capture"`
+	Runs        []RunRecord          `json:"runs"`
+	Verdict     Verdict              `json:"verdict"`
+	Summary     []MetricSummary      `json:"summary"`
+	Compare     []summary.Comparison `json:"compare,omitempty"`
+	Error       string               `json:"error,omitempty"`
+	Notes       []string             `json:"notes,omitempty"`
 }
 
 // Run carries out the plan: for each run a fresh server (unless reused), a

@@ -3,7 +3,6 @@ package runbook
 import (
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/asrprof/asrprof/capture"
@@ -185,25 +184,11 @@ func Summarize(recs []RunRecord, side string, levels []capture.Level) []MetricSu
 			}
 			st := summary.StatOf(s.Values)
 			s.N, s.Mean, s.Min, s.Max = st.N, st.Mean, st.Min, st.Max
-			s.StdDev = StdDev(s.Values)
+			s.StdDev, _ = stats.StdDev(s.Values)
 			out = append(out, s)
 		}
 	}
 	return out
-}
-
-// StdDev is the sample standard deviation (n-1 in the denominator); 0 for
-// fewer than two values.
-func StdDev(xs []float64) float64 {
-	if len(xs) < 2 {
-		return 0
-	}
-	m := stats.Mean(xs)
-	var ss float64
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	return math.Sqrt(ss / float64(len(xs)-1))
 }
 
 // finish fills the verdict, summaries and comparison of rep.
@@ -214,7 +199,7 @@ func finish(rep *Report, cfg *Config) {
 	if rep.Mode == "ab" {
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "A", levels)...)
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "B", levels)...)
-		rep.Compare = Compare(rep.Summary, levels, DefaultAlpha)
+		rep.Compare = Compare(rep.Summary, levels, summary.DefaultAlpha)
 		var a, b *Provenance
 		for _, r := range rep.Runs {
 			if r.Side == "A" && a == nil {
@@ -305,7 +290,7 @@ func printReport(w io.Writer, format string, rep *Report) error {
 	tables := []*table.Table{rt}
 	if rep.Verdict.Complete {
 		if rep.Mode == "ab" {
-			tables = append(tables, SummaryTable(rep.Summary, "A"), SummaryTable(rep.Summary, "B"), CompareTable(rep.Compare, DefaultAlpha))
+			tables = append(tables, SummaryTable(rep.Summary, "A"), SummaryTable(rep.Summary, "B"), CompareTable(rep.Compare, summary.DefaultAlpha))
 		} else {
 			tables = append(tables, SummaryTable(rep.Summary, ""))
 		}

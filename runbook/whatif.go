@@ -16,6 +16,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -877,7 +878,7 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 		}
 		if rd.P != nil {
 			n := fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P)
-			if mp := MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= DefaultAlpha {
+			if mp := summary.MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= summary.DefaultAlpha {
 				n += fmt.Sprintf("; with %d A and %d B runs the smallest p is %.3g: no change can show as significant (--order ABBAABBA gives 0.029)", len(rd.BeforeN), len(rd.AfterN), mp)
 			}
 			t.Notes = append(t.Notes, n)

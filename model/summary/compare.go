@@ -1,0 +1,57 @@
+package summary
+
+import "github.com/asrprof/asrprof/stats"
+
+// DefaultAlpha is the significance level of a comparison.
+const DefaultAlpha = 0.05
+
+// Comparison is one metric of two sides, A (the baseline) and B: the
+// values each side's runs or repeats gave, their means, the ratio B/A and
+// the two-sided Mann-Whitney U test. It is the one comparison of asrprof:
+// an A/B runbook's (runbook.json's "compare") and asrprof compare's (the
+// compare analysis, through the Starlark stats.compare).
+type Comparison struct {
+	Level  string    `json:"level"`
+	Metric string    `json:"metric"`
+	MeanA  float64   `json:"mean_a"`
+	MeanB  float64   `json:"mean_b"`
+	Ratio  *float64  `json:"ratio_b_over_a"` // nil when mean A is 0
+	U      float64   `json:"u"`
+	P      float64   `json:"p"`
+	Sig    bool      `json:"significant"`
+	A      []float64 `json:"a"`
+	B      []float64 `json:"b"`
+}
+
+// Compare compares the values a and b (both non-empty): means, ratio B/A
+// and stats.MannWhitney (exact without ties, normal approximation with
+// them); significant when p < alpha. Level and Metric are the caller's.
+func Compare(a, b []float64, alpha float64) Comparison {
+	c := Comparison{MeanA: stats.Mean(a), MeanB: stats.Mean(b), A: a, B: b}
+	if c.MeanA != 0 {
+		r := c.MeanB / c.MeanA
+		c.Ratio = &r
+	}
+	c.U, c.P = stats.MannWhitney(a, b)
+	c.Sig = c.P < alpha
+	return c
+}
+
+// MinP is the smallest two-sided p the comparison's test can give for n1
+// and n2 values: that of two fully separated samples (2 / C(n1+n2, n1)
+// where the test is exact). With 3 a side it is 0.1, so no difference can
+// be significant at 0.05; 1 when a side is empty.
+func MinP(n1, n2 int) float64 {
+	if n1 == 0 || n2 == 0 {
+		return 1
+	}
+	xs, ys := make([]float64, n1), make([]float64, n2)
+	for i := range xs {
+		xs[i] = float64(i)
+	}
+	for i := range ys {
+		ys[i] = float64(n1 + i)
+	}
+	_, p := stats.MannWhitney(xs, ys)
+	return p
+}
