@@ -7,12 +7,14 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
+	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/stats"
 )
 
-// statsModule is load("stats", ...), a binding of package stats. Every
-// function takes an iterable of numbers and skips None (a missing
-// measurement); an empty series gives None.
+// statsModule is load("stats", ...), a binding of package stats (and of
+// model/summary's StatOf and Compare, the per-level summary and the
+// comparison). Every function takes an iterable of numbers and skips None
+// (a missing measurement); an empty series gives None.
 func statsModule() *starlarkstruct.Module {
 	fn := func(name string, f func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) *starlark.Builtin {
 		return starlark.NewBuiltin(name, f)
@@ -29,6 +31,8 @@ func statsModule() *starlarkstruct.Module {
 		"histogram":    fn("histogram", histogram),
 		"linregress":   fn("linregress", linregress),
 		"mannwhitney":  fn("mannwhitney", mannWhitney),
+		"summary":      fn("summary", oneSeries(statSummary)),
+		"compare":      fn("compare", compare),
 		"bootstrap_ci": fn("bootstrap_ci", bootstrapCI),
 	}}
 }
@@ -191,6 +195,50 @@ func mannWhitney(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	u, p := stats.MannWhitney(xs, ys)
 	return starlarkstruct.FromStringDict(starlark.String("mannwhitney"), starlark.StringDict{
 		"u": starlark.Float(u), "p": starlark.Float(p),
+	}), nil
+}
+
+// statSummary is summary(xs): (mean, min, max, n) over repeats, as
+// results.json's per-level numbers (summary.StatOf); (None, None, None, 0)
+// for an empty series.
+func statSummary(xs []float64) starlark.Value {
+	if len(xs) == 0 {
+		return starlark.Tuple{starlark.None, starlark.None, starlark.None, starlark.MakeInt(0)}
+	}
+	st := summary.StatOf(xs)
+	return starlark.Tuple{starlark.Float(st.Mean), starlark.Float(st.Min), starlark.Float(st.Max), starlark.MakeInt(st.N)}
+}
+
+// compare(a, b, alpha=0.05) is summary.Compare of side A (the baseline)
+// and side B: struct(mean_a, mean_b, ratio (B/A; None when mean A is 0),
+// u (for a), p, significant (p < alpha), min_p (summary.MinP of the sizes),
+// n_a, n_b).
+func compare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var av, bv starlark.Value
+	alpha := summary.DefaultAlpha
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "a", &av, "b", &bv, "alpha?", &alpha); err != nil {
+		return nil, err
+	}
+	xs, err := floats(b.Name(), av)
+	if err != nil {
+		return nil, err
+	}
+	ys, err := floats(b.Name(), bv)
+	if err != nil {
+		return nil, err
+	}
+	if len(xs) == 0 || len(ys) == 0 {
+		return nil, fmt.Errorf("%s: both samples must be non-empty (got %d and %d)", b.Name(), len(xs), len(ys))
+	}
+	c := summary.Compare(xs, ys, alpha)
+	var ratio starlark.Value = starlark.None
+	if c.Ratio != nil {
+		ratio = starlark.Float(*c.Ratio)
+	}
+	return starlarkstruct.FromStringDict(starlark.String("comparison"), starlark.StringDict{
+		"mean_a": starlark.Float(c.MeanA), "mean_b": starlark.Float(c.MeanB), "ratio": ratio,
+		"u": starlark.Float(c.U), "p": starlark.Float(c.P), "significant": starlark.Bool(c.Sig),
+		"min_p": starlark.Float(summary.MinP(len(xs), len(ys))), "n_a": starlark.MakeInt(len(xs)), "n_b": starlark.MakeInt(len(ys)),
 	}), nil
 }
 

@@ -165,7 +165,8 @@ func LinRegress(xs, ys []float64) (Fit, error) {
 // MannWhitney returns the U statistic of xs and the two-sided p-value of
 // the Mann-Whitney U test: exact for small samples without ties (n1+n2 ≤
 // 40, as benchstat), else the normal approximation with tie and continuity
-// corrections. Both samples must be non-empty.
+// corrections. p does not depend on the order of the samples. Both must be
+// non-empty.
 func MannWhitney(xs, ys []float64) (u, p float64) {
 	n1, n2 := len(xs), len(ys)
 	type obs struct {
@@ -202,15 +203,11 @@ func MannWhitney(xs, ys []float64) (u, p float64) {
 	u = r1 - float64(n1*(n1+1))/2
 	mn := float64(n1 * n2)
 	if !ties && n1+n2 <= 40 {
-		// Exact: count the rank arrangements giving each U.
+		// Exact: count the rank arrangements giving each U. The null
+		// distribution is symmetric, so the two-sided p is twice the lower
+		// tail of the smaller U: the same for (xs, ys) as for (ys, xs).
 		cdf := exactUCDF(n1, n2)
-		k := int(math.Round(u))
-		lower := cdf[k]
-		upper := 1.0
-		if k > 0 {
-			upper = 1 - cdf[k-1]
-		}
-		return u, math.Min(1, 2*math.Min(lower, upper))
+		return u, math.Min(1, 2*cdf[int(math.Round(math.Min(u, mn-u)))])
 	}
 	n := float64(n1 + n2)
 	sigma := math.Sqrt(mn / 12 * ((n + 1) - tieSum/(n*(n-1))))

@@ -53,9 +53,16 @@ func TestMannWhitney(t *testing.T) {
 			t.Errorf("MannWhitney(%v, %v) = %v, %v; want %v, %v", tc.xs, tc.ys, u, p, tc.u, tc.p)
 		}
 	}
+	// Exact and symmetric to the last bit: 3+2 separated is 2/10 either
+	// way (the upper tail as 1 − P(U ≤ k−1) gave 0.19999999999999996).
+	_, p1 := MannWhitney([]float64{4, 5, 6}, []float64{1, 2})
+	_, p2 := MannWhitney([]float64{1, 2}, []float64{4, 5, 6})
+	if p1 != 0.2 || p2 != 0.2 {
+		t.Errorf("separated 3+2: p %v and %v, want 0.2", p1, p2)
+	}
 	// Ties: the normal approximation, still symmetric.
-	_, p1 := MannWhitney([]float64{1, 2, 2, 3}, []float64{2, 3, 4, 4})
-	_, p2 := MannWhitney([]float64{2, 3, 4, 4}, []float64{1, 2, 2, 3})
+	_, p1 = MannWhitney([]float64{1, 2, 2, 3}, []float64{2, 3, 4, 4})
+	_, p2 = MannWhitney([]float64{2, 3, 4, 4}, []float64{1, 2, 2, 3})
 	if p1 != p2 || p1 <= 0 || p1 >= 1 {
 		t.Errorf("tied samples: p %v and %v", p1, p2)
 	}
