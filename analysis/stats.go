@@ -151,10 +151,11 @@ func histogram(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	return starlark.NewList(out), nil
 }
 
-// twoSeries unpacks the (xs, ys) arguments of a two-sample function.
-func twoSeries(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (xs, ys []float64, err error) {
+// twoSeries unpacks the (xs, ys) arguments of a two-sample function, and
+// the further pairs of more (starlark.UnpackArgs's).
+func twoSeries(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, more ...any) (xs, ys []float64, err error) {
 	var xv, yv starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "xs", &xv, "ys", &yv); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kw, append([]any{"xs", &xv, "ys", &yv}, more...)...); err != nil {
 		return nil, nil, err
 	}
 	if xs, err = floats(b.Name(), xv); err != nil {
@@ -164,6 +165,14 @@ func twoSeries(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (x
 		return nil, nil, err
 	}
 	return xs, ys, nil
+}
+
+// twoSamples is twoSeries for a test of two samples: both non-empty.
+func twoSamples(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, more ...any) (xs, ys []float64, err error) {
+	if xs, ys, err = twoSeries(b, args, kw, more...); err == nil && (len(xs) == 0 || len(ys) == 0) {
+		err = fmt.Errorf("%s: both samples must be non-empty (got %d and %d)", b.Name(), len(xs), len(ys))
+	}
+	return xs, ys, err
 }
 
 // linregress(xs, ys) fits y = intercept + slope·x by least squares.
@@ -185,12 +194,9 @@ func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 // mannWhitney(xs, ys) is the two-sided Mann-Whitney U test: struct(u, p),
 // u for xs (stats.MannWhitney).
 func mannWhitney(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	xs, ys, err := twoSeries(b, args, kw)
+	xs, ys, err := twoSamples(b, args, kw)
 	if err != nil {
 		return nil, err
-	}
-	if len(xs) == 0 || len(ys) == 0 {
-		return nil, fmt.Errorf("%s: both samples must be non-empty (got %d and %d)", b.Name(), len(xs), len(ys))
 	}
 	u, p := stats.MannWhitney(xs, ys)
 	return starlarkstruct.FromStringDict(starlark.String("mannwhitney"), starlark.StringDict{
@@ -209,26 +215,15 @@ func statSummary(xs []float64) starlark.Value {
 	return starlark.Tuple{starlark.Float(st.Mean), starlark.Float(st.Min), starlark.Float(st.Max), starlark.MakeInt(st.N)}
 }
 
-// compare(a, b, alpha=0.05) is summary.Compare of side A (the baseline)
-// and side B: struct(mean_a, mean_b, ratio (B/A; None when mean A is 0),
-// u (for a), p, significant (p < alpha), min_p (summary.MinP of the sizes),
+// compare(xs, ys, alpha=0.05) is summary.Compare of side A (xs, the
+// baseline) and side B: struct(mean_a, mean_b, ratio (B/A; None when mean
+// A is 0), u (for xs), p, significant (p < alpha), min_p (summary.MinP),
 // n_a, n_b).
 func compare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var av, bv starlark.Value
 	alpha := summary.DefaultAlpha
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "a", &av, "b", &bv, "alpha?", &alpha); err != nil {
-		return nil, err
-	}
-	xs, err := floats(b.Name(), av)
+	xs, ys, err := twoSamples(b, args, kw, "alpha?", &alpha)
 	if err != nil {
 		return nil, err
-	}
-	ys, err := floats(b.Name(), bv)
-	if err != nil {
-		return nil, err
-	}
-	if len(xs) == 0 || len(ys) == 0 {
-		return nil, fmt.Errorf("%s: both samples must be non-empty (got %d and %d)", b.Name(), len(xs), len(ys))
 	}
 	c := summary.Compare(xs, ys, alpha)
 	var ratio starlark.Value = starlark.None

@@ -6,32 +6,24 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
 )
 
-// Compare pairs the A and B summaries of each level and metric
-// (summary.Compare over the runs' values).
-func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []summary.Comparison {
-	type key struct{ level, metric string }
-	side := map[string]map[key]MetricSummary{"A": {}, "B": {}}
+// Compare pairs each A summary with the B one of its level and metric
+// (summary.Compare over the runs' values), in the order of the A ones.
+func Compare(sum []MetricSummary, alpha float64) []summary.Comparison {
+	b := map[[2]string]MetricSummary{}
 	for _, s := range sum {
-		if m, ok := side[s.Side]; ok {
-			m[key{s.Level, s.Metric}] = s
+		if s.Side == "B" {
+			b[[2]string{s.Level, s.Metric}] = s
 		}
 	}
 	var out []summary.Comparison
-	for _, lv := range levels {
-		for _, m := range Metrics() {
-			k := key{lv.Name, m.Key}
-			a, okA := side["A"][k]
-			b, okB := side["B"][k]
-			if !okA || !okB {
-				continue
-			}
-			c := summary.Compare(a.Values, b.Values, alpha)
-			c.Level, c.Metric = lv.Name, m.Key
+	for _, a := range sum {
+		if sb, ok := b[[2]string{a.Level, a.Metric}]; ok && a.Side == "A" {
+			c := summary.Compare(a.Values, sb.Values, alpha)
+			c.Level, c.Metric = a.Level, a.Metric
 			out = append(out, c)
 		}
 	}

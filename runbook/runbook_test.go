@@ -538,7 +538,7 @@ func TestSummaryStats(t *testing.T) {
 	if lat.N != 4 || fmt.Sprintf("%.4f %.1f %.1f %.4f", lat.Mean, lat.Min, lat.Max, lat.StdDev) != "2.0875 2.0 2.2 0.0854" {
 		t.Errorf("B latency %+v", lat)
 	}
-	cs := Compare(sum, levels, summary.DefaultAlpha)
+	cs := Compare(sum, summary.DefaultAlpha)
 	var c summary.Comparison
 	for _, x := range cs {
 		if x.Metric == "latency_mean_s" {

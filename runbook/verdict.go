@@ -199,7 +199,7 @@ func finish(rep *Report, cfg *Config) {
 	if rep.Mode == "ab" {
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "A", levels)...)
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "B", levels)...)
-		rep.Compare = Compare(rep.Summary, levels, summary.DefaultAlpha)
+		rep.Compare = Compare(rep.Summary, summary.DefaultAlpha)
 		var a, b *Provenance
 		for _, r := range rep.Runs {
 			if r.Side == "A" && a == nil {

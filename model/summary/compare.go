@@ -5,11 +5,9 @@ import "github.com/asrprof/asrprof/stats"
 // DefaultAlpha is the significance level of a comparison.
 const DefaultAlpha = 0.05
 
-// Comparison is one metric of two sides, A (the baseline) and B: the
-// values each side's runs or repeats gave, their means, the ratio B/A and
-// the two-sided Mann-Whitney U test. It is the one comparison of asrprof:
-// an A/B runbook's (runbook.json's "compare") and asrprof compare's (the
-// compare analysis, through the Starlark stats.compare).
+// Comparison is one metric of two sides, A (the baseline) and B: the one
+// comparison of asrprof, an A/B runbook's (runbook.json's "compare") and
+// asrprof compare's (the compare analysis, through stats.compare).
 type Comparison struct {
 	Level  string    `json:"level"`
 	Metric string    `json:"metric"`
@@ -37,21 +35,18 @@ func Compare(a, b []float64, alpha float64) Comparison {
 	return c
 }
 
-// MinP is the smallest two-sided p the comparison's test can give for n1
-// and n2 values: that of two fully separated samples (2 / C(n1+n2, n1)
-// where the test is exact). With 3 a side it is 0.1, so no difference can
-// be significant at 0.05; 1 when a side is empty.
+// MinP is the smallest p the comparison's test can give for n1 and n2
+// values, that of fully separated samples (2 / C(n1+n2, n1) where the test
+// is exact): with 3 a side 0.1, so nothing is significant at 0.05. It is 1
+// when a side is empty.
 func MinP(n1, n2 int) float64 {
 	if n1 == 0 || n2 == 0 {
 		return 1
 	}
-	xs, ys := make([]float64, n1), make([]float64, n2)
+	xs := make([]float64, n1+n2)
 	for i := range xs {
 		xs[i] = float64(i)
 	}
-	for i := range ys {
-		ys[i] = float64(n1 + i)
-	}
-	_, p := stats.MannWhitney(xs, ys)
+	_, p := stats.MannWhitney(xs[:n1], xs[n1:])
 	return p
 }
