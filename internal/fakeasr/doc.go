@@ -22,8 +22,10 @@
 // session midway or never send the final message. [WSServer.Sessions]
 // returns what each session sent.
 //
-// [NewNoop] starts a minimal server that reads the body and answers
-// {"text":"ok"}, for benchmarks of the client side.
+// [NewNoop] starts the no-op server, [NoopHandler], which reads the body
+// and answers {"text":"ok"}, for benchmarks of the client side; the
+// command noopserver (internal/fakeasr/cmd/noopserver) serves it to `make
+// bench`.
 //
 // Servers are closed by t.Cleanup; a hanging or waiting handler is released
 // when the server closes or the client goes away.

@@ -142,26 +142,6 @@ func NewServer(t testing.TB, cfg Config) *Server {
 	return s
 }
 
-// NewNoop starts a minimal, fast server for benchmarks: it reads and
-// discards the request body and answers {"text":"ok"}. It records only the
-// count of requests (Count), not Requests.
-func NewNoop(t testing.TB) *Server {
-	t.Helper()
-	s := &Server{closing: make(chan struct{})}
-	body := []byte(`{"text":"ok"}`)
-	ct := []string{"application/json"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.count.Add(1)
-		w.Header()["Content-Type"] = ct
-		_, _ = w.Write(body)
-	})
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
-	s.start(t, mux)
-	return s
-}
-
 func (s *Server) start(t testing.TB, h http.Handler) {
 	s.srv = httptest.NewServer(h)
 	s.URL = s.srv.URL

@@ -391,6 +391,16 @@ func TestNoop(t *testing.T) {
 	if s.Count() != 1 {
 		t.Errorf("Count %d, want 1", s.Count())
 	}
+	// It passes a capture's target check: /health and /v1/models answer.
+	for path, want := range map[string]string{"/health": "", "/v1/models": `"id":"noop"`} {
+		resp, err := http.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %q, want 200 and %q", path, resp.StatusCode, body, want)
+		}
+	}
 	s.Close()
 	if _, err := post(t, t.Context(), s.URL, form{file: []byte("x")}, nil); err == nil {
 		t.Error("request to a closed server succeeded")
