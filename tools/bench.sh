@@ -29,7 +29,7 @@ DDUR=${BENCH_DRIVER_DURATION:-8s}
 # BENCH_ASRPROF=path runs another asrprof binary (an older build, for a
 # before/after) in the same protocol.
 ASRPROF=${BENCH_ASRPROF:-bin/asrprof}
-go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
+go build -ldflags='-s -w' -o bin/noopserver ./internal/fakeasr/cmd/noopserver
 if [ ! -x "$CACHE/vegeta-v12.13.0" ]; then
   echo "== building vegeta v12.13.0 (once)"
   (cd tools/vegeta && go build -o "$CACHE/vegeta-v12.13.0" github.com/tsenart/vegeta/v12)
@@ -287,7 +287,7 @@ fi
 # run only, divided by the requests; --dataset is given, so every upload is
 # parsed, hashed, matched and scored as in a real proxy capture.
 if want proxy; then
-  go build -ldflags='-s -w' -o bin/noopserver ./tools/noopserver
+  go build -ldflags='-s -w' -o bin/noopserver ./internal/fakeasr/cmd/noopserver
   VEGETA="$CACHE/vegeta-v12.13.0"
   [ -x "$VEGETA" ] || (cd tools/vegeta && go build -o "$VEGETA" github.com/tsenart/vegeta/v12)
   [ -x bin/asrprof ] || make build >/dev/null

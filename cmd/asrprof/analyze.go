@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,19 +58,25 @@ type analyzeFlags struct {
 
 func (f *analyzeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "text", formatUsage)
-	fs.StringVar(&f.stages, "stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
+	fs.StringVar(&f.stages, "stages", "auto", stagesUsage)
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit per script (`DURATION`)")
 }
 
 func (f *analyzeFlags) check() error {
-	ok := false
-	for _, p := range analysis.Presets {
-		ok = ok || p == f.stages
-	}
-	if !ok {
-		return fmt.Errorf("%w: --stages %q: want %s", errUsage, f.stages, strings.Join(analysis.Presets, ", "))
+	if err := checkStages(f.stages); err != nil {
+		return err
 	}
 	return checkFormat(f.format)
+}
+
+// stagesUsage is the help of a --stages flag, checkStages its check.
+var stagesUsage = "stage preset: `auto`, " + strings.Join(analysis.Presets[1:], ", ")
+
+func checkStages(preset string) error {
+	if !slices.Contains(analysis.Presets, preset) {
+		return fmt.Errorf("%w: --stages %q: want %s", errUsage, preset, strings.Join(analysis.Presets, ", "))
+	}
+	return nil
 }
 
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,7 +86,6 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
 	lengths := lengthBucketsFlag(fs)
-	saveStages := fs.Bool("save-stages", false, "also write each request's derived stage boundaries to DIR/stages.jsonl,\nwhich 'asrprof export' turns into one span per stage")
 	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -114,13 +119,6 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		names = analysis.DefaultScripts(c)
 	}
 	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb})
-	if *saveStages {
-		n, err := analysis.SaveStages(ctx, s)
-		if err != nil {
-			return fmt.Errorf("--save-stages: %w", err)
-		}
-		fmt.Fprintf(stderr, "wrote %d stage boundaries to %s\n", n, filepath.Join(pos[0], analysis.StagesFile))
-	}
 	tables, err := analysis.RunScripts(ctx, s, names)
 	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
 		err = rerr

@@ -12,7 +12,6 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/engine"
-	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/export"
 )
@@ -28,9 +27,9 @@ span per stage, and where its latency went (the attribution analysis) one
 span per state under a "where the time went" span. --perfetto writes
 Chrome trace-event JSON for ui.perfetto.dev: a track per in-flight client
 slot, the server's spans, arrows from requests to server spans, the
-stages, the states, GPU and CPU counters. The stages are stages.jsonl's
-when 'asrprof analyze --save-stages' wrote one, else derived here the same
-way. See docs/JAEGER.md.
+stages, the states, GPU and CPU counters. The stages and states are
+derived here, with the stage preset of --stages (the boundaries of the
+bundle's tables/stages.parquet). See docs/JAEGER.md.
 
 Examples:
   asrprof export runs/demo --otlp http://127.0.0.1:4318
@@ -50,6 +49,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	batch := fs.Int("batch", export.DefaultBatchSpans, "OTLP: at most `N` spans per export request")
 	timeout := fs.Duration("timeout", export.DefaultTimeout, "OTLP: time limit of one export request")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	stages := fs.String("stages", "auto", stagesUsage)
 	fs.Usage = helpFunc(fs, text(exportUsage), nil)
 	// Flags may come before or after the directory.
 	pos, flags := splitArgs(fs, args)
@@ -72,6 +72,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *batch < 1:
 		return fmt.Errorf("%w: --batch must be at least 1", errUsage)
 	}
+	if err := checkStages(*stages); err != nil {
+		return err
+	}
 	if *otlpURL != "" {
 		if _, err := export.TracesURL(*otlpURL); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
@@ -88,7 +91,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("%s: reading requests: %w", dir, err)
 	}
-	derived, err := exportDerived(ctx, dir, b, reqs)
+	derived, err := exportDerived(ctx, dir, *stages, len(reqs))
 	if err != nil {
 		return err
 	}
@@ -135,43 +138,38 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // derived is what the exporters draw that the analyses compute (trace/
-// export may not import analysis): each request's stages when the bundle
-// has no stages.jsonl, and its states (where its latency went), indexed
-// like requests.jsonl.
+// export may not import analysis): each request's stages and its states
+// (where its latency went), indexed like requests.jsonl.
 type derived struct {
-	stages [][]export.Stage // nil: stages.jsonl's
-	states [][]export.Stage
+	stages, states [][]export.Stage
 }
 
-// exportDerived computes the stages (unless stages.jsonl holds them: what
-// 'analyze --save-stages' wrote is used as is) and the states with the
-// analyses' default options.
-func exportDerived(ctx context.Context, dir string, b *bundle.Bundle, reqs []model.Request) (derived, error) {
-	var d derived
+// exportDerived computes the stages and the states of a bundle of n
+// requests with the stage preset stages.
+func exportDerived(ctx context.Context, dir, stages string, n int) (derived, error) {
+	d := derived{stages: make([][]export.Stage, n), states: make([][]export.Stage, n)}
 	c, err := analysis.Load(dir)
 	if err != nil {
 		return d, err
 	}
-	s := analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout})
-	if !b.Has(bundle.StagesFile) {
-		lines, err := analysis.StageLines(ctx, s)
-		if err != nil {
-			return d, fmt.Errorf("deriving the stages: %w", err)
+	s := analysis.NewSession(c, analysis.Options{Stages: stages, Timeout: analysis.DefaultTimeout})
+	recs, err := analysis.StageRecords(ctx, s)
+	if err != nil {
+		return d, fmt.Errorf("deriving the stages: %w", err)
+	}
+	for _, r := range recs {
+		if r.Request >= n {
+			return d, fmt.Errorf("%s: the stages name request %d of %d", dir, r.Request, n)
 		}
-		recs := make([]export.StageRecord, len(lines))
-		for i, l := range lines {
-			recs[i] = export.StageRecord{TraceID: l.TraceID, RequestID: l.RequestID, Name: l.Stage, StartUnixNs: l.StartUnixNs, EndUnixNs: l.EndUnixNs}
-		}
-		d.stages, _ = export.MatchStages(reqs, recs)
+		d.stages[r.Request] = append(d.stages[r.Request], export.Stage{Name: r.Stage, StartUnixNs: r.StartUnixNs, EndUnixNs: r.EndUnixNs})
 	}
 	a, err := analysis.Attribution(ctx, s)
 	if err != nil {
 		return d, fmt.Errorf("computing where the time went: %w", err)
 	}
-	d.states = make([][]export.Stage, len(reqs))
 	for _, r := range a.Requests {
-		if r.Index >= len(reqs) {
-			return d, fmt.Errorf("%s: the attribution names request %d of %d", dir, r.Index, len(reqs))
+		if r.Index >= n {
+			return d, fmt.Errorf("%s: the attribution names request %d of %d", dir, r.Index, n)
 		}
 		ss := make([]export.Stage, len(r.Segments))
 		for k, g := range r.Segments {
@@ -187,10 +185,7 @@ func exportPerfetto(b *bundle.Bundle, path string, d derived, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	if d.stages != nil {
-		in.Stages = d.stages
-	}
-	in.States = d.states
+	in.Stages, in.States = d.stages, d.states
 	tf, st := export.BuildPerfetto(in)
 	var w io.Writer = stdout
 	var f *os.File
@@ -235,8 +230,5 @@ func printOTLP(w io.Writer, st export.OTLPStats) {
 		st.Retries, st.FailedBatches, st.FailedSpans, st.Rejected)
 	if st.Plan.Truncated {
 		fmt.Fprintln(w, "otlp: note: the last record of spans.otlp was cut short (a killed capture) and was skipped")
-	}
-	if st.Plan.UnmatchedStages > 0 {
-		fmt.Fprintf(w, "otlp: note: %d lines of %s named no request of the capture\n", st.Plan.UnmatchedStages, export.StagesFile)
 	}
 }

@@ -83,12 +83,9 @@ func isState(name string) bool {
 
 // asrprof export --perfetto draws, per request, a slice over its latency
 // holding one slice per state, the states' durations adding up to the
-// request's latency; and the stage slices without a saved stages.jsonl.
+// request's latency; and the stage slices it derives.
 func TestExportPerfettoStates(t *testing.T) {
 	dir, reqs := attrBundle(t)
-	if _, err := os.Stat(filepath.Join(dir, bundle.StagesFile)); err == nil {
-		t.Fatal("the fixture has a stages.jsonl: the test wants none")
-	}
 	pf := filepath.Join(t.TempDir(), "p.json")
 	code, out, errs := runCLI("export", dir, "--perfetto", pf)
 	if code != 0 {
@@ -117,7 +114,7 @@ func TestExportPerfettoStates(t *testing.T) {
 		}
 	}
 	if stages == 0 {
-		t.Errorf("no stage slices without stages.jsonl:\n%s", out)
+		t.Errorf("no stage slices:\n%s", out)
 	}
 	if !strings.Contains(out, " stage slices") || strings.Contains(out, " 0 stage slices") || strings.Contains(out, " 0 state slices") {
 		t.Errorf("summary line: %s", out)
@@ -236,7 +233,7 @@ func TestExportJaegerStates(t *testing.T) {
 		sum[sp.TraceID().String()] += int64(sp.EndTimestamp() - sp.StartTimestamp())
 	}
 	if stageSpans == 0 {
-		t.Errorf("no stage spans without stages.jsonl")
+		t.Errorf("no stage spans")
 	}
 	n := 0
 	for i := range reqs {
@@ -255,33 +252,35 @@ func TestExportJaegerStates(t *testing.T) {
 	}
 }
 
-// A stages.jsonl that 'analyze --save-stages' wrote is used as is: export
-// does not derive the stages again (its lines, edited, come through).
-func TestExportStagesFromFile(t *testing.T) {
+// export derives the stages with the preset --stages names, and ignores
+// the stages.jsonl that 'analyze --save-stages' left in older bundles.
+func TestExportStages(t *testing.T) {
 	dir, _ := attrBundle(t)
-	if code, out, errs := runCLI("analyze", dir, "sweep", "--save-stages"); code != 0 {
-		t.Fatalf("analyze --save-stages: exit %d\n%s%s", code, out, errs)
-	}
-	p := filepath.Join(dir, bundle.StagesFile)
-	b, err := os.ReadFile(p)
-	if err != nil {
+	old := `{"request_id":"x","stage":"build (saved)","start_unix_ns":1,"end_unix_ns":2}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "stages.jsonl"), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(p, []byte(strings.ReplaceAll(string(b), `"stage":"build"`, `"stage":"build (saved)"`)), 0o644)
-	pf := filepath.Join(t.TempDir(), "p.json")
-	if code, out, errs := runCLI("export", dir, "--perfetto", pf); code != 0 {
-		t.Fatalf("export: exit %d\n%s%s", code, out, errs)
-	}
-	saved, derivedBuild := 0, 0
-	for _, e := range readTrace(t, pf) {
-		if e.Cat == export.CatStage && e.Name == "build (saved)" {
-			saved++
+	slices := func(args ...string) map[string]int {
+		t.Helper()
+		pf := filepath.Join(t.TempDir(), "p.json")
+		if code, out, errs := runCLI(append([]string{"export", dir, "--perfetto", pf}, args...)...); code != 0 {
+			t.Fatalf("export %v: exit %d\n%s%s", args, code, out, errs)
 		}
-		if e.Cat == export.CatStage && e.Name == "build" {
-			derivedBuild++
+		n := map[string]int{}
+		for _, e := range readTrace(t, pf) {
+			if e.Cat == export.CatStage && e.Ph == "X" {
+				n[e.Name]++
+			}
 		}
+		return n
 	}
-	if saved == 0 || derivedBuild != 0 {
-		t.Errorf("%d stage slices from the saved file, %d derived: want the file's only", saved, derivedBuild)
+	if n := slices(); n["build"] == 0 || n["build (saved)"] != 0 {
+		t.Errorf("stage slices %v: want the derived build, not stages.jsonl's", n)
+	}
+	if n := slices("--stages", "vllm"); len(n) != 0 { // the fixture has no vLLM telemetry
+		t.Errorf("--stages vllm: stage slices %v, want none", n)
+	}
+	if code, _, errs := runCLI("export", dir, "--perfetto", "-", "--stages", "nope"); code != exitUsage || !strings.Contains(errs, `--stages "nope": want auto,`) {
+		t.Errorf("--stages nope: exit %d %s", code, errs)
 	}
 }

@@ -172,11 +172,20 @@ var (
 	flagBadBoolNm = regexp.MustCompile(`^invalid boolean flag (\S+): (.*)$`)
 )
 
+// goneFlags are flags that were removed, by command and flag, with what
+// to do instead: giving one is a usage error that says so.
+var goneFlags = map[string]string{
+	"analyze --save-stages": "the stage boundaries are in DIR/tables/stages.parquet, and 'asrprof export' derives its stages itself (--stages PRESET)",
+}
+
 // flagError rewords an error of fs.Parse in the --flag spelling, naming
 // the flag once: `--repeats "x": want an integer`.
 func flagError(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		if why, ok := goneFlags[fs.Name()+" --"+m[1]]; ok {
+			return "--" + m[1] + " is gone: " + why
+		}
 		if near := nearestFlag(fs, m[1]); near != "" {
 			return "unknown flag --" + m[1] + " (did you mean --" + near + "?)"
 		}

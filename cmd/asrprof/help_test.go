@@ -96,8 +96,8 @@ func TestHelpFlagsValuesAndDefaults(t *testing.T) {
 		}
 	}
 	analyze := helpOf(t, "analyze")
-	if !strings.Contains(analyze, "\n  --save-stages\n") {
-		t.Errorf("analyze --help: --save-stages shows a value:\n%s", analyze)
+	if !strings.Contains(analyze, "\n  --list\n") {
+		t.Errorf("analyze --help: --list shows a value:\n%s", analyze)
 	}
 	for _, e := range helpEntries(t, helpOf(t, "capture")) {
 		entry := strings.Join(e.lines, "\n")
@@ -253,6 +253,9 @@ func TestFlagErrorsSpelling(t *testing.T) {
 		{[]string{"capture", "--warmup=maybe"}, "--warmup=maybe: want true or false"},
 		{[]string{"serve", "--remote-idle", "x"}, `--remote-idle "x": want a duration`},
 		{[]string{"export", "--sample", "x"}, `--sample "x": want an integer`},
+		// A removed flag says what replaced it.
+		{[]string{"analyze", "runs/x", "--save-stages"}, "--save-stages is gone: the stage boundaries are in DIR/tables/stages.parquet, and 'asrprof export' derives its stages itself (--stages PRESET)"},
+		{[]string{"analyze", "-save-stages=true", "runs/x"}, "asrprof analyze: --save-stages is gone: "},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || singleDash.MatchString(stderr) || strings.Count(stderr, "\n") != 1 {

@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/report"
 )
 
@@ -42,7 +40,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
-	stages := fs.String("stages", "auto", "stage preset: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
+	stages := fs.String("stages", "auto", stagesUsage)
 	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
 	lengths := lengthBucketsFlag(fs)
 	fs.Usage = helpFunc(fs, text(reportUsage), nil)

@@ -114,8 +114,8 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	if !contains(analysis.Presets, stages) {
-		return fmt.Errorf("%w: --stages %q: want %s", errUsage, stages, strings.Join(analysis.Presets, ", "))
+	if err := checkStages(stages); err != nil {
+		return err
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: give one bundle directory, the capture whose advice to test", errUsage)
@@ -150,15 +150,6 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Order: order, Warm: warm, DryRun: dry, Advice: adviceOf(advice, stages),
 	}, stdout, stderr)
 	return err
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // adviceOf reads the advice table of a bundle: the table named advice of

@@ -8,12 +8,17 @@
 // vLLM dialect) and also answers GET /health and GET /v1/models, and with
 // Config.Metrics GET /metrics (vLLM's gauge, counter and histogram names in
 // the Prometheus text format, from the requests it is serving). Its
-// [Config] sets the transcript, the service time, a capacity limit (a
-// server that queues), a slowdown after N requests, and failures injected
+// [Config] sets the transcript, the service time (slept, or spun on one
+// CPU-bound worker thread), a capacity limit (a server that queues), a
+// slowdown after N requests, an unhealthy /health, and failures injected
 // per request number ([Failure]: status codes, connection resets, hangs,
 // malformed JSON or SSE, SSE error events). [Server.Requests] returns what
 // the server received, so a test can check the headers and form fields a
 // client really sent.
+//
+// [Command] and [Main] run the same server as a child process (the test
+// binary re-executed), for tests of server lifecycles: start-up failures,
+// a child that ignores SIGTERM, a failure on the n-th start.
 //
 // [NewWSServer] starts a fake realtime transcription server (WebSocket) in
 // Fun-ASR's protocol or one of the openai-realtime dialects (OpenAI GA,
@@ -22,8 +27,10 @@
 // session midway or never send the final message. [WSServer.Sessions]
 // returns what each session sent.
 //
-// [NewNoop] starts a minimal server that reads the body and answers
-// {"text":"ok"}, for benchmarks of the client side.
+// [NewNoop] starts the no-op server, [NoopHandler], which reads the body
+// and answers {"text":"ok"}, for benchmarks of the client side; the
+// command noopserver (internal/fakeasr/cmd/noopserver) serves it to `make
+// bench`.
 //
 // Servers are closed by t.Cleanup; a hanging or waiting handler is released
 // when the server closes or the client goes away.

@@ -1,14 +1,12 @@
-// The fake ASR server as a separate
-// process, for tests of server lifecycles: the test binary re-executes
-// itself with Command's arguments, and Main (called first thing in
-// TestMain) turns that process into the server. It answers /health,
-// /v1/models and multipart POST /v1/audio/transcriptions with
-// DefaultText, and can misbehave on purpose (see ProcessMode).
+// The fake ASR server as a separate process, for tests of server
+// lifecycles: the test binary re-executes itself with Command's arguments,
+// and Main (called first thing in TestMain) turns that process into the
+// server: the same server as NewServer's, of a Config made from
+// ProcessOptions, that can also misbehave at start-up (see ProcessMode).
 
 package fakeasr
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -54,17 +51,11 @@ type ProcessOptions struct {
 	FailStart   int
 	// ChildPIDFile receives the child's pid in Child mode.
 	ChildPIDFile string
-	// Delay is slept before each transcription answer (a server whose
-	// speed does not depend on its CPU).
-	Delay time.Duration
-	// Spin, when set, is busy-looped before the Delay, as that much CPU
-	// time of one worker thread per request (requests take turns on it:
-	// a server bound by its one busy thread).
-	Spin time.Duration
-	// MaxRunning > 0 lets at most that many requests sleep their Delay
-	// (and spin) at once, the others wait their turn: the reference
-	// server's --max-running-requests, under the same flag name.
-	MaxRunning int
+	// Delay, Spin and MaxRunning are Config's Delay, Spin and Capacity
+	// (MaxRunning: the reference server's --max-running-requests, under
+	// the same flag name).
+	Delay, Spin time.Duration
+	MaxRunning  int
 }
 
 const marker = "-fakeasr-fake-server"
@@ -164,53 +155,17 @@ func serve(o ProcessOptions) error {
 		}
 		fmt.Printf("child pid %d\n", c.Process.Pid)
 	}
-	failFirst := o.FailStart > 0 && start == o.FailStart
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("listening on http://%s\n", l.Addr())
-	var n atomic.Int64
-	var slots chan struct{} // nil: no limit
-	if o.MaxRunning > 0 {
-		slots = make(chan struct{}, o.MaxRunning)
+	cfg := Config{Delay: o.Delay, Spin: o.Spin, Capacity: o.MaxRunning, Unhealthy: o.Mode == ProcessUnhealthy}
+	if o.FailStart > 0 && start == o.FailStart {
+		cfg.Fail = FailOn(map[int]Failure{1: Status(http.StatusInternalServerError)})
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if o.Mode == ProcessUnhealthy {
-			http.Error(w, "loading", http.StatusServiceUnavailable)
-		}
-	})
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{"id": DefaultModel, "object": "model"}}})
-	})
-	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseMultipartForm(32 << 20); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		k := n.Add(1)
-		if id := r.Header.Get("X-Request-Id"); id != "" {
-			w.Header().Set("X-Request-Id", id)
-		}
-		if failFirst && k == 1 {
-			http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
-			return
-		}
-		if slots != nil {
-			slots <- struct{}{}
-		}
-		if o.Spin > 0 {
-			spin(o.Spin)
-		}
-		time.Sleep(o.Delay)
-		if slots != nil {
-			<-slots
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"text": DefaultText})
-	})
-	return http.Serve(l, mux)
+	_, h := newServer(cfg)
+	return http.Serve(l, h)
 }
 
 // spinJobs feed the one worker thread of Spin, started by the first.

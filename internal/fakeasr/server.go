@@ -33,6 +33,10 @@ type Config struct {
 	// Delay is the service time of a request once admitted: before the
 	// answer, or before the first chunk of a stream.
 	Delay time.Duration
+	// Spin, when set, is busy-looped before the Delay, as that much CPU
+	// time of one worker thread per request (requests take turns on it:
+	// a server bound by its one busy thread).
+	Spin time.Duration
 	// Capacity, if > 0, is how many requests are processed at once;
 	// others wait (after their body was read) in arrival order-ish, as in
 	// a server's admission queue.
@@ -59,6 +63,9 @@ type Config struct {
 
 	// Model is the id listed by GET /v1/models.
 	Model string
+	// Unhealthy makes GET /health answer 503 forever (a server that never
+	// finishes loading).
+	Unhealthy bool
 
 	// Metrics, if set, serves GET /metrics in the Prometheus text format
 	// with vLLM's names (labels model_name and engine): the gauges
@@ -126,40 +133,30 @@ func NewServer(t testing.TB, cfg Config) *Server {
 	default:
 		t.Fatalf("fakeasr: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
 	}
+	s, h := newServer(cfg)
+	s.start(t, h)
+	return s
+}
+
+// newServer makes a server of cfg and its handler, not yet serving.
+func newServer(cfg Config) (*Server, http.Handler) {
 	s := &Server{cfg: cfg, closing: make(chan struct{})}
 	if cfg.Capacity > 0 {
 		s.sem = make(chan struct{}, cfg.Capacity)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/audio/transcriptions", s.transcribe)
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Unhealthy {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+		}
+	})
 	mux.HandleFunc("GET /v1/models", s.models)
 	if cfg.Metrics {
 		s.latCounts = make([]int, len(MetricsBuckets))
 		mux.HandleFunc("GET /metrics", s.metrics)
 	}
-	s.start(t, mux)
-	return s
-}
-
-// NewNoop starts a minimal, fast server for benchmarks: it reads and
-// discards the request body and answers {"text":"ok"}. It records only the
-// count of requests (Count), not Requests.
-func NewNoop(t testing.TB) *Server {
-	t.Helper()
-	s := &Server{closing: make(chan struct{})}
-	body := []byte(`{"text":"ok"}`)
-	ct := []string{"application/json"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.count.Add(1)
-		w.Header()["Content-Type"] = ct
-		_, _ = w.Write(body)
-	})
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
-	s.start(t, mux)
-	return s
+	return s, mux
 }
 
 func (s *Server) start(t testing.TB, h http.Handler) {
@@ -347,6 +344,9 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if s.cfg.Spin > 0 {
+		spin(s.cfg.Spin)
+	}
 	delay := s.cfg.Delay
 	if s.cfg.SlowAfter > 0 && n > s.cfg.SlowAfter {
 		delay = s.cfg.SlowDelay

@@ -379,6 +379,30 @@ func TestOtherEndpoints(t *testing.T) {
 	}
 }
 
+// Config.Unhealthy: /health answers 503 while transcriptions work;
+// Config.Spin: a request takes at least its spin of CPU time.
+func TestUnhealthySpin(t *testing.T) {
+	s := fakeasr.NewServer(t, fakeasr.Config{Unhealthy: true, Spin: 30 * time.Millisecond})
+	resp, err := http.Get(s.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/health: %d, want 503", resp.StatusCode)
+	}
+	t0 := time.Now()
+	resp, err = post(t, t.Context(), s.URL, form{file: []byte("x")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, fakeasr.DefaultText) {
+		t.Errorf("transcription: %d %q", resp.StatusCode, body)
+	}
+	if el := time.Since(t0); el < 30*time.Millisecond {
+		t.Errorf("a request with 30 ms of spin took %v", el)
+	}
+}
+
 func TestNoop(t *testing.T) {
 	s := fakeasr.NewNoop(t)
 	resp, err := post(t, t.Context(), s.URL, form{file: make([]byte, 100<<10)}, nil)
@@ -390,6 +414,16 @@ func TestNoop(t *testing.T) {
 	}
 	if s.Count() != 1 {
 		t.Errorf("Count %d, want 1", s.Count())
+	}
+	// It passes a capture's target check: /health and /v1/models answer.
+	for path, want := range map[string]string{"/health": "", "/v1/models": `"id":"noop"`} {
+		resp, err := http.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d %q, want 200 and %q", path, resp.StatusCode, body, want)
+		}
 	}
 	s.Close()
 	if _, err := post(t, t.Context(), s.URL, form{file: []byte("x")}, nil); err == nil {

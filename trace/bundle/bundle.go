@@ -42,10 +42,9 @@ const (
 	// Realtime sessions' update lags over session time, one record per
 	// session (model.LagSeries).
 	RealtimeLagsFile = "realtime_lags.jsonl"
-	// Derived files: the stage rows (analyze --save-stages, trace/export),
-	// the --find-max search, the sensitivity cycle, the HTML report, and
-	// asrprof what-if's rounds (at the top of its own new directory).
-	StagesFile      = "stages.jsonl"
+	// Derived files: the --find-max search, the sensitivity cycle, the
+	// HTML report, and asrprof what-if's rounds (at the top of its own new
+	// directory).
 	SearchFile      = "search.json"
 	SensitivityFile = "sensitivity.json"
 	ReportFile      = "report.html"

@@ -25,7 +25,13 @@ type smallBundle struct {
 	// perTrace is the number of spans of each trace: client root, upload,
 	// wait_first_byte, 3 server spans, and the stages.
 	perTrace int
-	stages   int // stage spans per trace
+	// stages are two stages per request, what an analysis would derive.
+	stages [][]Stage
+}
+
+// plan is a PlanConfig that exports sb's stages in batches of batch spans.
+func (sb smallBundle) plan(batch int) PlanConfig {
+	return PlanConfig{BatchSpans: batch, Stages: sb.stages}
 }
 
 // Server span names writeSmallBundle uses.
@@ -39,7 +45,7 @@ const (
 // flight at a time) into dir: client spans through trace/clientspan (the
 // real tracer), server spans parented by the traceparent the tracer gave
 // (transcription, with build and decode children; decode carries a
-// thread.name), and a stages.jsonl with two stages per request.
+// thread.name); and two stages per request in sb.stages.
 func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 	t.Helper()
 	bw, err := bundle.Create(dir, false)
@@ -50,7 +56,7 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 	sw := spans.NewWriter(bw)
 	tr := clientspan.New(sw, map[string]string{"host.name": "client-box"})
 	ctx := context.Background()
-	sb := smallBundle{dir: dir, clientID: map[string]string{}, perTrace: 8, stages: 2}
+	sb := smallBundle{dir: dir, clientID: map[string]string{}, perTrace: 8}
 	base := time.Now().UnixNano()
 	srv := ptrace.NewTraces()
 	rs := srv.ResourceSpans().AppendEmpty()
@@ -98,15 +104,10 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 		dec := mk(srvDecode, 3, root.SpanID(), 12*time.Millisecond, 37*time.Millisecond)
 		dec.Attributes().PutStr(AttrThreadName, "scheduler")
 
-		if err := bw.Append(StagesFile, map[string]any{
-			"trace_id": rec.TraceID,
-			"stages": []map[string]any{
-				{"stage": "build", "start_unix_ns": t0 + int64(3*time.Millisecond), "end_unix_ns": t0 + int64(10*time.Millisecond)},
-				{"stage": "decode tail", "start_unix_ns": t0 + int64(12*time.Millisecond), "end_unix_ns": t0 + int64(37*time.Millisecond)},
-			},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		sb.stages = append(sb.stages, []Stage{
+			{Name: "build", StartUnixNs: t0 + int64(3*time.Millisecond), EndUnixNs: t0 + int64(10*time.Millisecond)},
+			{Name: "decode tail", StartUnixNs: t0 + int64(12*time.Millisecond), EndUnixNs: t0 + int64(37*time.Millisecond)},
+		})
 		if err := bw.Append(bundle.RequestsFile, rec); err != nil {
 			t.Fatal(err)
 		}

@@ -4,9 +4,9 @@
 // as Jaeger: the client's asr.request span stays the root of the server's
 // spans (the server took its parent from the traceparent the client sent),
 // every span of a request's trace gets the request's asrprof.level, the
-// resource names the capture, and a stage decomposition (stages.jsonl, when
-// the bundle has one) becomes one synthesized span per stage under the
-// client span. Spans are streamed from spans.otlp in batches, paced by a
+// resource names the capture, and the stage decomposition that the caller
+// derived (PlanConfig.Stages) becomes one synthesized span per stage under
+// the client span. Spans are streamed from spans.otlp in batches, paced by a
 // rate limit, and retried with exponential backoff.
 //
 // Perfetto (perfetto.go) writes the Chrome trace-event JSON that

@@ -261,7 +261,7 @@ func TestJaegerRoundTrip(t *testing.T) {
 	sb := writeSmallBundle(t, dir, 6)
 	st, err := OTLP(context.Background(), openBundle(t, dir), OTLPConfig{
 		URL:        j.otlp, // without /v1/traces
-		PlanConfig: PlanConfig{BatchSpans: 7},
+		PlanConfig: sb.plan(7),
 	})
 	if err != nil {
 		t.Fatalf("export: %v\n%s", err, j.log.String())

@@ -66,9 +66,9 @@ type PlanConfig struct {
 	// all the spans of their traces. Spans of traces that no request names
 	// are kept when a hash of their trace id is a multiple of Sample.
 	Sample int
-	// Stages, when not nil, are each request's stages (indexed like the
-	// bundle's requests.jsonl) in place of stages.jsonl's: what the
-	// caller derived (cmd/asrprof: analysis.StageLines, MatchStages).
+	// Stages are each request's derived stages (indexed like the bundle's
+	// requests.jsonl), ordered by start: one span per stage under the
+	// request's client span. nil: none.
 	Stages [][]Stage
 	// States are, per request (indexed likewise), its attribution's
 	// states placed over its latency, in time order, tiling it: each kept
@@ -87,13 +87,12 @@ const (
 
 // Plan counts what Batches sends.
 type Plan struct {
-	Requests        int  `json:"requests"`         // requests whose traces are exported
-	Spans           int  `json:"spans"`            // all spans, stage spans included
-	StageSpans      int  `json:"stage_spans"`      // synthesized from stages.jsonl (or PlanConfig.Stages)
-	StateSpans      int  `json:"state_spans"`      // synthesized from PlanConfig.States, their parent spans not counted
-	Batches         int  `json:"batches"`          // export requests
-	UnmatchedStages int  `json:"unmatched_stages"` // stages.jsonl lines naming no request
-	Truncated       bool `json:"truncated"`        // spans.otlp's last record was cut short (and dropped)
+	Requests   int  `json:"requests"`    // requests whose traces are exported
+	Spans      int  `json:"spans"`       // all spans, stage spans included
+	StageSpans int  `json:"stage_spans"` // synthesized from PlanConfig.Stages
+	StateSpans int  `json:"state_spans"` // synthesized from PlanConfig.States, their parent spans not counted
+	Batches    int  `json:"batches"`     // export requests
+	Truncated  bool `json:"truncated"`   // spans.otlp's last record was cut short (and dropped)
 }
 
 // reqInfo is what the planner knows of one trace that a request names.
@@ -114,7 +113,7 @@ type planner struct {
 	plan     Plan
 }
 
-// newPlanner reads the requests and stages and scans the span store once,
+// newPlanner reads the requests and scans the span store once,
 // to count what will be sent and to find the client spans that the stage
 // spans hang under.
 func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
@@ -128,12 +127,6 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
 	}
-	stages, unmatched := cfg.Stages, 0
-	if stages == nil {
-		if stages, unmatched, err = ReadStages(b, reqs); err != nil {
-			return nil, err
-		}
-	}
 	p := &planner{
 		b:        b,
 		cfg:      cfg,
@@ -141,7 +134,6 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 		byTrace:  map[pcommon.TraceID]*reqInfo{},
 		roots:    map[pcommon.TraceID]pcommon.SpanID{},
 	}
-	p.plan.UnmatchedStages = unmatched
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i
@@ -154,8 +146,8 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 			continue
 		}
 		info := &reqInfo{level: r.Level, keep: k%cfg.Sample == 0}
-		if i < len(stages) {
-			info.stages = stages[i]
+		if i < len(cfg.Stages) {
+			info.stages = cfg.Stages[i]
 		}
 		if i < len(cfg.States) {
 			info.states = cfg.States[i]

@@ -70,14 +70,14 @@ func collect(t *testing.T, dir string, cfg PlanConfig) (Plan, []spans.Span, []in
 func TestBatches(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cap-small")
 	sb := writeSmallBundle(t, dir, 7)
-	plan, all, sizes, res := collect(t, dir, PlanConfig{BatchSpans: 10})
+	plan, all, sizes, res := collect(t, dir, sb.plan(10))
 
 	want := len(sb.reqs) * sb.perTrace
 	if plan.Spans != want || len(all) != want {
 		t.Fatalf("plan %d spans, sent %d, want %d", plan.Spans, len(all), want)
 	}
-	if plan.StageSpans != len(sb.reqs)*sb.stages || plan.Requests != len(sb.reqs) {
-		t.Errorf("plan = %+v, want %d stage spans and %d requests", plan, len(sb.reqs)*sb.stages, len(sb.reqs))
+	if plan.StageSpans != len(sb.reqs)*len(sb.stages[0]) || plan.Requests != len(sb.reqs) {
+		t.Errorf("plan = %+v, want %d stage spans and %d requests", plan, len(sb.reqs)*len(sb.stages[0]), len(sb.reqs))
 	}
 	if len(sizes) != plan.Batches || plan.Batches != (want+9)/10 {
 		t.Errorf("%d batches (plan %d), want %d", len(sizes), plan.Batches, (want+9)/10)
@@ -208,7 +208,7 @@ func TestOTLPRetries(t *testing.T) {
 	var progress int
 	st, err := OTLP(context.Background(), openBundle(t, dir), OTLPConfig{
 		URL:        url,
-		PlanConfig: PlanConfig{BatchSpans: 5},
+		PlanConfig: sb.plan(5),
 		Backoff:    time.Millisecond,
 		Progress:   func(OTLPStats) { progress++ },
 	})
@@ -285,7 +285,7 @@ func TestOTLPRateLimit(t *testing.T) {
 	// 40 spans in batches of 10 at 200 spans/s: the first batch goes at
 	// once, each later one waits 50 ms.
 	t0 := time.Now()
-	st, err := OTLP(context.Background(), openBundle(t, dir), OTLPConfig{URL: url, PlanConfig: PlanConfig{BatchSpans: 10}, RateLimit: 200})
+	st, err := OTLP(context.Background(), openBundle(t, dir), OTLPConfig{URL: url, PlanConfig: sb.plan(10), RateLimit: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ const (
 	CatRequest = "request" // one request: its client slice (on its slot's track), its root spans on the server, and the arrows between them
 	CatClient  = "client"  // upload, wait_first_byte, response inside a request
 	CatServer  = "server"  // a server span below a request's root span
-	CatStage   = "stage"   // a stage from stages.jsonl
+	CatStage   = "stage"   // a derived stage (PerfettoInput.Stages)
 	CatState   = "state"   // where a request's latency went: its attribution parent slice and one slice per state
 )
 
@@ -145,7 +145,7 @@ func (d *drawing) slice(name, cat string, pid, tid int, start, end int64, args m
 //     same way as client slots;
 //   - flow arrows from each request slice to the top-level server spans of
 //     its trace;
-//   - stages from stages.jsonl, per stage name, under "stages (derived)";
+//   - the derived stages (Stages), per stage name, under "stages (derived)";
 //   - where each request's time went (States): a process per level
 //     ("where the time went c8") with the same slot tracks as its client
 //     process; each request a slice over its latency, named by its sample
@@ -602,8 +602,9 @@ func WriteTraceFile(w io.Writer, tf *TraceFile) error {
 	return bw.Flush()
 }
 
-// ReadPerfettoInput reads what BuildPerfetto needs from b. Absent files
-// (spans, stages, gpu, sched) leave their part empty.
+// ReadPerfettoInput reads what BuildPerfetto needs from b but the stages
+// and states, which the caller derives. Absent files (spans, gpu, sched)
+// leave their part empty.
 func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
 	in := PerfettoInput{Capture: CaptureAttrs(b)[AttrCapture], Manifest: b.Manifest}
 	var err error
@@ -614,9 +615,6 @@ func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
 		if in.Spans, err = spans.ReadAll(b.Path(bundle.SpansFile)); err != nil {
 			return in, fmt.Errorf("reading spans: %w", err)
 		}
-	}
-	if in.Stages, _, err = ReadStages(b, in.Requests); err != nil {
-		return in, err
 	}
 	if err := readRows(b, bundle.GPUFile, &in.GPU); err != nil {
 		return in, err
@@ -636,14 +634,4 @@ func readRows[T any](b *bundle.Bundle, name string, out *[]T) error {
 		return fmt.Errorf("reading %s: %w", name, err)
 	}
 	return nil
-}
-
-// Perfetto writes b as Chrome trace-event JSON to w (see BuildPerfetto).
-func Perfetto(w io.Writer, b *bundle.Bundle) (PerfettoStats, error) {
-	in, err := ReadPerfettoInput(b)
-	if err != nil {
-		return PerfettoStats{}, err
-	}
-	tf, st := BuildPerfetto(in)
-	return st, WriteTraceFile(w, tf)
 }

@@ -243,11 +243,17 @@ func checkTraceFile(t *testing.T, data []byte) *checked {
 	return c
 }
 
-func perfettoOf(t *testing.T, dir string) ([]byte, PerfettoStats) {
+// perfettoOf draws the bundle in dir with stages (per request, may be nil).
+func perfettoOf(t *testing.T, dir string, stages [][]Stage) ([]byte, PerfettoStats) {
 	t.Helper()
-	var buf bytes.Buffer
-	st, err := Perfetto(&buf, openBundle(t, dir))
+	in, err := ReadPerfettoInput(openBundle(t, dir))
 	if err != nil {
+		t.Fatal(err)
+	}
+	in.Stages = stages
+	tf, st := BuildPerfetto(in)
+	var buf bytes.Buffer
+	if err := WriteTraceFile(&buf, tf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes(), st
@@ -279,24 +285,15 @@ func TestPerfettoFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A stage decomposition, in both line shapes.
-	var lines []string
+	// A stage decomposition: one stage per successful request.
+	stages := make([][]Stage, len(reqs))
 	for i, r := range reqs {
-		if r.Status != "ok" {
-			continue
+		if r.Status == "ok" {
+			stages[i] = []Stage{{Name: "client overhead", StartUnixNs: r.StartUnixNs, EndUnixNs: r.StartUnixNs + 1000}}
 		}
-		if i%2 == 0 {
-			lines = append(lines, fmt.Sprintf(`{"trace_id":%q,"stage":"client overhead","start_unix_ns":%d,"end_unix_ns":%d}`, r.TraceID, r.StartUnixNs, r.StartUnixNs+1000))
-		} else {
-			lines = append(lines, fmt.Sprintf(`{"request_id":%q,"stages":[{"name":"client overhead","start_unix_ns":%d,"end_unix_ns":%d}]}`, r.RequestID, r.StartUnixNs, r.StartUnixNs+1000))
-		}
-	}
-	lines = append(lines, `{"trace_id":"00000000000000000000000000000001","stage":"x","start_unix_ns":1,"end_unix_ns":2}`)
-	if err := os.WriteFile(filepath.Join(dir, StagesFile), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
 	}
 
-	data, st := perfettoOf(t, dir)
+	data, st := perfettoOf(t, dir, stages)
 	c := checkTraceFile(t, data)
 
 	if st.Requests != truth.Requests {
@@ -367,7 +364,7 @@ func keys[V any](m map[string]V) []string {
 func TestPerfettoThreads(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cap")
 	sb := writeSmallBundle(t, dir, 5)
-	data, st := perfettoOf(t, dir)
+	data, st := perfettoOf(t, dir, sb.stages)
 	c := checkTraceFile(t, data)
 	if c.slotsByProc["client c2"] != 2 {
 		t.Errorf("client tracks %v, want 2 slots for c2", c.slotsByProc)
@@ -399,12 +396,10 @@ func TestPerfettoThreads(t *testing.T) {
 func TestPerfettoRequestsOnly(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cap")
 	writeSmallBundle(t, dir, 3)
-	for _, f := range []string{bundle.SpansFile, StagesFile} {
-		if err := os.Remove(filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Remove(filepath.Join(dir, bundle.SpansFile)); err != nil {
+		t.Fatal(err)
 	}
-	data, st := perfettoOf(t, dir)
+	data, st := perfettoOf(t, dir, nil)
 	c := checkTraceFile(t, data)
 	if st.Requests != 3 || st.ServerSpans != 0 || c.flows != 0 {
 		t.Errorf("stats %+v, want 3 requests and nothing else", st)

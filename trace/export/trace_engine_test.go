@@ -64,7 +64,7 @@ func TestPerfettoInTraceEngine(t *testing.T) {
 	if _, err := fixture.Write(dir, fixture.Golden()["refserver"]); err != nil {
 		t.Fatal(err)
 	}
-	data, st := perfettoOf(t, dir)
+	data, st := perfettoOf(t, dir, nil)
 	file := filepath.Join(t.TempDir(), "trace.json")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,68 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/asrprof/asrprof/analysis/engine"
+)
+
+// StageRecord is one derived stage of one request, on the server's
+// clock: a row of the stage_spans analysis.
+type StageRecord struct {
+	Request     int // its index in requests.jsonl
+	Stage       string
+	StartUnixNs int64
+	EndUnixNs   int64
+}
+
+// StageRecords runs the built-in stage_spans analysis with the session's
+// options (its stage preset) and returns its rows, each request's in
+// order of start: every server stage of every measured request that the
+// preset bounds, the boundaries of tables/stages.parquet. `asrprof
+// export` draws them, one slice or span per stage.
+func StageRecords(ctx context.Context, s *Session) ([]StageRecord, error) {
+	tables, err := s.Run(ctx, "stage_spans")
+	if err != nil {
+		return nil, err
+	}
+	var out []StageRecord
+	for _, t := range tables {
+		if t.Name != "stage_spans" {
+			continue
+		}
+		col := map[string]int{}
+		for i, c := range t.Columns {
+			col[c] = i
+		}
+		for _, row := range t.Values {
+			i64 := func(c string) int64 { v, _ := row[col[c]].(int64); return v } // a Starlark int
+			stage, _ := row[col["stage"]].(string)
+			out = append(out, StageRecord{Request: int(i64("request_index")), Stage: stage, StartUnixNs: i64("start_unix_ns"), EndUnixNs: i64("end_unix_ns")})
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].Request != out[b].Request {
+			return out[a].Request < out[b].Request
+		}
+		return out[a].StartUnixNs < out[b].StartUnixNs
+	})
+	return out, nil
+}
+
+// Attribution runs the built-in attribution analysis with the session's
+// options and returns what it computed: every successful request's
+// latency, state by state, its states placed in time (engine.Attribute
+// with Segments; docs/ANALYSIS.md "Where the time went").
+func Attribution(ctx context.Context, s *Session) (*engine.Attribution, error) {
+	s.c.PlaceStates()
+	if _, err := s.Run(ctx, "attribution"); err != nil {
+		return nil, err
+	}
+	a := s.c.LastAttribution()
+	if a == nil {
+		return nil, errors.New("the attribution analysis computed no attribution")
+	}
+	return a, nil
+}
