@@ -296,8 +296,5 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 
 // Stop ends sampling; it waits for the sampler until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	if _, err := p.loop.Stop(ctx); err != nil {
-		return fmt.Errorf("proc: stopping: %w", err)
-	}
-	return nil
+	return p.loop.Close(ctx, "proc", nil)
 }

@@ -5,6 +5,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -59,7 +60,7 @@ func parents() map[int]int {
 // Loop runs. Create it with NewLoop.
 //
 // Start, Running, Keep and TakeErr must be called with the probe's lock
-// held; Stop without it.
+// held; Stop and Close without it.
 type Loop struct {
 	mu      sync.Locker
 	every   time.Duration
@@ -142,6 +143,23 @@ func (l *Loop) Stop(ctx context.Context) (wasRunning bool, err error) {
 	case <-ctx.Done():
 		return true, ctx.Err()
 	}
+}
+
+// Close is a probe's Stop: it stops the loop (Stop) and, when the loop was
+// running, calls release (nil: nothing to release) with the probe's lock
+// held. A stop that ctx cut short is "<name>: stopping: <ctx's error>"
+// and releases nothing.
+func (l *Loop) Close(ctx context.Context, name string, release func() error) error {
+	wasRunning, err := l.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: stopping: %w", name, err)
+	}
+	if !wasRunning || release == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return release()
 }
 
 // Baseline sets *base to a fresh snapshot when the loop runs, for probes

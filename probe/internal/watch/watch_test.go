@@ -157,3 +157,52 @@ func TestThreadOrder(t *testing.T) {
 		t.Errorf("ThreadOrder = %v, want %v (by pid, then tid)", got, want)
 	}
 }
+
+func TestLoopClose(t *testing.T) {
+	var mu sync.Mutex
+	l := NewLoop(&mu, time.Hour, func() error { return nil })
+	released := 0
+	release := func() error {
+		if mu.TryLock() {
+			mu.Unlock()
+			t.Error("release called without the lock held")
+		}
+		released++
+		return errors.New("closing failed")
+	}
+	if err := l.Close(context.Background(), "x", release); err != nil || released != 0 {
+		t.Fatalf("Close before Start = %v, released %d times; want nil, 0", err, released)
+	}
+	mu.Lock()
+	l.Start()
+	mu.Unlock()
+	if err := l.Close(context.Background(), "x", release); err == nil || err.Error() != "closing failed" || released != 1 {
+		t.Fatalf("Close = %v, released %d times; want release's error, once", err, released)
+	}
+	if err := l.Close(context.Background(), "x", nil); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+
+	// A stop that ctx cuts short says so and releases nothing.
+	hold := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	l = NewLoop(&mu, time.Millisecond, func() error {
+		mu.Unlock()
+		once.Do(func() { close(entered) })
+		<-hold
+		mu.Lock()
+		return nil
+	})
+	mu.Lock()
+	l.Start()
+	mu.Unlock()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := l.Close(ctx, "x", release)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "x: stopping: "+context.DeadlineExceeded.Error() || released != 1 {
+		t.Errorf("Close with a hung refresh = %v, released %d times; want x: stopping: %v, still once", err, released, context.DeadlineExceeded)
+	}
+	close(hold)
+}
