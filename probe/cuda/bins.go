@@ -172,7 +172,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		errs = append(errs, err)
 	}
 	out, dropped, added := b.Finish(ps.End, inProgress)
-	d := syncStats{entered: sub(st.entered, p.syncBase.entered), noRoom: sub(st.noRoom, p.syncBase.noRoom), ringFull: sub(st.ringFull, p.syncBase.ringFull)}
+	d := syncStats{entered: watch.Sub(st.entered, p.syncBase.entered), noRoom: watch.Sub(st.noRoom, p.syncBase.noRoom), ringFull: watch.Sub(st.ringFull, p.syncBase.ringFull)}
 	p.syncBase = st
 	dropped += d.noRoom + d.ringFull
 	for _, tid := range watch.ThreadOrder(out, func(t *bins.Thread[meta]) int { return int(t.Meta.tgid) }) {
@@ -243,12 +243,4 @@ func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// sub returns a - b, or 0 when b > a.
-func sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
 }

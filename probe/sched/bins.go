@@ -135,7 +135,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 	if ring, err := p.ringDroppedLocked(); err != nil {
 		errs = append(errs, err)
 	} else {
-		dropped += sub(ring, p.ringBase)
+		dropped += watch.Sub(ring, p.ringBase)
 		p.ringBase = ring
 	}
 	threads := make(map[uint32]counters, len(out))

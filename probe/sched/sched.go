@@ -305,39 +305,31 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 	return s, nil
 }
 
-// sub returns a - b, or 0 when b > a (a torn read or a reused tid).
-func sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
-}
-
 // diff builds the record of one thread from its counters at the start (b)
 // and end (a) of a period that ran from from to to (CLOCK_MONOTONIC ns).
 // Off-CPU time is the part of the period the thread was alive (it may
 // start or exit inside it) and not on a CPU.
 func diff(a, b counters, from, to uint64) Record {
-	wall := float64(sub(to, from)) / 1e9
+	wall := float64(watch.Sub(to, from)) / 1e9
 	lo, hi := max(from, a.start), to
 	if a.gone != 0 {
 		hi = min(hi, a.gone)
 	}
-	cpu := sub(a.oncpu, b.oncpu)
+	cpu := watch.Sub(a.oncpu, b.oncpu)
 	var h [nbuckets]uint64
 	for i := range h {
-		h[i] = sub(a.hist[i], b.hist[i])
+		h[i] = watch.Sub(a.hist[i], b.hist[i])
 	}
 	r := Record{
 		CPUSec:      float64(cpu) / 1e9,
 		WallSec:     wall,
-		OffCPUSec:   float64(sub(sub(hi, lo), cpu)) / 1e9,
+		OffCPUSec:   float64(watch.Sub(watch.Sub(hi, lo), cpu)) / 1e9,
 		RunqP50us:   quantile(h[:], 0.5),
 		RunqP99us:   quantile(h[:], 0.99),
-		RunqCount:   sub(a.rqCount, b.rqCount),
-		RunqWaitSec: float64(sub(a.rqWait, b.rqWait)) / 1e9,
-		Voluntary:   sub(a.vol, b.vol),
-		Involuntary: sub(a.invol, b.invol),
+		RunqCount:   watch.Sub(a.rqCount, b.rqCount),
+		RunqWaitSec: float64(watch.Sub(a.rqWait, b.rqWait)) / 1e9,
+		Voluntary:   watch.Sub(a.vol, b.vol),
+		Involuntary: watch.Sub(a.invol, b.invol),
 		Source:      "ebpf",
 	}
 	if n := len(h); n > 0 {

@@ -1,6 +1,7 @@
 // Package watch holds what the probes that follow a target's process tree
-// share: the tree's processes as of now (Pids), and the goroutine that
-// keeps what a probe watches up to date while it runs (Loop).
+// share: the tree's processes as of now (Pids), the goroutine that keeps
+// what a probe watches up to date while it runs and ends with it (Loop,
+// Loop.Close), and reading threads' counters in order (ThreadOrder, Sub).
 package watch
 
 import (
@@ -176,6 +177,16 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 		return
 	}
 	*base = s
+}
+
+// Sub returns a - b, or 0 when b > a: what a counter of a thread grew by
+// between two reads, where a torn read or a reused tid may make it seem to
+// go back.
+func Sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }
 
 // ThreadOrder returns the keys of threads (by thread id) sorted by their
