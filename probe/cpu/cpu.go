@@ -286,16 +286,7 @@ func writeProfile(name string, prof *profile.Profile) error {
 // Stop ends sampling. It waits for the refresh goroutine until ctx is
 // done.
 func (p *Probe) Stop(ctx context.Context) error {
-	wasRunning, err := p.loop.Stop(ctx)
-	if err != nil {
-		return fmt.Errorf("cpu: stopping: %w", err)
-	}
-	if !wasRunning {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.eng.Stop()
+	return p.loop.Close(ctx, "cpu", func() error { return p.eng.Stop() })
 }
 
 // BPFCost returns the frame-pointer engine's BPF run time and runs since

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/probe/internal/bpf"
@@ -48,11 +47,8 @@ func (s *Sampler) Start(ctx context.Context, hz int) (err error) {
 	if s.loaded {
 		return errors.New("sampler already started")
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("memlock: %w", notSupported(err))
-	}
-	if err := loadCpuObjects(&s.objs, nil); err != nil {
-		return fmt.Errorf("loading BPF program: %w", notSupported(err))
+	if err := bpf.Load(&s.objs, loadCpuObjects, "BPF program", perfNotSupported...); err != nil {
+		return err
 	}
 	s.loaded = true
 	defer func() {
@@ -95,12 +91,17 @@ func (s *Sampler) Start(ctx context.Context, hz int) (err error) {
 	return nil
 }
 
+// perfNotSupported are the errors that, besides bpf.NotSupported's, say
+// that the kernel or our permissions do not allow the sampler: for
+// perf_event_open, ENOENT and ENOSYS (no such event, no perf events at
+// all).
+var perfNotSupported = []error{unix.ENOENT, unix.ENOSYS}
+
 // notSupported wraps err with probe.ErrNotSupported when it says that the
-// kernel or our permissions do not allow it (bpf.NotSupported); for
-// perf_event_open that includes ENOENT and ENOSYS (no such event, no perf
-// events at all).
+// kernel or our permissions do not allow it (bpf.NotSupported with
+// perfNotSupported).
 func notSupported(err error) error {
-	return bpf.NotSupported(err, unix.ENOENT, unix.ENOSYS)
+	return bpf.NotSupported(err, perfNotSupported...)
 }
 
 // parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
@@ -142,28 +143,7 @@ func (s *Sampler) Watch(pids []int) error {
 	for _, pid := range pids {
 		want[pid] = true
 	}
-	var errs []error
-	for pid := range s.pids {
-		if !want[pid] {
-			if err := s.objs.Watch.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, fmt.Errorf("unwatching %d: %w", pid, err))
-				continue
-			}
-			delete(s.pids, pid)
-		}
-	}
-	for pid := range want {
-		if s.pids[pid] {
-			continue
-		}
-		if err := s.objs.Watch.Put(uint32(pid), uint8(1)); err != nil {
-			errs = append(errs, fmt.Errorf("watching %d: %w", pid, err))
-			continue
-		}
-		s.pids[pid] = true
-		s.sym.refreshMaps(pid)
-	}
-	return errors.Join(errs...)
+	return bpf.Watch("", s.objs.Watch, s.pids, want, nil, s.sym.refreshMaps)
 }
 
 // flip makes the BPF program fill the other buffer and returns the maps
@@ -316,14 +296,8 @@ func (s *Sampler) Overhead() (Overhead, error) {
 		return o, fmt.Errorf("program stats: %w", err)
 	}
 	o.Runtime, o.Runs = st.Runtime, st.RunCount
-	for i, dst := range []*uint64{&o.Samples, &o.Lost, &o.UserStacksLost} {
-		var per []uint64
-		if err := s.objs.Stats.Lookup(uint32(i), &per); err != nil {
-			return o, fmt.Errorf("reading counters: %w", err)
-		}
-		for _, v := range per {
-			*dst += v
-		}
+	if err := bpf.Counters(s.objs.Stats, &o.Samples, &o.Lost, &o.UserStacksLost); err != nil {
+		return o, fmt.Errorf("reading counters: %w", err)
 	}
 	return o, nil
 }
@@ -333,16 +307,11 @@ func (s *Sampler) Stop() error {
 	if !s.loaded {
 		return nil
 	}
-	var errs []error
-	for _, l := range s.links {
-		errs = append(errs, l.Close())
-	}
+	errs := []error{bpf.Close(s.links)}
 	for _, fd := range s.fds {
 		errs = append(errs, unix.Close(fd))
 	}
-	s.links, s.fds = nil, nil
 	errs = append(errs, s.objs.Close())
-	s.objs = cpuObjects{}
-	s.loaded = false
+	s.links, s.fds, s.objs, s.loaded = nil, nil, cpuObjects{}, false
 	return errors.Join(errs...)
 }

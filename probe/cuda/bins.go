@@ -1,12 +1,10 @@
 package cuda
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/cilium/ebpf"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -134,21 +133,15 @@ type syncStats struct {
 
 func (p *Probe) syncStatsLocked() (syncStats, error) {
 	var s syncStats
-	for i, dst := range []*uint64{&s.entered, &s.noRoom, &s.ringFull} {
-		var per []uint64
-		if err := p.objs.SyncStats.Lookup(uint32(i), &per); err != nil {
-			return s, fmt.Errorf("cuda: reading sync counters: %w", err)
-		}
-		for _, v := range per {
-			*dst += v
-		}
+	if err := bpf.Counters(p.objs.SyncStats, &s.entered, &s.noRoom, &s.ringFull); err != nil {
+		return s, fmt.Errorf("cuda: reading sync counters: %w", err)
 	}
 	return s, nil
 }
 
-// beginBinsLocked opens the pass's bins at start (unix ns).
-func (p *Probe) beginBinsLocked(start int64) {
-	p.bins.Begin(start)
+// beginBinsLocked opens the pass's bins.
+func (p *Probe) beginBinsLocked(per probe.Period) {
+	p.bins.BeginPeriod(per)
 	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
 		p.syncBase = st
 	}
@@ -175,25 +168,14 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.Drain(ctx, p.rd); err != nil {
+	if err := b.Drain(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	out, dropped, added := b.Finish(ps.End, inProgress)
-	d := syncStats{entered: sub(st.entered, p.syncBase.entered), noRoom: sub(st.noRoom, p.syncBase.noRoom), ringFull: sub(st.ringFull, p.syncBase.ringFull)}
+	d := syncStats{entered: watch.Sub(st.entered, p.syncBase.entered), noRoom: watch.Sub(st.noRoom, p.syncBase.noRoom), ringFull: watch.Sub(st.ringFull, p.syncBase.ringFull)}
 	p.syncBase = st
 	dropped += d.noRoom + d.ringFull
-	tids := make([]uint32, 0, len(out))
-	for tid := range out {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool {
-		a, c := out[tids[i]], out[tids[j]]
-		if a.Meta.tgid != c.Meta.tgid {
-			return a.Meta.tgid < c.Meta.tgid
-		}
-		return tids[i] < tids[j]
-	})
-	for _, tid := range tids {
+	for _, tid := range watch.ThreadOrder(out, func(t *bins.Thread[meta]) int { return int(t.Meta.tgid) }) {
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
@@ -207,7 +189,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		}
 		delete(out, tid)
 		if r.Name = proctree.Comm(r.PID, r.TID); r.Name == "" {
-			r.Name = commString(t.Meta.comm[:])
+			r.Name = bpf.Comm(t.Meta.comm[:])
 		}
 		if err := p.out.Append(BinsFile, r); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)
@@ -261,20 +243,4 @@ func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// commString returns a NUL-terminated thread name.
-func commString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
-// sub returns a - b, or 0 when b > a.
-func sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
 }

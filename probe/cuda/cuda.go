@@ -18,8 +18,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
@@ -100,10 +98,8 @@ type Probe struct {
 	loop    *watch.Loop // runs while the probe is started
 	loaded  bool
 
-	// The time bins (cuda_bins.jsonl): the ring buffer's reader, the
-	// binner it feeds from a goroutine (bins.Done() closed when it returns),
-	// and the BPF counters at the start of the pass.
-	rd       *ringbuf.Reader
+	// The time bins (cuda_bins.jsonl): the binner its ring buffer's
+	// reader feeds, and the BPF counters at the start of the pass.
 	bins     *binner
 	syncBase syncStats
 	// Functions attached, over the libraries (for Detail).
@@ -231,11 +227,8 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if !found {
 		return fmt.Errorf("cuda: no %s mapped by process %d or its descendants: %w", p.cfg.LibPattern, t.PID, probe.ErrNotSupported)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("cuda: memlock: %w", bpf.NotSupported(err))
-	}
-	if err := loadCudaObjects(&p.objs, nil); err != nil {
-		return fmt.Errorf("cuda: loading BPF program: %w", bpf.NotSupported(err))
+	if err := bpf.Load(&p.objs, loadCudaObjects, "BPF program"); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	p.loaded = true
 	defer func() {
@@ -243,11 +236,10 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 			err = errors.Join(err, p.closeLocked())
 		}
 	}()
-	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
-		return fmt.Errorf("cuda: ring buffer: %w", bpf.NotSupported(err))
-	}
 	p.bins = newBinner(bpf.ClockOffset())
-	go p.bins.Read(p.rd)
+	if err := p.bins.Open(p.objs.Events); err != nil {
+		return err
+	}
 	if err := p.refreshLocked(); err != nil {
 		return err
 	}
@@ -306,26 +298,7 @@ func (p *Probe) refreshLocked() error {
 			p.libs[l.key] = host
 		}
 	}
-	for pid := range p.watched {
-		if !want[pid] {
-			if err := p.objs.Watch.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, fmt.Errorf("cuda: unwatching %d: %w", pid, err))
-				continue
-			}
-			delete(p.watched, pid)
-			delete(p.cuda, pid)
-		}
-	}
-	for pid := range want {
-		if p.watched[pid] {
-			continue
-		}
-		if err := p.objs.Watch.Put(uint32(pid), uint8(1)); err != nil {
-			errs = append(errs, fmt.Errorf("cuda: watching %d: %w", pid, err))
-			continue
-		}
-		p.watched[pid] = true
-	}
+	errs = append(errs, bpf.Watch("cuda: ", p.objs.Watch, p.watched, want, func(pid int) { delete(p.cuda, pid) }, nil))
 	return errors.Join(errs...)
 }
 
@@ -449,14 +422,9 @@ func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
-	if !p.loop.Running() {
-		return
+	if p.loop.Running() {
+		p.beginBinsLocked(per)
 	}
-	start := per.StartUnixNs
-	if start == 0 {
-		start = time.Now().UnixNano()
-	}
-	p.beginBinsLocked(start)
 }
 
 // End appends one Record per thread and function called since Begin (or
@@ -491,15 +459,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 			return errors.Join(err, fmt.Errorf("cuda: writing %s: %w", File, werr))
 		}
 	}
-	for k := range cur.calls {
-		if proctree.Comm(int(k.tgid), int(k.tid)) != "" {
-			continue
-		}
-		if derr := p.objs.Calls.Delete(cudaCkey{Tgid: k.tgid, Tid: k.tid, Sym: k.sym}); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
-			err = errors.Join(err, fmt.Errorf("cuda: forgetting thread %d: %w", k.tid, derr))
-		}
-		delete(cur.calls, k)
-	}
+	err = errors.Join(err, bpf.ForgetThreads("cuda", p.objs.Calls, cur.calls, func(k callKey, _ uint64) (any, uint32, bool) {
+		return cudaCkey{Tgid: k.tgid, Tid: k.tid, Sym: k.sym}, k.tid, proctree.Comm(int(k.tgid), int(k.tid)) == ""
+	}))
 	p.base = cur
 	if berr := p.endBinsLocked(ctx, per); berr != nil {
 		err = errors.Join(err, berr)
@@ -510,37 +472,17 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 // Stop detaches the uprobes and frees the maps. It waits for the refresh
 // goroutine until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	wasRunning, err := p.loop.Stop(ctx)
-	if err != nil {
-		return fmt.Errorf("cuda: stopping: %w", err)
-	}
-	if !wasRunning {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closeLocked()
+	return p.loop.Close(ctx, "cuda", p.closeLocked)
 }
 
 func (p *Probe) closeLocked() error {
 	if !p.loaded {
 		return nil
 	}
-	var errs []error
-	for _, l := range p.links {
-		errs = append(errs, l.Close())
-	}
-	p.links = nil
-	if p.rd != nil {
-		errs = append(errs, p.rd.Close())
-		<-p.bins.Done() // the reader returns once the ring buffer is closed
-		p.rd = nil
-	}
+	err := bpf.Close(p.links, p.bins, &p.objs)
+	p.links, p.objs, p.loaded = nil, cudaObjects{}, false
 	p.nlaunch, p.nsync = 0, 0
-	errs = append(errs, p.objs.Close())
-	p.objs = cudaObjects{}
-	p.loaded = false
-	return errors.Join(errs...)
+	return err
 }
 
 // Overhead is the CPU time the probe's BPF programs have used. It does not
@@ -592,12 +534,8 @@ func (p *Probe) Overhead() (Overhead, error) {
 			o.SyncRuns += st.RunCount
 		}
 	}
-	var per []uint64
-	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {
+	if err := bpf.Counters(p.objs.Dropped, &o.Dropped); err != nil {
 		return o, fmt.Errorf("cuda: reading drop counter: %w", err)
-	}
-	for _, d := range per {
-		o.Dropped += d
 	}
 	ss, err := p.syncStatsLocked()
 	if err != nil {

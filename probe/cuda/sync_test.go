@@ -13,6 +13,7 @@ import (
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
@@ -64,8 +65,8 @@ func TestBinnerAdd(t *testing.T) {
 	if want := []int{0, 0, 0, 6000}; !reflect.DeepEqual(got8, want) {
 		t.Errorf("thread 8: %v, want %v", got8, want)
 	}
-	if out[7].Meta.tgid != 5 || commString(out[7].Meta.comm[:]) != "w" {
-		t.Errorf("thread 7: pid %d, name %q", out[7].Meta.tgid, commString(out[7].Meta.comm[:]))
+	if out[7].Meta.tgid != 5 || bpf.Comm(out[7].Meta.comm[:]) != "w" {
+		t.Errorf("thread 7: pid %d, name %q", out[7].Meta.tgid, bpf.Comm(out[7].Meta.comm[:]))
 	}
 
 	// A call that ended after the pass is replayed into the next one,
@@ -268,10 +269,9 @@ func TestSyncEnteredNothingWritten(t *testing.T) {
 	p.Begin(per)
 	// Break the pipe: the reader stops, as if the ring buffer were lost.
 	p.mu.Lock()
-	if err := p.rd.Close(); err != nil {
+	if err := p.bins.Close(); err != nil {
 		t.Fatal(err)
 	}
-	<-p.bins.Done()
 	p.mu.Unlock()
 	a.send(t, 'r')
 	a.line(t)

@@ -241,13 +241,6 @@ func (p *Probe) Begin(per probe.Period) {
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
 }
 
-func sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
-}
-
 // End writes one Record per thread seen since Begin (including threads
 // that exited, with their last sampled values) and starts the next period
 // from here.
@@ -272,11 +265,11 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		r := Record{
 			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
 			PID: a.pid, TID: tid, Name: a.name,
-			CPUSec:      float64(sub(a.cpuNs, b.cpuNs)) / 1e9,
+			CPUSec:      float64(watch.Sub(a.cpuNs, b.cpuNs)) / 1e9,
 			WallSec:     wall,
-			RunqWaitSec: float64(sub(a.waitNs, b.waitNs)) / 1e9,
-			Voluntary:   sub(a.sw.Voluntary, b.sw.Voluntary),
-			Involuntary: sub(a.sw.Involuntary, b.sw.Involuntary),
+			RunqWaitSec: float64(watch.Sub(a.waitNs, b.waitNs)) / 1e9,
+			Voluntary:   watch.Sub(a.sw.Voluntary, b.sw.Voluntary),
+			Involuntary: watch.Sub(a.sw.Involuntary, b.sw.Involuntary),
 			Source:      "proc",
 		}
 		if wall > 0 {
@@ -296,8 +289,5 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 
 // Stop ends sampling; it waits for the sampler until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	if _, err := p.loop.Stop(ctx); err != nil {
-		return fmt.Errorf("proc: stopping: %w", err)
-	}
-	return nil
+	return p.loop.Close(ctx, "proc", nil)
 }

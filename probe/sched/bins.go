@@ -135,7 +135,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 	if ring, err := p.ringDroppedLocked(); err != nil {
 		errs = append(errs, err)
 	} else {
-		dropped += sub(ring, p.ringBase)
+		dropped += watch.Sub(ring, p.ringBase)
 		p.ringBase = ring
 	}
 	threads := make(map[uint32]counters, len(out))
@@ -195,13 +195,9 @@ func (p *Probe) drainLocked(ctx context.Context, at uint64) error {
 // ringDroppedLocked returns how many events the BPF programs could not
 // write to the ring buffer since Start.
 func (p *Probe) ringDroppedLocked() (uint64, error) {
-	var per []uint64
-	if err := p.objs.RingDropped.Lookup(uint32(0), &per); err != nil {
-		return 0, fmt.Errorf("sched: reading ring buffer drop counter: %w", err)
-	}
 	var n uint64
-	for _, d := range per {
-		n += d
+	if err := bpf.Counters(p.objs.RingDropped, &n); err != nil {
+		return 0, fmt.Errorf("sched: reading ring buffer drop counter: %w", err)
 	}
 	return n, nil
 }

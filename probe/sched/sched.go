@@ -12,8 +12,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
@@ -81,17 +79,16 @@ type Probe struct {
 
 	mu       sync.Mutex // guards everything below after Start
 	objs     schedObjects
-	links    []link.Link
+	links    []link.Link // the seed iterator's included
 	seedLink *link.Iter
 	target   probe.Target
 	out      probe.Sink
 	base     snapshot
 	loop     *watch.Loop // runs while the probe is started
 
-	// The time bins (sched_bins.jsonl): the ring buffer's reader, the
-	// goroutine it feeds (done when it returns), and the ring buffer's
-	// drop counter at the start of the pass.
-	rd       *ringbuf.Reader
+	// The time bins (sched_bins.jsonl): the binner its ring buffer's
+	// reader feeds, and the ring buffer's drop counter at the start of
+	// the pass.
 	bins     *binner
 	ringBase uint64
 }
@@ -119,16 +116,13 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if _, err := btf.LoadKernelSpec(); err != nil {
 		return fmt.Errorf("sched: kernel BTF: %w (%w)", probe.ErrNotSupported, err)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("sched: memlock: %w", bpf.NotSupported(err))
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.loop.Running() {
 		return errors.New("sched: already started")
 	}
-	if err := loadSchedObjects(&p.objs, nil); err != nil {
-		return fmt.Errorf("sched: loading BPF programs: %w", bpf.NotSupported(err))
+	if err := bpf.Load(&p.objs, loadSchedObjects, "BPF programs"); err != nil {
+		return fmt.Errorf("sched: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -146,12 +140,11 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if err != nil {
 		return fmt.Errorf("sched: attaching task iterator: %w", bpf.NotSupported(err))
 	}
-	p.seedLink = it
-	if p.rd, err = ringbuf.NewReader(p.objs.Events); err != nil {
-		return fmt.Errorf("sched: ring buffer: %w", bpf.NotSupported(err))
-	}
+	p.seedLink, p.links = it, append(p.links, it)
 	p.bins = newBinner(bpf.ClockOffset())
-	go p.bins.Read(p.rd)
+	if err := p.bins.Open(p.objs.Events); err != nil {
+		return err
+	}
 	p.target, p.out = t, out
 	if err := p.refreshLocked(); err != nil {
 		return err
@@ -312,39 +305,31 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 	return s, nil
 }
 
-// sub returns a - b, or 0 when b > a (a torn read or a reused tid).
-func sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
-}
-
 // diff builds the record of one thread from its counters at the start (b)
 // and end (a) of a period that ran from from to to (CLOCK_MONOTONIC ns).
 // Off-CPU time is the part of the period the thread was alive (it may
 // start or exit inside it) and not on a CPU.
 func diff(a, b counters, from, to uint64) Record {
-	wall := float64(sub(to, from)) / 1e9
+	wall := float64(watch.Sub(to, from)) / 1e9
 	lo, hi := max(from, a.start), to
 	if a.gone != 0 {
 		hi = min(hi, a.gone)
 	}
-	cpu := sub(a.oncpu, b.oncpu)
+	cpu := watch.Sub(a.oncpu, b.oncpu)
 	var h [nbuckets]uint64
 	for i := range h {
-		h[i] = sub(a.hist[i], b.hist[i])
+		h[i] = watch.Sub(a.hist[i], b.hist[i])
 	}
 	r := Record{
 		CPUSec:      float64(cpu) / 1e9,
 		WallSec:     wall,
-		OffCPUSec:   float64(sub(sub(hi, lo), cpu)) / 1e9,
+		OffCPUSec:   float64(watch.Sub(watch.Sub(hi, lo), cpu)) / 1e9,
 		RunqP50us:   quantile(h[:], 0.5),
 		RunqP99us:   quantile(h[:], 0.99),
-		RunqCount:   sub(a.rqCount, b.rqCount),
-		RunqWaitSec: float64(sub(a.rqWait, b.rqWait)) / 1e9,
-		Voluntary:   sub(a.vol, b.vol),
-		Involuntary: sub(a.invol, b.invol),
+		RunqCount:   watch.Sub(a.rqCount, b.rqCount),
+		RunqWaitSec: float64(watch.Sub(a.rqWait, b.rqWait)) / 1e9,
+		Voluntary:   watch.Sub(a.vol, b.vol),
+		Involuntary: watch.Sub(a.invol, b.invol),
 		Source:      "ebpf",
 	}
 	if n := len(h); n > 0 {
@@ -370,11 +355,7 @@ func (p *Probe) Begin(per probe.Period) {
 	if !p.loop.Running() {
 		return
 	}
-	start := per.StartUnixNs
-	if start == 0 {
-		start = time.Now().UnixNano()
-	}
-	p.bins.Begin(start)
+	p.bins.BeginPeriod(per)
 	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 
@@ -416,15 +397,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	if berr := p.endBinsLocked(ctx, per, cur); berr != nil {
 		err = errors.Join(err, berr)
 	}
-	for _, tid := range tids {
-		a := cur.threads[tid]
-		if !proctree.Alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == "" {
-			if derr := p.objs.Stats.Delete(tid); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
-				err = errors.Join(err, fmt.Errorf("sched: forgetting thread %d: %w", tid, derr))
-			}
-			delete(cur.threads, tid)
-		}
-	}
+	err = errors.Join(err, bpf.ForgetThreads("sched", p.objs.Stats, cur.threads, func(tid uint32, a counters) (any, uint32, bool) {
+		return tid, tid, !proctree.Alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == ""
+	}))
 	p.base = cur
 	return err
 }
@@ -432,36 +407,13 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 // Stop detaches the programs and frees the maps. It waits for the refresh
 // goroutine until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	wasRunning, err := p.loop.Stop(ctx)
-	if err != nil {
-		return fmt.Errorf("sched: stopping: %w", err)
-	}
-	if !wasRunning {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closeLocked()
+	return p.loop.Close(ctx, "sched", p.closeLocked)
 }
 
 func (p *Probe) closeLocked() error {
-	var errs []error
-	for _, l := range p.links {
-		errs = append(errs, l.Close())
-	}
-	p.links = nil
-	if p.rd != nil {
-		errs = append(errs, p.rd.Close())
-		<-p.bins.Done() // the reader returns once the ring buffer is closed
-		p.rd = nil
-	}
-	if p.seedLink != nil {
-		errs = append(errs, p.seedLink.Close())
-		p.seedLink = nil
-	}
-	errs = append(errs, p.objs.Close())
-	p.objs = schedObjects{}
-	return errors.Join(errs...)
+	err := bpf.Close(p.links, p.bins, &p.objs)
+	p.links, p.seedLink, p.objs = nil, nil, schedObjects{}
+	return err
 }
 
 // Overhead is the CPU time the probe's BPF programs have used.
@@ -528,12 +480,8 @@ func (p *Probe) Overhead() (Overhead, error) {
 		o.Runs += st.RunCount
 		o.Missed += st.RecursionMisses
 	}
-	var per []uint64
-	if err := p.objs.Dropped.Lookup(uint32(0), &per); err != nil {
+	if err := bpf.Counters(p.objs.Dropped, &o.Dropped); err != nil {
 		return o, fmt.Errorf("sched: reading drop counter: %w", err)
-	}
-	for _, d := range per {
-		o.Dropped += d
 	}
 	ring, err := p.ringDroppedLocked()
 	if err != nil {

@@ -16,7 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bpf"
 )
 
 // BinMs is the width of one time bin in milliseconds.
@@ -121,13 +125,14 @@ func (t *Thread[M]) Arrays(n int) [][]int {
 }
 
 // Binner splits the streamed intervals into the bins of the open pass. The
-// reader goroutine (Read) feeds it; Begin and Finish open and close
+// reader goroutine (Open) feeds it; Begin and Finish open and close
 // passes. Times are converted from CLOCK_MONOTONIC to unix ns with one
 // offset, taken at Start, so that bins are on the capture's clock.
 type Binner[M any] struct {
 	cfg Config[M]
 	mu  sync.Mutex
-	off int64 // unix ns − CLOCK_MONOTONIC ns
+	off int64           // unix ns − CLOCK_MONOTONIC ns
+	rd  *ringbuf.Reader // set by Open
 
 	open    bool
 	start   int64 // unix ns of the open pass's bin 0
@@ -153,7 +158,7 @@ type Binner[M any] struct {
 	mark    uint64        // CLOCK_MONOTONIC ns of the latest mark read
 	flushes uint64        // ErrFlushed seen by the reader
 	wake    chan struct{} // poked at each mark and flush
-	done    chan struct{} // closed when Read returns
+	done    chan struct{} // closed when the reader returns
 
 	// While End reads the intervals in progress: the events read that
 	// ended at or after captureFrom, to tell an interval in progress from
@@ -188,12 +193,37 @@ func (b *Binner[M]) toMono(unixNs int64) uint64 {
 	return 0
 }
 
-// Read feeds b from rd until rd is closed, then closes Done. Events are
+// Open starts reading the ring buffer events (the probe's BPF map) on a
+// goroutine of its own (read), until Close. The error wraps
+// probe.ErrNotSupported when the kernel does not allow the reader
+// (bpf.NotSupported).
+func (b *Binner[M]) Open(events *ebpf.Map) error {
+	rd, err := ringbuf.NewReader(events)
+	if err != nil {
+		return fmt.Errorf("%s: ring buffer: %w", b.cfg.Name, bpf.NotSupported(err))
+	}
+	b.rd = rd
+	go b.read(rd)
+	return nil
+}
+
+// Close closes the ring buffer's reader, if Open opened one, and waits for
+// its goroutine to return. b may be nil.
+func (b *Binner[M]) Close() error {
+	if b == nil || b.rd == nil {
+		return nil
+	}
+	err := b.rd.Close()
+	<-b.done // the reader returns once the ring buffer is closed
+	return err
+}
+
+// read feeds b from rd until rd is closed, then closes done. Events are
 // handed over in batches, each under one lock: at most batchSize, and
 // whatever was read when the ring buffer has nothing more for now. A flush
 // (rd.Flush) is counted once every event committed before it has been
 // handed over.
-func (b *Binner[M]) Read(rd *ringbuf.Reader) {
+func (b *Binner[M]) read(rd *ringbuf.Reader) {
 	defer close(b.done)
 	var rec ringbuf.Record
 	batch := make([]Interval[M], 0, batchSize)
@@ -223,9 +253,6 @@ func (b *Binner[M]) Read(rd *ringbuf.Reader) {
 		}
 	}
 }
-
-// Done is closed when Read returns.
-func (b *Binner[M]) Done() <-chan struct{} { return b.done }
 
 func (b *Binner[M]) poke() {
 	select {
@@ -333,6 +360,15 @@ func (b *Binner[M]) Begin(startUnix int64) {
 	b.beginLocked(startUnix)
 }
 
+// BeginPeriod opens the pass of per: from per.StartUnixNs, now when zero.
+func (b *Binner[M]) BeginPeriod(per probe.Period) {
+	start := per.StartUnixNs
+	if start == 0 {
+		start = time.Now().UnixNano()
+	}
+	b.Begin(start)
+}
+
 func (b *Binner[M]) beginLocked(startUnix int64) {
 	b.open, b.start, b.capped, b.added = true, startUnix, 0, 0
 	b.threads, b.lastT = make(map[uint32]*Thread[M]), nil
@@ -438,13 +474,13 @@ func (b *Binner[M]) WaitMark(ctx context.Context, at uint64, d time.Duration) (b
 	return b.wait(ctx, d, func() bool { return b.mark >= at })
 }
 
-// Drain waits until the reader has read every event committed to rd
-// before it was called, flushing rd.
-func (b *Binner[M]) Drain(ctx context.Context, rd *ringbuf.Reader) error {
+// Drain waits until the reader has read every event committed to the ring
+// buffer before it was called, flushing it.
+func (b *Binner[M]) Drain(ctx context.Context) error {
 	b.mu.Lock()
 	f0 := b.flushes
 	b.mu.Unlock()
-	if err := rd.Flush(); err != nil {
+	if err := b.rd.Flush(); err != nil {
 		return fmt.Errorf("%s: bins: flushing the ring buffer: %w", b.cfg.Name, err)
 	}
 	ok, err := b.wait(ctx, time.Second, func() bool { return b.flushes != f0 })

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/probe"
 )
 
 const ms = int64(time.Millisecond)
@@ -187,5 +189,18 @@ func TestBinnerMerge(t *testing.T) {
 	out, _, added := b.Finish(1020*ms, nil)
 	if got := out[7].Arrays(2); !reflect.DeepEqual(got, [][]int{{5000, 2000}}) || out[7].Meta != 3 || added != 2 {
 		t.Errorf("thread 7: %v meta %d, added %d; want [[5000 2000]] 3, 2", got, out[7].Meta, added)
+	}
+}
+
+func TestBeginPeriod(t *testing.T) {
+	b := newTest(4, 4)
+	b.BeginPeriod(probe.Period{StartUnixNs: 2000 * ms})
+	if got := b.EnsureOpen(); got != 2000*ms {
+		t.Errorf("pass opened at %d, want Period.StartUnixNs %d", got, 2000*ms)
+	}
+	before := time.Now().UnixNano()
+	b.BeginPeriod(probe.Period{})
+	if got := b.EnsureOpen(); got < before || got > time.Now().UnixNano() {
+		t.Errorf("pass without a start opened at %d, want now (%d)", got, before)
 	}
 }

@@ -1,8 +1,11 @@
 // Package bpf holds what the eBPF probes (probe/sched, probe/cuda,
-// probe/cpu's sampler) share about talking to the kernel: telling "not
-// allowed here" from "failed" (NotSupported), and reading the names the
-// BPF programs copy from task_struct (Comm), and switching on the
-// kernel's BPF run-time statistics (EnableRunTimeStats).
+// probe/cpu's sampler) share about talking to the kernel: loading their
+// objects and closing them with their links (Load, Close), telling "not
+// allowed here" from "failed" (NotSupported), keeping the map of watched
+// processes (Watch), forgetting exited threads' entries (ForgetThreads),
+// summing per-CPU counters (Counters), reading the names the BPF
+// programs copy from task_struct (Comm), and switching on the kernel's
+// BPF run-time statistics (EnableRunTimeStats).
 package bpf
 
 import (
@@ -11,6 +14,8 @@ import (
 	"io"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/probe"
@@ -34,9 +39,104 @@ func NotSupported(err error, also ...error) error {
 	return err
 }
 
+// Load removes the memlock limit and loads a probe's BPF objects with
+// their bpf2go loader; what names them in the error ("loading BPF
+// program: ..."). Errors wrap probe.ErrNotSupported as NotSupported(err,
+// also...) says.
+func Load(objs any, load func(any, *ebpf.CollectionOptions) error, what string, also ...error) error {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("memlock: %w", NotSupported(err, also...))
+	}
+	if err := load(objs, nil); err != nil {
+		return fmt.Errorf("loading %s: %w", what, NotSupported(err, also...))
+	}
+	return nil
+}
+
+// Close closes a probe's links, then each of closers in order (its ring
+// buffer's reader, its objects), and joins their errors.
+func Close(links []link.Link, closers ...io.Closer) error {
+	var errs []error
+	for _, l := range links {
+		errs = append(errs, l.Close())
+	}
+	for _, c := range closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ForgetThreads deletes from threads, and from the BPF map m, the entries
+// that exited says belong to a thread that has exited; exited also gives
+// the entry's key in m and its thread id. An entry already missing from m
+// is no error; the others are "<name>: forgetting thread <tid>: ...".
+func ForgetThreads[K comparable, V any](name string, m *ebpf.Map, threads map[K]V, exited func(K, V) (key any, tid uint32, ok bool)) error {
+	var errs []error
+	for k, v := range threads {
+		if key, tid, ok := exited(k, v); ok {
+			if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("%s: forgetting thread %d: %w", name, tid, err))
+			}
+			delete(threads, k)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Watch brings m, a BPF map of watched processes (pid → 1), and watched,
+// the pids it holds, to want: it deletes the pids not wanted, then calls
+// unwatched (when set), and puts the new ones, then calls added (when
+// set). A pid whose update failed stays as it was; the errors are
+// "<prefix>unwatching <pid>: ..." and "<prefix>watching <pid>: ...".
+func Watch(prefix string, m *ebpf.Map, watched, want map[int]bool, unwatched, added func(pid int)) error {
+	var errs []error
+	for pid := range watched {
+		if want[pid] {
+			continue
+		}
+		if err := m.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("%sunwatching %d: %w", prefix, pid, err))
+			continue
+		}
+		delete(watched, pid)
+		if unwatched != nil {
+			unwatched(pid)
+		}
+	}
+	for pid := range want {
+		if watched[pid] {
+			continue
+		}
+		if err := m.Put(uint32(pid), uint8(1)); err != nil {
+			errs = append(errs, fmt.Errorf("%swatching %d: %w", prefix, pid, err))
+			continue
+		}
+		watched[pid] = true
+		if added != nil {
+			added(pid)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counters adds to each of dsts the sum over CPUs of the entry of the
+// same index (0, 1, ...) of m, a per-CPU array of counters.
+func Counters(m *ebpf.Map, dsts ...*uint64) error {
+	for i, dst := range dsts {
+		var per []uint64
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return err
+		}
+		for _, v := range per {
+			*dst += v
+		}
+	}
+	return nil
+}
+
 // Comm returns the NUL-terminated name in b, a char[16] comm field as
-// bpf2go renders it.
-func Comm(b []int8) string {
+// bpf2go renders it (int8) or as read from a ring buffer record (byte).
+func Comm[T int8 | byte](b []T) string {
 	buf := make([]byte, 0, len(b))
 	for _, c := range b {
 		if c == 0 {

@@ -1,10 +1,12 @@
 // Package watch holds what the probes that follow a target's process tree
-// share: the tree's processes as of now (Pids), and the goroutine that
-// keeps what a probe watches up to date while it runs (Loop).
+// share: the tree's processes as of now (Pids), the goroutine that keeps
+// what a probe watches up to date while it runs and ends with it (Loop,
+// Loop.Close), and reading threads' counters in order (ThreadOrder, Sub).
 package watch
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -59,7 +61,7 @@ func parents() map[int]int {
 // Loop runs. Create it with NewLoop.
 //
 // Start, Running, Keep and TakeErr must be called with the probe's lock
-// held; Stop without it.
+// held; Stop and Close without it.
 type Loop struct {
 	mu      sync.Locker
 	every   time.Duration
@@ -144,6 +146,23 @@ func (l *Loop) Stop(ctx context.Context) (wasRunning bool, err error) {
 	}
 }
 
+// Close is a probe's Stop: it stops the loop (Stop) and, when the loop was
+// running, calls release (nil: nothing to release) with the probe's lock
+// held. A stop that ctx cut short is "<name>: stopping: <ctx's error>"
+// and releases nothing.
+func (l *Loop) Close(ctx context.Context, name string, release func() error) error {
+	wasRunning, err := l.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: stopping: %w", name, err)
+	}
+	if !wasRunning || release == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return release()
+}
+
 // Baseline sets *base to a fresh snapshot when the loop runs, for probes
 // that count from Begin to End. A failed snapshot leaves *base as it was
 // and is kept for End to report (see Keep). Call it with the probe's lock
@@ -158,6 +177,16 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 		return
 	}
 	*base = s
+}
+
+// Sub returns a - b, or 0 when b > a: what a counter of a thread grew by
+// between two reads, where a torn read or a reused tid may make it seem to
+// go back.
+func Sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }
 
 // ThreadOrder returns the keys of threads (by thread id) sorted by their

@@ -95,14 +95,14 @@ func TestLoop(t *testing.T) {
 	}
 }
 
-func TestLoopStopHonoursContext(t *testing.T) {
-	var mu sync.Mutex
+// hungLoop returns a started loop whose refresh is under way and waits,
+// without holding the lock, until release is closed: Stop can cancel it
+// but not see the goroutine end.
+func hungLoop(mu *sync.Mutex) (l *Loop, release chan struct{}) {
 	entered := make(chan struct{})
-	release := make(chan struct{})
+	release = make(chan struct{})
 	var once sync.Once
-	l := NewLoop(&mu, time.Millisecond, func() error {
-		// A refresh that waits for something without holding the lock,
-		// so that Stop can cancel but not see the goroutine end.
+	l = NewLoop(mu, time.Millisecond, func() error {
 		mu.Unlock()
 		once.Do(func() { close(entered) })
 		<-release
@@ -113,6 +113,12 @@ func TestLoopStopHonoursContext(t *testing.T) {
 	l.Start()
 	mu.Unlock()
 	<-entered
+	return l, release
+}
+
+func TestLoopStopHonoursContext(t *testing.T) {
+	var mu sync.Mutex
+	l, release := hungLoop(&mu)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	ok, err := l.Stop(ctx)
@@ -155,5 +161,49 @@ func TestThreadOrder(t *testing.T) {
 	want := []uint32{7, 3, 9, 1}
 	if !slices.Equal(got, want) {
 		t.Errorf("ThreadOrder = %v, want %v (by pid, then tid)", got, want)
+	}
+}
+
+func TestLoopClose(t *testing.T) {
+	var mu sync.Mutex
+	l := NewLoop(&mu, time.Hour, func() error { return nil })
+	released := 0
+	release := func() error {
+		if mu.TryLock() {
+			mu.Unlock()
+			t.Error("release called without the lock held")
+		}
+		released++
+		return errors.New("closing failed")
+	}
+	if err := l.Close(context.Background(), "x", release); err != nil || released != 0 {
+		t.Fatalf("Close before Start = %v, released %d times; want nil, 0", err, released)
+	}
+	mu.Lock()
+	l.Start()
+	mu.Unlock()
+	if err := l.Close(context.Background(), "x", release); err == nil || err.Error() != "closing failed" || released != 1 {
+		t.Fatalf("Close = %v, released %d times; want release's error, once", err, released)
+	}
+	if err := l.Close(context.Background(), "x", nil); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+
+	// A stop that ctx cuts short says so and releases nothing.
+	l, hold := hungLoop(&mu)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := l.Close(ctx, "x", release)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "x: stopping: "+context.DeadlineExceeded.Error() || released != 1 {
+		t.Errorf("Close with a hung refresh = %v, released %d times; want x: stopping: %v, still once", err, released, context.DeadlineExceeded)
+	}
+	close(hold)
+}
+
+func TestSub(t *testing.T) {
+	for _, tt := range []struct{ a, b, want uint64 }{{5, 3, 2}, {3, 3, 0}, {3, 5, 0}} {
+		if got := Sub(tt.a, tt.b); got != tt.want {
+			t.Errorf("Sub(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
