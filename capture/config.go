@@ -245,24 +245,26 @@ func (c *Config) SetDefaults(now time.Time) {
 	c.setTaskDefaults()
 }
 
-// Level is one point of the sweep.
-type Level struct {
+// SweepPoint is one point of the sweep: a closed-loop level (Concurrency),
+// an open-loop one (Rate), or the replay of a trace (neither). Its Name is
+// the level's name in the bundle (c8, rate2, replay).
+type SweepPoint struct {
 	Name        string
 	Concurrency int     // closed loop when > 0
 	Rate        float64 // open loop when > 0
 }
 
 // Levels lists the sweep points in order: closed-loop levels, then open-loop ones.
-func (c *Config) Levels() []Level {
-	var out []Level
+func (c *Config) Levels() []SweepPoint {
+	var out []SweepPoint
 	for _, n := range c.Concurrency {
-		out = append(out, Level{Name: model.ConcurrencyLevel(n), Concurrency: n})
+		out = append(out, SweepPoint{Name: model.ConcurrencyLevel(n), Concurrency: n})
 	}
 	for _, r := range c.Rates {
-		out = append(out, Level{Name: model.RateLevel(r), Rate: r})
+		out = append(out, SweepPoint{Name: model.RateLevel(r), Rate: r})
 	}
 	if c.ReplayFile() != "" {
-		out = append(out, Level{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
+		out = append(out, SweepPoint{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
 	}
 	return out
 }

@@ -32,7 +32,7 @@ type Comparison struct {
 // ratio B/A and the two-sided Mann-Whitney U test over the runs' values
 // (stats.MannWhitney: exact without ties, normal approximation with
 // them).
-func Compare(sum []MetricSummary, levels []capture.Level, alpha float64) []Comparison {
+func Compare(sum []MetricSummary, levels []capture.SweepPoint, alpha float64) []Comparison {
 	type key struct{ level, metric string }
 	side := map[string]map[key]MetricSummary{"A": {}, "B": {}}
 	for _, s := range sum {
