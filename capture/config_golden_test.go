@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -70,5 +71,25 @@ func TestConfigRecordGolden(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%s: the record differs:\n%s", file, got)
 		}
+	}
+}
+
+// What the manifest records of a configuration that sets every field,
+// ConfigFromRecord reads back; the fields it does not record keep their
+// defaults.
+func TestConfigFromRecordEveryField(t *testing.T) {
+	c := goldenConfig(t)
+	rec, err := c.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := capture.ConfigFromRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, def := c, capture.DefaultConfig()
+	want.Overwrite, want.Format, want.Quiet, want.AgentToken = def.Overwrite, def.Format, def.Quiet, def.AgentToken
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
 	}
 }
