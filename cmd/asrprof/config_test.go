@@ -3,8 +3,8 @@ package main
 import (
 	"flag"
 	"io"
-	"slices"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
