@@ -16,7 +16,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -74,38 +73,6 @@ type AgentCapture struct {
 // AgentEnd is the answer to /end: what each probe recorded in the period.
 type AgentEnd struct {
 	Counts map[string]uint64 `json:"counts"`
-}
-
-// agentArgs are the capture flags an agent gets: those that say which
-// probes run, on what, and how. The driver's own flags stay here.
-func agentArgs(cfg *Config) []string {
-	a := []string{"--probes-only", "--probes", strings.Join(cfg.Probes, ",")}
-	if cfg.Target != "" {
-		a = append(a, "--target", cfg.Target)
-	}
-	if cfg.PID > 0 {
-		a = append(a, "--pid", strconv.Itoa(cfg.PID))
-	}
-	if len(cfg.GPUs) > 0 {
-		var g []string
-		for _, i := range cfg.GPUs {
-			g = append(g, strconv.Itoa(i))
-		}
-		a = append(a, "--gpus", strings.Join(g, ","))
-	}
-	a = append(a, "--proc-hz", strconv.FormatFloat(cfg.ProcHz, 'g', -1, 64), "--cpu-hz", strconv.Itoa(cfg.CPUHz),
-		"--gpm-window", cfg.GPMWindow.String(), "--server-metrics", cfg.ServerMetrics,
-		"--server-metrics-interval", cfg.ServerMetricsInterval.String())
-	if cfg.CPUEngine != "" {
-		a = append(a, "--cpu-engine", cfg.CPUEngine)
-	}
-	if cfg.GPUPCIe {
-		a = append(a, "--gpu-pcie")
-	}
-	if cfg.BPFStats {
-		a = append(a, "--bpf-stats")
-	}
-	return a
 }
 
 // agentProbes makes one probe per --agent. The first agent's files go to

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"time"
 
@@ -30,8 +31,9 @@ import (
 
 // Config is everything `asrprof capture` was asked to do. It is recorded
 // in the manifest (manifest.json "config") by marshalling it: every field
-// under its json name, durations in seconds (MarshalJSON). Fields tagged
-// "-" say how to present or where to write, not what was measured.
+// under its json name, durations in seconds (MarshalJSON; their names end
+// in _s). Fields tagged "-" say how to present or where to write, not
+// what was measured. Its flags are Options.
 // DefaultConfig and SetDefaults give the defaults of a user who sets
 // nothing.
 type Config struct {
@@ -47,11 +49,11 @@ type Config struct {
 	Repeats     int           `json:"repeats"`
 	Warmup      bool          `json:"warmup"`
 	MaxSamples  int           `json:"max_samples"`
-	Timeout     time.Duration `json:"-"` // timeout_s
-	Grace       time.Duration `json:"-"` // grace_s
+	Timeout     time.Duration `json:"timeout_s"`
+	Grace       time.Duration `json:"grace_s"`
 	// ReadyTimeout bounds the wait for a /health that answers but is not
 	// yet 200 (a server loading its model).
-	ReadyTimeout time.Duration `json:"-"` // ready_timeout_s
+	ReadyTimeout time.Duration `json:"ready_timeout_s"`
 	Out          string        `json:"out"`
 	Overwrite    bool          `json:"-"`
 	Format       string        `json:"-"`
@@ -70,21 +72,21 @@ type Config struct {
 	BPFStats bool `json:"bpf_stats"`
 	// GPU probe: which GPUs (nil: all), the GPM window, PCIe throughput.
 	GPUs      []int         `json:"gpus"`
-	GPMWindow time.Duration `json:"-"` // gpm_window_s
+	GPMWindow time.Duration `json:"gpm_window_s"`
 	GPUPCIe   bool          `json:"gpu_pcie"`
 	// ServerMetrics is the server's Prometheus /metrics URL that the
 	// metrics probe scrapes: "auto" (or ""): the target's base URL +
 	// /metrics, when it answers with the exposition format; "off": none.
 	ServerMetrics string `json:"server_metrics"`
 	// ServerMetricsInterval is the time between two scrapes (0: 500 ms).
-	ServerMetricsInterval time.Duration `json:"-"` // server_metrics_interval_s
+	ServerMetricsInterval time.Duration `json:"server_metrics_interval_s"`
 	// OTLP receiver addresses ("off" disables one) and whether a
 	// non-loopback address is allowed.
 	OTLPHTTP        string `json:"otlp_http"`
 	OTLPGRPC        string `json:"otlp_grpc"`
 	OTLPAllowRemote bool   `json:"otlp_allow_remote"`
 	// SpanGrace bounds the wait for spans that arrive after the last request.
-	SpanGrace time.Duration `json:"-"` // span_grace_s
+	SpanGrace time.Duration `json:"span_grace_s"`
 	// EventsDir holds SGLang-Omni request-profile event files to import;
 	// ProfileURL is a server whose request profiler the capture starts and
 	// stops itself.
@@ -120,15 +122,15 @@ type Config struct {
 	// ends a phase (0: proxy.DefaultGap).
 	Proxy       string        `json:"proxy"`
 	ProxyLevels []string      `json:"proxy_levels"`
-	LevelGap    time.Duration `json:"-"` // level_gap_s
+	LevelGap    time.Duration `json:"level_gap_s"`
 	Command     []string      `json:"command"`
 	// Probes-only captures and remote probes (asrprof serve, docs/SCALE.md).
 	// ProbesOnly runs the probes without a driver, in periods of Period
 	// (0: DefaultPeriod) until Duration ends (0: until stopped).
 	// Duration also ends a proxy capture (see the proxy block).
 	ProbesOnly bool          `json:"probes_only"`
-	Duration   time.Duration `json:"-"` // duration_s
-	Period     time.Duration `json:"-"` // period_s
+	Duration   time.Duration `json:"duration_s"`
+	Period     time.Duration `json:"period_s"`
 	// Agents are `asrprof serve` daemons on the servers' hosts that run
 	// the probes of a driven capture (--agent); the probes then run there
 	// and not here, and their data comes back into the bundle at the end.
@@ -144,8 +146,7 @@ type Config struct {
 	// capture/replay.go, docs/REPLAY.md): PassRequests > 0 requests a
 	// pass, or sending for PassDuration > 0, cycling the dataset (neither:
 	// the dataset once); Arrivals "replay:FILE" replays a trace's arrival
-	// times, divided by ReplaySpeed (0: 1). PassDuration is recorded in
-	// seconds: MarshalJSON's pass_duration_s shadows this field.
+	// times, divided by ReplaySpeed (0: 1).
 	PassRequests int           `json:"pass_requests"`
 	PassDuration time.Duration `json:"pass_duration_s"`
 	ReplaySpeed  float64       `json:"replay_speed"`
@@ -156,23 +157,20 @@ type Config struct {
 const DefaultPeriod = 5 * time.Second
 
 // MarshalJSON writes c as the manifest records it: the json fields of
-// Config, and its durations in seconds under <name>_s.
+// Config, durations in seconds.
 func (c Config) MarshalJSON() ([]byte, error) {
-	type fields Config // Config's fields without this method
-	return json.Marshal(struct {
-		fields
-		Timeout      float64 `json:"timeout_s"`
-		Grace        float64 `json:"grace_s"`
-		ReadyTimeout float64 `json:"ready_timeout_s"`
-		GPMWindow    float64 `json:"gpm_window_s"`
-		SpanGrace    float64 `json:"span_grace_s"`
-		MetricsEvery float64 `json:"server_metrics_interval_s"`
-		LevelGap     float64 `json:"level_gap_s"`
-		Duration     float64 `json:"duration_s"`
-		Period       float64 `json:"period_s"`
-		PassDuration float64 `json:"pass_duration_s"`
-	}{fields(c), c.Timeout.Seconds(), c.Grace.Seconds(), c.ReadyTimeout.Seconds(), c.GPMWindow.Seconds(), c.SpanGrace.Seconds(),
-		c.ServerMetricsInterval.Seconds(), c.LevelGap.Seconds(), c.Duration.Seconds(), c.Period.Seconds(), c.PassDuration.Seconds()})
+	m := map[string]any{}
+	v := reflect.ValueOf(c)
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if name := jsonName(f); name != "-" {
+			x := v.FieldByIndex(f.Index).Interface()
+			if d, ok := x.(time.Duration); ok {
+				x = d.Seconds()
+			}
+			m[name] = x
+		}
+	}
+	return json.Marshal(m)
 }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
@@ -245,24 +243,26 @@ func (c *Config) SetDefaults(now time.Time) {
 	c.setTaskDefaults()
 }
 
-// Level is one point of the sweep.
-type Level struct {
+// SweepPoint is one point of the sweep: a closed-loop level (Concurrency),
+// an open-loop one (Rate), or the replay of a trace (neither). Its Name is
+// the level's name in the bundle (c8, rate2, replay).
+type SweepPoint struct {
 	Name        string
 	Concurrency int     // closed loop when > 0
 	Rate        float64 // open loop when > 0
 }
 
 // Levels lists the sweep points in order: closed-loop levels, then open-loop ones.
-func (c *Config) Levels() []Level {
-	var out []Level
+func (c *Config) Levels() []SweepPoint {
+	var out []SweepPoint
 	for _, n := range c.Concurrency {
-		out = append(out, Level{Name: model.ConcurrencyLevel(n), Concurrency: n})
+		out = append(out, SweepPoint{Name: model.ConcurrencyLevel(n), Concurrency: n})
 	}
 	for _, r := range c.Rates {
-		out = append(out, Level{Name: model.RateLevel(r), Rate: r})
+		out = append(out, SweepPoint{Name: model.RateLevel(r), Rate: r})
 	}
 	if c.ReplayFile() != "" {
-		out = append(out, Level{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
+		out = append(out, SweepPoint{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
 	}
 	return out
 }

@@ -65,7 +65,7 @@ type diarizeRun struct {
 }
 
 type diarizePass struct {
-	lv     Level
+	lv     SweepPoint
 	repeat int
 	pass   *driver.Pass
 }
@@ -85,7 +85,7 @@ func newDiarizeRun(cfg *Config, samples []dataset.Sample) *diarizeRun {
 }
 
 // add keeps a scored pass that ran whole.
-func (d *diarizeRun) add(lv Level, repeat int, p *driver.Pass) {
+func (d *diarizeRun) add(lv SweepPoint, repeat int, p *driver.Pass) {
 	if d != nil {
 		d.passes = append(d.passes, diarizePass{lv, repeat, p})
 	}
@@ -94,7 +94,7 @@ func (d *diarizeRun) add(lv Level, repeat int, p *driver.Pass) {
 // diarizeNames are the two files of a pass: SGLang-Omni's names when the
 // capture has one scored pass, and <name>.<level>.r<repeat>.json when it
 // has several.
-func diarizeNames(single bool, lv Level, repeat int) (results, speed string) {
+func diarizeNames(single bool, lv SweepPoint, repeat int) (results, speed string) {
 	if single {
 		return diarize.ResultsFile, diarize.SpeedFile
 	}

@@ -46,7 +46,7 @@ func (c *Config) oneRequestPerSample(what string) error {
 // passLevel is the driver's level for a pass at lv: lv's loop, the pass's
 // length, and for the replay level its schedule (and lv with the replay's
 // mean rate, which the manifest and the metrics record).
-func (s *Session) passLevel(lv Level) (Level, driver.Level) {
+func (s *Session) passLevel(lv SweepPoint) (SweepPoint, driver.Level) {
 	cfg := &s.cfg
 	if s.replay != nil && lv.Name == ReplayLevel {
 		lv.Rate = s.replay.rate

@@ -33,7 +33,7 @@ func newProgress(w io.Writer, quiet bool) *progress {
 	return p
 }
 
-func (p *progress) begin(lv Level, repeat, repeats int, warmup bool, total int) {
+func (p *progress) begin(lv SweepPoint, repeat, repeats int, warmup bool, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	what := fmt.Sprintf("repeat %d/%d", repeat, repeats)

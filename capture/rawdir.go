@@ -97,7 +97,7 @@ func RawRecords(items []driver.Item, recs []model.Request) []RawRecord {
 // RawFileName is the file of one scored pass in --save-raw-dir: their
 // conc{N}_rep{R}.jsonl for a closed-loop level, rate{R}_rep{R}.jsonl for an
 // open-loop one.
-func RawFileName(lv Level, repeat int) string {
+func RawFileName(lv SweepPoint, repeat int) string {
 	if lv.Rate > 0 {
 		return fmt.Sprintf("rate%s_rep%d.jsonl", strconv.FormatFloat(lv.Rate, 'g', -1, 64), repeat)
 	}
@@ -118,7 +118,7 @@ func prepareRawDir(dir string) error {
 }
 
 // writeRaw writes one pass's raw records into dir.
-func writeRaw(dir string, lv Level, repeat int, items []driver.Item, recs []model.Request) error {
+func writeRaw(dir string, lv SweepPoint, repeat int, items []driver.Item, recs []model.Request) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--save-raw-dir: %w", err)
 	}

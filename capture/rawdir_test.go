@@ -27,9 +27,9 @@ func TestRawRecords(t *testing.T) {
 		t.Errorf("raw records\n%+v\nwant\n%+v", got, want)
 	}
 	for _, tc := range []struct {
-		lv   Level
+		lv   SweepPoint
 		want string
-	}{{Level{Concurrency: 32}, "conc32_rep2.jsonl"}, {Level{Rate: 2.5}, "rate2.5_rep2.jsonl"}} {
+	}{{SweepPoint{Concurrency: 32}, "conc32_rep2.jsonl"}, {SweepPoint{Rate: 2.5}, "rate2.5_rep2.jsonl"}} {
 		if got := RawFileName(tc.lv, 2); got != tc.want {
 			t.Errorf("RawFileName(%+v) = %q, want %q", tc.lv, got, tc.want)
 		}

@@ -142,7 +142,7 @@ type FidelityRecord struct {
 // recordFidelity keeps an open-loop pass's schedule fidelity in the
 // manifest (extra.schedule_fidelity, extra.replay), says it, and notes
 // a pass that lost it.
-func (s *Session) recordFidelity(lv Level, repeat int, warmup bool, res *driver.Pass, say func(string)) {
+func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *driver.Pass, say func(string)) {
 	f := res.Fidelity
 	if f == nil {
 		return

@@ -167,9 +167,9 @@ func (s *searcher) round(x float64) float64 {
 }
 
 // level is the next level to run, false when the search is over.
-func (s *searcher) level() (Level, bool) {
+func (s *searcher) level() (SweepPoint, bool) {
 	if s.next <= 0 {
-		return Level{}, false
+		return SweepPoint{}, false
 	}
 	c := Config{}
 	if s.open {
@@ -318,7 +318,7 @@ func (r *SearchResult) Print(w io.Writer) {
 // levelSource hands runPasses its levels: the configured list, or the
 // search's next probe once the last one is done.
 type levelSource struct {
-	list   []Level
+	list   []SweepPoint
 	i      int
 	search *searcher
 }
@@ -330,12 +330,12 @@ func newLevelSource(cfg *Config) *levelSource {
 	return &levelSource{list: cfg.Levels()}
 }
 
-func (l *levelSource) next() (Level, bool) {
+func (l *levelSource) next() (SweepPoint, bool) {
 	if l.search != nil {
 		return l.search.level()
 	}
 	if l.i >= len(l.list) {
-		return Level{}, false
+		return SweepPoint{}, false
 	}
 	l.i++
 	return l.list[l.i-1], true

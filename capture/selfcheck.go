@@ -23,7 +23,7 @@ type SelfCheckRecord struct {
 
 // recordSelfCheck keeps a pass's self-check in the manifest and says it
 // when the driver lagged.
-func (s *Session) recordSelfCheck(lv Level, repeat int, warmup bool, res *driver.Pass, say func(string)) {
+func (s *Session) recordSelfCheck(lv SweepPoint, repeat int, warmup bool, res *driver.Pass, say func(string)) {
 	c := res.SelfCheck
 	if c == nil {
 		return

@@ -474,7 +474,7 @@ func TestRunAbortsWhenGPUStaysBusy(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	levels := []capture.Level{{Name: "c1", Concurrency: 1}, {Name: "c8", Concurrency: 8}}
+	levels := []capture.SweepPoint{{Name: "c1", Concurrency: 1}, {Name: "c8", Concurrency: 8}}
 	full := model.Coverage{Total: 3, Evaluated: 3}
 	lr := func(name string, covs ...model.Coverage) model.LevelResult {
 		r := model.LevelResult{Level: name}
@@ -527,7 +527,7 @@ func TestSummaryStats(t *testing.T) {
 	}
 	recs := []RunRecord{mk("A-1", "A", 1), mk("B-1", "B", 2), mk("A-2", "A", 1.2), mk("B-2", "B", 2.2), mk("A-3", "A", 1.1), mk("B-3", "B", 2.1),
 		mk("A-4", "A", 1.05), mk("B-4", "B", 2.05)}
-	levels := []capture.Level{{Name: "c1"}}
+	levels := []capture.SweepPoint{{Name: "c1"}}
 	sum := append(Summarize(recs, "A", levels), Summarize(recs, "B", levels)...)
 	var lat MetricSummary
 	for _, s := range sum {

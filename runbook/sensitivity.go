@@ -384,7 +384,7 @@ func levelReqPerS(res model.Results, level string) float64 {
 
 // summaryByAllotment is the runbook's summary over the runs of each
 // allotment apart, each side named after the runs' prefix (cpu100, cpu50).
-func summaryByAllotment(recs []RunRecord, runs map[string]*SensitivityRun, levels []capture.Level) []MetricSummary {
+func summaryByAllotment(recs []RunRecord, runs map[string]*SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
 	var order []string
 	by := map[string][]RunRecord{}
 	for _, r := range recs {

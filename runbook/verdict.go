@@ -87,7 +87,7 @@ func Metrics() []Metric {
 
 // Judge returns the verdict over the scored runs of recs, given the levels
 // and repeats every run was asked for.
-func Judge(recs []RunRecord, planned []RunSpec, levels []capture.Level, repeats int) Verdict {
+func Judge(recs []RunRecord, planned []RunSpec, levels []capture.SweepPoint, repeats int) Verdict {
 	v := Verdict{}
 	done := map[string]bool{}
 	for _, r := range recs {
@@ -108,7 +108,7 @@ func Judge(recs []RunRecord, planned []RunSpec, levels []capture.Level, repeats 
 }
 
 // runGaps lists what one scored run is missing.
-func runGaps(r RunRecord, levels []capture.Level, repeats int) []Gap {
+func runGaps(r RunRecord, levels []capture.SweepPoint, repeats int) []Gap {
 	if !r.ran {
 		what := "no capture"
 		if r.Error != "" {
@@ -163,7 +163,7 @@ func firstLine(s string) string {
 
 // Summarize returns, per level and metric, the statistics over the scored
 // runs of recs whose side is side ("" outside A/B).
-func Summarize(recs []RunRecord, side string, levels []capture.Level) []MetricSummary {
+func Summarize(recs []RunRecord, side string, levels []capture.SweepPoint) []MetricSummary {
 	var out []MetricSummary
 	for _, lv := range levels {
 		for _, m := range Metrics() {

@@ -17,6 +17,10 @@ import (
 // show once used for "text", is accepted too (CheckFormat, Render).
 var Formats = []string{"text", "markdown", "csv", "json"}
 
+// FormatUsage is the help of every command's --format: Formats, with
+// what each is.
+const FormatUsage = "how the tables print: `text` (aligned columns; on a terminal, wrapped to its width),\nmarkdown, csv or json"
+
 // CheckFormat says whether format is one of Formats (or "table").
 func CheckFormat(format string) error {
 	if format == "table" || slices.Contains(Formats, format) {

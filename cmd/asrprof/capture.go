@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
@@ -68,6 +67,28 @@ Examples:
       --rate 2,4 --arrivals poisson --out runs/open
 
 Flags:
+`
+
+// proxyUsage is the part of `capture --help` that teaches proxy mode.
+const proxyUsage = `
+With --proxy HOST:PORT asrprof drives nothing itself: it runs a reverse proxy
+in front of --target and records every transcription request that your own
+benchmark client sends through it (timing on the proxy's clock, traceparent
+and X-Request-Id added when the client sent none, the answer's text, the
+upload's audio duration; with --dataset, the upload is matched to its
+reference by its audio bytes and scored). Give the command after "--": asrprof
+starts it (with ASRPROF_PROXY_URL set) and the capture lasts as long as it
+runs; its exit status is reported. Without a command the capture lasts until
+Ctrl-C or --duration. The levels of the client's sweep are inferred from the
+concurrency and pauses the proxy sees, or named with --levels (docs/PROXY.md).
+With --protocol funasr-ws or openai-realtime (--realtime-dialect) the client's
+WebSocket sessions are recorded too, frame by frame; --pace then says how the
+client paces its audio.
+
+  # SGLang-Omni's own client, through the proxy on port 8001:
+  asrprof capture --proxy 127.0.0.1:8001 --target http://127.0.0.1:8000 \
+      --dataset seedtts/manifest.jsonl --out runs/omni -- \
+      python -m benchmarks.eval.benchmark_asr_seedtts --port 8001 --concurrencies 1,8,32
 `
 
 func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -171,151 +192,7 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	cfg := capture.DefaultConfig()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	conc := intList{}
-	rates := floatList{}
-	arrivals := string(cfg.Arrivals)
-	probes := strings.Join(cfg.Probes, ",")
-	pid := "auto"
-	var gpus intList // nil: every GPU
-	var lengths *string
-	// The help shows the flags in these groups, each in the order defined
-	// here, the essential ones first. ab's and sensitivity's own flags
-	// lead their help (addRunbookFlags fills those groups).
-	g := newFlagGroups(fs)
-	g.add(abGroup)
-	g.add(sensitivityGroup)
-	g.add("Target and data",
-		func() {
-			fs.StringVar(&cfg.Target, "target", cfg.Target, "server base `URL`, e.g. http://127.0.0.1:8000")
-		},
-		func() {
-			fs.StringVar(&cfg.Dataset, "dataset", cfg.Dataset, "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\na folder of .wav/.flac files with sibling .txt transcripts, a SeedTTS meta.lst, a Parquet file\nor folder, a Hugging Face datasets folder (*.arrow + dataset_info.json) or hub snapshot\n(data/*.parquet) (`PATH`; docs/DATASETS.md)")
-		},
-		func() {
-			fs.StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)")
-		},
-		func() {
-			fs.StringVar(&cfg.Model, "model", cfg.Model, "model `NAME` sent in the request's model field (omitted when empty)")
-		},
-		func() {
-			fs.StringVar(&cfg.Lang, "lang", cfg.Lang, "default language of the samples: `en` (WER) or zh (CER); sent as the language field")
-		},
-		func() {
-			fs.IntVar(&cfg.MaxSamples, "max-samples", cfg.MaxSamples, "use only the first `N` samples of the dataset (0: all)")
-		},
-		func() {
-			fs.BoolVar(&cfg.SkipBad, "skip-bad", cfg.SkipBad, "skip dataset entries that fail preflight (counted as bad_input in coverage)")
-		},
-		func() {
-			// The task (capture/diarize.go): what a request asks for, how it is scored.
-			fs.StringVar(&cfg.Task, "task", cfg.Task, "`asr`: a transcript scored by WER/CER (results.json); transcribe-diarize: MOSS-Transcribe-Diarize's\n[start][Sxx]text[end] markup, sent as SGLang-Omni's client sends it (model, file,\nmax_new_tokens=65536, no language; verbose_json, or SSE with --protocol openai-stream) and scored by CER,\ncpCER and speaker-timestamp DER into transcribe_diarize_results.json and\ntranscribe_diarize_speed_results.json; the dataset's text is the reference markup")
-		},
-		func() { addDatasetFlags(fs, &cfg) }, // --split, --columns (dataset_flags.go)
-	)
-	g.add("Load",
-		func() {
-			fs.Var(&conc, "concurrency", "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,4,8\n(default "+
-				levelList(capture.DefaultLevels)+" when neither --rate nor --arrivals replay:FILE is given; --find-max starts at 1)")
-		},
-		func() {
-			fs.Var(&rates, "rate", "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5")
-		},
-		func() {
-			fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "scored passes over the dataset per level (`N`)")
-		},
-		func() {
-			fs.BoolVar(&cfg.Warmup, "warmup", cfg.Warmup, "run one full unscored pass per level before the scored repeats")
-		},
-		func() {
-			fs.StringVar(&arrivals, "arrivals", arrivals, "open-loop schedule: `poisson` or constant")
-		},
-		func() {
-			fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "`N` seeding the Poisson schedule (same seed, same send times)")
-		},
-		func() { addPassFlags(fs, &cfg) }, // --pass-requests, --pass-duration, --replay-speed (passlen_flags.go)
-		func() {
-			fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per-request timeout (`DURATION`, e.g. 30s)")
-		},
-	)
-	g.add("Output",
-		func() {
-			fs.StringVar(&cfg.Out, "out", cfg.Out, "bundle `DIR` to write (default runs/<date>-<time>); an existing bundle there is an error\nunless --overwrite")
-		},
-		func() {
-			fs.BoolVar(&cfg.Overwrite, "overwrite", cfg.Overwrite, "replace an existing bundle in --out")
-		},
-		func() { fs.StringVar(&cfg.Format, "format", cfg.Format, formatUsage) },
-		func() { fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress output") },
-		func() { lengths = lengthBucketsFlag(fs) }, // the end-of-capture tables' and report's (finisher)
-		func() { addRawDirFlag(fs, &cfg) },         // --save-raw-dir (dataset_flags.go)
-	)
-	g.add("Probes (docs/PROBES.md)",
-		func() {
-			fs.StringVar(&probes, "probes", probes, "probes to run, comma-separated `LIST`; auto: every probe this machine supports (a probe\nthat cannot run says why in one line; one that runs but records nothing is an error); none: no probes"+capture.ProbeHelp())
-		},
-		func() {
-			fs.StringVar(&pid, "pid", "auto", "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port")
-		},
-		func() {
-			fs.Var(&gpus, "gpus", "NVML indices of the GPUs the gpu probe samples, comma-separated `LIST` (default: all)")
-		},
-		func() {
-			fs.StringVar(&cfg.CPUEngine, "cpu-engine", cfg.CPUEngine, "cpu probe engine (`ENGINE`):\n  otel: OpenTelemetry eBPF profiler, Python frames named with file and line;\n        needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE\n  fp:   frame-pointer sampler, native frames; Python functions too for a CPython >= 3.12\n        server started with PYTHONPERFSUPPORT=1\n  auto: otel where it can start, else fp; the capture says which ran")
-		},
-		func() { fs.IntVar(&cfg.CPUHz, "cpu-hz", cfg.CPUHz, "stack sampling rate of the cpu probe (`HZ`)") },
-		func() {
-			fs.StringVar(&cfg.ServerMetrics, "server-metrics", cfg.ServerMetrics, "the server's Prometheus /metrics `URL` that the metrics probe scrapes into server_metrics.jsonl;\nauto: --target's base URL + /metrics, when it answers with the exposition format; off: none")
-		},
-		func() {
-			fs.DurationVar(&cfg.ServerMetricsInterval, "server-metrics-interval", cfg.ServerMetricsInterval, "time between two scrapes of --server-metrics (`DURATION`; each has a 2 s timeout)")
-		},
-		func() {
-			fs.DurationVar(&cfg.GPMWindow, "gpm-window", cfg.GPMWindow, "window of one GPM sample (SM/tensor activity, DRAM bandwidth) on Hopper and later (`DURATION`)")
-		},
-		func() {
-			fs.BoolVar(&cfg.GPUPCIe, "gpu-pcie", cfg.GPUPCIe, "also sample PCIe throughput (each NVML read blocks ~20 ms; polled on its own goroutine)")
-		},
-		func() {
-			fs.Float64Var(&cfg.ProcHz, "proc-hz", cfg.ProcHz, "sampling rate of the /proc fallback probe (`HZ`)")
-		},
-		func() {
-			fs.BoolVar(&cfg.BPFStats, "bpf-stats", cfg.BPFStats, "measure the probes' in-kernel cost: turn on the kernel's BPF run-time statistics for\nthe capture (each BPF run is timed, tens of ns more) and record each probe's BPF time\nin the manifest (extra.probe_bpf)")
-		},
-	)
-	g.add("Traces and server events",
-		func() {
-			fs.StringVar(&cfg.OTLPHTTP, "otlp-http", cfg.OTLPHTTP, "OTLP/HTTP trace receiver `ADDR` for the server's spans (off: disabled); the capture prints\nthe OTEL_EXPORTER_OTLP_TRACES_ENDPOINT to give the server")
-		},
-		func() {
-			fs.StringVar(&cfg.OTLPGRPC, "otlp-grpc", cfg.OTLPGRPC, "OTLP/gRPC trace receiver `ADDR` (off: disabled)")
-		},
-		func() {
-			fs.StringVar(&cfg.ProfileURL, "profile-url", cfg.ProfileURL, "server base `URL` whose /start_request_profile and /stop_request_profile the capture\ncalls itself; the server writes its events into the bundle's server-events/ folder")
-		},
-		func() {
-			fs.StringVar(&cfg.EventsDir, "events-dir", cfg.EventsDir, "import SGLang-Omni request-profile event files (events_<stage>_<pid>.jsonl) from `DIR`")
-		},
-		func() {
-			fs.DurationVar(&cfg.SpanGrace, "span-grace", cfg.SpanGrace, "how long to wait for server spans after the last request (`DURATION`)")
-		},
-		func() {
-			fs.BoolVar(&cfg.OTLPAllowRemote, "otlp-allow-remote", cfg.OTLPAllowRemote, "allow the OTLP receivers to bind a non-loopback address (they have no authentication)")
-		},
-	)
-	addRealtimeFlags(g, &cfg)
-	capacity := addCapacityFlags(g, &cfg)
-	addProxyFlags(g, &cfg)
-	addRemoteFlags(g, &cfg)
-	rb := addRunbookFlags(g)
-	g.add("Advanced",
-		func() {
-			fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "on Ctrl-C, how long requests in flight may finish (`DURATION`)")
-		},
-		func() {
-			fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "how long to wait for a target whose /health answers but is not ready yet (`DURATION`)")
-		},
-	)
-	fs.Usage = helpFunc(fs, rb.help, g) // capture's: its flags, then proxy mode and runbooks
+	opts, rb, lengths := captureFlags(fs, &cfg)
 	err := parse(fs, args, stdout)
 	if err != nil {
 		return cfg, nil, err
@@ -328,33 +205,16 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	if cfg.AgentToken == "" {
 		cfg.AgentToken = os.Getenv("ASRPROF_AGENT_TOKEN") // not a flag default: --help would show it
 	}
-	if cfg.Probes, err = splitList(probes); err != nil || len(cfg.Probes) == 0 {
-		if err == nil {
-			err = fmt.Errorf("want auto, none or probe names")
-		}
-		return cfg, nil, fmt.Errorf("%w: --probes %q: %v", errUsage, probes, err)
+	if err := opts.Finish(); err != nil { // --probes, --pid, --slo, --find-max
+		return cfg, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if _, err := rb.gpuCoRunnerConfig(); err != nil {
 		return cfg, nil, err
 	}
-	if _, err := splitList(rb.provenanceEnv); err != nil {
+	if _, err := capture.SplitList(rb.provenanceEnv); err != nil {
 		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.provenanceEnv, err)
 	}
 	if rb.lengths, err = parseLengthBuckets(*lengths); err != nil {
-		return cfg, nil, err
-	}
-	cfg.GPUs = gpus
-	if pid != "auto" {
-		n, err := strconv.Atoi(pid)
-		if err != nil || n <= 0 {
-			return cfg, nil, fmt.Errorf("%w: --pid %q: want a process id or auto", errUsage, pid)
-		}
-		cfg.PID = n
-	}
-	cfg.Concurrency = conc
-	cfg.Rates = rates
-	cfg.Arrivals = load.Arrivals(arrivals)
-	if err := capacity(); err != nil {
 		return cfg, nil, err
 	}
 	cfg.SetDefaults(time.Now())
@@ -363,6 +223,32 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	rb.levels = levelsLine(&cfg, set)
 	rb.warnings = inFlightWarnings(&cfg)
 	return cfg, rb, nil
+}
+
+// captureFlags defines the flags of capture (and of ab and sensitivity)
+// on fs, writing into cfg: capture's options (capture.Options) in their
+// help groups, and the command's own: the runbook's and --length-buckets.
+// ab's and sensitivity's own flags lead their help; capture's Advanced
+// group, the table's last, comes after the runbook's.
+func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbookFlags, *string) {
+	g := newFlagGroups(fs)
+	g.add(abGroup)
+	g.add(sensitivityGroup)
+	groups := capture.OptionGroups()
+	for _, title := range groups[:len(groups)-1] {
+		g.add(title)
+	}
+	rb := addRunbookFlags(g)
+	opts := capture.NewFlags(cfg)
+	var lengths *string
+	for _, o := range capture.Options() {
+		if o.Name == "save-raw-dir" { // the end-of-capture tables' and report's (finisher), before it
+			g.add(o.Group, func() { lengths = lengthBucketsFlag(fs) })
+		}
+		g.add(o.Group, func() { opts.Define(fs, o) })
+	}
+	fs.Usage = helpFunc(fs, rb.help, g) // capture's: its flags, then proxy mode and runbooks
+	return opts, rb, lengths
 }
 
 // levelsLine is the line a capture starts with: the levels it will run

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +31,53 @@ func TestCaptureDefaultsAreTheLibrarys(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults from the command line:\n%+v\nwant capture's:\n%+v", got, want)
+	}
+}
+
+// capture's flags are the options of capture.Options, each with the
+// table's help, plus only the command's own (the runbook's and
+// --length-buckets); capture --help shows them in the table's order.
+func TestCaptureFlagsAreTheOptions(t *testing.T) {
+	for _, name := range []string{"capture", "ab", "sensitivity"} {
+		cfg := capture.DefaultConfig()
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		captureFlags(fs, &cfg)
+		own := flag.NewFlagSet(name, flag.ContinueOnError)
+		addRunbookFlags(newFlagGroups(own))
+		lengthBucketsFlag(own)
+		opts := map[string]bool{}
+		for _, o := range capture.Options() {
+			opts[o.Name] = true
+			f := fs.Lookup(o.Name)
+			if f == nil || f.Usage != o.Usage {
+				t.Errorf("%s --%s: flag %v, want the table's", name, o.Name, f)
+			}
+			if own.Lookup(o.Name) != nil {
+				t.Errorf("%s --%s: both an option and the command's own", name, o.Name)
+			}
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if !opts[f.Name] && own.Lookup(f.Name) == nil {
+				t.Errorf("%s --%s: neither an option nor the command's own flag", name, f.Name)
+			}
+		})
+		own.VisitAll(func(f *flag.Flag) {
+			if fs.Lookup(f.Name) == nil {
+				t.Errorf("%s --%s: missing", name, f.Name)
+			}
+		})
+	}
+	var order []string
+	for _, e := range helpEntries(t, helpOf(t, "capture")) {
+		if slices.ContainsFunc(capture.Options(), func(o capture.Option) bool { return o.Name == e.name }) {
+			order = append(order, e.name)
+		}
+	}
+	var want []string
+	for _, o := range capture.Options() {
+		want = append(want, o.Name)
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("capture --help shows the options in the order\n%q\nwant the table's\n%q", order, want)
 	}
 }

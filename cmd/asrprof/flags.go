@@ -5,82 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
 var errHelp = errors.New("help shown")
-
-// intList is a comma-separated list of positive integers.
-type intList []int
-
-func (l *intList) String() string {
-	var s []string
-	for _, v := range *l {
-		s = append(s, strconv.Itoa(v))
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *intList) Set(v string) error {
-	*l = nil
-	elems, err := splitList(v)
-	if err != nil {
-		return err
-	}
-	for i, f := range elems {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return fmt.Errorf("element %d, %q, is not an integer", i+1, f)
-		}
-		*l = append(*l, n)
-	}
-	return nil
-}
-
-// floatList is a comma-separated list of numbers.
-type floatList []float64
-
-func (l *floatList) String() string {
-	var s []string
-	for _, v := range *l {
-		s = append(s, strconv.FormatFloat(v, 'g', -1, 64))
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *floatList) Set(v string) error {
-	*l = nil
-	elems, err := splitList(v)
-	if err != nil {
-		return err
-	}
-	for i, f := range elems {
-		x, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return fmt.Errorf("element %d, %q, is not a number", i+1, f)
-		}
-		*l = append(*l, x)
-	}
-	return nil
-}
-
-// splitList splits the value of a comma-separated list flag into its
-// elements, spaces around them trimmed. An empty element (1,,4 or a
-// trailing comma) is an error naming it; an empty value is no elements.
-// Every list flag parses its value with it.
-func splitList(v string) ([]string, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	elems := strings.Split(v, ",")
-	for i, e := range elems {
-		if elems[i] = strings.TrimSpace(e); elems[i] == "" {
-			return nil, fmt.Errorf("element %d is empty", i+1)
-		}
-	}
-	return elems, nil
-}
 
 // parse parses args with fs. On -h/--help it prints fs.Usage once, to
 // stdout, and returns errHelp; other problems become errUsage.

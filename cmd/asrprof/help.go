@@ -126,7 +126,7 @@ func shownDefault(f *flag.Flag) string {
 
 // formatUsage is the help of every command's --format: one vocabulary,
 // table.Formats ("table", the old name of text, is still taken).
-const formatUsage = "how the tables print: `text` (aligned columns; on a terminal, wrapped to its width),\nmarkdown, csv or json"
+const formatUsage = table.FormatUsage
 
 // checkFormat checks a --format value (formatUsage).
 func checkFormat(format string) error {

@@ -230,8 +230,8 @@ func TestFlagListsRejectEmptyElements(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, `--concurrency "1,x": element 2, "x", is not an integer`) {
 		t.Errorf("--concurrency 1,x: exit %d, %s", code, stderr)
 	}
-	var l intList
-	if err := l.Set(" 1, 8 ,16"); err != nil || !slices.Equal(l, intList{1, 8, 16}) {
+	var l capture.IntList
+	if err := l.Set(" 1, 8 ,16"); err != nil || !slices.Equal(l, capture.IntList{1, 8, 16}) {
 		t.Errorf("spaces around elements: %v %v", l, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
 )
 
@@ -117,7 +118,7 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	sf := rb.sens
-	var clocks intList
+	var clocks capture.IntList
 	if sf.gpuClocks != "" {
 		if err := clocks.Set(sf.gpuClocks); err != nil {
 			return fmt.Errorf("%w: --gpu-clocks %q: %v", errUsage, sf.gpuClocks, err)
