@@ -3,7 +3,6 @@ package capture
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/asrprof/asrprof/table"
 )
@@ -37,26 +36,27 @@ func (s *Session) OnFinish(f Finish) *Session {
 	return s
 }
 
-// runFinish runs the session's Finish, if any: it prints the tables (when
-// tables is set) on w and says on errw what failed; the report's path is
-// said by sayReport, after whatever the caller prints between.
-func (s *Session) runFinish(ctx context.Context, dir string, tables bool, w, errw io.Writer, format string) (sayReport func(say func(string)), err error) {
-	if s.onFinish == nil {
-		return func(func(string)) {}, nil
+// runFinish runs the capture's Finish, if any: it prints the tables (when
+// tables is set) on stdout in --format and says on stderr what failed; the
+// report's path is said by sayReport, after whatever the caller prints
+// between.
+func (k *skeleton) runFinish(ctx context.Context, tables bool) (sayReport func(), err error) {
+	if k.onFinish == nil {
+		return func() {}, nil
 	}
-	f := s.onFinish(ctx, dir, tables)
+	f := k.onFinish(ctx, k.cfg.Out, tables)
 	if f.TablesErr != nil {
-		fmt.Fprintf(errw, "asrprof: analysis: %v\n", f.TablesErr)
+		fmt.Fprintf(k.stderr, "asrprof: analysis: %v\n", f.TablesErr)
 	}
 	if tables && len(f.Tables) > 0 {
-		err = table.Render(w, format, f.Tables...)
+		err = table.Render(k.stdout, k.cfg.Format, f.Tables...)
 	}
-	return func(say func(string)) {
+	return func() {
 		switch {
 		case f.ReportErr != nil:
-			say("report: " + f.ReportErr.Error())
+			k.say("report: " + f.ReportErr.Error())
 		case f.Report != "":
-			say("report: " + f.Report)
+			k.say("report: " + f.Report)
 		}
 	}, err
 }
