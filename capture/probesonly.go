@@ -195,7 +195,7 @@ func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
 	}
 	r.mu.Unlock()
 	var err error
-	r.done, err = r.finalize(ctx, ending{})
+	r.done, err = r.finalize(ctx, nil, false, nil)
 	return r.done, err
 }
 

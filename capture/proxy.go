@@ -219,7 +219,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		s.manifest.Incomplete = append(s.manifest.Incomplete, "the proxy recorded no transcription request")
 	}
 	s.mu.Unlock()
-	out, err := s.finalize(ctx, ending{results: &results, interrupted: interrupted})
+	out, err := s.finalize(ctx, &results, interrupted, nil)
 	if err == nil && cmdErr != nil {
 		err = cmdErr
 	}
@@ -345,7 +345,7 @@ func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say fu
 			StartUnixNs: ph.StartUnixNs, EndUnixNs: ph.EndUnixNs, WallS: ph.WallS,
 		})
 		s.manifest.Coverage.Add(pm.Coverage)
-		if gap := coverageGap(pm); gap != "" && cfg.Dataset != "" {
+		if gap := CoverageGap(pm.Coverage); gap != "" && cfg.Dataset != "" {
 			s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", ph.Level, ph.Repeat, gap))
 		}
 		if byLevel[ph.Level] == nil {

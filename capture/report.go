@@ -37,26 +37,30 @@ func (s *Session) OnFinish(f Finish) *Session {
 }
 
 // runFinish runs the capture's Finish, if any: it prints the tables (when
-// tables is set) on stdout in --format and says on stderr what failed; the
-// report's path is said by sayReport, after whatever the caller prints
-// between.
-func (k *skeleton) runFinish(ctx context.Context, tables bool) (sayReport func(), err error) {
-	if k.onFinish == nil {
-		return func() {}, nil
+// tables is set) on stdout in --format, then search (--find-max), and says
+// on stderr what failed and where the report is.
+func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) error {
+	var f Finished
+	if k.onFinish != nil {
+		f = k.onFinish(ctx, k.cfg.Out, tables)
 	}
-	f := k.onFinish(ctx, k.cfg.Out, tables)
 	if f.TablesErr != nil {
 		fmt.Fprintf(k.stderr, "asrprof: analysis: %v\n", f.TablesErr)
 	}
 	if tables && len(f.Tables) > 0 {
-		err = table.Render(k.stdout, k.cfg.Format, f.Tables...)
-	}
-	return func() {
-		switch {
-		case f.ReportErr != nil:
-			k.say("report: " + f.ReportErr.Error())
-		case f.Report != "":
-			k.say("report: " + f.Report)
+		if err := table.Render(k.stdout, k.cfg.Format, f.Tables...); err != nil {
+			return err
 		}
-	}, err
+	}
+	if search != nil {
+		fmt.Fprintln(k.stdout)
+		search.Print(k.stdout)
+	}
+	switch {
+	case f.ReportErr != nil:
+		k.say("report: " + f.ReportErr.Error())
+	case f.Report != "":
+		k.say("report: " + f.Report)
+	}
+	return nil
 }

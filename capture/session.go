@@ -176,7 +176,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := ending{results: &results, interrupted: interrupted}
+	var search *SearchResult
 	if s.search != nil {
 		// A search runs its levels out of order (1, 2, 4, 3): the
 		// manifest's passes and results.json list them in order of load,
@@ -187,12 +187,12 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		if err := s.w.WriteJSON(SearchFile, s.search.res); err != nil {
 			return nil, err
 		}
-		e.search = &s.search.res
+		search = &s.search.res
 	}
 	if err := s.diarize.write(s.w, say); err != nil {
 		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
 	}
-	return s.finalize(ctx, e)
+	return s.finalize(ctx, &results, interrupted, search)
 }
 
 // open is the skeleton of a driven or a proxy capture: the bundle and its
@@ -313,7 +313,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			})
 			if !warmup && !stopped {
 				s.manifest.Coverage.Add(pm.Coverage)
-				if gap := coverageGap(pm); gap != "" {
+				if gap := CoverageGap(pm.Coverage); gap != "" {
 					s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, gap))
 				}
 			}
@@ -341,9 +341,6 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 	}
 	return results, false, nil
 }
-
-// coverageGap says what a scored pass is missing ("" when nothing).
-func coverageGap(m model.PassMetrics) string { return CoverageGap(m.Coverage) }
 
 // prepareDataset loads, limits and preflights the dataset, then reads the
 // audio of every good sample into memory.

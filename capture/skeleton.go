@@ -106,23 +106,15 @@ func (k *skeleton) end(ctx context.Context, p probe.Period) {
 	}
 }
 
-// ending is what a capture's source hands finalize.
-type ending struct {
-	// results is results.json; nil for a probe run, which has no requests
-	// and whose end hook prints no tables.
-	results     *model.Results
-	interrupted bool
-	search      *SearchResult // --find-max: printed after the tables
-}
-
-// finalize ends a capture, once: it writes results.json, stops the probes
-// and the tracing side, finalizes the manifest with its verdict, builds
-// the bundle's tables (trace/columns), and runs the end hook (Finish),
-// printing its tables when the capture had requests.
-func (k *skeleton) finalize(ctx context.Context, e ending) (*Outcome, error) {
+// finalize ends a capture, once: it writes results.json (nil: none, a
+// probe run), stops the probes and the tracing side, finalizes the
+// manifest with its verdict, builds the bundle's tables (trace/columns),
+// and runs the end hook (Finish), whose tables it prints when the capture
+// had requests, then search (--find-max).
+func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *SearchResult) (*Outcome, error) {
 	cfg, say := k.cfg, k.say
-	if e.results != nil {
-		if err := k.w.WriteJSON(bundle.ResultsFile, e.results); err != nil {
+	if results != nil {
+		if err := k.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 			return nil, err
 		}
 	}
@@ -162,9 +154,9 @@ func (k *skeleton) finalize(ctx context.Context, e ending) (*Outcome, error) {
 	}
 	gaps.record(m)
 	recordAgents(m, agents)
-	m.Interrupted = e.interrupted
-	m.Finished = !e.interrupted
-	if e.interrupted {
+	m.Interrupted = interrupted
+	m.Finished = !interrupted
+	if interrupted {
 		m.Incomplete = append(m.Incomplete, "interrupted before the last pass finished")
 	}
 	if k.writeErr != nil {
@@ -176,9 +168,9 @@ func (k *skeleton) finalize(ctx context.Context, e ending) (*Outcome, error) {
 	if files, err := (&bundle.Bundle{Dir: cfg.Out}).Files(); err == nil {
 		k.manifest.Files = files
 	}
-	out := &Outcome{Dir: cfg.Out, Manifest: k.manifest, Search: e.search}
-	if e.results != nil {
-		out.Results = *e.results
+	out := &Outcome{Dir: cfg.Out, Manifest: k.manifest, Search: search}
+	if results != nil {
+		out.Results = *results
 	}
 	err := k.saveManifest()
 	k.w.Close()
@@ -194,17 +186,11 @@ func (k *skeleton) finalize(ctx context.Context, e ending) (*Outcome, error) {
 	} else if err := ts.Wait(); err != nil {
 		say("tables: " + err.Error())
 	}
-	sayReport, err := k.runFinish(context.WithoutCancel(ctx), e.results != nil)
-	if err != nil {
+	if err := k.runFinish(context.WithoutCancel(ctx), results != nil, search); err != nil {
 		return out, err
 	}
-	if e.search != nil {
-		fmt.Fprintln(k.stdout)
-		e.search.Print(k.stdout)
-	}
-	sayReport()
 	fmt.Fprintf(k.stderr, "bundle: %s\n", cfg.Out)
-	if e.interrupted {
+	if interrupted {
 		return out, ErrInterrupted
 	}
 	return out, k.writeErr
