@@ -102,7 +102,7 @@ func StartProbeRun(ctx context.Context, cfg Config, obs Observer, stderr io.Writ
 	}
 	r := &ProbeRun{cfg: cfg}
 	r.skeleton = skeleton{cfg: &r.cfg, stdout: io.Discard, stderr: stderr, obs: obs}
-	if err := r.skeleton.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, probes); err != nil {
+	if err := r.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, probes); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -208,6 +208,7 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer run.close() // a period that failed; after Finish, nothing
 	period := cfg.Period
 	if period == 0 {
 		period = DefaultPeriod

@@ -221,32 +221,6 @@ func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample
 	return err
 }
 
-// newManifest is the manifest written before the first request: complete
-// and finished stay false until the capture ends cleanly.
-func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, error) {
-	rec, err := cfg.Record()
-	if err != nil {
-		return model.Manifest{}, err
-	}
-	start := time.Now()
-	m := model.Manifest{
-		Schema:      model.Schema,
-		StartUnixNs: start.UnixNano(),
-		Config:      rec,
-		Fingerprint: fp,
-		Levels:      []model.LevelRun{},
-		Clock:       model.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
-		Coverage:    model.Coverage{BadInput: bad},
-	}
-	if bad > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
-	}
-	if syntheticWeights(fp.TargetModels) {
-		m.Notes = append(m.Notes, SyntheticWeightsNote)
-	}
-	return m, nil
-}
-
 // SyntheticWeightsNote is said wherever a capture's WER is shown when the
 // server answered with random weights.
 const SyntheticWeightsNote = "synthetic weights (the server's /v1/models says synthetic_weights): WER is not a measurement"

@@ -57,6 +57,32 @@ func (k *skeleton) open(ctx context.Context, fp model.Fingerprint, bad int, prob
 	return k.saveManifest()
 }
 
+// newManifest is the manifest written before the first request: complete
+// and finished stay false until the capture ends cleanly.
+func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, error) {
+	rec, err := cfg.Record()
+	if err != nil {
+		return model.Manifest{}, err
+	}
+	start := time.Now()
+	m := model.Manifest{
+		Schema:      model.Schema,
+		StartUnixNs: start.UnixNano(),
+		Config:      rec,
+		Fingerprint: fp,
+		Levels:      []model.LevelRun{},
+		Clock:       model.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
+		Coverage:    model.Coverage{BadInput: bad},
+	}
+	if bad > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
+	}
+	if syntheticWeights(fp.TargetModels) {
+		m.Notes = append(m.Notes, SyntheticWeightsNote)
+	}
+	return m, nil
+}
+
 // close stops the probes and closes the bundle's files when the capture
 // failed before finalize; after finalize it does nothing.
 func (k *skeleton) close() {
