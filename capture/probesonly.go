@@ -96,13 +96,9 @@ func StartProbeRun(ctx context.Context, cfg Config, obs Observer, stderr io.Writ
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	probes, err := buildProbes(&cfg)
-	if err != nil {
-		return nil, err
-	}
 	r := &ProbeRun{cfg: cfg}
 	r.skeleton = skeleton{cfg: &r.cfg, stdout: io.Discard, stderr: stderr, obs: obs}
-	if err := r.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, probes); err != nil {
+	if err := r.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, nil); err != nil {
 		r.close()
 		return nil, err
 	}

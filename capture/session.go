@@ -198,23 +198,14 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 // open is the skeleton of a driven or a proxy capture: the bundle and its
 // manifest (the target's models, the dataset's fingerprint, the entries
 // skipped), the probes (here, or on the agents), the tracing side.
-func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample, bad int) error {
-	cfg := &s.cfg
-	dsSHA := ""
+func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample, bad int) (err error) {
+	cfg, dsSHA := &s.cfg, ""
 	if len(samples) > 0 {
-		var err error
 		if dsSHA, err = dataset.Fingerprint(samples); err != nil {
 			return fmt.Errorf("fingerprinting dataset: %w", err)
 		}
 	}
-	probes, err := buildProbes(cfg)
-	if err != nil {
-		return err
-	}
-	if len(cfg.Agents) > 0 {
-		probes = agentProbes(cfg) // the probes run on the agents, not here
-	}
-	if err := s.skeleton.open(ctx, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), bad, append(probes, s.extra...)); err != nil {
+	if err := s.skeleton.open(ctx, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), bad, s.extra); err != nil {
 		return err
 	}
 	s.tr, err = startTracing(ctx, cfg, s.w, s.manifest.Fingerprint, s.say)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/columns"
 )
@@ -39,21 +37,27 @@ type skeleton struct {
 func (k *skeleton) say(m string) { fmt.Fprintln(k.stderr, m) }
 
 // open creates the bundle, writes its manifest (complete: false) and
-// starts probes on the target. What it opened is released by close, or
-// by finalize.
-func (k *skeleton) open(ctx context.Context, fp model.Fingerprint, bad int, probes []probe.Probe) error {
-	w, err := bundle.Create(k.cfg.Out, k.cfg.Overwrite)
+// starts the probes --probes asks for (on the agents with --agent), and
+// extra, on the target. What it opened is released by close, or by
+// finalize.
+func (k *skeleton) open(ctx context.Context, fp model.Fingerprint, bad int, extra []probe.Probe) error {
+	probes, err := buildProbes(k.cfg)
 	if err != nil {
 		return err
 	}
-	k.w = w
+	if len(k.cfg.Agents) > 0 {
+		probes = agentProbes(k.cfg) // the probes run on the agents, not here
+	}
+	if k.w, err = bundle.Create(k.cfg.Out, k.cfg.Overwrite); err != nil {
+		return err
+	}
 	if k.manifest, err = newManifest(k.cfg, fp, bad); err != nil {
 		return err
 	}
 	if err := k.saveManifest(); err != nil {
 		return err
 	}
-	k.pset = k.startProbes(ctx, probes)
+	k.pset = k.startProbes(ctx, append(probes, extra...))
 	return k.saveManifest()
 }
 
@@ -93,31 +97,6 @@ func (k *skeleton) close() {
 	if k.w != nil {
 		k.w.Close()
 	}
-}
-
-// startProbes finds the target's process and starts the probes; their
-// states go into the manifest.
-func (k *skeleton) startProbes(ctx context.Context, probes []probe.Probe) *probeSet {
-	cfg := k.cfg
-	if len(probes) == 0 {
-		return newProbeSet()
-	}
-	pid, how := resolvePID(cfg.PID, cfg.Target)
-	if len(cfg.Agents) > 0 {
-		pid, how = 0, "found by each agent on its host (--agent)"
-	}
-	k.say("target: " + how)
-	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
-	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
-	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
-	pset := startProbes(ctx, probes, target, k.w, k.obs, auto, fallback, k.say)
-	if cfg.BPFStats && len(pset.running) > 0 {
-		pset.startBPFStats(k.say)
-	}
-	k.mu.Lock()
-	k.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status, "probe_details": pset.details}
-	k.mu.Unlock()
-	return pset
 }
 
 // begin starts a probe period (a pass, the proxy's window, a timer's tick).
