@@ -236,17 +236,29 @@ func localAddr(ip net.IP) bool {
 	return false
 }
 
-// startProbes starts each probe; one that cannot run says why in one line
-// and the capture goes on. When sched is not supported and proc was not
-// asked for explicitly, fallback (proc) is started in its place. Each
-// probe writes through a sink of its own that counts what it records and
-// shows it to obs (nil: nobody).
-func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink probe.Sink, obs Observer, auto bool, fallback func() probe.Probe, say func(string)) *probeSet {
+// startProbes finds the target's process and starts each probe on it;
+// their states go into the manifest. One that cannot run says why in one
+// line and the capture goes on; when sched is not supported and proc was
+// not asked for explicitly (auto), proc starts in its place. Each probe
+// writes through a sink of its own that counts what it records and shows
+// it to the observer.
+func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet {
 	set := newProbeSet()
-	set.pid = t.PID
+	if len(ps) == 0 {
+		return set
+	}
+	cfg, say := k.cfg, k.say
+	pid, how := resolvePID(cfg.PID, cfg.Target)
+	if len(cfg.Agents) > 0 {
+		pid, how = 0, "found by each agent on its host (--agent)"
+	}
+	say("target: " + how)
+	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
+	set.pid = pid
+	t := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
-		cs := &countingSink{Sink: sink, name: p.Name(), obs: obs}
+		cs := &countingSink{Sink: k.w, name: p.Name(), obs: k.obs}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := p.Start(sctx, t, cs)
 		cancel()
@@ -267,10 +279,16 @@ func startProbes(ctx context.Context, ps []probe.Probe, t probe.Target, sink pro
 			set.status[p.Name()] = "failed: " + err.Error()
 			say(fmt.Sprintf("probe %s: failed to start (%v); the capture goes on without it", p.Name(), err))
 		}
-		if p.Name() == "sched" && auto && t.PID > 0 && fallback != nil {
-			ps = append(ps, fallback())
+		if p.Name() == "sched" && auto && pid > 0 {
+			ps = append(ps, proc.New(proc.Config{Hz: cfg.ProcHz}))
 		}
 	}
+	if cfg.BPFStats && len(set.running) > 0 {
+		set.startBPFStats(say)
+	}
+	k.mu.Lock()
+	k.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": set.status, "probe_details": set.details}
+	k.mu.Unlock()
 	return set
 }
 

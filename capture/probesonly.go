@@ -15,9 +15,6 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proc"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // ProbesOnlyLevel is the level name of a probes-only capture's periods
@@ -76,19 +73,16 @@ func (c *Config) validateRemote() error {
 // ProbeRun is the probes of a capture without its driver: a probes-only
 // capture (Session.Run, periods on a timer) or an agent's half of a
 // remote capture (asrprof serve, periods given by the remote driver). It
-// owns a bundle with the probes' files and a manifest. Its methods may be
+// is the capture skeleton (capture/skeleton.go) without a tracing side:
+// a bundle with the probes' files and a manifest. Its methods may be
 // called from several goroutines; they are serialized.
 type ProbeRun struct {
-	cfg Config
-	say func(string)
-	obs Observer
+	skeleton
+	cfg Config // the skeleton's cfg points here
 
-	mu       sync.Mutex
-	w        *bundle.Writer
-	pset     *probeSet
-	manifest model.Manifest
-	open     *probe.Period // the period begun and not yet ended
-	done     *Outcome
+	calls   sync.Mutex    // serializes Begin, End and Finish
+	current *probe.Period // the period begun and not yet ended
+	done    *Outcome
 }
 
 // StartProbeRun creates cfg.Out and starts the probes of cfg (which must
@@ -102,52 +96,25 @@ func StartProbeRun(ctx context.Context, cfg Config, obs Observer, stderr io.Writ
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	probes, err := buildProbes(&cfg)
-	if err != nil {
+	r := &ProbeRun{cfg: cfg}
+	r.skeleton = skeleton{cfg: &r.cfg, stdout: io.Discard, stderr: stderr, obs: obs}
+	if err := r.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, nil); err != nil {
+		r.close()
 		return nil, err
 	}
-	r := &ProbeRun{cfg: cfg, obs: obs, say: func(m string) { fmt.Fprintln(stderr, m) }}
-	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
-	if err != nil {
-		return nil, err
-	}
-	r.w = w
-	r.manifest, err = newManifest(&r.cfg, buildFingerprint(cfg.Target, nil, "", 0), 0)
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	if err := r.saveLocked(); err != nil {
-		w.Close()
-		return nil, err
-	}
-	pid, how := resolvePID(cfg.PID, cfg.Target)
-	r.say("target: " + how)
-	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
-	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
-	r.pset = startProbes(ctx, probes, probe.Target{PID: pid}, w, obs, auto, fallback, r.say)
-	if cfg.BPFStats && len(r.pset.running) > 0 {
-		r.pset.startBPFStats(r.say)
-	}
-	r.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": r.pset.status, "probe_details": r.pset.details}
 	if len(r.pset.running) == 0 {
 		r.manifest.Incomplete = append(r.manifest.Incomplete, "no probe could start")
-		r.saveLocked()
-		w.Close()
+		r.saveManifest()
+		r.close()
 		return nil, fmt.Errorf("no probe could start here (%v); see 'asrprof doctor'", r.pset.status)
-	}
-	if err := r.saveLocked(); err != nil {
-		r.pset.stop(r.say)
-		w.Close()
-		return nil, err
 	}
 	return r, nil
 }
 
 // Status is each probe's state: "on", or why it is off or failed.
 func (r *ProbeRun) Status() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.calls.Lock()
+	defer r.calls.Unlock()
 	return maps.Clone(r.pset.status)
 }
 
@@ -156,109 +123,77 @@ func (r *ProbeRun) Dir() string { return r.cfg.Out }
 
 // Begin starts a period. A period still open is ended first.
 func (r *ProbeRun) Begin(ctx context.Context, p probe.Period) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.calls.Lock()
+	defer r.calls.Unlock()
 	if r.done != nil {
 		return errors.New("the probe run has finished")
 	}
-	if r.open != nil {
-		prev := *r.open
+	if r.current != nil {
+		prev := *r.current
 		prev.EndUnixNs = p.StartUnixNs
 		r.endLocked(ctx, prev)
 	}
-	r.pset.begin(p)
-	r.open = &p
+	r.begin(p)
+	r.current = &p
 	return nil
 }
 
 // End ends the period p begun with Begin and returns what each probe
 // recorded in it.
 func (r *ProbeRun) End(ctx context.Context, p probe.Period) (map[string]uint64, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.calls.Lock()
+	defer r.calls.Unlock()
 	if r.done != nil {
 		return nil, errors.New("the probe run has finished")
 	}
-	if r.open == nil || r.open.Level != p.Level || r.open.Repeat != p.Repeat || r.open.Warmup != p.Warmup {
+	if r.current == nil || r.current.Level != p.Level || r.current.Repeat != p.Repeat || r.current.Warmup != p.Warmup {
 		return nil, fmt.Errorf("period %s repeat %d was not begun", p.Level, p.Repeat)
 	}
 	return r.endLocked(ctx, p), nil
 }
 
 func (r *ProbeRun) endLocked(ctx context.Context, p probe.Period) map[string]uint64 {
-	r.pset.end(ctx, p, r.say)
+	r.end(ctx, p)
 	counts := map[string]uint64{}
 	for _, pr := range r.pset.running {
 		counts[pr.Name()] = r.pset.periodCount(pr)
 	}
-	r.open = nil
-	if r.obs != nil {
-		r.obs.PeriodEnded(p)
-	}
+	r.current = nil
+	r.mu.Lock()
 	r.manifest.Levels = append(r.manifest.Levels, model.LevelRun{
 		Level: p.Level, Repeat: p.Repeat, Warmup: p.Warmup,
 		StartUnixNs: p.StartUnixNs, EndUnixNs: p.EndUnixNs, WallS: float64(p.EndUnixNs-p.StartUnixNs) / 1e9,
 	})
-	if err := r.saveLocked(); err != nil {
+	r.mu.Unlock()
+	if err := r.saveManifest(); err != nil {
 		r.say("manifest: " + err.Error())
 	}
 	return counts
 }
 
-// Finish ends an open period, stops the probes and finalizes the bundle
-// (manifest verdict, tables). It may be called more than once; later
-// calls return the first outcome.
+// Finish ends an open period and finalizes the bundle (the skeleton's
+// finalize: probes stopped, manifest verdict, tables, the end hook). It
+// may be called more than once; later calls return the first outcome.
 func (r *ProbeRun) Finish(ctx context.Context) (*Outcome, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.calls.Lock()
+	defer r.calls.Unlock()
 	if r.done != nil {
 		return r.done, nil
 	}
-	if r.open != nil {
-		p := *r.open
+	if r.current != nil {
+		p := *r.current
 		p.EndUnixNs = time.Now().UnixNano()
 		r.endLocked(ctx, p)
 	}
-	pset := r.pset
-	offsets := pset.clockOffsets()
-	losses := pset.losses(r.say)
-	gaps := pset.emptyReport(scoredPasses(r.manifest.Levels), r.say)
-	bpfCost := pset.bpfReport(r.say)
-	pset.stop(r.say)
-	pset.running = nil
-	m := &r.manifest
-	m.EndUnixNs = time.Now().UnixNano()
-	m.Clock.EndMonoMinusWallNs = monoMinusWall()
-	if len(offsets) > 0 {
-		m.Clock.Probes = offsets
+	r.mu.Lock()
+	if scoredPasses(r.manifest.Levels) == 0 {
+		r.manifest.Incomplete = append(r.manifest.Incomplete, "no probe period ran")
 	}
-	if len(losses) > 0 {
-		m.Extra["probe_losses"] = losses
-	}
-	if len(bpfCost) > 0 {
-		m.Extra["probe_bpf"] = bpfCost
-	}
-	gaps.record(m)
-	if scoredPasses(m.Levels) == 0 {
-		m.Incomplete = append(m.Incomplete, "no probe period ran")
-	}
-	m.Finished = true
-	m.Complete = len(m.Incomplete) == 0
-	if files, err := (&bundle.Bundle{Dir: r.cfg.Out}).Files(); err == nil {
-		m.Files = files
-	}
-	err := r.saveLocked()
-	r.w.Close()
-	if ts, terr := columns.Open(r.cfg.Out); terr != nil {
-		r.say("tables: " + terr.Error())
-	} else if terr := ts.Wait(); terr != nil {
-		r.say("tables: " + terr.Error())
-	}
-	r.done = &Outcome{Dir: r.cfg.Out, Manifest: r.manifest}
+	r.mu.Unlock()
+	var err error
+	r.done, err = r.finalize(ctx, nil, false, nil)
 	return r.done, err
 }
-
-func (r *ProbeRun) saveLocked() error { return r.w.WriteJSON(bundle.ManifestFile, r.manifest) }
 
 // runProbesOnly is Session.Run for a probes-only capture: periods of
 // cfg.Period until cfg.Duration ends or ctx is cancelled (the normal end
@@ -269,6 +204,7 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer run.close() // a period that failed; after Finish, nothing
 	period := cfg.Period
 	if period == 0 {
 		period = DefaultPeriod
@@ -310,13 +246,8 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 			fmt.Fprintf(s.stderr, "period %d: records: %s\n", i, strings.Join(parts, ", "))
 		}
 	}
-	out, err := run.Finish(context.WithoutCancel(ctx))
-	if out != nil {
-		sayReport, _ := s.runFinish(context.WithoutCancel(ctx), out.Dir, false, s.stdout, s.stderr, s.cfg.Format)
-		sayReport(func(m string) { fmt.Fprintln(s.stderr, m) })
-		fmt.Fprintf(s.stderr, "bundle: %s\n", out.Dir)
-	}
-	return out, err
+	run.stdout, run.onFinish = s.stdout, s.onFinish // its end hook writes the report
+	return run.Finish(context.WithoutCancel(ctx))
 }
 
 func untilWhat(d time.Duration) string {

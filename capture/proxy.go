@@ -91,8 +91,7 @@ func proxyListenAddr(addr string) string {
 // a reverse proxy; probes, the OTLP receiver and the request profiler run
 // as in a driven capture; the levels are found at the end.
 func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
-	cfg := &s.cfg
-	say := func(m string) { fmt.Fprintln(s.stderr, m) }
+	cfg, say := &s.cfg, s.say
 	var refs *proxy.Index
 	var samples []dataset.Sample
 	bad := 0
@@ -117,45 +116,18 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	dsSHA := ""
-	if len(samples) > 0 {
-		if dsSHA, err = dataset.Fingerprint(samples); err != nil {
-			return nil, fmt.Errorf("fingerprinting dataset: %w", err)
-		}
-	}
-	probes, err := buildProbes(cfg)
-	if err != nil {
-		return nil, err
-	}
-	probes = append(probes, s.extra...)
 	ln, err := net.Listen("tcp", proxyListenAddr(cfg.Proxy))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --proxy %s: %v", ErrInvalidConfig, cfg.Proxy, err)
 	}
 	defer ln.Close()
-
-	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	s.w = w
-	s.manifest, err = newManifest(cfg, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), bad)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.saveManifest(); err != nil {
-		return nil, err
-	}
-	pset := s.startProbes(ctx, probes, say)
-	defer pset.stop(say)
-	tr, err := startTracing(ctx, cfg, w, s.manifest.Fingerprint, say)
-	if err != nil {
+	defer s.close()
+	if err := s.open(ctx, models, samples, bad); err != nil {
 		return nil, err
 	}
 	px, err := proxy.New(proxy.Config{
 		Target: cfg.Target,
-		Tracer: tr.client,
+		Tracer: s.tr.client,
 		Refs:   refs,
 		Lang:   cfg.Lang,
 		// With a realtime --protocol, WebSocket sessions are recorded in it.
@@ -163,7 +135,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		Dialect:  cfg.Dialect,
 		Pace:     cfg.Pace,
 		OnRecord: func(r *model.Request) {
-			if err := w.Append(bundle.RequestsFile, r); err != nil {
+			if err := s.w.Append(bundle.RequestsFile, r); err != nil {
 				s.noteWriteErr(err)
 			}
 			if s.obs != nil { // asrprof serve's request series (a proxied request is seen when it ends)
@@ -183,7 +155,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	say(fmt.Sprintf("proxy: %s → %s (point your client at %s)", proxyURL, cfg.Target, proxyURL))
 	period := probe.Period{Level: proxy.Unassigned, Repeat: 1, StartUnixNs: time.Now().UnixNano()}
-	pset.begin(period)
+	s.begin(period)
 	start := time.Now()
 
 	stopTicks := make(chan struct{})
@@ -217,7 +189,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	cancel()
 	end := time.Now()
 	period.EndUnixNs = end.UnixNano()
-	pset.end(context.WithoutCancel(ctx), period, say)
+	s.end(context.WithoutCancel(ctx), period)
 
 	recs := px.Records()
 	results, err := s.proxyLevels(recs, start, end, say)
@@ -247,7 +219,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		s.manifest.Incomplete = append(s.manifest.Incomplete, "the proxy recorded no transcription request")
 	}
 	s.mu.Unlock()
-	out, err := s.finish(ctx, results, interrupted, pset, tr, say)
+	out, err := s.finalize(ctx, &results, interrupted, nil)
 	if err == nil && cmdErr != nil {
 		err = cmdErr
 	}
@@ -373,7 +345,7 @@ func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say fu
 			StartUnixNs: ph.StartUnixNs, EndUnixNs: ph.EndUnixNs, WallS: ph.WallS,
 		})
 		s.manifest.Coverage.Add(pm.Coverage)
-		if gap := coverageGap(pm); gap != "" && cfg.Dataset != "" {
+		if gap := CoverageGap(pm.Coverage); gap != "" && cfg.Dataset != "" {
 			s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", ph.Level, ph.Repeat, gap))
 		}
 		if byLevel[ph.Level] == nil {

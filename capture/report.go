@@ -3,7 +3,6 @@ package capture
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/asrprof/asrprof/table"
 )
@@ -37,26 +36,31 @@ func (s *Session) OnFinish(f Finish) *Session {
 	return s
 }
 
-// runFinish runs the session's Finish, if any: it prints the tables (when
-// tables is set) on w and says on errw what failed; the report's path is
-// said by sayReport, after whatever the caller prints between.
-func (s *Session) runFinish(ctx context.Context, dir string, tables bool, w, errw io.Writer, format string) (sayReport func(say func(string)), err error) {
-	if s.onFinish == nil {
-		return func(func(string)) {}, nil
+// runFinish runs the capture's Finish, if any: it prints the tables (when
+// tables is set) on stdout in --format, then search (--find-max), and says
+// on stderr what failed and where the report is.
+func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) error {
+	var f Finished
+	if k.onFinish != nil {
+		f = k.onFinish(ctx, k.cfg.Out, tables)
 	}
-	f := s.onFinish(ctx, dir, tables)
 	if f.TablesErr != nil {
-		fmt.Fprintf(errw, "asrprof: analysis: %v\n", f.TablesErr)
+		fmt.Fprintf(k.stderr, "asrprof: analysis: %v\n", f.TablesErr)
 	}
 	if tables && len(f.Tables) > 0 {
-		err = table.Render(w, format, f.Tables...)
-	}
-	return func(say func(string)) {
-		switch {
-		case f.ReportErr != nil:
-			say("report: " + f.ReportErr.Error())
-		case f.Report != "":
-			say("report: " + f.Report)
+		if err := table.Render(k.stdout, k.cfg.Format, f.Tables...); err != nil {
+			return err
 		}
-	}, err
+	}
+	if search != nil {
+		fmt.Fprintln(k.stdout)
+		search.Print(k.stdout)
+	}
+	switch {
+	case f.ReportErr != nil:
+		k.say("report: " + f.ReportErr.Error())
+	case f.Report != "":
+		k.say("report: " + f.Report)
+	}
+	return nil
 }

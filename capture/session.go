@@ -18,9 +18,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // ErrBadInput means the dataset could not be loaded or failed preflight
@@ -39,21 +37,16 @@ type Outcome struct {
 	Search   *SearchResult // --find-max only
 }
 
-// Session is one capture. Create it with New, then call Run.
+// Session is one capture. Create it with New, then call Run. Its life
+// cycle is the skeleton's (capture/skeleton.go); the driver's passes
+// (runPasses), the proxy (capture/proxy.go) or a timer (probes only,
+// capture/probesonly.go) are what feed it.
 type Session struct {
-	cfg    Config
-	stdout io.Writer
-	stderr io.Writer
+	skeleton
+	cfg Config // the skeleton's cfg points here
 
-	extra    []probe.Probe // AddProbes
-	onFinish Finish        // OnFinish
-	obs      Observer      // Observe
-	search   *searcher     // --find-max: the search runPasses ran
-
-	mu       sync.Mutex // guards manifest and w's manifest rewrites
-	manifest model.Manifest
-	w        *bundle.Writer
-	writeErr error
+	extra  []probe.Probe // AddProbes
+	search *searcher     // --find-max: the search runPasses ran
 
 	diarize *diarizeRun         // --task transcribe-diarize: its passes (capture/diarize.go)
 	newAcc  func() *summary.Acc // a fresh summary of the next pass, fed by the driver's OnRecord
@@ -63,7 +56,9 @@ type Session struct {
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
 // (progress and notes).
 func New(cfg Config, stdout, stderr io.Writer) *Session {
-	return &Session{cfg: cfg, stdout: stdout, stderr: stderr}
+	s := &Session{cfg: cfg}
+	s.skeleton = skeleton{cfg: &s.cfg, stdout: stdout, stderr: stderr}
+	return s
 }
 
 // AddProbes runs ps beside the probes --probes asks for (a library user's
@@ -77,8 +72,7 @@ func (s *Session) AddProbes(ps ...probe.Probe) *Session {
 // are sent, those in flight get cfg.Grace, the bundle is finalized with
 // complete=false, and Run returns ErrInterrupted with the partial outcome.
 func (s *Session) Run(ctx context.Context) (*Outcome, error) {
-	cfg := &s.cfg
-	say := func(m string) { fmt.Fprintln(s.stderr, m) }
+	cfg, say := &s.cfg, s.say
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -105,36 +99,8 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	dsSHA, err := dataset.Fingerprint(samples)
-	if err != nil {
-		return nil, fmt.Errorf("fingerprinting dataset: %w", err)
-	}
-	probes, err := buildProbes(cfg)
-	if err != nil {
-		return nil, err
-	}
-	probes = append(probes, s.extra...)
-	if len(cfg.Agents) > 0 {
-		probes = append(agentProbes(cfg), s.extra...) // the probes run on the agents, not here
-	}
-
-	w, err := bundle.Create(cfg.Out, cfg.Overwrite)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	s.w = w
-	s.manifest, err = newManifest(cfg, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), len(bad))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.saveManifest(); err != nil {
-		return nil, err
-	}
-	pset := s.startProbes(ctx, probes, say)
-	defer pset.stop(say)
-	tr, err := startTracing(ctx, cfg, w, s.manifest.Fingerprint, say)
-	if err != nil {
+	defer s.close()
+	if err := s.open(ctx, models, samples, len(bad)); err != nil {
 		return nil, err
 	}
 	hc := newHTTPClient(cfg, items)
@@ -168,7 +134,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Model:       cfg.Model,
 		Lang:        cfg.Lang,
 		Timeout:     sessionTimeout(cfg, items),
-		Tracer:      tr.client,
+		Tracer:      s.tr.client,
 		OnStart:     s.onStart(),
 		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
@@ -179,7 +145,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 			// that summary.Passes over the file gives the same numbers to
 			// the last digit.
 			accMu.Lock()
-			err := w.Append(bundle.RequestsFile, r)
+			err := s.w.Append(bundle.RequestsFile, r)
 			if acc != nil {
 				acc.Add(r)
 			}
@@ -189,7 +155,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 			}
 		},
 		OnLags: func(l *model.LagSeries) {
-			if err := w.Append(bundle.RealtimeLagsFile, l); err != nil {
+			if err := s.w.Append(bundle.RealtimeLagsFile, l); err != nil {
 				s.noteWriteErr(err)
 			}
 		},
@@ -206,37 +172,44 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		}
 	}()
 
-	results, interrupted, err := s.runPasses(ctx, reqCtx, drv, pset, prog, say)
+	results, interrupted, err := s.runPasses(ctx, reqCtx, drv, prog, say)
 	if err != nil {
 		return nil, err
 	}
-	return s.finish(ctx, results, interrupted, pset, tr, say)
+	var search *SearchResult
+	if s.search != nil {
+		// A search runs its levels out of order (1, 2, 4, 3): the
+		// manifest's passes and results.json list them in order of load,
+		// so every table and the knee read them so; search.json keeps the
+		// order they ran in, and each pass its own times.
+		slices.SortStableFunc(results.Results, func(a, b model.LevelResult) int { return model.CompareLevels(a.Level, b.Level) })
+		slices.SortStableFunc(s.manifest.Levels, func(a, b model.LevelRun) int { return model.CompareLevels(a.Level, b.Level) })
+		if err := s.w.WriteJSON(SearchFile, s.search.res); err != nil {
+			return nil, err
+		}
+		search = &s.search.res
+	}
+	if err := s.diarize.write(s.w, say); err != nil {
+		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
+	}
+	return s.finalize(ctx, &results, interrupted, search)
 }
 
-// newManifest is the manifest written before the first request: complete
-// and finished stay false until the capture ends cleanly.
-func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, error) {
-	rec, err := cfg.Record()
-	if err != nil {
-		return model.Manifest{}, err
+// open is the skeleton of a driven or a proxy capture: the bundle and its
+// manifest (the target's models, the dataset's fingerprint, the entries
+// skipped), the probes (here, or on the agents), the tracing side.
+func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample, bad int) (err error) {
+	cfg, dsSHA := &s.cfg, ""
+	if len(samples) > 0 {
+		if dsSHA, err = dataset.Fingerprint(samples); err != nil {
+			return fmt.Errorf("fingerprinting dataset: %w", err)
+		}
 	}
-	start := time.Now()
-	m := model.Manifest{
-		Schema:      model.Schema,
-		StartUnixNs: start.UnixNano(),
-		Config:      rec,
-		Fingerprint: fp,
-		Levels:      []model.LevelRun{},
-		Clock:       model.Clock{StartUnixNs: start.UnixNano(), StartMonoMinusWallNs: monoMinusWall()},
-		Coverage:    model.Coverage{BadInput: bad},
+	if err := s.skeleton.open(ctx, buildFingerprint(cfg.Target, models, dsSHA, len(samples)), bad, s.extra); err != nil {
+		return err
 	}
-	if bad > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("%d dataset entries skipped by --skip-bad", bad))
-	}
-	if syntheticWeights(fp.TargetModels) {
-		m.Notes = append(m.Notes, SyntheticWeightsNote)
-	}
-	return m, nil
+	s.tr, err = startTracing(ctx, cfg, s.w, s.manifest.Fingerprint, s.say)
+	return err
 }
 
 // SyntheticWeightsNote is said wherever a capture's WER is shown when the
@@ -256,35 +229,10 @@ func syntheticWeights(models any) bool {
 	return false
 }
 
-// startProbes finds the target's process and starts the probes; their
-// states go into the manifest.
-func (s *Session) startProbes(ctx context.Context, probes []probe.Probe, say func(string)) *probeSet {
-	cfg := &s.cfg
-	if len(probes) == 0 {
-		return newProbeSet()
-	}
-	pid, how := resolvePID(cfg.PID, cfg.Target)
-	if len(cfg.Agents) > 0 {
-		pid, how = 0, "found by each agent on its host (--agent)"
-	}
-	say("target: " + how)
-	auto := len(cfg.Probes) == 0 || cfg.Probes[0] == "auto"
-	target := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
-	fallback := func() probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }
-	pset := startProbes(ctx, probes, target, s.w, s.obs, auto, fallback, say)
-	if cfg.BPFStats && len(pset.running) > 0 {
-		pset.startBPFStats(say)
-	}
-	s.mu.Lock()
-	s.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": pset.status, "probe_details": pset.details}
-	s.mu.Unlock()
-	return pset
-}
-
 // runPasses runs every level: the warmup pass if asked, then the scored
 // repeats, each a probe period. It stops after the pass in which ctx was
 // cancelled (interrupted), and summarises only passes that ran whole.
-func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pset *probeSet, prog *progress, say func(string)) (model.Results, bool, error) {
+func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, prog *progress, say func(string)) (model.Results, bool, error) {
 	cfg := &s.cfg
 	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
 	levels := newLevelSource(cfg)
@@ -308,14 +256,11 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			}
 			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
-			pset.begin(period)
+			s.begin(period)
 			acc := s.newAcc()
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
-			pset.end(context.WithoutCancel(ctx), period, say)
-			if s.obs != nil {
-				s.obs.PeriodEnded(period)
-			}
+			s.end(context.WithoutCancel(ctx), period)
 			sent += res.Done
 			pm := acc.Pass(res.WallS()) // summary.Pass and Goodput of the pass's records, as they came
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
@@ -333,7 +278,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 			})
 			if !warmup && !stopped {
 				s.manifest.Coverage.Add(pm.Coverage)
-				if gap := coverageGap(pm); gap != "" {
+				if gap := CoverageGap(pm.Coverage); gap != "" {
 					s.manifest.Incomplete = append(s.manifest.Incomplete, fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, gap))
 				}
 			}
@@ -360,135 +305,6 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pse
 		}
 	}
 	return results, false, nil
-}
-
-// finish writes results.json, stops the probes and the tracing side, and
-// finalizes the manifest with its verdict; then prints the tables
-// (OnFinish).
-func (s *Session) finish(ctx context.Context, results model.Results, interrupted bool, pset *probeSet, tr *tracing, say func(string)) (*Outcome, error) {
-	cfg := &s.cfg
-	if s.search != nil {
-		// A search runs its levels out of order (1, 2, 4, 3): the
-		// manifest's passes and results.json list them in order of load,
-		// so every table and the knee read them so; search.json keeps the
-		// order they ran in, and each pass its own times.
-		slices.SortStableFunc(results.Results, func(a, b model.LevelResult) int { return model.CompareLevels(a.Level, b.Level) })
-		slices.SortStableFunc(s.manifest.Levels, func(a, b model.LevelRun) int { return model.CompareLevels(a.Level, b.Level) })
-	}
-	if err := s.w.WriteJSON(bundle.ResultsFile, results); err != nil {
-		return nil, err
-	}
-	if err := s.diarize.write(s.w, say); err != nil {
-		s.noteWriteErr(err) // the bundle is still finalized, marked incomplete
-	}
-	if s.search != nil {
-		if err := s.w.WriteJSON(SearchFile, s.search.res); err != nil {
-			return nil, err
-		}
-	}
-	offsets := pset.clockOffsets()
-	losses := pset.losses(say)
-	gaps := pset.emptyReport(scoredPasses(s.manifest.Levels), say)
-	bpfCost := pset.bpfReport(say)
-	agents := pset.agents()
-	pset.stop(say)
-	pset.running = nil
-	for name, msg := range agentLosses(agents) {
-		losses[name] = msg
-	}
-	traceInfo := tr.finish(ctx, s.w, say)
-	s.mu.Lock()
-	m := &s.manifest
-	m.EndUnixNs = time.Now().UnixNano()
-	m.Clock.EndMonoMinusWallNs = monoMinusWall()
-	if len(offsets) > 0 {
-		m.Clock.Probes = offsets
-	}
-	if m.Extra == nil {
-		m.Extra = map[string]any{}
-	}
-	for k, v := range traceInfo {
-		m.Extra[k] = v
-	}
-	if len(losses) > 0 {
-		m.Extra["probe_losses"] = losses
-	}
-	if len(bpfCost) > 0 {
-		m.Extra["probe_bpf"] = bpfCost
-	}
-	gaps.record(m)
-	recordAgents(m, agents)
-	m.Interrupted = interrupted
-	m.Finished = !interrupted
-	if interrupted {
-		m.Incomplete = append(m.Incomplete, "interrupted before the last pass finished")
-	}
-	if s.writeErr != nil {
-		m.Incomplete = append(m.Incomplete, "bundle write error")
-		m.Notes = append(m.Notes, "write error: "+s.writeErr.Error())
-	}
-	m.Complete = len(m.Incomplete) == 0
-	s.mu.Unlock()
-	if files, err := (&bundle.Bundle{Dir: cfg.Out}).Files(); err == nil {
-		s.manifest.Files = files
-	}
-	if err := s.saveManifest(); err != nil {
-		return nil, err
-	}
-	// The bundle's tables (trace/tables: Parquet, for the analysis engine
-	// and users' own tools), derived from the files just finished. Not
-	// being able to build them is said, not fatal: the JSONL files are the
-	// record, and the first analyze builds the tables again.
-	if ts, err := columns.Open(cfg.Out); err != nil {
-		say("tables: " + err.Error())
-	} else if err := ts.Wait(); err != nil {
-		say("tables: " + err.Error())
-	}
-	out := &Outcome{Dir: cfg.Out, Manifest: s.manifest, Results: results}
-	sayReport, err := s.runFinish(context.WithoutCancel(ctx), cfg.Out, true, s.stdout, s.stderr, cfg.Format)
-	if err != nil {
-		return out, err
-	}
-	if s.search != nil {
-		out.Search = &s.search.res
-		fmt.Fprintln(s.stdout)
-		s.search.res.Print(s.stdout)
-	}
-	sayReport(say)
-	fmt.Fprintf(s.stderr, "bundle: %s\n", cfg.Out)
-	if interrupted {
-		return out, ErrInterrupted
-	}
-	return out, s.writeErr
-}
-
-// scoredPasses counts the scored passes that ran.
-func scoredPasses(levels []model.LevelRun) int {
-	n := 0
-	for _, l := range levels {
-		if !l.Warmup {
-			n++
-		}
-	}
-	return n
-}
-
-// coverageGap says what a scored pass is missing ("" when nothing).
-func coverageGap(m model.PassMetrics) string { return CoverageGap(m.Coverage) }
-
-func (s *Session) noteWriteErr(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.writeErr == nil {
-		s.writeErr = err
-		fmt.Fprintf(s.stderr, "asrprof: %v (the capture goes on)\n", err)
-	}
-}
-
-func (s *Session) saveManifest() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.WriteJSON(bundle.ManifestFile, s.manifest)
 }
 
 // prepareDataset loads, limits and preflights the dataset, then reads the

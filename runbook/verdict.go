@@ -135,7 +135,7 @@ func runGaps(r RunRecord, levels []capture.SweepPoint, repeats int) []Gap {
 			gaps = append(gaps, Gap{Run: r.Dir, Level: lv.Name, What: fmt.Sprintf("%d of %d repeats ran", len(lr.PerRepeat), repeats)})
 		}
 		for _, p := range lr.PerRepeat {
-			if what := coverageGap(p.Coverage); what != "" {
+			if what := capture.CoverageGap(p.Coverage); what != "" {
 				gaps = append(gaps, Gap{Run: r.Dir, Level: lv.Name, Repeat: p.Repeat, What: what})
 			}
 		}
@@ -152,9 +152,6 @@ func runGaps(r RunRecord, levels []capture.SweepPoint, repeats int) []Gap {
 	}
 	return gaps
 }
-
-// coverageGap says what a pass is missing ("" when nothing).
-func coverageGap(c model.Coverage) string { return capture.CoverageGap(c) }
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")

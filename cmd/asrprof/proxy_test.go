@@ -427,3 +427,48 @@ func TestProxyAndDrivenVerdicts(t *testing.T) {
 		t.Errorf("the proxy capture's diagnosis lacks the serving thread:\n%s", ptext)
 	}
 }
+
+// A proxy capture's probes record one period, the proxy's window, whose
+// rows carry the level "proxy" while its requests get the levels found
+// at the end (c1 here): `analyze cpu` shows the window's threads under
+// that level, not "no scheduler rows".
+func TestCaptureProxyProbeRows(t *testing.T) {
+	need.Binary(t, "curl")
+	// The fake server runs in this process: the proc probe watches it.
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there", Delay: 50 * time.Millisecond})
+	dir := t.TempDir()
+	wav := filepath.Join(dir, "a.wav")
+	if err := os.WriteFile(wav, audiotest.WAV16(16000, 1, make([]int16, 16000)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "b")
+	script := `for i in 1 2 3 4; do curl -sS -F model=m -F "file=@` + wav + `;type=audio/wav" "$ASRPROF_PROXY_URL/v1/audio/transcriptions" >/dev/null || exit 9; sleep 0.1; done`
+	code, _, stderr := runCLI("capture", "--proxy", ":0", "--target", srv.URL, "--out", out, "--levels", "c1",
+		"--probes", "proc", "--pid", fmt.Sprint(os.Getpid()), "--proc-hz", "50",
+		"--otlp-http", "off", "--otlp-grpc", "off", "--quiet", "--", "bash", "-c", script)
+	if code != exitOK {
+		t.Fatalf("capture: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := runCLI("analyze", out, "cpu", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("analyze cpu: exit %d\n%s", code, stderr)
+	}
+	var jt attrTables
+	if err := json.Unmarshal([]byte(stdout), &jt); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	rows := -1
+	for _, tb := range jt.Tables {
+		if tb.Name == "cpu" {
+			rows = len(tb.Rows)
+			for _, r := range tb.Rows {
+				if r[0] != "proxy" {
+					t.Errorf("cpu row %v: want the level proxy", r)
+				}
+			}
+		}
+	}
+	if rows <= 0 {
+		t.Errorf("analyze cpu of a proxy capture with the proc probe: %d cpu rows, want some\n%s", rows, stdout)
+	}
+}

@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // syncBuf is a bytes.Buffer safe for a process's output and the test.
@@ -519,4 +521,37 @@ func selfCPU(t *testing.T) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100
+}
+
+// A proxy capture with --agent takes its probe data from the agent, as a
+// driven one does: one period, the proxy's window, begun and ended there.
+func TestCaptureProxyAgent(t *testing.T) {
+	need.Binary(t, "curl")
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there", Delay: 50 * time.Millisecond})
+	_, agent := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
+	dir := t.TempDir()
+	wav := filepath.Join(dir, "a.wav")
+	if err := os.WriteFile(wav, audiotest.WAV16(16000, 1, make([]int16, 16000)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "b")
+	script := `for i in 1 2 3; do curl -sS -F model=m -F "file=@` + wav + `;type=audio/wav" "$ASRPROF_PROXY_URL/v1/audio/transcriptions" >/dev/null || exit 9; sleep 0.1; done`
+	code, _, stderr := runCLI("capture", "--proxy", ":0", "--agent", agent, "--target", srv.URL, "--out", out, "--levels", "c1",
+		"--probes", "proc", "--pid", strconv.Itoa(os.Getpid()), "--proc-hz", "50",
+		"--otlp-http", "off", "--otlp-grpc", "off", "--quiet", "--", "bash", "-c", script)
+	if code != exitOK {
+		t.Fatalf("capture --proxy --agent: exit %d\n%s", code, stderr)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes, _ := b.Manifest.Extra["probes"].(map[string]any)
+	if st := probes["agent "+strings.TrimPrefix(agent, "http://")]; st != "on" || len(probes) != 1 {
+		t.Errorf("probes %v: want the agent's alone, on", probes)
+	}
+	rows, err := os.ReadFile(filepath.Join(out, "sched.jsonl"))
+	if err != nil || !bytes.Contains(rows, []byte(`"level":"proxy","repeat":1`)) {
+		t.Errorf("sched.jsonl from the agent: %v, %d bytes\n%s", err, len(rows), stderr)
+	}
 }
