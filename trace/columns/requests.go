@@ -136,12 +136,17 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 					l, d = d, nil
 				}
 				if len(bytes.TrimSpace(l)) > 0 {
-					r := unsafe.Pointer(&out[line])
+					r, next := unsafe.Pointer(&out[line]), 0
 					err := scanObject(l, func(k []byte, v value) error {
-						if f, ok := requestFields[string(k)]; ok {
-							return fieldErr(k, setField(r, f, v))
+						// encoding/json writes the fields in order: try the next one first
+						f := &model.RequestFields[next%len(model.RequestFields)]
+						if f.Name != string(k) {
+							if f = requestFields[string(k)]; f == nil {
+								return nil
+							}
 						}
-						return nil
+						next = f.Index + 1
+						return fieldErr(k, setField(r, f, v))
 					})
 					switch {
 					case err == nil:
@@ -236,59 +241,60 @@ func setField(p unsafe.Pointer, f *model.Field, v value) (err error) {
 // required column need no levels (they go to the column's own writer,
 // and Value.Level cost a fifth of the writing).
 func appendColumn(vals []parquet.Value, reqs []model.Request, l *requestLeaf, c int) []parquet.Value {
-	f := l.f
-	at := func(i int) unsafe.Pointer { return unsafe.Pointer(&reqs[i]) }
 	null := parquet.Value{}.Level(0, 0, c)
-	switch f.Kind {
-	case model.KindString:
-		for i := range reqs {
-			s := *field[string](at(i), f) // the writer copies the bytes: no copy of its own
-			vals = append(vals, parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(s), len(s))))
-		}
+	switch l.f.Kind {
+	case model.KindString: // the writer copies the bytes: no copy of its own
+		return values(vals, reqs, l.f, func(s string) parquet.Value {
+			return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(s), len(s)))
+		})
 	case model.KindInt:
-		for i := range reqs {
-			vals = append(vals, parquet.Int32Value(int32(*field[int](at(i), f))))
-		}
+		return values(vals, reqs, l.f, func(x int) parquet.Value { return parquet.Int32Value(int32(x)) })
 	case model.KindInt64:
-		for i := range reqs {
-			vals = append(vals, parquet.Int64Value(*field[int64](at(i), f)))
-		}
+		return values(vals, reqs, l.f, parquet.Int64Value)
 	case model.KindFloat:
-		for i := range reqs {
-			vals = append(vals, parquet.DoubleValue(*field[float64](at(i), f)))
-		}
+		return values(vals, reqs, l.f, parquet.DoubleValue)
 	case model.KindBool:
-		for i := range reqs {
-			vals = append(vals, parquet.BooleanValue(*field[bool](at(i), f)))
-		}
+		return values(vals, reqs, l.f, parquet.BooleanValue)
 	case model.KindOptFloat:
-		for i := range reqs {
-			if x := *field[*float64](at(i), f); x != nil {
-				vals = append(vals, parquet.DoubleValue(*x).Level(0, 1, c))
-			} else {
-				vals = append(vals, null)
+		return values(vals, reqs, l.f, func(x *float64) parquet.Value {
+			if x == nil {
+				return null
 			}
-		}
-	case model.KindFloats:
-		for i := range reqs {
-			xs := *field[[]float64](at(i), f)
-			for j, x := range xs {
-				vals = append(vals, parquet.DoubleValue(x).Level(min(j, 1), 1, c))
-			}
-			if len(xs) == 0 {
-				vals = append(vals, null) // an empty list
-			}
-		}
+			return parquet.DoubleValue(*x).Level(0, 1, c)
+		})
 	case model.KindStruct:
-		for i := range reqs {
-			if e := *field[unsafe.Pointer](at(i), f); e != nil {
-				vals = append(vals, parquet.Int32Value(int32(*field[int](e, l.sub))).Level(0, 1, c))
-			} else {
-				vals = append(vals, null)
+		return values(vals, reqs, l.f, func(e unsafe.Pointer) parquet.Value {
+			if e == nil {
+				return null
 			}
+			return parquet.Int32Value(int32(*field[int](e, l.sub))).Level(0, 1, c)
+		})
+	}
+	for i := range reqs { // model.KindFloats
+		xs := *field[[]float64](unsafe.Pointer(&reqs[i]), l.f)
+		for j, x := range xs {
+			vals = append(vals, parquet.DoubleValue(x).Level(min(j, 1), 1, c))
+		}
+		if len(xs) == 0 {
+			vals = append(vals, null) // an empty list
 		}
 	}
 	return vals
+}
+
+// values appends value(x) for field f (a T) of every request of reqs.
+func values[T any](vals []parquet.Value, reqs []model.Request, f *model.Field, value func(T) parquet.Value) []parquet.Value {
+	for i := range reqs {
+		vals = append(vals, value(*field[T](unsafe.Pointer(&reqs[i]), f)))
+	}
+	return vals
+}
+
+// setAll sets field f (a T) of every request of out to value(i).
+func setAll[T any](out []model.Request, f *model.Field, value func(i int) T) {
+	for i := range out {
+		*field[T](unsafe.Pointer(&out[i]), f) = value(i)
+	}
 }
 
 // writeRequests writes requests.parquet, column by column.
@@ -338,55 +344,48 @@ func ReadRequests(path string) ([]model.Request, error) {
 		}
 	}
 	out := make([]model.Request, n)
-	at := func(i int) unsafe.Pointer { return unsafe.Pointer(&out[i]) }
 	for c, col := range cols {
 		l := &requestLeaves[c]
-		f := l.f
-		switch f.Kind {
+		switch l.f.Kind {
 		case model.KindString:
-			for i := range out {
-				*field[string](at(i), f) = col.str.At(i)
-			}
+			setAll(out, l.f, col.str.At)
 		case model.KindInt:
-			for i, x := range col.int32s(0) {
-				*field[int](at(i), f) = int(x)
-			}
+			x := col.int32s(0)
+			setAll(out, l.f, func(i int) int { return int(x[i]) })
 		case model.KindInt64:
-			for i, x := range col.int64s() {
-				*field[int64](at(i), f) = x
-			}
+			x := col.int64s()
+			setAll(out, l.f, func(i int) int64 { return x[i] })
 		case model.KindFloat:
-			v, _ := col.float64s()
-			for i, x := range v {
-				*field[float64](at(i), f) = x
-			}
+			x, _ := col.float64s()
+			setAll(out, l.f, func(i int) float64 { return x[i] })
 		case model.KindBool:
-			for i, x := range col.bools() {
-				*field[bool](at(i), f) = x
-			}
+			x := col.bools()
+			setAll(out, l.f, func(i int) bool { return x[i] })
 		case model.KindOptFloat:
-			v, ok := col.float64s()
-			for i := range out {
-				if ok == nil || ok[i] {
-					*field[*float64](at(i), f) = &v[i]
+			x, ok := col.float64s()
+			setAll(out, l.f, func(i int) *float64 {
+				if ok != nil && !ok[i] {
+					return nil
 				}
-			}
+				return &x[i]
+			})
 		case model.KindFloats:
-			for i, x := range col.lists {
-				if len(x) > 0 {
-					*field[[]float64](at(i), f) = x
+			setAll(out, l.f, func(i int) []float64 {
+				if i < len(col.lists) && len(col.lists[i]) > 0 {
+					return col.lists[i]
 				}
-			}
-		case model.KindStruct:
-			for i, x := range col.int32s(0) {
-				if col.valid != nil && !col.valid[i] {
-					continue
+				return nil
+			})
+		case model.KindStruct: // made by the first of its columns, filled by each
+			x := col.int32s(0)
+			for i := range out {
+				e := field[unsafe.Pointer](unsafe.Pointer(&out[i]), l.f)
+				if col.valid == nil || col.valid[i] {
+					if *e == nil {
+						*e = reflect.New(l.f.Type.Elem()).UnsafePointer()
+					}
+					*field[int](*e, l.sub) = int(x[i])
 				}
-				e := field[unsafe.Pointer](at(i), f)
-				if *e == nil {
-					*e = reflect.New(f.Type.Elem()).UnsafePointer()
-				}
-				*field[int](*e, l.sub) = int(x)
 			}
 		}
 	}
