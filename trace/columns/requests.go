@@ -138,12 +138,9 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 				if len(bytes.TrimSpace(l)) > 0 {
 					r, next := unsafe.Pointer(&out[line]), 0
 					err := scanObject(l, func(k []byte, v value) error {
-						// encoding/json writes the fields in order: try the next one first
-						f := &model.RequestFields[next%len(model.RequestFields)]
-						if f.Name != string(k) {
-							if f = requestFields[string(k)]; f == nil {
-								return nil
-							}
+						f := fieldNamed(model.RequestFields, next, k)
+						if f == nil {
+							return nil
 						}
 						next = f.Index + 1
 						return fieldErr(k, setField(r, f, v))
@@ -181,14 +178,17 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 	return out[:k:k], nil
 }
 
-// requestFields are model.RequestFields by JSON name.
-var requestFields = func() map[string]*model.Field {
-	m := map[string]*model.Field{}
-	for i, f := range model.RequestFields {
-		m[f.Name] = &model.RequestFields[i]
+// fieldNamed returns the field of fs named k, looking from the i-th on:
+// encoding/json writes them in order, so it is that one or one of the
+// next (a map took as long as a switch on the name). Nil for none.
+func fieldNamed(fs []model.Field, i int, k []byte) *model.Field {
+	for j := range fs {
+		if f := &fs[(i+j)%len(fs)]; f.Name == string(k) {
+			return f
+		}
 	}
-	return m
-}()
+	return nil
+}
 
 // setField sets field f of the record at p to v as encoding/json would
 // (null leaves the zero; a struct's unknown names are ignored).
@@ -226,10 +226,8 @@ func setField(p unsafe.Pointer, f *model.Field, v value) (err error) {
 		e := reflect.New(f.Type.Elem()).UnsafePointer()
 		*x = e
 		return scanObject(v.raw, func(k []byte, v value) error {
-			for i := range f.Sub {
-				if f.Sub[i].Name == string(k) {
-					return fieldErr(k, setField(e, &f.Sub[i], v))
-				}
+			if s := fieldNamed(f.Sub, 0, k); s != nil {
+				return fieldErr(k, setField(e, s, v))
 			}
 			return nil
 		})
