@@ -178,9 +178,9 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 	return out[:k:k], nil
 }
 
-// fieldNamed returns the field of fs named k, looking from the i-th on:
-// encoding/json writes them in order, so it is that one or one of the
-// next (a map took as long as a switch on the name). Nil for none.
+// fieldNamed returns the field of fs named k, nil for none, looking from
+// the i-th on: encoding/json writes them in order, so it is that one or
+// one of the next (as fast as the hand-written switch on the name was).
 func fieldNamed(fs []model.Field, i int, k []byte) *model.Field {
 	for j := range fs {
 		if f := &fs[(i+j)%len(fs)]; f.Name == string(k) {
@@ -295,7 +295,8 @@ func setAll[T any](out []model.Request, f *model.Field, value func(i int) T) {
 	}
 }
 
-// writeRequests writes requests.parquet, column by column.
+// writeRequests writes requests.parquet, column by column, straight to the
+// columns' writers (a part of writeTable is at most one row group).
 func writeRequests(path string, reqs []model.Request, meta map[string]string) error {
 	return writeTable(path, meta, len(reqs), requestSchema, func(w *parquet.GenericWriter[any], lo, hi int) error {
 		cw := w.ColumnWriters()
