@@ -33,7 +33,7 @@ type Field struct {
 	Sub    []Field      // KindStruct: the fields of the struct, each KindInt
 }
 
-// RequestFields are the fields of Request, in its order.
+// RequestFields are the fields of Request, in its order (read-only).
 var RequestFields = fieldsOf(reflect.TypeFor[Request]())
 
 // fieldsOf derives the fields of struct type t from its tags; it panics on
