@@ -532,87 +532,57 @@ func (v *requestValue) Attr(name string) (starlark.Value, error) {
 	return requestAttrs.attr(v, name)
 }
 
-// Accessors of one field of a request, by the field's Starlark type.
+// requestAttr is one attribute of a request.
 type requestAttr = func(*requestValue) (starlark.Value, error)
 
-func reqStr(f func(*model.Request) string) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.String(f(&v.c.reqs[v.i])), nil }
-}
-func reqInt(f func(*model.Request) int) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(f(&v.c.reqs[v.i])), nil }
-}
-func reqNs(f func(*model.Request) int64) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt64(f(&v.c.reqs[v.i])), nil }
-}
-func reqFloat(f func(*model.Request) float64) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.Float(f(&v.c.reqs[v.i])), nil }
-}
-func reqBool(f func(*model.Request) bool) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) { return starlark.Bool(f(&v.c.reqs[v.i])), nil }
-}
-
-// reqOpt is a float that realtime sessions have and file requests lack
-// (None).
-func reqOpt(f func(*model.Request) *float64) requestAttr {
-	return func(v *requestValue) (starlark.Value, error) {
-		if x := f(&v.c.reqs[v.i]); x != nil {
-			return starlark.Float(*x), nil
+// requestAttrs are a request's attributes: every field of
+// model.RequestFields under its JSON name, then index, ok and the join.
+var requestAttrs = func() attrTable[*requestValue] {
+	t := attrTable[*requestValue]{}
+	for _, f := range model.RequestFields {
+		t[f.Name] = func(v *requestValue) (starlark.Value, error) {
+			return fieldValue(reflect.ValueOf(&v.c.reqs[v.i]).Elem().Field(f.Index), &f), nil
 		}
-		return starlark.None, nil
 	}
+	maps.Copy(t, requestExtraAttrs)
+	return t
+}()
+
+// fieldValue is field f's value x in Starlark: None for a nil pointer (a
+// realtime-only field of a file request, errors without scoring), a
+// struct named after the field for a struct.
+func fieldValue(x reflect.Value, f *model.Field) starlark.Value {
+	switch f.Kind {
+	case model.KindString:
+		return starlark.String(x.String())
+	case model.KindInt, model.KindInt64:
+		return starlark.MakeInt64(x.Int())
+	case model.KindFloat:
+		return starlark.Float(x.Float())
+	case model.KindBool:
+		return starlark.Bool(x.Bool())
+	case model.KindFloats:
+		return toValue(x.Interface())
+	}
+	if x.IsNil() {
+		return starlark.None
+	}
+	if f.Kind == model.KindOptFloat {
+		return starlark.Float(x.Elem().Float())
+	}
+	d := starlark.StringDict{}
+	for i, s := range f.Sub {
+		d[s.Name] = fieldValue(x.Elem().Field(s.Index), &f.Sub[i])
+	}
+	return starlarkstruct.FromStringDict(starlark.String(f.Name), d)
 }
 
-var requestAttrs = attrTable[*requestValue]{
-	"id":                  reqStr(func(r *model.Request) string { return r.ID }),
-	"index":               func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(v.i), nil },
-	"sample_id":           reqStr(func(r *model.Request) string { return r.SampleID }),
-	"level":               reqStr(func(r *model.Request) string { return r.Level }),
-	"repeat":              reqInt(func(r *model.Request) int { return r.Repeat }),
-	"warmup":              reqBool(func(r *model.Request) bool { return r.Warmup }),
-	"trace_id":            reqStr(func(r *model.Request) string { return r.TraceID }),
-	"request_id":          reqStr(func(r *model.Request) string { return r.RequestID }),
-	"server_request_id":   reqStr(func(r *model.Request) string { return r.ServerRequestID }),
-	"intended_unix_ns":    reqNs(func(r *model.Request) int64 { return r.IntendedUnixNs }),
-	"start_unix_ns":       reqNs(func(r *model.Request) int64 { return r.StartUnixNs }),
-	"upload_done_unix_ns": reqNs(func(r *model.Request) int64 { return r.UploadDoneUnixNs }),
-	"first_byte_unix_ns":  reqNs(func(r *model.Request) int64 { return r.FirstByteUnixNs }),
-	"first_token_unix_ns": reqNs(func(r *model.Request) int64 { return r.FirstTokenUnixNs }),
-	"end_unix_ns":         reqNs(func(r *model.Request) int64 { return r.EndUnixNs }),
-	"latency_s":           reqFloat(func(r *model.Request) float64 { return r.LatencyS }),
-	"ttft_s":              reqFloat(func(r *model.Request) float64 { return r.TTFTS }),
-	"chunk_gaps_s":        func(v *requestValue) (starlark.Value, error) { return toValue(v.c.reqs[v.i].ChunkGapsS), nil },
-	"audio_duration_s":    reqFloat(func(r *model.Request) float64 { return r.AudioDurationS }),
-	"http_status":         reqInt(func(r *model.Request) int { return r.HTTPStatus }),
-	"status":              reqStr(func(r *model.Request) string { return r.Status }),
-	"ok":                  reqBool(func(r *model.Request) bool { return r.Status == model.StatusOK }),
-	"error_kind":          reqStr(func(r *model.Request) string { return r.ErrorKind }),
-	"error":               reqStr(func(r *model.Request) string { return r.Error }),
-	"hyp":                 reqStr(func(r *model.Request) string { return r.Hyp }),
-	"ref":                 reqStr(func(r *model.Request) string { return r.Ref }),
-	"lang":                reqStr(func(r *model.Request) string { return r.Lang }),
-	"scored":              reqBool(func(r *model.Request) bool { return r.Scored }),
-	"errors": func(v *requestValue) (starlark.Value, error) {
-		e := v.c.reqs[v.i].Errors
-		if e == nil {
-			return starlark.None, nil
-		}
-		return starlarkstruct.FromStringDict(starlark.String("errors"), starlark.StringDict{
-			"sub": starlark.MakeInt(e.Sub), "del": starlark.MakeInt(e.Del),
-			"ins": starlark.MakeInt(e.Ins), "ref_words": starlark.MakeInt(e.RefWords),
-		}), nil
+// requestExtraAttrs are the attributes of a request that are not fields.
+var requestExtraAttrs = attrTable[*requestValue]{
+	"index": func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(v.i), nil },
+	"ok": func(v *requestValue) (starlark.Value, error) {
+		return starlark.Bool(v.c.reqs[v.i].Status == model.StatusOK), nil
 	},
-	// Realtime sessions (None or zero for file requests).
-	"first_update_s":     reqOpt(func(r *model.Request) *float64 { return r.FirstUpdateS }),
-	"final_after_stop_s": reqOpt(func(r *model.Request) *float64 { return r.FinalAfterStopS }),
-	"lag_p95_s":          reqOpt(func(r *model.Request) *float64 { return r.LagP95S }),
-	"lag_max_s":          reqOpt(func(r *model.Request) *float64 { return r.LagMaxS }),
-	"lag_growth_s":       reqOpt(func(r *model.Request) *float64 { return r.LagGrowthS }),
-	"send_late_max_s":    reqOpt(func(r *model.Request) *float64 { return r.SendLateMaxS }),
-	"lag_source":         reqStr(func(r *model.Request) string { return r.LagSource }),
-	"partials":           reqInt(func(r *model.Request) int { return r.Partials }),
-	"finals":             reqInt(func(r *model.Request) int { return r.Finals }),
-	"server_errors":      reqInt(func(r *model.Request) int { return r.ServerErrors }),
-	"audio_s":            reqFloat(func(r *model.Request) float64 { return r.AudioS }),
 	// The join.
 	"spans": func(v *requestValue) (starlark.Value, error) {
 		ix, err := v.c.join()

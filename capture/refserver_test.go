@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -49,7 +50,7 @@ func loadJoined(t *testing.T, dir string) joined {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestRefserverOverloadIs503AndTheRunGoesOn(t *testing.T) {
 	if !o.Manifest.Finished || o.Manifest.Complete {
 		t.Errorf("finished=%v complete=%v, want a finished, incomplete capture", o.Manifest.Finished, o.Manifest.Complete)
 	}
-	reqs, _ := (&bundle.Bundle{Dir: cfg.Out}).Requests()
+	reqs, _ := columns.ReadRequestsJSONL(filepath.Join(cfg.Out, bundle.RequestsFile))
 	for _, r := range reqs {
 		if r.ErrorKind == model.FailHTTP5xx && (r.HTTPStatus != 503 || !strings.Contains(r.Error, "503")) {
 			t.Errorf("a 5xx record without its status: %+v", r)

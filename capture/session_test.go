@@ -23,6 +23,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // makeDataset writes n one-second 16 kHz WAV files and a JSONL manifest
@@ -102,7 +103,7 @@ func TestCaptureSweep(t *testing.T) {
 	if len(b.Manifest.Levels) != 6 { // 2 levels × (warmup + 2 repeats)
 		t.Errorf("%d passes recorded, want 6", len(b.Manifest.Levels))
 	}
-	reqs, _ := b.Requests()
+	reqs, _ := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if len(reqs) != 36 {
 		t.Fatalf("%d requests, want 36", len(reqs))
 	}
@@ -271,7 +272,7 @@ func TestInterruptFinalizesIncomplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, _ := b.Requests()
+	reqs, _ := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if b.Manifest.Complete || !b.Manifest.Interrupted || len(reqs) == 0 || len(reqs) >= 40 {
 		t.Errorf("complete=%v interrupted=%v requests=%d", b.Manifest.Complete, b.Manifest.Interrupted, len(reqs))
 	}

@@ -41,11 +41,14 @@ type WordErrors struct {
 
 // Request is one line of requests.jsonl: one request (or realtime session)
 // as the client saw it. Timestamps are wall clock in unix nanoseconds;
-// durations come from the monotonic clock.
+// durations come from the monotonic clock. The struct is the request
+// schema, declared once: requests.jsonl's reader, requests.parquet and
+// Starlark's request values derive theirs from it (RequestFields); the
+// tag parquet:",dict" marks a string of few distinct values.
 type Request struct {
 	ID               string      `json:"id"`
-	SampleID         string      `json:"sample_id"`
-	Level            string      `json:"level"` // e.g. "c8" or "r2.5"
+	SampleID         string      `json:"sample_id" parquet:",dict"`
+	Level            string      `json:"level" parquet:",dict"` // e.g. "c8" or "r2.5"
 	Repeat           int         `json:"repeat"`
 	Warmup           bool        `json:"warmup"`
 	TraceID          string      `json:"trace_id"`
@@ -62,29 +65,29 @@ type Request struct {
 	ChunkGapsS       []float64   `json:"chunk_gaps_s,omitempty"`
 	AudioDurationS   float64     `json:"audio_duration_s"`
 	HTTPStatus       int         `json:"http_status,omitempty"`
-	Status           string      `json:"status"`
-	ErrorKind        string      `json:"error_kind,omitempty"`
-	Error            string      `json:"error,omitempty"`
+	Status           string      `json:"status" parquet:",dict"`
+	ErrorKind        string      `json:"error_kind,omitempty" parquet:",dict"`
+	Error            string      `json:"error,omitempty" parquet:",dict"`
 	Hyp              string      `json:"hyp"`
 	Ref              string      `json:"ref"`
-	Lang             string      `json:"lang,omitempty"`
+	Lang             string      `json:"lang,omitempty" parquet:",dict"`
 	Scored           bool        `json:"scored"` // false when failed, warmup, or the normalized reference is empty
 	Errors           *WordErrors `json:"errors,omitempty"`
 
 	// Realtime sessions only (protocols funasr-ws and openai-realtime);
 	// definitions in docs/REALTIME.md. Seconds; a pointer is nil when the
 	// session never reached the point it measures.
-	FirstUpdateS    *float64 `json:"first_update_s,omitempty"`     // first audio frame sent → first message with text
-	FinalAfterStopS *float64 `json:"final_after_stop_s,omitempty"` // end of input sent → final message
-	LagP95S         *float64 `json:"lag_p95_s,omitempty"`          // p95 of the per-update response lags
-	LagMaxS         *float64 `json:"lag_max_s,omitempty"`          // worst per-update response lag
-	LagGrowthS      *float64 `json:"lag_growth_s,omitempty"`       // mean lag of the last third of updates − of the first third (≥ 6 updates)
-	LagSource       string   `json:"lag_source,omitempty"`         // server, sent or mixed: where the covered audio time came from
-	Partials        int      `json:"partials,omitempty"`           // non-final updates with text
-	Finals          int      `json:"finals,omitempty"`             // text units locked by the server
-	ServerErrors    int      `json:"server_errors,omitempty"`      // error events after which the session went on (SGLang-Omni server_error)
-	AudioS          float64  `json:"audio_s,omitempty"`            // audio seconds sent (all loops)
-	SendLateMaxS    *float64 `json:"send_late_max_s,omitempty"`    // realtime pacing: worst frame send after its schedule
+	FirstUpdateS    *float64 `json:"first_update_s,omitempty"`             // first audio frame sent → first message with text
+	FinalAfterStopS *float64 `json:"final_after_stop_s,omitempty"`         // end of input sent → final message
+	LagP95S         *float64 `json:"lag_p95_s,omitempty"`                  // p95 of the per-update response lags
+	LagMaxS         *float64 `json:"lag_max_s,omitempty"`                  // worst per-update response lag
+	LagGrowthS      *float64 `json:"lag_growth_s,omitempty"`               // mean lag of the last third of updates − of the first third (≥ 6 updates)
+	LagSource       string   `json:"lag_source,omitempty" parquet:",dict"` // server, sent or mixed: where the covered audio time came from
+	Partials        int      `json:"partials,omitempty"`                   // non-final updates with text
+	Finals          int      `json:"finals,omitempty"`                     // text units locked by the server
+	ServerErrors    int      `json:"server_errors,omitempty"`              // error events after which the session went on (SGLang-Omni server_error)
+	AudioS          float64  `json:"audio_s,omitempty"`                    // audio seconds sent (all loops)
+	SendLateMaxS    *float64 `json:"send_late_max_s,omitempty"`            // realtime pacing: worst frame send after its schedule
 }
 
 // Stat is a {mean,min,max,n} summary over repeats, as SGLang-Omni writes it.

@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/export"
 )
 
@@ -39,7 +40,7 @@ func attrBundle(t *testing.T) (string, []model.Request) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

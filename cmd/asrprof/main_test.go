@@ -17,6 +17,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // The test binary doubles as asrprof when ASRPROF_TEST_MAIN is set, so
@@ -141,7 +142,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil || len(reqs) < 20 || len(reqs) >= 200 {
 		t.Fatalf("%d requests loaded (err %v)", len(reqs), err)
 	}

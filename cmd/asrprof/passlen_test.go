@@ -14,6 +14,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // passSamples are the samples of passDataset: id, file and seconds of
@@ -64,7 +65,7 @@ func passCapture(t *testing.T, srv *fakeasr.Server, ds string, args ...string) (
 
 func passRequests(t *testing.T, b *bundle.Bundle) []model.Request {
 	t.Helper()
-	recs, err := b.Requests()
+	recs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

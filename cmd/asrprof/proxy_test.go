@@ -26,6 +26,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // clientRun is what testdata/asr_sweep_client.py writes to --output.
@@ -99,7 +100,7 @@ func TestCaptureProxySweepClient(t *testing.T) {
 	if !m.Complete || len(m.Levels) != 2 {
 		t.Fatalf("manifest: complete=%v %v, levels %+v", m.Complete, m.Incomplete, m.Levels)
 	}
-	reqs, err := bd.Requests()
+	reqs, err := columns.ReadRequestsJSONL(bd.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestCaptureProxyCommandStatus(t *testing.T) {
 	if cmd["exit_code"] != 3.0 || !b.Manifest.Finished {
 		t.Errorf("manifest: finished %v, proxy %v", b.Manifest.Finished, px)
 	}
-	reqs, _ := b.Requests()
+	reqs, _ := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if len(reqs) != 3 {
 		t.Fatalf("%d records, want 3", len(reqs))
 	}
@@ -329,7 +330,7 @@ func TestCaptureProxyDuration(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	reqs, err := (&bundle.Bundle{Dir: out}).Requests()
+	reqs, err := columns.ReadRequestsJSONL(filepath.Join(out, bundle.RequestsFile))
 	if err != nil || sent == 0 || len(reqs) != sent {
 		t.Fatalf("sent %d, recorded %d (%v)\n%s", sent, len(reqs), err, stderr)
 	}
@@ -364,7 +365,7 @@ func TestCaptureProxyRealtimeSessions(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	b := &bundle.Bundle{Dir: out}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil || len(texts) == 0 || len(reqs) != len(texts) {
 		t.Fatalf("sessions %d, recorded %d (%v)\n%s", len(texts), len(reqs), err, stderr)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // A realtime capture keeps every session's update lags over session time
@@ -31,7 +32,7 @@ func TestRealtimeLagOverTime(t *testing.T) {
 		t.Errorf("capture's tables lack the lag over time:\n%s", stdout)
 	}
 	b := &bundle.Bundle{Dir: out}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil || len(reqs) != 2 {
 		t.Fatalf("%d sessions (%v)", len(reqs), err)
 	}

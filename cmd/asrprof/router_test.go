@@ -12,6 +12,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 type notedTables struct {
@@ -94,7 +95,7 @@ func responseTailsFast(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := bd.Requests()
+	reqs, err := columns.ReadRequestsJSONL(bd.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // A realtime capture through the router: `asrprof capture --protocol
@@ -36,7 +37,7 @@ func TestRouterRealtimeCapture(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("realtime capture through the router: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	reqs, err := (&bundle.Bundle{Dir: out}).Requests()
+	reqs, err := columns.ReadRequestsJSONL(filepath.Join(out, bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

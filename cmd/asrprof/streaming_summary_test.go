@@ -9,6 +9,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // The capture summarises each pass as its records come (summary.Acc; the
@@ -29,7 +30,7 @@ func TestStreamingSummaryMatchesRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil || len(reqs) != 12 {
 		t.Fatalf("%d requests (%v)", len(reqs), err)
 	}

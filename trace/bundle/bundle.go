@@ -201,19 +201,6 @@ func (b *Bundle) Has(name string) bool {
 	return err == nil
 }
 
-// Requests reads requests.jsonl.
-func (b *Bundle) Requests() ([]model.Request, error) {
-	var out []model.Request
-	_, err := ReadJSONL(b.Path(RequestsFile), func(r model.Request) error {
-		out = append(out, r)
-		return nil
-	})
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	return out, err
-}
-
 // Results reads results.json; it is absent from a capture that was killed.
 func (b *Bundle) Results() (*model.Results, error) {
 	data, err := os.ReadFile(b.Path(ResultsFile))

@@ -30,8 +30,30 @@ const rowsPerGroup = 256 << 10
 // copied into the file as they are (parquet-go copies encoded column
 // chunks verbatim when the writers' settings match).
 func writeRows[R any](path string, meta map[string]string, n int, row func(i int) R) error {
+	return writeTable(path, meta, n, nil, func(w *parquet.GenericWriter[R], lo, hi int) error {
+		buf := make([]R, 0, 4096)
+		for i := lo; i < hi; i++ {
+			buf = append(buf, row(i))
+			if len(buf) == cap(buf) || i == hi-1 {
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+				clear(buf)
+				buf = buf[:0]
+			}
+		}
+		return nil
+	})
+}
+
+// writeTable is writeRows for any writer: schema (nil: R's) and encode,
+// which writes rows [lo, hi) to w.
+func writeTable[R any](path string, meta map[string]string, n int, schema *parquet.Schema, encode func(w *parquet.GenericWriter[R], lo, hi int) error) error {
 	opts := []parquet.WriterOption{parquet.Compression(fastSnappy{}), parquet.MaxRowsPerRowGroup(rowsPerGroup),
 		parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
+	if schema != nil {
+		opts = append(opts, schema)
+	}
 	parts := 1
 	if n >= 2*parallelRows {
 		parts = min(runtime.GOMAXPROCS(0), n/parallelRows)
@@ -45,7 +67,10 @@ func writeRows[R any](path string, meta map[string]string, n int, row func(i int
 		g.Go(func() error {
 			var b bytes.Buffer
 			w := parquet.NewGenericWriter[R](&b, opts...)
-			if err := encodeRows(w, lo, hi, row); err != nil {
+			if err := encode(w, lo, hi); err != nil {
+				return err
+			}
+			if err := w.Close(); err != nil {
 				return err
 			}
 			encoded[p] = &b
@@ -93,21 +118,6 @@ func writeRows[R any](path string, meta map[string]string, n int, row func(i int
 
 // parallelRows is the least a part of a table encoded on its own core holds.
 const parallelRows = 100_000
-
-func encodeRows[R any](w *parquet.GenericWriter[R], lo, hi int, row func(i int) R) error {
-	buf := make([]R, 0, 4096)
-	for i := lo; i < hi; i++ {
-		buf = append(buf, row(i))
-		if len(buf) == cap(buf) || i == hi-1 {
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-			clear(buf)
-			buf = buf[:0]
-		}
-	}
-	return w.Close()
-}
 
 // column is one column read whole: the values of its kind, and which rows
 // are null (valid is nil for a required column).

@@ -24,6 +24,7 @@ import (
 
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -123,7 +124,7 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 	if cfg.Sample < 1 {
 		cfg.Sample = 1
 	}
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
 	}

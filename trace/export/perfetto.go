@@ -14,6 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -608,7 +609,7 @@ func WriteTraceFile(w io.Writer, tf *TraceFile) error {
 func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
 	in := PerfettoInput{Capture: CaptureAttrs(b)[AttrCapture], Manifest: b.Manifest}
 	var err error
-	if in.Requests, err = b.Requests(); err != nil {
+	if in.Requests, err = columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile)); err != nil {
 		return in, fmt.Errorf("reading requests: %w", err)
 	}
 	if b.Has(bundle.SpansFile) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/trace/columns"
 )
 
 func TestAssignSlots(t *testing.T) {
@@ -281,7 +282,7 @@ func TestPerfettoFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := openBundle(t, dir)
-	reqs, err := b.Requests()
+	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
