@@ -80,35 +80,45 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	for k, v := range meta {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	if parts == 1 && n == 0 {
+		encoded = nil
+	}
+	return writeFile(path, func(f io.Writer) error {
+		w := parquet.NewGenericWriter[R](f, opts...)
+		for _, b := range encoded {
+			pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+			if err != nil {
+				return fmt.Errorf("writing %s: %w", path, err)
+			}
+			for _, rg := range pf.RowGroups() {
+				if _, err := w.WriteRowGroup(rg); err != nil {
+					return fmt.Errorf("writing %s: %w", path, err)
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// writeFile writes path through a temporary file and a rename, so that a
+// reader never sees half of it: write writes the content, and its error
+// is returned as it is.
+func writeFile(path string, write func(f io.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp)
-	for k, v := range meta {
-		opts = append(opts, parquet.KeyValueMetadata(k, v))
-	}
-	w := parquet.NewGenericWriter[R](f, opts...)
-	if parts == 1 && n == 0 {
-		encoded = nil
-	}
-	for _, b := range encoded {
-		pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		for _, rg := range pf.RowGroups() {
-			if _, err := w.WriteRowGroup(rg); err != nil {
-				f.Close()
-				return fmt.Errorf("writing %s: %w", path, err)
-			}
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err

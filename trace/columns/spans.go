@@ -34,20 +34,7 @@ type Spans struct {
 
 func (s *Spans) serverNames() []string {
 	client := s.Service.Code(spans.ClientService)
-	seen := make([]bool, len(s.Name.Dict))
-	for i, c := range s.Name.Codes {
-		if s.Service.Codes[i] != client {
-			seen[c] = true
-		}
-	}
-	var out []string
-	for c, ok := range seen {
-		if ok {
-			out = append(out, s.Name.Dict[c])
-		}
-	}
-	sort.Strings(out)
-	return out
+	return s.Name.distinct(func(i int) bool { return s.Service.Codes[i] != client })
 }
 
 // Len is the number of spans.
