@@ -134,6 +134,26 @@ func (d *drawing) slice(name, cat string, pid, tid int, start, end int64, args m
 	d.events = append(d.events, Event{Name: name, Cat: cat, Ph: "X", PID: pid, TID: tid, tsNs: start, durNs: max(end-start, 0), Args: args})
 }
 
+// tracks lays intervals out on as few tracks of pid as keep each track's
+// intervals apart (assignSlots), numbered from base+1 and named label, or
+// "label #k" when there are several; it returns each interval's track and
+// how many there are.
+func (d *drawing) tracks(pid, base int, label string, ivs []interval) (tids []int, n int) {
+	slot, n := assignSlots(ivs)
+	for s := 0; s < n; s++ {
+		name := label
+		if n > 1 {
+			name += " #" + strconv.Itoa(s)
+		}
+		d.thread(pid, base+s+1, name)
+	}
+	tids = make([]int, len(slot))
+	for j, s := range slot {
+		tids[j] = base + s + 1
+	}
+	return tids, n
+}
+
 // BuildPerfetto lays a capture out as trace events:
 //
 //   - a process per level ("client c8") with one track per in-flight slot:
@@ -296,19 +316,11 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		for j, i := range idx {
 			ivs[j] = interval{in.Spans[i].StartUnixNs, in.Spans[i].EndUnixNs}
 		}
-		slot, n := assignSlots(ivs)
-		base := nextTID[pid]
+		tids, n := d.tracks(pid, nextTID[pid], k.label, ivs)
 		nextTID[pid] += n
-		for s := 0; s < n; s++ {
-			label := k.label
-			if n > 1 {
-				label += " #" + strconv.Itoa(s)
-			}
-			d.thread(pid, base+s+1, label)
-		}
 		for j, i := range idx {
 			s := &in.Spans[i]
-			tid := base + slot[j] + 1
+			tid := tids[j]
 			args := map[string]any{"trace_id": s.TraceID, "span_id": s.SpanID, "kind": s.Kind, "status": s.StatusCode}
 			if s.ParentSpanID != "" {
 				args["parent_span_id"] = s.ParentSpanID
@@ -369,17 +381,10 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				for j, s := range ss {
 					ivs[j] = interval{s.StartUnixNs, s.EndUnixNs}
 				}
-				slot, n := assignSlots(ivs)
-				for s := 0; s < n; s++ {
-					label := name
-					if n > 1 {
-						label += " #" + strconv.Itoa(s)
-					}
-					d.thread(pid, tid+s+1, label)
-				}
+				tids, n := d.tracks(pid, tid, name, ivs)
 				for j, s := range ss {
 					r := &in.Requests[owners[name][j]]
-					d.slice(name, CatStage, pid, tid+slot[j]+1, s.StartUnixNs, s.EndUnixNs,
+					d.slice(name, CatStage, pid, tids[j], s.StartUnixNs, s.EndUnixNs,
 						map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
 					st.StageSlices++
 				}
