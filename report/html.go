@@ -121,10 +121,6 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 	if err != nil {
 		return err
 	}
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	p := &page{title: "asrprof report: " + d.name}
 	m := d.manifest()
 	status := "complete"
@@ -135,7 +131,7 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 		}
 	}
 	fmt.Fprintf(&p.b, `<p class="meta">bundle <code>%s</code> · %s · target %s · report written %s</p>`,
-		esc(dir), esc(status), esc(m.Fingerprint.TargetURL), esc(now.UTC().Format(time.RFC3339)))
+		esc(dir), esc(status), esc(m.Fingerprint.TargetURL), esc(o.stamp()))
 	if d.errs != nil {
 		p.para("warn", "some analyses failed; what they would show is missing: "+d.errs.Error())
 	}

@@ -54,6 +54,15 @@ type Options struct {
 	LengthBuckets analysis.LengthBuckets
 }
 
+// stamp is the report's time (Now), as it prints it.
+func (o Options) stamp() string {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.UTC().Format(time.RFC3339)
+}
+
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
 	t := o.Timeout
 	if t == 0 {

@@ -167,36 +167,27 @@ func (c *column) addListPage(p parquet.Page, maxDef int) {
 }
 
 // bools returns a boolean column, null as false.
-func (c *column) bools() []bool {
-	if c.valid == nil {
-		return c.b
+func (c *column) bools() []bool { return spread(c.b, c.valid, c.n) }
+
+// float64s returns a double column and, for an optional one, which rows
+// are not null.
+func (c *column) float64s() ([]float64, []bool) { return spread(c.f64, c.valid, c.n), c.valid }
+
+// spread places vals, the values of the n rows that are not null (valid;
+// nil: every row), at their rows, null rows left zero.
+func spread[T any](vals []T, valid []bool, n int) []T {
+	if valid == nil {
+		return vals
 	}
-	out := make([]bool, c.n)
+	out := make([]T, n)
 	k := 0
 	for i := range out {
-		if c.valid[i] {
-			out[i] = c.b[k]
+		if valid[i] {
+			out[i] = vals[k]
 			k++
 		}
 	}
 	return out
-}
-
-// float64s returns a double column and, for an optional one, which rows
-// are not null.
-func (c *column) float64s() ([]float64, []bool) {
-	if c.valid == nil {
-		return c.f64, nil
-	}
-	out := make([]float64, c.n)
-	k := 0
-	for i := range out {
-		if c.valid[i] {
-			out[i] = c.f64[k]
-			k++
-		}
-	}
-	return out, c.valid
 }
 
 // presize makes room for n rows, so that pages append without copying.
