@@ -382,11 +382,7 @@ func (s *Set) saveRecord() error {
 	if err != nil {
 		return err
 	}
-	p := s.Path(ManifestFile)
-	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(p+".tmp", p)
+	return bundle.ReplaceFile(s.Path(ManifestFile), append(b, '\n'))
 }
 
 // derived is a small derived value kept as JSON (tables/NAME.json), valid
@@ -433,10 +429,7 @@ func (s *Set) SaveDerived(name, key string, v any) {
 		if err != nil {
 			return
 		}
-		p := s.Path(name + ".json")
-		if os.WriteFile(p+".tmp", b, 0o644) == nil {
-			os.Rename(p+".tmp", p)
-		}
+		bundle.ReplaceFile(s.Path(name+".json"), b)
 	})
 }
 

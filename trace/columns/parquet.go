@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
@@ -86,7 +88,7 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 	if parts == 1 && n == 0 {
 		encoded = nil
 	}
-	return writeFile(path, func(f io.Writer) error {
+	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
 		w := parquet.NewGenericWriter[R](f, opts...)
 		for _, b := range encoded {
 			pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
@@ -104,26 +106,6 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 		}
 		return nil
 	})
-}
-
-// writeFile writes path through a temporary file and a rename, so that a
-// reader never sees half of it: write writes the content, and its error
-// is returned as it is.
-func writeFile(path string, write func(f io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // parallelRows is the least a part of a table encoded on its own core holds.

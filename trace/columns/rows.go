@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Probe files (gpu.jsonl, sched.jsonl, cuda.jsonl) are JSON objects whose
@@ -134,7 +136,7 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	return writeFile(path, func(f io.Writer) error {
+	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
 		w := parquet.NewWriter(f, opts...)
 		batch := make([]parquet.Row, 0, 1024)
 		flush := func() error {
