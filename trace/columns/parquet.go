@@ -155,6 +155,18 @@ func (c *column) bools() []bool { return spread(c.b, c.valid, c.n) }
 // are not null.
 func (c *column) float64s() ([]float64, []bool) { return spread(c.f64, c.valid, c.n), c.valid }
 
+// present reports which rows are not null.
+func (c *column) present() []bool {
+	if c.valid != nil {
+		return c.valid
+	}
+	all := make([]bool, c.n)
+	for i := range all {
+		all[i] = true
+	}
+	return all
+}
+
 // spread places vals, the values of the n rows that are not null (valid;
 // nil: every row), at their rows, null rows left zero.
 func spread[T any](vals []T, valid []bool, n int) []T {
