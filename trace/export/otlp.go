@@ -601,17 +601,13 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 			st.FailedBatches++
 			st.FailedSpans += n
 			st.LastError = err.Error()
-			if cfg.Progress != nil {
-				cfg.Progress(st)
-			}
-			if st.SentBatches == 0 {
-				abort = fmt.Errorf("%w: %s: %v", ErrNeverAccepted, u, err)
-				return abort
-			}
-			return nil
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(st)
+		}
+		if err != nil && st.SentBatches == 0 {
+			abort = fmt.Errorf("%w: %s: %v", ErrNeverAccepted, u, err)
+			return abort
 		}
 		return nil
 	})
