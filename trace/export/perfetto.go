@@ -115,6 +115,14 @@ type drawing struct {
 	nextPID int
 }
 
+// qualified is name, then sep and what when there is one.
+func qualified(name, sep, what string) string {
+	if what == "" {
+		return name
+	}
+	return name + sep + what
+}
+
 func (d *drawing) process(name string) int {
 	d.nextPID++
 	pid := d.nextPID
@@ -207,11 +215,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		if len(idx) == 0 {
 			continue
 		}
-		name := "client"
-		if lv != "" {
-			name += " " + lv
-		}
-		pid := d.process(name)
+		pid := d.process(qualified("client", " ", lv))
 		ivs := make([]interval, len(idx))
 		for k, i := range idx {
 			r := &in.Requests[i]
@@ -304,11 +308,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	for _, k := range keys {
 		pid, ok := servicePID[k.service]
 		if !ok {
-			name := "server"
-			if k.service != "" {
-				name += ": " + k.service
-			}
-			pid = d.process(name)
+			pid = d.process(qualified("server", ": ", k.service))
 			servicePID[k.service] = pid
 		}
 		idx := groups[k]
@@ -404,11 +404,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				rt := reqTrack[i]
 				pid, ok := statePID[rt.pid]
 				if !ok {
-					name := "where the time went"
-					if lv != "" {
-						name += " " + lv
-					}
-					pid = d.process(name)
+					pid = d.process(qualified("where the time went", " ", lv))
 					statePID[rt.pid] = pid
 					for s := 0; s < st.ClientSlots[lv]; s++ {
 						d.thread(pid, s+1, "slot "+strconv.Itoa(s))
