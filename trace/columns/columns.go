@@ -207,17 +207,6 @@ func Open(dir string) (*Set, error) {
 		}
 	}
 	requestsBuilt := built[RequestsTable]
-	var joinTo []model.Request // the requests, for the tables that join them
-	requests := func() ([]model.Request, error) {
-		if joinTo == nil {
-			r, err := s.Requests()
-			if err != nil {
-				return nil, err
-			}
-			joinTo = r
-		}
-		return joinTo, nil
-	}
 	stale := func(table string) (map[string]source, bool) {
 		now, ok := current(dir, sources[table])
 		if !ok {
@@ -228,8 +217,9 @@ func Open(dir string) (*Set, error) {
 		}
 		return now, requestsBuilt || !s.fresh(table, now)
 	}
+	// Events and spans join the requests.
 	if now, ok := stale(EventsTable); ok {
-		reqs, err := requests()
+		reqs, err := s.Requests()
 		var e *Events
 		if err == nil {
 			e, err = ReadEventsJSONL(filepath.Join(dir, bundle.EventsFile), reqs)
@@ -241,7 +231,7 @@ func Open(dir string) (*Set, error) {
 		write(EventsTable, entry{Rows: e.Len(), Sources: now, Names: e.names()}, func(p string, m map[string]string) error { return writeEvents(p, e, m) })
 	}
 	if now, ok := stale(SpansTable); ok {
-		reqs, err := requests()
+		reqs, err := s.Requests()
 		var sp *Spans
 		if err == nil {
 			sp, err = ReadSpansOTLP(filepath.Join(dir, bundle.SpansFile), reqs)
