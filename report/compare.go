@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/model"
@@ -42,13 +41,9 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 	if err != nil {
 		return err
 	}
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	p := &page{title: fmt.Sprintf("asrprof comparison: %s vs %s", cur.name, base.name)}
 	fmt.Fprintf(&p.b, `<p class="meta">current <code>%s</code> (target %s) · baseline <code>%s</code> (target %s) · written %s</p>`,
-		esc(current), esc(cur.manifest().Fingerprint.TargetURL), esc(baseline), esc(base.manifest().Fingerprint.TargetURL), esc(now.UTC().Format(time.RFC3339)))
+		esc(current), esc(cur.manifest().Fingerprint.TargetURL), esc(baseline), esc(base.manifest().Fingerprint.TargetURL), esc(o.stamp()))
 	for _, d := range []*captureData{cur, base} {
 		if d.errs != nil {
 			p.para("warn", d.name+": some analyses failed: "+d.errs.Error())

@@ -121,10 +121,6 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 	if err != nil {
 		return err
 	}
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	p := &page{title: "asrprof report: " + d.name}
 	m := d.manifest()
 	status := "complete"
@@ -135,7 +131,7 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 		}
 	}
 	fmt.Fprintf(&p.b, `<p class="meta">bundle <code>%s</code> · %s · target %s · report written %s</p>`,
-		esc(dir), esc(status), esc(m.Fingerprint.TargetURL), esc(now.UTC().Format(time.RFC3339)))
+		esc(dir), esc(status), esc(m.Fingerprint.TargetURL), esc(o.stamp()))
 	if d.errs != nil {
 		p.para("warn", "some analyses failed; what they would show is missing: "+d.errs.Error())
 	}
@@ -585,26 +581,18 @@ func (d *captureData) realtimeSection(p *page) {
 			hi, span = max(hi, q.v), max(span, q.t)
 		}
 		if len(by) > 0 {
-			const w, h, l, rr, tt, b = 760.0, 280.0, 62.0, 16.0, 30.0, 40.0
-			c := newCanvas(w, h, "plot", "lag per session")
-			ys := scale{0, niceMax(hi), h - b, tt}
-			xs := scale{0, niceMax(span), l, w - rr}
-			c.yAxis(ys, l, w-rr, "lag p95 (s)")
-			for _, tk := range ticks(0, xs.d1, 8) {
-				c.text(xs.at(tk), h-b+16, "middle", "tick", val(tk))
-			}
-			c.text((l+w-rr)/2, h-6, "middle", "axis", "session start (s since the first)")
-			var names, cols []string
-			for li, lv := range d.levels {
-				for _, q := range by[lv] {
-					c.dot(xs.at(q.t), ys.at(q.v), 2.5, color(li), fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
+			svg := timePlot("lag per session", "lag p95 (s)", "session start (s since the first)", hi, span, func(c *canvas, xs, ys scale) (names, cols []string) {
+				for li, lv := range d.levels {
+					for _, q := range by[lv] {
+						c.dot(xs.at(q.t), ys.at(q.v), 2.5, color(li), fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
+					}
+					if len(by[lv]) > 0 {
+						names, cols = append(names, label(lv)), append(cols, color(li))
+					}
 				}
-				if len(by[lv]) > 0 {
-					names, cols = append(names, label(lv)), append(cols, color(li))
-				}
-			}
-			c.legend(l, 16, names, cols)
-			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", c.String(),
+				return names, cols
+			})
+			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", svg,
 				"one dot per session: the p95 of its per-update lags")
 		}
 	}

@@ -33,38 +33,48 @@ func (d *captureData) lagOverTime(p *page) {
 	if len(by) == 0 {
 		return
 	}
-	const w, h, l, rr, tt, b = 760.0, 280.0, 62.0, 16.0, 30.0, 40.0
-	c := newCanvas(w, h, "plot", "lag over session time")
-	ys := scale{0, niceMax(hi), h - b, tt}
-	xs := scale{0, niceMax(span), l, w - rr}
-	c.yAxis(ys, l, w-rr, "lag (s)")
-	for _, tk := range ticks(0, xs.d1, 8) {
-		c.text(xs.at(tk), h-b+16, "middle", "tick", val(tk))
-	}
-	c.text((l+w-rr)/2, h-6, "middle", "axis", "session time (s from each session's audio origin)")
 	levels := slices.Clone(d.levels)
 	for lv := range by {
 		if !slices.Contains(levels, lv) {
 			levels = append(levels, lv)
 		}
 	}
-	var names, cols []string
-	for li, lv := range levels {
-		qs := by[lv]
-		if len(qs) == 0 {
-			continue
+	svg := timePlot("lag over session time", "lag (s)", "session time (s from each session's audio origin)", hi, span, func(c *canvas, xs, ys scale) (names, cols []string) {
+		for li, lv := range levels {
+			qs := by[lv]
+			if len(qs) == 0 {
+				continue
+			}
+			var a, z [][2]float64
+			for _, q := range qs {
+				a = append(a, [2]float64{xs.at(q.t), ys.at(q.p50)})
+				z = append(z, [2]float64{xs.at(q.t), ys.at(q.p95)})
+				c.dot(xs.at(q.t), ys.at(q.p95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.t), val(q.p50), val(q.p95)))
+			}
+			c.polyline(a, color(li), "series")
+			c.polyline(z, color(li), "series dash")
+			names, cols = append(names, label(lv)), append(cols, color(li))
 		}
-		var a, z [][2]float64
-		for _, q := range qs {
-			a = append(a, [2]float64{xs.at(q.t), ys.at(q.p50)})
-			z = append(z, [2]float64{xs.at(q.t), ys.at(q.p95)})
-			c.dot(xs.at(q.t), ys.at(q.p95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.t), val(q.p50), val(q.p95)))
-		}
-		c.polyline(a, color(li), "series")
-		c.polyline(z, color(li), "series dash")
-		names, cols = append(names, label(lv)), append(cols, color(li))
-	}
-	c.legend(l, 16, names, cols)
-	p.figure("plot-rt-lag-time", "Does the lag grow within a session?", c.String(),
+		return names, cols
+	})
+	p.figure("plot-rt-lag-time", "Does the lag grow within a session?", svg,
 		"per level and second of session time, over every update of every session: p50 solid, p95 dashed with dots (realtime_lag table)")
+}
+
+// timePlot draws a plot of values from 0 to hi (labelled yLabel) against
+// seconds from 0 to span (labelled xLabel): its axes, what draw draws at
+// the scales, and the legend of the names and colours draw returns.
+func timePlot(title, yLabel, xLabel string, hi, span float64, draw func(c *canvas, xs, ys scale) (names, cols []string)) string {
+	const w, h, l, rr, tt, b = 760.0, 280.0, 62.0, 16.0, 30.0, 40.0
+	c := newCanvas(w, h, "plot", title)
+	ys := scale{0, niceMax(hi), h - b, tt}
+	xs := scale{0, niceMax(span), l, w - rr}
+	c.yAxis(ys, l, w-rr, yLabel)
+	for _, tk := range ticks(0, xs.d1, 8) {
+		c.text(xs.at(tk), h-b+16, "middle", "tick", val(tk))
+	}
+	c.text((l+w-rr)/2, h-6, "middle", "axis", xLabel)
+	names, cols := draw(c, xs, ys)
+	c.legend(l, 16, names, cols)
+	return c.String()
 }

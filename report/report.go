@@ -3,11 +3,9 @@ package report
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -54,6 +52,15 @@ type Options struct {
 	LengthBuckets analysis.LengthBuckets
 }
 
+// stamp is the report's time (Now), as it prints it.
+func (o Options) stamp() string {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.UTC().Format(time.RFC3339)
+}
+
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
 	t := o.Timeout
 	if t == 0 {
@@ -68,7 +75,7 @@ func WriteFile(ctx context.Context, dir, path string, o Options) (string, error)
 	if path == "" {
 		path = filepath.Join(dir, File)
 	}
-	return path, writeAtomic(path, func(w io.Writer) error { return Write(ctx, w, dir, o) })
+	return path, bundle.WriteFileAtomic(path, func(w io.Writer) error { return Write(ctx, w, dir, o) })
 }
 
 // CompareFile writes the comparison of current with baseline to path.
@@ -76,22 +83,7 @@ func CompareFile(ctx context.Context, current, baseline, path string, o Options)
 	if path == "" {
 		path = filepath.Join(current, "compare.html")
 	}
-	return path, writeAtomic(path, func(w io.Writer) error { return Compare(ctx, w, current, baseline, o) })
-}
-
-func writeAtomic(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	werr := write(f)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return path, bundle.WriteFileAtomic(path, func(w io.Writer) error { return Compare(ctx, w, current, baseline, o) })
 }
 
 // captureData is what the report shows of one capture: the tables of the

@@ -167,30 +167,30 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 }
 
 // legend draws names with their colours from (x, y), in as many rows of
-// 16 px as they need to fit before maxX; it returns the rows drawn.
+// 16 px as they need to fit before the canvas's right edge; it returns the
+// rows drawn.
 func (c *canvas) legend(x, y float64, names []string, colors []string) int {
-	x0, rows := x, 1
-	maxX := c.w - 10
-	for i, n := range names {
-		w := 24 + 7*float64(len([]rune(n)))
-		if x > x0 && x+w > maxX {
-			x, y, rows = x0, y+16, rows+1
-		}
-		c.rect(x, y-9, 12, 10, colors[i], "")
-		c.text(x+16, y, "start", "legend", n)
-		x += w
-	}
-	return rows
+	return legendPlace(x, c.w, names, func(i int, x, dy float64) {
+		c.rect(x, y+dy-9, 12, 10, colors[i], "")
+		c.text(x+16, y+dy, "start", "legend", names[i])
+	})
 }
 
 // legendRows is how many rows legend will draw for names from x on a
 // canvas w wide.
-func legendRows(x, w float64, names []string) int {
+func legendRows(x, w float64, names []string) int { return legendPlace(x, w, names, nil) }
+
+// legendPlace lays names out from x on a canvas w wide and calls at (when
+// set) with each one's x and its row's offset down; it returns the rows.
+func legendPlace(x, w float64, names []string, at func(i int, x, dy float64)) int {
 	x0, rows := x, 1
-	for _, n := range names {
+	for i, n := range names {
 		nw := 24 + 7*float64(len([]rune(n)))
 		if x > x0 && x+nw > w-10 {
 			x, rows = x0, rows+1
+		}
+		if at != nil {
+			at(i, x, 16*float64(rows-1))
 		}
 		x += nw
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -260,7 +261,7 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 		if math.IsNaN(v) {
 			continue
 		}
-		if !contains(gpus, g) {
+		if !slices.Contains(gpus, g) {
 			gpus = append(gpus, g)
 		}
 		k := key{field, g}
@@ -308,15 +309,6 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 		tl.Panels = append(tl.Panels, power)
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // passOf finds the pass of a probe row (level, repeat, warmup).

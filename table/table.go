@@ -10,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode/utf8"
 )
 
 // Formats lists the values of --format. "table", the name capture and
@@ -208,34 +207,39 @@ func writeText(w io.Writer, t *Table) {
 	if t.Title != "" {
 		fmt.Fprintln(w, t.Title)
 	}
-	line := func(cells []string) {
-		var b strings.Builder
-		for i, c := range cells {
-			if i >= len(widths) {
-				break
-			}
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if text[i] {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString(pad + c)
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
-	line(t.Columns)
-	total := 0
-	for _, wd := range widths {
-		total += wd + 2
-	}
-	fmt.Fprintln(w, strings.Repeat("-", total-2))
+	fmt.Fprintln(w, aligned(t.Columns, widths, text))
+	fmt.Fprintln(w, strings.Repeat("-", rowWidth(widths)))
 	for _, r := range t.Rows {
-		line(r)
+		fmt.Fprintln(w, aligned(r, widths, text))
 	}
 	for _, n := range t.Notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// aligned lays cells out in columns of widths, two spaces apart: text
+// columns left-aligned, the others right-aligned; no trailing spaces.
+func aligned(cells []string, widths []int, text []bool) string {
+	var b strings.Builder
+	for i, c := range cells[:min(len(cells), len(widths))] {
+		if i > 0 {
+			b.WriteString("  ")
+		}
+		pad := strings.Repeat(" ", max(0, widths[i]-runes(c)))
+		if text[i] {
+			b.WriteString(c + pad)
+		} else {
+			b.WriteString(pad + c)
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// rowWidth is the width of a row of columns of widths.
+func rowWidth(widths []int) int {
+	total := -2
+	for _, wd := range widths {
+		total += wd + 2
+	}
+	return total
 }

@@ -73,31 +73,17 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 			rows = max(rows, len(parts[i]))
 		}
 		for k := 0; k < rows; k++ {
-			var b strings.Builder
-			for i := 0; i < n; i++ {
-				c := ""
+			ln := make([]string, n)
+			for i := range ln {
 				if k < len(parts[i]) {
-					c = parts[i][k]
-				}
-				if i > 0 {
-					b.WriteString("  ")
-				}
-				pad := strings.Repeat(" ", max(0, widths[i]-runes(c)))
-				if text[i] {
-					b.WriteString(c + pad)
-				} else {
-					b.WriteString(pad + c)
+					ln[i] = parts[i][k]
 				}
 			}
-			fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+			fmt.Fprintln(w, aligned(ln, widths, text))
 		}
 	}
 	line(t.Columns)
-	total := 0
-	for _, wd := range widths {
-		total += wd + 2
-	}
-	fmt.Fprintln(w, strings.Repeat("-", min(max(total-2, 0), width)))
+	fmt.Fprintln(w, strings.Repeat("-", min(max(rowWidth(widths), 0), width)))
 	for _, r := range t.Rows {
 		line(r)
 	}

@@ -141,16 +141,36 @@ func (w *Writer) WriteJSON(name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
-	b = append(b, '\n')
-	p := w.Path(name)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := ReplaceFile(w.Path(name), append(b, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil
+}
+
+// ReplaceFile replaces the file at path with b, atomically (temp file +
+// rename), so that a reader never sees half of it.
+func ReplaceFile(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// WriteFileAtomic writes the file at path through a temporary file and a
+// rename, so that a reader never sees half of it: write writes its
+// content. It returns write's error and the file's as they are.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(write(f), f.Close()); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Close closes every open file.
@@ -288,12 +308,7 @@ func (w *Writer) ReplaceJSONL(name string, n int, rec func(i int) any) error {
 		f.Close()
 		delete(w.files, name)
 	}
-	p := w.Path(name)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := ReplaceFile(w.Path(name), b.Bytes()); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package bundle
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,4 +119,33 @@ func readRequests(path string) ([]model.Request, error) {
 	var out []model.Request
 	_, err := ReadJSONL(path, func(r model.Request) error { out = append(out, r); return nil })
 	return out, err
+}
+
+// A failed atomic write leaves the file as it was and no temporary file;
+// a successful one replaces it.
+func TestWriteFileAtomic(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := ReplaceFile(p, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := WriteFileAtomic(p, func(w io.Writer) error {
+		io.WriteString(w, "half")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("error %v, want boom", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Errorf("after a failed write: %q, want old", b)
+	}
+	if _, err := os.Stat(p + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("temporary file left: %v", err)
+	}
+	if err := WriteFileAtomic(p, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new" {
+		t.Errorf("after a write: %q, want new", b)
+	}
 }

@@ -188,27 +188,11 @@ func Open(dir string) (*Set, error) {
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
 		s.writeErr = err
 	}
-	write := func(table string, now map[string]source, rows int, names []string, f func(path string, meta map[string]string) error) {
-		if s.failed() {
-			return
-		}
-		s.background(func() {
-			meta := map[string]string{"asrprof.tables.version": strconv.Itoa(Version)}
-			if err := f(s.Path(table), meta); err != nil {
-				s.mu.Lock()
-				if s.writeErr == nil {
-					s.writeErr = err
-				}
-				s.mu.Unlock()
-				return
-			}
-			s.mu.Lock()
-			s.rec.Tables[table] = entry{Rows: rows, Sources: now, Names: names}
-			s.dirty = true
-			s.mu.Unlock()
-		})
-	}
 	built := map[string]bool{}
+	write := func(table string, e entry, f func(path string, meta map[string]string) error) {
+		built[table] = true
+		s.write(table, e, f)
+	}
 
 	// Requests first: every other table joins them.
 	if now, ok := current(dir, sources[RequestsTable]); ok {
@@ -219,22 +203,10 @@ func Open(dir string) (*Set, error) {
 				return nil, err
 			}
 			s.requests, s.loaded[RequestsTable] = reqs, nil
-			built[RequestsTable] = true
-			write(RequestsTable, now, len(reqs), nil, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
+			write(RequestsTable, entry{Rows: len(reqs), Sources: now}, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
 		}
 	}
 	requestsBuilt := built[RequestsTable]
-	var joinTo []model.Request // the requests, for the tables that join them
-	requests := func() ([]model.Request, error) {
-		if joinTo == nil {
-			r, err := s.Requests()
-			if err != nil {
-				return nil, err
-			}
-			joinTo = r
-		}
-		return joinTo, nil
-	}
 	stale := func(table string) (map[string]source, bool) {
 		now, ok := current(dir, sources[table])
 		if !ok {
@@ -245,31 +217,30 @@ func Open(dir string) (*Set, error) {
 		}
 		return now, requestsBuilt || !s.fresh(table, now)
 	}
+	// Events and spans join the requests.
 	if now, ok := stale(EventsTable); ok {
-		reqs, err := requests()
-		if err != nil {
-			return nil, err
+		reqs, err := s.Requests()
+		var e *Events
+		if err == nil {
+			e, err = ReadEventsJSONL(filepath.Join(dir, bundle.EventsFile), reqs)
 		}
-		e, err := ReadEventsJSONL(filepath.Join(dir, bundle.EventsFile), reqs)
 		if err != nil {
 			return nil, err
 		}
 		s.events, s.loaded[EventsTable] = e, nil
-		built[EventsTable] = true
-		write(EventsTable, now, e.Len(), e.names(), func(p string, m map[string]string) error { return writeEvents(p, e, m) })
+		write(EventsTable, entry{Rows: e.Len(), Sources: now, Names: e.names()}, func(p string, m map[string]string) error { return writeEvents(p, e, m) })
 	}
 	if now, ok := stale(SpansTable); ok {
-		reqs, err := requests()
-		if err != nil {
-			return nil, err
+		reqs, err := s.Requests()
+		var sp *Spans
+		if err == nil {
+			sp, err = ReadSpansOTLP(filepath.Join(dir, bundle.SpansFile), reqs)
 		}
-		sp, err := ReadSpansOTLP(filepath.Join(dir, bundle.SpansFile), reqs)
 		if err != nil {
 			return nil, err
 		}
 		s.spans, s.loaded[SpansTable] = sp, nil
-		built[SpansTable] = true
-		write(SpansTable, now, sp.Len(), sp.serverNames(), func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
+		write(SpansTable, entry{Rows: sp.Len(), Sources: now, Names: sp.serverNames()}, func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
 	}
 	var gpu *Rows
 	for _, t := range []string{GPUSamples, GPUPeriods, SchedTable, CUDATable} {
@@ -297,8 +268,7 @@ func Open(dir string) (*Set, error) {
 		case GPUPeriods:
 			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" })
 		}
-		built[t] = true
-		write(t, now, len(rows.Objects), nil, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
+		write(t, entry{Rows: len(rows.Objects), Sources: now}, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
 	}
 	// The stage boundaries depend on the requests and on the preset's
 	// sources; the engine checks them (Stages).
@@ -336,9 +306,7 @@ func (s *Set) Wait() error {
 	s.mu.Unlock()
 	if dirty {
 		if err := s.saveRecord(); err != nil {
-			s.mu.Lock()
-			s.writeErr = err
-			s.mu.Unlock()
+			s.fail(err)
 		}
 	}
 	s.mu.Lock()
@@ -354,6 +322,34 @@ func (s *Set) failed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writeErr != nil
+}
+
+// fail keeps err as why the tables could not be written, unless a write
+// failed before.
+func (s *Set) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr == nil {
+		s.writeErr = err
+	}
+}
+
+// write writes table with f in the background (Wait), unless a write
+// failed before, and then records it as e.
+func (s *Set) write(table string, e entry, f func(path string, meta map[string]string) error) {
+	if s.failed() {
+		return
+	}
+	s.background(func() {
+		if err := f(s.Path(table), map[string]string{"asrprof.tables.version": strconv.Itoa(Version)}); err != nil {
+			s.fail(err)
+			return
+		}
+		s.mu.Lock()
+		s.rec.Tables[table] = e
+		s.dirty = true
+		s.mu.Unlock()
+	})
 }
 
 // background runs f (a write) on its own goroutine; Wait waits for it.
@@ -376,11 +372,7 @@ func (s *Set) saveRecord() error {
 	if err != nil {
 		return err
 	}
-	p := s.Path(ManifestFile)
-	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(p+".tmp", p)
+	return bundle.ReplaceFile(s.Path(ManifestFile), append(b, '\n'))
 }
 
 // derived is a small derived value kept as JSON (tables/NAME.json), valid
@@ -427,10 +419,7 @@ func (s *Set) SaveDerived(name, key string, v any) {
 		if err != nil {
 			return
 		}
-		p := s.Path(name + ".json")
-		if os.WriteFile(p+".tmp", b, 0o644) == nil {
-			os.Rename(p+".tmp", p)
-		}
+		bundle.ReplaceFile(s.Path(name+".json"), b)
 	})
 }
 
@@ -628,27 +617,12 @@ func (s *Set) Stages(preset, spec string) (rows *StageRows, ok bool, err error) 
 // cannot be written to is not an error for the caller, who has the rows;
 // Wait reports it.
 func (s *Set) WriteStages(rows *StageRows, preset, spec string) {
-	if s.failed() {
-		return
-	}
-	now := s.stageSources()
-	s.background(func() {
-		meta := map[string]string{"asrprof.tables.version": strconv.Itoa(Version), "asrprof.stages.preset": preset}
+	s.write(StagesTable, entry{Rows: rows.Len(), Sources: s.stageSources(), Preset: preset, Spec: spec}, func(p string, meta map[string]string) error {
+		meta["asrprof.stages.preset"] = preset
 		reqs, err := s.Requests()
-		if err == nil {
-			err = writeStages(s.Path(StagesTable), rows, preset, reqs, meta)
-		}
 		if err != nil {
-			s.mu.Lock()
-			if s.writeErr == nil {
-				s.writeErr = err
-			}
-			s.mu.Unlock()
-			return
+			return err
 		}
-		s.mu.Lock()
-		s.rec.Tables[StagesTable] = entry{Rows: rows.Len(), Sources: now, Preset: preset, Spec: spec}
-		s.dirty = true
-		s.mu.Unlock()
+		return writeStages(p, rows, preset, reqs, meta)
 	})
 }

@@ -28,6 +28,25 @@ func (s *Strings) Code(v string) int32 {
 	return -1
 }
 
+// distinct returns the distinct values of the rows that keep accepts
+// (every row when keep is nil), sorted.
+func (s *Strings) distinct(keep func(row int) bool) []string {
+	seen := make([]bool, len(s.Dict))
+	for i, c := range s.Codes {
+		if keep == nil || keep(i) {
+			seen[c] = true
+		}
+	}
+	var out []string
+	for c, ok := range seen {
+		if ok {
+			out = append(out, s.Dict[c])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // dictBuilder codes the strings of one chunk.
 type dictBuilder struct {
 	codes []int32
@@ -104,20 +123,7 @@ type Events struct {
 	Metadata     []string // the metadata object's JSON text; "" when absent
 }
 
-func (e *Events) names() []string {
-	seen := make([]bool, len(e.EventName.Dict))
-	for _, c := range e.EventName.Codes {
-		seen[c] = true
-	}
-	var out []string
-	for c, ok := range seen {
-		if ok {
-			out = append(out, e.EventName.Dict[c])
-		}
-	}
-	sort.Strings(out)
-	return out
-}
+func (e *Events) names() []string { return e.EventName.distinct(nil) }
 
 // Len is the number of events.
 func (e *Events) Len() int { return len(e.TimestampNs) }

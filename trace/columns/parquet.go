@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
@@ -80,40 +82,30 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	w := parquet.NewGenericWriter[R](f, opts...)
 	if parts == 1 && n == 0 {
 		encoded = nil
 	}
-	for _, b := range encoded {
-		pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		for _, rg := range pf.RowGroups() {
-			if _, err := w.WriteRowGroup(rg); err != nil {
-				f.Close()
+	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
+		w := parquet.NewGenericWriter[R](f, opts...)
+		for _, b := range encoded {
+			pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+			if err != nil {
 				return fmt.Errorf("writing %s: %w", path, err)
 			}
+			for _, rg := range pf.RowGroups() {
+				if _, err := w.WriteRowGroup(rg); err != nil {
+					return fmt.Errorf("writing %s: %w", path, err)
+				}
+			}
 		}
-	}
-	if err := w.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	})
 }
 
 // parallelRows is the least a part of a table encoded on its own core holds.
@@ -157,36 +149,39 @@ func (c *column) addListPage(p parquet.Page, maxDef int) {
 }
 
 // bools returns a boolean column, null as false.
-func (c *column) bools() []bool {
-	if c.valid == nil {
-		return c.b
+func (c *column) bools() []bool { return spread(c.b, c.valid, c.n) }
+
+// float64s returns a double column and, for an optional one, which rows
+// are not null.
+func (c *column) float64s() ([]float64, []bool) { return spread(c.f64, c.valid, c.n), c.valid }
+
+// present reports which rows are not null.
+func (c *column) present() []bool {
+	if c.valid != nil {
+		return c.valid
 	}
-	out := make([]bool, c.n)
+	all := make([]bool, c.n)
+	for i := range all {
+		all[i] = true
+	}
+	return all
+}
+
+// spread places vals, the values of the n rows that are not null (valid;
+// nil: every row), at their rows, null rows left zero.
+func spread[T any](vals []T, valid []bool, n int) []T {
+	if valid == nil {
+		return vals
+	}
+	out := make([]T, n)
 	k := 0
 	for i := range out {
-		if c.valid[i] {
-			out[i] = c.b[k]
+		if valid[i] {
+			out[i] = vals[k]
 			k++
 		}
 	}
 	return out
-}
-
-// float64s returns a double column and, for an optional one, which rows
-// are not null.
-func (c *column) float64s() ([]float64, []bool) {
-	if c.valid == nil {
-		return c.f64, nil
-	}
-	out := make([]float64, c.n)
-	k := 0
-	for i := range out {
-		if c.valid[i] {
-			out[i] = c.f64[k]
-			k++
-		}
-	}
-	return out, c.valid
 }
 
 // presize makes room for n rows, so that pages append without copying.

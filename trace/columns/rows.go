@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"sort"
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Probe files (gpu.jsonl, sched.jsonl, cuda.jsonl) are JSON objects whose
@@ -130,76 +132,65 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 	}
 	sort.Strings(names) // parquet.Group orders its fields by name too
 	schema := parquet.NewSchema("rows", group)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
 	opts := []parquet.WriterOption{schema, parquet.Compression(fastSnappy{}), parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	w := parquet.NewWriter(f, opts...)
-	batch := make([]parquet.Row, 0, 1024)
-	flush := func() error {
-		if _, err := w.WriteRows(batch); err != nil {
-			return err
-		}
-		batch = batch[:0]
-		return nil
-	}
-	for _, o := range rows.Objects {
-		row := make(parquet.Row, len(names))
-		for c, k := range names {
-			v, ok := o[k]
-			if !ok || v.isNull() {
-				row[c] = parquet.Value{}.Level(0, 0, c)
-				continue
-			}
-			var pv parquet.Value
-			switch types[k] {
-			case colInt:
-				x, _ := v.int64()
-				pv = parquet.Int64Value(x)
-			case colFloat:
-				x, _ := v.float64()
-				pv = parquet.DoubleValue(x)
-			case colBool:
-				x, _ := v.bool()
-				pv = parquet.BooleanValue(x)
-			case colString:
-				s, err := v.str()
-				if err != nil {
-					f.Close()
-					return fmt.Errorf("%s: field %q: %w", path, k, err)
-				}
-				pv = parquet.ByteArrayValue([]byte(s))
-			default:
-				pv = parquet.ByteArrayValue(jsonText(v))
-			}
-			row[c] = pv.Level(0, 1, c)
-		}
-		batch = append(batch, row)
-		if len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				f.Close()
+	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
+		w := parquet.NewWriter(f, opts...)
+		batch := make([]parquet.Row, 0, 1024)
+		flush := func() error {
+			if _, err := w.WriteRows(batch); err != nil {
 				return fmt.Errorf("writing %s: %w", path, err)
 			}
+			batch = batch[:0]
+			return nil
 		}
-	}
-	if err := flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := w.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+		for _, o := range rows.Objects {
+			row := make(parquet.Row, len(names))
+			for c, k := range names {
+				v, ok := o[k]
+				if !ok || v.isNull() {
+					row[c] = parquet.Value{}.Level(0, 0, c)
+					continue
+				}
+				var pv parquet.Value
+				switch types[k] {
+				case colInt:
+					x, _ := v.int64()
+					pv = parquet.Int64Value(x)
+				case colFloat:
+					x, _ := v.float64()
+					pv = parquet.DoubleValue(x)
+				case colBool:
+					x, _ := v.bool()
+					pv = parquet.BooleanValue(x)
+				case colString:
+					s, err := v.str()
+					if err != nil {
+						return fmt.Errorf("%s: field %q: %w", path, k, err)
+					}
+					pv = parquet.ByteArrayValue([]byte(s))
+				default:
+					pv = parquet.ByteArrayValue(jsonText(v))
+				}
+				row[c] = pv.Level(0, 1, c)
+			}
+			batch = append(batch, row)
+			if len(batch) == cap(batch) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	})
 }
 
 // jsonText is a value's JSON text.

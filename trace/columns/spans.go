@@ -34,20 +34,7 @@ type Spans struct {
 
 func (s *Spans) serverNames() []string {
 	client := s.Service.Code(spans.ClientService)
-	seen := make([]bool, len(s.Name.Dict))
-	for i, c := range s.Name.Codes {
-		if s.Service.Codes[i] != client {
-			seen[c] = true
-		}
-	}
-	var out []string
-	for c, ok := range seen {
-		if ok {
-			out = append(out, s.Name.Dict[c])
-		}
-	}
-	sort.Strings(out)
-	return out
+	return s.Name.distinct(func(i int) bool { return s.Service.Codes[i] != client })
 }
 
 // Len is the number of spans.
@@ -68,23 +55,12 @@ func (s *Spans) Attr(i int, key string) (float64, bool) {
 		}
 		return 0, false
 	}
-	a := s.Attributes[i]
-	if a == "" {
-		return 0, false
+	if v, ok := s.attrValue(i, key, 'n'); ok {
+		if f, err := strconv.ParseFloat(string(v.raw), 64); err == nil {
+			return f, true
+		}
 	}
-	var f float64
-	found := false
-	scanObject([]byte(a), func(k []byte, v value) error {
-		if found || string(k) != key || v.kind != 'n' {
-			return nil
-		}
-		x, err := strconv.ParseFloat(string(v.raw), 64)
-		if err == nil {
-			f, found = x, true
-		}
-		return nil
-	})
-	return f, found
+	return 0, false
 }
 
 // AttrString returns the string in attribute key of span i; ok is false
@@ -94,21 +70,27 @@ func (s *Spans) AttrString(i int, key string) (string, bool) {
 		v, ok := s.AttrMaps[i][key].(string)
 		return v, ok
 	}
-	a := s.Attributes[i]
-	if a == "" {
-		return "", false
-	}
-	var out string
-	found := false
-	scanObject([]byte(a), func(k []byte, v value) error {
-		if found || string(k) != key || v.kind != 's' {
-			return nil
-		}
+	if v, ok := s.attrValue(i, key, 's'); ok {
 		if x, err := v.str(); err == nil {
-			out, found = x, true
+			return x, true
 		}
-		return nil
-	})
+	}
+	return "", false
+}
+
+// attrValue finds attribute key of span i, of the kind of value kind, in
+// the span's attributes' JSON text (whose keys are distinct).
+func (s *Spans) attrValue(i int, key string, kind byte) (value, bool) {
+	var out value
+	found := false
+	if a := s.Attributes[i]; a != "" {
+		scanObject([]byte(a), func(k []byte, v value) error {
+			if !found && v.kind == kind && string(k) == key {
+				out, found = v, true
+			}
+			return nil
+		})
+	}
 	return out, found
 }
 

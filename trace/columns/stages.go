@@ -68,22 +68,8 @@ func readStages(path string) (*StageRows, error) {
 		return nil, err
 	}
 	n := cols[0].n
-	r := &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].strings(),
-		StartUnixNs: make([]int64, n), EndUnixNs: make([]int64, n), HasBounds: make([]bool, n),
-		DurationS: make([]float64, n), HasDuration: make([]bool, n)}
-	k := 0
-	for i := 0; i < n; i++ {
-		if cols[2].valid == nil || cols[2].valid[i] {
-			r.StartUnixNs[i], r.EndUnixNs[i], r.HasBounds[i] = cols[2].i64[k], cols[3].i64[k], true
-			k++
-		}
-	}
-	k = 0
-	for i := 0; i < n; i++ {
-		if cols[4].valid == nil || cols[4].valid[i] {
-			r.DurationS[i], r.HasDuration[i] = cols[4].f64[k], true
-			k++
-		}
-	}
-	return r, nil
+	// The bounds are null together (the end's nulls are the start's).
+	return &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].strings(),
+		StartUnixNs: spread(cols[2].i64, cols[2].valid, n), EndUnixNs: spread(cols[3].i64, cols[2].valid, n), HasBounds: cols[2].present(),
+		DurationS: spread(cols[4].f64, cols[4].valid, n), HasDuration: cols[4].present()}, nil
 }

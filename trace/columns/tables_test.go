@@ -185,3 +185,41 @@ func TestScanErrors(t *testing.T) {
 		}
 	}
 }
+
+// The stage boundaries survive stages.parquet: rows with bounds, rows
+// with a duration only, rows with neither (nulls), for the same preset
+// and spec only.
+func TestStagesRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0), full(1))
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := &StageRows{Stage: Strings{Dict: []string{"build", "queue"}}}
+	rows.Add(0, 0, 10, 20, true, 1e-8, true)
+	rows.Add(0, 1, 0, 0, false, 0.5, true)
+	rows.Add(1, 0, 0, 0, false, 0, false)
+	rows.Add(1, 1, 30, 45, true, 0, false)
+	s.WriteStages(rows, "p", "spec")
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Stages("p", "spec")
+	if err != nil || !ok {
+		t.Fatalf("Stages: %v, %v", ok, err)
+	}
+	if !reflect.DeepEqual(got.RequestIndex, rows.RequestIndex) || !reflect.DeepEqual(got.StartUnixNs, rows.StartUnixNs) ||
+		!reflect.DeepEqual(got.EndUnixNs, rows.EndUnixNs) || !reflect.DeepEqual(got.HasBounds, rows.HasBounds) ||
+		!reflect.DeepEqual(got.DurationS, rows.DurationS) || !reflect.DeepEqual(got.HasDuration, rows.HasDuration) {
+		t.Errorf("read back %+v, want %+v", got, rows)
+	}
+	for i := range rows.Len() {
+		if got.Stage.At(i) != rows.Stage.At(i) {
+			t.Errorf("row %d: stage %q, want %q", i, got.Stage.At(i), rows.Stage.At(i))
+		}
+	}
+	if _, ok, _ := s.Stages("p", "other spec"); ok {
+		t.Error("stages of another spec read as fresh")
+	}
+}

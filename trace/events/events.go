@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -88,15 +87,13 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("reading event dir: %w", err)
 	}
-	var names []string
+	// os.ReadDir sorts by name.
 	for _, e := range ents {
-		if _, _, ok := ParseFileName(e.Name()); ok && e.Type().IsRegular() {
-			names = append(names, e.Name())
+		name := e.Name()
+		stage, pid, ok := ParseFileName(name)
+		if !ok || !e.Type().IsRegular() {
+			continue
 		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		stage, pid, _ := ParseFileName(name)
 		p := filepath.Join(dir, name)
 		f, err := os.Open(p)
 		if err != nil {

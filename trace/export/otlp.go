@@ -166,17 +166,17 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 	p.plan.Spans += p.plan.StageSpans + p.plan.StateSpans
 	if b.Has(bundle.SpansFile) {
 		trunc, err := spans.Read(b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
-			forEachSpan(td, func(rs ptrace.ResourceSpans, sp ptrace.Span) {
+			return forEachSpan(td, func(_, _ int, rs ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) error {
 				tid := sp.TraceID()
 				if !p.keep(tid) {
-					return
+					return nil
 				}
 				p.plan.Spans++
 				if info := p.byTrace[tid]; info != nil && len(info.stages)+len(info.states) > 0 && sp.ParentSpanID().IsEmpty() && service(rs) == spans.ClientService {
 					p.roots[tid] = sp.SpanID()
 				}
+				return nil
 			})
-			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("reading spans: %w", err)
@@ -206,30 +206,17 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 	if p.b.Has(bundle.SpansFile) {
 		_, err := spans.Read(p.b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
 			bt.newRecord()
-			rss := td.ResourceSpans()
-			for i := 0; i < rss.Len(); i++ {
-				rs := rss.At(i)
-				sss := rs.ScopeSpans()
-				for j := 0; j < sss.Len(); j++ {
-					sc := sss.At(j)
-					ss := sc.Spans()
-					for k := 0; k < ss.Len(); k++ {
-						sp := ss.At(k)
-						tid := sp.TraceID()
-						if !p.keep(tid) {
-							continue
-						}
-						level := ""
-						if info := p.byTrace[tid]; info != nil {
-							level = info.level
-						}
-						if err := bt.add(i, j, rs, sc, sp, level); err != nil {
-							return err
-						}
-					}
+			return forEachSpan(td, func(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span) error {
+				tid := sp.TraceID()
+				if !p.keep(tid) {
+					return nil
 				}
-			}
-			return nil
+				level := ""
+				if info := p.byTrace[tid]; info != nil {
+					level = info.level
+				}
+				return bt.add(i, j, rs, sc, sp, level)
+			})
 		})
 		if err != nil {
 			return err
@@ -263,25 +250,32 @@ func (p *planner) stageSpans(bt *batcher) error {
 	sp := ptrace.NewSpan()
 	for _, tid := range tids {
 		info := p.byTrace[tid]
-		for n, st := range info.stages {
+		root, ok := p.roots[tid]
+		if !ok {
+			root = pcommon.NewSpanIDEmpty()
+		}
+		// add adds a synthesized span; attr, when set, is the attribute
+		// that holds its name.
+		add := func(id, parent pcommon.SpanID, name, attr string, a, z int64) error {
 			sp.Attributes().Clear()
 			sp.SetTraceID(tid)
-			sp.SetSpanID(stageSpanID(tid, n, st.Name))
-			if root, ok := p.roots[tid]; ok {
-				sp.SetParentSpanID(root)
-			} else {
-				sp.SetParentSpanID(pcommon.NewSpanIDEmpty())
-			}
-			sp.SetName(st.Name)
+			sp.SetSpanID(id)
+			sp.SetParentSpanID(parent)
+			sp.SetName(name)
 			sp.SetKind(ptrace.SpanKindInternal)
-			sp.SetStartTimestamp(pcommon.Timestamp(st.StartUnixNs))
-			sp.SetEndTimestamp(pcommon.Timestamp(st.EndUnixNs))
-			sp.Attributes().PutStr(AttrStage, st.Name)
+			sp.SetStartTimestamp(pcommon.Timestamp(a))
+			sp.SetEndTimestamp(pcommon.Timestamp(z))
+			if attr != "" {
+				sp.Attributes().PutStr(attr, name)
+			}
 			sp.Attributes().PutBool(AttrSynthesized, true)
 			if info.level != "" {
 				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
 			}
-			if err := bt.addStage(res, scope, sp); err != nil {
+			return bt.addStage(res, scope, sp)
+		}
+		for n, st := range info.stages {
+			if err := add(stageSpanID(tid, n, st.Name), root, st.Name, AttrStage, st.StartUnixNs, st.EndUnixNs); err != nil {
 				return err
 			}
 		}
@@ -290,34 +284,12 @@ func (p *planner) stageSpans(bt *batcher) error {
 		}
 		// The states: a parent over the latency, under the client span.
 		parent := stageSpanID(tid, -1, AttributionSpan)
-		add := func(id, par pcommon.SpanID, name string, a, z int64, state bool) error {
-			sp.Attributes().Clear()
-			sp.SetTraceID(tid)
-			sp.SetSpanID(id)
-			sp.SetParentSpanID(par)
-			sp.SetName(name)
-			sp.SetKind(ptrace.SpanKindInternal)
-			sp.SetStartTimestamp(pcommon.Timestamp(a))
-			sp.SetEndTimestamp(pcommon.Timestamp(z))
-			if state {
-				sp.Attributes().PutStr(AttrState, name)
-			}
-			sp.Attributes().PutBool(AttrSynthesized, true)
-			if info.level != "" {
-				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
-			}
-			return bt.addStage(res, scope, sp)
-		}
-		root, ok := p.roots[tid]
-		if !ok {
-			root = pcommon.NewSpanIDEmpty()
-		}
 		ss := info.states
-		if err := add(parent, root, AttributionSpan, ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs, false); err != nil {
+		if err := add(parent, root, AttributionSpan, "", ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs); err != nil {
 			return err
 		}
 		for n, st := range ss {
-			if err := add(stageSpanID(tid, 1000+n, st.Name), parent, st.Name, st.StartUnixNs, st.EndUnixNs, true); err != nil {
+			if err := add(stageSpanID(tid, 1000+n, st.Name), parent, st.Name, AttrState, st.StartUnixNs, st.EndUnixNs); err != nil {
 				return err
 			}
 		}
@@ -467,18 +439,24 @@ func CaptureAttrs(b *bundle.Bundle) map[string]string {
 	return m
 }
 
-func forEachSpan(td ptrace.Traces, fn func(ptrace.ResourceSpans, ptrace.Span)) {
+// forEachSpan calls fn with every span of td, with its resource and scope
+// and their indices in td, until fn fails.
+func forEachSpan(td ptrace.Traces, fn func(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span) error) error {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j).Spans()
+			sc := sss.At(j)
+			ss := sc.Spans()
 			for k := 0; k < ss.Len(); k++ {
-				fn(rs, ss.At(k))
+				if err := fn(i, j, rs, sc, ss.At(k)); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 func service(rs ptrace.ResourceSpans) string {
@@ -623,17 +601,13 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 			st.FailedBatches++
 			st.FailedSpans += n
 			st.LastError = err.Error()
-			if cfg.Progress != nil {
-				cfg.Progress(st)
-			}
-			if st.SentBatches == 0 {
-				abort = fmt.Errorf("%w: %s: %v", ErrNeverAccepted, u, err)
-				return abort
-			}
-			return nil
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(st)
+		}
+		if err != nil && st.SentBatches == 0 {
+			abort = fmt.Errorf("%w: %s: %v", ErrNeverAccepted, u, err)
+			return abort
 		}
 		return nil
 	})

@@ -55,8 +55,9 @@ func collect(t *testing.T, dir string, cfg PlanConfig) (Plan, []spans.Span, []in
 	res := map[string]map[string]any{}
 	plan, err := Batches(openBundle(t, dir), cfg, func(td ptrace.Traces) error {
 		sizes = append(sizes, td.SpanCount())
-		forEachSpan(td, func(rs ptrace.ResourceSpans, sp ptrace.Span) {
+		forEachSpan(td, func(_, _ int, rs ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) error {
 			res[sp.SpanID().String()] = rs.Resource().Attributes().AsRaw()
+			return nil
 		})
 		all = append(all, spans.Flatten(td)...)
 		return nil

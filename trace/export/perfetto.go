@@ -115,6 +115,14 @@ type drawing struct {
 	nextPID int
 }
 
+// qualified is name, then sep and what when there is one.
+func qualified(name, sep, what string) string {
+	if what == "" {
+		return name
+	}
+	return name + sep + what
+}
+
 func (d *drawing) process(name string) int {
 	d.nextPID++
 	pid := d.nextPID
@@ -132,6 +140,26 @@ func (d *drawing) thread(pid, tid int, name string) {
 
 func (d *drawing) slice(name, cat string, pid, tid int, start, end int64, args map[string]any) {
 	d.events = append(d.events, Event{Name: name, Cat: cat, Ph: "X", PID: pid, TID: tid, tsNs: start, durNs: max(end-start, 0), Args: args})
+}
+
+// tracks lays intervals out on as few tracks of pid as keep each track's
+// intervals apart (assignSlots), numbered from base+1 and named label, or
+// "label #k" when there are several; it returns each interval's track and
+// how many there are.
+func (d *drawing) tracks(pid, base int, label string, ivs []interval) (tids []int, n int) {
+	slot, n := assignSlots(ivs)
+	for s := 0; s < n; s++ {
+		name := label
+		if n > 1 {
+			name += " #" + strconv.Itoa(s)
+		}
+		d.thread(pid, base+s+1, name)
+	}
+	tids = make([]int, len(slot))
+	for j, s := range slot {
+		tids[j] = base + s + 1
+	}
+	return tids, n
 }
 
 // BuildPerfetto lays a capture out as trace events:
@@ -187,11 +215,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		if len(idx) == 0 {
 			continue
 		}
-		name := "client"
-		if lv != "" {
-			name += " " + lv
-		}
-		pid := d.process(name)
+		pid := d.process(qualified("client", " ", lv))
 		ivs := make([]interval, len(idx))
 		for k, i := range idx {
 			r := &in.Requests[i]
@@ -284,11 +308,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	for _, k := range keys {
 		pid, ok := servicePID[k.service]
 		if !ok {
-			name := "server"
-			if k.service != "" {
-				name += ": " + k.service
-			}
-			pid = d.process(name)
+			pid = d.process(qualified("server", ": ", k.service))
 			servicePID[k.service] = pid
 		}
 		idx := groups[k]
@@ -296,19 +316,11 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		for j, i := range idx {
 			ivs[j] = interval{in.Spans[i].StartUnixNs, in.Spans[i].EndUnixNs}
 		}
-		slot, n := assignSlots(ivs)
-		base := nextTID[pid]
+		tids, n := d.tracks(pid, nextTID[pid], k.label, ivs)
 		nextTID[pid] += n
-		for s := 0; s < n; s++ {
-			label := k.label
-			if n > 1 {
-				label += " #" + strconv.Itoa(s)
-			}
-			d.thread(pid, base+s+1, label)
-		}
 		for j, i := range idx {
 			s := &in.Spans[i]
-			tid := base + slot[j] + 1
+			tid := tids[j]
 			args := map[string]any{"trace_id": s.TraceID, "span_id": s.SpanID, "kind": s.Kind, "status": s.StatusCode}
 			if s.ParentSpanID != "" {
 				args["parent_span_id"] = s.ParentSpanID
@@ -369,17 +381,10 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				for j, s := range ss {
 					ivs[j] = interval{s.StartUnixNs, s.EndUnixNs}
 				}
-				slot, n := assignSlots(ivs)
-				for s := 0; s < n; s++ {
-					label := name
-					if n > 1 {
-						label += " #" + strconv.Itoa(s)
-					}
-					d.thread(pid, tid+s+1, label)
-				}
+				tids, n := d.tracks(pid, tid, name, ivs)
 				for j, s := range ss {
 					r := &in.Requests[owners[name][j]]
-					d.slice(name, CatStage, pid, tid+slot[j]+1, s.StartUnixNs, s.EndUnixNs,
+					d.slice(name, CatStage, pid, tids[j], s.StartUnixNs, s.EndUnixNs,
 						map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
 					st.StageSlices++
 				}
@@ -399,11 +404,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				rt := reqTrack[i]
 				pid, ok := statePID[rt.pid]
 				if !ok {
-					name := "where the time went"
-					if lv != "" {
-						name += " " + lv
-					}
-					pid = d.process(name)
+					pid = d.process(qualified("where the time went", " ", lv))
 					statePID[rt.pid] = pid
 					for s := 0; s < st.ClientSlots[lv]; s++ {
 						d.thread(pid, s+1, "slot "+strconv.Itoa(s))

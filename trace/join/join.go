@@ -47,59 +47,15 @@ func Build(reqs []model.Request, ss []spans.Span, evs []events.Event) *Index {
 // BuildChunks is Build over spans given in chunks, in order (as a span
 // store's records decode), so that a caller need not concatenate them.
 func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []events.Event) *Index {
-	n := 0
-	for _, c := range chunks {
-		n += len(c)
-	}
-	// at[i] is the i-th span over all chunks.
-	at := make([]*spans.Span, 0, n)
-	for _, c := range chunks {
-		for k := range c {
-			at = append(at, &c[k])
-		}
-	}
+	at := flatten(chunks)
+	picked, from, server := pick(reqs, at)
 	ix := &Index{
 		spans:  make([][]spans.Span, len(reqs)),
 		events: make([][]events.Event, len(reqs)),
 	}
-	// Spans and events with the same key form linked lists through next
-	// (head: the first index; -1 ends a list), built back to front so that
-	// each list is in input order: no slice per key.
-	next := make([]int32, n)
-	byTrace := make(map[string]int32, len(reqs))
-	byGenAI := map[string]int32{}
-	for i := n - 1; i >= 0; i-- {
-		s := at[i]
-		next[i] = -1
-		if s.TraceID != "" {
-			if h, ok := byTrace[s.TraceID]; ok {
-				next[i] = h
-			}
-			byTrace[s.TraceID] = int32(i)
-		}
-		if s.IsClient() {
-			continue
-		}
-		ix.stats.ServerSpans++
-	}
-	// gen_ai ids chain through their own list (a span can be on both),
-	// made at the first span that has one.
-	var nextGenAI []int32
-	for i := n - 1; i >= 0; i-- {
-		s := at[i]
-		if s.IsClient() {
-			continue
-		}
-		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
-			if nextGenAI == nil {
-				nextGenAI = make([]int32, n)
-			}
-			k := requestKey(v)
-			nextGenAI[i] = -1
-			if h, ok := byGenAI[k]; ok {
-				nextGenAI[i] = h
-			}
-			byGenAI[k] = int32(i)
+	for _, s := range at {
+		if !s.IsClient() {
+			ix.stats.ServerSpans++
 		}
 	}
 	byReq := map[string][]int{}
@@ -107,36 +63,7 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []events.Event
 		byReq[evs[i].RequestID] = append(byReq[evs[i].RequestID], i)
 	}
 	ix.stats.Events = len(evs)
-
-	// Pass 1: which spans each request gets, as index lists into one
-	// shared slice.
-	picked := make([]int32, 0, n)
-	from := make([]int, len(reqs)+1)
-	server := make([]bool, len(reqs))
-	for i := range reqs {
-		r := &reqs[i]
-		from[i] = len(picked)
-		if r.TraceID != "" {
-			if h, ok := byTrace[r.TraceID]; ok {
-				for j := h; j >= 0; j = next[j] {
-					picked = append(picked, j)
-					server[i] = server[i] || !at[j].IsClient()
-				}
-			}
-		}
-		if !server[i] {
-			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
-				if h, ok := byGenAI[id]; ok {
-					for j := h; j >= 0; j = nextGenAI[j] {
-						picked = append(picked, j)
-						server[i] = true
-					}
-				}
-			}
-		}
-	}
-	from[len(reqs)] = len(picked)
-	// Pass 2: copy them once into a backing array and sort each request's.
+	// Copy the spans once into a backing array and sort each request's.
 	all := make([]spans.Span, len(picked))
 	for k, j := range picked {
 		all[k] = *at[j]
@@ -169,6 +96,92 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []events.Event
 	return ix
 }
 
+// flatten lists the spans of chunks, in order.
+func flatten(chunks [][]spans.Span) []*spans.Span {
+	n := 0
+	for _, c := range chunks {
+		n += len(c)
+	}
+	at := make([]*spans.Span, 0, n)
+	for _, c := range chunks {
+		for k := range c {
+			at = append(at, &c[k])
+		}
+	}
+	return at
+}
+
+// pick lists the spans (indices into at) each request gets, request i's
+// at picked[from[i]:from[i+1]], and whether one of them is a server span:
+// the spans of its trace id; for a request without server spans in its
+// trace, the server spans whose gen_ai.request.id names it.
+func pick(reqs []model.Request, at []*spans.Span) (picked []int32, from []int, server []bool) {
+	n := len(at)
+	// Spans with the same key form linked lists through next (head: the
+	// first index; -1 ends a list), built back to front so that each list
+	// is in input order: no slice per key.
+	next := make([]int32, n)
+	byTrace := make(map[string]int32, len(reqs))
+	for i := n - 1; i >= 0; i-- {
+		s := at[i]
+		next[i] = -1
+		if s.TraceID != "" {
+			if h, ok := byTrace[s.TraceID]; ok {
+				next[i] = h
+			}
+			byTrace[s.TraceID] = int32(i)
+		}
+	}
+	// gen_ai ids chain through their own list (a span can be on both),
+	// made at the first span that has one.
+	var nextGenAI []int32
+	byGenAI := map[string]int32{}
+	for i := n - 1; i >= 0; i-- {
+		s := at[i]
+		if s.IsClient() {
+			continue
+		}
+		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
+			if nextGenAI == nil {
+				nextGenAI = make([]int32, n)
+			}
+			k := requestKey(v)
+			nextGenAI[i] = -1
+			if h, ok := byGenAI[k]; ok {
+				nextGenAI[i] = h
+			}
+			byGenAI[k] = int32(i)
+		}
+	}
+	picked = make([]int32, 0, n)
+	from = make([]int, len(reqs)+1)
+	server = make([]bool, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		from[i] = len(picked)
+		if r.TraceID != "" {
+			if h, ok := byTrace[r.TraceID]; ok {
+				for j := h; j >= 0; j = next[j] {
+					picked = append(picked, j)
+					server[i] = server[i] || !at[j].IsClient()
+				}
+			}
+		}
+		if !server[i] {
+			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
+				if h, ok := byGenAI[id]; ok {
+					for j := h; j >= 0; j = nextGenAI[j] {
+						picked = append(picked, j)
+						server[i] = true
+					}
+				}
+			}
+		}
+	}
+	from[len(reqs)] = len(picked)
+	return picked, from, server
+}
+
 // EventKey is the id by which r's events name it: the server's request id
 // (its X-Request-Id response header), or asrprof's own when the server
 // sent none.
@@ -180,52 +193,19 @@ func EventKey(r *model.Request) string {
 }
 
 // SpanOwners returns, for each span of chunks (in order, over all chunks),
-// the index of the request that BuildChunks gives it to, or -1: the
-// request of its trace id; for a request without server spans in its
-// trace, the server spans whose gen_ai.request.id names it. A span that
-// two requests would share goes to the first.
+// the index of the request that BuildChunks gives it to, or -1 (pick). A
+// span that two requests would share goes to the first.
 func SpanOwners(reqs []model.Request, chunks [][]spans.Span) []int32 {
-	var at []*spans.Span
-	for _, c := range chunks {
-		for k := range c {
-			at = append(at, &c[k])
-		}
-	}
+	at := flatten(chunks)
+	picked, from, _ := pick(reqs, at)
 	owner := make([]int32, len(at))
-	byTrace := make(map[string][]int32, len(reqs))
-	byGenAI := map[string][]int32{}
-	for i, s := range at {
+	for i := range owner {
 		owner[i] = -1
-		if s.TraceID != "" {
-			byTrace[s.TraceID] = append(byTrace[s.TraceID], int32(i))
-		}
-		if s.IsClient() {
-			continue
-		}
-		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
-			k := requestKey(v)
-			byGenAI[k] = append(byGenAI[k], int32(i))
-		}
-	}
-	take := func(j, i int32) {
-		if owner[j] < 0 {
-			owner[j] = i
-		}
 	}
 	for i := range reqs {
-		r := &reqs[i]
-		server := false
-		if r.TraceID != "" {
-			for _, j := range byTrace[r.TraceID] {
-				take(j, int32(i))
-				server = server || !at[j].IsClient()
-			}
-		}
-		if !server {
-			for _, id := range uniq(r.RequestID, r.ServerRequestID) {
-				for _, j := range byGenAI[id] {
-					take(j, int32(i))
-				}
+		for _, j := range picked[from[i]:from[i+1]] {
+			if owner[j] < 0 {
+				owner[j] = int32(i)
 			}
 		}
 	}

@@ -287,3 +287,34 @@ func TestStatsJSONTags(t *testing.T) {
 		}
 	}
 }
+
+// SpanOwners gives each span to the first request that BuildChunks joins
+// it to: by trace id (a trace two requests name goes to the first), else,
+// for a request without server spans in its trace, by gen_ai.request.id;
+// a span nobody joins is -1. Chunk boundaries do not matter.
+func TestSpanOwners(t *testing.T) {
+	srv := func(tid, name string, attrs map[string]any) spans.Span {
+		return spans.Span{TraceID: tid, SpanID: name, Name: name, Service: "vllm", Attrs: attrs}
+	}
+	cli := spans.Span{TraceID: "t2", SpanID: "c2", Name: "client", Service: spans.ClientService}
+	chunks := [][]spans.Span{
+		{srv("t1", "a", nil), cli},
+		{srv("tx", "g", map[string]any{AttrGenAIRequestID: "transcribe-r2_0"}), srv("t9", "lost", nil), srv("t1", "b", nil)},
+	}
+	reqs := []model.Request{
+		{TraceID: "t1", RequestID: "r1"},
+		{TraceID: "t2", RequestID: "r2"},
+		{TraceID: "t1", RequestID: "r3"},
+	}
+	got := SpanOwners(reqs, chunks)
+	if want := []int32{0, 1, 1, -1, 0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("owners %v, want %v", got, want)
+	}
+	ix := BuildChunks(reqs, chunks, nil)
+	if n := spanNames(ix.Spans(1)); !reflect.DeepEqual(n, []string{"client:client", "g"}) {
+		t.Errorf("request r2 joined %v, want its client span and the gen_ai span", n)
+	}
+	if len(ix.Spans(2)) != 2 {
+		t.Errorf("request r3 joined %d spans of its trace, want 2", len(ix.Spans(2)))
+	}
+}

@@ -66,9 +66,12 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	max := r.cfg.MaxRequestBytes
-	if req.ContentLength > max {
+	tooLarge := func() {
 		r.tooLarge.Add(1)
 		writeStatus(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds "+strconv.FormatInt(max, 10)+" bytes")
+	}
+	if req.ContentLength > max {
+		tooLarge()
 		return
 	}
 	buf, _ := h.bodies.Get().(*bytes.Buffer)
@@ -79,8 +82,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	err := readBody(buf, req.Body, gz, max)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			r.tooLarge.Add(1)
-			writeStatus(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "request body exceeds "+strconv.FormatInt(max, 10)+" bytes")
+			tooLarge()
 			return
 		}
 		r.malformed.Add(1)
