@@ -20,20 +20,6 @@ import (
 // blocking calls: one BinsRecord per thread and pass.
 const BinsFile = bundle.CUDABinsFile
 
-// BinMs is the width of one time bin in milliseconds, the sched probe's
-// (sched.BinMs): the two files' bins of one pass line up.
-const BinMs = bins.BinMs
-
-// Bounds on what a pass holds in memory, the sched probe's. Intervals
-// beyond them are dropped and counted (BinsRecord.DroppedEvents, Losses).
-const (
-	// MaxBinThreads is how many threads a pass keeps bins for: the first
-	// ones to finish a blocking call in the pass.
-	MaxBinThreads = bins.MaxBinThreads
-	// MaxPassBins is how many bins a pass keeps (30 minutes).
-	MaxPassBins = bins.MaxPassBins
-)
-
 // DefaultSyncSymbols are the driver functions timed when
 // Config.SyncSymbols is empty: the calls that block the calling thread
 // until the GPU has done something. cuMemcpyDtoH and cuMemcpy return only
@@ -51,9 +37,10 @@ var DefaultSyncSymbols = []string{
 }
 
 // BinsRecord is one line of cuda_bins.jsonl: one thread over one pass, in
-// bins of BinMs. Bin i covers [StartUnixNs + i·BinMs, StartUnixNs +
-// (i+1)·BinMs), all bins whole, as in sched_bins.jsonl (the same start for
-// the same pass). SyncUs[i] is the microseconds of bin i that the thread
+// bins of bins.BinMs (sched.BinMs: the two files' bins of one pass line
+// up). Bin i covers [StartUnixNs + i·BinMs, StartUnixNs + (i+1)·BinMs),
+// all bins whole, as in sched_bins.jsonl (the same start for the same
+// pass). SyncUs[i] is the microseconds of bin i that the thread
 // spent inside one of the timed blocking calls (Config.SyncSymbols),
 // spinning or asleep; a call made inside another counts once.
 type BinsRecord struct {
@@ -68,10 +55,11 @@ type BinsRecord struct {
 	// without Begin): the start of bin 0.
 	StartUnixNs int64 `json:"start_unix_ns"`
 	BinMs       int   `json:"bin_ms"`
-	// SyncUs has ceil(pass wall / BinMs) bins (at most MaxPassBins).
+	// SyncUs has ceil(pass wall / BinMs) bins (at most bins.MaxPassBins).
 	SyncUs []int `json:"sync_us"`
 	// DroppedEvents is how many calls the pass lost (ring buffer or the
-	// in-progress map full, over MaxBinThreads or MaxPassBins), over all
+	// in-progress map full, over bins.MaxBinThreads or
+	// bins.MaxPassBins), over all
 	// threads; 0 normally.
 	DroppedEvents uint64 `json:"dropped_events"`
 }
@@ -183,7 +171,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		r := BinsRecord{
 			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
 			PID: int(t.Meta.tgid), TID: int(tid),
-			StartUnixNs: ps.Start, BinMs: BinMs,
+			StartUnixNs: ps.Start, BinMs: bins.BinMs,
 			SyncUs:        t.Arrays(ps.N)[0],
 			DroppedEvents: dropped,
 		}

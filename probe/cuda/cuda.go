@@ -21,6 +21,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -503,7 +504,7 @@ type Overhead struct {
 	SyncRuns    uint64
 	// SyncDropped counts blocking calls lost because the in-progress map
 	// or the ring buffer was full; BinsDropped those left out of a pass's
-	// bins because the pass was over MaxBinThreads threads or MaxPassBins
+	// bins because the pass was over bins.MaxBinThreads threads or bins.MaxPassBins
 	// bins.
 	SyncDropped, BinsDropped uint64
 }
@@ -560,7 +561,7 @@ func (p *Probe) Losses() string {
 	if o.SyncDropped+o.BinsDropped > 0 {
 		say = append(say, fmt.Sprintf("%d blocking calls lost to a full in-progress map or ring buffer and %d beyond a pass's %d threads or %d min of bins: "+
 			"%s undercounts by as much (dropped_events says which passes)",
-			o.SyncDropped, o.BinsDropped, MaxBinThreads, MaxPassBins*BinMs/60000, BinsFile))
+			o.SyncDropped, o.BinsDropped, bins.MaxBinThreads, bins.MaxPassBins*bins.BinMs/60000, BinsFile))
 	}
 	return strings.Join(say, "; ")
 }

@@ -86,13 +86,13 @@ func TestBinnerBounds(t *testing.T) {
 	b := newBinner(0, 0)
 	b.Begin(0)
 	var ivs []interval
-	for tid := range MaxBinThreads + 3 {
+	for tid := range bins.MaxBinThreads + 3 {
 		ivs = append(ivs, interval{Tid: uint32(tid + 1), Start: 1, End: 2_000_000})
 	}
 	b.Events(ivs...)
 	out, capped, _ := b.Finish(10_000_000, nil)
-	if len(out) != MaxBinThreads || capped != 3 {
-		t.Errorf("%d threads, %d dropped; want %d, 3", len(out), capped, MaxBinThreads)
+	if len(out) != bins.MaxBinThreads || capped != 3 {
+		t.Errorf("%d threads, %d dropped; want %d, 3", len(out), capped, bins.MaxBinThreads)
 	}
 	if total, _ := b.Totals(); total != 3 {
 		t.Errorf("dropped since Start %d, want 3", total)
@@ -142,9 +142,9 @@ func TestSyncBins(t *testing.T) {
 	r := recs[0]
 	wantBins := int((per.EndUnixNs - passStart + bins.BinNs - 1) / bins.BinNs)
 	if r.TID != syncTID || r.PID != a.pid || r.Name != "asrp-sync" || r.Level != "c1" || r.Repeat != 1 ||
-		r.StartUnixNs != passStart || r.BinMs != BinMs || len(r.SyncUs) != wantBins || r.DroppedEvents != 0 {
+		r.StartUnixNs != passStart || r.BinMs != bins.BinMs || len(r.SyncUs) != wantBins || r.DroppedEvents != 0 {
 		t.Errorf("record %+v: want tid %d pid %d asrp-sync, c1 repeat 1, start %d, %d bins of %d ms, nothing dropped",
-			r, syncTID, a.pid, passStart, wantBins, BinMs)
+			r, syncTID, a.pid, passStart, wantBins, bins.BinMs)
 	}
 	total := 0
 	for i, us := range r.SyncUs {

@@ -22,17 +22,6 @@ const BinsFile = bundle.SchedBinsFile
 // BinMs is the width of one time bin in milliseconds.
 const BinMs = bins.BinMs
 
-// Bounds on what a pass holds in memory. Events beyond them are dropped
-// and counted (BinsRecord.DroppedEvents, Losses).
-const (
-	// MaxBinThreads is how many threads a pass keeps bins for: the first
-	// ones to run in the pass.
-	MaxBinThreads = bins.MaxBinThreads
-	// MaxPassBins is how many bins a pass keeps (30 minutes): the arrays
-	// of a longer pass stop there.
-	MaxPassBins = bins.MaxPassBins
-)
-
 // BinsRecord is one line of sched_bins.jsonl: one thread over one pass, in
 // bins of BinMs. Bin i covers [StartUnixNs + i·BinMs, StartUnixNs +
 // (i+1)·BinMs), all bins whole: the last one ends up to BinMs after the
@@ -52,11 +41,13 @@ type BinsRecord struct {
 	// without Begin): the start of bin 0.
 	StartUnixNs int64 `json:"start_unix_ns"`
 	BinMs       int   `json:"bin_ms"`
-	// The arrays have ceil(pass wall / BinMs) bins (at most MaxPassBins).
+	// The arrays have ceil(pass wall / BinMs) bins (at most
+	// bins.MaxPassBins).
 	OnCPUUs []int `json:"oncpu_us"`
 	RunqUs  []int `json:"runq_us"`
 	// DroppedEvents is how many intervals the pass lost (ring buffer full,
-	// over MaxBinThreads or MaxPassBins), over all threads; 0 normally.
+	// over bins.MaxBinThreads or bins.MaxPassBins), over all threads; 0
+	// normally.
 	DroppedEvents uint64 `json:"dropped_events"`
 }
 

@@ -67,8 +67,8 @@
 // was traced), so a switch-in can go unseen: the program then takes the
 // growth of se.sum_exec_runtime since the last switch-out as the run that
 // ended at the next switch-out, and the rest of the span as the wait
-// before it. Bounded: MaxBinThreads (256)
-// threads and MaxPassBins (30 min) of bins a pass (4 bytes a bin, kept in
+// before it. Bounded: bins.MaxBinThreads (256)
+// threads and bins.MaxPassBins (30 min) of bins a pass (4 bytes a bin, kept in
 // chunks of 10 s per thread that ran in them: 176 MiB at worst, 256 threads
 // busy through a 30-minute pass); intervals beyond the bounds or lost to
 // a full ring buffer are counted in dropped_events and Losses. The bins'

@@ -15,6 +15,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 )
@@ -432,7 +433,7 @@ type Overhead struct {
 	Missed uint64
 	// RingDropped counts intervals for the time bins lost because the
 	// ring buffer was full; BinsDropped those left out of a pass's bins
-	// because the pass was over MaxBinThreads threads or MaxPassBins bins.
+	// because the pass was over bins.MaxBinThreads threads or bins.MaxPassBins bins.
 	RingDropped, BinsDropped uint64
 }
 
@@ -458,7 +459,7 @@ func (p *Probe) Losses() string {
 	if o.RingDropped+o.BinsDropped > 0 {
 		say = append(say, fmt.Sprintf("%d on-CPU/run-queue intervals lost to a full ring buffer and %d beyond a pass's %d threads or %d min of bins: "+
 			"%s undercounts by as much (dropped_events says which passes)",
-			o.RingDropped, o.BinsDropped, MaxBinThreads, MaxPassBins*BinMs/60000, BinsFile))
+			o.RingDropped, o.BinsDropped, bins.MaxBinThreads, bins.MaxPassBins*bins.BinMs/60000, BinsFile))
 	}
 	return strings.Join(say, "; ")
 }

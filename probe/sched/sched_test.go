@@ -344,20 +344,20 @@ func TestBinner(t *testing.T) {
 	if got, w := arrays(out, 1)[8][0], []int{5000}; !reflect.DeepEqual(got, w) {
 		t.Errorf("pass begun at 2055 ms: %v, want %v", got, w)
 	}
-	// Bounded: threads over MaxBinThreads and time past MaxPassBins are
+	// Bounded: threads over bins.MaxBinThreads and time past bins.MaxPassBins are
 	// counted, not kept.
 	b.Begin(3000 * ms)
-	for tid := range uint32(MaxBinThreads + 3) {
+	for tid := range uint32(bins.MaxBinThreads + 3) {
 		b.Events(interval{Tid: tid + 1, Kind: evOnCPU, Start: mono(3000), End: mono(3001)})
 	}
-	end := 3000 + float64(MaxPassBins*BinMs)
+	end := 3000 + float64(bins.MaxPassBins*BinMs)
 	b.Events(interval{Tid: 1, Kind: evRunq, Start: mono(end - 1), End: mono(end + 5)})
 	out, dropped, _ = b.Finish(int64(end)*ms, nil)
-	if len(out) != MaxBinThreads || dropped != 4 {
-		t.Errorf("%d threads kept, %d dropped; want %d and 4", len(out), dropped, MaxBinThreads)
+	if len(out) != bins.MaxBinThreads || dropped != 4 {
+		t.Errorf("%d threads kept, %d dropped; want %d and 4", len(out), dropped, bins.MaxBinThreads)
 	}
-	if r := out[1].Arrays(MaxPassBins)[evRunq]; len(r) != MaxPassBins || r[MaxPassBins-1] != 1000 {
-		t.Errorf("interval across the last bin: %d bins, last %d µs; want %d and 1000", len(r), r[len(r)-1], MaxPassBins)
+	if r := out[1].Arrays(bins.MaxPassBins)[evRunq]; len(r) != bins.MaxPassBins || r[bins.MaxPassBins-1] != 1000 {
+		t.Errorf("interval across the last bin: %d bins, last %d µs; want %d and 1000", len(r), r[len(r)-1], bins.MaxPassBins)
 	}
 	if n, _ := b.Totals(); n != 4 {
 		t.Errorf("dropped since Start %d, want 4", n)
