@@ -25,11 +25,9 @@ import (
 // preset is a declared preset (a stage preset's SPEC), or None: then no
 // request has telemetry and all of its time is unattributed.
 func attributionModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "attribution", Members: starlark.StringDict{
-		"levels":   starlark.NewBuiltin("attribution.levels", attributionLevels),
-		"requests": starlark.NewBuiltin("attribution.requests", attributionRequests),
-		"STATES":   frozenStrings(engine.AttributionStates),
-	}}
+	m := newModule("attribution", "attribution.", map[string]builtinFunc{"levels": attributionLevels, "requests": attributionRequests})
+	m.Members["STATES"] = frozenStrings(engine.AttributionStates)
+	return m
 }
 
 func frozenStrings(ss []string) *starlark.List {

@@ -186,6 +186,16 @@ func (c *Capture) StageRows(p *engine.Preset) (*columns.StageRows, error) {
 	return r, nil
 }
 
+// stageCols is StageRows(p) and the requests' columns.
+func (c *Capture) stageCols(p *engine.Preset) (*columns.StageRows, *columns.RequestCols, error) {
+	rows, err := c.StageRows(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := c.Tables.RequestCols()
+	return rows, rc, err
+}
+
 // Workers returns which worker served each request, from the spans a
 // router and its workers wrote (engine.FindWorkers); none without spans.
 func (c *Capture) Workers() (*engine.Workers, error) {

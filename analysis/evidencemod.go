@@ -20,12 +20,9 @@ import (
 //	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
 //	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s, total_rtf)]
 func evidenceModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
-		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
-		"event_meta": starlark.NewBuiltin("evidence.event_meta", eventMeta),
-		"workers":    starlark.NewBuiltin("evidence.workers", workersFn),
-		"balance":    starlark.NewBuiltin("evidence.balance", balanceFn),
-	}}
+	return newModule("evidence", "evidence.", map[string]builtinFunc{
+		"occupancy": occupancy, "event_meta": eventMeta, "workers": workersFn, "balance": balanceFn,
+	})
 }
 
 // occupancy(capture, preset, from_stage, to_stage): per level, how many
@@ -40,11 +37,7 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to, "worker?", &worker); err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}
@@ -162,11 +155,7 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}

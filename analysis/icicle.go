@@ -84,6 +84,17 @@ type node struct {
 	kids map[string]*node
 }
 
+// add adds v to n's child name (made when n has none) and returns it.
+func (n *node) add(name string, v int64) *node {
+	c := n.kids[name]
+	if c == nil {
+		c = &node{kids: map[string]*node{}}
+		n.kids[name] = c
+	}
+	c.v += v
+	return c
+}
+
 func (n *node) frame(name string, scale float64, min int64) *Frame {
 	f := &Frame{Name: name, Seconds: float64(n.v) * scale}
 	for k, c := range n.kids {
@@ -146,23 +157,10 @@ func addProfile(root *node, path string, cut *int64) (float64, error) {
 						name += " (" + filepath.Base(fn.Filename) + ")"
 					}
 				}
-				next := cur.kids[name]
-				if next == nil {
-					next = &node{kids: map[string]*node{}}
-					cur.kids[name] = next
-				}
-				next.v += v
-				cur = next
+				cur = cur.add(name, v)
 			}
 			if len(loc.Line) == 0 {
-				name := "[unknown]"
-				next := cur.kids[name]
-				if next == nil {
-					next = &node{kids: map[string]*node{}}
-					cur.kids[name] = next
-				}
-				next.v += v
-				cur = next
+				cur = cur.add("[unknown]", v)
 			}
 		}
 	}

@@ -136,17 +136,7 @@ func (v *mapView) AttrNames() []string {
 func (v *mapView) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "get":
-		return starlark.NewBuiltin("get", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var key string
-			var def starlark.Value = starlark.None
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &key, &def); err != nil {
-				return nil, err
-			}
-			if x, ok := v.m[key]; ok {
-				return toValue(x), nil
-			}
-			return def, nil
-		}), nil
+		return starlark.NewBuiltin("get", getFn(v.m)), nil
 	case "keys":
 		return starlark.NewBuiltin("keys", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 			var out []starlark.Value
@@ -616,11 +606,7 @@ func spanLookup(name string) requestAttr {
 			return nil, err
 		}
 		ss := ix.Spans(v.i)
-		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var want string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &want); err != nil {
-				return nil, err
-			}
+		return starlark.NewBuiltin(name, oneString(func(want string) (starlark.Value, error) {
 			var out []starlark.Value
 			for i := range ss {
 				if ss[i].Name == want && !ss[i].IsClient() {
@@ -634,7 +620,7 @@ func spanLookup(name string) requestAttr {
 				return starlark.None, nil
 			}
 			return starlark.NewList(out), nil
-		}), nil
+		})), nil
 	}
 }
 
@@ -685,20 +671,7 @@ var spanAttrs = attrTable[*spanValue]{
 	},
 	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
 	"attrs":     func(v *spanValue) (starlark.Value, error) { return &mapView{typ: "attrs", m: v.s.Attrs}, nil },
-	"attr": func(v *spanValue) (starlark.Value, error) {
-		s := v.s
-		return starlark.NewBuiltin("attr", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var key string
-			var def starlark.Value = starlark.None
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &key, &def); err != nil {
-				return nil, err
-			}
-			if x, ok := s.Attrs[key]; ok {
-				return toValue(x), nil
-			}
-			return def, nil
-		}), nil
-	},
+	"attr":      func(v *spanValue) (starlark.Value, error) { return starlark.NewBuiltin("attr", getFn(v.s.Attrs)), nil },
 }
 
 var spanAttrNames = spanAttrs.names()
@@ -744,6 +717,11 @@ func jsonValue(x any) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	return jsonBytes(b)
+}
+
+// jsonBytes is JSON b as frozen Starlark values (numbers keep their digits).
+func jsonBytes(b []byte) (starlark.Value, error) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
