@@ -342,22 +342,13 @@ type occStep struct {
 
 // occupancySteps is how many of the spans were open, as steps in time.
 func occupancySteps(spans []interval) []occStep {
-	type edge struct {
-		t int64
-		d int
-	}
 	es := make([]edge, 0, 2*len(spans))
 	for _, v := range spans {
 		if v.b > v.a {
 			es = append(es, edge{v.a, 1}, edge{v.b, -1})
 		}
 	}
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := cmp.Compare(x.t, y.t); c != 0 {
-			return c
-		}
-		return x.d - y.d // ends before starts at one instant
-	})
+	sortEdges(es)
 	out := make([]occStep, 0, len(es))
 	n := 0
 	for _, e := range es {
