@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -111,14 +109,7 @@ func (v *mapView) Get(k starlark.Value) (starlark.Value, bool, error) {
 	}
 	return toValue(x), true, nil
 }
-func (v *mapView) keys() []string {
-	ks := make([]string, 0, len(v.m))
-	for k := range v.m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+func (v *mapView) keys() []string { return slices.Sorted(maps.Keys(v.m)) }
 func (v *mapView) Iterate() starlark.Iterator {
 	ks := v.keys()
 	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
@@ -203,12 +194,7 @@ func toValue(x any) starlark.Value {
 		return l
 	case map[string]any:
 		d := starlark.NewDict(len(v))
-		ks := make([]string, 0, len(v))
-		for k := range v {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			d.SetKey(starlark.String(k), toValue(v[k]))
 		}
 		d.Freeze()
@@ -468,17 +454,9 @@ func passFields(pm model.PassMetrics) map[string]any {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch x := rv.FieldByIndex(f.Index).Interface().(type) {
 		case model.Coverage:
-			kinds := map[string]any{}
-			for k, n := range x.FailureKinds {
-				kinds[k] = n
-			}
-			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, kinds
+			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, anyMap(x.FailureKinds)
 		case map[string]int: // slo_misses
-			mm := map[string]any{}
-			for k, n := range x {
-				mm[k] = n
-			}
-			m[name] = mm
+			m[name] = anyMap(x)
 		case *float64:
 			if x == nil {
 				m[name] = nil
@@ -491,6 +469,15 @@ func passFields(pm model.PassMetrics) map[string]any {
 	}
 	m["done"] = pm.Coverage.Total - pm.Coverage.Failed
 	return m
+}
+
+// anyMap is m with its values as any.
+func anyMap(m map[string]int) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, n := range m {
+		out[k] = n
+	}
+	return out
 }
 
 // requestValue is one request of capture.requests. Two are == when they
@@ -574,24 +561,14 @@ var requestExtraAttrs = attrTable[*requestValue]{
 		return starlark.Bool(v.c.reqs[v.i].Status == model.StatusOK), nil
 	},
 	// The join.
-	"spans": func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		ss := ix.Spans(v.i)
-		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}, nil
-	},
+	"spans": joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
+		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}
+	}),
 	"span":        spanLookup("span"),
 	"spans_named": spanLookup("spans_named"),
-	"events": func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		es := ix.Events(v.i)
-		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}, nil
-	},
+	"events": joinedRequest(func(_ []spans.Span, es []events.Event) starlark.Value {
+		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}
+	}),
 }
 
 var requestAttrNames = requestAttrs.names()
@@ -600,12 +577,7 @@ var requestAttrNames = requestAttrs.names()
 // None) and r.spans_named(name) (all of them).
 func spanLookup(name string) requestAttr {
 	first := name == "span"
-	return func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		ss := ix.Spans(v.i)
+	return joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
 		return starlark.NewBuiltin(name, oneString(func(want string) (starlark.Value, error) {
 			var out []starlark.Value
 			for i := range ss {
@@ -620,7 +592,19 @@ func spanLookup(name string) requestAttr {
 				return starlark.None, nil
 			}
 			return starlark.NewList(out), nil
-		})), nil
+		}))
+	})
+}
+
+// joinedRequest is an attribute of a request made of its spans and events
+// (the join's).
+func joinedRequest(f func([]spans.Span, []events.Event) starlark.Value) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) {
+		ix, err := v.c.join()
+		if err != nil {
+			return nil, err
+		}
+		return f(ix.Spans(v.i), ix.Events(v.i)), nil
 	}
 }
 
@@ -722,10 +706,8 @@ func jsonValue(x any) (starlark.Value, error) {
 
 // jsonBytes is JSON b as frozen Starlark values (numbers keep their digits).
 func jsonBytes(b []byte) (starlark.Value, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := decodeJSON(b)
+	if err != nil {
 		return nil, err
 	}
 	return toValue(v), nil
