@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -122,11 +123,7 @@ func runningThreadHints(c *Capture, p *engine.Preset, n int) (tids, pids []int64
 	}
 	switch {
 	case pt.Span != "":
-		has := false
-		for _, n := range c.Tables.SpanNames() {
-			has = has || n == pt.Span
-		}
-		if !has {
+		if !slices.Contains(c.Tables.SpanNames(), pt.Span) {
 			return nil, nil, nil
 		}
 		s, err := c.Tables.Spans()

@@ -316,13 +316,13 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 		for _, n := range names {
 			var x starlark.Value = starlark.None
 			if s := l.Stages[n]; s != nil {
-				x = starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+				x = structOf(starlark.StringDict{
 					"mean_ms": starlark.Float(s.MeanMs), "p95_ms": starlark.Float(s.P95Ms), "n": starlark.MakeInt(s.N),
 				})
 			}
 			st.SetKey(starlark.String(n), x)
 		}
-		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		out = append(out, structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), group: starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
 		}))
 	}
