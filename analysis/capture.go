@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"sync"
 
 	"github.com/asrprof/asrprof/analysis/engine"
@@ -37,9 +36,6 @@ type Capture struct {
 	joinOnce sync.Once
 	ix       *join.Index
 	joinErr  error
-	spanN    int
-	spanSet  []string // distinct server span names
-	eventSet []string // distinct event names
 
 	rowsMu sync.Mutex
 	rows   map[string]*rowSet
@@ -364,21 +360,6 @@ func (c *Capture) join() (*join.Index, error) {
 				return
 			}
 		}
-		names := map[string]bool{}
-		for _, ss := range chunks {
-			c.spanN += len(ss)
-			for i := range ss {
-				if !ss[i].IsClient() {
-					names[ss[i].Name] = true
-				}
-			}
-		}
-		c.spanSet = sortedKeys(names)
-		names = map[string]bool{}
-		for i := range evs {
-			names[evs[i].EventName] = true
-		}
-		c.eventSet = sortedKeys(names)
 		reqs, err := c.Requests()
 		if err != nil {
 			c.joinErr = err
@@ -387,13 +368,4 @@ func (c *Capture) join() (*join.Index, error) {
 		c.ix = join.BuildChunks(reqs, chunks, evs)
 	})
 	return c.ix, c.joinErr
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
