@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -114,24 +113,9 @@ func (n *node) frame(name string, scale float64, min int64) *Frame {
 // addProfile adds one profile's samples to root, in nanoseconds, and
 // returns the seconds a unit of root's values stands for.
 func addProfile(root *node, path string, cut *int64) (float64, error) {
-	fh, err := os.Open(path)
+	p, vi, scale, err := readProfile(path)
 	if err != nil {
 		return 0, err
-	}
-	defer fh.Close()
-	p, err := profile.Parse(fh)
-	if err != nil {
-		return 0, err
-	}
-	vi := len(p.SampleType) - 1
-	for i, st := range p.SampleType {
-		if st.Unit == "nanoseconds" {
-			vi = i
-		}
-	}
-	scale := 1e-9
-	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
-		scale = float64(p.Period) * 1e-9
 	}
 	for _, smp := range p.Sample {
 		v := int64(float64(smp.Value[vi]) * scale * 1e9) // ns
@@ -151,11 +135,10 @@ func addProfile(root *node, path string, cut *int64) (float64, error) {
 			for k := len(loc.Line) - 1; k >= 0; k-- {
 				fn := loc.Line[k].Function
 				name := "[unknown]"
-				if fn != nil {
+				if fn != nil && python {
+					name = pythonName(fn)
+				} else if fn != nil {
 					name = fn.Name
-					if python && fn.Filename != "" {
-						name += " (" + filepath.Base(fn.Filename) + ")"
-					}
 				}
 				cur = cur.add(name, v)
 			}
