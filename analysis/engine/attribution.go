@@ -729,12 +729,16 @@ func Attribute(in AttributionInput) *Attribution {
 		}
 		return w, found
 	}
+	hasClock := len(rc.EndUnixNs) == n
+	// The client's window of each request, when it has a clock.
 	clientEnd := func(i int) (c0, c1 int64, ok bool) {
+		if !hasClock {
+			return 0, 0, false
+		}
 		c1 = rc.EndUnixNs[i]
 		l := int64(math.Round(rc.LatencyS[i] * 1e9))
 		return c1 - l, c1, c1 > 0 && l > 0
 	}
-	hasClock := len(rc.EndUnixNs) == n
 	// 2. The clock offset (server − client).
 	out := &Attribution{}
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
@@ -885,15 +889,11 @@ func Attribute(in AttributionInput) *Attribution {
 		w, hasW := window(i)
 		if !tele[i] || !hasW || L <= 0 {
 			ns[sUnattributed] = float64(max(L, 0))
-			if c0, c1, ok := clientEnd(i); seg != nil && hasClock && ok {
+			if c0, c1, ok := clientEnd(i); seg != nil && ok {
 				seg.out = append(seg.out, Segment{sUnattributed, c0, c1})
 			}
 		} else {
-			var c0, c1 int64
-			cok := false
-			if hasClock {
-				c0, c1, cok = clientEnd(i)
-			}
+			c0, c1, cok := clientEnd(i)
 			th := theta
 			if !cok { // no client clock: the server's window at the start
 				c0, c1, th = 0, L, w.a
