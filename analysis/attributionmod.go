@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -25,11 +26,9 @@ import (
 // preset is a declared preset (a stage preset's SPEC), or None: then no
 // request has telemetry and all of its time is unattributed.
 func attributionModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "attribution", Members: starlark.StringDict{
-		"levels":   starlark.NewBuiltin("attribution.levels", attributionLevels),
-		"requests": starlark.NewBuiltin("attribution.requests", attributionRequests),
-		"STATES":   frozenStrings(engine.AttributionStates),
-	}}
+	m := newModule("attribution", "attribution.", map[string]builtinFunc{"levels": attributionLevels, "requests": attributionRequests})
+	m.Members["STATES"] = frozenStrings(engine.AttributionStates)
+	return m
 }
 
 func frozenStrings(ss []string) *starlark.List {
@@ -124,11 +123,7 @@ func runningThreadHints(c *Capture, p *engine.Preset, n int) (tids, pids []int64
 	}
 	switch {
 	case pt.Span != "":
-		has := false
-		for _, n := range c.Tables.SpanNames() {
-			has = has || n == pt.Span
-		}
-		if !has {
+		if !slices.Contains(c.Tables.SpanNames(), pt.Span) {
 			return nil, nil, nil
 		}
 		s, err := c.Tables.Spans()

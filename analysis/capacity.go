@@ -1,8 +1,6 @@
 package analysis
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,13 +28,11 @@ func jsonFile(path string) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonBytes(b)
+	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return toValue(v), nil
+	return v, nil
 }
 
 // sensitivityValue is capture.sensitivity: sensitivity.json of the

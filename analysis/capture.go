@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"sync"
 
 	"github.com/asrprof/asrprof/analysis/engine"
@@ -37,9 +36,6 @@ type Capture struct {
 	joinOnce sync.Once
 	ix       *join.Index
 	joinErr  error
-	spanN    int
-	spanSet  []string // distinct server span names
-	eventSet []string // distinct event names
 
 	rowsMu sync.Mutex
 	rows   map[string]*rowSet
@@ -184,6 +180,16 @@ func (c *Capture) StageRows(p *engine.Preset) (*columns.StageRows, error) {
 	c.stages[key] = r
 	c.lastStages = r
 	return r, nil
+}
+
+// stageCols is StageRows(p) and the requests' columns.
+func (c *Capture) stageCols(p *engine.Preset) (*columns.StageRows, *columns.RequestCols, error) {
+	rows, err := c.StageRows(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := c.Tables.RequestCols()
+	return rows, rc, err
 }
 
 // Workers returns which worker served each request, from the spans a
@@ -354,21 +360,6 @@ func (c *Capture) join() (*join.Index, error) {
 				return
 			}
 		}
-		names := map[string]bool{}
-		for _, ss := range chunks {
-			c.spanN += len(ss)
-			for i := range ss {
-				if !ss[i].IsClient() {
-					names[ss[i].Name] = true
-				}
-			}
-		}
-		c.spanSet = sortedKeys(names)
-		names = map[string]bool{}
-		for i := range evs {
-			names[evs[i].EventName] = true
-		}
-		c.eventSet = sortedKeys(names)
 		reqs, err := c.Requests()
 		if err != nil {
 			c.joinErr = err
@@ -377,13 +368,4 @@ func (c *Capture) join() (*join.Index, error) {
 		c.ix = join.BuildChunks(reqs, chunks, evs)
 	})
 	return c.ix, c.joinErr
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -20,12 +20,9 @@ import (
 //	workers(capture)                                             # struct(names, routed, confirmed, mismatched, unnamed)
 //	balance(capture, preset, levels)                             # [struct(level, worker, requests, ok, busy_s, latency_mean_s, total_mean_s, total_rtf)]
 func evidenceModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "evidence", Members: starlark.StringDict{
-		"occupancy":  starlark.NewBuiltin("evidence.occupancy", occupancy),
-		"event_meta": starlark.NewBuiltin("evidence.event_meta", eventMeta),
-		"workers":    starlark.NewBuiltin("evidence.workers", workersFn),
-		"balance":    starlark.NewBuiltin("evidence.balance", balanceFn),
-	}}
+	return newModule("evidence", "evidence.", map[string]builtinFunc{
+		"occupancy": occupancy, "event_meta": eventMeta, "workers": workersFn, "balance": balanceFn,
+	})
 }
 
 // occupancy(capture, preset, from_stage, to_stage): per level, how many
@@ -40,11 +37,7 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "from_stage", &from, "to_stage", &to, "worker?", &worker); err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +47,7 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	occ := engine.Occupancies(rc, rows, from, to)
 	out := starlark.NewDict(len(occ))
 	for lv, o := range occ {
-		out.SetKey(starlark.String(lv), starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		out.SetKey(starlark.String(lv), structOf(starlark.StringDict{
 			"mean": starlark.Float(o.Mean), "max": starlark.MakeInt(o.Max), "busy": starlark.Float(o.Busy), "busy_s": starlark.Float(o.BusyS),
 		}))
 	}
@@ -104,7 +97,7 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	}
 	var out []starlark.Value
 	for _, m := range engine.EventMeta(rc, first, key) {
-		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		out = append(out, structOf(starlark.StringDict{
 			"level": starlark.String(m.Level), "repeat": starlark.MakeInt(m.Repeat),
 			"min": starlark.Float(m.Min), "max": starlark.Float(m.Max), "sum": starlark.Float(m.Sum), "n": starlark.MakeInt(m.N),
 		}))
@@ -136,7 +129,7 @@ func workersFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 			unnamed++
 		}
 	}
-	return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+	return structOf(starlark.StringDict{
 		"names": stringList(w.Names), "routed": starlark.MakeInt(w.Routed), "confirmed": starlark.MakeInt(w.Confirmed),
 		"mismatched": starlark.MakeInt(w.Mismatched), "unnamed": starlark.MakeInt(unnamed),
 	}), nil
@@ -162,17 +155,13 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}
 	var out []starlark.Value
 	for _, s := range engine.Balance(rc, rows, w, levels) {
-		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		out = append(out, structOf(starlark.StringDict{
 			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
 			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
 			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -84,6 +83,17 @@ type node struct {
 	kids map[string]*node
 }
 
+// add adds v to n's child name (made when n has none) and returns it.
+func (n *node) add(name string, v int64) *node {
+	c := n.kids[name]
+	if c == nil {
+		c = &node{kids: map[string]*node{}}
+		n.kids[name] = c
+	}
+	c.v += v
+	return c
+}
+
 func (n *node) frame(name string, scale float64, min int64) *Frame {
 	f := &Frame{Name: name, Seconds: float64(n.v) * scale}
 	for k, c := range n.kids {
@@ -103,24 +113,9 @@ func (n *node) frame(name string, scale float64, min int64) *Frame {
 // addProfile adds one profile's samples to root, in nanoseconds, and
 // returns the seconds a unit of root's values stands for.
 func addProfile(root *node, path string, cut *int64) (float64, error) {
-	fh, err := os.Open(path)
+	p, vi, scale, err := readProfile(path)
 	if err != nil {
 		return 0, err
-	}
-	defer fh.Close()
-	p, err := profile.Parse(fh)
-	if err != nil {
-		return 0, err
-	}
-	vi := len(p.SampleType) - 1
-	for i, st := range p.SampleType {
-		if st.Unit == "nanoseconds" {
-			vi = i
-		}
-	}
-	scale := 1e-9
-	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
-		scale = float64(p.Period) * 1e-9
 	}
 	for _, smp := range p.Sample {
 		v := int64(float64(smp.Value[vi]) * scale * 1e9) // ns
@@ -140,29 +135,15 @@ func addProfile(root *node, path string, cut *int64) (float64, error) {
 			for k := len(loc.Line) - 1; k >= 0; k-- {
 				fn := loc.Line[k].Function
 				name := "[unknown]"
-				if fn != nil {
+				if fn != nil && python {
+					name = pythonName(fn)
+				} else if fn != nil {
 					name = fn.Name
-					if python && fn.Filename != "" {
-						name += " (" + filepath.Base(fn.Filename) + ")"
-					}
 				}
-				next := cur.kids[name]
-				if next == nil {
-					next = &node{kids: map[string]*node{}}
-					cur.kids[name] = next
-				}
-				next.v += v
-				cur = next
+				cur = cur.add(name, v)
 			}
 			if len(loc.Line) == 0 {
-				name := "[unknown]"
-				next := cur.kids[name]
-				if next == nil {
-					next = &node{kids: map[string]*node{}}
-					cur.kids[name] = next
-				}
-				next.v += v
-				cur = next
+				cur = cur.add("[unknown]", v)
 			}
 		}
 	}

@@ -21,11 +21,9 @@ import (
 // The buckets are computed in Go (Capture.LengthSplit), and so are the
 // passes' metrics (model/summary, as capture.passes).
 func lengthsModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "lengths", Members: starlark.StringDict{
-		"split":         starlark.NewBuiltin("lengths.split", lengthSplit),
-		"passes":        starlark.NewBuiltin("lengths.passes", lengthPasses),
-		"stage_summary": starlark.NewBuiltin("lengths.stage_summary", lengthStageSummary),
-	}}
+	return newModule("lengths", "lengths.", map[string]builtinFunc{
+		"split": lengthSplit, "passes": lengthPasses, "stage_summary": lengthStageSummary,
+	})
 }
 
 // splitValue is split()'s answer: struct(spec, auto, edges, buckets =
@@ -107,11 +105,7 @@ func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}

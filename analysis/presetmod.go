@@ -25,18 +25,11 @@ import (
 // stage_summary(capture, SPEC, names) is the stage table's rows, computed
 // in Go over the capture's tables.
 func presetModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "preset", Members: starlark.StringDict{
-		"event":         starlark.NewBuiltin("preset.event", eventPoint),
-		"span_start":    starlark.NewBuiltin("preset.span_start", spanPoint(false)),
-		"span_end":      starlark.NewBuiltin("preset.span_end", spanPoint(true)),
-		"between":       starlark.NewBuiltin("preset.between", between),
-		"span":          starlark.NewBuiltin("preset.span", spanStage),
-		"attr":          starlark.NewBuiltin("preset.attr", attrStage),
-		"rest":          starlark.NewBuiltin("preset.rest", restStage),
-		"gap":           starlark.NewBuiltin("preset.gap", gapStage),
-		"declare":       starlark.NewBuiltin("preset.declare", declare),
-		"stage_summary": starlark.NewBuiltin("preset.stage_summary", stageSummary),
-	}}
+	return newModule("preset", "preset.", map[string]builtinFunc{
+		"event": eventPoint, "span_start": spanPoint(false), "span_end": spanPoint(true),
+		"between": between, "span": spanStage, "attr": attrStage, "rest": restStage, "gap": gapStage,
+		"declare": declare, "stage_summary": stageSummary,
+	})
 }
 
 // pointValue is an instant: event(...), span_start(...), span_end(...).
@@ -66,7 +59,7 @@ func eventPoint(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	return &pointValue{engine.Point{Event: name, Last: last, SameStageAs: same}}, nil
 }
 
-func spanPoint(end bool) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+func spanPoint(end bool) builtinFunc {
 	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		var name string
 		var last bool
@@ -297,11 +290,7 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cv.c.StageRows(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := cv.c.Tables.RequestCols()
+	rows, rc, err := cv.c.stageCols(pv.p)
 	if err != nil {
 		return nil, err
 	}
@@ -327,13 +316,13 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 		for _, n := range names {
 			var x starlark.Value = starlark.None
 			if s := l.Stages[n]; s != nil {
-				x = starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+				x = structOf(starlark.StringDict{
 					"mean_ms": starlark.Float(s.MeanMs), "p95_ms": starlark.Float(s.P95Ms), "n": starlark.MakeInt(s.N),
 				})
 			}
 			st.SetKey(starlark.String(n), x)
 		}
-		out = append(out, starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		out = append(out, structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), group: starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
 		}))
 	}

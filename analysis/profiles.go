@@ -1,8 +1,10 @@
 package analysis
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,20 +98,9 @@ func summarizeProfile(path string) (profileSummary, error) {
 			}
 		}
 	}
-	f, err := os.Open(path)
+	p, vi, scale, err := readProfile(path)
 	if err != nil {
 		return s, err
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		return s, err
-	}
-	vi := len(p.SampleType) - 1 // cpu/nanoseconds when present
-	for i, st := range p.SampleType {
-		if st.Unit == "nanoseconds" {
-			vi = i
-		}
 	}
 	flat := map[string]int64{}
 	py := map[string]int64{}
@@ -148,10 +139,6 @@ func summarizeProfile(path string) (profileSummary, error) {
 			th.py[name] += v
 		}
 	}
-	scale := 1e-9
-	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
-		scale = float64(p.Period) * 1e-9
-	}
 	s.TotalS = float64(total) * scale
 	s.PythonS = float64(pyTotal) * scale
 	s.Top = topFunctions(flat, total, scale, TopFunctions)
@@ -177,22 +164,49 @@ func innermostPython(smp *profile.Sample) (string, bool) {
 		if loc.Mapping == nil || loc.Mapping.File != PythonMapping || len(loc.Line) == 0 || loc.Line[0].Function == nil {
 			continue
 		}
-		fn := loc.Line[0].Function
-		if fn.Filename == "" {
-			return fn.Name, true
-		}
-		return fn.Name + " (" + filepath.Base(fn.Filename) + ")", true
+		return pythonName(loc.Line[0].Function), true
 	}
 	return "", false
+}
+
+// pythonName names a Python function "function (file)", with the file's
+// base name.
+func pythonName(fn *profile.Function) string {
+	if fn.Filename == "" {
+		return fn.Name
+	}
+	return fn.Name + " (" + filepath.Base(fn.Filename) + ")"
+}
+
+// readProfile parses the profile at path and picks its value: the
+// cpu/nanoseconds sample type when present (else the last), and the
+// seconds one unit of it stands for.
+func readProfile(path string) (p *profile.Profile, vi int, scale float64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer f.Close()
+	if p, err = profile.Parse(f); err != nil {
+		return nil, 0, 0, err
+	}
+	vi = len(p.SampleType) - 1
+	for i, st := range p.SampleType {
+		if st.Unit == "nanoseconds" {
+			vi = i
+		}
+	}
+	scale = 1e-9
+	if p.SampleType[vi].Unit != "nanoseconds" && p.Period > 0 {
+		scale = float64(p.Period) * 1e-9
+	}
+	return p, vi, scale, nil
 }
 
 // topFunctions returns the n largest entries of times, as seconds and as
 // a share of total.
 func topFunctions(times map[string]int64, total int64, scale float64, n int) []functionCPU {
-	names := make([]string, 0, len(times))
-	for n := range times {
-		names = append(names, n)
-	}
+	names := slices.Collect(maps.Keys(times))
 	sort.Slice(names, func(i, j int) bool {
 		if times[names[i]] != times[names[j]] {
 			return times[names[i]] > times[names[j]]

@@ -263,6 +263,46 @@ func builtinModules() map[string]*starlarkstruct.Module {
 	}
 }
 
+// builtinFunc is a Starlark builtin's Go function.
+type builtinFunc = func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)
+
+// oneString is a builtin of one positional string argument.
+func oneString(f func(s string) (starlark.Value, error)) builtinFunc {
+	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		var s string
+		if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &s); err != nil {
+			return nil, err
+		}
+		return f(s)
+	}
+}
+
+// getFn is get(key, default = None): m's value at key as Starlark's, else
+// default.
+func getFn(m map[string]any) builtinFunc {
+	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		var key string
+		var def starlark.Value = starlark.None
+		if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &key, &def); err != nil {
+			return nil, err
+		}
+		if x, ok := m[key]; ok {
+			return toValue(x), nil
+		}
+		return def, nil
+	}
+}
+
+// newModule is module name of fns, each a builtin named prefix and its
+// member's name ("evidence." + "occupancy").
+func newModule(name, prefix string, fns map[string]builtinFunc) *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: name, Members: make(starlark.StringDict, len(fns))}
+	for k, f := range fns {
+		m.Members[k] = starlark.NewBuiltin(prefix+k, f)
+	}
+	return m
+}
+
 // load implements load(): built-in modules by name, otherwise a .star file
 // from the embedded scripts or, for a user's script, next to it.
 func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDict, error) {

@@ -16,25 +16,22 @@ import (
 // comparison). Every function takes an iterable of numbers and skips None
 // (a missing measurement); an empty series gives None.
 func statsModule() *starlarkstruct.Module {
-	fn := func(name string, f func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) *starlark.Builtin {
-		return starlark.NewBuiltin(name, f)
-	}
-	return &starlarkstruct.Module{Name: "stats", Members: starlark.StringDict{
-		"count":        fn("count", oneSeries(func(xs []float64) starlark.Value { return starlark.MakeInt(len(xs)) })),
-		"sum":          fn("sum", oneSeries(func(xs []float64) starlark.Value { return starlark.Float(stats.Sum(xs)) })),
-		"mean":         fn("mean", oneSeries(orNone(stats.Mean))),
-		"median":       fn("median", oneSeries(orNone(func(xs []float64) float64 { return stats.Percentile(xs, 50) }))),
-		"stdev":        fn("stdev", oneSeries(stdev)),
-		"min":          fn("min", oneSeries(orNone(stats.Min))),
-		"max":          fn("max", oneSeries(orNone(stats.Max))),
-		"percentile":   fn("percentile", percentile),
-		"histogram":    fn("histogram", histogram),
-		"linregress":   fn("linregress", linregress),
-		"mannwhitney":  fn("mannwhitney", mannWhitney),
-		"summary":      fn("summary", oneSeries(statSummary)),
-		"compare":      fn("compare", compare),
-		"bootstrap_ci": fn("bootstrap_ci", bootstrapCI),
-	}}
+	return newModule("stats", "", map[string]builtinFunc{
+		"count":        oneSeries(func(xs []float64) starlark.Value { return starlark.MakeInt(len(xs)) }),
+		"sum":          oneSeries(func(xs []float64) starlark.Value { return starlark.Float(stats.Sum(xs)) }),
+		"mean":         oneSeries(orNone(stats.Mean)),
+		"median":       oneSeries(orNone(func(xs []float64) float64 { return stats.Percentile(xs, 50) })),
+		"stdev":        oneSeries(stdev),
+		"min":          oneSeries(orNone(stats.Min)),
+		"max":          oneSeries(orNone(stats.Max)),
+		"percentile":   percentile,
+		"histogram":    histogram,
+		"linregress":   linregress,
+		"mannwhitney":  mannWhitney,
+		"summary":      oneSeries(statSummary),
+		"compare":      compare,
+		"bootstrap_ci": bootstrapCI,
+	})
 }
 
 // floats converts an iterable of numbers to []float64, skipping None.
@@ -66,7 +63,7 @@ func floats(fname string, v starlark.Value) ([]float64, error) {
 	return out, nil
 }
 
-func oneSeries(f func([]float64) starlark.Value) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+func oneSeries(f func([]float64) starlark.Value) builtinFunc {
 	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		var v starlark.Value
 		if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &v); err != nil {

@@ -67,25 +67,14 @@ func (c *cell) Attr(name string) (starlark.Value, error) {
 func (c *cell) AttrNames() []string { return []string{"text", "value"} }
 
 func tableModule() *starlarkstruct.Module {
-	return &starlarkstruct.Module{Name: "table", Members: starlark.StringDict{
-		"new":     starlark.NewBuiltin("table.new", newTable),
-		"message": starlark.NewBuiltin("table.message", newMessage),
-		"cell":    starlark.NewBuiltin("table.cell", newCell),
-		"sprintf": starlark.NewBuiltin("table.sprintf", sprintf),
-		"level_label": starlark.NewBuiltin("table.level_label", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var lv string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &lv); err != nil {
-				return nil, err
-			}
+	return newModule("table", "table.", map[string]builtinFunc{
+		"new": newTable, "message": newMessage, "cell": newCell, "sprintf": sprintf,
+		"level_label": oneString(func(lv string) (starlark.Value, error) {
 			return starlark.String(model.LevelLabel(lv)), nil
 		}),
 		// parse_level("c8") -> ("c", 8); ("r", 2.5); None for any other name
 		// (model.ParseLevel, the one parser of level names).
-		"parse_level": starlark.NewBuiltin("table.parse_level", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var lv string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &lv); err != nil {
-				return nil, err
-			}
+		"parse_level": oneString(func(lv string) (starlark.Value, error) {
 			c, r, ok := model.ParseLevel(lv)
 			switch {
 			case !ok:
@@ -95,7 +84,7 @@ func tableModule() *starlarkstruct.Module {
 			}
 			return starlark.Tuple{starlark.String("r"), starlark.Float(r)}, nil
 		}),
-	}}
+	})
 }
 
 // newMessage: table.message(name, text) is a table without columns, which
@@ -196,23 +185,15 @@ func (t *tableValue) Attr(name string) (starlark.Value, error) {
 	case "add_row":
 		return starlark.NewBuiltin("add_row", t.addRow), nil
 	case "add_note":
-		return starlark.NewBuiltin("add_note", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var s string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &s); err != nil {
-				return nil, err
-			}
+		return starlark.NewBuiltin("add_note", oneString(func(s string) (starlark.Value, error) {
 			if t.frozen {
 				return nil, fmt.Errorf("add_note: table %s is frozen", t.name)
 			}
 			t.notes = append(t.notes, s)
 			return starlark.None, nil
-		}), nil
+		})), nil
 	case "column":
-		return starlark.NewBuiltin("column", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var c string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &c); err != nil {
-				return nil, err
-			}
+		return starlark.NewBuiltin("column", oneString(func(c string) (starlark.Value, error) {
 			k, err := t.colIndex(c)
 			if err != nil {
 				return nil, err
@@ -222,11 +203,11 @@ func (t *tableValue) Attr(name string) (starlark.Value, error) {
 				out[i] = plain(r[k])
 			}
 			return starlark.NewList(out), nil
-		}), nil
+		})), nil
 	case "sort":
 		return starlark.NewBuiltin("sort", t.sort), nil
 	case "group_by":
-		return starlark.NewBuiltin("group_by", t.groupBy), nil
+		return starlark.NewBuiltin("group_by", oneString(t.groupBy)), nil
 	case "render":
 		return starlark.NewBuiltin("render", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			format := "text"
@@ -354,11 +335,7 @@ func (t *tableValue) sort(_ *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 // group_by(column) returns [(key, table), ...] in order of first appearance.
-func (t *tableValue) groupBy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var col string
-	if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &col); err != nil {
-		return nil, err
-	}
+func (t *tableValue) groupBy(col string) (starlark.Value, error) {
 	k, err := t.colIndex(col)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -111,14 +109,7 @@ func (v *mapView) Get(k starlark.Value) (starlark.Value, bool, error) {
 	}
 	return toValue(x), true, nil
 }
-func (v *mapView) keys() []string {
-	ks := make([]string, 0, len(v.m))
-	for k := range v.m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+func (v *mapView) keys() []string { return slices.Sorted(maps.Keys(v.m)) }
 func (v *mapView) Iterate() starlark.Iterator {
 	ks := v.keys()
 	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
@@ -136,17 +127,7 @@ func (v *mapView) AttrNames() []string {
 func (v *mapView) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "get":
-		return starlark.NewBuiltin("get", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var key string
-			var def starlark.Value = starlark.None
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &key, &def); err != nil {
-				return nil, err
-			}
-			if x, ok := v.m[key]; ok {
-				return toValue(x), nil
-			}
-			return def, nil
-		}), nil
+		return starlark.NewBuiltin("get", getFn(v.m)), nil
 	case "keys":
 		return starlark.NewBuiltin("keys", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 			var out []starlark.Value
@@ -213,12 +194,7 @@ func toValue(x any) starlark.Value {
 		return l
 	case map[string]any:
 		d := starlark.NewDict(len(v))
-		ks := make([]string, 0, len(v))
-		for k := range v {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			d.SetKey(starlark.String(k), toValue(v[k]))
 		}
 		d.Freeze()
@@ -478,17 +454,9 @@ func passFields(pm model.PassMetrics) map[string]any {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch x := rv.FieldByIndex(f.Index).Interface().(type) {
 		case model.Coverage:
-			kinds := map[string]any{}
-			for k, n := range x.FailureKinds {
-				kinds[k] = n
-			}
-			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, kinds
+			m["total"], m["evaluated"], m["skipped"], m["failed"], m["empty_ref"], m["failure_kinds"] = x.Total, x.Evaluated, x.Skipped, x.Failed, x.EmptyRef, anyMap(x.FailureKinds)
 		case map[string]int: // slo_misses
-			mm := map[string]any{}
-			for k, n := range x {
-				mm[k] = n
-			}
-			m[name] = mm
+			m[name] = anyMap(x)
 		case *float64:
 			if x == nil {
 				m[name] = nil
@@ -501,6 +469,15 @@ func passFields(pm model.PassMetrics) map[string]any {
 	}
 	m["done"] = pm.Coverage.Total - pm.Coverage.Failed
 	return m
+}
+
+// anyMap is m with its values as any.
+func anyMap(m map[string]int) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, n := range m {
+		out[k] = n
+	}
+	return out
 }
 
 // requestValue is one request of capture.requests. Two are == when they
@@ -584,24 +561,14 @@ var requestExtraAttrs = attrTable[*requestValue]{
 		return starlark.Bool(v.c.reqs[v.i].Status == model.StatusOK), nil
 	},
 	// The join.
-	"spans": func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		ss := ix.Spans(v.i)
-		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}, nil
-	},
+	"spans": joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
+		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}
+	}),
 	"span":        spanLookup("span"),
 	"spans_named": spanLookup("spans_named"),
-	"events": func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		es := ix.Events(v.i)
-		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}, nil
-	},
+	"events": joinedRequest(func(_ []spans.Span, es []events.Event) starlark.Value {
+		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}
+	}),
 }
 
 var requestAttrNames = requestAttrs.names()
@@ -610,17 +577,8 @@ var requestAttrNames = requestAttrs.names()
 // None) and r.spans_named(name) (all of them).
 func spanLookup(name string) requestAttr {
 	first := name == "span"
-	return func(v *requestValue) (starlark.Value, error) {
-		ix, err := v.c.join()
-		if err != nil {
-			return nil, err
-		}
-		ss := ix.Spans(v.i)
-		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var want string
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &want); err != nil {
-				return nil, err
-			}
+	return joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
+		return starlark.NewBuiltin(name, oneString(func(want string) (starlark.Value, error) {
 			var out []starlark.Value
 			for i := range ss {
 				if ss[i].Name == want && !ss[i].IsClient() {
@@ -634,7 +592,19 @@ func spanLookup(name string) requestAttr {
 				return starlark.None, nil
 			}
 			return starlark.NewList(out), nil
-		}), nil
+		}))
+	})
+}
+
+// joinedRequest is an attribute of a request made of its spans and events
+// (the join's).
+func joinedRequest(f func([]spans.Span, []events.Event) starlark.Value) requestAttr {
+	return func(v *requestValue) (starlark.Value, error) {
+		ix, err := v.c.join()
+		if err != nil {
+			return nil, err
+		}
+		return f(ix.Spans(v.i), ix.Events(v.i)), nil
 	}
 }
 
@@ -685,20 +655,7 @@ var spanAttrs = attrTable[*spanValue]{
 	},
 	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
 	"attrs":     func(v *spanValue) (starlark.Value, error) { return &mapView{typ: "attrs", m: v.s.Attrs}, nil },
-	"attr": func(v *spanValue) (starlark.Value, error) {
-		s := v.s
-		return starlark.NewBuiltin("attr", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var key string
-			var def starlark.Value = starlark.None
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &key, &def); err != nil {
-				return nil, err
-			}
-			if x, ok := s.Attrs[key]; ok {
-				return toValue(x), nil
-			}
-			return def, nil
-		}), nil
-	},
+	"attr":      func(v *spanValue) (starlark.Value, error) { return starlark.NewBuiltin("attr", getFn(v.s.Attrs)), nil },
 }
 
 var spanAttrNames = spanAttrs.names()
@@ -744,10 +701,13 @@ func jsonValue(x any) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	return jsonBytes(b)
+}
+
+// jsonBytes is JSON b as frozen Starlark values (numbers keep their digits).
+func jsonBytes(b []byte) (starlark.Value, error) {
+	v, err := decodeJSON(b)
+	if err != nil {
 		return nil, err
 	}
 	return toValue(v), nil

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"go.starlark.net/starlark"
@@ -50,6 +51,43 @@ func TestAttrTables(t *testing.T) {
 		}
 		if x, err := tc.v.Attr("no_such_attr"); x != nil || err != nil {
 			t.Errorf("%s.no_such_attr = %v, %v", tc.v.Type(), x, err)
+		}
+	}
+}
+
+// Every built-in module has its members, and each builtin is named as its
+// errors have always named it: "module.member" (stats: "member").
+func TestModuleNames(t *testing.T) {
+	want := map[string]string{
+		"stats":       "bootstrap_ci compare count histogram linregress mannwhitney max mean median min percentile stdev sum summary",
+		"preset":      "attr between declare event gap rest span span_end span_start stage_summary",
+		"evidence":    "balance event_meta occupancy workers",
+		"table":       "cell level_label message new parse_level sprintf",
+		"attribution": "STATES levels requests",
+		"lengths":     "passes split stage_summary",
+	}
+	mods := builtinModules()
+	for name, members := range want {
+		m := mods[name]
+		if m == nil {
+			t.Errorf("no module %s", name)
+			continue
+		}
+		if got := strings.Join(m.Members.Keys(), " "); got != members {
+			t.Errorf("%s: members %s, want %s", name, got, members)
+		}
+		for k, v := range m.Members {
+			b, ok := v.(*starlark.Builtin)
+			if !ok {
+				continue
+			}
+			wantName := name + "." + k
+			if name == "stats" {
+				wantName = k
+			}
+			if b.Name() != wantName {
+				t.Errorf("%s.%s is named %s, want %s", name, k, b.Name(), wantName)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -341,22 +342,13 @@ type occStep struct {
 
 // occupancySteps is how many of the spans were open, as steps in time.
 func occupancySteps(spans []interval) []occStep {
-	type edge struct {
-		t int64
-		d int
-	}
 	es := make([]edge, 0, 2*len(spans))
 	for _, v := range spans {
 		if v.b > v.a {
 			es = append(es, edge{v.a, 1}, edge{v.b, -1})
 		}
 	}
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := cmpInt(x.t, y.t); c != 0 {
-			return c
-		}
-		return x.d - y.d // ends before starts at one instant
-	})
+	sortEdges(es)
 	out := make([]occStep, 0, len(es))
 	n := 0
 	for _, e := range es {
@@ -375,7 +367,7 @@ func atCap(steps []occStep, cap int, iv interval) float64 {
 	if cap < 1 || iv.b <= iv.a {
 		return 0
 	}
-	i, _ := slices.BinarySearchFunc(steps, iv.a, func(s occStep, t int64) int { return cmpInt(s.t, t) })
+	i, _ := slices.BinarySearchFunc(steps, iv.a, func(s occStep, t int64) int { return cmp.Compare(s.t, t) })
 	if i > 0 && (i == len(steps) || steps[i].t > iv.a) {
 		i--
 	}
@@ -520,13 +512,7 @@ func (th *thread) concentrate(run []interval) {
 			prev = l.p[k+1]
 			t0 := l.start + int64(k)*l.bin
 			t1 := t0 + l.bin
-			for j < len(run) && run[j].b <= t0 {
-				j++
-			}
-			cov := int64(0)
-			for m := j; m < len(run) && run[m].a < t1; m++ {
-				cov += min(run[m].b, t1) - max(run[m].a, t0)
-			}
+			cov := covers(run, &j, t0, t1)
 			if busy := v[cHost] + v[cGPU] + v[cRunq]; cov > 0 && cov < l.bin && busy > 0 {
 				c := float64(cov)
 				f := min(busy, c) / busy * B / c
@@ -540,15 +526,22 @@ func (th *thread) concentrate(run []interval) {
 	}
 }
 
-// sumOn sums the on-CPU prefix of lines (in time order) over [a, b).
-func sumOn(lines []*binLine, a, b int64) float64 {
-	v := 0.0
-	i := sort.Search(len(lines), func(i int) bool { return lines[i].end() > a })
-	for ; i < len(lines) && lines[i].start < b; i++ {
-		l := lines[i]
-		v += l.cum(min(b, l.end()))[cOn] - l.cum(max(a, l.start))[cOn]
+// covers is how much of [t0, t1) run (merged) covers; *j, where to
+// start in run, moves past what ends by t0 (call it in time order).
+func covers(run []interval, j *int, t0, t1 int64) int64 {
+	for *j < len(run) && run[*j].b <= t0 {
+		*j++
 	}
-	return v
+	cov := int64(0)
+	for m := *j; m < len(run) && run[m].a < t1; m++ {
+		cov += min(run[m].b, t1) - max(run[m].a, t0)
+	}
+	return cov
+}
+
+// newBinLine is a line of n of r's bins, all 0.
+func newBinLine(r *ThreadBins, n int) *binLine {
+	return &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: n, p: make([][4]float64, n+1)}
 }
 
 // threads builds the thread lines: sched records per (pid, tid), with the
@@ -563,8 +556,7 @@ func threads(sched, cuda []ThreadBins) []*thread {
 			if r.BinMs <= 0 || len(v) == 0 {
 				continue
 			}
-			l := &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: len(v)}
-			l.p = make([][4]float64, l.n+1)
+			l := newBinLine(r, len(v))
 			for k, x := range v {
 				l.p[k+1][cOn] = l.p[k][cOn] + max(0, x)*1e3
 			}
@@ -574,7 +566,7 @@ func threads(sched, cuda []ThreadBins) []*thread {
 	}
 	syncs := raw(cuda, func(r *ThreadBins) []float64 { return r.SyncUs })
 	for _, ls := range syncs {
-		slices.SortFunc(ls, func(a, b *binLine) int { return cmpInt(a.start, b.start) })
+		slices.SortFunc(ls, func(a, b *binLine) int { return cmp.Compare(a.start, b.start) })
 	}
 	byKey := map[key]*thread{}
 	var out []*thread
@@ -590,9 +582,8 @@ func threads(sched, cuda []ThreadBins) []*thread {
 			byKey[k] = th
 			out = append(out, th)
 		}
-		sy := syncs[k]
-		l := &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: len(r.OnCPUUs)}
-		l.p = make([][4]float64, l.n+1)
+		sy := &thread{lines: syncs[k]} // its sync time as on-CPU
+		l := newBinLine(r, len(r.OnCPUUs))
 		B := float64(l.bin)
 		for j := 0; j < l.n; j++ {
 			on := min(max(0, r.OnCPUUs[j]*1e3), B)
@@ -601,7 +592,7 @@ func threads(sched, cuda []ThreadBins) []*thread {
 				rq = min(max(0, r.RunqUs[j]*1e3), B-on)
 			}
 			t0 := l.start + int64(j)*l.bin
-			g := min(max(0, sumOn(sy, t0, t0+l.bin)), B-rq) // time in sync: on-CPU first, then off-CPU
+			g := min(max(0, sy.integrate(t0, t0+l.bin).on), B-rq) // time in sync: on-CPU first, then off-CPU
 			gOn := min(g, on)
 			a, b := &l.p[j], &l.p[j+1]
 			b[cHost], b[cGPU], b[cRunq], b[cOn] = a[cHost]+on-gOn, a[cGPU]+g, a[cRunq]+rq, a[cOn]+on
@@ -609,24 +600,14 @@ func threads(sched, cuda []ThreadBins) []*thread {
 		th.lines = append(th.lines, l)
 	}
 	for _, th := range out {
-		slices.SortFunc(th.lines, func(a, b *binLine) int { return cmpInt(a.start, b.start) })
+		slices.SortFunc(th.lines, func(a, b *binLine) int { return cmp.Compare(a.start, b.start) })
 	}
 	return out
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // merge sorts ivs and merges the overlapping ones.
 func merge(ivs []interval) []interval {
-	slices.SortFunc(ivs, func(x, y interval) int { return cmpInt(x.a, y.a) })
+	slices.SortFunc(ivs, func(x, y interval) int { return cmp.Compare(x.a, y.a) })
 	out := ivs[:0]
 	for _, v := range ivs {
 		if v.b <= v.a {
@@ -748,12 +729,16 @@ func Attribute(in AttributionInput) *Attribution {
 		}
 		return w, found
 	}
+	hasClock := len(rc.EndUnixNs) == n
+	// The client's window of each request, when it has a clock.
 	clientEnd := func(i int) (c0, c1 int64, ok bool) {
+		if !hasClock {
+			return 0, 0, false
+		}
 		c1 = rc.EndUnixNs[i]
 		l := int64(math.Round(rc.LatencyS[i] * 1e9))
 		return c1 - l, c1, c1 > 0 && l > 0
 	}
-	hasClock := len(rc.EndUnixNs) == n
 	// 2. The clock offset (server − client).
 	out := &Attribution{}
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
@@ -800,6 +785,13 @@ func Attribute(in AttributionInput) *Attribution {
 		pass   int32
 		worker string
 	}
+	keyOf := func(i int) ffKey { // request i's pass and worker
+		k := ffKey{passOf[i], ""}
+		if i < len(in.Worker) {
+			k.worker = in.Worker[i]
+		}
+		return k
+	}
 	ffs := map[ffKey][]interval{}
 	batches := map[ffKey][]interval{} // each request's running span, by pass and worker
 	for i := 0; i < n; i++ {
@@ -819,26 +811,18 @@ func Attribute(in AttributionInput) *Attribution {
 		if w, ok := window(i); ok {
 			pi.lo, pi.hi = min(pi.lo, w.a), max(pi.hi, w.b)
 		}
-		b := &bounds[i]
+		b, k := &bounds[i], keyOf(i)
 		if b.ok(kFirstForward) {
-			k := ffKey{p, ""}
-			if in.Worker != nil && i < len(in.Worker) {
-				k.worker = in.Worker[i]
-			}
 			ffs[k] = append(ffs[k], b.iv[kFirstForward])
 		}
 		if r, ok := runningSpan(b); ok {
 			pi.running = append(pi.running, r)
-			k := ffKey{p, ""}
-			if in.Worker != nil && i < len(in.Worker) {
-				k.worker = in.Worker[i]
-			}
 			batches[k] = append(batches[k], r)
 		}
-		if in.RequestTID != nil && i < len(in.RequestTID) && in.RequestTID[i] != 0 {
+		if i < len(in.RequestTID) && in.RequestTID[i] != 0 {
 			pi.tidVotes[in.RequestTID[i]]++
 		}
-		if in.RequestPID != nil && i < len(in.RequestPID) && in.RequestPID[i] != 0 {
+		if i < len(in.RequestPID) && in.RequestPID[i] != 0 {
 			pi.pidVotes[in.RequestPID[i]]++
 		}
 	}
@@ -905,15 +889,11 @@ func Attribute(in AttributionInput) *Attribution {
 		w, hasW := window(i)
 		if !tele[i] || !hasW || L <= 0 {
 			ns[sUnattributed] = float64(max(L, 0))
-			if c0, c1, ok := clientEnd(i); seg != nil && hasClock && ok {
+			if c0, c1, ok := clientEnd(i); seg != nil && ok {
 				seg.out = append(seg.out, Segment{sUnattributed, c0, c1})
 			}
 		} else {
-			var c0, c1 int64
-			cok := false
-			if hasClock {
-				c0, c1, cok = clientEnd(i)
-			}
+			c0, c1, cok := clientEnd(i)
 			th := theta
 			if !cok { // no client clock: the server's window at the start
 				c0, c1, th = 0, L, w.a
@@ -922,10 +902,7 @@ func Attribute(in AttributionInput) *Attribution {
 			} else {
 				th = (w.b - c1 + w.a - c0) / 2
 			}
-			k := ffKey{passOf[i], ""}
-			if in.Worker != nil && i < len(in.Worker) {
-				k.worker = in.Worker[i]
-			}
+			k := keyOf(i)
 			if cok && seg != nil {
 				segs = seg
 				seg.off, seg.prev, seg.from = th, [NumStates]float64{}, from
@@ -1256,13 +1233,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 				bins += B
 				p.pt.Bins++
 			}
-			for j < len(p.running) && p.running[j].b <= t0 {
-				j++
-			}
-			cov := int64(0)
-			for m := j; m < len(p.running) && p.running[m].a < t1; m++ {
-				cov += min(p.running[m].b, t1) - max(p.running[m].a, t0)
-			}
+			cov := covers(p.running, &j, t0, t1)
 			if 2*cov < l.bin {
 				continue
 			}
@@ -1359,7 +1330,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		gpus[s.GPU] = append(gpus[s.GPU], s)
 	}
 	for _, ss := range gpus {
-		slices.SortFunc(ss, func(x, y GPUSample) int { return cmpInt(x.TsUnixNs, y.TsUnixNs) })
+		slices.SortFunc(ss, func(x, y GPUSample) int { return cmp.Compare(x.TsUnixNs, y.TsUnixNs) })
 	}
 	var out []LevelStates
 	for _, lv := range in.Levels {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/asrprof/asrprof/model"
@@ -24,6 +25,22 @@ type Occupancy struct {
 	Busy, BusyS float64
 }
 
+// edge is an interval's start (d +1) or end (d −1) at t.
+type edge struct {
+	t int64
+	d int
+}
+
+// sortEdges sorts es in time, an end before a start at the same instant.
+func sortEdges(es []edge) {
+	slices.SortFunc(es, func(x, y edge) int {
+		if c := cmp.Compare(x.t, y.t); c != 0 {
+			return c
+		}
+		return x.d - y.d
+	})
+}
+
 type pass struct {
 	level  string
 	repeat int32
@@ -37,10 +54,6 @@ type pass struct {
 // workers.
 func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to string) map[string]Occupancy {
 	fc, tc := rows.Stage.Code(from), rows.Stage.Code(to)
-	type edge struct {
-		t int64
-		d int
-	}
 	byPass := map[pass][]edge{}
 	ok := reqs.Status.Code(model.StatusOK)
 	k := 0
@@ -70,15 +83,7 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 	}
 	levels := map[string]*acc{}
 	for p, es := range byPass {
-		slices.SortFunc(es, func(a, b edge) int {
-			if a.t != b.t {
-				if a.t < b.t {
-					return -1
-				}
-				return 1
-			}
-			return a.d - b.d // an end before a start at the same instant
-		})
+		sortEdges(es)
 		var area, busy float64
 		cur, most := 0, 0
 		for j, e := range es {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
@@ -50,26 +51,22 @@ type LevelStages struct {
 // for the levels in order that have measured requests, and for each of
 // names: a stage of the rows, or ClientOverhead.
 func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []LevelStages {
-	return summarize(reqs, rows, order, names, nil, nil)
+	return SummarizeGroups(reqs, rows, order, names, nil, nil)
 }
 
 // SummarizeWorkers is Summarize per level and worker (w.Of), the workers
 // of each level in w.Names order.
 func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []LevelStages {
-	return summarize(reqs, rows, order, names, w.Of, w.Names)
+	return SummarizeGroups(reqs, rows, order, names, w.Of, w.Names)
 }
 
 // SummarizeGroups is Summarize per level and group: group[i] names
 // request i's group ("" for none), groups is their order; each row's
-// Worker is its group. The length buckets' stage tables use it.
-func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, group []string, groups []string) []LevelStages {
-	return summarize(reqs, rows, order, names, group, groups)
-}
-
-func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
+// Worker is its group (group nil: Summarize). The length buckets' stage
+// tables use it.
+func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
 	byLevel := map[[2]string]*levelAcc{}
-	stageOf := make([]string, len(rows.Stage.Dict))
-	copy(stageOf, rows.Stage.Dict)
+	stageOf := rows.Stage.Dict
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)
 	ok := reqs.Status.Code(model.StatusOK)
@@ -138,21 +135,12 @@ func summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []strin
 		for _, wk := range workers {
 			out = appendLevel(out, byLevel[[2]string{lv, wk}], lv, wk, names)
 		}
-		if !contains(workers, "") {
+		if !slices.Contains(workers, "") {
 			// requests no span names a worker for
 			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
 		}
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 type levelAcc struct {

@@ -109,7 +109,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 		rtfTot, rtfAudio float64
 	}
 	by := map[key]*acc{}
-	spans := map[passKey][][2]int64{}
+	spans := map[passKey][]interval{}
 	totalCode := rows.Stage.Code(Total)
 	totalOf := make([]int, reqs.N) // row index of each request's total, -1 for none
 	for i := range totalOf {
@@ -139,7 +139,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 				rep = reqs.Repeat[i]
 			}
 			pk := passKey{k.level, k.worker, rep}
-			spans[pk] = append(spans[pk], [2]int64{rows.StartUnixNs[j], rows.EndUnixNs[j]})
+			spans[pk] = append(spans[pk], interval{rows.StartUnixNs[j], rows.EndUnixNs[j]})
 		}
 		if reqs.Status.Codes[i] != ok {
 			continue
@@ -176,31 +176,12 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 	return out
 }
 
-// unionNs is the length of the union of the intervals (sorted in place).
-func unionNs(iv [][2]int64) int64 {
-	sort.Slice(iv, func(a, b int) bool { return iv[a][0] < iv[b][0] })
-	var total, end int64
-	started := false
-	var start int64
-	for _, x := range iv {
-		if x[1] < x[0] {
-			continue
-		}
-		if !started || x[0] > end {
-			if started {
-				total += end - start
-			}
-			start, end, started = x[0], x[1], true
-			continue
-		}
-		if x[1] > end {
-			end = x[1]
-		}
+// unionNs is the length of the union of ivs (merged in place).
+func unionNs(ivs []interval) (n int64) {
+	for _, v := range merge(ivs) {
+		n += v.b - v.a
 	}
-	if started {
-		total += end - start
-	}
-	return total
+	return n
 }
 
 func meanOf(xs []float64) float64 {
