@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -368,16 +367,4 @@ func CPUList(cpus []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
-}
-
-// procEnviron reads a running process's environment (for a reused server).
-func procEnviron(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) == 0 {
-		return nil, errors.New("empty environ")
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
 }

@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,7 +21,6 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // SensitivityFile is asrprof sensitivity's result at the top of its --out
@@ -161,11 +160,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		sys = "/sys"
 	}
 	out := sc.Runbook.Capture.Out
-	if out == "" {
-		return nil, fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
-	}
-	if _, err := os.Stat(filepath.Join(out, File)); err == nil && !sc.Runbook.Capture.Overwrite {
-		return nil, fmt.Errorf("%w: %s already holds a runbook (use --overwrite to replace it)", bundle.ErrExists, out)
+	if err := checkOut(out, File, "runbook", sc.Runbook.Capture.Overwrite); err != nil {
+		return nil, err
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
 	kind := "cpu"
@@ -206,10 +202,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			runOf[name] = key{c, a}
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", out, err)
-	}
-	logf, err := os.Create(filepath.Join(out, SensitivityLog))
+	logf, err := createLog(out, SensitivityLog)
 	if err != nil {
 		return nil, err
 	}
@@ -362,21 +355,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	if err := writeJSON(filepath.Join(out, SensitivityFile), rep); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := table.Render(stdout, rc.Capture.Format, SensitivityTables(rep)...); err != nil && runErr == nil {
-		runErr = err
-	}
-	fmt.Fprintf(stderr, "sensitivity: %s\n", filepath.Join(out, SensitivityFile))
-	return rep, runErr
+	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
 func levelReqPerS(res model.Results, level string) float64 {
 	for _, lr := range res.Results {
 		if lr.Level == level {
-			return meanReqPerS(lr.PerRepeat)
+			return reqPerS(lr)
 		}
 	}
 	return 0
@@ -530,21 +516,22 @@ func (l *limiter) describe(sr *SensitivityRun) string {
 		if sr.CoRunnerCores > 0 {
 			s += fmt.Sprintf("; the spinners took %.2f cores", sr.CoRunnerCores)
 		}
-		s += ")"
-		if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
-			s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
-		}
-		return s
+		return s + ")" + effectiveText(sr)
 	}
 	s := fmt.Sprintf("%s %% of %s = a quota of %.3f cores (%s", pct(sr.Allotment), base, sr.Quota, l.method)
 	if sr.ThrottledS > 0 {
 		s += fmt.Sprintf(", throttled %.1f s", sr.ThrottledS)
 	}
-	s += ")"
+	return s + ")" + effectiveText(sr)
+}
+
+// effectiveText is what the limit left of what the server could get,
+// where that is not its allotment.
+func effectiveText(sr *SensitivityRun) string {
 	if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
-		s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
+		return fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
 	}
-	return s
+	return ""
 }
 
 // finish ends the limit after the run's capture: the cgroup's throttled
@@ -647,17 +634,6 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 }
 
 const coRunnerNote = "a spinning process on each CPU of 100 %, pinned (sched_setaffinity) beside the server's threads at its nice: a thread that computes keeps its share of its core, one that mostly sleeps is barely delayed"
-
-func meanReqPerS(ps []model.PassMetrics) float64 {
-	var s float64
-	for _, p := range ps {
-		s += p.RequestsPerS
-	}
-	if len(ps) == 0 {
-		return 0
-	}
-	return s / float64(len(ps))
-}
 
 // point is one restricted run against its cycle's unrestricted one.
 type point struct {
@@ -801,7 +777,7 @@ func estimate(rep *SensitivityReport) {
 			rep.PerAllotment = append(rep.PerAllotment, e)
 		}
 	}
-	for _, st := range slices.Sorted(mapsKeys(stagePts)) {
+	for _, st := range slices.Sorted(maps.Keys(stagePts)) {
 		if e, ok := estimateOf(st, stagePts[st], rep.Confidence); ok {
 			rep.Stages = append(rep.Stages, e)
 		}
@@ -812,13 +788,7 @@ func estimate(rep *SensitivityReport) {
 			why = "their changes are lost in the noise of the longer ones"
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("stages under %g %% of the unrestricted total left out (%s): %s",
-			100*minStageShare, strings.Join(slices.Sorted(func(y func(string) bool) {
-				for k := range small {
-					if !y(k) {
-						return
-					}
-				}
-			}), ", "), why))
+			100*minStageShare, strings.Join(slices.Sorted(maps.Keys(small)), ", "), why))
 	}
 	rep.Verdict = verdictOf(rep.Kind, rep.Overall)
 }
@@ -898,23 +868,18 @@ func baseOf(runs []SensitivityRun) string {
 // the unrestricted run for its sensitivity to be reported.
 const minStageShare = 0.05
 
-func mapsKeys(m map[string][]point) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// verdictWords are a session kind's verdicts: a slope ≥ 0.7, ≤ 0.3, between.
+func verdictWords(kind string) (bound, not, partly string) {
+	if kind == "gpu-clocks" {
+		return "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
 	}
+	return "host-bound", "not CPU-bound", "partly CPU-bound"
 }
 
 // verdictOf reads a throughput sensitivity: ≈ 1 the server's throughput
 // follows its CPU (host-bound), ≈ 0 it does not (GPU- or otherwise bound).
 func verdictOf(kind string, e Estimate) string {
-	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
-	if kind == "gpu-clocks" {
-		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
-	}
+	bound, not, partly := verdictWords(kind)
 	switch {
 	case e.N == 0:
 		return "unknown"
@@ -973,12 +938,9 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 		}
 		t.Notes = append(t.Notes, n)
 	}
-	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
-	if rep.Kind == "gpu-clocks" {
-		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
-	}
+	bound, not, partly := verdictWords(rep.Kind)
 	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≥ 0.7 %s, ≤ 0.3 %s, else %s). The slope is the relative change in throughput over the relative change in %s: ≈ 1 throughput follows the %s the server gets, ≈ 0 it does not",
-		rep.Verdict, bound, not, partly, rep.Against, strings.TrimSuffix(what, "-clock")+map[bool]string{true: " clock", false: ""}[rep.Kind == "gpu-clocks"]))
+		rep.Verdict, bound, not, partly, rep.Against, strings.ReplaceAll(what, "-", " ")))
 	if rep.Received != nil {
 		t.Notes = append(t.Notes, fmt.Sprintf("against the CPU the server received instead (its used cores / its 100 %% run's): %.2f [%.2f, %.2f]; ≈ 1 wherever what it lost was work, whatever bounds it", rep.Received.Value, rep.Received.Lo, rep.Received.Hi))
 	}
