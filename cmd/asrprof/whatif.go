@@ -70,7 +70,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	g := newFlagGroups(fs)
 	var (
 		level, order, advice, stages, out, format string
-		knobs                                     stringList
+		knobs                                     capture.Repeated
 		rounds                                    int
 		warm, dry, overwrite                      bool
 	)
