@@ -70,7 +70,6 @@ type runbookFlags struct {
 	lengths analysis.LengthBuckets
 }
 
-
 // The help groups of ab's and sensitivity's own flags; parseCapture puts
 // them first.
 const (
