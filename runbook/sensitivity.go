@@ -177,11 +177,12 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	}
 	var tag [3]byte
 	rand.Read(tag[:])
+	group := "asrprof-" + hex.EncodeToString(tag[:]) + "-" // the cgroups' names: + probe, + each run's
 	rep := &SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
 	method := sc.Method
 	if kind == "cpu" && method == MethodAuto {
 		var why error
-		method, why = autoMethod(sys, "asrprof-"+hex.EncodeToString(tag[:])+"-probe")
+		method, why = autoMethod(sys, group+"probe")
 		if why != nil {
 			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
 		}
@@ -217,12 +218,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if kind != "cpu" {
 		what = "GPU clock"
 	}
-	cycles := fmt.Sprintf("%d cycles", sc.Cycles)
-	if sc.Cycles == 1 {
-		cycles = "1 cycle"
-	}
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
-		lv.Name, len(plan), len(sc.Allotments), what, cycles, filepath.Join(out, SensitivityLog))
+		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		k := runOf[spec.Dir]
@@ -268,7 +265,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			sr.Error = err.Error()
 			return nil, err
 		}
-		lim, err := limit(method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
+		lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
 		if err != nil {
 			sr.Error = err.Error()
 			fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
@@ -510,9 +507,9 @@ func (l *limiter) describe(sr *SensitivityRun) string {
 	case sr.Allotment == 1 && sr.Quota == 0:
 		return "100 %, unrestricted (" + l.method + ")"
 	case l.method == cpulimit.Affinity:
-		return fmt.Sprintf("%s %% of %s = pinned to %s (affinity)", pct(sr.Allotment), base, cpusText(sr.CPUs))
+		return fmt.Sprintf("%s %% of %s = pinned to %s (affinity)", pct(sr.Allotment), base, countOf(sr.CPUs, "CPU"))
 	case l.method == MethodCoRunner:
-		s := fmt.Sprintf("%s %% of %s = %s, a spinner beside it on each at nice %d (co-runner", pct(sr.Allotment), base, cpusText(sr.CPUs), *sr.CoRunnerNice)
+		s := fmt.Sprintf("%s %% of %s = %s, a spinner beside it on each at nice %d (co-runner", pct(sr.Allotment), base, countOf(sr.CPUs, "CPU"), *sr.CoRunnerNice)
 		if sr.CoRunnerCores > 0 {
 			s += fmt.Sprintf("; the spinners took %.2f cores", sr.CoRunnerCores)
 		}
@@ -968,7 +965,7 @@ func limitText(r SensitivityRun) string {
 	case r.ClockMHz > 0:
 		return fmt.Sprintf("GPU at %d MHz", r.ClockMHz)
 	case r.CoRunnerNice != nil:
-		return fmt.Sprintf("%s, a spinner each at nice %d", cpusText(r.CPUs), *r.CoRunnerNice)
+		return fmt.Sprintf("%s, a spinner each at nice %d", countOf(r.CPUs, "CPU"), *r.CoRunnerNice)
 	case r.Quota > 0:
 		s := fmt.Sprintf("quota %.3f cores", r.Quota)
 		if r.ThrottledS > 0 {
@@ -976,7 +973,7 @@ func limitText(r SensitivityRun) string {
 		}
 		return s
 	case r.Allotment < 1 && r.CPUs > 0:
-		return "pinned to " + cpusText(r.CPUs)
+		return "pinned to " + countOf(r.CPUs, "CPU")
 	}
 	return "unrestricted"
 }
@@ -1047,9 +1044,10 @@ func allotmentsTable(rep *SensitivityReport) *table.Table {
 	return t
 }
 
-func cpusText(n int) string {
+// countOf is n of noun: "1 CPU", "2 CPUs".
+func countOf(n int, noun string) string {
 	if n == 1 {
-		return "1 CPU"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d CPUs", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
