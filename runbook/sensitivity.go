@@ -103,6 +103,15 @@ type SensitivityRun struct {
 	Error          string             `json:"error,omitempty"`
 }
 
+// share is the share of what the server could get that the run's limit
+// left it: Effective where known, else the allotment.
+func (r SensitivityRun) share() float64 {
+	if r.Effective > 0 {
+		return r.Effective
+	}
+	return r.Allotment
+}
+
 // Estimate is a sensitivity with its bootstrap interval over the cycles.
 type Estimate struct {
 	Name  string  `json:"name"`
@@ -704,10 +713,7 @@ func estimate(rep *SensitivityReport) {
 		if r.Allotment == 1 || f == nil || r.Error != "" || r.ThroughputReqS <= 0 {
 			continue
 		}
-		a := r.Allotment
-		if r.Effective > 0 {
-			a = r.Effective
-		}
+		a := r.share()
 		rel := r.ThroughputReqS/f.ThroughputReqS - 1
 		if f.UsedCores > 0 && r.UsedCores > 0 {
 			recv = append(recv, point{r.Cycle, r.Allotment, r.UsedCores/f.UsedCores - 1, rel})
@@ -999,11 +1005,7 @@ func runsTable(rep *SensitivityReport) *table.Table {
 		var eff, cpuRel, tRel, used any
 		if rep.Kind == "cpu" && limitText(r) != "failed" {
 			used = fmt.Sprintf("%.3f", r.UsedCores)
-			e := r.Allotment
-			if r.Effective > 0 {
-				e = r.Effective
-			}
-			eff = pct(e)
+			eff = pct(r.share())
 		}
 		if ok && r.Allotment < 1 {
 			if rep.Kind == "cpu" {
