@@ -98,7 +98,7 @@ func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
 			continue
 		}
 		if f := fs.Lookup(name); f != nil {
-			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			if isBool(f) {
 				continue
 			}
 			if i+1 < len(args) {
