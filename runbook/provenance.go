@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/asrprof/asrprof/internal/cpulimit"
 )
 
 // DefaultProvenanceEnv names the environment variables recorded with every
@@ -319,15 +319,9 @@ func cacheState(dir string) CacheState {
 
 // Affinity returns pid's CPU affinity as a list ("0-3,8").
 func Affinity(pid int) (string, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(pid, &set); err != nil {
-		return "", fmt.Errorf("sched_getaffinity(%d): %w", pid, err)
-	}
-	var cpus []int
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
+	cpus, err := cpulimit.CPUs(pid)
+	if err != nil {
+		return "", err
 	}
 	return CPUList(cpus), nil
 }
