@@ -119,6 +119,12 @@ func (a *agentProbe) dir() string {
 	if a.root {
 		return ""
 	}
+	return a.ownDir()
+}
+
+// ownDir is agents/<host_port>/, where the agent's manifest goes (and,
+// but for the first agent's, its files).
+func (a *agentProbe) ownDir() string {
 	return "agents/" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(a.host) + "/"
 }
 
@@ -297,7 +303,6 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *model.Manifest, error) {
 	tr := tar.NewReader(zr)
 	var files []string
 	var m *model.Manifest
-	agentDir := "agents/" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(a.host) + "/"
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -313,7 +318,7 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *model.Manifest, error) {
 		dst := a.dir() + name
 		switch {
 		case name == bundle.ManifestFile:
-			dst = agentDir + name
+			dst = a.ownDir() + name
 		case name == bundle.RequestsFile, name == bundle.ResultsFile, name == "tables.json", strings.HasPrefix(name, "tables/"):
 			continue
 		}

@@ -137,7 +137,7 @@ func Options() []Option {
 		{Name: "probes-only", Group: groupRemote, Field: "ProbesOnly", Agent: true, Usage: "run the probes without sending requests (no --dataset): periods of --period until --duration\nor Ctrl-C; the server's load comes from elsewhere"},
 		{Name: "duration", Group: groupRemote, Field: "Duration", Usage: "with --probes-only or --proxy: how long the capture lasts (`DURATION`; 0: until Ctrl-C,\nor with --proxy and a command, until the command exits)"},
 		{Name: "period", Group: groupRemote, Field: "Period", Usage: "with --probes-only: the length of one probe period, one row per thread in sched.jsonl (`DURATION`)"},
-		{Name: "agent", Group: groupRemote, Field: "Agents", value: func(f *Flags) any { return (*repeatable)(&f.c.Agents) },
+		{Name: "agent", Group: groupRemote, Field: "Agents", value: func(f *Flags) any { return (*Repeated)(&f.c.Agents) },
 			Usage: "run the probes in the asrprof serve at `URL` (e.g. http://10.0.0.2:7070) on the server's host\ninstead of here; repeatable, one per host. The first agent's probe files land at the bundle's\nroot, the others' under agents/<host_port>/; each agent's clock offset is in manifest.json"},
 		{Name: "agent-token", Group: groupRemote, Field: "AgentToken", Usage: "bearer `TOKEN` of the agents' asrprof serve --token (default $ASRPROF_AGENT_TOKEN)"},
 
@@ -327,54 +327,42 @@ func SplitList(v string) ([]string, error) {
 	return elems, nil
 }
 
+// NumberList is a comma-separated list of integers (IntList) or numbers
+// (FloatList), as a flag.Value.
+type NumberList[T int | float64] []T
+
 // IntList is a comma-separated list of integers, as a flag.Value.
-type IntList []int
-
-func (l IntList) String() string {
-	var s []string
-	for _, v := range l {
-		s = append(s, strconv.Itoa(v))
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *IntList) Set(v string) error {
-	*l = nil
-	elems, err := SplitList(v)
-	if err != nil {
-		return err
-	}
-	for i, f := range elems {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return fmt.Errorf("element %d, %q, is not an integer", i+1, f)
-		}
-		*l = append(*l, n)
-	}
-	return nil
-}
+type IntList = NumberList[int]
 
 // FloatList is a comma-separated list of numbers, as a flag.Value.
-type FloatList []float64
+type FloatList = NumberList[float64]
 
-func (l FloatList) String() string {
-	var s []string
-	for _, v := range l {
-		s = append(s, strconv.FormatFloat(v, 'g', -1, 64))
+func (l NumberList[T]) String() string {
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = fmt.Sprint(v) // an int as strconv.Itoa, a float64 as FormatFloat(v, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
 }
 
-func (l *FloatList) Set(v string) error {
+func (l *NumberList[T]) Set(v string) error {
 	*l = nil
 	elems, err := SplitList(v)
 	if err != nil {
 		return err
 	}
 	for i, f := range elems {
-		x, err := strconv.ParseFloat(f, 64)
+		var x T
+		want := "a number"
+		switch p := any(&x).(type) {
+		case *int:
+			*p, err = strconv.Atoi(f)
+			want = "an integer"
+		case *float64:
+			*p, err = strconv.ParseFloat(f, 64)
+		}
 		if err != nil {
-			return fmt.Errorf("element %d, %q, is not a number", i+1, f)
+			return fmt.Errorf("element %d, %q, is not %s", i+1, f, want)
 		}
 		*l = append(*l, x)
 	}
@@ -390,11 +378,12 @@ func (l *stringList) Set(v string) (err error) {
 	return err
 }
 
-// repeatable is a flag given once per value (--agent A --agent B).
-type repeatable []string
+// Repeated is a string flag given once per value (--agent A --agent B),
+// as a flag.Value.
+type Repeated []string
 
-func (l *repeatable) String() string     { return strings.Join(*l, ",") }
-func (l *repeatable) Set(v string) error { *l = append(*l, v); return nil }
+func (l *Repeated) String() string     { return strings.Join(*l, ",") }
+func (l *Repeated) Set(v string) error { *l = append(*l, v); return nil }
 
 // columnsValue is --columns: dataset.ParseColumns' syntax.
 type columnsValue dataset.Columns

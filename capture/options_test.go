@@ -114,3 +114,33 @@ func TestAgentArgs(t *testing.T) {
 		t.Errorf("agentArgs %q parse into\n%+v\nwant\n%+v", args, got, want)
 	}
 }
+
+// TestNumberLists: IntList and FloatList (one NumberList) parse and print
+// their elements as strconv does, and name a bad element by its kind.
+func TestNumberLists(t *testing.T) {
+	var il IntList
+	if err := il.Set(" 1, 8 ,1000000"); err != nil || !slices.Equal(il, IntList{1, 8, 1000000}) || il.String() != "1,8,1000000" {
+		t.Errorf("IntList: %v %q, %v", il, il.String(), err)
+	}
+	var fl FloatList
+	if err := fl.Set("0.5, 2,1e6,1e21"); err != nil || !slices.Equal(fl, FloatList{0.5, 2, 1e6, 1e21}) || fl.String() != "0.5,2,1e+06,1e+21" {
+		t.Errorf("FloatList: %v %q, %v", fl, fl.String(), err)
+	}
+	for _, c := range []struct {
+		v     flag.Value
+		in    string
+		error string
+	}{
+		{&il, "1,x", `element 2, "x", is not an integer`},
+		{&il, "1,2.5", `element 2, "2.5", is not an integer`},
+		{&fl, "x", `element 1, "x", is not a number`},
+		{&fl, "1,,2", `element 2 is empty`},
+	} {
+		if err := c.v.Set(c.in); err == nil || err.Error() != c.error {
+			t.Errorf("Set(%q) = %v, want %s", c.in, err, c.error)
+		}
+	}
+	if err := il.Set(""); err != nil || len(il) != 0 || il.String() != "" {
+		t.Errorf("empty IntList: %v %q, %v", il, il.String(), err)
+	}
+}

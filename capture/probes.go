@@ -84,10 +84,10 @@ func ProbeHelp() string {
 // "auto" (or nothing) means every probe of the registry marked auto; proc
 // then starts only as the fallback for sched (startProbes). "none": none.
 func buildProbes(cfg *Config) ([]probe.Probe, error) {
-	names := cfg.Probes
-	if len(names) == 1 && names[0] == "none" {
+	if cfg.noProbes() {
 		return nil, nil
 	}
+	names := cfg.Probes
 	auto := len(names) == 0 || slices.Contains(names, "auto")
 	kinds := probeKinds()
 	want := map[string]bool{}
@@ -108,6 +108,9 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 	}
 	return ps, nil
 }
+
+// noProbes says whether --probes is none.
+func (c *Config) noProbes() bool { return len(c.Probes) == 1 && c.Probes[0] == "none" }
 
 // probeSet runs the probes that started.
 type probeSet struct {

@@ -31,7 +31,7 @@ func (c *Config) validateProbesOnly() error {
 	if len(c.Agents) > 0 {
 		return fmt.Errorf("--probes-only runs the probes here: run it on the agent's host instead of giving --agent")
 	}
-	if len(c.Probes) == 1 && c.Probes[0] == "none" {
+	if c.noProbes() {
 		return fmt.Errorf("--probes-only with --probes none has nothing to record")
 	}
 	if c.Target != "" {
@@ -58,7 +58,7 @@ func (c *Config) validateProbesOnly() error {
 
 // validateRemote checks the --agent URLs.
 func (c *Config) validateRemote() error {
-	if len(c.Agents) > 0 && len(c.Probes) == 1 && c.Probes[0] == "none" {
+	if len(c.Agents) > 0 && c.noProbes() {
 		return fmt.Errorf("--agent runs the probes on the agent: drop --probes none, or drop --agent")
 	}
 	for _, a := range c.Agents {

@@ -17,8 +17,9 @@
 //     command, the executable's path, mtime and sha256, Python's version,
 //     the environment variables that change results, CPU affinity, visible
 //     GPUs and compile-cache state.
-//   - runs.go: the plan (ParseRuns, ABPlan) and the run loop (Run), which
-//     writes runbook.json.
+//   - runs.go: the plan (ParseRuns, ABPlan), the run loop (Run), which
+//     writes runbook.json, and the checks and ending of a session that
+//     Run, Sensitivity and WhatIf share (checkOut, createLog, answer).
 //   - verdict.go: coverage gaps and the per-level, per-metric summary.
 //   - ab.go: the A/B comparison (ratio B/A and a Mann-Whitney U p-value).
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -323,11 +324,11 @@ func (s *Server) stop(ctx context.Context, grace time.Duration) error {
 	left := func() []int {
 		pids := groupMembers("/proc", pgid)
 		for _, p := range extra {
-			if alive(p) && !contains(pids, p) {
+			if alive(p) && !slices.Contains(pids, p) {
 				pids = append(pids, p)
 			}
 		}
-		if !s.Exited() && !contains(pids, s.PID) {
+		if !s.Exited() && !slices.Contains(pids, s.PID) {
 			pids = append(pids, s.PID)
 		}
 		sort.Ints(pids)
@@ -359,15 +360,6 @@ func waitEmpty(ctx context.Context, d time.Duration, left func() []int) bool {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -439,14 +431,7 @@ func PortAnswers(ctx context.Context, target string) (bool, string, error) {
 	if err != nil || u.Host == "" {
 		return false, "", fmt.Errorf("target %q: not a URL", target)
 	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	addr := net.JoinHostPort(u.Hostname(), port)
+	addr := net.JoinHostPort(u.Hostname(), urlPort(u))
 	d := net.Dialer{Timeout: time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -454,4 +439,15 @@ func PortAnswers(ctx context.Context, target string) (bool, string, error) {
 	}
 	c.Close()
 	return true, addr, nil
+}
+
+// urlPort is u's port, else its scheme's (443 for https, else 80).
+func urlPort(u *url.URL) string {
+	switch {
+	case u.Port() != "":
+		return u.Port()
+	case u.Scheme == "https":
+		return "443"
+	}
+	return "80"
 }

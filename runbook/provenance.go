@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/asrprof/asrprof/internal/cpulimit"
 )
 
 // DefaultProvenanceEnv names the environment variables recorded with every
@@ -115,12 +114,11 @@ func envValue(env []string, key string) (string, bool) {
 // executable, Python, the environment subset and the cache states.
 // Whatever cannot be read becomes a note, never an error.
 func Describe(ctx context.Context, command string, argv, env, envNames, cacheDirs []string) *Provenance {
-	env = commandEnv(argv, env)
+	env, prog := envCommand(argv, env)
 	p := &Provenance{Command: command, Argv: argv, Env: SelectEnv(env, envNames)}
 	if v, ok := envValue(env, "CUDA_VISIBLE_DEVICES"); ok {
 		p.CUDAVisibleDevices = &v
 	}
-	prog := programWord(argv)
 	if prog != "" {
 		exe, err := describeExecutable(prog, env)
 		if err != nil {
@@ -143,11 +141,16 @@ func Describe(ctx context.Context, command string, argv, env, envNames, cacheDir
 	return p
 }
 
-// commandEnv is the environment the program of argv sees: env, changed by
-// an `env [-i] [-u NAME] [NAME=VALUE]... prog` prefix when there is one.
-func commandEnv(argv, env []string) []string {
-	if len(argv) == 0 || filepath.Base(argv[0]) != "env" {
-		return env
+// envCommand reads an `env [-i] [-u NAME] [-C DIR] [NAME=VALUE]... prog`
+// prefix of argv: the environment the program sees (env, changed by the
+// prefix) and the word naming the program (prog; argv[0] without such a
+// prefix).
+func envCommand(argv, env []string) ([]string, string) {
+	if len(argv) == 0 {
+		return env, ""
+	}
+	if filepath.Base(argv[0]) != "env" {
+		return env, argv[0]
 	}
 	out := append([]string(nil), env...)
 	drop := func(name string) {
@@ -175,31 +178,10 @@ func commandEnv(argv, env []string) []string {
 			drop(k)
 			out = append(out, a)
 		default:
-			return out
+			return out, a
 		}
 	}
-	return out
-}
-
-// programWord is the word naming the program: argv[0], or for `env
-// [VAR=x]... prog` the prog.
-func programWord(argv []string) string {
-	if len(argv) == 0 {
-		return ""
-	}
-	if filepath.Base(argv[0]) != "env" {
-		return argv[0]
-	}
-	for i := 1; i < len(argv); i++ {
-		switch a := argv[i]; {
-		case a == "-u" || a == "--unset" || a == "-C" || a == "--chdir":
-			i++ // the option's argument
-		case strings.HasPrefix(a, "-") || strings.Contains(a, "="):
-		default:
-			return a
-		}
-	}
-	return argv[0]
+	return out, argv[0]
 }
 
 // lookPath finds prog the way exec would, in env's PATH.
@@ -337,15 +319,9 @@ func cacheState(dir string) CacheState {
 
 // Affinity returns pid's CPU affinity as a list ("0-3,8").
 func Affinity(pid int) (string, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(pid, &set); err != nil {
-		return "", fmt.Errorf("sched_getaffinity(%d): %w", pid, err)
-	}
-	var cpus []int
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
+	cpus, err := cpulimit.CPUs(pid)
+	if err != nil {
+		return "", err
 	}
 	return CPUList(cpus), nil
 }
@@ -368,16 +344,4 @@ func CPUList(cpus []int) string {
 		i = j + 1
 	}
 	return strings.Join(parts, ",")
-}
-
-// procEnviron reads a running process's environment (for a reused server).
-func procEnviron(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) == 0 {
-		return nil, errors.New("empty environ")
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
 }

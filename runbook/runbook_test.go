@@ -580,8 +580,8 @@ func TestProvenanceHelpers(t *testing.T) {
 		pythonOf(&Executable{Path: "/usr/bin/vllm-go"}) != "" {
 		t.Error("pythonOf")
 	}
-	if programWord([]string{"env", "-u", "X", "A=1", "python3", "x.py"}) != "python3" {
-		t.Error("programWord through env")
+	if _, prog := envCommand([]string{"env", "-u", "X", "A=1", "python3", "x.py"}, nil); prog != "python3" {
+		t.Error("the program through env")
 	}
 	// Describe on a real python, where there is one.
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
@@ -600,11 +600,19 @@ func TestProvenanceHelpers(t *testing.T) {
 
 func TestCommandEnv(t *testing.T) {
 	base := []string{"PATH=/bin", "OMP_NUM_THREADS=8", "HOME=/root"}
-	got := commandEnv([]string{"env", "-u", "HOME", "OMP_NUM_THREADS=1", "VLLM_X=2", "srv", "A=3"}, base)
-	if strings.Join(got, " ") != "PATH=/bin OMP_NUM_THREADS=1 VLLM_X=2" {
-		t.Errorf("commandEnv = %q", got)
+	got, prog := envCommand([]string{"env", "-u", "HOME", "OMP_NUM_THREADS=1", "VLLM_X=2", "srv", "A=3"}, base)
+	if strings.Join(got, " ") != "PATH=/bin OMP_NUM_THREADS=1 VLLM_X=2" || prog != "srv" {
+		t.Errorf("envCommand = %q, %q", got, prog)
 	}
-	if got := commandEnv([]string{"srv", "A=1"}, base); len(got) != 3 {
-		t.Errorf("no env prefix: %q", got)
+	if got, prog := envCommand([]string{"srv", "A=1"}, base); len(got) != 3 || prog != "srv" {
+		t.Errorf("no env prefix: %q, %q", got, prog)
+	}
+	for _, argv := range [][]string{{"env", "-i", "-C", "/tmp", "srv"}, {"env", "-", "--unset", "X", "srv"}} {
+		if got, prog := envCommand(argv, base); len(got) != 0 || prog != "srv" {
+			t.Errorf("envCommand(%q) = %q, %q", argv, got, prog)
+		}
+	}
+	if _, prog := envCommand([]string{"env", "A=1", "-u"}, base); prog != "env" {
+		t.Errorf("env naming no program: %q", prog)
 	}
 }

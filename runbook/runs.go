@@ -18,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -223,8 +224,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		return nil, err
 	}
 	out := cfg.Capture.Out
-	if _, err := os.Stat(filepath.Join(out, File)); err == nil && !cfg.Capture.Overwrite {
-		return nil, fmt.Errorf("%w: %s already holds a runbook (use --overwrite to replace it)", bundle.ErrExists, out)
+	if err := checkOut(out, File, "runbook", cfg.Capture.Overwrite); err != nil {
+		return nil, err
 	}
 	for _, r := range cfg.Plan {
 		dir := filepath.Join(out, r.Dir)
@@ -293,13 +294,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		rep.Error = runErr.Error()
 	}
 	rep.EndUnixNs = time.Now().UnixNano()
-	if err := writeJSON(filepath.Join(out, File), rep); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := printReport(stdout, cfg.Capture.Format, rep); err != nil && runErr == nil {
-		runErr = err
-	}
-	fmt.Fprintf(stderr, "runbook: %s\n", filepath.Join(out, File))
+	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), stderr, "runbook")
 	if runErr != nil {
 		return rep, runErr
 	}
@@ -314,7 +309,7 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("%w: no runs planned", ErrBadPlan)
 	}
 	if cfg.Capture.Out == "" {
-		return fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
+		return errNoOut
 	}
 	probe := cfg.Capture
 	probe.Out = filepath.Join(cfg.Capture.Out, "x")
@@ -348,6 +343,18 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		return rec, err
 	}
 	var srv *Server
+	// stopFailed ends a run that failed before its capture: the server
+	// stopped (where it was started), the error recorded.
+	stopFailed := func(err error) (RunRecord, error) {
+		if srv != nil {
+			if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			rec.StoppedUnixNs = time.Now().UnixNano()
+		}
+		rec.Error = err.Error()
+		return rec, err
+	}
 	if busy {
 		if !lc.Reuse {
 			err := fmt.Errorf("%w: %s is taken before the server was started (another server, or one left over: stop it, or pass --reuse-server to measure it as it is)", ErrPortBusy, addr)
@@ -362,12 +369,10 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 			}
 		}
 		penv := env
-		if rec.PID > 0 {
-			if e, err := procEnviron(rec.PID); err == nil {
-				penv = e
-			}
+		if e := procStrings(rec.PID, "environ"); e != nil {
+			penv = e
 		}
-		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procCmdline(rec.PID), penv, envNames, cfg.CacheDirs)
+		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procStrings(rec.PID, "cmdline"), penv, envNames, cfg.CacheDirs)
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		g, err := gpus.GPUs(gctx)
 		cancel()
@@ -401,11 +406,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
 		fmt.Fprintf(stderr, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
 		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
-			if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
-				err = errors.Join(err, serr)
-			}
-			rec.StoppedUnixNs = time.Now().UnixNano()
-			rec.Error = err.Error()
+			rec, err = stopFailed(err)
 			if ctx.Err() != nil {
 				return rec, fmt.Errorf("%w: while waiting for the server", capture.ErrInterrupted)
 			}
@@ -426,14 +427,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 	var after func(*RunRecord)
 	if cfg.Around != nil {
 		if after, err = cfg.Around(spec, rec.PID); err != nil {
-			if srv != nil {
-				if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
-					err = errors.Join(err, serr)
-				}
-				rec.StoppedUnixNs = time.Now().UnixNano()
-			}
-			rec.Error = err.Error()
-			return rec, err
+			return stopFailed(err)
 		}
 	}
 	capCfg.Out = dir
@@ -445,14 +439,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 	var corunner *RunningGPUCoRunner
 	if cfg.GPUCoRunner != nil {
 		if corunner, err = cfg.GPUCoRunner.Start(ctx, dir); err != nil {
-			if srv != nil {
-				if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
-					err = errors.Join(err, serr)
-				}
-				rec.StoppedUnixNs = time.Now().UnixNano()
-			}
-			rec.Error = err.Error()
-			return rec, err
+			return stopFailed(err)
 		}
 		fmt.Fprintf(stderr, "GPU co-runner started: %g of the GPU's time (%s)\n", cfg.GPUCoRunner.Share, filepath.Join(dir, GPUCoRunnerLog))
 	}
@@ -524,21 +511,16 @@ func portOf(target string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	p := u.Port()
-	if p == "" {
-		if u.Scheme == "https" {
-			return 443, nil
-		}
-		return 80, nil
-	}
-	return strconv.Atoi(p)
+	return strconv.Atoi(urlPort(u))
 }
 
-func procCmdline(pid int) []string {
+// procStrings reads a NUL-separated file of /proc/PID (cmdline, environ):
+// nil where there is no such process or the file is empty.
+func procStrings(pid int, name string) []string {
 	if pid <= 0 {
 		return nil
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 	if err != nil || len(b) == 0 {
 		return nil
 	}
@@ -546,10 +528,48 @@ func procCmdline(pid int) []string {
 }
 
 func reusedCommand(pid int) string {
-	if argv := procCmdline(pid); len(argv) > 0 {
+	if argv := procStrings(pid, "cmdline"); len(argv) > 0 {
 		return strings.Join(argv, " ")
 	}
 	return "(reused server, command unknown)"
+}
+
+var errNoOut = fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
+
+// checkOut says whether a session (Run, Sensitivity, WhatIf) may write
+// its record (file, a what) at the top of out: out is given and, unless
+// overwrite, holds no such record yet.
+func checkOut(out, file, what string, overwrite bool) error {
+	if out == "" {
+		return errNoOut
+	}
+	if _, err := os.Stat(filepath.Join(out, file)); err == nil && !overwrite {
+		return fmt.Errorf("%w: %s already holds a %s (use --overwrite to replace it)", bundle.ErrExists, out, what)
+	}
+	return nil
+}
+
+// createLog makes out and, at its top, the session's log (name), which
+// gets its runs' full progress.
+func createLog(out, name string) (*os.File, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	return os.Create(filepath.Join(out, name))
+}
+
+// answer ends a session: its record rec written to path, its tables
+// rendered to stdout in format, and stderr told where the record is
+// ("what: path"). It returns err, else the first error of these.
+func answer(err error, path string, rec any, stdout io.Writer, format string, tables []*table.Table, stderr io.Writer, what string) error {
+	if werr := writeJSON(path, rec); werr != nil && err == nil {
+		err = werr
+	}
+	if rerr := table.Render(stdout, format, tables...); rerr != nil && err == nil {
+		err = rerr
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", what, path)
+	return err
 }
 
 func writeJSON(path string, v any) error {

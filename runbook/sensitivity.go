@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,7 +21,6 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // SensitivityFile is asrprof sensitivity's result at the top of its --out
@@ -104,6 +103,15 @@ type SensitivityRun struct {
 	Error          string             `json:"error,omitempty"`
 }
 
+// share is the share of what the server could get that the run's limit
+// left it: Effective where known, else the allotment.
+func (r SensitivityRun) share() float64 {
+	if r.Effective > 0 {
+		return r.Effective
+	}
+	return r.Allotment
+}
+
 // Estimate is a sensitivity with its bootstrap interval over the cycles.
 type Estimate struct {
 	Name  string  `json:"name"`
@@ -161,11 +169,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		sys = "/sys"
 	}
 	out := sc.Runbook.Capture.Out
-	if out == "" {
-		return nil, fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
-	}
-	if _, err := os.Stat(filepath.Join(out, File)); err == nil && !sc.Runbook.Capture.Overwrite {
-		return nil, fmt.Errorf("%w: %s already holds a runbook (use --overwrite to replace it)", bundle.ErrExists, out)
+	if err := checkOut(out, File, "runbook", sc.Runbook.Capture.Overwrite); err != nil {
+		return nil, err
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
 	kind := "cpu"
@@ -181,11 +186,12 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	}
 	var tag [3]byte
 	rand.Read(tag[:])
+	group := "asrprof-" + hex.EncodeToString(tag[:]) + "-" // the cgroups' names: + probe, + each run's
 	rep := &SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
 	method := sc.Method
 	if kind == "cpu" && method == MethodAuto {
 		var why error
-		method, why = autoMethod(sys, "asrprof-"+hex.EncodeToString(tag[:])+"-probe")
+		method, why = autoMethod(sys, group+"probe")
 		if why != nil {
 			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
 		}
@@ -206,10 +212,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			runOf[name] = key{c, a}
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", out, err)
-	}
-	logf, err := os.Create(filepath.Join(out, SensitivityLog))
+	logf, err := createLog(out, SensitivityLog)
 	if err != nil {
 		return nil, err
 	}
@@ -224,12 +227,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if kind != "cpu" {
 		what = "GPU clock"
 	}
-	cycles := fmt.Sprintf("%d cycles", sc.Cycles)
-	if sc.Cycles == 1 {
-		cycles = "1 cycle"
-	}
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
-		lv.Name, len(plan), len(sc.Allotments), what, cycles, filepath.Join(out, SensitivityLog))
+		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		k := runOf[spec.Dir]
@@ -275,7 +274,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			sr.Error = err.Error()
 			return nil, err
 		}
-		lim, err := limit(method, sys, "asrprof-"+hex.EncodeToString(tag[:])+"-"+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
+		lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
 		if err != nil {
 			sr.Error = err.Error()
 			fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
@@ -362,21 +361,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	if err := writeJSON(filepath.Join(out, SensitivityFile), rep); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := table.Render(stdout, rc.Capture.Format, SensitivityTables(rep)...); err != nil && runErr == nil {
-		runErr = err
-	}
-	fmt.Fprintf(stderr, "sensitivity: %s\n", filepath.Join(out, SensitivityFile))
-	return rep, runErr
+	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
 func levelReqPerS(res model.Results, level string) float64 {
 	for _, lr := range res.Results {
 		if lr.Level == level {
-			return meanReqPerS(lr.PerRepeat)
+			return reqPerS(lr)
 		}
 	}
 	return 0
@@ -524,27 +516,28 @@ func (l *limiter) describe(sr *SensitivityRun) string {
 	case sr.Allotment == 1 && sr.Quota == 0:
 		return "100 %, unrestricted (" + l.method + ")"
 	case l.method == cpulimit.Affinity:
-		return fmt.Sprintf("%s %% of %s = pinned to %s (affinity)", pct(sr.Allotment), base, cpusText(sr.CPUs))
+		return fmt.Sprintf("%s %% of %s = pinned to %s (affinity)", pct(sr.Allotment), base, countOf(sr.CPUs, "CPU"))
 	case l.method == MethodCoRunner:
-		s := fmt.Sprintf("%s %% of %s = %s, a spinner beside it on each at nice %d (co-runner", pct(sr.Allotment), base, cpusText(sr.CPUs), *sr.CoRunnerNice)
+		s := fmt.Sprintf("%s %% of %s = %s, a spinner beside it on each at nice %d (co-runner", pct(sr.Allotment), base, countOf(sr.CPUs, "CPU"), *sr.CoRunnerNice)
 		if sr.CoRunnerCores > 0 {
 			s += fmt.Sprintf("; the spinners took %.2f cores", sr.CoRunnerCores)
 		}
-		s += ")"
-		if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
-			s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
-		}
-		return s
+		return s + ")" + effectiveText(sr)
 	}
 	s := fmt.Sprintf("%s %% of %s = a quota of %.3f cores (%s", pct(sr.Allotment), base, sr.Quota, l.method)
 	if sr.ThrottledS > 0 {
 		s += fmt.Sprintf(", throttled %.1f s", sr.ThrottledS)
 	}
-	s += ")"
+	return s + ")" + effectiveText(sr)
+}
+
+// effectiveText is what the limit left of what the server could get,
+// where that is not its allotment.
+func effectiveText(sr *SensitivityRun) string {
 	if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
-		s += fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
+		return fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
 	}
-	return s
+	return ""
 }
 
 // finish ends the limit after the run's capture: the cgroup's throttled
@@ -648,17 +641,6 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 
 const coRunnerNote = "a spinning process on each CPU of 100 %, pinned (sched_setaffinity) beside the server's threads at its nice: a thread that computes keeps its share of its core, one that mostly sleeps is barely delayed"
 
-func meanReqPerS(ps []model.PassMetrics) float64 {
-	var s float64
-	for _, p := range ps {
-		s += p.RequestsPerS
-	}
-	if len(ps) == 0 {
-		return 0
-	}
-	return s / float64(len(ps))
-}
-
 // point is one restricted run against its cycle's unrestricted one.
 type point struct {
 	cycle int
@@ -731,10 +713,7 @@ func estimate(rep *SensitivityReport) {
 		if r.Allotment == 1 || f == nil || r.Error != "" || r.ThroughputReqS <= 0 {
 			continue
 		}
-		a := r.Allotment
-		if r.Effective > 0 {
-			a = r.Effective
-		}
+		a := r.share()
 		rel := r.ThroughputReqS/f.ThroughputReqS - 1
 		if f.UsedCores > 0 && r.UsedCores > 0 {
 			recv = append(recv, point{r.Cycle, r.Allotment, r.UsedCores/f.UsedCores - 1, rel})
@@ -801,7 +780,7 @@ func estimate(rep *SensitivityReport) {
 			rep.PerAllotment = append(rep.PerAllotment, e)
 		}
 	}
-	for _, st := range slices.Sorted(mapsKeys(stagePts)) {
+	for _, st := range slices.Sorted(maps.Keys(stagePts)) {
 		if e, ok := estimateOf(st, stagePts[st], rep.Confidence); ok {
 			rep.Stages = append(rep.Stages, e)
 		}
@@ -812,13 +791,7 @@ func estimate(rep *SensitivityReport) {
 			why = "their changes are lost in the noise of the longer ones"
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("stages under %g %% of the unrestricted total left out (%s): %s",
-			100*minStageShare, strings.Join(slices.Sorted(func(y func(string) bool) {
-				for k := range small {
-					if !y(k) {
-						return
-					}
-				}
-			}), ", "), why))
+			100*minStageShare, strings.Join(slices.Sorted(maps.Keys(small)), ", "), why))
 	}
 	rep.Verdict = verdictOf(rep.Kind, rep.Overall)
 }
@@ -898,23 +871,18 @@ func baseOf(runs []SensitivityRun) string {
 // the unrestricted run for its sensitivity to be reported.
 const minStageShare = 0.05
 
-func mapsKeys(m map[string][]point) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
+// verdictWords are a session kind's verdicts: a slope ≥ 0.7, ≤ 0.3, between.
+func verdictWords(kind string) (bound, not, partly string) {
+	if kind == "gpu-clocks" {
+		return "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
 	}
+	return "host-bound", "not CPU-bound", "partly CPU-bound"
 }
 
 // verdictOf reads a throughput sensitivity: ≈ 1 the server's throughput
 // follows its CPU (host-bound), ≈ 0 it does not (GPU- or otherwise bound).
 func verdictOf(kind string, e Estimate) string {
-	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
-	if kind == "gpu-clocks" {
-		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
-	}
+	bound, not, partly := verdictWords(kind)
 	switch {
 	case e.N == 0:
 		return "unknown"
@@ -973,12 +941,9 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 		}
 		t.Notes = append(t.Notes, n)
 	}
-	bound, not, partly := "host-bound", "not CPU-bound", "partly CPU-bound"
-	if rep.Kind == "gpu-clocks" {
-		bound, not, partly = "GPU-bound", "not GPU-clock-bound", "partly GPU-clock-bound"
-	}
+	bound, not, partly := verdictWords(rep.Kind)
 	t.Notes = append(t.Notes, fmt.Sprintf("verdict: %s (≥ 0.7 %s, ≤ 0.3 %s, else %s). The slope is the relative change in throughput over the relative change in %s: ≈ 1 throughput follows the %s the server gets, ≈ 0 it does not",
-		rep.Verdict, bound, not, partly, rep.Against, strings.TrimSuffix(what, "-clock")+map[bool]string{true: " clock", false: ""}[rep.Kind == "gpu-clocks"]))
+		rep.Verdict, bound, not, partly, rep.Against, strings.ReplaceAll(what, "-", " ")))
 	if rep.Received != nil {
 		t.Notes = append(t.Notes, fmt.Sprintf("against the CPU the server received instead (its used cores / its 100 %% run's): %.2f [%.2f, %.2f]; ≈ 1 wherever what it lost was work, whatever bounds it", rep.Received.Value, rep.Received.Lo, rep.Received.Hi))
 	}
@@ -1006,7 +971,7 @@ func limitText(r SensitivityRun) string {
 	case r.ClockMHz > 0:
 		return fmt.Sprintf("GPU at %d MHz", r.ClockMHz)
 	case r.CoRunnerNice != nil:
-		return fmt.Sprintf("%s, a spinner each at nice %d", cpusText(r.CPUs), *r.CoRunnerNice)
+		return fmt.Sprintf("%s, a spinner each at nice %d", countOf(r.CPUs, "CPU"), *r.CoRunnerNice)
 	case r.Quota > 0:
 		s := fmt.Sprintf("quota %.3f cores", r.Quota)
 		if r.ThrottledS > 0 {
@@ -1014,7 +979,7 @@ func limitText(r SensitivityRun) string {
 		}
 		return s
 	case r.Allotment < 1 && r.CPUs > 0:
-		return "pinned to " + cpusText(r.CPUs)
+		return "pinned to " + countOf(r.CPUs, "CPU")
 	}
 	return "unrestricted"
 }
@@ -1040,11 +1005,7 @@ func runsTable(rep *SensitivityReport) *table.Table {
 		var eff, cpuRel, tRel, used any
 		if rep.Kind == "cpu" && limitText(r) != "failed" {
 			used = fmt.Sprintf("%.3f", r.UsedCores)
-			e := r.Allotment
-			if r.Effective > 0 {
-				e = r.Effective
-			}
-			eff = pct(e)
+			eff = pct(r.share())
 		}
 		if ok && r.Allotment < 1 {
 			if rep.Kind == "cpu" {
@@ -1085,9 +1046,10 @@ func allotmentsTable(rep *SensitivityReport) *table.Table {
 	return t
 }
 
-func cpusText(n int) string {
+// countOf is n of noun: "1 CPU", "2 CPUs".
+func countOf(n int, noun string) string {
 	if n == 1 {
-		return "1 CPU"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d CPUs", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -77,14 +77,9 @@ func capacityOf(used float64, threads []ThreadUse, ncpu int) capacity {
 	busy := busyThreads(threads)
 	n := len(busy)
 	k := max(1, n, int(math.Ceil(used-0.05))) // 1.02 cores measured is one core
-	var why string
-	switch {
-	case n == 0:
+	why := countOf(n, "busy thread")
+	if n == 0 {
 		why = fmt.Sprintf("no busy thread (none ran %g of a core), so one core", BusyThreadCores)
-	case n == 1:
-		why = "1 busy thread"
-	default:
-		why = fmt.Sprintf("%d busy threads", n)
 	}
 	if k > max(1, n) {
 		why += fmt.Sprintf(", and it used %.2f cores", used)

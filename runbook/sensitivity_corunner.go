@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,21 +200,12 @@ func schedGroup(pid int) string {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			f := strings.SplitN(l, ":", 3)
-			if len(f) == 3 && (f[0] == "0" || hasCtrl(f[1], "cpu")) {
+			if len(f) == 3 && (f[0] == "0" || slices.Contains(strings.Split(f[1], ","), "cpu")) {
 				parts = append(parts, f[1]+":"+f[2])
 			}
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-func hasCtrl(list, c string) bool {
-	for _, x := range strings.Split(list, ",") {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }
 
 // coRunnerLimit is the co-runner method for one restricted run: pin every

@@ -2,7 +2,6 @@ package runbook
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/asrprof/asrprof/capture"
@@ -67,13 +66,7 @@ type Metric struct {
 // Metrics lists the summarised metrics, in table order.
 func Metrics() []Metric {
 	return []Metric{
-		{"requests_per_s", "req/s", func(r model.LevelResult) float64 {
-			var xs []float64
-			for _, p := range r.PerRepeat {
-				xs = append(xs, p.RequestsPerS)
-			}
-			return stats.Mean(xs)
-		}},
+		{"requests_per_s", "req/s", reqPerS},
 		{"throughput_samples_per_s", "samples/s", func(r model.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
 		{"rtfx", "RTFx", func(r model.LevelResult) float64 { return r.RTFx.Mean }},
 		{"latency_mean_s", "latency mean (s)", func(r model.LevelResult) float64 { return r.LatencyMeanS.Mean }},
@@ -83,6 +76,15 @@ func Metrics() []Metric {
 		{"rtf_mean", "RTF mean", func(r model.LevelResult) float64 { return r.RTFMean.Mean }},
 		{"corpus_wer", "corpus WER", func(r model.LevelResult) float64 { return r.CorpusWER.Mean }},
 	}
+}
+
+// reqPerS is a level's mean req/s over its repeats.
+func reqPerS(r model.LevelResult) float64 {
+	var xs []float64
+	for _, p := range r.PerRepeat {
+		xs = append(xs, p.RequestsPerS)
+	}
+	return stats.Mean(xs)
 }
 
 // Judge returns the verdict over the scored runs of recs, given the levels
@@ -281,7 +283,9 @@ func RunsTable(rep *Report) *table.Table {
 	return t
 }
 
-func printReport(w io.Writer, format string, rep *Report) error {
+// reportTables are what Run prints: the runs, the summaries where the
+// verdict is complete, and the verdict.
+func reportTables(rep *Report) []*table.Table {
 	rt := RunsTable(rep)
 	rt.Notes = append(rt.Notes, rep.Notes...)
 	tables := []*table.Table{rt}
@@ -296,6 +300,5 @@ func printReport(w io.Writer, format string, rep *Report) error {
 	if rep.Error != "" {
 		vt.Notes = append(vt.Notes, "stopped: "+firstLine(rep.Error))
 	}
-	tables = append(tables, vt)
-	return table.Render(w, format, tables...)
+	return append(tables, vt)
 }

@@ -571,13 +571,9 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 		wc.Order = "AB"
 	}
 	out := wc.Runbook.Capture.Out
-	if out == "" {
-		return nil, fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
-	}
-	if !wc.DryRun {
-		if _, err := os.Stat(filepath.Join(out, bundle.WhatIfFile)); err == nil && !wc.Runbook.Capture.Overwrite {
-			return nil, fmt.Errorf("%w: %s already holds a what-if (use --overwrite to replace it)", bundle.ErrExists, out)
-		}
+	// A dry run writes nothing: it may name a what-if's directory.
+	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
+		return nil, err
 	}
 	rep := &WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: sortedKnobs(wc.Knobs), Rounds: []WhatIfRound{}}
 	src, cur, level := wc.Bundle, wc.Server, wc.Level
@@ -588,6 +584,15 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 		}
 	}()
 	var runErr error
+	// nothing ends the rounds where round r's advice leaves nothing to
+	// try: an error in round 1, after it the reason they stopped.
+	nothing := func(r int, why string) {
+		if r == 1 {
+			runErr = fmt.Errorf("%w: nothing to try: %s", ErrBadPlan, why)
+		} else {
+			rep.Stopped = "round " + strconv.Itoa(r) + ": " + why
+		}
+	}
 	for r := 1; r <= wc.Rounds; r++ {
 		t, err := wc.Advice(ctx, src)
 		if err != nil {
@@ -609,11 +614,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			if level == "" {
 				why = src + "'s advice suggests no knob at any level"
 			}
-			if r == 1 {
-				runErr = fmt.Errorf("%w: nothing to try: %s", ErrBadPlan, why)
-			} else {
-				rep.Stopped = "round " + strconv.Itoa(r) + ": " + why
-			}
+			nothing(r, why)
 			break
 		}
 		level = a.Level
@@ -624,12 +625,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			break
 		}
 		if edit.Where == "unchanged" {
-			why := fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, a.Level, orNone(a.Cause), editText(edit))
-			if r == 1 {
-				runErr = fmt.Errorf("%w: nothing to try: %s", ErrBadPlan, why)
-			} else {
-				rep.Stopped = "round " + strconv.Itoa(r) + ": " + why
-			}
+			nothing(r, fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, a.Level, orNone(a.Cause), editText(edit)))
 			break
 		}
 		next := ServerCmd{Command: JoinCommand(edit.Argv), Argv: edit.Argv}
@@ -660,10 +656,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			return rep, nil
 		}
 		if logf == nil {
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return nil, fmt.Errorf("creating %s: %w", out, err)
-			}
-			if logf, err = os.Create(filepath.Join(out, WhatIfLog)); err != nil {
+			if logf, err = createLog(out, WhatIfLog); err != nil {
 				return nil, err
 			}
 		}
@@ -706,14 +699,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
 		runErr = err
 	}
-	if err := writeJSON(filepath.Join(out, bundle.WhatIfFile), rep); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := table.Render(stdout, wc.Runbook.Capture.Format, WhatIfTable(rep)); err != nil && runErr == nil {
-		runErr = err
-	}
-	fmt.Fprintf(stderr, "what-if: %s\n", filepath.Join(out, bundle.WhatIfFile))
-	return rep, runErr
+	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, stderr, "what-if")
 }
 
 func planDirs(plan []RunSpec) []string {

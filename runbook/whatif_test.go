@@ -1,14 +1,18 @@
 package runbook
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func f(x float64) *float64 { return &x }
@@ -134,5 +138,45 @@ func TestJoinCommandSplitsBack(t *testing.T) {
 	got, err := SplitCommand(JoinCommand(argv))
 	if err != nil || strings.Join(got, "|") != strings.Join(argv, "|") {
 		t.Errorf("%q → %q → %q (%v)", argv, JoinCommand(argv), got, err)
+	}
+}
+
+// TestSessionsCheckTheirOut: Run, sensitivity and what-if refuse an --out
+// that holds their record (checkOut) before anything runs, unless
+// --overwrite; a what-if dry run writes nothing and so is not refused.
+func TestSessionsCheckTheirOut(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{File, bundle.WhatIfFile} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := checkOut("", File, "runbook", false); !errors.Is(err, capture.ErrInvalidConfig) || err.Error() != "invalid configuration: --out is required" {
+		t.Errorf("no --out: %v", err)
+	}
+	if err := checkOut(dir, File, "runbook", false); !errors.Is(err, bundle.ErrExists) || !strings.HasSuffix(err.Error(), dir+" already holds a runbook (use --overwrite to replace it)") {
+		t.Errorf("a runbook there: %v", err)
+	}
+	if err := checkOut(dir, File, "runbook", true); err != nil {
+		t.Errorf("--overwrite: %v", err)
+	}
+	if err := checkOut(dir, "none.json", "runbook", false); err != nil {
+		t.Errorf("nothing there: %v", err)
+	}
+	srv := ServerCmd{Command: "true", Argv: []string{"true"}}
+	sc := SensitivityConfig{Server: srv, Allotments: []float64{1, 0.5}, Cycles: 1}
+	sc.Runbook.Capture.Concurrency, sc.Runbook.Capture.Out = []int{1}, dir
+	if _, err := Sensitivity(context.Background(), sc, io.Discard, io.Discard); !errors.Is(err, bundle.ErrExists) {
+		t.Errorf("sensitivity into a runbook's --out: %v", err)
+	}
+	noAdvice := errors.New("no advice here")
+	wc := WhatIfConfig{Server: srv, Rounds: 1, Bundle: dir, Advice: func(context.Context, string) (*table.Table, error) { return nil, noAdvice }}
+	wc.Runbook.Capture.Out = dir
+	if _, err := WhatIf(context.Background(), wc, io.Discard, io.Discard); !errors.Is(err, bundle.ErrExists) {
+		t.Errorf("what-if into a what-if's --out: %v", err)
+	}
+	wc.DryRun = true
+	if _, err := WhatIf(context.Background(), wc, io.Discard, io.Discard); !errors.Is(err, noAdvice) {
+		t.Errorf("a dry run gets past the check to the advice: %v", err)
 	}
 }

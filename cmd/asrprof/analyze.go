@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/table"
 )
 
 const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]
@@ -80,8 +79,7 @@ func checkStages(preset string) error {
 }
 
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("analyze", stderr)
 	var af analyzeFlags
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
@@ -120,16 +118,11 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb})
 	tables, err := analysis.RunScripts(ctx, s, names)
-	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
-		err = rerr
-	}
-	waitTables(stderr, c)
-	return err
+	return printTables(stdout, stderr, af.format, tables, err, c)
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("compare", stderr)
 	var af analyzeFlags
 	af.register(fs)
 	alpha := fs.Float64("alpha", 0.05, "significance level of the Mann-Whitney U test (`P`)")
@@ -162,11 +155,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Params: map[string]any{"alpha": *alpha},
 	})
 	tables, err := s.Run(ctx, "compare")
-	if rerr := table.Render(stdout, af.format, tables...); rerr != nil && err == nil {
-		err = rerr
-	}
-	waitTables(stderr, cur, base)
-	return err
+	return printTables(stdout, stderr, af.format, tables, err, cur, base)
 }
 
 // lengthBucketsFlag defines --length-buckets (analyze, report, capture).

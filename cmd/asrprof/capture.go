@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -190,8 +189,7 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 // and ends with capture's SetDefaults (levels, --out).
 func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture.Config, *runbookFlags, error) {
 	cfg := capture.DefaultConfig()
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name, stderr)
 	opts, rb, lengths := captureFlags(fs, &cfg)
 	err := parse(fs, args, stdout)
 	if err != nil {
@@ -262,7 +260,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 	}
 	var levels, from []string
 	if len(cfg.Concurrency) > 0 {
-		levels = append(levels, "c="+levelList(cfg.Concurrency))
+		levels = append(levels, "c="+capture.IntList(cfg.Concurrency).String())
 		switch {
 		case set["sessions"]:
 			from = append(from, "--sessions")
@@ -271,11 +269,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 		}
 	}
 	if len(cfg.Rates) > 0 {
-		var r []string
-		for _, x := range cfg.Rates {
-			r = append(r, strconv.FormatFloat(x, 'g', -1, 64))
-		}
-		levels = append(levels, "rate="+strings.Join(r, ",")+"/s")
+		levels = append(levels, "rate="+capture.FloatList(cfg.Rates).String()+"/s")
 		from = append(from, "--rate")
 	}
 	what := strings.Join(levels, " then ")
@@ -318,13 +312,4 @@ func inFlightWarnings(cfg *capture.Config) []string {
 		}
 	}
 	return out
-}
-
-// levelList writes levels as a flag takes them: 1,8,16.
-func levelList(levels []int) string {
-	s := make([]string, len(levels))
-	for i, n := range levels {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,8 +9,7 @@ import (
 )
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("doctor", stderr)
 	target := fs.String("target", "", "server base `URL` to check: GET URL/health, and the process listening on its port")
 	pid := fs.Int("pid", 0, "server process `N` (instead of finding the listener on --target's port)")
 	fs.Usage = helpFunc(fs, text(`Usage: asrprof doctor [--target URL] [--pid N]

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,8 +40,7 @@ Flags:
 `
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("export", stderr)
 	otlpURL := fs.String("otlp", "", "send to the OTLP/HTTP endpoint `URL` (e.g. http://127.0.0.1:4318; /v1/traces is added when absent)")
 	perfetto := fs.String("perfetto", "", "write Chrome trace-event JSON to `FILE` (- for stdout)")
 	sample := fs.Int("sample", 1, "OTLP: export one request in `N`, with its whole trace")

@@ -10,6 +10,14 @@ import (
 
 var errHelp = errors.New("help shown")
 
+// newFlagSet is a command's flags; parse reports their errors, and the
+// flag package writes anything else to stderr.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
 // parse parses args with fs. On -h/--help it prints fs.Usage once, to
 // stdout, and returns errHelp; other problems become errUsage.
 //
@@ -90,7 +98,7 @@ func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
 			continue
 		}
 		if f := fs.Lookup(name); f != nil {
-			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			if isBool(f) {
 				continue
 			}
 			if i+1 < len(args) {

@@ -103,7 +103,7 @@ func TestHelpFlagsValuesAndDefaults(t *testing.T) {
 		entry := strings.Join(e.lines, "\n")
 		switch e.name {
 		case "concurrency":
-			if !strings.Contains(entry, "(default "+levelList(capture.DefaultLevels)) {
+			if !strings.Contains(entry, "(default "+capture.IntList(capture.DefaultLevels).String()) {
 				t.Errorf("--concurrency does not say its default:\n%s", entry)
 			}
 		case "level-gap":

@@ -37,8 +37,7 @@ Flags:
 `
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("report", stderr)
 	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
 	stages := fs.String("stages", "auto", stagesUsage)
 	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")

@@ -49,7 +49,7 @@ type runbookFlags struct {
 	gpuFreeTimeout           time.Duration
 	reuse                    bool
 	provenanceEnv            string
-	cacheDirs                stringList
+	cacheDirs                capture.Repeated
 
 	aCmd, bCmd, aCmdFile, bCmdFile string
 	order                          string
@@ -69,12 +69,6 @@ type runbookFlags struct {
 	// report's results by audio length (finisher).
 	lengths analysis.LengthBuckets
 }
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // The help groups of ab's and sensitivity's own flags; parseCapture puts
 // them first.

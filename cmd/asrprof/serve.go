@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -56,8 +55,7 @@ Flags:
 `
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	cfg := serve.Config{Addr: serve.DefaultAddr, Dir: "runs/serve", RemoteIdle: 10 * time.Minute}
 	fs.StringVar(&cfg.Addr, "listen", cfg.Addr, "`ADDR` to listen on; an address other than loopback needs --token")
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")

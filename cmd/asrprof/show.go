@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +15,7 @@ import (
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("show", stderr)
 	format := fs.String("format", "text", formatUsage)
 	fs.Usage = helpFunc(fs, text("Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n"), nil)
 	// Flags may come before or after the directory.
@@ -45,26 +43,27 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	tables, err := analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout, Print: stderr}).Run(ctx, "sweep")
-	if rerr := table.Render(stdout, *format, tables...); rerr != nil && err == nil {
+	return printTables(stdout, stderr, *format, tables, err, c)
+}
+
+// printTables renders the tables that analyses of the captures cs made
+// (err: theirs, returned before a rendering error), then waits for the
+// bundle tables that Load is still writing (docs/BUNDLE.md) and says when
+// they could not be written.
+func printTables(stdout, stderr io.Writer, format string, tables []*table.Table, err error, cs ...*analysis.Capture) error {
+	if rerr := table.Render(stdout, format, tables...); rerr != nil && err == nil {
 		err = rerr
 	}
-	waitTables(stderr, c)
+	for _, c := range cs {
+		if werr := c.Tables.Wait(); werr != nil {
+			fmt.Fprintf(stderr, "note: %v (analysed from memory; the bundle's JSONL files are unchanged)\n", werr)
+		}
+	}
 	return err
 }
 
-// waitTables lets the bundle's tables that Load is still writing finish
-// (docs/BUNDLE.md), and says when they could not be written.
-func waitTables(stderr io.Writer, cs ...*analysis.Capture) {
-	for _, c := range cs {
-		if err := c.Tables.Wait(); err != nil {
-			fmt.Fprintf(stderr, "note: %v (analysed from memory; the bundle's JSONL files are unchanged)\n", err)
-		}
-	}
-}
-
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("version", stderr)
 	fs.Usage = helpFunc(fs, text("Usage: asrprof version\n\nPrints asrprof's version.\n"), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err

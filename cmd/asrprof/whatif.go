@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -65,12 +64,11 @@ Flags:
 `
 
 func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("what-if", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("what-if", stderr)
 	g := newFlagGroups(fs)
 	var (
 		level, order, advice, stages, out, format string
-		knobs                                     stringList
+		knobs                                     capture.Repeated
 		rounds                                    int
 		warm, dry, overwrite                      bool
 	)
