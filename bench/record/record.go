@@ -72,18 +72,8 @@ func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, re
 	}
 	rec.Status = model.StatusOK
 	rec.Hyp = res.Text
-	scoreWith(rec, ref)
-}
-
-// Score sets rec.Scored and rec.Errors from rec.Hyp against rec.Ref, for a
-// successful request that is not warmup (a reference that normalizes to
-// nothing is not scored). The proxy calls it again once an upload has been
-// matched to its reference.
-func Score(rec *model.Request) { scoreWith(rec, nil) }
-
-func scoreWith(rec *model.Request, ref *score.Reference) {
 	rec.Scored, rec.Errors = false, nil
-	if rec.Status != model.StatusOK || rec.Warmup {
+	if rec.Warmup {
 		return
 	}
 	var c score.Counts

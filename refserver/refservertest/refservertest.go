@@ -44,13 +44,6 @@ func RequirePocketSphinx(t testing.TB) {
 	}
 }
 
-// Missing skips t for something this machine lacks, or fails it under CI:
-// need.Skip, kept for the callers that name what is missing themselves.
-func Missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	need.Skip(t, format, args...)
-}
-
 // RequireTorch skips the test where Debian's python3-torch (with numpy)
 // is missing, and fails it under CI (internal/need); the whisper engine
 // needs it and tools/deps.sh installs it.
