@@ -165,25 +165,24 @@ func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 	if a.n == 0 {
 		return
 	}
-	val := func(x float64) *float64 { return &x }
 	if wallS > 0 {
-		m.AudioSPerWallS = val(a.audioS / wallS)
+		m.AudioSPerWallS = new(a.audioS / wallS)
 	}
 	if len(a.first) > 0 {
-		m.FirstUpdateP50S, m.FirstUpdateP95S = val(stats.Percentile(a.first, 50)), val(stats.Percentile(a.first, 95))
+		m.FirstUpdateP50S, m.FirstUpdateP95S = new(stats.Percentile(a.first, 50)), new(stats.Percentile(a.first, 95))
 	}
 	if len(a.final) > 0 {
-		m.FinalAfterStopP50S, m.FinalAfterStopP95S = val(stats.Percentile(a.final, 50)), val(stats.Percentile(a.final, 95))
+		m.FinalAfterStopP50S, m.FinalAfterStopP95S = new(stats.Percentile(a.final, 50)), new(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
 		worst := a.lag[0]
 		for _, x := range a.lag {
 			worst = math.Max(worst, x)
 		}
-		m.LagP95WorstS = val(worst)
+		m.LagP95WorstS = new(worst)
 	}
 	if len(a.growth) > 0 {
-		m.LagGrowthMeanS = val(stats.Mean(a.growth))
+		m.LagGrowthMeanS = new(stats.Mean(a.growth))
 	}
 }
 
