@@ -30,6 +30,16 @@ type Job struct {
 	Upload *Upload
 }
 
+// setHeaders sets job's X-Request-Id and traceparent in h, each when set.
+func (job *Job) setHeaders(h http.Header) {
+	if job.RequestID != "" {
+		h["X-Request-Id"] = []string{job.RequestID}
+	}
+	if job.TraceParent != "" {
+		h["Traceparent"] = []string{job.TraceParent}
+	}
+}
+
 // Upload is a request body prepared once per sample ([Preparer]) and sent
 // by every request of that sample: one contiguous byte slice, shared by
 // those requests, never copied or rebuilt for one, that nobody modifies.
@@ -173,20 +183,28 @@ func New(name string, opts Options) (Client, error) {
 	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
 }
 
+// defaultConns is the idle keep-alive connections per host a transport
+// keeps unless told otherwise.
+const defaultConns = 64
+
+// newDialer is the transports' dialer: a 5 s timeout, 30 s keep-alive.
+func newDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+}
+
 // NewTransport returns an HTTP/1.1 transport tuned for load generation:
 // up to maxConns idle keep-alive connections per host (64 if maxConns <= 0),
 // no limit on open connections, no HTTP/2, no compression, no proxy, a 5 s
 // dial timeout and large write buffers for audio uploads.
 func NewTransport(maxConns int) *http.Transport {
 	if maxConns <= 0 {
-		maxConns = 64
+		maxConns = defaultConns
 	}
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	var protos http.Protocols
 	protos.SetHTTP1(true) // HTTP/1.1 only, over TLS too
 	return &http.Transport{
 		Proxy:               nil,
-		DialContext:         d.DialContext,
+		DialContext:         newDialer().DialContext,
 		MaxIdleConns:        0, // no global limit; the per-host one applies
 		MaxIdleConnsPerHost: maxConns,
 		MaxConnsPerHost:     0,
