@@ -10,7 +10,6 @@
 package summary
 
 import (
-	"math"
 	"sort"
 
 	"github.com/asrprof/asrprof/model"
@@ -118,12 +117,10 @@ func (a *Acc) Pass(wallS float64) model.PassMetrics {
 		m.CorpusWER = float64(a.errs) / float64(a.refWords)
 	}
 	if len(ttft) > 0 {
-		mean, p95 := stats.Mean(ttft), stats.Percentile(ttft, 95)
-		m.TTFTMeanS, m.TTFTP95S = &mean, &p95
+		m.TTFTMeanS, m.TTFTP95S = new(stats.Mean(ttft)), new(stats.Percentile(ttft, 95))
 	}
 	if len(gaps) > 0 {
-		mean, p95 := stats.Mean(gaps), stats.Percentile(gaps, 95)
-		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
+		m.ChunkGapMeanS, m.ChunkGapP95S = new(stats.Mean(gaps)), new(stats.Percentile(gaps, 95))
 	}
 	a.rt.fill(&m, wallS)
 	a.slo.fill(&m)
@@ -175,11 +172,7 @@ func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 		m.FinalAfterStopP50S, m.FinalAfterStopP95S = new(stats.Percentile(a.final, 50)), new(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
-		worst := a.lag[0]
-		for _, x := range a.lag {
-			worst = math.Max(worst, x)
-		}
-		m.LagP95WorstS = new(worst)
+		m.LagP95WorstS = new(stats.Max(a.lag))
 	}
 	if len(a.growth) > 0 {
 		m.LagGrowthMeanS = new(stats.Mean(a.growth))
@@ -191,12 +184,7 @@ func StatOf(xs []float64) model.Stat {
 	if len(xs) == 0 {
 		return model.Stat{}
 	}
-	s := model.Stat{Mean: stats.Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
-	for _, x := range xs {
-		s.Min = math.Min(s.Min, x)
-		s.Max = math.Max(s.Max, x)
-	}
-	return s
+	return model.Stat{Mean: stats.Mean(xs), Min: stats.Min(xs), Max: stats.Max(xs), N: len(xs)}
 }
 
 // Level summarises the scored passes of one level in results.json's shape.
@@ -254,11 +242,9 @@ func levelGoodput(r *model.LevelResult, passes []model.PassMetrics) {
 		r.SLOCounted += p.SLOCounted
 	}
 	if len(g) > 0 {
-		st := StatOf(g)
-		r.GoodputReqS = &st
+		r.GoodputReqS = new(StatOf(g))
 	}
 	if len(a) > 0 {
-		st := StatOf(a)
-		r.SLOAttainment = &st
+		r.SLOAttainment = new(StatOf(a))
 	}
 }
