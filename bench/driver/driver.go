@@ -427,7 +427,5 @@ func (d *Driver) randomTraceParent() (string, string) {
 	binary.LittleEndian.PutUint64(b[8:], d.rng.Uint64())
 	binary.LittleEndian.PutUint64(b[16:], d.rng.Uint64())
 	d.rngMu.Unlock()
-	tid := hex.EncodeToString(b[:16])
-	sid := hex.EncodeToString(b[16:])
-	return "00-" + tid + "-" + sid + "-01", tid
+	return protocol.TraceParent(b)
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,13 @@ type Job struct {
 	// sent as-is; nil (or an Upload of another client) builds the body for
 	// this request.
 	Upload *Upload
+}
+
+// TraceParent is the sampled W3C traceparent of trace id b[:16] and span
+// id b[16:] ("00-<trace>-<span>-01"), and the trace id in hex.
+func TraceParent(b [24]byte) (traceparent, traceID string) {
+	tid := hex.EncodeToString(b[:16])
+	return "00-" + tid + "-" + hex.EncodeToString(b[16:]) + "-01", tid
 }
 
 // setHeaders sets job's X-Request-Id and traceparent in h, each when set.
