@@ -289,7 +289,7 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		res.Err, res.ErrKind = err, classify(ctx, err)
+		res.Err, res.ErrKind = err, ErrorKind(ctx, err)
 		return res
 	}
 	defer drainClose(resp.Body)
@@ -340,7 +340,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 		if out.err != nil {
 			res.Err, res.ErrKind = out.err, out.kind
 			if out.kind == "" {
-				res.ErrKind = classify(ctx, out.err)
+				res.ErrKind = ErrorKind(ctx, out.err)
 			}
 			if mt := mediaType(resp.Header); out.kind == KindMalformed && mt != "text/event-stream" {
 				res.Err = fmt.Errorf("%w (response content type %q, not text/event-stream)", out.err, mt)
@@ -352,7 +352,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	res.End = time.Now()
 	if err != nil {
-		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), classify(ctx, err)
+		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), ErrorKind(ctx, err)
 		return
 	}
 	if len(b) > maxBody {

@@ -237,9 +237,11 @@ func WriteBufferFor(maxUpload int) int {
 	return min(max(maxUpload+16<<10, 64<<10), 1<<20)
 }
 
-// classify maps a transport or body-read error to a failure kind. ctx is
-// the caller's context, which decides between timeout and cancellation.
-func classify(ctx context.Context, err error) string {
+// ErrorKind is the failure kind of a transport or body-read error (one of
+// the Kind constants, "" for nil); ctx, the request's context, decides
+// between a timeout and a cancellation. The clients and the capturing proxy
+// (for its upstream failures) classify with it.
+func ErrorKind(ctx context.Context, err error) string {
 	if err == nil {
 		return ""
 	}
@@ -270,9 +272,3 @@ func classify(ctx context.Context, err error) string {
 	}
 	return KindOther
 }
-
-// ErrorKind is the failure kind of a transport or body-read error (one of
-// the Kind constants); ctx, the request's context, decides between a
-// timeout and a cancellation. The capturing proxy classifies its upstream
-// failures with it, as the clients do.
-func ErrorKind(ctx context.Context, err error) string { return classify(ctx, err) }

@@ -339,7 +339,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		case resp != nil && resp.StatusCode >= 400:
 			return fail(KindHTTP4xx, &StatusError{StatusCode: resp.StatusCode})
 		}
-		return fail(classify(ctx, err), fmt.Errorf("opening the session: %w", err))
+		return fail(ErrorKind(ctx, err), fmt.Errorf("opening the session: %w", err))
 	}
 	res.FirstByte = time.Now()
 	defer conn.CloseNow()
@@ -360,7 +360,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		if st := websocket.CloseStatus(err); st != -1 {
 			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", c.sentS(s), c.stage(s), err))
 		}
-		kind := classify(ctx, err)
+		kind := ErrorKind(ctx, err)
 		if kind == KindOther && ctx.Err() == nil {
 			kind = KindConnection
 		}
