@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/asrprof/asrprof/model"
 )
 
 // Job is one request to send. The caller (the load driver) fills every field.
@@ -95,16 +97,17 @@ type Result struct {
 	Realtime *RealtimeResult
 }
 
-// Failure kinds, the values of Result.ErrKind.
+// Failure kinds, the values of Result.ErrKind: the record's failure kinds
+// (model.Fail*), which they become.
 const (
-	KindHTTP4xx     = "http_4xx"           // the server answered 4xx
-	KindHTTP5xx     = "http_5xx"           // the server answered 5xx
-	KindTimeout     = "timeout"            // a context deadline or the http.Client timeout expired
-	KindConnection  = "connection"         // refused, reset or closed connection
-	KindMalformed   = "malformed_response" // a 2xx response we could not read as the protocol says
-	KindServerError = "server_error"       // the server reported an error inside a 2xx response (SSE error event)
-	KindCanceled    = "canceled"           // the caller's context was canceled
-	KindOther       = "other"              // anything else
+	KindHTTP4xx     = model.FailHTTP4xx     // the server answered 4xx
+	KindHTTP5xx     = model.FailHTTP5xx     // the server answered 5xx
+	KindTimeout     = model.FailTimeout     // a context deadline or the http.Client timeout expired
+	KindConnection  = model.FailConnection  // refused, reset or closed connection
+	KindMalformed   = model.FailMalformed   // a 2xx response we could not read as the protocol says
+	KindServerError = model.FailServerError // the server reported an error inside a 2xx response (SSE error event)
+	KindCanceled    = model.FailCanceled    // the caller's context was canceled
+	KindOther       = model.FailOther       // anything else
 )
 
 // Client sends one Job.
