@@ -229,6 +229,19 @@ func resolve(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// idLines is the line of each id of a line-based manifest, to refuse a
+// duplicate.
+type idLines map[string]int
+
+// add notes id on line n of path, or says where it was first.
+func (s idLines) add(path string, n int, id string) error {
+	if first, dup := s[id]; dup {
+		return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, n, id, first)
+	}
+	s[id] = n
+	return nil
+}
+
 // lines calls fn for each line of the file at path with its 1-based number,
 // without the line terminator (\n or \r\n). Lines may be of any length.
 func lines(path string, fn func(n int, line string) error) error {
