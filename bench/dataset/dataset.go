@@ -153,7 +153,7 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 		ds, err = loadHFArrow(path, opts)
 	case st.IsDir() && hasTable(filepath.Join(path, "data"), true):
 		ds, err = loadParquetDir(path, filepath.Join(path, "data"), "hf-hub", opts)
-	case st.IsDir() && hasParquet(path):
+	case st.IsDir() && hasTable(path, false):
 		ds, err = loadParquetDir(path, path, "parquet", opts)
 	case st.IsDir():
 		ds, err = loadFolder(path, defaultLang)

@@ -213,9 +213,6 @@ func splitOfName(base string, arrow, withStem bool) string {
 // split without a shard suffix (data/test.parquet).
 var stemSplits = []string{"train", "test", "validation", "valid", "dev", "eval"}
 
-// hasParquet reports whether dir holds a *.parquet file, in it or below.
-func hasParquet(dir string) bool { return hasTable(dir, false) }
-
 // hasTable reports whether dir holds a *.parquet file (or, withArrow, an
 // *.arrow one), in it or below.
 func hasTable(dir string, withArrow bool) bool {
