@@ -93,7 +93,7 @@ func Probe(path string) (Info, error) {
 		return Info{}, err
 	}
 	defer f.Close()
-	info, err := probe(f, size)
+	_, info, err := decode(f, size, false)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -104,7 +104,7 @@ func Probe(path string) (Info, error) {
 // inline audio column, an upload the proxy saw); name is used only in error messages. It checks the
 // data as Probe does and copies nothing.
 func ProbeBytes(name string, b []byte) (Info, error) {
-	info, err := probe(bytes.NewReader(b), int64(len(b)))
+	_, info, err := decode(bytes.NewReader(b), int64(len(b)), false)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -119,7 +119,7 @@ func Decode(path string) (*PCM, error) {
 		return nil, err
 	}
 	defer f.Close()
-	p, _, err := decode(f, size)
+	p, _, err := decode(f, size, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -129,7 +129,7 @@ func Decode(path string) (*PCM, error) {
 // DecodeBytes decodes an audio file held in memory; name is used only in
 // error messages.
 func DecodeBytes(name string, b []byte) (*PCM, error) {
-	p, _, err := decode(bytes.NewReader(b), int64(len(b)))
+	p, _, err := decode(bytes.NewReader(b), int64(len(b)), true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -159,52 +159,32 @@ func open(path string) (*os.File, int64, error) {
 	return f, st.Size(), nil
 }
 
-// probe measures the stream in r without keeping its samples.
-func probe(r io.ReaderAt, size int64) (Info, error) {
-	format, err := sniff(r, size)
-	if err != nil {
-		return Info{}, err
-	}
-	switch format {
-	case "wav":
-		h, err := parseWAV(r, size)
-		if err != nil {
-			return Info{}, fmt.Errorf("wav: %w", err)
-		}
-		return h.info(), nil
-	default:
-		info, _, err := readFLAC(io.NewSectionReader(r, 0, size), false)
-		if err != nil {
-			return Info{}, fmt.Errorf("flac: %w", err)
-		}
-		return info, nil
-	}
-}
-
-// decode decodes the stream in r.
-func decode(r io.ReaderAt, size int64) (*PCM, Info, error) {
+// decode reads the stream in r: its Info, and with keep its samples (nil
+// without).
+func decode(r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
 	format, err := sniff(r, size)
 	if err != nil {
 		return nil, Info{}, err
 	}
-	switch format {
-	case "wav":
-		h, err := parseWAV(r, size)
-		if err != nil {
-			return nil, Info{}, fmt.Errorf("wav: %w", err)
-		}
-		p, err := h.decode(r)
-		if err != nil {
-			return nil, Info{}, fmt.Errorf("wav: %w", err)
-		}
-		return p, h.info(), nil
-	default:
-		info, p, err := readFLAC(io.NewSectionReader(r, 0, size), true)
+	if format == "flac" {
+		info, p, err := readFLAC(io.NewSectionReader(r, 0, size), keep)
 		if err != nil {
 			return nil, Info{}, fmt.Errorf("flac: %w", err)
 		}
 		return p, info, nil
 	}
+	h, err := parseWAV(r, size)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("wav: %w", err)
+	}
+	if !keep {
+		return nil, h.info(), nil
+	}
+	p, err := h.decode(r)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("wav: %w", err)
+	}
+	return p, h.info(), nil
 }
 
 func corruptf(format string, args ...any) error {

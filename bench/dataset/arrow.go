@@ -160,12 +160,12 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 		if rec == nil {
 			return nil
 		}
-		id, text := rec.Column(index(p.id)), rec.Column(index(p.text))
+		id, text := rec.Column(index(p.ID)), rec.Column(index(p.Text))
 		var lang arrow.Array
-		if p.lang != "" {
-			lang = rec.Column(index(p.lang))
+		if p.Lang != "" {
+			lang = rec.Column(index(p.Lang))
 		}
-		audio := rec.Column(index(p.audio))
+		audio := rec.Column(index(p.Audio))
 		var bytesArr, pathArr arrow.Array
 		switch p.audioKind {
 		case colAudio:

@@ -153,7 +153,7 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 		ds, err = loadHFArrow(path, opts)
 	case st.IsDir() && hasTable(filepath.Join(path, "data"), true):
 		ds, err = loadParquetDir(path, filepath.Join(path, "data"), "hf-hub", opts)
-	case st.IsDir() && hasParquet(path):
+	case st.IsDir() && hasTable(path, false):
 		ds, err = loadParquetDir(path, path, "parquet", opts)
 	case st.IsDir():
 		ds, err = loadFolder(path, defaultLang)
@@ -227,6 +227,19 @@ func resolve(dir, p string) string {
 		return filepath.Clean(p)
 	}
 	return filepath.Join(dir, p)
+}
+
+// idLines is the line of each id of a line-based manifest, to refuse a
+// duplicate.
+type idLines map[string]int
+
+// add notes id on line n of path, or says where it was first.
+func (s idLines) add(path string, n int, id string) error {
+	if first, dup := s[id]; dup {
+		return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, n, id, first)
+	}
+	s[id] = n
+	return nil
 }
 
 // lines calls fn for each line of the file at path with its 1-based number,

@@ -26,7 +26,7 @@ func loadJSONL(path, defaultLang string) (*Dataset, error) {
 		return nil, err
 	}
 	ds := &Dataset{Path: path, Format: "jsonl"}
-	seen := map[string]int{} // id -> line
+	seen := idLines{}
 	err = lines(path, func(n int, line string) error {
 		if strings.TrimSpace(line) == "" {
 			return nil
@@ -48,10 +48,9 @@ func loadJSONL(path, defaultLang string) (*Dataset, error) {
 			}
 		}
 		id := *e.ID
-		if first, dup := seen[id]; dup {
-			return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, n, id, first)
+		if err := seen.add(path, n, id); err != nil {
+			return err
 		}
-		seen[id] = n
 		lang := defaultLang
 		if e.Lang != nil && *e.Lang != "" {
 			lang = *e.Lang

@@ -30,16 +30,15 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 	}
 
 	texts := map[string]string{}
-	textLine := map[string]int{}
+	textLine := idLines{}
 	err = lines(textPath, func(n int, line string) error {
 		id, rest, ok := splitKaldi(line)
 		if !ok {
 			return nil
 		}
-		if first, dup := textLine[id]; dup {
-			return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", textPath, n, id, first)
+		if err := textLine.add(textPath, n, id); err != nil {
+			return err
 		}
-		textLine[id] = n
 		texts[id] = rest
 		return nil
 	})
@@ -48,7 +47,7 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 	}
 
 	ds := &Dataset{Path: path, Format: "kaldi"}
-	seen := map[string]int{}
+	seen := idLines{}
 	err = lines(scp, func(n int, line string) error {
 		id, rest, ok := splitKaldi(line)
 		if !ok {
@@ -57,10 +56,9 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 		if rest == "" {
 			return fmt.Errorf("%s:%d: id %q has no audio path", scp, n, id)
 		}
-		if first, dup := seen[id]; dup {
-			return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", scp, n, id, first)
+		if err := seen.add(scp, n, id); err != nil {
+			return err
 		}
-		seen[id] = n
 		s := Sample{ID: id, Lang: defaultLang}
 		if strings.HasSuffix(rest, "|") {
 			s.Audio = rest

@@ -45,18 +45,18 @@ func readParquet(path, name string, pick func([]tableCol) (picked, error), emit 
 		}
 		return -1
 	}
-	idCol, textCol, langCol := leaf(p.id), leaf(p.text), -1
-	if p.lang != "" {
-		langCol = leaf(p.lang)
+	idCol, textCol, langCol := leaf(p.ID), leaf(p.Text), -1
+	if p.Lang != "" {
+		langCol = leaf(p.Lang)
 	}
 	bytesCol, pathCol := -1, -1
 	switch p.audioKind {
 	case colAudio:
-		bytesCol, pathCol = leaf(p.audio, "bytes"), leaf(p.audio, "path")
+		bytesCol, pathCol = leaf(p.Audio, "bytes"), leaf(p.Audio, "path")
 	case colBytes:
-		bytesCol = leaf(p.audio)
+		bytesCol = leaf(p.Audio)
 	case colString:
-		pathCol = leaf(p.audio)
+		pathCol = leaf(p.Audio)
 	}
 
 	r := parquet.NewReader(pf)

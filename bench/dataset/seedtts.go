@@ -19,7 +19,7 @@ func loadSeedTTS(path, defaultLang string) (*Dataset, error) {
 		return nil, err
 	}
 	ds := &Dataset{Path: path, Format: "seedtts"}
-	seen := map[string]int{}
+	seen := idLines{}
 	err = lines(path, func(n int, line string) error {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -36,10 +36,9 @@ func loadSeedTTS(path, defaultLang string) (*Dataset, error) {
 		case strings.TrimSpace(wav) == "":
 			return fmt.Errorf("%s:%d: field 3 (ref_audio) is empty", path, n)
 		}
-		if first, dup := seen[id]; dup {
-			return fmt.Errorf("%s:%d: duplicate id %q (first on line %d)", path, n, id, first)
+		if err := seen.add(path, n, id); err != nil {
+			return err
 		}
-		seen[id] = n
 		ds.Samples = append(ds.Samples, Sample{
 			ID:    id,
 			Audio: resolve(dir, wav),

@@ -19,24 +19,25 @@ type Columns struct {
 	Lang  string `json:"lang,omitempty"`
 }
 
-// roles lists the four roles with the name c gives each and the names
-// looked for, in order, when it gives none: SGLang-Omni's SeedTTS set
-// (sample_id, ref_audio, ref_text) first, then the common names of Hugging
-// Face speech sets.
-func (c Columns) roles() []role {
+// roles lists the four roles with c's name for each, the names looked for,
+// in order, when it gives none (SGLang-Omni's SeedTTS set: sample_id,
+// ref_audio, ref_text first, then the common names of Hugging Face speech
+// sets) and the column kinds each may have.
+func (c *Columns) roles() []role {
 	return []role{
-		{"id", c.ID, []string{"sample_id", "id"}, true},
-		{"audio", c.Audio, []string{"ref_audio", "audio"}, true},
-		{"text", c.Text, []string{"ref_text", "text", "transcription", "sentence"}, true},
-		{"lang", c.Lang, []string{"lang", "language"}, false},
+		{"id", &c.ID, []string{"sample_id", "id"}, true, []colKind{colString, colInt}},
+		{"audio", &c.Audio, []string{"ref_audio", "audio"}, true, []colKind{colAudio, colBytes, colString}},
+		{"text", &c.Text, []string{"ref_text", "text", "transcription", "sentence"}, true, []colKind{colString}},
+		{"lang", &c.Lang, []string{"lang", "language"}, false, []colKind{colString}},
 	}
 }
 
 type role struct {
 	key      string
-	given    string
+	name     *string // the Columns field
 	known    []string
 	required bool
+	kinds    []colKind
 }
 
 // ParseColumns reads "id=NAME,audio=NAME,text=NAME,lang=NAME" (any subset,
@@ -46,25 +47,18 @@ func ParseColumns(s string) (Columns, error) {
 	if strings.TrimSpace(s) == "" {
 		return c, nil
 	}
+	roles := c.roles()
 	for item := range strings.SplitSeq(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || v == "" {
 			return c, fmt.Errorf("columns %q: want KEY=NAME, got %q", s, item)
 		}
-		var dst *string
-		switch k {
-		case "id":
-			dst = &c.ID
-		case "audio":
-			dst = &c.Audio
-		case "text":
-			dst = &c.Text
-		case "lang":
-			dst = &c.Lang
-		default:
+		i := slices.IndexFunc(roles, func(r role) bool { return r.key == k })
+		if i < 0 {
 			return c, fmt.Errorf("columns %q: unknown key %q (want id, audio, text or lang)", s, k)
 		}
+		dst := roles[i].name
 		if *dst != "" {
 			return c, fmt.Errorf("columns %q: %s given twice", s, k)
 		}
@@ -77,8 +71,8 @@ func ParseColumns(s string) (Columns, error) {
 func (c Columns) String() string {
 	var parts []string
 	for _, r := range c.roles() {
-		if r.given != "" {
-			parts = append(parts, r.key+"="+r.given)
+		if *r.name != "" {
+			parts = append(parts, r.key+"="+*r.name)
 		}
 	}
 	return strings.Join(parts, ",")
@@ -106,10 +100,10 @@ type tableCol struct {
 	typ  string // the type as the file names it, for messages
 }
 
-// picked are the columns a table is read with ("" lang: none).
+// picked are the columns a table is read with ("" Lang: none).
 type picked struct {
-	id, audio, text, lang string
-	audioKind             colKind
+	Columns
+	audioKind colKind
 }
 
 // nullString is a cell that may be null.
@@ -139,8 +133,10 @@ func pickColumns(file string, cols []tableCol, want Columns) (picked, error) {
 	}
 	have := strings.Join(names, ", ")
 	var p picked
-	for _, r := range want.roles() {
-		name := r.given
+	into := p.roles()
+	for i, r := range want.roles() {
+		given := *r.name
+		name := given
 		if name == "" {
 			for _, k := range r.known {
 				if _, ok := byName[k]; ok {
@@ -151,29 +147,19 @@ func pickColumns(file string, cols []tableCol, want Columns) (picked, error) {
 		}
 		col, ok := byName[name]
 		switch {
-		case r.given != "" && !ok:
-			return p, fmt.Errorf("%s: no column %q for the %s (columns: %s)", file, r.given, r.key, have)
+		case given != "" && !ok:
+			return p, fmt.Errorf("%s: no column %q for the %s (columns: %s)", file, given, r.key, have)
 		case !ok && r.required:
 			return p, fmt.Errorf("%s: no %s column: none of %s (columns: %s); name it with --columns %s=NAME", file, r.key, strings.Join(r.known, ", "), have, r.key)
 		case !ok:
 			continue
 		}
-		wantKinds := map[string][]colKind{
-			"id": {colString, colInt}, "audio": {colAudio, colBytes, colString},
-			"text": {colString}, "lang": {colString},
-		}[r.key]
-		if !slices.Contains(wantKinds, col.kind) {
-			return p, fmt.Errorf("%s: column %q (the %s) is %s (%s), want %s", file, name, r.key, col.kind, col.typ, kindList(wantKinds))
+		if !slices.Contains(r.kinds, col.kind) {
+			return p, fmt.Errorf("%s: column %q (the %s) is %s (%s), want %s", file, name, r.key, col.kind, col.typ, kindList(r.kinds))
 		}
-		switch r.key {
-		case "id":
-			p.id = name
-		case "audio":
-			p.audio, p.audioKind = name, col.kind
-		case "text":
-			p.text = name
-		case "lang":
-			p.lang = name
+		*into[i].name = name
+		if r.key == "audio" {
+			p.audioKind = col.kind
 		}
 	}
 	return p, nil
@@ -226,9 +212,6 @@ func splitOfName(base string, arrow, withStem bool) string {
 // stemSplits are the names a hub snapshot's file may have to belong to a
 // split without a shard suffix (data/test.parquet).
 var stemSplits = []string{"train", "test", "validation", "valid", "dev", "eval"}
-
-// hasParquet reports whether dir holds a *.parquet file, in it or below.
-func hasParquet(dir string) bool { return hasTable(dir, false) }
 
 // hasTable reports whether dir holds a *.parquet file (or, withArrow, an
 // *.arrow one), in it or below.
@@ -389,7 +372,7 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 func addRow(ds *Dataset, seen map[string]string, file, dir string, row int, p picked, r tableRow, defaultLang string) error {
 	where := fmt.Sprintf("%s row %d", file, row)
 	if !r.id.ok || strings.TrimSpace(r.id.s) == "" {
-		return fmt.Errorf("%s: column %q (the id) is empty", where, p.id)
+		return fmt.Errorf("%s: column %q (the id) is empty", where, p.ID)
 	}
 	id := r.id.s
 	if first, dup := seen[id]; dup {
@@ -401,9 +384,9 @@ func addRow(ds *Dataset, seen map[string]string, file, dir string, row int, p pi
 		s.Lang = strings.TrimSpace(r.lang.s)
 	}
 	if !r.text.ok {
-		s.addProblem(fmt.Sprintf("missing transcript: column %q is null", p.text))
+		s.addProblem(fmt.Sprintf("missing transcript: column %q is null", p.Text))
 	}
-	cell := fmt.Sprintf("%s, column %s", where, p.audio)
+	cell := fmt.Sprintf("%s, column %s", where, p.Audio)
 	switch {
 	case r.audioHasBytes: // empty bytes too: a bad entry, not a reason to read the path
 		name := id

@@ -73,16 +73,16 @@ func (lv *Level) Planned(n int) int {
 			k = min(k, lv.Requests)
 		}
 		return k
-	case lv.Requests > 0:
-		if lv.Duration > 0 && lv.Rate > 0 {
-			return min(lv.Requests, int(math.Ceil(lv.Rate*lv.Duration.Seconds())))
+	case lv.Duration > 0 && lv.Rate > 0:
+		k := int(math.Ceil(lv.Rate * lv.Duration.Seconds()))
+		if lv.Requests > 0 {
+			k = min(k, lv.Requests)
 		}
+		return k
+	case lv.Requests > 0:
 		return lv.Requests
 	case lv.Duration > 0:
-		if lv.Rate > 0 {
-			return int(math.Ceil(lv.Rate * lv.Duration.Seconds()))
-		}
-		return 0
+		return 0 // a closed loop for a time: unknown
 	}
 	return n
 }
@@ -427,7 +427,5 @@ func (d *Driver) randomTraceParent() (string, string) {
 	binary.LittleEndian.PutUint64(b[8:], d.rng.Uint64())
 	binary.LittleEndian.PutUint64(b[16:], d.rng.Uint64())
 	d.rngMu.Unlock()
-	tid := hex.EncodeToString(b[:16])
-	sid := hex.EncodeToString(b[16:])
-	return "00-" + tid + "-" + sid + "-01", tid
+	return protocol.TraceParent(b)
 }

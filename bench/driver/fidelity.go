@@ -44,12 +44,8 @@ func NewFidelity(lags []float64) *Fidelity {
 		SendLagP99S: stats.PercentileSorted(lags, 99),
 		SendLagMaxS: lags[len(lags)-1],
 	}
-	if f.SendLagP99S > FidelityP99Limit.Seconds() {
-		f.Lost = append(f.Lost, fmt.Sprintf("p99 send lag %s > %s", ms(f.SendLagP99S), ms(FidelityP99Limit.Seconds())))
-	}
-	if f.SendLagMaxS > FidelityMaxLimit.Seconds() {
-		f.Lost = append(f.Lost, fmt.Sprintf("max send lag %s > %s", ms(f.SendLagMaxS), ms(FidelityMaxLimit.Seconds())))
-	}
+	f.Lost = over(f.Lost, "p99 send lag", f.SendLagP99S, FidelityP99Limit)
+	f.Lost = over(f.Lost, "max send lag", f.SendLagMaxS, FidelityMaxLimit)
 	return f
 }
 
@@ -64,3 +60,11 @@ func (f *Fidelity) String() string {
 }
 
 func ms(s float64) string { return fmt.Sprintf("%.3f ms", s*1e3) }
+
+// over appends "what v > limit" to broken when v seconds is over limit.
+func over(broken []string, what string, v float64, limit time.Duration) []string {
+	if v > limit.Seconds() {
+		broken = append(broken, fmt.Sprintf("%s %s > %s", what, ms(v), ms(limit.Seconds())))
+	}
+	return broken
+}

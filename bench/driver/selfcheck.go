@@ -190,8 +190,6 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 	c.RunQueueWaitS = float64(waitNs) / 1e9
 	if in.wallS > 0 {
 		c.RunQueueWaitPerS = c.RunQueueWaitS / in.wallS
-	}
-	if in.wallS > 0 {
 		c.CPUCores = c.CPUS / in.wallS
 	}
 	if cores, err := cpulimit.Allowed("/sys", "/proc", os.Getpid()); err == nil && cores > 0 {
@@ -205,38 +203,31 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		}
 		c.RunnableWaitP99S, c.RunnableWaitMaxS = histQuantile(d, h.Buckets, 0.99)
 	}
-	val := func(x float64) *float64 { return &x }
 	if f := in.fidelity; f != nil {
-		c.SendLagMeanS = val(stats.Mean(in.lags))
-		c.SendLagP50S, c.SendLagP99S, c.SendLagMaxS = val(f.SendLagP50S), val(f.SendLagP99S), val(f.SendLagMaxS)
+		c.SendLagMeanS = new(stats.Mean(in.lags))
+		c.SendLagP50S, c.SendLagP99S, c.SendLagMaxS = new(f.SendLagP50S), new(f.SendLagP99S), new(f.SendLagMaxS)
 		c.Lagging = append(c.Lagging, f.Lost...)
 	}
 	if len(in.gaps) > 0 {
 		sort.Float64s(in.gaps)
 		c.SlotGaps = len(in.gaps)
-		c.SlotGapMeanS = val(stats.Mean(in.gaps))
-		c.SlotGapP50S = val(stats.PercentileSorted(in.gaps, 50))
-		c.SlotGapP99S = val(stats.PercentileSorted(in.gaps, 99))
-		c.SlotGapMaxS = val(in.gaps[len(in.gaps)-1])
-		if *c.SlotGapP99S > SlotGapP99Limit.Seconds() {
-			c.Lagging = append(c.Lagging, fmt.Sprintf("slot gap p99 %s > %s", ms(*c.SlotGapP99S), ms(SlotGapP99Limit.Seconds())))
-		}
+		c.SlotGapMeanS = new(stats.Mean(in.gaps))
+		c.SlotGapP50S = new(stats.PercentileSorted(in.gaps, 50))
+		c.SlotGapP99S = new(stats.PercentileSorted(in.gaps, 99))
+		c.SlotGapMaxS = new(in.gaps[len(in.gaps)-1])
+		c.Lagging = over(c.Lagging, "slot gap p99", *c.SlotGapP99S, SlotGapP99Limit)
 	}
 	if len(in.stalls) > 0 {
 		sort.Float64s(in.stalls)
 		c.Streams = len(in.stalls)
-		c.ReadStallP99S = val(stats.PercentileSorted(in.stalls, 99))
-		c.ReadStallMaxS = val(in.stalls[len(in.stalls)-1])
-		if *c.ReadStallMaxS > ReadStallLimit.Seconds() {
-			c.Lagging = append(c.Lagging, fmt.Sprintf("read stall max %s > %s", ms(*c.ReadStallMaxS), ms(ReadStallLimit.Seconds())))
-		}
+		c.ReadStallP99S = new(stats.PercentileSorted(in.stalls, 99))
+		c.ReadStallMaxS = new(in.stalls[len(in.stalls)-1])
+		c.Lagging = over(c.Lagging, "read stall max", *c.ReadStallMaxS, ReadStallLimit)
 	}
 	if c.CoresAllowed > 0 && c.CPUShareOfAllowed >= CPUShareLimit {
 		c.Lagging = append(c.Lagging, fmt.Sprintf("CPU %.0f %% of the %.2f cores allowed ≥ %.0f %%", 100*c.CPUShareOfAllowed, c.CoresAllowed, 100*CPUShareLimit))
 	}
-	if c.RunnableWaitP99S > RunnableWaitP99Limit.Seconds() {
-		c.Lagging = append(c.Lagging, fmt.Sprintf("runnable wait p99 %s > %s", ms(c.RunnableWaitP99S), ms(RunnableWaitP99Limit.Seconds())))
-	}
+	c.Lagging = over(c.Lagging, "runnable wait p99", c.RunnableWaitP99S, RunnableWaitP99Limit)
 	return c
 }
 

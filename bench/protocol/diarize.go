@@ -31,7 +31,7 @@ func NewDiarize(opts Options) (Client, error) {
 	opts.ResponseFormat = "verbose_json"
 	if opts.Stream {
 		opts.ResponseFormat = "json"
-		hc := &http.Client{Transport: NewTransport(64)}
+		hc := &http.Client{Transport: NewTransport(defaultConns)}
 		if opts.HTTPClient != nil {
 			c := *opts.HTTPClient
 			hc = &c

@@ -94,12 +94,9 @@ func (f *funasr) stop(ctx context.Context, s sender) error {
 
 func (f *funasr) handle(typ websocket.MessageType, data []byte, _ bool) (message, error) {
 	m := message{coveredS: -1}
-	if typ != websocket.MessageText {
-		return m, &malformedError{"binary message from the server"}
-	}
 	var v funasrMsg
-	if err := json.Unmarshal(data, &v); err != nil {
-		return m, &malformedError{fmt.Sprintf("%v: %.100s", err, data)}
+	if err := decodeText(typ, data, &v); err != nil {
+		return m, err
 	}
 	switch v.Event {
 	case "started":

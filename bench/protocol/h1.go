@@ -74,7 +74,7 @@ type h1Conn struct {
 // NewTransport(maxConns).
 func NewH1Transport(maxConns int) *H1Transport {
 	if maxConns <= 0 {
-		maxConns = 64
+		maxConns = defaultConns
 	}
 	return &H1Transport{Fallback: NewTransport(maxConns), MaxIdlePerHost: maxConns}
 }
@@ -217,7 +217,7 @@ func (t *H1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 	t.mu.Unlock()
 	d := t.Dialer
 	if d == nil {
-		d = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+		d = newDialer()
 	}
 	nc, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
@@ -266,7 +266,7 @@ func (t *H1Transport) release(c *h1Conn, keep bool) {
 	if keep {
 		max := t.MaxIdlePerHost
 		if max <= 0 {
-			max = 64
+			max = defaultConns
 		}
 		t.mu.Lock()
 		if t.idle == nil {

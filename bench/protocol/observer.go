@@ -41,16 +41,11 @@ func NewObserver(name string, opts Options) (*Observer, error) {
 	case "funasr-ws":
 		d = &funasr{}
 	case "openai-realtime":
-		switch opts.Dialect {
-		case "", DialectOpenAI:
-			d = &openaiRT{texts: map[string]string{}, done: map[string]bool{}}
-		case DialectVLLM:
-			d = &vllmRT{}
-		case DialectSGLangOmni:
-			d = &sglangRT{texts: map[string]string{}}
-		default:
-			return nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", opts.Dialect)
+		_, newD, err := realtimeDialect(opts.Dialect)
+		if err != nil {
+			return nil, err
 		}
+		d = newD()
 	default:
 		return nil, fmt.Errorf("protocol %q has no WebSocket sessions (want funasr-ws or openai-realtime)", name)
 	}
@@ -124,17 +119,11 @@ func (o *Observer) Result(upgraded, end time.Time, closeErr error) Result {
 	rt := o.rt
 	rate := s.d.rate()
 	rt.AudioS = float64(o.sentBytes/2) / float64(rate)
-	res := Result{Realtime: rt, HTTPStatus: 101, FirstByte: o.firstSrv, Text: strings.TrimSpace(s.d.text()), End: end}
-	if !rt.FirstUpdate.IsZero() {
-		res.FirstToken = rt.FirstUpdate
-	}
-	var se *serverError
-	var me *malformedError
-	switch {
-	case errors.As(o.err, &se):
-		res.Err, res.ErrKind = o.err, KindServerError
-	case errors.As(o.err, &me):
-		res.Err, res.ErrKind = o.err, KindMalformed
+	res := Result{Realtime: rt, HTTPStatus: 101, FirstByte: o.firstSrv, FirstToken: rt.FirstUpdate,
+		Text: strings.TrimSpace(s.d.text()), End: end}
+	switch kind := dialectKind(o.err); {
+	case kind != "":
+		res.Err, res.ErrKind = o.err, kind
 	case rt.Final.IsZero():
 		why := "the session closed before the final message"
 		if closeErr != nil {

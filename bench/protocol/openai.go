@@ -65,7 +65,7 @@ func NewOpenAI(opts Options) (Client, error) {
 		accept:     "application/json",
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: NewH1Transport(64)}
+		c.hc = &http.Client{Transport: NewH1Transport(defaultConns)}
 	}
 	_, c.h1 = c.hc.Transport.(*H1Transport)
 	if opts.Stream {
@@ -158,6 +158,16 @@ func quoteEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// parts is job's body as a partsBody sends it: a prepared Upload of c as
+// one part (through an H1Transport: it writes that with the head in one
+// writev(2)), else the prefix, the audio (not copied) and the suffix.
+func (c *openAI) parts(job *Job) [3][]byte {
+	if up := job.Upload; up != nil && up.owner == c {
+		return [3][]byte{up.body}
+	}
+	return [3][]byte{c.prefix(job), job.Audio, c.suffix}
 }
 
 // partsBody is a request body made of byte slices sent in order without
@@ -260,24 +270,13 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		// server had closed before anything was written) and writes the
 		// body with the headers.
 		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, bytes.NewReader(up.body))
-	} else if up != nil && up.owner == c {
-		// One part: H1Transport writes it and the head in one writev(2).
-		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, nil)
-		if err == nil {
-			body := up.body
-			req.Body = &partsBody{parts: [3][]byte{body}}
-			req.GetBody = func() (io.ReadCloser, error) { return &partsBody{parts: [3][]byte{body}}, nil }
-			req.ContentLength = int64(len(body))
-		}
 	} else {
+		parts := c.parts(job)
 		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, nil)
 		if err == nil {
-			prefix := c.prefix(job)
-			req.Body = &partsBody{parts: [3][]byte{prefix, job.Audio, c.suffix}}
-			req.GetBody = func() (io.ReadCloser, error) {
-				return &partsBody{parts: [3][]byte{prefix, job.Audio, c.suffix}}, nil
-			}
-			req.ContentLength = int64(len(prefix) + len(job.Audio) + len(c.suffix))
+			req.Body = &partsBody{parts: parts}
+			req.GetBody = func() (io.ReadCloser, error) { return &partsBody{parts: parts}, nil }
+			req.ContentLength = int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
 		}
 	}
 	if err != nil {
@@ -286,16 +285,11 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 	}
 	req.Header["Content-Type"] = []string{c.contentType}
 	req.Header["Accept"] = []string{c.accept}
-	if job.RequestID != "" {
-		req.Header["X-Request-Id"] = []string{job.RequestID}
-	}
-	if job.TraceParent != "" {
-		req.Header["Traceparent"] = []string{job.TraceParent}
-	}
+	job.setHeaders(req.Header)
 
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		res.Err, res.ErrKind = err, classify(ctx, err)
+		res.Err, res.ErrKind = err, ErrorKind(ctx, err)
 		return res
 	}
 	defer drainClose(resp.Body)
@@ -346,7 +340,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 		if out.err != nil {
 			res.Err, res.ErrKind = out.err, out.kind
 			if out.kind == "" {
-				res.ErrKind = classify(ctx, out.err)
+				res.ErrKind = ErrorKind(ctx, out.err)
 			}
 			if mt := mediaType(resp.Header); out.kind == KindMalformed && mt != "text/event-stream" {
 				res.Err = fmt.Errorf("%w (response content type %q, not text/event-stream)", out.err, mt)
@@ -358,7 +352,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	res.End = time.Now()
 	if err != nil {
-		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), classify(ctx, err)
+		res.Err, res.ErrKind = fmt.Errorf("reading response: %w", err), ErrorKind(ctx, err)
 		return
 	}
 	if len(b) > maxBody {

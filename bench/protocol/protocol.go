@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/asrprof/asrprof/model"
 )
 
 // Job is one request to send. The caller (the load driver) fills every field.
@@ -28,6 +31,23 @@ type Job struct {
 	// sent as-is; nil (or an Upload of another client) builds the body for
 	// this request.
 	Upload *Upload
+}
+
+// TraceParent is the sampled W3C traceparent of trace id b[:16] and span
+// id b[16:] ("00-<trace>-<span>-01"), and the trace id in hex.
+func TraceParent(b [24]byte) (traceparent, traceID string) {
+	tid := hex.EncodeToString(b[:16])
+	return "00-" + tid + "-" + hex.EncodeToString(b[16:]) + "-01", tid
+}
+
+// setHeaders sets job's X-Request-Id and traceparent in h, each when set.
+func (job *Job) setHeaders(h http.Header) {
+	if job.RequestID != "" {
+		h["X-Request-Id"] = []string{job.RequestID}
+	}
+	if job.TraceParent != "" {
+		h["Traceparent"] = []string{job.TraceParent}
+	}
 }
 
 // Upload is a request body prepared once per sample ([Preparer]) and sent
@@ -77,16 +97,17 @@ type Result struct {
 	Realtime *RealtimeResult
 }
 
-// Failure kinds, the values of Result.ErrKind.
+// Failure kinds, the values of Result.ErrKind: the record's failure kinds
+// (model.Fail*), which they become.
 const (
-	KindHTTP4xx     = "http_4xx"           // the server answered 4xx
-	KindHTTP5xx     = "http_5xx"           // the server answered 5xx
-	KindTimeout     = "timeout"            // a context deadline or the http.Client timeout expired
-	KindConnection  = "connection"         // refused, reset or closed connection
-	KindMalformed   = "malformed_response" // a 2xx response we could not read as the protocol says
-	KindServerError = "server_error"       // the server reported an error inside a 2xx response (SSE error event)
-	KindCanceled    = "canceled"           // the caller's context was canceled
-	KindOther       = "other"              // anything else
+	KindHTTP4xx     = model.FailHTTP4xx     // the server answered 4xx
+	KindHTTP5xx     = model.FailHTTP5xx     // the server answered 5xx
+	KindTimeout     = model.FailTimeout     // a context deadline or the http.Client timeout expired
+	KindConnection  = model.FailConnection  // refused, reset or closed connection
+	KindMalformed   = model.FailMalformed   // a 2xx response we could not read as the protocol says
+	KindServerError = model.FailServerError // the server reported an error inside a 2xx response (SSE error event)
+	KindCanceled    = model.FailCanceled    // the caller's context was canceled
+	KindOther       = model.FailOther       // anything else
 )
 
 // Client sends one Job.
@@ -173,20 +194,28 @@ func New(name string, opts Options) (Client, error) {
 	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
 }
 
+// defaultConns is the idle keep-alive connections per host a transport
+// keeps unless told otherwise.
+const defaultConns = 64
+
+// newDialer is the transports' dialer: a 5 s timeout, 30 s keep-alive.
+func newDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+}
+
 // NewTransport returns an HTTP/1.1 transport tuned for load generation:
 // up to maxConns idle keep-alive connections per host (64 if maxConns <= 0),
 // no limit on open connections, no HTTP/2, no compression, no proxy, a 5 s
 // dial timeout and large write buffers for audio uploads.
 func NewTransport(maxConns int) *http.Transport {
 	if maxConns <= 0 {
-		maxConns = 64
+		maxConns = defaultConns
 	}
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	var protos http.Protocols
 	protos.SetHTTP1(true) // HTTP/1.1 only, over TLS too
 	return &http.Transport{
 		Proxy:               nil,
-		DialContext:         d.DialContext,
+		DialContext:         newDialer().DialContext,
 		MaxIdleConns:        0, // no global limit; the per-host one applies
 		MaxIdleConnsPerHost: maxConns,
 		MaxConnsPerHost:     0,
@@ -211,9 +240,11 @@ func WriteBufferFor(maxUpload int) int {
 	return min(max(maxUpload+16<<10, 64<<10), 1<<20)
 }
 
-// classify maps a transport or body-read error to a failure kind. ctx is
-// the caller's context, which decides between timeout and cancellation.
-func classify(ctx context.Context, err error) string {
+// ErrorKind is the failure kind of a transport or body-read error (one of
+// the Kind constants, "" for nil); ctx, the request's context, decides
+// between a timeout and a cancellation. The clients and the capturing proxy
+// (for its upstream failures) classify with it.
+func ErrorKind(ctx context.Context, err error) string {
 	if err == nil {
 		return ""
 	}
@@ -244,9 +275,3 @@ func classify(ctx context.Context, err error) string {
 	}
 	return KindOther
 }
-
-// ErrorKind is the failure kind of a transport or body-read error (one of
-// the Kind constants); ctx, the request's context, decides between a
-// timeout and a cancellation. The capturing proxy classifies its upstream
-// failures with it, as the clients do.
-func ErrorKind(ctx context.Context, err error) string { return classify(ctx, err) }

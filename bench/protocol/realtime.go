@@ -46,15 +46,25 @@ import (
 // counted in RealtimeResult.ServerErrors. docs/REALTIME.md gives the
 // sources of these message shapes.
 func NewRealtime(opts Options) (Client, error) {
-	switch opts.Dialect {
-	case "", DialectOpenAI:
-		return newWSClient(opts, "/v1/realtime?intent=transcription", func() dialect { return &openaiRT{texts: map[string]string{}, done: map[string]bool{}} })
-	case DialectVLLM:
-		return newWSClient(opts, "/v1/realtime", func() dialect { return &vllmRT{} })
-	case DialectSGLangOmni:
-		return newWSClient(opts, "/v1/realtime?intent=transcription", func() dialect { return &sglangRT{texts: map[string]string{}} })
+	path, newD, err := realtimeDialect(opts.Dialect)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", opts.Dialect)
+	return newWSClient(opts, path, newD)
+}
+
+// realtimeDialect is the session path and the dialect constructor of an
+// "openai-realtime" dialect (the clients' and the Observer's).
+func realtimeDialect(name string) (path string, newD func() dialect, err error) {
+	switch name {
+	case "", DialectOpenAI:
+		return "/v1/realtime?intent=transcription", func() dialect { return &openaiRT{texts: map[string]string{}, done: map[string]bool{}} }, nil
+	case DialectVLLM:
+		return "/v1/realtime", func() dialect { return &vllmRT{} }, nil
+	case DialectSGLangOmni:
+		return "/v1/realtime?intent=transcription", func() dialect { return &sglangRT{texts: map[string]string{}} }, nil
+	}
+	return "", nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", name)
 }
 
 // rtMsg is the union of the server events the three dialects send.
@@ -73,11 +83,8 @@ type rtMsg struct {
 
 func parseRT(typ websocket.MessageType, data []byte) (rtMsg, error) {
 	var v rtMsg
-	if typ != websocket.MessageText {
-		return v, &malformedError{"binary message from the server"}
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return v, &malformedError{fmt.Sprintf("%v: %.100s", err, data)}
+	if err := decodeText(typ, data, &v); err != nil {
+		return v, err
 	}
 	if v.Type == "" {
 		return v, &malformedError{fmt.Sprintf("event without a type: %.100s", data)}
@@ -108,7 +115,13 @@ func writeJSON(ctx context.Context, s sender, v any) error {
 	return s.Write(ctx, websocket.MessageText, b)
 }
 
-func appendFrame(pcm []byte) (websocket.MessageType, []byte) {
+// jsonAudio is what the three dialects share: nothing to say before the
+// server is ready, and audio as input_audio_buffer.append with base64 PCM16.
+type jsonAudio struct{}
+
+func (jsonAudio) hello(context.Context, sender, *Job) error { return nil }
+
+func (jsonAudio) frame(pcm []byte) (websocket.MessageType, []byte) {
 	const head = `{"type":"input_audio_buffer.append","audio":"`
 	b := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(pcm))+2)
 	b = append(b, head...)
@@ -117,8 +130,20 @@ func appendFrame(pcm []byte) (websocket.MessageType, []byte) {
 	return websocket.MessageText, b
 }
 
+// joinItems joins the non-empty texts of items in order, trimmed, with spaces.
+func joinItems(order []string, texts map[string]string) string {
+	parts := make([]string, 0, len(order))
+	for _, id := range order {
+		if t := strings.TrimSpace(texts[id]); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // openaiRT is OpenAI's GA realtime transcription.
 type openaiRT struct {
+	jsonAudio
 	order     []string // item ids, in commit (or first-seen) order
 	texts     map[string]string
 	done      map[string]bool
@@ -127,8 +152,6 @@ type openaiRT struct {
 }
 
 func (o *openaiRT) rate() int { return 24000 }
-
-func (o *openaiRT) hello(context.Context, sender, *Job) error { return nil }
 
 func (o *openaiRT) configure(ctx context.Context, s sender, job *Job) error {
 	tr := map[string]any{}
@@ -150,8 +173,6 @@ func (o *openaiRT) configure(ctx context.Context, s sender, job *Job) error {
 		},
 	})
 }
-
-func (o *openaiRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
 
 func (o *openaiRT) stop(ctx context.Context, s sender) error {
 	return writeJSON(ctx, s, map[string]string{"type": "input_audio_buffer.commit"})
@@ -212,24 +233,15 @@ func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	return m, nil
 }
 
-func (o *openaiRT) text() string {
-	parts := make([]string, 0, len(o.order))
-	for _, id := range o.order {
-		if t := strings.TrimSpace(o.texts[id]); t != "" {
-			parts = append(parts, t)
-		}
-	}
-	return strings.Join(parts, " ")
-}
+func (o *openaiRT) text() string { return joinItems(o.order, o.texts) }
 
 // vllmRT is vLLM's /v1/realtime.
 type vllmRT struct {
+	jsonAudio
 	b strings.Builder
 }
 
 func (d *vllmRT) rate() int { return 16000 }
-
-func (d *vllmRT) hello(context.Context, sender, *Job) error { return nil }
 
 func (d *vllmRT) configure(ctx context.Context, s sender, job *Job) error {
 	u := map[string]any{"type": "session.update", "model": job.Model}
@@ -242,8 +254,6 @@ func (d *vllmRT) configure(ctx context.Context, s sender, job *Job) error {
 	// vLLM starts generating at the first commit.
 	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit"})
 }
-
-func (d *vllmRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
 
 func (d *vllmRT) stop(ctx context.Context, s sender) error {
 	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit", "final": true})
@@ -282,14 +292,13 @@ func (d *vllmRT) text() string { return strings.TrimSpace(d.b.String()) }
 
 // sglangRT is SGLang-Omni's realtime transcription session.
 type sglangRT struct {
+	jsonAudio
 	order []string
 	texts map[string]string
 	final *string
 }
 
 func (d *sglangRT) rate() int { return 16000 }
-
-func (d *sglangRT) hello(context.Context, sender, *Job) error { return nil }
 
 func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
 	sess := map[string]any{"input_audio_format": "pcm16"}
@@ -298,8 +307,6 @@ func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
 	}
 	return writeJSON(ctx, s, map[string]any{"type": "session.update", "session": sess})
 }
-
-func (d *sglangRT) frame(pcm []byte) (websocket.MessageType, []byte) { return appendFrame(pcm) }
 
 func (d *sglangRT) stop(ctx context.Context, s sender) error {
 	return writeJSON(ctx, s, map[string]any{"type": "transcription.done"})
@@ -310,6 +317,10 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	v, err := parseRT(typ, data)
 	if err != nil {
 		return m, err
+	}
+	t := "" // a segment's or the final text
+	if v.Text != nil {
+		t = *v.Text
 	}
 	switch v.Type {
 	case "session.created":
@@ -328,10 +339,6 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 		if _, ok := d.texts[id]; !ok {
 			d.order = append(d.order, id)
 		}
-		t := ""
-		if v.Text != nil {
-			t = *v.Text
-		}
 		d.texts[id] = t // a segment's text replaces its previous text
 		m.text = strings.TrimSpace(t) != ""
 		if v.IsFinal {
@@ -345,10 +352,6 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 			m.coveredS = *v.AudioEndMs / 1000
 		}
 	case "transcription.completed":
-		t := ""
-		if v.Text != nil {
-			t = *v.Text
-		}
 		d.final = &t
 		m.text = strings.TrimSpace(t) != ""
 		m.final = true
@@ -360,11 +363,5 @@ func (d *sglangRT) text() string {
 	if d.final != nil && strings.TrimSpace(*d.final) != "" {
 		return strings.TrimSpace(*d.final)
 	}
-	parts := make([]string, 0, len(d.order))
-	for _, id := range d.order {
-		if t := strings.TrimSpace(d.texts[id]); t != "" {
-			parts = append(parts, t)
-		}
-	}
-	return strings.Join(parts, " ")
+	return joinItems(d.order, d.texts)
 }

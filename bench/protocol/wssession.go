@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,6 +102,32 @@ func (e *serverError) Error() string { return "server error event: " + e.msg }
 type malformedError struct{ msg string }
 
 func (e *malformedError) Error() string { return "malformed message: " + e.msg }
+
+// decodeText decodes a server message, which must be a text message, as
+// JSON into v.
+func decodeText(typ websocket.MessageType, data []byte, v any) error {
+	if typ != websocket.MessageText {
+		return &malformedError{"binary message from the server"}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return &malformedError{fmt.Sprintf("%v: %.100s", err, data)}
+	}
+	return nil
+}
+
+// dialectKind is the failure kind of a dialect's error (KindServerError,
+// KindMalformed), "" for any other.
+func dialectKind(err error) string {
+	var se *serverError
+	var me *malformedError
+	switch {
+	case errors.As(err, &se):
+		return KindServerError
+	case errors.As(err, &me):
+		return KindMalformed
+	}
+	return ""
+}
 
 // sender writes client messages on the session's connection.
 type sender interface {
@@ -204,7 +231,7 @@ func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, 
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: NewTransport(64)}
+		hc = &http.Client{Transport: NewTransport(defaultConns)}
 	}
 	return &wsClient{hc: hc, url: u, chunkMs: opts.ChunkMs, pace: opts.Pace, loops: opts.Loops, newD: newD}, nil
 }
@@ -299,12 +326,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		return fail(KindOther, errors.New("decoding audio: no samples"))
 	}
 	hdr := http.Header{}
-	if job.TraceParent != "" {
-		hdr.Set("traceparent", job.TraceParent)
-	}
-	if job.RequestID != "" {
-		hdr.Set("X-Request-Id", job.RequestID)
-	}
+	job.setHeaders(hdr)
 	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: hdr})
 	if resp != nil {
 		res.HTTPStatus = resp.StatusCode
@@ -317,7 +339,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		case resp != nil && resp.StatusCode >= 400:
 			return fail(KindHTTP4xx, &StatusError{StatusCode: resp.StatusCode})
 		}
-		return fail(classify(ctx, err), fmt.Errorf("opening the session: %w", err))
+		return fail(ErrorKind(ctx, err), fmt.Errorf("opening the session: %w", err))
 	}
 	res.FirstByte = time.Now()
 	defer conn.CloseNow()
@@ -332,18 +354,13 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		s.mu.Lock()
 		res.Text = d.text()
 		s.mu.Unlock()
-		var se *serverError
-		var me *malformedError
-		switch {
-		case errors.As(err, &se):
-			return fail(KindServerError, err)
-		case errors.As(err, &me):
-			return fail(KindMalformed, err)
+		if kind := dialectKind(err); kind != "" {
+			return fail(kind, err)
 		}
 		if st := websocket.CloseStatus(err); st != -1 {
 			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", c.sentS(s), c.stage(s), err))
 		}
-		kind := classify(ctx, err)
+		kind := ErrorKind(ctx, err)
 		if kind == KindOther && ctx.Err() == nil {
 			kind = KindConnection
 		}
@@ -399,11 +416,9 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	s.mu.Lock()
 	res.Text = strings.TrimSpace(d.text())
 	res.End = rt.Final
+	res.FirstToken = rt.FirstUpdate
 	rt.ReadStallMax = time.Duration(s.stallNs.Load())
 	s.mu.Unlock()
-	if !rt.FirstUpdate.IsZero() {
-		res.FirstToken = rt.FirstUpdate
-	}
 	// The close handshake is not part of the session's timings; the
 	// reader is still running and takes the server's close frame.
 	_ = conn.Close(websocket.StatusNormalClosure, "")

@@ -502,8 +502,7 @@ func randomTraceParent() (string, string) {
 	if binary.LittleEndian.Uint64(b[:8]) == 0 {
 		b[0] = 1
 	}
-	tid := hex.EncodeToString(b[:16])
-	return "00-" + tid + "-" + hex.EncodeToString(b[16:]) + "-01", tid
+	return protocol.TraceParent(b)
 }
 
 var errNoAudio = errors.New("no audio in the upload")

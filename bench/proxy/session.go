@@ -56,6 +56,11 @@ func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	up, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: p.wsClient, HTTPHeader: hdr, Subprotocols: subs})
 	var res protocol.Result
+	// finish hands res on once the session is over.
+	finish := func() {
+		p.inflight.Add(-1)
+		go p.finishSession(rec, start, &res, end, injectedID, injectedTP)
+	}
 	if err != nil {
 		code := http.StatusBadGateway
 		if resp != nil && resp.StatusCode >= 400 {
@@ -70,8 +75,7 @@ func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 			res.ErrKind = protocol.KindHTTP4xx
 		}
 		res.End = time.Now()
-		p.inflight.Add(-1)
-		go p.finishSession(rec, start, &res, end, injectedID, injectedTP)
+		finish()
 		return
 	}
 	serverID := resp.Header.Get("X-Request-Id")
@@ -84,8 +88,7 @@ func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		up.Close(websocket.StatusGoingAway, "client handshake failed")
 		res = protocol.Result{Err: fmt.Errorf("accepting the client's session: %w", err), ErrKind: protocol.KindOther, End: time.Now()}
-		p.inflight.Add(-1)
-		go p.finishSession(rec, start, &res, end, injectedID, injectedTP)
+		finish()
 		return
 	}
 	defer conn.CloseNow()
@@ -94,8 +97,7 @@ func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 	closeErr := relay(ctx, conn, up, obs)
 	res = obs.Result(start, time.Now(), closeErr)
 	res.ServerRequestID = serverID
-	p.inflight.Add(-1)
-	go p.finishSession(rec, start, &res, end, injectedID, injectedTP)
+	finish()
 }
 
 // relay copies messages both ways until one side closes or fails, then
@@ -118,34 +120,24 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 		})
 		errs <- err
 	}
-	go func() {
+	pump := func(from, to *websocket.Conn, see func(websocket.MessageType, []byte, time.Time)) {
 		for {
-			typ, data, err := client.Read(ctx)
+			typ, data, err := from.Read(ctx)
 			if err != nil {
 				ended(err)
 				return
 			}
-			obs.FromClient(typ, data, time.Now())
-			if err := server.Write(ctx, typ, data); err != nil {
+			see(typ, data, time.Now())
+			if err := to.Write(ctx, typ, data); err != nil {
 				ended(err)
 				return
 			}
 		}
-	}()
-	go func() {
-		for {
-			typ, data, err := server.Read(ctx)
-			if err != nil {
-				ended(err)
-				return
-			}
-			_ = obs.FromServer(typ, data, time.Now()) // the observer keeps the first error
-			if err := client.Write(ctx, typ, data); err != nil {
-				ended(err)
-				return
-			}
-		}
-	}()
+	}
+	go pump(client, server, obs.FromClient)
+	go pump(server, client, func(typ websocket.MessageType, data []byte, now time.Time) {
+		_ = obs.FromServer(typ, data, now) // the observer keeps the first error
+	})
 	first := <-errs
 	select { // the other side, briefly: its close handshake
 	case <-errs:

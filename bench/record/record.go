@@ -72,18 +72,8 @@ func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, re
 	}
 	rec.Status = model.StatusOK
 	rec.Hyp = res.Text
-	scoreWith(rec, ref)
-}
-
-// Score sets rec.Scored and rec.Errors from rec.Hyp against rec.Ref, for a
-// successful request that is not warmup (a reference that normalizes to
-// nothing is not scored). The proxy calls it again once an upload has been
-// matched to its reference.
-func Score(rec *model.Request) { scoreWith(rec, nil) }
-
-func scoreWith(rec *model.Request, ref *score.Reference) {
 	rec.Scored, rec.Errors = false, nil
-	if rec.Status != model.StatusOK || rec.Warmup {
+	if rec.Warmup {
 		return
 	}
 	var c score.Counts
@@ -119,15 +109,14 @@ func realtimeFields(rec *model.Request, rt *protocol.RealtimeResult) {
 		s := to.Sub(from).Seconds()
 		return &s
 	}
-	val := func(x float64) *float64 { return &x }
 	rec.FirstUpdateS = secs(rt.AudioStart, rt.FirstUpdate)
 	rec.FinalAfterStopS = secs(rt.StopSent, rt.Final)
 	if n := len(rt.LagsS); n > 0 {
-		rec.LagP95S = val(stats.Percentile(rt.LagsS, 95))
-		rec.LagMaxS = val(slices.Max(rt.LagsS))
+		rec.LagP95S = new(stats.Percentile(rt.LagsS, 95))
+		rec.LagMaxS = new(slices.Max(rt.LagsS))
 		if n >= 6 {
 			k := n / 3
-			rec.LagGrowthS = val(stats.Mean(rt.LagsS[n-k:]) - stats.Mean(rt.LagsS[:k]))
+			rec.LagGrowthS = new(stats.Mean(rt.LagsS[n-k:]) - stats.Mean(rt.LagsS[:k]))
 		}
 	}
 	rec.LagSource = rt.LagSource
@@ -136,6 +125,6 @@ func realtimeFields(rec *model.Request, rt *protocol.RealtimeResult) {
 	rec.ServerErrors = rt.ServerErrors
 	rec.AudioS = rt.AudioS
 	if rt.SendLateMax > 0 {
-		rec.SendLateMaxS = val(rt.SendLateMax.Seconds())
+		rec.SendLateMaxS = new(rt.SendLateMax.Seconds())
 	}
 }

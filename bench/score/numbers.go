@@ -105,37 +105,26 @@ func buildNumberWords() *numberWords {
 		w.multsSuffix[name+"s"] = suffixedBig{v, "s"}
 		w.multsSuffix[name+"th"] = suffixedBig{v, "th"}
 	}
-	for k := range w.zeros {
-		w.all[k] = true
-	}
-	for k := range w.ones {
-		w.all[k] = true
-	}
-	for k := range w.onesSuffix {
-		w.all[k] = true
-	}
-	for k := range w.tens {
-		w.all[k] = true
-	}
-	for k := range w.tensSuffix {
-		w.all[k] = true
-	}
-	for k := range w.mults {
-		w.all[k] = true
-	}
-	for k := range w.multsSuffix {
-		w.all[k] = true
-	}
-	for k := range w.preceding {
-		w.all[k] = true
-	}
-	for k := range w.following {
-		w.all[k] = true
-	}
+	mark(w.all, w.zeros)
+	mark(w.all, w.ones)
+	mark(w.all, w.onesSuffix)
+	mark(w.all, w.tens)
+	mark(w.all, w.tensSuffix)
+	mark(w.all, w.mults)
+	mark(w.all, w.multsSuffix)
+	mark(w.all, w.preceding)
+	mark(w.all, w.following)
 	for _, k := range []string{"per", "percent", "and", "double", "triple", "point"} {
 		w.all[k] = true
 	}
 	return w
+}
+
+// mark sets all[k] for every key of m.
+func mark[V any](all map[string]bool, m map[string]V) {
+	for k := range m {
+		all[k] = true
+	}
 }
 
 // isDecimalWord reports whether a word can follow "point" as a digit.

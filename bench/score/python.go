@@ -6,9 +6,6 @@ package score
 // PySpace reports whether Python's str.isspace (and re's \s) accepts r.
 func PySpace(r rune) bool { return isPySpace(r) }
 
-// PyDigit reports whether r matches Python's re \d (category Nd).
-func PyDigit(r rune) bool { return isPyDigit(r) }
-
 // PyDigitValue is the value of a decimal digit (category Nd), as Python's
 // int() and float() read it.
 func PyDigitValue(r rune) int { return digitValue(r) }

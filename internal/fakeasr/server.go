@@ -210,25 +210,20 @@ func (s *Server) Succeeded() int {
 
 // metrics serves /metrics (Config.Metrics).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	model := s.cfg.Model
-	if model == "" {
-		model = DefaultModel
-	}
-	lb := fmt.Sprintf(`engine="0",model_name=%q`, model)
+	lb := fmt.Sprintf(`engine="0",model_name=%q`, s.model())
 	var b strings.Builder
+	head := func(name, help, typ string) {
+		fmt.Fprintf(&b, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help, name, typ)
+	}
 	s.mu.Lock()
 	s.scrapes++
-	fmt.Fprintf(&b, "# HELP vllm:num_requests_running Number of requests in model execution batches.\n")
-	fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\n")
+	head("num_requests_running", "Number of requests in model execution batches.", "gauge")
 	fmt.Fprintf(&b, "vllm:num_requests_running{%s} %d.0\n", lb, s.active)
-	fmt.Fprintf(&b, "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n")
-	fmt.Fprintf(&b, "# TYPE vllm:num_requests_waiting gauge\n")
+	head("num_requests_waiting", "Number of requests waiting to be processed.", "gauge")
 	fmt.Fprintf(&b, "vllm:num_requests_waiting{%s} %d.0\n", lb, s.waiting)
-	fmt.Fprintf(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n")
-	fmt.Fprintf(&b, "# TYPE vllm:request_success_total counter\n")
+	head("request_success_total", "Count of successfully processed requests.", "counter")
 	fmt.Fprintf(&b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %d.0\n", lb, s.succeeded)
-	fmt.Fprintf(&b, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n")
-	fmt.Fprintf(&b, "# TYPE vllm:e2e_request_latency_seconds histogram\n")
+	head("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "histogram")
 	for i, le := range MetricsBuckets {
 		fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%s,le=\"%g\"} %d.0\n", lb, le, s.latCounts[i])
 	}
@@ -256,14 +251,18 @@ func (s *Server) succeed(arrived time.Time) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	model := s.cfg.Model
-	if model == "" {
-		model = DefaultModel
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []any{map[string]any{"id": model, "object": "model", "owned_by": "benchtest"}},
+		"data":   []any{map[string]any{"id": s.model(), "object": "model", "owned_by": "benchtest"}},
 	})
+}
+
+// model is the model id the server serves (Config.Model).
+func (s *Server) model() string {
+	if s.cfg.Model == "" {
+		return DefaultModel
+	}
+	return s.cfg.Model
 }
 
 // wait sleeps for d unless the client leaves or the server closes first;

@@ -27,8 +27,7 @@ type Comparison struct {
 func Compare(a, b []float64, alpha float64) Comparison {
 	c := Comparison{MeanA: stats.Mean(a), MeanB: stats.Mean(b), A: a, B: b}
 	if c.MeanA != 0 {
-		r := c.MeanB / c.MeanA
-		c.Ratio = &r
+		c.Ratio = new(c.MeanB / c.MeanA)
 	}
 	c.U, c.P = stats.MannWhitney(a, b)
 	c.Sig = c.P < alpha

@@ -10,7 +10,6 @@
 package summary
 
 import (
-	"math"
 	"sort"
 
 	"github.com/asrprof/asrprof/model"
@@ -118,12 +117,10 @@ func (a *Acc) Pass(wallS float64) model.PassMetrics {
 		m.CorpusWER = float64(a.errs) / float64(a.refWords)
 	}
 	if len(ttft) > 0 {
-		mean, p95 := stats.Mean(ttft), stats.Percentile(ttft, 95)
-		m.TTFTMeanS, m.TTFTP95S = &mean, &p95
+		m.TTFTMeanS, m.TTFTP95S = new(stats.Mean(ttft)), new(stats.Percentile(ttft, 95))
 	}
 	if len(gaps) > 0 {
-		mean, p95 := stats.Mean(gaps), stats.Percentile(gaps, 95)
-		m.ChunkGapMeanS, m.ChunkGapP95S = &mean, &p95
+		m.ChunkGapMeanS, m.ChunkGapP95S = new(stats.Mean(gaps)), new(stats.Percentile(gaps, 95))
 	}
 	a.rt.fill(&m, wallS)
 	a.slo.fill(&m)
@@ -165,25 +162,20 @@ func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 	if a.n == 0 {
 		return
 	}
-	val := func(x float64) *float64 { return &x }
 	if wallS > 0 {
-		m.AudioSPerWallS = val(a.audioS / wallS)
+		m.AudioSPerWallS = new(a.audioS / wallS)
 	}
 	if len(a.first) > 0 {
-		m.FirstUpdateP50S, m.FirstUpdateP95S = val(stats.Percentile(a.first, 50)), val(stats.Percentile(a.first, 95))
+		m.FirstUpdateP50S, m.FirstUpdateP95S = new(stats.Percentile(a.first, 50)), new(stats.Percentile(a.first, 95))
 	}
 	if len(a.final) > 0 {
-		m.FinalAfterStopP50S, m.FinalAfterStopP95S = val(stats.Percentile(a.final, 50)), val(stats.Percentile(a.final, 95))
+		m.FinalAfterStopP50S, m.FinalAfterStopP95S = new(stats.Percentile(a.final, 50)), new(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
-		worst := a.lag[0]
-		for _, x := range a.lag {
-			worst = math.Max(worst, x)
-		}
-		m.LagP95WorstS = val(worst)
+		m.LagP95WorstS = new(stats.Max(a.lag))
 	}
 	if len(a.growth) > 0 {
-		m.LagGrowthMeanS = val(stats.Mean(a.growth))
+		m.LagGrowthMeanS = new(stats.Mean(a.growth))
 	}
 }
 
@@ -192,12 +184,7 @@ func StatOf(xs []float64) model.Stat {
 	if len(xs) == 0 {
 		return model.Stat{}
 	}
-	s := model.Stat{Mean: stats.Mean(xs), Min: xs[0], Max: xs[0], N: len(xs)}
-	for _, x := range xs {
-		s.Min = math.Min(s.Min, x)
-		s.Max = math.Max(s.Max, x)
-	}
-	return s
+	return model.Stat{Mean: stats.Mean(xs), Min: stats.Min(xs), Max: stats.Max(xs), N: len(xs)}
 }
 
 // Level summarises the scored passes of one level in results.json's shape.
@@ -255,11 +242,9 @@ func levelGoodput(r *model.LevelResult, passes []model.PassMetrics) {
 		r.SLOCounted += p.SLOCounted
 	}
 	if len(g) > 0 {
-		st := StatOf(g)
-		r.GoodputReqS = &st
+		r.GoodputReqS = new(StatOf(g))
 	}
 	if len(a) > 0 {
-		st := StatOf(a)
-		r.SLOAttainment = &st
+		r.SLOAttainment = new(StatOf(a))
 	}
 }

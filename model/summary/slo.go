@@ -271,8 +271,7 @@ func (t *sloTally) fill(m *model.PassMetrics) {
 	m.GoodputReqS = &g
 	m.SLOAttainment = nil
 	if m.SLOCounted > 0 {
-		a := float64(m.SLOMet) / float64(m.SLOCounted)
-		m.SLOAttainment = &a
+		m.SLOAttainment = new(float64(m.SLOMet) / float64(m.SLOCounted))
 	}
 }
 

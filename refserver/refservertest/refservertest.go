@@ -35,20 +35,10 @@ func Root() string {
 // (internal/need); `make test` installs both.
 func RequirePocketSphinx(t testing.TB) {
 	t.Helper()
-	out, err := exec.Command(Python, "-c", "from pocketsphinx import pocketsphinx").CombinedOutput()
-	if err != nil {
-		need.Dep(t, fmt.Sprintf("python3-pocketsphinx (%s cannot import pocketsphinx: %s)", Python, bytes.TrimSpace(out)), err)
-	}
+	pyImport(t, "python3-pocketsphinx", "from pocketsphinx import pocketsphinx", "pocketsphinx")
 	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
 		need.Dep(t, "pocketsphinx-en-us (the PocketSphinx English model)", err)
 	}
-}
-
-// Missing skips t for something this machine lacks, or fails it under CI:
-// need.Skip, kept for the callers that name what is missing themselves.
-func Missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	need.Skip(t, format, args...)
 }
 
 // RequireTorch skips the test where Debian's python3-torch (with numpy)
@@ -56,9 +46,16 @@ func Missing(t testing.TB, format string, args ...any) {
 // needs it and tools/deps.sh installs it.
 func RequireTorch(t testing.TB) {
 	t.Helper()
-	out, err := exec.Command(Python, "-c", "import torch, numpy").CombinedOutput()
+	pyImport(t, "python3-torch", "import torch, numpy", "torch and numpy")
+}
+
+// pyImport runs the import statement in Python, and names the Debian
+// package dep as missing when it fails (need.Dep); what is what it imports.
+func pyImport(t testing.TB, dep, statement, what string) {
+	t.Helper()
+	out, err := exec.Command(Python, "-c", statement).CombinedOutput()
 	if err != nil {
-		need.Dep(t, fmt.Sprintf("python3-torch (%s cannot import torch and numpy: %s)", Python, bytes.TrimSpace(out)), err)
+		need.Dep(t, fmt.Sprintf("%s (%s cannot import %s: %s)", dep, Python, what, bytes.TrimSpace(out)), err)
 	}
 }
 
@@ -178,19 +175,7 @@ var dataOnce sync.Mutex
 // refserver/data/make_refset.sh when it is missing (about 15 s).
 func Refset(t testing.TB) string {
 	t.Helper()
-	dataOnce.Lock()
-	defer dataOnce.Unlock()
-	root := Root()
-	manifest := filepath.Join(root, "refserver", "data", "refset", "manifest.jsonl")
-	if _, err := os.Stat(manifest); err == nil {
-		return manifest
-	}
-	cmd := exec.Command(filepath.Join(root, "refserver", "data", "make_refset.sh"))
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the refset: %v\n%s", err, out)
-	}
-	return manifest
+	return built(t, "refset")
 }
 
 // Diarset returns the diarization dataset's manifest (multi-speaker
@@ -199,17 +184,24 @@ func Refset(t testing.TB) string {
 func Diarset(t testing.TB) string {
 	t.Helper()
 	Refset(t)
+	return built(t, "diarset")
+}
+
+// built returns refserver/data/NAME/manifest.jsonl, running
+// refserver/data/make_NAME.sh first when it is missing.
+func built(t testing.TB, name string) string {
+	t.Helper()
 	dataOnce.Lock()
 	defer dataOnce.Unlock()
 	root := Root()
-	manifest := filepath.Join(root, "refserver", "data", "diarset", "manifest.jsonl")
+	manifest := filepath.Join(root, "refserver", "data", name, "manifest.jsonl")
 	if _, err := os.Stat(manifest); err == nil {
 		return manifest
 	}
-	cmd := exec.Command(filepath.Join(root, "refserver", "data", "make_diarset.sh"))
+	cmd := exec.Command(filepath.Join(root, "refserver", "data", "make_"+name+".sh"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the diarset: %v\n%s", err, out)
+		t.Fatalf("building the %s: %v\n%s", name, err, out)
 	}
 	return manifest
 }

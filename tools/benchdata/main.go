@@ -12,7 +12,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -22,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fixture"
 )
 
@@ -77,24 +77,12 @@ func main() {
 	}
 }
 
-// makeWAV returns a 16 kHz mono 16-bit WAV file of exactly size bytes.
+// makeWAV returns a 16 kHz mono 16-bit WAV file of exactly size bytes
+// (size even, at least 44).
 func makeWAV(size int) []byte {
-	data := (size - 44) &^ 1
-	b := make([]byte, 44+data)
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], uint32(36+data))
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1)
-	binary.LittleEndian.PutUint16(b[22:], 1)
-	binary.LittleEndian.PutUint32(b[24:], 16000)
-	binary.LittleEndian.PutUint32(b[28:], 32000)
-	binary.LittleEndian.PutUint16(b[32:], 2)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], uint32(data))
-	for i := 0; i < data/2; i++ {
-		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16((i*131)%4000-2000)))
+	samples := make([]int16, (size-44)/2)
+	for i := range samples {
+		samples[i] = int16((i*131)%4000 - 2000)
 	}
-	return b
+	return audiotest.WAV16(16000, 1, samples...)
 }

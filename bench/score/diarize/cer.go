@@ -8,8 +8,6 @@ type charStats struct {
 	errors    int
 }
 
-func ptr(x float64) *float64 { return &x }
-
 // levenshtein is the edit distance between two strings, in code points.
 func levenshtein(a, b []rune) int {
 	if len(a) < len(b) {
@@ -43,12 +41,12 @@ func compare(ref, pred string) charStats {
 	if len(r) == 0 {
 		st := charStats{predChars: len(p), errors: len(p)}
 		if len(p) == 0 {
-			st.cer = ptr(0)
+			st.cer = new(0.0)
 		}
 		return st
 	}
 	e := levenshtein(r, p)
-	return charStats{cer: ptr(float64(e) / float64(len(r))), refChars: len(r), predChars: len(p), errors: e}
+	return charStats{cer: new(float64(e) / float64(len(r))), refChars: len(r), predChars: len(p), errors: e}
 }
 
 // sum adds counts up: the corpus (micro) rate is total errors over total
@@ -61,7 +59,7 @@ func sum(items []charStats) charStats {
 		s.errors += it.errors
 	}
 	if s.refChars > 0 {
-		s.cer = ptr(float64(s.errors) / float64(s.refChars))
+		s.cer = new(float64(s.errors) / float64(s.refChars))
 	}
 	return s
 }

@@ -28,7 +28,7 @@ func (d *DER) add(o DER) {
 func (d *DER) rate() {
 	d.Rate = nil
 	if d.Total > 0 {
-		d.Rate = ptr((d.FalseAlarm + d.Missed + d.Confusion) / d.Total)
+		d.Rate = new((d.FalseAlarm + d.Missed + d.Confusion) / d.Total)
 	}
 }
 

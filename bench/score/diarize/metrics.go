@@ -8,23 +8,23 @@ type Row struct {
 	Pred string
 }
 
-// Sample is one row's scores, under SGLang-Omni's field names.
+// Sample is one row's scores (PerSample gives them SGLang-Omni's names).
 type Sample struct {
-	ID                 string   `json:"-"`
-	CERValid           bool     `json:"cer_valid"`
-	CPCERValid         bool     `json:"cp_cer_valid"`
-	CERNoSpk           *float64 `json:"cer_no_spk"`
-	CPCER              *float64 `json:"cp_cer"`
-	CPInvalidReason    string   `json:"cp_invalid_reason"`
-	DERValid           bool     `json:"speaker_timestamp_der_valid"`
-	DERInvalidReason   string   `json:"speaker_timestamp_der_invalid_reason"`
-	RefSegments        int      `json:"speaker_timestamp_ref_segments"`
-	PredSegments       int      `json:"speaker_timestamp_pred_segments"`
-	DER                *float64 `json:"speaker_timestamp_der"`
-	DERTotalSeconds    float64  `json:"speaker_timestamp_der_total_seconds"`
-	DERFalseAlarm      float64  `json:"speaker_timestamp_der_false_alarm"`
-	DERMissedDetection float64  `json:"speaker_timestamp_der_missed_detection"`
-	DERConfusion       float64  `json:"speaker_timestamp_der_confusion"`
+	ID                 string
+	CERValid           bool
+	CPCERValid         bool
+	CERNoSpk           *float64
+	CPCER              *float64
+	CPInvalidReason    string
+	DERValid           bool
+	DERInvalidReason   string
+	RefSegments        int
+	PredSegments       int
+	DER                *float64
+	DERTotalSeconds    float64
+	DERFalseAlarm      float64
+	DERMissedDetection float64
+	DERConfusion       float64
 }
 
 // Metrics are the corpus figures (diarization_metrics), in the
@@ -123,7 +123,7 @@ func Compute(rows []Row) Result {
 	m.CERNoSpk, m.CER = all.cer, all.cer
 	m.CPCER, m.CERNoSpkCPValid = cpSum.cer, both.cer
 	if cpSum.cer != nil && both.cer != nil {
-		m.DeltaCER = ptr(*cpSum.cer - *both.cer)
+		m.DeltaCER = new(*cpSum.cer - *both.cer)
 	}
 	if len(cers) > 0 {
 		var below []charStats
@@ -154,7 +154,7 @@ func Compute(rows []Row) Result {
 func percent(m Metrics) Metrics {
 	x100 := func(p **float64) {
 		if *p != nil {
-			*p = ptr(**p * 100)
+			*p = new(**p * 100)
 		}
 	}
 	for _, p := range []**float64{&m.CERNoSpk, &m.CER, &m.CERBelow50Corpus, &m.CPCER, &m.CERNoSpkCPValid, &m.DeltaCER, &m.DER} {

@@ -130,7 +130,7 @@ type SpeedJSON struct {
 	Speed         Speed     `json:"speed"`
 }
 
-// Diarize builds both files of one transcribe-diarize pass from its
+// Score builds both files of one transcribe-diarize pass from its
 // dataset and its (scored, non-warmup) records, as SGLang-Omni's
 // build_evaluation_payload does: only successful requests are scored
 // (bench/score/diarize), each sample appears in per_sample in dataset
@@ -167,7 +167,7 @@ func Score(samples []Input, recs []model.Request, cfg RunConfig) (ResultsJSON, S
 		p := PerSample{ID: s.ID, AudioPath: s.AudioPath, ExpectedText: s.Expected,
 			ExpectedNormalized: NormalizeExact(s.Expected)}
 		if r != nil {
-			p.LatencyS, p.AudioDurationS = ptrF(r.LatencyS), ptrF(r.AudioDurationS)
+			p.LatencyS, p.AudioDurationS = new(r.LatencyS), new(r.AudioDurationS)
 			if r.Error != "" {
 				p.Error = &r.Error
 			}
@@ -212,8 +212,6 @@ func Score(samples []Input, recs []model.Request, cfg RunConfig) (ResultsJSON, S
 	return res, SpeedJSON{SchemaVersion: 1, Config: speedCfg, Speed: res.Speed}
 }
 
-func ptrF(x float64) *float64 { return &x }
-
 // diarizeSpeed is compute_speed_metrics over a pass's records.
 func diarizeSpeed(recs []model.Request, wallS float64) Speed {
 	var lat, rtf, audio, ttft, gaps []float64
@@ -243,27 +241,23 @@ func diarizeSpeed(recs []model.Request, wallS float64) Speed {
 		if len(xs) == 0 {
 			return nil
 		}
-		return ptrF(stats.Percentile(xs, p))
+		return new(stats.Percentile(xs, p))
 	}
 	mean := func(xs []float64) *float64 {
 		if len(xs) == 0 {
 			return nil
 		}
-		return ptrF(stats.Mean(xs))
+		return new(stats.Mean(xs))
 	}
 	sp.LatencyMeanS, sp.LatencyMedianS, sp.LatencyP95S, sp.LatencyP99S = mean(lat), pct(lat, 50), pct(lat, 95), pct(lat, 99)
 	sp.AudioDurationMean = mean(audio)
 	if sp.AudioDurationMean == nil {
-		sp.AudioDurationMean = ptrF(0)
+		sp.AudioDurationMean = new(0.0)
 	}
 	sp.RTFMean, sp.RTFMedian, sp.RTFP95, sp.RTFP99 = mean(rtf), pct(rtf, 50), pct(rtf, 95), pct(rtf, 99)
 	if wallS > 0 {
-		sp.ThroughputQPS = ptrF(float64(sp.CompletedRequests) / wallS)
-		total := 0.0
-		for _, a := range audio {
-			total += a
-		}
-		sp.AudioThroughput = ptrF(total / wallS)
+		sp.ThroughputQPS = new(float64(sp.CompletedRequests) / wallS)
+		sp.AudioThroughput = new(stats.Sum(audio) / wallS)
 	}
 	sp.TextTTFTMeanS, sp.TextTTFTMedianS, sp.TextTTFTP95S, sp.TextTTFTP99S = mean(ttft), pct(ttft, 50), pct(ttft, 95), pct(ttft, 99)
 	sp.InterChunkMeanS, sp.InterChunkP95S, sp.InterChunkP99S = mean(gaps), pct(gaps, 95), pct(gaps, 99)
