@@ -577,11 +577,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := bundle.ReplaceFile(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
