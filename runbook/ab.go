@@ -49,7 +49,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 		if c.Ratio != nil {
 			ratio = *c.Ratio
 			if c.Sig {
-				delta = fmt.Sprintf("%+.1f%%", (*c.Ratio-1)*100)
+				delta = fmt.Sprintf("%+.1f %%", (*c.Ratio-1)*100)
 			}
 		} else if c.Sig {
 			delta = "changed"

@@ -368,8 +368,8 @@ func alive(pid int) bool {
 	if err != nil {
 		return false
 	}
-	st, _, err := parseStatGroup(string(b))
-	return err == nil && st != 'Z' && st != 'X'
+	st, err := proctree.ParseStat(string(b))
+	return err == nil && st.State != 'Z' && st.State != 'X'
 }
 
 // groupMembers lists the live (non-zombie) processes under procDir whose
@@ -389,31 +389,13 @@ func groupMembers(procDir string, pgid int) []int {
 		if err != nil {
 			continue
 		}
-		st, pg, err := parseStatGroup(string(b))
-		if err != nil || pg != pgid || st == 'Z' || st == 'X' {
+		st, err := proctree.ParseStat(string(b))
+		if err != nil || st.PGRP != pgid || st.State == 'Z' || st.State == 'X' {
 			continue
 		}
 		out = append(out, pid)
 	}
 	return out
-}
-
-// parseStatGroup returns the state (field 3) and process group (field 5)
-// of a /proc/PID/stat line.
-func parseStatGroup(s string) (state byte, pgrp int, err error) {
-	closing := strings.LastIndexByte(s, ')')
-	if closing < 0 {
-		return 0, 0, fmt.Errorf("parsing stat %q: no command name", s)
-	}
-	f := strings.Fields(s[closing+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, fmt.Errorf("parsing stat: short line %q", s)
-	}
-	pg, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, fmt.Errorf("parsing stat pgrp: %w", err)
-	}
-	return f[0][0], pg, nil
 }
 
 // HealthURL returns explicit, or target + "/health".

@@ -404,21 +404,11 @@ func TestPlans(t *testing.T) {
 	}
 }
 
-func TestParseStatGroup(t *testing.T) {
-	st, pg, err := parseStatGroup("1234 (python3 (x) y) S 1 4321 4321 0 -1 4194560 0 0 0 0 1 2 0 0 20 0 1 0 1 1 1")
-	if err != nil || st != 'S' || pg != 4321 {
-		t.Errorf("got %c %d %v", st, pg, err)
-	}
-	if _, _, err := parseStatGroup("garbage"); err == nil {
-		t.Error("garbage parsed")
-	}
-}
-
 func TestGroupMembers(t *testing.T) {
 	dir := t.TempDir()
 	write := func(pid int, state string, pgrp int) {
 		os.MkdirAll(filepath.Join(dir, strconv.Itoa(pid)), 0o755)
-		os.WriteFile(filepath.Join(dir, strconv.Itoa(pid), "stat"), fmt.Appendf(nil, "%d (x) %s 1 %d %d 0", pid, state, pgrp, pgrp), 0o644)
+		os.WriteFile(filepath.Join(dir, strconv.Itoa(pid), "stat"), fmt.Appendf(nil, "%d (x) %s 1 %d %d 0 -1 4194560 0 0 0 0 1 2 0 0 20 0 1 0 1 1 1", pid, state, pgrp, pgrp), 0o644)
 	}
 	write(10, "S", 10)
 	write(11, "R", 10)

@@ -190,6 +190,7 @@ func TestFindMaxRefserver(t *testing.T) {
 	}
 	sweep := filepath.Join(t.TempDir(), "sweep")
 	sweepSrv := refservertest.Start(t, nil, server...)
+	sweepSrv.Prioritize(t)
 	swept := make(chan result, 1)
 	go func() {
 		code, stdout, stderr := runCLI(append([]string{"capture", "--concurrency", "1,2,3,4,5,6,7,8", "--out", sweep}, common(sweepSrv.URL)...)...)
@@ -197,6 +198,7 @@ func TestFindMaxRefserver(t *testing.T) {
 	}()
 	search := filepath.Join(t.TempDir(), "search")
 	srv := refservertest.Start(t, nil, server...)
+	srv.Prioritize(t)
 	code, stdout, stderr := runCLI(append([]string{"capture", "--find-max", "--tolerance", "1", "--out", search}, common(srv.URL)...)...)
 	sw := <-swept
 	if code != exitOK {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
@@ -101,6 +103,9 @@ func TestCLIGolden(t *testing.T) {
 					s = maskVolatile(s)
 				}
 				return s
+			}
+			if tc.volatile {
+				stdout, stderr = withoutDriverLag(t, tmp, stdout), withoutDriverLag(t, tmp, stderr)
 			}
 			goldenFile(t, filepath.Join("testdata", tc.name+".stdout"), mask(stdout))
 			goldenFile(t, filepath.Join("testdata", tc.name+".stderr"), mask(stderr))
@@ -316,9 +321,74 @@ func runbookGoldenArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
+// withoutDriverLag leaves out of a live run's output what only a pass
+// whose driver lagged prints: the pass's self-check line, the sweep's
+// note and the self-check table. Whether the driver keeps its 5 ms slot
+// gap depends on the machine's load (one CI run, every package 2.8x
+// slower than here, lagged at c=1 against a server that answered at
+// once), not on the code under test; TestDriverSelfCheckStarved tests the
+// lag itself. Each line left out must match a lagging pass in a manifest
+// under tmp, so the output cannot claim a lag the bundle does not hold.
+func withoutDriverLag(t *testing.T, tmp, s string) string {
+	t.Helper()
+	lagged := map[string]bool{} // "c1 repeat 1" of each lagging pass
+	manifests, _ := filepath.Glob(filepath.Join(tmp, "*", "*", bundle.ManifestFile))
+	for _, m := range manifests {
+		var doc struct {
+			Extra struct {
+				Checks []struct {
+					Level   string   `json:"level"`
+					Repeat  int      `json:"repeat"`
+					Lagging []string `json:"lagging"`
+				} `json:"driver_self_check"`
+			} `json:"extra"`
+		}
+		readJSONInto(t, m, &doc)
+		for _, c := range doc.Extra.Checks {
+			if len(c.Lagging) > 0 {
+				lagged[fmt.Sprintf("%s repeat %d", c.Level, c.Repeat)] = true
+			}
+		}
+	}
+	var out []string
+	inTable := false
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		switch m := driverLagLine.FindStringSubmatch(l); {
+		case inTable:
+			inTable = l != ""
+			continue
+		case strings.HasPrefix(l, "The driver's self-check ("):
+			inTable = true
+			if len(lagged) == 0 {
+				t.Errorf("the output has the driver's self-check table, but no manifest under %s holds a lagging pass", tmp)
+			}
+			continue
+		case m != nil:
+			if !lagged[m[1]] {
+				t.Errorf("%q: no manifest under %s holds %s as lagging", l, tmp, m[1])
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	if n := len(lines) - len(out); n > 0 {
+		t.Logf("the driver lagged in %d pass(es) on this machine: %d lines about it are left out of the comparison", len(lagged), n)
+	}
+	return strings.Join(out, "\n")
+}
+
+// driverLagLine is a pass's self-check line on stderr or its note in the
+// sweep, when the driver lagged; the group is the pass ("c1 repeat 1").
+var driverLagLine = regexp.MustCompile(`^(\S+ repeat \d+): (driver self-check: .*THE DRIVER LAGGED|the driver lagged \()`)
+
 // fakeServer writes a 3-sample dataset and plans fake servers (fakeasr)
 // on a free port; with failStart n the n-th server start fails its first
-// request.
+// request. The servers answer after 200 ms, so the driver's own slot gap
+// under a loaded machine's stalls stays a small share of each slot's
+// cycle (under scripts/lib/driver.star's MIN_SHARE): the diagnosis does
+// not name the load generator, whose lag lines withoutDriverLag leaves
+// out.
 func fakeServer(failStart int) func(t *testing.T, tmp string) map[string]string {
 	return func(t *testing.T, tmp string) map[string]string {
 		t.Helper()
@@ -336,7 +406,7 @@ func fakeServer(failStart int) func(t *testing.T, tmp string) map[string]string 
 			}
 		}
 		port := fakeasr.FreePort(t)
-		o := fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, FailStart: failStart}
+		o := fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, FailStart: failStart, Delay: 200 * time.Millisecond}
 		if failStart > 0 {
 			o.CounterFile = filepath.Join(tmp, "starts")
 		}

@@ -23,6 +23,7 @@ type Stat struct {
 	Comm  string // field 2, without the parentheses
 	State byte   // field 3: R, S, D, Z, ...
 	PPID  int    // field 4: the parent's tgid
+	PGRP  int    // field 5: the process group
 	Utime uint64 // field 14, clock ticks (USER_HZ)
 	Stime uint64 // field 15, clock ticks (USER_HZ)
 }
@@ -53,6 +54,9 @@ func ParseStat(s string) (Stat, error) {
 	st.State = rest[0][0]
 	if st.PPID, err = strconv.Atoi(rest[1]); err != nil {
 		return Stat{}, fmt.Errorf("parsing stat of %d: ppid: %w", pid, err)
+	}
+	if st.PGRP, err = strconv.Atoi(rest[2]); err != nil {
+		return Stat{}, fmt.Errorf("parsing stat of %d: pgrp: %w", pid, err)
 	}
 	if st.Utime, err = strconv.ParseUint(rest[11], 10, 64); err != nil {
 		return Stat{}, fmt.Errorf("parsing stat of %d: utime: %w", pid, err)

@@ -22,16 +22,17 @@ func TestParseStat(t *testing.T) {
 		{
 			name: "plain",
 			in:   "6950 (cat) R 6947 6947 4777 0 -1 4194304 98 0 0 0 12 34 0 0 20 0 1 0 28005 3133440 387\n",
-			want: Stat{PID: 6950, Comm: "cat", State: 'R', PPID: 6947, Utime: 12, Stime: 34},
+			want: Stat{PID: 6950, Comm: "cat", State: 'R', PPID: 6947, PGRP: 6947, Utime: 12, Stime: 34},
 		},
 		{
 			name: "name with spaces and parens",
 			in:   "42 (sglang::sch) (1)) S 1 42 42 0 -1 4194560 5 0 0 0 700 8 0 0 20 0 9 0 1 2 3",
-			want: Stat{PID: 42, Comm: "sglang::sch) (1)", State: 'S', PPID: 1, Utime: 700, Stime: 8},
+			want: Stat{PID: 42, Comm: "sglang::sch) (1)", State: 'S', PPID: 1, PGRP: 42, Utime: 700, Stime: 8},
 		},
 		{name: "truncated", in: "1 (init) S 0 1", err: true},
 		{name: "no name", in: "1 init S 0 1 1 0 -1 0 0 0 0 0 0 0", err: true},
 		{name: "bad ppid", in: "1 (a) S x 1 1 0 -1 0 0 0 0 0 0 0 0 0", err: true},
+		{name: "bad pgrp", in: "1 (a) S 0 y 1 0 -1 0 0 0 0 0 0 0 0 0", err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
