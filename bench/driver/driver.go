@@ -87,14 +87,6 @@ func (lv *Level) Planned(n int) int {
 	return n
 }
 
-// Tracer starts the client-side trace of one request: it sets rec.TraceID
-// and returns the traceparent header to send, and a function that ends the
-// trace once rec is complete (called exactly once). It is safe for
-// concurrent use.
-type Tracer interface {
-	Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request))
-}
-
 // Driver sends passes. Its fields must not change while a pass runs.
 type Driver struct {
 	Client protocol.Client
@@ -103,9 +95,9 @@ type Driver struct {
 	// same bytes inside it (the slice changes, the bytes do not).
 	Items   []Item
 	Model   string
-	Lang    string        // default when an item has none
-	Timeout time.Duration // per request
-	Tracer  Tracer        // nil: a random W3C traceparent per request, no spans
+	Lang    string          // default when an item has none
+	Timeout time.Duration   // per request
+	Tracer  protocol.Tracer // nil: a random W3C traceparent per request, no spans
 	// OnRecord receives every finished request, from many goroutines.
 	OnRecord func(rec *model.Request)
 	// OnStart is called when a request is sent (for progress), may be nil.

@@ -40,6 +40,15 @@ func TraceParent(b [24]byte) (traceparent, traceID string) {
 	return "00-" + tid + "-" + hex.EncodeToString(b[16:]) + "-01", tid
 }
 
+// Tracer starts the client-side trace of one request, for the driver and
+// the proxy: it sets rec.TraceID and returns the traceparent header to
+// send, and a function that ends the trace once rec is complete (called
+// exactly once). It is safe for concurrent use; trace/clientspan
+// implements it.
+type Tracer interface {
+	Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request))
+}
+
 // setHeaders sets job's X-Request-Id and traceparent in h, each when set.
 func (job *Job) setHeaders(h http.Header) {
 	if job.RequestID != "" {

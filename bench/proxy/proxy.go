@@ -42,12 +42,6 @@ const Unassigned = "proxy"
 // its audio; a larger upload is forwarded whole but recorded without audio.
 const DefaultMaxUpload = 64 << 20
 
-// Tracer starts the client-side trace of a request the client sent without
-// a traceparent (driver.Tracer's contract; trace/clientspan implements it).
-type Tracer interface {
-	Start(ctx context.Context, rec *model.Request) (traceparent string, end func(rec *model.Request))
-}
-
 // Config configures a Proxy.
 type Config struct {
 	// Target is the server's base URL, e.g. http://127.0.0.1:8000.
@@ -56,7 +50,7 @@ type Config struct {
 	Transport http.RoundTripper
 	// Tracer makes the client span of a request that came without a
 	// traceparent; nil: a random traceparent and no span.
-	Tracer Tracer
+	Tracer protocol.Tracer
 	// Refs matches uploads to dataset references by their audio; nil: no
 	// matching (no WER).
 	Refs *Index
