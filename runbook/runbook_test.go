@@ -542,7 +542,7 @@ func TestSummaryStats(t *testing.T) {
 		t.Errorf("comparison of %s: %d A and %d B values", c.Level, len(c.A), len(c.B))
 	}
 	tb := CompareTable(cs, summary.DefaultAlpha)
-	if len(tb.Notes) != 0 || !strings.Contains(strings.Join(tb.Rows[3], " "), "+92.0%") {
+	if len(tb.Notes) != 0 || !strings.Contains(strings.Join(tb.Rows[3], " "), "+92.0 %") {
 		t.Errorf("compare table rows %q notes %q", tb.Rows, tb.Notes)
 	}
 }
