@@ -28,12 +28,14 @@ import (
 // selfCheckCapture runs `asrprof capture` as its own process against srv,
 // open loop at 100 requests/s for 3 s; with group set, the process runs in
 // that cgroup from its first instruction (a shell puts itself there and
-// execs asrprof). It returns the bundle and stderr.
+// execs asrprof). It returns the bundle and stderr. No probes: loading
+// them (the eBPF programs' BTF) took most of a minute at 0.02 cores, and
+// the test's CPU is the driver's.
 func selfCheckCapture(t *testing.T, srv *fakeasr.Server, ds string, g *cpulimit.Group) (string, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "b")
 	cmd := asrprof("capture", "--target", srv.URL, "--dataset", ds, "--rate", "100", "--pass-duration", "3s",
-		"--repeats", "1", "--out", out, "--quiet")
+		"--repeats", "1", "--out", out, "--quiet", "--probes", "none")
 	if g != nil {
 		cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, g.Dir}, cmd.Args...)...)
 		cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
