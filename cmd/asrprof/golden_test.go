@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/table"
@@ -336,11 +337,7 @@ func withoutDriverLag(t *testing.T, tmp, s string) string {
 	for _, m := range manifests {
 		var doc struct {
 			Extra struct {
-				Checks []struct {
-					Level   string   `json:"level"`
-					Repeat  int      `json:"repeat"`
-					Lagging []string `json:"lagging"`
-				} `json:"driver_self_check"`
+				Checks []capture.SelfCheckRecord `json:"driver_self_check"`
 			} `json:"extra"`
 		}
 		readJSONInto(t, m, &doc)
