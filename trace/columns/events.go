@@ -55,6 +55,12 @@ type dictBuilder struct {
 }
 
 func (d *dictBuilder) add(b []byte) {
+	// A file's rows come in runs (a request's events, one stage, one
+	// run id): the last row's string is the likeliest.
+	if n := len(d.codes); n > 0 && d.dict[d.codes[n-1]] == string(b) {
+		d.codes = append(d.codes, d.codes[n-1])
+		return
+	}
 	c, ok := d.ix[string(b)]
 	if !ok {
 		if d.ix == nil {

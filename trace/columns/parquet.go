@@ -53,8 +53,16 @@ func writeRows[R any](path string, meta map[string]string, n int, row func(i int
 func writeTable[R any](path string, meta map[string]string, n int, schema *parquet.Schema, encode func(w *parquet.GenericWriter[R], lo, hi int) error) error {
 	opts := []parquet.WriterOption{parquet.Compression(fastSnappy{}), parquet.MaxRowsPerRowGroup(rowsPerGroup),
 		parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
-	if schema != nil {
-		opts = append(opts, schema)
+	if schema == nil {
+		schema = parquet.SchemaOf(new(R))
+	}
+	opts = append(opts, schema, parquet.DataPageStatistics(false))
+	// A string column's page bounds (the least and greatest id of each
+	// page) help no reader here and cost a comparison per value.
+	for _, leaf := range schema.Columns() {
+		if n, _ := schema.Lookup(leaf...); n.Node.Type().Kind() == parquet.ByteArray {
+			opts = append(opts, parquet.SkipPageBounds(leaf...))
+		}
 	}
 	parts := 1
 	if n >= 2*parallelRows {
