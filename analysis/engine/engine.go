@@ -527,6 +527,13 @@ func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.Stag
 	for _, st := range p.Stages {
 		rows.Stage.Dict = append(rows.Stage.Dict, st.Name)
 	}
+	with := 0 // the requests with the preset's telemetry: a row per stage each
+	for i := 0; i < n; i++ {
+		if src.has(p, i) {
+			with++
+		}
+	}
+	rows.Grow(with * len(p.Stages))
 	vals := make([]stageValue, len(p.Stages))
 	var buf []int32
 	for i := 0; i < n; i++ {

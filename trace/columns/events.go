@@ -1,7 +1,10 @@
 package columns
 
 import (
+	"slices"
 	"sort"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/join"
@@ -126,7 +129,13 @@ type Events struct {
 	TimestampNs  []int64
 	RunID        Strings
 	PID          []int64
-	Metadata     []string // the metadata object's JSON text; "" when absent
+	// The events that carry a metadata object: their rows, ascending, and
+	// the object's JSON text. Most events carry none, so the column is
+	// kept sparse (a string per event cost 16 MB per million events, all
+	// of it scanned by the garbage collector).
+	MetaRows []int32
+	MetaText []string
+	metadata []string // MetaText spread over every row, once asked for (EventMetadata)
 }
 
 func (e *Events) names() []string { return e.EventName.distinct(nil) }
@@ -137,11 +146,12 @@ func (e *Events) Len() int { return len(e.TimestampNs) }
 type eventsPart struct {
 	reqID, stage, name, run dictBuilder
 	ts, pid                 []int64
-	meta                    []string
+	metaRows                []int32 // rows of the part
+	metaText                []string
 }
 
 func newEventsPart(n int) *eventsPart {
-	p := &eventsPart{ts: make([]int64, 0, n), pid: make([]int64, 0, n), meta: make([]string, 0, n)}
+	p := &eventsPart{ts: make([]int64, 0, n), pid: make([]int64, 0, n)}
 	for _, d := range []*dictBuilder{&p.reqID, &p.stage, &p.name, &p.run} {
 		d.codes = make([]int32, 0, n)
 	}
@@ -200,8 +210,11 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 		p.name.add(name)
 		p.run.add(run)
 		p.ts = append(p.ts, ts)
+		if meta != "" {
+			p.metaRows = append(p.metaRows, int32(len(p.ts)-1))
+			p.metaText = append(p.metaText, meta)
+		}
 		p.pid = append(p.pid, pid)
-		p.meta = append(p.meta, meta)
 		return nil
 	})
 	if err != nil {
@@ -219,15 +232,21 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 	e.Stage = pick(func(p *eventsPart) *dictBuilder { return &p.stage })
 	e.EventName = pick(func(p *eventsPart) *dictBuilder { return &p.name })
 	e.RunID = pick(func(p *eventsPart) *dictBuilder { return &p.run })
-	n := 0
+	n, m := 0, 0
 	for _, p := range parts {
 		n += len(p.ts)
+		m += len(p.metaRows)
 	}
-	e.TimestampNs, e.PID, e.Metadata = make([]int64, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	e.TimestampNs, e.PID = make([]int64, 0, n), make([]int64, 0, n)
+	e.MetaRows, e.MetaText = make([]int32, 0, m), make([]string, 0, m)
 	for _, p := range parts {
+		base := int32(len(e.TimestampNs))
+		for _, r := range p.metaRows {
+			e.MetaRows = append(e.MetaRows, base+r)
+		}
+		e.MetaText = append(e.MetaText, p.metaText...)
 		e.TimestampNs = append(e.TimestampNs, p.ts...)
 		e.PID = append(e.PID, p.pid...)
-		e.Metadata = append(e.Metadata, p.meta...)
 	}
 	e.join(reqs)
 	return e, nil
@@ -266,16 +285,20 @@ type eventRow struct {
 }
 
 func writeEvents(path string, e *Events, meta map[string]string) error {
-	return writeRows(path, meta, e.Len(), func(i int) eventRow {
-		r := eventRow{RequestID: e.RequestID.At(i), Stage: e.Stage.At(i), EventName: e.EventName.At(i),
-			TimestampNs: e.TimestampNs[i], RunID: e.RunID.At(i), PID: e.PID[i]}
-		if e.RequestIndex[i] >= 0 {
-			r.RequestIndex = &e.RequestIndex[i]
-		}
-		if e.Metadata[i] != "" {
-			r.Metadata = &e.Metadata[i]
-		}
-		return r
+	return writeTable(path, meta, e.Len(), nil, func(w *parquet.GenericWriter[eventRow], lo, hi int) error {
+		k, _ := slices.BinarySearch(e.MetaRows, int32(lo)) // the first event at or after lo with metadata
+		return writeBatches(w, lo, hi, func(i int) eventRow {
+			r := eventRow{RequestID: e.RequestID.At(i), Stage: e.Stage.At(i), EventName: e.EventName.At(i),
+				TimestampNs: e.TimestampNs[i], RunID: e.RunID.At(i), PID: e.PID[i]}
+			if e.RequestIndex[i] >= 0 {
+				r.RequestIndex = &e.RequestIndex[i]
+			}
+			if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
+				r.Metadata = &e.MetaText[k]
+				k++
+			}
+			return r
+		})
 	})
 }
 
@@ -305,8 +328,15 @@ func (s *Set) EventMetadata() ([]string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(e.Metadata) == len(e.EventName.Codes) {
-		return e.Metadata, nil
+	if e.metadata != nil || e.Len() == 0 {
+		return e.metadata, nil
+	}
+	if e.MetaRows != nil { // read from events.jsonl
+		e.metadata = make([]string, e.Len())
+		for k, r := range e.MetaRows {
+			e.metadata[r] = e.MetaText[k]
+		}
+		return e.metadata, nil
 	}
 	if _, ok := s.rec.Tables[EventsTable]; !ok {
 		return nil, nil
@@ -320,6 +350,6 @@ func (s *Set) EventMetadata() ([]string, error) {
 	for i := range out {
 		out[i] = st.At(i)
 	}
-	e.Metadata = out
+	e.metadata = out
 	return out, nil
 }

@@ -33,19 +33,24 @@ const rowsPerGroup = 256 << 10
 // chunks verbatim when the writers' settings match).
 func writeRows[R any](path string, meta map[string]string, n int, row func(i int) R) error {
 	return writeTable(path, meta, n, nil, func(w *parquet.GenericWriter[R], lo, hi int) error {
-		buf := make([]R, 0, 4096)
-		for i := lo; i < hi; i++ {
-			buf = append(buf, row(i))
-			if len(buf) == cap(buf) || i == hi-1 {
-				if _, err := w.Write(buf); err != nil {
-					return err
-				}
-				clear(buf)
-				buf = buf[:0]
-			}
-		}
-		return nil
+		return writeBatches(w, lo, hi, row)
 	})
+}
+
+// writeBatches writes rows [lo, hi), made by row(i) in order, to w.
+func writeBatches[R any](w *parquet.GenericWriter[R], lo, hi int, row func(i int) R) error {
+	buf := make([]R, 0, 4096)
+	for i := lo; i < hi; i++ {
+		buf = append(buf, row(i))
+		if len(buf) == cap(buf) || i == hi-1 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			clear(buf)
+			buf = buf[:0]
+		}
+	}
+	return nil
 }
 
 // writeTable is writeRows for any writer: schema (nil: R's) and encode,

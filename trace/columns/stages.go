@@ -1,6 +1,8 @@
 package columns
 
 import (
+	"slices"
+
 	"github.com/asrprof/asrprof/model"
 )
 
@@ -23,6 +25,17 @@ type StageRows struct {
 
 // Len is the number of rows.
 func (r *StageRows) Len() int { return len(r.RequestIndex) }
+
+// Grow makes room for n more rows.
+func (r *StageRows) Grow(n int) {
+	r.RequestIndex = slices.Grow(r.RequestIndex, n)
+	r.Stage.Codes = slices.Grow(r.Stage.Codes, n)
+	r.StartUnixNs = slices.Grow(r.StartUnixNs, n)
+	r.EndUnixNs = slices.Grow(r.EndUnixNs, n)
+	r.HasBounds = slices.Grow(r.HasBounds, n)
+	r.DurationS = slices.Grow(r.DurationS, n)
+	r.HasDuration = slices.Grow(r.HasDuration, n)
+}
 
 // Add appends one row.
 func (r *StageRows) Add(req int32, stage int32, start, end int64, bounds bool, dur float64, hasDur bool) {
