@@ -35,8 +35,10 @@ import (
 
 // Version is the tables' format version. Raise it whenever a table's
 // columns or their meaning change: Open then rebuilds older tables.
-// (3: spans.parquet keeps the spans' attributes; 2 wrote nulls.)
-const Version = 3
+// (4: stages.parquet no longer repeats the request's ids, level and the
+// preset, which requests.parquet and the file's metadata hold; 3:
+// spans.parquet keeps the spans' attributes; 2 wrote nulls.)
+const Version = 4
 
 // The tables folder, its record, and its tables.
 const (
@@ -619,10 +621,6 @@ func (s *Set) Stages(preset, spec string) (rows *StageRows, ok bool, err error) 
 func (s *Set) WriteStages(rows *StageRows, preset, spec string) {
 	s.write(StagesTable, entry{Rows: rows.Len(), Sources: s.stageSources(), Preset: preset, Spec: spec}, func(p string, meta map[string]string) error {
 		meta["asrprof.stages.preset"] = preset
-		reqs, err := s.Requests()
-		if err != nil {
-			return err
-		}
-		return writeStages(p, rows, preset, reqs, meta)
+		return writeStages(p, rows, meta)
 	})
 }

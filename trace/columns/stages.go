@@ -2,8 +2,6 @@ package columns
 
 import (
 	"slices"
-
-	"github.com/asrprof/asrprof/model"
 )
 
 // StageRows are the stage boundaries a stage preset derives, one row per
@@ -48,23 +46,21 @@ func (r *StageRows) Add(req int32, stage int32, start, end int64, bounds bool, d
 	r.HasDuration = append(r.HasDuration, hasDur)
 }
 
+// stageRow is a row of stages.parquet. The request's own facts (its ids,
+// level, status) stay in requests.parquet, joined on request_index; the
+// preset is the file's key-value metadata (asrprof.stages.preset) and
+// tables/tables.json's.
 type stageRow struct {
 	RequestIndex int32    `parquet:"request_index"`
-	RequestID    string   `parquet:"request_id,dict"`
-	TraceID      string   `parquet:"trace_id,dict"`
-	Level        string   `parquet:"level,dict"`
-	Preset       string   `parquet:"preset,dict"`
 	Stage        string   `parquet:"stage,dict"`
 	StartUnixNs  *int64   `parquet:"start_unix_ns,optional"`
 	EndUnixNs    *int64   `parquet:"end_unix_ns,optional"`
 	DurationS    *float64 `parquet:"duration_s,optional"`
 }
 
-func writeStages(path string, r *StageRows, preset string, reqs []model.Request, meta map[string]string) error {
+func writeStages(path string, r *StageRows, meta map[string]string) error {
 	return writeRows(path, meta, r.Len(), func(i int) stageRow {
-		q := &reqs[r.RequestIndex[i]]
-		row := stageRow{RequestIndex: r.RequestIndex[i], RequestID: q.RequestID, TraceID: q.TraceID, Level: q.Level,
-			Preset: preset, Stage: r.Stage.At(i)}
+		row := stageRow{RequestIndex: r.RequestIndex[i], Stage: r.Stage.At(i)}
 		if r.HasBounds[i] {
 			row.StartUnixNs, row.EndUnixNs = &r.StartUnixNs[i], &r.EndUnixNs[i]
 		}
