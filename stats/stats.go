@@ -40,14 +40,105 @@ func Mean(xs []float64) float64 {
 // Percentile returns the p-th percentile (0..100) of xs by linear
 // interpolation between closest ranks (numpy's default). xs need not be
 // sorted. It returns 0 for an empty slice.
+//
+// It selects the two ranks it needs rather than sorting xs (a copy):
+// the same value as PercentileSorted over sort.Float64s's order, in
+// linear time (the stage table takes a p95 of every stage at every level).
 func Percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
+	n := len(xs)
+	if n <= 1 {
+		if n == 0 {
+			return 0
+		}
+		return xs[0]
 	}
+	pos := p / 100 * float64(n-1)
+	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
 	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return PercentileSorted(s, p)
+	switch {
+	case lo < 0: // PercentileSorted's ends, taken as they are
+		selectRank(s, 0)
+		return s[0]
+	case hi >= n:
+		selectRank(s, n-1)
+		return s[n-1]
+	}
+	selectRank(s, lo)
+	a, b := s[lo], s[lo]
+	if hi > lo { // the next rank: the least of the values above lo's
+		b = s[hi]
+		for _, x := range s[lo+1:] {
+			if floatLess(x, b) {
+				b = x
+			}
+		}
+	}
+	return a + (b-a)*(pos-float64(lo))
 }
+
+// floatLess is sort.Float64s's order: NaN before every number.
+func floatLess(a, b float64) bool { return a < b || (math.IsNaN(a) && !math.IsNaN(b)) }
+
+// selectRank reorders s so that s[k] is the value of rank k in
+// floatLess's order, with no greater value before it and no smaller one
+// after (quickselect with a three-way partition, so runs of equal values
+// cost nothing; a range that shrinks too slowly is sorted instead).
+func selectRank(s []float64, k int) {
+	lo, hi := 0, len(s)-1
+	for budget := 2 * bitsLen(len(s)); hi > lo; budget-- {
+		if hi-lo < 16 || budget == 0 {
+			sort.Sort(floatOrder(s[lo : hi+1]))
+			return
+		}
+		a, b, c := s[lo], s[lo+(hi-lo)/2], s[hi]
+		if floatLess(b, a) {
+			a, b = b, a
+		}
+		if floatLess(c, b) {
+			b = c
+			if floatLess(b, a) {
+				b = a
+			}
+		}
+		pivot := b // the median of the three
+		lt, i, gt := lo, lo, hi
+		for i <= gt {
+			switch x := s[i]; {
+			case floatLess(x, pivot):
+				s[lt], s[i] = x, s[lt]
+				lt++
+				i++
+			case floatLess(pivot, x):
+				s[i], s[gt] = s[gt], x
+				gt--
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt - 1
+		case k > gt:
+			lo = gt + 1
+		default:
+			return
+		}
+	}
+}
+
+func bitsLen(n int) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}
+
+type floatOrder []float64
+
+func (f floatOrder) Len() int           { return len(f) }
+func (f floatOrder) Less(i, j int) bool { return floatLess(f[i], f[j]) }
+func (f floatOrder) Swap(i, j int)      { f[i], f[j] = f[j], f[i] }
 
 // PercentileSorted is Percentile of an already sorted, non-empty slice.
 func PercentileSorted(s []float64, p float64) float64 {

@@ -3,6 +3,8 @@ package stats
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -110,5 +112,47 @@ func TestBootstrapCI(t *testing.T) {
 	boom := errors.New("boom")
 	if _, _, err := BootstrapCI(xs, func([]float64) (float64, error) { return 0, boom }, 0.9, 5, 1); !errors.Is(err, boom) {
 		t.Errorf("stat error: %v", err)
+	}
+}
+
+// Percentile selects ranks; it must give what sorting gives, to the last
+// bit, on ties, NaNs, infinities, runs of one value and every p.
+func TestPercentileSelectsAsSortDoes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + r.IntN(200)
+		if trial%50 == 0 {
+			n = 5000 + r.IntN(5000)
+		}
+		xs := make([]float64, n)
+		for i := range xs {
+			switch r.IntN(10) {
+			case 0:
+				xs[i] = math.NaN()
+			case 1:
+				xs[i] = math.Inf(1 - 2*r.IntN(2))
+			case 2, 3, 4:
+				xs[i] = float64(r.IntN(3)) // ties
+			default:
+				xs[i] = r.NormFloat64()
+			}
+			if trial%7 == 0 {
+				xs[i] = 0.25 // one value throughout
+			}
+		}
+		in := append([]float64(nil), xs...)
+		sorted := append([]float64(nil), xs...)
+		sort.Float64s(sorted)
+		for _, p := range []float64{0, 1, 25, 50, 90, 95, 99, 99.9, 100, -5, 150, 100 * r.Float64()} {
+			got, want := Percentile(xs, p), PercentileSorted(sorted, p)
+			if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+				t.Fatalf("trial %d (n=%d) p=%v: Percentile %v, sorting gives %v", trial, n, p, got, want)
+			}
+		}
+		for i := range xs {
+			if math.Float64bits(xs[i]) != math.Float64bits(in[i]) {
+				t.Fatalf("trial %d: Percentile modified its input", trial)
+			}
+		}
 	}
 }

@@ -67,6 +67,28 @@ func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order 
 func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := rows.Stage.Dict
+	// A slot per stage code, then the client's and the derived parts:
+	// appending by code, not by name, spares a map lookup per row.
+	slot := map[string]int{}
+	for c, name := range stageOf {
+		if _, dup := slot[name]; !dup {
+			slot[name] = c
+		}
+	}
+	extra := func(name string) int {
+		if k, ok := slot[name]; ok {
+			return k
+		}
+		slot[name] = len(slot) + len(stageOf) // past every code
+		return slot[name]
+	}
+	overheadK, unattrK := extra(ClientOverhead), extra(Unattributed)
+	uploadK, waitK, responseK := extra(ClientUpload), extra(ClientWait), extra(ClientResponse)
+	slots := len(stageOf) + len(slot)
+	codeSlot := make([]int, len(stageOf))
+	for c, name := range stageOf {
+		codeSlot[c] = slot[name]
+	}
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)
 	ok := reqs.Status.Code(model.StatusOK)
@@ -85,7 +107,7 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 		}
 		a := byLevel[key]
 		if a == nil {
-			a = &levelAcc{vals: map[string][]float64{}}
+			a = &levelAcc{vals: make([][]float64, slots), slot: slot}
 			byLevel[key] = a
 		}
 		if k == from {
@@ -100,7 +122,7 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 				continue
 			}
 			c := rows.Stage.Codes[j]
-			a.vals[stageOf[c]] = append(a.vals[stageOf[c]], rows.DurationS[j])
+			a.vals[codeSlot[c]] = append(a.vals[codeSlot[c]], rows.DurationS[j])
 			if c == totalCode {
 				total, hasTotal = rows.DurationS[j], true
 			} else if c == routerCode {
@@ -110,19 +132,19 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 			}
 		}
 		if hasTotal {
-			a.vals[ClientOverhead] = append(a.vals[ClientOverhead], reqs.LatencyS[i]-total-router)
+			a.vals[overheadK] = append(a.vals[overheadK], reqs.LatencyS[i]-total-router)
 			u := total - parts
 			if math.Abs(u) < 1e-9 { // rounding of the stages' own subtractions
 				u = 0
 			}
-			a.vals[Unattributed] = append(a.vals[Unattributed], u)
+			a.vals[unattrK] = append(a.vals[unattrK], u)
 		}
 		if len(reqs.StartUnixNs) == reqs.N {
 			st, up, fb, end := reqs.StartUnixNs[i], reqs.UploadDoneUnixNs[i], reqs.FirstByteUnixNs[i], reqs.EndUnixNs[i]
 			if st > 0 && up >= st && fb >= up && end >= fb {
-				a.vals[ClientUpload] = append(a.vals[ClientUpload], float64(up-st)/1e9)
-				a.vals[ClientWait] = append(a.vals[ClientWait], float64(fb-up)/1e9)
-				a.vals[ClientResponse] = append(a.vals[ClientResponse], float64(end-fb)/1e9)
+				a.vals[uploadK] = append(a.vals[uploadK], float64(up-st)/1e9)
+				a.vals[waitK] = append(a.vals[waitK], float64(fb-up)/1e9)
+				a.vals[responseK] = append(a.vals[responseK], float64(end-fb)/1e9)
 			}
 		}
 	}
@@ -145,7 +167,8 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 
 type levelAcc struct {
 	n, missing int
-	vals       map[string][]float64
+	vals       [][]float64    // by slot
+	slot       map[string]int // a stage's (or part's) slot in vals
 }
 
 func appendLevel(out []LevelStages, a *levelAcc, lv, wk string, names []string) []LevelStages {
@@ -154,7 +177,10 @@ func appendLevel(out []LevelStages, a *levelAcc, lv, wk string, names []string) 
 	}
 	l := LevelStages{Level: lv, Worker: wk, N: a.n, Missing: a.missing, Stages: map[string]*Stat{}}
 	for _, name := range names {
-		xs := a.vals[name]
+		var xs []float64
+		if k, ok := a.slot[name]; ok {
+			xs = a.vals[k]
+		}
 		if len(xs) == 0 {
 			l.Stages[name] = nil
 			continue
