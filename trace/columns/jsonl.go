@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -54,6 +55,9 @@ func (v value) str() (string, error) {
 func (v value) int64() (int64, error) {
 	switch v.kind {
 	case 'n':
+		if i, ok := decimalInt(v.raw); ok {
+			return i, nil
+		}
 		if i, err := strconv.ParseInt(string(v.raw), 10, 64); err == nil {
 			return i, nil
 		}
@@ -67,6 +71,37 @@ func (v value) int64() (int64, error) {
 		return 0, nil
 	}
 	return 0, fmt.Errorf("want an integer, got %s", v.what())
+}
+
+// decimalInt reads b, an optional minus and 1 to 19 decimal digits, as
+// strconv.ParseInt(b, 10, 64) does; ok is false for anything else, which
+// ParseInt then decides (a timestamp's 19 digits took ParseInt a quarter
+// of the events' decoding).
+func decimalInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var u uint64 // 19 digits fit
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true // 1<<63 wraps to the least int64, as it should
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 func (v value) float64() (float64, error) {
