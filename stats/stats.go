@@ -45,35 +45,33 @@ func Mean(xs []float64) float64 {
 // the same value as PercentileSorted over sort.Float64s's order, in
 // linear time (the stage table takes a p95 of every stage at every level).
 func Percentile(xs []float64, p float64) float64 {
-	n := len(xs)
-	if n <= 1 {
-		if n == 0 {
-			return 0
-		}
-		return xs[0]
+	if len(xs) == 0 {
+		return 0
 	}
+	s := append([]float64(nil), xs...)
+	n := len(s)
 	pos := p / 100 * float64(n-1)
 	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
-	s := append([]float64(nil), xs...)
+	// Put in place the ranks that PercentileSorted reads, and only them.
 	switch {
-	case lo < 0: // PercentileSorted's ends, taken as they are
+	case n == 1:
+	case lo < 0:
 		selectRank(s, 0)
-		return s[0]
 	case hi >= n:
 		selectRank(s, n-1)
-		return s[n-1]
-	}
-	selectRank(s, lo)
-	a, b := s[lo], s[lo]
-	if hi > lo { // the next rank: the least of the values above lo's
-		b = s[hi]
-		for _, x := range s[lo+1:] {
-			if floatLess(x, b) {
-				b = x
+	default:
+		selectRank(s, lo)
+		if hi > lo { // the next rank: the least of the values after lo's
+			m := hi
+			for j := hi + 1; j < n; j++ {
+				if floatLess(s[j], s[m]) {
+					m = j
+				}
 			}
+			s[hi], s[m] = s[m], s[hi]
 		}
 	}
-	return a + (b-a)*(pos-float64(lo))
+	return PercentileSorted(s, p)
 }
 
 // floatLess is sort.Float64s's order: NaN before every number.

@@ -67,28 +67,24 @@ func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order 
 func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := rows.Stage.Dict
-	// A slot per stage code, then the client's and the derived parts:
+	// A slot per stage name, then the client's and the derived parts:
 	// appending by code, not by name, spares a map lookup per row.
 	slot := map[string]int{}
-	for c, name := range stageOf {
-		if _, dup := slot[name]; !dup {
-			slot[name] = c
+	slotOf := func(name string) int {
+		k, ok := slot[name]
+		if !ok {
+			k = len(slot)
+			slot[name] = k
 		}
+		return k
 	}
-	extra := func(name string) int {
-		if k, ok := slot[name]; ok {
-			return k
-		}
-		slot[name] = len(slot) + len(stageOf) // past every code
-		return slot[name]
-	}
-	overheadK, unattrK := extra(ClientOverhead), extra(Unattributed)
-	uploadK, waitK, responseK := extra(ClientUpload), extra(ClientWait), extra(ClientResponse)
-	slots := len(stageOf) + len(slot)
 	codeSlot := make([]int, len(stageOf))
 	for c, name := range stageOf {
-		codeSlot[c] = slot[name]
+		codeSlot[c] = slotOf(name)
 	}
+	overheadK, unattrK := slotOf(ClientOverhead), slotOf(Unattributed)
+	uploadK, waitK, responseK := slotOf(ClientUpload), slotOf(ClientWait), slotOf(ClientResponse)
+	slots := len(slot)
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)
 	ok := reqs.Status.Code(model.StatusOK)

@@ -132,7 +132,9 @@ type Events struct {
 	// The events that carry a metadata object: their rows, ascending, and
 	// the object's JSON text. Most events carry none, so the column is
 	// kept sparse (a string per event cost 16 MB per million events, all
-	// of it scanned by the garbage collector).
+	// of it scanned by the garbage collector). Both are nil when the
+	// events were read from events.parquet (ReadEvents), which leaves the
+	// column to EventMetadata.
 	MetaRows []int32
 	MetaText []string
 	metadata []string // MetaText spread over every row, once asked for (EventMetadata)
