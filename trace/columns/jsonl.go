@@ -313,6 +313,10 @@ func floats(v value) ([]float64, error) {
 // chunkBytes is how much of a JSONL file one worker parses at a time.
 const chunkBytes = 4 << 20
 
+// carrySlack is the room a chunk buffer keeps for the part line carried
+// into it from the chunk before.
+const carrySlack = 64 << 10
+
 // scanLines parses the JSONL file at path on every core, chunk by chunk,
 // and returns what each chunk's parser made, in file order. newPart makes
 // a chunk's result for about that many lines; line is called for every non-blank line with its
@@ -357,7 +361,11 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 			default:
 			}
 			if cap(buf) < len(carry)+chunkBytes {
-				buf = make([]byte, len(carry)+chunkBytes)
+				// Room for the next chunks' carries too (a line's
+				// end): a buffer sized to this carry alone came back
+				// too small for a longer one, and the reader then
+				// allocated anew (72 MB for a 189 MB events.jsonl).
+				buf = make([]byte, len(carry)+chunkBytes+carrySlack)
 			}
 			buf = buf[:len(carry)+chunkBytes]
 			copy(buf, carry)
