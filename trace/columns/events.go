@@ -64,17 +64,11 @@ func (d *dictBuilder) add(b []byte) {
 		d.codes = append(d.codes, d.codes[n-1])
 		return
 	}
-	c, ok := d.ix[string(b)]
-	if !ok {
-		if d.ix == nil {
-			d.ix = map[string]int32{}
-		}
-		c = int32(len(d.dict))
-		s := string(b)
-		d.dict = append(d.dict, s)
-		d.ix[s] = c
+	if c, ok := d.ix[string(b)]; ok { // string(b) here allocates nothing
+		d.codes = append(d.codes, c)
+		return
 	}
-	d.codes = append(d.codes, c)
+	d.addString(string(b))
 }
 
 func (d *dictBuilder) addString(s string) {
