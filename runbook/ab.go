@@ -1,9 +1,11 @@
 package runbook
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/asrprof/asrprof/model/summary"
@@ -65,12 +67,9 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 }
 
 func sizes(cs []summary.Comparison) string {
-	seen := map[string]bool{}
 	var out []string
 	for _, c := range cs {
-		s := fmt.Sprintf("%d A and %d B runs", len(c.A), len(c.B))
-		if !seen[s] {
-			seen[s] = true
+		if s := fmt.Sprintf("%d A and %d B runs", len(c.A), len(c.B)); !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -91,24 +90,12 @@ func FingerprintDiff(a, b *Provenance) []string {
 		}
 	}
 	diff("command", a.Command, b.Command)
-	var ea, eb Executable
-	if a.Executable != nil {
-		ea = *a.Executable
-	}
-	if b.Executable != nil {
-		eb = *b.Executable
-	}
+	ea, eb := deref(a.Executable), deref(b.Executable)
 	diff("executable", ea.Path, eb.Path)
 	if ea.Path == eb.Path || ea.SHA256 != eb.SHA256 {
 		diff("executable sha256", short(ea.SHA256), short(eb.SHA256))
 	}
-	var pa, pb PythonInfo
-	if a.Python != nil {
-		pa = *a.Python
-	}
-	if b.Python != nil {
-		pb = *b.Python
-	}
+	pa, pb := deref(a.Python), deref(b.Python)
 	diff("python", strings.TrimSpace(pa.Version+" "+pa.Prefix), strings.TrimSpace(pb.Version+" "+pb.Prefix))
 	keys := map[string]bool{}
 	for k := range a.Env {
@@ -117,12 +104,7 @@ func FingerprintDiff(a, b *Provenance) []string {
 	for k := range b.Env {
 		keys[k] = true
 	}
-	var names []string
-	for k := range keys {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		va, oka := a.Env[k]
 		vb, okb := b.Env[k]
 		if va != vb || oka != okb {
@@ -132,19 +114,18 @@ func FingerprintDiff(a, b *Provenance) []string {
 	return out
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
+func orNone(s string) string { return cmp.Or(s, "(none)") }
+
+// deref is *p, or T's zero value where p is nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	return s
+	return *p
 }
 
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}
+func short(sha string) string { return sha[:min(len(sha), 12)] }
 
 func quoteIf(v string, ok bool) string {
 	if !ok {

@@ -3,6 +3,7 @@ package runbook
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -46,12 +47,7 @@ const (
 	GPUCoRunnerLog    = "gpu_corunner.log"
 )
 
-func (g *GPUCoRunner) python() string {
-	if g.Python == "" {
-		return "/usr/bin/python3"
-	}
-	return g.Python
-}
+func (g *GPUCoRunner) python() string { return cmp.Or(g.Python, "/usr/bin/python3") }
 
 // Check runs the script's --check: nil where torch sees a CUDA device,
 // else ErrNoTorchCUDA with the reason (no torch, torch without CUDA, no

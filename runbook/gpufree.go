@@ -35,8 +35,6 @@ func NVML(lib nvml.Interface) GPUReader { return nvmlReader{lib} }
 
 type nvmlReader struct{ lib nvml.Interface }
 
-var _ GPUReader = nvmlReader{}
-
 func (r nvmlReader) GPUs(ctx context.Context) ([]GPU, error) {
 	lib := r.lib
 	if lib == nil {

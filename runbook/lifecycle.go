@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,16 +84,13 @@ func SplitCommand(s string) ([]string, error) {
 			cur.WriteRune(rs[i])
 			in = true
 		case c == '\'':
-			j := i + 1
-			for j < len(rs) && rs[j] != '\'' {
-				j++
-			}
-			if j >= len(rs) {
+			j := slices.Index(rs[i+1:], '\'')
+			if j < 0 {
 				return nil, fmt.Errorf("%w: unterminated single quote in %q", ErrBadCommand, s)
 			}
-			cur.WriteString(string(rs[i+1 : j]))
+			cur.WriteString(string(rs[i+1 : i+1+j]))
 			in = true
-			i = j
+			i += j + 1
 		case c == '"':
 			j := i + 1
 			for ; j < len(rs) && rs[j] != '"'; j++ {
@@ -158,7 +156,6 @@ type Server struct {
 	LogPath string
 	Started time.Time
 
-	cmd     *exec.Cmd
 	log     *os.File
 	exited  chan struct{} // closed when the leader has been waited for
 	waitErr error         // valid after exited is closed
@@ -185,7 +182,7 @@ func StartServer(argv, env []string, logPath string) (*Server, error) {
 		log.Close()
 		return nil, fmt.Errorf("%w: starting %s: %v", ErrBadCommand, argv[0], err)
 	}
-	s := &Server{PID: cmd.Process.Pid, LogPath: logPath, Started: time.Now(), cmd: cmd, log: log, exited: make(chan struct{})}
+	s := &Server{PID: cmd.Process.Pid, LogPath: logPath, Started: time.Now(), log: log, exited: make(chan struct{})}
 	go func() {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
@@ -215,11 +212,9 @@ func (s *Server) WaitHealthy(ctx context.Context, healthURL string, timeout time
 	defer tick.Stop()
 	last := "no answer yet"
 	for {
-		select {
-		case <-s.exited:
+		if s.Exited() {
 			return fmt.Errorf("%w (%v) before %s answered; last lines of %s:\n%s",
 				ErrServerExited, exitText(s.waitErr), healthURL, s.LogPath, s.LogTail(LogTailLines))
-		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthURL, nil)
 		if err != nil {
@@ -258,11 +253,7 @@ func exitText(err error) string {
 
 // LogTail returns the last n lines of the server's log.
 func (s *Server) LogTail(n int) string {
-	return tailFile(s.LogPath, n)
-}
-
-func tailFile(path string, n int) string {
-	f, err := os.Open(path)
+	f, err := os.Open(s.LogPath)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
@@ -287,9 +278,7 @@ func lastLines(s string, n int) string {
 		return "  (empty)"
 	}
 	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
+	lines = lines[max(0, len(lines)-n):]
 	for i, l := range lines {
 		lines[i] = "  | " + l
 	}
@@ -324,7 +313,7 @@ func (s *Server) stop(ctx context.Context, grace time.Duration) error {
 	left := func() []int {
 		pids := groupMembers("/proc", pgid)
 		for _, p := range extra {
-			if alive(p) && !slices.Contains(pids, p) {
+			if _, ok := liveStat("/proc", strconv.Itoa(p)); ok && !slices.Contains(pids, p) {
 				pids = append(pids, p)
 			}
 		}
@@ -362,14 +351,15 @@ func waitEmpty(ctx context.Context, d time.Duration, left func() []int) bool {
 	}
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+// liveStat is the stat of process pid under procDir, and whether it
+// exists and is not a zombie.
+func liveStat(procDir, pid string) (proctree.Stat, bool) {
+	b, err := os.ReadFile(filepath.Join(procDir, pid, "stat"))
 	if err != nil {
-		return false
+		return proctree.Stat{}, false
 	}
 	st, err := proctree.ParseStat(string(b))
-	return err == nil && st.State != 'Z' && st.State != 'X'
+	return st, err == nil && st.State != 'Z' && st.State != 'X'
 }
 
 // groupMembers lists the live (non-zombie) processes under procDir whose
@@ -385,25 +375,16 @@ func groupMembers(procDir string, pgid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(procDir, e.Name(), "stat"))
-		if err != nil {
-			continue
+		if st, ok := liveStat(procDir, e.Name()); ok && st.PGRP == pgid {
+			out = append(out, pid)
 		}
-		st, err := proctree.ParseStat(string(b))
-		if err != nil || st.PGRP != pgid || st.State == 'Z' || st.State == 'X' {
-			continue
-		}
-		out = append(out, pid)
 	}
 	return out
 }
 
 // HealthURL returns explicit, or target + "/health".
 func HealthURL(target, explicit string) string {
-	if explicit != "" {
-		return explicit
-	}
-	return strings.TrimRight(target, "/") + "/health"
+	return cmp.Or(explicit, strings.TrimRight(target, "/")+"/health")
 }
 
 // PortAnswers reports whether a TCP connection to target's host and port

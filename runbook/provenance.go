@@ -2,6 +2,7 @@ package runbook
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,7 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,13 +155,10 @@ func envCommand(argv, env []string) ([]string, string) {
 	}
 	out := append([]string(nil), env...)
 	drop := func(name string) {
-		kept := out[:0]
-		for _, kv := range out {
-			if k, _, _ := strings.Cut(kv, "="); k != name {
-				kept = append(kept, kv)
-			}
-		}
-		out = kept
+		out = slices.DeleteFunc(out, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return k == name
+		})
 	}
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
@@ -191,10 +189,7 @@ func lookPath(prog string, env []string) (string, error) {
 	}
 	path, _ := envValue(env, "PATH")
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		cand := filepath.Join(dir, prog)
+		cand := filepath.Join(cmp.Or(dir, "."), prog)
 		if st, err := os.Stat(cand); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
 			return filepath.Abs(cand)
 		}
@@ -328,8 +323,7 @@ func Affinity(pid int) (string, error) {
 
 // CPUList formats CPU numbers as ranges: [0 1 2 5] gives "0-2,5".
 func CPUList(cpus []int) string {
-	cpus = append([]int(nil), cpus...)
-	sort.Ints(cpus)
+	cpus = slices.Sorted(slices.Values(cpus))
 	var parts []string
 	for i := 0; i < len(cpus); {
 		j := i

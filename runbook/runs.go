@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,13 +80,7 @@ func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
 		seen[n] = true
 		out = append(out, RunSpec{Name: n, Scored: !strings.HasPrefix(n, "warm"), Dir: "run-" + n, Server: server})
 	}
-	scored := 0
-	for _, r := range out {
-		if r.Scored {
-			scored++
-		}
-	}
-	if scored == 0 {
+	if !slices.ContainsFunc(out, func(r RunSpec) bool { return r.Scored }) {
 		return nil, fmt.Errorf("%w: --runs %q has no scored run (warm runs are never scored)", ErrBadPlan, list)
 	}
 	return out, nil
@@ -250,10 +246,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	if env == nil {
 		env = os.Environ()
 	}
-	gpus := cfg.GPUs
-	if gpus == nil {
-		gpus = NVML(nil)
-	}
+	gpus := cmp.Or(cfg.GPUs, NVML(nil))
 	envNames := cfg.ProvenanceEnv
 	if envNames == nil {
 		envNames = DefaultProvenanceEnv
@@ -267,10 +260,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: capRec,
 		Runs: []RunRecord{}, Summary: []MetricSummary{},
 	}
-	for _, r := range cfg.Plan {
-		if r.Side != "" {
-			rep.Mode = "ab"
-		}
+	if slices.ContainsFunc(cfg.Plan, func(r RunSpec) bool { return r.Side != "" }) {
+		rep.Mode = "ab"
 	}
 	var runErr error
 	for i, spec := range cfg.Plan {

@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +11,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,10 +164,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if err := checkSensitivity(&sc); err != nil {
 		return nil, err
 	}
-	sys := sc.Sys
-	if sys == "" {
-		sys = "/sys"
-	}
+	sys := cmp.Or(sc.Sys, "/sys")
 	out := sc.Runbook.Capture.Out
 	if err := checkOut(out, File, "runbook", sc.Runbook.Capture.Overwrite); err != nil {
 		return nil, err
@@ -176,9 +173,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	kind := "cpu"
 	if len(sc.GPUClocks) > 0 {
 		kind = "gpu-clocks"
-		if sc.Clocks == nil {
-			sc.Clocks = NVMLClocks(nil)
-		}
+		sc.Clocks = cmp.Or(sc.Clocks, NVMLClocks(nil))
 		// Before any server starts: can the clocks be locked here at all?
 		if err := sc.Clocks.Reset(); err != nil {
 			return nil, fmt.Errorf("--gpu-clocks: %w", err)
@@ -328,9 +323,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		if sr == nil {
 			continue
 		}
-		if r.Error != "" && sr.Error == "" {
-			sr.Error = r.Error
-		}
+		sr.Error = cmp.Or(sr.Error, r.Error)
 		if sc.Stages != nil && r.ran {
 			st, err := sc.Stages(ctx, filepath.Join(out, r.Dir))
 			if err != nil {
@@ -450,16 +443,13 @@ func checkSensitivity(sc *SensitivityConfig) error {
 	if sc.Method == MethodCoRunner && sc.BaseCores > 0 && sc.BaseCores != math.Trunc(sc.BaseCores) {
 		return fmt.Errorf("%w: --cpu-method corunner pins the server to whole CPUs: --cpu-base %g is not a whole number of cores", capture.ErrInvalidConfig, sc.BaseCores)
 	}
-	var shares []float64
 	for _, a := range sc.Allotments {
 		if !(a > 0 && a <= 1) {
 			return fmt.Errorf("%w: --cpu %s %%: want shares in (0, 100] %%", capture.ErrInvalidConfig, pct(a))
 		}
-		if !slices.Contains(shares, a) {
-			shares = append(shares, a)
-		}
 	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(shares)))
+	shares := slices.Compact(slices.Sorted(slices.Values(sc.Allotments)))
+	slices.Reverse(shares)
 	if len(shares) == 0 || shares[0] != 1 {
 		shares = append([]float64{1}, shares...)
 	}
@@ -955,11 +945,8 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 // byAllotment is the runs, 100 % first, then each allotment's by cycle.
 func byAllotment(rep *SensitivityReport) []SensitivityRun {
 	rs := slices.Clone(rep.Runs)
-	sort.SliceStable(rs, func(i, j int) bool {
-		if rs[i].Allotment != rs[j].Allotment {
-			return rs[i].Allotment > rs[j].Allotment
-		}
-		return rs[i].Cycle < rs[j].Cycle
+	slices.SortStableFunc(rs, func(a, b SensitivityRun) int {
+		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
 	})
 	return rs
 }

@@ -4,8 +4,10 @@ package runbook
 // cycle's unrestricted run (docs/CAPACITY.md, "What 100 % means").
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -262,11 +264,8 @@ func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float6
 			out = append(out, u)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cores != out[j].Cores {
-			return out[i].Cores > out[j].Cores
-		}
-		return out[i].TID < out[j].TID
+	slices.SortFunc(out, func(a, b ThreadUse) int {
+		return cmp.Or(cmp.Compare(b.Cores, a.Cores), cmp.Compare(a.TID, b.TID))
 	})
 	return used, out
 }

@@ -70,17 +70,8 @@ func spinMain(v string) {
 	}
 }
 
-// spinner is one running co-runner process.
-type spinner struct {
-	cmd *exec.Cmd
-	cpu int
-}
-
 // coRunners are the spinners of one run.
-type coRunners struct {
-	spinners []*spinner
-	nice     int
-}
+type coRunners struct{ spinners []*exec.Cmd }
 
 // startCoRunners starts one spinner on each of cpus at nice and waits
 // until each has pinned itself.
@@ -89,7 +80,7 @@ func startCoRunners(cpus []int, nice int) (*coRunners, error) {
 	if err != nil {
 		return nil, fmt.Errorf("co-runner: %w", err)
 	}
-	c := &coRunners{nice: nice}
+	c := &coRunners{}
 	for _, cpu := range cpus {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d", corunnerEnv, cpu, nice, os.Getpid()))
@@ -106,7 +97,7 @@ func startCoRunners(cpus []int, nice int) (*coRunners, error) {
 			c.stop()
 			return nil, fmt.Errorf("co-runner: starting %s: %w", exe, err)
 		}
-		c.spinners = append(c.spinners, &spinner{cmd: cmd, cpu: cpu})
+		c.spinners = append(c.spinners, cmd)
 		line, _ := bufio.NewReader(out).ReadString('\n')
 		if strings.TrimSpace(line) != "ready" {
 			cmd.Wait()
@@ -121,8 +112,8 @@ func startCoRunners(cpus []int, nice int) (*coRunners, error) {
 func (c *coRunners) cpuSeconds() float64 {
 	var s float64
 	for _, sp := range c.spinners {
-		if sp.cmd.Process != nil {
-			if st, err := proctree.ReadSchedstat(sp.cmd.Process.Pid, sp.cmd.Process.Pid); err == nil {
+		if sp.Process != nil {
+			if st, err := proctree.ReadSchedstat(sp.Process.Pid, sp.Process.Pid); err == nil {
 				s += float64(st.RunNs) / 1e9
 			}
 		}
@@ -133,9 +124,9 @@ func (c *coRunners) cpuSeconds() float64 {
 // stop kills and reaps every spinner.
 func (c *coRunners) stop() {
 	for _, sp := range c.spinners {
-		if sp.cmd.Process != nil {
-			sp.cmd.Process.Kill()
-			sp.cmd.Wait()
+		if sp.Process != nil {
+			sp.Process.Kill()
+			sp.Wait()
 		}
 	}
 	c.spinners = nil
@@ -249,7 +240,7 @@ func coRunnerLimit(pid int, share, base float64, sr *SensitivityRun) (*limiter, 
 	l.spinAt = time.Now()
 	sr.Effective = got
 	sr.CoRunnerNice = &nice
-	if g, s := schedGroup(pid), schedGroup(c.spinners[0].cmd.Process.Pid); g != s {
+	if g, s := schedGroup(pid), schedGroup(c.spinners[0].Process.Pid); g != s {
 		l.warn = fmt.Sprintf("the server (%s) and the co-runner (%s) are in different scheduling groups: the spinner takes the share of a group, not %s %%", g, s, pct(1-got))
 	}
 	return l, nil

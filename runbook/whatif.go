@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -242,11 +243,10 @@ func number(v any) (*float64, bool) {
 	case int64:
 		x = float64(n)
 	case json.Number:
-		f, err := n.Float64()
-		if err != nil {
+		var err error
+		if x, err = n.Float64(); err != nil {
 			return nil, false
 		}
-		x = f
 	default:
 		return nil, false
 	}
@@ -380,16 +380,14 @@ func EditCommand(argv []string, a Advice, flags map[string]string) (Edit, error)
 	default:
 		e.Old, e.New = val, formatValue(*a.To)
 	}
+	e.Where = "replaced"
 	switch {
 	case at >= 0 && eq:
 		out[at] = e.Flag + "=" + e.New
-		e.Where = "replaced"
 	case at >= 0 && at+1 < len(out):
 		out[at+1] = e.New
-		e.Where = "replaced"
 	case at >= 0:
 		out = append(out, e.New)
-		e.Where = "replaced"
 	default:
 		out = append(out, e.Flag, e.New)
 		e.Where = "appended"
@@ -417,12 +415,7 @@ func findFlag(argv []string, flag string) (at int, val string, eq bool) {
 }
 
 func runsRefserver(argv []string) bool {
-	for _, w := range argv {
-		if filepath.Base(w) == "refserver.py" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(argv, func(w string) bool { return filepath.Base(w) == "refserver.py" })
 }
 
 func onOff(b bool) string {
@@ -491,10 +484,7 @@ func RerunConfig(dir, level string, out capture.Config) (capture.Config, error) 
 	}
 	c.Search = nil
 	c.PID, c.SaveRawDir = 0, ""
-	c.Out, c.Overwrite, c.Format, c.Quiet = out.Out, out.Overwrite, out.Format, out.Quiet
-	if c.Format == "" {
-		c.Format = "text"
-	}
+	c.Out, c.Overwrite, c.Format, c.Quiet = out.Out, out.Overwrite, cmp.Or(out.Format, "text"), out.Quiet
 	if _, err := os.Stat(c.Dataset); err != nil {
 		return capture.Config{}, fmt.Errorf("%w: the dataset %s's manifest records: %v (what-if runs from the directory the capture ran in, or with an absolute --dataset there)", capture.ErrBadInput, dir, err)
 	}
@@ -567,9 +557,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if len(wc.Server.Argv) == 0 {
 		return nil, fmt.Errorf("%w: what-if needs the server's command (--server-cmd): it starts the server as it is and as changed", ErrBadCommand)
 	}
-	if wc.Order == "" {
-		wc.Order = "AB"
-	}
+	wc.Order = cmp.Or(wc.Order, "AB")
 	out := wc.Runbook.Capture.Out
 	// A dry run writes nothing: it may name a what-if's directory.
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
@@ -721,10 +709,7 @@ func lastB(plan []RunSpec) string {
 }
 
 func editText(e Edit) string {
-	switch {
-	case e.Kind == string(KnobSwitch):
-		return fmt.Sprintf("%s %s → %s", e.Flag, e.Old, e.New)
-	case e.Old == "":
+	if e.Kind != string(KnobSwitch) && e.Old == "" {
 		return fmt.Sprintf("%s (not in the command) → %s", e.Flag, e.New)
 	}
 	return fmt.Sprintf("%s %s → %s", e.Flag, e.Old, e.New)
@@ -810,9 +795,6 @@ func predictedText(a Advice) string {
 }
 
 func insideText(rd WhatIfRound) string {
-	if rd.Inside == nil {
-		return "-"
-	}
 	s := "outside"
 	if *rd.Inside {
 		s = "inside"
