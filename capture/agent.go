@@ -3,6 +3,7 @@ package capture
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -193,13 +194,10 @@ func (a *agentProbe) Start(ctx context.Context, t probe.Target, out probe.Sink) 
 func (a *agentProbe) Detail() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(a.status)) {
-		parts = append(parts, n+" "+a.status[n])
-	}
+	parts := joinSorted(a.status, ", ", func(n, st string) string { return n + " " + st })
 	c := a.clocks[0]
 	return fmt.Sprintf("capture %s at %s (%s); clock offset %+.3f ms ± %.3f ms",
-		a.id, a.base, strings.Join(parts, ", "), float64(c.OffsetNs)/1e6, float64(c.UncertaintyNs)/1e6)
+		a.id, a.base, parts, float64(c.OffsetNs)/1e6, float64(c.UncertaintyNs)/1e6)
 }
 
 func (a *agentProbe) path(what string) string {
@@ -253,18 +251,23 @@ func (a *agentProbe) Losses() string {
 		return ""
 	}
 	l, _ := a.manifest.Extra["probe_losses"].(map[string]any)
+	return joinSorted(l, "; ", func(n string, v any) string { return fmt.Sprintf("%s: %v", n, v) })
+}
+
+// joinSorted formats each entry of m with f, in key order, and joins them
+// with sep.
+func joinSorted[V any](m map[string]V, sep string, f func(string, V) string) string {
 	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(l)) {
-		parts = append(parts, fmt.Sprintf("%s: %v", n, l[n]))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, f(k, m[k]))
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, sep)
 }
 
 // Stop finishes the agent's capture, measures its clock again, and brings
 // its probe files into the bundle.
 func (a *agentProbe) Stop(ctx context.Context) error {
-	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	var ac AgentCapture
 	if err := a.do(ctx, http.MethodPost, a.path("/stop")+"?wait=1", nil, &ac); err != nil {
@@ -348,12 +351,8 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *model.Manifest, error) {
 func (a *agentProbe) report() (map[string]any, []model.AgentClock, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := map[string]any{"url": a.base, "capture": a.id, "probes": a.status, "files": a.files}
-	if a.dir() == "" {
-		r["dir"] = "."
-	} else {
-		r["dir"] = strings.TrimSuffix(a.dir(), "/")
-	}
+	r := map[string]any{"url": a.base, "capture": a.id, "probes": a.status, "files": a.files,
+		"dir": cmp.Or(strings.TrimSuffix(a.dir(), "/"), ".")}
 	var incomplete []string
 	if a.fetchErr != nil {
 		r["error"] = a.fetchErr.Error()

@@ -11,6 +11,7 @@ package capture
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,9 +238,7 @@ func (c *Config) SetDefaults(now time.Time) {
 			c.Concurrency = []int{1} // the search starts at one request in flight
 		}
 	}
-	if c.Out == "" {
-		c.Out = "runs/" + now.Format("20060102-150405")
-	}
+	c.Out = cmp.Or(c.Out, "runs/"+now.Format("20060102-150405"))
 	c.setTaskDefaults()
 }
 
@@ -303,9 +302,7 @@ func (c *Config) validate() error {
 	if c.Dataset == "" {
 		return fmt.Errorf("--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)")
 	}
-	switch c.Protocol {
-	case "openai", "openai-stream", "funasr-ws", "openai-realtime":
-	default:
+	if !slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol) {
 		return fmt.Errorf("--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol)
 	}
 	if err := c.validateRealtime(); err != nil {
@@ -320,15 +317,11 @@ func (c *Config) validate() error {
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "" {
 		return fmt.Errorf("give --concurrency and/or --rate (or --arrivals replay:FILE)")
 	}
-	for _, n := range c.Concurrency {
-		if n < 1 {
-			return fmt.Errorf("--concurrency %d: must be ≥ 1", n)
-		}
+	if i := slices.IndexFunc(c.Concurrency, func(n int) bool { return n < 1 }); i >= 0 {
+		return fmt.Errorf("--concurrency %d: must be ≥ 1", c.Concurrency[i])
 	}
-	for _, r := range c.Rates {
-		if r <= 0 {
-			return fmt.Errorf("--rate %g: must be > 0 requests/s", r)
-		}
+	if i := slices.IndexFunc(c.Rates, func(r float64) bool { return r <= 0 }); i >= 0 {
+		return fmt.Errorf("--rate %g: must be > 0 requests/s", c.Rates[i])
 	}
 	switch {
 	case c.Arrivals == load.Poisson || c.Arrivals == load.Constant:
@@ -348,9 +341,7 @@ func (c *Config) validate() error {
 	if err := c.validateOutput(); err != nil {
 		return err
 	}
-	switch c.CPUEngine {
-	case "", "auto", "otel", "fp":
-	default:
+	if !slices.Contains([]string{"", "auto", "otel", "fp"}, c.CPUEngine) {
 		return fmt.Errorf("--cpu-engine %q: want auto, otel or fp", c.CPUEngine)
 	}
 	if c.CPUHz < 0 || c.CPUHz > 10000 {
@@ -374,17 +365,13 @@ func (c *Config) validateRealtime() error {
 	if c.ChunkMs != 0 && (c.ChunkMs < 10 || c.ChunkMs > 10000) {
 		return fmt.Errorf("--chunk-ms %d: want 10..10000", c.ChunkMs)
 	}
-	switch c.Pace {
-	case "", protocol.PaceRealtime, protocol.PaceNone:
-	default:
+	if !slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace) {
 		return fmt.Errorf("--pace %q: want realtime or none", c.Pace)
 	}
 	if c.Loops < 0 {
 		return fmt.Errorf("--loops %d: must be ≥ 1", c.Loops)
 	}
-	switch c.Dialect {
-	case "", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni:
-	default:
+	if !slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect) {
 		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
 	}
 	if c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "" {
@@ -395,9 +382,7 @@ func (c *Config) validateRealtime() error {
 
 // validateLang checks --lang, the normalizer of WER/CER (docs/SCORING.md).
 func (c *Config) validateLang() error {
-	switch c.Lang {
-	case "en", "zh":
-	default:
+	if !slices.Contains([]string{"en", "zh"}, c.Lang) {
 		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
 	}
 	return nil
@@ -411,9 +396,7 @@ func (c *Config) validateOutput() error {
 	if _, err := os.Stat(filepath.Join(c.Out, bundle.ManifestFile)); err == nil && !c.Overwrite {
 		return fmt.Errorf("--out %s: %w (give --overwrite to replace it, or another --out)", c.Out, bundle.ErrExists)
 	}
-	switch c.Format {
-	case "text", "table", "markdown", "csv", "json": // table: text's old name
-	default:
+	if !slices.Contains([]string{"text", "table", "markdown", "csv", "json"}, c.Format) { // table: text's old name
 		return fmt.Errorf("--format %q: want text, markdown, csv or json", c.Format)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,14 +107,12 @@ func buildFingerprint(target string, models any, dsSHA string, n int) model.Fing
 }
 
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
+	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return runtime.GOARCH
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
 		if ok && strings.TrimSpace(k) == "model name" {
 			return strings.TrimSpace(v)
 		}

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -160,12 +161,8 @@ func OptionGroups() []string {
 // Record is the name the manifest's config records the option's field
 // under (its json tag), or "" when it records none.
 func (o Option) Record() string {
-	f, ok := reflect.TypeFor[Config]().FieldByName(o.Field)
-	if !ok {
-		return ""
-	}
-	if name := jsonName(f); name != "-" {
-		return name
+	if f, ok := reflect.TypeFor[Config]().FieldByName(o.Field); ok && jsonName(f) != "-" {
+		return jsonName(f)
 	}
 	return ""
 }
@@ -173,10 +170,7 @@ func (o Option) Record() string {
 // jsonName is the name a field marshals under ("-": none).
 func jsonName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	if name == "" {
-		return f.Name
-	}
-	return name
+	return cmp.Or(name, f.Name)
 }
 
 // Flags binds the options to one Config: Define puts an option on a
@@ -262,8 +256,7 @@ func (f *Flags) Finish() error {
 	if !f.findMax {
 		return nil
 	}
-	def := DefaultSearch()
-	s := Search{Attainment: f.search.Attainment, Max: f.search.Max, Tolerance: def.Tolerance}
+	s := Search{Attainment: f.search.Attainment, Max: f.search.Max, Tolerance: DefaultSearch().Tolerance}
 	switch {
 	case f.tolerance != "":
 		if s.Tolerance, s.Relative, err = ParseTolerance(f.tolerance); err != nil {

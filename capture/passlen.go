@@ -48,13 +48,11 @@ func (c *Config) oneRequestPerSample(what string) error {
 // mean rate, which the manifest and the metrics record).
 func (s *Session) passLevel(lv SweepPoint) (SweepPoint, driver.Level) {
 	cfg := &s.cfg
+	var replay *driver.Replay
 	if s.replay != nil && lv.Name == ReplayLevel {
-		lv.Rate = s.replay.rate
+		lv.Rate, replay = s.replay.rate, s.replay.r
 	}
 	dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed,
-		Requests: cfg.PassRequests, Duration: cfg.PassDuration}
-	if s.replay != nil && lv.Name == ReplayLevel {
-		dl.Replay = s.replay.r
-	}
+		Requests: cfg.PassRequests, Duration: cfg.PassDuration, Replay: replay}
 	return lv, dl
 }

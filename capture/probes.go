@@ -228,15 +228,10 @@ func resolvePID(pid int, target string) (int, string) {
 // on the server's host).
 func localAddr(ip net.IP) bool {
 	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
-			return true
-		}
-	}
-	return false
+	return err == nil && slices.ContainsFunc(addrs, func(a net.Addr) bool {
+		n, ok := a.(*net.IPNet)
+		return ok && n.IP.Equal(ip)
+	})
 }
 
 // startProbes finds the target's process and starts each probe on it;
@@ -406,17 +401,15 @@ type probeGaps struct{ empty, idle map[string][]string }
 // record puts the gaps in the manifest: the failures as extra.probe_empty
 // and incomplete reasons, the idle passes as extra.probe_idle.
 func (g probeGaps) record(m *model.Manifest) {
-	if m.Extra == nil {
-		m.Extra = map[string]any{}
-	}
+	x := extra(m)
 	if len(g.empty) > 0 {
-		m.Extra["probe_empty"] = g.empty
+		x["probe_empty"] = g.empty
 		for _, name := range slices.Sorted(maps.Keys(g.empty)) {
 			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(g.empty[name])))
 		}
 	}
 	if len(g.idle) > 0 {
-		m.Extra["probe_idle"] = g.idle
+		x["probe_idle"] = g.idle
 	}
 }
 
@@ -432,6 +425,7 @@ func (s *probeSet) stop(say func(string)) {
 		}
 		cancel()
 	}
+	s.running = nil
 }
 
 // losses asks the running probes what they lost (probe.LossReporter),

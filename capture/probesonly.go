@@ -1,14 +1,13 @@
 package capture
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -118,9 +117,6 @@ func (r *ProbeRun) Status() map[string]string {
 	return maps.Clone(r.pset.status)
 }
 
-// Dir is the run's bundle directory.
-func (r *ProbeRun) Dir() string { return r.cfg.Out }
-
 // Begin starts a period. A period still open is ended first.
 func (r *ProbeRun) Begin(ctx context.Context, p probe.Period) error {
 	r.calls.Lock()
@@ -205,18 +201,17 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	defer run.close() // a period that failed; after Finish, nothing
-	period := cfg.Period
-	if period == 0 {
-		period = DefaultPeriod
-	}
+	period := cmp.Or(cfg.Period, DefaultPeriod)
 	var end <-chan time.Time
 	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		end = t.C
+		end = time.After(cfg.Duration)
 	}
 	if !cfg.Quiet {
-		fmt.Fprintf(s.stderr, "probes only: periods of %v until %s\n", period, untilWhat(cfg.Duration))
+		until := "stopped (Ctrl-C)"
+		if cfg.Duration > 0 {
+			until = cfg.Duration.String() + " have passed (or Ctrl-C)"
+		}
+		fmt.Fprintf(s.stderr, "probes only: periods of %v until %s\n", period, until)
 	}
 	tick := time.NewTicker(period)
 	defer tick.Stop()
@@ -239,20 +234,10 @@ func (s *Session) runProbesOnly(ctx context.Context) (*Outcome, error) {
 			return nil, err
 		}
 		if !cfg.Quiet {
-			var parts []string
-			for _, n := range slices.Sorted(maps.Keys(counts)) {
-				parts = append(parts, fmt.Sprintf("%s %d", n, counts[n]))
-			}
-			fmt.Fprintf(s.stderr, "period %d: records: %s\n", i, strings.Join(parts, ", "))
+			fmt.Fprintf(s.stderr, "period %d: records: %s\n", i,
+				joinSorted(counts, ", ", func(n string, c uint64) string { return fmt.Sprintf("%s %d", n, c) }))
 		}
 	}
 	run.stdout, run.onFinish = s.stdout, s.onFinish // its end hook writes the report
 	return run.Finish(context.WithoutCancel(ctx))
-}
-
-func untilWhat(d time.Duration) string {
-	if d > 0 {
-		return d.String() + " have passed (or Ctrl-C)"
-	}
-	return "stopped (Ctrl-C)"
 }

@@ -26,11 +26,8 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, quiet bool) *progress {
-	p := &progress{w: w, quiet: quiet}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.tty = true
-	}
-	return p
+	f, ok := w.(*os.File)
+	return &progress{w: w, quiet: quiet, tty: ok && term.IsTerminal(int(f.Fd()))}
 }
 
 func (p *progress) begin(lv SweepPoint, repeat, repeats int, warmup bool, total int) {

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -45,19 +47,13 @@ func (c *Config) validateProxy() error {
 	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
 		return fmt.Errorf("--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)")
 	}
-	switch c.Protocol {
-	case "openai", "openai-stream", "funasr-ws", "openai-realtime":
-	default:
+	if !slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol) {
 		return fmt.Errorf("--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol)
 	}
-	switch c.Pace {
-	case "", protocol.PaceRealtime, protocol.PaceNone:
-	default:
+	if !slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace) {
 		return fmt.Errorf("--pace %q: want realtime or none (how your client paces its audio)", c.Pace)
 	}
-	switch c.Dialect {
-	case "", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni:
-	default:
+	if !slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect) {
 		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
 	}
 	if err := c.validateLang(); err != nil {
@@ -69,10 +65,8 @@ func (c *Config) validateProxy() error {
 	if c.Duration < 0 || c.LevelGap < 0 {
 		return fmt.Errorf("--duration and --level-gap must be ≥ 0")
 	}
-	for _, n := range c.ProxyLevels {
-		if strings.TrimSpace(n) == "" {
-			return fmt.Errorf("--levels: an empty level name")
-		}
+	if slices.ContainsFunc(c.ProxyLevels, func(n string) bool { return strings.TrimSpace(n) == "" }) {
+		return fmt.Errorf("--levels: an empty level name")
 	}
 	return nil
 }
@@ -81,10 +75,7 @@ func (c *Config) validateProxy() error {
 // names no host.
 func proxyListenAddr(addr string) string {
 	host, port, _ := net.SplitHostPort(addr)
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(cmp.Or(host, "127.0.0.1"), port)
 }
 
 // runProxy is Run for --proxy: the user's client sends the load through
@@ -150,7 +141,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	hs := &http.Server{Handler: px, ReadHeaderTimeout: 30 * time.Second}
 	go hs.Serve(ln)
 	proxyURL := "http://" + ln.Addr().String()
-	if !isLoopback(ln.Addr()) {
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
 		say("warning: the proxy listens on " + ln.Addr().String() + ", beyond this machine; anyone who can reach it can use your server through it")
 	}
 	say(fmt.Sprintf("proxy: %s → %s (point your client at %s)", proxyURL, cfg.Target, proxyURL))
@@ -211,10 +202,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	say(fmt.Sprintf("proxy: recorded %d requests (%d other requests passed through)", st.Recorded, st.Passed))
 	s.mu.Lock()
-	if s.manifest.Extra == nil {
-		s.manifest.Extra = map[string]any{}
-	}
-	s.manifest.Extra["proxy"] = info
+	extra(&s.manifest)["proxy"] = info
 	if st.Recorded == 0 {
 		s.manifest.Incomplete = append(s.manifest.Incomplete, "the proxy recorded no transcription request")
 	}
@@ -234,11 +222,6 @@ func realtimeProtocol(name string) string {
 	return ""
 }
 
-func isLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
-}
-
 // proxyWindow waits for the capture's end: the benchmark command's exit
 // (it is started here), --duration, or ctx (Ctrl-C). Without a command,
 // Ctrl-C is the ordinary end, not an interruption. It returns the
@@ -247,9 +230,7 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 	cfg := &s.cfg
 	var timeout <-chan time.Time
 	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		timeout = t.C
+		timeout = time.After(cfg.Duration)
 	}
 	if len(cfg.Command) == 0 {
 		if cfg.Duration > 0 {

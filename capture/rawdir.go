@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -56,15 +57,9 @@ func RawRecords(items []driver.Item, recs []model.Request) []RawRecord {
 		case r == nil:
 			raw.Error = "No transcription"
 		case r.Status != model.StatusOK:
-			raw.Error = r.Error
-			if raw.Error == "" {
-				raw.Error = "No transcription"
-			}
+			raw.Error = cmp.Or(r.Error, "No transcription")
 		default:
-			lang := r.Lang
-			if lang == "" {
-				lang = it.Lang
-			}
+			lang := cmp.Or(r.Lang, it.Lang)
 			raw.HypText = r.Hyp
 			raw.RefNorm = score.Normalize(lang, r.Ref)
 			raw.HypNorm = score.Normalize(lang, r.Hyp)

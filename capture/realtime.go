@@ -1,10 +1,12 @@
 package capture
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,10 +50,7 @@ func httpBase(target string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--target %q: %w", target, err)
 	}
-	scheme := map[string]string{"ws": "http", "wss": "https"}[u.Scheme]
-	if scheme == "" {
-		scheme = u.Scheme
-	}
+	scheme := cmp.Or(map[string]string{"ws": "http", "wss": "https"}[u.Scheme], u.Scheme)
 	return scheme + "://" + u.Host, nil
 }
 
@@ -64,11 +63,7 @@ func loopItems(cfg *Config, items []driver.Item) []driver.Item {
 	}
 	out := make([]driver.Item, len(items))
 	for i, it := range items {
-		refs := make([]string, cfg.Loops)
-		for k := range refs {
-			refs[k] = it.Ref
-		}
-		it.Ref = strings.Join(refs, " ")
+		it.Ref = strings.Join(slices.Repeat([]string{it.Ref}, cfg.Loops), " ")
 		it.AudioS *= float64(cfg.Loops)
 		out[i] = it
 	}

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -117,10 +118,7 @@ func loadReplay(cfg *Config, items []driver.Item) (*replayPlan, error) {
 		}
 	}
 	sum := sha256.Sum256(b)
-	speed := cfg.ReplaySpeed
-	if speed == 0 {
-		speed = 1
-	}
+	speed := cmp.Or(cfg.ReplaySpeed, 1)
 	// The level's rate, three decimals as a level name keeps them.
 	p := &replayPlan{r: r, rate: math.Round(r.MeanRate()*1000) / 1000}
 	p.info = map[string]any{
@@ -153,16 +151,14 @@ func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *dr
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := &s.manifest
-	if m.Extra == nil {
-		m.Extra = map[string]any{}
-	}
+	x := extra(m)
 	if s.replay != nil {
-		m.Extra["replay"] = s.replay.info
+		x["replay"] = s.replay.info
 	}
-	m.Extra["schedule_fidelity_limits"] = map[string]float64{
+	x["schedule_fidelity_limits"] = map[string]float64{
 		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds()}
-	recs, _ := m.Extra["schedule_fidelity"].([]FidelityRecord)
-	m.Extra["schedule_fidelity"] = append(recs, FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
+	recs, _ := x["schedule_fidelity"].([]FidelityRecord)
+	x["schedule_fidelity"] = append(recs, FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
 	if len(f.Lost) > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%s repeat %d: schedule fidelity lost (%s)", lv.Name, repeat, strings.Join(f.Lost, ", ")))
 	}

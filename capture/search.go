@@ -188,7 +188,6 @@ func (s *searcher) record(lr model.LevelResult, requests int) {
 	if lr.GoodputReqS != nil {
 		p.GoodputReqS = lr.GoodputReqS.Mean
 	}
-	var rps []float64
 	for _, pm := range lr.PerRepeat {
 		a := 0.0
 		if pm.SLOAttainment != nil {
@@ -196,13 +195,10 @@ func (s *searcher) record(lr model.LevelResult, requests int) {
 		}
 		p.PerRepeat = append(p.PerRepeat, a)
 		p.Attainment = math.Min(p.Attainment, a)
-		rps = append(rps, pm.RequestsPerS)
+		p.RequestsPerSec += pm.RequestsPerS / float64(len(lr.PerRepeat))
 	}
 	if len(lr.PerRepeat) == 0 {
 		p.Attainment = 0
-	}
-	for _, x := range rps {
-		p.RequestsPerSec += x / float64(len(rps))
 	}
 	p.Pass = len(lr.PerRepeat) > 0 && p.Attainment >= s.cfg.Attainment
 	s.res.Probes = append(s.res.Probes, p)
@@ -213,7 +209,8 @@ func (s *searcher) record(lr model.LevelResult, requests int) {
 		s.hi = v
 	}
 	s.next = s.plan()
-	s.finish()
+	s.res.Answer, s.res.Upper = s.lo, s.hi
+	s.res.Done = s.next == 0
 }
 
 func (s *searcher) plan() float64 {
@@ -226,14 +223,11 @@ func (s *searcher) plan() float64 {
 		}
 		return s.round(math.Min(2*s.lo, limit))
 	case s.lo == 0: // every level so far failed: halve (open loop) or give up at 1
-		if !s.open {
-			if s.hi <= 1 {
-				s.res.Note = "even one request in flight misses the SLO"
-				return 0
-			}
-			return s.round(s.hi / 2)
+		if !s.open && s.hi <= 1 {
+			s.res.Note = "even one request in flight misses the SLO"
+			return 0
 		}
-		if s.hi <= s.start/64 {
+		if s.open && s.hi <= s.start/64 {
 			s.res.Note = fmt.Sprintf("even %s req/s misses the SLO", s.fmt(s.hi))
 			return 0
 		}
@@ -257,11 +251,6 @@ func (s *searcher) closed() bool {
 		tol *= s.lo
 	}
 	return s.hi-s.lo <= tol
-}
-
-func (s *searcher) finish() {
-	s.res.Answer, s.res.Upper = s.lo, s.hi
-	s.res.Done = s.next == 0
 }
 
 func (s *searcher) fmt(x float64) string {

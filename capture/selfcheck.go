@@ -34,10 +34,7 @@ func (s *Session) recordSelfCheck(lv SweepPoint, repeat int, warmup bool, res *d
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := &s.manifest
-	if m.Extra == nil {
-		m.Extra = map[string]any{}
-	}
-	m.Extra["driver_self_check_limits"] = map[string]float64{
+	extra(m)["driver_self_check_limits"] = map[string]float64{
 		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds(),
 		"slot_gap_p99_s": driver.SlotGapP99Limit.Seconds(), "cpu_share_of_allowed": driver.CPUShareLimit,
 		"runnable_wait_p99_s": driver.RunnableWaitP99Limit.Seconds(), "read_stall_max_s": driver.ReadStallLimit.Seconds()}

@@ -221,12 +221,10 @@ const SyntheticWeightsNote = "synthetic weights (the server's /v1/models says sy
 func syntheticWeights(models any) bool {
 	m, _ := models.(map[string]any)
 	data, _ := m["data"].([]any)
-	for _, d := range data {
-		if e, ok := d.(map[string]any); ok && e["synthetic_weights"] == true {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(data, func(d any) bool {
+		e, ok := d.(map[string]any)
+		return ok && e["synthetic_weights"] == true
+	})
 }
 
 // runPasses runs every level: the warmup pass if asked, then the scored
@@ -355,10 +353,7 @@ func (s *Session) prepareDataset(ctx context.Context) ([]driver.Item, []dataset.
 }
 
 func newHTTPClient(cfg *Config, items []driver.Item) *http.Client {
-	maxConns := 64
-	for _, c := range cfg.Concurrency {
-		maxConns = max(maxConns, c)
-	}
+	maxConns := slices.Max(append([]int{64}, cfg.Concurrency...))
 	if cfg.Search != nil && len(cfg.Concurrency) > 0 {
 		maxConns = max(maxConns, int(cfg.Search.limit(false)))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -92,7 +93,6 @@ func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, er
 func (k *skeleton) close() {
 	if k.pset != nil {
 		k.pset.stop(k.say)
-		k.pset.running = nil
 	}
 	if k.w != nil {
 		k.w.Close()
@@ -130,7 +130,6 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	bpfCost := pset.bpfReport(say)
 	agents := pset.agents()
 	pset.stop(say)
-	pset.running = nil
 	for name, msg := range agentLosses(agents) {
 		losses[name] = msg
 	}
@@ -145,12 +144,7 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	if len(offsets) > 0 {
 		m.Clock.Probes = offsets
 	}
-	if m.Extra == nil {
-		m.Extra = map[string]any{}
-	}
-	for key, v := range traceInfo {
-		m.Extra[key] = v
-	}
+	maps.Copy(extra(m), traceInfo)
 	if len(losses) > 0 {
 		m.Extra["probe_losses"] = losses
 	}
@@ -219,6 +213,14 @@ func (k *skeleton) noteWriteErr(err error) {
 		k.writeErr = err
 		fmt.Fprintf(k.stderr, "asrprof: %v (the capture goes on)\n", err)
 	}
+}
+
+// extra is m.Extra, made when nil.
+func extra(m *model.Manifest) map[string]any {
+	if m.Extra == nil {
+		m.Extra = map[string]any{}
+	}
+	return m.Extra
 }
 
 func (k *skeleton) saveManifest() error {

@@ -377,9 +377,3 @@ func (l *logBuf) since(off int) ([]byte, <-chan struct{}) {
 	defer l.mu.Unlock()
 	return append([]byte(nil), l.b[min(off, len(l.b)):]...), l.changed
 }
-
-func jsonEncoder(w io.Writer) *json.Encoder {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc
-}

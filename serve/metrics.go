@@ -58,6 +58,7 @@ func newMetrics() *metrics {
 		{"asrprof_gpu_power_watts", "Total board power."},
 	} {
 		m.gpu[g.name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: g.name, Help: g.help}, []string{"capture", "gpu"})
+		m.reg.MustRegister(m.gpu[g.name])
 	}
 	m.threadCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "asrprof_thread_cpu_utilization",
 		Help: "CPU share of each of the target's threads over the last probe period (1: one core the whole period)."},
@@ -73,9 +74,6 @@ func newMetrics() *metrics {
 		"Run-queue latency of the target's threads (wake-up or preemption to running), eBPF sched probe; log2 buckets.",
 		[]string{"capture"}, nil), h: map[string]*runqHist{}}
 	m.reg.MustRegister(m.inFlight, m.requests, m.latency, m.records, m.periods, m.threadCPU, m.threadCPUs, m.cudaRate, m.cudaLaunch, m.runq)
-	for _, g := range m.gpu {
-		m.reg.MustRegister(g)
-	}
 	return m
 }
 

@@ -16,12 +16,14 @@ package serve
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,10 +103,7 @@ func CheckAddr(addr, token string) (warning string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("--listen %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return "", nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return "", nil
 	}
 	if token == "" {
@@ -142,7 +141,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.stopAll()
+	for _, e := range s.entries() {
+		e.stop()
+	}
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	hs.Shutdown(shut)
@@ -150,13 +151,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-func (s *Server) stopAll() {
+// entries is a copy of the list of captures.
+func (s *Server) entries() []*entry {
 	s.mu.Lock()
-	list := append([]*entry(nil), s.captures...)
-	s.mu.Unlock()
-	for _, e := range list {
-		e.stop()
-	}
+	defer s.mu.Unlock()
+	return slices.Clone(s.captures)
 }
 
 // Handler is the daemon's routes, behind the token check.
@@ -200,10 +199,8 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *entry {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range s.captures {
-		if e.id == id {
-			return e
-		}
+	if i := slices.IndexFunc(s.captures, func(e *entry) bool { return e.id == id }); i >= 0 {
+		return s.captures[i]
 	}
 	http.Error(w, fmt.Sprintf("no capture %q (GET %s lists them)", id, capture.AgentCapturesPath), http.StatusNotFound)
 	return nil
@@ -214,11 +211,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) infos() []capture.AgentCapture {
-	s.mu.Lock()
-	list := append([]*entry(nil), s.captures...)
-	s.mu.Unlock()
 	out := []capture.AgentCapture{}
-	for _, e := range list {
+	for _, e := range s.entries() {
 		out = append(out, e.info())
 	}
 	return out
@@ -249,7 +243,8 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := jsonEncoder(w)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
 	enc.Encode(v)
 }
 
