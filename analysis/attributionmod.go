@@ -27,14 +27,8 @@ import (
 // request has telemetry and all of its time is unattributed.
 func attributionModule() *starlarkstruct.Module {
 	m := newModule("attribution", "attribution.", map[string]builtinFunc{"levels": attributionLevels, "requests": attributionRequests})
-	m.Members["STATES"] = frozenStrings(engine.AttributionStates)
+	m.Members["STATES"] = stringList(engine.AttributionStates)
 	return m
-}
-
-func frozenStrings(ss []string) *starlark.List {
-	l := stringList(ss)
-	l.Freeze()
-	return l
 }
 
 // attribute runs engine.Attribute over the capture.
@@ -50,7 +44,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread, Segments: c.placeStates()}
+	in := engine.AttributionInput{Reqs: rc, Rows: &columns.StageRows{}, Thread: thread, Segments: c.segments.Load()}
 	switch p := pv.(type) {
 	case *presetValue:
 		if in.Rows, err = c.StageRows(p.p); err != nil {
@@ -80,7 +74,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 		return nil, nil, err
 	}
 	a := engine.Attribute(in)
-	c.setAttribution(a)
+	c.lastAttr.Store(a)
 	return c, a, nil
 }
 
@@ -88,16 +82,13 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 // manifest's passes, then any other level the requests name), as
 // lib/common.star's level_order.
 func runOrder(c *Capture) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
+	var all, out []string
 	for _, l := range c.Bundle.Manifest.Levels {
-		if !seen[l.Level] {
-			seen[l.Level] = true
-			out = append(out, l.Level)
-		}
+		all = append(all, l.Level)
 	}
 	lvs, err := c.RequestLevels()
-	for _, lv := range lvs {
+	seen := map[string]bool{}
+	for _, lv := range append(all, lvs...) {
 		if !seen[lv] {
 			seen[lv] = true
 			out = append(out, lv)
@@ -197,8 +188,7 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	var out []starlark.Value
-	for _, l := range a.Levels {
+	return starlark.NewList(valuesOf(a.Levels, func(l engine.LevelStates) starlark.Value {
 		states := starlark.NewDict(engine.NumStates)
 		for s, name := range engine.AttributionStates {
 			st := l.States[s]
@@ -207,10 +197,7 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			}))
 		}
 		var thread, runUtil, passUtil, gpu starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None
-		var threads []starlark.Value
-		for _, p := range l.Threads {
-			threads = append(threads, passThreadValue(p))
-		}
+		threads := valuesOf(l.Threads, passThreadValue)
 		if l.HasThread {
 			thread = threads[0]
 			runUtil, passUtil = starlark.Float(l.RunningUtil), starlark.Float(l.PassUtil)
@@ -222,16 +209,15 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 				"idle_runnable": starlark.Float(g.IdleRunnable), "idle_off": starlark.Float(g.IdleOff),
 			})
 		}
-		out = append(out, structOf(starlark.StringDict{
+		return structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing),
 			"latency_mean_ms": starlark.Float(l.LatencyMeanMs), "states": states,
 			"thread": thread, "threads": starlark.NewList(threads), "running_util": runUtil, "pass_util": passUtil, "gpu": gpu,
 			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow),
 			"admission_at_cap": starlark.Float(l.AdmissionAtCap), "run_cap": starlark.MakeInt(l.RunCap),
 			"admission_in_ff": starlark.Float(l.AdmissionInFF),
-		}))
-	}
-	return starlark.NewList(out), nil
+		})
+	})), nil
 }
 
 // requests(capture, preset = None, thread = ""): one row per successful

@@ -10,14 +10,6 @@ import (
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
-// The capacity files (docs/CAPACITY.md): asrprof sensitivity writes
-// sensitivity.json at the top of its --out, above the runs' sub-bundles;
-// capture --find-max writes search.json into its bundle.
-const (
-	sensitivityFile = bundle.SensitivityFile
-	searchFile      = bundle.SearchFile
-)
-
 // jsonFile reads a JSON file as a Starlark value (numbers keep their
 // digits); None when it is absent.
 func jsonFile(path string) (starlark.Value, error) {
@@ -35,12 +27,13 @@ func jsonFile(path string) (starlark.Value, error) {
 	return v, nil
 }
 
-// sensitivityValue is capture.sensitivity: sensitivity.json of the
-// bundle's folder or of the folder above it (the sensitivity session the
-// bundle is a run of), as a dict; None when neither has one.
+// sensitivityValue is capture.sensitivity (docs/CAPACITY.md):
+// sensitivity.json of the bundle's folder or of the folder above it (asrprof
+// sensitivity writes it at the top of its --out, above the runs'
+// sub-bundles), as a dict; None when neither has one.
 func sensitivityValue(v *captureValue) (starlark.Value, error) {
 	for _, d := range []string{v.c.Dir, filepath.Dir(filepath.Clean(v.c.Dir))} {
-		p := filepath.Join(d, sensitivityFile)
+		p := filepath.Join(d, bundle.SensitivityFile)
 		if _, err := os.Stat(p); err == nil {
 			return jsonFile(p)
 		}
@@ -51,5 +44,5 @@ func sensitivityValue(v *captureValue) (starlark.Value, error) {
 // searchValue is capture.search: the bundle's search.json (--find-max),
 // None without one.
 func searchValue(v *captureValue) (starlark.Value, error) {
-	return jsonFile(filepath.Join(v.c.Dir, searchFile))
+	return jsonFile(filepath.Join(v.c.Dir, bundle.SearchFile))
 }

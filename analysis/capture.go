@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/model"
@@ -55,8 +56,9 @@ type Capture struct {
 	stagesMu   sync.Mutex
 	stages     map[string]*columns.StageRows // by preset key
 	lastStages *columns.StageRows            // the rows StageRows returned last
-	lastAttr   *engine.Attribution           // what the attribution module computed last
-	segments   bool                          // the attribution module places the states in time
+
+	lastAttr atomic.Pointer[engine.Attribution] // what the attribution module computed last
+	segments atomic.Bool                        // the attribution module places the states in time
 
 	workersOnce sync.Once
 	workers     *engine.Workers
@@ -226,33 +228,13 @@ func (c *Capture) DerivedStages() *columns.StageRows {
 // script of this capture computed last (the attribution module: the
 // attribution analysis, or the diagnosis), or nil when none has: the
 // report draws the states from it, the exporters send them.
-func (c *Capture) LastAttribution() *engine.Attribution {
-	c.stagesMu.Lock()
-	defer c.stagesMu.Unlock()
-	return c.lastAttr
-}
+func (c *Capture) LastAttribution() *engine.Attribution { return c.lastAttr.Load() }
 
 // PlaceStates makes the attribution module also place every request's
 // states in time (engine.RequestStates.Segments), for the report's
 // waterfalls and the exporters; it costs about twice the attribution's
 // time and memory, so analyses alone do without.
-func (c *Capture) PlaceStates() {
-	c.stagesMu.Lock()
-	defer c.stagesMu.Unlock()
-	c.segments = true
-}
-
-func (c *Capture) placeStates() bool {
-	c.stagesMu.Lock()
-	defer c.stagesMu.Unlock()
-	return c.segments
-}
-
-func (c *Capture) setAttribution(a *engine.Attribution) {
-	c.stagesMu.Lock()
-	defer c.stagesMu.Unlock()
-	c.lastAttr = a
-}
+func (c *Capture) PlaceStates() { c.segments.Store(true) }
 
 // RequestLevels returns the distinct levels of the requests, in the order
 // they first appear.

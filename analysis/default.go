@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -83,10 +84,7 @@ func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table
 		})
 	}
 	g.Wait()
-	var all []*table.Table
-	for _, ts := range tabs {
-		all = append(all, ts...)
-	}
+	all := slices.Concat(tabs...)
 	// The tables the capture's Load or its scripts are still writing in
 	// the background: a bundle that cannot be written to is analysed all
 	// the same, so that is not an error here (Capture.Tables.Wait says it).
@@ -103,15 +101,8 @@ func DefaultTables(ctx context.Context, dir string, o Options, skip ...string) (
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, n := range DefaultScripts(c) {
-		if !slices.Contains(skip, n) {
-			names = append(names, n)
-		}
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
+	names := slices.DeleteFunc(DefaultScripts(c), func(n string) bool { return slices.Contains(skip, n) })
+	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
 	return RunScripts(ctx, NewSession(c, o), names)
 }
 

@@ -95,14 +95,12 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
 		return nil, err
 	}
-	var out []starlark.Value
-	for _, m := range engine.EventMeta(rc, first, key) {
-		out = append(out, structOf(starlark.StringDict{
+	return starlark.NewList(valuesOf(engine.EventMeta(rc, first, key), func(m engine.MetaStat) starlark.Value {
+		return structOf(starlark.StringDict{
 			"level": starlark.String(m.Level), "repeat": starlark.MakeInt(m.Repeat),
 			"min": starlark.Float(m.Min), "max": starlark.Float(m.Max), "sum": starlark.Float(m.Sum), "n": starlark.MakeInt(m.N),
-		}))
-	}
-	return starlark.NewList(out), nil
+		})
+	})), nil
 }
 
 // workers(capture): which workers served the requests (engine.FindWorkers):
@@ -159,16 +157,14 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	var out []starlark.Value
-	for _, s := range engine.Balance(rc, rows, w, levels) {
-		out = append(out, structOf(starlark.StringDict{
+	return starlark.NewList(valuesOf(engine.Balance(rc, rows, w, levels), func(s engine.Share) starlark.Value {
+		return structOf(starlark.StringDict{
 			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
 			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
 			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),
 			"total_rtf": starlark.Float(s.TotalRTF),
-		}))
-	}
-	return starlark.NewList(out), nil
+		})
+	})), nil
 }
 
 // onlyWorker returns rc with the requests of every worker but worker

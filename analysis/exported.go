@@ -1,9 +1,10 @@
 package analysis
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"sort"
+	"slices"
 
 	"github.com/asrprof/asrprof/analysis/engine"
 )
@@ -42,11 +43,8 @@ func StageRecords(ctx context.Context, s *Session) ([]StageRecord, error) {
 			out = append(out, StageRecord{Request: int(i64("request_index")), Stage: stage, StartUnixNs: i64("start_unix_ns"), EndUnixNs: i64("end_unix_ns")})
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].Request != out[b].Request {
-			return out[a].Request < out[b].Request
-		}
-		return out[a].StartUnixNs < out[b].StartUnixNs
+	slices.SortStableFunc(out, func(a, b StageRecord) int {
+		return cmp.Or(cmp.Compare(a.Request, b.Request), cmp.Compare(a.StartUnixNs, b.StartUnixNs))
 	})
 	return out, nil
 }

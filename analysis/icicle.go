@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,12 +72,9 @@ func unmapped(loc *profile.Location) bool {
 	if m != nil && (m.Limit > m.Start || m.File == PythonMapping) {
 		return false
 	}
-	for _, l := range loc.Line {
-		if l.Function != nil && l.Function.Name != "" && l.Function.Name != "[unknown]" {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(loc.Line, func(l profile.Line) bool {
+		return l.Function != nil && l.Function.Name != "" && l.Function.Name != "[unknown]"
+	})
 }
 
 type node struct {
@@ -101,11 +100,8 @@ func (n *node) frame(name string, scale float64, min int64) *Frame {
 			f.Children = append(f.Children, c.frame(k, scale, min))
 		}
 	}
-	sort.Slice(f.Children, func(i, j int) bool {
-		if f.Children[i].Seconds != f.Children[j].Seconds {
-			return f.Children[i].Seconds > f.Children[j].Seconds
-		}
-		return f.Children[i].Name < f.Children[j].Name
+	slices.SortFunc(f.Children, func(a, b *Frame) int {
+		return cmp.Or(cmp.Compare(b.Seconds, a.Seconds), strings.Compare(a.Name, b.Name))
 	})
 	return f
 }

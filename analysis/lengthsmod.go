@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"math"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -59,10 +60,7 @@ func lengthSplit(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 			"requests": starlark.MakeInt(bk.Requests), "min_s": starlark.Float(bk.MinS), "max_s": starlark.Float(bk.MaxS),
 		}))
 	}
-	edges := make([]starlark.Value, len(sp.Edges))
-	for i, e := range sp.Edges {
-		edges[i] = starlark.Float(e)
-	}
+	edges := valuesOf(sp.Edges, func(e float64) starlark.Value { return starlark.Float(e) })
 	return &splitValue{sp: sp, Struct: starlarkstruct.FromStringDict(starlark.String("length_split"), starlark.StringDict{
 		"spec": starlark.String(lb.String()), "off": starlark.Bool(lb.Off), "auto": starlark.Bool(sp.Auto),
 		"edges": starlark.NewList(edges), "buckets": starlark.NewList(bs), "empty": stringList(sp.Empty),
@@ -97,15 +95,7 @@ func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "names", &namesV, "levels", &levelsV, "split", &sv); err != nil {
 		return nil, err
 	}
-	names, err := stringArgs(b.Name(), namesV)
-	if err != nil {
-		return nil, err
-	}
-	levels, err := stringArgs(b.Name(), levelsV)
-	if err != nil {
-		return nil, err
-	}
-	rows, rc, err := cv.c.stageCols(pv.p)
+	names, levels, rows, rc, err := stageInputs(b, cv, pv, namesV, levelsV)
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +109,6 @@ func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	for i, bk := range sv.sp.Buckets {
 		groups[i] = bk.Name
 	}
-	var kept []engine.LevelStages
-	for _, l := range engine.SummarizeGroups(rc, rows, levels, names, group, groups) {
-		if l.Worker != "" {
-			kept = append(kept, l)
-		}
-	}
+	kept := slices.DeleteFunc(engine.SummarizeGroups(rc, rows, levels, names, group, groups), func(l engine.LevelStages) bool { return l.Worker == "" })
 	return stageRowsValue(kept, names, "bucket"), nil
 }

@@ -27,8 +27,15 @@ import (
 func presetModule() *starlarkstruct.Module {
 	return newModule("preset", "preset.", map[string]builtinFunc{
 		"event": eventPoint, "span_start": spanPoint(false), "span_end": spanPoint(true),
-		"between": between, "span": spanStage, "attr": attrStage, "rest": restStage, "gap": gapStage,
-		"declare": declare, "stage_summary": stageSummary,
+		"between": between, "declare": declare, "stage_summary": stageSummary,
+		"span": stringStage(func(v []string) engine.Stage {
+			return engine.Stage{From: engine.Point{Span: v[0]}, To: engine.Point{Span: v[0], End: true}}
+		}, "name"),
+		"attr": stringStage(func(v []string) engine.Stage { return engine.Stage{AttrSpan: v[0], Attr: v[1]} }, "span", "key"),
+		"rest": stringStage(func([]string) engine.Stage { return engine.Stage{Rest: true} }),
+		// gap(outer, inner): the first server span named outer less the
+		// first named inner (a router's span around the worker's).
+		"gap": stringStage(func(v []string) engine.Stage { return engine.Stage{Outer: v[0], Inner: v[1]} }, "outer", "inner"),
 	})
 }
 
@@ -63,11 +70,11 @@ func spanPoint(end bool) builtinFunc {
 	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		var name string
 		var last bool
+		pairs := []any{"name", &name}
 		if end {
-			if err := starlark.UnpackArgs(b.Name(), args, kw, "name", &name, "last?", &last); err != nil {
-				return nil, err
-			}
-		} else if err := starlark.UnpackArgs(b.Name(), args, kw, "name", &name); err != nil {
+			pairs = append(pairs, "last?", &last)
+		}
+		if err := starlark.UnpackArgs(b.Name(), args, kw, pairs...); err != nil {
 			return nil, err
 		}
 		return &pointValue{engine.Point{Span: name, End: end, Last: last}}, nil
@@ -82,37 +89,20 @@ func between(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 	return &stageValue{engine.Stage{From: from.p, To: to.p}}, nil
 }
 
-func spanStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var name string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "name", &name); err != nil {
-		return nil, err
+// stringStage is a stage builtin of the string parameters params, whose
+// rule mk makes of their values.
+func stringStage(mk func(v []string) engine.Stage, params ...string) builtinFunc {
+	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		v := make([]string, len(params))
+		pairs := make([]any, 0, 2*len(params))
+		for i, p := range params {
+			pairs = append(pairs, p, &v[i])
+		}
+		if err := starlark.UnpackArgs(b.Name(), args, kw, pairs...); err != nil {
+			return nil, err
+		}
+		return &stageValue{mk(v)}, nil
 	}
-	return &stageValue{engine.Stage{From: engine.Point{Span: name}, To: engine.Point{Span: name, End: true}}}, nil
-}
-
-func attrStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var span, key string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "span", &span, "key", &key); err != nil {
-		return nil, err
-	}
-	return &stageValue{engine.Stage{AttrSpan: span, Attr: key}}, nil
-}
-
-func restStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	if err := starlark.UnpackArgs(b.Name(), args, kw); err != nil {
-		return nil, err
-	}
-	return &stageValue{engine.Stage{Rest: true}}, nil
-}
-
-// gap(outer, inner): the first server span named outer less the first
-// named inner (a router's span around the worker's).
-func gapStage(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var outer, inner string
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "outer", &outer, "inner", &inner); err != nil {
-		return nil, err
-	}
-	return &stageValue{engine.Stage{Outer: outer, Inner: inner}}, nil
 }
 
 // declare(name, requires, stages): requires is a point, or "events" (the
@@ -177,11 +167,7 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 	case "key":
 		return starlark.String(v.p.Key()), nil
 	case "stages":
-		var names []string
-		for _, s := range v.p.Stages {
-			names = append(names, s.Name)
-		}
-		return stringList(names), nil
+		return frozenList(v.p.Stages, func(s engine.Stage) starlark.Value { return starlark.String(s.Name) }), nil
 	case "decompose", "bounds":
 		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			var r *requestValue
@@ -224,48 +210,37 @@ func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
 // records.
 func oneEvents(evs []events.Event) *columns.Events {
 	e := &columns.Events{}
-	var name, stage dict
 	for i := range evs {
 		e.RequestIndex = append(e.RequestIndex, 0)
-		e.EventName.Codes = append(e.EventName.Codes, name.code(evs[i].EventName))
-		e.Stage.Codes = append(e.Stage.Codes, stage.code(evs[i].Stage))
+		appendCode(&e.EventName, evs[i].EventName)
+		appendCode(&e.Stage, evs[i].Stage)
 		e.TimestampNs = append(e.TimestampNs, evs[i].TimestampNs)
 	}
-	e.EventName.Dict, e.Stage.Dict = name.names, stage.names
 	return e
 }
 
 func oneSpans(ss []spans.Span) *columns.Spans {
 	s := &columns.Spans{}
-	var name, svc dict
 	for i := range ss {
 		s.RequestIndex = append(s.RequestIndex, 0)
 		s.SpanID = append(s.SpanID, ss[i].SpanID)
-		s.Name.Codes = append(s.Name.Codes, name.code(ss[i].Name))
-		s.Service.Codes = append(s.Service.Codes, svc.code(ss[i].Service))
+		appendCode(&s.Name, ss[i].Name)
+		appendCode(&s.Service, ss[i].Service)
 		s.StartUnixNs = append(s.StartUnixNs, ss[i].StartUnixNs)
 		s.EndUnixNs = append(s.EndUnixNs, ss[i].EndUnixNs)
 		s.AttrMaps = append(s.AttrMaps, ss[i].Attrs)
 	}
-	s.Name.Dict, s.Service.Dict = name.names, svc.names
 	return s
 }
 
-type dict struct {
-	names []string
-	ix    map[string]int32
-}
-
-func (d *dict) code(s string) int32 {
-	if c, ok := d.ix[s]; ok {
-		return c
+// appendCode appends v's code to d, adding v to its names when new.
+func appendCode(d *columns.Strings, v string) {
+	c := d.Code(v)
+	if c < 0 {
+		c = int32(len(d.Dict))
+		d.Dict = append(d.Dict, v)
 	}
-	if d.ix == nil {
-		d.ix = map[string]int32{}
-	}
-	d.ix[s] = int32(len(d.names))
-	d.names = append(d.names, s)
-	return d.ix[s]
+	d.Codes = append(d.Codes, c)
 }
 
 // stageSummary(capture, preset, names, levels, by_worker = False): the
@@ -282,36 +257,25 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv, "preset", &pv, "names", &namesV, "levels", &levelsV, "by_worker?", &byWorker); err != nil {
 		return nil, err
 	}
-	names, err := stringArgs(b.Name(), namesV)
+	names, levels, rows, rc, err := stageInputs(b, cv, pv, namesV, levelsV)
 	if err != nil {
 		return nil, err
 	}
-	levels, err := stringArgs(b.Name(), levelsV)
-	if err != nil {
-		return nil, err
-	}
-	rows, rc, err := cv.c.stageCols(pv.p)
-	if err != nil {
-		return nil, err
-	}
-	var levelsOut []engine.LevelStages
+	var group, groups []string // by worker: theirs
 	if byWorker {
 		w, err := cv.c.Workers()
 		if err != nil {
 			return nil, err
 		}
-		levelsOut = engine.SummarizeWorkers(rc, rows, levels, names, w)
-	} else {
-		levelsOut = engine.Summarize(rc, rows, levels, names)
+		group, groups = w.Of, w.Names
 	}
-	return stageRowsValue(levelsOut, names, "worker"), nil
+	return stageRowsValue(engine.SummarizeGroups(rc, rows, levels, names, group, groups), names, "worker"), nil
 }
 
 // stageRowsValue is stage_summary's rows of levelsOut, each row's
 // Worker under the name group ("worker"; lengths.stage_summary: "bucket").
 func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string) *starlark.List {
-	var out []starlark.Value
-	for _, l := range levelsOut {
+	return starlark.NewList(valuesOf(levelsOut, func(l engine.LevelStages) starlark.Value {
 		st := starlark.NewDict(len(names))
 		for _, n := range names {
 			var x starlark.Value = starlark.None
@@ -322,11 +286,21 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 			}
 			st.SetKey(starlark.String(n), x)
 		}
-		out = append(out, structOf(starlark.StringDict{
+		return structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), group: starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,
-		}))
+		})
+	}))
+}
+
+// stageInputs is what a stage_summary reads: its names and levels, the
+// preset's stage rows and the requests' columns.
+func stageInputs(b *starlark.Builtin, cv *captureValue, pv *presetValue, namesV, levelsV *starlark.List) (names, levels []string, rows *columns.StageRows, rc *columns.RequestCols, err error) {
+	if names, err = stringArgs(b.Name(), namesV); err == nil {
+		if levels, err = stringArgs(b.Name(), levelsV); err == nil {
+			rows, rc, err = cv.c.stageCols(pv.p)
+		}
 	}
-	return starlark.NewList(out)
+	return names, levels, rows, rc, err
 }
 
 func stringArgs(fname string, l *starlark.List) ([]string, error) {

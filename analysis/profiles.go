@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"maps"
 	"os"
 	"path/filepath"
@@ -147,12 +148,7 @@ func summarizeProfile(path string) (profileSummary, error) {
 		s.Threads = append(s.Threads, threadCPU{TID: tid, Thread: th.name, TotalS: float64(th.total) * scale,
 			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.py, th.total, scale, TopPerThread)})
 	}
-	sort.Slice(s.Threads, func(i, j int) bool {
-		if s.Threads[i].TotalS != s.Threads[j].TotalS {
-			return s.Threads[i].TotalS > s.Threads[j].TotalS
-		}
-		return s.Threads[i].TID < s.Threads[j].TID
-	})
+	slices.SortFunc(s.Threads, func(a, b threadCPU) int { return cmp.Or(cmp.Compare(b.TotalS, a.TotalS), cmp.Compare(a.TID, b.TID)) })
 	s.Threads = s.Threads[:min(len(s.Threads), TopThreads)]
 	return s, nil
 }
@@ -207,12 +203,7 @@ func readProfile(path string) (p *profile.Profile, vi int, scale float64, err er
 // a share of total.
 func topFunctions(times map[string]int64, total int64, scale float64, n int) []functionCPU {
 	names := slices.Collect(maps.Keys(times))
-	sort.Slice(names, func(i, j int) bool {
-		if times[names[i]] != times[names[j]] {
-			return times[names[i]] > times[names[j]]
-		}
-		return names[i] < names[j]
-	})
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(times[b], times[a]), strings.Compare(a, b)) })
 	out := []functionCPU{}
 	for _, name := range names[:min(len(names), n)] {
 		fc := functionCPU{Function: name, FlatS: float64(times[name]) * scale}

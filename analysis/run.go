@@ -1,14 +1,17 @@
 package analysis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,12 +82,8 @@ type module struct {
 
 // NewSession returns a session for c.
 func NewSession(c *Capture, opts Options) *Session {
-	if opts.Stages == "" {
-		opts.Stages = "auto"
-	}
-	if opts.MaxSteps == 0 {
-		opts.MaxSteps = DefaultMaxSteps
-	}
+	opts.Stages = cmp.Or(opts.Stages, "auto")
+	opts.MaxSteps = cmp.Or(opts.MaxSteps, DefaultMaxSteps)
 	return &Session{c: c, opts: opts, modules: map[string]*module{}}
 }
 
@@ -208,12 +207,7 @@ func (s *Session) predeclared() starlark.StringDict {
 	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(0.10))
 	opts.SetKey(starlark.String("top"), starlark.MakeInt(5))
 	opts.SetKey(starlark.String("length_buckets"), starlark.String(s.opts.LengthBuckets.String()))
-	keys := make([]string, 0, len(s.opts.Params))
-	for k := range s.opts.Params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.opts.Params)) {
 		opts.SetKey(starlark.String(k), toValue(s.opts.Params[k]))
 	}
 	opts.Freeze()
@@ -311,9 +305,7 @@ func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDic
 	}
 	if m, ok := builtinModules()[name]; ok {
 		d := starlark.StringDict{name: m}
-		for k, v := range m.Members {
-			d[k] = v
-		}
+		maps.Copy(d, m.Members)
 		return d, nil
 	}
 	if !strings.HasSuffix(name, ".star") {

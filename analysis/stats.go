@@ -140,12 +140,9 @@ func histogram(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		}
 		return nil
 	}
-	hs := stats.Histogram(xs, bins, bound(loV), bound(hiV))
-	out := make([]starlark.Value, len(hs))
-	for i, h := range hs {
-		out[i] = starlark.Tuple{starlark.Float(h.Lo), starlark.Float(h.Hi), starlark.MakeInt(h.Count)}
-	}
-	return starlark.NewList(out), nil
+	return starlark.NewList(valuesOf(stats.Histogram(xs, bins, bound(loV), bound(hiV)), func(h stats.Bin) starlark.Value {
+		return starlark.Tuple{starlark.Float(h.Lo), starlark.Float(h.Hi), starlark.MakeInt(h.Count)}
+	})), nil
 }
 
 // twoSeries unpacks the (xs, ys) arguments of a two-sample function, and
@@ -266,10 +263,7 @@ func bootstrapCI(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		}
 	case starlark.Callable:
 		f = func(x []float64) (float64, error) {
-			l := make([]starlark.Value, len(x))
-			for i, e := range x {
-				l[i] = starlark.Float(e)
-			}
+			l := valuesOf(x, func(e float64) starlark.Value { return starlark.Float(e) })
 			r, err := starlark.Call(thread, s, starlark.Tuple{starlark.NewList(l)}, nil)
 			if err != nil {
 				return 0, err

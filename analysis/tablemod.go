@@ -3,6 +3,7 @@ package analysis
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 
 	"go.starlark.net/starlark"
@@ -119,26 +120,17 @@ func newTable(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 			if len(x) < 1 || len(x) > 3 {
 				return nil, fmt.Errorf("%s: column %s: want (name, type[, format])", b.Name(), x)
 			}
-			for i, e := range x {
-				s, ok := starlark.AsString(e)
+			for i, dst := range []*string{&col.name, &col.typ, &col.format}[:len(x)] {
+				s, ok := starlark.AsString(x[i])
 				if !ok {
 					return nil, fmt.Errorf("%s: column %s: element %d is not a string", b.Name(), x, i)
 				}
-				switch i {
-				case 0:
-					col.name = s
-				case 1:
-					col.typ = s
-				case 2:
-					col.format = s
-				}
+				*dst = s
 			}
 		default:
 			return nil, fmt.Errorf("%s: column is %s, want a string or a tuple", b.Name(), c.Type())
 		}
-		switch col.typ {
-		case colAny, colStr, colInt, colFloat:
-		default:
+		if !slices.Contains([]string{colAny, colStr, colInt, colFloat}, col.typ) {
 			return nil, fmt.Errorf("%s: column %q: unknown type %q (want any, str, int or float)", b.Name(), col.name, col.typ)
 		}
 		t.cols = append(t.cols, col)
@@ -169,19 +161,13 @@ func (t *tableValue) Attr(name string) (starlark.Value, error) {
 	case "title":
 		return starlark.String(t.title), nil
 	case "columns":
-		out := make([]starlark.Value, len(t.cols))
-		for i, c := range t.cols {
-			out[i] = starlark.String(c.name)
-		}
-		return starlark.NewList(out), nil
+		return starlark.NewList(valuesOf(t.cols, func(c column) starlark.Value { return starlark.String(c.name) })), nil
 	case "notes":
 		return stringList(t.notes), nil
 	case "rows":
-		out := make([]starlark.Value, len(t.rows))
-		for i, r := range t.rows {
-			out[i] = starlark.NewList(append([]starlark.Value(nil), r...))
-		}
-		return starlark.NewList(out), nil
+		return starlark.NewList(valuesOf(t.rows, func(r []starlark.Value) starlark.Value {
+			return starlark.NewList(append([]starlark.Value(nil), r...))
+		})), nil
 	case "add_row":
 		return starlark.NewBuiltin("add_row", t.addRow), nil
 	case "add_note":
@@ -198,11 +184,7 @@ func (t *tableValue) Attr(name string) (starlark.Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]starlark.Value, len(t.rows))
-			for i, r := range t.rows {
-				out[i] = plain(r[k])
-			}
-			return starlark.NewList(out), nil
+			return starlark.NewList(valuesOf(t.rows, func(r []starlark.Value) starlark.Value { return plain(r[k]) })), nil
 		})), nil
 	case "sort":
 		return starlark.NewBuiltin("sort", t.sort), nil
@@ -233,10 +215,8 @@ func plain(v starlark.Value) starlark.Value {
 }
 
 func (t *tableValue) colIndex(name string) (int, error) {
-	for i, c := range t.cols {
-		if c.name == name {
-			return i, nil
-		}
+	if i := slices.IndexFunc(t.cols, func(c column) bool { return c.name == name }); i >= 0 {
+		return i, nil
 	}
 	return 0, fmt.Errorf("table %s has no column %q", t.name, name)
 }
@@ -340,7 +320,7 @@ func (t *tableValue) groupBy(col string) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys []starlark.Value
+	var out []starlark.Value
 	groups := map[string]*tableValue{}
 	for _, r := range t.rows {
 		key := plain(r[k])
@@ -349,13 +329,9 @@ func (t *tableValue) groupBy(col string) (starlark.Value, error) {
 		if !ok {
 			g = &tableValue{name: t.name, title: t.title, cols: t.cols}
 			groups[id] = g
-			keys = append(keys, key)
+			out = append(out, starlark.Tuple{key, g})
 		}
 		g.rows = append(g.rows, r)
-	}
-	out := make([]starlark.Value, len(keys))
-	for i, key := range keys {
-		out[i] = starlark.Tuple{key, groups[key.Type()+":"+key.String()]}
 	}
 	return starlark.NewList(out), nil
 }
@@ -419,9 +395,5 @@ func sprintf(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 
 // Index returns row i as a list of plain values (len(t) and t[i] work).
 func (t *tableValue) Index(i int) starlark.Value {
-	out := make([]starlark.Value, len(t.rows[i]))
-	for j, v := range t.rows[i] {
-		out[j] = plain(v)
-	}
-	return starlark.NewList(out)
+	return starlark.NewList(valuesOf(t.rows[i], plain))
 }

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -48,14 +49,8 @@ func (l *listView) Index(i int) starlark.Value {
 func (l *listView) Iterate() starlark.Iterator { return &viewIter{l: l} }
 func (l *listView) Slice(start, end, step int) starlark.Value {
 	var out []starlark.Value
-	if step > 0 {
-		for i := start; i < end; i += step {
-			out = append(out, l.at(i))
-		}
-	} else {
-		for i := start; i > end; i += step {
-			out = append(out, l.at(i))
-		}
+	for i := start; step > 0 && i < end || step < 0 && i > end; i += step {
+		out = append(out, l.at(i))
 	}
 	return starlark.NewList(out)
 }
@@ -125,33 +120,21 @@ func (v *mapView) AttrNames() []string {
 	return append([]string{"get", "items", "keys", "values"}, v.keys()...)
 }
 func (v *mapView) Attr(name string) (starlark.Value, error) {
+	// keys(), items() and values(): a new list of f of each key, in order.
+	list := func(f func(k string) starlark.Value) (starlark.Value, error) {
+		return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return starlark.NewList(valuesOf(v.keys(), f)), nil
+		}), nil
+	}
 	switch name {
 	case "get":
 		return starlark.NewBuiltin("get", getFn(v.m)), nil
 	case "keys":
-		return starlark.NewBuiltin("keys", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			var out []starlark.Value
-			for _, k := range v.keys() {
-				out = append(out, starlark.String(k))
-			}
-			return starlark.NewList(out), nil
-		}), nil
+		return list(func(k string) starlark.Value { return starlark.String(k) })
 	case "items":
-		return starlark.NewBuiltin("items", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			var out []starlark.Value
-			for _, t := range v.Items() {
-				out = append(out, t)
-			}
-			return starlark.NewList(out), nil
-		}), nil
+		return list(func(k string) starlark.Value { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
 	case "values":
-		return starlark.NewBuiltin("values", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			var out []starlark.Value
-			for _, k := range v.keys() {
-				out = append(out, toValue(v.m[k]))
-			}
-			return starlark.NewList(out), nil
-		}), nil
+		return list(func(k string) starlark.Value { return toValue(v.m[k]) })
 	}
 	if x, ok := v.m[name]; ok {
 		return toValue(x), nil
@@ -185,13 +168,7 @@ func toValue(x any) starlark.Value {
 	case []byte:
 		return starlark.Bytes(v)
 	case []any:
-		out := make([]starlark.Value, len(v))
-		for i, e := range v {
-			out[i] = toValue(e)
-		}
-		l := starlark.NewList(out)
-		l.Freeze()
-		return l
+		return frozenList(v, toValue)
 	case map[string]any:
 		d := starlark.NewDict(len(v))
 		for _, k := range slices.Sorted(maps.Keys(v)) {
@@ -200,13 +177,7 @@ func toValue(x any) starlark.Value {
 		d.Freeze()
 		return d
 	case []float64:
-		out := make([]starlark.Value, len(v))
-		for i, e := range v {
-			out[i] = starlark.Float(e)
-		}
-		l := starlark.NewList(out)
-		l.Freeze()
-		return l
+		return frozenList(v, func(e float64) starlark.Value { return starlark.Float(e) })
 	}
 	// Anything else goes through JSON.
 	b, err := json.Marshal(x)
@@ -324,26 +295,14 @@ var captureAttrs = attrTable[*captureValue]{
 			return &requestValue{c: c, i: i}
 		}}, nil
 	},
-	"levels": func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
-	"passes": func(v *captureValue) (starlark.Value, error) {
-		ps, err := v.c.Passes()
-		if err != nil {
-			return nil, err
-		}
-		return passesValue(ps), nil
-	},
+	"levels":   func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
+	"passes":   captured((*Capture).Passes, passesValue),
 	"manifest": func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Bundle.Manifest), nil },
 	"results":  func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Results), nil },
-	"files": func(v *captureValue) (starlark.Value, error) {
-		fs, err := v.c.Bundle.Files()
-		if err != nil {
-			return nil, err
-		}
-		return stringList(fs), nil
-	},
-	"gpu":   probeRows("gpu", bundle.GPUFile),
-	"sched": probeRows("sched", bundle.SchedFile),
-	"cuda":  probeRows("cuda", bundle.CUDAFile),
+	"files":    captured(func(c *Capture) ([]string, error) { return c.Bundle.Files() }, stringList),
+	"gpu":      probeRows("gpu", bundle.GPUFile),
+	"sched":    probeRows("sched", bundle.SchedFile),
+	"cuda":     probeRows("cuda", bundle.CUDAFile),
 	// Realtime sessions' update lags over session time (realtime_lags.jsonl).
 	"realtime_lags": probeRows("realtime_lags", bundle.RealtimeLagsFile),
 	"cpu_profiles": func(v *captureValue) (starlark.Value, error) {
@@ -362,14 +321,8 @@ var captureAttrs = attrTable[*captureValue]{
 	"events_count": func(v *captureValue) (starlark.Value, error) {
 		return starlark.MakeInt(v.c.Tables.Rows(columns.EventsTable)), nil
 	},
-	"request_levels": func(v *captureValue) (starlark.Value, error) {
-		lv, err := v.c.RequestLevels()
-		if err != nil {
-			return nil, err
-		}
-		return stringList(lv), nil
-	},
-	"join_stats": joined(func(_ *Capture, ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
+	"request_levels": captured((*Capture).RequestLevels, stringList),
+	"join_stats":     captured((*Capture).join, func(ix *join.Index) starlark.Value { return toValue(ix.Stats()) }),
 	// Capacity (docs/CAPACITY.md): asrprof sensitivity's result, and the
 	// --find-max search's path and answer.
 	"sensitivity": sensitivityValue,
@@ -391,35 +344,41 @@ func probeRows(name, file string) func(*captureValue) (starlark.Value, error) {
 	}
 }
 
-// joined is an attribute that needs the join of spans and events.
-func joined(f func(*Capture, *join.Index) starlark.Value) func(*captureValue) (starlark.Value, error) {
+// captured is an attribute of the capture: conv of what get reads.
+func captured[T any, V starlark.Value](get func(*Capture) (T, error), conv func(T) V) func(*captureValue) (starlark.Value, error) {
 	return func(v *captureValue) (starlark.Value, error) {
-		ix, err := v.c.join()
+		x, err := get(v.c)
 		if err != nil {
 			return nil, err
 		}
-		return f(v.c, ix), nil
+		return conv(x), nil
 	}
 }
 
-func stringList(ss []string) *starlark.List {
-	out := make([]starlark.Value, len(ss))
-	for i, s := range ss {
-		out[i] = starlark.String(s)
+// valuesOf is f of each of xs.
+func valuesOf[T any](xs []T, f func(T) starlark.Value) []starlark.Value {
+	out := make([]starlark.Value, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
-	l := starlark.NewList(out)
+	return out
+}
+
+// frozenList is a frozen list of f of each of xs.
+func frozenList[T any](xs []T, f func(T) starlark.Value) *starlark.List {
+	l := starlark.NewList(valuesOf(xs, f))
 	l.Freeze()
 	return l
 }
 
+func stringList(ss []string) *starlark.List {
+	return frozenList(ss, func(s string) starlark.Value { return starlark.String(s) })
+}
+
 func levelsValue(ls []model.LevelRun) starlark.Value {
-	out := make([]starlark.Value, len(ls))
-	for i, l := range ls {
-		wall := l.WallS
-		if wall == 0 {
-			wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
-		}
-		out[i] = starlarkstruct.FromStringDict(starlark.String("pass"), starlark.StringDict{
+	return frozenList(ls, func(l model.LevelRun) starlark.Value {
+		wall := cmp.Or(l.WallS, float64(l.EndUnixNs-l.StartUnixNs)/1e9)
+		return starlarkstruct.FromStringDict(starlark.String("pass"), starlark.StringDict{
 			"level":         starlark.String(l.Level),
 			"concurrency":   starlark.MakeInt(l.Concurrency),
 			"rate":          starlark.Float(l.Rate),
@@ -429,10 +388,7 @@ func levelsValue(ls []model.LevelRun) starlark.Value {
 			"end_unix_ns":   starlark.MakeInt64(l.EndUnixNs),
 			"wall_s":        starlark.Float(wall),
 		})
-	}
-	lst := starlark.NewList(out)
-	lst.Freeze()
-	return lst
+	})
 }
 
 // passesValue is capture.passes: one mapping per pass (passFields).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -468,9 +469,9 @@ type thread struct {
 type split struct{ host, gpu, runq, on, cov float64 }
 
 // integrate sums the thread's bins over [a, b): cov is the part of it that
-// bins cover.
+// bins cover (none of a nil thread).
 func (th *thread) integrate(a, b int64) (s split) {
-	if b <= a {
+	if th == nil || b <= a {
 		return s
 	}
 	i := 0
@@ -484,11 +485,7 @@ func (th *thread) integrate(a, b int64) (s split) {
 			continue
 		}
 		x, y := l.cum(lo), l.cum(hi)
-		s.host += y[cHost] - x[cHost]
-		s.gpu += y[cGPU] - x[cGPU]
-		s.runq += y[cRunq] - x[cRunq]
-		s.on += y[cOn] - x[cOn]
-		s.cov += float64(hi - lo)
+		s = s.plus(split{y[cHost] - x[cHost], y[cGPU] - x[cGPU], y[cRunq] - x[cRunq], y[cOn] - x[cOn], float64(hi - lo)})
 	}
 	return s
 }
@@ -548,23 +545,18 @@ func newBinLine(r *ThreadBins, n int) *binLine {
 // cuda records' sync time of the same thread resampled onto their bins.
 func threads(sched, cuda []ThreadBins) []*thread {
 	type key struct{ pid, tid int64 }
-	raw := func(recs []ThreadBins, vals func(*ThreadBins) []float64) map[key][]*binLine {
-		out := map[key][]*binLine{}
-		for i := range recs {
-			r := &recs[i]
-			v := vals(r)
-			if r.BinMs <= 0 || len(v) == 0 {
-				continue
-			}
-			l := newBinLine(r, len(v))
-			for k, x := range v {
-				l.p[k+1][cOn] = l.p[k][cOn] + max(0, x)*1e3
-			}
-			out[key{r.PID, r.TID}] = append(out[key{r.PID, r.TID}], l)
+	syncs := map[key][]*binLine{} // each thread's cuda records, their sync time as on-CPU
+	for i := range cuda {
+		r := &cuda[i]
+		if r.BinMs <= 0 || len(r.SyncUs) == 0 {
+			continue
 		}
-		return out
+		l := newBinLine(r, len(r.SyncUs))
+		for k, x := range r.SyncUs {
+			l.p[k+1][cOn] = l.p[k][cOn] + max(0, x)*1e3
+		}
+		syncs[key{r.PID, r.TID}] = append(syncs[key{r.PID, r.TID}], l)
 	}
-	syncs := raw(cuda, func(r *ThreadBins) []float64 { return r.SyncUs })
 	for _, ls := range syncs {
 		slices.SortFunc(ls, func(a, b *binLine) int { return cmp.Compare(a.start, b.start) })
 	}
@@ -654,10 +646,9 @@ func Attribute(in AttributionInput) *Attribution {
 	// are in request order, and in the preset's stage order within one).
 	kinds := make([]int, len(rows.Stage.Dict))
 	for c, name := range rows.Stage.Dict {
+		kinds[c] = -1
 		if k, ok := kindOf[name]; ok {
 			kinds[c] = k
-		} else {
-			kinds[c] = -1
 		}
 	}
 	// A stage that has durations but never boundaries is a rest() or a
@@ -831,10 +822,7 @@ func Attribute(in AttributionInput) *Attribution {
 	}
 	// 4. Each pass's serving thread; the first-forward unions on it.
 	ths := threads(in.Sched, in.CUDA)
-	want := in.Thread
-	if want == "" {
-		want = DefaultServingThread
-	}
+	want := cmp.Or(in.Thread, DefaultServingThread)
 	for _, p := range passes {
 		choose(p, ths, want)
 		out.Passes = append(out.Passes, p.pt)
@@ -858,10 +846,8 @@ func Attribute(in AttributionInput) *Attribution {
 		occ[k] = occupancySteps(v)
 		for _, st := range occ[k] {
 			capOf[k.worker] = max(capOf[k.worker], st.n)
+			out.RunCap = max(out.RunCap, st.n)
 		}
-	}
-	for _, c := range capOf {
-		out.RunCap = max(out.RunCap, c)
 	}
 	unions := make(map[ffKey]*ffUnion, len(ffs))
 	for k, v := range ffs {
@@ -1030,8 +1016,8 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 			continue
 		}
 		switch k {
-		case kFirstForward:
-			running(ns, th, a, z)
+		case kFirstForward: // split by the serving thread's bins
+			addSplit(ns, float64(z-a), th.integrate(a, z))
 		case kDecode:
 			decode(ns, th, a, z, ff)
 		default:
@@ -1118,26 +1104,12 @@ func decode(ns *[NumStates]float64, th *thread, a, z int64, ff *ffUnion) {
 	lz, sz := ff.upTo(z)
 	stall := lz - la
 	ns[sStall] += float64(stall)
-	rest := float64(z - a - stall)
-	if th == nil {
-		ns[sNoThread] += rest
-		return
-	}
-	addSplit(ns, rest, th.integrate(a, z).minus(sz.minus(sa)))
-}
-
-// running splits [a, z) of the running batch by the serving thread's bins.
-func running(ns *[NumStates]float64, th *thread, a, z int64) {
-	d := float64(z - a)
-	if th == nil {
-		ns[sNoThread] += d
-		return
-	}
-	addSplit(ns, d, th.integrate(a, z))
+	addSplit(ns, float64(z-a-stall), th.integrate(a, z).minus(sz.minus(sa)))
 }
 
 // addSplit adds d ns of running time that the thread's bins split as s
-// (the part they do not cover is no thread data).
+// (the part they do not cover is no thread data: all of it without a
+// thread, whose split is zero).
 func addSplit(ns *[NumStates]float64, d float64, s split) {
 	cov := min(max(s.cov, 0), d)
 	host, gpu, runq := max(s.host, 0), max(s.gpu, 0), max(s.runq, 0)
@@ -1162,20 +1134,11 @@ func choose(p *passInfo, ths []*thread, want string) {
 		}
 		return v
 	}
-	var cands []*thread
-	for _, th := range ths {
-		if len(th.lines) > 0 && th.lines[0].start < hi && th.lines[len(th.lines)-1].end() > lo {
-			cands = append(cands, th)
-		}
-	}
+	cands := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool {
+		return len(th.lines) == 0 || th.lines[0].start >= hi || th.lines[len(th.lines)-1].end() <= lo
+	})
 	if pid := mode(p.pidVotes); pid != 0 {
-		var same []*thread
-		for _, th := range cands {
-			if th.pid == pid {
-				same = append(same, th)
-			}
-		}
-		if len(same) > 0 {
+		if same := slices.DeleteFunc(slices.Clone(cands), func(th *thread) bool { return th.pid != pid }); len(same) > 0 {
 			cands = same
 		}
 	}
@@ -1198,13 +1161,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 		}
 	}
 	if th == nil {
-		var named []*thread
-		for _, c := range cands {
-			if c.name == want {
-				named = append(named, c)
-			}
-		}
-		if th = best(named); th != nil {
+		if th = best(slices.DeleteFunc(slices.Clone(cands), func(c *thread) bool { return c.name != want })); th != nil {
 			p.pt.How = "named " + want
 		}
 	}
@@ -1375,75 +1332,10 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 	return out
 }
 
-// meanP95 is stats' mean and 95th percentile of xs, which it sorts.
+// meanP95 is stats' mean and 95th percentile of xs (stats.Percentile
+// selects the ranks it needs, without a sort).
 func meanP95(xs []float64) (float64, float64) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	m := stats.Mean(xs)
-	lo, hi := xs[0], xs[0]
-	for _, x := range xs {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	if lo == hi || len(xs) == 1 { // a state no request of the level was in, mostly
-		return m, lo
-	}
-	// stats.Percentile's linear interpolation between the two closest
-	// ranks, the ranks found by selection instead of a sort.
-	pos := 0.95 * float64(len(xs)-1)
-	k := int(math.Floor(pos))
-	a := selectKth(xs, k)
-	if k+1 >= len(xs) {
-		return m, a
-	}
-	b := xs[k+1]
-	for _, x := range xs[k+1:] {
-		b = min(b, x)
-	}
-	return m, a + (b-a)*(pos-float64(k))
-}
-
-// selectKth reorders xs so that xs[k] is its k-th smallest value, none
-// before it larger and none after it smaller, and returns it.
-func selectKth(xs []float64, k int) float64 {
-	lo, hi := 0, len(xs)-1
-	for hi > lo {
-		// median of three as the pivot
-		mid := lo + (hi-lo)/2
-		if xs[mid] < xs[lo] {
-			xs[mid], xs[lo] = xs[lo], xs[mid]
-		}
-		if xs[hi] < xs[lo] {
-			xs[hi], xs[lo] = xs[lo], xs[hi]
-		}
-		if xs[hi] < xs[mid] {
-			xs[hi], xs[mid] = xs[mid], xs[hi]
-		}
-		p := xs[mid]
-		i, j := lo, hi
-		for i <= j {
-			for xs[i] < p {
-				i++
-			}
-			for xs[j] > p {
-				j--
-			}
-			if i <= j {
-				xs[i], xs[j] = xs[j], xs[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return xs[k]
-		}
-	}
-	return xs[k]
+	return stats.Mean(xs), stats.Percentile(xs, 95)
 }
 
 func sumBins(rbs []runBin) float64 {
@@ -1462,12 +1354,7 @@ const maxSampleGap = int64(2e9)
 // the GPU busiest in them.
 func gpuBreakdown(passes []*passInfo, gpus map[int][]GPUSample) *GPUBreakdown {
 	var best *GPUBreakdown
-	ids := make([]int, 0, len(gpus))
-	for id := range gpus {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(gpus)) {
 		ss := gpus[id]
 		g := &GPUBreakdown{GPU: id}
 		var W float64

@@ -28,8 +28,8 @@
 //   - A Gap stage is the first server span named Outer less the first
 //     named Inner (a router's span around the worker's); it has no
 //     boundaries. The stage named Router is such a stage outside the
-//     server's total (Summarize keeps it out of the total's parts and out
-//     of the client overhead).
+//     server's total (SummarizeGroups keeps it out of the total's parts
+//     and out of the client overhead).
 //   - A request has the preset's telemetry when its Requires point exists
 //     (or, with RequiresEvents, when it has any event); one without is
 //     "missing" in the stage table.
@@ -40,7 +40,9 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,24 +60,19 @@ type Point struct {
 
 func (p Point) String() string {
 	var b strings.Builder
-	if p.Event != "" {
+	switch {
+	case p.Event != "":
 		fmt.Fprintf(&b, "event(%q", p.Event)
-		if p.Last {
-			b.WriteString(", last")
-		}
-		if p.SameStageAs != "" {
-			fmt.Fprintf(&b, ", same_stage_as=%q", p.SameStageAs)
-		}
-		b.WriteString(")")
-		return b.String()
+	case p.End:
+		fmt.Fprintf(&b, "span_end(%q", p.Span)
+	default:
+		fmt.Fprintf(&b, "span_start(%q", p.Span)
 	}
-	side := "start"
-	if p.End {
-		side = "end"
-	}
-	fmt.Fprintf(&b, "span_%s(%q", side, p.Span)
 	if p.Last {
 		b.WriteString(", last")
+	}
+	if p.Event != "" && p.SameStageAs != "" {
+		fmt.Fprintf(&b, ", same_stage_as=%q", p.SameStageAs)
 	}
 	b.WriteString(")")
 	return b.String()
@@ -135,28 +132,15 @@ func (p *Preset) Key() string {
 
 // UsesEvents reports whether p reads events.
 func (p *Preset) UsesEvents() bool {
-	if p.RequiresEvents || p.Requires.Event != "" {
-		return true
-	}
-	for _, s := range p.Stages {
-		if s.From.Event != "" || s.To.Event != "" {
-			return true
-		}
-	}
-	return false
+	return p.RequiresEvents || p.Requires.Event != "" ||
+		slices.ContainsFunc(p.Stages, func(s Stage) bool { return s.From.Event != "" || s.To.Event != "" })
 }
 
 // UsesSpans reports whether p reads spans.
 func (p *Preset) UsesSpans() bool {
-	if p.Requires.Span != "" {
-		return true
-	}
-	for _, s := range p.Stages {
-		if s.From.Span != "" || s.To.Span != "" || s.AttrSpan != "" || s.Outer != "" {
-			return true
-		}
-	}
-	return false
+	return p.Requires.Span != "" || slices.ContainsFunc(p.Stages, func(s Stage) bool {
+		return s.From.Span != "" || s.To.Span != "" || s.AttrSpan != "" || s.Outer != ""
+	})
 }
 
 // Validate checks the declaration.
@@ -228,15 +212,13 @@ func group(owner []int32, n int) (idx, from []int32) {
 }
 
 func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
-	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
 	if e == nil {
 		e = &columns.Events{}
-		src.e = e
 	}
 	if s == nil {
 		s = &columns.Spans{}
-		src.s = s
 	}
+	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
 	src.ev, src.evFrom = group(e.RequestIndex, n)
 	src.sp, src.spFrom = group(s.RequestIndex, n)
 	names := func(pt Point) {
@@ -427,12 +409,7 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 					overlap = true
 				}
 			}
-			last := buf[0]
-			for _, j := range buf {
-				if s.EndUnixNs[j] > s.EndUnixNs[last] {
-					last = j
-				}
-			}
+			last := slices.MaxFunc(buf, func(a, b int32) int { return cmp.Compare(s.EndUnixNs[a], s.EndUnixNs[b]) })
 			use := buf
 			if overlap {
 				use = []int32{last}
@@ -566,11 +543,9 @@ func One(p *Preset, e *columns.Events, s *columns.Spans) (v Values, ok bool) {
 	src.derive(p, 0, vals, nil)
 	v = Values{Seconds: map[string]*float64{}, Bounds: map[string][2]int64{}}
 	for k, st := range p.Stages {
+		v.Seconds[st.Name] = nil
 		if vals[k].hasDur {
-			d := vals[k].dur
-			v.Seconds[st.Name] = &d
-		} else {
-			v.Seconds[st.Name] = nil
+			v.Seconds[st.Name] = new(vals[k].dur)
 		}
 		if vals[k].hasBounds {
 			v.Bounds[st.Name] = [2]int64{vals[k].start, vals[k].end}

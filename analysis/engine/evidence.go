@@ -60,13 +60,11 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 	for i := 0; i < reqs.N; i++ {
 		start, end := int64(-1), int64(-1)
 		for k < rows.Len() && int(rows.RequestIndex[k]) == i {
-			if rows.HasBounds[k] {
-				if c := rows.Stage.Codes[k]; c == fc {
-					start = rows.StartUnixNs[k]
-				}
-				if c := rows.Stage.Codes[k]; c == tc {
-					end = rows.EndUnixNs[k]
-				}
+			if rows.HasBounds[k] && rows.Stage.Codes[k] == fc {
+				start = rows.StartUnixNs[k]
+			}
+			if rows.HasBounds[k] && rows.Stage.Codes[k] == tc {
+				end = rows.EndUnixNs[k]
 			}
 			k++
 		}

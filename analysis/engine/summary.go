@@ -42,28 +42,17 @@ type Stat struct {
 // had the stage.
 type LevelStages struct {
 	Level      string
-	Worker     string // SummarizeWorkers' rows: the worker ("" for requests no span names one)
+	Worker     string // the group of SummarizeGroups' rows: the worker ("" for requests no span names one)
 	N, Missing int
 	Stages     map[string]*Stat
 }
 
-// Summarize aggregates rows (Derive's, or stages.parquet's) per level,
-// for the levels in order that have measured requests, and for each of
-// names: a stage of the rows, or ClientOverhead.
-func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []LevelStages {
-	return SummarizeGroups(reqs, rows, order, names, nil, nil)
-}
-
-// SummarizeWorkers is Summarize per level and worker (w.Of), the workers
-// of each level in w.Names order.
-func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []LevelStages {
-	return SummarizeGroups(reqs, rows, order, names, w.Of, w.Names)
-}
-
-// SummarizeGroups is Summarize per level and group: group[i] names
-// request i's group ("" for none), groups is their order; each row's
-// Worker is its group (group nil: Summarize). The length buckets' stage
-// tables use it.
+// SummarizeGroups aggregates rows (Derive's, or stages.parquet's) per
+// level, for the levels in order that have measured requests, and for each
+// of names (a stage of the rows, or ClientOverhead); with group not nil,
+// per level and group: group[i] names request i's group ("" for none),
+// groups is their order (a router's workers, w.Of and w.Names; the length
+// buckets), and each row's Worker is its group.
 func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, worker []string, workers []string) []LevelStages {
 	byLevel := map[[2]string]*levelAcc{}
 	stageOf := rows.Stage.Dict
@@ -146,15 +135,11 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 	}
 	var out []LevelStages
 	for _, lv := range order {
-		if worker == nil {
-			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
-			continue
-		}
 		for _, wk := range workers {
 			out = appendLevel(out, byLevel[[2]string{lv, wk}], lv, wk, names)
 		}
 		if !slices.Contains(workers, "") {
-			// requests no span names a worker for
+			// the level's row without groups; else requests no span names a worker for
 			out = appendLevel(out, byLevel[[2]string{lv, ""}], lv, "", names)
 		}
 	}

@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
@@ -67,12 +68,11 @@ func FindWorkers(n int, s *columns.Spans) *Workers {
 		case inst[i] != "":
 			w.Of[i] = inst[i]
 		}
-		if w.Of[i] != "" && !seen[w.Of[i]] {
+		if w.Of[i] != "" {
 			seen[w.Of[i]] = true
-			w.Names = append(w.Names, w.Of[i])
 		}
 	}
-	sort.Strings(w.Names)
+	w.Names = slices.Sorted(maps.Keys(seen))
 	return w
 }
 
@@ -111,10 +111,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 	by := map[key]*acc{}
 	spans := map[passKey][]interval{}
 	totalCode := rows.Stage.Code(Total)
-	totalOf := make([]int, reqs.N) // row index of each request's total, -1 for none
-	for i := range totalOf {
-		totalOf[i] = -1
-	}
+	totalOf := slices.Repeat([]int{-1}, reqs.N) // row index of each request's total, -1 for none
 	for j := 0; j < rows.Len(); j++ {
 		if r := int(rows.RequestIndex[j]); r < reqs.N && rows.Stage.Codes[j] == totalCode {
 			totalOf[r] = j
@@ -166,7 +163,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 				continue
 			}
 			sh := Share{Level: lv, Worker: wk, Requests: a.requests, OK: a.ok,
-				BusyS: busy[key{lv, wk}], LatencyMeanS: meanOf(a.lat), TotalMeanS: meanOf(a.tot)}
+				BusyS: busy[key{lv, wk}], LatencyMeanS: stats.Mean(a.lat), TotalMeanS: stats.Mean(a.tot)}
 			if a.rtfAudio > 0 {
 				sh.TotalRTF = a.rtfTot / a.rtfAudio
 			}
@@ -182,11 +179,4 @@ func unionNs(ivs []interval) (n int64) {
 		n += v.b - v.a
 	}
 	return n
-}
-
-func meanOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	return stats.Mean(xs)
 }

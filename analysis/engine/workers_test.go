@@ -7,6 +7,17 @@ import (
 	"github.com/asrprof/asrprof/trace/columns"
 )
 
+// Summarize is SummarizeGroups per level alone.
+func Summarize(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string) []LevelStages {
+	return SummarizeGroups(reqs, rows, order, names, nil, nil)
+}
+
+// SummarizeWorkers is SummarizeGroups per level and worker (w.Of), the
+// workers of each level in w.Names order.
+func SummarizeWorkers(reqs *columns.RequestCols, rows *columns.StageRows, order []string, names []string, w *Workers) []LevelStages {
+	return SummarizeGroups(reqs, rows, order, names, w.Of, w.Names)
+}
+
 func strs(vs ...string) columns.Strings {
 	s := columns.Strings{}
 	ix := map[string]int32{}
