@@ -6,9 +6,9 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"math"
 	mrand "math/rand/v2"
@@ -63,28 +63,24 @@ func (lv *Level) Open() bool { return lv.Rate > 0 || lv.Replay != nil }
 // send: exact unless the pass has only a Duration, where it is the open
 // loop's expectation (rate × duration) or 0 (closed loop: unknown).
 func (lv *Level) Planned(n int) int {
+	k := n
 	switch {
 	case lv.Replay != nil:
-		k := len(lv.Replay.Offsets)
+		k = len(lv.Replay.Offsets)
 		if lv.Duration > 0 {
 			k = sort.Search(k, func(i int) bool { return lv.Replay.Offsets[i] >= lv.Duration })
 		}
-		if lv.Requests > 0 {
-			k = min(k, lv.Requests)
-		}
-		return k
 	case lv.Duration > 0 && lv.Rate > 0:
-		k := int(math.Ceil(lv.Rate * lv.Duration.Seconds()))
-		if lv.Requests > 0 {
-			k = min(k, lv.Requests)
-		}
-		return k
+		k = int(math.Ceil(lv.Rate * lv.Duration.Seconds()))
 	case lv.Requests > 0:
 		return lv.Requests
 	case lv.Duration > 0:
 		return 0 // a closed loop for a time: unknown
 	}
-	return n
+	if lv.Requests > 0 {
+		k = min(k, lv.Requests)
+	}
+	return k
 }
 
 // Driver sends passes. Its fields must not change while a pass runs.
@@ -150,19 +146,19 @@ func (d *Driver) prepare() {
 		return
 	}
 	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]*score.Reference, len(d.Items))}
-	for i := range d.Items {
-		job := d.job(&d.Items[i])
-		u.refs[i] = score.NewReference(job.Language, d.Items[i].Ref)
+	pr, isPr := d.Client.(protocol.Preparer)
+	if isPr {
+		u.bodies = make([]*protocol.Upload, len(d.Items))
 	}
-	pr, ok := d.Client.(protocol.Preparer)
-	if !ok {
-		return
-	}
-	u.bodies = make([]*protocol.Upload, len(d.Items))
 	seen := map[uploadKey]*protocol.Upload{}
 	for i := range d.Items {
 		it := &d.Items[i]
 		job := d.job(it)
+		u.refs[i] = score.NewReference(job.Language, it.Ref)
+		if !isPr {
+			continue
+		}
+		// The key is the item's own audio, not yet pointed into an upload.
 		k := uploadKey{n: len(it.Audio), file: it.FileName, ct: it.ContentType, lang: job.Language}
 		if len(it.Audio) > 0 {
 			k.audio = &it.Audio[0]
@@ -173,25 +169,19 @@ func (d *Driver) prepare() {
 			seen[k] = up
 		}
 		u.bodies[i] = up
-	}
-	for i := range d.Items {
-		d.Items[i].Audio = u.bodies[i].Audio()
+		it.Audio = up.Audio()
 	}
 }
 
 // job is the protocol.Job of it without the per-request fields.
 func (d *Driver) job(it *Item) protocol.Job {
-	lang := it.Lang
-	if lang == "" {
-		lang = d.Lang
-	}
 	return protocol.Job{
 		SampleID:    it.SampleID,
 		FileName:    it.FileName,
 		ContentType: it.ContentType,
 		Audio:       it.Audio,
 		Model:       d.Model,
-		Language:    lang,
+		Language:    cmp.Or(it.Lang, d.Lang),
 	}
 }
 
@@ -325,10 +315,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 				return 0, false
 			}
 			off, ok := next(i)
-			if !ok || (lv.Duration > 0 && off >= lv.Duration) {
-				return 0, false
-			}
-			return off, true
+			return off, ok && (lv.Duration <= 0 || off < lv.Duration)
 		}
 		p.Started = load.OpenFunc(stop, ctx, bounded, func(ctx context.Context, i int, intended time.Time) {
 			task(ctx, i, 0, intended)
@@ -415,9 +402,7 @@ func (d *Driver) requestID(n int64) string {
 func (d *Driver) randomTraceParent() (string, string) {
 	var b [24]byte
 	d.rngMu.Lock()
-	binary.LittleEndian.PutUint64(b[0:], d.rng.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], d.rng.Uint64())
-	binary.LittleEndian.PutUint64(b[16:], d.rng.Uint64())
+	_, _ = d.rng.Read(b[:]) // ChaCha8.Read never fails
 	d.rngMu.Unlock()
 	return protocol.TraceParent(b)
 }

@@ -197,11 +197,10 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		c.CPUShareOfAllowed = c.CPUCores / cores
 	}
 	if h := readSched(); h != nil && len(h.Counts) == len(m.sched.Counts) {
-		d := make([]uint64, len(h.Counts))
-		for i := range d {
-			d[i] = h.Counts[i] - m.sched.Counts[i]
+		for i := range h.Counts { // readSched's own copy
+			h.Counts[i] -= m.sched.Counts[i]
 		}
-		c.RunnableWaitP99S, c.RunnableWaitMaxS = histQuantile(d, h.Buckets, 0.99)
+		c.RunnableWaitP99S, c.RunnableWaitMaxS = histQuantile(h.Counts, h.Buckets, 0.99)
 	}
 	if f := in.fidelity; f != nil {
 		c.SendLagMeanS = new(stats.Mean(in.lags))

@@ -21,24 +21,17 @@ import (
 // return when ctx is done.
 type Task func(ctx context.Context, i int, intended time.Time)
 
-// Closed runs tasks 0..n-1 with exactly concurrency of them in flight
-// (fewer at the tail). It stops handing out new indices once stop is done,
-// and returns when every started task has returned. It returns how many
-// tasks were started. With n = math.MaxInt only stop ends it (a pass of a
-// duration: stop's deadline).
-func Closed(stop, ctx context.Context, n, concurrency int, task Task) int {
-	return ClosedSlots(stop, ctx, n, concurrency, func(ctx context.Context, i, _ int, intended time.Time) {
-		task(ctx, i, intended)
-	})
-}
-
 // SlotTask is a Task that also learns its slot: which of the closed loop's
 // concurrency workers (0..concurrency-1) runs it. The tasks of one slot run
 // one after another on one goroutine.
 type SlotTask func(ctx context.Context, i, slot int, intended time.Time)
 
-// ClosedSlots is Closed with each task told its slot, so that a caller can
-// time what happens on a slot between one task and the next.
+// ClosedSlots runs tasks 0..n-1 with exactly concurrency of them in flight
+// (fewer at the tail), each told its slot, so that a caller can time what
+// happens on a slot between one task and the next. It stops handing out
+// new indices once stop is done, and returns when every started task has
+// returned. It returns how many tasks were started. With n = math.MaxInt
+// only stop ends it (a pass of a duration: stop's deadline).
 func ClosedSlots(stop, ctx context.Context, n, concurrency int, task SlotTask) int {
 	if concurrency < 1 {
 		concurrency = 1
@@ -86,40 +79,17 @@ const (
 	Poisson  Arrivals = "poisson"
 )
 
-// Schedule returns the n send offsets from the start of the pass for rate
-// requests per second. Poisson offsets are deterministic for a seed.
-func Schedule(n int, rate float64, arrivals Arrivals, seed uint64) []time.Duration {
-	out := make([]time.Duration, n)
-	if rate <= 0 {
-		return out
-	}
-	next := Stream(rate, arrivals, seed)
-	for i := range out {
-		out[i], _ = next(i)
-	}
-	return out
-}
-
-// Open sends task i at start+offsets[i], each in its own goroutine, however
-// many are still in flight. It stops scheduling once stop is done and
-// returns when every started task has returned, with how many were started.
-func Open(stop, ctx context.Context, offsets []time.Duration, task Task) int {
-	return OpenFunc(stop, ctx, func(i int) (time.Duration, bool) {
-		if i >= len(offsets) {
-			return 0, false
-		}
-		return offsets[i], true
-	}, task)
-}
-
 // Next gives the send offset of request i from the start of the pass, or
-// false when the pass has no request i. Open calls it with i = 0, 1, 2…
-// in order, once each, and stops at the first false; offsets must not
+// false when the pass has no request i. OpenFunc calls it with i = 0, 1,
+// 2… in order, once each, and stops at the first false; offsets must not
 // decrease.
 type Next func(i int) (time.Duration, bool)
 
-// OpenFunc is Open on a schedule that next produces one request at a time,
-// so that a pass of any length holds no schedule in memory.
+// OpenFunc sends task i at start+next(i), each in its own goroutine,
+// however many are still in flight; next produces the schedule one request
+// at a time, so that a pass of any length holds no schedule in memory. It
+// stops scheduling once stop is done and returns when every started task
+// has returned, with how many were started.
 func OpenFunc(stop, ctx context.Context, next Next, task Task) int {
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -155,9 +125,10 @@ func OpenFunc(stop, ctx context.Context, next Next, task Task) int {
 	return started
 }
 
-// Stream is Schedule one offset at a time, without end: the same offsets
-// as Schedule(n, rate, arrivals, seed) for every n. Its Next must be called
-// in order (OpenFunc does).
+// Stream returns the send offsets from the start of the pass for rate
+// requests per second, one at a time, without end; Poisson offsets are
+// deterministic for a seed. Its Next must be called in order (OpenFunc
+// does).
 func Stream(rate float64, arrivals Arrivals, seed uint64) Next {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var t float64

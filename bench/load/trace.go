@@ -217,21 +217,7 @@ func (p *traceParser) jsonl(r io.Reader) error {
 			}
 			return string(v), true
 		}
-		num := func(name, v string) (float64, error) {
-			var x float64
-			if err := json.Unmarshal([]byte(v), &x); err != nil {
-				return 0, fmt.Errorf("%s %s: want a number", name, v)
-			}
-			return x, nil
-		}
-		str := func(name, v string) (string, error) {
-			var s string
-			if err := json.Unmarshal([]byte(v), &s); err != nil {
-				return "", fmt.Errorf("%s %s: want a string", name, v)
-			}
-			return s, nil
-		}
-		if err := p.row(line, field, num, str); err != nil {
+		if err := p.row(line, field, jsonValue[float64]("number"), jsonValue[string]("string")); err != nil {
 			return err
 		}
 	}
@@ -242,6 +228,17 @@ func (p *traceParser) jsonl(r io.Reader) error {
 		return &TraceError{File: p.file, Msg: err.Error()}
 	}
 	return nil
+}
+
+// jsonValue parses a JSONL field's raw text as a T, a what.
+func jsonValue[T any](what string) func(name, v string) (T, error) {
+	return func(name, v string) (T, error) {
+		var x T
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			return x, fmt.Errorf("%s %s: want a %s", name, v, what)
+		}
+		return x, nil
+	}
 }
 
 func (p *traceParser) csv(r io.Reader) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -50,16 +51,15 @@ type funasrMsg struct {
 func (f *funasr) rate() int { return 16000 }
 
 func (f *funasr) hello(ctx context.Context, s sender, job *Job) error {
-	if err := s.Write(ctx, websocket.MessageText, []byte("START")); err != nil {
-		return err
-	}
+	msgs := []string{"START"}
 	if job.Language != "" {
-		if err := s.Write(ctx, websocket.MessageText, []byte("LANGUAGE:"+FunASRLanguage(job.Language))); err != nil {
-			return err
-		}
+		msgs = append(msgs, "LANGUAGE:"+FunASRLanguage(job.Language))
 	}
 	if len(f.hotwords) > 0 {
-		if err := s.Write(ctx, websocket.MessageText, []byte("HOTWORDS:"+strings.Join(f.hotwords, ","))); err != nil {
+		msgs = append(msgs, "HOTWORDS:"+strings.Join(f.hotwords, ","))
+	}
+	for _, m := range msgs {
+		if err := s.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
 			return err
 		}
 	}
@@ -140,16 +140,8 @@ func (f *funasr) handle(typ websocket.MessageType, data []byte, _ bool) (message
 }
 
 func (f *funasr) text() string {
-	parts := make([]string, 0, len(f.sentences)+1)
-	for _, s := range f.sentences {
-		if s != "" {
-			parts = append(parts, s)
-		}
-	}
-	if f.partial != "" {
-		parts = append(parts, f.partial)
-	}
-	return strings.Join(parts, " ")
+	parts := append(slices.Clone(f.sentences), f.partial)
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }
 
 // errorText renders an error field that may be a string or an object

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -89,16 +90,10 @@ func (t *H1Transport) takes(req *http.Request) ([][]byte, bool) {
 			return nil, false
 		}
 	}
-	switch b := req.Body.(type) {
-	case nil:
-		return nil, true
-	case segmented:
+	if b, ok := req.Body.(segmented); ok {
 		return b.segments(), true
 	}
-	if req.Body == http.NoBody {
-		return nil, true
-	}
-	return nil, false
+	return nil, req.Body == nil || req.Body == http.NoBody
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -149,8 +144,7 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		}
 		return nil, false, err
 	}
-	bufs := make(net.Buffers, 0, 1+len(body))
-	bufs = append(bufs, head)
+	bufs := append(make(net.Buffers, 0, 1+len(body)), head)
 	for _, b := range body {
 		if len(b) > 0 {
 			bufs = append(bufs, b)
@@ -172,17 +166,12 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()
 	}
-	var resp *http.Response
-	for {
-		r, err := http.ReadResponse(c.br, req)
-		if err != nil {
-			return fail(err)
-		}
-		if r.StatusCode >= 100 && r.StatusCode < 200 && r.StatusCode != http.StatusSwitchingProtocols {
-			continue // an interim answer: the real one follows
-		}
-		resp = r
-		break
+	resp, err := http.ReadResponse(c.br, req)
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(c.br, req) // an interim answer: the real one follows
+	}
+	if err != nil {
+		return fail(err)
 	}
 	closeBody(req)
 	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
@@ -316,10 +305,8 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.finish(true)
-	} else if err != nil {
-		b.finish(false)
+	if err != nil {
+		b.finish(err == io.EOF)
 	}
 	return n, err
 }
@@ -351,17 +338,8 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 	if req.ContentLength > 0 && req.ContentLength != n {
 		return nil, fmt.Errorf("protocol: request body is %d bytes, ContentLength says %d", n, req.ContentLength)
 	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	b := make([]byte, 0, 256)
-	b = append(b, req.Method...)
-	b = append(b, ' ')
-	b = append(b, req.URL.RequestURI()...)
-	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, host...)
-	b = append(b, "\r\n"...)
+	host := cmp.Or(req.Host, req.URL.Host)
+	b := appendAll(make([]byte, 0, 256), req.Method, " ", req.URL.RequestURI(), " HTTP/1.1\r\nHost: ", host, "\r\n")
 	if _, ok := req.Header["User-Agent"]; !ok {
 		b = append(b, "User-Agent: Go-http-client/1.1\r\n"...)
 	}
@@ -379,10 +357,7 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 			if strings.ContainsAny(v, "\r\n") {
 				return nil, fmt.Errorf("protocol: header %s: value has CR or LF", k)
 			}
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
+			b = appendAll(b, k, ": ", v, "\r\n")
 		}
 	}
 	if n > 0 || (req.Method != http.MethodGet && req.Method != http.MethodHead) {

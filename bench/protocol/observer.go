@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,10 +50,7 @@ func NewObserver(name string, opts Options) (*Observer, error) {
 	default:
 		return nil, fmt.Errorf("protocol %q has no WebSocket sessions (want funasr-ws or openai-realtime)", name)
 	}
-	pace := opts.Pace
-	if pace == "" {
-		pace = PaceRealtime
-	}
+	pace := cmp.Or(opts.Pace, PaceRealtime)
 	rt := &RealtimeResult{}
 	return &Observer{name: name, dialect: opts.Dialect, pace: pace, rt: rt, s: &session{d: d, rt: rt}}, nil
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,15 +70,13 @@ func NewOpenAI(opts Options) (Client, error) {
 		c.hc = &http.Client{Transport: NewH1Transport(defaultConns)}
 	}
 	_, c.h1 = c.hc.Transport.(*H1Transport)
-	if opts.Stream {
-		c.accept = "text/event-stream"
-	} else if c.textFormat {
-		c.accept = "text/plain"
-	}
 	c.contentType = "multipart/form-data; boundary=" + c.boundary
 	c.fixedFields = c.appendField(nil, "response_format", format)
 	if opts.Stream {
+		c.accept = "text/event-stream"
 		c.fixedFields = c.appendField(c.fixedFields, "stream", "true")
+	} else if c.textFormat {
+		c.accept = "text/plain"
 	}
 	c.suffix = []byte("\r\n--" + c.boundary + "--\r\n")
 	return c, nil
@@ -84,13 +84,15 @@ func NewOpenAI(opts Options) (Client, error) {
 
 // appendField appends one simple form part.
 func (c *openAI) appendField(b []byte, name, value string) []byte {
-	b = append(b, "--"...)
-	b = append(b, c.boundary...)
-	b = append(b, "\r\nContent-Disposition: form-data; name=\""...)
-	b = append(b, name...)
-	b = append(b, "\"\r\n\r\n"...)
-	b = append(b, value...)
-	return append(b, "\r\n"...)
+	return appendAll(b, "--", c.boundary, "\r\nContent-Disposition: form-data; name=\"", name, "\"\r\n\r\n", value, "\r\n")
+}
+
+// appendAll appends each of ss to b.
+func appendAll(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = append(b, s...)
+	}
+	return b
 }
 
 // Prepare builds job's multipart body in one slice: model, language, the
@@ -99,20 +101,14 @@ func (c *openAI) appendField(b []byte, name, value string) []byte {
 // Job.Upload.
 func (c *openAI) Prepare(job *Job) *Upload {
 	prefix := c.prefix(job)
-	body := make([]byte, 0, len(prefix)+len(job.Audio)+len(c.suffix))
-	body = append(body, prefix...)
-	body = append(body, job.Audio...)
-	body = append(body, c.suffix...)
+	body := slices.Concat(prefix, job.Audio, c.suffix)
 	return &Upload{owner: c, body: body, audio: len(prefix), n: len(job.Audio)}
 }
 
 // prefix returns every part before the audio bytes: model, language, the
 // fixed fields and the file part's header.
 func (c *openAI) prefix(job *Job) []byte {
-	ct := job.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
+	ct := cmp.Or(job.ContentType, "application/octet-stream")
 	name := quoteEscape(job.FileName)
 	n := len(c.fixedFields) + len(name) + len(ct) + len(c.boundary) + 128
 	if job.Model != "" {
@@ -129,13 +125,7 @@ func (c *openAI) prefix(job *Job) []byte {
 		b = c.appendField(b, "language", job.Language)
 	}
 	b = append(b, c.fixedFields...)
-	b = append(b, "--"...)
-	b = append(b, c.boundary...)
-	b = append(b, "\r\nContent-Disposition: form-data; name=\"file\"; filename=\""...)
-	b = append(b, name...)
-	b = append(b, "\"\r\nContent-Type: "...)
-	b = append(b, ct...)
-	return append(b, "\r\n\r\n"...)
+	return appendAll(b, "--", c.boundary, "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"", name, "\"\r\nContent-Type: ", ct, "\r\n\r\n")
 }
 
 // quoteEscape makes s safe inside a quoted header parameter the way

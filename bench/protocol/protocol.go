@@ -72,9 +72,6 @@ type Upload struct {
 	n     int    // their length
 }
 
-// Len is the body's length in bytes (the request's Content-Length).
-func (u *Upload) Len() int64 { return int64(len(u.body)) }
-
 // Audio is the job's audio inside the body: the same bytes, so that a
 // caller may keep this slice instead of its own copy.
 func (u *Upload) Audio() []byte { return u.body[u.audio : u.audio+u.n : u.audio+u.n] }
@@ -223,16 +220,12 @@ func NewTransport(maxConns int) *http.Transport {
 	var protos http.Protocols
 	protos.SetHTTP1(true) // HTTP/1.1 only, over TLS too
 	return &http.Transport{
-		Proxy:               nil,
 		DialContext:         newDialer().DialContext,
 		MaxIdleConns:        0, // no global limit; the per-host one applies
 		MaxIdleConnsPerHost: maxConns,
-		MaxConnsPerHost:     0,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,
-		DisableKeepAlives:   false,
-		ForceAttemptHTTP2:   false,
 		Protocols:           &protos,
 		WriteBufferSize:     64 << 10,
 		ReadBufferSize:      16 << 10,

@@ -81,15 +81,17 @@ type rtMsg struct {
 	IsFinal    bool            `json:"is_final"`
 }
 
-func parseRT(typ websocket.MessageType, data []byte) (rtMsg, error) {
+// parseRT decodes a server event and starts its message (coverage unknown).
+func parseRT(typ websocket.MessageType, data []byte) (rtMsg, message, error) {
 	var v rtMsg
+	m := message{coveredS: -1}
 	if err := decodeText(typ, data, &v); err != nil {
-		return v, err
+		return v, m, err
 	}
 	if v.Type == "" {
-		return v, &malformedError{fmt.Sprintf("event without a type: %.100s", data)}
+		return v, m, &malformedError{fmt.Sprintf("event without a type: %.100s", data)}
 	}
-	return v, nil
+	return v, m, nil
 }
 
 // errorCode is the code of an error event, at the top level (vLLM) or
@@ -186,8 +188,7 @@ func (o *openaiRT) see(id string) {
 }
 
 func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
-	m := message{coveredS: -1}
-	v, err := parseRT(typ, data)
+	v, m, err := parseRT(typ, data)
 	if err != nil {
 		return m, err
 	}
@@ -260,8 +261,7 @@ func (d *vllmRT) stop(ctx context.Context, s sender) error {
 }
 
 func (d *vllmRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
-	m := message{coveredS: -1}
-	v, err := parseRT(typ, data)
+	v, m, err := parseRT(typ, data)
 	if err != nil {
 		return m, err
 	}
@@ -313,8 +313,7 @@ func (d *sglangRT) stop(ctx context.Context, s sender) error {
 }
 
 func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) (message, error) {
-	m := message{coveredS: -1}
-	v, err := parseRT(typ, data)
+	v, m, err := parseRT(typ, data)
 	if err != nil {
 		return m, err
 	}

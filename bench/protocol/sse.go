@@ -52,8 +52,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 			if len(line) > maxSSELine {
 				return nil, errLineTooLong
 			}
-			line = line[:len(line)-1]
-			return bytes.TrimSuffix(line, []byte{'\r'}), nil
+			return bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'}), nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			s.line = append(s.line, frag...)
 			if len(s.line) > maxSSELine {
@@ -95,10 +94,8 @@ func (s *sseReader) Next() ([]byte, error) {
 		if line[0] == ':' {
 			continue
 		}
-		field, value, found := bytes.Cut(line, []byte{':'})
-		if found {
-			value = bytes.TrimPrefix(value, []byte{' '})
-		}
+		field, value, _ := bytes.Cut(line, []byte{':'})
+		value = bytes.TrimPrefix(value, []byte{' '}) // nil without a colon
 		if string(field) != "data" {
 			continue
 		}

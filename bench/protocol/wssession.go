@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,9 +215,7 @@ func wsURL(target, defPath string) (string, error) {
 			return "", err
 		}
 		u.Path = p.Path
-		if u.RawQuery == "" {
-			u.RawQuery = p.RawQuery
-		}
+		u.RawQuery = cmp.Or(u.RawQuery, p.RawQuery)
 	}
 	return u.String(), nil
 }
@@ -484,11 +483,8 @@ func (s *session) read(ctx context.Context, conn *websocket.Conn) {
 		}
 		if m.final {
 			s.once.final.Do(func() { close(s.final) })
-		}
-		if !m.final {
-			if away := time.Since(now).Nanoseconds(); away > s.stallNs.Load() {
-				s.stallNs.Store(away) // one reader: no other writer
-			}
+		} else if away := time.Since(now).Nanoseconds(); away > s.stallNs.Load() {
+			s.stallNs.Store(away) // one reader: no other writer
 		}
 	}
 }
@@ -559,14 +555,12 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 	s.mu.Unlock()
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * chunk)
-		if c.pace == PaceRealtime {
-			if d := time.Until(at); d > 0 {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+		if d := time.Until(at); c.pace == PaceRealtime && d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
 		buf = buf[:0]

@@ -1,8 +1,9 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/asrprof/asrprof/model"
@@ -77,11 +78,7 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 	}
 	var phases []Phase
 	from := 0
-	for i := 0; i <= len(cuts); i++ {
-		to := len(bs)
-		if i < len(cuts) {
-			to = cuts[i]
-		}
+	for _, to := range append(cuts, len(bs)) {
 		ph := Phase{StartUnixNs: bs[from].start, EndUnixNs: bs[from].end}
 		for _, b := range bs[from:to] {
 			ph.Requests = append(ph.Requests, b.reqs...)
@@ -125,7 +122,7 @@ func busyPeriods(recs []model.Request) []busy {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return recs[idx[a]].StartUnixNs < recs[idx[b]].StartUnixNs })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(recs[a].StartUnixNs, recs[b].StartUnixNs) })
 	var bs []busy
 	for _, i := range idx {
 		r := &recs[i]
@@ -154,12 +151,7 @@ func heldPeak(recs []model.Request, reqs []int) int {
 	for _, i := range reqs {
 		evs = append(evs, ev{recs[i].StartUnixNs, +1}, ev{max(recs[i].EndUnixNs, recs[i].StartUnixNs), -1})
 	}
-	sort.Slice(evs, func(a, b int) bool {
-		if evs[a].t != evs[b].t {
-			return evs[a].t < evs[b].t
-		}
-		return evs[a].d < evs[b].d // ends first
-	})
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.d, b.d)) }) // ends first
 	peak, level := 1, 0
 	for k, e := range evs {
 		level += e.d
@@ -215,11 +207,11 @@ func strongestCuts(bs []busy, k int) []int {
 		}
 		cs = append(cs, cand{i, s})
 	}
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].score > cs[b].score })
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.score, a.score) })
 	cuts := make([]int, 0, k)
 	for _, c := range cs[:k] {
 		cuts = append(cuts, c.i)
 	}
-	sort.Ints(cuts)
+	slices.Sort(cuts)
 	return cuts
 }

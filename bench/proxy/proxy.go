@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptrace"
@@ -147,8 +148,6 @@ func recordable(r *http.Request) bool {
 // through httputil.ReverseProxy unrecorded.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cfg.Realtime != "" && isUpgrade(r) {
-		p.wg.Add(1)
-		p.inflight.Add(1)
 		p.serveSession(w, r)
 		return
 	}
@@ -159,15 +158,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.pass.ServeHTTP(w, r)
 		return
 	}
-	p.wg.Add(1)
-	p.inflight.Add(1)
 	p.serveRecorded(w, r)
 }
 
-// begin starts the record of r: its ids and trace (the client's, or
-// injected), and the headers to send upstream (the client's without the
-// hop-by-hop ones, with the injected ids).
+// begin starts the record of r (InFlight and Wait count it from here):
+// its ids and trace (the client's, or injected), and the headers to send
+// upstream (the client's without the hop-by-hop ones, with the injected
+// ids).
 func (p *Proxy) begin(r *http.Request) (rec *model.Request, hdr http.Header, end func(*model.Request), injectedID, injectedTP bool) {
+	p.wg.Add(1)
+	p.inflight.Add(1)
 	n := p.seq.Add(1)
 	rec = &model.Request{ID: strconv.FormatInt(n, 10), Level: Unassigned, Repeat: 1, Lang: p.cfg.Lang}
 	hdr = r.Header.Clone()
@@ -238,11 +238,8 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadGateway)
 		res.End = time.Now()
 	} else {
-		h := w.Header()
-		for k, v := range resp.Header {
-			h[k] = v
-		}
-		dropHop(h)
+		maps.Copy(w.Header(), resp.Header)
+		dropHop(w.Header())
 		w.WriteHeader(resp.StatusCode)
 		stream := protocol.IsEventStream(resp.Header)
 		cw := &clientWriter{w: w}

@@ -150,9 +150,6 @@ func (x *Index) Add(audio []byte, ref Ref) bool {
 	return true
 }
 
-// Len is the number of distinct audio files indexed.
-func (x *Index) Len() int { return len(x.m) }
-
 func (x *Index) lookup(audio []byte) (Ref, bool) {
 	if x == nil {
 		return Ref{}, false
