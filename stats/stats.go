@@ -12,6 +12,7 @@ package stats
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"sort"
 
@@ -83,9 +84,9 @@ func floatLess(a, b float64) bool { return a < b || (math.IsNaN(a) && !math.IsNa
 // cost nothing; a range that shrinks too slowly is sorted instead).
 func selectRank(s []float64, k int) {
 	lo, hi := 0, len(s)-1
-	for budget := 2 * bitsLen(len(s)); hi > lo; budget-- {
+	for budget := 2 * bits.Len(uint(len(s))); hi > lo; budget-- {
 		if hi-lo < 16 || budget == 0 {
-			sort.Sort(floatOrder(s[lo : hi+1]))
+			sort.Float64s(s[lo : hi+1])
 			return
 		}
 		a, b, c := s[lo], s[lo+(hi-lo)/2], s[hi]
@@ -123,20 +124,6 @@ func selectRank(s []float64, k int) {
 		}
 	}
 }
-
-func bitsLen(n int) int {
-	b := 0
-	for ; n > 0; n >>= 1 {
-		b++
-	}
-	return b
-}
-
-type floatOrder []float64
-
-func (f floatOrder) Len() int           { return len(f) }
-func (f floatOrder) Less(i, j int) bool { return floatLess(f[i], f[j]) }
-func (f floatOrder) Swap(i, j int)      { f[i], f[j] = f[j], f[i] }
 
 // PercentileSorted is Percentile of an already sorted, non-empty slice.
 func PercentileSorted(s []float64, p float64) float64 {
@@ -303,10 +290,7 @@ func MannWhitney(xs, ys []float64) (u, p float64) {
 	if sigma == 0 {
 		return u, 1
 	}
-	z := (math.Abs(u-mn/2) - 0.5) / sigma
-	if z < 0 {
-		z = 0
-	}
+	z := max(0, (math.Abs(u-mn/2)-0.5)/sigma)
 	return u, math.Min(1, 2*distuv.UnitNormal.Survival(z))
 }
 
@@ -336,10 +320,7 @@ func exactUCDF(n1, n2 int) []float64 {
 		}
 	}
 	counts := f[n1][n2]
-	var total float64
-	for _, c := range counts {
-		total += c
-	}
+	total := Sum(counts)
 	cdf := make([]float64, m+1)
 	var acc float64
 	for k, c := range counts {

@@ -41,6 +41,12 @@ type Info struct {
 	DurationS float64
 }
 
+// newInfo is the Info of frames frames of audio in the given format.
+func newInfo(format, encoding string, rate, channels, bits int, frames int64) Info {
+	return Info{Format: format, Encoding: encoding, SampleRate: rate, Channels: channels,
+		BitsPerSample: bits, Frames: frames, DurationS: float64(frames) / float64(rate)}
+}
+
 // PCM is decoded audio: interleaved float32 samples, nominally in -1..1.
 type PCM struct {
 	SampleRate int
@@ -69,14 +75,10 @@ func (p *PCM) DurationS() float64 {
 // [Info.Format]: "audio/wav" or "audio/flac", and
 // "application/octet-stream" for anything else.
 func ContentType(format string) string {
-	switch format {
-	case "wav":
-		return "audio/wav"
-	case "flac":
-		return "audio/flac"
-	default:
-		return "application/octet-stream"
+	if format == "wav" || format == "flac" {
+		return "audio/" + format
 	}
+	return "application/octet-stream"
 }
 
 // Probe reads the header of the audio file at path and verifies its data: for
@@ -88,52 +90,49 @@ func ContentType(format string) string {
 // Errors name the path and wrap [ErrUnsupported], [ErrCorrupt], or, for a
 // missing file, fs.ErrNotExist.
 func Probe(path string) (Info, error) {
-	f, size, err := open(path)
-	if err != nil {
-		return Info{}, err
-	}
-	defer f.Close()
-	_, info, err := decode(f, size, false)
-	if err != nil {
-		return Info{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return info, nil
+	_, info, err := decodeFile(path, false)
+	return info, err
 }
 
 // ProbeBytes is [Probe] for an audio file held in memory (a dataset's
 // inline audio column, an upload the proxy saw); name is used only in error messages. It checks the
 // data as Probe does and copies nothing.
 func ProbeBytes(name string, b []byte) (Info, error) {
-	_, info, err := decode(bytes.NewReader(b), int64(len(b)), false)
-	if err != nil {
-		return Info{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return info, nil
+	_, info, err := decodeNamed(name, bytes.NewReader(b), int64(len(b)), false)
+	return info, err
 }
 
 // Decode reads and decodes the audio file at path. Errors are those of
 // [Probe].
 func Decode(path string) (*PCM, error) {
-	f, size, err := open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	p, _, err := decode(f, size, true)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
+	p, _, err := decodeFile(path, true)
+	return p, err
 }
 
 // DecodeBytes decodes an audio file held in memory; name is used only in
 // error messages.
 func DecodeBytes(name string, b []byte) (*PCM, error) {
-	p, _, err := decode(bytes.NewReader(b), int64(len(b)), true)
+	p, _, err := decodeNamed(name, bytes.NewReader(b), int64(len(b)), true)
+	return p, err
+}
+
+// decodeFile is decodeNamed of the file at path.
+func decodeFile(path string, keep bool) (*PCM, Info, error) {
+	f, size, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, Info{}, err
 	}
-	return p, nil
+	defer f.Close()
+	return decodeNamed(path, f, size, keep)
+}
+
+// decodeNamed is decode with its errors prefixed by name.
+func decodeNamed(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
+	p, info, err := decode(r, size, keep)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return p, info, nil
 }
 
 // open opens path for reading and returns its size. Its errors name the path

@@ -153,15 +153,10 @@ func (p *PCM) PCM16() []byte {
 
 func toInt16(v float32) int16 {
 	x := math.Round(float64(v) * 32768)
-	switch {
-	case x >= math.MaxInt16:
-		return math.MaxInt16
-	case x <= math.MinInt16:
-		return math.MinInt16
-	case math.IsNaN(x):
+	if math.IsNaN(x) {
 		return 0
 	}
-	return int16(x)
+	return int16(min(max(x, math.MinInt16), math.MaxInt16))
 }
 
 // EncodeWAV16 returns a canonical 44-byte-header RIFF/WAVE file holding p as

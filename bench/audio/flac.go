@@ -78,15 +78,7 @@ func readFLAC(r io.Reader, keep bool) (info Info, pcm *PCM, err error) {
 	if sum != nil && [md5.Size]byte(sum.Sum(nil)) != si.MD5sum {
 		return Info{}, nil, corruptf("MD5 signature of decoded samples does not match STREAMINFO")
 	}
-	info = Info{
-		Format:        "flac",
-		Encoding:      "flac",
-		SampleRate:    rate,
-		Channels:      channels,
-		BitsPerSample: bps,
-		Frames:        frames,
-		DurationS:     float64(frames) / float64(rate),
-	}
+	info = newInfo("flac", "flac", rate, channels, bps, frames)
 	if keep {
 		if samples == nil {
 			samples = []float32{}

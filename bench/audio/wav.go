@@ -13,6 +13,13 @@ const (
 	tagExtensible = 0xfffe
 )
 
+// otherTags names the WAVE format tags this package recognises but does not
+// decode.
+var otherTags = map[uint16]string{
+	0x0002: "Microsoft ADPCM", 0x0006: "A-law", 0x0007: "mu-law", 0x0011: "IMA ADPCM",
+	0x0031: "GSM 6.10", 0x0050: "MPEG audio in WAV", 0x0055: "MPEG audio in WAV",
+}
+
 // extensibleGUIDTail is the common suffix of the KSDATAFORMAT_SUBTYPE GUIDs;
 // the first two bytes of the sub-format GUID hold the plain format tag.
 const extensibleGUIDTail = "\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
@@ -32,16 +39,7 @@ func (h wavHeader) frameBytes() int64 { return int64(h.channels * h.bits / 8) }
 func (h wavHeader) frames() int64 { return h.dataLen / h.frameBytes() }
 
 func (h wavHeader) info() Info {
-	n := h.frames()
-	return Info{
-		Format:        "wav",
-		Encoding:      h.encoding,
-		SampleRate:    h.rate,
-		Channels:      h.channels,
-		BitsPerSample: h.bits,
-		Frames:        n,
-		DurationS:     float64(n) / float64(h.rate),
-	}
+	return newInfo("wav", h.encoding, h.rate, h.channels, h.bits, h.frames())
 }
 
 // parseWAV walks the chunks of the RIFF/WAVE file in r (whose first 12 bytes
@@ -148,19 +146,10 @@ func (h *wavHeader) parseFmt(b []byte) error {
 			return unsupportedf("%d-bit IEEE float", bits)
 		}
 		h.encoding = "float32"
-	case 0x0002:
-		return unsupportedf("Microsoft ADPCM")
-	case 0x0006:
-		return unsupportedf("A-law")
-	case 0x0007:
-		return unsupportedf("mu-law")
-	case 0x0011:
-		return unsupportedf("IMA ADPCM")
-	case 0x0031:
-		return unsupportedf("GSM 6.10")
-	case 0x0050, 0x0055:
-		return unsupportedf("MPEG audio in WAV")
 	default:
+		if name, ok := otherTags[tag]; ok {
+			return unsupportedf("%s", name)
+		}
 		return unsupportedf("WAV format tag 0x%04x", tag)
 	}
 	if channels == 0 {

@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -212,14 +211,10 @@ func arrowKind(t arrow.DataType) colKind {
 		return colInt
 	case arrow.STRUCT:
 		st := t.(*arrow.StructType)
-		var ok bool
 		if i, found := st.FieldIdx("bytes"); found && arrowKind(st.Field(i).Type) == colBytes {
-			ok = true
+			return colAudio
 		}
 		if i, found := st.FieldIdx("path"); found && arrowKind(st.Field(i).Type) == colString {
-			ok = true
-		}
-		if ok {
 			return colAudio
 		}
 	}
@@ -257,10 +252,7 @@ func arrowBytes(a arrow.Array, i int) ([]byte, bool) {
 	case *array.BinaryView:
 		b = a.Value(i)
 	}
-	if b = bytes.Clone(b); b == nil {
-		b = []byte{}
-	}
-	return b, true
+	return append([]byte{}, b...), true
 }
 
 // checkStreamStart refuses a file whose first message cannot be an Arrow

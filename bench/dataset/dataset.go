@@ -267,6 +267,22 @@ func lines(path string, fn func(n int, line string) error) error {
 	}
 }
 
+// loadLines reads the line-based manifest at path, of format format: add
+// turns each line into samples of ds, with dir the absolute directory of
+// path (against which audio paths resolve) and seen the ids so far.
+func loadLines(path, format string, add func(ds *Dataset, dir string, seen idLines, n int, line string) error) (*Dataset, error) {
+	dir, err := absDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	ds := &Dataset{Path: path, Format: format}
+	seen := idLines{}
+	if err := lines(path, func(n int, line string) error { return add(ds, dir, seen, n, line) }); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
 // addProblem records a load-time defect of s.
 func (s *Sample) addProblem(p string) {
 	if s.problem != "" {

@@ -51,9 +51,7 @@ func Fingerprint(samples []Sample) (string, error) {
 }
 
 func writeField(h hash.Hash, b []byte) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-	h.Write(n[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
 	h.Write(b)
 }
 

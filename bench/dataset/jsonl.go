@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 )
 
@@ -21,13 +20,7 @@ type jsonlEntry struct {
 // relative to the manifest's directory unless absolute. Errors name the file
 // and line.
 func loadJSONL(path, defaultLang string) (*Dataset, error) {
-	dir, err := absDir(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	ds := &Dataset{Path: path, Format: "jsonl"}
-	seen := idLines{}
-	err = lines(path, func(n int, line string) error {
+	return loadLines(path, "jsonl", func(ds *Dataset, dir string, seen idLines, n int, line string) error {
 		if strings.TrimSpace(line) == "" {
 			return nil
 		}
@@ -63,10 +56,6 @@ func loadJSONL(path, defaultLang string) (*Dataset, error) {
 		})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ds, nil
 }
 
 // describeJSONError turns a decoding error into a reason a user can act on.

@@ -77,10 +77,7 @@ func readParquet(path, name string, pick func([]tableCol) (picked, error), emit 
 				case c == bytesCol:
 					if !v.IsNull() {
 						// The reader reuses its buffers: keep a copy.
-						tr.audioBytes, tr.audioHasBytes = bytes.Clone(v.ByteArray()), true
-						if tr.audioBytes == nil {
-							tr.audioBytes = []byte{}
-						}
+						tr.audioBytes, tr.audioHasBytes = append([]byte{}, v.ByteArray()...), true
 					}
 				case c == pathCol:
 					if !v.IsNull() {
@@ -123,17 +120,11 @@ func parquetKind(n parquet.Node) colKind {
 		return colOther
 	}
 	if !n.Leaf() {
-		var hasBytes, hasPath bool
 		for _, f := range n.Fields() {
-			switch {
-			case f.Name() == "bytes" && f.Leaf() && !f.Repeated() && parquetLeafKind(f) == colBytes:
-				hasBytes = true
-			case f.Name() == "path" && f.Leaf() && !f.Repeated() && parquetLeafKind(f) == colString:
-				hasPath = true
+			if f.Leaf() && !f.Repeated() && (f.Name() == "bytes" && parquetLeafKind(f) == colBytes ||
+				f.Name() == "path" && parquetLeafKind(f) == colString) {
+				return colAudio
 			}
-		}
-		if hasBytes || hasPath {
-			return colAudio
 		}
 		return colOther
 	}

@@ -90,11 +90,9 @@ func check(s *Sample) []string {
 	var err error
 	switch in := s.Inline; {
 	case in != nil && in.null:
-		reasons = append(reasons, "no audio: the cell is null")
-		return reasons
+		return append(reasons, "no audio: the cell is null")
 	case in != nil && len(in.Bytes) == 0:
-		reasons = append(reasons, "empty audio bytes")
-		return reasons
+		return append(reasons, "empty audio bytes")
 	case in != nil:
 		// Decoded in memory, never staged to a file.
 		info, err = audio.ProbeBytes(in.Where, in.Bytes)

@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 )
 
@@ -14,13 +13,7 @@ import (
 // to say) is not used. Lines are trimmed and blank ones skipped; a line of
 // fewer than four fields is an error (theirs skips it silently).
 func loadSeedTTS(path, defaultLang string) (*Dataset, error) {
-	dir, err := absDir(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	ds := &Dataset{Path: path, Format: "seedtts"}
-	seen := idLines{}
-	err = lines(path, func(n int, line string) error {
+	return loadLines(path, "seedtts", func(ds *Dataset, dir string, seen idLines, n int, line string) error {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			return nil
@@ -47,8 +40,4 @@ func loadSeedTTS(path, defaultLang string) (*Dataset, error) {
 		})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ds, nil
 }

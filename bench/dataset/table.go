@@ -296,11 +296,10 @@ func loadParquetDir(root, dir, format string, opts Options) (*Dataset, error) {
 func loadTables(path, base, format string, files []tableFile, opts Options) (*Dataset, error) {
 	var splits []string
 	for _, f := range files {
-		if !slices.Contains(splits, f.split) {
-			splits = append(splits, f.split)
-		}
+		splits = append(splits, f.split)
 	}
 	slices.Sort(splits)
+	splits = slices.Compact(splits)
 	show := func() string {
 		s := make([]string, len(splits))
 		for i, x := range splits {

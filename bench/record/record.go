@@ -106,8 +106,7 @@ func realtimeFields(rec *model.Request, rt *protocol.RealtimeResult) {
 		if from.IsZero() || to.IsZero() {
 			return nil
 		}
-		s := to.Sub(from).Seconds()
-		return &s
+		return new(to.Sub(from).Seconds())
 	}
 	rec.FirstUpdateS = secs(rt.AudioStart, rt.FirstUpdate)
 	rec.FinalAfterStopS = secs(rt.StopSent, rt.Final)

@@ -8,24 +8,14 @@ import "strings"
 // between every remaining character, so that WER becomes a character error
 // rate. There is no case folding and no Unicode normalization.
 func NormalizeChinese(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var kept []rune
-	for _, r := range s {
+	s = strings.Map(func(r rune) rune {
 		if r == ' ' || r == '\u3000' || isChinesePunct(r) {
-			continue
+			return -1
 		}
-		kept = append(kept, r)
-	}
-	kept = []rune(pyStrip(string(kept)))
-	var b strings.Builder
-	b.Grow(2 * len(s))
-	for i, r := range kept {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	// Split with no separator gives each character (s is valid UTF-8).
+	return strings.Join(strings.Split(PyStrip(s), ""), " ")
 }
 
 // zhonPunctuation is zhon 2.1.1's hanzi.punctuation (82 characters).

@@ -14,7 +14,7 @@ import (
 // end with a space; Words strips it.
 func NormalizeEnglish(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = pyLower(s)
+	s = PyLower(s)
 	s = removeBrackets(s)
 	s = removeParens(s)
 	s = dropWords(s, fillers)
@@ -73,7 +73,7 @@ func joinApostrophes(s string) string {
 	spaceStart := -1
 	for i, r := range s {
 		switch {
-		case isPySpace(r):
+		case PySpace(r):
 			if spaceStart < 0 {
 				spaceStart = i
 			}
@@ -129,11 +129,7 @@ func (r replacer) apply(s string) string {
 		}
 		i += j
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return finish(&b, s, last)
 }
 
 // englishReplacers are Whisper's contraction and title rules, applied one
@@ -194,27 +190,11 @@ func removeSymbols(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
-		if r < utf8.RuneSelf {
-			// ASCII: only punctuation and symbols change.
-			switch {
-			case r == '.' || r == '%' || r == '$':
-				b.WriteByte(byte(r))
-			case unicode.IsPunct(r) || unicode.IsSymbol(r):
-				b.WriteByte(' ')
-			default:
-				b.WriteByte(byte(r))
-			}
-			continue
-		}
-		if r == '¢' || r == '€' || r == '£' {
-			b.WriteRune(r)
-			continue
-		}
-		if t, ok := extraLetters[r]; ok {
-			b.WriteString(t)
-			continue
-		}
 		switch {
+		case strings.ContainsRune(".%$¢€£", r):
+			b.WriteRune(r)
+		case extraLetters[r] != "":
+			b.WriteString(extraLetters[r])
 		case unicode.Is(unicode.Mn, r):
 		case unicode.IsMark(r) || unicode.IsSymbol(r) || unicode.IsPunct(r):
 			b.WriteByte(' ')

@@ -1,10 +1,12 @@
 package score
 
 import (
+	"fmt"
 	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -139,7 +141,7 @@ func isArabic(s string) bool {
 	digits, dot := 0, false
 	for _, r := range s {
 		switch {
-		case isPyDigit(r):
+		case unicode.IsDigit(r):
 			digits++
 		case r == '.' && !dot && digits > 0:
 			dot, digits = true, 0
@@ -165,9 +167,9 @@ func decimalParts(s string) (mantissa *big.Int, scale int, ok bool) {
 	intDigits, dot := 0, false
 	for _, r := range s {
 		switch {
-		case isPyDigit(r):
+		case unicode.IsDigit(r):
 			mantissa.Mul(mantissa, ten)
-			mantissa.Add(mantissa, big.NewInt(int64(digitValue(r))))
+			mantissa.Add(mantissa, big.NewInt(int64(PyDigitValue(r))))
 			if dot {
 				scale++
 			} else {
@@ -254,6 +256,35 @@ func (v numValue) timesKeepThousands(m *big.Int) numValue {
 	return intValue(before.Add(before, residual))
 }
 
+// addOne is the value after the number word for one (1 to 19); prevIsOne and
+// prevIsTen say whether the word before was such a word or a tens word.
+func (v numValue) addOne(one int, prevIsOne, prevIsTen bool) numValue {
+	switch {
+	case !v.set:
+		return smallValue(one)
+	case v.isStr || prevIsOne:
+		s := v.String()
+		if prevIsTen && one < 10 && strings.HasSuffix(s, "0") {
+			s = s[:len(s)-1]
+		}
+		return strValue(s + strconv.Itoa(one))
+	case one < 10 && v.modIsZero(10), one >= 10 && v.modIsZero(100):
+		return v.plus(one)
+	}
+	return strValue(v.String() + strconv.Itoa(one))
+}
+
+// addTen is the value after the tens word for ten (20 to 90).
+func (v numValue) addTen(ten int) numValue {
+	switch {
+	case !v.set:
+		return smallValue(ten)
+	case v.isStr || !v.modIsZero(100):
+		return strValue(v.String() + strconv.Itoa(ten))
+	}
+	return v.plus(ten)
+}
+
 // processWords is the core state machine of the number normalizer.
 func (w *numberWords) processWords(words []string) []string {
 	out := make([]string, 0, len(words))
@@ -265,6 +296,27 @@ func (w *numberWords) processWords(words []string) []string {
 		prefix = ""
 	}
 	emitValue := func() { emit(value.String()) }
+	// flush emits the pending value, if any, then s.
+	flush := func(s string) {
+		if value.set {
+			emitValue()
+		}
+		emit(s)
+	}
+	// times is the value after a multiplier word worth m.
+	times := func(m *big.Int) numValue {
+		switch {
+		case !value.set:
+			return intValue(m)
+		case value.isStr || value.n.Sign() == 0:
+			if p, ok := scaleExact(value.String(), m); ok {
+				return intValue(p)
+			}
+			emitValue()
+			return intValue(m)
+		}
+		return value.timesKeepThousands(m)
+	}
 
 	skip := false
 	for i, cur := range words {
@@ -311,106 +363,33 @@ func (w *numberWords) processWords(words []string) []string {
 			}
 
 		case !w.all[cur]:
-			if value.set {
-				emitValue()
-			}
-			emit(cur)
+			flush(cur)
 
 		case w.zeros[cur]:
 			value = strValue(value.orEmpty() + "0")
 
 		case w.ones[cur] > 0:
-			one := w.ones[cur]
-			switch {
-			case !value.set:
-				value = smallValue(one)
-			case value.isStr || prevIsOne:
-				s := value.String()
-				if prevIsTen && one < 10 && strings.HasSuffix(s, "0") {
-					value = strValue(s[:len(s)-1] + strconv.Itoa(one))
-				} else {
-					value = strValue(s + strconv.Itoa(one))
-				}
-			case one < 10 && value.modIsZero(10), one >= 10 && value.modIsZero(100):
-				value = value.plus(one)
-			default:
-				value = strValue(value.String() + strconv.Itoa(one))
-			}
+			value = value.addOne(w.ones[cur], prevIsOne, prevIsTen)
 
 		case w.onesSuffix[cur].suffix != "":
 			sx := w.onesSuffix[cur]
-			one := strconv.Itoa(sx.value)
-			switch {
-			case !value.set:
-				emit(one + sx.suffix)
-			case value.isStr || prevIsOne:
-				s := value.String()
-				if prevIsTen && sx.value < 10 && strings.HasSuffix(s, "0") {
-					emit(s[:len(s)-1] + one + sx.suffix)
-				} else {
-					emit(s + one + sx.suffix)
-				}
-			case sx.value < 10 && value.modIsZero(10), sx.value >= 10 && value.modIsZero(100):
-				emit(value.plus(sx.value).String() + sx.suffix)
-			default:
-				emit(value.String() + one + sx.suffix)
-			}
-			value = numValue{}
+			emit(value.addOne(sx.value, prevIsOne, prevIsTen).String() + sx.suffix)
 
 		case w.tens[cur] > 0:
-			ten := w.tens[cur]
-			switch {
-			case !value.set:
-				value = smallValue(ten)
-			case value.isStr || !value.modIsZero(100):
-				value = strValue(value.String() + strconv.Itoa(ten))
-			default:
-				value = value.plus(ten)
-			}
+			value = value.addTen(w.tens[cur])
 
 		case w.tensSuffix[cur].suffix != "":
 			sx := w.tensSuffix[cur]
-			switch {
-			case !value.set:
-				emit(strconv.Itoa(sx.value) + sx.suffix)
-			case value.isStr || !value.modIsZero(100):
-				emit(value.String() + strconv.Itoa(sx.value) + sx.suffix)
-			default:
-				emit(value.plus(sx.value).String() + sx.suffix)
-			}
+			emit(value.addTen(sx.value).String() + sx.suffix)
 
 		case w.mults[cur] != nil:
-			m := w.mults[cur]
-			switch {
-			case !value.set:
-				value = intValue(m)
-			case value.isStr || value.n.Sign() == 0:
-				if p, ok := scaleExact(value.String(), m); ok {
-					value = intValue(p)
-				} else {
-					emitValue()
-					value = intValue(m)
-				}
-			default:
-				value = value.timesKeepThousands(m)
-			}
+			value = times(w.mults[cur])
 
 		case w.multsSuffix[cur].value != nil:
+			// An integer 0 takes times' scaleExact path, which gives the
+			// same 0 as timesKeepThousands would.
 			sx := w.multsSuffix[cur]
-			switch {
-			case !value.set:
-				emit(sx.value.String() + sx.suffix)
-			case value.isStr:
-				if p, ok := scaleExact(value.str, sx.value); ok {
-					emit(p.String() + sx.suffix)
-				} else {
-					emitValue()
-					emit(sx.value.String() + sx.suffix)
-				}
-			default:
-				emit(value.timesKeepThousands(sx.value).String() + sx.suffix)
-			}
-			value = numValue{}
+			emit(times(sx.value).String() + sx.suffix)
 
 		case w.preceding[cur] != "":
 			if value.set {
@@ -447,16 +426,10 @@ func (w *numberWords) processWords(words []string) []string {
 		default: // and, double, triple, point
 			switch {
 			case !w.all[next] && !nextNumeric:
-				if value.set {
-					emitValue()
-				}
-				emit(cur)
+				flush(cur)
 			case cur == "and":
 				if w.mults[prev] == nil {
-					if value.set {
-						emitValue()
-					}
-					emit(cur)
+					flush(cur)
 				}
 			case cur == "double" || cur == "triple":
 				if _, one := w.ones[next]; one || w.zeros[next] {
@@ -468,10 +441,7 @@ func (w *numberWords) processWords(words []string) []string {
 					value = strValue(value.orEmpty() + strings.Repeat(digit, repeats))
 					skip = true
 				} else {
-					if value.set {
-						emitValue()
-					}
-					emit(cur)
+					flush(cur)
 				}
 			case cur == "point":
 				if w.isDecimalWord(next) || nextNumeric {
@@ -535,7 +505,7 @@ func (w *numberWords) expandHalves(s string) string {
 	segs = append(segs, s[last:])
 	var parts []string
 	for k, seg := range segs {
-		if pyStrip(seg) == "" {
+		if PyStrip(seg) == "" {
 			continue
 		}
 		parts = append(parts, seg)
@@ -561,16 +531,8 @@ func matchHalf(s string, i int) (end int, ok bool) {
 	pos := i
 	for k, lit := range []string{"and", "a", "half"} {
 		if k > 0 {
-			n := 0
-			for pos < len(s) {
-				r, size := utf8.DecodeRuneInString(s[pos:])
-				if !isPySpace(r) {
-					break
-				}
-				pos += size
-				n++
-			}
-			if n == 0 {
+			var n int
+			if pos, n = spaceRun(s, pos); n == 0 {
 				return 0, false
 			}
 		}
@@ -594,15 +556,8 @@ func joinNumberSuffixes(s string) string {
 		if s[i] < '0' || s[i] > '9' {
 			continue
 		}
-		pos := i + 1
-		for pos < len(s) {
-			r, size := utf8.DecodeRuneInString(s[pos:])
-			if !isPySpace(r) {
-				break
-			}
-			pos += size
-		}
-		if pos == i+1 {
+		pos, n := spaceRun(s, i+1)
+		if n == 0 {
 			continue
 		}
 		for _, sfx := range []string{"st", "nd", "rd", "th", "s"} {
@@ -615,11 +570,7 @@ func joinNumberSuffixes(s string) string {
 			}
 		}
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return finish(&b, s, last)
 }
 
 func postprocessNumbers(s string) string {
@@ -629,7 +580,7 @@ func postprocessNumbers(s string) string {
 	// "$2 and ¢7" -> "$2.07"
 	s = replaceBounded(combineCentsRE, s, func(m []string) string {
 		cents, _ := strconv.Atoi(m[3])
-		return m[1] + m[2] + "." + twoDigits(cents)
+		return m[1] + m[2] + "." + fmt.Sprintf("%02d", cents)
 	})
 	// "$0.07" -> "¢7"
 	s = replaceBounded(extractCentsRE, s, func(m []string) string {
@@ -637,13 +588,6 @@ func postprocessNumbers(s string) string {
 		return "¢" + strconv.Itoa(cents)
 	})
 	return spellOne(s)
-}
-
-func twoDigits(n int) string {
-	if n < 10 {
-		return "0" + strconv.Itoa(n)
-	}
-	return strconv.Itoa(n)
 }
 
 // replaceBounded replaces, left to right without overlap, the matches of re
@@ -673,11 +617,7 @@ func replaceBounded(re *regexp.Regexp, s string, repl func([]string) string) str
 		b.WriteString(repl(groups))
 		last, pos = end, end
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return finish(&b, s, last)
 }
 
 // spellOne writes a standalone "1" or "1s" as "one" or "ones":
@@ -704,9 +644,5 @@ func spellOne(s string) string {
 		last = end
 		i = end - 1
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	return finish(&b, s, last)
 }

@@ -8,36 +8,27 @@ import (
 
 // This file holds the character classes the reference implementation gets
 // from Python's str methods and its Unicode-aware re module. Go's RE2 classes
-// \s, \d and \b are ASCII-only, so the normalizers use these instead.
+// \s, \d and \b are ASCII-only, so the normalizers use these instead; the
+// exported ones also serve bench/score/diarize, so that each rule has one home.
 
-// isPySpace reports whether Python's str.isspace (and re's \s) accepts r.
+// PySpace reports whether Python's str.isspace (and re's \s) accepts r.
 // Python also counts the ASCII information separators U+001C..U+001F, which
 // Go's unicode.IsSpace does not.
-func isPySpace(r rune) bool {
+func PySpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
 // isPyWord reports whether r is a word character for Python's \w and \b:
 // letters, any kind of number, and the underscore. Combining marks are not.
 func isPyWord(r rune) bool {
-	if r < utf8.RuneSelf {
-		return r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')
-	}
-	return unicode.IsLetter(r) || unicode.IsNumber(r)
+	return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r)
 }
 
-// isPyDigit reports whether r matches Python's \d (category Nd).
-func isPyDigit(r rune) bool {
-	if r < utf8.RuneSelf {
-		return '0' <= r && r <= '9'
-	}
-	return unicode.IsDigit(r)
-}
-
-// digitValue returns the numeric value of a decimal digit (category Nd).
+// PyDigitValue is the value of a decimal digit (category Nd), as Python's
+// int() and float() read it.
 // Unicode encodes every decimal digit set as a contiguous run from 0 to 9,
 // so the value is the distance from the start of the run, modulo ten.
-func digitValue(r rune) int {
+func PyDigitValue(r rune) int {
 	if '0' <= r && r <= '9' {
 		return int(r - '0')
 	}
@@ -68,18 +59,11 @@ func wordAt(s string, i int) bool {
 	return isPyWord(r)
 }
 
-// pyLower lower-cases s like Python's str.lower: simple case mappings plus
+// PyLower lower-cases s like Python's str.lower: simple case mappings plus
 // the one unconditional special mapping (U+0130 to "i" and a combining dot)
 // and the Final_Sigma rule for U+03A3.
-func pyLower(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+func PyLower(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return strings.ToLower(s)
 	}
 	var b strings.Builder
@@ -148,7 +132,7 @@ func collapseSpace(s string) string {
 	b.Grow(len(s))
 	inSpace := false
 	for _, r := range s {
-		if isPySpace(r) {
+		if PySpace(r) {
 			if !inSpace {
 				b.WriteByte(' ')
 			}
@@ -161,12 +145,36 @@ func collapseSpace(s string) string {
 	return b.String()
 }
 
-// pyFields splits s like Python's str.split() with no argument.
-func pyFields(s string) []string {
-	return strings.FieldsFunc(s, isPySpace)
+// spaceRun returns the end of the run of Python whitespace that starts at byte
+// offset i of s, and the number of runes in it.
+func spaceRun(s string, i int) (end, runes int) {
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !PySpace(r) {
+			break
+		}
+		i += n
+		runes++
+	}
+	return i, runes
 }
 
-// pyStrip trims Python whitespace from both ends, like str.strip().
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, isPySpace)
+// finish returns s when nothing of it was rewritten (last is 0), else what b
+// holds followed by s[last:].
+func finish(b *strings.Builder, s string, last int) string {
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// pyFields splits s like Python's str.split() with no argument.
+func pyFields(s string) []string {
+	return strings.FieldsFunc(s, PySpace)
+}
+
+// PyStrip trims Python whitespace from both ends, like str.strip().
+func PyStrip(s string) string {
+	return strings.TrimFunc(s, PySpace)
 }

@@ -2,6 +2,7 @@ package score
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -70,9 +71,9 @@ func removeDigitCommas(s string) string {
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if isPyDigit(r) && i+n < len(s) && s[i+n] == ',' {
+		if unicode.IsDigit(r) && i+n < len(s) && s[i+n] == ',' {
 			r2, n2 := utf8.DecodeRuneInString(s[i+n+1:])
-			if isPyDigit(r2) {
+			if unicode.IsDigit(r2) {
 				b.WriteString(s[i : i+n])
 				b.WriteString(s[i+n+1 : i+n+1+n2])
 				i += n + 1 + n2
@@ -122,21 +123,8 @@ func replaceLoneSymbols(s string) string {
 	if !strings.ContainsAny(s, ".$¢€£") {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if strings.ContainsRune(".$¢€£", r) && i+n < len(s) && (s[i+n] < '0' || s[i+n] > '9') {
-			_, n2 := utf8.DecodeRuneInString(s[i+n:])
-			b.WriteByte(' ')
-			b.WriteString(s[i+n : i+n+n2])
-			i += n + n2
-			continue
-		}
-		b.WriteString(s[i : i+n])
-		i += n
-	}
-	return b.String()
+	return replacePairs(s, func(r1, r2 rune) bool { return strings.ContainsRune(".$¢€£", r1) && !isASCIIDigit(r2) },
+		func(_, c string) string { return " " + c })
 }
 
 // replaceLonePercents turns a '%' after a non-ASCII-digit into a space:
@@ -145,48 +133,36 @@ func replaceLonePercents(s string) string {
 	if !strings.Contains(s, "%") {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r < '0' || r > '9') && i+n < len(s) && s[i+n] == '%' {
-			b.WriteString(s[i : i+n])
-			b.WriteByte(' ')
-			i += n + 1
-			continue
-		}
-		b.WriteString(s[i : i+n])
-		i += n
-	}
-	return b.String()
+	return replacePairs(s, func(r1, r2 rune) bool { return !isASCIIDigit(r1) && r2 == '%' },
+		func(a, _ string) string { return a + " " })
 }
 
 // spaceLetterDigit puts a space between an ASCII lower-case letter and a
 // digit next to it, in two passes as the reference does:
 // re.sub(r"([a-z])([0-9])", r"\1 \2", s), then the same for ([0-9])([a-z]).
 func spaceLetterDigit(s string) string {
-	isLetter := func(c byte) bool { return 'a' <= c && c <= 'z' }
-	isDigit := func(c byte) bool { return '0' <= c && c <= '9' }
-	s = spacePairs(s, isLetter, isDigit)
-	return spacePairs(s, isDigit, isLetter)
+	isLetter := func(r rune) bool { return 'a' <= r && r <= 'z' }
+	space := func(a, c string) string { return a + " " + c }
+	s = replacePairs(s, func(r1, r2 rune) bool { return isLetter(r1) && isASCIIDigit(r2) }, space)
+	return replacePairs(s, func(r1, r2 rune) bool { return isASCIIDigit(r1) && isLetter(r2) }, space)
 }
 
-func spacePairs(s string, first, second func(byte) bool) string {
+func isASCIIDigit(r rune) bool { return '0' <= r && r <= '9' }
+
+// replacePairs rewrites, left to right and without overlap, every two
+// adjacent runes a c of s for which match holds as repl(a, c).
+func replacePairs(s string, match func(r1, r2 rune) bool, repl func(a, c string) string) string {
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if first(s[i]) && i+1 < len(s) && second(s[i+1]) {
-			if b.Len() == 0 {
-				b.Grow(len(s) + 8)
-			}
-			b.WriteString(s[:i+1])
-			b.WriteByte(' ')
-			s = s[i+1:]
-			i = 0 // s[0] is the second character, already matched
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r1, n1 := utf8.DecodeRuneInString(s[i:])
+		if r2, n2 := utf8.DecodeRuneInString(s[i+n1:]); n2 > 0 && match(r1, r2) {
+			b.WriteString(repl(s[i:i+n1], s[i+n1:i+n1+n2]))
+			i += n1 + n2
+			continue
 		}
+		b.WriteString(s[i : i+n1])
+		i += n1
 	}
-	if b.Len() == 0 {
-		return s
-	}
-	b.WriteString(s)
 	return b.String()
 }

@@ -20,10 +20,6 @@ func americanize(s string) string {
 // families below and never modified afterwards.
 var spellings = buildSpellings()
 
-// spellingCount returns the number of British spellings the English
-// normalizer rewrites.
-func spellingCount() int { return len(spellings) }
-
 func buildSpellings() map[string]string {
 	m := make(map[string]string, 2048)
 	add := func(brit, amer string) {
@@ -48,17 +44,10 @@ func buildSpellings() map[string]string {
 		stem := strings.TrimSuffix(base, "re") // "cent"
 		us := stem + "er"                      // "center"
 		for _, x := range sfx {
-			switch x {
-			case "":
-				add(base, us)
-			case "s":
-				add(base+"s", us+"s")
-			case "v":
+			if x == "v" {
 				add(stem+"red", us+"ed")
 				add(stem+"ring", us+"ing")
-			case "ly":
-				add(base+"ly", us+"ly")
-			default: // a compound or derived word written after the stem
+			} else { // the base, its plural, or a word written after it
 				add(base+x, us+x)
 			}
 		}

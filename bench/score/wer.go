@@ -19,13 +19,7 @@ func Normalize(lang, s string) string {
 
 func isChineseLang(lang string) bool {
 	l := strings.ToLower(strings.TrimSpace(lang))
-	switch {
-	case l == "zh", l == "cmn", l == "yue":
-		return true
-	case strings.HasPrefix(l, "zh-"), strings.HasPrefix(l, "zh_"):
-		return true
-	}
-	return false
+	return l == "zh" || l == "cmn" || l == "yue" || strings.HasPrefix(l, "zh-") || strings.HasPrefix(l, "zh_")
 }
 
 // Words splits normalized text into words the way jiwer 4.0.0's default WER
@@ -37,20 +31,10 @@ func Words(s string) []string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !isPySpace(r) {
-			b.WriteString(s[i : i+n])
-			i += n
-			continue
-		}
-		j, runes := i+n, 1
-		for j < len(s) {
-			r2, n2 := utf8.DecodeRuneInString(s[j:])
-			if !isPySpace(r2) {
-				break
-			}
-			j += n2
-			runes++
+		j, runes := spaceRun(s, i)
+		if runes == 0 {
+			_, n := utf8.DecodeRuneInString(s[i:])
+			j = i + n
 		}
 		if runes >= 2 {
 			b.WriteByte(' ')
@@ -60,7 +44,7 @@ func Words(s string) []string {
 		i = j
 	}
 	var words []string
-	for _, w := range strings.Split(pyStrip(b.String()), " ") {
+	for _, w := range strings.Split(PyStrip(b.String()), " ") {
 		if w != "" {
 			words = append(words, w)
 		}

@@ -100,12 +100,8 @@ func cpCER(ref, pred string) cpStats {
 		preds = append(preds, s.text)
 	}
 	n := max(len(refs), len(preds))
-	for len(refs) < n {
-		refs = append(refs, "")
-	}
-	for len(preds) < n {
-		preds = append(preds, "")
-	}
+	refs = append(refs, make([]string, n-len(refs))...)
+	preds = append(preds, make([]string, n-len(preds))...)
 	refLen := 0
 	for _, r := range refs {
 		refLen += len(r)

@@ -1,6 +1,7 @@
 package diarize
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +39,7 @@ func speakerKey(a, b string) int {
 	nb, eb := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(b, "[S"), "]"))
 	switch {
 	case ea == nil && eb == nil && na != nb:
-		if na < nb {
-			return -1
-		}
-		return 1
+		return cmp.Compare(na, nb)
 	case (ea == nil) != (eb == nil):
 		if ea == nil {
 			return -1
@@ -54,12 +52,11 @@ func speakerKey(a, b string) int {
 func labels(segs []Segment) []string {
 	var out []string
 	for _, s := range segs {
-		if !slices.Contains(out, s.Speaker) {
-			out = append(out, s.Speaker)
-		}
+		out = append(out, s.Speaker)
 	}
+	// speakerKey is 0 only for equal labels, so Compact drops duplicates.
 	slices.SortFunc(out, speakerKey)
-	return out
+	return slices.Compact(out)
 }
 
 // Mapping maps hypothesis speakers to reference speakers one-to-one so that
@@ -75,18 +72,10 @@ func Mapping(ref, hyp []Segment) map[string]string {
 	for i := range cost {
 		cost[i] = make([]float64, n)
 	}
-	ri := map[string]int{}
-	for i, l := range rl {
-		ri[l] = i
-	}
-	hi := map[string]int{}
-	for i, l := range hl {
-		hi[l] = i
-	}
 	for _, r := range ref {
 		for _, h := range hyp {
 			if d := min(r.End, h.End) - max(r.Start, h.Start); d > 0 {
-				cost[ri[r.Speaker]][hi[h.Speaker]] -= d
+				cost[slices.Index(rl, r.Speaker)][slices.Index(hl, h.Speaker)] -= d
 			}
 		}
 	}
@@ -153,8 +142,6 @@ func SegmentDER(ref, hyp []Segment) DER {
 
 // DER invalid reasons (speaker_timestamp_der_invalid_reason).
 const (
-	ReasonParseError   = "timestamp_parse_error"
-	ReasonNoRefSegs    = "no_ref_timestamped_speaker_segments"
-	ReasonNoPredSegs   = "no_pred_timestamped_speaker_segments"
-	ReasonComputeError = "der_compute_error"
+	ReasonNoRefSegs  = "no_ref_timestamped_speaker_segments"
+	ReasonNoPredSegs = "no_pred_timestamped_speaker_segments"
 )

@@ -42,11 +42,7 @@ const pySpace = `[\t-\r\x1c-\x20\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{
 
 // asciiInt is str(int(digits)) for a run of Unicode decimal digits.
 func asciiInt(digits string) string {
-	var b strings.Builder
-	for _, r := range digits {
-		b.WriteByte(byte('0' + score.PyDigitValue(r)))
-	}
-	s := strings.TrimLeft(b.String(), "0")
+	s := strings.TrimLeft(asciiNumber(digits), "0")
 	if s == "" {
 		return "0"
 	}

@@ -152,13 +152,10 @@ func Compute(rows []Row) Result {
 // percent is m with the seven rates (CER, CER no speaker, CER below 50%,
 // cpCER, CER on cp-valid samples, their delta, DER) times 100.
 func percent(m Metrics) Metrics {
-	x100 := func(p **float64) {
+	for _, p := range []**float64{&m.CERNoSpk, &m.CER, &m.CERBelow50Corpus, &m.CPCER, &m.CERNoSpkCPValid, &m.DeltaCER, &m.DER} {
 		if *p != nil {
 			*p = new(**p * 100)
 		}
-	}
-	for _, p := range []**float64{&m.CERNoSpk, &m.CER, &m.CERBelow50Corpus, &m.CPCER, &m.CERNoSpkCPValid, &m.DeltaCER, &m.DER} {
-		x100(p)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package diarize
 
 import (
 	"math"
+	"slices"
 
 	"github.com/asrprof/asrprof/bench/score"
 	"github.com/asrprof/asrprof/model"
@@ -200,12 +201,7 @@ func Score(samples []Input, recs []model.Request, cfg RunConfig) (ResultsJSON, S
 	if sum.Evaluated > 0 {
 		sum.ExactMatchRate = float64(sum.ExactMatches) / float64(sum.Evaluated)
 	}
-	var passRecs []model.Request
-	for _, r := range recs {
-		if !r.Warmup {
-			passRecs = append(passRecs, r)
-		}
-	}
+	passRecs := slices.DeleteFunc(slices.Clone(recs), func(r model.Request) bool { return r.Warmup })
 	res.Speed = diarizeSpeed(passRecs, cfg.WallClockS)
 	speedCfg := cfg
 	speedCfg.TimingScope = "asr_requests_only"
