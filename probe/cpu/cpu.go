@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -342,16 +343,13 @@ func (p *Probe) PeriodCount() int {
 // "<level>-<repeat>.pb.gz", or "<level>-warmup.pb.gz". Characters other
 // than letters, digits, '.', '_' and '-' in the level become '_'.
 func FileName(per probe.Period) string {
-	level := strings.Map(func(r rune) rune {
+	level := cmp.Or(strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
 			return r
 		}
 		return '_'
-	}, per.Level)
-	if level == "" {
-		level = "all"
-	}
+	}, per.Level), "all")
 	if per.Warmup {
 		return level + "-warmup.pb.gz"
 	}
@@ -402,37 +400,18 @@ func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time
 		}
 		for _, f := range st.Frames {
 			mk := mkey{f.File, f.Start, f.Limit, f.Offset}
-			m := mappings[mk]
-			if m == nil {
-				m = &profile.Mapping{
-					ID: uint64(len(prof.Mapping) + 1), File: f.File,
-					Start: f.Start, Limit: f.Limit, Offset: f.Offset,
-					HasFunctions: true,
-				}
-				mappings[mk] = m
-				prof.Mapping = append(prof.Mapping, m)
-			}
-			fk := fkey{f.Func, f.Source}
-			fn := funcs[fk]
-			if fn == nil {
-				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.Source}
-				funcs[fk] = fn
-				prof.Function = append(prof.Function, fn)
-			}
+			m := intern(mappings, &prof.Mapping, mk, func(id uint64) *profile.Mapping {
+				return &profile.Mapping{ID: id, File: f.File, Start: f.Start, Limit: f.Limit, Offset: f.Offset, HasFunctions: true}
+			})
+			fn := intern(funcs, &prof.Function, fkey{f.Func, f.Source}, func(id uint64) *profile.Function {
+				return &profile.Function{ID: id, Name: f.Func, SystemName: f.Func, Filename: f.Source}
+			})
 			if f.Line > 0 || f.Source != "" {
 				m.HasFilenames, m.HasLineNumbers = true, f.Line > 0
 			}
-			lk := lkey{mk, f.Addr, f.Func, f.Source, f.Line}
-			loc := locs[lk]
-			if loc == nil {
-				loc = &profile.Location{
-					ID: uint64(len(prof.Location) + 1), Mapping: m, Address: f.Addr,
-					Line: []profile.Line{{Function: fn, Line: int64(f.Line)}},
-				}
-				locs[lk] = loc
-				prof.Location = append(prof.Location, loc)
-			}
-			s.Location = append(s.Location, loc)
+			s.Location = append(s.Location, intern(locs, &prof.Location, lkey{mk, f.Addr, f.Func, f.Source, f.Line}, func(id uint64) *profile.Location {
+				return &profile.Location{ID: id, Mapping: m, Address: f.Addr, Line: []profile.Line{{Function: fn, Line: int64(f.Line)}}}
+			}))
 		}
 		prof.Sample = append(prof.Sample, s)
 	}
@@ -445,4 +424,16 @@ func BuildProfile(stacks []Stack, per probe.Period, hz int, begin, end time.Time
 		m.ID = uint64(i + 1)
 	}
 	return prof
+}
+
+// intern returns byKey[k], made first by mk with the next ID of all and
+// appended to it.
+func intern[K comparable, V any](byKey map[K]*V, all *[]*V, k K, mk func(id uint64) *V) *V {
+	v := byKey[k]
+	if v == nil {
+		v = mk(uint64(len(*all) + 1))
+		byKey[k] = v
+		*all = append(*all, v)
+	}
+	return v
 }

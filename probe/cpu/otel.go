@@ -1,12 +1,15 @@
 package cpu
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -353,10 +356,7 @@ func (o *OTel) Collect(ctx context.Context) ([]Stack, error) {
 		}
 		o.stacks = live
 	}
-	pids := make([]int, 0, len(o.pids))
-	for p := range o.pids {
-		pids = append(pids, p)
-	}
+	pids := slices.Collect(maps.Keys(o.pids))
 	died := o.died
 	o.mu.Unlock()
 	var err error
@@ -391,10 +391,7 @@ func (o *OTel) frames(pid int, fs libpf.Frames) []Frame {
 		}
 		switch {
 		case v.Type == libpf.KernelFrame:
-			fr.File = KernelFile
-			if fr.Func == "" {
-				fr.Func = "[kernel]"
-			}
+			fr.File, fr.Func = KernelFile, cmp.Or(fr.Func, "[kernel]")
 		case v.Type.Interpreter() == libpf.Native:
 			fr.File = file
 			if fr.Func == "" {
@@ -406,15 +403,10 @@ func (o *OTel) frames(pid int, fs libpf.Frames) []Frame {
 			}
 		case v.Type.IsInterpType(libpf.Python):
 			fr.File, fr.Source, fr.Line, fr.Addr = PythonFile, v.SourceFile.String(), int(v.SourceLine), 0
-			if fr.Func == "" {
-				fr.Func = "[python frame not symbolized]"
-			}
+			fr.Func = cmp.Or(fr.Func, "[python frame not symbolized]")
 		default:
 			// Go and other runtimes the library names itself.
-			fr.File = file
-			if fr.File == "" {
-				fr.File = "[" + v.Type.String() + "]"
-			}
+			fr.File = cmp.Or(file, "["+v.Type.String()+"]")
 			fr.Source, fr.Line = v.SourceFile.String(), int(v.SourceLine)
 			if fr.Func == "" {
 				fr.Func = fmt.Sprintf("%s+0x%x", fr.File, fr.Addr)
@@ -437,22 +429,5 @@ func (o *OTel) Stop() error {
 	return nil
 }
 
-// MaxLag returns the longest time a sample of a watched process took
-// from being taken to being reported.
-func (o *OTel) MaxLag() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.maxLag
-}
-
 // Note says what runs degraded ("" when nothing does).
 func (o *OTel) Note() string { return o.note }
-
-// Dropped returns how many samples of processes outside the watched set
-// the library reported since the last Reset (the library samples every
-// process).
-func (o *OTel) Dropped() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.dropped
-}

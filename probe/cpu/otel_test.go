@@ -21,6 +21,23 @@ import (
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
+// MaxLag returns the longest time a sample of a watched process took
+// from being taken to being reported.
+func (o *OTel) MaxLag() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.maxLag
+}
+
+// Dropped returns how many samples of processes outside the watched set
+// the library reported since the last Reset (the library samples every
+// process).
+func (o *OTel) Dropped() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped
+}
+
 // TestOTelReporter feeds the engine's reporter the kinds of frames the
 // library produces (kernel, native as file + ELF address, Python) and
 // checks what Collect and BuildProfile make of them. It needs no BPF.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,13 +177,7 @@ func drain(counts *ebpf.Map) (map[cpuSkey]uint64, error) {
 	for it.Next(&k, &v) {
 		out[k] += v
 	}
-	err := it.Err()
-	for k := range out {
-		if derr := counts.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
-			err = errors.Join(err, derr)
-		}
-	}
-	return out, err
+	return out, errors.Join(it.Err(), deleteKeys(counts, maps.Keys(out)))
 }
 
 // clearStacks deletes every entry of a stack-trace map.
@@ -188,19 +185,24 @@ func clearStacks(stacks *ebpf.Map) error {
 	var (
 		ids []uint32
 		k   uint32
+		v   [maxDepth]uint64
 	)
 	it := stacks.Iterate()
-	var v [maxDepth]uint64
 	for it.Next(&k, &v) {
 		ids = append(ids, k)
 	}
-	err := it.Err()
-	for _, id := range ids {
-		if derr := stacks.Delete(id); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
-			err = errors.Join(err, derr)
+	return errors.Join(it.Err(), deleteKeys(stacks, slices.Values(ids)))
+}
+
+// deleteKeys deletes keys from m; a key already gone is no error.
+func deleteKeys[K any](m *ebpf.Map, keys iter.Seq[K]) error {
+	var errs []error
+	for k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
 		}
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // Reset drops what was sampled so far.

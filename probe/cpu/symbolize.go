@@ -3,12 +3,14 @@ package cpu
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"debug/gosym"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,29 +37,20 @@ func parseMaps(r io.Reader) ([]mapping, error) {
 	for sc.Scan() {
 		// start-limit perms offset dev inode [path]
 		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		if len(f[1]) < 3 || f[1][2] != 'x' {
+		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
 			continue
 		}
 		lo, hi, ok := strings.Cut(f[0], "-")
 		if !ok {
 			return out, fmt.Errorf("maps line %q: no address range", sc.Text())
 		}
-		var m mapping
-		var err error
-		if m.Start, err = strconv.ParseUint(lo, 16, 64); err != nil {
-			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		if m.Limit, err = strconv.ParseUint(hi, 16, 64); err != nil {
-			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		if m.Offset, err = strconv.ParseUint(f[2], 16, 64); err != nil {
-			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		m.Dev = f[3]
-		if m.Inode, err = strconv.ParseUint(f[4], 10, 64); err != nil {
+		m := mapping{Dev: f[3]}
+		var errs [4]error
+		m.Start, errs[0] = strconv.ParseUint(lo, 16, 64)
+		m.Limit, errs[1] = strconv.ParseUint(hi, 16, 64)
+		m.Offset, errs[2] = strconv.ParseUint(f[2], 16, 64)
+		m.Inode, errs[3] = strconv.ParseUint(f[4], 10, 64)
+		if err := cmp.Or(errs[:]...); err != nil {
 			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
 		}
 		if len(f) >= 6 {
@@ -124,14 +117,8 @@ func (t *symtab) vaddr(off uint64) uint64 {
 // first given.
 func newSymtab(syms []symbol, loads []elf.ProgHeader) *symtab {
 	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
-	out := syms[:0]
-	for _, s := range syms {
-		if len(out) > 0 && out[len(out)-1].Addr == s.Addr {
-			continue
-		}
-		out = append(out, s)
-	}
-	return &symtab{syms: out, loads: loads}
+	syms = slices.CompactFunc(syms, func(a, b symbol) bool { return a.Addr == b.Addr })
+	return &symtab{syms: syms, loads: loads}
 }
 
 // readELFSymtab reads the function symbols of .symtab and .dynsym.
@@ -306,10 +293,7 @@ func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 				continue
 			}
 		}
-		fr := Frame{Addr: a, File: m.Path, Start: m.Start, Limit: m.Limit, Offset: m.Offset}
-		if fr.File == "" {
-			fr.File = "[anon]"
-		}
+		fr := Frame{Addr: a, File: cmp.Or(m.Path, "[anon]"), Start: m.Start, Limit: m.Limit, Offset: m.Offset}
 		off := look - m.Start + m.Offset
 		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
 			t := s.file(pid, m)
@@ -390,8 +374,6 @@ func (s *symbolizer) native(pid int, base string, off, addr uint64) (string, str
 		}
 		return fmt.Sprintf("%s+0x%x", base, addr), found.Path
 	}
-	if base == "" {
-		base = "[unknown]"
-	}
+	base = cmp.Or(base, "[unknown]")
 	return fmt.Sprintf("%s+0x%x", base, addr), base
 }

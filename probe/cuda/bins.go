@@ -44,17 +44,7 @@ var DefaultSyncSymbols = []string{
 // spent inside one of the timed blocking calls (Config.SyncSymbols),
 // spinning or asleep; a call made inside another counts once.
 type BinsRecord struct {
-	Level  string `json:"level"`
-	Repeat int    `json:"repeat"`
-	Warmup bool   `json:"warmup"`
-	PID    int    `json:"pid"`
-	TID    int    `json:"tid"`
-	Name   string `json:"name"`
-	// StartUnixNs is the pass's start (probe.Period.StartUnixNs, else the
-	// time of Begin, or where the previous pass ended when End came
-	// without Begin): the start of bin 0.
-	StartUnixNs int64 `json:"start_unix_ns"`
-	BinMs       int   `json:"bin_ms"`
+	bins.Head
 	// SyncUs has ceil(pass wall / BinMs) bins (at most bins.MaxPassBins).
 	SyncUs []int `json:"sync_us"`
 	// DroppedEvents is how many calls the pass lost (ring buffer or the
@@ -65,13 +55,6 @@ type BinsRecord struct {
 }
 
 const commLen = 16
-
-// Indexes of the sync_stats counters (bpf/cuda.bpf.c).
-const (
-	statEntered  = 0
-	statNoRoom   = 1
-	statRingFull = 2
-)
 
 // meta is what the bins keep of a thread from its calls.
 type meta struct {
@@ -114,7 +97,8 @@ func decode(raw []byte) interval {
 	return iv
 }
 
-// syncStats are the BPF program's cumulative counters (sync_stats).
+// syncStats are the BPF program's cumulative counters (sync_stats, in
+// the order of their indexes in bpf/cuda.bpf.c).
 type syncStats struct {
 	entered, noRoom, ringFull uint64
 }
@@ -139,26 +123,15 @@ func (p *Probe) beginBinsLocked(per probe.Period) {
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	b := p.bins
 	ps, err := b.Ending(ctx, per.EndUnixNs)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	st, err := p.syncStatsLocked()
-	if err != nil {
-		errs = append(errs, err)
-	}
+	st, serr := p.syncStatsLocked()
+	errs := []error{err, serr}
 	// The calls in progress are read from the in-progress map; the events
 	// read from now on are remembered, so that a call that returns
 	// meanwhile (its event is submitted before its entry is deleted) is
 	// not counted twice.
 	b.Capture(bpf.MonoNow())
 	inProgress, err := p.inProgressLocked(ps.BinsEndMono)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := b.Drain(ctx); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, err, b.Drain(ctx))
 	out, dropped, added := b.Finish(ps.End, inProgress)
 	d := syncStats{entered: watch.Sub(st.entered, p.syncBase.entered), noRoom: watch.Sub(st.noRoom, p.syncBase.noRoom), ringFull: watch.Sub(st.ringFull, p.syncBase.ringFull)}
 	p.syncBase = st
@@ -168,25 +141,16 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 			return errors.Join(append(errs, err)...)
 		}
 		t := out[tid]
-		r := BinsRecord{
-			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: int(t.Meta.tgid), TID: int(tid),
-			StartUnixNs: ps.Start, BinMs: bins.BinMs,
-			SyncUs:        t.Arrays(ps.N)[0],
-			DroppedEvents: dropped,
-		}
+		r := BinsRecord{Head: ps.Head(per, int(t.Meta.tgid), tid, bpf.Comm(t.Meta.comm[:])), SyncUs: t.Arrays(ps.N)[0], DroppedEvents: dropped}
 		delete(out, tid)
-		if r.Name = proctree.Comm(r.PID, r.TID); r.Name == "" {
-			r.Name = bpf.Comm(t.Meta.comm[:])
-		}
 		if err := p.out.Append(BinsFile, r); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)
 		}
 	}
-	if len(errs) == 0 {
-		errs = append(errs, checkPass(d, added))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	return checkPass(d, added)
 }
 
 // checkPass says whether a pass whose threads entered d.entered blocking

@@ -2,15 +2,16 @@ package cuda
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,9 +110,7 @@ type Probe struct {
 
 // New returns a probe that does nothing until Start.
 func New(cfg Config) *Probe {
-	if cfg.LibPattern == "" {
-		cfg.LibPattern = DefaultLibPattern
-	}
+	cfg.LibPattern = cmp.Or(cfg.LibPattern, DefaultLibPattern)
 	if len(cfg.Symbols) == 0 {
 		cfg.Symbols = DefaultSymbols
 	}
@@ -260,14 +259,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	return nil
 }
 
-func (p *Probe) libPaths() []string {
-	var out []string
-	for _, s := range p.libs {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
-}
+func (p *Probe) libPaths() []string { return slices.Sorted(maps.Values(p.libs)) }
 
 // refreshLocked brings the watch map up to date with the target's process
 // tree and attaches to libraries that processes mapped since the last
@@ -311,7 +303,7 @@ func (p *Probe) attachLocked(path string) error {
 	if err != nil {
 		return fmt.Errorf("cuda: opening %s: %w", path, err)
 	}
-	n := 0
+	before := p.nlaunch + p.nsync
 	for _, sym := range p.cfg.SyncSymbols {
 		// The return probe first: a call that enters between the two
 		// attachments then returns to no open entry and is skipped,
@@ -330,7 +322,6 @@ func (p *Probe) attachLocked(path string) error {
 			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, bpf.NotSupported(err))
 		}
 		p.links = append(p.links, l)
-		n++
 		p.nsync++
 	}
 	for i, sym := range p.cfg.Symbols {
@@ -342,10 +333,9 @@ func (p *Probe) attachLocked(path string) error {
 			return fmt.Errorf("cuda: uprobe on %s in %s: %w", sym, path, bpf.NotSupported(err))
 		}
 		p.links = append(p.links, l)
-		n++
 		p.nlaunch++
 	}
-	if n == 0 {
+	if p.nlaunch+p.nsync == before {
 		return fmt.Errorf("cuda: none of %v in %s", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), path)
 	}
 	return nil
@@ -389,15 +379,8 @@ func records(a, b snapshot, symbols []string, per probe.Period) []Record {
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		x, y := keys[i], keys[j]
-		if x.tgid != y.tgid {
-			return x.tgid < y.tgid
-		}
-		if x.tid != y.tid {
-			return x.tid < y.tid
-		}
-		return x.sym < y.sym
+	slices.SortFunc(keys, func(x, y callKey) int {
+		return cmp.Or(cmp.Compare(x.tgid, y.tgid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.sym, y.sym))
 	})
 	out := make([]Record, 0, len(keys))
 	for _, k := range keys {
@@ -453,9 +436,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return errors.Join(err, cerr)
 		}
-		if name := proctree.Comm(r.PID, r.TID); name != "" {
-			r.Name = name
-		}
+		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), r.Name)
 		if werr := p.out.Append(File, r); werr != nil {
 			return errors.Join(err, fmt.Errorf("cuda: writing %s: %w", File, werr))
 		}
@@ -464,10 +445,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		return cudaCkey{Tgid: k.tgid, Tid: k.tid, Sym: k.sym}, k.tid, proctree.Comm(int(k.tgid), int(k.tid)) == ""
 	}))
 	p.base = cur
-	if berr := p.endBinsLocked(ctx, per); berr != nil {
-		err = errors.Join(err, berr)
-	}
-	return err
+	return errors.Join(err, p.endBinsLocked(ctx, per))
 }
 
 // Stop detaches the uprobes and frees the maps. It waits for the refresh

@@ -1,9 +1,12 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -221,10 +224,7 @@ func freeAll(lib library, gpus []*gpuState) {
 // Begin starts a pass: samples whose timestamp falls between the pass's
 // start (p.StartUnixNs, or now when zero) and its end count in its summary.
 func (p *Probe) Begin(per probe.Period) {
-	start := per.StartUnixNs
-	if start == 0 {
-		start = time.Now().UnixNano()
-	}
+	start := cmp.Or(per.StartUnixNs, time.Now().UnixNano())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur = &period{p: per, start: start, acc: map[int]*periodAcc{}}
@@ -238,10 +238,7 @@ func (p *Probe) Begin(per probe.Period) {
 // period record per GPU. When ctx ends before the poll is done it writes
 // the summary of what it has and returns ctx's error with it.
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
-	end := per.EndUnixNs
-	if end == 0 {
-		end = time.Now().UnixNano()
-	}
+	end := cmp.Or(per.EndUnixNs, time.Now().UnixNano())
 	p.mu.Lock()
 	cur := p.cur
 	if cur == nil {
@@ -256,14 +253,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	p.cur = nil
 	out, loopErr := p.out, p.loopErr
-	var idx []int
-	for i := range cur.acc {
-		idx = append(idx, i)
-	}
 	p.mu.Unlock()
-	sort.Ints(idx)
 	errs := []error{flushErr, loopErr}
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(cur.acc)) {
 		rec := cur.acc[i].summary(i, cur.p.Level, cur.p.Repeat, cur.p.Warmup, cur.start, end)
 		if err := out.Append(File, rec); err != nil {
 			errs = append(errs, fmt.Errorf("gpu: %w", err))
@@ -324,18 +316,6 @@ func (p *Probe) ClockOffset() (ns int64, ok bool) {
 	return p.offset.ns, p.offset.ok
 }
 
-// Stats returns a copy of the poller's counters.
-func (p *Probe) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.stats
-	s.Errors = make(map[string]int, len(p.stats.Errors))
-	for k, v := range p.stats.Errors {
-		s.Errors[k] = v
-	}
-	return s
-}
-
 func (p *Probe) loop(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
@@ -371,11 +351,7 @@ func (p *Probe) pcieLoop(ctx context.Context) {
 			}
 			tx, r1 := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)
 			rx, r2 := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES)
-			if r1 != nvml.SUCCESS || r2 != nvml.SUCCESS {
-				r := r1
-				if r == nvml.SUCCESS {
-					r = r2
-				}
+			if r := cmp.Or(r1, r2); r != nvml.SUCCESS { // SUCCESS is 0: the first failure
 				if r == nvml.ERROR_NOT_SUPPORTED {
 					g.pcieOff = true
 				}
@@ -537,13 +513,9 @@ func (p *Probe) pollState(g *gpuState) {
 	if !g.off[KindClock] {
 		sm, r1 := g.dev.GetClockInfo(nvml.CLOCK_SM)
 		mem, r2 := g.dev.GetClockInfo(nvml.CLOCK_MEM)
-		if r1 == nvml.SUCCESS && r2 == nvml.SUCCESS {
+		if r := cmp.Or(r1, r2); r == nvml.SUCCESS {
 			p.emit(&ClockRecord{Head: Head{TS: time.Now().UnixNano(), GPU: idx, Kind: KindClock}, SMMHz: sm, MemMHz: mem})
 		} else {
-			r := r1
-			if r == nvml.SUCCESS {
-				r = r2
-			}
 			p.callFailed(g, KindClock, "GetClockInfo", r)
 		}
 	}

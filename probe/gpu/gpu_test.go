@@ -21,6 +21,18 @@ import (
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
+// Stats returns a copy of the poller's counters.
+func (p *Probe) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Errors = make(map[string]int, len(p.stats.Errors))
+	for k, v := range p.stats.Errors {
+		s.Errors[k] = v
+	}
+	return s
+}
+
 func le8(v uint64) [8]byte {
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], v)

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -52,21 +53,14 @@ func (e *NoNVMLError) Error() string { return "no NVML: " + e.Reason }
 // Unwrap makes errors.Is(err, probe.ErrNotSupported) true.
 func (e *NoNVMLError) Unwrap() error { return probe.ErrNotSupported }
 
-// reason turns an NVML return code into a short phrase.
-func reason(r nvml.Return) string {
-	switch r {
-	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return "library not found (libnvidia-ml.so.1)"
-	case nvml.ERROR_DRIVER_NOT_LOADED:
-		return "NVIDIA driver not loaded"
-	case nvml.ERROR_NO_PERMISSION:
-		return "no permission to open the GPU devices"
-	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
-		return "NVML library and kernel driver versions differ (reboot or reload the driver)"
-	case nvml.ERROR_FUNCTION_NOT_FOUND:
-		return "NVML library too old"
-	}
-	return r.Error()
+// reasons are short phrases for the NVML return codes that say why NVML
+// cannot be initialised.
+var reasons = map[nvml.Return]string{
+	nvml.ERROR_LIBRARY_NOT_FOUND:       "library not found (libnvidia-ml.so.1)",
+	nvml.ERROR_DRIVER_NOT_LOADED:       "NVIDIA driver not loaded",
+	nvml.ERROR_NO_PERMISSION:           "no permission to open the GPU devices",
+	nvml.ERROR_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ (reboot or reload the driver)",
+	nvml.ERROR_FUNCTION_NOT_FOUND:      "NVML library too old",
 }
 
 // nvmlError is an NVML call's failure with the call named.
@@ -117,7 +111,7 @@ func initLib(ctx context.Context, lib library) error {
 		return fmt.Errorf("gpu: NVML init: %w", err)
 	}
 	if r != nvml.SUCCESS {
-		return &NoNVMLError{Reason: reason(r), Code: r}
+		return &NoNVMLError{Reason: cmp.Or(reasons[r], r.Error()), Code: r}
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ type Head struct {
 
 func (h Head) head() Head { return h }
 
+// accumulate is that of the records that add nothing to a period's summary.
+func (Head) accumulate(*periodAcc) {}
+
 // record is one gpu.jsonl line; accumulate adds it to a period's summary.
 type record interface {
 	head() Head
@@ -172,15 +175,12 @@ type periodAcc struct {
 	gpm                                                                int
 }
 
-func (r *DeviceRecord) accumulate(*periodAcc)     {}
 func (r *UtilRecord) accumulate(a *periodAcc)     { a.util.add(r.UtilPct) }
 func (r *PowerRecord) accumulate(a *periodAcc)    { a.power.add(r.PowerW) }
 func (r *MemRecord) accumulate(a *periodAcc)      { a.memUsed.add(r.UsedMiB) }
 func (r *ClockRecord) accumulate(a *periodAcc)    { a.smClock.add(float64(r.SMMHz)) }
 func (r *TempRecord) accumulate(a *periodAcc)     { a.temp.add(float64(r.TempC)) }
 func (r *ThrottleRecord) accumulate(a *periodAcc) { a.throttle |= r.Reasons }
-func (r *ProcRecord) accumulate(*periodAcc)       {}
-func (r *PCIeRecord) accumulate(*periodAcc)       {}
 func (r *GPMRecord) accumulate(a *periodAcc) {
 	a.gpm++
 	for _, m := range []struct {

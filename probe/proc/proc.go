@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,10 +125,8 @@ func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
 	if b, err = proctree.ReadSmall(dir+"status", buf); err != nil {
 		return s, err
 	}
-	if s.sw, err = ParseStatus(string(b)); err != nil {
-		return s, err
-	}
-	return s, nil
+	s.sw, err = ParseStatus(string(b))
+	return s, err
 }
 
 // Probe samples per-thread CPU accounting from /proc. Create it with New;
@@ -212,12 +212,7 @@ func (p *Probe) sampleLocked(tree bool) map[int]sample {
 		p.treeAt = time.Now()
 	}
 	now := make(map[int]sample)
-	seen := make(map[int]bool)
-	for _, pid := range p.pids {
-		if seen[pid] {
-			continue
-		}
-		seen[pid] = true
+	for _, pid := range slices.Compact(slices.Sorted(slices.Values(p.pids))) {
 		for _, tid := range proctree.Threads(pid) {
 			s, err := readThread(pid, tid, p.useSchedstat, p.buf)
 			if err != nil {
@@ -279,10 +274,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 			return fmt.Errorf("proc: writing %s: %w", File, err)
 		}
 	}
-	p.last = make(map[int]sample, len(alive))
-	for tid, s := range alive {
-		p.last[tid] = s
-	}
+	p.last = maps.Clone(alive)
 	p.base, p.baseAt = alive, at // the next period starts here unless Begin says otherwise
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
@@ -30,17 +29,7 @@ const BinMs = bins.BinMs
 // (BinMs·1000 − OnCPUUs[i] − RunqUs[i]) it was off-CPU (blocked, sleeping,
 // or not yet or no longer alive).
 type BinsRecord struct {
-	Level  string `json:"level"`
-	Repeat int    `json:"repeat"`
-	Warmup bool   `json:"warmup"`
-	PID    int    `json:"pid"`
-	TID    int    `json:"tid"`
-	Name   string `json:"name"`
-	// StartUnixNs is the pass's start (probe.Period.StartUnixNs, else the
-	// time of Begin, or where the previous pass ended when End came
-	// without Begin): the start of bin 0.
-	StartUnixNs int64 `json:"start_unix_ns"`
-	BinMs       int   `json:"bin_ms"`
+	bins.Head
 	// The arrays have ceil(pass wall / BinMs) bins (at most
 	// bins.MaxPassBins).
 	OnCPUUs []int `json:"oncpu_us"`
@@ -91,10 +80,7 @@ func newBinner(off, startUnix int64) *binner {
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapshot) error {
 	b := p.bins
 	ps, err := b.Ending(ctx, per.EndUnixNs)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{err}
 	// The intervals in progress are read from the stats map: a thread on a
 	// CPU since its last switch-in, or waiting on the run queue. Events
 	// read from now on are remembered, so that an interval whose event
@@ -102,14 +88,10 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 	// updates the entry before it submits the event).
 	b.Capture(bpf.MonoNow())
 	st, err := p.snapshotLocked()
-	if err != nil {
-		errs = append(errs, err)
-	}
 	if err == nil {
-		if err := p.drainLocked(ctx, st.iterAt); err != nil {
-			errs = append(errs, err)
-		}
+		err = p.drainLocked(ctx, st.iterAt)
 	}
+	errs = append(errs, err)
 	var inProgress []interval
 	for tid, c := range st.threads {
 		if c.gone != 0 {
@@ -142,20 +124,12 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 			return errors.Join(append(errs, err)...)
 		}
 		c := threads[tid]
-		r := BinsRecord{
-			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: int(c.tgid), TID: int(tid),
-			StartUnixNs: ps.Start, BinMs: BinMs,
-			DroppedEvents: dropped,
-		}
+		r := BinsRecord{Head: ps.Head(per, int(c.tgid), tid, c.comm), DroppedEvents: dropped}
 		// One thread's arrays at a time: a long pass of many threads
 		// would hold 16 bytes a bin per thread as []int.
 		a := out[tid].Arrays(ps.N)
 		r.OnCPUUs, r.RunqUs = a[evOnCPU], a[evRunq]
 		delete(out, tid)
-		if r.Name = proctree.Comm(r.PID, r.TID); r.Name == "" {
-			r.Name = c.comm
-		}
 		if err := p.out.Append(BinsFile, r); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("sched: writing %s: %w", BinsFile, err))...)
 		}

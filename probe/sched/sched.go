@@ -1,10 +1,12 @@
 package sched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -190,14 +192,12 @@ func (p *Probe) refreshLocked() error {
 			return fmt.Errorf("sched: unwatching %d: %w", k, err)
 		}
 	}
-	added := false
 	for k := range want {
 		if err := p.objs.Watch.Put(k, uint8(1)); err != nil {
 			return fmt.Errorf("sched: watching %d: %w", k, err)
 		}
-		added = true
 	}
-	if added {
+	if len(want) > 0 {
 		return p.seedLocked()
 	}
 	return nil
@@ -333,13 +333,12 @@ func diff(a, b counters, from, to uint64) Record {
 		Involuntary: watch.Sub(a.invol, b.invol),
 		Source:      "ebpf",
 	}
-	if n := len(h); n > 0 {
-		for n > 0 && h[n-1] == 0 {
-			n--
-		}
-		if n > 0 {
-			r.RunqHist = append([]uint64(nil), h[:n]...)
-		}
+	n := len(h)
+	for n > 0 && h[n-1] == 0 {
+		n--
+	}
+	if n > 0 {
+		r.RunqHist = slices.Clone(h[:n])
 	}
 	if wall > 0 {
 		r.Utilization = r.CPUSec / wall
@@ -387,18 +386,12 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		r := diff(a, p.base.threads[tid], p.base.mono, cur.mono)
 		r.Level, r.Repeat, r.Warmup = per.Level, per.Repeat, per.Warmup
 		r.PID, r.TID = int(a.tgid), int(tid)
-		r.Name = proctree.Comm(r.PID, r.TID)
-		if r.Name == "" {
-			r.Name = a.comm // exited: the name the BPF program saw last
-		}
+		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), a.comm) // exited: the name the BPF program saw last
 		if werr := p.out.Append(File, r); werr != nil {
 			return errors.Join(err, fmt.Errorf("sched: writing %s: %w", File, werr))
 		}
 	}
-	if berr := p.endBinsLocked(ctx, per, cur); berr != nil {
-		err = errors.Join(err, berr)
-	}
-	err = errors.Join(err, bpf.ForgetThreads("sched", p.objs.Stats, cur.threads, func(tid uint32, a counters) (any, uint32, bool) {
+	err = errors.Join(err, p.endBinsLocked(ctx, per, cur), bpf.ForgetThreads("sched", p.objs.Stats, cur.threads, func(tid uint32, a counters) (any, uint32, bool) {
 		return tid, tid, !proctree.Alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == ""
 	}))
 	p.base = cur

@@ -2,6 +2,7 @@ package servermetrics
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,11 +48,7 @@ func Parse(text string) (*Exposition, error) {
 	e := &Exposition{Types: map[string]string{}}
 	for n := 1; text != ""; n++ {
 		var line string
-		if i := strings.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			line, text = text, ""
-		}
+		line, text, _ = strings.Cut(text, "\n")
 		line = strings.TrimRight(strings.TrimLeft(line, " \t"), " \t\r")
 		if line == "" {
 			continue
@@ -111,12 +108,11 @@ func (e *Exposition) comment(line string) (eof bool, err error) {
 // familyName reads the metric name of a HELP or TYPE line: a classic name
 // ([a-zA-Z_:][a-zA-Z0-9_:]*) or a quoted UTF-8 one ("a.b" → a.b).
 func familyName(tok string) (string, bool) {
+	p := &sampleParser{s: tok}
 	if len(tok) >= 2 && tok[0] == '"' {
-		p := &sampleParser{s: tok}
 		u, err := p.quoted()
 		return u, err == nil && u != "" && p.i == len(tok)
 	}
-	p := &sampleParser{s: tok}
 	n, ok := p.ident(isNameStart, isNameChar)
 	return n, ok && p.i == len(tok)
 }
@@ -275,20 +271,15 @@ func (p *sampleParser) labels(s *Sample) error {
 			p.i++
 			return nil
 		}
-		var name string
 		quotedName := p.peek() == '"'
+		name, ok := p.ident(isLabelStart, isLabelChar) // fails, reading nothing, at a quote
 		if quotedName {
-			q, err := p.quoted()
-			if err != nil {
+			var err error
+			if name, err = p.quoted(); err != nil {
 				return err
 			}
-			name = q
-		} else {
-			n, ok := p.ident(isLabelStart, isLabelChar)
-			if !ok {
-				return fmt.Errorf("invalid label name at column %d", p.i+1)
-			}
-			name = n
+		} else if !ok {
+			return fmt.Errorf("invalid label name at column %d", p.i+1)
 		}
 		p.blanks()
 		if quotedName && (p.peek() == ',' || p.peek() == '}') {
@@ -358,15 +349,9 @@ func (e *Exposition) TypeOf(name string) string {
 		return t
 	}
 	for _, st := range suffixTypes {
-		fam, ok := strings.CutSuffix(name, st.suffix)
-		if !ok {
-			continue
-		}
-		if t, ok := e.Types[fam]; ok {
-			for _, want := range st.types {
-				if t == want {
-					return t
-				}
+		if fam, ok := strings.CutSuffix(name, st.suffix); ok {
+			if t, ok := e.Types[fam]; ok && slices.Contains(st.types, t) {
+				return t
 			}
 		}
 	}

@@ -305,12 +305,12 @@ func (p *Probe) ingest(start time.Time, took time.Duration, e *Exposition, n int
 	}
 	p.finished(start)
 	p.mu.Unlock()
-	return p.write(recs)
+	return write(p, recs)
 }
 
 // write appends recs to File; a record that cannot be written is counted
 // (Losses) and the first error returned.
-func (p *Probe) write(recs []any) error {
+func write[R any](p *Probe, recs []R) error {
 	var first error
 	for _, r := range recs {
 		if err := p.out.Append(File, r); err != nil {
@@ -330,9 +330,9 @@ func (p *Probe) write(recs []any) error {
 // new and MaxSeries are tracked already. p.mu is held.
 func (p *Probe) intern(e *Exposition, smp *Sample) *series {
 	labels := smp.Labels
-	if !slices.IsSortedFunc(labels, func(a, b Label) int { return strings.Compare(a.Name, b.Name) }) {
-		labels = slices.Clone(labels)
-		slices.SortFunc(labels, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b Label) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(labels, byName) {
+		labels = slices.SortedFunc(slices.Values(labels), byName)
 	}
 	var k strings.Builder
 	k.WriteString(smp.Name)
@@ -416,12 +416,7 @@ func (p *Probe) End(ctx context.Context, pr probe.Period) error {
 	if cur == nil {
 		return nil
 	}
-	recs := cur.finish(pr)
-	out := make([]any, len(recs))
-	for i, r := range recs {
-		out[i] = r
-	}
-	if err := p.write(out); err != nil {
+	if err := write(p, cur.finish(pr)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil

@@ -8,9 +8,11 @@
 package bins
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 )
@@ -187,10 +190,7 @@ func New[M any](cfg Config[M], off, startUnix int64) *Binner[M] {
 }
 
 func (b *Binner[M]) toMono(unixNs int64) uint64 {
-	if m := unixNs - b.off; m > 0 {
-		return uint64(m)
-	}
-	return 0
+	return uint64(max(unixNs-b.off, 0))
 }
 
 // Open starts reading the ring buffer events (the probe's BPF map) on a
@@ -362,11 +362,7 @@ func (b *Binner[M]) Begin(startUnix int64) {
 
 // BeginPeriod opens the pass of per: from per.StartUnixNs, now when zero.
 func (b *Binner[M]) BeginPeriod(per probe.Period) {
-	start := per.StartUnixNs
-	if start == 0 {
-		start = time.Now().UnixNano()
-	}
-	b.Begin(start)
+	b.Begin(cmp.Or(per.StartUnixNs, time.Now().UnixNano()))
 }
 
 func (b *Binner[M]) beginLocked(startUnix int64) {
@@ -407,6 +403,29 @@ type Pass struct {
 	Start, End, BinsEnd int64
 	BinsEndMono         uint64
 	N                   int
+}
+
+// Head is what a line of sched_bins.jsonl and cuda_bins.jsonl starts
+// with: one thread over one pass.
+type Head struct {
+	Level  string `json:"level"`
+	Repeat int    `json:"repeat"`
+	Warmup bool   `json:"warmup"`
+	PID    int    `json:"pid"`
+	TID    int    `json:"tid"`
+	Name   string `json:"name"`
+	// StartUnixNs is the pass's start (probe.Period.StartUnixNs, else the
+	// time of Begin, or where the previous pass ended when End came
+	// without Begin): the start of bin 0.
+	StartUnixNs int64 `json:"start_unix_ns"`
+	BinMs       int   `json:"bin_ms"`
+}
+
+// Head returns the head of the line of thread tid of process pid in the
+// pass, of per, named as the thread is now, else (it exited) comm.
+func (ps Pass) Head(per probe.Period, pid int, tid uint32, comm string) Head {
+	return Head{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup, PID: pid, TID: int(tid),
+		Name: cmp.Or(proctree.Comm(pid, int(tid)), comm), StartUnixNs: ps.Start, BinMs: BinMs}
 }
 
 // Ending opens a pass if none is open (EnsureOpen), ends it at endUnix (at
@@ -511,11 +530,7 @@ func (b *Binner[M]) Finish(endUnix int64, inProgress []Interval[M]) (out map[uin
 	}
 	b.capturing, b.seen, b.seenFull = false, nil, false
 	out = b.threads
-	for tid, t := range out {
-		if !t.any {
-			delete(out, tid)
-		}
-	}
+	maps.DeleteFunc(out, func(_ uint32, t *Thread[M]) bool { return !t.any })
 	capped, added = b.capped, b.added
 	b.open, b.threads, b.lastT, b.capped = false, nil, nil, 0
 	b.prevEnd = endUnix

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -28,13 +29,9 @@ import (
 // returns err as it is. The wrapped error still matches err with
 // errors.Is.
 func NotSupported(err error, also ...error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, ebpf.ErrNotSupported) {
+	notAllowed := append([]error{unix.EPERM, unix.EACCES, ebpf.ErrNotSupported}, also...)
+	if slices.ContainsFunc(notAllowed, func(e error) bool { return errors.Is(err, e) }) {
 		return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
-	}
-	for _, a := range also {
-		if errors.Is(err, a) {
-			return fmt.Errorf("%w: %w", probe.ErrNotSupported, err)
-		}
 	}
 	return err
 }

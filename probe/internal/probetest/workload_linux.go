@@ -1,6 +1,7 @@
 package probetest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -48,11 +49,8 @@ func runWorkload(in io.Reader, out io.Writer) error {
 		}
 	}()
 	b, s := <-busy, <-sleep
-	if b.err != nil {
-		return b.err
-	}
-	if s.err != nil {
-		return s.err
+	if err := cmp.Or(b.err, s.err); err != nil {
+		return err
 	}
 	if _, err := fmt.Fprintf(out, "busy=%d sleep=%d\n", b.tid, s.tid); err != nil {
 		return err

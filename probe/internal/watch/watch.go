@@ -5,9 +5,11 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -183,25 +185,13 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 // between two reads, where a torn read or a reused tid may make it seem to
 // go back.
 func Sub(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
+	return a - min(a, b)
 }
 
 // ThreadOrder returns the keys of threads (by thread id) sorted by their
 // process, then by thread id: the order the probes write records in.
 func ThreadOrder[K ~int | ~uint32, V any](threads map[K]V, pid func(V) int) []K {
-	tids := make([]K, 0, len(threads))
-	for tid := range threads {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool {
-		a, b := pid(threads[tids[i]]), pid(threads[tids[j]])
-		if a != b {
-			return a < b
-		}
-		return tids[i] < tids[j]
+	return slices.SortedFunc(maps.Keys(threads), func(a, b K) int {
+		return cmp.Or(cmp.Compare(pid(threads[a]), pid(threads[b])), cmp.Compare(a, b))
 	})
-	return tids
 }
