@@ -340,10 +340,9 @@ func CompareLevels(a, b string) int {
 	}
 	ka, va := key(a)
 	kb, vb := key(b)
-	if ka != kb {
-		return ka - kb
-	}
 	switch {
+	case ka != kb:
+		return ka - kb
 	case ka == 2 || va == vb:
 		return 0
 	case va < vb:

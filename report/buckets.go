@@ -10,9 +10,7 @@ func (d *captureData) bucketsSection(p *page) {
 	p.section("lengths", "By audio length", "Does the server saturate at a different level for short and for long audio?")
 	if len(t.Columns) == 0 { // one bucket: the analysis's one line
 		p.para("note", t.Title)
-		for _, n := range t.Notes {
-			p.para("note", n)
-		}
+		p.notes(t.Notes)
 		p.end()
 		return
 	}

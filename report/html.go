@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -60,6 +60,13 @@ func (p *page) para(class, text string) {
 	fmt.Fprintf(&p.b, `<p class="%s">%s</p>`, class, esc(text))
 }
 
+// notes adds each of ns as a note.
+func (p *page) notes(ns []string) {
+	for _, n := range ns {
+		p.para("note", n)
+	}
+}
+
 // table writes t as an HTML table with its notes.
 func (p *page) table(t *table.Table) {
 	if t == nil {
@@ -85,9 +92,7 @@ func (p *page) table(t *table.Table) {
 		p.b.WriteString("</tr>")
 	}
 	p.b.WriteString("</tbody></table>")
-	for _, n := range t.Notes {
-		fmt.Fprintf(&p.b, `<p class="note">%s</p>`, esc(n))
-	}
+	p.notes(t.Notes)
 	p.b.WriteString("</div>\n")
 }
 
@@ -266,9 +271,7 @@ func (d *captureData) sweepSection(p *page) {
 		"client latency; each pass's mean, p95 and p99, then their mean over repeats; whiskers: min–max over repeats")
 	p.table(d.tables["sweep"])
 	if t := d.tables["knee"]; t != nil {
-		for _, n := range t.Notes {
-			p.para("note", n)
-		}
+		p.notes(t.Notes)
 	}
 	p.end()
 }
@@ -323,15 +326,12 @@ func (d *captureData) attributionSection(p *page) {
 		shown[t.Rows[i][st]] = true
 	}
 	var names, colors []string
-	var idx []int
+	pos := map[string]int{} // a state's index in names
 	for k, s := range engine.AttributionStates {
 		if shown[s] {
-			names, colors, idx = append(names, s), append(colors, stateColor(k)), append(idx, k)
+			pos[s] = len(names)
+			names, colors = append(names, s), append(colors, stateColor(k))
 		}
-	}
-	pos := map[string]int{}
-	for i, s := range names {
-		pos[s] = i
 	}
 	byLevel := map[string]*stateBar{}
 	for i := range t.Rows {
@@ -393,9 +393,7 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 		notes = append(notes, b)
 	}
 	notes = append(notes, "shaded: the passes (lighter: warmup); scheduler CPU and CUDA launches are per pass (the probes record one value a pass)")
-	for _, n := range notes {
-		p.para("note", n)
-	}
+	p.notes(notes)
 	p.b.WriteString(`<div id="waterfall" class="fig"><p class="note">Click a request in the lane above to see its waterfall here (needs JavaScript); the slowest request of each level is drawn below.</p></div>`)
 	slow := tl.slowest(d.levels)
 	if len(slow) > 0 {
@@ -531,23 +529,14 @@ func (d *captureData) realtimeSection(p *page) {
 		return
 	}
 	p.section("realtime", "Realtime sessions", "Do the realtime sessions keep up with the speech?")
+	nan := func() []float64 { return slices.Repeat([]float64{math.NaN()}, len(d.levels)) }
 	col := func(name string) []float64 {
 		i := colIndex(t, name)
-		out := make([]float64, len(d.levels))
-		for k := range out {
-			out[k] = math.NaN()
-		}
+		out := nan()
 		for r := range t.Rows {
 			if k := slices.Index(d.levels, cellLevel(t, r)); k >= 0 && i >= 0 {
 				out[k] = fnum(t.Values[r][i])
 			}
-		}
-		return out
-	}
-	nan := func() []float64 {
-		out := make([]float64, len(d.levels))
-		for k := range out {
-			out[k] = math.NaN()
 		}
 		return out
 	}
@@ -636,12 +625,7 @@ func (d *captureData) provenanceSection(p *page) {
 	idle, _ := m.Extra["probe_idle"].(map[string]any)
 	if len(probes) > 0 {
 		p.b.WriteString(`<div class="tw"><table class="data" data-table="probes"><caption>Probes and what each lost</caption><thead><tr><th>probe</th><th>state</th><th>lost</th><th>details</th></tr></thead><tbody>`)
-		names := make([]string, 0, len(probes))
-		for n := range probes {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(probes)) {
 			lost := "none reported"
 			if st, _ := probes[n].(string); st == "off" || strings.HasPrefix(st, "off:") || strings.HasPrefix(st, "off ") {
 				lost = "off"
@@ -659,9 +643,7 @@ func (d *captureData) provenanceSection(p *page) {
 		}
 		p.b.WriteString("</tbody></table></div>")
 	}
-	for _, n := range m.Notes {
-		p.para("note", n)
-	}
+	p.notes(m.Notes)
 	p.para("note", "files: "+strings.Join(m.Files, ", "))
 	p.end()
 }
@@ -673,13 +655,8 @@ func compact(v any) string {
 	case string:
 		return x
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		var parts []string
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			parts = append(parts, k+" "+compact(x[k]))
 		}
 		return strings.Join(parts, ", ")

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,27 +63,19 @@ func (o Options) stamp() string {
 }
 
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
-	t := o.Timeout
-	if t == 0 {
-		t = analysis.DefaultTimeout
-	}
-	return analysis.NewSession(c, analysis.Options{Stages: o.Stages, Timeout: t, Baseline: base, LengthBuckets: o.LengthBuckets})
+	return analysis.NewSession(c, analysis.Options{Stages: o.Stages, Timeout: cmp.Or(o.Timeout, analysis.DefaultTimeout), Baseline: base, LengthBuckets: o.LengthBuckets})
 }
 
 // WriteFile writes the report of the bundle in dir to path (dir/report.html
 // when path is ""), and returns the path written.
 func WriteFile(ctx context.Context, dir, path string, o Options) (string, error) {
-	if path == "" {
-		path = filepath.Join(dir, File)
-	}
+	path = cmp.Or(path, filepath.Join(dir, File))
 	return path, bundle.WriteFileAtomic(path, func(w io.Writer) error { return Write(ctx, w, dir, o) })
 }
 
 // CompareFile writes the comparison of current with baseline to path.
 func CompareFile(ctx context.Context, current, baseline, path string, o Options) (string, error) {
-	if path == "" {
-		path = filepath.Join(current, "compare.html")
-	}
+	path = cmp.Or(path, filepath.Join(current, "compare.html"))
 	return path, bundle.WriteFileAtomic(path, func(w io.Writer) error { return Compare(ctx, w, current, baseline, o) })
 }
 
@@ -90,10 +83,8 @@ func CompareFile(ctx context.Context, current, baseline, path string, o Options)
 // built-in analyses and the capture's own series.
 type captureData struct {
 	name   string
-	dir    string
 	c      *analysis.Capture
 	tables map[string]*table.Table
-	order  []*table.Table
 	errs   error
 	levels []string // scored levels in run order
 }
@@ -113,7 +104,7 @@ func load(ctx context.Context, dir string, o Options, extra ...string) (*capture
 
 func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Session, names []string) (*captureData, error) {
 	ts, err := analysis.RunScripts(ctx, s, names)
-	d := &captureData{name: filepath.Base(filepath.Clean(dir)), dir: dir, c: c, tables: map[string]*table.Table{}, order: ts, errs: err}
+	d := &captureData{name: filepath.Base(filepath.Clean(dir)), c: c, tables: map[string]*table.Table{}, errs: err}
 	for _, t := range ts {
 		if _, dup := d.tables[t.Name]; !dup {
 			d.tables[t.Name] = t
@@ -157,8 +148,7 @@ func fnum(v any) float64 {
 	case int64:
 		return float64(x)
 	case json.Number:
-		f, err := x.Float64()
-		if err == nil {
+		if f, err := x.Float64(); err == nil {
 			return f
 		}
 	}

@@ -103,12 +103,12 @@ func niceMax(hi float64) float64 {
 
 // canvas is one SVG being written.
 type canvas struct {
-	b    strings.Builder
-	w, h float64
+	b strings.Builder
+	w float64
 }
 
 func newCanvas(w, h float64, class, label string) *canvas {
-	c := &canvas{w: w, h: h}
+	c := &canvas{w: w}
 	// No width or height: the page's CSS fills the figure's column with
 	// it, the viewBox keeping its aspect (docs/REPORT.md, "Layout").
 	// At most 1.6× its own size, so that its text stays in proportion.
@@ -170,19 +170,16 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 // 16 px as they need to fit before the canvas's right edge; it returns the
 // rows drawn.
 func (c *canvas) legend(x, y float64, names []string, colors []string) int {
-	return legendPlace(x, c.w, names, func(i int, x, dy float64) {
+	return legendRows(x, c.w, names, func(i int, x, dy float64) {
 		c.rect(x, y+dy-9, 12, 10, colors[i], "")
 		c.text(x+16, y+dy, "start", "legend", names[i])
 	})
 }
 
-// legendRows is how many rows legend will draw for names from x on a
-// canvas w wide.
-func legendRows(x, w float64, names []string) int { return legendPlace(x, w, names, nil) }
-
-// legendPlace lays names out from x on a canvas w wide and calls at (when
-// set) with each one's x and its row's offset down; it returns the rows.
-func legendPlace(x, w float64, names []string, at func(i int, x, dy float64)) int {
+// legendRows lays names out from x on a canvas w wide and calls at (when
+// set) with each one's x and its row's offset down; it returns the rows
+// (with at nil: how many rows legend will draw).
+func legendRows(x, w float64, names []string, at func(i int, x, dy float64)) int {
 	x0, rows := x, 1
 	for i, n := range names {
 		nw := 24 + 7*float64(len([]rune(n)))
@@ -215,7 +212,7 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 	for _, s := range ss {
 		names = append(names, s.name)
 	}
-	t := 14 + 16*float64(legendRows(l, w, names))
+	t := 14 + 16*float64(legendRows(l, w, names, nil))
 	h := 270 + t
 	c := newCanvas(w, h, "plot", title)
 	hi := 0.0
@@ -288,7 +285,7 @@ type stackBar struct {
 // stackedBars draws vertical stacked bars, one per entry, grouped by group.
 func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 	const w, l, r, b = 1100.0, 62.0, 16.0, 44.0
-	t := 14 + 16*float64(legendRows(l, w, names))
+	t := 14 + 16*float64(legendRows(l, w, names, nil))
 	h := 284 + t
 	c := newCanvas(w, h, "plot", title)
 	hi := 0.0
@@ -302,24 +299,16 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 	ys := scale{0, niceMax(hi), h - b, t}
 	c.yAxis(ys, l, w-r, ylabel)
 	var groups []string
+	var inGroup []int // bars per group
 	for _, br := range bars {
 		if len(groups) == 0 || groups[len(groups)-1] != br.group {
 			groups = append(groups, br.group)
+			inGroup = append(inGroup, 0)
 		}
+		inGroup[len(inGroup)-1]++
 	}
 	gw := (w - l - r) / float64(max(len(groups), 1))
-	gi := -1
-	prev := ""
-	var inGroup []int
-	for i, br := range bars {
-		if i == 0 || br.group != prev {
-			gi++
-			inGroup = append(inGroup, 0)
-			prev = br.group
-		}
-		inGroup[gi]++
-	}
-	gi, prev = -1, ""
+	gi, prev := -1, ""
 	k := 0
 	for i, br := range bars {
 		if i == 0 || br.group != prev {
@@ -480,7 +469,7 @@ type stateBar struct {
 // its states in the order of names, with a legend of the states drawn.
 func stateBars(title string, names []string, colors []string, bars []stateBar) string {
 	const w, l, r, rowH = 1100.0, 70.0, 110.0, 26.0
-	t := 8 + 16*float64(legendRows(l, w, names))
+	t := 8 + 16*float64(legendRows(l, w, names, nil))
 	h := t + 8 + rowH*float64(len(bars)) + 26
 	c := newCanvas(w, h, "plot states", title)
 	c.legend(l, 16, names, colors)

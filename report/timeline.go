@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -28,7 +29,6 @@ type tlPanel struct {
 	Unit  string     `json:"unit"`
 	Max   float64    `json:"max"`
 	Ser   []tlSeries `json:"series"`
-	Note  string     `json:"-"`
 }
 
 type tlPass struct {
@@ -78,7 +78,6 @@ func (p waterfallPart) MarshalJSON() ([]byte, error) {
 }
 
 type timeline struct {
-	t0      int64
 	Span    float64     `json:"span"`
 	Panels  []tlPanel   `json:"panels"`
 	Passes  []tlPass    `json:"-"`
@@ -125,7 +124,6 @@ func (d *captureData) timeline() (*timeline, error) {
 	if t0 == math.MaxInt64 || t1 <= t0 {
 		return nil, nil
 	}
-	tl.t0 = t0
 	tl.Span = float64(t1-t0) / 1e9
 	sec := func(ns int64) float64 { return float64(ns-t0) / 1e9 }
 	for _, lv := range m.Levels {
@@ -271,9 +269,8 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 		return nil
 	}
 	sort.Strings(gpus)
-	var busy, power tlPanel
-	busy = tlPanel{Title: "GPU utilization and SM activity", Unit: "%", Max: 100}
-	power = tlPanel{Title: "GPU power", Unit: " W"}
+	busy := tlPanel{Title: "GPU utilization and SM activity", Unit: "%", Max: 100}
+	power := tlPanel{Title: "GPU power", Unit: " W"}
 	for gi, g := range gpus {
 		suffix := ""
 		if len(gpus) > 1 {
@@ -488,11 +485,8 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		if !keep[i] || r.StartUnixNs == 0 {
 			continue
 		}
-		q := tlRequest{ID: r.SampleID, Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
+		q := tlRequest{ID: cmp.Or(r.SampleID, r.ID), Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
 			Status: r.Status, Stages: stages[i], States: states[i], level: levelIx[r.Level]}
-		if q.ID == "" {
-			q.ID = r.ID
-		}
 		if r.UploadDoneUnixNs > 0 && r.FirstByteUnixNs > 0 && r.EndUnixNs > 0 {
 			q.Client = [3]float64{float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9, float64(r.FirstByteUnixNs-r.UploadDoneUnixNs) / 1e9, float64(r.EndUnixNs-r.FirstByteUnixNs) / 1e9}
 		}
@@ -547,13 +541,10 @@ func (tl *timeline) svg() string {
 	c := newCanvas(w, h, "timeline", "timeline of the capture")
 	y := 10.0
 	span := tnum(tl.Span)
+	bandClass := map[bool]string{false: "band", true: "band warm"} // by Warmup
 	bands := func(c *canvas) {
 		for _, p := range tl.Passes {
-			cls := "band"
-			if p.Warmup {
-				cls = "band warm"
-			}
-			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, cls, tnum(p.T0), tnum(p.T1-p.T0), esc(p.Label), val(p.T0), val(p.T1))
+			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, bandClass[p.Warmup], tnum(p.T0), tnum(p.T1-p.T0), esc(p.Label), val(p.T0), val(p.T1))
 		}
 	}
 	for _, p := range tl.Panels {
@@ -594,11 +585,7 @@ func (tl *timeline) svg() string {
 	top := y + 18
 	c.f(`<svg class="tl-data tl-reqs" x="%s" y="%s" width="%s" height="%s" viewBox="0 0 %s %d" preserveAspectRatio="none">`, num(l), num(top), num(pw), num(laneH), span, tl.Lanes)
 	for _, p := range tl.Passes {
-		cls := "band"
-		if p.Warmup {
-			cls = "band warm"
-		}
-		c.f(`<rect class="%s" x="%s" y="0" width="%s" height="%d"/>`, cls, tnum(p.T0), tnum(p.T1-p.T0), tl.Lanes)
+		c.f(`<rect class="%s" x="%s" y="0" width="%s" height="%d"/>`, bandClass[p.Warmup], tnum(p.T0), tnum(p.T1-p.T0), tl.Lanes)
 	}
 	for i, q := range tl.Reqs {
 		cls := "rq"

@@ -155,11 +155,7 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 				fmt.Fprintf(w, "### %s\n\n", t.Title)
 			}
 			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
-			seps := make([]string, len(t.Columns))
-			for j := range seps {
-				seps[j] = "---"
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
+			fmt.Fprintf(w, "| %s |\n", strings.Join(slices.Repeat([]string{"---"}, len(t.Columns)), " | "))
 			for _, r := range t.Rows {
 				fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 			}

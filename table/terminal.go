@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -138,10 +139,7 @@ func capTo(widths []int, which []bool, floor []int, width int) {
 		}
 		return s
 	}
-	lo, hi := 0, 0
-	for _, wd := range widths {
-		hi = max(hi, wd)
-	}
+	lo, hi := 0, slices.Max(widths) // a table here has a column at least
 	if sum(hi) <= width {
 		return
 	}

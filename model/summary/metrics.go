@@ -10,6 +10,7 @@
 package summary
 
 import (
+	"cmp"
 	"sort"
 
 	"github.com/asrprof/asrprof/model"
@@ -63,11 +64,7 @@ func (a *Acc) Add(r *model.Request) {
 		if a.cov.FailureKinds == nil {
 			a.cov.FailureKinds = map[string]int{}
 		}
-		kind := r.ErrorKind
-		if kind == "" {
-			kind = model.FailOther
-		}
-		a.cov.FailureKinds[kind]++
+		a.cov.FailureKinds[cmp.Or(r.ErrorKind, model.FailOther)]++
 		return
 	}
 	a.lat = append(a.lat, r.LatencyS)
@@ -190,15 +187,10 @@ func StatOf(xs []float64) model.Stat {
 // Level summarises the scored passes of one level in results.json's shape.
 // Coverage counts are summed over the repeats.
 func Level(passes []model.PassMetrics) model.LevelResult {
-	var r model.LevelResult
 	if len(passes) == 0 {
-		return r
+		return model.LevelResult{}
 	}
-	r.Level = passes[0].Level
-	r.Concurrency = passes[0].Concurrency
-	r.Rate = passes[0].Rate
-	r.Repeats = len(passes)
-	r.PerRepeat = passes
+	r := model.LevelResult{Level: passes[0].Level, Concurrency: passes[0].Concurrency, Rate: passes[0].Rate, Repeats: len(passes), PerRepeat: passes}
 	col := func(f func(p model.PassMetrics) float64) model.Stat {
 		xs := make([]float64, len(passes))
 		for i, p := range passes {

@@ -65,10 +65,8 @@ var sloMetrics = []sloMetric{
 }
 
 func metricOf(name string) *sloMetric {
-	for i := range sloMetrics {
-		if sloMetrics[i].name == name {
-			return &sloMetrics[i]
-		}
+	if i := slices.IndexFunc(sloMetrics, func(m sloMetric) bool { return m.name == name }); i >= 0 {
+		return &sloMetrics[i]
 	}
 	return nil
 }

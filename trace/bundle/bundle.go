@@ -32,8 +32,6 @@ const (
 	SchedFile    = "sched.jsonl"
 	CUDAFile     = "cuda.jsonl"
 	CPUDir       = "cpu"
-	// Written by the probes of the same names.
-	ServerMetricsFile = "server_metrics.jsonl"
 	// Per-thread time bins, one record per thread per pass: the sched
 	// probe's (on-CPU, run-queue) and the cuda probe's (inside a blocking
 	// CUDA call).

@@ -151,10 +151,8 @@ func randomID(b []byte) {
 				v >>= 8
 			}
 		}
-		for _, c := range b {
-			if c != 0 {
-				return
-			}
+		if slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
+			return
 		}
 	}
 }
@@ -163,14 +161,8 @@ func (s *span) end(rec *model.Request) {
 	root := record{traceID: s.traceID, spanID: s.spanID, name: SpanRequest, client: true, start: s.start.UnixNano()}
 	outcome := rec.Status
 	if rec.Status != model.StatusOK {
-		outcome = rec.ErrorKind
-		if outcome == "" {
-			outcome = model.StatusFailed
-		}
-		root.failed, root.errMsg = true, rec.Error
-		if root.errMsg == "" {
-			root.errMsg = outcome
-		}
+		outcome = cmp.Or(rec.ErrorKind, model.StatusFailed)
+		root.failed, root.errMsg = true, cmp.Or(rec.Error, outcome)
 	}
 	attrs := []kv{
 		{key: AttrSampleID, kind: 's', s: rec.SampleID},

@@ -23,9 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -143,18 +144,6 @@ func current(dir string, srcs []string) (map[string]source, bool) {
 	return out, true
 }
 
-func sameSources(a, b map[string]source) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // fresh reports whether table is on disk, of this Version, and made from
 // the sources as they are now.
 func (s *Set) fresh(table string, now map[string]source) bool {
@@ -162,10 +151,7 @@ func (s *Set) fresh(table string, now map[string]source) bool {
 	e, ok := s.rec.Tables[table]
 	version := s.rec.Version
 	s.mu.Unlock()
-	if version != Version {
-		return false
-	}
-	if !ok || !sameSources(e.Sources, now) {
+	if version != Version || !ok || !maps.Equal(e.Sources, now) {
 		return false
 	}
 	_, err := os.Stat(s.Path(table))
@@ -250,18 +236,14 @@ func Open(dir string) (*Set, error) {
 		if !ok {
 			continue
 		}
-		src := sources[t][0]
-		var rows *Rows
-		if src == bundle.GPUFile && gpu != nil {
-			rows = gpu
-		} else {
-			r, err := ReadRowsJSONL(filepath.Join(dir, src))
-			if err != nil {
+		src, rows := sources[t][0], gpu
+		if src != bundle.GPUFile || gpu == nil {
+			var err error
+			if rows, err = ReadRowsJSONL(filepath.Join(dir, src)); err != nil {
 				return nil, err
 			}
-			rows = r
 			if src == bundle.GPUFile {
-				gpu = r
+				gpu = rows
 			}
 		}
 		switch t {
@@ -274,10 +256,7 @@ func Open(dir string) (*Set, error) {
 	}
 	// The stage boundaries depend on the requests and on the preset's
 	// sources; the engine checks them (Stages).
-	for t := range built {
-		s.Built = append(s.Built, t)
-	}
-	sort.Strings(s.Built)
+	s.Built = slices.Sorted(maps.Keys(built))
 	return s, nil
 }
 
@@ -399,7 +378,7 @@ func (s *Set) Derived(name, key string, v any) (ok bool) {
 	}
 	var d derived
 	now, _ := current(s.Bundle, derivedSources)
-	if json.Unmarshal(b, &d) != nil || d.Version != Version || d.Key != key || !sameSources(d.Sources, now) {
+	if json.Unmarshal(b, &d) != nil || d.Version != Version || d.Key != key || !maps.Equal(d.Sources, now) {
 		return false
 	}
 	return json.Unmarshal(d.Value, v) == nil
@@ -553,38 +532,30 @@ func (s *Set) SpanNames() []string {
 
 // Rows returns a table's row count (0 when absent).
 func (s *Set) Rows(table string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.rec.Tables[table]; ok {
-		return e.Rows
-	}
-	switch table {
-	case EventsTable:
-		if s.events != nil {
-			return s.events.Len()
-		}
-	case SpansTable:
-		if s.spans != nil {
-			return s.spans.Len()
-		}
-	}
-	return 0
+	n, _ := s.rows(table)
+	return n
 }
 
 // Has reports whether the bundle has the table (on disk or in memory).
 func (s *Set) Has(table string) bool {
+	n, recorded := s.rows(table)
+	return recorded || n > 0
+}
+
+// rows is Rows, and whether the record holds the table.
+func (s *Set) rows(table string) (n int, recorded bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.rec.Tables[table]; ok {
-		return true
+	if e, ok := s.rec.Tables[table]; ok {
+		return e.Rows, true
 	}
-	switch table {
-	case EventsTable:
-		return s.events != nil && s.events.Len() > 0
-	case SpansTable:
-		return s.spans != nil && s.spans.Len() > 0
+	switch {
+	case table == EventsTable && s.events != nil:
+		return s.events.Len(), false
+	case table == SpansTable && s.spans != nil:
+		return s.spans.Len(), false
 	}
-	return false
+	return 0, false
 }
 
 // stageSources are the sources of the stage boundaries: those of the
@@ -601,7 +572,7 @@ func (s *Set) Stages(preset, spec string) (rows *StageRows, ok bool, err error) 
 	s.mu.Lock()
 	e, has := s.rec.Tables[StagesTable]
 	s.mu.Unlock()
-	if !has || e.Preset != preset || e.Spec != spec || !sameSources(e.Sources, s.stageSources()) {
+	if !has || e.Preset != preset || e.Spec != spec || !maps.Equal(e.Sources, s.stageSources()) {
 		return nil, false, nil
 	}
 	r, err := readStages(s.Path(StagesTable))

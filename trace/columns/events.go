@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 
@@ -22,13 +23,15 @@ type Strings struct {
 func (s *Strings) At(i int) string { return s.Dict[s.Codes[i]] }
 
 // Code returns the code of v, or -1 when no row holds it.
-func (s *Strings) Code(v string) int32 {
-	for i, d := range s.Dict {
-		if d == v {
-			return int32(i)
-		}
+func (s *Strings) Code(v string) int32 { return int32(slices.Index(s.Dict, v)) }
+
+// values returns every row's value.
+func (s *Strings) values() []string {
+	out := make([]string, len(s.Codes))
+	for i, c := range s.Codes {
+		out[i] = s.Dict[c]
 	}
-	return -1
+	return out
 }
 
 // distinct returns the distinct values of the rows that keep accepts
@@ -193,7 +196,7 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 				if v.kind == '{' && len(v.raw) > 2 {
 					meta = string(v.raw)
 				} else if v.kind != '{' && !v.isNull() {
-					err = errorf("want an object, got %s", v.what())
+					err = fmt.Errorf("want an object, got %s", v.what())
 				}
 			}
 			return fieldErr(k, err)
@@ -341,11 +344,6 @@ func (s *Set) EventMetadata() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := cols[0].strings()
-	out := make([]string, len(st.Codes))
-	for i := range out {
-		out[i] = st.At(i)
-	}
-	e.metadata = out
-	return out, nil
+	e.metadata = cols[0].str.values()
+	return e.metadata, nil
 }

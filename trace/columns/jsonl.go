@@ -128,20 +128,12 @@ func (v value) bool() (bool, error) {
 	return false, fmt.Errorf("want true or false, got %s", v.what())
 }
 
+// kindNames says what each kind of value is, for errors.
+var kindNames = map[byte]string{'s': "a string", 'n': "a number", 'b': "a boolean", 'z': "null", '{': "an object", '[': "an array"}
+
 func (v value) what() string {
-	switch v.kind {
-	case 's':
-		return "a string"
-	case 'n':
-		return "a number"
-	case 'b':
-		return "a boolean"
-	case 'z':
-		return "null"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
+	if s, ok := kindNames[v.kind]; ok {
+		return s
 	}
 	return "?"
 }

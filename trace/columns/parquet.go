@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/s2"
@@ -17,8 +18,6 @@ import (
 
 	"github.com/asrprof/asrprof/trace/bundle"
 )
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // rowsPerGroup bounds a row group; readers (DuckDB, pandas) parallelize
 // over row groups.
@@ -173,11 +172,7 @@ func (c *column) present() []bool {
 	if c.valid != nil {
 		return c.valid
 	}
-	all := make([]bool, c.n)
-	for i := range all {
-		all[i] = true
-	}
-	return all
+	return slices.Repeat([]bool{true}, c.n)
 }
 
 // spread places vals, the values of the n rows that are not null (valid;
@@ -290,33 +285,33 @@ func readColumnsPlain(file string, names []string, plain map[string]bool) ([]*co
 		repeated := leaf.MaxRepetitionLevel > 0
 		c.presize(int(pf.NumRows()), optional)
 		dict := map[string]int32{}
-		for _, rg := range pf.RowGroups() {
-			pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		read := func(pages parquet.Pages) error {
+			defer pages.Close()
 			for {
 				p, err := pages.ReadPage()
 				if errors.Is(err, io.EOF) {
-					break
+					return nil
 				}
 				if err != nil {
-					pages.Close()
-					return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
+					return err
 				}
-				if repeated {
-					if c.kind != parquet.Double {
-						pages.Close()
-						return nil, fmt.Errorf("%s: column %s: lists of %v are not read here", file, name, c.kind)
-					}
+				if !repeated {
+					err = c.addPage(p, optional, leaf.MaxDefinitionLevel, dict)
+				} else if c.kind != parquet.Double {
+					err = fmt.Errorf("lists of %v are not read here", c.kind)
+				} else {
 					c.addListPage(p, leaf.MaxDefinitionLevel)
-					parquet.Release(p)
-					continue
 				}
-				if err := c.addPage(p, optional, leaf.MaxDefinitionLevel, dict); err != nil {
-					pages.Close()
-					return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
+				if err != nil {
+					return err
 				}
 				parquet.Release(p)
 			}
-			pages.Close()
+		}
+		for _, rg := range pf.RowGroups() {
+			if err := read(rg.ColumnChunks()[leaf.ColumnIndex].Pages()); err != nil {
+				return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
+			}
 		}
 		out[i] = c
 	}

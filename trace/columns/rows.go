@@ -195,8 +195,7 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 
 // jsonText is a value's JSON text.
 func jsonText(v value) []byte {
-	switch v.kind {
-	case 's':
+	if v.kind == 's' {
 		s, _ := v.str()
 		b, _ := json.Marshal(s)
 		return b

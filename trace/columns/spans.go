@@ -225,14 +225,6 @@ func ReadSpans(path string) (*Spans, error) {
 	}
 	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].strings(), Service: cols[3].strings(),
 		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s()}
-	ids, attrs := cols[1].strings(), cols[6].strings()
-	s.SpanID = make([]string, len(ids.Codes))
-	for i := range s.SpanID {
-		s.SpanID[i] = ids.At(i)
-	}
-	s.Attributes = make([]string, len(attrs.Codes))
-	for i := range s.Attributes {
-		s.Attributes[i] = attrs.At(i)
-	}
+	s.SpanID, s.Attributes = cols[1].str.values(), cols[6].str.values()
 	return s, nil
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,12 +102,7 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 		}
 		st.Files++
 		err = readLines(f, p, &st, func(ev *Event) error {
-			if ev.Stage == "" {
-				ev.Stage = stage
-			}
-			if ev.PID == 0 {
-				ev.PID = pid
-			}
+			ev.Stage, ev.PID = cmp.Or(ev.Stage, stage), cmp.Or(ev.PID, pid)
 			if err := w.Append(bundle.EventsFile, ev); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -305,12 +306,8 @@ func stageSpanID(tid pcommon.TraceID, n int, name string) pcommon.SpanID {
 	binary.BigEndian.PutUint64(b[:], uint64(n))
 	h.Write(b[:])
 	h.Write([]byte(name))
-	v := h.Sum64()
-	if v == 0 {
-		v = 1
-	}
 	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], v)
+	binary.BigEndian.PutUint64(id[:], cmp.Or(h.Sum64(), 1))
 	return id
 }
 
@@ -427,13 +424,8 @@ func CaptureAttrs(b *bundle.Bundle) map[string]string {
 	if fp.Hostname != "" {
 		m[AttrHost] = fp.Hostname
 	}
-	target := fp.TargetURL
-	if target == "" {
-		if t, ok := b.Manifest.Config["target"].(string); ok {
-			target = t
-		}
-	}
-	if target != "" {
+	t, _ := b.Manifest.Config["target"].(string)
+	if target := cmp.Or(fp.TargetURL, t); target != "" {
 		m[AttrTarget] = target
 	}
 	return m
@@ -717,10 +709,7 @@ func snippet(b []byte) string {
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
-	if s == "" {
-		s = "(empty body)"
-	}
-	return s
+	return cmp.Or(s, "(empty body)")
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -430,7 +431,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 			v          *float64
 		}{
 			{"utilization", "percent", g.UtilPct},
-			{"memory used", "MiB", firstNonNil(g.UsedMiB, g.MemUsedMiB)},
+			{"memory used", "MiB", cmp.Or(g.UsedMiB, g.MemUsedMiB)},
 			{"power", "W", g.PowerW},
 		} {
 			if c.v == nil || math.IsNaN(*c.v) || math.IsInf(*c.v, 0) || g.TS <= 0 {
@@ -532,15 +533,6 @@ func requestArgs(r *model.Request) map[string]any {
 		a["ttft_s"] = finite(r.TTFTS)
 	}
 	return a
-}
-
-func firstNonNil(vs ...*float64) *float64 {
-	for _, v := range vs {
-		if v != nil {
-			return v
-		}
-	}
-	return nil
 }
 
 func finite(v float64) any {

@@ -1,8 +1,9 @@
 package export
 
 import (
+	"cmp"
 	"container/heap"
-	"sort"
+	"slices"
 )
 
 // interval is a half-open time span [start, end) in unix ns.
@@ -20,68 +21,50 @@ func assignSlots(ivs []interval) (slot []int, n int) {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := ivs[order[a]], ivs[order[b]]
-		if x.start != y.start {
-			return x.start < y.start
-		}
-		return x.end < y.end
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(ivs[a].start, ivs[b].start), cmp.Compare(ivs[a].end, ivs[b].end))
 	})
 	slot = make([]int, len(ivs))
-	var free intHeap  // slots free now
-	var busy busyHeap // slots in use, by end time
+	// free: the slots free now; busy: the slots in use, by end time.
+	free := &minHeap[int]{less: cmp.Less[int]}
+	busy := &minHeap[busySlot]{less: func(a, b busySlot) bool { return a.end < b.end || a.end == b.end && a.slot < b.slot }}
 	for _, i := range order {
 		iv := ivs[i]
 		end := max(iv.end, iv.start)
-		for busy.Len() > 0 && busy[0].end <= iv.start {
-			b := heap.Pop(&busy).(busySlot)
-			heap.Push(&free, b.slot)
+		for busy.Len() > 0 && busy.s[0].end <= iv.start {
+			b := heap.Pop(busy).(busySlot)
+			heap.Push(free, b.slot)
 		}
 		var s int
 		if free.Len() > 0 {
-			s = heap.Pop(&free).(int)
+			s = heap.Pop(free).(int)
 		} else {
 			s = n
 			n++
 		}
 		slot[i] = s
-		heap.Push(&busy, busySlot{end: end, slot: s})
+		heap.Push(busy, busySlot{end: end, slot: s})
 	}
 	return slot, n
 }
 
-type intHeap []int
+// minHeap is a container/heap of T ordered by less.
+type minHeap[T any] struct {
+	s    []T
+	less func(a, b T) bool
+}
 
-func (h intHeap) Len() int           { return len(h) }
-func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *intHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (h *minHeap[T]) Len() int           { return len(h.s) }
+func (h *minHeap[T]) Less(i, j int) bool { return h.less(h.s[i], h.s[j]) }
+func (h *minHeap[T]) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
+func (h *minHeap[T]) Push(x any)         { h.s = append(h.s, x.(T)) }
+func (h *minHeap[T]) Pop() any {
+	x := h.s[len(h.s)-1]
+	h.s = h.s[:len(h.s)-1]
 	return x
 }
 
 type busySlot struct {
 	end  int64
 	slot int
-}
-
-type busyHeap []busySlot
-
-func (h busyHeap) Len() int { return len(h) }
-func (h busyHeap) Less(i, j int) bool {
-	if h[i].end != h[j].end {
-		return h[i].end < h[j].end
-	}
-	return h[i].slot < h[j].slot
-}
-func (h busyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *busyHeap) Push(x any)   { *h = append(*h, x.(busySlot)) }
-func (h *busyHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -185,12 +186,7 @@ func pick(reqs []model.Request, at []*spans.Span) (picked []int32, from []int, s
 // EventKey is the id by which r's events name it: the server's request id
 // (its X-Request-Id response header), or asrprof's own when the server
 // sent none.
-func EventKey(r *model.Request) string {
-	if r.ServerRequestID != "" {
-		return r.ServerRequestID
-	}
-	return r.RequestID
-}
+func EventKey(r *model.Request) string { return cmp.Or(r.ServerRequestID, r.RequestID) }
 
 // SpanOwners returns, for each span of chunks (in order, over all chunks),
 // the index of the request that BuildChunks gives it to, or -1 (pick). A
@@ -226,17 +222,7 @@ func requestKey(id string) string {
 	return rest
 }
 
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 func uniq(a, b string) []string {
 	switch {

@@ -18,12 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Default listen addresses (the OTLP ports, on loopback).
-const (
-	DefaultHTTPAddr = "127.0.0.1:4318"
-	DefaultGRPCAddr = "127.0.0.1:4317"
-)
-
 // DefaultMaxRequestBytes bounds one export request (after decompression)
 // when Config.MaxRequestBytes is zero.
 const DefaultMaxRequestBytes = 16 << 20
@@ -149,15 +143,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 		mux.Handle("/", r.handler)
 		r.httpSrv = &http.Server{Handler: mux, MaxHeaderBytes: 1 << 20}
 		r.httpLn = httpLn
-		r.started++
-		srv := r.httpSrv
-		go func() {
-			err := srv.Serve(httpLn)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			r.serveErr <- err
-		}()
+		r.serve(r.httpSrv.Serve, httpLn, http.ErrServerClosed)
 	}
 	if grpcLn != nil {
 		r.grpcSrv = grpc.NewServer(
@@ -165,18 +151,23 @@ func (r *Receiver) Start(ctx context.Context) error {
 		)
 		ptraceotlp.RegisterGRPCServer(r.grpcSrv, &grpcServer{r: r})
 		r.grpcLn = grpcLn
-		r.started++
-		srv := r.grpcSrv
-		go func() {
-			err := srv.Serve(grpcLn)
-			if errors.Is(err, grpc.ErrServerStopped) {
-				err = nil // stopped before it began serving
-			}
-			r.serveErr <- err
-		}()
+		r.serve(r.grpcSrv.Serve, grpcLn, grpc.ErrServerStopped) // ErrServerStopped: stopped before it began serving
 	}
 	r.warning = strings.Join(warnings, "; ")
 	return nil
+}
+
+// serve runs serve(ln) on its own goroutine, which reports its error on
+// serveErr: nil when it is stopped (the error stopped).
+func (r *Receiver) serve(serve func(net.Listener) error, ln net.Listener, stopped error) {
+	r.started++
+	go func() {
+		err := serve(ln)
+		if errors.Is(err, stopped) {
+			err = nil
+		}
+		r.serveErr <- err
+	}()
 }
 
 // Warning is non-empty after Start when the receiver listens on a

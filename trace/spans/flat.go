@@ -1,7 +1,9 @@
 package spans
 
 import (
-	"sort"
+	"cmp"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -45,9 +47,6 @@ type Span struct {
 // IsClient reports whether s is one of asrprof's own client spans.
 func (s *Span) IsClient() bool { return s.Service == ClientService }
 
-// DurationNs is EndUnixNs - StartUnixNs.
-func (s *Span) DurationNs() int64 { return s.EndUnixNs - s.StartUnixNs }
-
 // Flatten lists td's spans in the order they appear in td.
 func Flatten(td ptrace.Traces) []Span {
 	out := make([]Span, 0, td.SpanCount())
@@ -81,10 +80,10 @@ func appendFlat(out []Span, td ptrace.Traces) []Span {
 					SpanID:      sp.SpanID().String(),
 					Name:        sp.Name(),
 					Service:     service,
-					Kind:        kindName(sp.Kind()),
+					Kind:        enumName(kindNames[:], sp.Kind()),
 					StartUnixNs: int64(sp.StartTimestamp()),
 					EndUnixNs:   int64(sp.EndTimestamp()),
-					StatusCode:  statusName(sp.Status().Code()),
+					StatusCode:  enumName(statusNames[:], sp.Status().Code()),
 				}
 				if p := sp.ParentSpanID(); !p.IsEmpty() {
 					s.ParentSpanID = p.String()
@@ -112,36 +111,21 @@ func ReadAll(path string) ([]Span, error) {
 
 // SortByStart orders spans by start time, then by span id.
 func SortByStart(ss []Span) {
-	sort.SliceStable(ss, func(i, j int) bool {
-		if ss[i].StartUnixNs != ss[j].StartUnixNs {
-			return ss[i].StartUnixNs < ss[j].StartUnixNs
-		}
-		return ss[i].SpanID < ss[j].SpanID
+	slices.SortStableFunc(ss, func(a, b Span) int {
+		return cmp.Or(cmp.Compare(a.StartUnixNs, b.StartUnixNs), strings.Compare(a.SpanID, b.SpanID))
 	})
 }
 
-func kindName(k ptrace.SpanKind) string {
-	switch k {
-	case ptrace.SpanKindInternal:
-		return KindInternal
-	case ptrace.SpanKindServer:
-		return KindServer
-	case ptrace.SpanKindClient:
-		return KindClient
-	case ptrace.SpanKindProducer:
-		return KindProducer
-	case ptrace.SpanKindConsumer:
-		return KindConsumer
-	}
-	return KindUnspecified
-}
+var (
+	kindNames = [...]string{KindUnspecified, ptrace.SpanKindInternal: KindInternal, ptrace.SpanKindServer: KindServer,
+		ptrace.SpanKindClient: KindClient, ptrace.SpanKindProducer: KindProducer, ptrace.SpanKindConsumer: KindConsumer}
+	statusNames = [...]string{StatusUnset, ptrace.StatusCodeOk: StatusOK, ptrace.StatusCodeError: StatusError}
+)
 
-func statusName(c ptrace.StatusCode) string {
-	switch c {
-	case ptrace.StatusCodeOk:
-		return StatusOK
-	case ptrace.StatusCodeError:
-		return StatusError
+// enumName is names[v], or names[0] for a value it does not know.
+func enumName[T ~int32](names []string, v T) string {
+	if v < 0 || int(v) >= len(names) {
+		return names[0]
 	}
-	return StatusUnset
+	return names[v]
 }

@@ -92,6 +92,7 @@ func Read(path string, fn func(ptrace.Traces) error) (truncated bool, err error)
 func read(r *bufio.Reader, path string, fn func(ptrace.Traces) error) (bool, error) {
 	var buf []byte
 	var off int64
+	var prefix [binary.MaxVarintLen64]byte // to measure a length prefix
 	for rec := 0; ; rec++ {
 		if _, err := r.Peek(1); err == io.EOF {
 			return false, nil
@@ -123,15 +124,6 @@ func read(r *bufio.Reader, path string, fn func(ptrace.Traces) error) (bool, err
 		if err := fn(req.Traces()); err != nil {
 			return false, fmt.Errorf("%s: record %d: %w", path, rec, err)
 		}
-		off += int64(uvarintLen(size)) + int64(size)
+		off += int64(binary.PutUvarint(prefix[:], size)) + int64(size)
 	}
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
 }

@@ -13,6 +13,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
+// DurationNs is EndUnixNs - StartUnixNs (a test helper).
+func (s *Span) DurationNs() int64 { return s.EndUnixNs - s.StartUnixNs }
+
 // fileAppender appends to files in dir, one write per call.
 type fileAppender struct{ dir string }
 
