@@ -137,10 +137,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(pos) != 2 {
 		return fmt.Errorf("%w: give two bundle directories, CURRENT and BASELINE", errUsage)
 	}
-	for _, dir := range pos {
-		if err := checkBundle(dir); err != nil {
-			return err
-		}
+	if err := checkBundle(pos...); err != nil {
+		return err
 	}
 	cur, err := analysis.Load(pos[0])
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -126,15 +127,15 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		}
 	}
 	start()
+	run := func() error {
+		_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
+		return err
+	}
 	if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture
-		_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, func() error {
-			_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
-			return err
-		})
+		_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, run)
 		return datasetError(cfg, err)
 	}
-	_, err = capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
-	return datasetError(cfg, err)
+	return datasetError(cfg, run())
 }
 
 // datasetError rewords capture's errors about the dataset ("bad dataset:
@@ -200,10 +201,8 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	} else if fs.NArg() > 0 {
 		return cfg, nil, fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
 	}
-	if cfg.AgentToken == "" {
-		cfg.AgentToken = os.Getenv("ASRPROF_AGENT_TOKEN") // not a flag default: --help would show it
-	}
-	if err := opts.Finish(); err != nil { // --probes, --pid, --slo, --find-max
+	cfg.AgentToken = cmp.Or(cfg.AgentToken, os.Getenv("ASRPROF_AGENT_TOKEN")) // not a flag default: --help would show it
+	if err := opts.Finish(); err != nil {                                     // --probes, --pid, --slo, --find-max
 		return cfg, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if _, err := rb.gpuCoRunnerConfig(); err != nil {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,17 +51,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	quiet := fs.Bool("quiet", false, "no progress output")
 	stages := fs.String("stages", "auto", stagesUsage)
 	fs.Usage = helpFunc(fs, text(exportUsage), nil)
-	// Flags may come before or after the directory.
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	var dir string
-	if len(pos) > 0 {
-		dir = pos[0]
-	}
 	switch {
-	case dir == "":
+	case len(pos) == 0 || pos[0] == "":
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
 	case *otlpURL == "" && *perfetto == "":
 		return fmt.Errorf("%w: give --otlp URL, --perfetto FILE, or both", errUsage)
@@ -71,6 +67,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *batch < 1:
 		return fmt.Errorf("%w: --batch must be at least 1", errUsage)
 	}
+	dir := pos[0]
 	if err := checkStages(*stages); err != nil {
 		return err
 	}
@@ -205,13 +202,8 @@ func exportPerfetto(b *bundle.Bundle, path string, d derived, stdout io.Writer) 
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	levels := make([]string, 0, len(st.ClientSlots))
-	for l := range st.ClientSlots {
-		levels = append(levels, l)
-	}
-	sort.Strings(levels)
 	var slots []string
-	for _, l := range levels {
+	for _, l := range slices.Sorted(maps.Keys(st.ClientSlots)) {
 		slots = append(slots, fmt.Sprintf("%s: %d", l, st.ClientSlots[l]))
 	}
 	fmt.Fprintf(stdout, "perfetto: wrote %s: %d requests (client tracks %s), %d server spans, %d stage slices, %d state slices, %d flows, %d counter points; open it at https://ui.perfetto.dev\n",

@@ -25,15 +25,6 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // one-line error that points to --help instead of the whole manual on
 // stderr.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	err := parseQuiet(fs, args)
-	if err == errHelp {
-		fs.SetOutput(stdout)
-		fs.Usage()
-	}
-	return err
-}
-
-func parseQuiet(fs *flag.FlagSet, args []string) error {
 	fs.Init(fs.Name(), flag.ContinueOnError)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
@@ -41,25 +32,20 @@ func parseQuiet(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	fs.Usage = usage
 	fs.SetOutput(out)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return errHelp
+	case err != nil:
 		return fmt.Errorf("%w: %s (see 'asrprof %s --help')", errUsage, flagError(fs, err), fs.Name())
 	}
 	return nil
 }
 
-// printFlags writes fs's flags in GNU style (--name VALUE) with their
-// help, by name (printFlag); a command with many flags groups them
-// (flagGroups).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
-}
-
 // helpFunc is a command's fs.Usage: the head of text (which ends in
-// "Flags:\n"), the flags (in groups when groups is not nil), the tail of
-// text, and the exit status table.
+// "Flags:\n"), the flags in GNU style (printFlag; in groups when groups is
+// not nil, else by name), the tail of text, and the exit status table.
 func helpFunc(fs *flag.FlagSet, text func() (head, tail string), groups *flagGroups) func() {
 	return func() {
 		w := fs.Output()
@@ -68,7 +54,7 @@ func helpFunc(fs *flag.FlagSet, text func() (head, tail string), groups *flagGro
 		if groups != nil {
 			groups.print(w)
 		} else {
-			printFlags(w, fs)
+			fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
 		}
 		if tail != "" {
 			fmt.Fprint(w, "\n"+tail)

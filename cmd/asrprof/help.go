@@ -35,16 +35,12 @@ func newFlagGroups(fs *flag.FlagSet) *flagGroups {
 // title: in the order of the defines, and by name among the flags one
 // define made. Adding to a title again appends to its group.
 func (g *flagGroups) add(title string, define ...func()) {
-	var grp *flagGroup
-	for _, x := range g.groups {
-		if x.title == title {
-			grp = x
-		}
+	i := slices.IndexFunc(g.groups, func(x *flagGroup) bool { return x.title == title })
+	if i < 0 {
+		i = len(g.groups)
+		g.groups = append(g.groups, &flagGroup{title: title})
 	}
-	if grp == nil {
-		grp = &flagGroup{title: title}
-		g.groups = append(g.groups, grp)
-	}
+	grp := g.groups[i]
 	for _, d := range define {
 		d()
 		g.fs.VisitAll(func(f *flag.Flag) {

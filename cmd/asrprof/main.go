@@ -152,27 +152,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		switch {
-		case err == nil:
-			return exitOK
-		case errors.Is(err, errHelp):
+		case err == nil, errors.Is(err, errHelp):
 			return exitOK
 		case errors.Is(err, capture.ErrInterrupted):
 			fmt.Fprintln(stderr, "asrprof: interrupted; the bundle was finalized with complete=false")
 			return exitInterrupted
+		}
+		fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
+		switch {
 		case errors.Is(err, runbook.ErrIncomplete):
-			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitIncomplete
 		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),
 			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig),
 			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand),
 			errors.Is(err, runbook.ErrNoAdvice), errors.Is(err, runbook.ErrBadAdvice),
 			errors.Is(err, bundle.ErrExists):
-			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 			return exitUsage
-		default:
-			fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
-			return exitFailed
 		}
+		return exitFailed
 	}
 	fmt.Fprintf(stderr, "asrprof: unknown command %q\n\n", args[0])
 	usage(stderr)

@@ -47,15 +47,12 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	af := analyzeFlags{format: "text", stages: *stages}
-	if err := af.check(); err != nil {
+	if err := checkStages(*stages); err != nil {
 		return err
 	}
 	if len(pos) == 1 || len(pos) == 2 {
-		for _, dir := range pos {
-			if err := checkBundle(dir); err != nil {
-				return err
-			}
+		if err := checkBundle(pos...); err != nil {
+			return err
 		}
 	}
 	lb, err := parseLengthBuckets(*lengths)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -238,7 +239,6 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 
 // plan makes the runs of --runs or the A/B flags and runs them.
 func (f *runbookFlags) plan(ctx context.Context, rc runbook.Config, stdout, stderr io.Writer) error {
-	var err error
 	if f.ab {
 		a, err := serverCommand("a-cmd", f.aCmd, f.aCmdFile)
 		if err != nil {
@@ -262,15 +262,11 @@ func (f *runbookFlags) plan(ctx context.Context, rc runbook.Config, stdout, stde
 		if len(srv.Argv) == 0 && !f.reuse {
 			return fmt.Errorf("%w: --runs needs --server-cmd (a fresh server per run), or --reuse-server to measure a running one", errUsage)
 		}
-		runs := f.runs
-		if runs == "" {
-			runs = runbook.DefaultRuns
-		}
-		if rc.Plan, err = runbook.ParseRuns(runs, srv); err != nil {
+		if rc.Plan, err = runbook.ParseRuns(cmp.Or(f.runs, runbook.DefaultRuns), srv); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
-	_, err = runbook.Run(ctx, rc, stdout, stderr)
+	_, err := runbook.Run(ctx, rc, stdout, stderr)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -68,9 +69,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (flags start with --)", errUsage, fs.Arg(0))
 	}
-	if cfg.Token == "" {
-		cfg.Token = os.Getenv("ASRPROF_TOKEN") // not a flag default: --help would show it
-	}
+	cfg.Token = cmp.Or(cfg.Token, os.Getenv("ASRPROF_TOKEN")) // not a flag default: --help would show it
 	cfg.Parse = parseAPICapture
 	cfg.Finish = finishCapture
 	srv, err := serve.New(cfg)

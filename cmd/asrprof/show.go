@@ -18,7 +18,6 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("show", stderr)
 	format := fs.String("format", "text", formatUsage)
 	fs.Usage = helpFunc(fs, text("Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n"), nil)
-	// Flags may come before or after the directory.
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -26,13 +25,10 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkFormat(*format); err != nil {
 		return err
 	}
-	var dir string
-	if len(pos) > 0 {
-		dir = pos[0]
-	}
-	if dir == "" {
+	if len(pos) == 0 || pos[0] == "" {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
 	}
+	dir := pos[0]
 	if err := checkBundle(dir); err != nil {
 		return err
 	}
@@ -75,21 +71,23 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// checkBundle checks that dir, a command's argument, is a capture bundle
-// before anything reads it: a missing directory or one without a
-// manifest is bad input (exit 2), named once.
-func checkBundle(dir string) error {
-	st, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("%w: %s: no such directory", errUsage, dir)
-	case err != nil:
-		return fmt.Errorf("%w: %v", errUsage, err)
-	case !st.IsDir():
-		return fmt.Errorf("%w: %s: not a directory (want a capture bundle)", errUsage, dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, bundle.ManifestFile)); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %s: not a capture bundle (no %s)", errUsage, dir, bundle.ManifestFile)
+// checkBundle checks that each of dirs, a command's arguments, is a
+// capture bundle before anything reads it: a missing directory or one
+// without a manifest is bad input (exit 2), named once.
+func checkBundle(dirs ...string) error {
+	for _, dir := range dirs {
+		st, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("%w: %s: no such directory", errUsage, dir)
+		case err != nil:
+			return fmt.Errorf("%w: %v", errUsage, err)
+		case !st.IsDir():
+			return fmt.Errorf("%w: %s: not a directory (want a capture bundle)", errUsage, dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, bundle.ManifestFile)); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s: not a capture bundle (no %s)", errUsage, dir, bundle.ManifestFile)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -139,9 +140,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(srv.Argv) == 0 {
 		return fmt.Errorf("%w: what-if needs --server-cmd (or --server-cmd-file): the command of the server that %s measured", errUsage, pos[0])
 	}
-	if out == "" {
-		out = "runs/" + time.Now().Format("20060102-150405") + "-whatif"
-	}
+	out = cmp.Or(out, "runs/"+time.Now().Format("20060102-150405")+"-whatif")
 	rc := rb.config(capture.Config{Out: out, Overwrite: overwrite, Format: format})
 	_, err = runbook.WhatIf(ctx, runbook.WhatIfConfig{
 		Runbook: rc, Bundle: pos[0], Server: srv, Level: level, Knobs: km, Rounds: rounds,

@@ -6,9 +6,9 @@ package audiotest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 
 	"github.com/mewkiz/flac"
@@ -87,13 +87,7 @@ func WAV16(rate, channels int, samples ...int16) []byte {
 }
 
 // PCM16 encodes samples as little-endian 16-bit integers.
-func PCM16(samples ...int16) []byte {
-	b := make([]byte, 2*len(samples))
-	for i, v := range samples {
-		le.PutUint16(b[2*i:], uint16(v))
-	}
-	return b
-}
+func PCM16(samples ...int16) []byte { return encode(samples) }
 
 // PCM24 encodes the low 24 bits of samples as little-endian 3-byte integers.
 func PCM24(samples ...int32) []byte {
@@ -105,20 +99,15 @@ func PCM24(samples ...int32) []byte {
 }
 
 // PCM32 encodes samples as little-endian 32-bit integers.
-func PCM32(samples ...int32) []byte {
-	b := make([]byte, 4*len(samples))
-	for i, v := range samples {
-		le.PutUint32(b[4*i:], uint32(v))
-	}
-	return b
-}
+func PCM32(samples ...int32) []byte { return encode(samples) }
 
 // Float32 encodes samples as little-endian IEEE floats.
-func Float32(samples ...float32) []byte {
-	b := make([]byte, 4*len(samples))
-	for i, v := range samples {
-		le.PutUint32(b[4*i:], math.Float32bits(v))
-	}
+func Float32(samples ...float32) []byte { return encode(samples) }
+
+// encode writes samples in little-endian order; a slice of a fixed-size
+// type never makes binary.Append fail.
+func encode[T int16 | int32 | float32](samples []T) []byte {
+	b, _ := binary.Append([]byte{}, le, samples)
 	return b
 }
 
@@ -145,10 +134,7 @@ func FLAC(s FLACSpec) ([]byte, error) {
 	if nch < 1 || nch > 8 {
 		return nil, fmt.Errorf("audiotest: %d channels", nch)
 	}
-	block := s.BlockSize
-	if block == 0 {
-		block = 4096
-	}
+	block := cmp.Or(s.BlockSize, 4096)
 	n := len(s.Channels[0])
 	info := &meta.StreamInfo{
 		BlockSizeMin:  uint16(min(block, max(n, 16))),

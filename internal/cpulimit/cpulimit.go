@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,12 +107,7 @@ func NewGroup(sys, name string) (*Group, error) {
 }
 
 func hasWord(s, w string) bool {
-	for _, f := range strings.Fields(s) {
-		if strings.TrimPrefix(f, "+") == w {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(strings.Fields(s), func(f string) bool { return strings.TrimPrefix(f, "+") == w })
 }
 
 // SetCores sets the quota to cores CPUs' worth of time per period (0:

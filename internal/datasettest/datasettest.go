@@ -110,11 +110,10 @@ func WriteArrowStream(path string, rows []ArrowRow) error {
 		return err
 	}
 	w := ipc.NewWriter(f, ipc.WithSchema(schema))
-	if err := w.Write(rec); err != nil {
-		f.Close()
-		return err
+	if err = w.Write(rec); err == nil {
+		err = w.Close()
 	}
-	if err := w.Close(); err != nil {
+	if err != nil {
 		f.Close()
 		return err
 	}

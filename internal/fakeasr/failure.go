@@ -48,20 +48,12 @@ func (f Failure) StatusCode() int {
 	return 0
 }
 
+var failureNames = map[Failure]string{None: "none", Reset: "reset", Hang: "hang",
+	MalformedJSON: "malformed_json", MalformedSSE: "malformed_sse", SSEError: "sse_error"}
+
 func (f Failure) String() string {
-	switch f {
-	case None:
-		return "none"
-	case Reset:
-		return "reset"
-	case Hang:
-		return "hang"
-	case MalformedJSON:
-		return "malformed_json"
-	case MalformedSSE:
-		return "malformed_sse"
-	case SSEError:
-		return "sse_error"
+	if s, ok := failureNames[f]; ok {
+		return s
 	}
 	if c := f.StatusCode(); c != 0 {
 		return fmt.Sprintf("status_%d", c)

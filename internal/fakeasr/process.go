@@ -169,17 +169,14 @@ func serve(o ProcessOptions) error {
 }
 
 // spinJobs feed the one worker thread of Spin, started by the first.
-var (
-	spinJobs   = make(chan spinJob)
-	spinWorker sync.Once
-)
+var spinJobs = make(chan spinJob)
 
 type spinJob struct {
 	d    time.Duration
 	done chan struct{}
 }
 
-func startSpinWorker() {
+var startSpinWorker = sync.OnceFunc(func() {
 	go func() {
 		runtime.LockOSThread()
 		for j := range spinJobs {
@@ -193,12 +190,12 @@ func startSpinWorker() {
 			close(j.done)
 		}
 	}()
-}
+})
 
 // spin busy-loops d of the worker thread's CPU time (fixed work: it takes
 // longer when the thread gets less of its CPU).
 func spin(d time.Duration) {
-	spinWorker.Do(startSpinWorker)
+	startSpinWorker()
 	done := make(chan struct{})
 	spinJobs <- spinJob{d, done}
 	<-done

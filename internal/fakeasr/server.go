@@ -1,6 +1,7 @@
 package fakeasr
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -177,35 +178,20 @@ func (s *Server) Close() {
 // Requests returns a copy of the transcription requests received so far,
 // in arrival order.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.reqs)
+	return locked(s, func() []Request { return slices.Clone(s.reqs) })
 }
 
 // Count returns how many transcription requests arrived.
 func (s *Server) Count() int { return int(s.count.Load()) }
 
-// MaxActive returns the largest number of requests that were processed at
-// the same time (admitted and not yet answered).
-func (s *Server) MaxActive() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxActive
-}
-
 // Scrapes returns how many times GET /metrics was served (Config.Metrics).
-func (s *Server) Scrapes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.scrapes
-}
+func (s *Server) Scrapes() int { return locked(s, func() int { return s.scrapes }) }
 
-// Succeeded returns how many transcription requests were answered with a
-// transcript: vllm:request_success_total on /metrics.
-func (s *Server) Succeeded() int {
+// locked returns f's result, called with s.mu held.
+func locked[T any](s *Server, f func() T) T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.succeeded
+	return f()
 }
 
 // metrics serves /metrics (Config.Metrics).
@@ -259,10 +245,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 
 // model is the model id the server serves (Config.Model).
 func (s *Server) model() string {
-	if s.cfg.Model == "" {
-		return DefaultModel
-	}
-	return s.cfg.Model
+	return cmp.Or(s.cfg.Model, DefaultModel)
 }
 
 // wait sleeps for d unless the client leaves or the server closes first;

@@ -1,6 +1,7 @@
 package fakeasr
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -74,18 +75,10 @@ type WSServer struct {
 // is served; the upgrade's X-Request-Id is echoed as "srv-<id>".
 func NewWSServer(t testing.TB, cfg WSConfig) *WSServer {
 	t.Helper()
-	if cfg.Dialect == "" {
-		cfg.Dialect = "funasr"
-	}
-	if cfg.Text == "" {
-		cfg.Text = DefaultText
-	}
-	if cfg.WordS == 0 {
-		cfg.WordS = 0.2
-	}
-	if cfg.SentenceWords == 0 {
-		cfg.SentenceWords = 3
-	}
+	cfg.Dialect = cmp.Or(cfg.Dialect, "funasr")
+	cfg.Text = cmp.Or(cfg.Text, DefaultText)
+	cfg.WordS = cmp.Or(cfg.WordS, 0.2)
+	cfg.SentenceWords = cmp.Or(cfg.SentenceWords, 3)
 	s := &WSServer{cfg: cfg}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL

@@ -251,11 +251,8 @@ func ParseListenInodes(s string, port int) ([]uint64, error) {
 // form "socket:[12345]".
 func ParseSocketInode(link string) (uint64, bool) {
 	rest, ok := strings.CutPrefix(link, "socket:[")
-	if !ok {
-		return 0, false
-	}
-	rest, ok = strings.CutSuffix(rest, "]")
-	if !ok {
+	rest, closed := strings.CutSuffix(rest, "]")
+	if !ok || !closed {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(rest, 10, 64)

@@ -43,20 +43,14 @@ func main() {
 		fmt.Printf("benchdata: %s: %d requests, %d events\n", *bundleDir, tr.Requests, 10*tr.Requests)
 		return
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		log.Fatal(err)
-	}
+	must(os.MkdirAll(*out, 0o755))
 	wav := makeWAV(*size)
-	if err := os.WriteFile(filepath.Join(*out, "a.wav"), wav, 0o644); err != nil {
-		log.Fatal(err)
-	}
+	must(os.WriteFile(filepath.Join(*out, "a.wav"), wav, 0o644))
 	var m strings.Builder
 	for i := 0; i < *n; i++ {
 		fmt.Fprintf(&m, "{\"id\":\"b%06d\",\"audio\":\"a.wav\",\"text\":\"ok\",\"lang\":\"en\"}\n", i)
 	}
-	if err := os.WriteFile(filepath.Join(*out, "manifest.jsonl"), []byte(m.String()), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	must(os.WriteFile(filepath.Join(*out, "manifest.jsonl"), []byte(m.String()), 0o644))
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	h := textproto.MIMEHeader{}
@@ -68,11 +62,13 @@ func main() {
 	mw.WriteField("response_format", "json")
 	mw.Close()
 	bodyPath, _ := filepath.Abs(filepath.Join(*out, "vegeta.body"))
-	if err := os.WriteFile(bodyPath, body.Bytes(), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	must(os.WriteFile(bodyPath, body.Bytes(), 0o644))
 	target := fmt.Sprintf("POST %s/v1/audio/transcriptions\nContent-Type: %s\n@%s\n", strings.TrimRight(*url, "/"), mw.FormDataContentType(), bodyPath)
-	if err := os.WriteFile(filepath.Join(*out, "vegeta.targets"), []byte(target), 0o644); err != nil {
+	must(os.WriteFile(filepath.Join(*out, "vegeta.targets"), []byte(target), 0o644))
+}
+
+func must(err error) {
+	if err != nil {
 		log.Fatal(err)
 	}
 }
