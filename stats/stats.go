@@ -242,7 +242,7 @@ func LinRegress(xs, ys []float64) (Fit, error) {
 // the Mann-Whitney U test: exact for small samples without ties (n1+n2 ≤
 // 40, as benchstat), else the normal approximation with tie and continuity
 // corrections. p does not depend on the order of the samples. Both must be
-// non-empty.
+// non-empty. A NaN is a rank group of its own (NaN equals nothing).
 func MannWhitney(xs, ys []float64) (u, p float64) {
 	n1, n2 := len(xs), len(ys)
 	type obs struct {
@@ -260,7 +260,7 @@ func MannWhitney(xs, ys []float64) (u, p float64) {
 	var r1, tieSum float64
 	ties := false
 	for i := 0; i < len(all); {
-		j := i
+		j := i + 1 // a NaN, equal to nothing, is a group of one
 		for j < len(all) && all[j].v == all[i].v {
 			j++
 		}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"time"
 )
 
 func TestPercentileLinear(t *testing.T) {
@@ -154,5 +155,25 @@ func TestPercentileSelectsAsSortDoes(t *testing.T) {
 				t.Fatalf("trial %d: Percentile modified its input", trial)
 			}
 		}
+	}
+}
+
+// TestMannWhitneyNaNEnds: a NaN among the samples used to stall the tie
+// loop forever (NaN == NaN is false, so the group never grew past i).
+func TestMannWhitneyNaNEnds(t *testing.T) {
+	done := make(chan float64, 1)
+	go func() {
+		u, _ := MannWhitney([]float64{1, math.NaN(), 3}, []float64{2, 4})
+		done <- u
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("MannWhitney did not return within 5 s on a NaN input")
+	}
+	// Without a NaN, the groups are what they were: ties still average.
+	u, _ := MannWhitney([]float64{1, 2, 2}, []float64{2, 3})
+	if u != 1 {
+		t.Errorf("U of {1,2,2} against {2,3} = %v, want 1", u)
 	}
 }
