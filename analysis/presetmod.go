@@ -267,7 +267,8 @@ func stageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if err != nil {
 			return nil, err
 		}
-		group, groups = w.Of, w.Names
+		group = w.Of
+		groups = w.Names
 	}
 	return stageRowsValue(engine.SummarizeGroups(rc, rows, levels, names, group, groups), names, "worker"), nil
 }

@@ -50,7 +50,8 @@ func (s *Session) passLevel(lv SweepPoint) (SweepPoint, driver.Level) {
 	cfg := &s.cfg
 	var replay *driver.Replay
 	if s.replay != nil && lv.Name == ReplayLevel {
-		lv.Rate, replay = s.replay.rate, s.replay.r
+		lv.Rate = s.replay.rate
+		replay = s.replay.r
 	}
 	dl := driver.Level{Name: lv.Name, Concurrency: lv.Concurrency, Rate: lv.Rate, Arrivals: cfg.Arrivals, Seed: cfg.Seed,
 		Requests: cfg.PassRequests, Duration: cfg.PassDuration, Replay: replay}

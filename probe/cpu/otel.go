@@ -391,7 +391,8 @@ func (o *OTel) frames(pid int, fs libpf.Frames) []Frame {
 		}
 		switch {
 		case v.Type == libpf.KernelFrame:
-			fr.File, fr.Func = KernelFile, cmp.Or(fr.Func, "[kernel]")
+			fr.File = KernelFile
+			fr.Func = cmp.Or(fr.Func, "[kernel]")
 		case v.Type.Interpreter() == libpf.Native:
 			fr.File = file
 			if fr.Func == "" {

@@ -225,6 +225,7 @@ func ReadSpans(path string) (*Spans, error) {
 	}
 	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].strings(), Service: cols[3].strings(),
 		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s()}
-	s.SpanID, s.Attributes = cols[1].str.values(), cols[6].str.values()
+	s.SpanID = cols[1].str.values()
+	s.Attributes = cols[6].str.values()
 	return s, nil
 }

@@ -102,7 +102,8 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 		}
 		st.Files++
 		err = readLines(f, p, &st, func(ev *Event) error {
-			ev.Stage, ev.PID = cmp.Or(ev.Stage, stage), cmp.Or(ev.PID, pid)
+			ev.Stage = cmp.Or(ev.Stage, stage)
+			ev.PID = cmp.Or(ev.PID, pid)
 			if err := w.Append(bundle.EventsFile, ev); err != nil {
 				return err
 			}
