@@ -42,9 +42,11 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/asrprof/asrprof/trace/columns"
 )
@@ -188,6 +190,25 @@ type source struct {
 	// codes of the names the preset uses (-1: no row has it)
 	evCode, spCode map[string]int32
 	client         int32 // the service code of asrprof's client spans
+	// The preset's points with their codes, looked up once: Requires,
+	// and each stage's From, To, and Outer and Inner spans' start and end.
+	req                    code
+	from, to               []code
+	outerS, outerE, innerS []code
+	innerE                 []code
+}
+
+// code is a point's name codes: its event's, its SameStageAs event's, its
+// span's.
+type code struct{ ev, same, sp int32 }
+
+// code returns pt's codes (as the maps give them: 0 for a name they lack).
+func (src *source) code(pt Point) code {
+	c := code{ev: src.evCode[pt.Event], same: -1, sp: src.spCode[pt.Span]}
+	if pt.SameStageAs != "" {
+		c.same = src.evCode[pt.SameStageAs]
+	}
+	return c
 }
 
 func group(owner []int32, n int) (idx, from []int32) {
@@ -245,18 +266,26 @@ func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
 		}
 	}
 	src.client = s.Service.Code(clientService)
+	src.req = src.code(p.Requires)
+	for _, st := range p.Stages {
+		src.from, src.to = append(src.from, src.code(st.From)), append(src.to, src.code(st.To))
+		src.outerS = append(src.outerS, src.code(Point{Span: st.Outer}))
+		src.outerE = append(src.outerE, src.code(Point{Span: st.Outer, End: true}))
+		src.innerS = append(src.innerS, src.code(Point{Span: st.Inner}))
+		src.innerE = append(src.innerE, src.code(Point{Span: st.Inner, End: true}))
+	}
 	return src
 }
 
 // clientService is trace/spans.ClientService (not imported for one name).
 const clientService = "asrprof"
 
-// point finds pt in request i's telemetry.
-func (src *source) point(i int, pt Point) (int64, bool) {
+// point finds pt, whose codes are c, in request i's telemetry.
+func (src *source) point(i int, pt Point, c code) (int64, bool) {
 	if pt.Event != "" {
-		return src.event(i, pt)
+		return src.event(i, pt, c)
 	}
-	code := src.spCode[pt.Span]
+	code := c.sp
 	if code < 0 {
 		return 0, false
 	}
@@ -297,16 +326,16 @@ func spanBefore(s *columns.Spans, a, b int32) bool {
 	return s.SpanID[a] < s.SpanID[b]
 }
 
-func (src *source) event(i int, pt Point) (int64, bool) {
+func (src *source) event(i int, pt Point, c code) (int64, bool) {
 	e := src.e
-	code := src.evCode[pt.Event]
+	code := c.ev
 	if code < 0 {
 		return 0, false
 	}
 	rows := src.ev[src.evFrom[i]:src.evFrom[i+1]]
 	stage := int32(-1)
 	if pt.SameStageAs != "" {
-		if at, ok := src.first(rows, src.evCode[pt.SameStageAs]); ok {
+		if at, ok := src.first(rows, c.same); ok {
 			stage = e.Stage.Codes[at]
 		}
 	}
@@ -353,7 +382,7 @@ func (src *source) has(p *Preset, i int) bool {
 	if p.RequiresEvents {
 		return src.evFrom[i+1] > src.evFrom[i]
 	}
-	_, ok := src.point(i, p.Requires)
+	_, ok := src.point(i, p.Requires, src.req)
 	return ok
 }
 
@@ -391,10 +420,10 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 		switch {
 		case st.Rest:
 		case st.Outer != "":
-			os, okOS := src.point(i, Point{Span: st.Outer})
-			oe, okOE := src.point(i, Point{Span: st.Outer, End: true})
-			is, okIS := src.point(i, Point{Span: st.Inner})
-			ie, okIE := src.point(i, Point{Span: st.Inner, End: true})
+			os, okOS := src.point(i, Point{Span: st.Outer}, src.outerS[k])
+			oe, okOE := src.point(i, Point{Span: st.Outer, End: true}, src.outerE[k])
+			is, okIS := src.point(i, Point{Span: st.Inner}, src.innerS[k])
+			ie, okIE := src.point(i, Point{Span: st.Inner, End: true}, src.innerE[k])
 			if okOS && okOE && okIS && okIE {
 				out[k].dur, out[k].hasDur = float64((oe-os)-(ie-is))/1e9, true
 			}
@@ -428,8 +457,8 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 			}
 			attrLast, attrName = last, st.AttrSpan
 		default:
-			a, okA := src.point(i, st.From)
-			b, okB := src.point(i, st.To)
+			a, okA := src.point(i, st.From, src.from[k])
+			b, okB := src.point(i, st.To, src.to[k])
 			if okA && okB {
 				out[k] = stageValue{dur: float64(b-a) / 1e9, hasDur: true, start: a, end: b, hasBounds: true}
 			}
@@ -504,26 +533,40 @@ func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.Stag
 	for _, st := range p.Stages {
 		rows.Stage.Dict = append(rows.Stage.Dict, st.Name)
 	}
-	with := 0 // the requests with the preset's telemetry: a row per stage each
-	for i := 0; i < n; i++ {
+	// at[i] is request i's first row: a row per stage of each request
+	// with the preset's telemetry.
+	at := make([]int32, n+1)
+	for i := range n {
+		at[i+1] = at[i]
 		if src.has(p, i) {
-			with++
+			at[i+1] += int32(len(p.Stages))
 		}
 	}
-	rows.Grow(with * len(p.Stages))
-	vals := make([]stageValue, len(p.Stages))
-	var buf []int32
-	for i := 0; i < n; i++ {
-		if !src.has(p, i) {
-			continue
-		}
-		buf = src.derive(p, i, vals, buf)
-		for k, v := range vals {
-			rows.Add(int32(i), int32(k), v.start, v.end, v.hasBounds, v.dur, v.hasDur)
-		}
+	rows.Resize(int(at[n]))
+	// The requests are independent: a part of them per core.
+	parts := min(runtime.GOMAXPROCS(0), max(n/parallelRequests, 1))
+	var wg sync.WaitGroup
+	for w := range parts {
+		wg.Go(func() {
+			vals := make([]stageValue, len(p.Stages))
+			var buf []int32
+			for i := w * n / parts; i < (w+1)*n/parts; i++ {
+				if at[i+1] == at[i] {
+					continue
+				}
+				buf = src.derive(p, i, vals, buf)
+				for k, v := range vals {
+					rows.Set(int(at[i])+k, int32(i), int32(k), v.start, v.end, v.hasBounds, v.dur, v.hasDur)
+				}
+			}
+		})
 	}
+	wg.Wait()
 	return rows
 }
+
+// parallelRequests is the least a part of Derive's requests holds.
+const parallelRequests = 10_000
 
 // Values are one request's stages: seconds (nil where the request lacks
 // the stage) and boundaries (where the preset gives them).

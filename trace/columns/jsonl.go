@@ -303,7 +303,7 @@ func floats(v value) ([]float64, error) {
 }
 
 // chunkBytes is how much of a JSONL file one worker parses at a time.
-const chunkBytes = 4 << 20
+const chunkBytes = 1 << 20
 
 // carrySlack is the room a chunk buffer keeps for the part line carried
 // into it from the chunk before.

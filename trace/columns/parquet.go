@@ -1,11 +1,11 @@
 package columns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,8 +27,8 @@ const rowsPerGroup = 256 << 10
 // (through a temporary file and a rename, so that a reader never sees half
 // a table), with meta as the file's key-value metadata. Snappy pages:
 // every reader has it. A large table is encoded on every core: each part
-// of its rows becomes a row group in memory, and the row groups are then
-// copied into the file as they are (parquet-go copies encoded column
+// of its rows becomes a row group in a file of its own beside the table,
+// and the row groups are then copied into the table as they are (parquet-go copies encoded column
 // chunks verbatim when the writers' settings match).
 func writeRows[R any](path string, meta map[string]string, n int, row func(i int) R) error {
 	return writeTable(path, meta, n, nil, func(w *parquet.GenericWriter[R], lo, hi int) error {
@@ -60,7 +60,10 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 	if schema == nil {
 		schema = parquet.SchemaOf(new(R))
 	}
-	opts = append(opts, schema, parquet.DataPageStatistics(false))
+	// The encoded pages of a row group wait for it in files beside the
+	// table (the page cache holds them, not the heap).
+	opts = append(opts, schema, parquet.DataPageStatistics(false), parquet.PageBufferSize(64<<10),
+		parquet.ColumnPageBuffers(parquet.NewFileBufferPool(filepath.Dir(path), filepath.Base(path)+".pages-*.tmp")))
 	// A string column's page bounds (the least and greatest id of each
 	// page) help no reader here and cost a comparison per value.
 	for _, leaf := range schema.Columns() {
@@ -68,56 +71,77 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 			opts = append(opts, parquet.SkipPageBounds(leaf...))
 		}
 	}
+	for k, v := range meta {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	// encodeTo writes rows [lo, hi) to out. The writer is closed even when
+	// encode fails, which removes its page files.
+	encodeTo := func(out io.Writer, lo, hi int) error {
+		w := parquet.NewGenericWriter[R](out, opts...)
+		var err error
+		if hi > lo {
+			err = encode(w, lo, hi)
+		}
+		return wrap(path, errors.Join(err, w.Close()))
+	}
 	parts := 1
 	if n >= 2*parallelRows {
 		parts = min(runtime.GOMAXPROCS(0), n/parallelRows)
 	}
-	parts = max(parts, (n+rowsPerGroup-1)/rowsPerGroup)
-	encoded := make([]*bytes.Buffer, parts)
+	if parts = max(parts, (n+rowsPerGroup-1)/rowsPerGroup); parts == 1 {
+		return bundle.WriteFileAtomic(path, func(f io.Writer) error { return encodeTo(f, 0, n) })
+	}
+	// Each part is encoded into a file of its own beside the table, whose
+	// row groups are then copied into the table.
+	files := make([]*os.File, parts)
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+				os.Remove(f.Name())
+			}
+		}
+	}()
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for p := 0; p < parts; p++ {
-		lo, hi := p*n/parts, (p+1)*n/parts
-		g.Go(func() error {
-			var b bytes.Buffer
-			w := parquet.NewGenericWriter[R](&b, opts...)
-			if err := encode(w, lo, hi); err != nil {
-				return err
-			}
-			if err := w.Close(); err != nil {
-				return err
-			}
-			encoded[p] = &b
-			return nil
-		})
+	for p := range parts {
+		f, err := os.Create(fmt.Sprintf("%s.part%d.tmp", path, p))
+		if err != nil {
+			return err
+		}
+		files[p] = f
+		g.Go(func() error { return encodeTo(f, p*n/parts, (p+1)*n/parts) })
 	}
 	if err := g.Wait(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return err
 	}
-	for k, v := range meta {
-		opts = append(opts, parquet.KeyValueMetadata(k, v))
-	}
-	if parts == 1 && n == 0 {
-		encoded = nil
-	}
-	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
-		w := parquet.NewGenericWriter[R](f, opts...)
-		for _, b := range encoded {
-			pf, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+	return bundle.WriteFileAtomic(path, func(out io.Writer) error {
+		w := parquet.NewGenericWriter[R](out, opts...)
+		for _, f := range files {
+			st, err := f.Stat()
 			if err != nil {
-				return fmt.Errorf("writing %s: %w", path, err)
+				return err
+			}
+			pf, err := parquet.OpenFile(f, st.Size())
+			if err != nil {
+				return wrap(path, err)
 			}
 			for _, rg := range pf.RowGroups() {
 				if _, err := w.WriteRowGroup(rg); err != nil {
-					return fmt.Errorf("writing %s: %w", path, err)
+					return wrap(path, err)
 				}
 			}
 		}
-		if err := w.Close(); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		return nil
+		return wrap(path, w.Close())
 	})
+}
+
+// wrap names path in err (nil stays nil).
+func wrap(path string, err error) error {
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // parallelRows is the least a part of a table encoded on its own core holds.

@@ -1,8 +1,6 @@
 package columns
 
-import (
-	"slices"
-)
+import ()
 
 // StageRows are the stage boundaries a stage preset derives, one row per
 // stage of each request that has the preset's telemetry, in request
@@ -24,15 +22,18 @@ type StageRows struct {
 // Len is the number of rows.
 func (r *StageRows) Len() int { return len(r.RequestIndex) }
 
-// Grow makes room for n more rows.
-func (r *StageRows) Grow(n int) {
-	r.RequestIndex = slices.Grow(r.RequestIndex, n)
-	r.Stage.Codes = slices.Grow(r.Stage.Codes, n)
-	r.StartUnixNs = slices.Grow(r.StartUnixNs, n)
-	r.EndUnixNs = slices.Grow(r.EndUnixNs, n)
-	r.HasBounds = slices.Grow(r.HasBounds, n)
-	r.DurationS = slices.Grow(r.DurationS, n)
-	r.HasDuration = slices.Grow(r.HasDuration, n)
+// Resize makes the table n rows long (Set fills them).
+func (r *StageRows) Resize(n int) {
+	r.RequestIndex, r.Stage.Codes = make([]int32, n), make([]int32, n)
+	r.StartUnixNs, r.EndUnixNs, r.HasBounds = make([]int64, n), make([]int64, n), make([]bool, n)
+	r.DurationS, r.HasDuration = make([]float64, n), make([]bool, n)
+}
+
+// Set sets row j.
+func (r *StageRows) Set(j int, req int32, stage int32, start, end int64, bounds bool, dur float64, hasDur bool) {
+	r.RequestIndex[j], r.Stage.Codes[j] = req, stage
+	r.StartUnixNs[j], r.EndUnixNs[j], r.HasBounds[j] = start, end, bounds
+	r.DurationS[j], r.HasDuration[j] = dur, hasDur
 }
 
 // Add appends one row.
