@@ -1,6 +1,8 @@
 package columns
 
 import (
+	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +65,7 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 	// The encoded pages of a row group wait for it in files beside the
 	// table (the page cache holds them, not the heap).
 	opts = append(opts, schema, parquet.DataPageStatistics(false), parquet.PageBufferSize(64<<10),
-		parquet.ColumnPageBuffers(parquet.NewFileBufferPool(filepath.Dir(path), filepath.Base(path)+".pages-*.tmp")))
+		parquet.ColumnPageBuffers(filePages{filepath.Dir(path), filepath.Base(path) + ".pages-*.tmp"}))
 	// A string column's page bounds (the least and greatest id of each
 	// page) help no reader here and cost a comparison per value.
 	for _, leaf := range schema.Columns() {
@@ -135,6 +137,54 @@ func writeTable[R any](path string, meta map[string]string, n int, schema *parqu
 		return wrap(path, w.Close())
 	})
 }
+
+// filePages is parquet.NewFileBufferPool, each file written through a
+// buffer: the writer writes a page's header, levels and values apart,
+// many of them empty.
+type filePages struct{ dir, pattern string }
+
+func (p filePages) GetBuffer() io.ReadWriteSeeker {
+	f, err := os.CreateTemp(p.dir, p.pattern)
+	return &pageFile{f, bufio.NewWriterSize(f, 64<<10), err}
+}
+
+func (p filePages) PutBuffer(b io.ReadWriteSeeker) {
+	if b := b.(*pageFile); b.err == nil {
+		b.f.Close()
+		os.Remove(b.f.Name())
+	}
+}
+
+// pageFile is a page buffer: a temporary file written through w, or the
+// error that kept it from being made.
+type pageFile struct {
+	f   *os.File
+	w   *bufio.Writer
+	err error
+}
+
+func (b *pageFile) Write(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.w.Write(p)
+}
+
+func (b *pageFile) Read(p []byte) (int, error) {
+	if err := b.flush(); err != nil {
+		return 0, err
+	}
+	return b.f.Read(p)
+}
+
+func (b *pageFile) Seek(off int64, whence int) (int64, error) {
+	if err := b.flush(); err != nil {
+		return 0, err
+	}
+	return b.f.Seek(off, whence)
+}
+
+func (b *pageFile) flush() error { return cmp.Or(b.err, b.w.Flush()) }
 
 // wrap names path in err (nil stays nil).
 func wrap(path string, err error) error {
