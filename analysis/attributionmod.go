@@ -57,7 +57,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 	default:
 		return nil, nil, fmt.Errorf("%s: preset is %s, want a declared preset (a stage preset's SPEC) or None", b.Name(), pv.Type())
 	}
-	if in.Sched, in.CUDA, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
+	if in.Sched, in.CUDA, _, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
 		return nil, nil, err
 	}
 	if len(in.Sched) > 0 {

@@ -60,12 +60,17 @@ type Capture struct {
 	lastAttr atomic.Pointer[engine.Attribution] // what the attribution module computed last
 	segments atomic.Bool                        // the attribution module places the states in time
 
+	bbOnce sync.Once // the black-box attribution (blackboxmod.go)
+	bb     *blackBox
+	bbErr  error
+
 	workersOnce sync.Once
 	workers     *engine.Workers
 	workersErr  error
 
 	lengthsMu sync.Mutex
 	lengths   map[string]*LengthSplit // LengthSplit, by LengthBuckets.String
+
 }
 
 type rowSet struct {

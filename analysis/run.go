@@ -48,6 +48,11 @@ type Options struct {
 	// LengthBuckets groups the requests by audio length for the buckets
 	// analysis; it is options["length_buckets"] ("auto" for the zero value).
 	LengthBuckets LengthBuckets
+	// MetricsMap is the path of a metrics map file for the server's own
+	// /metrics (docs/ANALYSIS.md, "The server's own /metrics"), tried
+	// before the built-in one; it is options["metrics_map"] ("" for the
+	// built-in map alone).
+	MetricsMap string
 	// Params add to or override entries of the `options` dict
 	// (alpha, knee_threshold, top...). Values are Go scalars.
 	Params map[string]any
@@ -207,6 +212,7 @@ func (s *Session) predeclared() starlark.StringDict {
 	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(0.10))
 	opts.SetKey(starlark.String("top"), starlark.MakeInt(5))
 	opts.SetKey(starlark.String("length_buckets"), starlark.String(s.opts.LengthBuckets.String()))
+	opts.SetKey(starlark.String("metrics_map"), starlark.String(s.opts.MetricsMap))
 	for _, k := range slices.Sorted(maps.Keys(s.opts.Params)) {
 		opts.SetKey(starlark.String(k), toValue(s.opts.Params[k]))
 	}
@@ -252,8 +258,9 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"time":     sltime.Module,
 		"json":     json.Module,
 
-		"attribution": attributionModule(), // attributionmod.go
-		"lengths":     lengthsModule(),     // lengthsmod.go
+		"attribution":   attributionModule(),   // attributionmod.go
+		"blackbox":      blackboxModule(),      // blackboxmod.go
+		"lengths":       lengthsModule(),       // lengthsmod.go
 	}
 }
 

@@ -157,9 +157,11 @@ func numbers(raw json.RawMessage) ([]float64, error) {
 	return out, nil
 }
 
-// ReadThreadBins reads the bundle's sched_bins.jsonl and cuda_bins.jsonl
-// (either may be absent: none), dropping a truncated last line.
-func ReadThreadBins(dir string) (sched, cuda []ThreadBins, err error) {
+// ReadThreadBins reads the bundle's per-thread time bins: sched_bins.jsonl
+// (eBPF), else proc_bins.jsonl (the proc probe's, unprivileged), and
+// cuda_bins.jsonl (any may be absent: none), dropping a truncated last
+// line. source is the file the thread bins came from ("" for none).
+func ReadThreadBins(dir string) (sched, cuda []ThreadBins, source string, err error) {
 	read := func(name string) ([]ThreadBins, error) {
 		var out []ThreadBins
 		_, err := bundle.ReadJSONL(filepath.Join(dir, name), func(l binsLine) error {
@@ -178,11 +180,17 @@ func ReadThreadBins(dir string) (sched, cuda []ThreadBins, err error) {
 		}
 		return out, err
 	}
-	if sched, err = read(SchedBinsFile); err != nil {
-		return nil, nil, err
+	for _, name := range []string{SchedBinsFile, bundle.ProcBinsFile} {
+		if sched, err = read(name); err != nil {
+			return nil, nil, "", err
+		}
+		if len(sched) > 0 {
+			source = name
+			break
+		}
 	}
 	cuda, err = read(CUDABinsFile)
-	return sched, cuda, err
+	return sched, cuda, source, err
 }
 
 // ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none).

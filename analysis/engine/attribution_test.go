@@ -70,7 +70,7 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 		t.Fatal(err)
 	}
 	rows := Derive(refserverPreset(), rc.N, nil, sp)
-	sched, cuda, err := ReadThreadBins(dir)
+	sched, cuda, _, err := ReadThreadBins(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +90,6 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	return r
 }
 
-func itoa(n int) string {
-	b := []byte{}
-	for {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		if n /= 10; n == 0 {
-			return string(b)
-		}
-	}
-}
 
 func stateIx(name string) int { return slices.Index(AttributionStates, name) }
 
@@ -451,7 +442,7 @@ func TestAttributionUnits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SchedBinsFile), []byte(good+`{"pid":1,"tid":3,"na`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sched, cuda, err := ReadThreadBins(dir)
+	sched, cuda, _, err := ReadThreadBins(dir)
 	if err != nil || len(sched) != 1 || cuda != nil || sched[0].TID != 2 || len(sched[0].OnCPUUs) != 2 {
 		t.Errorf("ReadThreadBins = %+v, %+v, %v", sched, cuda, err)
 	}

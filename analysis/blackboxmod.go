@@ -1,0 +1,171 @@
+package analysis
+
+import (
+	"slices"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// The blackbox module: where each request's client latency went, seen
+// from outside the server (analysis/engine.BlackBox; docs/ANALYSIS.md,
+// "Seen from outside"): the client's clock, the host's per-thread time
+// bins, CUDA synchronize time and NVML, no server telemetry.
+//
+//	load("blackbox", "levels", "requests", "info", "STATES")
+//	levels(capture)    # [struct(level, n, latency_mean_ms, states = {state: struct(share, mean_ms, p95_ms)},
+//	                   #         req_s, service_alone_ms, in_flight, parallelism, parallelism_min, parallelism_max, passes,
+//	                   #         groups = {size: count}, batch_share, batch_max, batch_mode, shape, shape_n,
+//	                   #         service_busy, gpu_busy (None without NVML), gpu, threads)]
+//	requests(capture)  # [struct(index, level, repeat, warmup, latency_ms, service_alone_ms, tid, ms = {state: ms})]
+//	info(capture)      # struct(solo, solo_level, bins, cuda, gpu): where the baselines and the bins came from
+func blackboxModule() *starlarkstruct.Module {
+	m := newModule("blackbox", "blackbox.", map[string]builtinFunc{"levels": blackboxLevels, "requests": blackboxRequests, "info": blackboxInfo})
+	m.Members["STATES"] = stringList(engine.BlackBoxStates)
+	return m
+}
+
+// blackBox is the capture's black-box attribution and what it stood on.
+type blackBox struct {
+	r         *engine.BlackBoxResult
+	bins      string // the thread bins' file ("" for none)
+	cuda, gpu bool
+}
+
+// soloLevel is the capture's closed-loop level of concurrency 1, or "".
+func soloLevel(c *Capture) string {
+	for _, l := range c.Bundle.Manifest.Levels {
+		if l.Concurrency == 1 && !l.Warmup {
+			return l.Level
+		}
+	}
+	return ""
+}
+
+// blackbox computes the capture's black-box attribution once.
+func (c *Capture) blackbox() (*blackBox, error) {
+	c.bbOnce.Do(func() {
+		c.bb, c.bbErr = c.computeBlackBox()
+	})
+	return c.bb, c.bbErr
+}
+
+func (c *Capture) computeBlackBox() (*blackBox, error) {
+	rc, err := c.Tables.RequestCols()
+	if err != nil {
+		return nil, err
+	}
+	reqs, err := c.Requests()
+	if err != nil {
+		return nil, err
+	}
+	in := engine.BlackBoxInput{Reqs: rc, Solo: soloLevel(c), SampleID: make([]string, len(reqs))}
+	for i := range reqs {
+		in.SampleID[i] = reqs[i].SampleID
+	}
+	out := &blackBox{}
+	if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
+		return nil, err
+	}
+	if in.GPU, err = engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile)); err != nil {
+		return nil, err
+	}
+	out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0
+	if in.Levels, err = runOrder(c); err != nil {
+		return nil, err
+	}
+	out.r = engine.BlackBox(in)
+	return out, nil
+}
+
+func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*Capture, *blackBox, error) {
+	var cv *captureValue
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv); err != nil {
+		return nil, nil, err
+	}
+	bb, err := cv.c.blackbox()
+	return cv.c, bb, err
+}
+
+// info(capture): solo ("level": each sample's service alone is its
+// median server time at solo_level; "quickest": no c=1 level, its
+// quickest server time in the capture), bins (the thread bins' file,
+// None without), cuda and gpu (whether synchronize time and NVML samples
+// were there).
+func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	_, bb, err := blackboxArgs(b, args, kw)
+	if err != nil {
+		return nil, err
+	}
+	var bins starlark.Value = starlark.None
+	if bb.bins != "" {
+		bins = starlark.String(bb.bins)
+	}
+	return structOf(starlark.StringDict{
+		"solo": starlark.String(bb.r.Solo), "solo_level": starlark.String(bb.r.SoloFrom),
+		"bins": bins, "cuda": starlark.Bool(bb.cuda), "gpu": starlark.Bool(bb.gpu),
+	}), nil
+}
+
+func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	_, bb, err := blackboxArgs(b, args, kw)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.NewList(valuesOf(bb.r.Levels, func(l engine.BlackBoxLevel) starlark.Value {
+		states := starlark.NewDict(engine.NumBBStates)
+		for s, name := range engine.BlackBoxStates {
+			st := l.States[s]
+			states.SetKey(starlark.String(name), structOf(starlark.StringDict{
+				"share": starlark.Float(st.Share), "mean_ms": starlark.Float(st.MeanMs), "p95_ms": starlark.Float(st.P95Ms),
+			}))
+		}
+		groups := starlark.NewDict(len(l.Groups.Sizes))
+		sizes := make([]int, 0, len(l.Groups.Sizes))
+		for k := range l.Groups.Sizes {
+			sizes = append(sizes, k)
+		}
+		slices.Sort(sizes)
+		for _, k := range sizes {
+			groups.SetKey(starlark.MakeInt(k), starlark.MakeInt(l.Groups.Sizes[k]))
+		}
+		var gpu starlark.Value = starlark.None
+		if l.GPUBusy >= 0 {
+			gpu = starlark.Float(l.GPUBusy)
+		}
+		return structOf(starlark.StringDict{
+			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "latency_mean_ms": starlark.Float(l.LatencyMeanMs),
+			"states": states, "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
+			"in_flight": starlark.Float(l.InFlight), "parallelism": starlark.Float(l.Parallelism),
+			"parallelism_min": starlark.Float(l.ParallelismMin), "parallelism_max": starlark.Float(l.ParallelismMax),
+			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare),
+			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode),
+			"shape": starlark.String(l.Shape), "shape_n": starlark.MakeInt(l.ShapeN),
+			"service_busy": starlark.Float(l.ServiceBusy), "gpu_busy": gpu, "gpu": starlark.MakeInt(l.GPU),
+			"threads": stringList(l.Threads),
+		})
+	})), nil
+}
+
+func blackboxRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	_, bb, err := blackboxArgs(b, args, kw)
+	if err != nil {
+		return nil, err
+	}
+	rs := bb.r.Requests
+	return &listView{typ: "blackbox_requests", n: len(rs), at: func(i int) starlark.Value {
+		r := &rs[i]
+		ms := starlark.NewDict(engine.NumBBStates)
+		for s, name := range engine.BlackBoxStates {
+			ms.SetKey(starlark.String(name), starlark.Float(1000*r.States[s]))
+		}
+		return structOf(starlark.StringDict{
+			"index": starlark.MakeInt(r.Index), "level": starlark.String(r.Level), "repeat": starlark.MakeInt(r.Repeat),
+			"warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
+			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": ms,
+		})
+	}}, nil
+}

@@ -1,0 +1,570 @@
+package engine
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace/columns"
+)
+
+// Black-box attribution: where each request's client latency went when the
+// server says nothing about its stages (no events, no spans). It stands on
+// what every capture has, the client's clock, and on what the host gives
+// without the server's help: per-thread time bins (the sched probe's with
+// eBPF, the proc probe's from /proc schedstat without root), time inside
+// CUDA synchronize calls, NVML. docs/ANALYSIS.md ("Seen from outside")
+// describes the rules.
+//
+// A request's latency splits into
+//   - upload: sent → the body sent in full (client's clock);
+//   - server time: upload done → the first byte of the answer;
+//   - response delivery: first byte → end.
+//
+// Server time splits into the sample's own service (its server time when
+// served alone: the median over the solo level's scored passes) and
+// waiting behind other requests (the rest). The service, placed at the end
+// of the server time (the request waits, then is served), splits by what
+// the server's busiest thread did over it: host work, GPU wait (inside a
+// CUDA synchronize), runnable (CPU contention), off-CPU (asleep: the
+// server is idle or waits on something the host does not see), or no
+// thread data where no bins cover it.
+
+// The black-box states, in the order the tables print them.
+const (
+	BBUpload   = "upload"
+	BBWait     = "waiting behind others"
+	BBHost     = "service: host work"
+	BBGPUWait  = "service: GPU wait"
+	BBRunnable = "service: runnable"
+	BBOffCPU   = "service: off-CPU"
+	BBNoThread = "service: no thread data"
+	BBDelivery = "response delivery"
+)
+
+// BlackBoxStates are the states in order; BlackBoxRequest.States and
+// BlackBoxLevel.States are indexed like it.
+var BlackBoxStates = []string{BBUpload, BBWait, BBHost, BBGPUWait, BBRunnable, BBOffCPU, BBNoThread, BBDelivery}
+
+const (
+	bUpload = iota
+	bWait
+	bHost
+	bGPUWait
+	bRunnable
+	bOffCPU
+	bNoThread
+	bDelivery
+	// NumBBStates is len(BlackBoxStates).
+	NumBBStates
+)
+
+// Defaults of BlackBoxInput.
+const (
+	// DefaultGroupGapMs: two answers whose first bytes lie this close are
+	// one group (a batch answered at once shows as one).
+	DefaultGroupGapMs = 5.0
+	// candidateThreads is how many of a pass's busiest threads are tried
+	// for each request's service.
+	candidateThreads = 8
+)
+
+// Shapes of a level's concurrency seen from outside (BlackBoxLevel.Shape).
+const (
+	ShapeNone   = ""        // nothing waited: no limit reached at this level
+	ShapeOne    = "one"     // one request in service at a time
+	ShapeAtMost = "at most" // at most N in service at once
+	ShapeBatch  = "batches" // batches of up to N, answered together
+)
+
+// Solo says where each sample's service alone came from.
+const (
+	SoloLevel   = "level"   // the solo level's scored passes (the sweep's c=1)
+	SoloQuickest = "quickest" // no solo level: the sample's quickest server time in the capture
+)
+
+// BlackBoxInput is what BlackBox reads.
+type BlackBoxInput struct {
+	Reqs *columns.RequestCols
+	// SampleID is each request's dataset sample (the same sample recurs
+	// at every level); requests without one are their own sample.
+	SampleID []string
+	// Levels is the order of the level rows.
+	Levels []string
+	// Solo is the level whose scored requests give each sample's service
+	// alone ("": none, then each sample's quickest server time).
+	Solo string
+	// Bins are per-thread time bins (sched_bins.jsonl, else
+	// proc_bins.jsonl), CUDA the synchronize time (cuda_bins.jsonl),
+	// GPU NVML's utilization samples; any may be empty.
+	Bins, CUDA []ThreadBins
+	GPU        []GPUSample
+	// GroupGapMs: answers this close are one group (0: DefaultGroupGapMs).
+	GroupGapMs float64
+}
+
+// BlackBoxRequest is one successful request seen from outside: States in
+// seconds, indexed as BlackBoxStates, adding up to LatencyS.
+type BlackBoxRequest struct {
+	Index    int
+	Level    string
+	Repeat   int
+	Warmup   bool
+	LatencyS float64
+	// ServiceAloneS is its sample's server time when served alone.
+	ServiceAloneS float64
+	States        [NumBBStates]float64
+	// TID is the thread whose bins split its service (0: none).
+	TID int64
+}
+
+// Groups is how a level's answers clustered in time: Sizes[k] groups of k
+// answers whose first bytes lay within the gap of each other; a group is a
+// batch when its members' own services differ (served apart, they would
+// not end together). BatchShare is the share of answers in batches,
+// BatchMax the largest batch.
+type Groups struct {
+	Sizes      map[int]int
+	BatchShare float64
+	BatchMax   int
+	BatchMode  int
+}
+
+// BlackBoxLevel is one level's black-box attribution over its measured
+// (non-warmup, successful) requests.
+type BlackBoxLevel struct {
+	Level         string
+	N             int
+	LatencyMeanMs float64
+	States        [NumBBStates]StateStat
+	// ReqPerS is the level's throughput (mean over its passes);
+	// ServiceAloneMs the mean service alone of its requests; InFlight the
+	// mean number of requests in the system (summed latency / wall).
+	ReqPerS, ServiceAloneMs, InFlight float64
+	// Parallelism is the server's effective parallelism by Little's law,
+	// throughput × service alone (mean over passes; Min and Max over
+	// them).
+	Parallelism, ParallelismMin, ParallelismMax float64
+	Passes                                      int
+	Groups                                      Groups
+	// Shape and ShapeN: the concurrency seen (ShapeNone when nothing
+	// waited).
+	Shape  string
+	ShapeN int
+	// ServiceBusy is the busiest thread's on-CPU share of the service
+	// (host work and GPU wait spun on a CPU); GPUBusy NVML's
+	// utilization over the service windows (-1: no samples), on GPU.
+	ServiceBusy float64
+	GPUBusy     float64
+	GPU         int
+	// Threads names the threads that served (by share of the service).
+	Threads []string
+}
+
+// BlackBoxResult is BlackBox's answer.
+type BlackBoxResult struct {
+	Solo     string // SoloLevel or SoloQuickest
+	SoloFrom string // the solo level, when Solo is SoloLevel
+	Requests []BlackBoxRequest
+	Levels   []BlackBoxLevel
+}
+
+type bbReq struct {
+	i          int
+	pass       int
+	server     int64 // server time (ns)
+	up, dl     int64 // upload and delivery (ns)
+	answer     int64 // first byte (unix ns; end without one)
+	sample     string
+	alone      int64
+	svcA, svcB int64
+}
+
+// BlackBox attributes every successful request's latency to the black-box
+// states, and infers each level's concurrency.
+func BlackBox(in BlackBoxInput) *BlackBoxResult {
+	rc := in.Reqs
+	n := rc.N
+	okCode := rc.Status.Code("ok")
+	has := func(xs []int64, i int) bool { return len(xs) == n && xs[i] > 0 }
+	out := &BlackBoxResult{}
+	// 1. Each request's three client phases.
+	passIx := map[bbPass]int{}
+	var passKeys []bbPass
+	var rs []bbReq
+	for i := 0; i < n; i++ {
+		if rc.Status.Codes[i] != okCode || rc.LatencyS[i] <= 0 {
+			continue
+		}
+		L := int64(math.Round(rc.LatencyS[i] * 1e9))
+		r := bbReq{i: i, server: L, answer: 0}
+		if has(rc.EndUnixNs, i) {
+			end := rc.EndUnixNs[i]
+			start := end - L
+			r.answer = end
+			up, fb := start, end
+			if has(rc.UploadDoneUnixNs, i) {
+				up = min(max(rc.UploadDoneUnixNs[i], start), end)
+			}
+			if has(rc.FirstByteUnixNs, i) {
+				fb = min(max(rc.FirstByteUnixNs[i], up), end)
+			}
+			r.up, r.dl, r.server, r.answer = up-start, end-fb, fb-up, fb
+		}
+		r.sample = "#" + itoa(i)
+		if i < len(in.SampleID) && in.SampleID[i] != "" {
+			r.sample = in.SampleID[i]
+		}
+		k := bbPass{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+		p, ok := passIx[k]
+		if !ok {
+			p = len(passKeys)
+			passIx[k] = p
+			passKeys = append(passKeys, k)
+		}
+		r.pass = p
+		rs = append(rs, r)
+	}
+	// 2. Each sample's service alone.
+	solo := map[string][]float64{}
+	quick := map[string]int64{}
+	for _, r := range rs {
+		if q, ok := quick[r.sample]; !ok || r.server < q {
+			quick[r.sample] = r.server
+		}
+		if in.Solo != "" && !rc.Warmup[r.i] && rc.Level.At(r.i) == in.Solo {
+			solo[r.sample] = append(solo[r.sample], float64(r.server))
+		}
+	}
+	out.Solo, out.SoloFrom = SoloQuickest, ""
+	if len(solo) > 0 {
+		out.Solo, out.SoloFrom = SoloLevel, in.Solo
+	}
+	alone := func(s string) int64 {
+		if xs, ok := solo[s]; ok {
+			return int64(stats.Percentile(xs, 50))
+		}
+		return quick[s]
+	}
+	for j := range rs {
+		r := &rs[j]
+		r.alone = alone(r.sample)
+		svc := min(r.alone, r.server)
+		r.svcA, r.svcB = r.answer-svc, r.answer
+	}
+	// 3. Threads: per pass, the busiest over its requests' services.
+	ths := threads(in.Bins, in.CUDA)
+	cands := make([][]*thread, len(passKeys))
+	if len(ths) > 0 {
+		svcs := make([][]interval, len(passKeys))
+		for _, r := range rs {
+			if r.answer > 0 && r.svcB > r.svcA {
+				svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
+			}
+		}
+		for p := range passKeys {
+			u := merge(svcs[p])
+			type tb struct {
+				th   *thread
+				busy float64
+			}
+			var all []tb
+			for _, th := range ths {
+				var b float64
+				for _, iv := range u {
+					s := th.integrate(iv.a, iv.b)
+					b += s.host + s.gpu + s.runq
+				}
+				if b > 0 {
+					all = append(all, tb{th, b})
+				}
+			}
+			slices.SortFunc(all, func(x, y tb) int { return cmp.Or(cmp.Compare(y.busy, x.busy), cmp.Compare(x.th.tid, y.th.tid)) })
+			for _, t := range all[:min(len(all), candidateThreads)] {
+				cands[p] = append(cands[p], t.th)
+			}
+			if len(cands[p]) == 0 && len(ths) > 0 {
+				// an idle server: its threads asleep through the service;
+				// any thread whose bins cover the pass tells that.
+				for _, th := range ths {
+					if s := th.integrate(u0(u), u1(u)); s.cov > 0 {
+						cands[p] = append(cands[p], th)
+						break
+					}
+				}
+			}
+		}
+	}
+	// 4. Every request's states.
+	out.Requests = make([]BlackBoxRequest, 0, len(rs))
+	for _, r := range rs {
+		q := BlackBoxRequest{Index: r.i, Level: rc.Level.At(r.i), Repeat: int(repeatOf(rc, r.i)), Warmup: rc.Warmup[r.i],
+			LatencyS: rc.LatencyS[r.i], ServiceAloneS: float64(r.alone) / 1e9}
+		svc := float64(r.svcB - r.svcA)
+		q.States[bUpload] = float64(r.up) / 1e9
+		q.States[bDelivery] = float64(r.dl) / 1e9
+		q.States[bWait] = float64(r.server-(r.svcB-r.svcA)) / 1e9
+		var best *thread
+		var bs split
+		bb := -1.0
+		for _, th := range cands[r.pass] {
+			s := th.integrate(r.svcA, r.svcB)
+			if v := s.host + s.gpu + s.runq; s.cov > 0 && v > bb {
+				best, bs, bb = th, s, v
+			}
+		}
+		if best == nil || svc <= 0 {
+			q.States[bNoThread] = svc / 1e9
+		} else {
+			q.TID = best.tid
+			host, gpu, runq := bs.host, bs.gpu, bs.runq
+			off := max(0, bs.cov-host-gpu-runq)
+			q.States[bHost] = host / 1e9
+			q.States[bGPUWait] = gpu / 1e9
+			q.States[bRunnable] = runq / 1e9
+			q.States[bOffCPU] = off / 1e9
+			q.States[bNoThread] = max(0, svc-bs.cov) / 1e9
+		}
+		out.Requests = append(out.Requests, q)
+	}
+	// 5. Per level.
+	gap := int64(cmp.Or(in.GroupGapMs, DefaultGroupGapMs) * 1e6)
+	names := map[int64]string{}
+	for _, th := range ths {
+		names[th.tid] = th.name
+	}
+	for _, lv := range in.Levels {
+		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names))
+	}
+	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
+	return out
+}
+
+func u0(u []interval) int64 {
+	if len(u) == 0 {
+		return 0
+	}
+	return u[0].a
+}
+
+func u1(u []interval) int64 {
+	if len(u) == 0 {
+		return 0
+	}
+	return u[len(u)-1].b
+}
+
+// bbPass is a pass: its level's code, repeat and whether a warmup.
+type bbPass struct {
+	level  int32
+	repeat int32
+	warmup bool
+}
+
+// bbLevel is level lv's row.
+func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string) BlackBoxLevel {
+	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
+	var lat float64
+	var sum [NumBBStates]float64
+	var vals [NumBBStates][]float64
+	type pacc struct {
+		n          int
+		lo, hi     int64
+		alone, lat float64
+		ends       []bbReq
+	}
+	per := map[int]*pacc{}
+	var svc []interval
+	byThread := map[int64]float64{}
+	var busy, svcTot float64
+	for j, r := range rs {
+		q := &qs[j]
+		if q.Level != lv || q.Warmup {
+			continue
+		}
+		l.N++
+		lat += q.LatencyS
+		for s := range sum {
+			sum[s] += q.States[s]
+			vals[s] = append(vals[s], 1000*q.States[s])
+		}
+		p := per[r.pass]
+		if p == nil {
+			p = &pacc{lo: math.MaxInt64, hi: math.MinInt64}
+			per[r.pass] = p
+		}
+		p.n++
+		p.alone += float64(r.alone) / 1e9
+		p.lat += q.LatencyS
+		if r.answer > 0 {
+			end := r.answer + r.dl
+			p.lo, p.hi = min(p.lo, end-int64(math.Round(q.LatencyS*1e9))), max(p.hi, end)
+			p.ends = append(p.ends, r)
+			if r.svcB > r.svcA {
+				svc = append(svc, interval{r.svcA, r.svcB})
+			}
+		}
+		d := q.States[bHost] + q.States[bGPUWait] + q.States[bRunnable] + q.States[bOffCPU] + q.States[bNoThread]
+		svcTot += d
+		busy += q.States[bHost] + q.States[bGPUWait]
+		if q.TID != 0 {
+			byThread[q.TID] += d
+		}
+	}
+	if l.N == 0 {
+		return l
+	}
+	l.LatencyMeanMs = 1000 * lat / float64(l.N)
+	for s := range sum {
+		if lat > 0 {
+			l.States[s].Share = sum[s] / lat
+		}
+		l.States[s].MeanMs, l.States[s].P95Ms = meanP95(vals[s])
+	}
+	if svcTot > 0 {
+		l.ServiceBusy = busy / svcTot
+	}
+	// Throughput and Little's law per pass.
+	var xs, ps, inflight, alones []float64
+	var batchReqs, grouped int
+	l.Groups.Sizes = map[int]int{}
+	batchSizes := map[int]int{}
+	for _, p := range per {
+		if p.hi <= p.lo || p.n == 0 {
+			continue
+		}
+		wall := float64(p.hi-p.lo) / 1e9
+		x := float64(p.n) / wall
+		s := p.alone / float64(p.n)
+		xs, ps = append(xs, x), append(ps, x*s)
+		inflight = append(inflight, p.lat/wall)
+		alones = append(alones, s)
+		// Groups of answers.
+		ends := p.ends
+		slices.SortFunc(ends, func(a, b bbReq) int { return cmp.Compare(a.answer, b.answer) })
+		for a := 0; a < len(ends); {
+			b := a + 1
+			for b < len(ends) && ends[b].answer-ends[b-1].answer <= gap {
+				b++
+			}
+			k := b - a
+			l.Groups.Sizes[k]++
+			grouped += k
+			if k >= 2 {
+				lo, hi := ends[a].alone, ends[a].alone
+				for _, e := range ends[a:b] {
+					lo, hi = min(lo, e.alone), max(hi, e.alone)
+				}
+				// served apart, members whose services differ by more
+				// than a few gaps and a tenth would not end together
+				if hi-lo > 3*gap && float64(hi-lo) > 0.1*float64(hi) {
+					batchReqs += k
+					batchSizes[k]++
+					l.Groups.BatchMax = max(l.Groups.BatchMax, k)
+				}
+			}
+			a = b
+		}
+	}
+	l.Passes = len(xs)
+	if len(xs) > 0 {
+		l.ReqPerS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
+		l.ParallelismMin, l.ParallelismMax = slices.Min(ps), slices.Max(ps)
+		l.InFlight = stats.Mean(inflight)
+		l.ServiceAloneMs = 1000 * stats.Mean(alones)
+	}
+	if grouped > 0 {
+		l.Groups.BatchShare = float64(batchReqs) / float64(grouped)
+	}
+	bm := 0
+	for k, c := range batchSizes {
+		if c > bm || c == bm && k > l.Groups.BatchMode {
+			l.Groups.BatchMode, bm = k, c
+		}
+	}
+	l.Shape, l.ShapeN = shapeOf(l)
+	// GPU busy over the services.
+	if len(in.GPU) > 0 && len(svc) > 0 {
+		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(svc))
+	}
+	tids := make([]int64, 0, len(byThread))
+	for t := range byThread {
+		tids = append(tids, t)
+	}
+	sort.Slice(tids, func(a, b int) bool { return byThread[tids[a]] > byThread[tids[b]] })
+	for _, t := range tids {
+		l.Threads = append(l.Threads, names[t]+" ("+itoa64(t)+")")
+	}
+	return l
+}
+
+// The rules that name a level's concurrency from outside
+// (docs/ANALYSIS.md, "Seen from outside").
+const (
+	// ShapeMinWait: below this share of latency spent waiting behind
+	// others, no limit was reached at the level.
+	ShapeMinWait = 0.1
+	// ShapeBatchShare: from this share of answers in batches (groups whose
+	// members' own services differ), the server batches.
+	ShapeBatchShare = 0.5
+	// ShapeOneMax: an effective parallelism below this is one at a time.
+	ShapeOneMax = 1.5
+)
+
+// shapeOf names a level's concurrency: batches where most answers came in
+// batches; else, where requests waited, one at a time or at most N by
+// Little's law.
+func shapeOf(l BlackBoxLevel) (string, int) {
+	switch {
+	case l.Groups.BatchShare >= ShapeBatchShare && l.Groups.BatchMax >= 2:
+		return ShapeBatch, l.Groups.BatchMax
+	case l.States[bWait].Share < ShapeMinWait || l.Parallelism <= 0:
+		return ShapeNone, 0
+	case l.Parallelism < ShapeOneMax:
+		return ShapeOne, 1
+	}
+	return ShapeAtMost, int(math.Round(l.Parallelism))
+}
+
+// gpuOver is the busiest GPU's mean NVML utilization (0..1) over the
+// samples whose periods end inside u (merged intervals; a window with no
+// sample takes the first after it).
+func gpuOver(samples []GPUSample, u []interval) (int, float64) {
+	byGPU := map[int][]GPUSample{}
+	for _, s := range samples {
+		byGPU[s.GPU] = append(byGPU[s.GPU], s)
+	}
+	best, bv := 0, -1.0
+	for g, ss := range byGPU {
+		slices.SortFunc(ss, func(a, b GPUSample) int { return cmp.Compare(a.TsUnixNs, b.TsUnixNs) })
+		var sum float64
+		var n int
+		for _, iv := range u {
+			i := sort.Search(len(ss), func(i int) bool { return ss[i].TsUnixNs > iv.a })
+			took := false
+			for ; i < len(ss) && ss[i].TsUnixNs <= iv.b; i++ {
+				sum += ss[i].UtilPct
+				n++
+				took = true
+			}
+			if !took && i < len(ss) {
+				sum += ss[i].UtilPct
+				n++
+			}
+		}
+		if n > 0 && (sum/float64(n) > bv || sum/float64(n) == bv && g < best) {
+			best, bv = g, sum/float64(n)
+		}
+	}
+	if bv < 0 {
+		return 0, -1
+	}
+	return best, bv / 100
+}
+
+func itoa(i int) string { return itoa64(int64(i)) }
+
+func itoa64(i int64) string { return strconv.FormatInt(i, 10) }
