@@ -18,7 +18,7 @@ import (
 //	load("blackbox", "levels", "requests", "info", "STATES")
 //	levels(capture)    # [struct(level, n, latency_mean_ms, states = {state: struct(share, mean_ms, p95_ms)},
 //	                   #         req_s, service_alone_ms, in_flight, parallelism, parallelism_min, parallelism_max, passes,
-//	                   #         groups = {size: count}, batch_share, batch_max, batch_mode, shape, shape_n,
+//	                   #         groups = {size: count}, grouped_share, batch_share, batch_max, batch_mode, shape, shape_n,
 //	                   #         service_busy, gpu_busy (None without NVML), gpu, threads)]
 //	requests(capture)  # [struct(index, level, repeat, warmup, latency_ms, service_alone_ms, tid, ms = {state: ms})]
 //	info(capture)      # struct(solo, solo_level, bins, cuda, gpu): where the baselines and the bins came from
@@ -141,7 +141,7 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 			"states": states, "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
 			"in_flight": starlark.Float(l.InFlight), "parallelism": starlark.Float(l.Parallelism),
 			"parallelism_min": starlark.Float(l.ParallelismMin), "parallelism_max": starlark.Float(l.ParallelismMax),
-			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare),
+			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
 			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode),
 			"shape": starlark.String(l.Shape), "shape_n": starlark.MakeInt(l.ShapeN),
 			"service_busy": starlark.Float(l.ServiceBusy), "gpu_busy": gpu, "gpu": starlark.MakeInt(l.GPU),

@@ -90,7 +90,6 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	return r
 }
 
-
 func stateIx(name string) int { return slices.Index(AttributionStates, name) }
 
 func (r *attrRun) level(t *testing.T, lv string) LevelStates {

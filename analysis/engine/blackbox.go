@@ -66,7 +66,7 @@ const (
 const (
 	// DefaultGroupGapMs: two answers whose first bytes lie this close are
 	// one group (a batch answered at once shows as one).
-	DefaultGroupGapMs = 5.0
+	DefaultGroupGapMs = 10.0
 	// candidateThreads is how many of a pass's busiest threads are tried
 	// for each request's service.
 	candidateThreads = 8
@@ -82,7 +82,7 @@ const (
 
 // Solo says where each sample's service alone came from.
 const (
-	SoloLevel   = "level"   // the solo level's scored passes (the sweep's c=1)
+	SoloLevel    = "level"    // the solo level's scored passes (the sweep's c=1)
 	SoloQuickest = "quickest" // no solo level: the sample's quickest server time in the capture
 )
 
@@ -122,15 +122,17 @@ type BlackBoxRequest struct {
 }
 
 // Groups is how a level's answers clustered in time: Sizes[k] groups of k
-// answers whose first bytes lay within the gap of each other; a group is a
-// batch when its members' own services differ (served apart, they would
-// not end together). BatchShare is the share of answers in batches,
-// BatchMax the largest batch.
+// answers whose first bytes lay within the gap of each other;
+// GroupedShare is the share of answers in groups of two or more. A group
+// is a batch when its members' own services differ by more than two gaps
+// (served apart, they would not end together). BatchShare is the share of
+// answers in batches, BatchMax the largest batch.
 type Groups struct {
-	Sizes      map[int]int
-	BatchShare float64
-	BatchMax   int
-	BatchMode  int
+	Sizes        map[int]int
+	GroupedShare float64
+	BatchShare   float64
+	BatchMax     int
+	BatchMode    int
 }
 
 // BlackBoxLevel is one level's black-box attribution over its measured
@@ -429,7 +431,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	// Throughput and Little's law per pass.
 	var xs, ps, inflight, alones []float64
-	var batchReqs, grouped int
+	var batchReqs, inGroups, grouped int
 	l.Groups.Sizes = map[int]int{}
 	batchSizes := map[int]int{}
 	for _, p := range per {
@@ -458,9 +460,10 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 				for _, e := range ends[a:b] {
 					lo, hi = min(lo, e.alone), max(hi, e.alone)
 				}
-				// served apart, members whose services differ by more
-				// than a few gaps and a tenth would not end together
-				if hi-lo > 3*gap && float64(hi-lo) > 0.1*float64(hi) {
+				inGroups += k
+				// served apart, members whose own services differ by
+				// more than two gaps would not end within one
+				if hi-lo > 2*gap {
 					batchReqs += k
 					batchSizes[k]++
 					l.Groups.BatchMax = max(l.Groups.BatchMax, k)
@@ -478,6 +481,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	if grouped > 0 {
 		l.Groups.BatchShare = float64(batchReqs) / float64(grouped)
+		l.Groups.GroupedShare = float64(inGroups) / float64(grouped)
 	}
 	bm := 0
 	for k, c := range batchSizes {
@@ -507,9 +511,12 @@ const (
 	// ShapeMinWait: below this share of latency spent waiting behind
 	// others, no limit was reached at the level.
 	ShapeMinWait = 0.1
-	// ShapeBatchShare: from this share of answers in batches (groups whose
-	// members' own services differ), the server batches.
-	ShapeBatchShare = 0.5
+	// The server batches when this share of its answers came in groups
+	// (ShapeGrouped) and this share in batches, groups whose members' own
+	// services differ (ShapeBatchShare): a server that runs requests
+	// apart ends them together only when their services match.
+	ShapeGrouped    = 0.5
+	ShapeBatchShare = 0.25
 	// ShapeOneMax: an effective parallelism below this is one at a time.
 	ShapeOneMax = 1.5
 )
@@ -519,7 +526,7 @@ const (
 // Little's law.
 func shapeOf(l BlackBoxLevel) (string, int) {
 	switch {
-	case l.Groups.BatchShare >= ShapeBatchShare && l.Groups.BatchMax >= 2:
+	case l.Groups.GroupedShare >= ShapeGrouped && l.Groups.BatchShare >= ShapeBatchShare && l.Groups.BatchMax >= 2:
 		return ShapeBatch, l.Groups.BatchMax
 	case l.States[bWait].Share < ShapeMinWait || l.Parallelism <= 0:
 		return ShapeNone, 0

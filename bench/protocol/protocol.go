@@ -204,10 +204,21 @@ func New(name string, opts Options) (Client, error) {
 // keeps unless told otherwise.
 const defaultConns = 64
 
-// newDialer is the transports' dialer: a 5 s timeout, 30 s keep-alive.
+// newDialer is the transports' dialer: a 5 s timeout, 30 s keep-alive,
+// and on Linux TCP_NOTSENT_LOWAT (sendLowat): a write returns once what
+// the kernel holds unsent is below it, so an upload is "done" when the
+// server's side has taken all but that much, not when the client's send
+// buffer (megabytes on loopback) swallowed the body. A server that reads
+// its uploads slowly then shows as upload time on the client's clock.
 func newDialer() *net.Dialer {
-	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: lowatControl}
 }
+
+// sendLowat is the unsent bytes a connection may hold before a write
+// blocks (TCP_NOTSENT_LOWAT): 16 KB, the value HTTP/2 servers use for
+// latency; throughput is kept by the in-flight window, which it does not
+// limit.
+const sendLowat = 16 << 10
 
 // NewTransport returns an HTTP/1.1 transport tuned for load generation:
 // up to maxConns idle keep-alive connections per host (64 if maxConns <= 0),
