@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/refserver/refservertest"
+)
+
+// testUser is an ordinary user (no capabilities) that a test runs asrprof
+// as, with its server: the way most users meet it, on a shared GPU host
+// or in a container.
+type testUser struct {
+	uid, gid int
+	bin      string // a copy of the test binary this user may run
+	root     string // a directory of its own
+}
+
+// testUserName is the user the test creates (useradd; once per machine).
+const testUserName = "asrprof-test"
+
+// newTestUser creates (once) the test user and readies a copy of the test
+// binary for it. Only root can: elsewhere the test is skipped, since the
+// ordinary user is then the one running the suite.
+func newTestUser(t *testing.T) *testUser {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("runs asrprof as another user: needs root (the suite already runs unprivileged here)")
+	}
+	u, err := user.Lookup(testUserName)
+	if err != nil {
+		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", testUserName).CombinedOutput()
+		if err != nil && !bytes.Contains(out, []byte("already exists")) {
+			need.Dep(t, "useradd (passwd)", errors.Join(err, errors.New(strings.TrimSpace(string(out)))))
+		}
+		if u, err = user.Lookup(testUserName); err != nil {
+			t.Fatalf("the test user %s: %v", testUserName, err)
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// not under t.TempDir(), whose parent only root may enter
+	root, err := os.MkdirTemp("", "asrprof-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	tu := &testUser{uid: uid, gid: gid, root: root}
+	if err := os.Chmod(tu.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tu.bin = filepath.Join(tu.root, "asrprof.test")
+	if err := copyFile(os.Args[0], tu.bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return tu
+}
+
+// dir makes a directory the user may write, under its root.
+func (u *testUser) dir(t *testing.T, name string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(u.root, name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.Chmod(d, 0o755), os.Chown(d, u.uid, u.gid)); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d, name)
+}
+
+// runCLI runs the test binary as asrprof, as the user.
+func (u *testUser) runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(u.bin, args...)
+	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1", "HOME="+u.root)
+	cmd.Dir = u.root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running asrprof as %s: %v", testUserName, err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Unprivileged and as root, side by side, on the same servers: the same
+// verdicts. As the ordinary user eBPF is refused, and the proc probe's
+// time bins (proc_bins.jsonl, /proc schedstat) split the service.
+func TestBlackBoxUnprivilegedAsRoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server per state, twice")
+	}
+	u := newTestUser(t)
+	ds := refservertest.Refset(t)
+	for _, tc := range []blackBoxCase{
+		{name: "host_serial", server: "--mode serial --work host " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound service"}},
+		{name: "cap2", server: "--mode cap --cap 2 --work sleep " + bbService, levels: "1,8",
+			want: map[string]string{"c1": "idle server", "c8": "at most 2 in service, its threads idle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rootDir := blackBoxCapture(t, tc, ds, nil)
+			userDir := blackBoxCapture(t, tc, ds, u)
+			// as root, auto starts the sched probe (eBPF), not proc
+			if _, err := os.Stat(filepath.Join(rootDir, "sched_bins.jsonl")); err != nil {
+				t.Errorf("as root: no sched_bins.jsonl: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(userDir, "sched_bins.jsonl")); err == nil {
+				t.Errorf("as %s the sched probe (eBPF) wrote its bins: the test did not run unprivileged", testUserName)
+			}
+			if _, err := os.Stat(filepath.Join(userDir, "proc_bins.jsonl")); err != nil {
+				t.Errorf("as %s: no proc_bins.jsonl: %v", testUserName, err)
+			}
+			r := checkVerdicts(t, rootDir, tc)
+			s := checkVerdicts(t, userDir, tc)
+			for lv := range tc.want {
+				if len(r[lv]) == 0 || len(s[lv]) == 0 || r[lv][0] != s[lv][0] {
+					t.Errorf("at %s root says %q, %s %q", lv, r[lv], testUserName, s[lv])
+				}
+			}
+		})
+	}
+}
