@@ -71,6 +71,7 @@ type Capture struct {
 	lengthsMu sync.Mutex
 	lengths   map[string]*LengthSplit // LengthSplit, by LengthBuckets.String
 
+	metrics metricsCache // ServerMetrics, by metrics map (servermetricsmod.go)
 }
 
 type rowSet struct {

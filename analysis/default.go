@@ -20,18 +20,32 @@ const DefaultTimeout = 30 * time.Second
 
 // DefaultScripts lists the analyses that `asrprof analyze DIR` runs without
 // script arguments: sweep; stages when the server left spans or events;
-// bottleneck; buckets (the results by audio length: Options.LengthBuckets,
-// which emits nothing when off); gpu and cpu when those probes ran.
-func DefaultScripts(c *Capture) []string {
+// metrics_stages when server_metrics.jsonl holds metrics of the built-in
+// metrics map (the server's own queue, prefill, decode... times: vLLM,
+// SGLang); bottleneck; buckets (the results by audio length:
+// Options.LengthBuckets, which emits nothing when off); gpu and cpu when
+// those probes ran.
+func DefaultScripts(c *Capture) []string { return DefaultScriptsFor(c, Options{}) }
+
+// DefaultScriptsFor is DefaultScripts under o: with o.MetricsMap (a
+// user's metrics map), metrics_stages is always among them, and says what
+// it found under that map.
+func DefaultScriptsFor(c *Capture, o Options) []string {
 	out := []string{"sweep"}
 	if c.hasServerTelemetry() {
 		out = append(out, "stages")
+	}
+	if o.MetricsMap != "" || c.hasServerMetrics() {
+		out = append(out, "metrics_stages")
 	}
 	if p, _ := c.Bundle.Manifest.Config["protocol"].(string); p == "funasr-ws" || p == "openai-realtime" {
 		out = append(out, "realtime")
 	}
 	if c.driverLagged() {
 		out = append(out, "driver") // before the diagnosis: the load generator may have set the pace
+	}
+	if !c.hasServerTelemetry() {
+		out = append(out, "blackbox") // what the diagnosis stands on, seen from outside
 	}
 	out = append(out, "bottleneck", "buckets")
 	if c.Bundle.Has(bundle.GPUFile) {
@@ -101,7 +115,7 @@ func DefaultTables(ctx context.Context, dir string, o Options, skip ...string) (
 	if err != nil {
 		return nil, err
 	}
-	names := slices.DeleteFunc(DefaultScripts(c), func(n string) bool { return slices.Contains(skip, n) })
+	names := slices.DeleteFunc(DefaultScriptsFor(c, o), func(n string) bool { return slices.Contains(skip, n) })
 	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
 	return RunScripts(ctx, NewSession(c, o), names)
 }

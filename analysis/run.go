@@ -261,6 +261,7 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"attribution":   attributionModule(),   // attributionmod.go
 		"blackbox":      blackboxModule(),      // blackboxmod.go
 		"lengths":       lengthsModule(),       // lengthsmod.go
+		"servermetrics": serverMetricsModule(), // servermetricsmod.go
 	}
 }
 

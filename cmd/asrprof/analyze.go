@@ -17,8 +17,13 @@ const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]
 Runs Starlark analyses over a capture bundle and prints their tables. NAME
 is a built-in analysis (see --list); SCRIPT is the path of your own .star
 file, which may load() files next to it and the built-ins. Without names it
-runs sweep, stages, bottleneck, buckets, and gpu and cpu when the capture
-has that data. docs/ANALYSIS.md explains the capture API.
+runs sweep, stages, bottleneck, buckets, and metrics_stages, gpu and cpu
+when the capture has that data. docs/ANALYSIS.md explains the capture API.
+
+metrics_stages reads the server's own Prometheus /metrics that the capture
+recorded (server_metrics.jsonl): its queue, prefill, decode... times per
+level, under vLLM's and SGLang's names; --metrics-map FILE names another
+server's metrics (docs/ANALYSIS.md, "The server's own /metrics").
 
 buckets splits the requests by the length of their audio (--length-buckets)
 and gives each bucket its own sweep, stage means, knee and recommended
@@ -84,6 +89,9 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	af.register(fs)
 	list := fs.Bool("list", false, "list the built-in analyses and exit")
 	lengths := lengthBucketsFlag(fs)
+	metricsMap := fs.String("metrics-map", "", "a JSON metrics map (`FILE`) naming which of the server's /metrics are its queue, prefill,\n"+
+		"decode... times and running and waiting gauges, tried before the built-in one (vLLM, SGLang);\n"+
+		"metrics_stages reads it (docs/ANALYSIS.md, \"The server's own /metrics\")")
 	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -112,11 +120,12 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	opts := analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb, MetricsMap: *metricsMap}
 	names := pos[1:]
 	if len(names) == 0 {
-		names = analysis.DefaultScripts(c)
+		names = analysis.DefaultScriptsFor(c, opts)
 	}
-	s := analysis.NewSession(c, analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb})
+	s := analysis.NewSession(c, opts)
 	tables, err := analysis.RunScripts(ctx, s, names)
 	return printTables(stdout, stderr, af.format, tables, err, c)
 }

@@ -73,14 +73,18 @@ type Config struct {
 	// vllm:num_requests_running (admitted, not yet answered) and
 	// vllm:num_requests_waiting (read, waiting for Capacity), the counter
 	// vllm:request_success_total{finished_reason="stop"} (answers with a
-	// transcript, counted before the answer is written), and the histogram
-	// vllm:e2e_request_latency_seconds of those answers. Without it
-	// /metrics is a 404.
+	// transcript, counted before the answer is written), and, of those
+	// answers, the histograms (MetricsBuckets)
+	// vllm:e2e_request_latency_seconds (arrival to answer),
+	// vllm:request_queue_time_seconds (arrival to admission: the wait for
+	// Capacity) and vllm:request_inference_time_seconds (admission to
+	// answer). Without it /metrics is a 404.
 	Metrics bool
 }
 
-// MetricsBuckets are the upper bounds of the fake server's
-// vllm:e2e_request_latency_seconds histogram.
+// MetricsBuckets are the upper bounds of the fake server's histograms
+// (vllm:e2e_request_latency_seconds, vllm:request_queue_time_seconds,
+// vllm:request_inference_time_seconds).
 var MetricsBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5}
 
 // Request is what the server received in one transcription request.
@@ -118,11 +122,12 @@ type Server struct {
 	reqs      []Request
 	active    int
 	maxActive int
-	waiting   int     // read, not yet admitted
-	succeeded int     // answered with a transcript
-	latSum    float64 // their seconds from arrival to answer
-	latCounts []int   // per MetricsBuckets, cumulative
-	scrapes   int     // GET /metrics served
+	waiting   int // read, not yet admitted
+	scrapes   int // GET /metrics served
+	succeeded int // answered with a transcript
+	// Their seconds from arrival to answer, arrival to admission and
+	// admission to answer (Config.Metrics).
+	e2e, queue, inference histogram
 }
 
 // NewServer starts a fake ASR server on the loopback interface, closed
@@ -154,7 +159,6 @@ func newServer(cfg Config) (*Server, http.Handler) {
 	})
 	mux.HandleFunc("GET /v1/models", s.models)
 	if cfg.Metrics {
-		s.latCounts = make([]int, len(MetricsBuckets))
 		mux.HandleFunc("GET /metrics", s.metrics)
 	}
 	return s, mux
@@ -209,31 +213,62 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(&b, "vllm:num_requests_waiting{%s} %d.0\n", lb, s.waiting)
 	head("request_success_total", "Count of successfully processed requests.", "counter")
 	fmt.Fprintf(&b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %d.0\n", lb, s.succeeded)
-	head("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "histogram")
-	for i, le := range MetricsBuckets {
-		fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%s,le=\"%g\"} %d.0\n", lb, le, s.latCounts[i])
+	for _, h := range []struct {
+		name, help string
+		h          *histogram
+	}{
+		{"e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &s.e2e},
+		{"request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &s.queue},
+		{"request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", &s.inference},
+	} {
+		head(h.name, h.help, "histogram")
+		for i, le := range MetricsBuckets {
+			n := 0
+			if h.h.counts != nil {
+				n = h.h.counts[i]
+			}
+			fmt.Fprintf(&b, "vllm:%s_bucket{%s,le=\"%g\"} %d.0\n", h.name, lb, le, n)
+		}
+		fmt.Fprintf(&b, "vllm:%s_bucket{%s,le=\"+Inf\"} %d.0\n", h.name, lb, h.h.n)
+		fmt.Fprintf(&b, "vllm:%s_count{%s} %d.0\n", h.name, lb, h.h.n)
+		fmt.Fprintf(&b, "vllm:%s_sum{%s} %g\n", h.name, lb, h.h.sum)
 	}
-	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%s,le=\"+Inf\"} %d.0\n", lb, s.succeeded)
-	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{%s} %d.0\n", lb, s.succeeded)
-	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{%s} %g\n", lb, s.latSum)
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = io.WriteString(w, b.String())
 }
 
-// succeed counts a request answered with a transcript, before the answer
-// is written.
-func (s *Server) succeed(arrived time.Time) {
-	lat := time.Since(arrived).Seconds()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.succeeded++
-	s.latSum += lat
+// histogram is a Prometheus histogram of seconds over MetricsBuckets.
+type histogram struct {
+	n      int
+	sum    float64
+	counts []int // per MetricsBuckets, cumulative
+}
+
+func (h *histogram) observe(v float64) {
+	if h.counts == nil {
+		h.counts = make([]int, len(MetricsBuckets))
+	}
+	h.n++
+	h.sum += v
 	for i, le := range MetricsBuckets {
-		if lat <= le && s.latCounts != nil {
-			s.latCounts[i]++
+		if v <= le {
+			h.counts[i]++
 		}
 	}
+}
+
+// succeed counts request idx answered with a transcript, before the
+// answer is written.
+func (s *Server) succeed(idx int) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &s.reqs[idx]
+	s.succeeded++
+	s.e2e.observe(now.Sub(r.Arrived).Seconds())
+	s.queue.observe(r.Admitted.Sub(r.Arrived).Seconds())
+	s.inference.observe(now.Sub(r.Admitted).Seconds())
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -345,7 +380,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	}
 	if rec.Stream {
 		if rec.Failure == None {
-			s.succeed(rec.Arrived)
+			s.succeed(idx)
 		}
 		s.stream(w, r, text, rec.Failure)
 		return
@@ -357,7 +392,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	case SSEError:
 		writeError(w, http.StatusInternalServerError, "injected error")
 	default:
-		s.succeed(rec.Arrived)
+		s.succeed(idx)
 		if rec.ResponseFormat == "text" {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = io.WriteString(w, text)

@@ -442,7 +442,8 @@ func TestFailureString(t *testing.T) {
 }
 
 // /metrics is served only with Config.Metrics, and says what the server
-// is doing: requests running and answered, and their latency histogram.
+// is doing: requests running and answered, and their latency, queue and
+// inference time histograms.
 func TestMetrics(t *testing.T) {
 	off := fakeasr.NewServer(t, fakeasr.Config{})
 	resp, err := http.Get(off.URL + "/metrics")
@@ -498,6 +499,16 @@ func TestMetrics(t *testing.T) {
 		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="fake-asr",le="5"} 2.0`,
 		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="fake-asr",le="+Inf"} 2.0`,
 		`vllm:e2e_request_latency_seconds_count{engine="0",model_name="fake-asr"} 2.0`,
+		// One request was admitted at once, the other waited for the
+		// first's 300 ms; each then ran for 300 ms.
+		"# TYPE vllm:request_queue_time_seconds histogram",
+		`vllm:request_queue_time_seconds_bucket{engine="0",model_name="fake-asr",le="0.1"} 1.0`,
+		`vllm:request_queue_time_seconds_bucket{engine="0",model_name="fake-asr",le="0.5"} 2.0`,
+		`vllm:request_queue_time_seconds_count{engine="0",model_name="fake-asr"} 2.0`,
+		"# TYPE vllm:request_inference_time_seconds histogram",
+		`vllm:request_inference_time_seconds_bucket{engine="0",model_name="fake-asr",le="0.1"} 0.0`,
+		`vllm:request_inference_time_seconds_bucket{engine="0",model_name="fake-asr",le="0.5"} 2.0`,
+		`vllm:request_inference_time_seconds_count{engine="0",model_name="fake-asr"} 2.0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)

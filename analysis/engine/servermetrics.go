@@ -1,0 +1,578 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/scripts"
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// The server's own /metrics as evidence (docs/ANALYSIS.md, "The server's
+// own /metrics"): server_metrics.jsonl, which the metrics probe writes
+// (model.ServerMetricsRecord), read under a metrics map that says which
+// of the server's metrics plays which role.
+
+// MetricsHistogramRoles are the roles of a server's request-time
+// histograms, in table order: queue (waiting before the model runs the
+// request), prefill, decode, inference (prefill and decode), e2e (arrival
+// to answer), ttft (time to the first token).
+var MetricsHistogramRoles = []string{"queue", "prefill", "decode", "inference", "e2e", "ttft"}
+
+// MetricsGaugeRoles are the roles of a server's gauges: the requests
+// running (in the model's batches) and waiting (queued).
+var MetricsGaugeRoles = []string{"running", "waiting"}
+
+// BuiltinMetricsMap is the built-in metrics map's path in package scripts'
+// files: vLLM's and SGLang's names.
+const BuiltinMetricsMap = "metrics/roles.json"
+
+// MetricsServer is one server's names in a metrics map.
+type MetricsServer struct {
+	// Server names the server ("vllm", "sglang"; "custom" when a user's map
+	// leaves it out).
+	Server string `json:"server"`
+	// Source says where the names were taken from (a file of the server's
+	// code, with its version).
+	Source string `json:"source,omitempty"`
+	// Unit of the histograms' observations: "s" (the default, as
+	// Prometheus' conventions want) or "ms".
+	Unit string `json:"unit,omitempty"`
+	// Histograms maps a role of MetricsHistogramRoles to the histogram's
+	// name (without _bucket, _sum or _count).
+	Histograms map[string]string `json:"histograms,omitempty"`
+	// Gauges maps a role of MetricsGaugeRoles to the gauge's name.
+	Gauges map[string]string `json:"gauges,omitempty"`
+
+	builtin bool // of the built-in map: tried after a user's servers
+}
+
+// MetricsMap is a metrics map file: servers, tried in order.
+type MetricsMap struct {
+	About   string          `json:"about,omitempty"`
+	Servers []MetricsServer `json:"servers"`
+}
+
+// scale is the seconds of one unit of the server's histograms.
+func (s *MetricsServer) scale() float64 {
+	if s.Unit == "ms" {
+		return 1e-3
+	}
+	return 1
+}
+
+// ParseMetricsMap reads a metrics map file's contents; name (the file)
+// starts every error, which names the field that is wrong.
+func ParseMetricsMap(name string, data []byte) (*MetricsMap, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("metrics map %s: %s", name, fmt.Sprintf(format, a...))
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	var m MetricsMap
+	if err := d.Decode(&m); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+			return nil, bad("line %d: %v", line, se)
+		case errors.As(err, &te):
+			return nil, bad("field %s: %s, want %s", te.Field, te.Value, te.Type)
+		}
+		return nil, bad("%v", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(m.Servers) == 0 {
+		return nil, bad(`field servers: no server (want [{"server": ..., "histograms": {role: name}, "gauges": {role: name}}])`)
+	}
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		at := fmt.Sprintf("servers[%d]", i)
+		s.Server = cmp.Or(strings.TrimSpace(s.Server), "custom")
+		switch s.Unit {
+		case "", "s", "seconds":
+			s.Unit = "s"
+		case "ms", "milliseconds":
+			s.Unit = "ms"
+		default:
+			return nil, bad("field %s.unit: %q, want s or ms", at, s.Unit)
+		}
+		if len(s.Histograms)+len(s.Gauges) == 0 {
+			return nil, bad("%s (%s): no histograms and no gauges", at, s.Server)
+		}
+		for _, kind := range []struct {
+			field string
+			names map[string]string
+			roles []string
+		}{{"histograms", s.Histograms, MetricsHistogramRoles}, {"gauges", s.Gauges, MetricsGaugeRoles}} {
+			for _, role := range slices.Sorted(maps.Keys(kind.names)) {
+				metric := kind.names[role]
+				switch {
+				case !slices.Contains(kind.roles, role):
+					return nil, bad("field %s.%s: unknown role %q (roles: %s)", at, kind.field, role, strings.Join(kind.roles, ", "))
+				case strings.TrimSpace(metric) == "":
+					return nil, bad("field %s.%s.%s: no metric name", at, kind.field, role)
+				case kind.field == "histograms" && hasHistogramSuffix(metric):
+					return nil, bad("field %s.%s.%s: %q: give the histogram's name, without _bucket, _sum or _count", at, kind.field, role, metric)
+				}
+			}
+		}
+	}
+	return &m, nil
+}
+
+func hasHistogramSuffix(name string) bool {
+	return strings.HasSuffix(name, "_bucket") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count")
+}
+
+// LoadMetricsMap returns the metrics map to read a bundle with: the
+// servers of the map file at path, then the built-in ones (which
+// ReadServerMetrics tries only when the file holds none of the user's
+// names); only the built-in ones when path is "".
+func LoadMetricsMap(path string) (*MetricsMap, error) {
+	data, err := fs.ReadFile(scripts.FS, BuiltinMetricsMap)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseMetricsMap("scripts/"+BuiltinMetricsMap, data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Servers {
+		m.Servers[i].builtin = true
+	}
+	if path == "" {
+		return m, nil
+	}
+	data, err = os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("metrics map: %w", err)
+	}
+	u, err := ParseMetricsMap(path, data)
+	if err != nil {
+		return nil, err
+	}
+	u.Servers = append(u.Servers, m.Servers...)
+	return u, nil
+}
+
+// HistStats is a histogram over a pass (or a level's passes): Count
+// observations, their mean (ΔSum/ΔCount) and the quantiles of the buckets'
+// increases (stats.BucketQuantile), in seconds; P50S and P95S are NaN
+// when the series has no buckets (a summary's _sum and _count).
+type HistStats struct {
+	Count, SumS, MeanS, P50S, P95S float64
+}
+
+// GaugeStats is a gauge over the Scrapes sent inside a pass (or a level's
+// passes): its mean and max, the label sets summed in each scrape.
+type GaugeStats struct {
+	Mean, Max float64
+	Scrapes   int
+}
+
+// MetricsPass is one pass's numbers of the server's roles: histogram
+// roles with observations in the pass, gauge roles with a scrape inside
+// it.
+type MetricsPass struct {
+	Level                  string
+	Repeat                 int
+	Warmup                 bool
+	StartUnixNs, EndUnixNs int64
+	// FromUnixNs and ToUnixNs are the scrapes that bracket the pass: the
+	// histograms' increases count from the first to the second.
+	FromUnixNs, ToUnixNs int64
+	Roles                map[string]HistStats
+	Gauges               map[string]GaugeStats
+}
+
+// MetricsLevel is a level's numbers over its scored passes: per histogram
+// role the observations of all of them (Count, SumS, MeanS = ΣSum/ΣCount)
+// and the mean of their quantiles weighted by their counts; per gauge role
+// the mean over all their scrapes and the max.
+type MetricsLevel struct {
+	Level  string
+	Passes int // scored passes of the level in the file
+	Roles  map[string]HistStats
+	Gauges map[string]GaugeStats
+}
+
+// ServerMetrics is what a bundle's server_metrics.jsonl says under a
+// metrics map.
+type ServerMetrics struct {
+	// File says whether the bundle has server_metrics.jsonl.
+	File bool
+	// Server is the map's server whose names the file holds most of (the
+	// first such; a user's server before the built-in ones); "" when it
+	// holds none. Source is its entry's source, Unit its unit.
+	Server, Source, Unit string
+	// Names maps each role of Server whose metric the file holds to that
+	// metric's name.
+	Names map[string]string
+	// Passes are the passes the probe summarised, in the order they began.
+	Passes []MetricsPass
+}
+
+// HasRoles reports whether the file holds a metric of the map.
+func (sm *ServerMetrics) HasRoles() bool { return sm != nil && len(sm.Names) > 0 }
+
+// gaugePoint is a gauge's value (its label sets summed) in one scrape.
+type gaugePoint struct {
+	ts int64
+	v  float64
+}
+
+// gaugeTrack follows gauges through the sample lines (written when a
+// series changed) and gives each its value in every scrape.
+type gaugeTrack struct {
+	names  map[string]bool
+	cur    map[string]map[string]float64 // name → label set → newest value
+	points map[string][]gaugePoint
+}
+
+func newGaugeTrack(names []string) *gaugeTrack {
+	g := &gaugeTrack{names: map[string]bool{}, cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
+	for _, n := range names {
+		g.names[n] = true
+	}
+	return g
+}
+
+// add takes one line of the file, in file order.
+func (g *gaugeTrack) add(r *model.ServerMetricsRecord) {
+	switch r.Kind {
+	case model.MetricsKindSample:
+		if !g.names[r.Name] || r.Value == nil {
+			return
+		}
+		m := g.cur[r.Name]
+		if m == nil {
+			m = map[string]float64{}
+			g.cur[r.Name] = m
+		}
+		m[labelKey(r.Labels)] = float64(*r.Value)
+	case model.MetricsKindScrape:
+		for name, m := range g.cur {
+			sum, n := 0.0, 0
+			for _, v := range m {
+				if !math.IsNaN(v) {
+					sum += v
+					n++
+				}
+			}
+			if n > 0 {
+				g.points[name] = append(g.points[name], gaugePoint{r.TsUnixNs, sum})
+			}
+		}
+	}
+}
+
+// labelKey is a label set as a string (its keys sorted).
+func labelKey(l map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(l[k])
+		b.WriteByte(1)
+	}
+	return b.String()
+}
+
+// gaugeOver is a gauge over the scrapes sent in [start, end]; false when
+// none was.
+func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
+	var g GaugeStats
+	sum := 0.0
+	for _, p := range pts {
+		if p.ts < start || p.ts > end {
+			continue
+		}
+		if g.Scrapes == 0 || p.v > g.Max {
+			g.Max = p.v
+		}
+		sum += p.v
+		g.Scrapes++
+	}
+	if g.Scrapes == 0 {
+		return g, false
+	}
+	g.Mean = sum / float64(g.Scrapes)
+	return g, true
+}
+
+// HistogramOver is the histogram name over one pass, from the pass's
+// period lines (recs; others are skipped): the increases of name_count,
+// name_sum and of each name_bucket (by le), each summed over the label
+// sets; observations are scaled to seconds by scale. False when the pass
+// had no observation.
+func HistogramOver(recs []model.ServerMetricsRecord, name string, scale float64) (HistStats, bool) {
+	var h HistStats
+	var count, sum, inf float64
+	hasCount, hasInf := false, false
+	byLe := map[float64]float64{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Kind != model.MetricsKindPeriod || r.Delta == nil || !strings.HasPrefix(r.Name, name) {
+			continue
+		}
+		d := float64(*r.Delta)
+		switch r.Name[len(name):] {
+		case "_count":
+			count += d
+			hasCount = true
+		case "_sum":
+			sum += d
+		case "_bucket":
+			le, err := parseLe(r.Labels["le"])
+			if err != nil {
+				continue
+			}
+			byLe[le] += d
+			if math.IsInf(le, 1) {
+				inf += d
+				hasInf = true
+			}
+		}
+	}
+	if !hasCount {
+		count = inf
+	}
+	if count <= 0 || !hasCount && !hasInf {
+		return h, false
+	}
+	h.Count = count
+	h.SumS = sum * scale
+	h.MeanS = h.SumS / count
+	bs := make([]stats.Bucket, 0, len(byLe))
+	for le, c := range byLe {
+		bs = append(bs, stats.Bucket{UpperBound: le * scale, Count: c})
+	}
+	h.P50S, h.P95S = stats.BucketQuantile(0.5, bs), stats.BucketQuantile(0.95, bs)
+	return h, true
+}
+
+// parseLe reads a bucket's le label ("0.5", "+Inf").
+func parseLe(s string) (float64, error) {
+	switch s {
+	case "+Inf", "Inf", "+inf", "inf":
+		return math.Inf(1), nil
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// metricsPassKey identifies a pass in the period lines.
+type metricsPassKey struct {
+	level      string
+	repeat     int
+	warmup     bool
+	start, end int64
+}
+
+// ReadServerMetrics reads the bundle file at path (server_metrics.jsonl)
+// under m: which server's names it holds, and each pass's numbers of that
+// server's roles. A missing file is no error: File is false.
+func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
+	sm := &ServerMetrics{File: true}
+	// What the map could ask for: the histograms' series and the gauges.
+	hist := map[string]bool{}
+	var gauges []string
+	for _, s := range m.Servers {
+		for _, n := range s.Histograms {
+			hist[n] = true
+		}
+		for _, n := range s.Gauges {
+			gauges = append(gauges, n)
+		}
+	}
+	seen := map[string]bool{} // the names the file holds (histograms by their family's name)
+	track := newGaugeTrack(gauges)
+	var order []metricsPassKey
+	periods := map[metricsPassKey][]model.ServerMetricsRecord{}
+	_, err := bundle.ReadJSONL(path, func(r model.ServerMetricsRecord) error {
+		name := r.Name
+		if base, ok := histogramFamily(name); ok && hist[base] {
+			name = base
+		}
+		seen[name] = true
+		switch r.Kind {
+		case model.MetricsKindPeriod:
+			k := metricsPassKey{r.Level, r.Repeat, r.Warmup, r.StartUnixNs, r.EndUnixNs}
+			if _, ok := periods[k]; !ok {
+				order = append(order, k)
+				periods[k] = nil
+			}
+			if name != r.Name { // a series of a histogram of the map
+				periods[k] = append(periods[k], r)
+			}
+		default:
+			track.add(&r)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ServerMetrics{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The server whose names the file holds most of: of the user's
+	// servers, else of the built-in ones.
+	best, bestN := -1, 0
+	for i, s := range m.Servers {
+		if s.builtin && best >= 0 {
+			break
+		}
+		n := 0
+		for _, name := range s.Histograms {
+			if seen[name] {
+				n++
+			}
+		}
+		for _, name := range s.Gauges {
+			if seen[name] {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	if best < 0 {
+		return sm, nil
+	}
+	srv := m.Servers[best]
+	sm.Server, sm.Source, sm.Unit, sm.Names = srv.Server, srv.Source, srv.Unit, map[string]string{}
+	for role, name := range srv.Histograms {
+		if seen[name] {
+			sm.Names[role] = name
+		}
+	}
+	for role, name := range srv.Gauges {
+		if seen[name] {
+			sm.Names[role] = name
+		}
+	}
+	slices.SortStableFunc(order, func(a, b metricsPassKey) int { return cmp.Compare(a.start, b.start) })
+	for _, k := range order {
+		p := MetricsPass{Level: k.level, Repeat: k.repeat, Warmup: k.warmup, StartUnixNs: k.start, EndUnixNs: k.end,
+			Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}}
+		recs := periods[k]
+		for _, r := range recs {
+			if p.FromUnixNs == 0 || r.FromUnixNs < p.FromUnixNs {
+				p.FromUnixNs = r.FromUnixNs
+			}
+			p.ToUnixNs = max(p.ToUnixNs, r.ToUnixNs)
+		}
+		for role, name := range srv.Histograms {
+			if h, ok := HistogramOver(recs, name, srv.scale()); ok {
+				p.Roles[role] = h
+			}
+		}
+		for role, name := range srv.Gauges {
+			if g, ok := gaugeOver(track.points[name], k.start, k.end); ok {
+				p.Gauges[role] = g
+			}
+		}
+		sm.Passes = append(sm.Passes, p)
+	}
+	return sm, nil
+}
+
+// histogramFamily returns the family of a histogram's series (name_bucket,
+// name_sum, name_count → name).
+func histogramFamily(name string) (string, bool) {
+	for _, suf := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suf); ok {
+			return base, true
+		}
+	}
+	return name, false
+}
+
+// Levels aggregates the scored passes per level: the levels of order
+// first, in that order, then any other in the order their passes began.
+func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
+	type acc struct {
+		lv     MetricsLevel
+		q50w   map[string]float64 // Σ count·p50 over the passes with a p50
+		q95w   map[string]float64
+		qw     map[string]float64 // Σ count of those passes
+		gsum   map[string]float64 // Σ mean·scrapes
+		passes int
+	}
+	var seen []string
+	by := map[string]*acc{}
+	for _, p := range sm.Passes {
+		if p.Warmup {
+			continue
+		}
+		a := by[p.Level]
+		if a == nil {
+			a = &acc{lv: MetricsLevel{Level: p.Level, Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}},
+				q50w: map[string]float64{}, q95w: map[string]float64{}, qw: map[string]float64{}, gsum: map[string]float64{}}
+			by[p.Level] = a
+			seen = append(seen, p.Level)
+		}
+		a.lv.Passes++
+		for role, h := range p.Roles {
+			l := a.lv.Roles[role]
+			l.Count += h.Count
+			l.SumS += h.SumS
+			a.lv.Roles[role] = l
+			if !math.IsNaN(h.P50S) && !math.IsNaN(h.P95S) {
+				a.q50w[role] += h.Count * h.P50S
+				a.q95w[role] += h.Count * h.P95S
+				a.qw[role] += h.Count
+			}
+		}
+		for role, g := range p.Gauges {
+			l, had := a.lv.Gauges[role]
+			if !had || g.Max > l.Max {
+				l.Max = g.Max
+			}
+			l.Scrapes += g.Scrapes
+			a.gsum[role] += g.Mean * float64(g.Scrapes)
+			a.lv.Gauges[role] = l
+		}
+	}
+	lvs := slices.Clone(order)
+	for _, lv := range seen {
+		if !slices.Contains(lvs, lv) {
+			lvs = append(lvs, lv)
+		}
+	}
+	var out []MetricsLevel
+	for _, lv := range lvs {
+		a := by[lv]
+		if a == nil {
+			continue
+		}
+		for role, h := range a.lv.Roles {
+			h.MeanS = h.SumS / h.Count
+			h.P50S, h.P95S = math.NaN(), math.NaN()
+			if w := a.qw[role]; w > 0 {
+				h.P50S, h.P95S = a.q50w[role]/w, a.q95w[role]/w
+			}
+			a.lv.Roles[role] = h
+		}
+		for role, g := range a.lv.Gauges {
+			g.Mean = a.gsum[role] / float64(g.Scrapes)
+			a.lv.Gauges[role] = g
+		}
+		out = append(out, a.lv)
+	}
+	return out
+}
