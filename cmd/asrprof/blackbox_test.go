@@ -40,6 +40,10 @@ func TestBlackBoxIdleServers(t *testing.T) {
 			want: map[string]string{"c1": "upload", "c4": "upload"}},
 		{name: "late_response", server: "--mode cap --cap 4 --work sleep --service-ms 30 --response-delay-ms 300", levels: "1,4",
 			want: map[string]string{"c1": "response delivery", "c4": "response delivery"}},
+		// vLLM's /metrics and nothing else: the queue wait named with
+		// the server's own mean
+		{name: "vllm_metrics", server: "--mode serial --work sleep --vllm-metrics " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "idle server", "c4": "queue wait ("}},
 		// two causes at once: a slow upload into a server that serves one
 		// at a time
 		{name: "upload_and_serial", server: "--mode serial --work sleep --service-ms 250 --upload-kbps 400", levels: "1,4",
