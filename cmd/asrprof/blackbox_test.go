@@ -167,3 +167,96 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 	}
 	return got
 }
+
+// agreeCase is a state of the reference server captured twice, with its
+// request-profile events and without any telemetry: the black box must
+// name the cause the events name, where the events add nothing it cannot
+// see (the stage-level detail aside: an admission cap reads as one
+// request at a time from outside).
+type agreeCase struct {
+	name, server, levels, level string
+	samples                     int
+	events                      string // the cause first with the events
+	blackbox                    string // the cause first without (a prefix)
+}
+
+// The same servers with and without their events: the verdicts agree.
+// The sleeping states run side by side, the CPU-bound ones in turn.
+func TestBlackBoxAgreesWithEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference server twice per state")
+	}
+	refservertest.RequirePocketSphinx(t)
+	ds := refservertest.Refset(t)
+	for _, group := range [][]agreeCase{
+		{
+			{name: "admission_cap", server: "--max-running-requests 1", levels: "1,4", level: "c4", samples: 6,
+				events: "admission cap", blackbox: "serves one request at a time"},
+			{name: "host_bound", server: "--max-running-requests 8 --host-step-ms 3", levels: "1", level: "c1", samples: 4,
+				events: "host-bound decode", blackbox: "host-bound"},
+		},
+		{
+			// Where the events add what the outside cannot see, the black
+			// box names what the outside sees. The reference server reads
+			// a "slow" upload from its own receive buffer, which took the
+			// whole body at once, and holds its whole answer, headers too,
+			// after the decode: on the client's clock both are server
+			// time, and the server's threads sleep through it (plainserver
+			// throttles the socket itself, and sends its first byte before
+			// the delay: TestBlackBoxIdleServers names those upload and
+			// response delivery).
+			{name: "upload", server: "--upload-kbps 80", levels: "1", level: "c1", samples: 4,
+				events: "upload", blackbox: "idle server"},
+			{name: "response_delivery", server: "--response-delay-ms 3000", levels: "1", level: "c1", samples: 3,
+				events: "response delivery", blackbox: "idle server"},
+			{name: "off_cpu", server: "--step-sleep-ms 150", levels: "1", level: "c1", samples: 2,
+				events: "serving thread off-CPU", blackbox: "idle server"},
+		},
+	} {
+		idle := group[0].name == "upload"
+		for _, tc := range group {
+			t.Run(tc.name, func(t *testing.T) {
+				if idle {
+					t.Parallel()
+				}
+				with := refserverCapture(t, ds, tc, true)
+				without := refserverCapture(t, ds, tc, false)
+				ev, evText := verdicts(t, with)
+				bb, bbText := verdicts(t, without)
+				if c := ev[tc.level]; len(c) == 0 || c[0] != tc.events {
+					t.Errorf("with events at %s: %q, want %q first\n%s", tc.level, c, tc.events, evText)
+				}
+				if c := bb[tc.level]; len(c) == 0 || !strings.HasPrefix(c[0], tc.blackbox) {
+					t.Errorf("without telemetry at %s: %q, want %q first (the events say %q)\n%s", tc.level, c, tc.blackbox, tc.events, bbText)
+				}
+			})
+		}
+	}
+}
+
+// refserverCapture captures the reference server in state tc, with its
+// request-profile events (--profile-url) or with none, and returns the
+// bundle.
+func refserverCapture(t *testing.T, ds string, tc agreeCase, events bool) string {
+	t.Helper()
+	port := fakeasr.FreePort(t)
+	out := filepath.Join(t.TempDir(), "b")
+	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
+	cmd := fmt.Sprintf("%s %s --port %d %s", refservertest.Python, script, port, tc.server)
+	if os.Geteuid() == 0 {
+		cmd = "nice -n -15 " + cmd // as diagnosis_test.go: the suite's load is no co-runner of the server's
+	}
+	target := fmt.Sprintf("http://127.0.0.1:%d", port)
+	args := []string{"capture", "--server-cmd", cmd, "--runs", "1", "--target", target,
+		"--dataset", ds, "--max-samples", fmt.Sprint(tc.samples), "--repeats", "1", "--concurrency", tc.levels,
+		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "300ms",
+		"--gpu-free-mib", "100000000", "--startup-timeout", "2m", "--timeout", "60s"}
+	if events {
+		args = append(args, "--profile-url", target)
+	}
+	code, stdout, stderr := runCLI(args...)
+	if code != exitOK && code != exitIncomplete {
+		t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return filepath.Join(out, "run-1")
+}
