@@ -64,3 +64,14 @@ func Attribution(ctx context.Context, s *Session) (*engine.Attribution, error) {
 	}
 	return a, nil
 }
+
+// BlackBox returns the capture's black-box attribution (the blackbox
+// module's: every successful request's latency seen from outside, its
+// states placed in time; docs/ANALYSIS.md "Seen from outside").
+func BlackBox(s *Session) (*engine.BlackBoxResult, error) {
+	bb, err := s.c.blackbox()
+	if err != nil {
+		return nil, err
+	}
+	return bb.r, nil
+}

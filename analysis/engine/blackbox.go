@@ -119,6 +119,11 @@ type BlackBoxRequest struct {
 	States        [NumBBStates]float64
 	// TID is the thread whose bins split its service (0: none).
 	TID int64
+	// Segments place the states in the request's time on the client's
+	// clock (Segment.State indexes BlackBoxStates): the upload, the wait,
+	// the service's parts laid in state order over it, the delivery. None
+	// without a client clock.
+	Segments []Segment
 }
 
 // Groups is how a level's answers clustered in time: Sizes[k] groups of k
@@ -329,6 +334,9 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			q.States[bRunnable] = runq / 1e9
 			q.States[bOffCPU] = off / 1e9
 			q.States[bNoThread] = max(0, svc-bs.cov) / 1e9
+		}
+		if r.answer > 0 {
+			q.Segments = bbSegments(&q, r)
 		}
 		out.Requests = append(out.Requests, q)
 	}
@@ -575,3 +583,23 @@ func gpuOver(samples []GPUSample, u []interval) (int, float64) {
 func itoa(i int) string { return itoa64(int64(i)) }
 
 func itoa64(i int64) string { return strconv.FormatInt(i, 10) }
+
+// bbSegments lays request q's states over its client window: upload,
+// wait, the service's parts in state order, delivery.
+func bbSegments(q *BlackBoxRequest, r bbReq) []Segment {
+	end := r.answer + r.dl
+	t := end - int64(math.Round(q.LatencyS*1e9))
+	out := make([]Segment, 0, 4)
+	for s := 0; s < NumBBStates; s++ {
+		d := int64(math.Round(q.States[s] * 1e9))
+		if d <= 0 {
+			continue
+		}
+		out = append(out, Segment{State: s, StartUnixNs: t, EndUnixNs: min(t+d, end)})
+		t += d
+	}
+	if n := len(out); n > 0 {
+		out[n-1].EndUnixNs = end // rounding: the last state ends with the request
+	}
+	return out
+}

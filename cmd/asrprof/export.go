@@ -163,13 +163,34 @@ func exportDerived(ctx context.Context, dir, stages string, n int) (derived, err
 	if err != nil {
 		return d, fmt.Errorf("computing where the time went: %w", err)
 	}
+	telemetry := false
 	for _, r := range a.Requests {
 		if r.Index >= n {
 			return d, fmt.Errorf("%s: the attribution names request %d of %d", dir, r.Index, n)
 		}
+		telemetry = telemetry || r.Telemetry
 		ss := make([]export.Stage, len(r.Segments))
 		for k, g := range r.Segments {
 			ss[k] = export.Stage{Name: engine.AttributionStates[g.State], StartUnixNs: g.StartUnixNs, EndUnixNs: g.EndUnixNs}
+		}
+		d.states[r.Index] = ss
+	}
+	if telemetry {
+		return d, nil
+	}
+	// No server telemetry: the states seen from outside, as the diagnosis
+	// does (docs/ANALYSIS.md, "Seen from outside").
+	bb, err := analysis.BlackBox(s)
+	if err != nil {
+		return d, fmt.Errorf("computing where the time went, seen from outside: %w", err)
+	}
+	for _, r := range bb.Requests {
+		if r.Index >= n {
+			return d, fmt.Errorf("%s: the black box names request %d of %d", dir, r.Index, n)
+		}
+		ss := make([]export.Stage, len(r.Segments))
+		for k, g := range r.Segments {
+			ss[k] = export.Stage{Name: engine.BlackBoxStates[g.State], StartUnixNs: g.StartUnixNs, EndUnixNs: g.EndUnixNs}
 		}
 		d.states[r.Index] = ss
 	}

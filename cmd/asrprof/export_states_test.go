@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/bundle"
@@ -283,5 +284,68 @@ func TestExportStages(t *testing.T) {
 	}
 	if code, _, errs := runCLI("export", dir, "--perfetto", "-", "--stages", "nope"); code != exitUsage || !strings.Contains(errs, `--stages "nope": want auto,`) {
 		t.Errorf("--stages nope: exit %d %s", code, errs)
+	}
+}
+
+// A server that sends nothing: the Perfetto export carries the states seen
+// from outside (upload, waiting behind others, the service, delivery),
+// and each request's states fill its latency.
+func TestExportPerfettoBlackBoxStates(t *testing.T) {
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 30 * time.Millisecond, Capacity: 1})
+	out := filepath.Join(t.TempDir(), "b")
+	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 6), "--concurrency", "1,3",
+		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none")
+	if code != exitOK {
+		t.Fatalf("capture: exit %d\n%s%s", code, stdout, stderr)
+	}
+	pf := filepath.Join(t.TempDir(), "p.json")
+	if code, stdout, stderr = runCLI("export", out, "--perfetto", pf); code != exitOK {
+		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	reqs, err := columns.ReadRequestsJSONL(filepath.Join(out, bundle.RequestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range engine.BlackBoxStates {
+		names[s] = true
+	}
+	perReq := map[string]float64{} // request id → µs of black-box states
+	seen := map[string]bool{}
+	var parents, states []traceEvent // each request's state parent (it names the request), its states
+	for _, e := range readTrace(t, pf) {
+		if e.Ph != "X" || e.Cat != export.CatState {
+			continue
+		}
+		if names[e.Name] {
+			seen[e.Name] = true
+			states = append(states, e)
+		} else if _, ok := e.Args["request_id"].(string); ok {
+			parents = append(parents, e)
+		}
+	}
+	for _, s := range states {
+		for _, p := range parents {
+			if p.PID == s.PID && p.TID == s.TID && s.TS >= p.TS-0.001 && s.TS+s.Dur <= p.TS+p.Dur+0.001 {
+				perReq[p.Args["request_id"].(string)] += s.Dur
+				break
+			}
+		}
+	}
+	for _, s := range []string{engine.BBWait, engine.BBNoThread} {
+		if !seen[s] {
+			t.Errorf("no %q slice in the export (states seen: %v)\n%s", s, seen, stdout)
+		}
+	}
+	if len(perReq) == 0 {
+		t.Fatalf("no state slice lies inside a request's slice")
+	}
+	for _, r := range reqs {
+		if r.Warmup || r.Status != "ok" {
+			continue
+		}
+		if got, want := perReq[r.RequestID], r.LatencyS*1e6; math.Abs(got-want) > 2 {
+			t.Errorf("request %s: its states take %.0f µs, its latency %.0f µs", r.RequestID, got, want)
+		}
 	}
 }
