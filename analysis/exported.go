@@ -69,7 +69,12 @@ func Attribution(ctx context.Context, s *Session) (*engine.Attribution, error) {
 // module's: every successful request's latency seen from outside, its
 // states placed in time; docs/ANALYSIS.md "Seen from outside").
 func BlackBox(s *Session) (*engine.BlackBoxResult, error) {
-	bb, err := s.c.blackbox()
+	return s.c.BlackBox()
+}
+
+// BlackBox returns the capture's black-box attribution, computed once.
+func (c *Capture) BlackBox() (*engine.BlackBoxResult, error) {
+	bb, err := c.blackbox()
 	if err != nil {
 		return nil, err
 	}

@@ -311,8 +311,14 @@ func (d *captureData) stagesSection(p *page) {
 
 // attributionSection draws the attribution table: per level, each
 // state's share of the summed latency as one 100 % bar.
+//
+// A capture without server telemetry draws the states seen from outside
+// (the blackbox table) instead: its attribution is all unattributed.
 func (d *captureData) attributionSection(p *page) {
-	t := d.tables["attribution"]
+	t, states, how := d.tables["attribution"], engine.AttributionStates, "attribution analysis; docs/ANALYSIS.md, \"Where the time went\""
+	if bb := d.tables["blackbox"]; bb != nil && len(bb.Rows) > 0 {
+		t, states, how = bb, engine.BlackBoxStates, "seen from outside: the blackbox analysis, the server sent no telemetry; docs/ANALYSIS.md, \"Seen from outside\""
+	}
 	if t == nil || len(t.Rows) == 0 {
 		return
 	}
@@ -327,7 +333,7 @@ func (d *captureData) attributionSection(p *page) {
 	}
 	var names, colors []string
 	pos := map[string]int{} // a state's index in names
-	for k, s := range engine.AttributionStates {
+	for k, s := range states {
 		if shown[s] {
 			pos[s] = len(names)
 			names, colors = append(names, s), append(colors, stateColor(k))
@@ -357,9 +363,13 @@ func (d *captureData) attributionSection(p *page) {
 	}
 	p.section("attribution", "Where the time went", "What was each request doing, millisecond by millisecond, at each level?")
 	p.wide("plot-attribution", "What share of the latency does each state take, per level?", stateBars("attribution", names, colors, bars),
-		"each level's measured requests: every millisecond of a request's client latency in one state, the shares of their summed latency (attribution analysis; docs/ANALYSIS.md, \"Where the time went\"); each request's own split is the first bar of its waterfall, in the same colours")
+		"each level's measured requests: every millisecond of a request's client latency in one state, the shares of their summed latency ("+how+"); each request's own split is the first bar of its waterfall, in the same colours")
 	p.table(t)
-	p.table(d.tables["attribution_thread"])
+	if t.Name == "blackbox" {
+		p.table(d.tables["blackbox_concurrency"])
+	} else {
+		p.table(d.tables["attribution_thread"])
+	}
 	p.end()
 }
 

@@ -59,6 +59,7 @@ type tlRequest struct {
 type statePart struct {
 	State    int
 	Off, Dur float64 // s from the request's start
+	name     string  // the state's name (its list: timeline.States)
 }
 
 // MarshalJSON writes a part as [state index, offset, duration].
@@ -201,7 +202,9 @@ func (d *captureData) timeline() (*timeline, error) {
 			return nil, err
 		}
 	}
-	d.sampleRequests(tl, reqs, sec, levelIx)
+	if err := d.sampleRequests(tl, reqs, sec, levelIx); err != nil {
+		return nil, err
+	}
 	return tl, nil
 }
 
@@ -412,7 +415,7 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 // MaxRequests evenly spaced plus each level's slowest) with their
 // waterfalls: the client's phases on its clock and the server's stages on
 // the server's, laid from the end of the upload.
-func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) {
+func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) error {
 	keep := make([]bool, len(reqs))
 	if len(reqs) <= MaxRequests {
 		for i := range keep {
@@ -467,16 +470,40 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		}
 	}
 	// Where each request's time went (the attribution), by request index.
+	// Without server telemetry, the states seen from outside (the
+	// attribution is then all unattributed).
 	states := map[int][]statePart{}
+	place := func(index int, segs []engine.Segment, names []string) {
+		if index >= len(reqs) || !keep[index] || len(segs) == 0 {
+			return
+		}
+		t0 := segs[0].StartUnixNs
+		for _, g := range segs {
+			states[index] = append(states[index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9, names[g.State]})
+		}
+	}
+	telemetry := false
 	if a := d.c.LastAttribution(); a != nil {
 		for _, rs := range a.Requests {
-			if rs.Index >= len(reqs) || !keep[rs.Index] || len(rs.Segments) == 0 {
-				continue
+			telemetry = telemetry || rs.Telemetry
+		}
+		for _, rs := range a.Requests {
+			if telemetry {
+				place(rs.Index, rs.Segments, engine.AttributionStates)
 			}
-			t0 := rs.Segments[0].StartUnixNs
-			for _, g := range rs.Segments {
-				states[rs.Index] = append(states[rs.Index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9})
-			}
+		}
+	}
+	if !telemetry {
+		bb, err := d.c.BlackBox()
+		if err != nil {
+			return err
+		}
+		for _, rs := range bb.Requests {
+			place(rs.Index, rs.Segments, engine.BlackBoxStates)
+		}
+		tl.States, tl.StateColors = engine.BlackBoxStates, tl.StateColors[:0]
+		for i := range tl.States {
+			tl.StateColors = append(tl.StateColors, stateColor(i))
 		}
 	}
 	var laneEnd []float64
@@ -510,6 +537,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		tl.Reqs = append(tl.Reqs, q)
 	}
 	tl.Lanes = max(len(laneEnd), 1)
+	return nil
 }
 
 // slowest returns, per level in order, the index in tl.Reqs of its slowest
@@ -647,7 +675,7 @@ func waterfallSVG(q tlRequest) string {
 		for _, p := range q.States {
 			c.f(`<rect class="state" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s ms from %s ms</title></rect>`,
 				num(xs.at(p.Off)), num(y+2), num(max(xs.at(p.Off+p.Dur)-xs.at(p.Off), 0.5)), num(rowH-5), stateColor(p.State),
-				esc(engine.AttributionStates[p.State]), val(p.Dur*1e3), val(p.Off*1e3))
+				esc(p.name), val(p.Dur*1e3), val(p.Off*1e3))
 		}
 		c.text(xs.at(q.Lat)+4, y+12, "start", "tick small", val(q.Lat*1e3)+" ms")
 		y += rowH

@@ -287,8 +287,8 @@ func TestExportStages(t *testing.T) {
 	}
 }
 
-// A server that sends nothing: the Perfetto export carries the states seen
-// from outside (upload, waiting behind others, the service, delivery),
+// A server that sends nothing: the report and the Perfetto export carry
+// the states seen from outside (upload, waiting behind others, the service, delivery),
 // and each request's states fill its latency.
 func TestExportPerfettoBlackBoxStates(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 30 * time.Millisecond, Capacity: 1})
@@ -297,6 +297,17 @@ func TestExportPerfettoBlackBoxStates(t *testing.T) {
 		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none")
 	if code != exitOK {
 		t.Fatalf("capture: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// the capture's report draws them too: the tables, and the states the
+	// waterfalls split each request into
+	html, err := os.ReadFile(filepath.Join(out, bundle.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`data-table="blackbox"`, `data-table="blackbox_concurrency"`, `"states":["upload","waiting behind others"`} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the report lacks %s", want)
+		}
 	}
 	pf := filepath.Join(t.TempDir(), "p.json")
 	if code, stdout, stderr = runCLI("export", out, "--perfetto", pf); code != exitOK {
