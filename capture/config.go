@@ -49,9 +49,13 @@ type Config struct {
 	Seed        uint64        `json:"seed"`
 	Repeats     int           `json:"repeats"`
 	Warmup      bool          `json:"warmup"`
-	MaxSamples  int           `json:"max_samples"`
-	Timeout     time.Duration `json:"timeout_s"`
-	Grace       time.Duration `json:"grace_s"`
+	// Solo adds a c=1 level before the others when the sweep has none:
+	// each sample's service alone, the baseline of the diagnosis seen
+	// from outside (docs/ANALYSIS.md, "Seen from outside").
+	Solo       bool          `json:"solo,omitempty"`
+	MaxSamples int           `json:"max_samples"`
+	Timeout    time.Duration `json:"timeout_s"`
+	Grace      time.Duration `json:"grace_s"`
 	// ReadyTimeout bounds the wait for a /health that answers but is not
 	// yet 200 (a server loading its model).
 	ReadyTimeout time.Duration `json:"ready_timeout_s"`
@@ -254,6 +258,9 @@ type SweepPoint struct {
 // Levels lists the sweep points in order: closed-loop levels, then open-loop ones.
 func (c *Config) Levels() []SweepPoint {
 	var out []SweepPoint
+	if c.SoloAdded() {
+		out = append(out, SweepPoint{Name: model.ConcurrencyLevel(1), Concurrency: 1})
+	}
 	for _, n := range c.Concurrency {
 		out = append(out, SweepPoint{Name: model.ConcurrencyLevel(n), Concurrency: n})
 	}
@@ -264,6 +271,15 @@ func (c *Config) Levels() []SweepPoint {
 		out = append(out, SweepPoint{Name: ReplayLevel}) // its rate comes with the trace (Session.passLevel)
 	}
 	return out
+}
+
+// SoloAdded reports whether Solo adds a c=1 level: asked for, a sweep of
+// levels (not a search, a proxy or a replay) and no c=1 among them.
+func (c *Config) SoloAdded() bool {
+	if !c.Solo || c.Search != nil || c.ReplayFile() != "" || len(c.Concurrency)+len(c.Rates) == 0 {
+		return false
+	}
+	return !slices.Contains(c.Concurrency, 1)
 }
 
 // ErrInvalidConfig wraps every error from Config.Validate.

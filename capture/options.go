@@ -75,6 +75,7 @@ func Options() []Option {
 		{Name: "rate", Group: groupLoad, Field: "Rates", Usage: "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5"},
 		{Name: "repeats", Group: groupLoad, Field: "Repeats", Usage: "scored passes over the dataset per level (`N`)"},
 		{Name: "warmup", Group: groupLoad, Field: "Warmup", Usage: "run one full unscored pass per level before the scored repeats"},
+		{Name: "solo", Group: groupLoad, Field: "Solo", Usage: "add a c=1 level first when the sweep has none: each sample's service alone, which the diagnosis\nof a server that sends no events or spans needs to tell its own service from waiting behind others"},
 		{Name: "arrivals", Group: groupLoad, Field: "Arrivals", Usage: "open-loop schedule: `poisson` or constant;\nreplay:FILE sends at the arrival times of a trace (JSONL or CSV: timestamp in ms as Mooncake's,\ntimestamp_ms or timestamp_s; sample_id or audio_duration_s picks the sample), one level named\nreplay, its times divided by --replay-speed (docs/REPLAY.md)"},
 		{Name: "seed", Group: groupLoad, Field: "Seed", Usage: "`N` seeding the Poisson schedule (same seed, same send times)"},
 		{Name: "pass-duration", Group: groupLoad, Field: "PassDuration", Usage: "send for `DURATION` a pass, cycling the dataset (0: every sample once); requests in flight\nthen finish. Closed loop: none is handed out after it; open loop: the schedule ends there"},

@@ -235,6 +235,9 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
 	levels := newLevelSource(cfg)
 	defer func() { s.search = levels.search }()
+	if cfg.SoloAdded() {
+		say("adding a c=1 level first (--solo): each sample's service alone, the baseline of the diagnosis seen from outside")
+	}
 	for {
 		lv, ok := levels.next()
 		if !ok {

@@ -21,6 +21,7 @@ type blackBoxCase struct {
 	rate                 bool
 	samples              int
 	want, also           map[string]string
+	extra                []string // more capture flags
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -44,6 +45,9 @@ func TestBlackBoxIdleServers(t *testing.T) {
 		// the server's own mean
 		{name: "vllm_metrics", server: "--mode serial --work sleep --vllm-metrics " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "idle server", "c4": "queue wait ("}},
+		// no c=1 in the sweep: --solo adds it, and the baseline is measured
+		{name: "serial_solo", server: "--mode serial --work sleep " + bbService, levels: "8", extra: []string{"--solo"},
+			want: map[string]string{"c1": "idle server", "c8": "serves one request at a time"}},
 		// two causes at once: a slow upload into a server that serves one
 		// at a time
 		{name: "upload_and_serial", server: "--mode serial --work sleep --service-ms 250 --upload-kbps 400", levels: "1,4",
@@ -117,6 +121,7 @@ func blackBoxCapture(t *testing.T, tc blackBoxCase, ds string, as *testUser) str
 		"--dataset", ds, "--max-samples", fmt.Sprint(samples), "--repeats", "2",
 		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off",
 		"--gpu-free-mib", "100000000", "--startup-timeout", "1m", "--timeout", "60s"}, load...)
+	args = append(args, tc.extra...)
 	var code int
 	var stdout, stderr string
 	if as != nil {

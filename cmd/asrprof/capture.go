@@ -258,8 +258,13 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 		return ""
 	}
 	var levels, from []string
-	if len(cfg.Concurrency) > 0 {
-		levels = append(levels, "c="+capture.IntList(cfg.Concurrency).String())
+	if len(cfg.Concurrency) > 0 || cfg.SoloAdded() {
+		cs := cfg.Concurrency
+		if cfg.SoloAdded() {
+			cs = append([]int{1}, cs...)
+			from = append(from, "c=1 added by --solo")
+		}
+		levels = append(levels, "c="+capture.IntList(cs).String())
 		switch {
 		case set["sessions"]:
 			from = append(from, "--sessions")
@@ -267,6 +272,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 			from = append(from, "--concurrency")
 		}
 	}
+
 	if len(cfg.Rates) > 0 {
 		levels = append(levels, "rate="+capture.FloatList(cfg.Rates).String()+"/s")
 		from = append(from, "--rate")
