@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"math"
+	"testing"
+
+	"github.com/asrprof/asrprof/trace/columns"
+)
+
+// bbReqs builds request columns from rows of (level, sample, start,
+// upload done, first byte, end) in ms from a base time; every request ok,
+// repeat 1.
+type bbRow struct {
+	level, sample         string
+	start, up, first, end float64
+}
+
+const bbBase = int64(1_700_000_000_000_000_000)
+
+func bbInput(rows []bbRow) BlackBoxInput {
+	n := len(rows)
+	lv, st := columns.Strings{}, columns.Strings{Dict: []string{"ok"}}
+	rc := &columns.RequestCols{N: n, Warmup: make([]bool, n), Repeat: make([]int32, n)}
+	ids := make([]string, n)
+	ms := func(x float64) int64 { return bbBase + int64(math.Round(x*1e6)) }
+	for i, r := range rows {
+		c := lv.Code(r.level)
+		if c < 0 {
+			c = int32(len(lv.Dict))
+			lv.Dict = append(lv.Dict, r.level)
+		}
+		lv.Codes = append(lv.Codes, c)
+		st.Codes = append(st.Codes, 0)
+		rc.Repeat[i] = 1
+		rc.LatencyS = append(rc.LatencyS, (r.end-r.start)/1e3)
+		rc.StartUnixNs = append(rc.StartUnixNs, ms(r.start))
+		rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, ms(r.up))
+		rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, ms(r.first))
+		rc.EndUnixNs = append(rc.EndUnixNs, ms(r.end))
+		ids[i] = r.sample
+	}
+	rc.Level, rc.Status = lv, st
+	return BlackBoxInput{Reqs: rc, SampleID: ids, Levels: lv.Dict, Solo: "c1"}
+}
+
+func bbNear(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.6g, want %.6g", what, got, want)
+	}
+}
+
+// A server that serves one request at a time: sample a takes 100 ms alone,
+// b 200 ms; at c=2 both arrive at once, b waits for a. Computed by hand.
+func TestBlackBoxSerial(t *testing.T) {
+	in := bbInput([]bbRow{
+		{"c1", "a", 0, 5, 105, 106},
+		{"c1", "b", 200, 205, 405, 406},
+		{"c2", "a", 1000, 1005, 1105, 1106},
+		{"c2", "b", 1000, 1005, 1305, 1306},
+	})
+	// one thread on a CPU from 1000 ms to 1400 ms, in 10 ms bins
+	on := make([]float64, 40)
+	for i := range on {
+		on[i] = 10_000
+	}
+	in.Bins = []ThreadBins{{Level: "c2", Repeat: 1, PID: 7, TID: 8, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: on, RunqUs: make([]float64, 40)}}
+	bb := BlackBox(in)
+	if bb.Solo != SoloLevel || bb.SoloFrom != "c1" {
+		t.Errorf("solo = %q from %q, want the c1 level", bb.Solo, bb.SoloFrom)
+	}
+	if len(bb.Requests) != 4 || len(bb.Levels) != 2 {
+		t.Fatalf("%d requests, %d levels; want 4, 2", len(bb.Requests), len(bb.Levels))
+	}
+	want := [][NumBBStates]float64{ // s: upload, wait, host, gpu, runq, off, none, delivery
+		2: {0.005, 0, 0.100, 0, 0, 0, 0, 0.001},
+		3: {0.005, 0.100, 0.200, 0, 0, 0, 0, 0.001},
+	}
+	for i := 2; i < 4; i++ {
+		q := bb.Requests[i]
+		sum := 0.0
+		for s := range q.States {
+			bbNear(t, "request "+itoa(i)+" "+BlackBoxStates[s], q.States[s], want[i][s], 1e-6)
+			sum += q.States[s]
+		}
+		bbNear(t, "request "+itoa(i)+" states' sum", sum, q.LatencyS, 1e-9)
+		if q.TID != 8 {
+			t.Errorf("request %d: service split by thread %d, want 8", i, q.TID)
+		}
+	}
+	// the c=1 requests have no bins: their service has no thread data
+	bbNear(t, "c1 request a: no thread data", bb.Requests[0].States[bNoThread], 0.100, 1e-6)
+	l := bb.Levels[1]
+	bbNear(t, "c2 wait share", l.States[bWait].Share, 0.100/0.412, 1e-6)
+	bbNear(t, "c2 throughput", l.ReqPerS, 2/0.306, 1e-6)
+	bbNear(t, "c2 parallelism", l.Parallelism, 2/0.306*0.150, 1e-6)
+	if l.Shape != ShapeOne || l.ShapeN != 1 {
+		t.Errorf("c2 shape %q %d, want one at a time", l.Shape, l.ShapeN)
+	}
+	bbNear(t, "c2 service busy", l.ServiceBusy, 1, 1e-9)
+	if bb.Levels[0].Shape != ShapeNone {
+		t.Errorf("c1 shape %q: nothing waited", bb.Levels[0].Shape)
+	}
+}
+
+// A batch of four whose members' own services differ (100–250 ms alone)
+// answered within 3 ms: batches of up to 4; each member waited for the
+// longest.
+func TestBlackBoxBatch(t *testing.T) {
+	rows := []bbRow{}
+	alone := map[string]float64{"a": 100, "b": 150, "c": 200, "d": 250}
+	t0 := 0.0
+	for _, s := range []string{"a", "b", "c", "d"} {
+		rows = append(rows, bbRow{"c1", s, t0, t0 + 5, t0 + 5 + alone[s], t0 + 6 + alone[s]})
+		t0 += 400
+	}
+	for k, s := range []string{"a", "b", "c", "d"} {
+		fb := 2255 + float64(k) // all four answered within 3 ms
+		rows = append(rows, bbRow{"c4", s, 2000, 2005, fb, fb + 1})
+	}
+	bb := BlackBox(bbInput(rows))
+	l := bb.Levels[1]
+	if l.Shape != ShapeBatch || l.ShapeN != 4 {
+		t.Errorf("c4 shape %q %d, want batches of up to 4 (groups %v)", l.Shape, l.ShapeN, l.Groups)
+	}
+	bbNear(t, "grouped share", l.Groups.GroupedShare, 1, 1e-9)
+	bbNear(t, "batch share", l.Groups.BatchShare, 1, 1e-9)
+	if l.Groups.Sizes[4] != 1 {
+		t.Errorf("group sizes %v, want one of 4", l.Groups.Sizes)
+	}
+	// a waited 250+0 − 100 = 150 ms, d 253 − 250 = 3 ms
+	bbNear(t, "a's wait", bb.Requests[4].States[bWait], 0.150, 1e-6)
+	bbNear(t, "d's wait", bb.Requests[7].States[bWait], 0.003, 1e-6)
+}
+
+// Equal services ending together are no batch: two workers that started
+// together (at most 2 in service) end together too.
+func TestBlackBoxEqualServicesNoBatch(t *testing.T) {
+	rows := []bbRow{{"c1", "a", 0, 5, 105, 106}, {"c1", "b", 200, 205, 305, 306}}
+	t0 := 1000.0
+	for k := 0; k < 4; k++ { // c=4, two at a time, 100 ms each: pairs end together
+		for _, s := range []string{"a", "b"} {
+			start := 1000.0
+			fb := t0 + 105
+			rows = append(rows, bbRow{"c4", s, start, start + 5, fb, fb + 1})
+		}
+		t0 += 100
+	}
+	bb := BlackBox(bbInput(rows))
+	l := bb.Levels[1]
+	if l.Shape == ShapeBatch {
+		t.Errorf("equal services ending in pairs read as batches (groups %+v)", l.Groups)
+	}
+	if l.Shape != ShapeAtMost || l.ShapeN != 2 {
+		t.Errorf("shape %q %d, want at most 2 (parallelism %.2f)", l.Shape, l.ShapeN, l.Parallelism)
+	}
+}
