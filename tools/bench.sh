@@ -116,6 +116,14 @@ echo "== cuda probe: a timed blocking call (probe/cuda BenchmarkSyncCost, 5 alte
 go test -run '^$' -bench 'BenchmarkSyncCost$' -benchtime 1x -v ./probe/cuda 2>&1 | grep -E 'pair [0-9]|BenchmarkSyncCost-|SKIP|FAIL'
 fi
 
+# --- The proc probe's time bins: the probe on a child of 50 sleeping
+# threads for 1 s a run, bins on against bins off (the anchor, same run).
+if want proc; then
+echo
+echo "== proc probe: time bins of 51 threads (probe/proc BenchmarkProbe50Threads, bins on vs off)"
+go test -run '^$' -bench 'Probe50Threads|Sweep50Threads' -benchtime 10x ./probe/proc/ 2>&1 | grep -E 'Benchmark|SKIP|FAIL'
+fi
+
 # --- Analysis: stages.star + sweep.star over 100k requests / 1M spans ------
 if want analysis; then
 echo

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,13 +29,21 @@ const DefaultHz = 10
 // on every architecture Linux ships).
 const userHZ = 100
 
-var _ probe.Probe = (*Probe)(nil)
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.Describer    = (*Probe)(nil)
+	_ probe.LossReporter = (*Probe)(nil)
+)
 
 // Config configures a Probe.
 type Config struct {
 	// Hz is how often threads are sampled between Begin and End (DefaultHz
 	// when zero). It also sets how often the process tree is refreshed.
 	Hz float64
+	// BinMs is the width of the per-thread time bins of BinsFile, in
+	// milliseconds (DefaultBinMs when zero): every thread's schedstat is
+	// read once a bin.
+	BinMs int
 }
 
 // Record is one line of sched.jsonl: one thread over one period.
@@ -98,6 +107,9 @@ type sample struct {
 	cpuNs  uint64
 	waitNs uint64
 	sw     Switches
+	// startTicks is when the thread started, in clock ticks (USER_HZ)
+	// since boot (stat field 22).
+	startTicks uint64
 }
 
 // readThread reads one thread's counters, using buf for the file
@@ -114,6 +126,7 @@ func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
 		return s, err
 	}
 	s.name = st.Comm
+	s.startTicks, _ = statStartTicks(string(b))
 	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
 	if useSchedstat {
 		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {
@@ -141,6 +154,8 @@ type Probe struct {
 	pids         []int     // the target's processes, as of treeAt
 	treeAt       time.Time // when pids was read
 	buf          []byte
+	bins         *binner        // the time bins' sampler; nil when schedstat is off
+	binsOff      string         // why there are no time bins, when bins is nil after Start
 	last         map[int]sample // latest sample of every thread seen since the last End
 	base         map[int]sample
 	baseAt       time.Time
@@ -151,6 +166,9 @@ type Probe struct {
 func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
+	}
+	if cfg.BinMs <= 0 {
+		cfg.BinMs = DefaultBinMs
 	}
 	p := &Probe{cfg: cfg}
 	p.loop = watch.NewLoop(&p.mu, time.Duration(float64(time.Second)/cfg.Hz), func() error {
@@ -163,9 +181,10 @@ func New(cfg Config) *Probe {
 // Name returns "proc".
 func (p *Probe) Name() string { return "proc" }
 
-// Start takes a first sample of t's threads and starts sampling. It
-// returns an error wrapping probe.ErrNotSupported when t.PID is 0 or /proc
-// is not mounted.
+// Start takes a first sample of t's threads and starts sampling: the
+// totals at Config.Hz and, where the kernel fills schedstat, the time bins
+// every Config.BinMs (Detail says which). It returns an error wrapping
+// probe.ErrNotSupported when t.PID is 0 or /proc is not mounted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
 	if t.PID <= 0 {
 		return fmt.Errorf("proc: no target pid: %w", probe.ErrNotSupported)
@@ -188,14 +207,27 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 			p.useSchedstat = true
 		}
 	}
+	p.bins, p.binsOff = nil, ""
+	if p.useSchedstat {
+		p.bins = newBinner(p.cfg.BinMs)
+	} else {
+		p.binsOff = "no time bins (" + BinsFile + "): schedstat reads zeros on this kernel (sched_info off)"
+	}
 	p.target, p.out = t, out
 	p.buf = make([]byte, 16<<10)
 	p.last = make(map[int]sample)
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
 	if err := ctx.Err(); err != nil {
+		if p.bins != nil {
+			_ = p.bins.close(context.Background()) // the fast loop is not running: closes the files only
+			p.bins = nil
+		}
 		return err
 	}
 	p.loop.Start()
+	if p.bins != nil {
+		p.bins.start()
+	}
 	return nil
 }
 
@@ -204,9 +236,11 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 const treeRefresh = 500 * time.Millisecond
 
 // sampleLocked reads every live thread of the target's tree (re-read first
-// when tree is set), stores the values in p.last and returns them. Threads
-// that vanish while it reads are skipped.
+// when tree is set), stores the values in p.last and returns them, and
+// hands the threads to the time bins' sampler. Threads that vanish while it
+// reads are skipped.
 func (p *Probe) sampleLocked(tree bool) map[int]sample {
+	listed := time.Now()
 	if tree || p.pids == nil {
 		p.pids = watch.Pids(p.target)
 		p.treeAt = time.Now()
@@ -222,15 +256,22 @@ func (p *Probe) sampleLocked(tree bool) map[int]sample {
 			p.last[tid] = s
 		}
 	}
+	if p.bins != nil {
+		p.bins.sync(now, listed)
+	}
 	return now
 }
 
-// Begin takes the baseline of the period.
+// Begin takes the baseline of the period and opens its time bins, from
+// per.StartUnixNs (now when zero).
 func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.loop.Running() {
 		return
+	}
+	if p.bins != nil {
+		p.bins.begin(cmp.Or(per.StartUnixNs, p.bins.now()))
 	}
 	p.last = make(map[int]sample) // forget threads that exited before the period
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
@@ -238,7 +279,8 @@ func (p *Probe) Begin(per probe.Period) {
 
 // End writes one Record per thread seen since Begin (including threads
 // that exited, with their last sampled values) and starts the next period
-// from here.
+// from here. Then, unless schedstat is off, it writes the period's time
+// bins (endBinsLocked), waiting up to one bin for the last to be over.
 func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -276,10 +318,43 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	}
 	p.last = maps.Clone(alive)
 	p.base, p.baseAt = alive, at // the next period starts here unless Begin says otherwise
-	return nil
+	if p.bins == nil {
+		return nil
+	}
+	return p.endBinsLocked(ctx, per)
 }
 
-// Stop ends sampling; it waits for the sampler until ctx is done.
+// Detail says whether the probe writes time bins, and if not, why.
+func (p *Probe) Detail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bins == nil {
+		return p.binsOff
+	}
+	return fmt.Sprintf("time bins of %d ms from schedstat (%s)", p.cfg.BinMs, BinsFile)
+}
+
+// Losses says how many thread samples the time bins lost to their bounds
+// since Start; "" when none.
+func (p *Probe) Losses() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bins == nil {
+		return ""
+	}
+	if n := p.bins.losses(); n > 0 {
+		return fmt.Sprintf("%d thread samples not binned in %s (over %d threads, %v a pass or %d threads sampled)",
+			n, BinsFile, MaxBinThreads, MaxPassDuration, MaxSampledThreads)
+	}
+	return ""
+}
+
+// Stop ends sampling; it waits for the samplers until ctx is done.
 func (p *Probe) Stop(ctx context.Context) error {
-	return p.loop.Close(ctx, "proc", nil)
+	return p.loop.Close(ctx, "proc", func() error {
+		if p.bins == nil {
+			return nil
+		}
+		return p.bins.close(ctx)
+	})
 }
