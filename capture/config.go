@@ -70,7 +70,8 @@ type Config struct {
 	PID    int     `json:"pid"`
 	ProcHz float64 `json:"proc_hz"`
 	CPUHz  int     `json:"cpu_hz"`
-	// CPUEngine is the cpu probe's engine: "auto" (""), "otel" or "fp".
+	// CPUEngine is the cpu probe's engine: "auto" (""), "otel", "fp" or
+	// "perf".
 	CPUEngine string `json:"cpu_engine"`
 	// BPFStats turns on the kernel's BPF run-time statistics for the
 	// capture, to measure and record the probes' in-kernel cost.
@@ -357,8 +358,8 @@ func (c *Config) validate() error {
 	if err := c.validateOutput(); err != nil {
 		return err
 	}
-	if !slices.Contains([]string{"", "auto", "otel", "fp"}, c.CPUEngine) {
-		return fmt.Errorf("--cpu-engine %q: want auto, otel or fp", c.CPUEngine)
+	if !slices.Contains([]string{"", "auto", "otel", "fp", "perf"}, c.CPUEngine) {
+		return fmt.Errorf("--cpu-engine %q: want auto, otel, fp or perf", c.CPUEngine)
 	}
 	if c.CPUHz < 0 || c.CPUHz > 10000 {
 		return fmt.Errorf("--cpu-hz %d: want 1 to 10000 samples per second (0: the default, 99)", c.CPUHz)

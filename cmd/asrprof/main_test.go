@@ -97,7 +97,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
 		{"bad flag", []string{"capture", "--nope"}, exitUsage, "nope"},
 		{"bad protocol", []string{"capture", "--target", srv.URL, "--dataset", ds, "--protocol", "grpc"}, exitUsage, "--protocol"},
-		{"bad cpu engine", []string{"capture", "--target", deadURL, "--dataset", ds, "--cpu-engine", "perf"}, exitUsage, `--cpu-engine "perf"`},
+		{"bad cpu engine", []string{"capture", "--target", deadURL, "--dataset", ds, "--cpu-engine", "bogus"}, exitUsage, `--cpu-engine "bogus"`},
 		{"missing dataset", []string{"capture", "--target", srv.URL, "--dataset", "/nonexistent/m.jsonl", "--out", t.TempDir() + "/x"}, exitUsage, "/nonexistent/m.jsonl"},
 		{"raw dir under a file", []string{"capture", "--target", srv.URL, "--dataset", ds, "--save-raw-dir", ds + "/raw", "--out", t.TempDir() + "/r"}, exitUsage, "--save-raw-dir"},
 		{"unreachable target", []string{"capture", "--target", deadURL, "--dataset", ds, "--out", t.TempDir() + "/y"}, exitUsage, "did not answer"},

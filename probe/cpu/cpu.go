@@ -39,8 +39,10 @@ type Config struct {
 	Refresh time.Duration
 	// Engine picks the engine when Adapter is nil: EngineOTel (the
 	// OpenTelemetry eBPF profiler, Python frames named), EngineFP (the
-	// frame-pointer sampler) or EngineAuto (""; OTel where this machine
-	// lets it start, else the frame-pointer sampler).
+	// frame-pointer sampler), EnginePerf (perf events without BPF, user
+	// stacks only; needs no root) or EngineAuto (""; OTel where this
+	// machine lets it start, else the frame-pointer sampler, else perf
+	// events).
 	Engine string
 	// Adapter, when set, is the engine that samples stacks (tests).
 	Adapter Adapter
@@ -149,17 +151,23 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	if p.loop.Running() {
 		return errors.New("cpu: already started")
 	}
-	eng, detail, err := p.startEngine(ctx)
+	eng, detail, bpfErr, err := p.startEngine(ctx)
 	if err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
-	if _, fp := eng.(*Sampler); fp {
+	switch eng.(type) {
+	case *Sampler, *Perf: // frame-pointer walks: Python functions only from a perf map
 		if h := perfSupportHint(t.PID); h != "" {
 			detail += "; " + h
 		}
 	}
 	p.eng, p.detail, p.target, p.out = eng, detail, t, out
 	if err := p.refreshLocked(); err != nil {
+		if bpfErr != nil && errors.Is(err, probe.ErrNotSupported) {
+			// Auto mode fell back to perf events, which may not sample
+			// the target either: say why nothing can.
+			err = fmt.Errorf("cpu: %w", cannotSample(bpfErr, err, os.Geteuid()))
+		}
 		return errors.Join(err, eng.Stop())
 	}
 	p.begin = time.Now()
@@ -168,25 +176,31 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 }
 
 // startEngine starts the engine Config asks for. In auto mode an OTel
-// engine that this machine does not allow is replaced by the
-// frame-pointer sampler, and the detail says why.
-func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
+// engine that does not start is replaced by the frame-pointer sampler,
+// and that, when it does not start either, by the perf engine; the
+// detail says why, and bpfErr is then the frame-pointer sampler's error.
+// When the perf engine cannot start either, the error says in one line
+// why nothing can sample (cannotSample).
+func (p *Probe) startEngine(ctx context.Context) (eng Adapter, detail string, bpfErr, err error) {
 	if a := p.cfg.Adapter; a != nil {
-		return a, "", a.Start(ctx, p.cfg.Hz)
+		return a, "", nil, a.Start(ctx, p.cfg.Hz)
 	}
 	switch p.cfg.Engine {
 	case EngineFP:
 		s := NewSampler()
-		return s, fpDetail, s.Start(ctx, p.cfg.Hz)
+		return s, fpDetail, nil, s.Start(ctx, p.cfg.Hz)
 	case EngineOTel:
 		o := NewOTel()
 		err := o.Start(ctx, p.cfg.Hz)
-		return o, otelDetail(o), err
+		return o, otelDetail(o), nil, err
+	case EnginePerf:
+		e := NewPerf()
+		return e, perfDetail, nil, e.Start(ctx, p.cfg.Hz)
 	case "", EngineAuto:
 		o := NewOTel()
 		oerr := o.Start(ctx, p.cfg.Hz)
 		if oerr == nil {
-			return o, otelDetail(o), nil
+			return o, otelDetail(o), nil, nil
 		}
 		// Any failure of the preferred engine falls back: the
 		// frame-pointer sampler still gives native stacks.
@@ -194,10 +208,25 @@ func (p *Probe) startEngine(ctx context.Context) (Adapter, string, error) {
 		if errors.Is(oerr, probe.ErrNotSupported) {
 			why = "not allowed here"
 		}
+		otelWhy := fmt.Sprintf("otel engine %s: %v", why, oerr)
 		s := NewSampler()
-		return s, fmt.Sprintf("%s; otel engine %s: %v", fpDetail, why, oerr), s.Start(ctx, p.cfg.Hz)
+		serr := s.Start(ctx, p.cfg.Hz)
+		if serr == nil {
+			return s, fpDetail + "; " + otelWhy, nil, nil
+		}
+		// Without eBPF (no root), perf events still give user stacks of
+		// our own processes.
+		why = "did not start"
+		if errors.Is(serr, probe.ErrNotSupported) {
+			why = "not allowed here"
+		}
+		e := NewPerf()
+		if perr := e.Start(ctx, p.cfg.Hz); perr != nil {
+			return nil, "", nil, cannotSample(serr, perr, os.Geteuid())
+		}
+		return e, fmt.Sprintf("%s; %s; fp engine %s: %v", perfDetail, otelWhy, why, serr), serr, nil
 	}
-	return nil, "", fmt.Errorf("unknown engine %q (want %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP)
+	return nil, "", nil, fmt.Errorf("unknown engine %q (want %s, %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP, EnginePerf)
 }
 
 // fpDetail is the frame-pointer sampler's line in Probe.Detail.
@@ -298,9 +327,13 @@ func (p *Probe) BPFCost() (time.Duration, uint64, error) {
 }
 
 // Losses says how many samples the frame-pointer engine lost or kept
-// without their user stack since Start; "" when none (or for the otel
+// without their user stack since Start, or what the perf engine could not
+// sample (samples lost, threads left out); "" when none (or for the otel
 // engine, which does not count them).
 func (p *Probe) Losses() string {
+	if msg, ok := p.engineLosses(); ok {
+		return msg
+	}
 	o, err := p.Overhead()
 	if err != nil || o.Lost+o.UserStacksLost == 0 {
 		return ""
@@ -314,6 +347,18 @@ func (p *Probe) Losses() string {
 			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
 	}
 	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
+}
+
+// engineLosses asks an engine that says its losses itself (the perf
+// engine).
+func (p *Probe) engineLosses() (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.eng.(interface{ Losses() string })
+	if !ok || !p.loop.Running() {
+		return "", false
+	}
+	return l.Losses(), true
 }
 
 // Overhead returns the engine's cost since Start when the engine reports

@@ -2,7 +2,7 @@
 // target's process tree, written as one pprof profile per period to
 // cpu/<level>-<repeat>.pb.gz (cpu/<level>-warmup.pb.gz for a warm-up).
 //
-// Two engines sit behind the Adapter seam; Config.Engine picks one:
+// Three engines sit behind the Adapter seam; Config.Engine picks one:
 //   - OTel (otel.go): the OpenTelemetry eBPF profiler used as a library.
 //     It names Python frames (function, file, line) and unwinds without
 //     frame pointers. It is the only file that imports the library, whose
@@ -10,9 +10,20 @@
 //     raised to unlimited (GPU hosts; not the CI sandbox).
 //   - Sampler (sampler.go): this package's own frame-pointer sampler,
 //     described below. It runs wherever eBPF is allowed.
+//   - Perf (perf.go): perf events without BPF, for an ordinary user
+//     (kernel.perf_event_paranoid ≤ 2) sampling their own processes: one
+//     task-clock event per thread of the target tree (at most
+//     DefaultMaxThreads), user mode only, the kernel walking the user
+//     stack by frame pointers into a ring buffer per thread that Perf
+//     drains every 100 ms. Its stacks are symbolized and written as the
+//     Sampler's are (the same symbolizer and BuildProfile), without
+//     kernel frames; time a thread spends in the kernel is not sampled.
 //
-// EngineAuto (the default) starts OTel and falls back to the Sampler when
-// OTel cannot start; Probe.Detail says which runs and why.
+// EngineAuto (the default) starts OTel, falls back to the Sampler when
+// OTel cannot start, and to Perf when the Sampler cannot (no root);
+// Probe.Detail says which runs and why. When Perf cannot sample either,
+// Start's error (wrapping probe.ErrNotSupported) says in one line why
+// nothing can.
 //
 // How the frame-pointer sampler works: one perf event per online CPU
 // (PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK, sample_freq Config.Hz,
@@ -56,9 +67,10 @@
 // 1/Hz), string labels pid, tid, thread (the comm when sampled) and level
 // on every sample; readable by go tool pprof.
 //
-// Permissions: root (CAP_BPF, CAP_PERFMON) and perf events. Start returns
-// an error wrapping probe.ErrNotSupported when loading or attaching is
-// refused.
+// Permissions: root (CAP_BPF, CAP_PERFMON) and perf events; the perf
+// engine needs neither, only kernel.perf_event_paranoid ≤ 2 and a target
+// of the same user. Start returns an error wrapping probe.ErrNotSupported
+// when loading or attaching is refused.
 //
 // Cost: the program runs on every CPU-clock tick of every CPU (Hz × CPUs
 // runs per second, whatever the target does) and does a stack walk for

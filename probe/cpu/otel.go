@@ -35,9 +35,10 @@ import (
 
 // Engine names, as Probe.Engine reports them and --cpu-engine takes them.
 const (
-	EngineAuto = "auto" // OTel where it starts, else the frame-pointer sampler
+	EngineAuto = "auto" // OTel where it starts, else the frame-pointer sampler, else perf events
 	EngineOTel = "otel"
 	EngineFP   = "fp"
+	EnginePerf = "perf" // unprivileged perf events, user stacks only (perf.go)
 )
 
 // PythonFile is the mapping name of interpreted Python frames in the

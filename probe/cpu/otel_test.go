@@ -302,7 +302,7 @@ func TestAutoEngine(t *testing.T) {
 	if need.OnDevice() && !strings.HasPrefix(d, "engine otel") {
 		t.Errorf("%s=1 (the GPU host, under ulimit -l unlimited): auto picked %q, want engine otel", need.DeviceEnv, d)
 	}
-	if err := New(Config{Engine: "perf"}).Start(context.Background(), probe.Target{PID: os.Getpid()}, &probetest.Sink{}); err == nil || !strings.Contains(err.Error(), `unknown engine "perf"`) {
+	if err := New(Config{Engine: "bogus"}).Start(context.Background(), probe.Target{PID: os.Getpid()}, &probetest.Sink{}); err == nil || !strings.Contains(err.Error(), `unknown engine "bogus"`) {
 		t.Errorf("unknown engine: %v", err)
 	}
 }

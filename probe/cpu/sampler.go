@@ -246,10 +246,7 @@ func (s *Sampler) Collect(ctx context.Context) ([]Stack, error) {
 			break
 		}
 		pid := int(k.Tgid)
-		if !seen[pid] {
-			seen[pid] = true
-			s.sym.refreshMaps(pid)
-		}
+		s.sym.refreshOnce(seen, pid)
 		st := Stack{PID: pid, TID: int(k.Tid), Comm: bpf.Comm(k.Comm[:]), Count: n}
 		if addrs, ok := readStack(k.KernelStack); ok {
 			st.Frames = append(st.Frames, s.sym.kernelFrames(addrs)...)
@@ -264,11 +261,7 @@ func (s *Sampler) Collect(ctx context.Context) ([]Stack, error) {
 		out = append(out, st)
 	}
 	err = errors.Join(err, clearStacks(stacks))
-	for pid := range s.sym.maps {
-		if !s.pids[pid] && !seen[pid] {
-			s.sym.forget(pid)
-		}
-	}
+	s.sym.forgetUnless(s.pids, seen)
 	return out, err
 }
 

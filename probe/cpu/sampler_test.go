@@ -54,8 +54,10 @@ func runHotIfChild() {
 	if os.Getenv(hotEnv) != "1" {
 		return
 	}
-	tids := make(chan int, 2)
+	tids := make(map[string]chan int)
 	thread := func(name string, f func()) {
+		tid := make(chan int, 1)
+		tids[name] = tid
 		go func() {
 			runtime.LockOSThread()
 			b := append([]byte(name), 0)
@@ -63,7 +65,7 @@ func runHotIfChild() {
 				fmt.Fprintln(os.Stderr, "prctl:", err)
 				os.Exit(1)
 			}
-			tids <- unix.Gettid()
+			tid <- unix.Gettid()
 			f()
 		}()
 	}
@@ -78,7 +80,7 @@ func runHotIfChild() {
 			_, _ = unix.Read(fd, buf)
 		}
 	})
-	fmt.Printf("hot=%d sys=%d\n", <-tids, <-tids)
+	fmt.Printf("hot=%d sys=%d\n", <-tids[hotThread], <-tids[sysThread])
 	done := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)

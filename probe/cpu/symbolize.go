@@ -273,6 +273,26 @@ func (s *symbolizer) refreshMaps(pid int) {
 // forget drops the cached maps of pid.
 func (s *symbolizer) forget(pid int) { delete(s.maps, pid); delete(s.perf, pid) }
 
+// refreshOnce re-reads pid's memory map the first time one collection of
+// samples meets pid (seen records it), so that libraries mapped since the
+// last refresh are named.
+func (s *symbolizer) refreshOnce(seen map[int]bool, pid int) {
+	if !seen[pid] {
+		seen[pid] = true
+		s.refreshMaps(pid)
+	}
+}
+
+// forgetUnless drops the cached maps of the processes that are neither
+// watched nor were seen in the collection just made.
+func (s *symbolizer) forgetUnless(watched, seen map[int]bool) {
+	for pid := range s.maps {
+		if !watched[pid] && !seen[pid] {
+			s.forget(pid)
+		}
+	}
+}
+
 // user symbolizes the user stack addrs (leaf first) of process pid.
 func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 	ms := s.maps[pid]

@@ -527,6 +527,11 @@ func decideCPUEngine(f Facts) Finding {
 		fd.Detail = "otel (OpenTelemetry eBPF profiler) starts here: Python frames named with file and line"
 		return fd
 	}
+	if f.BPFLoadErr != nil && f.PerfOpenErr == nil {
+		fd.Detail = "perf (perf events, unprivileged: the user's own server's user-space stacks); eBPF cannot load: " + errText(f.BPFLoadErr)
+		fd.Fix = "for kernel frames and Python frames, run asrprof as root (or with CAP_BPF+CAP_PERFMON)"
+		return fd
+	}
 	fd.Detail = "fp (frame-pointer sampler); the otel engine cannot start: " + errText(f.OTelErr)
 	fd.Fix = "for Python frames, raise the memlock limit ('ulimit -l unlimited' in the shell that runs asrprof, or CAP_SYS_RESOURCE), " +
 		"or start a CPython >= 3.12 server with PYTHONPERFSUPPORT=1 for the fp engine to name its functions"
