@@ -128,6 +128,9 @@ type probeSet struct {
 	idle  map[string][]string
 	pid   int
 	cpuAt float64
+	// threadsAt is each thread's CPU time at the pass's start, when a
+	// probe samples per thread (probe.PerThreadActivity); nil otherwise.
+	threadsAt map[int]float64
 
 	// With --bpf-stats: the statistics switch, and when and from what the
 	// probes' BPF costs are counted.
@@ -333,10 +336,13 @@ func (s *probeSet) periodCount(pr probe.Probe) uint64 {
 const idleCPU = 0.030
 
 func (s *probeSet) begin(p probe.Period) {
-	s.cpuAt = -1
+	s.cpuAt, s.threadsAt = -1, nil
 	for _, pr := range s.running {
 		if _, ok := pr.(probe.ActivityDriven); ok && s.pid > 0 && s.cpuAt < 0 {
 			s.cpuAt = cpulimit.TreeCPUSeconds(s.pid)
+		}
+		if pt, ok := pr.(probe.PerThreadActivity); ok && s.pid > 0 && s.threadsAt == nil && pt.PerThreadActivity() {
+			s.threadsAt = cpulimit.ThreadCPUSeconds(s.pid)
 		}
 	}
 	for _, pr := range s.running {
@@ -353,6 +359,12 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 	if s.cpuAt >= 0 {
 		used = cpulimit.TreeCPUSeconds(s.pid) - s.cpuAt
 	}
+	busiest := -1.0 // the busiest thread's CPU time in the pass, for per-thread samplers
+	if s.threadsAt != nil {
+		for tid, v := range cpulimit.ThreadCPUSeconds(s.pid) {
+			busiest = max(busiest, v-s.threadsAt[tid])
+		}
+	}
 	for _, pr := range s.running {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := pr.End(ectx, p); err != nil {
@@ -365,6 +377,10 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 		pass := fmt.Sprintf("%s repeat %d", p.Level, p.Repeat)
 		if _, ok := pr.(probe.ActivityDriven); ok && used >= 0 && used < idleCPU {
 			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU)", pass, 1000*used))
+			continue
+		}
+		if pt, ok := pr.(probe.PerThreadActivity); ok && busiest >= 0 && busiest < idleCPU && pt.PerThreadActivity() {
+			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU, its busiest thread %.0f ms: sampled per thread)", pass, 1000*used, 1000*busiest))
 			continue
 		}
 		s.empty[pr.Name()] = append(s.empty[pr.Name()], pass)

@@ -66,6 +66,16 @@ type ActivityDriven interface {
 	ActivityDriven()
 }
 
+// PerThreadActivity is implemented by activity-driven probes that may
+// sample each thread on its own clock (the cpu probe's perf engine, whose
+// events count each thread's CPU time apart): when PerThreadActivity says
+// so, a pass in which no single thread ran much may rightly have no
+// record, whatever the threads used together. The capture then checks the
+// busiest thread's CPU time too.
+type PerThreadActivity interface {
+	PerThreadActivity() bool
+}
+
 // BPFCoster is implemented by probes that run BPF programs of their own:
 // the programs' cumulative run time and run count since Start. The run
 // time stays zero unless BPF run-time statistics are on

@@ -60,8 +60,11 @@ func TestBlackBoxBusyServers(t *testing.T) {
 	blackBoxCaptures(t, false, []blackBoxCase{
 		{name: "host_serial", server: "--mode serial --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound service"}},
-		{name: "host_batch", server: "--mode batch --max-batch 4 --work host " + bbService, levels: "1,8",
-			want: map[string]string{"c1": "host-bound", "c8": "batches of up to 4"}},
+		// a host-bound batch: at c=8 the wait for the batch ahead and the
+		// batch's own host work take about as much (35–55 % and 39–42 %
+		// of latency in four runs), so either may lead; both are named
+		{name: "host_batch", server: "--mode batch --max-batch 4 --work host " + bbService, levels: "1,8", samples: 16,
+			want: map[string]string{"c1": "host-bound"}, also: map[string]string{"c8": "batches of up to 4|host-bound"}},
 		// idle most of the time: open loop far below its capacity, no c=1
 		// pass (each sample's quickest server time stands for its own)
 		{name: "host_open_loop", server: "--mode serial --work host " + bbService, levels: "1,2", rate: true,

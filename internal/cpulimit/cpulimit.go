@@ -233,6 +233,21 @@ func PinTree(pid int, cpus []int) error {
 	return nil
 }
 
+// ThreadCPUSeconds returns the CPU seconds each thread of pid's process
+// tree has used (schedstat's run time), by thread id; threads whose
+// schedstat cannot be read are left out.
+func ThreadCPUSeconds(pid int) map[int]float64 {
+	out := map[int]float64{}
+	for _, p := range proctree.Descendants(pid) {
+		for _, tid := range proctree.Threads(p) {
+			if st, err := proctree.ReadSchedstat(p, tid); err == nil {
+				out[tid] = float64(st.RunNs) / 1e9
+			}
+		}
+	}
+	return out
+}
+
 // TreeCPUSeconds is the CPU time of pid and its live descendants, every
 // live thread: the scheduler's run time in ns (/proc/PID/task/TID/schedstat),
 // or /proc/PID/stat's user + system ticks (10 ms) where schedstat is

@@ -139,6 +139,17 @@ func (p *Probe) Name() string { return "cpu" }
 // idle target gives none (probe.ActivityDriven).
 func (p *Probe) ActivityDriven() {}
 
+// PerThreadActivity reports whether the perf engine runs: its events
+// sample each thread on the thread's own CPU clock, so a thread needs a
+// sampling period of its own CPU time to be sampled
+// (probe.PerThreadActivity).
+func (p *Probe) PerThreadActivity() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.eng.(*Perf)
+	return ok
+}
+
 // Start starts sampling t's process tree. It returns an error wrapping
 // probe.ErrNotSupported when t.PID is 0 or the engine is not permitted
 // here (no root, perf_event_paranoid, no BPF).
