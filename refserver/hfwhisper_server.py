@@ -55,6 +55,9 @@ import argparse, copy, ctypes, ctypes.util, io, json, math, os, queue, re  # noq
 import signal, socket, sys, tempfile, threading, time, traceback, wave  # noqa: E401
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# the HTTP side shared with the CPU server beside this file
+from plainserver import parse_multipart, set_thread_name, upload_length
+
 np = None  # numpy, imported once the flags are checked
 
 MAX_UPLOAD = 64 << 20
@@ -77,23 +80,10 @@ TINY = dict(LARGE_V3, num_mel_bins=80, d_model=384, encoder_layers=4, decoder_la
 TOKENS = dict(pad_token_id=50256, bos_token_id=50257, eos_token_id=50257,
               decoder_start_token_id=50258)
 
-_libc = None
 
 
 def log(msg):
     print("hfwhisper: " + msg, flush=True)
-
-
-def set_thread_name(name):
-    """Name the calling thread in Python and in the OS (prctl PR_SET_NAME)."""
-    global _libc
-    threading.current_thread().name = name
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 # ---------------------------------------------------------------- audio
@@ -629,22 +619,6 @@ class Engine:
 
 # ---------------------------------------------------------------- HTTP
 
-def parse_multipart(ctype, body):
-    """{field name: bytes} of a multipart/form-data body."""
-    m = re.search(r'boundary="?([^";]+)"?', ctype or "")
-    if not m or not ctype.startswith("multipart/form-data"):
-        raise ValueError("want multipart/form-data with a boundary")
-    fields = {}
-    for part in body.split(b"--" + m.group(1).encode())[1:]:
-        if part.startswith(b"--"):
-            break
-        head, sep, data = part.partition(b"\r\n\r\n")
-        name = re.search(rb'[;\s]name="([^"]*)"', head)
-        if sep and name:
-            fields[name.group(1).decode("utf-8", "replace")] = data[:-2] if data.endswith(b"\r\n") else data
-    return fields
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "hfwhisper"
@@ -677,17 +651,9 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, {"error": "not found: " + self.path})
 
     def do_POST(self):
-        if self.path.split("?")[0] != "/v1/audio/transcriptions":
-            self.close_connection = True  # the body is left unread
-            return self.reply(404, {"error": "not found: " + self.path})
-        try:
-            n = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            self.close_connection = True
-            return self.reply(411, {"error": "Content-Length required"})
-        if n < 0 or n > MAX_UPLOAD:
-            self.close_connection = True
-            return self.reply(413, {"error": "body too large"})
+        n = upload_length(self, MAX_UPLOAD)
+        if n is None:
+            return
         body = self.rfile.read(n)
         engine = self.server.engine
         if not engine.ready.is_set():

@@ -207,6 +207,27 @@ def parse_multipart(ctype, body):
     return fields
 
 
+def upload_length(h, limit):
+    """The body length of a transcription POST to handler h, or None after
+    answering it (404 for another path, 411 without a length, 413 above
+    limit; the body is then left unread and the connection closed)."""
+    if h.path.split("?")[0] != "/v1/audio/transcriptions":
+        h.close_connection = True
+        h.reply(404, {"error": "not found: " + h.path})
+        return None
+    try:
+        n = int(h.headers.get("Content-Length", ""))
+    except ValueError:
+        h.close_connection = True
+        h.reply(411, {"error": "Content-Length required"})
+        return None
+    if n < 0 or n > limit:
+        h.close_connection = True
+        h.reply(413, {"error": "body too large"})
+        return None
+    return n
+
+
 def audio_seconds(data):
     """Duration from the WAV header; else assume 16 kHz 16-bit mono."""
     try:
@@ -264,17 +285,9 @@ class Handler(BaseHTTPRequestHandler):
         return b"".join(chunks)
 
     def do_POST(self):
-        if self.path.split("?")[0] != "/v1/audio/transcriptions":
-            self.close_connection = True  # the body is left unread
-            return self.reply(404, {"error": "not found: " + self.path})
-        try:
-            n = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            self.close_connection = True
-            return self.reply(411, {"error": "Content-Length required"})
-        if n < 0 or n > MAX_UPLOAD:
-            self.close_connection = True
-            return self.reply(413, {"error": "body too large"})
+        n = upload_length(self, MAX_UPLOAD)
+        if n is None:
+            return
         body = self.read_body(n)
         try:
             fields = parse_multipart(self.headers.get("Content-Type"), body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
 // Defaults of the perf engine.
@@ -128,18 +129,7 @@ func (p *Perf) Start(ctx context.Context, hz int) error {
 // run drains the ring buffers every drainEvery until ctx is done.
 func (p *Perf) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	tick := time.NewTicker(p.drainEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			p.drainLocked()
-			p.mu.Unlock()
-		}
-	}
+	watch.Every(ctx, p.drainEvery, &p.mu, p.drainLocked)
 }
 
 func (p *Perf) drainLocked() {

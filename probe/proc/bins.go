@@ -18,6 +18,7 @@ import (
 
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
+	"github.com/asrprof/asrprof/probe/internal/watch"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -309,18 +310,7 @@ func (b *binner) start() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		b.loopTID.Store(int64(unix.Gettid()))
-		tick := time.NewTicker(time.Duration(b.binNs))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				b.mu.Lock()
-				b.sweepLocked()
-				b.mu.Unlock()
-			}
-		}
+		watch.Every(ctx, time.Duration(b.binNs), &b.mu, b.sweepLocked)
 	}()
 }
 

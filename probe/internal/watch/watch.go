@@ -93,16 +93,23 @@ func (l *Loop) Start() {
 
 func (l *Loop) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	tick := time.NewTicker(l.every)
+	Every(ctx, l.every, l.mu, func() { l.Keep(l.refresh()) })
+}
+
+// Every calls fn holding mu every period until ctx is done: the probes'
+// periodic loops (the refresh, the cpu probe's perf drain, the proc
+// probe's bins).
+func Every(ctx context.Context, every time.Duration, mu sync.Locker, fn func()) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			l.mu.Lock()
-			l.Keep(l.refresh())
-			l.mu.Unlock()
+			mu.Lock()
+			fn()
+			mu.Unlock()
 		}
 	}
 }
