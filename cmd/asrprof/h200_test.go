@@ -25,28 +25,7 @@ func TestH200Goldens(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := bundletest.H200(t, name)
 			for _, script := range []string{"sweep", "stages", "gpu", "cpu", "attribution", "bottleneck"} {
-				code, stdout, stderr := runCLI("analyze", dir, script)
-				if code != exitOK {
-					t.Fatalf("analyze %s: exit %d\n%s", script, code, stderr)
-				}
-				path := filepath.Join(refservertest.Root(), "testdata", "h200", "golden", name, script+".txt")
-				got := strings.ReplaceAll(stdout, dir, "BUNDLE")
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (go test -run H200 -update writes it)", err)
-				}
-				if string(want) != got {
-					t.Errorf("analyze %s %s differs from %s (-update rewrites it):\n--- got\n%s\n--- want\n%s", name, script, path, got, want)
-				}
+				checkH200Golden(t, dir, name, script)
 			}
 		})
 	}
@@ -78,5 +57,60 @@ func TestH200BundlesHoldTheirData(t *testing.T) {
 				t.Error("sweep does not say the weights are synthetic")
 			}
 		})
+	}
+}
+
+// The Transformers Whisper servers that emit nothing, captured on the H200
+// with the default probes (tools/gpu-blackbox.sh; docs/GPU.md, "Servers
+// that emit nothing"): each level's verdict seen from outside, and the
+// blackbox and bottleneck tables against their goldens.
+func TestH200BlackBox(t *testing.T) {
+	for _, tc := range []struct {
+		bundle string
+		first  map[string]string // level → the verdict's prefix
+	}{
+		{"hf-serial", map[string]string{"c1": "host-bound", "c8": "serves one request at a time"}},
+		{"hf-batch", map[string]string{"c1": "host-bound", "c8": "batches of up to"}},
+	} {
+		t.Run(tc.bundle, func(t *testing.T) {
+			dir := bundletest.H200(t, tc.bundle)
+			got, text := verdicts(t, dir)
+			for lv, want := range tc.first {
+				if c := got[lv]; len(c) == 0 || !strings.HasPrefix(c[0], want) {
+					t.Errorf("%s at %s: %q, want %q first\n%s", tc.bundle, lv, c, want, text)
+				}
+			}
+			for _, script := range []string{"blackbox", "bottleneck"} {
+				checkH200Golden(t, dir, tc.bundle, script)
+			}
+		})
+	}
+}
+
+// checkH200Golden compares `analyze DIR SCRIPT` on the H200 bundle name
+// with testdata/h200/golden/NAME/SCRIPT.txt (-update rewrites it).
+func checkH200Golden(t *testing.T, dir, name, script string) {
+	t.Helper()
+	code, stdout, stderr := runCLI("analyze", dir, script)
+	if code != exitOK {
+		t.Fatalf("analyze %s: exit %d\n%s", script, code, stderr)
+	}
+	path := filepath.Join(refservertest.Root(), "testdata", "h200", "golden", name, script+".txt")
+	got := strings.ReplaceAll(stdout, dir, "BUNDLE")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run H200 -update writes it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("analyze %s %s differs from %s (-update rewrites it):\n--- got\n%s\n--- want\n%s", name, script, path, got, want)
 	}
 }
