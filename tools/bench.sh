@@ -13,7 +13,7 @@ REPEATS=${BENCH_REPEATS:-5}
 DUR=${BENCH_DURATION:-10s}
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-# BENCH_ONLY=driver,otlp,cuda,analysis,tables,probes runs only the sections named.
+# BENCH_ONLY=driver,otlp,cuda,proc,analysis,tables,probes runs only the sections named.
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 
 if want driver; then
