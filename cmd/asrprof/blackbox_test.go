@@ -191,56 +191,62 @@ type agreeCase struct {
 }
 
 // The same servers with and without their events: the verdicts agree.
-// The sleeping states run side by side, the CPU-bound ones in turn.
+// These use a CPU and run in turn; the sleeping ones run side by side
+// (TestBlackBoxAgreesWithEventsIdle).
 func TestBlackBoxAgreesWithEvents(t *testing.T) {
+	agreeCaptures(t, false, []agreeCase{
+		{name: "admission_cap", server: "--max-running-requests 1", levels: "1,4", level: "c4", samples: 6,
+			events: "admission cap", blackbox: "serves one request at a time"},
+		{name: "host_bound", server: "--max-running-requests 8 --host-step-ms 3", levels: "1", level: "c1", samples: 4,
+			events: "host-bound decode", blackbox: "host-bound"},
+	})
+}
+
+func TestBlackBoxAgreesWithEventsIdle(t *testing.T) {
+	agreeCaptures(t, true, []agreeCase{
+		// Where the events add what the outside cannot see, the black
+		// box names what the outside sees. The reference server reads
+		// a "slow" upload from its own receive buffer, which took the
+		// whole body at once, and holds its whole answer, headers too,
+		// after the decode: on the client's clock both are server
+		// time, and the server's threads sleep through it (plainserver
+		// throttles the socket itself, and sends its first byte before
+		// the delay: TestBlackBoxIdleServers names those upload and
+		// response delivery).
+		{name: "upload", server: "--upload-kbps 80", levels: "1", level: "c1", samples: 4,
+			events: "upload", blackbox: "idle server"},
+		{name: "response_delivery", server: "--response-delay-ms 3000", levels: "1", level: "c1", samples: 3,
+			events: "response delivery", blackbox: "idle server"},
+		{name: "off_cpu", server: "--step-sleep-ms 150", levels: "1", level: "c1", samples: 2,
+			events: "serving thread off-CPU", blackbox: "idle server"},
+	})
+}
+
+func agreeCaptures(t *testing.T, idle bool, cases []agreeCase) {
 	if testing.Short() {
 		t.Skip("starts the reference server twice per state")
 	}
 	refservertest.RequirePocketSphinx(t)
+	if idle {
+		t.Parallel()
+	}
 	ds := refservertest.Refset(t)
-	for _, group := range [][]agreeCase{
-		{
-			{name: "admission_cap", server: "--max-running-requests 1", levels: "1,4", level: "c4", samples: 6,
-				events: "admission cap", blackbox: "serves one request at a time"},
-			{name: "host_bound", server: "--max-running-requests 8 --host-step-ms 3", levels: "1", level: "c1", samples: 4,
-				events: "host-bound decode", blackbox: "host-bound"},
-		},
-		{
-			// Where the events add what the outside cannot see, the black
-			// box names what the outside sees. The reference server reads
-			// a "slow" upload from its own receive buffer, which took the
-			// whole body at once, and holds its whole answer, headers too,
-			// after the decode: on the client's clock both are server
-			// time, and the server's threads sleep through it (plainserver
-			// throttles the socket itself, and sends its first byte before
-			// the delay: TestBlackBoxIdleServers names those upload and
-			// response delivery).
-			{name: "upload", server: "--upload-kbps 80", levels: "1", level: "c1", samples: 4,
-				events: "upload", blackbox: "idle server"},
-			{name: "response_delivery", server: "--response-delay-ms 3000", levels: "1", level: "c1", samples: 3,
-				events: "response delivery", blackbox: "idle server"},
-			{name: "off_cpu", server: "--step-sleep-ms 150", levels: "1", level: "c1", samples: 2,
-				events: "serving thread off-CPU", blackbox: "idle server"},
-		},
-	} {
-		idle := group[0].name == "upload"
-		for _, tc := range group {
-			t.Run(tc.name, func(t *testing.T) {
-				if idle {
-					t.Parallel()
-				}
-				with := refserverCapture(t, ds, tc, true)
-				without := refserverCapture(t, ds, tc, false)
-				ev, evText := verdicts(t, with)
-				bb, bbText := verdicts(t, without)
-				if c := ev[tc.level]; len(c) == 0 || c[0] != tc.events {
-					t.Errorf("with events at %s: %q, want %q first\n%s", tc.level, c, tc.events, evText)
-				}
-				if c := bb[tc.level]; len(c) == 0 || !strings.HasPrefix(c[0], tc.blackbox) {
-					t.Errorf("without telemetry at %s: %q, want %q first (the events say %q)\n%s", tc.level, c, tc.blackbox, tc.events, bbText)
-				}
-			})
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if idle {
+				t.Parallel()
+			}
+			with := refserverCapture(t, ds, tc, true)
+			without := refserverCapture(t, ds, tc, false)
+			ev, evText := verdicts(t, with)
+			bb, bbText := verdicts(t, without)
+			if c := ev[tc.level]; len(c) == 0 || c[0] != tc.events {
+				t.Errorf("with events at %s: %q, want %q first\n%s", tc.level, c, tc.events, evText)
+			}
+			if c := bb[tc.level]; len(c) == 0 || !strings.HasPrefix(c[0], tc.blackbox) {
+				t.Errorf("without telemetry at %s: %q, want %q first (the events say %q)\n%s", tc.level, c, tc.blackbox, tc.events, bbText)
+			}
+		})
 	}
 }
 
