@@ -600,7 +600,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 		if !knob {
 			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, a.Level, orNone(a.Cause))
 			if level == "" {
-				why = src + "'s advice suggests no knob at any level"
+				why = src + "'s advice suggests no knob at any level (--advice SCRIPT gives advice of your own)"
 			}
 			nothing(r, why)
 			break

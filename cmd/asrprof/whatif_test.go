@@ -223,7 +223,9 @@ emit(t)
 		args []string
 		msg  []string
 	}{
-		{"no advice table", []string{"--server-cmd", srv}, []string{"no table named advice", "--advice"}},
+		// the capture has no telemetry: its diagnosis is seen from outside,
+		// whose advice names no server knob
+		{"no knob in the advice", []string{"--server-cmd", srv}, []string{"suggests no knob at any level", "--advice"}},
 		{"no advice table from a script", []string{"--server-cmd", srv, "--advice", "sweep"}, []string{"the analysis sweep emitted no table named advice (its tables: sweep)"}},
 		{"unknown knob in the advice", []string{"--server-cmd", srv, "--advice", script("turbo.star", advice("turbo", "requests_per_s"))},
 			[]string{`row 1 (c4), column knob: unknown knob "turbo"`}},
