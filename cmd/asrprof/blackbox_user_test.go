@@ -151,17 +151,26 @@ func copyFile(src, dst string, mode os.FileMode) error {
 // verdicts. As the ordinary user eBPF is refused, and the proc probe's
 // time bins (proc_bins.jsonl, /proc schedstat) split the service.
 func TestBlackBoxUnprivilegedAsRoot(t *testing.T) {
+	unprivilegedAsRoot(t, false, blackBoxCase{name: "host_serial", server: "--mode serial --work host " + bbService, levels: "1,4",
+		want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound service"}})
+}
+
+// A server that sleeps: beside the package's other idle tests.
+func TestBlackBoxUnprivilegedAsRootIdle(t *testing.T) {
+	unprivilegedAsRoot(t, true, blackBoxCase{name: "cap2", server: "--mode cap --cap 2 --work sleep " + bbService, levels: "1,8",
+		want: map[string]string{"c1": "idle server", "c8": "at most 2 in service, its threads idle"}})
+}
+
+func unprivilegedAsRoot(t *testing.T, idle bool, cases ...blackBoxCase) {
 	if testing.Short() {
 		t.Skip("starts a server per state, twice")
 	}
 	u := newTestUser(t)
+	if idle {
+		t.Parallel()
+	}
 	ds := refservertest.Refset(t)
-	for _, tc := range []blackBoxCase{
-		{name: "host_serial", server: "--mode serial --work host " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound service"}},
-		{name: "cap2", server: "--mode cap --cap 2 --work sleep " + bbService, levels: "1,8",
-			want: map[string]string{"c1": "idle server", "c8": "at most 2 in service, its threads idle"}},
-	} {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rootDir := blackBoxCapture(t, tc, ds, nil)
 			userDir := blackBoxCapture(t, tc, ds, u)
