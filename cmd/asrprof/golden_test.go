@@ -190,6 +190,7 @@ var (
 	volatileRunsPid = regexp.MustCompile(`(?m)^(run-\S+\s+(true|false)\s+)\d+`) // the runs table's pid column
 	volatilePort    = regexp.MustCompile(`127\.0\.0\.1:\d+`)                    // OTLP receivers on port 0
 	volatileFloat   = regexp.MustCompile(`\d+\.\d+`)
+	volatilePercent = regexp.MustCompile(`\b\d+ %`) // a whole share timing moves: 99 % or 100 %
 	volatileSpace   = regexp.MustCompile(` {2,}`)
 	volatileDash    = regexp.MustCompile(`-{3,}`)
 )
@@ -220,25 +221,30 @@ func maskVolatile(s string) string {
 		}
 		if header == nil || (i+1 < len(lines) && lines[i+1] == "---") {
 			if !(i+1 < len(lines) && lines[i+1] == "---") {
-				lines[i] = volatileFloat.ReplaceAllString(l, "#")
+				lines[i] = maskNumbers(l)
 			}
 			continue
 		}
 		cells := strings.Split(strings.TrimSpace(l), "  ")
 		if len(cells) != len(header) {
-			lines[i] = volatileFloat.ReplaceAllString(l, "#")
+			lines[i] = maskNumbers(l)
 			continue
 		}
 		keepRow := slices.Contains(cells, "corpus WER")
 		for j, c := range cells {
 			if !keepRow && !deterministicColumns[header[j]] {
-				cells[j] = volatileFloat.ReplaceAllString(c, "#")
+				cells[j] = maskNumbers(c)
 			}
 		}
 		lines[i] = strings.Join(cells, "  ")
 	}
 	s = strings.Join(lines, "\n")
 	return strings.NewReplacer("\x00", "127.0.0.1:$PORT", "\x01", "127.0.0.1").Replace(s)
+}
+
+// maskNumbers hides decimals and whole percentages.
+func maskNumbers(s string) string {
+	return volatilePercent.ReplaceAllString(volatileFloat.ReplaceAllString(s, "#"), "# %")
 }
 
 // deterministicColumns are the columns whose numbers a fake-server run
