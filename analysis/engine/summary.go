@@ -77,6 +77,29 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)
 	ok := reqs.Status.Code(model.StatusOK)
+	keyOf := func(i int) [2]string {
+		key := [2]string{reqs.Level.At(i), ""}
+		if worker != nil && i < len(worker) {
+			key[1] = worker[i]
+		}
+		return key
+	}
+	// Each group's slots are sized to its request count first: most
+	// stages have one value a request, and growing a slice by appends
+	// was a quarter of the stage table's CPU over 100,000 requests.
+	count := map[[2]string]int{}
+	for i := 0; i < reqs.N; i++ {
+		if !reqs.Warmup[i] && reqs.Status.Codes[i] == ok {
+			count[keyOf(i)]++
+		}
+	}
+	for key, n := range count {
+		a := &levelAcc{vals: make([][]float64, slots), slot: slot}
+		for j := range a.vals {
+			a.vals[j] = make([]float64, 0, n)
+		}
+		byLevel[key] = a
+	}
 	k := 0 // cursor into rows, which are in request order
 	for i := 0; i < reqs.N; i++ {
 		from := k
@@ -86,15 +109,7 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok {
 			continue
 		}
-		key := [2]string{reqs.Level.At(i), ""}
-		if worker != nil && i < len(worker) {
-			key[1] = worker[i]
-		}
-		a := byLevel[key]
-		if a == nil {
-			a = &levelAcc{vals: make([][]float64, slots), slot: slot}
-			byLevel[key] = a
-		}
+		a := byLevel[keyOf(i)]
 		if k == from {
 			a.missing++
 			continue

@@ -235,11 +235,11 @@ func (c *column) addListPage(p parquet.Page, maxDef int) {
 }
 
 // bools returns a boolean column, null as false.
-func (c *column) bools() []bool { return spread(c.b, c.valid, c.n) }
+func (c *column) bools() []bool { return c.b }
 
 // float64s returns a double column and, for an optional one, which rows
 // are not null.
-func (c *column) float64s() ([]float64, []bool) { return spread(c.f64, c.valid, c.n), c.valid }
+func (c *column) float64s() ([]float64, []bool) { return c.f64, c.valid }
 
 // present reports which rows are not null.
 func (c *column) present() []bool {
@@ -249,19 +249,31 @@ func (c *column) present() []bool {
 	return slices.Repeat([]bool{true}, c.n)
 }
 
-// spread places vals, the values of the n rows that are not null (valid;
-// nil: every row), at their rows, null rows left zero.
-func spread[T any](vals []T, valid []bool, n int) []T {
+// appendRows appends a page's values at their rows: vals are the values
+// of the rows that are not null (valid; nil: every row), null rows zero.
+// Numeric and boolean columns are held a value a row, so that readers
+// take them as they are.
+func appendRows[T any](dst, vals []T, valid []bool) []T {
 	if valid == nil {
-		return vals
+		return append(dst, vals...)
 	}
-	out := make([]T, n)
 	k := 0
-	for i := range out {
-		if valid[i] {
-			out[i] = vals[k]
+	for _, v := range valid {
+		var x T
+		if v {
+			x = vals[k]
 			k++
 		}
+		dst = append(dst, x)
+	}
+	return dst
+}
+
+// lookup maps dictionary indexes to their values.
+func lookup[T any](ks []int32, dict []parquet.Value, of func(parquet.Value) T) []T {
+	out := make([]T, len(ks))
+	for i, k := range ks {
+		out[i] = of(dict[k])
 	}
 	return out
 }
@@ -290,20 +302,19 @@ func (c *column) presize(n int, optional bool) {
 
 // int32s returns the column as int32s, null as def.
 func (c *column) int32s(def int32) []int32 {
+	if c.kind == parquet.Int32 && c.valid == nil {
+		return c.i32
+	}
 	out := make([]int32, c.n)
-	k := 0
 	for i := range out {
-		if c.valid != nil && !c.valid[i] {
+		switch {
+		case c.valid != nil && !c.valid[i]:
 			out[i] = def
-			continue
+		case c.kind == parquet.Int32:
+			out[i] = c.i32[i]
+		case c.kind == parquet.Int64:
+			out[i] = int32(c.i64[i])
 		}
-		switch c.kind {
-		case parquet.Int32:
-			out[i] = c.i32[k]
-		case parquet.Int64:
-			out[i] = int32(c.i64[k])
-		}
-		k++
 	}
 	return out
 }
@@ -400,8 +411,10 @@ func (c *column) addPage(p parquet.Page, optional bool, maxDef int, dict map[str
 		}
 	}
 	nonNull := n
-	if optional {
+	var valid []bool // the page's rows, for an optional column
+	if optional && p.NumNulls() > 0 {
 		nonNull = n - int(p.NumNulls())
+		valid = c.valid[len(c.valid)-n:]
 	}
 	data := p.Data()
 	code := func(b []byte) int32 {
@@ -429,15 +442,14 @@ func (c *column) addPage(p parquet.Page, optional bool, maxDef int, dict map[str
 				idx[i] = int32(i)
 			}
 			d.Lookup(idx, vals)
-			for _, k := range data.Int32()[:nonNull] {
-				switch c.kind {
-				case parquet.Int32:
-					c.i32 = append(c.i32, vals[k].Int32())
-				case parquet.Int64:
-					c.i64 = append(c.i64, vals[k].Int64())
-				case parquet.Double:
-					c.f64 = append(c.f64, vals[k].Double())
-				}
+			ks := data.Int32()[:nonNull]
+			switch c.kind {
+			case parquet.Int32:
+				c.i32 = appendRows(c.i32, lookup(ks, vals, parquet.Value.Int32), valid)
+			case parquet.Int64:
+				c.i64 = appendRows(c.i64, lookup(ks, vals, parquet.Value.Int64), valid)
+			case parquet.Double:
+				c.f64 = appendRows(c.f64, lookup(ks, vals, parquet.Value.Double), valid)
 			}
 			break
 		}
@@ -448,29 +460,31 @@ func (c *column) addPage(p parquet.Page, optional bool, maxDef int, dict map[str
 			remap[i] = code(bs[offs[i]:offs[i+1]])
 		}
 		ks := data.Int32()[:nonNull]
-		c.appendStrings(optional, n, code, func(yield func(int32)) {
+		c.appendStrings(valid != nil, n, code, func(yield func(int32)) {
 			for _, k := range ks {
 				yield(remap[k])
 			}
 		})
 	case c.kind == parquet.ByteArray:
 		bs, offs := data.ByteArray()
-		c.appendStrings(optional, n, code, func(yield func(int32)) {
+		c.appendStrings(valid != nil, n, code, func(yield func(int32)) {
 			for i := 0; i < nonNull; i++ {
 				yield(code(bs[offs[i]:offs[i+1]]))
 			}
 		})
 	case c.kind == parquet.Boolean:
 		bits := data.Boolean()
-		for i := 0; i < nonNull; i++ {
-			c.b = append(c.b, bits[i>>3]&(1<<(i&7)) != 0)
+		bs := make([]bool, nonNull)
+		for i := range bs {
+			bs[i] = bits[i>>3]&(1<<(i&7)) != 0
 		}
+		c.b = appendRows(c.b, bs, valid)
 	case c.kind == parquet.Int32:
-		c.i32 = append(c.i32, data.Int32()[:nonNull]...)
+		c.i32 = appendRows(c.i32, data.Int32()[:nonNull], valid)
 	case c.kind == parquet.Int64:
-		c.i64 = append(c.i64, data.Int64()[:nonNull]...)
+		c.i64 = appendRows(c.i64, data.Int64()[:nonNull], valid)
 	case c.kind == parquet.Double:
-		c.f64 = append(c.f64, data.Double()[:nonNull]...)
+		c.f64 = appendRows(c.f64, data.Double()[:nonNull], valid)
 	default:
 		return fmt.Errorf("column kind %v is not read here", c.kind)
 	}

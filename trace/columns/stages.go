@@ -77,9 +77,8 @@ func readStages(path string) (*StageRows, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := cols[0].n
 	// The bounds are null together (the end's nulls are the start's).
 	return &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].strings(),
-		StartUnixNs: spread(cols[2].i64, cols[2].valid, n), EndUnixNs: spread(cols[3].i64, cols[2].valid, n), HasBounds: cols[2].present(),
-		DurationS: spread(cols[4].f64, cols[4].valid, n), HasDuration: cols[4].present()}, nil
+		StartUnixNs: cols[2].int64s(), EndUnixNs: cols[3].int64s(), HasBounds: cols[2].present(),
+		DurationS: cols[4].f64, HasDuration: cols[4].present()}, nil
 }
