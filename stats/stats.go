@@ -46,10 +46,14 @@ func Mean(xs []float64) float64 {
 // the same value as PercentileSorted over sort.Float64s's order, in
 // linear time (the stage table takes a p95 of every stage at every level).
 func Percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
+	return PercentileInPlace(append([]float64(nil), xs...), p)
+}
+
+// PercentileInPlace is Percentile without the copy: it reorders s.
+func PercentileInPlace(s []float64, p float64) float64 {
+	if len(s) == 0 {
 		return 0
 	}
-	s := append([]float64(nil), xs...)
 	n := len(s)
 	pos := p / 100 * float64(n-1)
 	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
