@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/option"
 )
 
 // parseOptions parses args as the capture flags of the table, on top of
@@ -54,7 +56,7 @@ func TestOptions(t *testing.T) {
 		byField[o.Field] = append(byField[o.Field], o.Name)
 	}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
-		name := jsonName(f)
+		name := option.JSONName(f)
 		if name == "-" || f.Name == "Command" {
 			continue
 		}
@@ -63,8 +65,8 @@ func TestOptions(t *testing.T) {
 			t.Errorf("the manifest records %s (%q), but no option sets it", f.Name, name)
 		}
 		for _, o := range Options() {
-			if slices.Contains(opts, o.Name) && o.Record() != name {
-				t.Errorf("--%s: Record %q, want %q", o.Name, o.Record(), name)
+			if slices.Contains(opts, o.Name) && o.Record(reflect.TypeFor[Config]()) != name {
+				t.Errorf("--%s: Record %q, want %q", o.Name, o.Record(reflect.TypeFor[Config]()), name)
 			}
 		}
 	}

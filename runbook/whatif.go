@@ -502,7 +502,7 @@ type WhatIfConfig struct {
 	Level   string    // "": the highest level with a knob
 	Knobs   map[string]string
 	Rounds  int    // ≥ 1
-	Order   string // each round's runs, as ab's --order ("AB")
+	Order   string // each round's runs, as ab's --order ("": DefaultOrder)
 	Warm    bool   // an unscored warm run of each side first
 	DryRun  bool
 	// Advice reads the advice table of the bundle in dir (asrprof: the
@@ -557,7 +557,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if len(wc.Server.Argv) == 0 {
 		return nil, fmt.Errorf("%w: what-if needs the server's command (--server-cmd): it starts the server as it is and as changed", ErrBadCommand)
 	}
-	wc.Order = cmp.Or(wc.Order, "AB")
+	wc.Order = cmp.Or(wc.Order, DefaultOrder)
 	out := wc.Runbook.Capture.Out
 	// A dry run writes nothing: it may name a what-if's directory.
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {

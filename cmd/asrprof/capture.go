@@ -13,6 +13,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -208,16 +209,16 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	if _, err := rb.gpuCoRunnerConfig(); err != nil {
 		return cfg, nil, err
 	}
-	if _, err := capture.SplitList(rb.provenanceEnv); err != nil {
-		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.provenanceEnv, err)
+	if _, err := capture.SplitList(rb.ProvenanceEnv); err != nil {
+		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.ProvenanceEnv, err)
 	}
 	if rb.lengths, err = parseLengthBuckets(*lengths); err != nil {
 		return cfg, nil, err
 	}
 	cfg.SetDefaults(time.Now())
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	rb.levels = levelsLine(&cfg, set)
+	rb.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { rb.set[f.Name] = true })
+	rb.levels = levelsLine(&cfg, rb.set)
 	rb.warnings = inFlightWarnings(&cfg)
 	return cfg, rb, nil
 }
@@ -229,23 +230,23 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 // group, the table's last, comes after the runbook's.
 func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbookFlags, *string) {
 	g := newFlagGroups(fs)
-	g.add(abGroup)
-	g.add(sensitivityGroup)
+	g.add(runbook.GroupAB)
+	g.add(runbook.GroupSensitivity)
 	groups := capture.OptionGroups()
 	for _, title := range groups[:len(groups)-1] {
 		g.add(title)
 	}
 	rb := addRunbookFlags(g)
 	opts := capture.NewFlags(cfg)
-	var lengths *string
+	as := analysis.DefaultSettings()
 	for _, o := range capture.Options() {
 		if o.Name == "save-raw-dir" { // the end-of-capture tables' and report's (finisher), before it
-			g.add(o.Group, func() { lengths = lengthBucketsFlag(fs) })
+			g.add(o.Group, func() { option.Named(analysis.OptionTable(), "length-buckets").Define(fs, &as, nil) })
 		}
 		g.add(o.Group, func() { opts.Define(fs, o) })
 	}
 	fs.Usage = helpFunc(fs, rb.help, g) // capture's: its flags, then proxy mode and runbooks
-	return opts, rb, lengths
+	return opts, rb, &as.LengthBuckets
 }
 
 // levelsLine is the line a capture starts with: the levels it will run

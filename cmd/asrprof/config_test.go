@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 )
 
 // The command line's defaults are capture's: a capture given only its
@@ -44,7 +46,8 @@ func TestCaptureFlagsAreTheOptions(t *testing.T) {
 		captureFlags(fs, &cfg)
 		own := flag.NewFlagSet(name, flag.ContinueOnError)
 		addRunbookFlags(newFlagGroups(own))
-		lengthBucketsFlag(own)
+		as := analysis.DefaultSettings()
+		option.Named(analysis.OptionTable(), "length-buckets").Define(own, &as, nil)
 		opts := map[string]bool{}
 		for _, o := range capture.Options() {
 			opts[o.Name] = true

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -49,6 +50,15 @@ func (g *flagGroups) add(title string, define ...func()) {
 				grp.flags = append(grp.flags, f)
 			}
 		})
+	}
+}
+
+// defineOptions defines each option of opts on g's flag set, in its help
+// group: settings is the struct the options set, binder what their Value
+// takes (option.Option.Define).
+func defineOptions(g *flagGroups, opts []option.Option, settings, binder any) {
+	for _, o := range opts {
+		g.add(o.Group, func() { o.Define(g.fs, settings, binder) })
 	}
 }
 
