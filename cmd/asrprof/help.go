@@ -130,11 +130,8 @@ func shownDefault(f *flag.Flag) string {
 	return f.DefValue
 }
 
-// formatUsage is the help of every command's --format: one vocabulary,
-// table.Formats ("table", the old name of text, is still taken).
-const formatUsage = table.FormatUsage
-
-// checkFormat checks a --format value (formatUsage).
+// checkFormat checks a --format value (option.Format: one vocabulary,
+// table.Formats; "table", the old name of text, is still taken).
 func checkFormat(format string) error {
 	if table.CheckFormat(format) != nil {
 		return fmt.Errorf("%w: --format %q: want text, markdown, csv or json", errUsage, format)
