@@ -524,7 +524,8 @@ type WhatIfRound struct {
 	After    *float64  `json:"after,omitempty"`   // side B's
 	BeforeN  []float64 `json:"before_runs,omitempty"`
 	AfterN   []float64 `json:"after_runs,omitempty"`
-	P        *float64  `json:"p,omitempty"` // Mann-Whitney U over the runs
+	P        *float64  `json:"p,omitempty"`     // Mann-Whitney U over the runs
+	Delta    string    `json:"delta,omitempty"` // after vs before (summary.Comparison.Delta)
 	Inside   *bool     `json:"in_interval,omitempty"`
 	ErrorPct *float64  `json:"error_pct,omitempty"` // (after − predicted) / predicted
 	Complete bool      `json:"complete"`
@@ -733,7 +734,7 @@ func measure(rd *WhatIfRound, rb *Report, a Advice) {
 			rd.AfterN = append(rd.AfterN, x*m.scale)
 		}
 		p := c.P
-		rd.P = &p
+		rd.P, rd.Delta = &p, c.Delta()
 		if a.Predicted != nil {
 			if a.Lo != nil && a.Hi != nil {
 				in := after >= *a.Lo && after <= *a.Hi
@@ -845,11 +846,10 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: the advice's bundle measured %s (%s); before is side A, the same command rerun now", rd.Round, table.Format(*a.Now), rd.From))
 		}
 		if rd.P != nil {
-			n := fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P)
-			if mp := summary.MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= summary.DefaultAlpha {
-				n += fmt.Sprintf("; with %d A and %d B runs the smallest p is %.3g: no change can show as significant (--order ABBAABBA gives 0.029)", len(rd.BeforeN), len(rd.AfterN), mp)
+			t.Notes = append(t.Notes, fmt.Sprintf("round %d: before %v, after %v over the runs: %s (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), rd.Delta, *rd.P))
+			if n := summary.PowerNote([]summary.Comparison{{A: rd.BeforeN, B: rd.AfterN}}, summary.DefaultAlpha, "runs"); n != "" {
+				t.Notes = append(t.Notes, fmt.Sprintf("round %d: %s", rd.Round, n))
 			}
-			t.Notes = append(t.Notes, n)
 		}
 		if !rd.Complete {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: INCOMPLETE: a run lacks coverage (%s)", rd.Round, filepath.Join(rd.Runbook, File)))
