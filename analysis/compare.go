@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"slices"
+
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 )
@@ -12,67 +14,29 @@ import (
 // the same comparisons (stats.compare over the same passes); the report
 // reads these.
 func Compare(cur, base *Capture, alpha float64) ([]summary.Comparison, error) {
-	cp, err := cur.Passes()
-	if err != nil {
-		return nil, err
+	var lvs [2][]model.LevelResult
+	for i, c := range []*Capture{cur, base} {
+		ps, err := c.Passes()
+		if err != nil {
+			return nil, err
+		}
+		lvs[i] = summary.Levels(ps)
 	}
-	bp, err := base.Passes()
-	if err != nil {
-		return nil, err
-	}
-	levels, cl := scoredByLevel(cp)
-	_, bl := scoredByLevel(bp)
 	var out []summary.Comparison
-	for _, lv := range levels {
-		if bl[lv] == nil {
+	for _, lr := range lvs[0] {
+		i := slices.IndexFunc(lvs[1], func(b model.LevelResult) bool { return b.Level == lr.Level })
+		if i < 0 {
 			continue
 		}
-		for _, m := range summary.Metrics(underSLO(cp) && underSLO(bp)) {
-			a, b := values(bl[lv], m.Key), values(cl[lv], m.Key)
+		for _, m := range summary.Metrics(lr.SLO != "" && lvs[1][i].SLO != "") {
+			a, b := summary.LevelValues(lvs[1][i], m.Key), summary.LevelValues(lr, m.Key)
 			if len(a) == 0 || len(b) == 0 {
 				continue
 			}
 			c := summary.Compare(a, b, alpha)
-			c.Level, c.Metric = lv, m.Key
+			c.Level, c.Metric = lr.Level, m.Key
 			out = append(out, c)
 		}
 	}
 	return out, nil
-}
-
-// scoredByLevel groups the scored passes by level, the levels in run order.
-func scoredByLevel(ps []model.PassMetrics) ([]string, map[string][]model.PassMetrics) {
-	var levels []string
-	by := map[string][]model.PassMetrics{}
-	for _, p := range ps {
-		if p.Warmup {
-			continue
-		}
-		if by[p.Level] == nil {
-			levels = append(levels, p.Level)
-		}
-		by[p.Level] = append(by[p.Level], p)
-	}
-	return levels, by
-}
-
-// underSLO says whether the passes counted goodput under an SLO.
-func underSLO(ps []model.PassMetrics) bool {
-	for _, p := range ps {
-		if p.SLO != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// values are the passes' values of the metric key, where they have one.
-func values(ps []model.PassMetrics, key string) []float64 {
-	var xs []float64
-	for _, p := range ps {
-		if x, ok := summary.PassValue(p, key); ok {
-			xs = append(xs, x)
-		}
-	}
-	return xs
 }

@@ -57,15 +57,9 @@ type MetricSummary struct {
 }
 
 // levelValue is a level's value of the metric key: its mean over the
-// level's repeats (summary.PassValue), as results.json's per-level mean.
+// level's repeats, as results.json's per-level mean.
 func levelValue(r model.LevelResult, key string) float64 {
-	var xs []float64
-	for _, p := range r.PerRepeat {
-		if x, ok := summary.PassValue(p, key); ok {
-			xs = append(xs, x)
-		}
-	}
-	return stats.Mean(xs)
+	return stats.Mean(summary.LevelValues(r, key))
 }
 
 // Judge returns the verdict over the scored runs of recs, given the levels

@@ -123,6 +123,18 @@ func PassValue(p model.PassMetrics, key string) (float64, bool) {
 	return 0, false
 }
 
+// LevelValues are a level's values of the metric key, one a repeat
+// (PassValue), where its passes have one.
+func LevelValues(r model.LevelResult, key string) []float64 {
+	var xs []float64
+	for _, p := range r.PerRepeat {
+		if x, ok := PassValue(p, key); ok {
+			xs = append(xs, x)
+		}
+	}
+	return xs
+}
+
 // MinP is the smallest p the comparison's test can give for n1 and n2
 // values, that of fully separated samples (2 / C(n1+n2, n1) where the test
 // is exact): with 3 a side 0.1, so nothing is significant at 0.05. It is 1
