@@ -224,28 +224,41 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 }
 
 // captureFlags defines the flags of capture (and of ab and sensitivity)
-// on fs, writing into cfg: capture's options (capture.Options) in their
-// help groups, and the command's own: the runbook's and --length-buckets.
-// ab's and sensitivity's own flags lead their help; capture's Advanced
-// group, the table's last, comes after the runbook's.
+// on fs, writing into cfg: capture's options (capture.Options) and the
+// command's own: the runbook's and --length-buckets. Its help shows ab's
+// and sensitivity's own groups first and capture's Advanced group, the
+// table's last, after the runbook's.
 func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbookFlags, *string) {
-	g := newFlagGroups(fs)
-	g.add(runbook.GroupAB)
-	g.add(runbook.GroupSensitivity)
-	groups := capture.OptionGroups()
-	for _, title := range groups[:len(groups)-1] {
-		g.add(title)
-	}
-	rb := addRunbookFlags(g)
+	rb, rbOpts := addRunbookFlags(fs)
 	opts := capture.NewFlags(cfg)
 	as := analysis.DefaultSettings()
+	lead := func(o option.Option) bool { return o.Group == runbook.GroupAB || o.Group == runbook.GroupSensitivity }
+	advanced := capture.OptionGroups()[len(capture.OptionGroups())-1]
+	var shown, last []option.Option
+	for _, o := range rbOpts {
+		if lead(o) {
+			shown = append(shown, o)
+		}
+	}
 	for _, o := range capture.Options() {
 		if o.Name == "save-raw-dir" { // the end-of-capture tables' and report's (finisher), before it
-			g.add(o.Group, func() { option.Named(analysis.OptionTable(), "length-buckets").Define(fs, &as, nil) })
+			lb := option.Named(analysis.OptionTable(), "length-buckets").In(o.Group)
+			lb.Define(fs, &as, nil)
+			shown = append(shown, lb)
 		}
-		g.add(o.Group, func() { opts.Define(fs, o) })
+		opts.Define(fs, o)
+		if o.Group == advanced {
+			last = append(last, o)
+		} else {
+			shown = append(shown, o)
+		}
 	}
-	fs.Usage = helpFunc(fs, rb.help, g) // capture's: its flags, then proxy mode and runbooks
+	for _, o := range rbOpts {
+		if !lead(o) {
+			shown = append(shown, o)
+		}
+	}
+	fs.Usage = helpFunc(fs, rb.help, append(shown, last...)) // capture's: its flags, then proxy mode and runbooks
 	return opts, rb, &as.LengthBuckets
 }
 

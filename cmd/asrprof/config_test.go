@@ -45,7 +45,7 @@ func TestCaptureFlagsAreTheOptions(t *testing.T) {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		captureFlags(fs, &cfg)
 		own := flag.NewFlagSet(name, flag.ContinueOnError)
-		addRunbookFlags(newFlagGroups(own))
+		addRunbookFlags(own)
 		as := analysis.DefaultSettings()
 		option.Named(analysis.OptionTable(), "length-buckets").Define(own, &as, nil)
 		opts := map[string]bool{}

@@ -3,7 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
+	"github.com/asrprof/asrprof/option"
 	"io"
 	"strconv"
 	"strings"
@@ -54,11 +56,12 @@ type runbookFlags struct {
 }
 
 // addRunbookFlags defines the command's runbook options (runbook.Options)
-// in their help groups.
-func addRunbookFlags(g *flagGroups) *runbookFlags {
-	f := &runbookFlags{cmd: g.fs.Name(), Settings: runbook.DefaultSettings()}
-	defineOptions(g, runbook.Options(f.cmd), &f.Settings, nil)
-	return f
+// on fs; opts are they.
+func addRunbookFlags(fs *flag.FlagSet) (f *runbookFlags, opts []option.Option) {
+	f = &runbookFlags{cmd: fs.Name(), Settings: runbook.DefaultSettings()}
+	opts = runbook.Options(f.cmd)
+	option.DefineAll(fs, opts, &f.Settings, nil)
+	return f, opts
 }
 
 // help returns the command's help text before its flags and after them.

@@ -67,8 +67,7 @@ Flags:
 
 func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("what-if", stderr)
-	g := newFlagGroups(fs)
-	rb := addRunbookFlags(g)
+	rb, shown := addRunbookFlags(fs)
 	// Its output is a capture's (--out, --overwrite, --format: capture's
 	// options, their help saying what what-if writes) and its advice an
 	// analysis's (--stages).
@@ -76,10 +75,11 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	outOpts := option.Pick(capture.Options(), "out", "overwrite", "format")
 	outOpts[0].Usage = "`DIR` for whatif.json, whatif.log and the rounds' runbooks (default runs/<date>-<time>-whatif)"
 	outOpts[1].Usage = "replace a what-if already in --out"
-	defineOptions(g, outOpts, &out, nil)
+	option.DefineAll(fs, outOpts, &out, nil)
 	as := analysis.DefaultSettings()
-	defineOptions(g, option.Pick(analysis.OptionTable(), "stages"), &as, nil)
-	fs.Usage = helpFunc(fs, text(whatIfUsage), g)
+	stages := option.Pick(analysis.OptionTable(), "stages")
+	option.DefineAll(fs, stages, &as, nil)
+	fs.Usage = helpFunc(fs, text(whatIfUsage), append(append(shown, outOpts...), stages...))
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
