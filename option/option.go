@@ -152,7 +152,7 @@ func Fields(v any) map[string]any {
 	m := map[string]any{}
 	rv := reflect.ValueOf(v)
 	for _, f := range reflect.VisibleFields(rv.Type()) {
-		if name := JSONName(f); name != "-" {
+		if name := JSONName(f); name != "-" && f.IsExported() {
 			x := rv.FieldByIndex(f.Index).Interface()
 			if d, ok := x.(time.Duration); ok {
 				x = d.Seconds()
