@@ -18,15 +18,16 @@ type Settings struct {
 	NoWarm                         bool
 
 	Lifecycle     Lifecycle
-	ProvenanceEnv string // more names, comma-separated
+	ProvenanceEnv []string // more names (DefaultProvenanceEnv are always recorded)
 	CacheDirs     option.Repeated
 
 	GPUCoRunner, GPUCoRunnerPython string // the share as given, the Python
 
 	// Sensitivity.
-	CPU, CPUMethod, GPUClocks string
-	Cycles                    int
-	CPUBase                   float64
+	CPU, CPUMethod string
+	GPUClocks      []int
+	Cycles         int
+	CPUBase        float64
 
 	// What-if.
 	Level  string

@@ -209,9 +209,6 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	if _, err := rb.gpuCoRunnerConfig(); err != nil {
 		return cfg, nil, err
 	}
-	if _, err := capture.SplitList(rb.ProvenanceEnv); err != nil {
-		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.ProvenanceEnv, err)
-	}
 	if rb.lengths, err = parseLengthBuckets(*lengths); err != nil {
 		return cfg, nil, err
 	}

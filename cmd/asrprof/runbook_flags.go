@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/asrprof/asrprof/option"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,13 +121,8 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 		Finish:    finisher(f.lengths),
 	}
 	rc.GPUCoRunner, _ = f.gpuCoRunnerConfig()
-	if f.ProvenanceEnv != "" {
-		rc.ProvenanceEnv = append([]string(nil), runbook.DefaultProvenanceEnv...)
-		for _, n := range strings.Split(f.ProvenanceEnv, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				rc.ProvenanceEnv = append(rc.ProvenanceEnv, n)
-			}
-		}
+	if len(f.ProvenanceEnv) > 0 {
+		rc.ProvenanceEnv = append(slices.Clone(runbook.DefaultProvenanceEnv), f.ProvenanceEnv...)
 	}
 	return rc
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
 )
 
@@ -98,12 +97,6 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	var clocks capture.IntList
-	if rb.GPUClocks != "" {
-		if err := clocks.Set(rb.GPUClocks); err != nil {
-			return fmt.Errorf("%w: --gpu-clocks %q: %v", errUsage, rb.GPUClocks, err)
-		}
-	}
 	if rb.Runs != "" {
 		return fmt.Errorf("%w: sensitivity plans its own runs (--cpu × --cycles): drop --runs", errUsage)
 	}
@@ -117,7 +110,7 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rc := rb.config(cfg)
 	_, err = runbook.Sensitivity(ctx, runbook.SensitivityConfig{
-		Runbook: rc, Server: srv, Allotments: shares, Cycles: rb.Cycles, Method: rb.CPUMethod, BaseCores: rb.CPUBase, Stages: stageMeans, GPUClocks: clocks,
+		Runbook: rc, Server: srv, Allotments: shares, Cycles: rb.Cycles, Method: rb.CPUMethod, BaseCores: rb.CPUBase, Stages: stageMeans, GPUClocks: rb.GPUClocks,
 	}, stdout, stderr)
 	return err
 }
