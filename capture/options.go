@@ -56,7 +56,7 @@ func Options() []Option {
 		{Name: "split", Group: groupData, Field: "Split", Usage: "the split of a Parquet or Hugging Face dataset to send (`NAME`, e.g. test); needed when it has\nseveral, and the error lists them"},
 
 		{Name: "concurrency", Group: groupLoad, Field: "Concurrency", Usage: "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,4,8\n(default " +
-			IntList(DefaultLevels).String() + " when neither --rate nor --arrivals replay:FILE is given; --find-max starts at 1)"},
+			option.IntList(DefaultLevels).String() + " when neither --rate nor --arrivals replay:FILE is given; --find-max starts at 1)"},
 		{Name: "rate", Group: groupLoad, Field: "Rates", Usage: "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5"},
 		{Name: "repeats", Group: groupLoad, Field: "Repeats", Usage: "scored passes over the dataset per level (`N`)"},
 		{Name: "warmup", Group: groupLoad, Field: "Warmup", Usage: "run one full unscored pass per level before the scored repeats"},
@@ -164,7 +164,7 @@ func (f *Flags) Define(fs *flag.FlagSet, o Option) { o.Define(fs, f.c, f) }
 func (f *Flags) Finish() error {
 	c := f.c
 	var err error
-	if c.Probes, err = SplitList(f.probes); err != nil || len(c.Probes) == 0 {
+	if c.Probes, err = option.SplitList(f.probes); err != nil || len(c.Probes) == 0 {
 		if err == nil {
 			err = errors.New("want auto, none or probe names")
 		}
@@ -228,15 +228,6 @@ func sameValue(a, b reflect.Value) bool {
 	}
 	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
-
-// SplitList is option.SplitList: every list flag parses its value with it.
-func SplitList(v string) ([]string, error) { return option.SplitList(v) }
-
-// IntList and FloatList are comma-separated lists of numbers, as flag.Values.
-type (
-	IntList   = option.IntList
-	FloatList = option.FloatList
-)
 
 // columnsValue is --columns: dataset.ParseColumns' syntax.
 type columnsValue dataset.Columns

@@ -275,7 +275,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 			cs = append([]int{1}, cs...)
 			from = append(from, "c=1 added by --solo")
 		}
-		levels = append(levels, "c="+capture.IntList(cs).String())
+		levels = append(levels, "c="+option.IntList(cs).String())
 		switch {
 		case set["sessions"]:
 			from = append(from, "--sessions")
@@ -285,7 +285,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 	}
 
 	if len(cfg.Rates) > 0 {
-		levels = append(levels, "rate="+capture.FloatList(cfg.Rates).String()+"/s")
+		levels = append(levels, "rate="+option.FloatList(cfg.Rates).String()+"/s")
 		from = append(from, "--rate")
 	}
 	what := strings.Join(levels, " then ")
