@@ -30,6 +30,8 @@ func statsModule() *starlarkstruct.Module {
 		"mannwhitney":  mannWhitney,
 		"summary":      oneSeries(statSummary),
 		"compare":      compare,
+		"metrics":      comparedMetrics,
+		"power_note":   powerNote,
 		"bootstrap_ci": bootstrapCI,
 	})
 }
@@ -211,8 +213,8 @@ func statSummary(xs []float64) starlark.Value {
 
 // compare(xs, ys, alpha=0.05) is summary.Compare of side A (xs, the
 // baseline) and side B: struct(mean_a, mean_b, ratio (B/A; None when mean
-// A is 0), u (for xs), p, significant (p < alpha), min_p (summary.MinP),
-// n_a, n_b).
+// A is 0), u (for xs), p, significant (p < alpha), delta (its Delta: ~,
+// +x.x % or changed), min_p (summary.MinP), n_a, n_b).
 func compare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	alpha := summary.DefaultAlpha
 	xs, ys, err := twoSamples(b, args, kw, "alpha?", &alpha)
@@ -226,9 +228,53 @@ func compare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 	}
 	return starlarkstruct.FromStringDict(starlark.String("comparison"), starlark.StringDict{
 		"mean_a": starlark.Float(c.MeanA), "mean_b": starlark.Float(c.MeanB), "ratio": ratio,
-		"u": starlark.Float(c.U), "p": starlark.Float(c.P), "significant": starlark.Bool(c.Sig),
+		"u": starlark.Float(c.U), "p": starlark.Float(c.P), "significant": starlark.Bool(c.Sig), "delta": starlark.String(c.Delta()),
 		"min_p": starlark.Float(summary.MinP(len(xs), len(ys))), "n_a": starlark.MakeInt(len(xs)), "n_b": starlark.MakeInt(len(ys)),
 	}), nil
+}
+
+// metrics(slo=False) is summary.Metrics, the metrics every comparison
+// compares: [(label, key, format)].
+func comparedMetrics(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var slo bool
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "slo?", &slo); err != nil {
+		return nil, err
+	}
+	var out []starlark.Value
+	for _, m := range summary.Metrics(slo) {
+		out = append(out, starlark.Tuple{starlark.String(m.Label), starlark.String(m.Key), starlark.String(m.Format)})
+	}
+	return starlark.NewList(out), nil
+}
+
+// power_note(comparisons, alpha, what) is summary.PowerNote of compare's
+// results (their n_a and n_b): "" where a difference could show.
+func powerNote(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var list *starlark.List
+	var alpha float64
+	var what string
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "comparisons", &list, "alpha", &alpha, "what", &what); err != nil {
+		return nil, err
+	}
+	var cs []summary.Comparison
+	for i := range list.Len() {
+		var n [2]int
+		h, ok := list.Index(i).(starlark.HasAttrs)
+		if !ok {
+			return nil, fmt.Errorf("%s: comparison %d is a %s, not compare's result", b.Name(), i, list.Index(i).Type())
+		}
+		for k, attr := range []string{"n_a", "n_b"} {
+			v, err := h.Attr(attr)
+			if err == nil {
+				err = starlark.AsInt(v, &n[k])
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: comparison %d: %s: %v", b.Name(), i, attr, err)
+			}
+		}
+		cs = append(cs, summary.Comparison{A: make([]float64, n[0]), B: make([]float64, n[1])})
+	}
+	return starlark.String(summary.PowerNote(cs, alpha, what)), nil
 }
 
 // bootstrapCI(xs, stat="mean", level=0.95, n=2000, seed=1) returns the

@@ -59,7 +59,7 @@ func TestAttrTables(t *testing.T) {
 // errors have always named it: "module.member" (stats: "member").
 func TestModuleNames(t *testing.T) {
 	want := map[string]string{
-		"stats":       "bootstrap_ci compare count histogram linregress mannwhitney max mean median min percentile stdev sum summary",
+		"stats":       "bootstrap_ci compare count histogram linregress mannwhitney max mean median metrics min percentile power_note stdev sum summary",
 		"preset":      "attr between declare event gap rest span span_end span_start stage_summary",
 		"evidence":    "balance event_meta occupancy workers",
 		"table":       "cell level_label message new parse_level sprintf",

@@ -10,7 +10,6 @@
 package capture
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
 
@@ -164,36 +163,11 @@ const DefaultPeriod = 5 * time.Second
 
 // MarshalJSON writes c as the manifest records it: the json fields of
 // Config, durations in seconds.
-func (c Config) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
-	v := reflect.ValueOf(c)
-	for _, f := range reflect.VisibleFields(v.Type()) {
-		if name := jsonName(f); name != "-" {
-			x := v.FieldByIndex(f.Index).Interface()
-			if d, ok := x.(time.Duration); ok {
-				x = d.Seconds()
-			}
-			m[name] = x
-		}
-	}
-	return json.Marshal(m)
-}
+func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(option.Fields(c)) }
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
 // JSON object; numbers keep their digits (json.Number).
-func (c Config) Record() (map[string]any, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("recording the configuration: %w", err)
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, fmt.Errorf("recording the configuration: %w", err)
-	}
-	return m, nil
-}
+func (c Config) Record() (map[string]any, error) { return option.Record(c) }
 
 // DefaultLevels are the closed-loop concurrency levels of a capture that
 // names neither levels nor rates.

@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/option"
 	"maps"
 	"reflect"
 	"time"
@@ -16,7 +17,7 @@ func ConfigFromRecord(rec map[string]any) (Config, error) {
 	c := DefaultConfig()
 	rec = maps.Clone(rec)
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
-		name := jsonName(f)
+		name := option.JSONName(f)
 		if s, ok := rec[name]; ok && f.Type == reflect.TypeFor[time.Duration]() {
 			secs, err := seconds(s)
 			if err != nil {

@@ -21,23 +21,25 @@ var importRules = map[string][]string{
 	"table":   {},
 	"model":   {"model", "stats"},
 	"scripts": {},
+	// The options tables' machinery: a flag, a default, a record per option.
+	"option": {"table"},
 	// Traces and the bundle: the model and each other.
-	"trace": {"model", "stats", "trace"},
+	"trace": {"model", "stats", "trace", "option"},
 	// Helpers that are not an API: nothing of ours above them.
 	"internal": {"model", "stats", "table", "trace", "internal"},
 	// The three sides never import each other.
 	"bench":    {"model", "stats", "table", "trace", "internal", "bench"},
-	"probe":    {"model", "stats", "table", "trace", "internal", "probe"},
-	"analysis": {"model", "stats", "table", "trace", "internal", "analysis", "scripts"},
+	"probe":    {"model", "stats", "table", "trace", "internal", "probe", "option"},
+	"analysis": {"model", "stats", "table", "trace", "internal", "analysis", "scripts", "option"},
 	// The reference server's Go side starts it for tests.
 	"refserver": {"internal", "refserver"},
 	// The report draws analysis tables; it touches no live system.
-	"report": {"model", "stats", "table", "trace", "internal", "analysis", "report"},
+	"report": {"model", "stats", "table", "trace", "internal", "analysis", "report", "option"},
 	// capture is where bench and probe meet; it records, never interprets.
-	"capture": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture"},
+	"capture": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "option"},
 	// Runs of fresh servers and the daemon: around capture, no analysis.
-	"runbook": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "runbook"},
-	"serve":   {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "serve"},
+	"runbook": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "runbook", "option"},
+	"serve":   {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "serve", "option"},
 	// The CLI and the tools: everything.
 	"cmd":   {""},
 	"tools": {""},

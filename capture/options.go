@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,36 +8,22 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/asrprof/asrprof/bench/dataset"
-	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/table"
+	"github.com/asrprof/asrprof/option"
 )
 
-// Option is one capture option, written once: the flag of `asrprof
-// capture` (its name, help group and help; its default is DefaultConfig's
-// value of the field), the Config field it sets, whether an agent's half
-// of a remote capture gets it (agentArgs), and, through the field's json
-// tag, the name the manifest's config records it under (Record). The
-// model is google/pprof's internal/driver config, whose flags, URL
-// parameters and saved settings are its struct's fields.
-type Option struct {
-	Name  string // the flag, without its dashes: cpu-hz
-	Group string // the group of --help it is shown in
-	Usage string // its help; a `WORD` names its value
-	// Field is the Config field the option sets, by name; "" for the
-	// --find-max knobs, which make Search together (Flags.Finish).
-	Field string
-	// Agent: the probes-only capture an agent runs for a remote one gets
-	// the option, when its value is not the default (agentArgs).
-	Agent bool
-	// value is the flag's value: a pointer to a string, int, uint64, bool,
-	// float64 or time.Duration, or a flag.Value. nil: the field's own,
-	// where its type is one of those or a list ([]int, []float64, []string).
-	value func(f *Flags) any
-}
+// Option is one capture option (option.Option): the flag of `asrprof
+// capture` (its default is DefaultConfig's value of the field), the
+// Config field it sets, whether an agent's half of a remote capture gets
+// it (agentArgs), and, through the field's json tag, the name the
+// manifest's config records it under. Value, where set, is given the
+// *Flags that Define binds.
+type Option = option.Option
+
+// flags is a Value of the *Flags that Define binds.
+func flags(get func(f *Flags) any) func(any) any { return func(b any) any { return get(b.(*Flags)) } }
 
 // The help groups, in the order --help shows them.
 const (
@@ -66,34 +51,34 @@ func Options() []Option {
 		{Name: "max-samples", Group: groupData, Field: "MaxSamples", Usage: "use only the first `N` samples of the dataset (0: all)"},
 		{Name: "skip-bad", Group: groupData, Field: "SkipBad", Usage: "skip dataset entries that fail preflight (counted as bad_input in coverage)"},
 		{Name: "task", Group: groupData, Field: "Task", Usage: "`asr`: a transcript scored by WER/CER (results.json); transcribe-diarize: MOSS-Transcribe-Diarize's\n[start][Sxx]text[end] markup, sent as SGLang-Omni's client sends it (model, file,\nmax_new_tokens=65536, no language; verbose_json, or SSE with --protocol openai-stream) and scored by CER,\ncpCER and speaker-timestamp DER into transcribe_diarize_results.json and\ntranscribe_diarize_speed_results.json; the dataset's text is the reference markup"},
-		{Name: "columns", Group: groupData, Field: "Columns", value: func(f *Flags) any { return (*columnsValue)(&f.c.Columns) },
+		{Name: "columns", Group: groupData, Field: "Columns", Value: flags(func(f *Flags) any { return (*columnsValue)(&f.c.Columns) }),
 			Usage: "the columns of a Parquet or Hugging Face dataset, where not the known names\n(id: sample_id, id; audio: ref_audio, audio; text: ref_text, text, transcription, sentence;\nlang: lang, language), as `id=NAME,audio=NAME,text=NAME,lang=NAME` (any of them)"},
 		{Name: "split", Group: groupData, Field: "Split", Usage: "the split of a Parquet or Hugging Face dataset to send (`NAME`, e.g. test); needed when it has\nseveral, and the error lists them"},
 
 		{Name: "concurrency", Group: groupLoad, Field: "Concurrency", Usage: "closed-loop levels: requests kept in flight, comma-separated `LIST`, e.g. 1,4,8\n(default " +
-			IntList(DefaultLevels).String() + " when neither --rate nor --arrivals replay:FILE is given; --find-max starts at 1)"},
+			option.IntList(DefaultLevels).String() + " when neither --rate nor --arrivals replay:FILE is given; --find-max starts at 1)"},
 		{Name: "rate", Group: groupLoad, Field: "Rates", Usage: "open-loop levels in requests per second, comma-separated `LIST`, e.g. 2,4.5"},
 		{Name: "repeats", Group: groupLoad, Field: "Repeats", Usage: "scored passes over the dataset per level (`N`)"},
 		{Name: "warmup", Group: groupLoad, Field: "Warmup", Usage: "run one full unscored pass per level before the scored repeats"},
 		{Name: "solo", Group: groupLoad, Field: "Solo", Usage: "add a c=1 level first when the sweep has none: each sample's service alone, which the diagnosis\nof a server that sends no events or spans needs to tell its own service from waiting behind others"},
-		{Name: "arrivals", Group: groupLoad, Field: "Arrivals", Usage: "open-loop schedule: `poisson` or constant;\nreplay:FILE sends at the arrival times of a trace (JSONL or CSV: timestamp in ms as Mooncake's,\ntimestamp_ms or timestamp_s; sample_id or audio_duration_s picks the sample), one level named\nreplay, its times divided by --replay-speed (docs/REPLAY.md)"},
+		{Name: "arrivals", Group: groupLoad, Field: "Arrivals", Value: flags(func(f *Flags) any { return (*string)(&f.c.Arrivals) }), Usage: "open-loop schedule: `poisson` or constant;\nreplay:FILE sends at the arrival times of a trace (JSONL or CSV: timestamp in ms as Mooncake's,\ntimestamp_ms or timestamp_s; sample_id or audio_duration_s picks the sample), one level named\nreplay, its times divided by --replay-speed (docs/REPLAY.md)"},
 		{Name: "seed", Group: groupLoad, Field: "Seed", Usage: "`N` seeding the Poisson schedule (same seed, same send times)"},
 		{Name: "pass-duration", Group: groupLoad, Field: "PassDuration", Usage: "send for `DURATION` a pass, cycling the dataset (0: every sample once); requests in flight\nthen finish. Closed loop: none is handed out after it; open loop: the schedule ends there"},
 		{Name: "pass-requests", Group: groupLoad, Field: "PassRequests", Usage: "send `N` requests a pass, cycling the dataset (0: every sample once); with --pass-duration,\nwhichever ends first"},
 		// Its help says the default: a flag.Func's, it shows none of its own.
-		{Name: "replay-speed", Group: groupLoad, Field: "ReplaySpeed", value: func(f *Flags) any { return (*speedValue)(&f.c.ReplaySpeed) },
+		{Name: "replay-speed", Group: groupLoad, Field: "ReplaySpeed", Value: flags(func(f *Flags) any { return (*speedValue)(&f.c.ReplaySpeed) }),
 			Usage: "--arrivals replay:FILE: divide the trace's times by `X` (2: twice as fast) (default 1)"},
 		{Name: "timeout", Group: groupLoad, Field: "Timeout", Usage: "per-request timeout (`DURATION`, e.g. 30s)"},
 
-		{Name: "out", Group: groupOutput, Field: "Out", Usage: "bundle `DIR` to write (default runs/<date>-<time>); an existing bundle there is an error\nunless --overwrite"},
-		{Name: "overwrite", Group: groupOutput, Field: "Overwrite", Usage: "replace an existing bundle in --out"},
-		{Name: "format", Group: groupOutput, Field: "Format", Usage: table.FormatUsage},
-		{Name: "quiet", Group: groupOutput, Field: "Quiet", Usage: "no progress output"},
+		{Name: "out", Group: groupOutput, Field: "Out", Local: true, Usage: "bundle `DIR` to write (default runs/<date>-<time>); an existing bundle there is an error\nunless --overwrite"},
+		{Name: "overwrite", Group: groupOutput, Field: "Overwrite", Local: true, Usage: "replace an existing bundle in --out"},
+		option.Format(groupOutput),
+		option.Quiet(groupOutput),
 		{Name: "save-raw-dir", Group: groupOutput, Field: "SaveRawDir", Usage: "also write each scored pass's per-sample records into `DIR` as SGLang-Omni's benchmark does:\nconc{N}_rep{R}.jsonl (rate{R}_rep{R}.jsonl for --rate), one JSON object per sample with their field names"},
 
-		{Name: "probes", Group: groupProbes, Field: "Probes", Agent: true, value: func(f *Flags) any { return &f.probes },
+		{Name: "probes", Group: groupProbes, Field: "Probes", Agent: true, Value: flags(func(f *Flags) any { return &f.probes }),
 			Usage: "probes to run, comma-separated `LIST`; auto: every probe this machine supports (a probe\nthat cannot run says why in one line; one that runs but records nothing is an error); none: no probes" + ProbeHelp()},
-		{Name: "pid", Group: groupProbes, Field: "PID", Agent: true, value: func(f *Flags) any { return &f.pid },
+		{Name: "pid", Group: groupProbes, Field: "PID", Agent: true, Value: flags(func(f *Flags) any { return &f.pid }),
 			Usage: "the server's process `PID` (with its children) for host probes; auto: the process\nlistening on --target's port"},
 		{Name: "gpus", Group: groupProbes, Field: "GPUs", Agent: true, Usage: "NVML indices of the GPUs the gpu probe samples, comma-separated `LIST` (default: all)"},
 		{Name: "cpu-engine", Group: groupProbes, Field: "CPUEngine", Agent: true, Usage: "cpu probe engine (`ENGINE`):\n  otel: OpenTelemetry eBPF profiler, Python frames named with file and line;\n        needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE\n  fp:   frame-pointer sampler, native frames; Python functions too for a CPython >= 3.12\n        server started with PYTHONPERFSUPPORT=1\n  perf: perf events without root (kernel.perf_event_paranoid <= 2): the user's own server's\n        user-space stacks, frame pointers\n  auto: otel where it can start, else fp, else perf; the capture says which ran"},
@@ -120,15 +105,15 @@ func Options() []Option {
 		{Name: "realtime-dialect", Group: groupRealtime, Field: "Dialect", Usage: "--protocol openai-realtime: `openai` (GA, 24 kHz), vllm or sglang-omni (16 kHz)"},
 		{Name: "hotwords", Group: groupRealtime, Field: "Hotwords", Usage: "--protocol funasr-ws: hotwords sent as HOTWORDS:`w1,w2`"},
 
-		{Name: "slo", Group: groupCapacity, Field: "SLO", value: func(f *Flags) any { return &f.slo },
+		{Name: "slo", Group: groupCapacity, Field: "SLO", Value: flags(func(f *Flags) any { return &f.slo }),
 			Usage: "per-request limits for goodput, comma-separated metric=limit `LIST`, e.g.\nlatency=1s,rtf=0.3 or ttft=200ms (openai-stream) or first_update=1s,final_after_stop=2s (realtime).\nA request meets the SLO when it succeeded and every limit holds; goodput (req/s meeting it)\nand attainment (their share; requests the client's stop canceled are left out) go to the\nsweep, results.json and compare. Metrics:\n" + summary.SLOMetricsHelp()},
-		{Name: "find-max", Group: groupCapacity, Field: "Search", value: func(f *Flags) any { return &f.findMax },
+		{Name: "find-max", Group: groupCapacity, Field: "Search", Value: flags(func(f *Flags) any { return &f.findMax }),
 			Usage: "search for the highest --concurrency (closed loop; the one given is the start, default 1)\nor --rate (open loop) whose attainment stays ≥ --attainment in every repeat: double until a\nlevel fails, then bisect until within --tolerance; prints the path and the answer (search.json)"},
-		{Name: "attainment", Group: groupCapacity, value: func(f *Flags) any { return &f.search.Attainment },
+		{Name: "attainment", Group: groupCapacity, Value: flags(func(f *Flags) any { return &f.search.Attainment }),
 			Usage: "--find-max: the share of requests (`SHARE`, 0..1) that must meet --slo at a passing level"},
-		{Name: "tolerance", Group: groupCapacity, value: func(f *Flags) any { return &f.tolerance },
+		{Name: "tolerance", Group: groupCapacity, Value: flags(func(f *Flags) any { return &f.tolerance }),
 			Usage: "--find-max: stop when the passing and failing levels are this close (`TOL`): requests in flight\nor req/s, or a percentage of the passing level such as 10% (default 1 closed loop, 10% open loop)"},
-		{Name: "find-max-limit", Group: groupCapacity, value: func(f *Flags) any { return &f.search.Max },
+		{Name: "find-max-limit", Group: groupCapacity, Value: flags(func(f *Flags) any { return &f.search.Max }),
 			Usage: "--find-max: the highest level to try (`N`; default 1024 in flight, 1000 req/s)"},
 
 		{Name: "proxy", Group: groupProxy, Field: "Proxy", Usage: "listen at `HOST:PORT` (loopback when HOST is empty) and record the requests your own\nclient sends to --target through it; the command after -- is that client"},
@@ -139,7 +124,7 @@ func Options() []Option {
 		{Name: "probes-only", Group: groupRemote, Field: "ProbesOnly", Agent: true, Usage: "run the probes without sending requests (no --dataset): periods of --period until --duration\nor Ctrl-C; the server's load comes from elsewhere"},
 		{Name: "duration", Group: groupRemote, Field: "Duration", Usage: "with --probes-only or --proxy: how long the capture lasts (`DURATION`; 0: until Ctrl-C,\nor with --proxy and a command, until the command exits)"},
 		{Name: "period", Group: groupRemote, Field: "Period", Usage: "with --probes-only: the length of one probe period, one row per thread in sched.jsonl (`DURATION`)"},
-		{Name: "agent", Group: groupRemote, Field: "Agents", value: func(f *Flags) any { return (*Repeated)(&f.c.Agents) },
+		{Name: "agent", Group: groupRemote, Field: "Agents", Value: flags(func(f *Flags) any { return (*option.Repeated)(&f.c.Agents) }),
 			Usage: "run the probes in the asrprof serve at `URL` (e.g. http://10.0.0.2:7070) on the server's host\ninstead of here; repeatable, one per host. The first agent's probe files land at the bundle's\nroot, the others' under agents/<host_port>/; each agent's clock offset is in manifest.json"},
 		{Name: "agent-token", Group: groupRemote, Field: "AgentToken", Usage: "bearer `TOKEN` of the agents' asrprof serve --token (default $ASRPROF_AGENT_TOKEN)"},
 
@@ -149,30 +134,7 @@ func Options() []Option {
 }
 
 // OptionGroups are the help groups of Options, in order.
-func OptionGroups() []string {
-	var out []string
-	for _, o := range Options() {
-		if len(out) == 0 || out[len(out)-1] != o.Group {
-			out = append(out, o.Group)
-		}
-	}
-	return out
-}
-
-// Record is the name the manifest's config records the option's field
-// under (its json tag), or "" when it records none.
-func (o Option) Record() string {
-	if f, ok := reflect.TypeFor[Config]().FieldByName(o.Field); ok && jsonName(f) != "-" {
-		return jsonName(f)
-	}
-	return ""
-}
-
-// jsonName is the name a field marshals under ("-": none).
-func jsonName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	return cmp.Or(name, f.Name)
-}
+func OptionGroups() []string { return option.Groups(Options()) }
 
 // Flags binds the options to one Config: Define puts an option on a
 // flag set, writing into the Config; Finish, after parsing, sets what a
@@ -195,51 +157,14 @@ func NewFlags(c *Config) *Flags {
 }
 
 // Define defines o on fs.
-func (f *Flags) Define(fs *flag.FlagSet, o Option) {
-	var p any
-	if o.value != nil {
-		p = o.value(f)
-	} else {
-		v := reflect.ValueOf(f.c).Elem().FieldByName(o.Field)
-		if !v.IsValid() {
-			panic("capture: option --" + o.Name + ": Config has no field " + o.Field)
-		}
-		p = v.Addr().Interface()
-	}
-	switch p := p.(type) {
-	case flag.Value:
-		fs.Var(p, o.Name, o.Usage)
-	case *string:
-		fs.StringVar(p, o.Name, *p, o.Usage)
-	case *load.Arrivals:
-		fs.StringVar((*string)(p), o.Name, string(*p), o.Usage)
-	case *int:
-		fs.IntVar(p, o.Name, *p, o.Usage)
-	case *uint64:
-		fs.Uint64Var(p, o.Name, *p, o.Usage)
-	case *bool:
-		fs.BoolVar(p, o.Name, *p, o.Usage)
-	case *float64:
-		fs.Float64Var(p, o.Name, *p, o.Usage)
-	case *time.Duration:
-		fs.DurationVar(p, o.Name, *p, o.Usage)
-	case *[]int:
-		fs.Var((*IntList)(p), o.Name, o.Usage)
-	case *[]float64:
-		fs.Var((*FloatList)(p), o.Name, o.Usage)
-	case *[]string:
-		fs.Var((*stringList)(p), o.Name, o.Usage)
-	default:
-		panic(fmt.Sprintf("capture: option --%s: no flag for a %T", o.Name, p))
-	}
-}
+func (f *Flags) Define(fs *flag.FlagSet, o Option) { o.Define(fs, f.c, f) }
 
 // Finish completes the Config from the flags that fs.Parse left in f.
 // Its errors name the flag.
 func (f *Flags) Finish() error {
 	c := f.c
 	var err error
-	if c.Probes, err = SplitList(f.probes); err != nil || len(c.Probes) == 0 {
+	if c.Probes, err = option.SplitList(f.probes); err != nil || len(c.Probes) == 0 {
 		if err == nil {
 			err = errors.New("want auto, none or probe names")
 		}
@@ -303,81 +228,6 @@ func sameValue(a, b reflect.Value) bool {
 	}
 	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
-
-// SplitList splits the value of a comma-separated list flag into its
-// elements, spaces around them trimmed. An empty element (1,,4 or a
-// trailing comma) is an error naming it; an empty value is no elements.
-// Every list flag parses its value with it.
-func SplitList(v string) ([]string, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	elems := strings.Split(v, ",")
-	for i, e := range elems {
-		if elems[i] = strings.TrimSpace(e); elems[i] == "" {
-			return nil, fmt.Errorf("element %d is empty", i+1)
-		}
-	}
-	return elems, nil
-}
-
-// NumberList is a comma-separated list of integers (IntList) or numbers
-// (FloatList), as a flag.Value.
-type NumberList[T int | float64] []T
-
-// IntList is a comma-separated list of integers, as a flag.Value.
-type IntList = NumberList[int]
-
-// FloatList is a comma-separated list of numbers, as a flag.Value.
-type FloatList = NumberList[float64]
-
-func (l NumberList[T]) String() string {
-	s := make([]string, len(l))
-	for i, v := range l {
-		s[i] = fmt.Sprint(v) // an int as strconv.Itoa, a float64 as FormatFloat(v, 'g', -1, 64)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *NumberList[T]) Set(v string) error {
-	*l = nil
-	elems, err := SplitList(v)
-	if err != nil {
-		return err
-	}
-	for i, f := range elems {
-		var x T
-		want := "a number"
-		switch p := any(&x).(type) {
-		case *int:
-			*p, err = strconv.Atoi(f)
-			want = "an integer"
-		case *float64:
-			*p, err = strconv.ParseFloat(f, 64)
-		}
-		if err != nil {
-			return fmt.Errorf("element %d, %q, is not %s", i+1, f, want)
-		}
-		*l = append(*l, x)
-	}
-	return nil
-}
-
-// stringList is a comma-separated list of strings.
-type stringList []string
-
-func (l *stringList) String() string { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) (err error) {
-	*l, err = SplitList(v)
-	return err
-}
-
-// Repeated is a string flag given once per value (--agent A --agent B),
-// as a flag.Value.
-type Repeated []string
-
-func (l *Repeated) String() string     { return strings.Join(*l, ",") }
-func (l *Repeated) Set(v string) error { *l = append(*l, v); return nil }
 
 // columnsValue is --columns: dataset.ParseColumns' syntax.
 type columnsValue dataset.Columns

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/option"
 )
 
 // parseOptions parses args as the capture flags of the table, on top of
@@ -54,7 +56,7 @@ func TestOptions(t *testing.T) {
 		byField[o.Field] = append(byField[o.Field], o.Name)
 	}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
-		name := jsonName(f)
+		name := option.JSONName(f)
 		if name == "-" || f.Name == "Command" {
 			continue
 		}
@@ -63,8 +65,8 @@ func TestOptions(t *testing.T) {
 			t.Errorf("the manifest records %s (%q), but no option sets it", f.Name, name)
 		}
 		for _, o := range Options() {
-			if slices.Contains(opts, o.Name) && o.Record() != name {
-				t.Errorf("--%s: Record %q, want %q", o.Name, o.Record(), name)
+			if slices.Contains(opts, o.Name) && o.Record(reflect.TypeFor[Config]()) != name {
+				t.Errorf("--%s: Record %q, want %q", o.Name, o.Record(reflect.TypeFor[Config]()), name)
 			}
 		}
 	}
@@ -118,12 +120,12 @@ func TestAgentArgs(t *testing.T) {
 // TestNumberLists: IntList and FloatList (one NumberList) parse and print
 // their elements as strconv does, and name a bad element by its kind.
 func TestNumberLists(t *testing.T) {
-	var il IntList
-	if err := il.Set(" 1, 8 ,1000000"); err != nil || !slices.Equal(il, IntList{1, 8, 1000000}) || il.String() != "1,8,1000000" {
+	var il option.IntList
+	if err := il.Set(" 1, 8 ,1000000"); err != nil || !slices.Equal(il, option.IntList{1, 8, 1000000}) || il.String() != "1,8,1000000" {
 		t.Errorf("IntList: %v %q, %v", il, il.String(), err)
 	}
-	var fl FloatList
-	if err := fl.Set("0.5, 2,1e6,1e21"); err != nil || !slices.Equal(fl, FloatList{0.5, 2, 1e6, 1e21}) || fl.String() != "0.5,2,1e+06,1e+21" {
+	var fl option.FloatList
+	if err := fl.Set("0.5, 2,1e6,1e21"); err != nil || !slices.Equal(fl, option.FloatList{0.5, 2, 1e6, 1e21}) || fl.String() != "0.5,2,1e+06,1e+21" {
 		t.Errorf("FloatList: %v %q, %v", fl, fl.String(), err)
 	}
 	for _, c := range []struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/model/summary"
 )
 
 // Compare writes the comparison of the bundle in current with the one in
@@ -88,7 +89,11 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 		if len(t.Rows) == 0 {
 			p.para("warn", "the two captures ran no level in common: there is no ratio to draw")
 		} else {
-			p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cur), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
+			cs, err := analysis.Compare(cc, bc, summary.DefaultAlpha)
+			if err != nil {
+				return err
+			}
+			p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cs), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
 		}
 		p.table(t)
 		p.table(cur.tables["compare_cpu"])
@@ -133,20 +138,18 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 	return p.render(w, "{}")
 }
 
-// ratioBars draws the compare table's ratio per level and metric, with its
+// ratioBars draws the comparisons' ratio per level and metric, with its
 // delta (~ when not significant) and p above each bar.
-func ratioBars(d *captureData) string {
-	t := d.tables["compare"]
-	mi, ri, pi, di := colIndex(t, "metric"), colIndex(t, "ratio"), colIndex(t, "p"), colIndex(t, "delta")
+func ratioBars(cs []summary.Comparison) string {
 	var levels, metrics []string
 	type cell struct {
 		ratio, p float64
 		delta    string
 	}
 	cells := map[[2]string]cell{}
-	for i := range t.Rows {
-		lv, m := cellLevel(t, i), t.Rows[i][mi]
-		if m == "corpus WER" {
+	for _, c := range cs {
+		lv, m := c.Level, summary.Label(c.Metric)
+		if c.Metric == "corpus_wer" {
 			continue
 		}
 		if !slices.Contains(levels, lv) {
@@ -155,7 +158,11 @@ func ratioBars(d *captureData) string {
 		if !slices.Contains(metrics, m) {
 			metrics = append(metrics, m)
 		}
-		cells[[2]string{lv, m}] = cell{fnum(t.Values[i][ri]), fnum(t.Values[i][pi]), t.Rows[i][di]}
+		ratio := math.NaN()
+		if c.Ratio != nil {
+			ratio = *c.Ratio
+		}
+		cells[[2]string{lv, m}] = cell{ratio, c.P, c.Delta()}
 	}
 	const w, h, l, r, tp, b = 760.0, 320.0, 62.0, 16.0, 40.0, 40.0
 	c := newCanvas(w, h, "plot", "ratio")

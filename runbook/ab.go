@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -32,48 +31,26 @@ func Compare(sum []MetricSummary, alpha float64) []summary.Comparison {
 	return out
 }
 
-// CompareTable renders the comparison: means, ratio, p, and the change in
-// percent or ~ when it is not significant at alpha.
+// CompareTable renders the comparison: means, ratio, p, and the change
+// (summary.Comparison.Delta: in percent, or ~ when not significant at
+// alpha), with summary.PowerNote.
 func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 	t := &table.Table{
 		Name:    "ab",
 		Title:   fmt.Sprintf("A vs B over the scored runs: mean of each side, ratio B/A, Mann-Whitney U p (~: not significant at %g)", alpha),
 		Columns: []string{"level", "metric", "A", "B", "B/A", "p", "delta"},
 	}
-	labels := map[string]string{}
-	for _, m := range Metrics() {
-		labels[m.Key] = m.Label
-	}
-	worst := 0.0
 	for _, c := range cs {
 		var ratio any
-		delta := "~"
 		if c.Ratio != nil {
 			ratio = *c.Ratio
-			if c.Sig {
-				delta = fmt.Sprintf("%+.1f %%", (*c.Ratio-1)*100)
-			}
-		} else if c.Sig {
-			delta = "changed"
 		}
-		t.AddRow(c.Level, labels[c.Metric], c.MeanA, c.MeanB, ratio, c.P, delta)
-		worst = math.Max(worst, summary.MinP(len(c.A), len(c.B)))
+		t.AddRow(c.Level, summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta())
 	}
-	if len(cs) > 0 && worst >= alpha {
-		t.Notes = append(t.Notes, fmt.Sprintf("with %s, the smallest p a Mann-Whitney U test can give is %.3g ≥ %g: no difference can show as significant; add runs to the order (4 a side give 0.029)",
-			sizes(cs), worst, alpha))
+	if n := summary.PowerNote(cs, alpha, "runs"); n != "" {
+		t.Notes = append(t.Notes, n)
 	}
 	return t
-}
-
-func sizes(cs []summary.Comparison) string {
-	var out []string
-	for _, c := range cs {
-		if s := fmt.Sprintf("%d A and %d B runs", len(c.A), len(c.B)); !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return strings.Join(out, " or ")
 }
 
 // FingerprintDiff lists how the servers of two runs differ in what their

@@ -330,14 +330,15 @@ func TestAB(t *testing.T) {
 	if got := strings.Join(dirs, ","); got != "A-warm,B-warm,A-1,B-1,B-2,A-2" {
 		t.Errorf("runs %s", got)
 	}
-	if rep.Mode != "ab" || len(rep.Compare) != len(Metrics()) {
+	if rep.Mode != "ab" || len(rep.Compare) != len(summary.Metrics(false)) {
 		t.Fatalf("mode %s, %d comparisons", rep.Mode, len(rep.Compare))
 	}
 	c := rep.Compare[0]
 	if len(c.A) != 2 || len(c.B) != 2 || c.P <= 0 || c.Sig {
 		t.Errorf("comparison %+v (2 runs a side can never be significant)", c)
 	}
-	if !strings.Contains(out, "B/A") || !strings.Contains(out, "~") || !strings.Contains(out, "A and B differ in command") {
+	if !strings.Contains(out, "B/A") || !strings.Contains(out, "~") || !strings.Contains(out, "A and B differ in command") ||
+		!strings.Contains(out, "with 2 and 2 runs a side, the smallest p a Mann-Whitney U test can give is 0.333") {
 		t.Errorf("output:\n%s", out)
 	}
 }
@@ -512,7 +513,7 @@ func TestJudge(t *testing.T) {
 func TestSummaryStats(t *testing.T) {
 	mk := func(dir, side string, lat float64) RunRecord {
 		return RunRecord{RunSpec: RunSpec{Dir: dir, Side: side, Scored: true}, ran: true, results: model.Results{Results: []model.LevelResult{{
-			Level: "c1", LatencyMeanS: model.Stat{Mean: lat}, PerRepeat: []model.PassMetrics{{RequestsPerS: 10 / lat}},
+			Level: "c1", LatencyMeanS: model.Stat{Mean: lat}, PerRepeat: []model.PassMetrics{{RequestsPerS: 10 / lat, LatencyMeanS: lat}},
 		}}}}
 	}
 	recs := []RunRecord{mk("A-1", "A", 1), mk("B-1", "B", 2), mk("A-2", "A", 1.2), mk("B-2", "B", 2.2), mk("A-3", "A", 1.1), mk("B-3", "B", 2.1),

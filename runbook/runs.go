@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -117,16 +118,16 @@ func ABPlan(order string, warm bool, a, b ServerCmd) ([]RunSpec, error) {
 // Lifecycle says how servers are started, checked and stopped.
 type Lifecycle struct {
 	// HealthURL is polled until 200 ("": the target + /health).
-	HealthURL      string
-	StartupTimeout time.Duration
-	StopGrace      time.Duration
+	HealthURL      string        `json:"health_url"`
+	StartupTimeout time.Duration `json:"startup_timeout_s"`
+	StopGrace      time.Duration `json:"stop_grace_s"`
 	// GPUFreeMiB: after a stop, every GPU's used memory must drop below
 	// this within GPUFreeTimeout (checked only where NVML works).
-	GPUFreeMiB     uint64
-	GPUFreeTimeout time.Duration
+	GPUFreeMiB     uint64        `json:"gpu_free_mib"`
+	GPUFreeTimeout time.Duration `json:"gpu_free_timeout_s"`
 	// Reuse measures a server that already answers on the target's port
 	// instead of refusing to start; it is neither started nor stopped.
-	Reuse bool
+	Reuse bool `json:"reuse_server"`
 }
 
 // Config is a whole runbook: a capture configuration for every run (its
@@ -574,15 +575,13 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
+// lifecycleMap is runbook.json's "lifecycle": the Lifecycle as its json
+// tags name it (option.Fields, the record of every options table), the
+// health URL resolved, and the cache dirs.
 func lifecycleMap(cfg Config) map[string]any {
 	lc := cfg.Lifecycle
-	return map[string]any{
-		"health_url":         HealthURL(cfg.Capture.Target, lc.HealthURL),
-		"startup_timeout_s":  lc.StartupTimeout.Seconds(),
-		"stop_grace_s":       lc.StopGrace.Seconds(),
-		"gpu_free_mib":       lc.GPUFreeMiB,
-		"gpu_free_timeout_s": lc.GPUFreeTimeout.Seconds(),
-		"reuse_server":       lc.Reuse,
-		"cache_dirs":         cfg.CacheDirs,
-	}
+	lc.HealthURL = HealthURL(cfg.Capture.Target, lc.HealthURL)
+	m := option.Fields(lc)
+	m["cache_dirs"] = cfg.CacheDirs
+	return m
 }

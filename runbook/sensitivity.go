@@ -361,7 +361,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 func levelReqPerS(res model.Results, level string) float64 {
 	for _, lr := range res.Results {
 		if lr.Level == level {
-			return reqPerS(lr)
+			return levelValue(lr, "requests_per_s")
 		}
 	}
 	return 0

@@ -56,35 +56,10 @@ type MetricSummary struct {
 	Runs   []string  `json:"runs"`
 }
 
-// Metric is one number a level result yields.
-type Metric struct {
-	Key   string // runbook.json name
-	Label string // table label
-	Get   func(model.LevelResult) float64
-}
-
-// Metrics lists the summarised metrics, in table order.
-func Metrics() []Metric {
-	return []Metric{
-		{"requests_per_s", "req/s", reqPerS},
-		{"throughput_samples_per_s", "samples/s", func(r model.LevelResult) float64 { return r.ThroughputSamplesPerS.Mean }},
-		{"rtfx", "RTFx", func(r model.LevelResult) float64 { return r.RTFx.Mean }},
-		{"latency_mean_s", "latency mean (s)", func(r model.LevelResult) float64 { return r.LatencyMeanS.Mean }},
-		{"latency_median_s", "latency p50 (s)", func(r model.LevelResult) float64 { return r.LatencyMedianS.Mean }},
-		{"latency_p95_s", "latency p95 (s)", func(r model.LevelResult) float64 { return r.LatencyP95S.Mean }},
-		{"latency_p99_s", "latency p99 (s)", func(r model.LevelResult) float64 { return r.LatencyP99S.Mean }},
-		{"rtf_mean", "RTF mean", func(r model.LevelResult) float64 { return r.RTFMean.Mean }},
-		{"corpus_wer", "corpus WER", func(r model.LevelResult) float64 { return r.CorpusWER.Mean }},
-	}
-}
-
-// reqPerS is a level's mean req/s over its repeats.
-func reqPerS(r model.LevelResult) float64 {
-	var xs []float64
-	for _, p := range r.PerRepeat {
-		xs = append(xs, p.RequestsPerS)
-	}
-	return stats.Mean(xs)
+// levelValue is a level's value of the metric key: its mean over the
+// level's repeats, as results.json's per-level mean.
+func levelValue(r model.LevelResult, key string) float64 {
+	return stats.Mean(summary.LevelValues(r, key))
 }
 
 // Judge returns the verdict over the scored runs of recs, given the levels
@@ -165,7 +140,7 @@ func firstLine(s string) string {
 func Summarize(recs []RunRecord, side string, levels []capture.SweepPoint) []MetricSummary {
 	var out []MetricSummary
 	for _, lv := range levels {
-		for _, m := range Metrics() {
+		for _, m := range summary.Metrics(false) {
 			s := MetricSummary{Side: side, Level: lv.Name, Metric: m.Key, Values: []float64{}, Runs: []string{}}
 			for _, r := range recs {
 				if !r.Scored || r.Side != side || !r.ran {
@@ -173,7 +148,7 @@ func Summarize(recs []RunRecord, side string, levels []capture.SweepPoint) []Met
 				}
 				for _, lr := range r.results.Results {
 					if lr.Level == lv.Name {
-						s.Values = append(s.Values, m.Get(lr))
+						s.Values = append(s.Values, levelValue(lr, m.Key))
 						s.Runs = append(s.Runs, r.Dir)
 					}
 				}
@@ -229,10 +204,6 @@ func SummaryTable(sum []MetricSummary, side string) *table.Table {
 		name += "_" + strings.ToLower(side)
 	}
 	t := &table.Table{Name: name, Title: title, Columns: []string{"level", "metric", "mean", "sd", "min", "max", "n", "runs"}}
-	labels := map[string]string{}
-	for _, m := range Metrics() {
-		labels[m.Key] = m.Label
-	}
 	for _, s := range sum {
 		if s.Side != side {
 			continue
@@ -241,7 +212,7 @@ func SummaryTable(sum []MetricSummary, side string) *table.Table {
 		if s.N < 2 {
 			sd = nil
 		}
-		t.AddRow(s.Level, labels[s.Metric], s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
+		t.AddRow(s.Level, summary.Label(s.Metric), s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
 	}
 	return t
 }

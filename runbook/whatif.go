@@ -502,7 +502,7 @@ type WhatIfConfig struct {
 	Level   string    // "": the highest level with a knob
 	Knobs   map[string]string
 	Rounds  int    // ≥ 1
-	Order   string // each round's runs, as ab's --order ("AB")
+	Order   string // each round's runs, as ab's --order ("": DefaultOrder)
 	Warm    bool   // an unscored warm run of each side first
 	DryRun  bool
 	// Advice reads the advice table of the bundle in dir (asrprof: the
@@ -524,7 +524,8 @@ type WhatIfRound struct {
 	After    *float64  `json:"after,omitempty"`   // side B's
 	BeforeN  []float64 `json:"before_runs,omitempty"`
 	AfterN   []float64 `json:"after_runs,omitempty"`
-	P        *float64  `json:"p,omitempty"` // Mann-Whitney U over the runs
+	P        *float64  `json:"p,omitempty"`     // Mann-Whitney U over the runs
+	Delta    string    `json:"delta,omitempty"` // after vs before (summary.Comparison.Delta)
 	Inside   *bool     `json:"in_interval,omitempty"`
 	ErrorPct *float64  `json:"error_pct,omitempty"` // (after − predicted) / predicted
 	Complete bool      `json:"complete"`
@@ -557,7 +558,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if len(wc.Server.Argv) == 0 {
 		return nil, fmt.Errorf("%w: what-if needs the server's command (--server-cmd): it starts the server as it is and as changed", ErrBadCommand)
 	}
-	wc.Order = cmp.Or(wc.Order, "AB")
+	wc.Order = cmp.Or(wc.Order, DefaultOrder)
 	out := wc.Runbook.Capture.Out
 	// A dry run writes nothing: it may name a what-if's directory.
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
@@ -733,7 +734,7 @@ func measure(rd *WhatIfRound, rb *Report, a Advice) {
 			rd.AfterN = append(rd.AfterN, x*m.scale)
 		}
 		p := c.P
-		rd.P = &p
+		rd.P, rd.Delta = &p, c.Delta()
 		if a.Predicted != nil {
 			if a.Lo != nil && a.Hi != nil {
 				in := after >= *a.Lo && after <= *a.Hi
@@ -845,11 +846,10 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: the advice's bundle measured %s (%s); before is side A, the same command rerun now", rd.Round, table.Format(*a.Now), rd.From))
 		}
 		if rd.P != nil {
-			n := fmt.Sprintf("round %d: before %v, after %v over the runs (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), *rd.P)
-			if mp := summary.MinP(len(rd.BeforeN), len(rd.AfterN)); mp >= summary.DefaultAlpha {
-				n += fmt.Sprintf("; with %d A and %d B runs the smallest p is %.3g: no change can show as significant (--order ABBAABBA gives 0.029)", len(rd.BeforeN), len(rd.AfterN), mp)
+			t.Notes = append(t.Notes, fmt.Sprintf("round %d: before %v, after %v over the runs: %s (Mann-Whitney U p = %.3g)", rd.Round, fmtList(rd.BeforeN), fmtList(rd.AfterN), rd.Delta, *rd.P))
+			if n := summary.PowerNote([]summary.Comparison{{A: rd.BeforeN, B: rd.AfterN}}, summary.DefaultAlpha, "runs"); n != "" {
+				t.Notes = append(t.Notes, fmt.Sprintf("round %d: %s", rd.Round, n))
 			}
-			t.Notes = append(t.Notes, n)
 		}
 		if !rd.Complete {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: INCOMPLETE: a run lacks coverage (%s)", rd.Round, filepath.Join(rd.Runbook, File)))

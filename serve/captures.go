@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,13 +104,6 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, `body: want {"args": ["--target", "URL", ...], "remote": false}: %v`, err)
 		return
-	}
-	for _, a := range req.Args {
-		name := strings.SplitN(strings.TrimLeft(a, "-"), "=", 2)[0]
-		if strings.HasPrefix(a, "-") && (name == "out" || name == "overwrite" || name == "server-cmd") {
-			httpError(w, http.StatusBadRequest, "args: --%s is not taken over the API: the daemon names its bundles (<dir>/<id>) and starts no servers", name)
-			return
-		}
 	}
 	cfg, err := s.cfg.Parse(req.Args)
 	if err != nil {

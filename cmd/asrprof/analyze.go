@@ -7,9 +7,9 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/option"
 )
 
 const analyzeUsage = `Usage: asrprof analyze DIR [SCRIPT|NAME ...] [flags]
@@ -53,28 +53,21 @@ Example:
 Flags:
 `
 
-// analyzeFlags are the flags analyze and compare share.
-type analyzeFlags struct {
-	format  string
-	stages  string
-	timeout time.Duration
+// analysisFlags defines the analyses' options called names
+// (analysis.OptionTable) on fs, with their defaults.
+func analysisFlags(fs *flag.FlagSet, names ...string) *analysis.Settings {
+	as := analysis.DefaultSettings()
+	option.DefineAll(fs, option.Pick(analysis.OptionTable(), names...), &as, nil)
+	return &as
 }
 
-func (f *analyzeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.format, "format", "text", formatUsage)
-	fs.StringVar(&f.stages, "stages", "auto", stagesUsage)
-	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit per script (`DURATION`)")
-}
-
-func (f *analyzeFlags) check() error {
-	if err := checkStages(f.stages); err != nil {
+// check checks the settings' --stages and --format.
+func checkSettings(as *analysis.Settings) error {
+	if err := checkStages(as.Stages); err != nil {
 		return err
 	}
-	return checkFormat(f.format)
+	return checkFormat(as.Format)
 }
-
-// stagesUsage is the help of a --stages flag, checkStages its check.
-var stagesUsage = "stage preset: `auto`, " + strings.Join(analysis.Presets[1:], ", ")
 
 func checkStages(preset string) error {
 	if !slices.Contains(analysis.Presets, preset) {
@@ -85,28 +78,22 @@ func checkStages(preset string) error {
 
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("analyze", stderr)
-	var af analyzeFlags
-	af.register(fs)
-	list := fs.Bool("list", false, "list the built-in analyses and exit")
-	lengths := lengthBucketsFlag(fs)
-	metricsMap := fs.String("metrics-map", "", "a JSON metrics map (`FILE`) naming which of the server's /metrics are its queue, prefill,\n"+
-		"decode... times and running and waiting gauges, tried before the built-in one (vLLM, SGLang);\n"+
-		"metrics_stages reads it (docs/ANALYSIS.md, \"The server's own /metrics\")")
+	af := analysisFlags(fs, "format", "stages", "timeout", "list", "length-buckets", "metrics-map")
 	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if *list {
+	if af.List {
 		for _, n := range analysis.Scripts() {
 			fmt.Fprintf(stdout, "  %-28s %s\n", n, analysis.Summary(n))
 		}
 		return nil
 	}
-	if err := af.check(); err != nil {
+	if err := checkSettings(af); err != nil {
 		return err
 	}
-	lb, err := parseLengthBuckets(*lengths)
+	lb, err := parseLengthBuckets(af.LengthBuckets)
 	if err != nil {
 		return err
 	}
@@ -120,27 +107,25 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	opts := analysis.Options{Stages: af.stages, Timeout: af.timeout, Print: stderr, LengthBuckets: lb, MetricsMap: *metricsMap}
+	opts := analysis.Options{Stages: af.Stages, Timeout: af.Timeout, Print: stderr, LengthBuckets: lb, MetricsMap: af.MetricsMap}
 	names := pos[1:]
 	if len(names) == 0 {
 		names = analysis.DefaultScriptsFor(c, opts)
 	}
 	s := analysis.NewSession(c, opts)
 	tables, err := analysis.RunScripts(ctx, s, names)
-	return printTables(stdout, stderr, af.format, tables, err, c)
+	return printTables(stdout, stderr, af.Format, tables, err, c)
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("compare", stderr)
-	var af analyzeFlags
-	af.register(fs)
-	alpha := fs.Float64("alpha", 0.05, "significance level of the Mann-Whitney U test (`P`)")
+	af := analysisFlags(fs, "format", "stages", "timeout", "alpha")
 	fs.Usage = helpFunc(fs, text(compareUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if err := af.check(); err != nil {
+	if err := checkSettings(af); err != nil {
 		return err
 	}
 	if len(pos) != 2 {
@@ -158,19 +143,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	s := analysis.NewSession(cur, analysis.Options{
-		Stages: af.stages, Timeout: af.timeout, Baseline: base, Print: stderr,
-		Params: map[string]any{"alpha": *alpha},
+		Stages: af.Stages, Timeout: af.Timeout, Baseline: base, Print: stderr,
+		Params: map[string]any{"alpha": af.Alpha},
 	})
 	tables, err := s.Run(ctx, "compare")
-	return printTables(stdout, stderr, af.format, tables, err, cur, base)
-}
-
-// lengthBucketsFlag defines --length-buckets (analyze, report, capture).
-func lengthBucketsFlag(fs *flag.FlagSet) *string {
-	return fs.String("length-buckets", "auto", "how the buckets analysis groups the requests by audio length (`SPEC`): auto (terciles of\n"+
-		"the requests' audio durations; the edges, rounded, are printed), edges in seconds such as 5,15,30\n"+
-		"(the buckets ≤ 5 s, 5–15 s, 15–30 s and > 30 s), or off. Per bucket: the sweep, the stage means,\n"+
-		"the knee and the recommended level (the knee; under the capture's --slo, the highest level meeting it)")
+	return printTables(stdout, stderr, af.Format, tables, err, cur, base)
 }
 
 // parseLengthBuckets parses --length-buckets.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -208,44 +209,54 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	if _, err := rb.gpuCoRunnerConfig(); err != nil {
 		return cfg, nil, err
 	}
-	if _, err := capture.SplitList(rb.provenanceEnv); err != nil {
-		return cfg, nil, fmt.Errorf("%w: --provenance-env %q: %v", errUsage, rb.provenanceEnv, err)
-	}
 	if rb.lengths, err = parseLengthBuckets(*lengths); err != nil {
 		return cfg, nil, err
 	}
 	cfg.SetDefaults(time.Now())
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	rb.levels = levelsLine(&cfg, set)
+	rb.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { rb.set[f.Name] = true })
+	rb.levels = levelsLine(&cfg, rb.set)
 	rb.warnings = inFlightWarnings(&cfg)
 	return cfg, rb, nil
 }
 
 // captureFlags defines the flags of capture (and of ab and sensitivity)
-// on fs, writing into cfg: capture's options (capture.Options) in their
-// help groups, and the command's own: the runbook's and --length-buckets.
-// ab's and sensitivity's own flags lead their help; capture's Advanced
-// group, the table's last, comes after the runbook's.
+// on fs, writing into cfg: capture's options (capture.Options) and the
+// command's own: the runbook's and --length-buckets. Its help shows ab's
+// and sensitivity's own groups first and capture's Advanced group, the
+// table's last, after the runbook's.
 func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbookFlags, *string) {
-	g := newFlagGroups(fs)
-	g.add(abGroup)
-	g.add(sensitivityGroup)
-	groups := capture.OptionGroups()
-	for _, title := range groups[:len(groups)-1] {
-		g.add(title)
-	}
-	rb := addRunbookFlags(g)
+	rb, rbOpts := addRunbookFlags(fs)
 	opts := capture.NewFlags(cfg)
-	var lengths *string
+	as := analysis.DefaultSettings()
+	lead := func(o option.Option) bool { return o.Group == runbook.GroupAB || o.Group == runbook.GroupSensitivity }
+	advanced := capture.OptionGroups()[len(capture.OptionGroups())-1]
+	var shown, last []option.Option
+	for _, o := range rbOpts {
+		if lead(o) {
+			shown = append(shown, o)
+		}
+	}
 	for _, o := range capture.Options() {
 		if o.Name == "save-raw-dir" { // the end-of-capture tables' and report's (finisher), before it
-			g.add(o.Group, func() { lengths = lengthBucketsFlag(fs) })
+			lb := option.Named(analysis.OptionTable(), "length-buckets").In(o.Group)
+			lb.Define(fs, &as, nil)
+			shown = append(shown, lb)
 		}
-		g.add(o.Group, func() { opts.Define(fs, o) })
+		opts.Define(fs, o)
+		if o.Group == advanced {
+			last = append(last, o)
+		} else {
+			shown = append(shown, o)
+		}
 	}
-	fs.Usage = helpFunc(fs, rb.help, g) // capture's: its flags, then proxy mode and runbooks
-	return opts, rb, lengths
+	for _, o := range rbOpts {
+		if !lead(o) {
+			shown = append(shown, o)
+		}
+	}
+	fs.Usage = helpFunc(fs, rb.help, append(shown, last...)) // capture's: its flags, then proxy mode and runbooks
+	return opts, rb, &as.LengthBuckets
 }
 
 // levelsLine is the line a capture starts with: the levels it will run
@@ -264,7 +275,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 			cs = append([]int{1}, cs...)
 			from = append(from, "c=1 added by --solo")
 		}
-		levels = append(levels, "c="+capture.IntList(cs).String())
+		levels = append(levels, "c="+option.IntList(cs).String())
 		switch {
 		case set["sessions"]:
 			from = append(from, "--sessions")
@@ -274,7 +285,7 @@ func levelsLine(cfg *capture.Config, set map[string]bool) string {
 	}
 
 	if len(cfg.Rates) > 0 {
-		levels = append(levels, "rate="+capture.FloatList(cfg.Rates).String()+"/s")
+		levels = append(levels, "rate="+option.FloatList(cfg.Rates).String()+"/s")
 		from = append(from, "--rate")
 	}
 	what := strings.Join(levels, " then ")

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 )
 
 // The command line's defaults are capture's: a capture given only its
@@ -43,8 +45,9 @@ func TestCaptureFlagsAreTheOptions(t *testing.T) {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		captureFlags(fs, &cfg)
 		own := flag.NewFlagSet(name, flag.ContinueOnError)
-		addRunbookFlags(newFlagGroups(own))
-		lengthBucketsFlag(own)
+		addRunbookFlags(own)
+		as := analysis.DefaultSettings()
+		option.Named(analysis.OptionTable(), "length-buckets").Define(own, &as, nil)
 		opts := map[string]bool{}
 		for _, o := range capture.Options() {
 			opts[o.Name] = true

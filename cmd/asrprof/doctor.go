@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/probe/doctor"
 )
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("doctor", stderr)
-	target := fs.String("target", "", "server base `URL` to check: GET URL/health, and the process listening on its port")
-	pid := fs.Int("pid", 0, "server process `N` (instead of finding the listener on --target's port)")
+	var o doctor.Options
+	option.DefineAll(fs, doctor.OptionTable(), &o, nil)
 	fs.Usage = helpFunc(fs, text(`Usage: asrprof doctor [--target URL] [--pid N]
 
 Checks what profiling needs on this machine (privileges, BTF, tracefs, perf
@@ -30,10 +31,10 @@ Flags:
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if *pid < 0 {
+	if o.PID < 0 {
 		return fmt.Errorf("%w: --pid must be positive", errUsage)
 	}
-	for _, f := range doctor.Check(ctx, doctor.Options{Target: *target, PID: *pid}) {
+	for _, f := range doctor.Check(ctx, o) {
 		fmt.Fprintln(stdout, f)
 	}
 	return nil

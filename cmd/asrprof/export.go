@@ -12,6 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/export"
@@ -42,14 +43,9 @@ Flags:
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", stderr)
-	otlpURL := fs.String("otlp", "", "send to the OTLP/HTTP endpoint `URL` (e.g. http://127.0.0.1:4318; /v1/traces is added when absent)")
-	perfetto := fs.String("perfetto", "", "write Chrome trace-event JSON to `FILE` (- for stdout)")
-	sample := fs.Int("sample", 1, "OTLP: export one request in `N`, with its whole trace")
-	rate := fs.Float64("rate-limit", export.DefaultRateLimit, "OTLP: at most this many `spans/s` on average (0: no limit)")
-	batch := fs.Int("batch", export.DefaultBatchSpans, "OTLP: at most `N` spans per export request")
-	timeout := fs.Duration("timeout", export.DefaultTimeout, "OTLP: time limit of one export request")
-	quiet := fs.Bool("quiet", false, "no progress output")
-	stages := fs.String("stages", "auto", stagesUsage)
+	es := export.DefaultSettings()
+	option.DefineAll(fs, export.Options(), &es, nil)
+	af := analysisFlags(fs, "stages")
 	fs.Usage = helpFunc(fs, text(exportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
@@ -58,21 +54,21 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case len(pos) == 0 || pos[0] == "":
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
-	case *otlpURL == "" && *perfetto == "":
+	case es.OTLP == "" && es.Perfetto == "":
 		return fmt.Errorf("%w: give --otlp URL, --perfetto FILE, or both", errUsage)
-	case *sample < 1:
+	case es.Sample < 1:
 		return fmt.Errorf("%w: --sample must be at least 1", errUsage)
-	case *rate < 0:
+	case es.RateLimit < 0:
 		return fmt.Errorf("%w: --rate-limit must not be negative", errUsage)
-	case *batch < 1:
+	case es.Batch < 1:
 		return fmt.Errorf("%w: --batch must be at least 1", errUsage)
 	}
 	dir := pos[0]
-	if err := checkStages(*stages); err != nil {
+	if err := checkStages(af.Stages); err != nil {
 		return err
 	}
-	if *otlpURL != "" {
-		if _, err := export.TracesURL(*otlpURL); err != nil {
+	if es.OTLP != "" {
+		if _, err := export.TracesURL(es.OTLP); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
@@ -87,25 +83,25 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("%s: reading requests: %w", dir, err)
 	}
-	derived, err := exportDerived(ctx, dir, *stages, len(reqs))
+	derived, err := exportDerived(ctx, dir, af.Stages, len(reqs))
 	if err != nil {
 		return err
 	}
-	if *perfetto != "" {
-		if err := exportPerfetto(b, *perfetto, derived, stdout); err != nil {
+	if es.Perfetto != "" {
+		if err := exportPerfetto(b, es.Perfetto, derived, stdout); err != nil {
 			return err
 		}
 	}
-	if *otlpURL == "" {
+	if es.OTLP == "" {
 		return nil
 	}
 	cfg := export.OTLPConfig{
-		URL:        *otlpURL,
-		PlanConfig: export.PlanConfig{BatchSpans: *batch, Sample: *sample, Stages: derived.stages, States: derived.states},
-		RateLimit:  *rate,
-		Timeout:    *timeout,
+		URL:        es.OTLP,
+		PlanConfig: export.PlanConfig{BatchSpans: es.Batch, Sample: es.Sample, Stages: derived.stages, States: derived.states},
+		RateLimit:  es.RateLimit,
+		Timeout:    es.Timeout,
 	}
-	if !*quiet {
+	if !es.Quiet {
 		var last time.Time
 		cfg.Progress = func(st export.OTLPStats) {
 			done := st.SentBatches + st.FailedBatches
@@ -119,7 +115,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	st, err := export.OTLP(ctx, b, cfg)
 	out := stdout
-	if *perfetto == "-" {
+	if es.Perfetto == "-" {
 		out = stderr // keep stdout valid JSON
 	}
 	printOTLP(out, st)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/asrprof/asrprof/option"
 	"io"
 	"strings"
 )
@@ -44,15 +45,16 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 }
 
 // helpFunc is a command's fs.Usage: the head of text (which ends in
-// "Flags:\n"), the flags in GNU style (printFlag; in groups when groups is
-// not nil, else by name), the tail of text, and the exit status table.
-func helpFunc(fs *flag.FlagSet, text func() (head, tail string), groups *flagGroups) func() {
+// "Flags:\n"), the flags in GNU style (printFlag; in the help groups of
+// opts when it is given, else by name), the tail of text, and the exit
+// status table.
+func helpFunc(fs *flag.FlagSet, text func() (head, tail string), opts []option.Option) func() {
 	return func() {
 		w := fs.Output()
 		head, tail := text()
 		fmt.Fprint(w, head)
-		if groups != nil {
-			groups.print(w)
+		if opts != nil {
+			printGroups(w, fs, opts)
 		} else {
 			fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
 		}

@@ -10,71 +10,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/table"
 )
-
-// flagGroups files the flags of a command into titled groups for its
-// --help, in the order they are defined: a flag is spelled once, where it
-// is defined, and the group it is defined in is where the help shows it.
-type flagGroups struct {
-	fs     *flag.FlagSet
-	groups []*flagGroup
-	filed  map[string]bool
-}
-
-type flagGroup struct {
-	title string
-	flags []*flag.Flag
-}
-
-func newFlagGroups(fs *flag.FlagSet) *flagGroups {
-	return &flagGroups{fs: fs, filed: map[string]bool{}}
-}
-
-// add runs each define in turn and files the flags it defined under
-// title: in the order of the defines, and by name among the flags one
-// define made. Adding to a title again appends to its group.
-func (g *flagGroups) add(title string, define ...func()) {
-	i := slices.IndexFunc(g.groups, func(x *flagGroup) bool { return x.title == title })
-	if i < 0 {
-		i = len(g.groups)
-		g.groups = append(g.groups, &flagGroup{title: title})
-	}
-	grp := g.groups[i]
-	for _, d := range define {
-		d()
-		g.fs.VisitAll(func(f *flag.Flag) {
-			if !g.filed[f.Name] {
-				g.filed[f.Name] = true
-				grp.flags = append(grp.flags, f)
-			}
-		})
-	}
-}
 
 // otherFlags is the title of the flags that no group holds.
 const otherFlags = "Other flags"
 
-// print writes each group's flags under its title, then those of the flag
-// set that no group holds, under otherFlags.
-func (g *flagGroups) print(w io.Writer) {
-	var other []*flag.Flag
-	g.fs.VisitAll(func(f *flag.Flag) {
-		if !g.filed[f.Name] {
-			other = append(other, f)
+// printGroups writes the flags of fs in the help groups of opts (a
+// command's options in the order --help shows them: the groups in order of
+// first use, each option under its own), then those of fs that opts does
+// not hold, under otherFlags.
+func printGroups(w io.Writer, fs *flag.FlagSet, opts []option.Option) {
+	other := option.Option{Group: otherFlags}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.ContainsFunc(opts, func(o option.Option) bool { return o.Name == f.Name }) {
+			opts = append(opts, option.Option{Name: f.Name, Group: other.Group})
 		}
 	})
-	groups := g.groups
-	if len(other) > 0 {
-		groups = append(slices.Clone(groups), &flagGroup{title: otherFlags, flags: other})
-	}
-	for _, grp := range groups {
-		if len(grp.flags) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s:\n", grp.title)
-		for _, f := range grp.flags {
-			printFlag(w, f)
+	for _, g := range option.Groups(opts) {
+		fmt.Fprintf(w, "\n%s:\n", g)
+		for _, o := range opts {
+			if f := fs.Lookup(o.Name); o.Group == g && f != nil {
+				printFlag(w, f)
+			}
 		}
 	}
 }
@@ -120,11 +79,8 @@ func shownDefault(f *flag.Flag) string {
 	return f.DefValue
 }
 
-// formatUsage is the help of every command's --format: one vocabulary,
-// table.Formats ("table", the old name of text, is still taken).
-const formatUsage = table.FormatUsage
-
-// checkFormat checks a --format value (formatUsage).
+// checkFormat checks a --format value (option.Format: one vocabulary,
+// table.Formats; "table", the old name of text, is still taken).
 func checkFormat(format string) error {
 	if table.CheckFormat(format) != nil {
 		return fmt.Errorf("%w: --format %q: want text, markdown, csv or json", errUsage, format)

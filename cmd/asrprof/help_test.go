@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
@@ -103,7 +104,7 @@ func TestHelpFlagsValuesAndDefaults(t *testing.T) {
 		entry := strings.Join(e.lines, "\n")
 		switch e.name {
 		case "concurrency":
-			if !strings.Contains(entry, "(default "+capture.IntList(capture.DefaultLevels).String()) {
+			if !strings.Contains(entry, "(default "+option.IntList(capture.DefaultLevels).String()) {
 				t.Errorf("--concurrency does not say its default:\n%s", entry)
 			}
 		case "level-gap":
@@ -230,8 +231,8 @@ func TestFlagListsRejectEmptyElements(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, `--concurrency "1,x": element 2, "x", is not an integer`) {
 		t.Errorf("--concurrency 1,x: exit %d, %s", code, stderr)
 	}
-	var l capture.IntList
-	if err := l.Set(" 1, 8 ,16"); err != nil || !slices.Equal(l, capture.IntList{1, 8, 16}) {
+	var l option.IntList
+	if err := l.Set(" 1, 8 ,16"); err != nil || !slices.Equal(l, option.IntList{1, 8, 16}) {
 		t.Errorf("spaces around elements: %v %v", l, err)
 	}
 }

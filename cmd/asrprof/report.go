@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/report"
 )
 
@@ -38,16 +38,14 @@ Flags:
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report", stderr)
-	out := fs.String("out", "", "the HTML `FILE` to write (default DIR/report.html, or CURRENT/compare.html)")
-	stages := fs.String("stages", "auto", stagesUsage)
-	timeout := fs.Duration("timeout", 30*time.Second, "limit per analysis (`DURATION`)")
-	lengths := lengthBucketsFlag(fs)
+	ro := report.DefaultSettings()
+	option.DefineAll(fs, report.OptionTable(), &ro, nil)
 	fs.Usage = helpFunc(fs, text(reportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if err := checkStages(*stages); err != nil {
+	if err := checkStages(ro.Stages); err != nil {
 		return err
 	}
 	if len(pos) == 1 || len(pos) == 2 {
@@ -55,22 +53,22 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	lb, err := parseLengthBuckets(*lengths)
+	lb, err := parseLengthBuckets(ro.LengthBuckets)
 	if err != nil {
 		return err
 	}
-	o := report.Options{Stages: *stages, Timeout: *timeout, LengthBuckets: lb}
+	o := report.Options{Stages: ro.Stages, Timeout: ro.Timeout, LengthBuckets: lb}
 	var path string
 	switch len(pos) {
 	case 1:
-		path, err = report.WriteFile(ctx, pos[0], *out, o)
+		path, err = report.WriteFile(ctx, pos[0], ro.Out, o)
 	case 2:
 		set := false
 		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "length-buckets" })
 		if set {
 			return fmt.Errorf("%w: --length-buckets: the comparison of two bundles has no results by audio length; give one bundle", errUsage)
 		}
-		path, err = report.CompareFile(ctx, pos[0], pos[1], *out, o)
+		path, err = report.CompareFile(ctx, pos[0], pos[1], ro.Out, o)
 	default:
 		return fmt.Errorf("%w: give one bundle directory, or two to compare (CURRENT BASELINE)", errUsage)
 	}

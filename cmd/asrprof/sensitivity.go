@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis"
-	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
 )
 
@@ -94,50 +92,25 @@ Example (the reference server, host-bound: its scheduler is one busy core):
 Flags:
 `
 
-// sensitivityFlags are the flags of `asrprof sensitivity` beside the
-// capture and runbook flags.
-type sensitivityFlags struct {
-	cpu, method, gpuClocks string
-	cycles                 int
-	base                   float64
-}
-
-func addSensitivityFlags(fs *flag.FlagSet) *sensitivityFlags {
-	f := &sensitivityFlags{}
-	fs.StringVar(&f.cpu, "cpu", "100%,50%", "CPU allotments, comma-separated `LIST` of percentages of what the server could use (100% is added when missing)")
-	fs.IntVar(&f.cycles, "cycles", 3, "how many times every allotment runs, each with a fresh server (`N`; the interval is over them)")
-	fs.StringVar(&f.method, "cpu-method", runbook.MethodAuto, "how the CPU is restricted: `auto`, cgroup, corunner or affinity (see above)")
-	fs.Float64Var(&f.base, "cpu-base", 0, "the CPU that is 100 %, in `CORES` (cgroup: then 100 % is a quota too; corunner: whole cores); default: the\ncores the server could use, one per busy thread of the cycle's unrestricted run, capped by its CPUs")
-	fs.StringVar(&f.gpuClocks, "gpu-clocks", "", "vary the GPU instead of the CPU: lock every GPU's graphics clock at each of these MHz, comma-separated\n`LIST` such as 1980,1500,990 (the highest is 100 %; NVML, needs root; --cpu is then not used)")
-	return f
-}
-
 func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, rb, err := parseCapture("sensitivity", args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	sf := rb.sens
-	var clocks capture.IntList
-	if sf.gpuClocks != "" {
-		if err := clocks.Set(sf.gpuClocks); err != nil {
-			return fmt.Errorf("%w: --gpu-clocks %q: %v", errUsage, sf.gpuClocks, err)
-		}
-	}
-	if rb.runs != "" {
+	if rb.Runs != "" {
 		return fmt.Errorf("%w: sensitivity plans its own runs (--cpu × --cycles): drop --runs", errUsage)
 	}
-	shares, err := runbook.ParseAllotments(sf.cpu)
+	shares, err := runbook.ParseAllotments(rb.CPU)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	srv, err := serverCommand("server-cmd", rb.serverCmd, rb.serverCmdFile)
+	srv, err := serverCommand("server-cmd", rb.ServerCmd, rb.ServerCmdFile)
 	if err != nil {
 		return err
 	}
 	rc := rb.config(cfg)
 	_, err = runbook.Sensitivity(ctx, runbook.SensitivityConfig{
-		Runbook: rc, Server: srv, Allotments: shares, Cycles: sf.cycles, Method: sf.method, BaseCores: sf.base, Stages: stageMeans, GPUClocks: clocks,
+		Runbook: rc, Server: srv, Allotments: shares, Cycles: rb.Cycles, Method: rb.CPUMethod, BaseCores: rb.CPUBase, Stages: stageMeans, GPUClocks: rb.GPUClocks,
 	}, stdout, stderr)
 	return err
 }

@@ -7,9 +7,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
+	"github.com/asrprof/asrprof/runbook"
 	"github.com/asrprof/asrprof/serve"
 )
 
@@ -57,11 +58,8 @@ Flags:
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	cfg := serve.Config{Addr: serve.DefaultAddr, Dir: "runs/serve", RemoteIdle: 10 * time.Minute}
-	fs.StringVar(&cfg.Addr, "listen", cfg.Addr, "`ADDR` to listen on; an address other than loopback needs --token")
-	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")
-	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "`DIR` the captures' bundles go to, one folder per capture id")
-	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", cfg.RemoteIdle, "finish a remote capture whose driver has not called for this long (`DURATION`)")
+	cfg := serve.DefaultConfig()
+	option.DefineAll(fs, serve.Options(), &cfg, nil)
 	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -85,7 +83,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // parseAPICapture is the CLI's capture parser for the API's args: the
-// same flags and defaults; a runbook (--server-cmd) is refused.
+// same flags and defaults; an option marked Local (--out, --server-cmd,
+// --gpu-corunner...) is refused.
 func parseAPICapture(args []string) (capture.Config, error) {
 	var msg strings.Builder
 	cfg, rb, err := parseCapture("capture", args, io.Discard, &msg)
@@ -95,11 +94,10 @@ func parseAPICapture(args []string) (capture.Config, error) {
 		}
 		return cfg, &reworded{msg: errorText(err), err: err} // as the command line prints it
 	}
-	if rb.enabled() {
-		return cfg, fmt.Errorf("runbook flags (--server-cmd, --runs) are not taken over the API")
-	}
-	if rb.gpuCoRunner != "" {
-		return cfg, fmt.Errorf("--gpu-corunner is not taken over the API: run it with asrprof capture")
+	for _, o := range append(capture.Options(), runbook.Options("capture")...) {
+		if o.Local && rb.set[o.Name] {
+			return cfg, serve.Refused(o.Name)
+		}
 	}
 	return cfg, nil
 }

@@ -16,13 +16,13 @@ import (
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("show", stderr)
-	format := fs.String("format", "text", formatUsage)
+	af := analysisFlags(fs, "format")
 	fs.Usage = helpFunc(fs, text("Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n"), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if err := checkFormat(*format); err != nil {
+	if err := checkFormat(af.Format); err != nil {
 		return err
 	}
 	if len(pos) == 0 || pos[0] == "" {
@@ -39,7 +39,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	tables, err := analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout, Print: stderr}).Run(ctx, "sweep")
-	return printTables(stdout, stderr, *format, tables, err, c)
+	return printTables(stdout, stderr, af.Format, tables, err, c)
 }
 
 // printTables renders the tables that analyses of the captures cs made

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/runbook"
 	"github.com/asrprof/asrprof/table"
 )
@@ -66,54 +67,24 @@ Flags:
 
 func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("what-if", stderr)
-	g := newFlagGroups(fs)
-	var (
-		level, order, advice, stages, out, format string
-		knobs                                     capture.Repeated
-		rounds                                    int
-		warm, dry, overwrite                      bool
-	)
-	g.add(whatIfGroup,
-		func() {
-			fs.StringVar(&level, "level", "", "the `LEVEL` whose advice to act on, e.g. c8 (default: the highest level whose verdict has a knob)")
-		},
-		func() {
-			fs.Var(&knobs, "knob", "`NAME=FLAG`: the server's flag for a knob, e.g. max_running=--max-num-seqs (repeatable;\nbuilt in: the reference server's, see above)")
-		},
-		func() {
-			fs.IntVar(&rounds, "rounds", 1, "act on the advice up to `N` times, each round from the last one's command and verdict")
-		},
-		func() {
-			fs.StringVar(&order, "order", "AB", "each round's scored runs, letters A (as it is) and B (changed) (`ORDER`; as asrprof ab's)")
-		},
-		func() {
-			fs.BoolVar(&warm, "warm", false, "run one unscored warm run of each side before a round's scored runs")
-		},
-		func() {
-			fs.StringVar(&advice, "advice", "bottleneck", "the analysis whose table named advice is read: a built-in `NAME` or a .star file")
-		},
-		func() { fs.BoolVar(&dry, "dry-run", false, "print round 1's runs and commands; run nothing") },
-	)
-	rb := addRunbookFlags(g)
-	g.add("Output",
-		func() {
-			fs.StringVar(&out, "out", "", "`DIR` for whatif.json, whatif.log and the rounds' runbooks (default runs/<date>-<time>-whatif)")
-		},
-		func() { fs.BoolVar(&overwrite, "overwrite", false, "replace a what-if already in --out") },
-		func() { fs.StringVar(&format, "format", "text", formatUsage) },
-		func() {
-			fs.StringVar(&stages, "stages", "auto", "stage preset of the advice's analysis: `auto`, "+strings.Join(analysis.Presets[1:], ", "))
-		},
-	)
-	fs.Usage = helpFunc(fs, text(whatIfUsage), g)
+	rb, shown := addRunbookFlags(fs)
+	// Its output is a capture's (--out, --overwrite, --format: capture's
+	// options, their help saying what what-if writes) and its advice an
+	// analysis's (--stages).
+	out := capture.DefaultConfig()
+	outOpts := option.Pick(capture.Options(), "out", "overwrite", "format")
+	outOpts[0].Usage = "`DIR` for whatif.json, whatif.log and the rounds' runbooks (default runs/<date>-<time>-whatif)"
+	outOpts[1].Usage = "replace a what-if already in --out"
+	option.DefineAll(fs, outOpts, &out, nil)
+	as := analysis.DefaultSettings()
+	stages := option.Pick(analysis.OptionTable(), "stages")
+	option.DefineAll(fs, stages, &as, nil)
+	fs.Usage = helpFunc(fs, text(whatIfUsage), append(append(shown, outOpts...), stages...))
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
 	}
-	if err := checkFormat(format); err != nil {
-		return err
-	}
-	if err := checkStages(stages); err != nil {
+	if err := checkSettings(&analysis.Settings{Format: out.Format, Stages: as.Stages}); err != nil {
 		return err
 	}
 	if len(pos) != 1 {
@@ -122,29 +93,29 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkBundle(pos[0]); err != nil {
 		return err
 	}
-	if rounds < 1 {
-		return fmt.Errorf("%w: --rounds %d: want 1 or more", errUsage, rounds)
+	if rb.Rounds < 1 {
+		return fmt.Errorf("%w: --rounds %d: want 1 or more", errUsage, rb.Rounds)
 	}
 	km := map[string]string{}
-	for _, k := range knobs {
+	for _, k := range rb.Knobs {
 		name, fl, err := runbook.ParseKnobFlag(k)
 		if err != nil {
 			return err
 		}
 		km[name] = fl
 	}
-	srv, err := serverCommand("server-cmd", rb.serverCmd, rb.serverCmdFile)
+	srv, err := serverCommand("server-cmd", rb.ServerCmd, rb.ServerCmdFile)
 	if err != nil {
 		return err
 	}
 	if len(srv.Argv) == 0 {
 		return fmt.Errorf("%w: what-if needs --server-cmd (or --server-cmd-file): the command of the server that %s measured", errUsage, pos[0])
 	}
-	out = cmp.Or(out, "runs/"+time.Now().Format("20060102-150405")+"-whatif")
-	rc := rb.config(capture.Config{Out: out, Overwrite: overwrite, Format: format})
+	out.Out = cmp.Or(out.Out, "runs/"+time.Now().Format("20060102-150405")+"-whatif")
+	rc := rb.config(out)
 	_, err = runbook.WhatIf(ctx, runbook.WhatIfConfig{
-		Runbook: rc, Bundle: pos[0], Server: srv, Level: level, Knobs: km, Rounds: rounds,
-		Order: order, Warm: warm, DryRun: dry, Advice: adviceOf(advice, stages),
+		Runbook: rc, Bundle: pos[0], Server: srv, Level: rb.Level, Knobs: km, Rounds: rb.Rounds,
+		Order: rb.Order, Warm: rb.Warm, DryRun: rb.DryRun, Advice: adviceOf(rb.Advice, as.Stages),
 	}, stdout, stderr)
 	return err
 }

@@ -35,10 +35,11 @@ func whatIfBundle(t *testing.T, port int, server string) string {
 	return filepath.Join(out, "run-1")
 }
 
-// whatIfArgs are the lifecycle flags of the tests' what-if runs (the
-// capture's own flags come from the bundle's manifest).
+// whatIfArgs are the lifecycle flags of the tests' what-if runs, and one
+// run a side (--order AB; the default is ABBAAB); the capture's own flags
+// come from the bundle's manifest.
 func whatIfArgs(out string, extra ...string) []string {
-	return append([]string{"--out", out, "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
+	return append([]string{"--out", out, "--order", "AB", "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
 }
 
 func readWhatIf(t *testing.T, out string) runbook.WhatIfReport {

@@ -1,13 +1,22 @@
 package summary
 
-import "github.com/asrprof/asrprof/stats"
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/stats"
+)
 
 // DefaultAlpha is the significance level of a comparison.
 const DefaultAlpha = 0.05
 
 // Comparison is one metric of two sides, A (the baseline) and B: the one
-// comparison of asrprof, an A/B runbook's (runbook.json's "compare") and
-// asrprof compare's (the compare analysis, through stats.compare).
+// comparison of asrprof, an A/B runbook's (runbook.json's "compare"),
+// asrprof compare's (the compare analysis) and what-if's.
 type Comparison struct {
 	Level  string    `json:"level"`
 	Metric string    `json:"metric"`
@@ -34,6 +43,98 @@ func Compare(a, b []float64, alpha float64) Comparison {
 	return c
 }
 
+// Delta is the comparison's change as asrprof prints it: "~" when it is
+// not significant, else B's change over A in percent ("+12.3 %"), or
+// "changed" where A's mean is 0.
+func (c Comparison) Delta() string {
+	switch {
+	case !c.Sig:
+		return "~"
+	case c.Ratio == nil:
+		return "changed"
+	}
+	return fmt.Sprintf("%+.1f %%", (*c.Ratio-1)*100)
+}
+
+// Metric is one number of a level that asrprof compares: its key (a
+// pass's metric, PassValue), its label in tables, and its format.
+type Metric struct {
+	Key, Label, Format string
+}
+
+// Metrics are the metrics every comparison compares (ab, compare,
+// what-if), in table order; with slo, goodput and SLO attainment (in %)
+// follow.
+func Metrics(slo bool) []Metric {
+	m := []Metric{
+		{"requests_per_s", "req/s", "%.2f"},
+		{"throughput_samples_per_s", "samples/s", "%.2f"},
+		{"rtfx", "RTFx", "%.2f"},
+		{"latency_mean_s", "latency mean (s)", "%.3f"},
+		{"latency_median_s", "latency p50 (s)", "%.3f"},
+		{"latency_p95_s", "latency p95 (s)", "%.3f"},
+		{"latency_p99_s", "latency p99 (s)", "%.3f"},
+		{"rtf_mean", "RTF mean", "%.3f"},
+		{"corpus_wer", "corpus WER", "%.4f"},
+	}
+	if slo {
+		m = append(m, Metric{"goodput_req_s", "goodput (req/s)", "%.2f"}, Metric{"slo_attainment_pct", "SLO attainment (%)", "%.1f"})
+	}
+	return m
+}
+
+// Label is the label of the metric key ("" for none of Metrics).
+func Label(key string) string {
+	i := slices.IndexFunc(Metrics(true), func(m Metric) bool { return m.Key == key })
+	if i < 0 {
+		return ""
+	}
+	return Metrics(true)[i].Label
+}
+
+// PassValue is one pass's value of the metric key: the field of
+// model.PassMetrics whose json tag is key (slo_attainment_pct: the
+// attainment in percent); false where the pass has none.
+func PassValue(p model.PassMetrics, key string) (float64, bool) {
+	pct := key == "slo_attainment_pct"
+	if pct {
+		key = "slo_attainment"
+	}
+	v := reflect.ValueOf(p)
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != key {
+			continue
+		}
+		x := v.FieldByIndex(f.Index)
+		if x.Kind() == reflect.Pointer {
+			if x.IsNil() {
+				return 0, false
+			}
+			x = x.Elem()
+		}
+		if !x.CanFloat() {
+			return 0, false
+		}
+		if pct {
+			return 100 * x.Float(), true
+		}
+		return x.Float(), true
+	}
+	return 0, false
+}
+
+// LevelValues are a level's values of the metric key, one a repeat
+// (PassValue), where its passes have one.
+func LevelValues(r model.LevelResult, key string) []float64 {
+	var xs []float64
+	for _, p := range r.PerRepeat {
+		if x, ok := PassValue(p, key); ok {
+			xs = append(xs, x)
+		}
+	}
+	return xs
+}
+
 // MinP is the smallest p the comparison's test can give for n1 and n2
 // values, that of fully separated samples (2 / C(n1+n2, n1) where the test
 // is exact): with 3 a side 0.1, so nothing is significant at 0.05. It is 1
@@ -48,4 +149,24 @@ func MinP(n1, n2 int) float64 {
 	}
 	_, p := stats.MannWhitney(xs[:n1], xs[n1:])
 	return p
+}
+
+// PowerNote is the note of comparisons whose sides are too small for any
+// difference to show as significant at alpha, whatever the values: the
+// sizes (what counts them: "runs", "repeats") and the smallest p they
+// allow. "" where some comparison could be significant.
+func PowerNote(cs []Comparison, alpha float64, what string) string {
+	worst := 0.0
+	var sizes []string
+	for _, c := range cs {
+		worst = math.Max(worst, MinP(len(c.A), len(c.B)))
+		if s := fmt.Sprintf("%d and %d", max(len(c.A), len(c.B)), min(len(c.A), len(c.B))); !slices.Contains(sizes, s) {
+			sizes = append(sizes, s)
+		}
+	}
+	if len(cs) == 0 || worst < alpha {
+		return ""
+	}
+	return fmt.Sprintf("with %s %s a side, the smallest p a Mann-Whitney U test can give is %.3g ≥ alpha %g: no difference can show as significant (every delta reads ~); add %s (4 a side give 0.029)",
+		strings.Join(sizes, " or "), what, worst, alpha, what)
 }

@@ -104,15 +104,21 @@ func Summarize(recs []model.Request, runs []model.LevelRun) model.Results {
 
 // SummarizeUnder is Summarize with goodput under slo (PassesUnder).
 func SummarizeUnder(recs []model.Request, runs []model.LevelRun, slo SLO) model.Results {
-	res := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
+	return model.Results{Schema: model.Schema, Results: Levels(PassesUnder(recs, runs, slo))}
+}
+
+// Levels are the scored passes of passes summarised per level with
+// Level, in run order.
+func Levels(passes []model.PassMetrics) []model.LevelResult {
+	out := []model.LevelResult{}
 	var level []model.PassMetrics
 	flush := func() {
 		if len(level) > 0 {
-			res.Results = append(res.Results, Level(level))
+			out = append(out, Level(level))
 			level = nil
 		}
 	}
-	for _, p := range PassesUnder(recs, runs, slo) {
+	for _, p := range passes {
 		if p.Warmup {
 			continue
 		}
@@ -122,5 +128,5 @@ func SummarizeUnder(recs []model.Request, runs []model.LevelRun, slo SLO) model.
 		level = append(level, p)
 	}
 	flush()
-	return res
+	return out
 }

@@ -1,0 +1,30 @@
+package serve
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asrprof/asrprof/option"
+)
+
+// DefaultConfig is the daemon of a user who sets nothing but its hooks
+// (Parse, Finish).
+func DefaultConfig() Config {
+	return Config{Addr: DefaultAddr, Dir: "runs/serve", RemoteIdle: 10 * time.Minute}
+}
+
+// Options lists `asrprof serve`'s options; they set a Config.
+func Options() []option.Option {
+	return []option.Option{
+		{Name: "listen", Field: "Addr", Usage: "`ADDR` to listen on; an address other than loopback needs --token"},
+		{Name: "token", Field: "Token", Usage: "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)"},
+		{Name: "dir", Field: "Dir", Usage: "`DIR` the captures' bundles go to, one folder per capture id"},
+		{Name: "remote-idle", Field: "RemoteIdle", Usage: "finish a remote capture whose driver has not called for this long (`DURATION`)"},
+	}
+}
+
+// Refused is the API's error for a capture option marked Local
+// (option.Option.Local), which Config.Parse checks.
+func Refused(name string) error {
+	return fmt.Errorf("--%s is not taken over the API: the daemon names its bundles (<dir>/<id>) and starts no servers", name)
+}
