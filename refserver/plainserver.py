@@ -319,8 +319,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, {"error": "missing form field 'file'"})
         extra, cached = traps.admit(fields["file"])
         if extra is None:
-            return self.reply(500, {"error": "CUDA out of memory while allocating the "
-                                    "decoder cache (request %d)" % traps.count})
+            return self.reply(500, {"error": "CUDA out of memory while allocating the decoder cache"})
         if cached:
             time.sleep(a.cache_ms / 1000.0)
         else:
