@@ -13,6 +13,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -178,6 +179,7 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 		var f capture.Finished
 		if tables {
 			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+			f.Validity, f.Failed = validity(dir)
 		}
 		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
 		return f
@@ -317,4 +319,27 @@ func inFlightWarnings(cfg *capture.Config) []string {
 		}
 	}
 	return out
+}
+
+// errNoSuccess: a scored level of the capture had no successful request
+// (exit status exitNoSuccess).
+var errNoSuccess = errors.New("no successful request")
+
+// validity is the capture's validity checks in dir (docs/VALIDITY.md), for
+// its manifest and results.json, and errNoSuccess when a scored level
+// measured nothing. A bundle whose checks cannot run has none: the
+// analyses' own error says why.
+func validity(dir string) (any, error) {
+	v, err := analysis.Validity(dir)
+	if err != nil {
+		return nil, nil
+	}
+	if len(v.FailedLevels) > 0 {
+		labels := make([]string, len(v.FailedLevels))
+		for i, l := range v.FailedLevels {
+			labels[i] = model.LevelLabel(l)
+		}
+		return v, fmt.Errorf("%w at %s: every request failed (the validity table counts them by cause)", errNoSuccess, strings.Join(labels, ", "))
+	}
+	return v, nil
 }
