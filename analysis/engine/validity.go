@@ -39,6 +39,10 @@ const (
 	// Repeats of a steady server on a shared 2-core host differ by up to
 	// ~20 % (docs/PERFORMANCE.md); half again is beyond that noise.
 	DriftRatio = 1.5
+	// DriftMinS: and when it is slower by at least this much a request on
+	// average: a 1.5× change of a 10 ms answer (a cached one) is the
+	// host's scheduling noise, not a regime.
+	DriftMinS = 0.05
 	// ConvergeShare: two scored repeats converged when their req/s differ
 	// by at most this share of their mean (3× the 5 % typical spread of a
 	// steady server's repeats here, so noise alone rarely says "did not").
@@ -65,6 +69,14 @@ const (
 	OutlierMinRequests = 4
 	// Confidence is the level of every interval the checks give.
 	Confidence = 0.95
+	// RepeatsForT: req/s's interval is Student's t over the scored repeats
+	// from this many; with fewer (t's quantile is 12.7 for two, so any
+	// noise spans every conclusion) it stands on the requests instead: a
+	// closed loop's throughput is its concurrency over its mean latency
+	// (Little's law), so req/s takes the mean latency's relative interval;
+	// an open loop's is a count of completions in the pass's time,
+	// relative error 1/√n.
+	RepeatsForT = 3
 	// BootstrapResamples: for the p95 and WER intervals (percentile
 	// bootstrap, fixed seed, so a capture's intervals do not change
 	// between analyses).
@@ -169,10 +181,11 @@ type LevelIntervals struct {
 	Passes     int       `json:"passes"`
 	OK         int       `json:"ok"`
 	Failed     int       `json:"failed"`
-	ReqS       Interval  `json:"req_s"`          // over scored passes (t)
-	LatMeanS   Interval  `json:"latency_mean_s"` // over successful requests (t)
-	LatP95S    Interval  `json:"latency_p95_s"`  // bootstrap over requests
-	WER        *Interval `json:"wer,omitempty"`  // bootstrap over scored requests; nil without references
+	ReqS       Interval  `json:"req_s"`                 // over scored passes (t), or from the requests (RepeatsForT)
+	ReqSBasis  string    `json:"req_s_basis,omitempty"` // "repeats" or "requests"
+	LatMeanS   Interval  `json:"latency_mean_s"`        // over successful requests (t)
+	LatP95S    Interval  `json:"latency_p95_s"`         // bootstrap over requests
+	WER        *Interval `json:"wer,omitempty"`         // bootstrap over scored requests; nil without references
 	Converged  *bool     `json:"converged,omitempty"`
 	ConvergeBy float64   `json:"converge_spread,omitempty"` // the last two repeats' req/s difference over their mean
 }
@@ -229,7 +242,7 @@ func Validity(in ValidityInput) *ValidityResult {
 	cached := c.cache()
 	c.warmup(cached)
 	c.outliers()
-	c.sampleSize()
+	c.sampleSize() // after outliers: a step an outlier widens is its
 	c.cotenants()
 	c.overload()
 	for _, ch := range ValidityChecks {
@@ -496,8 +509,9 @@ func (c *checker) warmup(skip map[int]bool) {
 				}
 			}
 		}
-		ratio := func(pi int) (float64, bool) {
+		ratio := func(pi int) (float64, float64, bool) {
 			var own, ref float64
+			n := 0
 			for _, xs := range lat {
 				var here, other []float64
 				for _, x := range xs {
@@ -510,16 +524,20 @@ func (c *checker) warmup(skip map[int]bool) {
 				if len(here) > 0 && len(other) > 0 {
 					own += stats.Mean(here)
 					ref += stats.Percentile(other, 50)
+					n++
 				}
 			}
-			return own / ref, ref > 0
+			if n == 0 {
+				return 0, 0, false
+			}
+			return own / ref, (own - ref) / float64(n), ref > 0
 		}
-		r0, ok := ratio(0)
+		r0, added, ok := ratio(0)
 		if !ok {
 			continue
 		}
 		ran = true
-		if r0 < DriftRatio {
+		if r0 < DriftRatio || added < DriftMinS {
 			continue
 		}
 		first := runs[0]
@@ -696,8 +714,30 @@ func (c *checker) sampleSize() {
 			}
 		}
 		iv.Passes = len(sc)
-		iv.ReqS = tInterval(rps)
 		iv.LatMeanS = tInterval(lats)
+		iv.ReqS = tInterval(rps)
+		if len(rps) < RepeatsForT && iv.OK > 0 {
+			// from the requests (RepeatsForT says why)
+			rel := math.NaN()
+			if sc[0].Rate <= 0 && !math.IsNaN(iv.LatMeanS.Lo) && iv.LatMeanS.Value > 0 {
+				rel = (iv.LatMeanS.Hi - iv.LatMeanS.Value) / iv.LatMeanS.Value
+			}
+			v := iv.ReqS.Value
+			iv.ReqS.Lo, iv.ReqS.Hi = v/(1+rel), v*(1+rel)
+			switch {
+			case math.IsNaN(rel):
+				iv.ReqS.Lo, iv.ReqS.Hi = math.NaN(), math.NaN()
+			case rel < 1:
+				iv.ReqS.Hi = v / (1 - rel)
+			default:
+				iv.ReqS.Hi = math.Inf(1)
+			}
+			if !math.IsNaN(rel) {
+				iv.ReqSBasis = "requests"
+			}
+		} else if len(rps) >= RepeatsForT {
+			iv.ReqSBasis = "repeats"
+		}
 		iv.LatP95S = Interval{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
 		if len(lats) > 0 {
 			iv.LatP95S.Value = stats.Percentile(lats, 95)
@@ -724,10 +764,16 @@ func (c *checker) sampleSize() {
 			iv.WER = &Interval{Value: w, Lo: lo, Hi: hi, N: len(refs)}
 		}
 	}
-	// the knee's steps: one kind of load (concurrency, or rate) at a time
+	// The knee's steps: from one closed-loop level to the next (the knee
+	// is a concurrency sweep's; whether an open loop keeps up is the
+	// overload check's). A step where the outlier check fired is that
+	// check's: one runaway request widens every interval it is in.
 	for i := 1; i < len(c.levels); i++ {
 		a, b := c.levelIntervals(c.levels[i-1]), c.levelIntervals(c.levels[i])
-		if c.levels[i-1][0] != c.levels[i][0] || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
+		if c.levels[i-1][0] != 'c' || c.levels[i][0] != 'c' || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
+			continue
+		}
+		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) {
 			continue
 		}
 		d := b.ReqS.Value/a.ReqS.Value - 1
@@ -735,8 +781,8 @@ func (c *checker) sampleSize() {
 		step := model.LevelLabel(a.Level) + " to " + model.LevelLabel(b.Level)
 		if math.IsNaN(a.ReqS.Lo) || math.IsNaN(b.ReqS.Lo) {
 			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
-				Text: fmt.Sprintf("req/s changes %+.0f %% from %s on one scored pass per level: no interval, so whether it rises by more than the knee's %.0f %% is not known", 100*d, step, 100*th),
-				Fix:  "run 3 or more repeats (--repeats 3)"})
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known", 100*d, step, 100*th),
+				Fix:  "run 3 or more repeats (--repeats 3) of several requests each"})
 			continue
 		}
 		lo, hi := math.Inf(-1), math.Inf(1)
