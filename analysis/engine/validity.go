@@ -653,8 +653,8 @@ func (c *checker) levelIntervals(lv string) *LevelIntervals {
 	return &c.v.Intervals[len(c.v.Intervals)-1]
 }
 
-// tInterval is the mean of xs with its t interval at Confidence (no
-// interval, NaN, for one value).
+// tInterval is the mean of xs (each ≥ 0) with its t interval at
+// Confidence, cut at 0 (no interval, NaN, for one value).
 func tInterval(xs []float64) Interval {
 	iv := Interval{Value: stats.Mean(xs), Lo: math.NaN(), Hi: math.NaN(), N: len(xs)}
 	if len(xs) == 0 {
@@ -666,7 +666,7 @@ func tInterval(xs []float64) Interval {
 		return iv
 	}
 	h := tQuantile975(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
-	iv.Lo, iv.Hi = iv.Value-h, iv.Value+h
+	iv.Lo, iv.Hi = max(0, iv.Value-h), iv.Value+h // latencies and rates are not negative
 	return iv
 }
 
