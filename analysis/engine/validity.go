@@ -356,7 +356,7 @@ func FailureCauseOf(r *model.Request) string {
 			status, _ = strconv.Atoi(m[1])
 			msg = msg[len(m[0]):]
 		}
-		if s := serverMessage(msg); s != "" {
+		if s := serverMessage(msg); s != "" && !strings.EqualFold(s, fmt.Sprintf("HTTP %d", status)) {
 			return fmt.Sprintf("HTTP %d: %s", status, trim(s))
 		}
 		return fmt.Sprintf("HTTP %d", status)

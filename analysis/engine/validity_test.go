@@ -193,6 +193,7 @@ func TestFailureCauseOf(t *testing.T) {
 		{model.Request{ErrorKind: model.FailHTTP5xx, HTTPStatus: 503, Error: `http status 503: {"error": {"message": "overloaded", "code": 1}}`}, "HTTP 503: overloaded"},
 		{model.Request{ErrorKind: model.FailHTTP4xx, HTTPStatus: 400, Error: "http status 400: plain   text\n body"}, "HTTP 400: plain text body"},
 		{model.Request{ErrorKind: model.FailHTTP4xx, HTTPStatus: 413, Error: "http status 413: "}, "HTTP 413"},
+		{model.Request{ErrorKind: model.FailHTTP5xx, HTTPStatus: 500, Error: "HTTP 500"}, "HTTP 500"},
 		{model.Request{ErrorKind: model.FailTimeout, Error: "context deadline exceeded"}, "timeout"},
 		{model.Request{ErrorKind: model.FailConnection, Error: "read: connection reset by peer"}, "connection reset"},
 		{model.Request{ErrorKind: model.FailMalformed, Error: "bad json"}, "malformed response: bad json"},
