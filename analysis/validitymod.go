@@ -48,7 +48,11 @@ func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu})
+	procs, err := engine.ReadGPUProcs(c.Bundle.Path(bundle.GPUFile))
+	if err != nil {
+		return nil, err
+	}
+	v := engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs})
 	if c.validity.res == nil {
 		c.validity.res = map[float64]*engine.ValidityResult{}
 	}

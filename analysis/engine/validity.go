@@ -3,7 +3,9 @@ package engine
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The run's validity checks (docs/VALIDITY.md): what a capture says about
@@ -98,6 +101,13 @@ const (
 	CoTenantGPUIdle = 20.0
 	// CoTenantMinSamples: NVML samples needed with nothing in flight.
 	CoTenantMinSamples = 5
+	// CoTenantSMPct: another process ran kernels on the target's GPU when
+	// NVML's per-process samples give it this SM share (percent) in at
+	// least CoTenantProcSamples samples of a level's scored passes (a
+	// monitoring tool's process reads 0 %; a matmul loop beside a server
+	// read 82 % on the H200, docs/GPU.md).
+	CoTenantSMPct       = 10.0
+	CoTenantProcSamples = 2
 	// KneeThreshold is the knee's rule by default (the knee_threshold
 	// option of the analyses, lib/knee.star): throughput rising less than
 	// this share from one level to the next while latency rises more.
@@ -141,6 +151,39 @@ type ValidityInput struct {
 	// from one level to the next.
 	KneeThreshold float64
 	GPU           []GPUSample // NVML utilization samples (nil: no gpu probe)
+	// GPUProcs are NVML's per-process samples, the target's and others'
+	// (gpu.jsonl's kind proc).
+	GPUProcs []GPUProcSample
+}
+
+// GPUProcSample is one NVML per-process utilization sample (gpu.jsonl,
+// kind proc); Other: a process outside the target's tree.
+type GPUProcSample struct {
+	TsUnixNs int64   `json:"ts_unix_ns"`
+	GPU      int     `json:"gpu"`
+	PID      int     `json:"pid"`
+	SMPct    float64 `json:"sm_pct"`
+	Other    bool    `json:"other"`
+}
+
+// ReadGPUProcs reads the per-process samples of gpu.jsonl at path (nil,
+// nil when there is no such file).
+func ReadGPUProcs(path string) ([]GPUProcSample, error) {
+	type line struct {
+		GPUProcSample
+		Kind string `json:"kind"`
+	}
+	var out []GPUProcSample
+	_, err := bundle.ReadJSONL(path, func(l line) error {
+		if l.Kind == "proc" {
+			out = append(out, l.GPUProcSample)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
 }
 
 // Finding is one check that fired.
@@ -811,10 +854,11 @@ func pctText(x float64) string {
 // cotenants: NVML's utilization while no request of the capture was in
 // flight (inside the scored passes).
 func (c *checker) cotenants() {
-	if len(c.in.GPU) == 0 {
+	if len(c.in.GPU) == 0 && len(c.in.GPUProcs) == 0 {
 		c.v.NotRun[CheckCoTenants] = "no NVML samples (gpu probe off or no GPU)"
 		return
 	}
+	c.otherProcesses()
 	// request intervals, merged
 	type span struct{ a, b int64 }
 	var sp []span
@@ -863,6 +907,61 @@ func (c *checker) cotenants() {
 			c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv,
 				Text: fmt.Sprintf("the GPU was busy %.0f %% (NVML, mean of %d samples) while none of the capture's requests was in flight: another process ran kernels on it", m, len(xs)),
 				Fix:  "run on a GPU no one else uses (nvidia-smi's process list during the run), or measure the co-tenant's share and say it"})
+		}
+	}
+}
+
+// otherProcesses: NVML's per-process samples of processes outside the
+// target's tree that ran kernels during a level's scored passes. NVML
+// names host pids: where none of its samples is the target's own, the
+// two cannot be told apart (a container), and that is said instead.
+func (c *checker) otherProcesses() {
+	targetSeen := false
+	for _, p := range c.in.GPUProcs {
+		targetSeen = targetSeen || !p.Other
+	}
+	inPass := func(t int64) string {
+		for _, l := range c.order {
+			if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
+				return l.Level
+			}
+		}
+		return ""
+	}
+	type key struct {
+		level string
+		pid   int
+	}
+	busy := map[key][]float64{}
+	var pids []int
+	for _, p := range c.in.GPUProcs {
+		lv := inPass(p.TsUnixNs)
+		if !p.Other || lv == "" || p.SMPct < CoTenantSMPct {
+			continue
+		}
+		busy[key{lv, p.PID}] = append(busy[key{lv, p.PID}], p.SMPct)
+		if !slices.Contains(pids, p.PID) {
+			pids = append(pids, p.PID)
+		}
+	}
+	if len(busy) == 0 {
+		return
+	}
+	if !targetSeen {
+		c.add(Finding{Check: CheckCoTenants, Severity: SeverityNote,
+			Text: fmt.Sprintf("NVML names processes running kernels that are not in the target's tree (pids %v) and none that is: in a container NVML's pids are the host's, so a co-tenant cannot be told from the target", pids),
+			Fix:  "compare nvidia-smi's process list with the server's host pid, or capture on the host"})
+		return
+	}
+	for _, lv := range c.levels {
+		for _, pid := range pids {
+			xs := busy[key{lv, pid}]
+			if len(xs) < CoTenantProcSamples {
+				continue
+			}
+			c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv,
+				Text: fmt.Sprintf("process %d, not the target's, ran kernels on its GPU during the level: SM %.0f %% on average, up to %.0f %%, in %d NVML samples", pid, stats.Mean(xs), slices.Max(xs), len(xs)),
+				Fix:  "run on a GPU no one else uses, or measure the co-tenant's share and say it"})
 		}
 	}
 }

@@ -270,3 +270,44 @@ func TestValidityGPUCoTenant(t *testing.T) {
 		t.Errorf("without NVML samples the co-tenant check should say it did not run")
 	}
 }
+
+func TestValidityGPUOtherProcess(t *testing.T) {
+	in := synth(sweep2, 8, steady, nil)
+	at := func(level string, k int64) int64 { // k ms into level's first scored pass
+		for _, l := range in.Levels {
+			if l.Level == level {
+				return l.StartUnixNs + k*1e6
+			}
+		}
+		return 0
+	}
+	target := GPUProcSample{TsUnixNs: at("c1", 10), PID: 10, SMPct: 60}
+	other := func(level string, sm float64) []GPUProcSample {
+		return []GPUProcSample{{TsUnixNs: at(level, 20), PID: 99, SMPct: sm, Other: true}, {TsUnixNs: at(level, 40), PID: 99, SMPct: sm, Other: true}}
+	}
+	for _, tc := range []struct {
+		name     string
+		procs    []GPUProcSample
+		level    string // where it fires ("" for nowhere)
+		severity string
+	}{
+		{"co-tenant at c4", append([]GPUProcSample{target}, other("c4", 80)...), "c4", SeverityWarn},
+		{"an idle other process", append([]GPUProcSample{target}, other("c4", 0)...), "", ""},
+		{"pids of another namespace", other("c4", 80), "", SeverityNote},
+	} {
+		in.GPUProcs = tc.procs
+		v := Validity(in)
+		var got []Finding
+		for _, f := range v.Findings {
+			if f.Check == CheckCoTenants {
+				got = append(got, f)
+			}
+		}
+		switch {
+		case tc.severity == "" && len(got) > 0:
+			t.Errorf("%s: fired %+v", tc.name, got)
+		case tc.severity != "" && (len(got) != 1 || got[0].Severity != tc.severity || got[0].Level != tc.level || !strings.Contains(got[0].Text, "99")):
+			t.Errorf("%s: findings %+v, want one %s at %q naming pid 99", tc.name, got, tc.severity, tc.level)
+		}
+	}
+}
