@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/refserver/refservertest"
+	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // validityCase is a reference plainserver set up with one trap of
@@ -180,4 +183,58 @@ func readValidity(t *testing.T, dir string) engine.ValidityResult {
 		t.Fatal("the manifest has no extra.validity")
 	}
 	return *m.Extra.Validity
+}
+
+// The GPU co-tenant on a recorded H200 bundle (gpu-bound: the whisper
+// engine alone on the GPU, NVML's per-process samples of its pid): the
+// checks stay silent on it; with a second process's samples added to
+// gpu.jsonl during c=64's scored passes (a co-tenant running kernels,
+// as NVML's process utilization names one), the co-tenant check names
+// that process at c=64 and nowhere else, through asrprof analyze.
+func TestValidityGPUCoTenantBundle(t *testing.T) {
+	t.Parallel()
+	dir := bundletest.H200(t, "gpu-bound")
+	cotenants := func() []engine.Finding {
+		t.Helper()
+		v, err := analysis.Validity(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []engine.Finding
+		for _, f := range v.Findings {
+			if f.Check == engine.CheckCoTenants {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	if fs := cotenants(); len(fs) != 0 {
+		t.Fatalf("the engine alone on the GPU: co-tenant findings %+v", fs)
+	}
+	b, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(b.Path(bundle.GPUFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range b.Manifest.Levels {
+		if l.Level != "c64" || l.Warmup {
+			continue
+		}
+		for ts := l.StartUnixNs + 5e8; ts < l.EndUnixNs; ts += 1e9 {
+			fmt.Fprintf(f, `{"ts_unix_ns":%d,"gpu":0,"kind":"proc","pid":4242,"sm_pct":70,"mem_pct":20,"enc_pct":0,"dec_pct":0,"other":true}`+"\n", ts)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs := cotenants()
+	if len(fs) != 1 || fs[0].Level != "c64" || fs[0].Severity != engine.SeverityWarn || !strings.Contains(fs[0].Text, "process 4242") {
+		t.Fatalf("with a co-tenant at c=64: findings %+v, want one warning at c64 naming process 4242", fs)
+	}
+	if _, out, _ := runCLI("analyze", dir, "validity", "bottleneck"); !strings.Contains(out, "undercut: co-tenants") {
+		t.Errorf("the diagnosis does not name the co-tenant under its verdict\n%s", out)
+	}
 }
