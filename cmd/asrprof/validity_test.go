@@ -110,6 +110,9 @@ func TestValidityTraps(t *testing.T) {
 					t.Errorf("the pass's failure line is not for people\n%s", stderr)
 				}
 			}
+			if tc.want == engine.CheckOverload && !strings.Contains(stdout, "no knee: overloaded at rate=6/s") {
+				t.Errorf("the buckets table does not say the open loop was overloaded\n%s", stdout)
+			}
 			if tc.severity == engine.SeverityFail {
 				// no verdict, only the failure, and the reason on stderr
 				if !strings.Contains(stdout, "run failed") || strings.Contains(stdout, "idle server") {
