@@ -179,7 +179,10 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 		var f capture.Finished
 		if tables {
 			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
-			f.Validity, f.Failed = validity(dir)
+			var err error
+			if f.Validity, f.Failed, err = validity(dir); err != nil {
+				f.TablesErr = errors.Join(f.TablesErr, err)
+			}
 		}
 		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
 		return f
@@ -327,19 +330,19 @@ var errNoSuccess = errors.New("no successful request")
 
 // validity is the capture's validity checks in dir (docs/VALIDITY.md), for
 // its manifest and results.json, and errNoSuccess when a scored level
-// measured nothing. A bundle whose checks cannot run has none: the
-// analyses' own error says why.
-func validity(dir string) (any, error) {
-	v, err := analysis.Validity(dir)
+// measured nothing; err when the checks could not run (the bundle then has
+// none, and the capture says why beside the analyses' errors).
+func validity(dir string) (v any, failed, err error) {
+	res, err := analysis.Validity(dir)
 	if err != nil {
-		return nil, nil
+		return nil, nil, fmt.Errorf("validity checks: %w", err)
 	}
-	if len(v.FailedLevels) > 0 {
-		labels := make([]string, len(v.FailedLevels))
-		for i, l := range v.FailedLevels {
+	if len(res.FailedLevels) > 0 {
+		labels := make([]string, len(res.FailedLevels))
+		for i, l := range res.FailedLevels {
 			labels[i] = model.LevelLabel(l)
 		}
-		return v, fmt.Errorf("%w at %s: every request failed (the validity table counts them by cause)", errNoSuccess, strings.Join(labels, ", "))
+		return res, fmt.Errorf("%w at %s: every request failed (the validity table counts them by cause)", errNoSuccess, strings.Join(labels, ", ")), nil
 	}
-	return v, nil
+	return res, nil, nil
 }
