@@ -44,7 +44,11 @@ const (
 	DriftRatio = 1.5
 	// DriftMinS: and when it is slower by at least this much a request on
 	// average: a 1.5× change of a 10 ms answer (a cached one) is the
-	// host's scheduling noise, not a regime.
+	// host's scheduling noise, not a regime. It must also exceed the
+	// noise: the 95 % t half-width of a difference of two means of the
+	// level's requests, each with the spread of its other passes' latencies
+	// (a server whose requests vary by ±200 ms moves a pass's mean by that
+	// much by chance).
 	DriftMinS = 0.05
 	// ConvergeShare: two scored repeats converged when their req/s differ
 	// by at most this share of their mean (3× the 5 % typical spread of a
@@ -282,12 +286,15 @@ func Validity(in ValidityInput) *ValidityResult {
 	}
 	c := &checker{in: in, v: v, passes: passes, order: order, levels: levels}
 	c.failures()
+	c.overload() // before warmup: an overloaded level's latencies are its queue's
 	cached := c.cache()
 	c.warmup(cached)
 	c.outliers()
 	c.sampleSize() // after outliers: a step an outlier widens is its
 	c.cotenants()
-	c.overload()
+	slices.SortStableFunc(v.Findings, func(a, b Finding) int { // in print order
+		return cmp.Compare(slices.Index(ValidityChecks, a.Check), slices.Index(ValidityChecks, b.Check))
+	})
 	for _, ch := range ValidityChecks {
 		if _, ok := v.NotRun[ch]; !ok {
 			v.Ran = append(v.Ran, ch)
@@ -540,8 +547,8 @@ func (c *checker) warmup(skip map[int]bool) {
 				li.Converged, li.ConvergeBy = &conv, spread
 			}
 		}
-		if len(runs) < 2 {
-			continue
+		if len(runs) < 2 || c.v.Fired(CheckOverload, lv) {
+			continue // (an overloaded level's latency is the pass's length)
 		}
 		lat := map[string][][2]float64{} // sample → (pass index, latency)
 		for pi, l := range runs {
@@ -552,8 +559,9 @@ func (c *checker) warmup(skip map[int]bool) {
 				}
 			}
 		}
-		ratio := func(pi int) (float64, float64, bool) {
+		ratio := func(pi int) (float64, float64, float64, bool) {
 			var own, ref float64
+			var others []float64 // the other passes' latencies, for the noise
 			n := 0
 			for _, xs := range lat {
 				var here, other []float64
@@ -567,20 +575,27 @@ func (c *checker) warmup(skip map[int]bool) {
 				if len(here) > 0 && len(other) > 0 {
 					own += stats.Mean(here)
 					ref += stats.Percentile(other, 50)
+					others = append(others, other...)
 					n++
 				}
 			}
 			if n == 0 {
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
-			return own / ref, (own - ref) / float64(n), ref > 0
+			// noise: the half-width of the t interval of a difference of
+			// two means of n requests, each with the other passes' spread
+			noise := 0.0
+			if sd, ok := stats.StdDev(others); ok && n > 1 {
+				noise = tQuantile975(n-1) * sd * math.Sqrt(2/float64(n))
+			}
+			return own / ref, (own - ref) / float64(n), noise, ref > 0
 		}
-		r0, added, ok := ratio(0)
+		r0, added, noise, ok := ratio(0)
 		if !ok {
 			continue
 		}
 		ran = true
-		if r0 < DriftRatio || added < DriftMinS {
+		if r0 < DriftRatio || added < max(DriftMinS, noise) {
 			continue
 		}
 		first := runs[0]
@@ -810,13 +825,14 @@ func (c *checker) sampleSize() {
 	// The knee's steps: from one closed-loop level to the next (the knee
 	// is a concurrency sweep's; whether an open loop keeps up is the
 	// overload check's). A step where the outlier check fired is that
-	// check's: one runaway request widens every interval it is in.
+	// check's: one runaway request widens every interval it is in; so is
+	// a cache-hit regime's (first sightings slow, the rest fast).
 	for i := 1; i < len(c.levels); i++ {
 		a, b := c.levelIntervals(c.levels[i-1]), c.levelIntervals(c.levels[i])
 		if c.levels[i-1][0] != 'c' || c.levels[i][0] != 'c' || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
 			continue
 		}
-		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) {
+		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) || c.v.Fired(CheckCache, "") {
 			continue
 		}
 		d := b.ReqS.Value/a.ReqS.Value - 1
