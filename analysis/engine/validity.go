@@ -822,6 +822,14 @@ func (c *checker) sampleSize() {
 			iv.WER = &Interval{Value: w, Lo: lo, Hi: hi, N: len(refs)}
 		}
 	}
+	answered := false
+	for _, iv := range c.v.Intervals {
+		answered = answered || iv.OK > 0
+	}
+	if !answered {
+		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
+		return
+	}
 	// The knee's steps: from one closed-loop level to the next (the knee
 	// is a concurrency sweep's; whether an open loop keeps up is the
 	// overload check's). A step where the outlier check fired is that
