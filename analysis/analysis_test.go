@@ -352,8 +352,8 @@ func TestRunDefault(t *testing.T) {
 	for _, tab := range decodeTables(t, b.String()).Tables {
 		names = append(names, tab.Name)
 	}
-	if got := strings.Join(names, ","); got != "sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu" {
-		t.Errorf("tables %s, want sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu", got)
+	if got := strings.Join(names, ","); got != "validity,validity_intervals,sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu" {
+		t.Errorf("tables %s, want validity,validity_intervals,sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu", got)
 	}
 }
 

@@ -72,6 +72,8 @@ type Capture struct {
 	lengths   map[string]*LengthSplit // LengthSplit, by LengthBuckets.String
 
 	metrics metricsCache // ServerMetrics, by metrics map (servermetricsmod.go)
+
+	validity validityCache // the validity checks, by knee threshold (validitymod.go)
 }
 
 type rowSet struct {

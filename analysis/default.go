@@ -31,7 +31,7 @@ func DefaultScripts(c *Capture) []string { return DefaultScriptsFor(c, Options{}
 // user's metrics map), metrics_stages is always among them, and says what
 // it found under that map.
 func DefaultScriptsFor(c *Capture, o Options) []string {
-	out := []string{"sweep"}
+	out := []string{"validity", "sweep"} // the run's checks on itself first (docs/VALIDITY.md)
 	if c.hasServerTelemetry() {
 		out = append(out, "stages")
 	}

@@ -21,6 +21,8 @@ import (
 	sltime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/asrprof/asrprof/analysis/engine"
 	"go.starlark.net/syntax"
 
 	"github.com/asrprof/asrprof/scripts"
@@ -209,7 +211,7 @@ func (s *Session) predeclared() starlark.StringDict {
 	opts := starlark.NewDict(4)
 	opts.SetKey(starlark.String("stages"), starlark.String(s.opts.Stages))
 	opts.SetKey(starlark.String("alpha"), starlark.Float(0.05))
-	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(0.10))
+	opts.SetKey(starlark.String("knee_threshold"), starlark.Float(engine.KneeThreshold))
 	opts.SetKey(starlark.String("top"), starlark.MakeInt(5))
 	opts.SetKey(starlark.String("length_buckets"), starlark.String(s.opts.LengthBuckets.String()))
 	opts.SetKey(starlark.String("metrics_map"), starlark.String(s.opts.MetricsMap))
@@ -262,6 +264,7 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"blackbox":      blackboxModule(),      // blackboxmod.go
 		"lengths":       lengthsModule(),       // lengthsmod.go
 		"servermetrics": serverMetricsModule(), // servermetricsmod.go
+		"validity":      validityModule(),      // validitymod.go
 	}
 }
 

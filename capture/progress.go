@@ -1,9 +1,12 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +101,24 @@ func (p *progress) end(m model.PassMetrics) {
 		p.label, m.Coverage.Total-m.Coverage.Failed, m.Coverage.Total,
 		m.RequestsPerS, m.LatencyMeanS, m.LatencyP95S, wer)
 	if len(m.Coverage.FailureKinds) > 0 {
-		fmt.Fprintf(p.w, "  failures: %v\n", m.Coverage.FailureKinds)
+		fmt.Fprintf(p.w, "  failed: %s\n", failureText(m.Coverage))
 	}
+}
+
+// failureText is a pass's failures for people, the most frequent kind
+// first: "2 of 6 requests (HTTP 4xx: 2)". The validity table names each
+// cause with the server's own message (docs/VALIDITY.md).
+func failureText(c model.Coverage) string {
+	kinds := slices.SortedFunc(maps.Keys(c.FailureKinds), func(a, b string) int {
+		return cmp.Or(cmp.Compare(c.FailureKinds[b], c.FailureKinds[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		name := strings.ReplaceAll(k, "_", " ")
+		if strings.HasPrefix(k, "http_") {
+			name = "HTTP " + strings.TrimPrefix(k, "http_")
+		}
+		parts[i] = fmt.Sprintf("%s: %d", name, c.FailureKinds[k])
+	}
+	return fmt.Sprintf("%d of %d requests (%s)", c.Failed, c.Total, strings.Join(parts, ", "))
 }

@@ -1,8 +1,16 @@
 package capture
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/asrprof/asrprof/trace/bundle"
 
 	"github.com/asrprof/asrprof/table"
 )
@@ -27,6 +35,15 @@ type Finished struct {
 	// Report is the path of the report written ("" for none).
 	Report    string
 	ReportErr error
+	// Validity is the run's checks on itself, as the hook computed them
+	// (a JSON-able record; docs/VALIDITY.md): capture records it as it
+	// is, in the manifest (extra.validity) and in results.json
+	// ("validity"), without reading it.
+	Validity any
+	// Failed, when set, is the hook's judgement that the run measured
+	// nothing it could stand on (a scored level without one success): Run
+	// returns it once the bundle is finalized.
+	Failed error
 }
 
 // OnFinish sets the session's Finish. Without one the session prints no
@@ -39,17 +56,22 @@ func (s *Session) OnFinish(f Finish) *Session {
 // runFinish runs the capture's Finish, if any: it prints the tables (when
 // tables is set) on stdout in --format, then search (--find-max), and says
 // on stderr what failed and where the report is.
-func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) error {
+func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) (Finished, error) {
 	var f Finished
 	if k.onFinish != nil {
 		f = k.onFinish(ctx, k.cfg.Out, tables)
+	}
+	if f.Validity != nil {
+		if err := k.recordValidity(f.Validity); err != nil {
+			k.say("validity: " + err.Error())
+		}
 	}
 	if f.TablesErr != nil {
 		fmt.Fprintf(k.stderr, "asrprof: analysis: %v\n", f.TablesErr)
 	}
 	if tables && len(f.Tables) > 0 {
 		if err := table.Render(k.stdout, k.cfg.Format, f.Tables...); err != nil {
-			return err
+			return f, err
 		}
 	}
 	if search != nil {
@@ -62,5 +84,38 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchRes
 	case f.Report != "":
 		k.say("report: " + f.Report)
 	}
-	return nil
+	return f, nil
+}
+
+// recordValidity writes v into the finalized manifest (extra.validity)
+// and results.json (key "validity", when the file is there).
+func (k *skeleton) recordValidity(v any) error {
+	k.mu.Lock()
+	extra(&k.manifest)["validity"] = v
+	k.mu.Unlock()
+	if err := k.saveManifest(); err != nil {
+		return err
+	}
+	path := filepath.Join(k.cfg.Out, bundle.ResultsFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if _, ok := res["validity"]; ok {
+		return fmt.Errorf("%s already holds a validity", path)
+	}
+	vb, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	// appended to the object as written, so its keys keep their order
+	b = bytes.TrimRight(b, " \n")
+	b = append(b[:len(b)-1], []byte(",\n  \"validity\": ")...)
+	return bundle.ReplaceFile(path, append(append(b, vb...), "\n}\n"...))
 }

@@ -125,9 +125,11 @@ type SearchResult struct {
 	Tolerance  float64       `json:"tolerance"`
 	Relative   bool          `json:"tolerance_relative,omitempty"`
 	Probes     []SearchProbe `json:"probes"`
-	// Answer is the highest level that passed (0: none did); the knee
-	// lies in [Answer, Upper), Upper the lowest level that failed (0: no
-	// level failed up to the limit, so the answer is a lower bound).
+	// Answer is the highest level that passed (0: none did); the SLO's
+	// limit lies in [Answer, Upper), Upper the lowest level that failed
+	// (0: no level failed up to the limit, so the answer is a lower
+	// bound). It is no knee: the knee, where throughput stops rising, is
+	// the analyses' one definition (scripts/lib/knee.star).
 	Answer   float64 `json:"answer"`
 	Upper    float64 `json:"upper,omitempty"`
 	Requests int     `json:"requests"` // sent over the whole search
@@ -298,7 +300,7 @@ func (r *SearchResult) Print(w io.Writer) {
 		if !r.Done {
 			state = "interrupted before the interval closed to " + tol
 		}
-		fmt.Fprintf(w, "Answer: %s %s%s: the knee lies in [%s, %s)%s, %s (%.3g ± %.3g)\n",
+		fmt.Fprintf(w, "Answer: %s %s%s: the SLO's limit lies in [%s, %s)%s, %s (%.3g ± %.3g)\n",
 			what, num(r.Answer), unit, num(r.Answer), num(r.Upper), unit, state, (r.Answer+r.Upper)/2, (r.Upper-r.Answer)/2)
 	}
 	fmt.Fprintf(w, "Cost: %d requests over %d levels\n", r.Requests, len(r.Probes))

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -185,14 +186,19 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	} else if err := ts.Wait(); err != nil {
 		say("tables: " + err.Error())
 	}
-	if err := k.runFinish(context.WithoutCancel(ctx), results != nil, search); err != nil {
+	f, err := k.runFinish(context.WithoutCancel(ctx), results != nil, search)
+	if err != nil {
 		return out, err
+	}
+	if f.Validity != nil {
+		out.Manifest.Extra = maps.Clone(out.Manifest.Extra)
+		extra(&out.Manifest)["validity"] = f.Validity
 	}
 	fmt.Fprintf(k.stderr, "bundle: %s\n", cfg.Out)
 	if interrupted {
 		return out, ErrInterrupted
 	}
-	return out, k.writeErr
+	return out, errors.Join(k.writeErr, f.Failed)
 }
 
 // scoredPasses counts the scored passes that ran.

@@ -36,6 +36,23 @@ Knobs and what each one emulates:
   --contend N  N busy child processes pinned to the server's CPU (CPU 0
         unless --cpu): CPU contention from OTHER processes.
   --cpu K      pins the server (all its threads) to CPU K.
+Traps for the run's validity checks (docs/VALIDITY.md); each changes one
+thing a capture must notice about itself:
+  --fail-all     every transcription POST is answered 404 with a message,
+                 as a server whose route is elsewhere (a wrong port).
+  --fail-every K every K-th transcription POST is answered 500 with a
+                 message (some failing).
+  --cache-ms M   a content cache: audio whose bytes were seen before is
+                 answered after M ms instead of a generate (an encoder
+                 cache keyed by content).
+  --drift-requests N --drift-ms D  the first N requests after start-up
+                 cost D ms more (a server slow until it is warm).
+  --runaway-ms D the first distinct audio the server receives costs D ms
+                 more every time it is sent (one runaway sample).
+  --jitter-ms J  each generate costs a random 0..J ms more (seeded by
+                 --seed): a noisy server, for the sample-size check.
+  An open-loop overload needs no flag: --rate above what --mode serial
+  serves.
   --vllm-metrics  GET /metrics in Prometheus text format with vLLM v1's
         names, labels and latency buckets (vllm/v1/metrics/loggers.py);
         otherwise /metrics is 404.  As in vLLM, a request "arrives" when its
@@ -44,7 +61,7 @@ Knobs and what each one emulates:
         other 80 %), e2e = arrival -> generate ends (before the response).
 """
 
-import argparse, atexit, ctypes, ctypes.util, io, json, os, queue, re  # noqa: E401
+import argparse, atexit, ctypes, ctypes.util, hashlib, io, json, os, queue, random, re  # noqa: E401
 import signal, socket, subprocess, sys, threading, time, wave  # noqa: E401
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -73,8 +90,9 @@ def set_thread_name(name):
 
 
 class Request:
-    def __init__(self, audio_s):
+    def __init__(self, audio_s, extra_ms=0.0):
         self.audio_s = audio_s
+        self.extra_ms = extra_ms  # the traps' added cost (drift, runaway, jitter)
         self.arrival = time.monotonic()
         self.done = threading.Event()
 
@@ -129,7 +147,7 @@ class Engine:
         a = self.args
         items = len(batch) if a.mode == "batch" else 0  # --per-item-ms: batch only
         cost = (a.service_ms + a.per_audio_ms * max(r.audio_s for r in batch)
-                + a.per_item_ms * items) / 1000.0
+                + a.per_item_ms * items + max(r.extra_ms for r in batch)) / 1000.0
         t0 = time.monotonic()
         with self.lock:
             self.waiting -= len(batch)
@@ -289,20 +307,61 @@ class Handler(BaseHTTPRequestHandler):
         if n is None:
             return
         body = self.read_body(n)
+        a, traps = self.server.args, self.server.traps
+        if a.fail_all:  # the body is read first: the client sees the answer, not a reset
+            return self.reply(404, {"error": "no route for POST %s on this port "
+                                    "(the ASR API listens elsewhere)" % self.path})
         try:
             fields = parse_multipart(self.headers.get("Content-Type"), body)
         except ValueError as e:
             return self.reply(400, {"error": str(e)})
         if "file" not in fields:
             return self.reply(400, {"error": "missing form field 'file'"})
-        req = Request(audio_seconds(fields["file"]))
-        self.server.engine.submit(req)
+        extra, cached = traps.admit(fields["file"])
+        if extra is None:
+            return self.reply(500, {"error": "CUDA out of memory while allocating the decoder cache"})
+        if cached:
+            time.sleep(a.cache_ms / 1000.0)
+        else:
+            req = Request(audio_seconds(fields["file"]), extra)
+            self.server.engine.submit(req)
         delay = self.server.args.response_delay_ms / 1000.0
         fmt = fields.get("response_format", b"json").decode("utf-8", "replace")
         if fmt == "text":
             self.reply(200, TEXT + "\n", "text/plain; charset=utf-8", delay)
         else:
             self.reply(200, {"text": TEXT}, delay=delay)
+
+
+class Traps:
+    """The validity traps' state: requests counted in arrival order, the
+    audio seen (by content), the runaway's content."""
+
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.count = 0
+        self.seen = set()
+        self.runaway = None
+        self.rng = random.Random(args.seed)
+
+    def admit(self, audio):
+        """(extra ms, cached) for one request's audio; extra None: fail it."""
+        a, key = self.args, hashlib.sha256(audio).digest()
+        with self.lock:
+            self.count += 1
+            if a.fail_every and self.count % a.fail_every == 0:
+                return None, False
+            cached = a.cache_ms > 0 and key in self.seen
+            self.seen.add(key)
+            if self.runaway is None:
+                self.runaway = key
+            extra = a.drift_ms if self.count <= a.drift_requests else 0.0
+            if a.runaway_ms and key == self.runaway:
+                extra += a.runaway_ms
+            if a.jitter_ms:
+                extra += self.rng.uniform(0, a.jitter_ms)
+        return extra, cached
 
 
 class Server(ThreadingHTTPServer):
@@ -371,11 +430,20 @@ def parse_args(argv):
     ap.add_argument("--contend", type=int, default=0, help="busy child processes on the server's CPU")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU")
     ap.add_argument("--vllm-metrics", action="store_true", help="serve vLLM-named Prometheus /metrics")
+    ap.add_argument("--fail-all", action="store_true", help="answer every transcription with 404 and a message")
+    ap.add_argument("--fail-every", type=int, default=0, help="answer every K-th transcription with 500 (0: off)")
+    ap.add_argument("--cache-ms", type=float, default=0.0, help="answer audio seen before after this many ms (0: off)")
+    ap.add_argument("--drift-requests", type=int, default=0, help="the first N requests cost --drift-ms more")
+    ap.add_argument("--drift-ms", type=float, default=0.0, help="added cost of the first --drift-requests")
+    ap.add_argument("--runaway-ms", type=float, default=0.0, help="added cost of the first distinct audio, every time")
+    ap.add_argument("--jitter-ms", type=float, default=0.0, help="a random 0..J ms more per generate")
+    ap.add_argument("--seed", type=int, default=1, help="--jitter-ms's random seed")
     a = ap.parse_args(argv)
     if not 0 <= a.port <= 65535:
         ap.error("--port must be in 0..65535")
     for k in ("service_ms", "per_audio_ms", "batch_wait_ms", "per_item_ms", "upload_kbps",
-              "response_delay_ms", "contend"):
+              "response_delay_ms", "contend", "fail_every", "cache_ms", "drift_requests", "drift_ms",
+              "runaway_ms", "jitter_ms"):
         if not 0 <= getattr(a, k) < 1e9:  # also rejects nan and inf
             ap.error("--%s must be a number >= 0" % k.replace("_", "-"))
     if a.cap < 1 or a.max_batch < 1:
@@ -397,7 +465,7 @@ def main(argv):
     if ":" in args.host:
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)
-    server.args, server.engine = args, Engine(args)
+    server.args, server.engine, server.traps = args, Engine(args), Traps(args)
     start_contenders(args.contend, args.cpu)
 
     def on_term(signum, frame):

@@ -141,6 +141,7 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 		p.para("warn", "some analyses failed; what they would show is missing: "+d.errs.Error())
 	}
 
+	d.validitySection(p) // validity.go: the run's checks, before the verdict
 	d.verdictSection(p)
 	d.sweepSection(p)
 	d.stagesSection(p)

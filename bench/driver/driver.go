@@ -261,6 +261,8 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	var lags []float64   // open loop: each send's lag behind its schedule, seconds
 	var gaps []float64   // closed loop: each slot's response end → next send, seconds
 	var stalls []float64 // realtime: each session's longest read stall, seconds
+	var latSum float64   // successful requests' latency, for the self-check's lag share
+	var latN int
 	if open {
 		lags = make([]float64, 0, size)
 	} else {
@@ -295,6 +297,9 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		}
 		if rt != nil && rec.Status == model.StatusOK {
 			stalls = append(stalls, rt.ReadStallMax.Seconds())
+		}
+		if rec.Status == model.StatusOK {
+			latSum, latN = latSum+rec.LatencyS, latN+1
 		}
 		mu.Unlock()
 		if !open {
@@ -333,8 +338,12 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	if open {
 		p.Fidelity = NewFidelity(lags)
 	}
-	p.SelfCheck = m.finish(selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
-		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls})
+	in := selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
+		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls}
+	if latN > 0 {
+		in.latencyMeanS = latSum / float64(latN)
+	}
+	p.SelfCheck = m.finish(in)
 	return p
 }
 

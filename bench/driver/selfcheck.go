@@ -36,7 +36,23 @@ const (
 	// ReadStallLimit: realtime sessions, the worst session's longest time
 	// away from its connection between two messages.
 	ReadStallLimit = 50 * time.Millisecond
+	// LagShareLimit: a lag over its limit sets the pass's pace only when
+	// it is this share of the pass's mean latency or more (open loop: the
+	// mean send lag over the mean latency, measured from the intended
+	// send; closed loop: the mean slot gap over gap + latency, the share
+	// of each slot's cycle it sat idle).
+	LagShareLimit = 0.1
 )
+
+// The one rule of the load generator (issue 43): a pass lagged when its
+// lag (an open loop's sends behind the schedule, a closed loop's idle
+// slots) broke its limit and is LagShareLimit of its mean latency or
+// more, or a realtime reader stalled ReadStallLimit. A busy or starved
+// process whose sends kept their schedule did not set the pace: its CPU
+// and runnable wait are reasons beside a lag, not a verdict of their own
+// (Strained). The capture's stderr line, the manifest's record (Verdict,
+// Lagging) and the driver table and diagnosis (scripts/lib/driver.star,
+// which reads Verdict) say the same.
 
 // SelfCheck is the driver's check on itself over one pass: how late it
 // sent, how long its slots sat idle, the CPU its process used and could
@@ -86,9 +102,18 @@ type SelfCheck struct {
 	Streams       int      `json:"streams,omitempty"`
 	ReadStallP99S *float64 `json:"read_stall_p99_s,omitempty"`
 	ReadStallMaxS *float64 `json:"read_stall_max_s,omitempty"`
-	// Lagging says which limit the driver broke (empty: it kept up). The
-	// open loop's send-lag limits are the schedule fidelity's.
+	// Verdict is the rule's (above): "lagged" or "kept up".
+	Verdict string `json:"verdict"`
+	// LagShare is the lag's share of the pass's mean latency (nil: no
+	// lag measured or no successful request).
+	LagShare *float64 `json:"lag_share,omitempty"`
+	// Lagging says which limits the driver broke when it lagged (empty: it
+	// kept up). The open loop's send-lag limits are the schedule
+	// fidelity's.
 	Lagging []string `json:"lagging,omitempty"`
+	// Strained: limits broken in a pass that kept up (a busy process whose
+	// sends kept their schedule, a lag too small a share of latency).
+	Strained []string `json:"strained,omitempty"`
 }
 
 // String is the line a capture prints at the end of a pass in which the
@@ -107,6 +132,8 @@ func (c *SelfCheck) String() string {
 	}
 	if len(c.Lagging) > 0 {
 		s += "; THE DRIVER LAGGED (" + strings.Join(c.Lagging, ", ") + "): the load generator, not the server, may have set this pass's pace"
+	} else if len(c.Strained) > 0 {
+		s += "; kept up (" + strings.Join(c.Strained, ", ") + ", but its sends set no pace)"
 	}
 	return s
 }
@@ -172,6 +199,9 @@ type selfCheckInput struct {
 	lags     []float64 // open loop: send lags (sorted by NewFidelity)
 	gaps     []float64 // closed loop: slot gaps
 	stalls   []float64 // realtime: each session's ReadStallMax
+	// latencyMeanS is the pass's mean latency over its successful
+	// requests (0: none), what a lag is a share of.
+	latencyMeanS float64
 }
 
 // finish ends the meter and builds the pass's self-check.
@@ -202,10 +232,14 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		}
 		c.RunnableWaitP99S, c.RunnableWaitMaxS = histQuantile(h.Counts, h.Buckets, 0.99)
 	}
+	var lag, stall, strain []string
 	if f := in.fidelity; f != nil {
 		c.SendLagMeanS = new(stats.Mean(in.lags))
 		c.SendLagP50S, c.SendLagP99S, c.SendLagMaxS = new(f.SendLagP50S), new(f.SendLagP99S), new(f.SendLagMaxS)
-		c.Lagging = append(c.Lagging, f.Lost...)
+		lag = append(lag, f.Lost...)
+		if in.latencyMeanS > 0 {
+			c.LagShare = new(math.Min(*c.SendLagMeanS/in.latencyMeanS, 1))
+		}
 	}
 	if len(in.gaps) > 0 {
 		sort.Float64s(in.gaps)
@@ -214,20 +248,41 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		c.SlotGapP50S = new(stats.PercentileSorted(in.gaps, 50))
 		c.SlotGapP99S = new(stats.PercentileSorted(in.gaps, 99))
 		c.SlotGapMaxS = new(in.gaps[len(in.gaps)-1])
-		c.Lagging = over(c.Lagging, "slot gap p99", *c.SlotGapP99S, SlotGapP99Limit)
+		lag = over(lag, "slot gap p99", *c.SlotGapP99S, SlotGapP99Limit)
+		if in.latencyMeanS > 0 {
+			c.LagShare = new(*c.SlotGapMeanS / (*c.SlotGapMeanS + in.latencyMeanS))
+		}
 	}
 	if len(in.stalls) > 0 {
 		sort.Float64s(in.stalls)
 		c.Streams = len(in.stalls)
 		c.ReadStallP99S = new(stats.PercentileSorted(in.stalls, 99))
 		c.ReadStallMaxS = new(in.stalls[len(in.stalls)-1])
-		c.Lagging = over(c.Lagging, "read stall max", *c.ReadStallMaxS, ReadStallLimit)
+		stall = over(stall, "read stall max", *c.ReadStallMaxS, ReadStallLimit)
 	}
 	if c.CoresAllowed > 0 && c.CPUShareOfAllowed >= CPUShareLimit {
-		c.Lagging = append(c.Lagging, fmt.Sprintf("CPU %.0f %% of the %.2f cores allowed ≥ %.0f %%", 100*c.CPUShareOfAllowed, c.CoresAllowed, 100*CPUShareLimit))
+		strain = append(strain, fmt.Sprintf("CPU %.0f %% of the %.2f cores allowed ≥ %.0f %%", 100*c.CPUShareOfAllowed, c.CoresAllowed, 100*CPUShareLimit))
 	}
-	c.Lagging = over(c.Lagging, "runnable wait p99", c.RunnableWaitP99S, RunnableWaitP99Limit)
+	strain = over(strain, "runnable wait p99", c.RunnableWaitP99S, RunnableWaitP99Limit)
+	c.judge(lag, stall, strain)
 	return c
+}
+
+// judge applies the one rule (above) to a pass's broken limits: lag (the
+// sends or slots), stall (a realtime reader), strain (CPU, runnable wait).
+func (c *SelfCheck) judge(lag, stall, strain []string) {
+	lagged := len(lag) > 0 && c.LagShare != nil && *c.LagShare >= LagShareLimit
+	if lagged || len(stall) > 0 {
+		c.Verdict = "lagged"
+		if lagged {
+			c.Lagging = append(c.Lagging, lag...)
+			c.Lagging = append(c.Lagging, fmt.Sprintf("lag %.0f %% of the mean latency ≥ %.0f %%", 100**c.LagShare, 100*LagShareLimit))
+		}
+		c.Lagging = append(append(c.Lagging, stall...), strain...)
+		return
+	}
+	c.Verdict = "kept up"
+	c.Strained = append(append(c.Strained, lag...), strain...)
 }
 
 // histQuantile is the upper bound of the bucket that holds quantile q of

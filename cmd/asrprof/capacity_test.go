@@ -142,7 +142,7 @@ func TestFindMaxCLI(t *testing.T) {
 	if sr.Answer != 2 || sr.Upper != 3 || !sr.Done || sr.Requests != 4*2*4 {
 		t.Errorf("search %+v", sr)
 	}
-	for _, want := range []string{"Search for the highest concurrency", "bisect", "Answer: concurrency 2: the knee lies in [2, 3)", "Cost: 32 requests over 4 levels"} {
+	for _, want := range []string{"Search for the highest concurrency", "bisect", "Answer: concurrency 2: the SLO's limit lies in [2, 3)", "Cost: 32 requests over 4 levels"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}

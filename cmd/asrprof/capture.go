@@ -13,6 +13,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
@@ -179,6 +180,10 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 		var f capture.Finished
 		if tables {
 			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+			var err error
+			if f.Validity, f.Failed, err = validity(dir); err != nil {
+				f.TablesErr = errors.Join(f.TablesErr, err)
+			}
 		}
 		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
 		return f
@@ -328,4 +333,27 @@ func inFlightWarnings(cfg *capture.Config) []string {
 		}
 	}
 	return out
+}
+
+// errNoSuccess: a scored level of the capture had no successful request
+// (exit status exitNoSuccess).
+var errNoSuccess = errors.New("no successful request")
+
+// validity is the capture's validity checks in dir (docs/VALIDITY.md), for
+// its manifest and results.json, and errNoSuccess when a scored level
+// measured nothing; err when the checks could not run (the bundle then has
+// none, and the capture says why beside the analyses' errors).
+func validity(dir string) (v any, failed, err error) {
+	res, err := analysis.Validity(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("validity checks: %w", err)
+	}
+	if len(res.FailedLevels) > 0 {
+		labels := make([]string, len(res.FailedLevels))
+		for i, l := range res.FailedLevels {
+			labels[i] = model.LevelLabel(l)
+		}
+		return res, fmt.Errorf("%w at %s: every request failed (the validity table counts them by cause)", errNoSuccess, strings.Join(labels, ", ")), nil
+	}
+	return res, nil, nil
 }

@@ -28,6 +28,7 @@ const (
 	exitFailed      = 1
 	exitUsage       = 2 // bad flags, bad input, target not answering
 	exitIncomplete  = 3 // a runbook (capture --server-cmd/--runs, ab, sensitivity, what-if) ran but a scored run lacks coverage
+	exitNoSuccess   = 4 // a capture ran, but a scored level had no successful request (docs/VALIDITY.md)
 	exitInterrupted = 130
 )
 
@@ -160,6 +161,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))
 		switch {
+		case errors.Is(err, errNoSuccess): // before incomplete: a run that measured nothing
+			return exitNoSuccess
 		case errors.Is(err, runbook.ErrIncomplete):
 			return exitIncomplete
 		case errors.Is(err, errUsage), errors.Is(err, capture.ErrTargetUnreachable),

@@ -536,7 +536,8 @@ func (p *Probe) pollState(g *gpuState) {
 }
 
 // pollProc reads per-process utilization samples newer than g.lastProc
-// and emits those of the target's processes.
+// and emits them: the target's processes', and other processes' marked
+// Other (a co-tenant on the target's GPU; docs/VALIDITY.md).
 func (p *Probe) pollProc(g *gpuState, pids map[int]bool) {
 	if g.off[KindProc] {
 		return
@@ -556,8 +557,9 @@ func (p *Probe) pollProc(g *gpuState, pids map[int]bool) {
 	}
 }
 
-// filterProc keeps the samples of pids newer than last, sorted by time,
-// and returns the newest timestamp of all samples.
+// filterProc keeps the samples newer than last, sorted by time, those
+// of processes outside pids marked Other, and returns the newest
+// timestamp of all samples.
 func filterProc(gpu int, ss []nvml.ProcessUtilizationSample, pids map[int]bool, last uint64) ([]record, uint64) {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].TimeStamp < ss[j].TimeStamp })
 	var recs []record
@@ -567,11 +569,9 @@ func filterProc(gpu int, ss []nvml.ProcessUtilizationSample, pids map[int]bool, 
 			continue
 		}
 		newest = max(newest, s.TimeStamp)
-		if !pids[int(s.Pid)] {
-			continue
-		}
 		recs = append(recs, &ProcRecord{Head: Head{TS: usToNs(s.TimeStamp), GPU: gpu, Kind: KindProc},
-			PID: int(s.Pid), SMPct: s.SmUtil, MemPct: s.MemUtil, EncPct: s.EncUtil, DecPct: s.DecUtil})
+			PID: int(s.Pid), SMPct: s.SmUtil, MemPct: s.MemUtil, EncPct: s.EncUtil, DecPct: s.DecUtil,
+			Other: !pids[int(s.Pid)]})
 	}
 	return recs, newest
 }

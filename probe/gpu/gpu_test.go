@@ -404,9 +404,20 @@ func TestProbeMock(t *testing.T) {
 		}
 	})
 	t.Run("per-process filter", func(t *testing.T) {
-		pr := ofKind(recs, 0, KindProc)
+		var pr, other []map[string]any
+		for _, r := range ofKind(recs, 0, KindProc) {
+			if r["other"] == true {
+				other = append(other, r)
+			} else {
+				pr = append(pr, r)
+			}
+		}
 		if len(pr) != 2 {
 			t.Fatalf("proc records %v, want pids 100 and 101 once each", pr)
+		}
+		// another process on the GPU: kept, marked (a co-tenant)
+		if len(other) != 1 || other[0]["pid"].(float64) != 999 || other[0]["sm_pct"].(float64) != 90 {
+			t.Errorf("other processes' records %v, want pid 999 at 90 %%", other)
 		}
 		if pr[0]["pid"].(float64) != 100 || pr[0]["sm_pct"].(float64) != 40 || pr[1]["pid"].(float64) != 101 {
 			t.Errorf("proc records %v", pr)

@@ -82,8 +82,10 @@ type ThrottleRecord struct {
 	Names   []string `json:"names"`
 }
 
-// ProcRecord is one NVML per-process utilization sample of a target
-// process (percent of the sample period).
+// ProcRecord is one NVML per-process utilization sample (percent of the
+// sample period) of a target process, or of another process on the same
+// GPU (Other: a co-tenant; NVML's pids are the host's, so in a container
+// the target's own may read as other: the validity check compares them).
 type ProcRecord struct {
 	Head
 	PID    int    `json:"pid"`
@@ -91,6 +93,7 @@ type ProcRecord struct {
 	MemPct uint32 `json:"mem_pct"`
 	EncPct uint32 `json:"enc_pct"`
 	DecPct uint32 `json:"dec_pct"`
+	Other  bool   `json:"other,omitempty"`
 }
 
 // GPMRecord holds GPM metrics over one window ending at TS, in percent.

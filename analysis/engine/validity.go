@@ -1,0 +1,1058 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/stats"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// The run's validity checks (docs/VALIDITY.md): what a capture says about
+// itself before any verdict. Each check reads only the capture's own
+// records (requests.jsonl, the passes, the manifest's levels, NVML's
+// utilization samples) and fires on a trap, staying silent otherwise:
+//   - failures: failed requests counted by cause; a scored level with no
+//     success fails the run;
+//   - warmup: the first pass at a level slower than the same samples later
+//     (a first-pass-slower regime), and whether the repeats converged;
+//   - cache: samples much faster on every sighting after their first (a
+//     cache keyed by content answering replayed inputs);
+//   - outliers: one request dominating its pass;
+//   - sample_size: intervals on req/s, latency and WER, and a warning where
+//     the interval on a level-to-level change holds the knee's threshold;
+//   - cotenants: the GPU busy while no request of the capture was in flight;
+//   - overload: an open-loop level whose server fell behind the offered
+//     rate while its queue grew.
+//
+// The thresholds, and why each is where it is:
+const (
+	// DriftRatio: a pass is slower than the same samples' sightings in the
+	// level's other passes when its latency sum is this many times theirs.
+	// Repeats of a steady server on a shared 2-core host differ by up to
+	// ~20 % (docs/PERFORMANCE.md); half again is beyond that noise.
+	DriftRatio = 1.5
+	// DriftMinS: and when it is slower by at least this much a request on
+	// average: a 1.5× change of a 10 ms answer (a cached one) is the
+	// host's scheduling noise, not a regime. It must also exceed the
+	// noise: the 95 % t half-width of a difference of two means of the
+	// level's requests, each with the spread of its other passes' latencies
+	// (a server whose requests vary by ±200 ms moves a pass's mean by that
+	// much by chance).
+	DriftMinS = 0.05
+	// ConvergeShare: two scored repeats converged when their req/s differ
+	// by at most this share of their mean (3× the 5 % typical spread of a
+	// steady server's repeats here, so noise alone rarely says "did not").
+	ConvergeShare = 0.15
+	// CacheRatio: a sample is answered from a cache when every later
+	// sighting at its first level took at most 1/CacheRatio of its first.
+	// Requiring every later sighting (not their median) keeps a noisy
+	// sample out; 2× is beyond a steady sample's spread over repeats.
+	CacheRatio = 2.0
+	// CacheShare: the capture is in a cache-hit regime when this share of
+	// its repeated samples is answered from a cache. A server slow for its
+	// first few requests (drift) makes those few look cached; three
+	// quarters asks for most samples, which drift of part of a pass does
+	// not give.
+	CacheShare = 0.75
+	// OutlierRatio: the slowest request dominates its pass when its
+	// latency is at least this many times the pass's median; with N
+	// requests it then holds at least OutlierRatio/(OutlierRatio+N-1) of
+	// the latency sum (4/11 with 8). Noisy steady servers here reach
+	// max/median ≈ 2.
+	OutlierRatio = 4.0
+	// OutlierMinRequests: a pass needs this many successes for its median
+	// to stand for the others.
+	OutlierMinRequests = 4
+	// Confidence is the level of every interval the checks give.
+	Confidence = 0.95
+	// RepeatsForT: req/s's interval is Student's t over the scored repeats
+	// from this many; with fewer (t's quantile is 12.7 for two, so any
+	// noise spans every conclusion) it stands on the requests instead: a
+	// closed loop's throughput is its concurrency over its mean latency
+	// (Little's law), so req/s takes the mean latency's relative interval;
+	// an open loop's is a count of completions in the pass's time,
+	// relative error 1/√n.
+	RepeatsForT = 3
+	// BootstrapResamples: for the p95 and WER intervals (percentile
+	// bootstrap, fixed seed, so a capture's intervals do not change
+	// between analyses).
+	BootstrapResamples = 1000
+	// OverloadAchieved: an open-loop pass fell behind when it completed
+	// fewer than this share of the offered rate over its wall time (the
+	// wall includes draining the last requests, which costs a few percent
+	// on a server that keeps up).
+	OverloadAchieved = 0.85
+	// OverloadGrowth: and its queue grew when the mean latency of its last
+	// third of requests (by intended send time) is this many times that of
+	// its first third; a server that keeps up shows a ratio near 1.
+	OverloadGrowth = 2.0
+	// CoTenantGPUIdle: the GPU is busy for someone else when NVML's mean
+	// utilization over the samples with no request in flight is at least
+	// this (percent). A served model's own idle GPU reads 0 %; 20 points
+	// is NVML's disagreement with a kernel union (docs/GPU.md: 4 points)
+	// several times over.
+	CoTenantGPUIdle = 20.0
+	// CoTenantMinSamples: NVML samples needed with nothing in flight.
+	CoTenantMinSamples = 5
+	// CoTenantSMPct: another process ran kernels on the target's GPU when
+	// NVML's per-process samples give it this SM share (percent) in at
+	// least CoTenantProcSamples samples of a level's scored passes (a
+	// monitoring tool's process reads 0 %; a matmul loop beside a server
+	// read 82 % on the H200, docs/GPU.md).
+	CoTenantSMPct       = 10.0
+	CoTenantProcSamples = 2
+	// KneeThreshold is the knee's rule by default (the knee_threshold
+	// option of the analyses, lib/knee.star): throughput rising less than
+	// this share from one level to the next while latency rises more.
+	KneeThreshold = 0.10
+	// FailureMessageChars: a server's message is trimmed to this.
+	FailureMessageChars = 100
+)
+
+// The checks, in the order they print.
+const (
+	CheckFailures   = "failures"
+	CheckWarmup     = "warmup"
+	CheckCache      = "cache"
+	CheckOutliers   = "outliers"
+	CheckSampleSize = "sample_size"
+	CheckCoTenants  = "cotenants"
+	CheckOverload   = "overload"
+)
+
+// ValidityChecks lists the checks in print order.
+var ValidityChecks = []string{CheckFailures, CheckWarmup, CheckCache, CheckOutliers, CheckSampleSize, CheckCoTenants, CheckOverload}
+
+// Severities of a finding.
+const (
+	// SeverityFail: the level's numbers stand on nothing (no success):
+	// the diagnosis refuses its verdict, and the capture exits non-zero.
+	SeverityFail = "fail"
+	// SeverityWarn: the verdict stands, qualified by the finding.
+	SeverityWarn = "warn"
+	// SeverityNote: worth knowing, undercuts nothing (a warmup pass that
+	// absorbed a slow start).
+	SeverityNote = "note"
+)
+
+// ValidityInput is what Validity reads.
+type ValidityInput struct {
+	Reqs   []model.Request  // every request, warmup included
+	Levels []model.LevelRun // the passes in run order
+	// KneeThreshold is the knee's rule (lib/knee.star, the
+	// knee_threshold option): throughput rising less than this share
+	// from one level to the next.
+	KneeThreshold float64
+	GPU           []GPUSample // NVML utilization samples (nil: no gpu probe)
+	// GPUProcs are NVML's per-process samples, the target's and others'
+	// (gpu.jsonl's kind proc).
+	GPUProcs []GPUProcSample
+}
+
+// GPUProcSample is one NVML per-process utilization sample (gpu.jsonl,
+// kind proc); Other: a process outside the target's tree.
+type GPUProcSample struct {
+	TsUnixNs int64   `json:"ts_unix_ns"`
+	GPU      int     `json:"gpu"`
+	PID      int     `json:"pid"`
+	SMPct    float64 `json:"sm_pct"`
+	Other    bool    `json:"other"`
+}
+
+// ReadGPUProcs reads the per-process samples of gpu.jsonl at path (nil,
+// nil when there is no such file).
+func ReadGPUProcs(path string) ([]GPUProcSample, error) {
+	type line struct {
+		GPUProcSample
+		Kind string `json:"kind"`
+	}
+	var out []GPUProcSample
+	_, err := bundle.ReadJSONL(path, func(l line) error {
+		if l.Kind == "proc" {
+			out = append(out, l.GPUProcSample)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// Finding is one check that fired.
+type Finding struct {
+	Check    string `json:"check"`
+	Severity string `json:"severity"`
+	// Level is the level it concerns ("" for the whole capture).
+	Level string `json:"level,omitempty"`
+	// Text is the finding for people, one line; Fix what to do.
+	Text string `json:"text"`
+	Fix  string `json:"fix,omitempty"`
+	// PassesAffected of PassesScored: the scored passes it concerns.
+	PassesAffected int `json:"passes_affected,omitempty"`
+	PassesScored   int `json:"passes_scored,omitempty"`
+	// Sample names the sample it concerns (outliers), "" for none.
+	Sample string `json:"sample,omitempty"`
+}
+
+// FailureCause is one cause of failed requests at a level.
+type FailureCause struct {
+	Level string `json:"level"`
+	Cause string `json:"cause"` // "HTTP 404: the server's message", "timeout", ...
+	Count int    `json:"count"`
+}
+
+// Interval is an estimate with its confidence interval (Lo = Hi =
+// Value when there is nothing to vary; Lo, Hi NaN when it cannot be had).
+type Interval struct {
+	Value float64 `json:"value"`
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+	N     int     `json:"n"` // what it stands on: passes (req/s) or requests
+}
+
+// LevelIntervals are a scored level's intervals.
+type LevelIntervals struct {
+	Level      string    `json:"level"`
+	Passes     int       `json:"passes"`
+	OK         int       `json:"ok"`
+	Failed     int       `json:"failed"`
+	ReqS       Interval  `json:"req_s"`                 // over scored passes (t), or from the requests (RepeatsForT)
+	ReqSBasis  string    `json:"req_s_basis,omitempty"` // "repeats" or "requests"
+	LatMeanS   Interval  `json:"latency_mean_s"`        // over successful requests (t)
+	LatP95S    Interval  `json:"latency_p95_s"`         // bootstrap over requests
+	WER        *Interval `json:"wer,omitempty"`         // bootstrap over scored requests; nil without references
+	Converged  *bool     `json:"converged,omitempty"`
+	ConvergeBy float64   `json:"converge_spread,omitempty"` // the last two repeats' req/s difference over their mean
+}
+
+// ValidityResult is the capture's validity: the findings (checks that
+// fired), the checks that ran and those that could not, and the numbers
+// the findings stand on.
+type ValidityResult struct {
+	Findings  []Finding         `json:"findings"`
+	Ran       []string          `json:"ran"`
+	NotRun    map[string]string `json:"not_run,omitempty"` // check → why
+	Failures  []FailureCause    `json:"failures,omitempty"`
+	Intervals []LevelIntervals  `json:"intervals,omitempty"`
+	// FailedLevels are the scored levels without one successful request.
+	FailedLevels []string `json:"failed_levels,omitempty"`
+}
+
+// Fired reports whether check fired at level (or for the whole capture).
+func (v *ValidityResult) Fired(check, level string) bool {
+	for _, f := range v.Findings {
+		if f.Check == check && (f.Level == level || f.Level == "") {
+			return true
+		}
+	}
+	return false
+}
+
+type vPassKey struct {
+	level  string
+	repeat int
+	warmup bool
+}
+
+// Validity runs the checks over in.
+func Validity(in ValidityInput) *ValidityResult {
+	v := &ValidityResult{Findings: []Finding{}, NotRun: map[string]string{}}
+	passes := map[vPassKey][]int{} // request indexes per pass, in start order
+	order := slices.Clone(in.Levels)
+	for i, r := range in.Reqs {
+		k := vPassKey{r.Level, r.Repeat, r.Warmup}
+		passes[k] = append(passes[k], i)
+	}
+	for _, ix := range passes {
+		slices.SortFunc(ix, func(a, b int) int { return cmp.Compare(in.Reqs[a].StartUnixNs, in.Reqs[b].StartUnixNs) })
+	}
+	var levels []string // scored levels in run order
+	for _, l := range order {
+		if !l.Warmup && !slices.Contains(levels, l.Level) {
+			levels = append(levels, l.Level)
+		}
+	}
+	c := &checker{in: in, v: v, passes: passes, order: order, levels: levels}
+	c.failures()
+	c.overload() // before warmup: an overloaded level's latencies are its queue's
+	cached := c.cache()
+	c.warmup(cached)
+	c.outliers()
+	c.sampleSize() // after outliers: a step an outlier widens is its
+	c.cotenants()
+	slices.SortStableFunc(v.Findings, func(a, b Finding) int { // in print order
+		return cmp.Compare(slices.Index(ValidityChecks, a.Check), slices.Index(ValidityChecks, b.Check))
+	})
+	for _, ch := range ValidityChecks {
+		if _, ok := v.NotRun[ch]; !ok {
+			v.Ran = append(v.Ran, ch)
+		}
+	}
+	if len(v.NotRun) == 0 {
+		v.NotRun = nil
+	}
+	return v
+}
+
+type checker struct {
+	in     ValidityInput
+	v      *ValidityResult
+	passes map[vPassKey][]int
+	order  []model.LevelRun
+	levels []string
+}
+
+func (c *checker) ok(i int) bool { return c.in.Reqs[i].Status == model.StatusOK }
+
+// scored are the scored passes of level, in run order.
+func (c *checker) scored(level string) []model.LevelRun {
+	var out []model.LevelRun
+	for _, l := range c.order {
+		if l.Level == level && !l.Warmup {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (c *checker) add(f Finding) { c.v.Findings = append(c.v.Findings, f) }
+
+// failures counts failed requests by cause per level; a scored level
+// without a success fails.
+func (c *checker) failures() {
+	for _, lv := range c.levels {
+		counts := map[string]int{}
+		total, ok := 0, 0
+		for _, p := range c.scored(lv) {
+			for _, i := range c.passes[vPassKey{lv, p.Repeat, false}] {
+				total++
+				if c.ok(i) {
+					ok++
+					continue
+				}
+				counts[FailureCauseOf(&c.in.Reqs[i])]++
+			}
+		}
+		if total == ok {
+			continue
+		}
+		causes := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+			return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
+		})
+		var parts []string
+		for _, k := range causes {
+			c.v.Failures = append(c.v.Failures, FailureCause{Level: lv, Cause: k, Count: counts[k]})
+			parts = append(parts, fmt.Sprintf("%d × %s", counts[k], k))
+		}
+		f := Finding{Check: CheckFailures, Level: lv, Severity: SeverityWarn, PassesScored: len(c.scored(lv))}
+		for _, p := range c.scored(lv) {
+			for _, i := range c.passes[vPassKey{lv, p.Repeat, false}] {
+				if !c.ok(i) {
+					f.PassesAffected++
+					break
+				}
+			}
+		}
+		if ok == 0 {
+			f.Severity = SeverityFail
+			c.v.FailedLevels = append(c.v.FailedLevels, lv)
+			f.Text = fmt.Sprintf("all %d requests failed: %s; the level measured no transcription, so it has no verdict", total, strings.Join(parts, ", "))
+			f.Fix = "check --target (host, port, path) and the server's log; requests.jsonl has every error"
+		} else {
+			f.Text = fmt.Sprintf("%d of %d requests failed: %s; the level's numbers stand on the %d that succeeded", total-ok, total, strings.Join(parts, ", "), ok)
+			f.Fix = "the server's log says why; failed requests are left out of latency and WER but count against throughput's successes"
+		}
+		c.add(f)
+	}
+}
+
+var httpStatusPrefix = regexp.MustCompile(`^http status (\d+):\s*`)
+
+// FailureCauseOf names why r failed, for people: "HTTP 404: the
+// server's message" (its JSON error field when it sent one, trimmed),
+// "timeout", "connection reset", or the error kind and message.
+func FailureCauseOf(r *model.Request) string {
+	msg := strings.TrimSpace(r.Error)
+	switch r.ErrorKind {
+	case model.FailTimeout:
+		return "timeout"
+	case model.FailCanceled:
+		return "canceled (the capture stopped)"
+	case model.FailConnection:
+		switch {
+		case strings.Contains(msg, "reset"):
+			return "connection reset"
+		case strings.Contains(msg, "refused"):
+			return "connection refused"
+		case strings.Contains(msg, "EOF"):
+			return "connection closed early"
+		}
+	}
+	if r.HTTPStatus >= 400 || httpStatusPrefix.MatchString(msg) {
+		status := r.HTTPStatus
+		if m := httpStatusPrefix.FindStringSubmatch(msg); m != nil {
+			status, _ = strconv.Atoi(m[1])
+			msg = msg[len(m[0]):]
+		}
+		if s := serverMessage(msg); s != "" && !strings.EqualFold(s, fmt.Sprintf("HTTP %d", status)) {
+			return fmt.Sprintf("HTTP %d: %s", status, trim(s))
+		}
+		return fmt.Sprintf("HTTP %d", status)
+	}
+	kind := strings.ReplaceAll(cmp.Or(r.ErrorKind, "failed"), "_", " ")
+	if msg == "" {
+		return kind
+	}
+	return kind + ": " + trim(msg)
+}
+
+// serverMessage is the message in a server's error body: the "error",
+// "detail" or "message" field of a JSON object (or of its "error"
+// object), else the body itself.
+func serverMessage(body string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return body
+	}
+	for _, k := range []string{"error", "detail", "message"} {
+		switch x := m[k].(type) {
+		case string:
+			return x
+		case map[string]any:
+			if s, ok := x["message"].(string); ok {
+				return s
+			}
+		}
+	}
+	return body
+}
+
+func trim(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > FailureMessageChars {
+		return string(r[:FailureMessageChars-1]) + "…"
+	}
+	return s
+}
+
+// sighting is one successful request of a sample.
+type sighting struct {
+	i     int
+	level string
+	lat   float64
+	start int64
+}
+
+// cache finds the samples answered from a cache: slower at their first
+// sighting than at every later one at the same level by CacheRatio. It
+// returns the requests that were such first sightings (to leave out of
+// the warmup check when the regime is there).
+func (c *checker) cache() map[int]bool {
+	by := map[string][]sighting{}
+	for i, r := range c.in.Reqs {
+		if c.ok(i) {
+			by[r.SampleID] = append(by[r.SampleID], sighting{i, r.Level, r.LatencyS, r.StartUnixNs})
+		}
+	}
+	first := map[int]bool{}
+	cachedSample := map[string]bool{}
+	repeated := 0
+	var ratios []float64
+	for id, ss := range by {
+		slices.SortFunc(ss, func(a, b sighting) int { return cmp.Compare(a.start, b.start) })
+		var later []float64
+		for _, s := range ss[1:] {
+			if s.level == ss[0].level {
+				later = append(later, s.lat)
+			}
+		}
+		if len(later) == 0 {
+			continue
+		}
+		repeated++
+		if m := slices.Max(later); m > 0 {
+			ratios = append(ratios, ss[0].lat/m)
+		}
+		if slices.Max(later)*CacheRatio <= ss[0].lat {
+			cachedSample[id] = true
+			first[ss[0].i] = true
+		}
+	}
+	if repeated == 0 {
+		c.v.NotRun[CheckCache] = "no sample was sent twice at one level"
+		return nil
+	}
+	if float64(len(cachedSample)) < CacheShare*float64(repeated) {
+		return nil
+	}
+	// the scored passes whose requests were mostly later sightings of
+	// cached samples
+	affected, scored := 0, 0
+	for _, l := range c.order {
+		if l.Warmup {
+			continue
+		}
+		scored++
+		n, hit := 0, 0
+		for _, i := range c.passes[vPassKey{l.Level, l.Repeat, false}] {
+			if !c.ok(i) {
+				continue
+			}
+			n++
+			if cachedSample[c.in.Reqs[i].SampleID] && !first[i] {
+				hit++
+			}
+		}
+		if n > 0 && 2*hit >= n {
+			affected++
+		}
+	}
+	c.add(Finding{Check: CheckCache, Severity: SeverityWarn, PassesAffected: affected, PassesScored: scored,
+		Text: fmt.Sprintf("cache-hit regime: %d of %d repeated samples took at most 1/%g of their first time on every later sighting (first over slowest later: median %.1f×); %d of %d scored passes ran mostly on such repeats",
+			len(cachedSample), repeated, CacheRatio, stats.Percentile(ratios, 50), affected, scored),
+		Fix: "send unique inputs per repeat (a dataset as large as all the passes, --pass-requests with fresh audio), or turn the server's cache off"})
+	return first
+}
+
+// warmup compares each level's passes with the same samples' sightings in
+// its other passes: the first pass slower is a first-pass-slower regime;
+// the last two scored repeats' req/s say whether the repeats converged.
+func (c *checker) warmup(skip map[int]bool) {
+	ran := false
+	for _, lv := range c.levels {
+		var runs []model.LevelRun // the level's passes, warmup first
+		for _, l := range c.order {
+			if l.Level == lv {
+				runs = append(runs, l)
+			}
+		}
+		li := c.levelIntervals(lv)
+		if sc := c.scored(lv); len(sc) >= 2 {
+			a, b := c.passReqS(sc[len(sc)-2]), c.passReqS(sc[len(sc)-1])
+			if m := (a + b) / 2; m > 0 {
+				spread := math.Abs(a-b) / m
+				conv := spread <= ConvergeShare
+				li.Converged, li.ConvergeBy = &conv, spread
+			}
+		}
+		if len(runs) < 2 || c.v.Fired(CheckOverload, lv) {
+			continue // (an overloaded level's latency is the pass's length)
+		}
+		lat := map[string][][2]float64{} // sample → (pass index, latency)
+		for pi, l := range runs {
+			for _, i := range c.passes[vPassKey{lv, l.Repeat, l.Warmup}] {
+				if c.ok(i) && !skip[i] {
+					r := &c.in.Reqs[i]
+					lat[r.SampleID] = append(lat[r.SampleID], [2]float64{float64(pi), r.LatencyS})
+				}
+			}
+		}
+		ratio := func(pi int) (float64, float64, float64, bool) {
+			var own, ref float64
+			var others []float64 // the other passes' latencies, for the noise
+			n := 0
+			for _, xs := range lat {
+				var here, other []float64
+				for _, x := range xs {
+					if int(x[0]) == pi {
+						here = append(here, x[1])
+					} else {
+						other = append(other, x[1])
+					}
+				}
+				if len(here) > 0 && len(other) > 0 {
+					own += stats.Mean(here)
+					ref += stats.Percentile(other, 50)
+					others = append(others, other...)
+					n++
+				}
+			}
+			if n == 0 {
+				return 0, 0, 0, false
+			}
+			// noise: the half-width of the t interval of a difference of
+			// two means of n requests, each with the other passes' spread
+			noise := 0.0
+			if sd, ok := stats.StdDev(others); ok && n > 1 {
+				noise = tQuantile975(n-1) * sd * math.Sqrt(2/float64(n))
+			}
+			return own / ref, (own - ref) / float64(n), noise, ref > 0
+		}
+		r0, added, noise, ok := ratio(0)
+		if !ok {
+			continue
+		}
+		ran = true
+		if r0 < DriftRatio || added < max(DriftMinS, noise) {
+			continue
+		}
+		first := runs[0]
+		conv := "the scored repeats converged"
+		if li.Converged == nil {
+			conv = "one scored repeat: convergence not measured"
+		} else if !*li.Converged {
+			conv = fmt.Sprintf("the scored repeats did not converge (the last two differ by %.0f %% in req/s)", 100*li.ConvergeBy)
+		} else {
+			conv = fmt.Sprintf("the last two scored repeats converged (within %.0f %% in req/s)", 100*li.ConvergeBy)
+		}
+		f := Finding{Check: CheckWarmup, Level: lv, PassesScored: len(c.scored(lv))}
+		if first.Warmup {
+			f.Severity = SeverityNote
+			f.Text = fmt.Sprintf("first-pass-slower regime: the warmup pass took %.1f× the same samples' later time; the warmup absorbed it; %s", r0, conv)
+		} else {
+			f.Severity, f.PassesAffected = SeverityWarn, 1
+			f.Text = fmt.Sprintf("first-pass-slower regime: scored repeat %d took %.1f× the same samples' time in the level's other passes; %s", first.Repeat, r0, conv)
+			f.Fix = "run a warmup pass (--warmup) and enough repeats that the last ones agree (--repeats 3 or more)"
+		}
+		c.add(f)
+	}
+	if !ran {
+		c.v.NotRun[CheckWarmup] = "no level has two passes with a sample in common"
+	}
+}
+
+// passReqS is the pass's successes over its wall time.
+func (c *checker) passReqS(l model.LevelRun) float64 {
+	wall := l.WallS
+	if wall <= 0 {
+		wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+	}
+	if wall <= 0 {
+		return 0
+	}
+	n := 0
+	for _, i := range c.passes[vPassKey{l.Level, l.Repeat, l.Warmup}] {
+		if c.ok(i) {
+			n++
+		}
+	}
+	return float64(n) / wall
+}
+
+// outliers names a sample whose request dominates its passes.
+func (c *checker) outliers() {
+	ran := false
+	for _, lv := range c.levels {
+		type hit struct {
+			ratio, lat, med, shareSum, shareWall float64
+		}
+		bySample := map[string][]hit{}
+		scored := c.scored(lv)
+		for _, l := range scored {
+			ix := c.passes[vPassKey{lv, l.Repeat, false}]
+			var lats []float64
+			slow := -1
+			for _, i := range ix {
+				if c.ok(i) {
+					lats = append(lats, c.in.Reqs[i].LatencyS)
+					if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
+						slow = i
+					}
+				}
+			}
+			if len(lats) < OutlierMinRequests {
+				continue
+			}
+			ran = true
+			med := stats.Percentile(lats, 50)
+			mx := c.in.Reqs[slow].LatencyS
+			if med <= 0 || mx < OutlierRatio*med {
+				continue
+			}
+			wall := l.WallS
+			if wall <= 0 {
+				wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+			}
+			h := hit{ratio: mx / med, lat: mx, med: med, shareSum: mx / stats.Sum(lats)}
+			if wall > 0 {
+				h.shareWall = min(1, mx/wall)
+			}
+			id := c.in.Reqs[slow].SampleID
+			bySample[id] = append(bySample[id], h)
+		}
+		for _, id := range slices.Sorted(maps.Keys(bySample)) {
+			hs := bySample[id]
+			var ratio, lat, med, sum, wall []float64
+			for _, h := range hs {
+				ratio, lat, med, sum, wall = append(ratio, h.ratio), append(lat, h.lat), append(med, h.med), append(sum, h.shareSum), append(wall, h.shareWall)
+			}
+			c.add(Finding{Check: CheckOutliers, Severity: SeverityWarn, Level: lv, Sample: id,
+				PassesAffected: len(hs), PassesScored: len(scored),
+				Text: fmt.Sprintf("sample %s dominates %d of %d scored passes: %.2f s against the pass's median %.2f s (%.0f×), %.0f %% of the latency sum and %.0f %% of the pass's wall time",
+					id, len(hs), len(scored), stats.Mean(lat), stats.Mean(med), stats.Mean(ratio), 100*stats.Mean(sum), 100*stats.Mean(wall)),
+				Fix: "look at the maximum, not the mean or p90: transcribe this sample alone (a runaway decode, a length limit), or leave it out and say so"})
+		}
+	}
+	if !ran {
+		c.v.NotRun[CheckOutliers] = fmt.Sprintf("no scored pass has %d successful requests", OutlierMinRequests)
+	}
+}
+
+// levelIntervals is the interval record of lv, made on first use.
+func (c *checker) levelIntervals(lv string) *LevelIntervals {
+	for i := range c.v.Intervals {
+		if c.v.Intervals[i].Level == lv {
+			return &c.v.Intervals[i]
+		}
+	}
+	c.v.Intervals = append(c.v.Intervals, LevelIntervals{Level: lv})
+	return &c.v.Intervals[len(c.v.Intervals)-1]
+}
+
+// tInterval is the mean of xs (each ≥ 0) with its t interval at
+// Confidence, cut at 0 (no interval, NaN, for one value).
+func tInterval(xs []float64) Interval {
+	iv := Interval{Value: stats.Mean(xs), Lo: math.NaN(), Hi: math.NaN(), N: len(xs)}
+	if len(xs) == 0 {
+		iv.Value = math.NaN()
+		return iv
+	}
+	sd, ok := stats.StdDev(xs)
+	if !ok {
+		return iv
+	}
+	h := tQuantile975(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
+	iv.Lo, iv.Hi = max(0, iv.Value-h), iv.Value+h // latencies and rates are not negative
+	return iv
+}
+
+// tQuantile975 is Student's t 0.975 quantile with df degrees of freedom
+// (two-sided 95 %); Confidence is 0.95.
+func tQuantile975(df int) float64 {
+	t := []float64{0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	switch {
+	case df < 1:
+		return math.NaN()
+	case df < len(t):
+		return t[df]
+	case df < 60:
+		return 2.000
+	case df < 120:
+		return 1.980
+	}
+	return 1.960
+}
+
+// sampleSize gives each scored level its intervals and warns where the
+// interval on a level-to-level change in req/s holds the knee's
+// threshold: the knee's conclusion there is not resolved.
+func (c *checker) sampleSize() {
+	for li, lv := range c.levels {
+		iv := c.levelIntervals(lv)
+		sc := c.scored(lv)
+		var rps, lats, errs, refs []float64
+		for _, l := range sc {
+			rps = append(rps, c.passReqS(l))
+			for _, i := range c.passes[vPassKey{lv, l.Repeat, false}] {
+				r := &c.in.Reqs[i]
+				if !c.ok(i) {
+					iv.Failed++
+					continue
+				}
+				iv.OK++
+				lats = append(lats, r.LatencyS)
+				if r.Scored && r.Errors != nil {
+					errs = append(errs, float64(r.Errors.Sub+r.Errors.Del+r.Errors.Ins))
+					refs = append(refs, float64(r.Errors.RefWords))
+				}
+			}
+		}
+		iv.Passes = len(sc)
+		iv.LatMeanS = tInterval(lats)
+		iv.ReqS = tInterval(rps)
+		if len(rps) < RepeatsForT && iv.OK > 0 {
+			// from the requests (RepeatsForT says why)
+			rel := math.NaN()
+			if sc[0].Rate <= 0 && !math.IsNaN(iv.LatMeanS.Lo) && iv.LatMeanS.Value > 0 {
+				rel = (iv.LatMeanS.Hi - iv.LatMeanS.Value) / iv.LatMeanS.Value
+			}
+			v := iv.ReqS.Value
+			iv.ReqS.Lo, iv.ReqS.Hi = v/(1+rel), v*(1+rel)
+			switch {
+			case math.IsNaN(rel):
+				iv.ReqS.Lo, iv.ReqS.Hi = math.NaN(), math.NaN()
+			case rel < 1:
+				iv.ReqS.Hi = v / (1 - rel)
+			default:
+				iv.ReqS.Hi = math.Inf(1)
+			}
+			if !math.IsNaN(rel) {
+				iv.ReqSBasis = "requests"
+			}
+		} else if len(rps) >= RepeatsForT {
+			iv.ReqSBasis = "repeats"
+		}
+		iv.LatP95S = Interval{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
+		if len(lats) > 0 {
+			iv.LatP95S.Value = stats.Percentile(lats, 95)
+			p95 := func(xs []float64) (float64, error) { return stats.Percentile(xs, 95), nil }
+			iv.LatP95S.Lo, iv.LatP95S.Hi, _ = stats.BootstrapCI(lats, p95, Confidence, BootstrapResamples, uint64(li+1))
+		}
+		if len(refs) > 0 && stats.Sum(refs) > 0 {
+			idx := make([]float64, len(refs))
+			for i := range idx {
+				idx[i] = float64(i)
+			}
+			wer := func(ix []float64) (float64, error) {
+				var e, n float64
+				for _, k := range ix {
+					e, n = e+errs[int(k)], n+refs[int(k)]
+				}
+				if n == 0 {
+					return 0, nil
+				}
+				return e / n, nil
+			}
+			w, _ := wer(idx)
+			lo, hi, _ := stats.BootstrapCI(idx, wer, Confidence, BootstrapResamples, uint64(li+1))
+			iv.WER = &Interval{Value: w, Lo: lo, Hi: hi, N: len(refs)}
+		}
+	}
+	answered := false
+	for _, iv := range c.v.Intervals {
+		answered = answered || iv.OK > 0
+	}
+	if !answered {
+		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
+		return
+	}
+	// The knee's steps: from one closed-loop level to the next (the knee
+	// is a concurrency sweep's; whether an open loop keeps up is the
+	// overload check's). A step where the outlier check fired is that
+	// check's: one runaway request widens every interval it is in; so is
+	// a cache-hit regime's (first sightings slow, the rest fast).
+	for i := 1; i < len(c.levels); i++ {
+		a, b := c.levelIntervals(c.levels[i-1]), c.levelIntervals(c.levels[i])
+		if c.levels[i-1][0] != 'c' || c.levels[i][0] != 'c' || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
+			continue
+		}
+		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) || c.v.Fired(CheckCache, "") {
+			continue
+		}
+		d := b.ReqS.Value/a.ReqS.Value - 1
+		th := c.in.KneeThreshold
+		step := model.LevelLabel(a.Level) + " to " + model.LevelLabel(b.Level)
+		if math.IsNaN(a.ReqS.Lo) || math.IsNaN(b.ReqS.Lo) {
+			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known", 100*d, step, 100*th),
+				Fix:  "run 3 or more repeats (--repeats 3) of several requests each"})
+			continue
+		}
+		lo, hi := math.Inf(-1), math.Inf(1)
+		if a.ReqS.Hi > 0 {
+			lo = max(b.ReqS.Lo, 0)/a.ReqS.Hi - 1
+		}
+		if a.ReqS.Lo > 0 {
+			hi = b.ReqS.Hi/a.ReqS.Lo - 1
+		}
+		if lo < th && th < hi {
+			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s, %.0f %% interval [%s, %s]: it holds the knee's %.0f %%, so whether throughput still rises here is not resolved",
+					100*d, step, 100*Confidence, pctText(lo), pctText(hi), 100*th),
+				Fix: "more repeats narrow the interval (it shrinks as 1/√repeats), or more requests per pass (--pass-requests)"})
+		}
+	}
+}
+
+func pctText(x float64) string {
+	if math.IsInf(x, 0) {
+		return fmt.Sprintf("%v", x)
+	}
+	return fmt.Sprintf("%+.0f %%", 100*x)
+}
+
+// cotenants: NVML's utilization while no request of the capture was in
+// flight (inside the scored passes).
+func (c *checker) cotenants() {
+	if len(c.in.GPU) == 0 && len(c.in.GPUProcs) == 0 {
+		c.v.NotRun[CheckCoTenants] = "no NVML samples (gpu probe off or no GPU)"
+		return
+	}
+	c.otherProcesses()
+	// request intervals, merged
+	type span struct{ a, b int64 }
+	var sp []span
+	for _, r := range c.in.Reqs {
+		if r.EndUnixNs > r.StartUnixNs {
+			sp = append(sp, span{r.StartUnixNs, r.EndUnixNs})
+		}
+	}
+	slices.SortFunc(sp, func(x, y span) int { return cmp.Compare(x.a, y.a) })
+	var merged []span
+	for _, s := range sp {
+		if n := len(merged); n > 0 && s.a <= merged[n-1].b {
+			merged[n-1].b = max(merged[n-1].b, s.b)
+		} else {
+			merged = append(merged, s)
+		}
+	}
+	inFlight := func(t int64) bool {
+		k, _ := slices.BinarySearchFunc(merged, t, func(s span, t int64) int { return cmp.Compare(s.a, t) })
+		// merged[k-1].a <= t
+		return k > 0 && t <= merged[k-1].b
+	}
+	inPass := func(t int64) (string, bool) {
+		for _, l := range c.order {
+			if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
+				return l.Level, true
+			}
+		}
+		return "", false
+	}
+	idle := map[string][]float64{}
+	for _, g := range c.in.GPU {
+		// NVML's utilization is over the sample period before TS: one
+		// sample is idle when its timestamp is outside every request
+		lv, ok := inPass(g.TsUnixNs)
+		if ok && !inFlight(g.TsUnixNs) {
+			idle[lv] = append(idle[lv], g.UtilPct)
+		}
+	}
+	for _, lv := range c.levels {
+		xs := idle[lv]
+		if len(xs) < CoTenantMinSamples {
+			continue
+		}
+		if m := stats.Mean(xs); m >= CoTenantGPUIdle {
+			c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv,
+				Text: fmt.Sprintf("the GPU was busy %.0f %% (NVML, mean of %d samples) while none of the capture's requests was in flight: another process ran kernels on it", m, len(xs)),
+				Fix:  "run on a GPU no one else uses (nvidia-smi's process list during the run), or measure the co-tenant's share and say it"})
+		}
+	}
+}
+
+// otherProcesses: NVML's per-process samples of processes outside the
+// target's tree that ran kernels during a level's scored passes. NVML
+// names host pids: where none of its samples is the target's own, the
+// two cannot be told apart (a container), and that is said instead.
+func (c *checker) otherProcesses() {
+	targetSeen := false
+	for _, p := range c.in.GPUProcs {
+		targetSeen = targetSeen || !p.Other
+	}
+	inPass := func(t int64) string {
+		for _, l := range c.order {
+			if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
+				return l.Level
+			}
+		}
+		return ""
+	}
+	type key struct {
+		level string
+		pid   int
+	}
+	busy := map[key][]float64{}
+	var pids []int
+	for _, p := range c.in.GPUProcs {
+		lv := inPass(p.TsUnixNs)
+		if !p.Other || lv == "" || p.SMPct < CoTenantSMPct {
+			continue
+		}
+		busy[key{lv, p.PID}] = append(busy[key{lv, p.PID}], p.SMPct)
+		if !slices.Contains(pids, p.PID) {
+			pids = append(pids, p.PID)
+		}
+	}
+	if len(busy) == 0 {
+		return
+	}
+	if !targetSeen {
+		c.add(Finding{Check: CheckCoTenants, Severity: SeverityNote,
+			Text: fmt.Sprintf("NVML names processes running kernels that are not in the target's tree (pids %v) and none that is: in a container NVML's pids are the host's, so a co-tenant cannot be told from the target", pids),
+			Fix:  "compare nvidia-smi's process list with the server's host pid, or capture on the host"})
+		return
+	}
+	for _, lv := range c.levels {
+		for _, pid := range pids {
+			xs := busy[key{lv, pid}]
+			if len(xs) < CoTenantProcSamples {
+				continue
+			}
+			c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv,
+				Text: fmt.Sprintf("process %d, not the target's, ran kernels on its GPU during the level: SM %.0f %% on average, up to %.0f %%, in %d NVML samples", pid, stats.Mean(xs), slices.Max(xs), len(xs)),
+				Fix:  "run on a GPU no one else uses, or measure the co-tenant's share and say it"})
+		}
+	}
+}
+
+// overload: an open-loop level that completed less than it was offered
+// while its latency grew over the pass.
+func (c *checker) overload() {
+	ran := false
+	var over []string
+	for _, lv := range c.levels {
+		var rate float64
+		sc := c.scored(lv)
+		if len(sc) == 0 || sc[0].Rate <= 0 {
+			continue
+		}
+		rate = sc[0].Rate
+		var achieved, growth []float64
+		for _, l := range sc {
+			ix := slices.Clone(c.passes[vPassKey{lv, l.Repeat, false}])
+			slices.SortFunc(ix, func(a, b int) int {
+				return cmp.Compare(cmp.Or(c.in.Reqs[a].IntendedUnixNs, c.in.Reqs[a].StartUnixNs), cmp.Or(c.in.Reqs[b].IntendedUnixNs, c.in.Reqs[b].StartUnixNs))
+			})
+			var lats []float64
+			for _, i := range ix {
+				if c.ok(i) {
+					lats = append(lats, c.in.Reqs[i].LatencyS)
+				}
+			}
+			k := len(lats) / 3
+			if k == 0 {
+				continue
+			}
+			ran = true
+			achieved = append(achieved, c.passReqS(l))
+			if f := stats.Mean(lats[:k]); f > 0 {
+				growth = append(growth, stats.Mean(lats[len(lats)-k:])/f)
+			}
+		}
+		if len(achieved) == 0 || len(growth) == 0 {
+			continue
+		}
+		a, g := stats.Mean(achieved), stats.Mean(growth)
+		if a < OverloadAchieved*rate && g >= OverloadGrowth {
+			over = append(over, lv)
+			c.add(Finding{Check: CheckOverload, Severity: SeverityWarn, Level: lv, PassesAffected: len(achieved), PassesScored: len(sc),
+				Text: fmt.Sprintf("overloaded at %s: %.2f req/s achieved against %g offered, and the last third of requests took %.1f× the first third's latency: the queue grew all pass, so its latency measures the pass's length, not the server",
+					model.LevelLabel(lv), a, rate, g),
+				Fix: "lower --rate below what the server achieves, or use a closed loop (--concurrency) to find its capacity"})
+		}
+	}
+	if !ran {
+		c.v.NotRun[CheckOverload] = "no open-loop (--rate) level"
+	}
+}
+
+// MarshalJSON writes an interval that cannot be had (NaN) as nulls.
+func (iv Interval) MarshalJSON() ([]byte, error) {
+	num := func(x float64) any {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return x
+	}
+	return json.Marshal(struct {
+		Value any `json:"value"`
+		Lo    any `json:"lo"`
+		Hi    any `json:"hi"`
+		N     int `json:"n"`
+	}{num(iv.Value), num(iv.Lo), num(iv.Hi), iv.N})
+}

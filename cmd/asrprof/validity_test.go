@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/internal/bundletest"
+	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/refserver/refservertest"
+	"github.com/asrprof/asrprof/trace/bundle"
+)
+
+// validityCase is a reference plainserver set up with one trap of
+// docs/VALIDITY.md: the capture of it must fire that check and no other
+// (none for the clean server).
+type validityCase struct {
+	name, server string
+	load         []string // --concurrency … or --rate …
+	want         string   // the one check that fires ("" for none)
+	severity     string
+	text         string // in the finding
+	code         int    // the exit status
+}
+
+// Servers sleep through their work (--work sleep): the captures run side
+// by side. Four passes (two levels, two scored repeats) of six samples.
+const vService = "--mode cap --cap 4 --work sleep --service-ms 60 --per-audio-ms 15"
+
+func TestValidityTraps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server per trap")
+	}
+	if _, err := os.Stat(refservertest.Python); err != nil {
+		need.Dep(t, refservertest.Python, err)
+	}
+	t.Parallel()
+	ds := refservertest.Refset(t)
+	c14 := []string{"--concurrency", "1,4"}
+	for _, tc := range []validityCase{
+		{name: "clean", server: vService, load: c14},
+		{name: "all_failing", server: vService + " --fail-all", load: c14, want: engine.CheckFailures, severity: engine.SeverityFail,
+			text: "all 12 requests failed: 12 × HTTP 404: no route for POST /v1/audio/transcriptions on this port", code: exitNoSuccess},
+		{name: "some_failing", server: vService + " --fail-every 5", load: c14, want: engine.CheckFailures, severity: engine.SeverityWarn,
+			text: "× HTTP 500: CUDA out of memory while allocating the decoder cache"},
+		{name: "cache", server: vService + " --cache-ms 5", load: c14, want: engine.CheckCache, severity: engine.SeverityWarn,
+			text: "cache-hit regime: 6 of 6 repeated samples"},
+		{name: "drift", server: vService + " --drift-requests 3 --drift-ms 400", load: c14, want: engine.CheckWarmup, severity: engine.SeverityWarn,
+			text: "first-pass-slower regime: scored repeat 1"},
+		{name: "runaway", server: vService + " --runaway-ms 2500", load: c14, want: engine.CheckOutliers, severity: engine.SeverityWarn,
+			text: "dominates 2 of 2 scored passes"},
+		// one at a time, each service 60–360 ms: c=1 and c=2 serve alike
+		{name: "noisy", server: "--mode serial --work sleep --service-ms 60 --per-audio-ms 15 --jitter-ms 300", load: []string{"--concurrency", "1,2"},
+			want: engine.CheckSampleSize, severity: engine.SeverityWarn, text: "from c=1 to c=2"},
+		// about 2.5 requests/s served, 6/s offered
+		{name: "overload", server: "--mode serial --work sleep --service-ms 300 --per-audio-ms 15", load: []string{"--rate", "1,6"},
+			want: engine.CheckOverload, severity: engine.SeverityWarn, text: "overloaded at rate=6/s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr, dir := validityCapture(t, tc, ds)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tc.code, stdout, stderr)
+			}
+			v := readValidity(t, dir)
+			var fired []string
+			for _, f := range v.Findings {
+				if !slices.Contains(fired, f.Check) {
+					fired = append(fired, f.Check)
+				}
+			}
+			want := []string{}
+			if tc.want != "" {
+				want = []string{tc.want}
+			}
+			if fmt.Sprint(fired) != fmt.Sprint(want) {
+				t.Fatalf("fired %v, want %v\n%s", fired, want, stdout)
+			}
+			for _, f := range v.Findings {
+				if f.Severity != tc.severity || !strings.Contains(f.Text, tc.text) {
+					t.Errorf("finding %s %q, want %s with %q", f.Severity, f.Text, tc.severity, tc.text)
+				}
+			}
+			// printed first, before the verdict, as results.json has it too
+			if i, j := strings.Index(stdout, "Validity: the run checks itself"), strings.Index(stdout, "Diagnosis per level"); i != 0 || j < i {
+				t.Errorf("the validity table is not the first thing printed (at %d, the diagnosis at %d)\n%s", i, j, stdout)
+			}
+			res, err := os.ReadFile(filepath.Join(dir, "results.json"))
+			if err != nil || !strings.Contains(string(res), `"validity": {`) {
+				t.Errorf("results.json has no validity (%v)", err)
+			}
+			if tc.want == "" && !strings.Contains(stdout, "0 of 6 checks fired") && !strings.Contains(stdout, "0 of 5 checks fired") {
+				t.Errorf("the clean server's checks are not all silent\n%s", stdout)
+			}
+			if tc.want == engine.CheckFailures {
+				if strings.Contains(stdout, "no failures") {
+					t.Errorf("a capture with failures says \"no failures\"\n%s", stdout)
+				}
+				if strings.Contains(stderr, "map[") || !strings.Contains(stderr, "  failed: ") {
+					t.Errorf("the pass's failure line is not for people\n%s", stderr)
+				}
+			}
+			if tc.want == engine.CheckOverload && !strings.Contains(stdout, "no knee: overloaded at rate=6/s") {
+				t.Errorf("the buckets table does not say the open loop was overloaded\n%s", stdout)
+			}
+			if tc.severity == engine.SeverityFail {
+				// no verdict, only the failure, and the reason on stderr
+				if !strings.Contains(stdout, "run failed") || strings.Contains(stdout, "idle server") {
+					t.Errorf("the diagnosis gives a failed level a verdict\n%s", stdout)
+				}
+				if !strings.Contains(stderr, "no successful request at c=1, c=4") {
+					t.Errorf("stderr does not say why the exit status\n%s", stderr)
+				}
+			} else if tc.want != "" && !strings.Contains(stdout, "undercut: ") && !(tc.want == engine.CheckFailures && strings.Contains(stdout, "answered 5xx")) {
+				// (failures that were all 5xx are named by the overload cause)
+				t.Errorf("the diagnosis does not name what undercuts its verdict\n%s", stdout)
+			}
+		})
+	}
+}
+
+// validityCapture starts plainserver with tc.server and captures it as a
+// user would: asrprof capture --target … (no probes: the checks read the
+// requests), returning the exit status, output and the bundle.
+func validityCapture(t *testing.T, tc validityCase, ds string) (int, string, string, string) {
+	t.Helper()
+	port := fakeasr.FreePort(t)
+	script := filepath.Join(refservertest.Root(), "refserver", "plainserver.py")
+	args := append([]string{script, "--port", fmt.Sprint(port)}, strings.Fields(tc.server)...)
+	srv := exec.Command(refservertest.Python, args...)
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- strings.Contains(line, "listening")
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("plainserver did not start")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("plainserver did not start in 30 s")
+	}
+	dir := filepath.Join(t.TempDir(), "b")
+	cli := append([]string{"capture", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--dataset", ds,
+		"--max-samples", "6", "--repeats", "2", "--out", dir, "--probes", "none",
+		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s"}, tc.load...)
+	code, stdout, stderr := runCLI(cli...)
+	return code, stdout, stderr, dir
+}
+
+// readValidity is the manifest's record of the checks.
+func readValidity(t *testing.T, dir string) engine.ValidityResult {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Extra struct {
+			Validity *engine.ValidityResult `json:"validity"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Extra.Validity == nil {
+		t.Fatal("the manifest has no extra.validity")
+	}
+	return *m.Extra.Validity
+}
+
+// The GPU co-tenant on a recorded H200 bundle (gpu-bound: the whisper
+// engine alone on the GPU, NVML's per-process samples of its pid): the
+// checks stay silent on it; with a second process's samples added to
+// gpu.jsonl during c=64's scored passes (a co-tenant running kernels,
+// as NVML's process utilization names one), the co-tenant check names
+// that process at c=64 and nowhere else, through asrprof analyze.
+func TestValidityGPUCoTenantBundle(t *testing.T) {
+	t.Parallel()
+	dir := bundletest.H200(t, "gpu-bound")
+	cotenants := func() []engine.Finding {
+		t.Helper()
+		v, err := analysis.Validity(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []engine.Finding
+		for _, f := range v.Findings {
+			if f.Check == engine.CheckCoTenants {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	if fs := cotenants(); len(fs) != 0 {
+		t.Fatalf("the engine alone on the GPU: co-tenant findings %+v", fs)
+	}
+	b, err := bundle.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(b.Path(bundle.GPUFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range b.Manifest.Levels {
+		if l.Level != "c64" || l.Warmup {
+			continue
+		}
+		for ts := l.StartUnixNs + 5e8; ts < l.EndUnixNs; ts += 1e9 {
+			fmt.Fprintf(f, `{"ts_unix_ns":%d,"gpu":0,"kind":"proc","pid":4242,"sm_pct":70,"mem_pct":20,"enc_pct":0,"dec_pct":0,"other":true}`+"\n", ts)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs := cotenants()
+	if len(fs) != 1 || fs[0].Level != "c64" || fs[0].Severity != engine.SeverityWarn || !strings.Contains(fs[0].Text, "process 4242") {
+		t.Fatalf("with a co-tenant at c=64: findings %+v, want one warning at c64 naming process 4242", fs)
+	}
+	if _, out, _ := runCLI("analyze", dir, "validity", "bottleneck"); !strings.Contains(out, "undercut: co-tenants") {
+		t.Errorf("the diagnosis does not name the co-tenant under its verdict\n%s", out)
+	}
+}
