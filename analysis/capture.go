@@ -15,9 +15,9 @@ import (
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )

@@ -7,8 +7,8 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 

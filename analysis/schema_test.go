@@ -14,8 +14,8 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // fillRequest gives every field of a request a value that is not its

@@ -17,9 +17,9 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )

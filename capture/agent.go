@@ -23,7 +23,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The API between a capture with --agent and asrprof serve (the serve

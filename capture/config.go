@@ -27,7 +27,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded

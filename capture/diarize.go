@@ -8,7 +8,7 @@ import (
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Tasks (Config.Task): what a request asks the server for and how it is scored.

@@ -21,23 +21,30 @@ var importRules = map[string][]string{
 	"table":   {},
 	"model":   {"model", "stats"},
 	"scripts": {},
-	// Traces and the bundle: the model and each other.
-	"trace": {"model", "stats", "trace"},
+	// The bundle: every record written to a bundle file, beside its file
+	// name, its writer and reader, the events import. Below everything but
+	// the model.
+	"bundle": {"model", "stats", "bundle"},
+	// The bundle's Parquet tables: derived from every file, spans.otlp
+	// (read and joined by trace) included.
+	"bundle/columns": {"model", "stats", "bundle", "trace/spans", "trace/join"},
+	// Traces (OpenTelemetry): the model, the bundle and each other.
+	"trace": {"model", "stats", "bundle", "trace"},
 	// Helpers that are not an API: nothing of ours above them.
-	"internal": {"model", "stats", "table", "trace", "internal"},
+	"internal": {"model", "stats", "table", "bundle", "trace", "internal"},
 	// The three sides never import each other.
-	"bench":    {"model", "stats", "table", "trace", "internal", "bench"},
-	"probe":    {"model", "stats", "table", "trace", "internal", "probe"},
-	"analysis": {"model", "stats", "table", "trace", "internal", "analysis", "scripts"},
+	"bench":    {"model", "stats", "table", "bundle", "trace", "internal", "bench"},
+	"probe":    {"model", "stats", "table", "bundle", "trace", "internal", "probe"},
+	"analysis": {"model", "stats", "table", "bundle", "trace", "internal", "analysis", "scripts"},
 	// The reference server's Go side starts it for tests.
 	"refserver": {"internal", "refserver"},
 	// The report draws analysis tables; it touches no live system.
-	"report": {"model", "stats", "table", "trace", "internal", "analysis", "report"},
+	"report": {"model", "stats", "table", "bundle", "trace", "internal", "analysis", "report"},
 	// capture is where bench and probe meet; it records, never interprets.
-	"capture": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture"},
+	"capture": {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture"},
 	// Runs of fresh servers and the daemon: around capture, no analysis.
-	"runbook": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "runbook"},
-	"serve":   {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "serve"},
+	"runbook": {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture", "runbook"},
+	"serve":   {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture", "serve"},
 	// The CLI and the tools: everything.
 	"cmd":   {""},
 	"tools": {""},
@@ -148,9 +155,14 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"probe/sched", "bench/audio", false},
 		{"probe/sched", "analysis", false},
 		{"internal/cpulimit", "probe", false},
-		{"internal/fixture", "trace/bundle", true},
-		{"trace/columns", "analysis/engine", false},
-		{"model", "trace/bundle", false},
+		{"internal/fixture", "bundle", true},
+		{"bundle/columns", "analysis/engine", false},
+		{"bundle", "trace/spans", false},
+		{"bundle/events", "trace/join", false},
+		{"bundle/columns", "trace/export", false},
+		{"trace/spans", "bundle", true},
+		{"probe/gpu", "bundle", true},
+		{"model", "bundle", false},
 		{"model/summary", "stats", true},
 		{"stats", "model", false},
 		{"table", "stats", false},
@@ -177,7 +189,7 @@ func TestProxyImportRules(t *testing.T) {
 	pkgs := goList(t)
 	for _, pkg := range []string{"bench/proxy", "bench/record"} {
 		for _, d := range pkgs[pkg][0] {
-			for _, bad := range []string{"trace/bundle", "bench/driver"} {
+			for _, bad := range []string{"bundle", "bench/driver"} {
 				if d == bad || strings.HasPrefix(d, bad+"/") {
 					t.Errorf("%s depends on %s", pkg, d)
 				}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
 )

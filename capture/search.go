@@ -9,7 +9,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // SearchFile is the search's record in the bundle (--find-max).

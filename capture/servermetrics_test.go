@@ -12,7 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // readServerMetrics reads a bundle's server_metrics.jsonl.

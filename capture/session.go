@@ -18,7 +18,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // ErrBadInput means the dataset could not be loaded or failed preflight

@@ -22,8 +22,8 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // makeDataset writes n one-second 16 kHz WAV files and a JSONL manifest

@@ -16,8 +16,8 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Per-request attribution: every nanosecond of a request's client latency
@@ -29,7 +29,7 @@ import (
 // docs/ANALYSIS.md ("Where the time went") describes the rules.
 
 // The bundle files of per-thread time bins, one record per thread per
-// pass (their names are trace/bundle's).
+// pass (their names are the bundle package's).
 const (
 	SchedBinsFile = bundle.SchedBinsFile
 	CUDABinsFile  = bundle.CUDABinsFile

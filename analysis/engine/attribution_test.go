@@ -11,8 +11,8 @@ import (
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // refserverPreset is a copy of scripts/stages/refserver.star's SPEC.

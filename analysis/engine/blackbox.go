@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Black-box attribution: where each request's client latency went when the

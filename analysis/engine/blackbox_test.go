@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // bbReqs builds request columns from rows of (level, sample, start,

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Evidence the diagnosis (scripts/bottleneck.star) weighs beside the stage

@@ -17,7 +17,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/scripts"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The server's own /metrics as evidence (docs/ANALYSIS.md, "The server's

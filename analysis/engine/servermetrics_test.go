@@ -16,7 +16,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 func near(a, b float64) bool { return a == b || math.Abs(a-b) < 1e-9 }

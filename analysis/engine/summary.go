@@ -6,7 +6,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Stages the summary adds to a preset's:

@@ -6,7 +6,7 @@ import (
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // The span attributes that name the worker of a request behind a router

@@ -14,8 +14,8 @@ import (
 	"strconv"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/fixture"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 func TestAssignSlots(t *testing.T) {

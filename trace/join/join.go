@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 

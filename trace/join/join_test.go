@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 

@@ -32,7 +32,7 @@ import (
 	"sync"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Version is the tables' format version. Raise it whenever a table's

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 func write(t *testing.T, dir, name, content string) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 func fp(x float64) *float64 { return &x }
