@@ -13,7 +13,7 @@ import (
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // page collects the report's sections.

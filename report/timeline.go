@@ -12,7 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The timeline: every series of the capture on one time axis (seconds

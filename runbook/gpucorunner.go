@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The GPU co-runner (--gpu-corunner SHARE, docs/CAPACITY.md): a process

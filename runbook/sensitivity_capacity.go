@@ -14,7 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // A thread is busy, over the scored passes of the unrestricted run, when

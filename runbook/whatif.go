@@ -19,7 +19,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // What-if (asrprof what-if, docs/CAPACITY.md): the diagnosis's advice

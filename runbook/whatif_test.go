@@ -12,7 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 func f(x float64) *float64 { return &x }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // ReportFile is the HTML report a bundle may hold (served by /report).

@@ -12,7 +12,7 @@ import (
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // stubCUDA builds probe/cuda/testdata/stub.c, the stand-in CUDA driver, as

@@ -16,7 +16,7 @@ import (
 	"github.com/asrprof/asrprof/internal/datasettest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // rowsFor makes n samples, each with audio of its own and a transcript the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // TestCaptureOneFileManyTimes runs `asrprof capture` the way `make bench`

@@ -22,7 +22,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 var update = flag.Bool("update", false, "rewrite the CLI goldens in testdata/ (testdata/NAME.stdout, .stderr)")

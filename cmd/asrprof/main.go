@@ -19,7 +19,7 @@ import (
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Exit codes; exitStatuses (help.go) says what each means, in --help.

@@ -13,8 +13,8 @@ import (
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // passSamples are the samples of passDataset: id, file and seconds of

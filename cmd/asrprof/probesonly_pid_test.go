@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // TestProbesOnlyDeadPID: `asrprof capture --probes-only --pid N` for a

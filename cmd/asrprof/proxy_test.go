@@ -25,8 +25,8 @@ import (
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // clientRun is what testdata/asr_sweep_client.py writes to --output.

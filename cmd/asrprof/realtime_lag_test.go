@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // A realtime capture keeps every session's update lags over session time

@@ -15,7 +15,7 @@ import (
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // twoHosts makes two network namespaces joined by a veth pair, each

@@ -22,7 +22,7 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/scripts"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // selfCheckCapture runs `asrprof capture` as its own process against srv,

@@ -25,7 +25,7 @@ import (
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // File is the bundle file the probe appends to.

@@ -19,7 +19,7 @@ import (
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // BinsFile is the bundle file of the per-thread time bins: one BinsRecord

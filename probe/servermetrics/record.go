@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // File is the bundle file the probe appends to.
