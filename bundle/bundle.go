@@ -28,18 +28,8 @@ const (
 	ResultsFile  = "results.json"
 	SpansFile    = "spans.otlp"
 	EventsFile   = "events.jsonl"
-	GPUFile      = "gpu.jsonl"
-	SchedFile    = "sched.jsonl"
 	CUDAFile     = "cuda.jsonl"
 	CPUDir       = "cpu"
-	// Per-thread time bins, one record per thread per pass: the sched
-	// probe's (on-CPU, run-queue) and the cuda probe's (inside a blocking
-	// CUDA call).
-	SchedBinsFile = "sched_bins.jsonl"
-	CUDABinsFile  = "cuda_bins.jsonl"
-	// The proc probe's per-thread time bins (on-CPU, run-queue), in the
-	// sched bins' format, from /proc schedstat: no root needed.
-	ProcBinsFile = "proc_bins.jsonl"
 	// Realtime sessions' update lags over session time, one record per
 	// session (model.LagSeries).
 	RealtimeLagsFile = "realtime_lags.jsonl"

@@ -14,10 +14,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/scripts"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // The server's own /metrics as evidence (docs/ANALYSIS.md, "The server's

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 func near(a, b float64) bool { return a == b || math.Abs(a-b) < 1e-9 }

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // --gpu-corunner: where torch has no CUDA (this machine: Debian's CPU

@@ -20,12 +20,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // File is the bundle file the probe appends to.
@@ -412,7 +412,7 @@ func (p *Probe) Begin(per probe.Period) {
 }
 
 // End appends one Record per thread and function called since Begin (or
-// the previous End) to cuda.jsonl and one BinsRecord per thread that was
+// the previous End) to cuda.jsonl and one bundle.ThreadBins per thread that was
 // inside a blocking call in the pass to cuda_bins.jsonl, then forgets
 // threads that have exited. The bins end at per.EndUnixNs (now when
 // zero); End waits until their last one is over (up to 10 ms). The

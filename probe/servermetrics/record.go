@@ -3,8 +3,8 @@ package servermetrics
 import (
 	"encoding/json"
 
-	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/model"
 )
 
 // File is the bundle file the probe appends to.

@@ -2,7 +2,6 @@ package export
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,27 +53,6 @@ const (
 	CatState   = "state"   // where a request's latency went: its attribution parent slice and one slice per state
 )
 
-// GPURow is the part of a gpu.jsonl line that becomes counters.
-type GPURow struct {
-	TS         int64    `json:"ts_unix_ns"`
-	GPU        int      `json:"gpu"`
-	Kind       string   `json:"kind"`
-	UtilPct    *float64 `json:"util_pct"`
-	UsedMiB    *float64 `json:"used_mib"`
-	MemUsedMiB *float64 `json:"mem_used_mib"`
-	PowerW     *float64 `json:"power_w"`
-}
-
-// SchedRow is the part of a sched.jsonl per-pass row that becomes counters.
-type SchedRow struct {
-	Level       string  `json:"level"`
-	Repeat      int     `json:"repeat"`
-	PID         int     `json:"pid"`
-	TID         int     `json:"tid"`
-	Name        string  `json:"name"`
-	Utilization float64 `json:"utilization"`
-}
-
 // PerfettoInput is what BuildPerfetto draws.
 type PerfettoInput struct {
 	Capture  string
@@ -85,8 +63,8 @@ type PerfettoInput struct {
 	// States are, per request, its attribution's states placed over its
 	// latency, in time order, tiling it; nil: none drawn.
 	States [][]Stage
-	GPU    []GPURow
-	Sched  []SchedRow
+	GPU    []bundle.GPURecord
+	Sched  []bundle.SchedRecord
 }
 
 // PerfettoStats counts what BuildPerfetto drew.
@@ -426,25 +404,26 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	// GPU counters.
 	gpuPID := map[int]int{}
 	for _, g := range in.GPU {
-		for _, c := range []struct {
-			name, unit string
-			v          *float64
-		}{
-			{"utilization", "percent", g.UtilPct},
-			{"memory used", "MiB", cmp.Or(g.UsedMiB, g.MemUsedMiB)},
-			{"power", "W", g.PowerW},
-		} {
-			if c.v == nil || math.IsNaN(*c.v) || math.IsInf(*c.v, 0) || g.TS <= 0 {
-				continue
-			}
-			pid, ok := gpuPID[g.GPU]
-			if !ok {
-				pid = d.process("GPU " + strconv.Itoa(g.GPU))
-				gpuPID[g.GPU] = pid
-			}
-			d.events = append(d.events, Event{Name: c.name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{c.unit: *c.v}})
-			st.Counters++
+		var name, unit string
+		var v float64
+		switch {
+		case g.GPUUtil != nil:
+			name, unit, v = "utilization", "percent", g.UtilPct
+		case g.GPUMem != nil:
+			name, unit, v = "memory used", "MiB", g.UsedMiB
+		case g.GPUPower != nil:
+			name, unit, v = "power", "W", g.PowerW
 		}
+		if name == "" || math.IsNaN(v) || math.IsInf(v, 0) || g.TS <= 0 {
+			continue
+		}
+		pid, ok := gpuPID[g.GPU]
+		if !ok {
+			pid = d.process("GPU " + strconv.Itoa(g.GPU))
+			gpuPID[g.GPU] = pid
+		}
+		d.events = append(d.events, Event{Name: name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{unit: v}})
+		st.Counters++
 	}
 
 	// Scheduler counters: a step per pass.
