@@ -28,7 +28,6 @@ const (
 	ResultsFile  = "results.json"
 	SpansFile    = "spans.otlp"
 	EventsFile   = "events.jsonl"
-	CUDAFile     = "cuda.jsonl"
 	CPUDir       = "cpu"
 	// Realtime sessions' update lags over session time, one record per
 	// session (model.LagSeries).

@@ -10,7 +10,6 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/sched"
 )
 
@@ -144,9 +143,9 @@ func (o *observer) ProbeRecord(probeName, file string, rec any) {
 		o.sched(&r)
 	case *bundle.SchedRecord:
 		o.sched(r)
-	case cuda.Record:
+	case bundle.CUDARecord:
 		o.cuda(r)
-	case *cuda.Record:
+	case *bundle.CUDARecord:
 		o.cuda(*r)
 	}
 }
@@ -168,7 +167,7 @@ func (o *observer) thread(pid, tid int, name string, util, cpuS float64) {
 
 // cuda adds one thread's launches of one symbol to the period's rate; the
 // rate gauge is the sum over the threads whose records share the period.
-func (o *observer) cuda(r cuda.Record) {
+func (o *observer) cuda(r bundle.CUDARecord) {
 	o.m.cudaLaunch.WithLabelValues(o.id, r.Symbol).Add(float64(r.Calls))
 	v, _ := o.m.cudaPending.LoadOrStore(o.id, &cudaPeriod{rate: map[string]float64{}})
 	cp := v.(*cudaPeriod)

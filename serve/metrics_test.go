@@ -199,13 +199,13 @@ func TestCUDASeries(t *testing.T) {
 	m := newMetrics()
 	o := &observer{m: m, id: "c4", e: &entry{}}
 	// Two threads in pass c1/1: the rate is their sum; pass c1/2 starts over.
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 1, TID: 1, Symbol: "cuLaunchKernel", Calls: 100, PerSec: 50})
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 1, TID: 2, Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 1, Symbol: "cuLaunchKernel", Calls: 100, PerSec: 50})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 2, Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10})
 	l := map[string]string{"capture": "c4", "symbol": "cuLaunchKernel"}
 	if s := find(t, m, "asrprof_cuda_launches_per_second", l); s.GetGauge().GetValue() != 60 {
 		t.Errorf("launches/s in pass 1: %v, want 60", s.GetGauge().GetValue())
 	}
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 2, TID: 1, Symbol: "cuLaunchKernel", Calls: 10, PerSec: 5})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 2, TID: 1, Symbol: "cuLaunchKernel", Calls: 10, PerSec: 5})
 	if s := find(t, m, "asrprof_cuda_launches_per_second", l); s.GetGauge().GetValue() != 5 {
 		t.Errorf("launches/s in pass 2: %v, want 5", s.GetGauge().GetValue())
 	}
