@@ -32,9 +32,6 @@ const (
 	// Realtime sessions' update lags over session time, one record per
 	// session (model.LagSeries).
 	RealtimeLagsFile = "realtime_lags.jsonl"
-	// The server's own Prometheus /metrics, scraped by the metrics probe
-	// (model.ServerMetricsRecord), read by the servermetrics analysis.
-	ServerMetricsFile = "server_metrics.jsonl"
 	// Derived files: the --find-max search, the sensitivity cycle, the
 	// HTML report, and asrprof what-if's rounds (at the top of its own new
 	// directory).

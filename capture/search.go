@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/model"
 )
 
 // SearchFile is the search's record in the bundle (--find-max).

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/probe"
 )
 
 // skeleton is the life cycle every capture shares, whatever its source of
