@@ -332,7 +332,7 @@ func decodeJSON(b []byte) (any, error) {
 func (c *Capture) join() (*join.Index, error) {
 	c.joinOnce.Do(func() {
 		var chunks [][]spans.Span
-		var evs []events.Event
+		var evs []bundle.Event
 		var err error
 		if c.HasSpans() {
 			chunks, err = spans.ReadChunks(c.Bundle.Path(bundle.SpansFile))

@@ -27,7 +27,6 @@ const (
 	RequestsFile = "requests.jsonl"
 	ResultsFile  = "results.json"
 	SpansFile    = "spans.otlp"
-	EventsFile   = "events.jsonl"
 	CPUDir       = "cpu"
 	// Realtime sessions' update lags over session time, one record per
 	// session (model.LagSeries).

@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/asrprof/asrprof/bundle"
-	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 

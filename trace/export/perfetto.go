@@ -12,9 +12,9 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/internal/fixture"
 )
 
 func TestAssignSlots(t *testing.T) {
