@@ -16,12 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // Schema is runbook.json's schema value.

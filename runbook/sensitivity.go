@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"io"
 	"maps"
 	"math"
@@ -22,10 +23,6 @@ import (
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
 )
-
-// SensitivityFile is asrprof sensitivity's result at the top of its --out
-// (the diagnosis of any of its runs reads it from there).
-const SensitivityFile = "sensitivity.json"
 
 // Ways of restricting the server's CPU (--cpu-method).
 const (
@@ -354,7 +351,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // A thread is busy, over the scored passes of the unrestricted run, when

@@ -15,11 +15,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // What-if (asrprof what-if, docs/CAPACITY.md): the diagnosis's advice

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/bundle"
 )
 
 func f(x float64) *float64 { return &x }

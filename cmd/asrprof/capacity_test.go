@@ -281,7 +281,7 @@ func TestSensitivityRefserver(t *testing.T) {
 	}
 	t.Logf("%s", stdout)
 	var rep runbook.SensitivityReport
-	readJSONInto(t, filepath.Join(out, runbook.SensitivityFile), &rep)
+	readJSONInto(t, filepath.Join(out, bundle.SensitivityFile), &rep)
 	o := rep.Overall
 	if o.N != 2 || len(rep.Runs) != 4 {
 		t.Fatalf("cycles %d, runs %d: %+v", o.N, len(rep.Runs), rep)
@@ -395,7 +395,7 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 	rep := runbook.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
 		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: runbook.Estimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
 	b, _ := json.Marshal(rep)
-	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), runbook.SensitivityFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), bundle.SensitivityFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, text := verdicts(t, dir)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 

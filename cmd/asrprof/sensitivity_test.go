@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (runbook.S
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	var rep runbook.SensitivityReport
-	readJSONInto(t, filepath.Join(out, runbook.SensitivityFile), &rep)
+	readJSONInto(t, filepath.Join(out, bundle.SensitivityFile), &rep)
 	return rep, stdout, stderr, out
 }
 

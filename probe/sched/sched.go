@@ -24,7 +24,7 @@ import (
 )
 
 // File is the bundle file the probe appends to.
-const File = "sched.jsonl"
+const File = bundle.SchedFile
 
 // DefaultRefresh is how often the watched processes are refreshed from the
 // target's process tree when Config.Refresh is zero.
