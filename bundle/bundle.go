@@ -34,7 +34,6 @@ const (
 	// Derived files: the --find-max search, the sensitivity cycle, the
 	// HTML report, and asrprof what-if's rounds (at the top of its own new
 	// directory).
-	SearchFile      = "search.json"
 	SensitivityFile = "sensitivity.json"
 	ReportFile      = "report.html"
 	WhatIfFile      = "whatif.json"

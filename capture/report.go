@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 
 	"github.com/asrprof/asrprof/table"
 )
@@ -39,7 +40,7 @@ func (s *Session) OnFinish(f Finish) *Session {
 // runFinish runs the capture's Finish, if any: it prints the tables (when
 // tables is set) on stdout in --format, then search (--find-max), and says
 // on stderr what failed and where the report is.
-func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) error {
+func (k *skeleton) runFinish(ctx context.Context, tables bool, search *bundle.SearchResult) error {
 	var f Finished
 	if k.onFinish != nil {
 		f = k.onFinish(ctx, k.cfg.Out, tables)
@@ -54,7 +55,7 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchRes
 	}
 	if search != nil {
 		fmt.Fprintln(k.stdout)
-		search.Print(k.stdout)
+		PrintSearch(k.stdout, search)
 	}
 	switch {
 	case f.ReportErr != nil:

@@ -116,7 +116,7 @@ func (k *skeleton) end(ctx context.Context, p probe.Period) {
 // manifest with its verdict, builds the bundle's tables (bundle/columns),
 // and runs the end hook (Finish), whose tables it prints when the capture
 // had requests, then search (--find-max).
-func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *SearchResult) (*Outcome, error) {
+func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *bundle.SearchResult) (*Outcome, error) {
 	cfg, say := k.cfg, k.say
 	if results != nil {
 		if err := k.w.WriteJSON(bundle.ResultsFile, results); err != nil {

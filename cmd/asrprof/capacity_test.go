@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bundle"
-	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
@@ -130,8 +129,8 @@ func TestFindMaxCLI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(out, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(out, bundle.SearchFile), &sr)
 	var path []string
 	for _, p := range sr.Probes {
 		path = append(path, fmt.Sprintf("%s:%v", p.Level, p.Pass))
@@ -205,8 +204,8 @@ func TestFindMaxRefserver(t *testing.T) {
 		t.Fatalf("search: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	t.Logf("search:\n%s", stdout)
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(search, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(search, bundle.SearchFile), &sr)
 
 	code, stdout, stderr = sw.code, sw.stdout, sw.stderr
 	if code != exitOK {
@@ -357,8 +356,8 @@ func TestFindMaxOpenLoopCLI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(out, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(out, bundle.SearchFile), &sr)
 	var path []string
 	for _, p := range sr.Probes {
 		path = append(path, p.Level)
