@@ -34,9 +34,7 @@ const (
 	// Derived files: the --find-max search, the sensitivity cycle, the
 	// HTML report, and asrprof what-if's rounds (at the top of its own new
 	// directory).
-	SensitivityFile = "sensitivity.json"
-	ReportFile      = "report.html"
-	WhatIfFile      = "whatif.json"
+	ReportFile = "report.html"
 	// The GPU co-runner's report (--gpu-corunner), in each bundle it ran beside.
 	GPUCoRunnerFile = "gpu_corunner.json"
 )

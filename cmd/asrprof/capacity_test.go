@@ -18,7 +18,6 @@ import (
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook"
 )
 
 // readJSONInto decodes the JSON file at path into v (the tests' one reader).
@@ -279,7 +278,7 @@ func TestSensitivityRefserver(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	t.Logf("%s", stdout)
-	var rep runbook.SensitivityReport
+	var rep bundle.SensitivityReport
 	readJSONInto(t, filepath.Join(out, bundle.SensitivityFile), &rep)
 	o := rep.Overall
 	if o.N != 2 || len(rep.Runs) != 4 {
@@ -391,8 +390,8 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 	if !slices.Contains(before["c32"], "host-bound decode") {
 		t.Fatalf("the fixture's c32 causes %v lack host-bound decode", before["c32"])
 	}
-	rep := runbook.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
-		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: runbook.Estimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
+	rep := bundle.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
+		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: bundle.SensitivityEstimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
 	b, _ := json.Marshal(rep)
 	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), bundle.SensitivityFile), b, 0o644); err != nil {
 		t.Fatal(err)

@@ -41,9 +41,9 @@ func whatIfArgs(out string, extra ...string) []string {
 	return append([]string{"--out", out, "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
 }
 
-func readWhatIf(t *testing.T, out string) runbook.WhatIfReport {
+func readWhatIf(t *testing.T, out string) bundle.WhatIfReport {
 	t.Helper()
-	var rep runbook.WhatIfReport
+	var rep bundle.WhatIfReport
 	b, err := os.ReadFile(filepath.Join(out, bundle.WhatIfFile))
 	if err != nil {
 		t.Fatal(err)
