@@ -21,22 +21,33 @@ import (
 	"github.com/asrprof/asrprof/model"
 )
 
-// File names inside a bundle.
+// File names inside a bundle. The records of the other files are each
+// beside its file's name, in this package.
 const (
-	ManifestFile = "manifest.json"
-	RequestsFile = "requests.jsonl"
-	ResultsFile  = "results.json"
-	SpansFile    = "spans.otlp"
-	CPUDir       = "cpu"
-	// Realtime sessions' update lags over session time, one record per
-	// session (model.LagSeries).
+	ManifestFile = "manifest.json"  // one Manifest
+	RequestsFile = "requests.jsonl" // one Request a line
+	ResultsFile  = "results.json"   // one Results
+	// SpansFile holds OTLP ExportTraceServiceRequest protobufs, each
+	// prefixed by its uvarint length (trace/spans reads and writes them).
+	SpansFile = "spans.otlp"
+	// CPUDir holds the cpu probe's pprof profiles.
+	CPUDir = "cpu"
+	// RealtimeLagsFile holds realtime sessions' update lags over session
+	// time, one LagSeries a line.
 	RealtimeLagsFile = "realtime_lags.jsonl"
-	// Derived files: the --find-max search, the sensitivity cycle, the
-	// HTML report, and asrprof what-if's rounds (at the top of its own new
-	// directory).
+	// ReportFile is the HTML report (report/), derived.
 	ReportFile = "report.html"
-	// The GPU co-runner's report (--gpu-corunner), in each bundle it ran beside.
-	GPUCoRunnerFile = "gpu_corunner.json"
+)
+
+// The records of the data model's files, declared in package model (the
+// summaries in model/summary, below the bundle, compute from them; the
+// request's schema, model.RequestFields, derives from its tags), named
+// here beside their files.
+type (
+	Manifest  = model.Manifest
+	Request   = model.Request
+	Results   = model.Results
+	LagSeries = model.LagSeries
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.
