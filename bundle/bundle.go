@@ -286,6 +286,20 @@ func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error)
 	}
 }
 
+// ReadAll reads every record of the JSONL file at path, as ReadJSONL
+// does; an absent file has none.
+func ReadAll[T any](path string) ([]T, error) {
+	var out []T
+	_, err := ReadJSONL(path, func(r T) error {
+		out = append(out, r)
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
+
 // ReplaceJSONL replaces the named JSONL file with n records, rec(i) each
 // one line, atomically (temp file + rename); appends that follow go to the
 // new file. A capture whose records gain fields only at its end (the

@@ -160,17 +160,8 @@ func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string,
 // ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none): the
 // share of each sample period, ending at TS, during which a kernel ran.
 func ReadGPUUtil(path string) ([]bundle.GPURecord, error) {
-	var out []bundle.GPURecord
-	_, err := bundle.ReadJSONL(path, func(r bundle.GPURecord) error {
-		if r.Kind == bundle.GPUKindUtil && r.GPUUtil != nil {
-			out = append(out, r)
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return out, err
+	all, err := bundle.ReadAll[bundle.GPURecord](path)
+	return slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUUtil == nil }), err
 }
 
 // AttributionInput is what Attribute reads.
@@ -385,7 +376,7 @@ type reqBounds struct {
 
 func (r *reqBounds) ok(k int) bool { return r.has&(1<<k) != 0 }
 
-// binLine is one ThreadBins record made ready for integration: per bin
+// binLine is one bundle.ThreadBins record made ready for integration: per bin
 // (ns) host work, GPU wait, runnable and on-CPU, as prefix sums.
 type binLine struct {
 	start, bin int64

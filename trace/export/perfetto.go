@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"sort"
 	"strconv"
@@ -589,22 +587,11 @@ func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
 			return in, fmt.Errorf("reading spans: %w", err)
 		}
 	}
-	if err := readRows(b, bundle.GPUFile, &in.GPU); err != nil {
-		return in, err
+	if in.GPU, err = bundle.ReadAll[bundle.GPURecord](b.Path(bundle.GPUFile)); err != nil {
+		return in, fmt.Errorf("reading %s: %w", bundle.GPUFile, err)
 	}
-	if err := readRows(b, bundle.SchedFile, &in.Sched); err != nil {
-		return in, err
+	if in.Sched, err = bundle.ReadAll[bundle.SchedRecord](b.Path(bundle.SchedFile)); err != nil {
+		return in, fmt.Errorf("reading %s: %w", bundle.SchedFile, err)
 	}
 	return in, nil
-}
-
-func readRows[T any](b *bundle.Bundle, name string, out *[]T) error {
-	_, err := bundle.ReadJSONL(b.Path(name), func(r T) error {
-		*out = append(*out, r)
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", name, err)
-	}
-	return nil
 }
