@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 
@@ -485,29 +486,25 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	return tf, st
 }
 
+// requestArgs are a request slice's args: the request's fields under
+// their requests.jsonl names, derived from the record (model.RequestFields)
+// and left out where requests.jsonl leaves them out, but for the
+// transcripts (hyp, ref), the lists and the word errors.
 func requestArgs(r *model.Request) map[string]any {
-	a := map[string]any{
-		"request_id": r.RequestID,
-		"trace_id":   r.TraceID,
-		"sample_id":  r.SampleID,
-		"level":      r.Level,
-		"repeat":     r.Repeat,
-		"warmup":     r.Warmup,
-		"latency_s":  finite(r.LatencyS),
-		"status":     r.Status,
-		"audio_s":    finite(r.AudioDurationS),
-	}
-	if r.HTTPStatus != 0 {
-		a["http_status"] = r.HTTPStatus
-	}
-	if r.ErrorKind != "" {
-		a["error_kind"] = r.ErrorKind
-	}
-	if r.ServerRequestID != "" {
-		a["server_request_id"] = r.ServerRequestID
-	}
-	if r.TTFTS > 0 {
-		a["ttft_s"] = finite(r.TTFTS)
+	a := map[string]any{}
+	v := reflect.ValueOf(r).Elem()
+	for _, f := range model.RequestFields {
+		fv := v.Field(f.Index)
+		switch {
+		case f.Name == "hyp" || f.Name == "ref" || f.Kind == model.KindFloats || f.Kind == model.KindStruct:
+		case f.OmitEmpty && fv.IsZero():
+		case f.Kind == model.KindOptFloat:
+			a[f.Name] = finite(fv.Elem().Float())
+		case f.Kind == model.KindFloat:
+			a[f.Name] = finite(fv.Float())
+		default:
+			a[f.Name] = fv.Interface()
+		}
 	}
 	return a
 }
