@@ -34,7 +34,7 @@ demo: deps build data
 # coordinator can fail a clean run with "context deadline exceeded" when the
 # deadline lands mid-exec (golang/go#75804, fixed in Go 1.27). FUZZTIME=30s
 # (or 1000000x) overrides every target's budget.
-FUZZ := ./trace/otlp:FuzzHTTPHandler:10000x ./trace/events:FuzzEventLine:40000x \
+FUZZ := ./trace/otlp:FuzzHTTPHandler:10000x ./bundle/events:FuzzEventLine:40000x \
         ./bench/protocol:FuzzSSE:50000x ./bench/audio:FuzzProbeWAV:150000x \
         ./bench/score:FuzzNormalizeEnglish:8000x
 FUZZTIME ?=

@@ -13,11 +13,11 @@ import (
 	"sync/atomic"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -334,7 +334,7 @@ func decodeJSON(b []byte) (any, error) {
 func (c *Capture) join() (*join.Index, error) {
 	c.joinOnce.Do(func() {
 		var chunks [][]spans.Span
-		var evs []events.Event
+		var evs []bundle.Event
 		var err error
 		if c.HasSpans() {
 			chunks, err = spans.ReadChunks(c.Bundle.Path(bundle.SpansFile))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Frame is one node of a flame graph (icicle): a function called along one

@@ -2,13 +2,13 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/asrprof/asrprof/analysis/engine"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -208,7 +208,7 @@ func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
 
 // oneEvents and oneSpans make one request's tables from its joined
 // records.
-func oneEvents(evs []events.Event) *columns.Events {
+func oneEvents(evs []bundle.Event) *columns.Events {
 	e := &columns.Events{}
 	for i := range evs {
 		e.RequestIndex = append(e.RequestIndex, 0)

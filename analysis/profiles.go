@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // TopFunctions is how many leaf functions a profile summary keeps.

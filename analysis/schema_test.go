@@ -13,9 +13,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"go.starlark.net/starlark"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // fillRequest gives every field of a request a value that is not its

@@ -16,10 +16,9 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -517,12 +516,12 @@ var requestExtraAttrs = attrTable[*requestValue]{
 		return starlark.Bool(v.c.reqs[v.i].Status == model.StatusOK), nil
 	},
 	// The join.
-	"spans": joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
+	"spans": joinedRequest(func(ss []spans.Span, _ []bundle.Event) starlark.Value {
 		return &listView{typ: "spans", n: len(ss), at: func(i int) starlark.Value { return &spanValue{s: &ss[i]} }}
 	}),
 	"span":        spanLookup("span"),
 	"spans_named": spanLookup("spans_named"),
-	"events": joinedRequest(func(_ []spans.Span, es []events.Event) starlark.Value {
+	"events": joinedRequest(func(_ []spans.Span, es []bundle.Event) starlark.Value {
 		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}
 	}),
 }
@@ -533,7 +532,7 @@ var requestAttrNames = requestAttrs.names()
 // None) and r.spans_named(name) (all of them).
 func spanLookup(name string) requestAttr {
 	first := name == "span"
-	return joinedRequest(func(ss []spans.Span, _ []events.Event) starlark.Value {
+	return joinedRequest(func(ss []spans.Span, _ []bundle.Event) starlark.Value {
 		return starlark.NewBuiltin(name, oneString(func(want string) (starlark.Value, error) {
 			var out []starlark.Value
 			for i := range ss {
@@ -554,7 +553,7 @@ func spanLookup(name string) requestAttr {
 
 // joinedRequest is an attribute of a request made of its spans and events
 // (the join's).
-func joinedRequest(f func([]spans.Span, []events.Event) starlark.Value) requestAttr {
+func joinedRequest(f func([]spans.Span, []bundle.Event) starlark.Value) requestAttr {
 	return func(v *requestValue) (starlark.Value, error) {
 		ix, err := v.c.join()
 		if err != nil {
@@ -618,7 +617,7 @@ var spanAttrNames = spanAttrs.names()
 
 // eventValue is one event of request.events. Two are == when they are the
 // same event of the same capture.
-type eventValue struct{ e *events.Event }
+type eventValue struct{ e *bundle.Event }
 
 var (
 	_ starlark.HasAttrs   = (*eventValue)(nil)

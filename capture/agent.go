@@ -21,9 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The API between a capture with --agent and asrprof serve (the serve

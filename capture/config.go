@@ -23,10 +23,10 @@ import (
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded

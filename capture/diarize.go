@@ -8,7 +8,7 @@ import (
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Tasks (Config.Task): what a request asks the server for and how it is scored.
@@ -96,11 +96,11 @@ func (d *diarizeRun) add(lv SweepPoint, repeat int, p *driver.Pass) {
 // has several.
 func diarizeNames(single bool, lv SweepPoint, repeat int) (results, speed string) {
 	if single {
-		return diarize.ResultsFile, diarize.SpeedFile
+		return bundle.DiarizeResultsFile, bundle.DiarizeSpeedFile
 	}
 	suffix := fmt.Sprintf(".%s.r%d.json", lv.Name, repeat)
 	trim := func(s string) string { return s[:len(s)-len(".json")] + suffix }
-	return trim(diarize.ResultsFile), trim(diarize.SpeedFile)
+	return trim(bundle.DiarizeResultsFile), trim(bundle.DiarizeSpeedFile)
 }
 
 // write scores every kept pass and writes its two files; each pass's
@@ -114,7 +114,7 @@ func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
 		return nil
 	}
 	for _, p := range d.passes {
-		cfg := diarize.RunConfig{
+		cfg := bundle.DiarizeConfig{
 			Dataset: d.cfg.Dataset, ModelPath: d.cfg.Model, BaseURL: d.cfg.Target,
 			Concurrency: p.lv.Concurrency, Warmup: d.warmup, RequestRate: "inf",
 			RequestTimeout: d.cfg.Timeout.Seconds(), MaxNewTokens: protocol.DiarizeMaxNewTokens,

@@ -23,23 +23,30 @@ var importRules = map[string][]string{
 	"scripts": {},
 	// The options tables' machinery: a flag, a default, a record per option.
 	"option": {"table"},
-	// Traces and the bundle: the model and each other.
-	"trace": {"model", "stats", "trace", "option"},
+	// The bundle: every record written to a bundle file, beside its file
+	// name, its writer and reader, the events import. Below everything but
+	// the model.
+	"bundle": {"model", "stats", "bundle"},
+	// The bundle's Parquet tables: derived from every file, spans.otlp
+	// (read and joined by trace) included.
+	"bundle/columns": {"model", "stats", "bundle", "trace/spans", "trace/join"},
+	// Traces (OpenTelemetry): the model, the bundle and each other.
+	"trace": {"model", "stats", "bundle", "trace", "option"},
 	// Helpers that are not an API: nothing of ours above them.
-	"internal": {"model", "stats", "table", "trace", "internal"},
+	"internal": {"model", "stats", "table", "bundle", "trace", "internal"},
 	// The three sides never import each other.
-	"bench":    {"model", "stats", "table", "trace", "internal", "bench"},
-	"probe":    {"model", "stats", "table", "trace", "internal", "probe", "option"},
-	"analysis": {"model", "stats", "table", "trace", "internal", "analysis", "scripts", "option"},
+	"bench":    {"model", "stats", "table", "bundle", "trace", "internal", "bench"},
+	"probe":    {"model", "stats", "table", "bundle", "trace", "internal", "probe", "option"},
+	"analysis": {"model", "stats", "table", "bundle", "trace", "internal", "analysis", "scripts", "option"},
 	// The reference server's Go side starts it for tests.
 	"refserver": {"internal", "refserver"},
 	// The report draws analysis tables; it touches no live system.
-	"report": {"model", "stats", "table", "trace", "internal", "analysis", "report", "option"},
+	"report": {"model", "stats", "table", "bundle", "trace", "internal", "analysis", "report", "option"},
 	// capture is where bench and probe meet; it records, never interprets.
-	"capture": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "option"},
+	"capture": {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture", "option"},
 	// Runs of fresh servers and the daemon: around capture, no analysis.
-	"runbook": {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "runbook", "option"},
-	"serve":   {"model", "stats", "table", "trace", "internal", "bench", "probe", "capture", "serve", "option"},
+	"runbook": {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture", "runbook", "option"},
+	"serve":   {"model", "stats", "table", "bundle", "trace", "internal", "bench", "probe", "capture", "serve", "option"},
 	// The CLI and the tools: everything.
 	"cmd":   {""},
 	"tools": {""},
@@ -150,9 +157,14 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"probe/sched", "bench/audio", false},
 		{"probe/sched", "analysis", false},
 		{"internal/cpulimit", "probe", false},
-		{"internal/fixture", "trace/bundle", true},
-		{"trace/columns", "analysis/engine", false},
-		{"model", "trace/bundle", false},
+		{"internal/fixture", "bundle", true},
+		{"bundle/columns", "analysis/engine", false},
+		{"bundle", "trace/spans", false},
+		{"bundle/events", "trace/join", false},
+		{"bundle/columns", "trace/export", false},
+		{"trace/spans", "bundle", true},
+		{"probe/gpu", "bundle", true},
+		{"model", "bundle", false},
 		{"model/summary", "stats", true},
 		{"stats", "model", false},
 		{"table", "stats", false},
@@ -179,7 +191,7 @@ func TestProxyImportRules(t *testing.T) {
 	pkgs := goList(t)
 	for _, pkg := range []string{"bench/proxy", "bench/record"} {
 		for _, d := range pkgs[pkg][0] {
-			for _, bad := range []string{"trace/bundle", "bench/driver"} {
+			for _, bad := range []string{"bundle", "bench/driver"} {
 				if d == bad || strings.HasPrefix(d, bad+"/") {
 					t.Errorf("%s depends on %s", pkg, d)
 				}

@@ -16,7 +16,7 @@ type Observer interface {
 	RequestDone(r *model.Request)
 	// ProbeRecord is called with every record a probe appends, before it
 	// is written: the probe's name, the bundle file and the probe's own
-	// record type (*gpu.UtilRecord, sched.Record, cuda.Record, ...).
+	// record type (*bundle.GPURecord, bundle.SchedRecord, bundle.CUDARecord, ...).
 	ProbeRecord(probe, file string, rec any)
 	// PeriodEnded is called when a pass (a probe period) has ended and
 	// the probes have written its records.

@@ -18,10 +18,10 @@ import (
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // ErrCommandFailed means the benchmark command of a proxy capture (`--

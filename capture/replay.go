@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // file (bench/load.ReadTrace) with the sample the row names (its sample id,
 // or the closest audio duration, or the next in turn; bench/driver's
 // NewReplay), its times divided by ReplaySpeed. Each open-loop pass
-// records its schedule fidelity (bench/driver.Fidelity) in the manifest,
+// records its schedule fidelity (bundle.Fidelity) in the manifest,
 // extra.schedule_fidelity, and says it at the pass's end.
 
 // ReplayPrefix starts the --arrivals value that replays a trace.
@@ -128,15 +129,6 @@ func loadReplay(cfg *Config, items []driver.Item) (*replayPlan, error) {
 	return p, nil
 }
 
-// FidelityRecord is one entry of the manifest's extra.schedule_fidelity:
-// an open-loop pass's schedule fidelity.
-type FidelityRecord struct {
-	Level  string `json:"level"`
-	Repeat int    `json:"repeat"`
-	Warmup bool   `json:"warmup,omitempty"`
-	driver.Fidelity
-}
-
 // recordFidelity keeps an open-loop pass's schedule fidelity in the
 // manifest (extra.schedule_fidelity, extra.replay), says it, and notes
 // a pass that lost it.
@@ -146,7 +138,7 @@ func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *dr
 		return
 	}
 	if !s.cfg.Quiet || len(f.Lost) > 0 {
-		say(fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, f))
+		say(fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, driver.FidelityLine(f)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,8 +149,8 @@ func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *dr
 	}
 	x["schedule_fidelity_limits"] = map[string]float64{
 		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds()}
-	recs, _ := x["schedule_fidelity"].([]FidelityRecord)
-	x["schedule_fidelity"] = append(recs, FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
+	recs, _ := x["schedule_fidelity"].([]bundle.FidelityRecord)
+	x["schedule_fidelity"] = append(recs, bundle.FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
 	if len(f.Lost) > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%s repeat %d: schedule fidelity lost (%s)", lv.Name, repeat, strings.Join(f.Lost, ", ")))
 	}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 
 	"github.com/asrprof/asrprof/table"
 )
@@ -56,7 +56,7 @@ func (s *Session) OnFinish(f Finish) *Session {
 // runFinish runs the capture's Finish, if any: it prints the tables (when
 // tables is set) on stdout in --format, then search (--find-max), and says
 // on stderr what failed and where the report is.
-func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchResult) (Finished, error) {
+func (k *skeleton) runFinish(ctx context.Context, tables bool, search *bundle.SearchResult) (Finished, error) {
 	var f Finished
 	if k.onFinish != nil {
 		f = k.onFinish(ctx, k.cfg.Out, tables)
@@ -76,7 +76,7 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchRes
 	}
 	if search != nil {
 		fmt.Fprintln(k.stdout)
-		search.Print(k.stdout)
+		PrintSearch(k.stdout, search)
 	}
 	switch {
 	case f.ReportErr != nil:

@@ -8,12 +8,9 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
-
-// SearchFile is the search's record in the bundle (--find-max).
-const SearchFile = bundle.SearchFile
 
 // Search is the --find-max search (docs/CAPACITY.md): the highest
 // concurrency (closed loop: the capture's --concurrency gives the start)
@@ -102,41 +99,6 @@ func (s *Search) limit(open bool) float64 {
 	return 1024
 }
 
-// SearchProbe is one level the search ran.
-type SearchProbe struct {
-	Level string  `json:"level"`
-	Value float64 `json:"value"` // requests in flight or req/s
-	Phase string  `json:"phase"` // "bracket" or "bisect"
-	// Attainment is the worst repeat's; Pass is Attainment ≥ the target.
-	Attainment     float64   `json:"attainment"`
-	PerRepeat      []float64 `json:"attainment_per_repeat"`
-	GoodputReqS    float64   `json:"goodput_req_s"` // mean over repeats
-	Pass           bool      `json:"pass"`
-	Requests       int       `json:"requests"` // requests sent, warmup included
-	LatencyP95S    float64   `json:"latency_p95_s"`
-	RequestsPerSec float64   `json:"requests_per_s"`
-}
-
-// SearchResult is search.json: the path the search took and its answer.
-type SearchResult struct {
-	Loop       string        `json:"loop"` // "closed" (concurrency) or "open" (rate)
-	SLO        string        `json:"slo"`
-	Attainment float64       `json:"attainment_target"`
-	Tolerance  float64       `json:"tolerance"`
-	Relative   bool          `json:"tolerance_relative,omitempty"`
-	Probes     []SearchProbe `json:"probes"`
-	// Answer is the highest level that passed (0: none did); the SLO's
-	// limit lies in [Answer, Upper), Upper the lowest level that failed
-	// (0: no level failed up to the limit, so the answer is a lower
-	// bound). It is no knee: the knee, where throughput stops rising, is
-	// the analyses' one definition (scripts/lib/knee.star).
-	Answer   float64 `json:"answer"`
-	Upper    float64 `json:"upper,omitempty"`
-	Requests int     `json:"requests"` // sent over the whole search
-	Done     bool    `json:"done"`     // false: interrupted before the interval closed
-	Note     string  `json:"note,omitempty"`
-}
-
 // searcher plans the levels of a search: pure, so tests drive it with
 // made-up attainments.
 type searcher struct {
@@ -144,14 +106,14 @@ type searcher struct {
 	open   bool
 	start  float64
 	lo, hi float64 // highest passing, lowest failing (0: none yet)
-	res    SearchResult
+	res    bundle.SearchResult
 	next   float64 // the level to run next (0: done)
 	phase  string
 }
 
 func newSearcher(cfg *Config) *searcher {
 	s := &searcher{cfg: *cfg.Search, open: len(cfg.Rates) > 0, start: cfg.start(), phase: "bracket"}
-	s.res = SearchResult{Loop: "closed", SLO: cfg.SLO.String(), Attainment: s.cfg.Attainment, Tolerance: s.cfg.Tolerance, Relative: s.cfg.Relative, Probes: []SearchProbe{}}
+	s.res = bundle.SearchResult{Loop: "closed", SLO: cfg.SLO.String(), Attainment: s.cfg.Attainment, Tolerance: s.cfg.Tolerance, Relative: s.cfg.Relative, Probes: []bundle.SearchProbe{}}
 	if s.open {
 		s.res.Loop = "open"
 	}
@@ -185,7 +147,7 @@ func (s *searcher) level() (SweepPoint, bool) {
 // record takes the outcome of the level just run and plans the next.
 func (s *searcher) record(lr model.LevelResult, requests int) {
 	v := s.next
-	p := SearchProbe{Level: lr.Level, Value: v, Phase: s.phase, Attainment: 1, Requests: requests,
+	p := bundle.SearchProbe{Level: lr.Level, Value: v, Phase: s.phase, Attainment: 1, Requests: requests,
 		LatencyP95S: lr.LatencyP95S.Mean}
 	if lr.GoodputReqS != nil {
 		p.GoodputReqS = lr.GoodputReqS.Mean
@@ -262,8 +224,8 @@ func (s *searcher) fmt(x float64) string {
 	return strconv.FormatFloat(x, 'g', -1, 64) + " in flight"
 }
 
-// Print writes the search's path and answer for people.
-func (r *SearchResult) Print(w io.Writer) {
+// PrintSearch writes the search's path and answer for people.
+func PrintSearch(w io.Writer, r *bundle.SearchResult) {
 	what, unit := "concurrency", ""
 	if r.Loop == "open" {
 		what, unit = "rate", " req/s"

@@ -78,7 +78,7 @@ func TestSearcher(t *testing.T) {
 				t.Errorf("requests %d", s.res.Requests)
 			}
 			var b bytes.Buffer
-			s.res.Print(&b)
+			PrintSearch(&b, &s.res)
 			if !strings.Contains(b.String(), "Answer:") || strings.Count(b.String(), "attainment ") != len(path) {
 				t.Errorf("print:\n%s", b.String())
 			}

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // readServerMetrics reads a bundle's server_metrics.jsonl.
-func readServerMetrics(t *testing.T, dir string) []servermetrics.Record {
+func readServerMetrics(t *testing.T, dir string) []bundle.ServerMetricsRecord {
 	t.Helper()
-	var recs []servermetrics.Record
-	if _, err := bundle.ReadJSONL(filepath.Join(dir, servermetrics.File), func(r servermetrics.Record) error {
+	var recs []bundle.ServerMetricsRecord
+	if _, err := bundle.ReadJSONL(filepath.Join(dir, servermetrics.File), func(r bundle.ServerMetricsRecord) error {
 		recs = append(recs, r)
 		return nil
 	}); err != nil {
@@ -60,21 +60,21 @@ func TestCaptureScrapesServerMetrics(t *testing.T) {
 		level  string
 		repeat int
 	}
-	periods := map[pass]map[string]servermetrics.Record{}
+	periods := map[pass]map[string]bundle.ServerMetricsRecord{}
 	running := 0
 	for _, r := range recs {
 		switch r.Kind {
-		case servermetrics.KindSample:
+		case bundle.MetricsKindSample:
 			if r.Name == "vllm:num_requests_running" && *r.Value > 0 {
 				running++
 			}
-		case servermetrics.KindPeriod:
+		case bundle.MetricsKindPeriod:
 			k := pass{r.Level, r.Repeat}
 			if periods[k] == nil {
-				periods[k] = map[string]servermetrics.Record{}
+				periods[k] = map[string]bundle.ServerMetricsRecord{}
 			}
 			name := r.Name
-			if le := r.Labels["le"]; le != "" {
+			if le := r.Labels.Map["le"]; le != "" {
 				name += "{le=" + le + "}"
 			}
 			periods[k][name] = r
@@ -159,9 +159,9 @@ func checkRefserverMetrics(t *testing.T, dir string, status map[string]string) {
 		t.Errorf("metrics probe %q against the reference server, want on", status["metrics"])
 		return
 	}
-	got := map[string]servermetrics.Record{}
+	got := map[string]bundle.ServerMetricsRecord{}
 	for _, r := range readServerMetrics(t, dir) {
-		if r.Kind == servermetrics.KindPeriod && !r.Warmup && (r.Labels["status"] == "" || r.Labels["status"] == "200") {
+		if r.Kind == bundle.MetricsKindPeriod && !r.Warmup && (r.Labels.Map["status"] == "" || r.Labels.Map["status"] == "200") {
 			got[r.Level+" "+r.Name] = r
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // ErrBadInput means the dataset could not be loaded or failed preflight
@@ -34,7 +34,7 @@ type Outcome struct {
 	Dir      string
 	Manifest model.Manifest
 	Results  model.Results
-	Search   *SearchResult // --find-max only
+	Search   *bundle.SearchResult // --find-max only
 }
 
 // Session is one capture. Create it with New, then call Run. Its life
@@ -176,7 +176,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	var search *SearchResult
+	var search *bundle.SearchResult
 	if s.search != nil {
 		// A search runs its levels out of order (1, 2, 4, 3): the
 		// manifest's passes and results.json list them in order of load,
@@ -184,7 +184,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		// order they ran in, and each pass its own times.
 		slices.SortStableFunc(results.Results, func(a, b model.LevelResult) int { return model.CompareLevels(a.Level, b.Level) })
 		slices.SortStableFunc(s.manifest.Levels, func(a, b model.LevelRun) int { return model.CompareLevels(a.Level, b.Level) })
-		if err := s.w.WriteJSON(SearchFile, s.search.res); err != nil {
+		if err := s.w.WriteJSON(bundle.SearchFile, s.search.res); err != nil {
 			return nil, err
 		}
 		search = &s.search.res

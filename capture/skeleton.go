@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // skeleton is the life cycle every capture shares, whatever its source of
@@ -114,10 +114,10 @@ func (k *skeleton) end(ctx context.Context, p probe.Period) {
 
 // finalize ends a capture, once: it writes results.json (nil: none, a
 // probe run), stops the probes and the tracing side, finalizes the
-// manifest with its verdict, builds the bundle's tables (trace/columns),
+// manifest with its verdict, builds the bundle's tables (bundle/columns),
 // and runs the end hook (Finish), whose tables it prints when the capture
 // had requests, then search (--find-max).
-func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *SearchResult) (*Outcome, error) {
+func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *bundle.SearchResult) (*Outcome, error) {
 	cfg, say := k.cfg, k.say
 	if results != nil {
 		if err := k.w.WriteJSON(bundle.ResultsFile, results); err != nil {

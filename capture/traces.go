@@ -11,11 +11,11 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
-	"github.com/asrprof/asrprof/trace/columns"
-	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/otlp"
 	"github.com/asrprof/asrprof/trace/spans"

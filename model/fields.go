@@ -24,13 +24,14 @@ const (
 // Field is one field of a record: its JSON name, which is also its
 // Parquet column and its Starlark attribute.
 type Field struct {
-	Name   string
-	Kind   FieldKind
-	Dict   bool         // a string of few distinct values (tag parquet:",dict"): dictionary-encoded in Parquet
-	Index  int          // the field's index in the struct
-	Offset uintptr      // and its offset
-	Type   reflect.Type // and its Go type
-	Sub    []Field      // KindStruct: the fields of the struct, each KindInt
+	Name      string
+	Kind      FieldKind
+	Dict      bool         // a string of few distinct values (tag parquet:",dict"): dictionary-encoded in Parquet
+	OmitEmpty bool         // JSON leaves the field out when it is empty (tag json:",omitempty")
+	Index     int          // the field's index in the struct
+	Offset    uintptr      // and its offset
+	Type      reflect.Type // and its Go type
+	Sub       []Field      // KindStruct: the fields of the struct, each KindInt
 }
 
 // RequestFields are the fields of Request, in its order (read-only).
@@ -48,8 +49,8 @@ func fieldsOf(t reflect.Type) []Field {
 	out := make([]Field, t.NumField())
 	for i := range out {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		f := Field{Name: name, Index: i, Offset: sf.Offset, Type: sf.Type, Dict: sf.Tag.Get("parquet") == ",dict"}
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		f := Field{Name: name, Index: i, Offset: sf.Offset, Type: sf.Type, Dict: sf.Tag.Get("parquet") == ",dict", OmitEmpty: opts == "omitempty"}
 		k, ok := kinds[sf.Type]
 		switch {
 		case ok:

@@ -1,7 +1,7 @@
 // Package model holds the capture's data model: the records that a capture
 // writes into its bundle and that analyses and exporters read back.
 //
-// It is a leaf package: it imports nothing of asrprof's (trace/bundle,
+// It is a leaf package: it imports nothing of asrprof's (bundle,
 // trace/otlp, trace/join...), so every other package may depend on it.
 package model
 

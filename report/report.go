@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the report's name inside a bundle (`asrprof capture` writes it).

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The timeline: every series of the capture on one time axis (seconds
@@ -231,7 +231,7 @@ func binned(pts [][2]float64, span float64) ([][2]float64, bool) {
 }
 
 func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
-	rows, err := d.c.Rows(bundle.GPUFile)
+	rows, err := bundle.ReadAll[bundle.GPURecord](d.c.Bundle.Path(bundle.GPUFile))
 	if err != nil {
 		return err
 	}
@@ -242,20 +242,19 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	pts := map[key][][2]float64{}
 	var gpus []string
 	for _, r := range rows {
-		ts := int64(fnum(r["ts_unix_ns"]))
-		if ts == 0 {
+		if r.TS == 0 {
 			continue
 		}
-		g := fmt.Sprint(r["gpu"])
+		g := strconv.Itoa(r.GPU)
 		var field string
 		var v float64
-		switch r["kind"] {
-		case "util":
-			field, v = "util_pct", fnum(r["util_pct"])
-		case "gpm":
-			field, v = "sm_active_pct", fnum(r["sm_active_pct"])
-		case "power":
-			field, v = "power_w", fnum(r["power_w"])
+		switch {
+		case r.GPUUtil != nil:
+			field, v = "util_pct", r.UtilPct
+		case r.GPUGPM != nil && r.SMActivePct != nil:
+			field, v = "sm_active_pct", *r.SMActivePct
+		case r.GPUPower != nil:
+			field, v = "power_w", r.PowerW
 		default:
 			continue
 		}
@@ -266,7 +265,7 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 			gpus = append(gpus, g)
 		}
 		k := key{field, g}
-		pts[k] = append(pts[k], [2]float64{sec(ts), v})
+		pts[k] = append(pts[k], [2]float64{sec(r.TS), v})
 	}
 	if len(pts) == 0 {
 		return nil
@@ -311,11 +310,8 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	return nil
 }
 
-// passOf finds the pass of a probe row (level, repeat, warmup).
-func passOf(tl *timeline, m *model.Manifest, r map[string]any) (float64, float64, bool) {
-	lv, _ := r["level"].(string)
-	rep := int(fnum(r["repeat"]))
-	warm, _ := r["warmup"].(bool)
+// passOf finds the pass of a probe record (level, repeat, warmup).
+func passOf(tl *timeline, m *model.Manifest, lv string, rep int, warm bool) (float64, float64, bool) {
 	for i, p := range m.Levels {
 		if p.Level == lv && p.Repeat == rep && p.Warmup == warm {
 			return tl.Passes[i].T0, tl.Passes[i].T1, true
@@ -349,12 +345,12 @@ func (d *captureData) schedPanel(tl *timeline) error {
 	if name == "" {
 		return nil
 	}
-	rows, err := d.c.Rows(bundle.SchedFile)
+	rows, err := bundle.ReadAll[bundle.SchedRecord](d.c.Bundle.Path(bundle.SchedFile))
 	if err != nil {
 		return err
 	}
-	segs, hi := d.perPass(tl, rows, func(r map[string]any) (float64, bool) {
-		return 100 * fnum(r["utilization"]), r["name"] == name
+	segs, hi := perPass(d, tl, rows, func(r *bundle.SchedRecord) (string, int, bool, float64, bool) {
+		return r.Level, r.Repeat, r.Warmup, 100 * r.Utilization, r.Name == name
 	})
 	if len(segs) == 0 {
 		return nil
@@ -364,19 +360,19 @@ func (d *captureData) schedPanel(tl *timeline) error {
 	return nil
 }
 
-// perPass sums value over the rows it keeps, per pass (the rows' level
-// and repeat), and returns one flat segment per pass in the order the
-// passes first appear, with the largest sum.
-func (d *captureData) perPass(tl *timeline, rows []map[string]any, value func(map[string]any) (float64, bool)) ([][][2]float64, float64) {
+// perPass sums the value of the records it keeps, per pass (the
+// records' level, repeat and warmup), and returns one flat segment per
+// pass in the order the passes first appear, with the largest sum.
+func perPass[T any](d *captureData, tl *timeline, rows []T, value func(*T) (lv string, rep int, warm bool, v float64, keep bool)) ([][][2]float64, float64) {
 	type pk struct{ a, b float64 }
 	sum := map[pk]float64{}
 	var order []pk
-	for _, r := range rows {
-		v, keep := value(r)
+	for i := range rows {
+		lv, rep, warm, v, keep := value(&rows[i])
 		if !keep {
 			continue
 		}
-		a, b, ok := passOf(tl, d.manifest(), r)
+		a, b, ok := passOf(tl, d.manifest(), lv, rep, warm)
 		if !ok {
 			continue
 		}
@@ -398,11 +394,13 @@ func (d *captureData) perPass(tl *timeline, rows []map[string]any, value func(ma
 // cudaPanel draws the CUDA launches per second of each pass (all launch
 // functions and threads together).
 func (d *captureData) cudaPanel(tl *timeline) error {
-	rows, err := d.c.Rows(bundle.CUDAFile)
+	rows, err := bundle.ReadAll[bundle.CUDARecord](d.c.Bundle.Path(bundle.CUDAFile))
 	if err != nil {
 		return err
 	}
-	segs, hi := d.perPass(tl, rows, func(r map[string]any) (float64, bool) { return fnum(r["per_s"]), true })
+	segs, hi := perPass(d, tl, rows, func(r *bundle.CUDARecord) (string, int, bool, float64, bool) {
+		return r.Level, r.Repeat, r.Warmup, r.PerSec, true
+	})
 	if len(segs) == 0 {
 		return nil
 	}

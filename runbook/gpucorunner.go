@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The GPU co-runner (--gpu-corunner SHARE, docs/CAPACITY.md): a process
@@ -163,26 +163,8 @@ func (g *GPUCoRunner) Start(ctx context.Context, dir string) (*RunningGPUCoRunne
 	return nil, fmt.Errorf("--gpu-corunner: not calibrated after 2 minutes (or interrupted); see %s", log.Name())
 }
 
-// GPUCoRunnerReport is the co-runner's report (bundle.GPUCoRunnerFile).
-type GPUCoRunnerReport struct {
-	TargetShare      float64 `json:"target_share"`
-	AchievedShare    float64 `json:"achieved_share"`
-	BusyMs           float64 `json:"busy_ms"`
-	WallMs           float64 `json:"wall_ms"`
-	Matmuls          int     `json:"matmuls"`
-	MatmulN          int     `json:"matmul_n"`
-	TFLOPS           float64 `json:"tflops"`
-	CalibratedTFLOPS float64 `json:"calibrated_tflops"`
-	// WorkShare is AchievedShare × TFLOPS / CalibratedTFLOPS: the share of
-	// the GPU's matmul work it took (less than the duty cycle where the
-	// server's kernels time-slice with its own).
-	WorkShare float64 `json:"work_share"`
-	Device    string  `json:"device"`
-	Torch     string  `json:"torch"`
-}
-
 // Stop ends the co-runner (SIGTERM, SIGKILL after 30 s) and reads its report.
-func (r *RunningGPUCoRunner) Stop() (*GPUCoRunnerReport, error) {
+func (r *RunningGPUCoRunner) Stop() (*bundle.GPUCoRunnerReport, error) {
 	defer r.log.Close()
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -195,7 +177,7 @@ func (r *RunningGPUCoRunner) Stop() (*GPUCoRunnerReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--gpu-corunner: no report from the co-runner (%v); see %s", err, r.log.Name())
 	}
-	var rep GPUCoRunnerReport
+	var rep bundle.GPUCoRunnerReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, fmt.Errorf("--gpu-corunner: %s: %w", r.report, err)
 	}
@@ -209,7 +191,7 @@ func (r *RunningGPUCoRunner) Stop() (*GPUCoRunnerReport, error) {
 // it: checked, started, fn, stopped; its report and log are then copied
 // into out (bundle.GPUCoRunnerFile, gpu_corunner.log). A co-runner that
 // ran no kernel is an error, joined to fn's.
-func WithGPUCoRunner(ctx context.Context, g *GPUCoRunner, out string, fn func() error) (*GPUCoRunnerReport, error) {
+func WithGPUCoRunner(ctx context.Context, g *GPUCoRunner, out string, fn func() error) (*bundle.GPUCoRunnerReport, error) {
 	if err := g.Check(ctx); err != nil {
 		return nil, err
 	}

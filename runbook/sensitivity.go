@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"io"
 	"maps"
 	"math"
@@ -22,10 +23,6 @@ import (
 	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
 )
-
-// SensitivityFile is asrprof sensitivity's result at the top of its --out
-// (the diagnosis of any of its runs reads it from there).
-const SensitivityFile = "sensitivity.json"
 
 // Ways of restricting the server's CPU (--cpu-method).
 const (
@@ -68,86 +65,13 @@ type SensitivityConfig struct {
 	Clocks    ClockLocker
 }
 
-// SensitivityRun is one run's limit and what it measured.
-type SensitivityRun struct {
-	Dir       string  `json:"dir"`
-	Cycle     int     `json:"cycle"`
-	Allotment float64 `json:"allotment"`
-	// Effective is the share of the CPU the server could get here that
-	// the limit left it, the x of the slope: the allotment, except for a
-	// quota where the host's other load held the server below 100 % in
-	// the unrestricted run (a quota of 0.5 cores is 68 % of the 0.74
-	// cores a thread could get there).
-	Effective float64 `json:"effective_allotment,omitempty"`
-	// Quota is the CFS quota in cores (cgroup), CPUs the number of CPUs
-	// the server was pinned to (affinity, co-runner); BaseCores is 100 %,
-	// in cores, and BaseWhy why (unrestricted runs: "2 busy threads").
-	Quota     float64 `json:"quota_cores,omitempty"`
-	ClockMHz  int     `json:"gpu_clock_mhz,omitempty"` // GPU-clock sessions
-	CPUs      int     `json:"cpus,omitempty"`
-	BaseCores float64 `json:"base_cores,omitempty"`
-	BaseWhy   string  `json:"base_why,omitempty"`
-	// UsedCores is the server tree's CPU time over the scored passes /
-	// their wall time.
-	UsedCores float64 `json:"used_cores"`
-	// Unrestricted runs: the busy threads, and the share of their
-	// runnable time they spent on a CPU (below 1 where other load took it).
-	BusyThreads     []ThreadUse `json:"busy_threads,omitempty"`
-	RanWhenRunnable float64     `json:"ran_when_runnable,omitempty"`
-	// The co-runner's nice and the CPU its spinners took (cores).
-	CoRunnerNice   *int               `json:"corunner_nice,omitempty"`
-	CoRunnerCores  float64            `json:"corunner_cores,omitempty"`
-	ThrottledS     float64            `json:"throttled_s,omitempty"`
-	ThroughputReqS float64            `json:"throughput_req_s"`
-	StagesMs       map[string]float64 `json:"stages_ms,omitempty"`
-	Error          string             `json:"error,omitempty"`
-}
-
 // share is the share of what the server could get that the run's limit
 // left it: Effective where known, else the allotment.
-func (r SensitivityRun) share() float64 {
+func share(r bundle.SensitivityRun) float64 {
 	if r.Effective > 0 {
 		return r.Effective
 	}
 	return r.Allotment
-}
-
-// Estimate is a sensitivity with its bootstrap interval over the cycles.
-type Estimate struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Lo    float64 `json:"lo"`
-	Hi    float64 `json:"hi"`
-	N     int     `json:"n"` // cycles it is taken over
-}
-
-// SensitivityReport is sensitivity.json.
-type SensitivityReport struct {
-	Schema     string           `json:"schema"`
-	Kind       string           `json:"kind"` // "cpu" or "gpu-clocks"
-	Method     string           `json:"method"`
-	MethodNote string           `json:"method_note"`
-	Level      string           `json:"level"`
-	Allotments []float64        `json:"allotments"`
-	Cycles     int              `json:"cycles"`
-	Base       string           `json:"base,omitempty"` // what 100 % is: "1 core: 1 busy thread"
-	Runs       []SensitivityRun `json:"runs"`
-	// Overall is the throughput's: the least-squares slope through the
-	// origin of (throughput / the cycle's unrestricted throughput − 1)
-	// over (the run's effective allotment − 1), what Against says;
-	// PerAllotment the same at each allotment; Stages each stage's, its
-	// rate being 1 / its mean duration. The verdict reads Overall.
-	Overall      Estimate   `json:"overall"`
-	Against      string     `json:"against,omitempty"`
-	PerAllotment []Estimate `json:"per_allotment"`
-	// Received is the throughput's slope against the CPU the server
-	// received (used cores / the cycle's unrestricted used cores − 1):
-	// ≈ 1 where what it lost was work, below where it was spinning.
-	Received   *Estimate  `json:"received,omitempty"`
-	Stages     []Estimate `json:"stages,omitempty"`
-	Verdict    string     `json:"verdict"`
-	Confidence float64    `json:"confidence"`
-	Notes      []string   `json:"notes,omitempty"`
 }
 
 // SensitivityLog is the file at the top of --out that gets the runs' full
@@ -160,7 +84,7 @@ const SensitivityLog = "sensitivity.log"
 // allotment, in the capture's --format; stderr a line per run (the full
 // progress goes to sensitivity.log); sensitivity.json and runbook.json go
 // to the top of --out.
-func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Writer) (*SensitivityReport, error) {
+func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Writer) (*bundle.SensitivityReport, error) {
 	if err := checkSensitivity(&sc); err != nil {
 		return nil, err
 	}
@@ -182,7 +106,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	var tag [3]byte
 	rand.Read(tag[:])
 	group := "asrprof-" + hex.EncodeToString(tag[:]) + "-" // the cgroups' names: + probe, + each run's
-	rep := &SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []SensitivityRun{}}
+	rep := &bundle.SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []bundle.SensitivityRun{}}
 	method := sc.Method
 	if kind == "cpu" && method == MethodAuto {
 		var why error
@@ -215,7 +139,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	var mu sync.Mutex
 	caps := map[int]capacity{} // cycle → what 100 % is
 	var warns []string
-	runs := map[string]*SensitivityRun{}
+	runs := map[string]*bundle.SensitivityRun{}
 	rc := sc.Runbook
 	rc.Plan = plan
 	what := "CPU"
@@ -227,7 +151,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	nth := 0
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		k := runOf[spec.Dir]
-		sr := &SensitivityRun{Dir: spec.Dir, Cycle: k.cycle, Allotment: k.share}
+		sr := &bundle.SensitivityRun{Dir: spec.Dir, Cycle: k.cycle, Allotment: k.share}
 		mu.Lock()
 		runs[spec.Dir] = sr
 		cp, haveCap := caps[k.cycle]
@@ -284,7 +208,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		smp := startSampler(pid)
 		return func(rec *RunRecord) {
 			samples := smp.stop()
-			var threads []ThreadUse
+			var threads []bundle.ThreadUse
 			sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), samples, smp.comm)
 			lim.finish(sr, rec)
 			if lim.warn != "" {
@@ -354,7 +278,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
@@ -369,7 +293,7 @@ func levelReqPerS(res model.Results, level string) float64 {
 
 // summaryByAllotment is the runbook's summary over the runs of each
 // allotment apart, each side named after the runs' prefix (cpu100, cpu50).
-func summaryByAllotment(recs []RunRecord, runs map[string]*SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
+func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
 	var order []string
 	by := map[string][]RunRecord{}
 	for _, r := range recs {
@@ -500,7 +424,7 @@ type limiter struct {
 }
 
 // describe is the run's limit, in words.
-func (l *limiter) describe(sr *SensitivityRun) string {
+func (l *limiter) describe(sr *bundle.SensitivityRun) string {
 	base := coresText(sr.BaseCores)
 	switch {
 	case sr.Allotment == 1 && sr.Quota == 0:
@@ -523,7 +447,7 @@ func (l *limiter) describe(sr *SensitivityRun) string {
 
 // effectiveText is what the limit left of what the server could get,
 // where that is not its allotment.
-func effectiveText(sr *SensitivityRun) string {
+func effectiveText(sr *bundle.SensitivityRun) string {
 	if sr.Effective > 0 && math.Abs(sr.Effective-sr.Allotment) > 0.005 {
 		return fmt.Sprintf(", %s %% of what it could get here", pct(sr.Effective))
 	}
@@ -532,7 +456,7 @@ func effectiveText(sr *SensitivityRun) string {
 
 // finish ends the limit after the run's capture: the cgroup's throttled
 // time and its removal, the spinners' CPU and their end.
-func (l *limiter) finish(sr *SensitivityRun, rec *RunRecord) {
+func (l *limiter) finish(sr *bundle.SensitivityRun, rec *RunRecord) {
 	if l.group != nil {
 		if _, us, err := l.group.Throttled(); err == nil {
 			sr.ThrottledS = float64(us) / 1e6
@@ -571,7 +495,7 @@ func (l *limiter) finish(sr *SensitivityRun, rec *RunRecord) {
 // quota of share × c cores, by affinity (share × c CPUs), or by a
 // co-runner beside each of c CPUs. fixed: 100 % is --cpu-base, and a quota
 // at 100 % too.
-func limit(method, sys, name string, pid int, share float64, c capacity, fixed bool, sr *SensitivityRun) (*limiter, error) {
+func limit(method, sys, name string, pid int, share float64, c capacity, fixed bool, sr *bundle.SensitivityRun) (*limiter, error) {
 	switch method {
 	case MethodCoRunner:
 		if share >= 1 {
@@ -653,10 +577,10 @@ func slope(ps []point) (float64, bool) {
 
 // estimateOf is the slope of the points and its percentile bootstrap
 // interval, resampling whole cycles.
-func estimateOf(name string, ps []point, conf float64) (Estimate, bool) {
+func estimateOf(name string, ps []point, conf float64) (bundle.SensitivityEstimate, bool) {
 	v, ok := slope(ps)
 	if !ok {
-		return Estimate{}, false
+		return bundle.SensitivityEstimate{}, false
 	}
 	byCycle := map[int][]point{}
 	var cycles []float64
@@ -675,15 +599,15 @@ func estimateOf(name string, ps []point, conf float64) (Estimate, bool) {
 		return s, nil
 	}, conf, 2000, 1)
 	if err != nil {
-		return Estimate{}, false
+		return bundle.SensitivityEstimate{}, false
 	}
-	return Estimate{Name: name, Value: v, Lo: lo, Hi: hi, N: len(cycles)}, true
+	return bundle.SensitivityEstimate{Name: name, Value: v, Lo: lo, Hi: hi, N: len(cycles)}, true
 }
 
 // estimate fills the sensitivities of rep from its runs: each restricted
 // run against its cycle's unrestricted run.
-func estimate(rep *SensitivityReport) {
-	full := map[int]*SensitivityRun{}
+func estimate(rep *bundle.SensitivityReport) {
+	full := map[int]*bundle.SensitivityRun{}
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
 		if r.Allotment == 1 && r.Error == "" && r.ThroughputReqS > 0 {
@@ -703,7 +627,7 @@ func estimate(rep *SensitivityReport) {
 		if r.Allotment == 1 || f == nil || r.Error != "" || r.ThroughputReqS <= 0 {
 			continue
 		}
-		a := r.share()
+		a := share(r)
 		rel := r.ThroughputReqS/f.ThroughputReqS - 1
 		if f.UsedCores > 0 && r.UsedCores > 0 {
 			recv = append(recv, point{r.Cycle, r.Allotment, r.UsedCores/f.UsedCores - 1, rel})
@@ -799,7 +723,7 @@ func clockOf(clocks []int, share float64) int {
 
 // lockClock holds every GPU at mhz for one run and gives the clocks back
 // after its capture.
-func lockClock(sc SensitivityConfig, rep *SensitivityReport, sr *SensitivityRun, mhz int, stderr io.Writer) (func(*RunRecord), error) {
+func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) (func(*RunRecord), error) {
 	sr.ClockMHz = mhz
 	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
 	if err := sc.Clocks.Lock(mhz); err != nil {
@@ -834,7 +758,7 @@ func againstOf(kind, method string) string {
 
 // baseOf is what 100 % was, from the unrestricted runs: "1 core: 1 busy
 // thread", or each cycle's where they differ.
-func baseOf(runs []SensitivityRun) string {
+func baseOf(runs []bundle.SensitivityRun) string {
 	var seen []string
 	cycles := map[string][]string{}
 	for _, r := range runs {
@@ -871,7 +795,7 @@ func verdictWords(kind string) (bound, not, partly string) {
 
 // verdictOf reads a throughput sensitivity: ≈ 1 the server's throughput
 // follows its CPU (host-bound), ≈ 0 it does not (GPU- or otherwise bound).
-func verdictOf(kind string, e Estimate) string {
+func verdictOf(kind string, e bundle.SensitivityEstimate) string {
 	bound, not, partly := verdictWords(kind)
 	switch {
 	case e.N == 0:
@@ -887,7 +811,7 @@ func verdictOf(kind string, e Estimate) string {
 // SensitivityTables are what `asrprof sensitivity` prints: the answer
 // first (its title) with the slopes, then the runs by allotment, then
 // each allotment's runs summarised apart.
-func SensitivityTables(rep *SensitivityReport) []*table.Table {
+func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 	what := "CPU"
 	if rep.Kind == "gpu-clocks" {
 		what = "GPU-clock"
@@ -900,7 +824,7 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 		title += fmt.Sprintf(": no sensitivity against %s (see the notes)", rep.Against)
 	}
 	t := &table.Table{Name: "sensitivity", Title: title, Columns: []string{"what", "sensitivity", "interval", "n"}}
-	add := func(e Estimate) {
+	add := func(e bundle.SensitivityEstimate) {
 		t.AddRow(e.Name, math.Round(e.Value*1000)/1000, fmt.Sprintf("[%.2f, %.2f]", e.Lo, e.Hi), e.N)
 	}
 	if o.N > 0 {
@@ -943,15 +867,15 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 }
 
 // byAllotment is the runs, 100 % first, then each allotment's by cycle.
-func byAllotment(rep *SensitivityReport) []SensitivityRun {
+func byAllotment(rep *bundle.SensitivityReport) []bundle.SensitivityRun {
 	rs := slices.Clone(rep.Runs)
-	slices.SortStableFunc(rs, func(a, b SensitivityRun) int {
+	slices.SortStableFunc(rs, func(a, b bundle.SensitivityRun) int {
 		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
 	})
 	return rs
 }
 
-func limitText(r SensitivityRun) string {
+func limitText(r bundle.SensitivityRun) string {
 	switch {
 	case r.Error != "" && r.ThroughputReqS == 0:
 		return "failed"
@@ -972,10 +896,10 @@ func limitText(r SensitivityRun) string {
 }
 
 // runsTable keeps every run apart, grouped by allotment.
-func runsTable(rep *SensitivityReport) *table.Table {
+func runsTable(rep *bundle.SensitivityReport) *table.Table {
 	t := &table.Table{Name: "sensitivity_runs", Title: "Runs by allotment (each restricted run against its cycle's 100 % run)",
 		Columns: []string{"allotment", "run", "limit", "of what it could get (%)", "cores used", "CPU vs 100 % (%)", "req/s", "req/s vs 100 % (%)"}}
-	full := map[int]SensitivityRun{}
+	full := map[int]bundle.SensitivityRun{}
 	for _, r := range rep.Runs {
 		if r.Allotment == 1 {
 			full[r.Cycle] = r
@@ -992,7 +916,7 @@ func runsTable(rep *SensitivityReport) *table.Table {
 		var eff, cpuRel, tRel, used any
 		if rep.Kind == "cpu" && limitText(r) != "failed" {
 			used = fmt.Sprintf("%.3f", r.UsedCores)
-			eff = pct(r.share())
+			eff = pct(share(r))
 		}
 		if ok && r.Allotment < 1 {
 			if rep.Kind == "cpu" {
@@ -1009,7 +933,7 @@ func runsTable(rep *SensitivityReport) *table.Table {
 }
 
 // allotmentsTable summarises each allotment's runs, never across them.
-func allotmentsTable(rep *SensitivityReport) *table.Table {
+func allotmentsTable(rep *bundle.SensitivityReport) *table.Table {
 	t := &table.Table{Name: "sensitivity_allotments", Title: "Each allotment over its cycles (kept apart)",
 		Columns: []string{"allotment", "runs", "req/s mean", "req/s min", "req/s max", "cores used mean"}}
 	for _, a := range rep.Allotments {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // A thread is busy, over the scored passes of the unrestricted run, when
@@ -27,17 +27,6 @@ const (
 	BusyThreadCores = 0.2
 	BusyRunnable    = 0.5
 )
-
-// ThreadUse is one thread's CPU over the scored passes, in cores.
-type ThreadUse struct {
-	PID   int     `json:"pid"`
-	TID   int     `json:"tid"`
-	Comm  string  `json:"comm,omitempty"`
-	Cores float64 `json:"cores"` // on a CPU
-	// WaitCores is the time it was runnable but waiting on a run queue
-	// (another thread had the CPU).
-	WaitCores float64 `json:"runnable_wait_cores"`
-}
 
 // capacity is what 100 % is in one cycle.
 type capacity struct {
@@ -61,8 +50,8 @@ func coresText(c float64) string {
 }
 
 // busyThreads are the busy threads, busiest first.
-func busyThreads(threads []ThreadUse) []ThreadUse {
-	var out []ThreadUse
+func busyThreads(threads []bundle.ThreadUse) []bundle.ThreadUse {
+	var out []bundle.ThreadUse
 	for _, t := range threads {
 		if t.Cores >= BusyThreadCores || t.Cores >= BusyThreadCores/2 && t.Cores+t.WaitCores >= BusyRunnable {
 			out = append(out, t)
@@ -75,7 +64,7 @@ func busyThreads(threads []ThreadUse) []ThreadUse {
 // capacityOf is what the server could use: whole cores, one per busy
 // thread, at least one and at least the cores it used (rounded up), at
 // most the CPUs it may run on (ncpu).
-func capacityOf(used float64, threads []ThreadUse, ncpu int) capacity {
+func capacityOf(used float64, threads []bundle.ThreadUse, ncpu int) capacity {
 	busy := busyThreads(threads)
 	n := len(busy)
 	k := max(1, n, int(math.Ceil(used-0.05))) // 1.02 cores measured is one core
@@ -98,7 +87,7 @@ func capacityOf(used float64, threads []ThreadUse, ncpu int) capacity {
 // themselves as not held back. 1 where none is busy: a thread that runs
 // for microseconds between sleeps waits as long for its wakeup, which says
 // nothing about the CPU it could get.
-func ranShare(busy []ThreadUse, k int) float64 {
+func ranShare(busy []bundle.ThreadUse, k int) float64 {
 	var run, want float64
 	for _, t := range busy {
 		run += t.Cores
@@ -215,7 +204,7 @@ func interp(ts []time.Time, vs []float64, t time.Time) float64 {
 
 // passUse is the tree's CPU use over the scored passes of the bundle in
 // dir, in cores: in all, and per thread (busiest first), from the samples.
-func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float64, []ThreadUse) {
+func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float64, []bundle.ThreadUse) {
 	wins := passWindows(dir)
 	if len(samples) < 2 || len(wins) == 0 {
 		return 0, nil
@@ -256,22 +245,22 @@ func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float6
 		return over(ats, tot), nil
 	}
 	var used float64
-	var out []ThreadUse
+	var out []bundle.ThreadUse
 	for k, sr := range per {
-		u := ThreadUse{PID: k.pid, TID: k.tid, Comm: comm[k], Cores: over(sr.ts, sr.run), WaitCores: over(sr.ts, sr.wait)}
+		u := bundle.ThreadUse{PID: k.pid, TID: k.tid, Comm: comm[k], Cores: over(sr.ts, sr.run), WaitCores: over(sr.ts, sr.wait)}
 		used += u.Cores
 		if u.Cores > 0 || u.WaitCores > 0 {
 			out = append(out, u)
 		}
 	}
-	slices.SortFunc(out, func(a, b ThreadUse) int {
+	slices.SortFunc(out, func(a, b bundle.ThreadUse) int {
 		return cmp.Or(cmp.Compare(b.Cores, a.Cores), cmp.Compare(a.TID, b.TID))
 	})
 	return used, out
 }
 
 // threadsText names the busy threads: "tid 123 (worker) 0.74 cores, 0.21 waiting".
-func threadsText(ts []ThreadUse) string {
+func threadsText(ts []bundle.ThreadUse) string {
 	var parts []string
 	for _, t := range ts {
 		parts = append(parts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))

@@ -15,6 +15,7 @@ package runbook
 import (
 	"bufio"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"os/exec"
@@ -202,7 +203,7 @@ func schedGroup(pid int) string {
 // coRunnerLimit is the co-runner method for one restricted run: pin every
 // thread of the server tree to k of its CPUs (k = the base, whole cores)
 // and start a spinner on each, at the nice that leaves the server share.
-func coRunnerLimit(pid int, share, base float64, sr *SensitivityRun) (*limiter, error) {
+func coRunnerLimit(pid int, share, base float64, sr *bundle.SensitivityRun) (*limiter, error) {
 	cpus, err := cpulimit.CPUs(pid)
 	if err != nil {
 		return nil, err

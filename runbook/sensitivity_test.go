@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -25,11 +26,11 @@ import (
 // grows by 25 % in cycle 2 (rate 1/1.25 − 1 = −0.2: 0.4); together
 // (0.25 + 0.1) / 0.5 = 0.7. The build stage (1 % of the total) is left out.
 func TestEstimate(t *testing.T) {
-	run := func(cycle int, share, tput, decode, total float64) SensitivityRun {
-		return SensitivityRun{Dir: "x", Cycle: cycle, Allotment: share, ThroughputReqS: tput,
+	run := func(cycle int, share, tput, decode, total float64) bundle.SensitivityRun {
+		return bundle.SensitivityRun{Dir: "x", Cycle: cycle, Allotment: share, ThroughputReqS: tput,
 			StagesMs: map[string]float64{"decode tail": decode, "total": total, "build": total / 100}}
 	}
-	rep := &SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []SensitivityRun{
+	rep := &bundle.SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []bundle.SensitivityRun{
 		run(1, 1, 10, 100, 200), run(1, 0.5, 5, 200, 400),
 		run(2, 1, 10, 100, 200), run(2, 0.5, 6, 125, 333),
 	}}
@@ -65,7 +66,7 @@ func TestEstimate(t *testing.T) {
 		t.Errorf("notes %v do not say build was left out", rep.Notes)
 	}
 	// A server whose throughput does not move: ≈ 0.
-	flat := &SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []SensitivityRun{
+	flat := &bundle.SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []bundle.SensitivityRun{
 		run(1, 1, 10, 100, 200), run(1, 0.5, 9.9, 100, 200),
 	}}
 	estimate(flat)
@@ -74,7 +75,7 @@ func TestEstimate(t *testing.T) {
 		t.Errorf("flat verdict %q", flat.Verdict)
 	}
 	// A restricted run without its cycle's unrestricted one counts nowhere.
-	lone := &SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []SensitivityRun{run(1, 0.5, 5, 1, 1)}}
+	lone := &bundle.SensitivityReport{Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []bundle.SensitivityRun{run(1, 0.5, 5, 1, 1)}}
 	estimate(lone)
 	if lone.Overall.N != 0 || lone.Verdict != "unknown" {
 		t.Errorf("lone %+v", lone)
@@ -162,27 +163,27 @@ func TestSensitivityGPUClocks(t *testing.T) {
 // their runnable time the busy threads ran (three sharing 2 cores ran
 // 1.9 of the 3 they wanted: 0.633 × 3/2 = 0.95 of what 2 cores give).
 func TestSensitivityCapacityOf(t *testing.T) {
-	th := func(tid int, cores, wait float64) ThreadUse {
-		return ThreadUse{PID: 1, TID: tid, Cores: cores, WaitCores: wait}
+	th := func(tid int, cores, wait float64) bundle.ThreadUse {
+		return bundle.ThreadUse{PID: 1, TID: tid, Cores: cores, WaitCores: wait}
 	}
 	for _, tc := range []struct {
 		name    string
 		used    float64
-		threads []ThreadUse
+		threads []bundle.ThreadUse
 		ncpu    int
 		cores   float64
 		why     string
 		ran     float64
 	}{
-		{"a sleeper", 0.09, []ThreadUse{th(1, 0.05, 0.04), th(2, 0.04, 0.01)}, 2, 1, "no busy thread (none ran 0.2 of a core), so one core", 1},
-		{"one computing thread, other load beside it", 0.8, []ThreadUse{th(1, 0.74, 0.26), th(2, 0.06, 0)}, 2, 1, "1 busy thread", 0.74},
-		{"a thread held back by other load still counts", 0.15, []ThreadUse{th(1, 0.15, 0.85)}, 2, 1, "1 busy thread", 0.15},
-		{"two held back", 0.3, []ThreadUse{th(1, 0.15, 0.85), th(2, 0.15, 0.7)}, 2, 2, "2 busy threads", 0.3 / 1.85 * 1},
-		{"a sleeper that waits for its wakeups on a loaded host does not", 0.47, []ThreadUse{th(1, 0.44, 0.54), th(2, 0.03, 0.19)}, 2, 1, "1 busy thread", 0.44 / 0.98},
-		{"two busy threads", 1.5, []ThreadUse{th(1, 0.9, 0), th(2, 0.6, 0)}, 4, 2, "2 busy threads", 1},
-		{"three busy threads on 2 CPUs", 1.9, []ThreadUse{th(1, 0.7, 0.3), th(2, 0.6, 0.4), th(3, 0.6, 0.4)}, 2, 2, "3 busy threads, capped by the 2 CPUs it may run on", 0.95},
-		{"many light threads", 1.5, []ThreadUse{th(1, 0.15, 0), th(2, 0.15, 0), th(3, 0.15, 0), th(4, 0.15, 0), th(5, 0.15, 0), th(6, 0.15, 0), th(7, 0.15, 0), th(8, 0.15, 0), th(9, 0.15, 0), th(10, 0.15, 0)}, 4, 2, "no busy thread (none ran 0.2 of a core), so one core, and it used 1.50 cores", 1},
-		{"1.02 cores measured is one", 1.02, []ThreadUse{th(1, 1.02, 0)}, 2, 1, "1 busy thread", 1},
+		{"a sleeper", 0.09, []bundle.ThreadUse{th(1, 0.05, 0.04), th(2, 0.04, 0.01)}, 2, 1, "no busy thread (none ran 0.2 of a core), so one core", 1},
+		{"one computing thread, other load beside it", 0.8, []bundle.ThreadUse{th(1, 0.74, 0.26), th(2, 0.06, 0)}, 2, 1, "1 busy thread", 0.74},
+		{"a thread held back by other load still counts", 0.15, []bundle.ThreadUse{th(1, 0.15, 0.85)}, 2, 1, "1 busy thread", 0.15},
+		{"two held back", 0.3, []bundle.ThreadUse{th(1, 0.15, 0.85), th(2, 0.15, 0.7)}, 2, 2, "2 busy threads", 0.3 / 1.85 * 1},
+		{"a sleeper that waits for its wakeups on a loaded host does not", 0.47, []bundle.ThreadUse{th(1, 0.44, 0.54), th(2, 0.03, 0.19)}, 2, 1, "1 busy thread", 0.44 / 0.98},
+		{"two busy threads", 1.5, []bundle.ThreadUse{th(1, 0.9, 0), th(2, 0.6, 0)}, 4, 2, "2 busy threads", 1},
+		{"three busy threads on 2 CPUs", 1.9, []bundle.ThreadUse{th(1, 0.7, 0.3), th(2, 0.6, 0.4), th(3, 0.6, 0.4)}, 2, 2, "3 busy threads, capped by the 2 CPUs it may run on", 0.95},
+		{"many light threads", 1.5, []bundle.ThreadUse{th(1, 0.15, 0), th(2, 0.15, 0), th(3, 0.15, 0), th(4, 0.15, 0), th(5, 0.15, 0), th(6, 0.15, 0), th(7, 0.15, 0), th(8, 0.15, 0), th(9, 0.15, 0), th(10, 0.15, 0)}, 4, 2, "no busy thread (none ran 0.2 of a core), so one core, and it used 1.50 cores", 1},
+		{"1.02 cores measured is one", 1.02, []bundle.ThreadUse{th(1, 1.02, 0)}, 2, 1, "1 busy thread", 1},
 	} {
 		c := capacityOf(tc.used, tc.threads, tc.ncpu)
 		if c.cores != tc.cores || c.why != tc.why || math.Abs(c.ran-tc.ran) > 1e-9 {
@@ -200,7 +201,7 @@ func TestSensitivityCapacityOf(t *testing.T) {
 // d = −0.3243, slope 1; against the quota's nominal 50 % it would be 0.65.
 func TestSensitivityEstimateEffective(t *testing.T) {
 	eff := 0.5 / 0.74
-	rep := &SensitivityReport{Kind: "cpu", Method: "cgroup1 cpu.cfs_quota_us", Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []SensitivityRun{
+	rep := &bundle.SensitivityReport{Kind: "cpu", Method: "cgroup1 cpu.cfs_quota_us", Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []bundle.SensitivityRun{
 		{Dir: "cpu100-1", Cycle: 1, Allotment: 1, ThroughputReqS: 10, UsedCores: 0.74, BaseCores: 1, BaseWhy: "1 busy thread"},
 		{Dir: "cpu50-1", Cycle: 1, Allotment: 0.5, Effective: eff, Quota: 0.5, ThroughputReqS: 10 * eff, UsedCores: 0.5},
 		{Dir: "cpu100-2", Cycle: 2, Allotment: 1, ThroughputReqS: 10, UsedCores: 0.3, BaseCores: 1, BaseWhy: "1 busy thread"},
@@ -221,7 +222,7 @@ func TestSensitivityEstimateEffective(t *testing.T) {
 	}
 	// A server that lost half its CPU and kept its throughput: the CPU it
 	// lost was not work.
-	spin := &SensitivityReport{Kind: "cpu", Method: MethodCoRunner, Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []SensitivityRun{
+	spin := &bundle.SensitivityReport{Kind: "cpu", Method: MethodCoRunner, Allotments: []float64{1, 0.5}, Confidence: 0.95, Runs: []bundle.SensitivityRun{
 		{Dir: "cpu100-1", Cycle: 1, Allotment: 1, ThroughputReqS: 10, UsedCores: 1},
 		{Dir: "cpu50-1", Cycle: 1, Allotment: 0.5, Effective: 0.5, ThroughputReqS: 9.5, UsedCores: 0.5},
 	}}

@@ -15,11 +15,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // What-if (asrprof what-if, docs/CAPACITY.md): the diagnosis's advice
@@ -117,22 +117,6 @@ func ParseKnobFlag(s string) (name, flag string, err error) {
 	return name, flag, nil
 }
 
-// Advice is one row of the advice table.
-type Advice struct {
-	Level     string   `json:"level"`
-	Cause     string   `json:"cause"`
-	Knob      string   `json:"knob"`
-	From      *float64 `json:"from"`
-	To        *float64 `json:"to"`
-	Change    string   `json:"change"`
-	Metric    string   `json:"metric"`
-	Now       *float64 `json:"now"`
-	Predicted *float64 `json:"predicted"`
-	Lo        *float64 `json:"lo"`
-	Hi        *float64 `json:"hi"`
-	Basis     string   `json:"basis"`
-}
-
 // AdviceColumns are the advice table's columns.
 var AdviceColumns = []string{"level", "cause", "knob", "from", "to", "change", "metric", "now", "predicted", "lo", "hi", "basis"}
 
@@ -153,7 +137,7 @@ var adviceMetrics = map[string]struct {
 // Knobs, a metric outside requests_per_s, latency_mean_ms and
 // latency_p95_ms, or a cell of the wrong type is an error naming the row
 // (1-based) and the column.
-func ParseAdvice(t *table.Table, where string) ([]Advice, error) {
+func ParseAdvice(t *table.Table, where string) ([]bundle.WhatIfAdvice, error) {
 	col := map[string]int{}
 	for i, c := range t.Columns {
 		col[c] = i
@@ -167,7 +151,7 @@ func ParseAdvice(t *table.Table, where string) ([]Advice, error) {
 	if rows == nil && len(t.Rows) > 0 {
 		return nil, fmt.Errorf("%w: %s: the table has no typed cells", ErrBadAdvice, where)
 	}
-	var out []Advice
+	var out []bundle.WhatIfAdvice
 	for i, row := range rows {
 		bad := func(c, want string) error {
 			return fmt.Errorf("%w: %s row %d, column %s: %v is not %s", ErrBadAdvice, where, i+1, c, cell(row, col[c]), want)
@@ -187,7 +171,7 @@ func ParseAdvice(t *table.Table, where string) ([]Advice, error) {
 			}
 			return nil, bad(c, "a number or null")
 		}
-		var a Advice
+		var a bundle.WhatIfAdvice
 		var err error
 		for _, s := range []struct {
 			c   string
@@ -269,9 +253,9 @@ func levelOrder(name string) float64 {
 // PickAdvice is the row what-if acts on: at level (""): the highest level
 // with a knob), the first row with a knob. knob is false when the level's
 // verdicts suggest none; the row returned is then its first.
-func PickAdvice(rows []Advice, level string) (a Advice, knob bool, err error) {
+func PickAdvice(rows []bundle.WhatIfAdvice, level string) (a bundle.WhatIfAdvice, knob bool, err error) {
 	if len(rows) == 0 {
-		return Advice{}, false, fmt.Errorf("%w: the advice table has no rows", ErrNoAdvice)
+		return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: the advice table has no rows", ErrNoAdvice)
 	}
 	if level == "" {
 		best := -1
@@ -285,7 +269,7 @@ func PickAdvice(rows []Advice, level string) (a Advice, knob bool, err error) {
 		}
 		return rows[best], true, nil
 	}
-	var at []Advice
+	var at []bundle.WhatIfAdvice
 	var levels []string
 	for _, r := range rows {
 		if r.Level == level {
@@ -296,7 +280,7 @@ func PickAdvice(rows []Advice, level string) (a Advice, knob bool, err error) {
 		}
 	}
 	if len(at) == 0 {
-		return Advice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
+		return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
 	}
 	for _, r := range at {
 		if r.Knob != "" {
@@ -306,17 +290,6 @@ func PickAdvice(rows []Advice, level string) (a Advice, knob bool, err error) {
 	return at[0], false, nil
 }
 
-// Edit is what a knob does to the server command.
-type Edit struct {
-	Knob  string   `json:"knob"`
-	Flag  string   `json:"flag"`
-	Kind  string   `json:"kind"`
-	Old   string   `json:"old"` // the flag's value before ("" absent; "on"/"off" for a switch)
-	New   string   `json:"new"`
-	Argv  []string `json:"argv"`
-	Where string   `json:"where"` // "replaced", "appended", "removed", "unchanged"
-}
-
 // EditCommand applies advice a to the server command argv: the knob's flag
 // from flags (--knob), else the reference server's, which is taken only
 // where the command runs refserver/refserver.py or already has that flag.
@@ -324,23 +297,23 @@ type Edit struct {
 // scaled knob's value (the command's, else refserver's default) is
 // multiplied by a.To / a.From. The flag's value is replaced where the
 // command has it (--flag V or --flag=V), else appended.
-func EditCommand(argv []string, a Advice, flags map[string]string) (Edit, error) {
+func EditCommand(argv []string, a bundle.WhatIfAdvice, flags map[string]string) (bundle.WhatIfEdit, error) {
 	k, ok := knobNamed(a.Knob)
 	if !ok {
-		return Edit{}, fmt.Errorf("%w: unknown knob %q (want %s)", ErrBadPlan, a.Knob, knobNames())
+		return bundle.WhatIfEdit{}, fmt.Errorf("%w: unknown knob %q (want %s)", ErrBadPlan, a.Knob, knobNames())
 	}
-	e := Edit{Knob: k.Name, Flag: k.Flag, Kind: string(k.Kind)}
+	e := bundle.WhatIfEdit{Knob: k.Name, Flag: k.Flag, Kind: string(k.Kind)}
 	user := false
 	if f, ok := flags[k.Name]; ok {
 		e.Flag, user = f, true
 	}
 	at, val, eq := findFlag(argv, e.Flag)
 	if !user && at < 0 && !runsRefserver(argv) {
-		return Edit{}, fmt.Errorf("%w: knob %s: the server command has no %s and does not run refserver/refserver.py, whose flag that is; name your server's flag with --knob %s=--its-flag",
+		return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s: the server command has no %s and does not run refserver/refserver.py, whose flag that is; name your server's flag with --knob %s=--its-flag",
 			ErrBadPlan, k.Name, k.Flag, k.Name)
 	}
 	if a.To == nil {
-		return Edit{}, fmt.Errorf("%w: knob %s at %s: the advice gives no to value", ErrBadAdvice, k.Name, a.Level)
+		return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s at %s: the advice gives no to value", ErrBadAdvice, k.Name, a.Level)
 	}
 	out := slices.Clone(argv)
 	switch k.Kind {
@@ -362,19 +335,19 @@ func EditCommand(argv []string, a Advice, flags map[string]string) (Edit, error)
 		cur := val
 		if at < 0 {
 			if user {
-				return Edit{}, fmt.Errorf("%w: knob %s is scaled from the command's %s, which the command does not give", ErrBadPlan, k.Name, e.Flag)
+				return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s is scaled from the command's %s, which the command does not give", ErrBadPlan, k.Name, e.Flag)
 			}
 			cur = k.Default
 		}
 		x, err := strconv.ParseFloat(cur, 64)
 		if err != nil {
-			return Edit{}, fmt.Errorf("%w: knob %s: %s %q is not a number to scale", ErrBadPlan, k.Name, e.Flag, cur)
+			return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s: %s %q is not a number to scale", ErrBadPlan, k.Name, e.Flag, cur)
 		}
 		if a.From == nil || *a.From == 0 {
-			return Edit{}, fmt.Errorf("%w: knob %s at %s: a scaled knob needs a from value other than 0 (to / from scales %s)", ErrBadAdvice, k.Name, a.Level, e.Flag)
+			return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s at %s: a scaled knob needs a from value other than 0 (to / from scales %s)", ErrBadAdvice, k.Name, a.Level, e.Flag)
 		}
 		if x == 0 {
-			return Edit{}, fmt.Errorf("%w: knob %s: %s is 0 in the command (or by default): scaling it by %g leaves it 0", ErrBadPlan, k.Name, e.Flag, *a.To / *a.From)
+			return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s: %s is 0 in the command (or by default): scaling it by %g leaves it 0", ErrBadPlan, k.Name, e.Flag, *a.To / *a.From)
 		}
 		e.Old, e.New = cur, formatValue(x**a.To / *a.From)
 	default:
@@ -511,39 +484,6 @@ type WhatIfConfig struct {
 	Advice func(ctx context.Context, dir string) (*table.Table, error)
 }
 
-// WhatIfRound is one round: the advice acted on and what it measured.
-type WhatIfRound struct {
-	Round    int       `json:"round"`
-	From     string    `json:"advice_from"` // the bundle the advice is of
-	Advice   Advice    `json:"advice"`
-	Edit     Edit      `json:"edit"`
-	CommandA string    `json:"command_a"`
-	CommandB string    `json:"command_b"`
-	Runbook  string    `json:"runbook,omitempty"` // the round's runbook dir
-	Before   *float64  `json:"before,omitempty"`  // side A's mean, in the advice's unit
-	After    *float64  `json:"after,omitempty"`   // side B's
-	BeforeN  []float64 `json:"before_runs,omitempty"`
-	AfterN   []float64 `json:"after_runs,omitempty"`
-	P        *float64  `json:"p,omitempty"`     // Mann-Whitney U over the runs
-	Delta    string    `json:"delta,omitempty"` // after vs before (summary.Comparison.Delta)
-	Inside   *bool     `json:"in_interval,omitempty"`
-	ErrorPct *float64  `json:"error_pct,omitempty"` // (after − predicted) / predicted
-	Complete bool      `json:"complete"`
-	Error    string    `json:"error,omitempty"`
-}
-
-// WhatIfReport is whatif.json.
-type WhatIfReport struct {
-	Schema  string         `json:"schema"`
-	Bundle  string         `json:"bundle"`
-	Level   string         `json:"level"`
-	Capture map[string]any `json:"capture"`
-	Rounds  []WhatIfRound  `json:"rounds"`
-	Knobs   []string       `json:"knobs,omitempty"` // --knob NAME=FLAG
-	Stopped string         `json:"stopped"`         // why the rounds ended
-	Notes   []string       `json:"notes,omitempty"`
-}
-
 // WhatIf tests the advice: each round reads the advice of the last bundle
 // (round 1: the given one; then the last B run of the round before) at
 // the level, edits the server command by its knob, and runs the round's
@@ -551,7 +491,7 @@ type WhatIfReport struct {
 // rounds stop at wc.Rounds or where the verdict suggests no knob. stdout
 // gets the what-if table in the --format, stderr a few lines a round (the
 // runs' progress goes to whatif.log), and whatif.json the rounds.
-func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*WhatIfReport, error) {
+func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bundle.WhatIfReport, error) {
 	if wc.Rounds < 1 {
 		return nil, fmt.Errorf("%w: --rounds %d: want 1 or more", capture.ErrInvalidConfig, wc.Rounds)
 	}
@@ -564,7 +504,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
 		return nil, err
 	}
-	rep := &WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: sortedKnobs(wc.Knobs), Rounds: []WhatIfRound{}}
+	rep := &bundle.WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: sortedKnobs(wc.Knobs), Rounds: []bundle.WhatIfRound{}}
 	src, cur, level := wc.Bundle, wc.Server, wc.Level
 	var logf *os.File
 	defer func() {
@@ -636,7 +576,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			runErr = err
 			break
 		}
-		rd := WhatIfRound{Round: r, From: src, Advice: a, Edit: edit, CommandA: cur.Command, CommandB: next.Command, Runbook: capOut.Out}
+		rd := bundle.WhatIfRound{Round: r, From: src, Advice: a, Edit: edit, CommandA: cur.Command, CommandB: next.Command, Runbook: capOut.Out}
 		if wc.DryRun {
 			dryRun(stdout, rd, capCfg, plan, wc)
 			if wc.Rounds > 1 {
@@ -709,7 +649,7 @@ func lastB(plan []RunSpec) string {
 	return dir
 }
 
-func editText(e Edit) string {
+func editText(e bundle.WhatIfEdit) string {
 	if e.Kind != string(KnobSwitch) && e.Old == "" {
 		return fmt.Sprintf("%s (not in the command) → %s", e.Flag, e.New)
 	}
@@ -718,7 +658,7 @@ func editText(e Edit) string {
 
 // measure fills the round's before and after from the runbook's A/B
 // comparison (Compare: one comparison path with asrprof ab).
-func measure(rd *WhatIfRound, rb *Report, a Advice) {
+func measure(rd *bundle.WhatIfRound, rb *Report, a bundle.WhatIfAdvice) {
 	rd.Complete = rb.Verdict.Complete
 	m := adviceMetrics[a.Metric]
 	for _, c := range rb.Compare {
@@ -752,7 +692,7 @@ func measure(rd *WhatIfRound, rb *Report, a Advice) {
 // or the latency rose), or "" where it did not or was not measured. Any
 // step the wrong way counts: with one run a side a small one may be noise
 // (rerun with more runs, --order ABBA), but no round builds on it.
-func worse(rd WhatIfRound) string {
+func worse(rd bundle.WhatIfRound) string {
 	if rd.Before == nil || rd.After == nil {
 		return ""
 	}
@@ -764,7 +704,7 @@ func worse(rd WhatIfRound) string {
 	return ""
 }
 
-func roundLine(rd WhatIfRound) string {
+func roundLine(rd bundle.WhatIfRound) string {
 	a := rd.Advice
 	s := fmt.Sprintf("what-if round %d: %s", rd.Round, adviceMetrics[a.Metric].label)
 	if rd.Before == nil || rd.After == nil {
@@ -784,7 +724,7 @@ func roundLine(rd WhatIfRound) string {
 	return s
 }
 
-func predictedText(a Advice) string {
+func predictedText(a bundle.WhatIfAdvice) string {
 	if a.Predicted == nil {
 		return "-"
 	}
@@ -795,7 +735,7 @@ func predictedText(a Advice) string {
 	return s
 }
 
-func insideText(rd WhatIfRound) string {
+func insideText(rd bundle.WhatIfRound) string {
 	s := "outside"
 	if *rd.Inside {
 		s = "inside"
@@ -808,7 +748,7 @@ func insideText(rd WhatIfRound) string {
 
 // WhatIfTable is what-if's answer: a row a round, the prediction beside
 // what the changed server measured.
-func WhatIfTable(rep *WhatIfReport) *table.Table {
+func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 	t := &table.Table{
 		Name:  "whatif",
 		Title: "What-if: the advice acted on; predicted [interval] beside the server as it was (before) and as changed (after), rerun now",
@@ -870,7 +810,7 @@ func fmtList(xs []float64) string {
 }
 
 // dryRun prints what round 1 would run.
-func dryRun(w io.Writer, rd WhatIfRound, c capture.Config, plan []RunSpec, wc WhatIfConfig) {
+func dryRun(w io.Writer, rd bundle.WhatIfRound, c capture.Config, plan []RunSpec, wc WhatIfConfig) {
 	a := rd.Advice
 	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, a.Level, orNone(a.Cause), orNone(a.Change))
 	fmt.Fprintf(w, "knob %s: %s (%s)\n", a.Knob, editText(rd.Edit), rd.Edit.Where)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func f(x float64) *float64 { return &x }
@@ -22,40 +22,40 @@ func TestEditCommand(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		argv  []string
-		a     Advice
+		a     bundle.WhatIfAdvice
 		flags map[string]string
 		want  string // the edited command, or the error's text
 		where string
 	}{
-		{"value replaced", append(ref, "--max-running-requests", "1"), Advice{Knob: KnobMaxRunning, To: f(4)}, nil,
+		{"value replaced", append(ref, "--max-running-requests", "1"), bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(4)}, nil,
 			"python3 refserver/refserver.py --port 8000 --max-running-requests 4", "replaced"},
-		{"value replaced, = form", append(ref, "--build-workers=1"), Advice{Knob: KnobBuildWorkers, To: f(3)}, nil,
+		{"value replaced, = form", append(ref, "--build-workers=1"), bundle.WhatIfAdvice{Knob: KnobBuildWorkers, To: f(3)}, nil,
 			"python3 refserver/refserver.py --port 8000 --build-workers=3", "replaced"},
-		{"value appended to refserver", ref, Advice{Knob: KnobMaxRunning, To: f(8)}, nil,
+		{"value appended to refserver", ref, bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(8)}, nil,
 			"python3 refserver/refserver.py --port 8000 --max-running-requests 8", "appended"},
-		{"scaled from refserver's default", ref, Advice{Knob: KnobPrefillBatch, From: f(1), To: f(2)}, nil,
+		{"scaled from refserver's default", ref, bundle.WhatIfAdvice{Knob: KnobPrefillBatch, From: f(1), To: f(2)}, nil,
 			"python3 refserver/refserver.py --port 8000 --prefill-batch 2", "appended"},
-		{"scaled from the command's", append(ref, "--prefill-batch", "2"), Advice{Knob: KnobPrefillBatch, From: f(1), To: f(2)}, nil,
+		{"scaled from the command's", append(ref, "--prefill-batch", "2"), bundle.WhatIfAdvice{Knob: KnobPrefillBatch, From: f(1), To: f(2)}, nil,
 			"python3 refserver/refserver.py --port 8000 --prefill-batch 4", "replaced"},
-		{"the last of two counts", append(ref, "--max-running-requests", "1", "--max-running-requests", "2"), Advice{Knob: KnobMaxRunning, To: f(5)}, nil,
+		{"the last of two counts", append(ref, "--max-running-requests", "1", "--max-running-requests", "2"), bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(5)}, nil,
 			"python3 refserver/refserver.py --port 8000 --max-running-requests 1 --max-running-requests 5", "replaced"},
-		{"switch on", ref, Advice{Knob: KnobCUDAGraphs, To: f(1)}, nil,
+		{"switch on", ref, bundle.WhatIfAdvice{Knob: KnobCUDAGraphs, To: f(1)}, nil,
 			"python3 refserver/refserver.py --port 8000 --cuda-graphs", "appended"},
-		{"switch off", append(ref, "--cuda-graphs"), Advice{Knob: KnobCUDAGraphs, To: f(0)}, nil,
+		{"switch off", append(ref, "--cuda-graphs"), bundle.WhatIfAdvice{Knob: KnobCUDAGraphs, To: f(0)}, nil,
 			"python3 refserver/refserver.py --port 8000", "removed"},
-		{"scaled", append(ref, "--host-step-ms", "20"), Advice{Knob: KnobHostWork, From: f(4), To: f(1)}, nil,
+		{"scaled", append(ref, "--host-step-ms", "20"), bundle.WhatIfAdvice{Knob: KnobHostWork, From: f(4), To: f(1)}, nil,
 			"python3 refserver/refserver.py --port 8000 --host-step-ms 5", "replaced"},
-		{"scaled from 0", ref, Advice{Knob: KnobHostWork, From: f(4), To: f(1)}, nil,
+		{"scaled from 0", ref, bundle.WhatIfAdvice{Knob: KnobHostWork, From: f(4), To: f(1)}, nil,
 			"--host-step-ms is 0 in the command (or by default)", ""},
-		{"scaled without from", append(ref, "--host-step-ms", "20"), Advice{Knob: KnobHostWork, To: f(1)}, nil,
+		{"scaled without from", append(ref, "--host-step-ms", "20"), bundle.WhatIfAdvice{Knob: KnobHostWork, To: f(1)}, nil,
 			"a scaled knob needs a from value", ""},
-		{"user flag", []string{"vllm", "serve", "m"}, Advice{Knob: KnobMaxRunning, To: f(64)}, map[string]string{KnobMaxRunning: "--max-num-seqs"},
+		{"user flag", []string{"vllm", "serve", "m"}, bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(64)}, map[string]string{KnobMaxRunning: "--max-num-seqs"},
 			"vllm serve m --max-num-seqs 64", "appended"},
-		{"flag in another server's command", []string{"srv", "--max-running-requests", "2"}, Advice{Knob: KnobMaxRunning, To: f(3)}, nil,
+		{"flag in another server's command", []string{"srv", "--max-running-requests", "2"}, bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(3)}, nil,
 			"srv --max-running-requests 3", "replaced"},
-		{"no mapping", []string{"srv"}, Advice{Knob: KnobMaxRunning, To: f(3)}, nil,
+		{"no mapping", []string{"srv"}, bundle.WhatIfAdvice{Knob: KnobMaxRunning, To: f(3)}, nil,
 			"has no --max-running-requests and does not run refserver/refserver.py", ""},
-		{"no to", ref, Advice{Knob: KnobMaxRunning}, nil, "gives no to value", ""},
+		{"no to", ref, bundle.WhatIfAdvice{Knob: KnobMaxRunning}, nil, "gives no to value", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := EditCommand(tc.argv, tc.a, tc.flags)

@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // ReportFile is the HTML report a bundle may hold (served by /report).

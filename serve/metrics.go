@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/asrprof/asrprof/bundle"
 	"strconv"
 	"sync"
 
@@ -9,9 +10,6 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/cuda"
-	"github.com/asrprof/asrprof/probe/gpu"
-	"github.com/asrprof/asrprof/probe/proc"
 	"github.com/asrprof/asrprof/probe/sched"
 )
 
@@ -94,17 +92,17 @@ func (m *metrics) forget(id string) {
 // name, the GPU index and the value in the metric's unit. ok is false for
 // records no gauge shows (device, clocks, per-period summaries, ...).
 func gpuSample(rec any) (name string, index int, v float64, ok bool) {
-	switch r := rec.(type) {
-	case *gpu.UtilRecord:
+	r, _ := rec.(*bundle.GPURecord)
+	switch {
+	case r == nil:
+	case r.GPUUtil != nil:
 		return "asrprof_gpu_utilization_percent", r.GPU, r.UtilPct, true
-	case *gpu.PowerRecord:
+	case r.GPUPower != nil:
 		return "asrprof_gpu_power_watts", r.GPU, r.PowerW, true
-	case *gpu.MemRecord:
+	case r.GPUMem != nil:
 		return "asrprof_gpu_memory_used_bytes", r.GPU, r.UsedMiB * (1 << 20), true
-	case *gpu.GPMRecord:
-		if r.SMActivePct != nil {
-			return "asrprof_gpu_sm_active_percent", r.GPU, *r.SMActivePct, true
-		}
+	case r.GPUGPM != nil && r.SMActivePct != nil:
+		return "asrprof_gpu_sm_active_percent", r.GPU, *r.SMActivePct, true
 	}
 	return "", 0, 0, false
 }
@@ -141,24 +139,24 @@ func (o *observer) ProbeRecord(probeName, file string, rec any) {
 		return
 	}
 	switch r := rec.(type) {
-	case sched.Record:
+	case bundle.SchedRecord:
 		o.sched(&r)
-	case *sched.Record:
+	case *bundle.SchedRecord:
 		o.sched(r)
-	case proc.Record:
-		o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
-	case *proc.Record:
-		o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
-	case cuda.Record:
+	case bundle.CUDARecord:
 		o.cuda(r)
-	case *cuda.Record:
+	case *bundle.CUDARecord:
 		o.cuda(*r)
 	}
 }
 
-func (o *observer) sched(r *sched.Record) {
+// sched sets a thread's CPU, and from the sched probe's lines (not the
+// proc probe's) adds its run-queue waits.
+func (o *observer) sched(r *bundle.SchedRecord) {
 	o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
-	o.m.runq.add(o.id, r.RunqHist, r.RunqWaitSec)
+	if r.SchedRunq != nil {
+		o.m.runq.add(o.id, r.RunqHist, r.RunqWaitSec)
+	}
 }
 
 func (o *observer) thread(pid, tid int, name string, util, cpuS float64) {
@@ -169,7 +167,7 @@ func (o *observer) thread(pid, tid int, name string, util, cpuS float64) {
 
 // cuda adds one thread's launches of one symbol to the period's rate; the
 // rate gauge is the sum over the threads whose records share the period.
-func (o *observer) cuda(r cuda.Record) {
+func (o *observer) cuda(r bundle.CUDARecord) {
 	o.m.cudaLaunch.WithLabelValues(o.id, r.Symbol).Add(float64(r.Calls))
 	v, _ := o.m.cudaPending.LoadOrStore(o.id, &cudaPeriod{rate: map[string]float64{}})
 	cp := v.(*cudaPeriod)

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/asrprof/asrprof/bundle"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,13 +48,14 @@ func TestGPUGaugesFromRecords(t *testing.T) {
 	m := newMetrics()
 	o := &observer{m: m, id: "c1", e: &entry{}}
 	sm := 42.5
+	h := bundle.GPUHead{GPU: 1}
 	for _, rec := range []any{
-		&gpu.DeviceRecord{Head: gpu.Head{GPU: 1, Kind: gpu.KindDevice}, Name: "H200"},
-		&gpu.UtilRecord{Head: gpu.Head{GPU: 1}, UtilPct: 87},
-		&gpu.PowerRecord{Head: gpu.Head{GPU: 1}, PowerW: 512.25},
-		&gpu.MemRecord{Head: gpu.Head{GPU: 1}, UsedMiB: 1024, TotalMiB: 143771},
-		&gpu.GPMRecord{Head: gpu.Head{GPU: 1}, SMActivePct: &sm},
-		&gpu.GPMRecord{Head: gpu.Head{GPU: 1}}, // no SM activity: leaves the gauge alone
+		&bundle.GPURecord{GPUHead: h, GPUDevice: &bundle.GPUDevice{Name: "H200"}},
+		&bundle.GPURecord{GPUHead: h, GPUUtil: &bundle.GPUUtil{UtilPct: 87}},
+		&bundle.GPURecord{GPUHead: h, GPUPower: &bundle.GPUPower{PowerW: 512.25}},
+		&bundle.GPURecord{GPUHead: h, GPUMem: &bundle.GPUMem{UsedMiB: 1024, TotalMiB: 143771}},
+		&bundle.GPURecord{GPUHead: h, GPUGPM: &bundle.GPUGPM{SMActivePct: &sm}},
+		&bundle.GPURecord{GPUHead: h, GPUGPM: &bundle.GPUGPM{}}, // no SM activity: leaves the gauge alone
 	} {
 		o.ProbeRecord("gpu", gpu.File, rec)
 	}
@@ -75,7 +77,7 @@ func TestGPUGaugesFromRecords(t *testing.T) {
 	if s := find(t, m, "asrprof_probe_records_total", map[string]string{"capture": "c1", "probe": "gpu"}); s == nil || s.GetCounter().GetValue() != 6 {
 		t.Errorf("records counter: %v, want 6", s)
 	}
-	if _, _, _, ok := gpuSample(&gpu.ClockRecord{}); ok {
+	if _, _, _, ok := gpuSample(&bundle.GPURecord{GPUClock: &bundle.GPUClock{}}); ok {
 		t.Error("a clock record set a gauge")
 	}
 	m.forget("c1")
@@ -88,9 +90,9 @@ func TestThreadAndRunqueueSeries(t *testing.T) {
 	m := newMetrics()
 	o := &observer{m: m, id: "c2", e: &entry{}}
 	// 3 waits under 1 µs, 2 in [1,2) µs, 1 in [4,8) µs.
-	o.ProbeRecord("sched", sched.File, sched.Record{PID: 10, TID: 11, Name: "python3", CPUSec: 0.5, WallSec: 1, Utilization: 0.5,
+	o.ProbeRecord("sched", sched.File, bundle.SchedRecord{PID: 10, TID: 11, Name: "python3", CPUSec: 0.5, WallSec: 1, Utilization: 0.5, SchedRunq: &bundle.SchedRunq{},
 		RunqHist: []uint64{3, 2, 0, 1}, RunqWaitSec: 12e-6})
-	o.ProbeRecord("sched", sched.File, sched.Record{PID: 10, TID: 11, Name: "python3", CPUSec: 0.25, WallSec: 1, Utilization: 0.25,
+	o.ProbeRecord("sched", sched.File, bundle.SchedRecord{PID: 10, TID: 11, Name: "python3", CPUSec: 0.25, WallSec: 1, Utilization: 0.25, SchedRunq: &bundle.SchedRunq{},
 		RunqHist: []uint64{1}, RunqWaitSec: 1e-7})
 	th := map[string]string{"capture": "c2", "pid": "10", "tid": "11", "thread": "python3"}
 	if s := find(t, m, "asrprof_thread_cpu_utilization", th); s == nil || s.GetGauge().GetValue() != 0.25 {
@@ -197,13 +199,13 @@ func TestCUDASeries(t *testing.T) {
 	m := newMetrics()
 	o := &observer{m: m, id: "c4", e: &entry{}}
 	// Two threads in pass c1/1: the rate is their sum; pass c1/2 starts over.
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 1, TID: 1, Symbol: "cuLaunchKernel", Calls: 100, PerSec: 50})
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 1, TID: 2, Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 1, Symbol: "cuLaunchKernel", Calls: 100, PerSec: 50})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 2, Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10})
 	l := map[string]string{"capture": "c4", "symbol": "cuLaunchKernel"}
 	if s := find(t, m, "asrprof_cuda_launches_per_second", l); s.GetGauge().GetValue() != 60 {
 		t.Errorf("launches/s in pass 1: %v, want 60", s.GetGauge().GetValue())
 	}
-	o.ProbeRecord("cuda", cuda.File, cuda.Record{Level: "c1", Repeat: 2, TID: 1, Symbol: "cuLaunchKernel", Calls: 10, PerSec: 5})
+	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 2, TID: 1, Symbol: "cuLaunchKernel", Calls: 10, PerSec: 5})
 	if s := find(t, m, "asrprof_cuda_launches_per_second", l); s.GetGauge().GetValue() != 5 {
 		t.Errorf("launches/s in pass 2: %v, want 5", s.GetGauge().GetValue())
 	}

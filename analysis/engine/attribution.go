@@ -14,10 +14,10 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Per-request attribution: every nanosecond of a request's client latency
@@ -27,13 +27,6 @@ import (
 // thread was doing then (the sched probe's per-thread time bins, and the
 // cuda probe's time inside synchronize calls where a capture has them).
 // docs/ANALYSIS.md ("Where the time went") describes the rules.
-
-// The bundle files of per-thread time bins, one record per thread per
-// pass (their names are trace/bundle's).
-const (
-	SchedBinsFile = bundle.SchedBinsFile
-	CUDABinsFile  = bundle.CUDABinsFile
-)
 
 // The states, in the order the tables print them.
 const (
@@ -79,46 +72,17 @@ const (
 // engine's too).
 const DefaultServingThread = "asr-sched"
 
-// ThreadBins is one line of sched_bins.jsonl (or cuda_bins.jsonl): one
-// thread's time over one pass, in bins of BinMs from StartUnixNs (the
-// probe host's wall clock, that of the server's spans and events). Bin i
-// covers [StartUnixNs + i·BinMs, + BinMs); off-CPU in a bin is what is left
-// of it after OnCPUUs and RunqUs. SyncUs (cuda_bins.jsonl) is the time the
-// thread spent inside a CUDA synchronize call (spinning or asleep).
-type ThreadBins struct {
-	Level         string    `json:"level"`
-	Repeat        int       `json:"repeat"`
-	Warmup        bool      `json:"warmup"`
-	PID           int64     `json:"pid"`
-	TID           int64     `json:"tid"`
-	Name          string    `json:"name"`
-	StartUnixNs   int64     `json:"start_unix_ns"`
-	BinMs         float64   `json:"bin_ms"`
-	OnCPUUs       []float64 `json:"oncpu_us"`
-	RunqUs        []float64 `json:"runq_us"`
-	SyncUs        []float64 `json:"sync_us"`
-	DroppedEvents uint64    `json:"dropped_events"`
-}
-
-// GPUSample is one NVML utilization sample of gpu.jsonl (kind util): the
-// share of the sample period, ending at TsUnixNs, during which a kernel ran.
-type GPUSample struct {
-	TsUnixNs int64
-	GPU      int
-	UtilPct  float64
-}
-
-// binsLine is a ThreadBins line as read: the arrays are parsed apart,
-// faster than encoding/json parses numbers.
+// binsLine is a bundle.ThreadBins line as read: the arrays are parsed
+// apart, faster than encoding/json parses numbers.
 type binsLine struct {
-	ThreadBins
+	bundle.ThreadBins
 	OnCPU json.RawMessage `json:"oncpu_us"`
 	Runq  json.RawMessage `json:"runq_us"`
 	Sync  json.RawMessage `json:"sync_us"`
 }
 
 // numbers parses a JSON array of numbers.
-func numbers(raw json.RawMessage) ([]float64, error) {
+func numbers(raw json.RawMessage) ([]int, error) {
 	b := bytes.TrimSpace(raw)
 	if len(b) == 0 || string(b) == "null" {
 		return nil, nil
@@ -127,7 +91,7 @@ func numbers(raw json.RawMessage) ([]float64, error) {
 		return nil, fmt.Errorf("want an array of numbers, got %.20s", b)
 	}
 	b = b[1 : len(b)-1]
-	out := make([]float64, 0, bytes.Count(b, []byte{','})+1)
+	out := make([]int, 0, bytes.Count(b, []byte{','})+1)
 	for len(bytes.TrimSpace(b)) > 0 {
 		tok := b
 		if i := bytes.IndexByte(b, ','); i >= 0 {
@@ -145,14 +109,14 @@ func numbers(raw json.RawMessage) ([]float64, error) {
 			v = 10*v + int64(c-'0')
 		}
 		if ok {
-			out = append(out, float64(v))
+			out = append(out, int(v))
 			continue
 		}
 		f, err := strconv.ParseFloat(string(tok), 64)
 		if err != nil {
 			return nil, fmt.Errorf("want an array of numbers: %w", err)
 		}
-		out = append(out, f)
+		out = append(out, int(math.Round(f)))
 	}
 	return out, nil
 }
@@ -161,9 +125,9 @@ func numbers(raw json.RawMessage) ([]float64, error) {
 // (eBPF), else proc_bins.jsonl (the proc probe's, unprivileged), and
 // cuda_bins.jsonl (any may be absent: none), dropping a truncated last
 // line. source is the file the thread bins came from ("" for none).
-func ReadThreadBins(dir string) (sched, cuda []ThreadBins, source string, err error) {
-	read := func(name string) ([]ThreadBins, error) {
-		var out []ThreadBins
+func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string, err error) {
+	read := func(name string) ([]bundle.ThreadBins, error) {
+		var out []bundle.ThreadBins
 		_, err := bundle.ReadJSONL(filepath.Join(dir, name), func(l binsLine) error {
 			b := l.ThreadBins
 			var err error
@@ -180,7 +144,7 @@ func ReadThreadBins(dir string) (sched, cuda []ThreadBins, source string, err er
 		}
 		return out, err
 	}
-	for _, name := range []string{SchedBinsFile, bundle.ProcBinsFile} {
+	for _, name := range []string{bundle.SchedBinsFile, bundle.ProcBinsFile} {
 		if sched, err = read(name); err != nil {
 			return nil, nil, "", err
 		}
@@ -189,29 +153,15 @@ func ReadThreadBins(dir string) (sched, cuda []ThreadBins, source string, err er
 			break
 		}
 	}
-	cuda, err = read(CUDABinsFile)
+	cuda, err = read(bundle.CUDABinsFile)
 	return sched, cuda, source, err
 }
 
-// ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none).
-func ReadGPUUtil(path string) ([]GPUSample, error) {
-	type line struct {
-		Ts      int64    `json:"ts_unix_ns"`
-		GPU     int      `json:"gpu"`
-		Kind    string   `json:"kind"`
-		UtilPct *float64 `json:"util_pct"`
-	}
-	var out []GPUSample
-	_, err := bundle.ReadJSONL(path, func(l line) error {
-		if l.Kind == "util" && l.UtilPct != nil {
-			out = append(out, GPUSample{TsUnixNs: l.Ts, GPU: l.GPU, UtilPct: *l.UtilPct})
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return out, err
+// ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none): the
+// share of each sample period, ending at TS, during which a kernel ran.
+func ReadGPUUtil(path string) ([]bundle.GPURecord, error) {
+	all, err := bundle.ReadAll[bundle.GPURecord](path)
+	return slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUUtil == nil }), err
 }
 
 // AttributionInput is what Attribute reads.
@@ -221,8 +171,8 @@ type AttributionInput struct {
 	// Levels is the order of the level rows (levels without measured
 	// requests are left out).
 	Levels      []string
-	Sched, CUDA []ThreadBins
-	GPU         []GPUSample
+	Sched, CUDA []bundle.ThreadBins
+	GPU         []bundle.GPURecord
 	// Worker is each request's worker behind a router (nil: one server):
 	// first forwards stall the requests of their own worker only.
 	Worker []string
@@ -426,7 +376,7 @@ type reqBounds struct {
 
 func (r *reqBounds) ok(k int) bool { return r.has&(1<<k) != 0 }
 
-// binLine is one ThreadBins record made ready for integration: per bin
+// binLine is one bundle.ThreadBins record made ready for integration: per bin
 // (ns) host work, GPU wait, runnable and on-CPU, as prefix sums.
 type binLine struct {
 	start, bin int64
@@ -545,13 +495,13 @@ func covers(run []interval, j *int, t0, t1 int64) int64 {
 }
 
 // newBinLine is a line of n of r's bins, all 0.
-func newBinLine(r *ThreadBins, n int) *binLine {
-	return &binLine{start: r.StartUnixNs, bin: int64(r.BinMs * 1e6), n: n, p: make([][4]float64, n+1)}
+func newBinLine(r *bundle.ThreadBins, n int) *binLine {
+	return &binLine{start: r.StartUnixNs, bin: int64(r.BinMs) * 1e6, n: n, p: make([][4]float64, n+1)}
 }
 
 // threads builds the thread lines: sched records per (pid, tid), with the
 // cuda records' sync time of the same thread resampled onto their bins.
-func threads(sched, cuda []ThreadBins) []*thread {
+func threads(sched, cuda []bundle.ThreadBins) []*thread {
 	type key struct{ pid, tid int64 }
 	syncs := map[key][]*binLine{} // each thread's cuda records, their sync time as on-CPU
 	for i := range cuda {
@@ -561,9 +511,10 @@ func threads(sched, cuda []ThreadBins) []*thread {
 		}
 		l := newBinLine(r, len(r.SyncUs))
 		for k, x := range r.SyncUs {
-			l.p[k+1][cOn] = l.p[k][cOn] + max(0, x)*1e3
+			l.p[k+1][cOn] = l.p[k][cOn] + float64(max(0, x))*1e3
 		}
-		syncs[key{r.PID, r.TID}] = append(syncs[key{r.PID, r.TID}], l)
+		k := key{int64(r.PID), int64(r.TID)}
+		syncs[k] = append(syncs[k], l)
 	}
 	for _, ls := range syncs {
 		slices.SortFunc(ls, func(a, b *binLine) int { return cmp.Compare(a.start, b.start) })
@@ -575,10 +526,10 @@ func threads(sched, cuda []ThreadBins) []*thread {
 		if r.BinMs <= 0 || len(r.OnCPUUs) == 0 {
 			continue
 		}
-		k := key{r.PID, r.TID}
+		k := key{int64(r.PID), int64(r.TID)}
 		th := byKey[k]
 		if th == nil {
-			th = &thread{pid: r.PID, tid: r.TID, name: r.Name}
+			th = &thread{pid: k.pid, tid: k.tid, name: r.Name}
 			byKey[k] = th
 			out = append(out, th)
 		}
@@ -586,10 +537,10 @@ func threads(sched, cuda []ThreadBins) []*thread {
 		l := newBinLine(r, len(r.OnCPUUs))
 		B := float64(l.bin)
 		for j := 0; j < l.n; j++ {
-			on := min(max(0, r.OnCPUUs[j]*1e3), B)
+			on := min(max(0, float64(r.OnCPUUs[j])*1e3), B)
 			rq := 0.0
 			if j < len(r.RunqUs) {
-				rq = min(max(0, r.RunqUs[j]*1e3), B-on)
+				rq = min(max(0, float64(r.RunqUs[j])*1e3), B-on)
 			}
 			t0 := l.start + int64(j)*l.bin
 			g := min(max(0, sy.integrate(t0, t0+l.bin).on), B-rq) // time in sync: on-CPU first, then off-CPU
@@ -1290,12 +1241,12 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			x.passes = append(x.passes, p)
 		}
 	}
-	gpus := map[int][]GPUSample{}
+	gpus := map[int][]bundle.GPURecord{}
 	for _, s := range in.GPU {
 		gpus[s.GPU] = append(gpus[s.GPU], s)
 	}
 	for _, ss := range gpus {
-		slices.SortFunc(ss, func(x, y GPUSample) int { return cmp.Compare(x.TsUnixNs, y.TsUnixNs) })
+		slices.SortFunc(ss, func(x, y bundle.GPURecord) int { return cmp.Compare(x.TS, y.TS) })
 	}
 	var out []LevelStates
 	for _, lv := range in.Levels {
@@ -1360,7 +1311,7 @@ const maxSampleGap = int64(2e9)
 
 // gpuBreakdown is the level's GPU time over its passes' running bins, on
 // the GPU busiest in them.
-func gpuBreakdown(passes []*passInfo, gpus map[int][]GPUSample) *GPUBreakdown {
+func gpuBreakdown(passes []*passInfo, gpus map[int][]bundle.GPURecord) *GPUBreakdown {
 	var best *GPUBreakdown
 	for _, id := range slices.Sorted(maps.Keys(gpus)) {
 		ss := gpus[id]
@@ -1369,8 +1320,8 @@ func gpuBreakdown(passes []*passInfo, gpus map[int][]GPUSample) *GPUBreakdown {
 		for _, p := range passes {
 			for _, rb := range p.runBins {
 				mid := rb.t0 + (rb.t1-rb.t0)/2
-				j := sort.Search(len(ss), func(j int) bool { return ss[j].TsUnixNs >= mid })
-				if j == len(ss) || ss[j].TsUnixNs-mid > maxSampleGap {
+				j := sort.Search(len(ss), func(j int) bool { return ss[j].TS >= mid })
+				if j == len(ss) || ss[j].TS-mid > maxSampleGap {
 					continue
 				}
 				u := min(max(ss[j].UtilPct/100, 0), 1)

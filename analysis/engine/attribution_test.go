@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // refserverPreset is a copy of scripts/stages/refserver.star's SPEC.
@@ -384,15 +384,15 @@ func TestAttributionUnits(t *testing.T) {
 	rows.Add(0, 1, s(20), s(90), true, 0.07, true)
 	rows.Add(0, 2, s(0), s(90), true, 0.09, true)
 	rows.Add(0, 3, s(0), s(90), true, 0.09, true) // a stage attribution does not know
-	mk := func(tid int64, name string, on float64) ThreadBins {
-		b := ThreadBins{PID: 1, TID: tid, Name: name, StartUnixNs: s(0), BinMs: 10}
+	mk := func(tid int, name string, on int) bundle.ThreadBins {
+		b := bundle.ThreadBins{PID: 1, TID: tid, Name: name, StartUnixNs: s(0), BinMs: 10}
 		for k := 0; k < 9; k++ {
 			b.OnCPUUs, b.RunqUs = append(b.OnCPUUs, on), append(b.RunqUs, 0)
 		}
 		return b
 	}
 	in := AttributionInput{Reqs: rc, Rows: rows, Levels: []string{"c1"},
-		Sched: []ThreadBins{mk(10, "asr-sched", 2000), mk(11, "other", 5000)}, RequestTID: []int64{11, 0}}
+		Sched: []bundle.ThreadBins{mk(10, "asr-sched", 2000), mk(11, "other", 5000)}, RequestTID: []int64{11, 0}}
 	a := Attribute(in)
 	if a.ClockOffsetNs != 50*ms {
 		t.Errorf("clock offset %d, want 50 ms (%s)", a.ClockOffsetNs, a.ClockHow)
@@ -438,7 +438,7 @@ func TestAttributionUnits(t *testing.T) {
 	// A truncated last line is dropped.
 	dir := t.TempDir()
 	good := `{"pid":1,"tid":2,"name":"x","start_unix_ns":5,"bin_ms":10,"oncpu_us":[1,2],"runq_us":[0,0]}` + "\n"
-	if err := os.WriteFile(filepath.Join(dir, SchedBinsFile), []byte(good+`{"pid":1,"tid":3,"na`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, bundle.SchedBinsFile), []byte(good+`{"pid":1,"tid":3,"na`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sched, cuda, _, err := ReadThreadBins(dir)
@@ -539,11 +539,11 @@ func benchInput(n int) AttributionInput {
 		rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, t0+325*ms)
 	}
 	nb := (n*5 + 400) / 10
-	th := ThreadBins{PID: 1, TID: 2, Name: "asr-sched", StartUnixNs: start - 10*ms, BinMs: 10}
+	th := bundle.ThreadBins{PID: 1, TID: 2, Name: "asr-sched", StartUnixNs: start - 10*ms, BinMs: 10}
 	for k := 0; k < nb; k++ {
-		th.OnCPUUs, th.RunqUs = append(th.OnCPUUs, float64(6000+k%3000)), append(th.RunqUs, 500)
+		th.OnCPUUs, th.RunqUs = append(th.OnCPUUs, 6000+k%3000), append(th.RunqUs, 500)
 	}
-	return AttributionInput{Reqs: rc, Rows: rows, Levels: []string{"c64"}, Sched: []ThreadBins{th}}
+	return AttributionInput{Reqs: rc, Rows: rows, Levels: []string{"c64"}, Sched: []bundle.ThreadBins{th}}
 }
 
 // BenchmarkAttribute is the attribution of 100,000 requests (one pass,

@@ -2,13 +2,14 @@ package engine
 
 import (
 	"cmp"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Black-box attribution: where each request's client latency went when the
@@ -100,8 +101,8 @@ type BlackBoxInput struct {
 	// Bins are per-thread time bins (sched_bins.jsonl, else
 	// proc_bins.jsonl), CUDA the synchronize time (cuda_bins.jsonl),
 	// GPU NVML's utilization samples; any may be empty.
-	Bins, CUDA []ThreadBins
-	GPU        []GPUSample
+	Bins, CUDA []bundle.ThreadBins
+	GPU        []bundle.GPURecord
 	// GroupGapMs: answers this close are one group (0: DefaultGroupGapMs).
 	GroupGapMs float64
 }
@@ -547,20 +548,20 @@ func shapeOf(l BlackBoxLevel) (string, int) {
 // gpuOver is the busiest GPU's mean NVML utilization (0..1) over the
 // samples whose periods end inside u (merged intervals; a window with no
 // sample takes the first after it).
-func gpuOver(samples []GPUSample, u []interval) (int, float64) {
-	byGPU := map[int][]GPUSample{}
+func gpuOver(samples []bundle.GPURecord, u []interval) (int, float64) {
+	byGPU := map[int][]bundle.GPURecord{}
 	for _, s := range samples {
 		byGPU[s.GPU] = append(byGPU[s.GPU], s)
 	}
 	best, bv := 0, -1.0
 	for g, ss := range byGPU {
-		slices.SortFunc(ss, func(a, b GPUSample) int { return cmp.Compare(a.TsUnixNs, b.TsUnixNs) })
+		slices.SortFunc(ss, func(a, b bundle.GPURecord) int { return cmp.Compare(a.TS, b.TS) })
 		var sum float64
 		var n int
 		for _, iv := range u {
-			i := sort.Search(len(ss), func(i int) bool { return ss[i].TsUnixNs > iv.a })
+			i := sort.Search(len(ss), func(i int) bool { return ss[i].TS > iv.a })
 			took := false
-			for ; i < len(ss) && ss[i].TsUnixNs <= iv.b; i++ {
+			for ; i < len(ss) && ss[i].TS <= iv.b; i++ {
 				sum += ss[i].UtilPct
 				n++
 				took = true

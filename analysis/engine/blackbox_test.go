@@ -1,10 +1,11 @@
 package engine
 
 import (
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // bbReqs builds request columns from rows of (level, sample, start,
@@ -60,11 +61,11 @@ func TestBlackBoxSerial(t *testing.T) {
 		{"c2", "b", 1000, 1005, 1305, 1306},
 	})
 	// one thread on a CPU from 1000 ms to 1400 ms, in 10 ms bins
-	on := make([]float64, 40)
+	on := make([]int, 40)
 	for i := range on {
 		on[i] = 10_000
 	}
-	in.Bins = []ThreadBins{{Level: "c2", Repeat: 1, PID: 7, TID: 8, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: on, RunqUs: make([]float64, 40)}}
+	in.Bins = []bundle.ThreadBins{{Level: "c2", Repeat: 1, PID: 7, TID: 8, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: on, RunqUs: make([]int, 40)}}
 	bb := BlackBox(in)
 	if bb.Solo != SoloLevel || bb.SoloFrom != "c1" {
 		t.Errorf("solo = %q from %q, want the c1 level", bb.Solo, bb.SoloFrom)

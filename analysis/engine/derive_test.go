@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Derive splits the requests over the cores: its rows are those of one

@@ -48,7 +48,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 // Point is an instant of a request's telemetry.

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Evidence the diagnosis (scripts/bottleneck.star) weighs beside the stage

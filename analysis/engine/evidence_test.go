@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/columns"
+	"github.com/asrprof/asrprof/bundle/columns"
 )
 
 const ms = int64(1e6)

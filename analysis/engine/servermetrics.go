@@ -14,15 +14,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/scripts"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The server's own /metrics as evidence (docs/ANALYSIS.md, "The server's
 // own /metrics"): server_metrics.jsonl, which the metrics probe writes
-// (model.ServerMetricsRecord), read under a metrics map that says which
+// (bundle.ServerMetricsRecord), read under a metrics map that says which
 // of the server's metrics plays which role.
 
 // MetricsHistogramRoles are the roles of a server's request-time
@@ -251,9 +250,9 @@ func newGaugeTrack(names []string) *gaugeTrack {
 }
 
 // add takes one line of the file, in file order.
-func (g *gaugeTrack) add(r *model.ServerMetricsRecord) {
+func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 	switch r.Kind {
-	case model.MetricsKindSample:
+	case bundle.MetricsKindSample:
 		if !g.names[r.Name] || r.Value == nil {
 			return
 		}
@@ -262,8 +261,8 @@ func (g *gaugeTrack) add(r *model.ServerMetricsRecord) {
 			m = map[string]float64{}
 			g.cur[r.Name] = m
 		}
-		m[labelKey(r.Labels)] = float64(*r.Value)
-	case model.MetricsKindScrape:
+		m[labelKey(r.Labels.Map)] = float64(*r.Value)
+	case bundle.MetricsKindScrape:
 		for name, m := range g.cur {
 			sum, n := 0.0, 0
 			for _, v := range m {
@@ -318,14 +317,14 @@ func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
 // name_sum and of each name_bucket (by le), each summed over the label
 // sets; observations are scaled to seconds by scale. False when the pass
 // had no observation.
-func HistogramOver(recs []model.ServerMetricsRecord, name string, scale float64) (HistStats, bool) {
+func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64) (HistStats, bool) {
 	var h HistStats
 	var count, sum, inf float64
 	hasCount, hasInf := false, false
 	byLe := map[float64]float64{}
 	for i := range recs {
 		r := &recs[i]
-		if r.Kind != model.MetricsKindPeriod || r.Delta == nil || !strings.HasPrefix(r.Name, name) {
+		if r.Kind != bundle.MetricsKindPeriod || r.Delta == nil || !strings.HasPrefix(r.Name, name) {
 			continue
 		}
 		d := float64(*r.Delta)
@@ -336,7 +335,7 @@ func HistogramOver(recs []model.ServerMetricsRecord, name string, scale float64)
 		case "_sum":
 			sum += d
 		case "_bucket":
-			le, err := parseLe(r.Labels["le"])
+			le, err := parseLe(r.Labels.Map["le"])
 			if err != nil {
 				continue
 			}
@@ -400,15 +399,15 @@ func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
 	seen := map[string]bool{} // the names the file holds (histograms by their family's name)
 	track := newGaugeTrack(gauges)
 	var order []metricsPassKey
-	periods := map[metricsPassKey][]model.ServerMetricsRecord{}
-	_, err := bundle.ReadJSONL(path, func(r model.ServerMetricsRecord) error {
+	periods := map[metricsPassKey][]bundle.ServerMetricsRecord{}
+	_, err := bundle.ReadJSONL(path, func(r bundle.ServerMetricsRecord) error {
 		name := r.Name
 		if base, ok := histogramFamily(name); ok && hist[base] {
 			name = base
 		}
 		seen[name] = true
 		switch r.Kind {
-		case model.MetricsKindPeriod:
+		case bundle.MetricsKindPeriod:
 			k := metricsPassKey{r.Level, r.Repeat, r.Warmup, r.StartUnixNs, r.EndUnixNs}
 			if _, ok := periods[k]; !ok {
 				order = append(order, k)

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/servermetrics"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func near(a, b float64) bool { return a == b || math.Abs(a-b) < 1e-9 }
@@ -83,15 +82,15 @@ func TestMetricsMapOfTheDocs(t *testing.T) {
 }
 
 // period is a period line of a pass: a histogram series' increase.
-func period(name string, labels map[string]string, delta float64) model.ServerMetricsRecord {
-	d := model.MetricValue(delta)
-	return model.ServerMetricsRecord{Kind: model.MetricsKindPeriod, Name: name, Type: "histogram", Labels: labels, Delta: &d}
+func period(name string, labels map[string]string, delta float64) bundle.ServerMetricsRecord {
+	d := bundle.MetricValue(delta)
+	return bundle.ServerMetricsRecord{Kind: bundle.MetricsKindPeriod, Name: name, Type: "histogram", Labels: bundle.MetricLabels{Map: labels}, Delta: &d}
 }
 
 // histPeriods are the period lines of histogram name over a pass whose
 // observations are obs, per label set (engine), over buckets.
-func histPeriods(name string, buckets []float64, obs map[string][]float64) []model.ServerMetricsRecord {
-	var out []model.ServerMetricsRecord
+func histPeriods(name string, buckets []float64, obs map[string][]float64) []bundle.ServerMetricsRecord {
+	var out []bundle.ServerMetricsRecord
 	for eng, vs := range obs {
 		sum := 0.0
 		for _, v := range vs {
@@ -126,7 +125,7 @@ func TestHistogramOver(t *testing.T) {
 	mid = append(mid, period("q_other_count", nil, 99), period("qq_count", nil, 99))
 	for _, tc := range []struct {
 		name  string
-		recs  []model.ServerMetricsRecord
+		recs  []bundle.ServerMetricsRecord
 		scale float64
 		want  HistStats
 		ok    bool
@@ -146,7 +145,7 @@ func TestHistogramOver(t *testing.T) {
 		{"zero count", histPeriods("q", bk, map[string][]float64{"0": {}}), 1, HistStats{}, false},
 		{"no series", nil, 1, HistStats{}, false},
 		// A summary's _sum and _count: the mean, no quantiles.
-		{"no buckets", []model.ServerMetricsRecord{period("q_count", nil, 4), period("q_sum", nil, 2)}, 1,
+		{"no buckets", []bundle.ServerMetricsRecord{period("q_count", nil, 4), period("q_sum", nil, 2)}, 1,
 			HistStats{Count: 4, SumS: 2, MeanS: 0.5, P50S: math.NaN(), P95S: math.NaN()}, true},
 	} {
 		got, ok := HistogramOver(tc.recs, "q", tc.scale)
@@ -170,15 +169,15 @@ func TestHistogramOver(t *testing.T) {
 // scrapes sent inside it.
 func TestGaugeTrack(t *testing.T) {
 	g := newGaugeTrack([]string{"run"})
-	val := func(v float64) *model.MetricValue { x := model.MetricValue(v); return &x }
-	smp := func(ts int64, eng string, v float64) model.ServerMetricsRecord {
-		return model.ServerMetricsRecord{Kind: model.MetricsKindSample, TsUnixNs: ts, Name: "run", Labels: map[string]string{"engine": eng}, Value: val(v)}
+	val := func(v float64) *bundle.MetricValue { x := bundle.MetricValue(v); return &x }
+	smp := func(ts int64, eng string, v float64) bundle.ServerMetricsRecord {
+		return bundle.ServerMetricsRecord{Kind: bundle.MetricsKindSample, TsUnixNs: ts, Name: "run", Labels: bundle.MetricLabels{Map: map[string]string{"engine": eng}}, Value: val(v)}
 	}
-	scr := func(ts int64) model.ServerMetricsRecord {
-		return model.ServerMetricsRecord{Kind: model.MetricsKindScrape, TsUnixNs: ts}
+	scr := func(ts int64) bundle.ServerMetricsRecord {
+		return bundle.ServerMetricsRecord{Kind: bundle.MetricsKindScrape, TsUnixNs: ts}
 	}
-	other := model.ServerMetricsRecord{Kind: model.MetricsKindSample, TsUnixNs: 10, Name: "other", Value: val(100)}
-	for _, r := range []model.ServerMetricsRecord{
+	other := bundle.ServerMetricsRecord{Kind: bundle.MetricsKindSample, TsUnixNs: 10, Name: "other", Value: val(100)}
+	for _, r := range []bundle.ServerMetricsRecord{
 		smp(10, "0", 1), smp(10, "1", 0), other, scr(10), // 1
 		smp(20, "0", 2), scr(20), // 2 (engine 1 unchanged)
 		smp(30, "1", 2), scr(30), // 4

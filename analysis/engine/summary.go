@@ -4,9 +4,9 @@ import (
 	"math"
 	"slices"
 
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // Stages the summary adds to a preset's:

@@ -3,9 +3,7 @@ package engine
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"math"
 	"regexp"
@@ -13,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // The run's validity checks (docs/VALIDITY.md): what a capture says about
@@ -154,40 +152,17 @@ type ValidityInput struct {
 	// knee_threshold option): throughput rising less than this share
 	// from one level to the next.
 	KneeThreshold float64
-	GPU           []GPUSample // NVML utilization samples (nil: no gpu probe)
+	GPU           []bundle.GPURecord // NVML utilization samples (ReadGPUUtil; nil: no gpu probe)
 	// GPUProcs are NVML's per-process samples, the target's and others'
 	// (gpu.jsonl's kind proc).
-	GPUProcs []GPUProcSample
+	GPUProcs []bundle.GPURecord // gpu.jsonl's per-process samples (ReadGPUProcs)
 }
 
-// GPUProcSample is one NVML per-process utilization sample (gpu.jsonl,
-// kind proc); Other: a process outside the target's tree.
-type GPUProcSample struct {
-	TsUnixNs int64   `json:"ts_unix_ns"`
-	GPU      int     `json:"gpu"`
-	PID      int     `json:"pid"`
-	SMPct    float64 `json:"sm_pct"`
-	Other    bool    `json:"other"`
-}
-
-// ReadGPUProcs reads the per-process samples of gpu.jsonl at path (nil,
-// nil when there is no such file).
-func ReadGPUProcs(path string) ([]GPUProcSample, error) {
-	type line struct {
-		GPUProcSample
-		Kind string `json:"kind"`
-	}
-	var out []GPUProcSample
-	_, err := bundle.ReadJSONL(path, func(l line) error {
-		if l.Kind == "proc" {
-			out = append(out, l.GPUProcSample)
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return out, err
+// ReadGPUProcs reads the per-process samples (kind proc) of gpu.jsonl at
+// path (absent: none).
+func ReadGPUProcs(path string) ([]bundle.GPURecord, error) {
+	all, err := bundle.ReadAll[bundle.GPURecord](path)
+	return slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUProc == nil }), err
 }
 
 // Finding is one check that fired.
@@ -214,13 +189,9 @@ type FailureCause struct {
 }
 
 // Interval is an estimate with its confidence interval (Lo = Hi =
-// Value when there is nothing to vary; Lo, Hi NaN when it cannot be had).
-type Interval struct {
-	Value float64 `json:"value"`
-	Lo    float64 `json:"lo"`
-	Hi    float64 `json:"hi"`
-	N     int     `json:"n"` // what it stands on: passes (req/s) or requests
-}
+// Value when there is nothing to vary; Lo, Hi NaN when it cannot be had);
+// N is what it stands on: passes (req/s) or requests.
+type Interval = bundle.Estimate
 
 // LevelIntervals are a scored level's intervals.
 type LevelIntervals struct {
@@ -917,8 +888,8 @@ func (c *checker) cotenants() {
 	for _, g := range c.in.GPU {
 		// NVML's utilization is over the sample period before TS: one
 		// sample is idle when its timestamp is outside every request
-		lv, ok := inPass(g.TsUnixNs)
-		if ok && !inFlight(g.TsUnixNs) {
+		lv, ok := inPass(g.TS)
+		if ok && !inFlight(g.TS) {
 			idle[lv] = append(idle[lv], g.UtilPct)
 		}
 	}
@@ -959,11 +930,11 @@ func (c *checker) otherProcesses() {
 	busy := map[key][]float64{}
 	var pids []int
 	for _, p := range c.in.GPUProcs {
-		lv := inPass(p.TsUnixNs)
-		if !p.Other || lv == "" || p.SMPct < CoTenantSMPct {
+		lv := inPass(p.TS)
+		if !p.Other || lv == "" || float64(p.SMPct) < CoTenantSMPct {
 			continue
 		}
-		busy[key{lv, p.PID}] = append(busy[key{lv, p.PID}], p.SMPct)
+		busy[key{lv, p.PID}] = append(busy[key{lv, p.PID}], float64(p.SMPct))
 		if !slices.Contains(pids, p.PID) {
 			pids = append(pids, p.PID)
 		}
@@ -1041,18 +1012,3 @@ func (c *checker) overload() {
 	}
 }
 
-// MarshalJSON writes an interval that cannot be had (NaN) as nulls.
-func (iv Interval) MarshalJSON() ([]byte, error) {
-	num := func(x float64) any {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil
-		}
-		return x
-	}
-	return json.Marshal(struct {
-		Value any `json:"value"`
-		Lo    any `json:"lo"`
-		Hi    any `json:"hi"`
-		N     int `json:"n"`
-	}{num(iv.Value), num(iv.Lo), num(iv.Hi), iv.N})
-}

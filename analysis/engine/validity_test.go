@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
 	"strings"
@@ -245,10 +246,10 @@ func TestValidityGPUCoTenant(t *testing.T) {
 		}
 	}
 	first, last := in.Levels[0].StartUnixNs, in.Levels[len(in.Levels)-1].EndUnixNs
-	util := func(busy float64) []GPUSample {
-		var out []GPUSample
+	util := func(busy float64) []bundle.GPURecord {
+		var out []bundle.GPURecord
 		for ts := first; ts < last+2e9; ts += 1e8 {
-			out = append(out, GPUSample{TsUnixNs: ts, UtilPct: busy})
+			out = append(out, bundle.GPURecord{GPUHead: bundle.GPUHead{TS: ts, Kind: bundle.GPUKindUtil}, GPUUtil: &bundle.GPUUtil{UtilPct: busy}})
 		}
 		return out
 	}
@@ -281,18 +282,21 @@ func TestValidityGPUOtherProcess(t *testing.T) {
 		}
 		return 0
 	}
-	target := GPUProcSample{TsUnixNs: at("c1", 10), PID: 10, SMPct: 60}
-	other := func(level string, sm float64) []GPUProcSample {
-		return []GPUProcSample{{TsUnixNs: at(level, 20), PID: 99, SMPct: sm, Other: true}, {TsUnixNs: at(level, 40), PID: 99, SMPct: sm, Other: true}}
+	proc := func(ts int64, pid int, sm uint32, other bool) bundle.GPURecord {
+		return bundle.GPURecord{GPUHead: bundle.GPUHead{TS: ts, Kind: bundle.GPUKindProc}, GPUProc: &bundle.GPUProc{PID: pid, SMPct: sm, Other: other}}
+	}
+	target := proc(at("c1", 10), 10, 60, false)
+	other := func(level string, sm uint32) []bundle.GPURecord {
+		return []bundle.GPURecord{proc(at(level, 20), 99, sm, true), proc(at(level, 40), 99, sm, true)}
 	}
 	for _, tc := range []struct {
 		name     string
-		procs    []GPUProcSample
+		procs    []bundle.GPURecord
 		level    string // where it fires ("" for nowhere)
 		severity string
 	}{
-		{"co-tenant at c4", append([]GPUProcSample{target}, other("c4", 80)...), "c4", SeverityWarn},
-		{"an idle other process", append([]GPUProcSample{target}, other("c4", 0)...), "", ""},
+		{"co-tenant at c4", append([]bundle.GPURecord{target}, other("c4", 80)...), "c4", SeverityWarn},
+		{"an idle other process", append([]bundle.GPURecord{target}, other("c4", 0)...), "", ""},
 		{"pids of another namespace", other("c4", 80), "", SeverityNote},
 	} {
 		in.GPUProcs = tc.procs

@@ -4,9 +4,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // The span attributes that name the worker of a request behind a router

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	mrand "math/rand/v2"
 	"sort"
@@ -194,7 +195,7 @@ type Pass struct {
 	Done    int       // requests finished (len(Records) unless DropRecords)
 	// Fidelity is how closely an open loop's sends kept their schedule
 	// (nil for a closed loop).
-	Fidelity *Fidelity
+	Fidelity *bundle.Fidelity
 	// SelfCheck is whether the driver kept up (selfcheck.go).
 	SelfCheck *SelfCheck
 }

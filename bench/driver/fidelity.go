@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"sort"
 	"strings"
 	"time"
@@ -18,27 +19,14 @@ const (
 	FidelityMaxLimit = 50 * time.Millisecond // worst send lag
 )
 
-// Fidelity is how closely an open-loop pass kept its schedule: the lag of
-// each request's send (the driver handing it to the protocol client, just
-// before its first byte is written) behind its intended time, on the
-// monotonic clock.
-type Fidelity struct {
-	Requests    int     `json:"requests"`
-	SendLagP50S float64 `json:"send_lag_p50_s"`
-	SendLagP99S float64 `json:"send_lag_p99_s"`
-	SendLagMaxS float64 `json:"send_lag_max_s"`
-	// Lost says which limit the pass broke (empty: fidelity kept).
-	Lost []string `json:"lost,omitempty"`
-}
-
 // NewFidelity summarises send lags in seconds (it sorts lags); nil when
 // there are none.
-func NewFidelity(lags []float64) *Fidelity {
+func NewFidelity(lags []float64) *bundle.Fidelity {
 	if len(lags) == 0 {
 		return nil
 	}
 	sort.Float64s(lags)
-	f := &Fidelity{
+	f := &bundle.Fidelity{
 		Requests:    len(lags),
 		SendLagP50S: stats.PercentileSorted(lags, 50),
 		SendLagP99S: stats.PercentileSorted(lags, 99),
@@ -49,8 +37,9 @@ func NewFidelity(lags []float64) *Fidelity {
 	return f
 }
 
-// String is the line a capture prints at the end of an open-loop pass.
-func (f *Fidelity) String() string {
+// FidelityLine is the line a capture prints at the end of an open-loop
+// pass.
+func FidelityLine(f *bundle.Fidelity) string {
 	s := fmt.Sprintf("schedule fidelity: send lag p50 %s, p99 %s, max %s over %d requests",
 		ms(f.SendLagP50S), ms(f.SendLagP99S), ms(f.SendLagMaxS), f.Requests)
 	if len(f.Lost) > 0 {

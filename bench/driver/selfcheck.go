@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"runtime/metrics"
@@ -195,7 +196,7 @@ type selfCheckInput struct {
 	open     bool
 	requests int
 	wallS    float64
-	fidelity *Fidelity
+	fidelity *bundle.Fidelity
 	lags     []float64 // open loop: send lags (sorted by NewFidelity)
 	gaps     []float64 // closed loop: slot gaps
 	stalls   []float64 // realtime: each session's ReadStallMax

@@ -14,12 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // readJSONInto decodes the JSON file at path into v (the tests' one reader).
@@ -130,8 +128,8 @@ func TestFindMaxCLI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(out, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(out, bundle.SearchFile), &sr)
 	var path []string
 	for _, p := range sr.Probes {
 		path = append(path, fmt.Sprintf("%s:%v", p.Level, p.Pass))
@@ -205,8 +203,8 @@ func TestFindMaxRefserver(t *testing.T) {
 		t.Fatalf("search: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	t.Logf("search:\n%s", stdout)
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(search, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(search, bundle.SearchFile), &sr)
 
 	code, stdout, stderr = sw.code, sw.stdout, sw.stderr
 	if code != exitOK {
@@ -280,8 +278,8 @@ func TestSensitivityRefserver(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	t.Logf("%s", stdout)
-	var rep runbook.SensitivityReport
-	readJSONInto(t, filepath.Join(out, runbook.SensitivityFile), &rep)
+	var rep bundle.SensitivityReport
+	readJSONInto(t, filepath.Join(out, bundle.SensitivityFile), &rep)
 	o := rep.Overall
 	if o.N != 2 || len(rep.Runs) != 4 {
 		t.Fatalf("cycles %d, runs %d: %+v", o.N, len(rep.Runs), rep)
@@ -357,8 +355,8 @@ func TestFindMaxOpenLoopCLI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sr capture.SearchResult
-	readJSONInto(t, filepath.Join(out, capture.SearchFile), &sr)
+	var sr bundle.SearchResult
+	readJSONInto(t, filepath.Join(out, bundle.SearchFile), &sr)
 	var path []string
 	for _, p := range sr.Probes {
 		path = append(path, p.Level)
@@ -392,10 +390,10 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 	if !slices.Contains(before["c32"], "host-bound decode") {
 		t.Fatalf("the fixture's c32 causes %v lack host-bound decode", before["c32"])
 	}
-	rep := runbook.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
-		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: runbook.Estimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
+	rep := bundle.SensitivityReport{Kind: "gpu-clocks", Method: "nvml locked clocks", Level: "c32", Allotments: []float64{1, 0.5},
+		Cycles: 3, Confidence: 0.95, Verdict: "GPU-bound", Overall: bundle.SensitivityEstimate{Name: "throughput", Value: 0.9, Lo: 0.8, Hi: 1, N: 3}}
 	b, _ := json.Marshal(rep)
-	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), runbook.SensitivityFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), bundle.SensitivityFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, text := verdicts(t, dir)

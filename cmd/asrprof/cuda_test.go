@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/probe/cuda"
 	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // stubCUDA builds probe/cuda/testdata/stub.c, the stand-in CUDA driver, as
@@ -63,14 +63,14 @@ func TestCaptureCUDABins(t *testing.T) {
 		t.Fatalf("probes %v, want sched and cuda on\n%s", b.Manifest.Extra["probes"], stderr)
 	}
 	starts := map[string]int64{} // pass → bin 0 of its sched bins
-	if _, err := bundle.ReadJSONL(b.Path(bundle.SchedBinsFile), func(r sched.BinsRecord) error {
+	if _, err := bundle.ReadJSONL(b.Path(bundle.SchedBinsFile), func(r bundle.ThreadBins) error {
 		starts[fmt.Sprint(r.Level, r.Repeat, r.Warmup)] = r.StartUnixNs
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	syncUs, lines := 0, 0
-	if _, err := bundle.ReadJSONL(b.Path(cuda.BinsFile), func(r cuda.BinsRecord) error {
+	if _, err := bundle.ReadJSONL(b.Path(cuda.BinsFile), func(r bundle.ThreadBins) error {
 		lines++
 		if r.Name != "asr-sched" {
 			t.Errorf("%s: a line for thread %q, want only asr-sched (no other thread synchronizes)", cuda.BinsFile, r.Name)

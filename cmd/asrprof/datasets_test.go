@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/datasettest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // rowsFor makes n samples, each with audio of its own and a transcript the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func readJSON[T any](t *testing.T, path string) T {
 // per-sample texts again.
 func checkDiarizeFiles(t *testing.T, dir, results, speed string, n int, stream bool) {
 	t.Helper()
-	res := readJSON[diarize.ResultsJSON](t, filepath.Join(dir, results))
+	res := readJSON[bundle.DiarizeResults](t, filepath.Join(dir, results))
 	if res.Config.ModelPath != refDiarizeModel {
 		t.Errorf("%s: model_path %q, want %q", results, res.Config.ModelPath, refDiarizeModel)
 	}
@@ -45,7 +46,7 @@ const refDiarizeModel = "pocketsphinx-en-us-diarize"
 
 func checkDiarizeScores(t *testing.T, dir, results, speed string, n int, stream bool) {
 	t.Helper()
-	res := readJSON[diarize.ResultsJSON](t, filepath.Join(dir, results))
+	res := readJSON[bundle.DiarizeResults](t, filepath.Join(dir, results))
 	raw := readJSON[map[string]json.RawMessage](t, filepath.Join(dir, results))
 	var pct map[string]any
 	if err := json.Unmarshal(raw["diarization_metrics_percent"], &pct); err != nil {
@@ -86,7 +87,7 @@ func checkDiarizeScores(t *testing.T, dir, results, speed string, n int, stream 
 	if math.Abs(*again.DER-*m.DER) > 1e-12 || math.Abs(*again.CPCER-*m.CPCER) > 1e-12 || math.Abs(*again.CER-*m.CER) > 1e-12 {
 		t.Errorf("%s: corpus figures differ from the per-sample texts scored again", results)
 	}
-	sp := readJSON[diarize.SpeedJSON](t, filepath.Join(dir, speed))
+	sp := readJSON[bundle.DiarizeSpeedResults](t, filepath.Join(dir, speed))
 	if sp.SchemaVersion != 1 || sp.Config.TimingScope != "asr_requests_only" || sp.Speed.CompletedRequests != n ||
 		sp.Speed.FailedRequests != 0 || sp.Speed.ThroughputQPS == nil || sp.Speed.LatencyP95S == nil || sp.Config.WallClockS <= 0 {
 		t.Errorf("%s: %+v", speed, sp)
@@ -114,7 +115,7 @@ func TestCaptureTranscribeDiarize(t *testing.T) {
 	if !strings.Contains(stderr, "transcribe-diarize c2 repeat 1: CER ") {
 		t.Errorf("no diarization line on stderr:\n%s", stderr)
 	}
-	checkDiarizeFiles(t, out, diarize.ResultsFile, diarize.SpeedFile, 2, false)
+	checkDiarizeFiles(t, out, bundle.DiarizeResultsFile, bundle.DiarizeSpeedFile, 2, false)
 
 	out = filepath.Join(t.TempDir(), "stream")
 	code, stdout, stderr = runCLI(diarizeCapture(srv.URL, ds, out, "--protocol", "openai-stream",
@@ -126,8 +127,8 @@ func TestCaptureTranscribeDiarize(t *testing.T) {
 		checkDiarizeFiles(t, out, "transcribe_diarize_results."+lv+".r1.json",
 			"transcribe_diarize_speed_results."+lv+".r1.json", 1, true)
 	}
-	if _, err := os.Stat(filepath.Join(out, diarize.ResultsFile)); err == nil {
-		t.Errorf("two passes wrote %s too", diarize.ResultsFile)
+	if _, err := os.Stat(filepath.Join(out, bundle.DiarizeResultsFile)); err == nil {
+		t.Errorf("two passes wrote %s too", bundle.DiarizeResultsFile)
 	}
 
 	// Without --model the task sends MOSS-Transcribe-Diarize's model name,
@@ -138,7 +139,7 @@ func TestCaptureTranscribeDiarize(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("plain text: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	res := readJSON[diarize.ResultsJSON](t, filepath.Join(out, diarize.ResultsFile))
+	res := readJSON[bundle.DiarizeResults](t, filepath.Join(out, bundle.DiarizeResultsFile))
 	m := res.DiarizationMetrics
 	if res.Config.ModelPath != protocol.DiarizeModel || m.DER != nil || m.DERSkippedNoPredSegs != 1 || m.DERSkipped != 1 ||
 		m.CPCER == nil || m.CER == nil || res.PerSample[0].DERInvalidReason == nil || *res.PerSample[0].DERInvalidReason != diarize.ReasonNoPredSegs {

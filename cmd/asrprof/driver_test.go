@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // TestCaptureOneFileManyTimes runs `asrprof capture` the way `make bench`

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 var update = flag.Bool("update", false, "rewrite the CLI goldens in testdata/ (testdata/NAME.stdout, .stderr)")

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // --gpu-corunner: where torch has no CUDA (this machine: Debian's CPU
@@ -32,7 +31,7 @@ func TestGPUCoRunnerCLI(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
-		var rep runbook.GPUCoRunnerReport
+		var rep bundle.GPUCoRunnerReport
 		b, err := os.ReadFile(filepath.Join(out, "run-1", bundle.GPUCoRunnerFile))
 		if err != nil {
 			t.Fatal(err)

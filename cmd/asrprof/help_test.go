@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/asrprof/asrprof/capture"
-	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/option"
 )
 
 // helpOf is a command's --help, which must exit 0 and print to stdout only.

@@ -17,9 +17,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Exit codes; exitStatuses (help.go) says what each means, in --help.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // TestProbesOnlyDeadPID: `asrprof capture --probes-only --pid N` for a

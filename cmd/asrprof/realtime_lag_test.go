@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/internal/fakeasr"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 // A realtime capture keeps every session's update lags over session time

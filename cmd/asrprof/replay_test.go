@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // writeTrace writes a trace file named name with body and returns its path.

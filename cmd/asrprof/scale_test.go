@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/probe/sched"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // twoHosts makes two network namespaces joined by a veth pair, each
@@ -205,7 +204,7 @@ func TestScaleTwoHosts(t *testing.T) {
 	// The agent's probe data, at the bundle's root, per pass of the driver.
 	passes, threads := map[string]bool{}, map[string]bool{}
 	serverCPU := 0.0
-	if _, err := bundle.ReadJSONL(b.Path(bundle.SchedFile), func(r sched.Record) error {
+	if _, err := bundle.ReadJSONL(b.Path(bundle.SchedFile), func(r bundle.SchedRecord) error {
 		passes[r.Level] = true
 		threads[r.Name] = true
 		if r.PID == ref.cmd.Process.Pid || isChild(r.PID, ref.cmd.Process.Pid) {

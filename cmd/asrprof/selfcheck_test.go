@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/bench/driver"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/scripts"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // selfCheckCapture runs `asrprof capture` as its own process against srv,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ var sensServers = []sensServer{
 
 // runSensitivity runs `asrprof sensitivity` with its default allotments,
 // cycles and 100 % against srv, with the extra flags.
-func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (runbook.SensitivityReport, string, string, string) {
+func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (bundle.SensitivityReport, string, string, string) {
 	t.Helper()
 	port := fakeasr.FreePort(t)
 	o := srv.opts
@@ -50,8 +51,8 @@ func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (runbook.S
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var rep runbook.SensitivityReport
-	readJSONInto(t, filepath.Join(out, runbook.SensitivityFile), &rep)
+	var rep bundle.SensitivityReport
+	readJSONInto(t, filepath.Join(out, bundle.SensitivityFile), &rep)
 	return rep, stdout, stderr, out
 }
 
@@ -82,8 +83,8 @@ func TestSensitivityDefaultsCLI(t *testing.T) {
 				if method != "auto" {
 					extra = []string{"--cpu-method", method}
 				}
-				var rep runbook.SensitivityReport
-				var o runbook.Estimate
+				var rep bundle.SensitivityReport
+				var o bundle.SensitivityEstimate
 				for attempt := 1; ; attempt++ {
 					var stdout, stderr, out string
 					rep, stdout, stderr, out = runSensitivityCLI(t, srv, extra...)
@@ -135,7 +136,7 @@ func TestSensitivityDefaultsCLI(t *testing.T) {
 // checkSensitivityOutput: the answer comes first, says what 100 % is and
 // what the slope is against; stderr has a line per run; the tables and
 // runbook.json keep the allotments apart.
-func checkSensitivityOutput(t *testing.T, rep runbook.SensitivityReport, stdout, stderr, out string) {
+func checkSensitivityOutput(t *testing.T, rep bundle.SensitivityReport, stdout, stderr, out string) {
 	t.Helper()
 	first, _, _ := strings.Cut(stdout, "\n")
 	if !strings.HasPrefix(first, "CPU sensitivity at c") || !strings.Contains(first, rep.Verdict) || !strings.Contains(first, "against "+rep.Against) {

@@ -22,11 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // syncBuf is a bytes.Buffer safe for a process's output and the test.

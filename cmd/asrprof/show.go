@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 
 	"github.com/asrprof/asrprof/analysis"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/table"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/bundletest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // validityCase is a reference plainserver set up with one trap of

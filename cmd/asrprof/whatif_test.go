@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // whatIfFake is the fake server of the what-if tests: every request
@@ -42,9 +42,9 @@ func whatIfArgs(out string, extra ...string) []string {
 	return append([]string{"--out", out, "--order", "AB", "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
 }
 
-func readWhatIf(t *testing.T, out string) runbook.WhatIfReport {
+func readWhatIf(t *testing.T, out string) bundle.WhatIfReport {
 	t.Helper()
-	var rep runbook.WhatIfReport
+	var rep bundle.WhatIfReport
 	b, err := os.ReadFile(filepath.Join(out, bundle.WhatIfFile))
 	if err != nil {
 		t.Fatal(err)

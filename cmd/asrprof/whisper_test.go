@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/refserver/refservertest"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // requireTorch skips where Debian's python3-torch is missing, and fails

@@ -8,16 +8,16 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // BinsFile is the bundle file of the per-thread time inside the driver's
-// blocking calls: one BinsRecord per thread and pass.
+// blocking calls: one bundle.ThreadBins per thread and pass.
 const BinsFile = bundle.CUDABinsFile
 
 // DefaultSyncSymbols are the driver functions timed when
@@ -34,24 +34,6 @@ var DefaultSyncSymbols = []string{
 	"cuEventSynchronize",
 	"cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds",
 	"cuMemcpy", "cuMemcpy_ptds",
-}
-
-// BinsRecord is one line of cuda_bins.jsonl: one thread over one pass, in
-// bins of bins.BinMs (sched.BinMs: the two files' bins of one pass line
-// up). Bin i covers [StartUnixNs + i·BinMs, StartUnixNs + (i+1)·BinMs),
-// all bins whole, as in sched_bins.jsonl (the same start for the same
-// pass). SyncUs[i] is the microseconds of bin i that the thread
-// spent inside one of the timed blocking calls (Config.SyncSymbols),
-// spinning or asleep; a call made inside another counts once.
-type BinsRecord struct {
-	bins.Head
-	// SyncUs has ceil(pass wall / BinMs) bins (at most bins.MaxPassBins).
-	SyncUs []int `json:"sync_us"`
-	// DroppedEvents is how many calls the pass lost (ring buffer or the
-	// in-progress map full, over bins.MaxBinThreads or
-	// bins.MaxPassBins), over all
-	// threads; 0 normally.
-	DroppedEvents uint64 `json:"dropped_events"`
 }
 
 const commLen = 16
@@ -141,7 +123,8 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 			return errors.Join(append(errs, err)...)
 		}
 		t := out[tid]
-		r := BinsRecord{Head: ps.Head(per, int(t.Meta.tgid), tid, bpf.Comm(t.Meta.comm[:])), SyncUs: t.Arrays(ps.N)[0], DroppedEvents: dropped}
+		r := ps.Head(per, int(t.Meta.tgid), tid, bpf.Comm(t.Meta.comm[:]))
+		r.SyncUs, r.DroppedEvents = t.Arrays(ps.N)[0], dropped
 		delete(out, tid)
 		if err := p.out.Append(BinsFile, r); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)

@@ -20,12 +20,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the bundle file the probe appends to.
@@ -66,21 +66,6 @@ type Config struct {
 	// Refresh is how often the watched processes and their libraries are
 	// updated from the target's process tree (DefaultRefresh when zero).
 	Refresh time.Duration
-}
-
-// Record is one line of cuda.jsonl: the calls of one function by one
-// thread over one period.
-type Record struct {
-	Level   string  `json:"level"`
-	Repeat  int     `json:"repeat"`
-	Warmup  bool    `json:"warmup"`
-	PID     int     `json:"pid"`
-	TID     int     `json:"tid"`
-	Name    string  `json:"name"`
-	Symbol  string  `json:"symbol"`
-	Calls   uint64  `json:"calls"`
-	PerSec  float64 `json:"per_s"`
-	WallSec float64 `json:"wall_s"`
 }
 
 // Probe counts CUDA driver calls per thread with uprobes. Create it with
@@ -371,7 +356,7 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 
 // records returns the records of the calls made between snapshots b and
 // a, in pid, tid, symbol order; counters that did not move are left out.
-func records(a, b snapshot, symbols []string, per probe.Period) []Record {
+func records(a, b snapshot, symbols []string, per probe.Period) []bundle.CUDARecord {
 	wall := a.at.Sub(b.at).Seconds()
 	keys := make([]callKey, 0, len(a.calls))
 	for k, n := range a.calls {
@@ -382,9 +367,9 @@ func records(a, b snapshot, symbols []string, per probe.Period) []Record {
 	slices.SortFunc(keys, func(x, y callKey) int {
 		return cmp.Or(cmp.Compare(x.tgid, y.tgid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.sym, y.sym))
 	})
-	out := make([]Record, 0, len(keys))
+	out := make([]bundle.CUDARecord, 0, len(keys))
 	for _, k := range keys {
-		r := Record{
+		r := bundle.CUDARecord{
 			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
 			PID: int(k.tgid), TID: int(k.tid), Name: a.comm[k],
 			Calls: a.calls[k] - b.calls[k], WallSec: wall,
@@ -411,8 +396,8 @@ func (p *Probe) Begin(per probe.Period) {
 	}
 }
 
-// End appends one Record per thread and function called since Begin (or
-// the previous End) to cuda.jsonl and one BinsRecord per thread that was
+// End appends one bundle.CUDARecord per thread and function called since Begin (or
+// the previous End) to cuda.jsonl and one bundle.ThreadBins per thread that was
 // inside a blocking call in the pass to cuda_bins.jsonl, then forgets
 // threads that have exited. The bins end at per.EndUnixNs (now when
 // zero); End waits until their last one is over (up to 10 ms). The

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"io"
 	"os"
 	"os/exec"
@@ -52,7 +53,7 @@ func TestRecords(t *testing.T) {
 		comm:  map[callKey]string{{1, 2, 0}: "w", {1, 2, 1}: "w"},
 	}
 	got := records(a, b, DefaultSymbols, probe.Period{Level: "c4", Repeat: 3})
-	want := []Record{
+	want := []bundle.CUDARecord{
 		{Level: "c4", Repeat: 3, PID: 1, TID: 2, Name: "w", Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10, WallSec: 2},
 		{Level: "c4", Repeat: 3, PID: 1, TID: 2, Name: "w", Symbol: "cuLaunchKernelEx", Calls: 4, PerSec: 2, WallSec: 2},
 	}
@@ -200,7 +201,7 @@ func TestCountsExactly(t *testing.T) {
 	if err := p.End(context.Background(), per); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.CUDARecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestCountsExactly(t *testing.T) {
 		tid    int
 		symbol string
 	}
-	got := make(map[key]Record)
+	got := make(map[key]bundle.CUDARecord)
 	for _, r := range recs {
 		t.Logf("%+v", r)
 		if r.PID != a.pid || r.Level != "c2" || r.Repeat != 1 || r.Warmup || r.WallSec <= 0 {

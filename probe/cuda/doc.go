@@ -10,7 +10,7 @@
 // calls/wall_s; wall_s is the time between the Begin and End reads.
 //
 // Time inside blocking calls: for each thread that spent any time in one
-// in the pass, End also appends one BinsRecord to cuda_bins.jsonl
+// in the pass, End also appends one bundle.ThreadBins to cuda_bins.jsonl
 // (BinsFile), in the sched probe's 10 ms bins of the pass (the same
 // start_unix_ns for the same pass, so the two files' bins line up):
 //

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -132,7 +133,7 @@ func TestSyncBins(t *testing.T) {
 	if err := p.End(context.Background(), per); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	recs, err := probetest.Decode[BinsRecord](sink, BinsFile)
+	recs, err := probetest.Decode[bundle.ThreadBins](sink, BinsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestSyncBins(t *testing.T) {
 	if err := p.End(context.Background(), per3); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	recs, err = probetest.Decode[BinsRecord](sink, BinsFile)
+	recs, err = probetest.Decode[bundle.ThreadBins](sink, BinsFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the bundle file the probe appends to.
@@ -151,7 +151,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 				lastUtil: startUs, lastPower: startUs, lastProc: startUs}
 			if g.info.GPM {
 				if err := allocGPM(lib, g); err != nil {
-					g.off[KindGPM] = true
+					g.off[bundle.GPUKindGPM] = true
 				}
 			}
 			o.gpus = append(o.gpus, g)
@@ -167,8 +167,8 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	}
 	now := time.Now().UnixNano()
 	for _, g := range res.gpus {
-		rec := &DeviceRecord{Head: Head{TS: now, GPU: g.info.Index, Kind: KindDevice},
-			Name: g.info.Name, UUID: g.info.UUID, GPM: g.info.GPM && !g.off[KindGPM], Driver: res.driver}
+		rec := &bundle.GPURecord{GPUHead: bundle.GPUHead{TS: now, GPU: g.info.Index, Kind: bundle.GPUKindDevice}, GPUDevice: &bundle.GPUDevice{
+			Name: g.info.Name, UUID: g.info.UUID, GPM: g.info.GPM && !g.off[bundle.GPUKindGPM], Driver: res.driver}}
 		if err := out.Append(File, rec); err != nil {
 			freeAll(lib, res.gpus)
 			return fmt.Errorf("gpu: %w", err)
@@ -358,7 +358,7 @@ func (p *Probe) pcieLoop(ctx context.Context) {
 				p.count(g, "GetPcieThroughput", r)
 				continue
 			}
-			p.emit(&PCIeRecord{Head: Head{TS: time.Now().UnixNano(), GPU: g.info.Index, Kind: KindPCIe}, TxKiBs: tx, RxKiBs: rx})
+			p.emit(&bundle.GPURecord{GPUHead: bundle.GPUHead{TS: time.Now().UnixNano(), GPU: g.info.Index, Kind: bundle.GPUKindPCIe}, GPUPCIe: &bundle.GPUPCIe{TxKiBs: tx, RxKiBs: rx}})
 		}
 	}
 }
@@ -381,12 +381,11 @@ func (p *Probe) count(g *gpuState, call string, r nvml.Return) {
 }
 
 // emit appends rec to the sink and adds it to the open pass's summary.
-func (p *Probe) emit(rec record) {
-	h := rec.head()
+func (p *Probe) emit(rec *bundle.GPURecord) {
 	p.mu.Lock()
-	if c := p.cur; c != nil && h.TS >= c.start && (c.end == 0 || h.TS <= c.end) {
-		if a := c.acc[h.GPU]; a != nil {
-			rec.accumulate(a)
+	if c := p.cur; c != nil && rec.TS >= c.start && (c.end == 0 || rec.TS <= c.end) {
+		if a := c.acc[rec.GPU]; a != nil {
+			a.add(rec)
 		}
 	}
 	p.stats.Records++
@@ -433,13 +432,13 @@ func (p *Probe) poll(now time.Time) {
 	p.mu.Unlock()
 	pids := p.targetPIDs(now, &p.pidsAt)
 	for _, g := range p.gpus {
-		p.pollSamples(g, KindUtil, nvml.GPU_UTILIZATION_SAMPLES, &g.lastUtil)
-		p.pollSamples(g, KindPower, nvml.TOTAL_POWER_SAMPLES, &g.lastPower)
+		p.pollSamples(g, bundle.GPUKindUtil, nvml.GPU_UTILIZATION_SAMPLES, &g.lastUtil)
+		p.pollSamples(g, bundle.GPUKindPower, nvml.TOTAL_POWER_SAMPLES, &g.lastPower)
 		p.pollState(g)
 		if len(pids) > 0 {
 			p.pollProc(g, pids)
 		}
-		if g.info.GPM && !g.off[KindGPM] {
+		if g.info.GPM && !g.off[bundle.GPUKindGPM] {
 			p.pollGPM(g)
 		}
 	}
@@ -462,7 +461,7 @@ func (p *Probe) pollSamples(g *gpuState, kind string, st nvml.SamplingType, last
 	recs, newest := decodeSamples(g.info.Index, kind, vt, ss, *last)
 	if newest > *last {
 		*last = newest
-		if kind == KindPower {
+		if kind == bundle.GPUKindPower {
 			p.mu.Lock()
 			p.offset.observe(newest, after)
 			p.mu.Unlock()
@@ -475,9 +474,9 @@ func (p *Probe) pollSamples(g *gpuState, kind string, st nvml.SamplingType, last
 
 // decodeSamples turns NVML samples newer than last into records, sorted by
 // time, and returns the newest timestamp. Power comes in milliwatts.
-func decodeSamples(gpu int, kind string, vt nvml.ValueType, ss []nvml.Sample, last uint64) ([]record, uint64) {
+func decodeSamples(gpu int, kind string, vt nvml.ValueType, ss []nvml.Sample, last uint64) ([]*bundle.GPURecord, uint64) {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].TimeStamp < ss[j].TimeStamp })
-	var recs []record
+	var recs []*bundle.GPURecord
 	newest := last
 	for _, s := range ss {
 		if s.TimeStamp <= last || s.TimeStamp == 0 {
@@ -488,13 +487,14 @@ func decodeSamples(gpu int, kind string, vt nvml.ValueType, ss []nvml.Sample, la
 			continue
 		}
 		newest = max(newest, s.TimeStamp)
-		h := Head{TS: usToNs(s.TimeStamp), GPU: gpu, Kind: kind}
+		r := &bundle.GPURecord{GPUHead: bundle.GPUHead{TS: usToNs(s.TimeStamp), GPU: gpu, Kind: kind}}
 		switch kind {
-		case KindUtil:
-			recs = append(recs, &UtilRecord{Head: h, UtilPct: v})
-		case KindPower:
-			recs = append(recs, &PowerRecord{Head: h, PowerW: v / 1000})
+		case bundle.GPUKindUtil:
+			r.GPUUtil = &bundle.GPUUtil{UtilPct: v}
+		case bundle.GPUKindPower:
+			r.GPUPower = &bundle.GPUPower{PowerW: v / 1000}
 		}
+		recs = append(recs, r)
 	}
 	return recs, newest
 }
@@ -502,35 +502,34 @@ func decodeSamples(gpu int, kind string, vt nvml.ValueType, ss []nvml.Sample, la
 // pollState reads memory, clocks, temperature and throttle reasons.
 func (p *Probe) pollState(g *gpuState) {
 	idx := g.info.Index
-	if !g.off[KindMem] {
+	if !g.off[bundle.GPUKindMem] {
 		if m, r := g.dev.GetMemoryInfo(); r == nvml.SUCCESS {
-			p.emit(&MemRecord{Head: Head{TS: time.Now().UnixNano(), GPU: idx, Kind: KindMem},
-				UsedMiB: float64(m.Used) / (1 << 20), TotalMiB: float64(m.Total) / (1 << 20)})
+			p.emit(&bundle.GPURecord{GPUHead: bundle.GPUHead{TS: time.Now().UnixNano(), GPU: idx, Kind: bundle.GPUKindMem}, GPUMem: &bundle.GPUMem{UsedMiB: float64(m.Used) / (1 << 20), TotalMiB: float64(m.Total) / (1 << 20)}})
 		} else {
-			p.callFailed(g, KindMem, "GetMemoryInfo", r)
+			p.callFailed(g, bundle.GPUKindMem, "GetMemoryInfo", r)
 		}
 	}
-	if !g.off[KindClock] {
+	if !g.off[bundle.GPUKindClock] {
 		sm, r1 := g.dev.GetClockInfo(nvml.CLOCK_SM)
 		mem, r2 := g.dev.GetClockInfo(nvml.CLOCK_MEM)
 		if r := cmp.Or(r1, r2); r == nvml.SUCCESS {
-			p.emit(&ClockRecord{Head: Head{TS: time.Now().UnixNano(), GPU: idx, Kind: KindClock}, SMMHz: sm, MemMHz: mem})
+			p.emit(&bundle.GPURecord{GPUHead: bundle.GPUHead{TS: time.Now().UnixNano(), GPU: idx, Kind: bundle.GPUKindClock}, GPUClock: &bundle.GPUClock{SMMHz: sm, MemMHz: mem}})
 		} else {
-			p.callFailed(g, KindClock, "GetClockInfo", r)
+			p.callFailed(g, bundle.GPUKindClock, "GetClockInfo", r)
 		}
 	}
-	if !g.off[KindTemp] {
+	if !g.off[bundle.GPUKindTemp] {
 		if c, r := g.dev.GetTemperature(nvml.TEMPERATURE_GPU); r == nvml.SUCCESS {
-			p.emit(&TempRecord{Head: Head{TS: time.Now().UnixNano(), GPU: idx, Kind: KindTemp}, TempC: c})
+			p.emit(&bundle.GPURecord{GPUHead: bundle.GPUHead{TS: time.Now().UnixNano(), GPU: idx, Kind: bundle.GPUKindTemp}, GPUTemp: &bundle.GPUTemp{TempC: c}})
 		} else {
-			p.callFailed(g, KindTemp, "GetTemperature", r)
+			p.callFailed(g, bundle.GPUKindTemp, "GetTemperature", r)
 		}
 	}
-	if !g.off[KindThrottle] {
+	if !g.off[bundle.GPUKindThrottle] {
 		if m, r := g.dev.GetCurrentClocksEventReasons(); r == nvml.SUCCESS {
-			p.emit(&ThrottleRecord{Head: Head{TS: time.Now().UnixNano(), GPU: idx, Kind: KindThrottle}, Reasons: m, Names: ThrottleNames(m)})
+			p.emit(&bundle.GPURecord{GPUHead: bundle.GPUHead{TS: time.Now().UnixNano(), GPU: idx, Kind: bundle.GPUKindThrottle}, GPUThrottle: &bundle.GPUThrottle{Reasons: m, Names: ThrottleNames(m)}})
 		} else {
-			p.callFailed(g, KindThrottle, "GetCurrentClocksEventReasons", r)
+			p.callFailed(g, bundle.GPUKindThrottle, "GetCurrentClocksEventReasons", r)
 		}
 	}
 }
@@ -539,7 +538,7 @@ func (p *Probe) pollState(g *gpuState) {
 // and emits them: the target's processes', and other processes' marked
 // Other (a co-tenant on the target's GPU; docs/VALIDITY.md).
 func (p *Probe) pollProc(g *gpuState, pids map[int]bool) {
-	if g.off[KindProc] {
+	if g.off[bundle.GPUKindProc] {
 		return
 	}
 	ss, r := g.dev.GetProcessUtilization(g.lastProc)
@@ -547,7 +546,7 @@ func (p *Probe) pollProc(g *gpuState, pids map[int]bool) {
 		return
 	}
 	if r != nvml.SUCCESS {
-		p.callFailed(g, KindProc, "GetProcessUtilization", r)
+		p.callFailed(g, bundle.GPUKindProc, "GetProcessUtilization", r)
 		return
 	}
 	recs, newest := filterProc(g.info.Index, ss, pids, g.lastProc)
@@ -560,23 +559,22 @@ func (p *Probe) pollProc(g *gpuState, pids map[int]bool) {
 // filterProc keeps the samples newer than last, sorted by time, those
 // of processes outside pids marked Other, and returns the newest
 // timestamp of all samples.
-func filterProc(gpu int, ss []nvml.ProcessUtilizationSample, pids map[int]bool, last uint64) ([]record, uint64) {
+func filterProc(gpu int, ss []nvml.ProcessUtilizationSample, pids map[int]bool, last uint64) ([]*bundle.GPURecord, uint64) {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].TimeStamp < ss[j].TimeStamp })
-	var recs []record
+	var recs []*bundle.GPURecord
 	newest := last
 	for _, s := range ss {
 		if s.TimeStamp <= last {
 			continue
 		}
 		newest = max(newest, s.TimeStamp)
-		recs = append(recs, &ProcRecord{Head: Head{TS: usToNs(s.TimeStamp), GPU: gpu, Kind: KindProc},
-			PID: int(s.Pid), SMPct: s.SmUtil, MemPct: s.MemUtil, EncPct: s.EncUtil, DecPct: s.DecUtil,
-			Other: !pids[int(s.Pid)]})
+		recs = append(recs, &bundle.GPURecord{GPUHead: bundle.GPUHead{TS: usToNs(s.TimeStamp), GPU: gpu, Kind: bundle.GPUKindProc}, GPUProc: &bundle.GPUProc{
+			PID: int(s.Pid), SMPct: s.SmUtil, MemPct: s.MemUtil, EncPct: s.EncUtil, DecPct: s.DecUtil, Other: !pids[int(s.Pid)]}})
 	}
 	return recs, newest
 }
 
-// GPM metrics read per window, in the order of GPMRecord's fields.
+// GPM metrics read per window, in the order of bundle.GPUGPM's fields.
 var gpmMetrics = []nvml.GpmMetricId{
 	nvml.GPM_METRIC_SM_UTIL,
 	nvml.GPM_METRIC_SM_OCCUPANCY,
@@ -590,7 +588,7 @@ var gpmMetrics = []nvml.GpmMetricId{
 func (p *Probe) pollGPM(g *gpuState) {
 	if g.gpmAt.IsZero() {
 		if r := g.dev.GpmSampleGet(g.gpm[0]); r != nvml.SUCCESS {
-			p.callFailed(g, KindGPM, "GpmSampleGet", r)
+			p.callFailed(g, bundle.GPUKindGPM, "GpmSampleGet", r)
 			return
 		}
 		g.gpmAt = time.Now()
@@ -600,7 +598,7 @@ func (p *Probe) pollGPM(g *gpuState) {
 		return
 	}
 	if r := g.dev.GpmSampleGet(g.gpm[1]); r != nvml.SUCCESS {
-		p.callFailed(g, KindGPM, "GpmSampleGet", r)
+		p.callFailed(g, bundle.GPUKindGPM, "GpmSampleGet", r)
 		return
 	}
 	at := time.Now()
@@ -613,16 +611,17 @@ func (p *Probe) pollGPM(g *gpuState) {
 	g.gpm[0], g.gpm[1] = g.gpm[1], g.gpm[0]
 	g.gpmAt = at
 	if r != nvml.SUCCESS {
-		p.callFailed(g, KindGPM, "GpmMetricsGet", r)
+		p.callFailed(g, bundle.GPUKindGPM, "GpmMetricsGet", r)
 		return
 	}
 	p.emit(gpmRecord(g.info.Index, at, window, &mg))
 }
 
 // gpmRecord builds a GPM record from GpmMetricsGet's answer.
-func gpmRecord(gpu int, at time.Time, window time.Duration, mg *nvml.GpmMetricsGetType) *GPMRecord {
-	rec := &GPMRecord{Head: Head{TS: at.UnixNano(), GPU: gpu, Kind: KindGPM}, WindowS: window.Seconds()}
-	dst := []**float64{&rec.SMActivePct, &rec.SMOccupancyPct, &rec.TensorActivePct, &rec.DRAMBWPct}
+func gpmRecord(gpu int, at time.Time, window time.Duration, mg *nvml.GpmMetricsGetType) *bundle.GPURecord {
+	m := &bundle.GPUGPM{WindowS: window.Seconds()}
+	rec := &bundle.GPURecord{GPUHead: bundle.GPUHead{TS: at.UnixNano(), GPU: gpu, Kind: bundle.GPUKindGPM}, GPUGPM: m}
+	dst := []**float64{&m.SMActivePct, &m.SMOccupancyPct, &m.TensorActivePct, &m.DRAMBWPct}
 	for i := range gpmMetrics {
 		m := mg.Metrics[i]
 		if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {

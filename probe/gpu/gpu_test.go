@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
 	"sort"
@@ -73,14 +74,14 @@ func TestDecodeSamples(t *testing.T) {
 		{TimeStamp: 1_700_000_000_100_000, SampleValue: le8(100000)}, // == last: already seen
 		{TimeStamp: 1_700_000_000_200_000, SampleValue: le8(150000)},
 	}
-	recs, newest := decodeSamples(3, KindPower, nvml.VALUE_TYPE_UNSIGNED_INT, ss, 1_700_000_000_100_000)
+	recs, newest := decodeSamples(3, bundle.GPUKindPower, nvml.VALUE_TYPE_UNSIGNED_INT, ss, 1_700_000_000_100_000)
 	if newest != 1_700_000_000_300_000 {
 		t.Errorf("newest = %d", newest)
 	}
 	if len(recs) != 2 {
 		t.Fatalf("got %d records, want 2 (the boundary sample is a duplicate)", len(recs))
 	}
-	r0, r1 := recs[0].(*PowerRecord), recs[1].(*PowerRecord)
+	r0, r1 := recs[0], recs[1]
 	if r0.TS != 1_700_000_000_200_000_000 || r0.PowerW != 150 || r0.GPU != 3 || r0.Kind != "power" {
 		t.Errorf("first record %+v, want ts 1700000000200000000 ns, 150 W", *r0)
 	}
@@ -362,7 +363,7 @@ func TestProbeMock(t *testing.T) {
 	t.Run("util µs to ns, no duplicates", func(t *testing.T) {
 		var ts []int64
 		var vals []float64
-		for _, r := range ofKind(recs, 0, KindUtil) {
+		for _, r := range ofKind(recs, 0, bundle.GPUKindUtil) {
 			ts = append(ts, r["ts_unix_ns"].(int64))
 			vals = append(vals, r["util_pct"].(float64))
 		}
@@ -378,7 +379,7 @@ func TestProbeMock(t *testing.T) {
 		if vals[1] != 50 {
 			t.Errorf("util values %v: unsigned value's high bytes not masked", vals)
 		}
-		g1u := ofKind(recs, 1, KindUtil)
+		g1u := ofKind(recs, 1, bundle.GPUKindUtil)
 		if len(g1u) != 1 || g1u[0]["util_pct"].(float64) != 25 {
 			t.Errorf("GPU 1 (double samples) util records %v, want one of 25", g1u)
 		}
@@ -398,14 +399,14 @@ func TestProbeMock(t *testing.T) {
 		}
 	})
 	t.Run("power in watts", func(t *testing.T) {
-		pw := ofKind(recs, 0, KindPower)
+		pw := ofKind(recs, 0, bundle.GPUKindPower)
 		if len(pw) != 2 || pw[0]["power_w"].(float64) != 100 || pw[1]["power_w"].(float64) != 200 {
 			t.Errorf("power records %v, want 100 W and 200 W", pw)
 		}
 	})
 	t.Run("per-process filter", func(t *testing.T) {
 		var pr, other []map[string]any
-		for _, r := range ofKind(recs, 0, KindProc) {
+		for _, r := range ofKind(recs, 0, bundle.GPUKindProc) {
 			if r["other"] == true {
 				other = append(other, r)
 			} else {
@@ -424,7 +425,7 @@ func TestProbeMock(t *testing.T) {
 		}
 	})
 	t.Run("GPM on and off", func(t *testing.T) {
-		gp := ofKind(recs, 0, KindGPM)
+		gp := ofKind(recs, 0, bundle.GPUKindGPM)
 		if len(gp) < 2 {
 			t.Fatalf("GPU 0: %d GPM records, want ≥ 2", len(gp))
 		}
@@ -438,7 +439,7 @@ func TestProbeMock(t *testing.T) {
 		if w := r["window_s"].(float64); w < 0.02 || w > 1 {
 			t.Errorf("window_s %v, want ≥ the 20 ms window", w)
 		}
-		if n := len(ofKind(recs, 1, KindGPM)); n != 0 {
+		if n := len(ofKind(recs, 1, bundle.GPUKindGPM)); n != 0 {
 			t.Errorf("GPU 1 has no GPM but got %d GPM records", n)
 		}
 		g1.mu.Lock()
@@ -447,24 +448,24 @@ func TestProbeMock(t *testing.T) {
 		if gets != 0 {
 			t.Errorf("GpmSampleGet called %d times on a GPU without GPM", gets)
 		}
-		dev := ofKind(recs, 0, KindDevice)
+		dev := ofKind(recs, 0, bundle.GPUKindDevice)
 		if len(dev) != 1 || dev[0]["gpm"] != true || dev[0]["driver"] != "580.95.05" || dev[0]["name"] != "Fake H200" {
 			t.Errorf("device record %v", dev)
 		}
 	})
 	t.Run("state kinds", func(t *testing.T) {
-		for _, k := range []string{KindMem, KindClock, KindTemp, KindThrottle, KindPCIe} {
+		for _, k := range []string{bundle.GPUKindMem, bundle.GPUKindClock, bundle.GPUKindTemp, bundle.GPUKindThrottle, bundle.GPUKindPCIe} {
 			if len(ofKind(recs, 1, k)) == 0 {
 				t.Errorf("no %s records for GPU 1", k)
 			}
 		}
-		th := ofKind(recs, 0, KindThrottle)[0]
+		th := ofKind(recs, 0, bundle.GPUKindThrottle)[0]
 		if names := th["names"].([]any); len(names) != 1 || names[0] != "sw_power_cap" {
 			t.Errorf("throttle record %v", th)
 		}
 	})
 	t.Run("period summary", func(t *testing.T) {
-		per := ofKind(recs, 0, KindPeriod)
+		per := ofKind(recs, 0, bundle.GPUKindPeriod)
 		if len(per) != 1 {
 			t.Fatalf("period records %v, want one", per)
 		}
@@ -489,7 +490,7 @@ func TestProbeMock(t *testing.T) {
 		if _, ok := r["dram_bw_mean"]; ok {
 			t.Errorf("dram_bw_mean present without samples: %v", r)
 		}
-		g1p := ofKind(recs, 1, KindPeriod)
+		g1p := ofKind(recs, 1, bundle.GPUKindPeriod)
 		if len(g1p) != 1 {
 			t.Fatalf("GPU 1 period records %v", g1p)
 		}
@@ -630,13 +631,13 @@ func TestEmptyGPUListMeansAll(t *testing.T) {
 				t.Fatalf("Start: %v", err)
 			}
 			defer p.Stop(context.Background())
-			devs, err := probetest.Decode[DeviceRecord](sink, File)
+			devs, err := probetest.Decode[bundle.GPURecord](sink, File)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []int
 			for _, d := range devs {
-				if d.Kind == KindDevice {
+				if d.Kind == bundle.GPUKindDevice {
 					got = append(got, d.GPU)
 				}
 			}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"github.com/asrprof/asrprof/bundle"
 	"sort"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestGPUReal(t *testing.T) {
 	for _, k := range kinds {
 		t.Logf("%-8s %5d records; first: %s", k, count[k], first[k])
 	}
-	for _, k := range []string{KindDevice, KindUtil, KindPower, KindMem, KindClock, KindPeriod} {
+	for _, k := range []string{bundle.GPUKindDevice, bundle.GPUKindUtil, bundle.GPUKindPower, bundle.GPUKindMem, bundle.GPUKindClock, bundle.GPUKindPeriod} {
 		if count[k] == 0 {
 			t.Errorf("no %s records in 3 s", k)
 		}

@@ -16,13 +16,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
-	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
-// BinsFile is the bundle file of the per-thread time bins: one BinsRecord
+// BinsFile is the bundle file of the per-thread time bins: one bundle.ThreadBins
 // per thread and pass, in the format of sched_bins.jsonl.
 const BinsFile = bundle.ProcBinsFile
 
@@ -54,25 +53,6 @@ const (
 // when its time was spent is unknown. One second covers a process forked
 // just after a tree walk (watch.TreeMaxAge plus the refresh interval).
 const newThreadHorizon = time.Second
-
-// BinsRecord is one line of proc_bins.jsonl: one thread over one pass, in
-// bins of BinMs, read by the same reader as sched_bins.jsonl
-// (sched.BinsRecord). Bin i covers [StartUnixNs + i·BinMs, StartUnixNs +
-// (i+1)·BinMs), all bins whole; OnCPUUs[i] and RunqUs[i] are the
-// microseconds of bin i that the thread spent on a CPU and runnable
-// waiting for one, the rest of the bin off-CPU.
-type BinsRecord struct {
-	bins.Head
-	// The arrays have ceil(pass wall / BinMs) bins (at most
-	// MaxPassDuration's worth).
-	OnCPUUs []int `json:"oncpu_us"`
-	RunqUs  []int `json:"runq_us"`
-	// DroppedEvents is how many thread samples the pass could not bin
-	// (over MaxBinThreads, MaxPassDuration or MaxSampledThreads), over all
-	// threads; 0 normally.
-	DroppedEvents uint64 `json:"dropped_events"`
-	Source        string `json:"source"` // "proc"
-}
 
 // share is one bin's part of an amount that spread divides.
 type share struct {
@@ -558,12 +538,9 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r := BinsRecord{
-			Head: bins.Head{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-				PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: p.cfg.BinMs},
-			DroppedEvents: pass.dropped,
-			Source:        "proc",
-		}
+		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
+			PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: p.cfg.BinMs,
+			DroppedEvents: pass.dropped, Source: "proc"}
 		r.OnCPUUs, r.RunqUs = t.arrays(ps.n)
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {
 			continue // all its time fell past the last bin

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -200,14 +201,14 @@ func TestBinsSpinThenSleep(t *testing.T) {
 	if err := p.End(context.Background(), per); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	if totals, err := probetest.Decode[Record](sink, File); err != nil || len(totals) == 0 {
+	if totals, err := probetest.Decode[bundle.SchedRecord](sink, File); err != nil || len(totals) == 0 {
 		t.Fatalf("%s: %d records, %v; want the totals as before", File, len(totals), err)
 	}
-	recs, err := probetest.Decode[BinsRecord](sink, BinsFile)
+	recs, err := probetest.Decode[bundle.ThreadBins](sink, BinsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r *BinsRecord
+	var r *bundle.ThreadBins
 	for i := range recs {
 		if recs[i].TID == tid {
 			r = &recs[i]
@@ -222,8 +223,8 @@ func TestBinsSpinThenSleep(t *testing.T) {
 	wantN := int((per.EndUnixNs - per.StartUnixNs + 20*ms - 1) / (20 * ms))
 	if r.PID != os.Getpid() || r.Name != "asrp-spin" || r.Level != "c1" || r.Repeat != 2 || r.Source != "proc" ||
 		r.StartUnixNs != per.StartUnixNs || r.BinMs != DefaultBinMs || len(r.OnCPUUs) != wantN || len(r.RunqUs) != wantN {
-		t.Errorf("line %+v: want pid %d, name asrp-spin, c1 repeat 2, source proc, start %d, %d bins of 20 ms",
-			r.Head, os.Getpid(), per.StartUnixNs, wantN)
+		t.Errorf("line of level %s: want pid %d, name asrp-spin, c1 repeat 2, source proc, start %d, %d bins of 20 ms",
+			r.Level, os.Getpid(), per.StartUnixNs, wantN)
 	}
 	if r.DroppedEvents != 0 || p.Losses() != "" {
 		t.Errorf("dropped %d, losses %q; want none", r.DroppedEvents, p.Losses())
@@ -324,7 +325,7 @@ sys.stdin.read()`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := probetest.Decode[BinsRecord](sink, BinsFile)
+	recs, err := probetest.Decode[bundle.ThreadBins](sink, BinsFile)
 	if err != nil {
 		t.Fatal(err)
 	}

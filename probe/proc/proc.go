@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // File is the bundle file the probe appends to (shared with probe/sched).
@@ -44,23 +44,6 @@ type Config struct {
 	// milliseconds (DefaultBinMs when zero): every thread's schedstat is
 	// read once a bin.
 	BinMs int
-}
-
-// Record is one line of sched.jsonl: one thread over one period.
-type Record struct {
-	Level       string  `json:"level"`
-	Repeat      int     `json:"repeat"`
-	Warmup      bool    `json:"warmup"`
-	PID         int     `json:"pid"`
-	TID         int     `json:"tid"`
-	Name        string  `json:"name"`
-	CPUSec      float64 `json:"cpu_s"`
-	WallSec     float64 `json:"wall_s"`
-	Utilization float64 `json:"utilization"`
-	RunqWaitSec float64 `json:"runq_wait_s"`
-	Voluntary   uint64  `json:"voluntary_switches"`
-	Involuntary uint64  `json:"involuntary_switches"`
-	Source      string  `json:"source"`
 }
 
 // Switches are the context-switch counters of /proc/PID/task/TID/status.
@@ -277,7 +260,7 @@ func (p *Probe) Begin(per probe.Period) {
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
 }
 
-// End writes one Record per thread seen since Begin (including threads
+// End writes one bundle.SchedRecord per thread seen since Begin (including threads
 // that exited, with their last sampled values) and starts the next period
 // from here. Then, unless schedstat is off, it writes the period's time
 // bins (endBinsLocked), waiting up to one bin for the last to be over.
@@ -299,7 +282,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		if b.pid != 0 && b.pid != a.pid {
 			b = sample{} // tid reused by another process
 		}
-		r := Record{
+		r := bundle.SchedRecord{
 			Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
 			PID: a.pid, TID: tid, Name: a.name,
 			CPUSec:      float64(watch.Sub(a.cpuNs, b.cpuNs)) / 1e9,

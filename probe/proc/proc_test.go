@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"errors"
+	"github.com/asrprof/asrprof/bundle"
 	"os"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestBusyAndIdleThreads(t *testing.T) {
 	if err := p.End(context.Background(), per); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.SchedRecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestBusyAndIdleThreads(t *testing.T) {
 			t.Errorf("record %+v: want pid %d, level c4, repeat 1, warmup, source proc", r, w.PID)
 		}
 	}
-	busy, idle := probetest.BusyAndIdle(t, w, recs, func(r Record) (int, string) { return r.TID, r.Name })
+	busy, idle := probetest.BusyAndIdle(t, w, recs, func(r bundle.SchedRecord) (int, string) { return r.TID, r.Name })
 	if busy.WallSec < 1.4 || busy.WallSec > 3 {
 		t.Errorf("wall_s = %.3f, want about 1.5", busy.WallSec)
 	}

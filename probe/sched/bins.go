@@ -7,38 +7,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 	"github.com/asrprof/asrprof/probe/internal/watch"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
-// BinsFile is the bundle file of the per-thread time bins: one BinsRecord
+// BinsFile is the bundle file of the per-thread time bins: one bundle.ThreadBins
 // per thread and pass.
 const BinsFile = bundle.SchedBinsFile
 
 // BinMs is the width of one time bin in milliseconds.
 const BinMs = bins.BinMs
-
-// BinsRecord is one line of sched_bins.jsonl: one thread over one pass, in
-// bins of BinMs. Bin i covers [StartUnixNs + i·BinMs, StartUnixNs +
-// (i+1)·BinMs), all bins whole: the last one ends up to BinMs after the
-// pass. OnCPUUs[i] and RunqUs[i] are the microseconds of bin i that the
-// thread spent on a CPU and runnable waiting for one; the rest of the bin
-// (BinMs·1000 − OnCPUUs[i] − RunqUs[i]) it was off-CPU (blocked, sleeping,
-// or not yet or no longer alive).
-type BinsRecord struct {
-	bins.Head
-	// The arrays have ceil(pass wall / BinMs) bins (at most
-	// bins.MaxPassBins).
-	OnCPUUs []int `json:"oncpu_us"`
-	RunqUs  []int `json:"runq_us"`
-	// DroppedEvents is how many intervals the pass lost (ring buffer full,
-	// over bins.MaxBinThreads or bins.MaxPassBins), over all threads; 0
-	// normally.
-	DroppedEvents uint64 `json:"dropped_events"`
-}
 
 // Kinds of event (EV_* in bpf/sched.bpf.c).
 const (
@@ -124,7 +105,8 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 			return errors.Join(append(errs, err)...)
 		}
 		c := threads[tid]
-		r := BinsRecord{Head: ps.Head(per, int(c.tgid), tid, c.comm), DroppedEvents: dropped}
+		r := ps.Head(per, int(c.tgid), tid, c.comm)
+		r.DroppedEvents = dropped
 		// One thread's arrays at a time: a long pass of many threads
 		// would hold 16 bytes a bin per thread as []int.
 		a := out[tid].Arrays(ps.N)

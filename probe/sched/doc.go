@@ -43,7 +43,7 @@
 //     cpu_s/wall_s (1.0 = one core).
 //
 // Time bins: End also appends to sched_bins.jsonl (BinsFile) one
-// BinsRecord per thread that ran or waited for a CPU in the pass:
+// bundle.ThreadBins per thread that ran or waited for a CPU in the pass:
 //
 //	{"level","repeat","warmup","pid","tid","name","start_unix_ns",
 //	 "bin_ms":10,"oncpu_us":[...],"runq_us":[...],"dropped_events"}

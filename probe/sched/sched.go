@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"io"
 	"slices"
 	"strings"
@@ -23,7 +24,7 @@ import (
 )
 
 // File is the bundle file the probe appends to.
-const File = "sched.jsonl"
+const File = bundle.SchedFile
 
 // DefaultRefresh is how often the watched processes are refreshed from the
 // target's process tree when Config.Refresh is zero.
@@ -38,35 +39,6 @@ type Config struct {
 	// a watched process are watched at once by the BPF program; Refresh
 	// adds the rest (Target.Children) and forgets processes that exited.
 	Refresh time.Duration
-}
-
-// Record is one line of sched.jsonl: one thread over one period.
-type Record struct {
-	Level   string  `json:"level"`
-	Repeat  int     `json:"repeat"`
-	Warmup  bool    `json:"warmup"`
-	PID     int     `json:"pid"`
-	TID     int     `json:"tid"`
-	Name    string  `json:"name"`
-	CPUSec  float64 `json:"cpu_s"`
-	WallSec float64 `json:"wall_s"`
-	// Utilization is CPUSec/WallSec: 1 is one core for the whole period.
-	Utilization float64 `json:"utilization"`
-	// OffCPUSec is time switched out (blocked or waiting for a CPU).
-	OffCPUSec float64 `json:"offcpu_s"`
-	// Run-queue latency: from wake-up (or preemption) to running again.
-	// Percentiles are interpolated inside log2 µs buckets (see quantile).
-	RunqP50us   float64 `json:"runq_p50_us"`
-	RunqP99us   float64 `json:"runq_p99_us"`
-	RunqCount   uint64  `json:"runq_count"`
-	RunqWaitSec float64 `json:"runq_wait_s"`
-	// RunqHist is the period's run-queue latency histogram: bucket 0
-	// counts waits under 1 µs, bucket k ≥ 1 those in [2^(k-1), 2^k) µs
-	// (the last also longer ones); trailing empty buckets are left out.
-	RunqHist    []uint64 `json:"runq_hist_log2_us,omitempty"`
-	Voluntary   uint64   `json:"voluntary_switches"`
-	Involuntary uint64   `json:"involuntary_switches"`
-	Source      string   `json:"source"`
 }
 
 // RunqBucketUpperUs is the upper bound of RunqHist bucket k, in µs.
@@ -310,7 +282,7 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 // and end (a) of a period that ran from from to to (CLOCK_MONOTONIC ns).
 // Off-CPU time is the part of the period the thread was alive (it may
 // start or exit inside it) and not on a CPU.
-func diff(a, b counters, from, to uint64) Record {
+func diff(a, b counters, from, to uint64) bundle.SchedRecord {
 	wall := float64(watch.Sub(to, from)) / 1e9
 	lo, hi := max(from, a.start), to
 	if a.gone != 0 {
@@ -321,13 +293,15 @@ func diff(a, b counters, from, to uint64) Record {
 	for i := range h {
 		h[i] = watch.Sub(a.hist[i], b.hist[i])
 	}
-	r := Record{
-		CPUSec:      float64(cpu) / 1e9,
-		WallSec:     wall,
-		OffCPUSec:   float64(watch.Sub(watch.Sub(hi, lo), cpu)) / 1e9,
-		RunqP50us:   quantile(h[:], 0.5),
-		RunqP99us:   quantile(h[:], 0.99),
-		RunqCount:   watch.Sub(a.rqCount, b.rqCount),
+	r := bundle.SchedRecord{
+		CPUSec:  float64(cpu) / 1e9,
+		WallSec: wall,
+		SchedRunq: &bundle.SchedRunq{
+			OffCPUSec: float64(watch.Sub(watch.Sub(hi, lo), cpu)) / 1e9,
+			RunqP50us: quantile(h[:], 0.5),
+			RunqP99us: quantile(h[:], 0.99),
+			RunqCount: watch.Sub(a.rqCount, b.rqCount),
+		},
 		RunqWaitSec: float64(watch.Sub(a.rqWait, b.rqWait)) / 1e9,
 		Voluntary:   watch.Sub(a.vol, b.vol),
 		Involuntary: watch.Sub(a.invol, b.invol),
@@ -359,8 +333,8 @@ func (p *Probe) Begin(per probe.Period) {
 	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 
-// End writes one Record per watched thread seen since Begin (threads that
-// exited during the period included) to sched.jsonl and one BinsRecord per
+// End writes one bundle.SchedRecord per watched thread seen since Begin (threads that
+// exited during the period included) to sched.jsonl and one bundle.ThreadBins per
 // thread that ran or waited for a CPU in it to sched_bins.jsonl, then
 // forgets threads that have exited. The bins end at per.EndUnixNs (now
 // when zero). The next period starts where this one ends unless Begin is

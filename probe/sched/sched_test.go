@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"errors"
+	"github.com/asrprof/asrprof/bundle"
 	"os"
 	"reflect"
 	"strconv"
@@ -64,8 +65,8 @@ func TestDiff(t *testing.T) {
 	a := counters{oncpu: 2.5e9, vol: 8, invol: 2, rqCount: 11, rqWait: 40e3}
 	a.hist[3] = 10 // 10 waits in [4,8) µs since b
 	r := diff(a, b, 10e9, 12e9)
-	want := Record{CPUSec: 1.5, WallSec: 2, Utilization: 0.75, OffCPUSec: 0.5, RunqP50us: 6, RunqP99us: 7.96,
-		RunqCount: 10, RunqWaitSec: 40e-6, RunqHist: []uint64{0, 0, 0, 10}, Voluntary: 3, Involuntary: 2, Source: "ebpf"}
+	want := bundle.SchedRecord{CPUSec: 1.5, WallSec: 2, Utilization: 0.75, SchedRunq: &bundle.SchedRunq{OffCPUSec: 0.5, RunqP50us: 6, RunqP99us: 7.96,
+		RunqCount: 10}, RunqWaitSec: 40e-6, RunqHist: []uint64{0, 0, 0, 10}, Voluntary: 3, Involuntary: 2, Source: "ebpf"}
 	if r.RunqP99us < 7.95 || r.RunqP99us > 7.97 {
 		t.Errorf("p99 = %g, want 7.96", r.RunqP99us)
 	}
@@ -117,7 +118,7 @@ func TestBusyAndIdleThreads(t *testing.T) {
 	if o, err := p.Overhead(); err == nil {
 		t.Logf("events dropped %d, missed %d", o.Dropped, o.Missed)
 	}
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.SchedRecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestBusyAndIdleThreads(t *testing.T) {
 			t.Errorf("record %+v: want pid %d, level c1, repeat 2, source ebpf", r, w.PID)
 		}
 	}
-	busy, idle := probetest.BusyAndIdle(t, w, recs, func(r Record) (int, string) { return r.TID, r.Name })
+	busy, idle := probetest.BusyAndIdle(t, w, recs, func(r bundle.SchedRecord) (int, string) { return r.TID, r.Name })
 	if busy.WallSec < 1.4 || busy.WallSec > 3 {
 		t.Errorf("wall_s = %.3f, want about 1.5", busy.WallSec)
 	}
@@ -229,7 +230,7 @@ func TestSeedsEveryThread(t *testing.T) {
 	if err := p.End(context.Background(), probe.Period{Level: "seed"}); err != nil {
 		t.Fatalf("End: %v", err)
 	}
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.SchedRecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,16 +400,16 @@ func TestTimeBins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ring buffer drops %d, bins drops %d, missed %d", o.RingDropped, o.BinsDropped, o.Missed)
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.SchedRecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins, err := probetest.Decode[BinsRecord](sink, BinsFile)
+	bins, err := probetest.Decode[bundle.ThreadBins](sink, BinsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass := func(repeat int) (map[int]Record, map[int]BinsRecord) {
-		rs, bs := map[int]Record{}, map[int]BinsRecord{}
+	pass := func(repeat int) (map[int]bundle.SchedRecord, map[int]bundle.ThreadBins) {
+		rs, bs := map[int]bundle.SchedRecord{}, map[int]bundle.ThreadBins{}
 		for _, r := range recs {
 			if r.Repeat == repeat {
 				rs[r.TID] = r

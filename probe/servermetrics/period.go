@@ -3,6 +3,7 @@ package servermetrics
 import (
 	"cmp"
 	"encoding/json"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
 
@@ -126,19 +127,19 @@ func (pd *period) add(f frame, holdback int64, maxPending int) {
 // finish folds what is pending, now that the pass's end is known, and
 // returns one record per series with data in the pass, sorted by name and
 // labels.
-func (pd *period) finish(p probe.Period) []periodRecord {
+func (pd *period) finish(p probe.Period) []bundle.ServerMetricsRecord {
 	pd.p = p
 	for _, f := range pd.pending {
 		pd.fold(f, f.ts >= p.StartUnixNs && f.ts <= p.EndUnixNs)
 	}
 	pd.pending = nil
 	wall := float64(p.EndUnixNs-p.StartUnixNs) / 1e9
-	var out []periodRecord
+	var out []bundle.ServerMetricsRecord
 	for s, a := range pd.accs {
-		r := periodRecord{
-			Kind: KindPeriod, Level: p.Level, Repeat: p.Repeat, Warmup: p.Warmup,
+		r := bundle.ServerMetricsRecord{
+			Kind: bundle.MetricsKindPeriod, Level: p.Level, Repeat: p.Repeat, Warmup: p.Warmup,
 			StartUnixNs: p.StartUnixNs, EndUnixNs: p.EndUnixNs,
-			Name: s.name, Type: s.typ, Labels: s.labels,
+			Name: s.name, Type: s.typ, Labels: bundle.MetricLabels{JSON: s.labels},
 		}
 		switch {
 		case s.cumulative && a.cn > 0:
@@ -156,13 +157,13 @@ func (pd *period) finish(p probe.Period) []periodRecord {
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b periodRecord) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(string(a.Labels), string(b.Labels)))
+	slices.SortFunc(out, func(a, b bundle.ServerMetricsRecord) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(string(a.Labels.JSON), string(b.Labels.JSON)))
 	})
 	return out
 }
 
-func fp(v float64) *Float {
-	f := Float(v)
+func fp(v float64) *bundle.MetricValue {
+	f := bundle.MetricValue(v)
 	return &f
 }

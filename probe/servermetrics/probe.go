@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"io"
 	"math"
 	"net/http"
@@ -273,7 +274,7 @@ func (p *Probe) fetch(ctx context.Context) (*Exposition, int, error) {
 // still between scrapes, and the period summaries see every scrape.
 func (p *Probe) ingest(start time.Time, took time.Duration, e *Exposition, n int) error {
 	ts := start.UnixNano()
-	recs := make([]any, 0, len(e.Samples)+1)
+	recs := make([]bundle.ServerMetricsRecord, 0, len(e.Samples)+1)
 	f := frame{ts: ts, vals: make([]value, 0, len(e.Samples))}
 	p.mu.Lock()
 	dropped := 0
@@ -290,13 +291,13 @@ func (p *Probe) ingest(start time.Time, took time.Duration, e *Exposition, n int
 		if !changed {
 			continue
 		}
-		r := sampleRecord{Kind: KindSample, TsUnixNs: ts, Name: s.name, Type: s.typ, Labels: s.labels, Value: Float(smp.Value)}
+		r := bundle.ServerMetricsRecord{Kind: bundle.MetricsKindSample, TsUnixNs: ts, Name: s.name, Type: s.typ, Labels: bundle.MetricLabels{JSON: s.labels}, Value: fp(smp.Value)}
 		if smp.HasTimestamp {
 			r.ExposedTsMs = &smp.TimestampMs
 		}
 		recs = append(recs, r)
 	}
-	recs = append(recs, scrapeRecord{Kind: KindScrape, TsUnixNs: ts, DurationS: took.Seconds(), Series: len(f.vals), Bytes: n})
+	recs = append(recs, bundle.ServerMetricsRecord{Kind: bundle.MetricsKindScrape, TsUnixNs: ts, DurationS: took.Seconds(), Series: len(f.vals), Bytes: n})
 	p.dropped = max(p.dropped, dropped)
 	p.scrapes++
 	p.okTs = ts
@@ -310,7 +311,7 @@ func (p *Probe) ingest(start time.Time, took time.Duration, e *Exposition, n int
 
 // write appends recs to File; a record that cannot be written is counted
 // (Losses) and the first error returned.
-func write[R any](p *Probe, recs []R) error {
+func write(p *Probe, recs []bundle.ServerMetricsRecord) error {
 	var first error
 	for _, r := range recs {
 		if err := p.out.Append(File, r); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -63,10 +64,10 @@ func TestPeriodFold(t *testing.T) {
 	if len(recs) != 3 {
 		t.Fatalf("%d records %+v, want 3", len(recs), recs)
 	}
-	byName := map[string]periodRecord{}
+	byName := map[string]bundle.ServerMetricsRecord{}
 	for _, r := range recs {
 		byName[r.Name] = r
-		if r.Kind != KindPeriod || r.Level != "c4" || r.Repeat != 2 || r.StartUnixNs != 1000 || r.EndUnixNs != 3000 {
+		if r.Kind != bundle.MetricsKindPeriod || r.Level != "c4" || r.Repeat != 2 || r.StartUnixNs != 1000 || r.EndUnixNs != 3000 {
 			t.Errorf("period fields of %s: %+v", r.Name, r)
 		}
 	}
@@ -197,20 +198,20 @@ func startProbe(t *testing.T, cfg Config, sink *probetest.Sink) *Probe {
 	return p
 }
 
-func records(t *testing.T, sink *probetest.Sink) []Record {
+func records(t *testing.T, sink *probetest.Sink) []bundle.ServerMetricsRecord {
 	t.Helper()
-	recs, err := probetest.Decode[Record](sink, File)
+	recs, err := probetest.Decode[bundle.ServerMetricsRecord](sink, File)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return recs
 }
 
-func periodOf(t *testing.T, recs []Record, name string) Record {
+func periodOf(t *testing.T, recs []bundle.ServerMetricsRecord, name string) bundle.ServerMetricsRecord {
 	t.Helper()
-	var found []Record
+	var found []bundle.ServerMetricsRecord
 	for _, r := range recs {
-		if r.Kind == KindPeriod && r.Name == name {
+		if r.Kind == bundle.MetricsKindPeriod && r.Name == name {
 			found = append(found, r)
 		}
 	}
@@ -267,15 +268,15 @@ func TestProbeRecordsAndPeriod(t *testing.T) {
 	scrapes, samples := 0, 0
 	for _, r := range recs {
 		switch r.Kind {
-		case KindSample:
+		case bundle.MetricsKindSample:
 			samples++
 			if r.Name == "asr_running_requests" {
 				running = append(running, tv{r.TsUnixNs, float64(*r.Value)})
 			}
-			if r.Name == "vllm:generation_tokens_total" && (r.Type != "counter" || r.Labels["model_name"] != "m") {
+			if r.Name == "vllm:generation_tokens_total" && (r.Type != "counter" || r.Labels.Map["model_name"] != "m") {
 				t.Errorf("sample record %+v", r)
 			}
-		case KindScrape:
+		case bundle.MetricsKindScrape:
 			scrapes++
 			scrapeTs = append(scrapeTs, r.TsUnixNs)
 			if r.Series != 6 || r.Bytes == 0 || r.DurationS <= 0 {
@@ -316,9 +317,9 @@ func TestProbeRecordsAndPeriod(t *testing.T) {
 	}
 	var buckets int
 	for _, r := range recs {
-		if r.Kind == KindPeriod && r.Name == "asr_stage_duration_seconds_bucket" {
+		if r.Kind == bundle.MetricsKindPeriod && r.Name == "asr_stage_duration_seconds_bucket" {
 			buckets++
-			if *r.Delta != 2 || r.Type != "histogram" || r.Labels["stage"] != "e2e" {
+			if *r.Delta != 2 || r.Type != "histogram" || r.Labels.Map["stage"] != "e2e" {
 				t.Errorf("bucket period %+v, want delta 2", r)
 			}
 		}
@@ -355,11 +356,11 @@ func TestEndScrapesAfterThePass(t *testing.T) {
 	if c := periodOf(t, recs, "vllm:generation_tokens_total"); *c.Delta != 7 || c.Samples != 1 {
 		t.Errorf("counter %+v, want delta 7 from End's scrape", c)
 	}
-	if c := periodOf(t, recs, "vllm:request_success_total"); *c.Delta != 4 || c.Labels["finished_reason"] != "stop" {
+	if c := periodOf(t, recs, "vllm:request_success_total"); *c.Delta != 4 || c.Labels.Map["finished_reason"] != "stop" {
 		t.Errorf("new counter %+v, want 4 from zero", c)
 	}
 	for _, r := range recs {
-		if r.Kind == KindPeriod && r.Name == "asr_running_requests" {
+		if r.Kind == bundle.MetricsKindPeriod && r.Name == "asr_running_requests" {
 			t.Errorf("a gauge period record without a scrape inside the pass: %+v", r)
 		}
 	}
@@ -487,8 +488,8 @@ func TestMaxSeries(t *testing.T) {
 	p := startProbe(t, Config{Base: srv.URL, Interval: time.Hour, MaxSeries: 4}, sink)
 	names := map[string]bool{}
 	for _, r := range records(t, sink) {
-		if r.Kind == KindSample {
-			names[r.Name+fmt.Sprint(r.Labels)] = true
+		if r.Kind == bundle.MetricsKindSample {
+			names[r.Name+fmt.Sprint(r.Labels.Map)] = true
 		}
 	}
 	if len(names) != 4 {

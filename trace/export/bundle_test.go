@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
 )

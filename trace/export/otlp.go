@@ -23,9 +23,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/trace/clientspan"
-	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 

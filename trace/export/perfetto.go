@@ -2,20 +2,18 @@ package export
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 	"github.com/asrprof/asrprof/trace/join"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -54,27 +52,6 @@ const (
 	CatState   = "state"   // where a request's latency went: its attribution parent slice and one slice per state
 )
 
-// GPURow is the part of a gpu.jsonl line that becomes counters.
-type GPURow struct {
-	TS         int64    `json:"ts_unix_ns"`
-	GPU        int      `json:"gpu"`
-	Kind       string   `json:"kind"`
-	UtilPct    *float64 `json:"util_pct"`
-	UsedMiB    *float64 `json:"used_mib"`
-	MemUsedMiB *float64 `json:"mem_used_mib"`
-	PowerW     *float64 `json:"power_w"`
-}
-
-// SchedRow is the part of a sched.jsonl per-pass row that becomes counters.
-type SchedRow struct {
-	Level       string  `json:"level"`
-	Repeat      int     `json:"repeat"`
-	PID         int     `json:"pid"`
-	TID         int     `json:"tid"`
-	Name        string  `json:"name"`
-	Utilization float64 `json:"utilization"`
-}
-
 // PerfettoInput is what BuildPerfetto draws.
 type PerfettoInput struct {
 	Capture  string
@@ -85,8 +62,8 @@ type PerfettoInput struct {
 	// States are, per request, its attribution's states placed over its
 	// latency, in time order, tiling it; nil: none drawn.
 	States [][]Stage
-	GPU    []GPURow
-	Sched  []SchedRow
+	GPU    []bundle.GPURecord
+	Sched  []bundle.SchedRecord
 }
 
 // PerfettoStats counts what BuildPerfetto drew.
@@ -426,25 +403,26 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	// GPU counters.
 	gpuPID := map[int]int{}
 	for _, g := range in.GPU {
-		for _, c := range []struct {
-			name, unit string
-			v          *float64
-		}{
-			{"utilization", "percent", g.UtilPct},
-			{"memory used", "MiB", cmp.Or(g.UsedMiB, g.MemUsedMiB)},
-			{"power", "W", g.PowerW},
-		} {
-			if c.v == nil || math.IsNaN(*c.v) || math.IsInf(*c.v, 0) || g.TS <= 0 {
-				continue
-			}
-			pid, ok := gpuPID[g.GPU]
-			if !ok {
-				pid = d.process("GPU " + strconv.Itoa(g.GPU))
-				gpuPID[g.GPU] = pid
-			}
-			d.events = append(d.events, Event{Name: c.name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{c.unit: *c.v}})
-			st.Counters++
+		var name, unit string
+		var v float64
+		switch {
+		case g.GPUUtil != nil:
+			name, unit, v = "utilization", "percent", g.UtilPct
+		case g.GPUMem != nil:
+			name, unit, v = "memory used", "MiB", g.UsedMiB
+		case g.GPUPower != nil:
+			name, unit, v = "power", "W", g.PowerW
 		}
+		if name == "" || math.IsNaN(v) || math.IsInf(v, 0) || g.TS <= 0 {
+			continue
+		}
+		pid, ok := gpuPID[g.GPU]
+		if !ok {
+			pid = d.process("GPU " + strconv.Itoa(g.GPU))
+			gpuPID[g.GPU] = pid
+		}
+		d.events = append(d.events, Event{Name: name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{unit: v}})
+		st.Counters++
 	}
 
 	// Scheduler counters: a step per pass.
@@ -508,29 +486,25 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	return tf, st
 }
 
+// requestArgs are a request slice's args: the request's fields under
+// their requests.jsonl names, derived from the record (model.RequestFields)
+// and left out where requests.jsonl leaves them out, but for the
+// transcripts (hyp, ref), the lists and the word errors.
 func requestArgs(r *model.Request) map[string]any {
-	a := map[string]any{
-		"request_id": r.RequestID,
-		"trace_id":   r.TraceID,
-		"sample_id":  r.SampleID,
-		"level":      r.Level,
-		"repeat":     r.Repeat,
-		"warmup":     r.Warmup,
-		"latency_s":  finite(r.LatencyS),
-		"status":     r.Status,
-		"audio_s":    finite(r.AudioDurationS),
-	}
-	if r.HTTPStatus != 0 {
-		a["http_status"] = r.HTTPStatus
-	}
-	if r.ErrorKind != "" {
-		a["error_kind"] = r.ErrorKind
-	}
-	if r.ServerRequestID != "" {
-		a["server_request_id"] = r.ServerRequestID
-	}
-	if r.TTFTS > 0 {
-		a["ttft_s"] = finite(r.TTFTS)
+	a := map[string]any{}
+	v := reflect.ValueOf(r).Elem()
+	for _, f := range model.RequestFields {
+		fv := v.Field(f.Index)
+		switch {
+		case f.Name == "hyp" || f.Name == "ref" || f.Kind == model.KindFloats || f.Kind == model.KindStruct:
+		case f.OmitEmpty && fv.IsZero():
+		case f.Kind == model.KindOptFloat:
+			a[f.Name] = finite(fv.Elem().Float())
+		case f.Kind == model.KindFloat:
+			a[f.Name] = finite(fv.Float())
+		default:
+			a[f.Name] = fv.Interface()
+		}
 	}
 	return a
 }
@@ -610,22 +584,11 @@ func ReadPerfettoInput(b *bundle.Bundle) (PerfettoInput, error) {
 			return in, fmt.Errorf("reading spans: %w", err)
 		}
 	}
-	if err := readRows(b, bundle.GPUFile, &in.GPU); err != nil {
-		return in, err
+	if in.GPU, err = bundle.ReadAll[bundle.GPURecord](b.Path(bundle.GPUFile)); err != nil {
+		return in, fmt.Errorf("reading %s: %w", bundle.GPUFile, err)
 	}
-	if err := readRows(b, bundle.SchedFile, &in.Sched); err != nil {
-		return in, err
+	if in.Sched, err = bundle.ReadAll[bundle.SchedRecord](b.Path(bundle.SchedFile)); err != nil {
+		return in, fmt.Errorf("reading %s: %w", bundle.SchedFile, err)
 	}
 	return in, nil
-}
-
-func readRows[T any](b *bundle.Bundle, name string, out *[]T) error {
-	_, err := bundle.ReadJSONL(b.Path(name), func(r T) error {
-		*out = append(*out, r)
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", name, err)
-	}
-	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/asrprof/asrprof/model"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/internal/fixture"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/columns"
 )
 
 func TestAssignSlots(t *testing.T) {
@@ -404,5 +406,27 @@ func TestPerfettoRequestsOnly(t *testing.T) {
 	c := checkTraceFile(t, data)
 	if st.Requests != 3 || st.ServerSpans != 0 || c.flows != 0 {
 		t.Errorf("stats %+v, want 3 requests and nothing else", st)
+	}
+}
+
+// A request slice's args are its record's fields under their
+// requests.jsonl names, left out where requests.jsonl leaves them out,
+// without the transcripts.
+func TestRequestArgs(t *testing.T) {
+	r := &model.Request{RequestID: "r1", Level: "c2", Repeat: 1, LatencyS: math.Inf(1), AudioDurationS: 3, Hyp: "hello", Status: model.StatusOK}
+	a := requestArgs(r)
+	for k, want := range map[string]any{"request_id": "r1", "level": "c2", "repeat": 1, "warmup": false, "audio_duration_s": 3.0, "latency_s": "+Inf", "status": model.StatusOK} {
+		if a[k] != want {
+			t.Errorf("args[%s] = %v (%T), want %v", k, a[k], a[k], want)
+		}
+	}
+	for _, k := range []string{"hyp", "ref", "audio_s", "server_request_id", "ttft_s", "errors", "first_update_s"} {
+		if v, ok := a[k]; ok {
+			t.Errorf("args has %s = %v; want it left out", k, v)
+		}
+	}
+	r.AudioS, r.FirstUpdateS = 2.5, new(0.25)
+	if a := requestArgs(r); a["audio_s"] != 2.5 || a["first_update_s"] != 0.25 {
+		t.Errorf("set fields: audio_s %v, first_update_s %v", a["audio_s"], a["first_update_s"])
 	}
 }

@@ -3,11 +3,11 @@ package join
 import (
 	"cmp"
 	"fmt"
+	"github.com/asrprof/asrprof/bundle"
 	"sort"
 	"strings"
 
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
@@ -22,7 +22,7 @@ const AttrGenAIRequestID = "gen_ai.request.id"
 // for concurrent reads.
 type Index struct {
 	spans  [][]spans.Span
-	events [][]events.Event
+	events [][]bundle.Event
 	stats  Stats
 }
 
@@ -41,18 +41,18 @@ type Stats struct {
 // Build joins spans and events to reqs. Each request gets copies of its
 // spans, sorted by start, in one shared backing array: ss may be dropped
 // afterwards.
-func Build(reqs []model.Request, ss []spans.Span, evs []events.Event) *Index {
+func Build(reqs []model.Request, ss []spans.Span, evs []bundle.Event) *Index {
 	return BuildChunks(reqs, [][]spans.Span{ss}, evs)
 }
 
 // BuildChunks is Build over spans given in chunks, in order (as a span
 // store's records decode), so that a caller need not concatenate them.
-func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []events.Event) *Index {
+func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event) *Index {
 	at := flatten(chunks)
 	picked, from, server := pick(reqs, at)
 	ix := &Index{
 		spans:  make([][]spans.Span, len(reqs)),
-		events: make([][]events.Event, len(reqs)),
+		events: make([][]bundle.Event, len(reqs)),
 	}
 	for _, s := range at {
 		if !s.IsClient() {
@@ -255,7 +255,7 @@ func (ix *Index) ServerSpans(i int) []spans.Span {
 }
 
 // Events returns the events joined to request i, ordered by time.
-func (ix *Index) Events(i int) []events.Event { return ix.events[i] }
+func (ix *Index) Events(i int) []bundle.Event { return ix.events[i] }
 
 // Stats returns the join's counts.
 func (ix *Index) Stats() Stats { return ix.stats }

@@ -9,15 +9,15 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
-	"github.com/asrprof/asrprof/trace/events"
 	"github.com/asrprof/asrprof/trace/spans"
 )
 
 // load runs a fixture through the capture's own path: OTLP JSON into the
 // span store, event files imported into events.jsonl, then read back.
-func load(t *testing.T, dir string) ([]model.Request, []spans.Span, []events.Event) {
+func load(t *testing.T, dir string) ([]model.Request, []spans.Span, []bundle.Event) {
 	t.Helper()
 	var reqs []model.Request
 	if _, err := bundle.ReadJSONL(filepath.Join(dir, "requests.jsonl"), func(r model.Request) error {
@@ -47,7 +47,7 @@ func load(t *testing.T, dir string) ([]model.Request, []spans.Span, []events.Eve
 			t.Fatal(err)
 		}
 	}
-	var evs []events.Event
+	var evs []bundle.Event
 	if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
 		st, err := events.ImportDir(filepath.Join(dir, "events"), bw)
 		if err != nil || st.Malformed+st.Truncated != 0 {
@@ -77,7 +77,7 @@ func spanNames(ss []spans.Span) []string {
 	return out
 }
 
-func eventNames(evs []events.Event) []string {
+func eventNames(evs []bundle.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.Stage+"/"+e.EventName)

@@ -1,5 +1,7 @@
 package diarize
 
+import "github.com/asrprof/asrprof/bundle"
+
 // Row is one sample whose request succeeded: its reference and the
 // server's prediction, both in the markup.
 type Row struct {
@@ -8,7 +10,7 @@ type Row struct {
 	Pred string
 }
 
-// Sample is one row's scores (PerSample gives them SGLang-Omni's names).
+// Sample is one row's scores (bundle.DiarizePerSample gives them SGLang-Omni's names).
 type Sample struct {
 	ID                 string
 	CERValid           bool
@@ -27,39 +29,10 @@ type Sample struct {
 	DERConfusion       float64
 }
 
-// Metrics are the corpus figures (diarization_metrics), in the
-// reference's key order. Rates are fractions here and percentages in
-// Result.Percent; nil is JSON null (no sample to rate).
-type Metrics struct {
-	CERNoSpk             *float64 `json:"cer_no_spk"`
-	CER                  *float64 `json:"cer"`
-	CERBelow50Corpus     *float64 `json:"cer_no_spk_below_50_corpus"`
-	NAbove50             int      `json:"n_above_50_pct_cer"`
-	PctAbove50           float64  `json:"pct_above_50_pct_cer"`
-	CPCER                *float64 `json:"cp_cer"`
-	CERNoSpkCPValid      *float64 `json:"cer_no_spk_cp_valid"`
-	DeltaCER             *float64 `json:"delta_cer"`
-	CERValidSamples      int      `json:"cer_valid_samples"`
-	CPCERValidSamples    int      `json:"cp_cer_valid_samples"`
-	DER                  *float64 `json:"speaker_timestamp_der"`
-	DERCollar            float64  `json:"speaker_timestamp_der_collar"`
-	DERValidSamples      int      `json:"speaker_timestamp_der_valid_samples"`
-	DERSkipped           int      `json:"speaker_timestamp_der_skipped"`
-	DERSkippedParseError int      `json:"speaker_timestamp_der_skipped_parse_error"`
-	DERSkippedNoRefSegs  int      `json:"speaker_timestamp_der_skipped_no_ref_segments"`
-	DERSkippedNoPredSegs int      `json:"speaker_timestamp_der_skipped_no_pred_segments"`
-	DERComputeError      string   `json:"speaker_timestamp_der_compute_error"`
-	DERTotalSeconds      float64  `json:"speaker_timestamp_der_total_seconds"`
-	DERFalseAlarm        float64  `json:"speaker_timestamp_der_false_alarm"`
-	DERMissedDetection   float64  `json:"speaker_timestamp_der_missed_detection"`
-	DERConfusion         float64  `json:"speaker_timestamp_der_confusion"`
-	Count                int      `json:"count"`
-}
-
 // Result is Compute's answer.
 type Result struct {
-	Metrics Metrics
-	Percent Metrics // diarization_metrics_percent: the seven rates ×100
+	Metrics bundle.DiarizeMetrics
+	Percent bundle.DiarizeMetrics // diarization_metrics_percent: the seven rates ×100
 	Samples []Sample
 }
 
@@ -151,7 +124,7 @@ func Compute(rows []Row) Result {
 
 // percent is m with the seven rates (CER, CER no speaker, CER below 50%,
 // cpCER, CER on cp-valid samples, their delta, DER) times 100.
-func percent(m Metrics) Metrics {
+func percent(m bundle.DiarizeMetrics) bundle.DiarizeMetrics {
 	for _, p := range []**float64{&m.CERNoSpk, &m.CER, &m.CERBelow50Corpus, &m.CPCER, &m.CERNoSpkCPValid, &m.DeltaCER, &m.DER} {
 		if *p != nil {
 			*p = new(**p * 100)

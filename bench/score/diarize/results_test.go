@@ -2,6 +2,7 @@ package diarize
 
 import (
 	"encoding/json"
+	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestDiarize(t *testing.T) {
 		{SampleID: "c", Status: model.StatusFailed, Error: "http status 500", LatencyS: 0.5, AudioDurationS: 1},
 		{SampleID: "a", Status: model.StatusOK, Warmup: true, Hyp: "ignored", LatencyS: 9},
 	}
-	res, speed := Score(samples, recs, RunConfig{Dataset: "ds", WallClockS: 4, Concurrency: 2})
+	res, speed := Score(samples, recs, bundle.DiarizeConfig{Dataset: "ds", WallClockS: 4, Concurrency: 2})
 	s := res.Summary
 	if s.TotalSamples != 4 || s.Evaluated != 2 || s.Skipped != 2 || s.ExactMatches != 1 || s.Mismatches != 1 || s.ExactMatchRate != 0.5 { // b matches: times are not compared
 		t.Errorf("summary %+v", s)

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
@@ -405,26 +406,13 @@ type Pass struct {
 	N                   int
 }
 
-// Head is what a line of sched_bins.jsonl and cuda_bins.jsonl starts
-// with: one thread over one pass.
-type Head struct {
-	Level  string `json:"level"`
-	Repeat int    `json:"repeat"`
-	Warmup bool   `json:"warmup"`
-	PID    int    `json:"pid"`
-	TID    int    `json:"tid"`
-	Name   string `json:"name"`
-	// StartUnixNs is the pass's start (probe.Period.StartUnixNs, else the
-	// time of Begin, or where the previous pass ended when End came
-	// without Begin): the start of bin 0.
-	StartUnixNs int64 `json:"start_unix_ns"`
-	BinMs       int   `json:"bin_ms"`
-}
-
-// Head returns the head of the line of thread tid of process pid in the
-// pass, of per, named as the thread is now, else (it exited) comm.
-func (ps Pass) Head(per probe.Period, pid int, tid uint32, comm string) Head {
-	return Head{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup, PID: pid, TID: int(tid),
+// Head returns the line of thread tid of process pid in the pass, of per,
+// named as the thread is now, else (it exited) comm, without its arrays:
+// StartUnixNs is the pass's start (probe.Period.StartUnixNs, else the time
+// of Begin, or where the previous pass ended when End came without
+// Begin), the start of bin 0.
+func (ps Pass) Head(per probe.Period, pid int, tid uint32, comm string) bundle.ThreadBins {
+	return bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup, PID: pid, TID: int(tid),
 		Name: cmp.Or(proctree.Comm(pid, int(tid)), comm), StartUnixNs: ps.Start, BinMs: BinMs}
 }
 

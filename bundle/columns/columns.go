@@ -31,8 +31,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
-	"github.com/asrprof/asrprof/trace/bundle"
 )
 
 // Version is the tables' format version. Raise it whenever a table's

@@ -18,7 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // rowsPerGroup bounds a row group; readers (DuckDB, pandas) parallelize

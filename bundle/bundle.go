@@ -21,40 +21,33 @@ import (
 	"github.com/asrprof/asrprof/model"
 )
 
-// File names inside a bundle.
+// File names inside a bundle. The records of the other files are each
+// beside its file's name, in this package.
 const (
-	ManifestFile = "manifest.json"
-	RequestsFile = "requests.jsonl"
-	ResultsFile  = "results.json"
-	SpansFile    = "spans.otlp"
-	EventsFile   = "events.jsonl"
-	GPUFile      = "gpu.jsonl"
-	SchedFile    = "sched.jsonl"
-	CUDAFile     = "cuda.jsonl"
-	CPUDir       = "cpu"
-	// Per-thread time bins, one record per thread per pass: the sched
-	// probe's (on-CPU, run-queue) and the cuda probe's (inside a blocking
-	// CUDA call).
-	SchedBinsFile = "sched_bins.jsonl"
-	CUDABinsFile  = "cuda_bins.jsonl"
-	// The proc probe's per-thread time bins (on-CPU, run-queue), in the
-	// sched bins' format, from /proc schedstat: no root needed.
-	ProcBinsFile = "proc_bins.jsonl"
-	// Realtime sessions' update lags over session time, one record per
-	// session (model.LagSeries).
+	ManifestFile = "manifest.json"  // one Manifest
+	RequestsFile = "requests.jsonl" // one Request a line
+	ResultsFile  = "results.json"   // one Results
+	// SpansFile holds OTLP ExportTraceServiceRequest protobufs, each
+	// prefixed by its uvarint length (trace/spans reads and writes them).
+	SpansFile = "spans.otlp"
+	// CPUDir holds the cpu probe's pprof profiles.
+	CPUDir = "cpu"
+	// RealtimeLagsFile holds realtime sessions' update lags over session
+	// time, one LagSeries a line.
 	RealtimeLagsFile = "realtime_lags.jsonl"
-	// The server's own Prometheus /metrics, scraped by the metrics probe
-	// (model.ServerMetricsRecord), read by the servermetrics analysis.
-	ServerMetricsFile = "server_metrics.jsonl"
-	// Derived files: the --find-max search, the sensitivity cycle, the
-	// HTML report, and asrprof what-if's rounds (at the top of its own new
-	// directory).
-	SearchFile      = "search.json"
-	SensitivityFile = "sensitivity.json"
-	ReportFile      = "report.html"
-	WhatIfFile      = "whatif.json"
-	// The GPU co-runner's report (--gpu-corunner), in each bundle it ran beside.
-	GPUCoRunnerFile = "gpu_corunner.json"
+	// ReportFile is the HTML report (report/), derived.
+	ReportFile = "report.html"
+)
+
+// The records of the data model's files, declared in package model (the
+// summaries in model/summary, below the bundle, compute from them; the
+// request's schema, model.RequestFields, derives from its tags), named
+// here beside their files.
+type (
+	Manifest  = model.Manifest
+	Request   = model.Request
+	Results   = model.Results
+	LagSeries = model.LagSeries
 )
 
 // ErrExists is returned by Create when the directory already holds a capture.
@@ -291,6 +284,20 @@ func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error)
 			return false, fmt.Errorf("%s: %w", path, rerr)
 		}
 	}
+}
+
+// ReadAll reads every record of the JSONL file at path, as ReadJSONL
+// does; an absent file has none.
+func ReadAll[T any](path string) ([]T, error) {
+	var out []T
+	_, err := ReadJSONL(path, func(r T) error {
+		out = append(out, r)
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
 }
 
 // ReplaceJSONL replaces the named JSONL file with n records, rec(i) each

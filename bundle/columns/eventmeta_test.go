@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // Events' metadata goes into events.parquet as JSON text and comes back.

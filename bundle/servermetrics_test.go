@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func TestMetricValueJSON(t *testing.T) {
 	}
 	var r ServerMetricsRecord
 	line := `{"kind":"period","level":"c4","repeat":1,"warmup":false,"start_unix_ns":10,"end_unix_ns":20,"name":"x_bucket","type":"histogram","labels":{"le":"+Inf"},"samples":3,"delta":"+Inf","from_unix_ns":5,"to_unix_ns":25}`
-	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Kind != MetricsKindPeriod || r.Labels["le"] != "+Inf" ||
+	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Kind != MetricsKindPeriod || r.Labels.Map["le"] != "+Inf" ||
 		r.Delta == nil || !math.IsInf(float64(*r.Delta), 1) || r.Mean != nil || r.ToUnixNs != 25 {
 		t.Errorf("%+v, %v", r, err)
 	}

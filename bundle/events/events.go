@@ -13,10 +13,10 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
-// Event names SGLang-Omni's request profiler writes.
+// bundle.Event names SGLang-Omni's request profiler writes.
 const (
 	StageInputReceived         = "stage_input_received"
 	RequestAdmission           = "request_admission"
@@ -29,17 +29,6 @@ const (
 	StageComplete              = "stage_complete"
 	TerminalResponse           = "terminal_response"
 )
-
-// Event is one request-profile event, one line of events.jsonl.
-type Event struct {
-	RequestID   string         `json:"request_id"`
-	Stage       string         `json:"stage"`
-	EventName   string         `json:"event_name"`
-	TimestampNs int64          `json:"timestamp_ns"` // unix ns, server wall clock
-	RunID       string         `json:"run_id"`
-	PID         int            `json:"pid"`
-	Metadata    map[string]any `json:"metadata,omitempty"`
-}
 
 // Stats counts what ImportDir found.
 type Stats struct {
@@ -101,7 +90,7 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 			return st, fmt.Errorf("reading events: %w", err)
 		}
 		st.Files++
-		err = readLines(f, p, &st, func(ev *Event) error {
+		err = readLines(f, p, &st, func(ev *bundle.Event) error {
 			ev.Stage = cmp.Or(ev.Stage, stage)
 			ev.PID = cmp.Or(ev.PID, pid)
 			if err := w.Append(bundle.EventsFile, ev); err != nil {
@@ -119,7 +108,7 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 }
 
 // readLines parses every line of r, skipping malformed ones into st.
-func readLines(r io.Reader, name string, st *Stats, fn func(*Event) error) error {
+func readLines(r io.Reader, name string, st *Stats, fn func(*bundle.Event) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
 		b, rerr := br.ReadBytes('\n')
@@ -154,12 +143,12 @@ var ErrNoName = errors.New("event without event_name")
 
 // ParseLine parses one line of an event file. A blank line gives nil and no
 // error; a line that is not an event object, or has no event_name, an error.
-func ParseLine(b []byte) (*Event, error) {
+func ParseLine(b []byte) (*bundle.Event, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, nil
 	}
-	var ev Event
+	var ev bundle.Event
 	if err := json.Unmarshal(b, &ev); err != nil {
 		return nil, err
 	}
@@ -171,9 +160,9 @@ func ParseLine(b []byte) (*Event, error) {
 
 // ReadBundle reads a bundle's events.jsonl (dropping a truncated last line).
 // A missing file is an error wrapping fs.ErrNotExist.
-func ReadBundle(path string) ([]Event, error) {
-	var out []Event
-	_, err := bundle.ReadJSONL(path, func(ev Event) error {
+func ReadBundle(path string) ([]bundle.Event, error) {
+	var out []bundle.Event
+	_, err := bundle.ReadJSONL(path, func(ev bundle.Event) error {
 		out = append(out, ev)
 		return nil
 	})

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asrprof/asrprof/trace/bundle"
+	"github.com/asrprof/asrprof/bundle"
 )
 
 func write(t *testing.T, dir, name, content string) {
@@ -155,7 +155,7 @@ func FuzzEventLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var st Stats
 		n := 0
-		err := readLines(strings.NewReader(string(data)), "f", &st, func(ev *Event) error {
+		err := readLines(strings.NewReader(string(data)), "f", &st, func(ev *bundle.Event) error {
 			if ev.EventName == "" {
 				t.Fatal("event without a name accepted")
 			}
