@@ -93,6 +93,11 @@ type Exempt struct {
 	Why            string
 }
 
+// Exempted is Exempt{fixture, level, rank, cause, rule, why}.
+func Exempted(fixture, level string, rank int, cause, rule, why string) Exempt {
+	return Exempt{Fixture: fixture, Level: level, Rank: rank, Cause: cause, Rule: rule, Why: why}
+}
+
 // Check lists what is wrong with a fixture's margins against the exempt
 // list: a cause near its threshold that is not exempt (a golden would
 // assert it), and an exemption for a cause that is no longer near (the
