@@ -130,7 +130,10 @@ type Advice struct {
 	Predicted *float64 `json:"predicted"`
 	Lo        *float64 `json:"lo"`
 	Hi        *float64 `json:"hi"`
-	Basis     string   `json:"basis"`
+	// Coverage is the share of trials the interval claims to hold the
+	// measurement in (0.8), where the advice says; an optional column.
+	Coverage *float64 `json:"coverage,omitempty"`
+	Basis    string   `json:"basis"`
 }
 
 // AdviceColumns are the advice table's columns.
@@ -202,6 +205,11 @@ func ParseAdvice(t *table.Table, where string) ([]Advice, error) {
 			dst **float64
 		}{{"from", &a.From}, {"to", &a.To}, {"now", &a.Now}, {"predicted", &a.Predicted}, {"lo", &a.Lo}, {"hi", &a.Hi}} {
 			if *n.dst, err = num(n.c); err != nil {
+				return nil, err
+			}
+		}
+		if _, ok := col["coverage"]; ok {
+			if a.Coverage, err = num("coverage"); err != nil {
 				return nil, err
 			}
 		}
