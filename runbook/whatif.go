@@ -533,10 +533,13 @@ type WhatIfRound struct {
 	BeforeN  []float64 `json:"before_runs,omitempty"`
 	AfterN   []float64 `json:"after_runs,omitempty"`
 	P        *float64  `json:"p,omitempty"` // Mann-Whitney U over the runs
-	Inside   *bool     `json:"in_interval,omitempty"`
-	ErrorPct *float64  `json:"error_pct,omitempty"` // (after − predicted) / predicted
-	Complete bool      `json:"complete"`
-	Error    string    `json:"error,omitempty"`
+	// Judgement: the measured ratio B/A against the predicted ratio, the
+	// A/A spread as the floor (JudgeRatio); Inside and ErrorPct are its.
+	Judgement *Judgement `json:"judgement,omitempty"`
+	Inside    *bool      `json:"in_interval,omitempty"`
+	ErrorPct  *float64   `json:"error_pct,omitempty"` // (measured − predicted) / predicted ratio B/A
+	Complete  bool       `json:"complete"`
+	Error     string     `json:"error,omitempty"`
 }
 
 // WhatIfReport is whatif.json.
@@ -565,7 +568,9 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if len(wc.Server.Argv) == 0 {
 		return nil, fmt.Errorf("%w: what-if needs the server's command (--server-cmd): it starts the server as it is and as changed", ErrBadCommand)
 	}
-	wc.Order = cmp.Or(wc.Order, "AB")
+	// A, B, A: the ratio B/A within one experiment, A's drift bracketed
+	// and its A/A spread measured (the floor of the judgement).
+	wc.Order = cmp.Or(wc.Order, "ABA")
 	out := wc.Runbook.Capture.Out
 	// A dry run writes nothing: it may name a what-if's directory.
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
@@ -742,15 +747,12 @@ func measure(rd *WhatIfRound, rb *Report, a Advice) {
 		}
 		p := c.P
 		rd.P = &p
-		if a.Predicted != nil {
-			if a.Lo != nil && a.Hi != nil {
-				in := after >= *a.Lo && after <= *a.Hi
-				rd.Inside = &in
-			}
-			if *a.Predicted != 0 {
-				e := (after - *a.Predicted) / *a.Predicted * 100
-				rd.ErrorPct = &e
-			}
+		// The ratio within this experiment, not after against the
+		// bundle's old value: side A drifts between runs and days.
+		if j, ok := JudgeRatio(a, rd.BeforeN, rd.AfterN); ok {
+			rd.Judgement = &j
+			in, e := j.Inside, j.ErrorPct
+			rd.Inside, rd.ErrorPct = &in, &e
 		}
 	}
 }
@@ -780,6 +782,9 @@ func roundLine(rd WhatIfRound) string {
 		s += fmt.Sprintf(" before %s, after %s", table.Format(*rd.Before), table.Format(*rd.After))
 		if a.Predicted != nil {
 			s += ", predicted " + predictedText(a)
+		}
+		if j := rd.Judgement; j != nil {
+			s += fmt.Sprintf("; B/A %s against %s [%s–%s]", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
 		}
 		if rd.Inside != nil {
 			s += "; " + insideText(rd)
@@ -819,8 +824,8 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 	t := &table.Table{
 		Name:  "whatif",
 		Title: "What-if: the advice acted on; predicted [interval] beside the server as it was (before) and as changed (after), rerun now",
-		Columns: []string{"round", "level", "verdict", "change", "metric", "predicted [lo–hi]", "before", "after", "measured in interval",
-			"error"},
+		Columns: []string{"round", "level", "verdict", "change", "metric", "predicted [lo–hi]", "before", "after",
+			"predicted B/A [judged lo–hi]", "measured B/A", "A/A spread", "measured in interval", "error"},
 	}
 	for _, rd := range rep.Rounds {
 		a := rd.Advice
@@ -845,7 +850,28 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 		if a.Change != "" {
 			change = a.Change + " (" + change + ")"
 		}
-		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, in, errPct)
+		var ratio, measured, aa any = "-", nil, nil
+		if j := rd.Judgement; j != nil {
+			ratio = fmt.Sprintf("%s [%s–%s]", table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
+			measured = j.MeasuredRatio
+			if j.AASpread != nil {
+				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
+			}
+		}
+		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
+		if j := rd.Judgement; j != nil {
+			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
+				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))
+			if a.Coverage != nil {
+				n += fmt.Sprintf(" (a %.0f %% interval)", 100**a.Coverage)
+			}
+			if j.AASpread != nil {
+				n += fmt.Sprintf(", widened to the A/A spread %.1f %% where it is narrower", 100**j.AASpread)
+			} else {
+				n += "; one A run: the A/A spread is not measured and sets no floor (--order ABA measures it)"
+			}
+			t.Notes = append(t.Notes, n)
+		}
 		if a.Predicted == nil && a.Basis != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: no prediction: %s", rd.Round, a.Basis))
 		}

@@ -25,10 +25,14 @@ highest level whose verdict has a knob), turns the knob into the server's
 flag, and reruns BUNDLE's capture (its dataset, that level, its repeats, from
 its manifest) with a fresh server a run, as asrprof ab does: side A the
 command as it is (--server-cmd, the server that BUNDLE measured), side B
-the command changed, in --order. Then it prints, a row a round: the verdict,
-the change, the metric, predicted [lo–hi], before (A) and after (B) as
-measured now, whether after lies in the interval, and the error of the
-prediction in percent.
+the command changed, in --order (default ABA: A, B, then A again, so that
+the ratio B/A is measured within one experiment, A's drift bracketed and
+its A/A spread measured). Then it prints, a row a round: the verdict, the
+change, the metric, predicted [lo–hi], before (A) and after (B) as measured
+now, the predicted ratio (predicted / the bundle's value) with the interval
+it is judged against (the advice's, widened to the A/A spread where that is
+wider), the measured ratio B/A, whether it lies in the interval, and the
+error of the predicted ratio in percent.
 
 Knobs and flags. The reference server's flags are built in:
   max_running    --max-running-requests  (set to the advice's to)
@@ -84,7 +88,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fs.IntVar(&rounds, "rounds", 1, "act on the advice up to `N` times, each round from the last one's command and verdict")
 		},
 		func() {
-			fs.StringVar(&order, "order", "AB", "each round's scored runs, letters A (as it is) and B (changed) (`ORDER`; as asrprof ab's)")
+			fs.StringVar(&order, "order", "ABA", "each round's scored runs, letters A (as it is) and B (changed) (`ORDER`; as asrprof ab's)")
 		},
 		func() {
 			fs.BoolVar(&warm, "warm", false, "run one unscored warm run of each side before a round's scored runs")
