@@ -5,7 +5,6 @@ import (
 	"testing"
 )
 
-
 // JudgeRatio, computed by hand: the measured B/A within the experiment
 // against the predicted ratio, the A/A spread as the floor.
 func TestJudgeRatio(t *testing.T) {
