@@ -10,7 +10,10 @@
 #   tools/calibrate.sh OUT STATE_NAME "REFSERVER FLAGS" LEVELS [WHATIF_LEVELS|auto] [PORT]
 #   tools/calibrate.sh runs/cal cap3 "--max-running-requests 3" 1,3,6 auto 18061
 #
-# auto: every level whose advice has a knob and a prediction. The dataset
+# auto: every level whose advice has a knob and a prediction. ADVICE=SCRIPT
+# takes the advice from SCRIPT instead of the bottleneck analysis (one
+# model at every level, whatever the verdict: tools/calibrate/cap.star,
+# build.star, host.star). The dataset
 # is the reference set's 8 shortest clips (by file size, then id; about
 # 2.5-3 s each), written to OUT/short.jsonl, to keep the CPU cost small
 # on a shared machine.
@@ -32,14 +35,19 @@ with open(sys.argv[1], "w") as f:
         r["audio"] = os.path.realpath(os.path.join(base, r["audio"]))
         f.write(json.dumps(r) + "\n")
 PY
-if [ ! -d "$OUT/$NAME/run-1" ]; then
+ADVICE=${ADVICE:-bottleneck}
+# a capture of this state still being written (another call): wait for it
+n=0
+while [ -d "$OUT/$NAME/run-1" ] && [ ! -f "$OUT/$NAME/run-1/results.json" ] && [ $n -lt 180 ]; do sleep 5; n=$((n + 1)); done
+if [ ! -f "$OUT/$NAME/run-1/results.json" ]; then
+  rm -rf "$OUT/$NAME"
   $BIN capture --runs 1 --server-cmd "$SRV" --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
     --dataset "$DATA" --max-samples "$SAMPLES" --concurrency "$LEVELS" --repeats 1 \
     --out "$OUT/$NAME" --otlp-http 127.0.0.1:0 --otlp-grpc off --quiet > "$OUT/$NAME.capture.log" 2>&1
 fi
 $BIN analyze "$OUT/$NAME/run-1" bottleneck > "$OUT/$NAME.bottleneck.txt" 2>&1 || true
 if [ "$WL" = auto ]; then
-  WL=$($BIN analyze "$OUT/$NAME/run-1" bottleneck --format json | python3 -c '
+  WL=$($BIN analyze "$OUT/$NAME/run-1" "$ADVICE" --format json | python3 -c '
 import json, sys
 for t in json.load(sys.stdin)["tables"]:
     if t["name"] == "advice":
@@ -50,7 +58,7 @@ fi
 for lv in $(echo "$WL" | tr , ' '); do
   wi="$OUT/$NAME-wi-$lv"
   load=$(cut -d' ' -f1 /proc/loadavg)
-  if $BIN what-if "$OUT/$NAME/run-1" --server-cmd "$SRV" --level "$lv" --out "$wi" --overwrite > "$wi.stdout" 2> "$wi.stderr"; then :; else
+  if $BIN what-if "$OUT/$NAME/run-1" --server-cmd "$SRV" --level "$lv" --advice "$ADVICE" --out "$wi" --overwrite > "$wi.stdout" 2> "$wi.stderr"; then :; else
     echo "$NAME $lv: what-if failed (exit $?): $(tail -1 "$wi.stderr")" >&2; continue
   fi
   load2=$(cut -d' ' -f1 /proc/loadavg)
