@@ -130,3 +130,26 @@ func TestCalibration(t *testing.T) {
 	}
 	t.Logf("coverage %d of %d (%.0f %%), median abs error %.1f %%", inside, scored, 100*float64(inside)/float64(max(scored, 1)), med)
 }
+
+func TestCalibrationParse(t *testing.T) {
+	doc := "x\n### Calibration\n\ntext\n\n| model | server state | knob | level | predicted ratio [lo–hi] | judged against | measured ratio | inside | scored | load |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|\n" +
+		"| admission cap | `cap3` | max_running | c6 | ×1.135 [0.967–1.304] | 0.900–1.370 | ×1.21 | yes | yes | 9–12 |\n" +
+		"| host work | host10 | host_work | c1 | ×1.02 [0.93–1.11] | 0.93–1.11 | ×1.40 | no | no | 9 |\n\nafter\n" +
+		"<!-- calibration: coverage 1 of 1; median abs error 6.6 % -->\n"
+	rows, err := Calibration(doc, "### Calibration")
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%+v %v", rows, err)
+	}
+	want := CalRow{Model: "admission cap", State: "cap3", Knob: "max_running", Level: "c6", Predicted: 1.135, Lo: 0.967, Hi: 1.304,
+		JudgedLo: 0.9, JudgedHi: 1.37, Measured: 1.21, Inside: true, Scored: true}
+	if rows[0] != want || rows[1].Inside || rows[1].Scored || rows[1].Measured != 1.4 {
+		t.Errorf("rows %+v", rows)
+	}
+	if c, ok := Claim(doc); !ok || c != (CalClaim{1, 1, 6.6}) {
+		t.Errorf("claim %+v %v", c, ok)
+	}
+	if _, err := Calibration("| a |\n", "### Calibration"); err == nil {
+		t.Error("no heading: no error")
+	}
+}
