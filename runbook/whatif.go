@@ -863,7 +863,7 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
 				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))
 			if a.Coverage != nil {
-				n += fmt.Sprintf(" (a %.0f %% interval)", 100**a.Coverage)
+				n += fmt.Sprintf(" (its interval claims %.0f %%)", 100**a.Coverage)
 			}
 			if j.AASpread != nil {
 				n += fmt.Sprintf(", widened to the A/A spread %.1f %% where it is narrower", 100**j.AASpread)
