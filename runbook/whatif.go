@@ -510,7 +510,7 @@ type WhatIfConfig struct {
 	Level   string    // "": the highest level with a knob
 	Knobs   map[string]string
 	Rounds  int    // ≥ 1
-	Order   string // each round's runs, as ab's --order ("AB")
+	Order   string // each round's runs, as ab's --order ("": ABA)
 	Warm    bool   // an unscored warm run of each side first
 	DryRun  bool
 	// Advice reads the advice table of the bundle in dir (asrprof: the
