@@ -7,20 +7,10 @@ import (
 )
 
 // notAsserted are the golden fixtures' causes whose deciding figure lies
-// within margin.Near of its threshold: TestGolden masks their rows
-// (margin.Mask), and TestVerdictMargins fails for any other such cause.
-var notAsserted = []margin.Exempt{
-	// the synthetic fixtures' stage times were chosen for the sweep's
-	// shape (internal/fixture.SweepLevels); these causes sit on a
-	// threshold by accident of those times. Moving them would rewrite
-	// every golden of the fixture (sweep, stages, the CLI's), so the
-	// rows are not asserted instead.
-	margin.Exempted("refserver", "c32", 2, "admission wait", "MIN_SHARE", "a secondary state at 10.9 % of latency against 10 %: whether it is listed turns on a point of latency"),
-	margin.Exempted("refserver", "c32", 3, "busy thread", "BUSY_THREAD", "the fixture's scheduler thread at 0.90 of a core against 0.85"),
-	margin.Exempted("refserver_random", "c32", 3, "admission behind first forwards", "MIN_SHARE", "a secondary state at 10.9 % of latency against 10 %"),
-	margin.Exempted("refserver_random", "c64", 1, "admission wait", "BEHIND_FF", "a first forward ran during 45 % of the wait against 50 %: admission wait or behind first forwards is a coin toss here"),
-	margin.Exempted("sglang", "c32", 3, "admission behind first forwards", "MIN_SHARE", "a secondary state at 10.9 % of latency against 10 %"),
-}
+// within margin.Near of its threshold (margin.FixtureExempt, shared with
+// cmd/asrprof's CLI goldens): TestGolden masks their rows, and
+// TestVerdictMargins fails for any other such cause.
+var notAsserted = margin.FixtureExempt()
 
 // TestVerdictMargins runs the margins analysis over every golden fixture:
 // no cause the goldens assert may be decided by a figure within 10 % of
