@@ -31,10 +31,13 @@ type WhatIfRound struct {
 	AfterN   []float64    `json:"after_runs,omitempty"`
 	P        *float64     `json:"p,omitempty"`     // Mann-Whitney U over the runs
 	Delta    string       `json:"delta,omitempty"` // after vs before (summary.Comparison.Delta)
-	Inside   *bool        `json:"in_interval,omitempty"`
-	ErrorPct *float64     `json:"error_pct,omitempty"` // (after − predicted) / predicted
-	Complete bool         `json:"complete"`
-	Error    string       `json:"error,omitempty"`
+	// Judgement: the measured ratio B/A against the predicted ratio, the
+	// A/A spread as the floor (runbook.JudgeRatio); Inside and ErrorPct are its.
+	Judgement *WhatIfJudgement `json:"judgement,omitempty"`
+	Inside    *bool            `json:"in_interval,omitempty"`
+	ErrorPct  *float64         `json:"error_pct,omitempty"` // (after − predicted) / predicted
+	Complete  bool             `json:"complete"`
+	Error     string           `json:"error,omitempty"`
 }
 
 // WhatIfEdit is what a knob does to the server command.
@@ -61,5 +64,34 @@ type WhatIfAdvice struct {
 	Predicted *float64 `json:"predicted"`
 	Lo        *float64 `json:"lo"`
 	Hi        *float64 `json:"hi"`
-	Basis     string   `json:"basis"`
+	// Coverage is the share of trials the interval claims to hold the
+	// measurement in (0.8), where the advice says; an optional column.
+	Coverage *float64 `json:"coverage,omitempty"`
+	Basis    string   `json:"basis"`
+}
+
+// WhatIfJudgement is what-if's verdict on one round (docs/CAPACITY.md,
+// "What-if"): the ratio B/A measured within one experiment (A and B
+// interleaved, A, B, A by default, each run a fresh server) against the
+// ratio the advice predicted, predicted / now, whose interval is widened
+// where the A/A spread (the same server measured twice in the experiment)
+// is wider: no change can be told from noise narrower than that.
+type WhatIfJudgement struct {
+	// PredictedRatio is the advice's predicted / now; Lo and Hi its
+	// interval as ratios (lo / now, hi / now).
+	PredictedRatio float64 `json:"predicted_ratio"`
+	Lo             float64 `json:"predicted_ratio_lo"`
+	Hi             float64 `json:"predicted_ratio_hi"`
+	// MeasuredRatio is the mean of the B runs over the mean of the A runs.
+	MeasuredRatio float64 `json:"measured_ratio"`
+	// AASpread is (max − min) / mean over the A runs; nil with one A run.
+	AASpread *float64 `json:"aa_spread,omitempty"`
+	// JudgedLo and JudgedHi are the interval the measured ratio is judged
+	// against: [Lo, Hi], each side at least PredictedRatio × AASpread away
+	// from the predicted ratio.
+	JudgedLo float64 `json:"judged_lo"`
+	JudgedHi float64 `json:"judged_hi"`
+	Inside   bool    `json:"inside"`
+	// ErrorPct is (measured − predicted) / predicted ratio, in %.
+	ErrorPct float64 `json:"error_pct"`
 }

@@ -189,6 +189,11 @@ func ParseAdvice(t *table.Table, where string) ([]bundle.WhatIfAdvice, error) {
 				return nil, err
 			}
 		}
+		if _, ok := col["coverage"]; ok {
+			if a.Coverage, err = num("coverage"); err != nil {
+				return nil, err
+			}
+		}
 		if a.Level == "" {
 			return nil, fmt.Errorf("%w: %s row %d: the level is empty", ErrBadAdvice, where, i+1)
 		}
@@ -675,15 +680,12 @@ func measure(rd *bundle.WhatIfRound, rb *Report, a bundle.WhatIfAdvice) {
 		}
 		p := c.P
 		rd.P, rd.Delta = &p, c.Delta()
-		if a.Predicted != nil {
-			if a.Lo != nil && a.Hi != nil {
-				in := after >= *a.Lo && after <= *a.Hi
-				rd.Inside = &in
-			}
-			if *a.Predicted != 0 {
-				e := (after - *a.Predicted) / *a.Predicted * 100
-				rd.ErrorPct = &e
-			}
+		// The ratio within this experiment, not after against the
+		// bundle's old value: side A drifts between runs and days.
+		if j, ok := JudgeRatio(a, rd.BeforeN, rd.AfterN); ok {
+			rd.Judgement = &j
+			in, e := j.Inside, j.ErrorPct
+			rd.Inside, rd.ErrorPct = &in, &e
 		}
 	}
 }
@@ -713,6 +715,9 @@ func roundLine(rd bundle.WhatIfRound) string {
 		s += fmt.Sprintf(" before %s, after %s", table.Format(*rd.Before), table.Format(*rd.After))
 		if a.Predicted != nil {
 			s += ", predicted " + predictedText(a)
+		}
+		if j := rd.Judgement; j != nil {
+			s += fmt.Sprintf("; B/A %s against %s [%s–%s]", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
 		}
 		if rd.Inside != nil {
 			s += "; " + insideText(rd)
@@ -752,8 +757,8 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 	t := &table.Table{
 		Name:  "whatif",
 		Title: "What-if: the advice acted on; predicted [interval] beside the server as it was (before) and as changed (after), rerun now",
-		Columns: []string{"round", "level", "verdict", "change", "metric", "predicted [lo–hi]", "before", "after", "measured in interval",
-			"error"},
+		Columns: []string{"round", "level", "verdict", "change", "metric", "predicted [lo–hi]", "before", "after",
+			"predicted B/A [judged lo–hi]", "measured B/A", "A/A spread", "measured in interval", "error"},
 	}
 	for _, rd := range rep.Rounds {
 		a := rd.Advice
@@ -778,7 +783,28 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 		if a.Change != "" {
 			change = a.Change + " (" + change + ")"
 		}
-		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, in, errPct)
+		var ratio, measured, aa any = "-", nil, nil
+		if j := rd.Judgement; j != nil {
+			ratio = fmt.Sprintf("%s [%s–%s]", table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
+			measured = j.MeasuredRatio
+			if j.AASpread != nil {
+				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
+			}
+		}
+		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
+		if j := rd.Judgement; j != nil {
+			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
+				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))
+			if a.Coverage != nil {
+				n += fmt.Sprintf(" (its interval claims %.0f %%)", 100**a.Coverage)
+			}
+			if j.AASpread != nil {
+				n += fmt.Sprintf(", widened to the A/A spread %.1f %% where it is narrower", 100**j.AASpread)
+			} else {
+				n += "; one A run: the A/A spread is not measured and sets no floor (--order ABA measures it)"
+			}
+			t.Notes = append(t.Notes, n)
+		}
 		if a.Predicted == nil && a.Basis != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: no prediction: %s", rd.Round, a.Basis))
 		}

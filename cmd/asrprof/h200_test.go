@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/asrprof/asrprof/internal/bundletest"
+	"github.com/asrprof/asrprof/internal/margin"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ func TestH200Goldens(t *testing.T) {
 			for _, script := range []string{"sweep", "stages", "gpu", "cpu", "attribution", "bottleneck"} {
 				checkH200Golden(t, dir, name, script)
 			}
+			checkH200Margins(t, dir, name)
 		})
 	}
 }
@@ -83,7 +85,50 @@ func TestH200BlackBox(t *testing.T) {
 			for _, script := range []string{"blackbox", "bottleneck"} {
 				checkH200Golden(t, dir, tc.bundle, script)
 			}
+			checkH200Margins(t, dir, tc.bundle)
 		})
+	}
+}
+
+// h200NotAsserted are the H200 bundles' causes whose deciding figure lies
+// within margin.Near of its threshold (issue 44): their rows are masked
+// in the bottleneck goldens, and TestH200Goldens fails for any other such
+// cause. The bundles are measurements of the device: they cannot be
+// moved, so these rows are not asserted.
+var h200NotAsserted = []margin.Exempt{
+	margin.Exempted("study", "c8", 3, "admission behind first forwards", "MIN_SHARE", "a secondary state at 10.6 % of latency against 10 %"),
+	margin.Exempted("study", "c8", 4, "busy thread", "BUSY_THREAD", "asr-sched at 0.90 of a core against 0.85"),
+	margin.Exempted("study", "c32", 5, "busy thread", "BUSY_THREAD", "asr-sched at 0.87 of a core against 0.85"),
+	margin.Exempted("study", "c64", 6, "unexplained wait", "MIN_SHARE", "a secondary state at 10.9 % of latency against 10 %"),
+	margin.Exempted("gpu-bound", "c16", 3, "busy thread", "BUSY_THREAD", "asr-sched at 0.92 of a core against 0.85"),
+	margin.Exempted("gpu-bound", "c64", 4, "busy thread", "BUSY_THREAD", "asr-sched at 0.92 of a core against 0.85"),
+	margin.Exempted("gpu-bound", "c128", 4, "busy thread", "BUSY_THREAD", "asr-sched at 0.93 of a core against 0.85"),
+	margin.Exempted("host-bound", "c1", 2, "response delivery", "MIN_SHARE", "a secondary state at 10.6 % of latency against 10 %"),
+	margin.Exempted("host-bound", "c8", 3, "admission behind first forwards", "MIN_SHARE", "a secondary state at 10.7 % of latency against 10 %"),
+	margin.Exempted("host-bound", "c8", 4, "busy thread", "BUSY_THREAD", "asr-sched at 0.91 of a core against 0.85"),
+	margin.Exempted("router-even", "c64", 4, "running batch (no thread data)", "MIN_SHARE", "a secondary state at 10.04 % of latency against 10 %"),
+	margin.Exempted("router-even", "c64", 5, "busy thread", "BUSY_THREAD", "asr-sched at 0.854 of a core against 0.85"),
+	margin.Exempted("router-slow", "c32", 1, "slow worker: gpu-w1", "SLOW_WORKER per second of audio", "the slow worker at 1.506× per second of audio against 1.5×: the verdict holds by 0.4 %"),
+	margin.Exempted("router-slow", "c32", 5, "imbalanced router", "IMBALANCE", "the busiest worker at 1.29× its fair share against 1.25×"),
+	margin.Exempted("fp32-attribution", "c64", 2, "GPU-bound", "MIN_SHARE", "a secondary state at 10.3 % of latency against 10 %"),
+	margin.Exempted("graphs-attribution", "c8", 2, "GPU-bound", "GPU_BOUND_BUSY", "the GPU busy 51 % of the running time against 50 %: GPU-bound or host-bound decode is a coin toss"),
+}
+
+// checkH200Margins runs the margins analysis on the H200 bundle name and
+// fails for a cause near its threshold that h200NotAsserted lacks (or an
+// exemption no longer near).
+func checkH200Margins(t *testing.T, dir, name string) {
+	t.Helper()
+	code, stdout, stderr := runCLI("analyze", dir, "margins", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("analyze margins: exit %d\n%s", code, stderr)
+	}
+	rows, err := margin.Parse(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range margin.Check(name, rows, h200NotAsserted) {
+		t.Error(e)
 	}
 }
 
@@ -97,6 +142,9 @@ func checkH200Golden(t *testing.T, dir, name, script string) {
 	}
 	path := filepath.Join(refservertest.Root(), "testdata", "h200", "golden", name, script+".txt")
 	got := strings.ReplaceAll(stdout, dir, "BUNDLE")
+	if script == "bottleneck" {
+		got = margin.Mask(got, name, h200NotAsserted)
+	}
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

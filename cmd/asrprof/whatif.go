@@ -26,10 +26,14 @@ highest level whose verdict has a knob), turns the knob into the server's
 flag, and reruns BUNDLE's capture (its dataset, that level, its repeats, from
 its manifest) with a fresh server a run, as asrprof ab does: side A the
 command as it is (--server-cmd, the server that BUNDLE measured), side B
-the command changed, in --order. Then it prints, a row a round: the verdict,
-the change, the metric, predicted [lo–hi], before (A) and after (B) as
-measured now, whether after lies in the interval, and the error of the
-prediction in percent.
+the command changed, in --order (default ABA: A, B, then A again, so that
+the ratio B/A is measured within one experiment, A's drift bracketed and
+its A/A spread measured). Then it prints, a row a round: the verdict, the
+change, the metric, predicted [lo–hi], before (A) and after (B) as measured
+now, the predicted ratio (predicted / the bundle's value) with the interval
+it is judged against (the advice's, widened to the A/A spread where that is
+wider), the measured ratio B/A, whether it lies in the interval, and the
+error of the predicted ratio in percent.
 
 Knobs and flags. The reference server's flags are built in:
   max_running    --max-running-requests  (set to the advice's to)

@@ -35,11 +35,11 @@ func whatIfBundle(t *testing.T, port int, server string) string {
 	return filepath.Join(out, "run-1")
 }
 
-// whatIfArgs are the lifecycle flags of the tests' what-if runs, and one
-// run a side (--order AB; the default is ABBAAB); the capture's own flags
-// come from the bundle's manifest.
+// whatIfArgs are the lifecycle flags of the tests' what-if runs, and
+// --order ABA (the least that measures the A/A spread; the default is
+// ABBAAB); the capture's own flags come from the bundle's manifest.
 func whatIfArgs(out string, extra ...string) []string {
-	return append([]string{"--out", out, "--order", "AB", "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
+	return append([]string{"--out", out, "--order", "ABA", "--gpu-free-mib", "100000000", "--startup-timeout", "20s"}, extra...)
 }
 
 func readWhatIf(t *testing.T, out string) bundle.WhatIfReport {
@@ -100,6 +100,17 @@ func TestWhatIfRaisesMaxRunning(t *testing.T) {
 	if ratio := *r.After / *r.Before; ratio < 1.6 || ratio > 2.4 || !*r.Inside {
 		t.Errorf("before %.2f, after %.2f req/s (B/A %.2f), inside %v", *r.Before, *r.After, ratio, *r.Inside)
 	}
+	// The default order, A, B, A: judged on the ratio within the
+	// experiment, 2× [1.5–2.5] predicted (the script's), the A/A spread
+	// measured (the fake's two A runs, a few % apart at most).
+	j := r.Judgement
+	if len(r.BeforeN) != 2 || len(r.AfterN) != 1 || j == nil || j.AASpread == nil || *j.AASpread > 0.25 ||
+		j.PredictedRatio != 2 || j.MeasuredRatio < 1.6 || j.MeasuredRatio > 2.4 || !j.Inside {
+		t.Errorf("runs A %v B %v, judgement %+v", r.BeforeN, r.AfterN, j)
+	}
+	if !strings.Contains(stdout, "judged on the ratio B/A within this experiment (2 A and 1 B runs, interleaved)") {
+		t.Errorf("stdout lacks the judgement's note:\n%s", stdout)
+	}
 	// B's server ran the changed command (its recorded provenance).
 	var rec runbook.RunRecord
 	b, err := os.ReadFile(filepath.Join(out, "round-1", "B-1", runbook.RunFile))
@@ -125,7 +136,7 @@ func TestWhatIfRounds(t *testing.T) {
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
 	out := filepath.Join(t.TempDir(), "wi")
-	code, stdout, stderr := runCLI(append([]string{"what-if", dir, "--server-cmd", srv, "--rounds", "5",
+	code, stdout, stderr := runCLI(append([]string{"what-if", dir, "--server-cmd", srv, "--rounds", "5", "--order", "AB",
 		"--advice", testdataPath("whatif_rounds.star")}, whatIfArgs(out)...)...)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -167,6 +178,11 @@ func TestWhatIfStopsWhereWorse(t *testing.T) {
 	r := rep.Rounds[0]
 	if r.Before == nil || r.After == nil || *r.After >= *r.Before*0.8 {
 		t.Fatalf("round 1 not measured as a loss: before %v, after %v", r.Before, r.After)
+	}
+	// The fake's known effect, half the slots, half the req/s, against the
+	// script's 2×: outside the interval, even widened to the A/A spread.
+	if j := r.Judgement; j == nil || j.AASpread == nil || j.Inside || j.MeasuredRatio < 0.35 || j.MeasuredRatio > 0.65 || j.JudgedLo <= j.MeasuredRatio {
+		t.Errorf("judgement %+v: want about 0.5, outside", j)
 	}
 	if !strings.HasPrefix(rep.Stopped, "round 1: the change made req/s worse") || !strings.Contains(stdout, "stopped: round 1: the change made req/s worse") {
 		t.Errorf("stopped %q\n%s", rep.Stopped, stdout)
