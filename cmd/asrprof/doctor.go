@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/asrprof/asrprof/probe/doctor"
 )
@@ -32,6 +33,9 @@ Flags:
 	}
 	if *pid < 0 {
 		return fmt.Errorf("%w: --pid must be positive", errUsage)
+	}
+	if u, err := url.Parse(*target); *target != "" && (err != nil || u.Scheme == "" || u.Host == "") {
+		return fmt.Errorf("%w: --target %q: want a URL such as http://127.0.0.1:8000", errUsage, *target)
 	}
 	for _, f := range doctor.Check(ctx, doctor.Options{Target: *target, PID: *pid}) {
 		fmt.Fprintln(stdout, f)

@@ -62,6 +62,13 @@ func TestCLIGolden(t *testing.T) {
 			setup: fixtures("refserver"), code: exitUsage},
 		{name: "error_not_a_bundle", args: []string{"show", "$TMP"}, code: exitUsage},
 		{name: "error_format", args: []string{"analyze", "$TMP/refserver", "--format", "yaml"}, setup: fixtures("refserver"), code: exitUsage},
+		// Names: a misspelt analysis or command is bad input, caught before
+		// anything runs (no table printed), with the nearest name.
+		{name: "error_analysis_name", args: []string{"analyze", "$TMP/refserver", "stagse"}, setup: fixtures("refserver"), code: exitUsage},
+		{name: "error_analysis_second_name", args: []string{"analyze", "$TMP/refserver", "stages", "bottlenek"}, setup: fixtures("refserver"), code: exitUsage},
+		{name: "error_command", args: []string{"captur", "--target", "http://127.0.0.1:1"}, code: exitUsage},
+		{name: "version_flag", args: []string{"--version"}},
+		{name: "error_doctor_target", args: []string{"doctor", "--target", "127.0.0.1:8000"}, code: exitUsage},
 		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
 		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
 		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},
