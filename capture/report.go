@@ -60,7 +60,7 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *SearchRes
 	case f.ReportErr != nil:
 		k.say("report: " + f.ReportErr.Error())
 	case f.Report != "":
-		k.say("report: " + f.Report)
+		k.note("report: " + f.Report)
 	}
 	return nil
 }

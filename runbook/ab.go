@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
 )
@@ -56,7 +57,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 		} else if c.Sig {
 			delta = "changed"
 		}
-		t.AddRow(c.Level, labels[c.Metric], c.MeanA, c.MeanB, ratio, c.P, delta)
+		t.AddRow(model.LevelLabel(c.Level), labels[c.Metric], c.MeanA, c.MeanB, ratio, c.P, delta)
 		worst = math.Max(worst, summary.MinP(len(c.A), len(c.B)))
 	}
 	if len(cs) > 0 && worst >= alpha {

@@ -893,7 +893,7 @@ func SensitivityTables(rep *SensitivityReport) []*table.Table {
 		what = "GPU-clock"
 	}
 	o := rep.Overall
-	title := fmt.Sprintf("%s sensitivity at %s: %s", what, rep.Level, rep.Verdict)
+	title := fmt.Sprintf("%s sensitivity at %s: %s", what, model.LevelLabel(rep.Level), rep.Verdict)
 	if o.N > 0 {
 		title += fmt.Sprintf(", %.2f [%.2f, %.2f] against %s (%g %% bootstrap interval over %d cycles)", o.Value, o.Lo, o.Hi, rep.Against, 100*rep.Confidence, o.N)
 	} else {

@@ -241,7 +241,7 @@ func SummaryTable(sum []MetricSummary, side string) *table.Table {
 		if s.N < 2 {
 			sd = nil
 		}
-		t.AddRow(s.Level, labels[s.Metric], s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
+		t.AddRow(model.LevelLabel(s.Level), labels[s.Metric], s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
 	}
 	return t
 }

@@ -598,7 +598,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			break
 		}
 		if !knob {
-			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, a.Level, orNone(a.Cause))
+			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, model.LevelLabel(a.Level), orNone(a.Cause))
 			if level == "" {
 				why = src + "'s advice suggests no knob at any level (--advice SCRIPT gives advice of your own)"
 			}
@@ -613,7 +613,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 			break
 		}
 		if edit.Where == "unchanged" {
-			nothing(r, fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, a.Level, orNone(a.Cause), editText(edit)))
+			nothing(r, fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, model.LevelLabel(a.Level), orNone(a.Cause), editText(edit)))
 			break
 		}
 		next := ServerCmd{Command: JoinCommand(edit.Argv), Argv: edit.Argv}
@@ -837,7 +837,7 @@ func WhatIfTable(rep *WhatIfReport) *table.Table {
 		if a.Change != "" {
 			change = a.Change + " (" + change + ")"
 		}
-		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, in, errPct)
+		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, in, errPct)
 		if a.Predicted == nil && a.Basis != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("round %d: no prediction: %s", rd.Round, a.Basis))
 		}
@@ -872,12 +872,12 @@ func fmtList(xs []float64) string {
 // dryRun prints what round 1 would run.
 func dryRun(w io.Writer, rd WhatIfRound, c capture.Config, plan []RunSpec, wc WhatIfConfig) {
 	a := rd.Advice
-	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, a.Level, orNone(a.Cause), orNone(a.Change))
+	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, model.LevelLabel(a.Level), orNone(a.Cause), orNone(a.Change))
 	fmt.Fprintf(w, "knob %s: %s (%s)\n", a.Knob, editText(rd.Edit), rd.Edit.Where)
 	if a.Predicted != nil {
 		fmt.Fprintf(w, "predicted %s: %s\n", a.Metric, predictedText(a))
 	}
-	fmt.Fprintf(w, "each run: a fresh server, then a capture of %s at %s, %d repeats, into %s/<run>/\n", c.Dataset, a.Level, c.Repeats, c.Out)
+	fmt.Fprintf(w, "each run: a fresh server, then a capture of %s at %s, %d repeats, into %s/<run>/\n", c.Dataset, model.LevelLabel(a.Level), c.Repeats, c.Out)
 	for _, p := range plan {
 		scored := ""
 		if !p.Scored {
