@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
+	"github.com/asrprof/asrprof/table"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
@@ -177,11 +179,30 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 	return func(ctx context.Context, dir string, tables bool) capture.Finished {
 		var f capture.Finished
 		if tables {
-			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+			f.Tables, f.TablesErr = captureTables(ctx, dir, analysis.Options{LengthBuckets: lb})
 		}
 		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
 		return f
 	}
+}
+
+// captureTables are the tables a capture prints at its end: the answer
+// first (the summary analysis: per level throughput, latency, verdict and
+// advice), then a line that says where the detail comes from again, then
+// the default analyses, the sweep first.
+func captureTables(ctx context.Context, dir string, o analysis.Options) ([]*table.Table, error) {
+	c, err := analysis.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Timeout = cmp.Or(o.Timeout, analysis.DefaultTimeout)
+	names := append([]string{"summary"}, analysis.DefaultScriptsFor(c, o)...)
+	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), names)
+	if len(tabs) > 0 && tabs[0].Name == "summary" {
+		details := &table.Table{Name: "details", Title: "The detail ('asrprof analyze " + dir + "' prints it again):"}
+		tabs = slices.Insert(tabs, 1, details)
+	}
+	return tabs, err
 }
 
 // parseCapture turns the command line of `capture` (or `ab`) into the

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // TestAnalyzeDiagnosisNames: the diagnosis is reachable under the names
@@ -21,5 +25,46 @@ func TestAnalyzeDiagnosisNames(t *testing.T) {
 		if code != 0 || got != want {
 			t.Errorf("analyze %v: exit %d, stdout differs from bottleneck's:\n%s\n%s", names, code, got, stderr)
 		}
+	}
+}
+
+// TestCaptureStreams: one stream rule. The tables, the summary first, go
+// to stdout; progress and notes (the target, the probes, the receiver,
+// the bundle) to stderr; --quiet leaves stdout alone and stderr empty.
+func TestCaptureStreams(t *testing.T) {
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 10 * time.Millisecond})
+	ds := dataset(t, 2)
+	capture := func(extra ...string) (string, string) {
+		args := append([]string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1", "--repeats", "1",
+			"--out", filepath.Join(t.TempDir(), "run"), "--probes", "proc", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms"}, extra...)
+		code, stdout, stderr := runCLI(args...)
+		if code != exitOK {
+			t.Fatalf("capture %v: exit %d\n%s\n%s", extra, code, stdout, stderr)
+		}
+		return stdout, stderr
+	}
+	stdout, stderr := capture()
+	for _, s := range []string{"Summary: per level", "Sweep (mean over repeats"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, stdout)
+		}
+		if strings.Contains(stderr, s) {
+			t.Errorf("a table on stderr (%q):\n%s", s, stderr)
+		}
+	}
+	if !strings.HasPrefix(stdout, "Summary: per level") {
+		t.Errorf("stdout does not open with the summary:\n%s", stdout)
+	}
+	for _, s := range []string{"target: ", "probe proc", "OTLP receiver", "c=1 repeat 1/1", "bundle: "} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+		}
+	}
+	quiet, qerr := capture("--quiet")
+	if qerr != "" {
+		t.Errorf("--quiet printed on stderr:\n%s", qerr)
+	}
+	if !strings.HasPrefix(quiet, "Summary: per level") || !strings.Contains(quiet, "Sweep (mean over repeats") {
+		t.Errorf("--quiet: stdout lacks the answer:\n%s", quiet)
 	}
 }

@@ -75,6 +75,9 @@ func TestCLIGolden(t *testing.T) {
 		{name: "analyze_killed_sweep", args: []string{"analyze", "$TMP/killed", "sweep"}, setup: killedBundle},
 		{name: "analyze_list", args: []string{"analyze", "--list"}},
 		{name: "analyze", args: []string{"analyze", "$TMP/refserver"}, setup: fixtures("refserver")},
+		// The answer first: what a capture opens with (finishCapture).
+		{name: "analyze_summary", args: []string{"analyze", "$TMP/refserver", "summary"}, setup: fixtures("refserver")},
+		{name: "analyze_summary_sglang", args: []string{"analyze", "$TMP/sglang", "summary"}, setup: fixtures("sglang")},
 		{name: "analyze_json", args: []string{"analyze", "$TMP/sglang", "sweep", "knee", "--format", "json"}, setup: fixtures("sglang")},
 		{name: "compare", args: []string{"compare", "$TMP/refserver", "$TMP/sglang"}, setup: fixtures("refserver", "sglang")},
 		{name: "export_perfetto", args: []string{"export", "$TMP/vllm", "--perfetto", "$TMP/vllm.json"}, setup: fixtures("vllm")},
@@ -132,11 +135,11 @@ func TestOneSweepTable(t *testing.T) {
 		_, analyze, _ := runCLI("analyze", dir, "sweep")
 		f := finishCapture(context.Background(), dir, true)
 		tabs, err := f.Tables, f.TablesErr
-		if err != nil || len(tabs) == 0 || tabs[0].Name != "sweep" {
+		if err != nil || len(tabs) < 3 || tabs[0].Name != "summary" || tabs[2].Name != "sweep" {
 			t.Fatalf("capture's tables: %v %v", tabs, err)
 		}
 		var capture bytes.Buffer
-		table.Render(&capture, "table", tabs[0])
+		table.Render(&capture, "table", tabs[2])
 		if show != analyze || show != capture.String() {
 			t.Errorf("%s: the sweeps differ:\n--- show\n%s--- analyze\n%s--- capture\n%s", dir, show, analyze, capture.String())
 		}
