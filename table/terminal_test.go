@@ -163,7 +163,7 @@ func TestTableNotATerminal(t *testing.T) {
 // "text" is the format's name; "table", its old name, still renders the
 // same; anything else is an error that lists the names.
 func TestTableFormats(t *testing.T) {
-	for _, f := range []string{"text", "table", "markdown", "csv", "json"} {
+	for _, f := range []string{"text", "table", "markdown", "csv", "tsv", "json"} {
 		if err := CheckFormat(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -175,7 +175,7 @@ func TestTableFormats(t *testing.T) {
 		t.Error("table and text differ")
 	}
 	err := Render(&a, "yaml", diagnosis())
-	if err == nil || !strings.Contains(err.Error(), "want text, markdown, csv or json") {
+	if err == nil || !strings.Contains(err.Error(), "want text, markdown, csv, tsv or json") {
 		t.Errorf("yaml: %v", err)
 	}
 }

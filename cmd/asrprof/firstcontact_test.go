@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/csv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,5 +67,45 @@ func TestCaptureStreams(t *testing.T) {
 	}
 	if !strings.HasPrefix(quiet, "Summary: per level") || !strings.Contains(quiet, "Sweep (mean over repeats") {
 		t.Errorf("--quiet: stdout lacks the answer:\n%s", quiet)
+	}
+}
+
+// TestAnalyzeCSVShape: --format csv and tsv give one value a cell: every
+// row as wide as its header, no "mean / p95" or "[min–max]" packed in a
+// cell, the stages' mean and p95 in columns of their own.
+func TestAnalyzeCSVShape(t *testing.T) {
+	tmp := t.TempDir()
+	dir := writeGolden(t, tmp, "refserver")
+	for _, f := range []struct {
+		name string
+		sep  rune
+	}{{"csv", ','}, {"tsv", '\t'}} {
+		code, out, stderr := runCLI("analyze", dir, "sweep", "stages", "summary", "--format", f.name)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", f.name, code, stderr)
+		}
+		var headers []string
+		for _, block := range strings.Split(strings.TrimSpace(out), "\n\n") {
+			r := csv.NewReader(strings.NewReader(block))
+			r.Comma = f.sep
+			recs, err := r.ReadAll() // fails on a row of another width
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", f.name, err, block)
+			}
+			headers = append(headers, strings.Join(recs[0], "|"))
+			for _, rec := range recs[1:] {
+				for _, c := range rec {
+					if strings.Contains(c, " / ") || strings.Contains(c, "–") {
+						t.Errorf("%s: a cell of two values: %q in %v", f.name, c, rec)
+					}
+				}
+			}
+		}
+		all := strings.Join(headers, "\n")
+		for _, col := range []string{"build mean_ms", "build p95_ms", "latency p95 (s)", "verdict"} {
+			if !strings.Contains(all, col) {
+				t.Errorf("%s: no column %q in\n%s", f.name, col, all)
+			}
+		}
 	}
 }

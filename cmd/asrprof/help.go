@@ -127,7 +127,7 @@ const formatUsage = table.FormatUsage
 // checkFormat checks a --format value (formatUsage).
 func checkFormat(format string) error {
 	if table.CheckFormat(format) != nil {
-		return fmt.Errorf("%w: --format %q: want text, markdown, csv or json", errUsage, format)
+		return fmt.Errorf("%w: --format %q: want text, markdown, csv, tsv or json", errUsage, format)
 	}
 	return nil
 }
