@@ -120,13 +120,8 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return datasetError(cfg, rb.run(ctx, cfg, stdout, stderr))
 	}
 	// Before the levels line: a command line in error prints only the error.
-	if err := cfg.Validate(); err != nil {
+	if err := checkCapture(cfg); err != nil {
 		return err
-	}
-	if cfg.Proxy == "" && !cfg.ProbesOnly {
-		if _, err := os.Stat(cfg.Dataset); err != nil {
-			return datasetError(cfg, fmt.Errorf("%w: %v", capture.ErrBadInput, err))
-		}
 	}
 	start()
 	run := func() error {
@@ -138,6 +133,21 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return datasetError(cfg, err)
 	}
 	return datasetError(cfg, run())
+}
+
+// checkCapture is what a capture's configuration must pass before it
+// starts, on the command line and over serve's API alike: the flags
+// together (capture.Config.Validate) and a dataset that is there.
+func checkCapture(cfg capture.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Proxy == "" && !cfg.ProbesOnly {
+		if _, err := os.Stat(cfg.Dataset); err != nil {
+			return datasetError(cfg, fmt.Errorf("%w: %v", capture.ErrBadInput, err))
+		}
+	}
+	return nil
 }
 
 // datasetError rewords capture's errors about the dataset ("bad dataset:

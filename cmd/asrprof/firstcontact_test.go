@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
@@ -107,5 +115,67 @@ func TestAnalyzeCSVShape(t *testing.T) {
 				t.Errorf("%s: no column %q in\n%s", f.name, col, all)
 			}
 		}
+	}
+}
+
+// TestServeRefusals: serve checks a capture as the command line does
+// before it accepts it (a missing dataset, a misspelt flag) and answers
+// every error in JSON; --pidfile names the daemon's pid, which its
+// listening line prints too, and is gone once it stops.
+func TestServeRefusals(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "serve.pid")
+	p, base := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir(), "--pidfile", pidfile)
+	b, err := os.ReadFile(pidfile)
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(p.cmd.Process.Pid) {
+		t.Errorf("--pidfile: %q %v, want %d", b, err, p.cmd.Process.Pid)
+	}
+	if want := fmt.Sprintf("(pid %d;", p.cmd.Process.Pid); !strings.Contains(p.out.String(), want) {
+		t.Errorf("the listening line lacks %q:\n%s", want, p.out.String())
+	}
+	for _, tc := range []struct {
+		method, path string
+		args         []string
+		code         int
+		want         string
+	}{
+		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--dataset", "/nonexistent/m.jsonl"}, http.StatusBadRequest, "--dataset /nonexistent/m.jsonl: no such file"},
+		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--concurency", "4"}, http.StatusBadRequest, "did you mean --concurrency?"},
+		{"GET", "/v1/captures/nope", nil, http.StatusNotFound, `no capture "nope"`},
+	} {
+		var in any
+		if tc.args != nil {
+			in = capture.AgentStart{Args: tc.args}
+		}
+		req, _ := http.NewRequest(tc.method, base+tc.path, nil)
+		if in != nil {
+			body, _ := json.Marshal(in)
+			req, _ = http.NewRequest(tc.method, base+tc.path, bytes.NewReader(body))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error  string `json:"error"`
+			Status int    `json:"status"`
+		}
+		derr := json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Content-Type") != "application/json" || derr != nil || e.Status != tc.code || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("%s %s %v: %d %s %+v (%v), want %d and an error with %q", tc.method, tc.path, tc.args, resp.StatusCode, resp.Header.Get("Content-Type"), e, derr, tc.code, tc.want)
+		}
+	}
+	var list []capture.AgentCapture
+	if code, body := api(t, "GET", base+"/v1/captures", "", nil, &list); code != http.StatusOK || len(list) != 0 {
+		t.Errorf("refused captures were listed: %d %s", code, body)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
+		t.Errorf("the pidfile outlived the daemon: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ API (JSON):
   GET  /v1/time                 this host's clock (the agents' NTP-style offset)
 
 Examples:
-  asrprof serve
+  asrprof serve --pidfile runs/serve.pid &     # kill "$(cat runs/serve.pid)" stops it
   curl -s localhost:7070/v1/captures -d '{"args":["--probes-only","--pid","1234","--duration","60s"]}'
 
   # An agent on a GPU host, reachable by the driver's host:
@@ -62,6 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "`DIR` the captures' bundles go to, one folder per capture id")
 	fs.DurationVar(&cfg.RemoteIdle, "remote-idle", cfg.RemoteIdle, "finish a remote capture whose driver has not called for this long (`DURATION`)")
+	pidfile := fs.String("pidfile", "", "write the daemon's pid to `FILE` once it listens (removed when it stops): kill \"$(cat FILE)\" stops it")
 	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -80,7 +82,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (bundles in %s)\n", ln.Addr(), cfg.Dir)
+	if *pidfile != "" {
+		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			ln.Close()
+			return fmt.Errorf("%w: --pidfile: %v", errUsage, err)
+		}
+		defer os.Remove(*pidfile)
+	}
+	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (pid %d; bundles in %s)\n", ln.Addr(), os.Getpid(), cfg.Dir)
 	return srv.Serve(ctx, ln)
 }
 
@@ -100,6 +109,9 @@ func parseAPICapture(args []string) (capture.Config, error) {
 	}
 	if rb.gpuCoRunner != "" {
 		return cfg, fmt.Errorf("--gpu-corunner is not taken over the API: run it with asrprof capture")
+	}
+	if err := checkCapture(cfg); err != nil { // as the command line checks it, before it is accepted
+		return cfg, &reworded{msg: errorText(err), err: err}
 	}
 	return cfg, nil
 }
