@@ -299,10 +299,20 @@ func writeMessage(w io.Writer, t *Table) bool {
 	return true
 }
 
+// FileWidth is how wide a table's rows stay in a file or a pipe: the
+// longest text columns that would make them wider move, cell by cell,
+// into a block under the rows (moveLong). minMove is the narrowest
+// column that moves.
+const (
+	FileWidth = 160
+	minMove   = 40
+)
+
 func writeText(w io.Writer, t *Table) {
 	if writeMessage(w, t) {
 		return
 	}
+	t, block := moveLong(t, FileWidth)
 	widths, text := layout(t)
 	if t.Title != "" {
 		fmt.Fprintln(w, t.Title)
@@ -312,9 +322,93 @@ func writeText(w io.Writer, t *Table) {
 	for _, r := range t.Rows {
 		fmt.Fprintln(w, aligned(r, widths, text))
 	}
+	for _, l := range block {
+		fmt.Fprintln(w, l)
+	}
 	for _, n := range t.Notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// moveLong is t with its longest text columns (over minMove wide, the
+// widest first) moved out of the rows until they are at most width wide:
+// each such cell reads "→ KEY" and its text goes to the returned block,
+// one line "  KEY: text" under a line naming the column. KEY is the
+// row's level (its first cell) and, where the level has several rows,
+// its rank (the "rank" column, else its place among the level's rows):
+// "c=4 #2". t itself is not changed.
+func moveLong(t *Table, width int) (*Table, []string) {
+	nat, text := layout(t)
+	if rowWidth(nat) <= width || len(t.Rows) == 0 {
+		return t, nil
+	}
+	var cand []int
+	for i := 1; i < len(nat); i++ {
+		if text[i] && nat[i] > minMove {
+			cand = append(cand, i)
+		}
+	}
+	if len(cand) == 0 {
+		return t, nil
+	}
+	slices.SortStableFunc(cand, func(a, b int) int { return nat[b] - nat[a] })
+	keys := rowKeys(t)
+	out := *t
+	out.Rows = make([][]string, len(t.Rows))
+	for r, row := range t.Rows {
+		out.Rows[r] = slices.Clone(row)
+	}
+	var block []string
+	for _, i := range cand {
+		if rowWidth(nat) <= width {
+			break
+		}
+		block = append(block, t.Columns[i]+":")
+		nat[i] = runes(t.Columns[i])
+		for r, row := range out.Rows {
+			if i >= len(row) || row[i] == "" || row[i] == "-" {
+				continue
+			}
+			block = append(block, "  "+keys[r]+": "+row[i])
+			row[i] = "→ " + keys[r]
+			nat[i] = max(nat[i], runes(row[i]))
+		}
+	}
+	return &out, block
+}
+
+// rowKeys names each row of t by its first cell and, where that cell
+// leads several rows, the row's rank: its "rank" column when t has one,
+// else its place among them (1, 2, ...).
+func rowKeys(t *Table) []string {
+	count := map[string]int{}
+	for _, r := range t.Rows {
+		if len(r) > 0 {
+			count[r[0]]++
+		}
+	}
+	rank := slices.Index(t.Columns, "rank")
+	seen := map[string]int{}
+	keys := make([]string, len(t.Rows))
+	for i, r := range t.Rows {
+		if len(r) == 0 {
+			keys[i] = fmt.Sprintf("#%d", i+1)
+			continue
+		}
+		seen[r[0]]++
+		keys[i] = r[0]
+		if count[r[0]] > 1 {
+			k := strconv.Itoa(seen[r[0]])
+			if rank > 0 && rank < len(r) && r[rank] != "" && r[rank] != "-" {
+				k = r[rank]
+				if f, err := strconv.ParseFloat(k, 64); err == nil && f == float64(int(f)) {
+					k = strconv.Itoa(int(f)) // a rank formatted "2.00" keys as 2
+				}
+			}
+			keys[i] += " #" + k
+		}
+	}
+	return keys
 }
 
 // aligned lays cells out in columns of widths, two spaces apart: text

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
@@ -178,4 +182,83 @@ func TestServeRefusals(t *testing.T) {
 	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
 		t.Errorf("the pidfile outlived the daemon: %v", err)
 	}
+}
+
+// TestAnalyzeWidths: the tables through the CLI. On a terminal of 80,
+// 100 and 160 columns no line is wider than it; written to a file, every
+// row stays within 160 columns, the long evidence under the rows.
+func TestAnalyzeWidths(t *testing.T) {
+	tmp := t.TempDir()
+	dir := writeGolden(t, tmp, "refserver")
+	args := []string{"analyze", dir, "sweep", "stages", "bottleneck"}
+	for _, width := range []int{80, 100, 160} {
+		out := onTerminal(t, width, args...)
+		if !strings.Contains(out, "Diagnosis per level") {
+			t.Fatalf("%d columns: no diagnosis:\n%s", width, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(l); n > width {
+				t.Errorf("%d columns: a line of %d: %q", width, n, l)
+			}
+		}
+	}
+	_, file, _ := runCLI(args...)
+	rows := 0
+	for _, l := range strings.Split(file, "\n") {
+		if strings.HasPrefix(l, "c=") {
+			rows++
+			if n := utf8.RuneCountInString(l); n > 160 {
+				t.Errorf("in a file, a row of %d: %q", n, l)
+			}
+		}
+	}
+	if rows == 0 || !strings.Contains(file, "evidence:\n  c=") {
+		t.Errorf("in a file: %d rows, evidence block missing:\n%s", rows, file)
+	}
+}
+
+// onTerminal runs asrprof with its stdout on a pseudo-terminal width
+// columns wide and returns what it printed there.
+func onTerminal(t *testing.T, width int, args ...string) string {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("ptsname: %v", err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("opening the terminal: %v", err)
+	}
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 50, Col: uint16(width)}); err != nil {
+		t.Skipf("setting the window size: %v", err)
+	}
+	var buf bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := make([]byte, 4096)
+		for {
+			k, err := ptmx.Read(b)
+			buf.Write(b[:k])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var errb bytes.Buffer
+	code := run(context.Background(), args, tty, &errb)
+	tty.Close()
+	<-done
+	if code != exitOK {
+		t.Fatalf("%v: exit %d\n%s", args, code, errb.String())
+	}
+	return strings.ReplaceAll(buf.String(), "\r\n", "\n")
 }
