@@ -6,9 +6,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -262,3 +264,71 @@ func onTerminal(t *testing.T, width int, args ...string) string {
 	}
 	return strings.ReplaceAll(buf.String(), "\r\n", "\n")
 }
+
+// TestReportVerdictOnceZeroFolded: the report's verdict cards are not
+// followed by the same table again, and a table's rows that are all zero
+// (states no request was in) are folded under it, not drawn among the
+// others.
+func TestReportVerdictOnceZeroFolded(t *testing.T) {
+	tmp := t.TempDir()
+	dir := writeGolden(t, tmp, "refserver")
+	if code, _, stderr := runCLI("report", dir); code != exitOK {
+		t.Fatalf("report: exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if strings.Contains(page, `data-table="bottleneck"`) {
+		t.Error("the bottleneck table is drawn again under the verdict cards")
+	}
+	if !strings.Contains(page, `class="verdict"`) {
+		t.Error("no verdict cards")
+	}
+	_, text, _ := runCLI("analyze", dir, "bottleneck", "--format", "json")
+	var doc jsonTables
+	if err := json.Unmarshal([]byte(text), &doc); err != nil || len(doc.Tables) == 0 {
+		t.Fatalf("bottleneck: %v", err)
+	}
+	ev := fmt.Sprint(doc.Tables[0].Rows[0][len(doc.Tables[0].Columns)-1])
+	if n := strings.Count(page, esc(ev)); n != 1 {
+		t.Errorf("the verdict's evidence appears %d times, want once: %.80q", n, ev)
+	}
+	// The attribution table: its all-zero rows folded under it.
+	i := strings.Index(page, `data-table="attribution"`)
+	if i < 0 {
+		t.Fatal("no attribution table")
+	}
+	tab := page[i:]
+	if j := strings.Index(tab, `<div class="tw">`); j >= 0 { // up to the next table
+		tab = tab[:j]
+	}
+	main, folded, ok := strings.Cut(tab, `<tbody class="zero">`)
+	if !ok || !strings.Contains(folded, "rows all zero") {
+		t.Fatalf("no folded rows in the attribution table:\n%.3000s", tab)
+	}
+	rowRE := regexp.MustCompile(`<tr>(<td[^>]*>[^<]*</td>)+</tr>`)
+	cellRE := regexp.MustCompile(`<td class="n">([^<]*)</td>`)
+	for _, r := range rowRE.FindAllString(main, -1) {
+		nonzero := false
+		for _, m := range cellRE.FindAllStringSubmatch(r, -1) {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(m[1]), 64); err != nil || v != 0 {
+				nonzero = true
+			}
+		}
+		if !nonzero {
+			t.Errorf("an all-zero row among the drawn ones: %s", r)
+		}
+	}
+	for _, r := range rowRE.FindAllString(folded, -1) {
+		for _, m := range cellRE.FindAllStringSubmatch(r, -1) {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(m[1]), 64); err == nil && v != 0 {
+				t.Errorf("a row with a value folded away: %s", r)
+			}
+		}
+	}
+}
+
+// esc is html.EscapeString as the report writes text.
+func esc(s string) string { return html.EscapeString(s) }
