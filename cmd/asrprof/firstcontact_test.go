@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/capture"
@@ -332,3 +333,63 @@ func TestReportVerdictOnceZeroFolded(t *testing.T) {
 
 // esc is html.EscapeString as the report writes text.
 func esc(s string) string { return html.EscapeString(s) }
+
+// TestHotCodeOwnFrames: kernel, vDSO and hypervisor frames are marked as
+// such in the hottest functions and are never the diagnosis's hottest
+// code (the server's own caller is); stacks that end in no mapping are
+// counted and said, with the fix. The profile is the serving thread's of
+// the refserver fixture at c=64: its hottest leaf is a hypervisor helper.
+func TestHotCodeOwnFrames(t *testing.T) {
+	tmp := t.TempDir()
+	dir := writeGolden(t, tmp, "refserver")
+	kern := &profile.Mapping{ID: 1, File: "[kernel.kallsyms]"}
+	lib := &profile.Mapping{ID: 2, File: "/usr/lib/libasr.so", Start: 0x1000, Limit: 0x9000}
+	vd := &profile.Mapping{ID: 3, File: "[vdso]"}
+	unk := &profile.Mapping{ID: 4, File: "[unknown]"}
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}, Period: 10_000_000,
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}, Mapping: []*profile.Mapping{kern, lib, vd, unk}}
+	loc := func(id uint64, m *profile.Mapping, name string) *profile.Location {
+		fn := &profile.Function{ID: id, Name: name}
+		p.Function = append(p.Function, fn)
+		l := &profile.Location{ID: id, Mapping: m, Line: []profile.Line{{Function: fn}}}
+		p.Location = append(p.Location, l)
+		return l
+	}
+	pvm, decode, clock := loc(1, kern, "pvm_irq_enable"), loc(2, lib, "decode_step"), loc(3, vd, "[vdso]+0x7bd")
+	caller, fast, lost := loc(4, lib, "read_clock"), loc(5, lib, "fast_path"), loc(6, unk, "[unknown]")
+	main := loc(7, lib, "main_loop")
+	add := func(n int, locs ...*profile.Location) {
+		for i := 0; i < n; i++ {
+			p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{10_000_000},
+				Label: map[string][]string{"tid": {"101"}, "thread": {"asr-sched"}}})
+		}
+	}
+	add(60, pvm, decode, main) // the hottest leaf: a hypervisor helper, called by decode_step
+	add(30, decode, main)
+	add(10, clock, caller, main)
+	add(50, fast, lost) // a stack that ends in no mapping
+	if err := os.MkdirAll(filepath.Join(dir, "cpu"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu", "c64-1.pb.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, stderr := runCLI("analyze", dir, "cpu", "bottleneck")
+	if code != exitOK {
+		t.Fatalf("analyze: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"[hypervisor] pvm_irq_enable", "[vdso]+0x7bd", "stacks truncated: 33 % of the samples' stacks end at an address in no mapping",
+		"otel engine unwinds without frame pointers", "-fno-omit-frame-pointer", "hottest code decode_step (60 % of its samples)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if regexp.MustCompile(`hottest code (\[|pvm_)`).MatchString(out) {
+		t.Errorf("kernel, vDSO or hypervisor code named as the hottest code:\n%s", out)
+	}
+}
