@@ -132,7 +132,7 @@ func summarizeProfile(path string) (profileSummary, error) {
 		leaf := "[unknown]"
 		if len(smp.Location) > 0 {
 			leaf = frameName(smp.Location[0])
-			if frameKind(smp.Location[0]) != ownCode {
+			if k := frameKind(smp.Location[0]); k == kernelCode || k == hypervisor || k == vdso {
 				system += v
 			}
 			if out := smp.Location[len(smp.Location)-1]; frameKind(out) == noMapping {
@@ -190,6 +190,7 @@ const (
 	hypervisor        // a hypervisor's helper in the guest kernel (paravirtual interrupts, clocks)
 	vdso              // the vDSO (clock_gettime and friends)
 	noMapping         // an address in no mapping: a broken frame-pointer chain
+	lostStack         // the sampler kept no user stack ("[user stack lost]": its stack map was full)
 )
 
 // KernelMapping and VDSOMapping are the mapping files of kernel and vDSO
@@ -223,6 +224,8 @@ func frameKind(loc *profile.Location) int {
 		return kernelCode
 	case file == VDSOMapping || file == "[vsyscall]" || strings.HasPrefix(name, "[vdso]"):
 		return vdso
+	case name == "[user stack lost]":
+		return lostStack
 	case file == "[unknown]" || name == "[unknown]" || (loc.Mapping == nil && name == ""):
 		return noMapping
 	}
