@@ -8,10 +8,10 @@ import (
 	"debug/gosym"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -319,16 +319,16 @@ type fileKey struct {
 // symbolized with their last known map). It is not safe for concurrent
 // use.
 type symbolizer struct {
-	files   map[fileKey]*symtab // nil entry: the file could not be read
+	files map[fileKey]*symtab // nil entry: the file could not be read
 	// unnamed counts, per file, the frames left without a function
 	// name, and why; read by Unnamed from other goroutines.
 	unnamedMu sync.Mutex
 	unnamed   map[string]*unnamedFile
-	maps    map[int][]mapping
-	perf    map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
-	kernel  *symtab
-	kloaded bool
-	kerr    error
+	maps      map[int][]mapping
+	perf      map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
+	kernel    *symtab
+	kloaded   bool
+	kerr      error
 }
 
 func newSymbolizer() *symbolizer {
