@@ -55,7 +55,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inner(st) || !strings.Contains(st.why, "stripped (no .symtab)") || !strings.Contains(st.why, "build-id "+id) {
+	if inner(st) || !strings.Contains(st.why, "stripped (no .symtab)") || !strings.Contains(st.why, "build-id "+id) || !strings.Contains(st.why, filepath.Join(none, lib)+".debug") {
 		t.Errorf("without a debug file: hot_inner named %v, why %q", inner(st), st.why)
 	}
 	// Installed under .build-id/xx/rest.debug: the static function too.
@@ -75,7 +75,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 	s := newSymbolizer()
 	s.noteUnnamed(lib, "stripped (no .symtab) and no debug file (build-id "+id+")")
 	s.noteUnnamed(lib, "stripped (no .symtab) and no debug file (build-id "+id+")")
-	if got := s.Unnamed(); !strings.HasPrefix(got, "libhot.so (2 frames): stripped") {
+	if got := s.Unnamed(); !strings.HasPrefix(got, "libhot.so (2 stack frames): stripped") {
 		t.Errorf("Unnamed: %q", got)
 	}
 }

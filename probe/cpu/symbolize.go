@@ -211,6 +211,13 @@ func debugFile(f *elf.File, path, debugDir string) (string, string) {
 		}
 		tried = append(tried, "build-id "+id)
 	}
+	// The file's own path, as the process sees it (file reads it
+	// through /proc/PID/root, for containers).
+	if rest, ok := strings.CutPrefix(path, "/proc/"); ok {
+		if _, after, ok := strings.Cut(rest, "/root/"); ok {
+			path = "/" + after
+		}
+	}
 	p := filepath.Join(debugDir, path+".debug")
 	if _, err := os.Stat(p); err == nil {
 		return p, ""
@@ -372,7 +379,7 @@ func (s *symbolizer) Unnamed() string {
 	for _, p := range paths[:min(len(paths), 3)] {
 		u := s.unnamed[p]
 		why := cmp.Or(u.why, "no symbol covers those addresses")
-		parts = append(parts, fmt.Sprintf("%s (%d frames): %s", filepath.Base(p), u.frames, why))
+		parts = append(parts, fmt.Sprintf("%s (%d stack frames): %s", filepath.Base(p), u.frames, why))
 	}
 	if len(paths) > 3 {
 		parts = append(parts, fmt.Sprintf("%d files more", len(paths)-3))
