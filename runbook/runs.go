@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		rep.Error = runErr.Error()
 	}
 	rep.EndUnixNs = time.Now().UnixNano()
-	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), stderr, "runbook")
+	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), quietly(stderr, cfg.Capture.Quiet), "runbook")
 	if runErr != nil {
 		return rep, runErr
 	}
@@ -568,6 +568,15 @@ func answer(err error, path string, rec any, stdout io.Writer, format string, ta
 	}
 	fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	return err
+}
+
+// quietly is stderr, or io.Discard under --quiet: for the lines that say
+// where a record went, which --quiet leaves out with the progress.
+func quietly(stderr io.Writer, quiet bool) io.Writer {
+	if quiet {
+		return io.Discard
+	}
+	return stderr
 }
 
 func writeJSON(path string, v any) error {

@@ -354,7 +354,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), quietly(stderr, rc.Capture.Quiet), "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.

@@ -687,7 +687,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*Wh
 	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
 		runErr = err
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, stderr, "what-if")
+	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, quietly(stderr, wc.Runbook.Capture.Quiet), "what-if")
 }
 
 func planDirs(plan []RunSpec) []string {

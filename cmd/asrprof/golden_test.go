@@ -69,6 +69,7 @@ func TestCLIGolden(t *testing.T) {
 		{name: "error_command", args: []string{"captur", "--target", "http://127.0.0.1:1"}, code: exitUsage},
 		{name: "version_flag", args: []string{"--version"}},
 		{name: "error_doctor_target", args: []string{"doctor", "--target", "127.0.0.1:8000"}, code: exitUsage},
+		{name: "error_show_extra", args: []string{"show", "$TMP/refserver", "stages"}, setup: fixtures("refserver"), code: exitUsage},
 		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
 		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
 		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},
