@@ -21,6 +21,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/table"
 	"github.com/asrprof/asrprof/trace/bundle"
 )
@@ -359,8 +360,9 @@ func withoutDriverLag(t *testing.T, tmp, s string) string {
 		}
 		readJSONInto(t, m, &doc)
 		for _, c := range doc.Extra.Checks {
-			if len(c.Lagging) > 0 {
+			if len(c.Lagging) > 0 { // the manifest's notes keep the level's key, stderr its label
 				lagged[fmt.Sprintf("%s repeat %d", c.Level, c.Repeat)] = true
+				lagged[fmt.Sprintf("%s repeat %d", model.LevelLabel(c.Level), c.Repeat)] = true
 			}
 		}
 	}
