@@ -121,7 +121,7 @@ func DefaultTables(ctx context.Context, dir string, o Options, skip ...string) (
 }
 
 // RunDefault loads the bundle in dir, runs the default analyses and writes
-// their tables to w in format (text, markdown, csv or json). Tables of the
+// their tables to w in format (text, markdown, csv, tsv or json). Tables of the
 // scripts that succeeded are written even when another failed.
 func RunDefault(ctx context.Context, dir string, w io.Writer, format string) error {
 	c, err := Load(dir)

@@ -42,6 +42,18 @@ type profileSummary struct {
 	// Threads are the busiest threads (TopThreads at most), each with
 	// its own hottest leaf and Python functions (TopPerThread each).
 	Threads []threadCPU `json:"threads"`
+	// TopOwn ranks each sample's innermost frame of the server's own
+	// code: kernel, vDSO and hypervisor frames (named "[kernel] f",
+	// "[vdso] ...", "[hypervisor] f" in Top) are skipped up to the code
+	// that called them, so that the hottest code named is code its users
+	// can act on. A sample with no such frame counts for none.
+	TopOwn []functionCPU `json:"top_own"`
+	// SystemS is the time of the samples whose leaf is a kernel, vDSO or
+	// hypervisor frame; TruncatedS of those whose stack ends (outermost
+	// frame) at an address in no mapping: a frame-pointer walk that lost
+	// the chain in code built without frame pointers.
+	SystemS    float64 `json:"system_s"`
+	TruncatedS float64 `json:"truncated_s"`
 }
 
 // TopThreads and TopPerThread bound profileSummary.Threads.
@@ -57,6 +69,7 @@ type threadCPU struct {
 	TotalS    float64       `json:"total_s"`
 	Top       []functionCPU `json:"top"`
 	TopPython []functionCPU `json:"top_python"`
+	TopOwn    []functionCPU `json:"top_own"`
 }
 
 type functionCPU struct {
@@ -105,28 +118,39 @@ func summarizeProfile(path string) (profileSummary, error) {
 	}
 	flat := map[string]int64{}
 	py := map[string]int64{}
-	var total, pyTotal int64
+	own := map[string]int64{}
+	var total, pyTotal, system, truncated int64
 	type thread struct {
-		name     string
-		total    int64
-		flat, py map[string]int64
+		name          string
+		total         int64
+		flat, py, own map[string]int64
 	}
 	threads := map[int]*thread{}
 	for _, smp := range p.Sample {
 		v := smp.Value[vi]
 		total += v
 		leaf := "[unknown]"
-		if len(smp.Location) > 0 && len(smp.Location[0].Line) > 0 && smp.Location[0].Line[0].Function != nil {
-			leaf = smp.Location[0].Line[0].Function.Name
+		if len(smp.Location) > 0 {
+			leaf = frameName(smp.Location[0])
+			if k := frameKind(smp.Location[0]); k == kernelCode || k == hypervisor || k == vdso {
+				system += v
+			}
+			if out := smp.Location[len(smp.Location)-1]; frameKind(out) == noMapping {
+				truncated += v
+			}
 		}
 		flat[leaf] += v
+		ownName, hasOwn := ownFrame(smp)
+		if hasOwn {
+			own[ownName] += v
+		}
 		tid := -1
 		if l := smp.Label["tid"]; len(l) > 0 {
 			tid, _ = strconv.Atoi(l[0])
 		}
 		th := threads[tid]
 		if th == nil {
-			th = &thread{flat: map[string]int64{}, py: map[string]int64{}}
+			th = &thread{flat: map[string]int64{}, py: map[string]int64{}, own: map[string]int64{}}
 			if l := smp.Label["thread"]; len(l) > 0 {
 				th.name = l[0]
 			}
@@ -134,6 +158,9 @@ func summarizeProfile(path string) (profileSummary, error) {
 		}
 		th.total += v
 		th.flat[leaf] += v
+		if hasOwn {
+			th.own[ownName] += v
+		}
 		if name, ok := innermostPython(smp); ok {
 			py[name] += v
 			pyTotal += v
@@ -144,13 +171,103 @@ func summarizeProfile(path string) (profileSummary, error) {
 	s.PythonS = float64(pyTotal) * scale
 	s.Top = topFunctions(flat, total, scale, TopFunctions)
 	s.TopPython = topFunctions(py, total, scale, TopFunctions)
+	s.TopOwn = topFunctions(own, total, scale, TopFunctions)
+	s.SystemS, s.TruncatedS = float64(system)*scale, float64(truncated)*scale
 	for tid, th := range threads {
 		s.Threads = append(s.Threads, threadCPU{TID: tid, Thread: th.name, TotalS: float64(th.total) * scale,
-			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.py, th.total, scale, TopPerThread)})
+			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.py, th.total, scale, TopPerThread),
+			TopOwn: topFunctions(th.own, th.total, scale, TopPerThread)})
 	}
 	slices.SortFunc(s.Threads, func(a, b threadCPU) int { return cmp.Or(cmp.Compare(b.TotalS, a.TotalS), cmp.Compare(a.TID, b.TID)) })
 	s.Threads = s.Threads[:min(len(s.Threads), TopThreads)]
 	return s, nil
+}
+
+// The kinds of frame a profile location is.
+const (
+	ownCode    = iota // the server's own code: its binaries, libraries, Python
+	kernelCode        // the kernel ([kernel.kallsyms])
+	hypervisor        // a hypervisor's helper in the guest kernel (paravirtual interrupts, clocks)
+	vdso              // the vDSO (clock_gettime and friends)
+	noMapping         // an address in no mapping: a broken frame-pointer chain
+	lostStack         // the sampler kept no user stack ("[user stack lost]": its stack map was full)
+)
+
+// KernelMapping and VDSOMapping are the mapping files of kernel and vDSO
+// frames in the cpu probe's profiles (probe/cpu.KernelFile; /proc/PID/maps).
+const (
+	KernelMapping = "[kernel.kallsyms]"
+	VDSOMapping   = "[vdso]"
+)
+
+// hypervisorPrefixes are the kernel functions that are a hypervisor's
+// paravirtual helpers: time spent there is the host's, not the server's.
+var hypervisorPrefixes = []string{"pvm_", "xen_", "hv_", "kvm_", "pv_", "__pv_", "vmware_", "hyperv_", "native_safe_halt"}
+
+// frameKind says what kind of code loc is.
+func frameKind(loc *profile.Location) int {
+	name := ""
+	if len(loc.Line) > 0 && loc.Line[0].Function != nil {
+		name = loc.Line[0].Function.Name
+	}
+	file := ""
+	if loc.Mapping != nil {
+		file = loc.Mapping.File
+	}
+	switch {
+	case file == KernelMapping:
+		for _, p := range hypervisorPrefixes {
+			if strings.HasPrefix(name, p) {
+				return hypervisor
+			}
+		}
+		return kernelCode
+	case file == VDSOMapping || file == "[vsyscall]" || strings.HasPrefix(name, "[vdso]"):
+		return vdso
+	case name == "[user stack lost]":
+		return lostStack
+	case file == "[unknown]" || name == "[unknown]" || (loc.Mapping == nil && name == ""):
+		return noMapping
+	}
+	return ownCode
+}
+
+// frameName is how a location reads in the tables: its function, with
+// kernel, hypervisor and vDSO code marked as such ("[kernel] schedule",
+// "[hypervisor] pvm_irq_enable", "[vdso]+0x7bd").
+func frameName(loc *profile.Location) string {
+	name := "[unknown]"
+	if len(loc.Line) > 0 && loc.Line[0].Function != nil {
+		name = loc.Line[0].Function.Name
+	}
+	switch frameKind(loc) {
+	case kernelCode:
+		return "[kernel] " + name
+	case hypervisor:
+		return "[hypervisor] " + name
+	case vdso:
+		if !strings.HasPrefix(name, "[vdso]") {
+			return "[vdso] " + name
+		}
+	}
+	return name
+}
+
+// ownFrame names the innermost frame of a sample (leaf first) that is the
+// server's own code: its innermost Python frame when it has one, else the
+// innermost native frame that is neither kernel, vDSO, hypervisor nor in
+// no mapping.
+func ownFrame(smp *profile.Sample) (string, bool) {
+	for _, loc := range smp.Location {
+		if frameKind(loc) != ownCode {
+			continue
+		}
+		if loc.Mapping != nil && loc.Mapping.File == PythonMapping && len(loc.Line) > 0 && loc.Line[0].Function != nil {
+			return pythonName(loc.Line[0].Function), true
+		}
+		return frameName(loc), true
+	}
+	return "", false
 }
 
 // innermostPython names the innermost Python frame of a sample (leaf

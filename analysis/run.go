@@ -408,12 +408,106 @@ func resolve(script string) (src []byte, filename string, org origin, err error)
 			return nil, "", origin{}, err
 		}
 	}
-	p := strings.TrimSuffix(script, ".star") + ".star"
+	p := Canonical(strings.TrimSuffix(script, ".star")) + ".star"
 	b, err := fs.ReadFile(scripts.FS, p)
 	if err != nil {
-		return nil, "", origin{}, fmt.Errorf("no script %q: not a file, and not a built-in (%s)", script, strings.Join(Scripts(), ", "))
+		return nil, "", origin{}, unknownScript(script)
 	}
 	return b, embeddedName(p), origin{}, nil
+}
+
+// ErrUnknownScript is the error of a name that is neither a file nor a
+// built-in analysis (nor one of its Aliases): bad input, found by Check
+// before anything runs.
+var ErrUnknownScript = errors.New("unknown analysis")
+
+// Aliases are other names of built-in analyses: the names their output
+// goes by. The diagnosis and its advice are the tables of bottleneck
+// (its verdict cites scripts/lib/diagnosis.star).
+var Aliases = map[string]string{
+	"diagnosis": "bottleneck",
+	"advice":    "bottleneck",
+}
+
+// Canonical is the built-in that name (an alias or not) stands for.
+func Canonical(name string) string {
+	if a, ok := Aliases[name]; ok {
+		return a
+	}
+	return name
+}
+
+// Check checks that every script in names resolves, a file or a built-in
+// (by name or alias), without running any: the first that does not is an
+// ErrUnknownScript that suggests the nearest built-in.
+func Check(names []string) error {
+	for _, n := range names {
+		if _, _, _, err := resolve(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Dedup is names with the aliases replaced by what they stand for, each
+// analysis once, in the order first named.
+func Dedup(names []string) []string {
+	var out []string
+	for _, n := range names {
+		c := n
+		if !strings.HasSuffix(n, ".star") && !strings.ContainsRune(n, filepath.Separator) {
+			c = Canonical(n)
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func unknownScript(script string) error {
+	if strings.HasSuffix(script, ".star") && strings.ContainsRune(script, filepath.Separator) {
+		return fmt.Errorf("%w %q: no such file", ErrUnknownScript, script)
+	}
+	names := append(Scripts(), slices.Sorted(maps.Keys(Aliases))...)
+	if near := Nearest(strings.TrimSuffix(script, ".star"), names); near != "" {
+		return fmt.Errorf("%w %q (did you mean %s?): not a file, and not a built-in; 'asrprof analyze --list' lists them", ErrUnknownScript, script, near)
+	}
+	return fmt.Errorf("%w %q: not a file, and not a built-in (%s)", ErrUnknownScript, script, strings.Join(Scripts(), ", "))
+}
+
+// Nearest is the name of names closest to s by edit distance, within a
+// third of s's length (at least 2 edits), or "" for none: the "did you
+// mean" of analyses and commands.
+func Nearest(s string, names []string) string {
+	best, bestD := "", max(2, len(s)/3)+1
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // resolveLoad finds the file that load(name) means in a file from org. A

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -390,7 +391,42 @@ func sprintf(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 		}
 		vals[i] = v
 	}
-	return starlark.String(fmt.Sprintf(f, vals...)), nil
+	return starlark.String(fmt.Sprintf(f, convertArgs(f, vals)...)), nil
+}
+
+// convertArgs makes vals fit the verbs of format f: a Starlark int given
+// to a float verb (%f, %g, %e) becomes a float, an integral float given
+// to %d an int, so that a number's Starlark type never prints as
+// "%!f(int64=3)".
+func convertArgs(f string, vals []any) []any {
+	i := 0
+	for j := 0; j < len(f) && i < len(vals); j++ {
+		if f[j] != '%' {
+			continue
+		}
+		j++
+		for j < len(f) && strings.IndexByte("+-# 0123456789.*", f[j]) >= 0 {
+			if f[j] == '*' { // a width or precision taken from the arguments
+				i++
+			}
+			j++
+		}
+		if j >= len(f) || f[j] == '%' || i >= len(vals) {
+			continue
+		}
+		switch v := vals[i].(type) {
+		case int64:
+			if strings.IndexByte("eEfFgG", f[j]) >= 0 {
+				vals[i] = float64(v)
+			}
+		case float64:
+			if f[j] == 'd' && v == float64(int64(v)) {
+				vals[i] = int64(v)
+			}
+		}
+		i++
+	}
+	return vals
 }
 
 // Index returns row i as a list of plain values (len(t) and t[i] work).

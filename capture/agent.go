@@ -155,6 +155,12 @@ func (a *agentProbe) do(ctx context.Context, method, p string, in, out any) erro
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var e struct { // asrprof serve answers errors as {"error": ..., "status": ...}
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(msg, &e) == nil && e.Error != "" {
+			msg = []byte(e.Error)
+		}
 		return fmt.Errorf("agent %s: %s %s: %s: %s", a.base, method, p, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	if out == nil {

@@ -387,8 +387,8 @@ func (c *Config) validateOutput() error {
 	if _, err := os.Stat(filepath.Join(c.Out, bundle.ManifestFile)); err == nil && !c.Overwrite {
 		return fmt.Errorf("--out %s: %w (give --overwrite to replace it, or another --out)", c.Out, bundle.ErrExists)
 	}
-	if !slices.Contains([]string{"text", "table", "markdown", "csv", "json"}, c.Format) { // table: text's old name
-		return fmt.Errorf("--format %q: want text, markdown, csv or json", c.Format)
+	if !slices.Contains([]string{"text", "table", "markdown", "csv", "tsv", "json"}, c.Format) { // table: text's old name
+		return fmt.Errorf("--format %q: want text, markdown, csv, tsv or json", c.Format)
 	}
 	return nil
 }

@@ -253,7 +253,7 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 	if len(cfg.Agents) > 0 {
 		pid, how = 0, "found by each agent on its host (--agent)"
 	}
-	say("target: " + how)
+	k.note("target: " + how)
 	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
 	set.pid = pid
 	t := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
@@ -270,12 +270,12 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 			set.status[p.Name()] = "on"
 			if d, ok := p.(probe.Describer); ok && d.Detail() != "" {
 				set.details[p.Name()] = d.Detail()
-				say(fmt.Sprintf("probe %s: %s", p.Name(), d.Detail()))
+				k.note(fmt.Sprintf("probe %s: %s", p.Name(), d.Detail()))
 			}
 			continue
 		case errors.Is(err, probe.ErrNotSupported):
 			set.status[p.Name()] = "off: " + err.Error()
-			say(fmt.Sprintf("probe %s: off (%v)", p.Name(), err))
+			k.note(fmt.Sprintf("probe %s: off (%v)", p.Name(), err))
 		default:
 			set.status[p.Name()] = "failed: " + err.Error()
 			say(fmt.Sprintf("probe %s: failed to start (%v); the capture goes on without it", p.Name(), err))
@@ -374,7 +374,7 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 		if p.Warmup || s.periodCount(pr) > 0 {
 			continue
 		}
-		pass := fmt.Sprintf("%s repeat %d", p.Level, p.Repeat)
+		pass := fmt.Sprintf("%s repeat %d", model.LevelLabel(p.Level), p.Repeat)
 		if _, ok := pr.(probe.ActivityDriven); ok && used >= 0 && used < idleCPU {
 			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU)", pass, 1000*used))
 			continue

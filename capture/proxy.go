@@ -333,7 +333,7 @@ func (s *Session) proxyLevels(recs []model.Request, start, end time.Time, say fu
 			order = append(order, ph.Level)
 		}
 		byLevel[ph.Level] = append(byLevel[ph.Level], pm)
-		names = append(names, fmt.Sprintf("%s#%d (%d requests, %d in flight)", ph.Level, ph.Repeat, len(ph.Requests), ph.Seen))
+		names = append(names, fmt.Sprintf("%s repeat %d (%d requests, %d in flight)", model.LevelLabel(ph.Level), ph.Repeat, len(ph.Requests), ph.Seen))
 	}
 	s.mu.Unlock()
 	for _, lv := range order {

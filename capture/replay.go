@@ -14,6 +14,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/load"
+	"github.com/asrprof/asrprof/model"
 )
 
 // Trace replay (--arrivals replay:FILE, docs/REPLAY.md): one open-loop
@@ -138,7 +139,7 @@ func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *dr
 		return
 	}
 	if !s.cfg.Quiet || len(f.Lost) > 0 {
-		say(fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, driver.FidelityLine(f)))
+		say(fmt.Sprintf("%s repeat %d: %s", model.LevelLabel(lv.Name), repeat, driver.FidelityLine(f)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

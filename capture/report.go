@@ -82,7 +82,7 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *bundle.Se
 	case f.ReportErr != nil:
 		k.say("report: " + f.ReportErr.Error())
 	case f.Report != "":
-		k.say("report: " + f.Report)
+		k.note("report: " + f.Report)
 	}
 	return f, nil
 }

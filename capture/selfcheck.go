@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/driver"
+	"github.com/asrprof/asrprof/model"
 )
 
 // The driver's self-check (bench/driver.SelfCheck, docs/BUNDLE.md): every
@@ -29,7 +30,7 @@ func (s *Session) recordSelfCheck(lv SweepPoint, repeat int, warmup bool, res *d
 		return
 	}
 	if len(c.Lagging) > 0 {
-		say(fmt.Sprintf("%s repeat %d: %s", lv.Name, repeat, c))
+		say(fmt.Sprintf("%s repeat %d: %s", model.LevelLabel(lv.Name), repeat, c))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -236,7 +236,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 	levels := newLevelSource(cfg)
 	defer func() { s.search = levels.search }()
 	if cfg.SoloAdded() {
-		say("adding a c=1 level first (--solo): each sample's service alone, the baseline of the diagnosis seen from outside")
+		s.note("adding a c=1 level first (--solo): each sample's service alone, the baseline of the diagnosis seen from outside")
 	}
 	for {
 		lv, ok := levels.next()

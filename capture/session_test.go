@@ -387,7 +387,7 @@ func TestActivityProbeEmptyOnIdleTarget(t *testing.T) {
 				t.Fatalf("%v\n%s", err, errb.String())
 			}
 			failed := strings.Contains(errb.String(), "ERROR: probe samples was on but recorded nothing")
-			noted := strings.Contains(errb.String(), "probe samples recorded nothing in 1 of 1 scored passes (c2 repeat 1 (") &&
+			noted := strings.Contains(errb.String(), "probe samples recorded nothing in 1 of 1 scored passes (c=2 repeat 1 (") &&
 				strings.Contains(errb.String(), "an idle server, not a failure")
 			idle, _ := o.Manifest.Extra["probe_idle"].(map[string][]string)
 			if tc.idle {
@@ -415,7 +415,7 @@ func TestProbeOnButEmptyIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if !strings.Contains(errb.String(), "ERROR: probe silent was on but recorded nothing in 2 of 2 scored passes (c2 repeat 1, c2 repeat 2)") {
+	if !strings.Contains(errb.String(), "ERROR: probe silent was on but recorded nothing in 2 of 2 scored passes (c=2 repeat 1, c=2 repeat 2)") {
 		t.Errorf("stderr does not report the silent probe:\n%s", errb.String())
 	}
 	if strings.Contains(errb.String(), "probe busy was on but") {

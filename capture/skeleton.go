@@ -38,6 +38,14 @@ type skeleton struct {
 
 func (k *skeleton) say(m string) { fmt.Fprintln(k.stderr, m) }
 
+// note says m unless --quiet: what the capture found and where it wrote
+// it, not a problem (--quiet leaves errors, warnings and the tables).
+func (k *skeleton) note(m string) {
+	if !k.cfg.Quiet {
+		k.say(m)
+	}
+}
+
 // open creates the bundle, writes its manifest (complete: false) and
 // starts the probes --probes asks for (on the agents with --agent), and
 // extra, on the target. What it opened is released by close, or by
@@ -194,7 +202,7 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 		out.Manifest.Extra = maps.Clone(out.Manifest.Extra)
 		extra(&out.Manifest)["validity"] = f.Validity
 	}
-	fmt.Fprintf(k.stderr, "bundle: %s\n", cfg.Out)
+	k.note("bundle: " + cfg.Out)
 	if interrupted {
 		return out, ErrInterrupted
 	}

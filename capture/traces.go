@@ -50,10 +50,10 @@ func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.F
 		if wmsg := t.recv.Warning(); wmsg != "" {
 			say("warning: " + wmsg)
 		}
-		if ep := t.recv.HTTPEndpoint(); ep != "" {
+		if ep := t.recv.HTTPEndpoint(); ep != "" && !cfg.Quiet {
 			say("OTLP receiver: give the server OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + ep)
 		}
-		if ga := t.recv.GRPCAddr(); ga != "" {
+		if ga := t.recv.GRPCAddr(); ga != "" && !cfg.Quiet {
 			say("OTLP receiver (gRPC): " + ga)
 		}
 	}

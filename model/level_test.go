@@ -21,6 +21,8 @@ func TestLevelNames(t *testing.T) {
 		{"c", "c", 0, 0, false},
 		{"cx", "cx", 0, 0, false},
 		{"burst", "burst", 0, 0, false},
+		{"replay", "replay", 0, 0, false}, // a replayed trace's level, not "rate=eplay/s"
+		{"rx", "rx", 0, 0, false},
 	} {
 		n, r, ok := ParseLevel(c.name)
 		if n != c.conc || r != c.rate || ok != c.ok {

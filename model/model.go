@@ -353,12 +353,13 @@ func CompareLevels(a, b string) int {
 
 // LevelLabel is how tables print a level: "c32" → "c=32", "r2.5" →
 // "rate=2.5/s"; any other name as it is.
+// A name that only starts with "r" (a replay's "replay") is not a rate.
 func LevelLabel(name string) string {
-	if len(name) > 1 && name[0] == 'c' && strings.Trim(name[1:], "0123456789") == "" {
+	if _, _, ok := ParseLevel(name); !ok {
+		return name
+	}
+	if name[0] == 'c' {
 		return "c=" + name[1:]
 	}
-	if len(name) > 1 && name[0] == 'r' {
-		return "rate=" + name[1:] + "/s"
-	}
-	return name
+	return "rate=" + name[1:] + "/s"
 }

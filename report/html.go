@@ -77,7 +77,7 @@ func (p *page) table(t *table.Table) {
 		fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
 	}
 	p.b.WriteString("</tr></thead><tbody>")
-	for i, r := range t.Rows {
+	row := func(i int, r []string) {
 		p.b.WriteString("<tr>")
 		for j, c := range r {
 			cls := ""
@@ -91,9 +91,79 @@ func (p *page) table(t *table.Table) {
 		}
 		p.b.WriteString("</tr>")
 	}
-	p.b.WriteString("</tbody></table>")
+	var zero []int
+	for i, r := range t.Rows {
+		if allZero(t, i) && len(t.Rows) > 1 {
+			zero = append(zero, i)
+			continue
+		}
+		row(i, r)
+	}
+	p.b.WriteString("</tbody>")
+	if len(zero) > 0 { // folded away: a click shows them, in the same columns
+		fmt.Fprintf(&p.b, `<tbody class="zero"><tr><td colspan="%d"><details><summary>%d rows all zero (%s)</summary><table class="data"><thead><tr>`,
+			len(t.Columns), len(zero), esc(zeroNames(t, zero)))
+		for _, c := range t.Columns {
+			fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+		}
+		p.b.WriteString("</tr></thead><tbody>")
+		for _, i := range zero {
+			row(i, t.Rows[i])
+		}
+		p.b.WriteString("</tbody></table></details></td></tr></tbody>")
+	}
+	p.b.WriteString("</table>")
 	p.notes(t.Notes)
 	p.b.WriteString("</div>\n")
+}
+
+// allZero reports whether row i of t has numbers and every one is 0: a
+// state no request was in, folded away under the table.
+func allZero(t *table.Table, i int) bool {
+	if i >= len(t.Values) {
+		return false
+	}
+	n := 0
+	for _, v := range t.Values[i] {
+		switch x := v.(type) {
+		case float64:
+			if x != 0 {
+				return false
+			}
+			n++
+		case int:
+			if x != 0 {
+				return false
+			}
+			n++
+		case int64:
+			if x != 0 {
+				return false
+			}
+			n++
+		case map[string]any:
+			return false
+		}
+	}
+	return n > 0
+}
+
+// zeroNames names the folded rows by their text cells: "c=1 build wait,
+// c=1 build".
+func zeroNames(t *table.Table, rows []int) string {
+	var names []string
+	for _, i := range rows {
+		var parts []string
+		for j, c := range t.Rows[i] {
+			if j < len(t.Values[i]) {
+				if _, ok := t.Values[i][j].(string); ok {
+					parts = append(parts, c)
+				}
+			}
+		}
+		names = append(names, strings.Join(parts, " "))
+	}
+	return strings.Join(names, ", ")
 }
 
 // render writes the whole document.
@@ -199,7 +269,7 @@ func (d *captureData) verdictSection(p *page) {
 		p.b.WriteString("</ul></div>")
 	}
 	p.b.WriteString("</div>")
-	p.table(t)
+	p.notes(t.Notes) // the cards hold every row of the table: it is not drawn again under them
 	p.end()
 }
 

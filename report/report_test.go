@@ -112,7 +112,7 @@ func TestReportH200(t *testing.T) {
 		`requests in flight (client)`, `GPU utilization and SM activity`, `GPU power`,
 		`CPU of thread asr-sched (busiest), per pass`, `CUDA launches per second, per pass`,
 		// tables under the plots
-		`data-table="sweep"`, `data-table="stages"`, `data-table="bottleneck"`, `data-table="cpu_python"`, `data-table="gpu"`, `data-table="probes"`,
+		`data-table="sweep"`, `data-table="stages"`, `data-table="cpu_python"`, `data-table="gpu"`, `data-table="probes"`,
 	} {
 		if !strings.Contains(doc, id) {
 			t.Errorf("report lacks %s", id)

@@ -654,7 +654,7 @@ func waterfallSVG(q tlRequest) string {
 	}
 	h := 26 + rowH*float64(rows) + 24
 	c := newCanvas(w, h, "plot waterfall", "waterfall of request "+q.ID)
-	c.text(8, 14, "start", "ptitle", fmt.Sprintf("%s (%s): %s s", q.ID, q.Level, val(q.Lat)))
+	c.text(8, 14, "start", "ptitle", fmt.Sprintf("%s (%s): %s s", q.ID, label(q.Level), val(q.Lat)))
 	end := q.Lat
 	for _, s := range q.Stages {
 		end = max(end, s.Off+s.Dur)

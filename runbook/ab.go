@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/table"
 )
@@ -45,7 +46,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 		if c.Ratio != nil {
 			ratio = *c.Ratio
 		}
-		t.AddRow(c.Level, summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta())
+		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta())
 	}
 	if n := summary.PowerNote(cs, alpha, "runs"); n != "" {
 		t.Notes = append(t.Notes, n)

@@ -206,8 +206,9 @@ type Report struct {
 // Run carries out the plan: for each run a fresh server (unless reused), a
 // full capture into its own sub-bundle, the server stopped and the GPUs
 // freed; then the verdict and summary, printed to stdout in the capture's
-// --format and written to runbook.json. Progress and each run's sweep
-// table go to stderr.
+// --format and written to runbook.json. Each run's tables go to stdout
+// too, before the summary (tables on stdout, progress and notes on
+// stderr, as every command prints them).
 //
 // Errors: a lifecycle failure (port busy, server exited or never healthy,
 // GPU not freed) stops the plan and is returned after runbook.json is
@@ -266,8 +267,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	}
 	var runErr error
 	for i, spec := range cfg.Plan {
-		fmt.Fprintf(stderr, "== run %s (%d of %d) ==\n", spec.Dir, i+1, len(cfg.Plan))
-		rec, err := runOne(ctx, &cfg, capCfg, spec, env, envNames, gpus, stderr)
+		if !cfg.Capture.Quiet {
+			fmt.Fprintf(stderr, "== run %s (%d of %d) ==\n", spec.Dir, i+1, len(cfg.Plan))
+		}
+		rec, err := runOne(ctx, &cfg, capCfg, spec, env, envNames, gpus, stdout, stderr)
 		rep.Runs = append(rep.Runs, rec)
 		if werr := writeJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
 			err = werr
@@ -286,7 +289,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		rep.Error = runErr.Error()
 	}
 	rep.EndUnixNs = time.Now().UnixNano()
-	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), stderr, "runbook")
+	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), quietly(stderr, cfg.Capture.Quiet), "runbook")
 	if runErr != nil {
 		return rep, runErr
 	}
@@ -323,9 +326,13 @@ func checkConfig(cfg *Config) error {
 }
 
 // runOne does one run: server up, capture, server down, GPU free.
-func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpec, env, envNames []string, gpus GPUReader, stderr io.Writer) (RunRecord, error) {
+func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpec, env, envNames []string, gpus GPUReader, stdout, stderr io.Writer) (RunRecord, error) {
 	rec := RunRecord{RunSpec: spec, StartUnixNs: time.Now().UnixNano()}
 	dir := filepath.Join(cfg.Capture.Out, spec.Dir)
+	progress := stderr // the run's progress lines; --quiet leaves errors and tables
+	if cfg.Capture.Quiet {
+		progress = io.Discard
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return rec, fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -373,7 +380,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		}
 		rec.Provenance.GPUs = g
 		rec.Notes = append(rec.Notes, fmt.Sprintf("--reuse-server: %s already answered; that server (pid %d) was measured as it is, not restarted", addr, rec.PID))
-		fmt.Fprintf(stderr, "reusing the server on %s (pid %d)\n", addr, rec.PID)
+		fmt.Fprintf(progress, "reusing the server on %s (pid %d)\n", addr, rec.PID)
 	} else {
 		// As the seed runbooks do before each start: the GPUs must be free
 		// (a server left over from elsewhere would share them).
@@ -396,7 +403,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.PID = srv.PID
 		rec.StartUnixNs = srv.Started.UnixNano()
 		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
-		fmt.Fprintf(stderr, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
+		fmt.Fprintf(progress, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
 		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
 			rec, err = stopFailed(err)
 			if ctx.Err() != nil {
@@ -406,7 +413,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		}
 		rec.HealthyUnixNs = time.Now().UnixNano()
 		rec.StartupS = time.Since(srv.Started).Seconds()
-		fmt.Fprintf(stderr, "server healthy after %.1f s\n", rec.StartupS)
+		fmt.Fprintf(progress, "server healthy after %.1f s\n", rec.StartupS)
 	}
 	if rec.PID > 0 && rec.Provenance != nil {
 		if cpus, err := Affinity(rec.PID); err == nil {
@@ -433,9 +440,9 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		if corunner, err = cfg.GPUCoRunner.Start(ctx, dir); err != nil {
 			return stopFailed(err)
 		}
-		fmt.Fprintf(stderr, "GPU co-runner started: %g of the GPU's time (%s)\n", cfg.GPUCoRunner.Share, filepath.Join(dir, GPUCoRunnerLog))
+		fmt.Fprintf(progress, "GPU co-runner started: %g of the GPU's time (%s)\n", cfg.GPUCoRunner.Share, filepath.Join(dir, GPUCoRunnerLog))
 	}
-	o, capErr := capture.New(capCfg, stderr, stderr).OnFinish(cfg.Finish).Run(ctx)
+	o, capErr := capture.New(capCfg, stdout, stderr).OnFinish(cfg.Finish).Run(ctx) // its tables on stdout, progress on stderr
 	rec.CaptureEndNs = time.Now().UnixNano()
 	if o != nil {
 		rec.ran = true
@@ -562,6 +569,15 @@ func answer(err error, path string, rec any, stdout io.Writer, format string, ta
 	}
 	fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	return err
+}
+
+// quietly is stderr, or io.Discard under --quiet: for the lines that say
+// where a record went, which --quiet leaves out with the progress.
+func quietly(stderr io.Writer, quiet bool) io.Writer {
+	if quiet {
+		return io.Discard
+	}
+	return stderr
 }
 
 func writeJSON(path string, v any) error {

@@ -278,7 +278,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), stderr, "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), quietly(stderr, rc.Capture.Quiet), "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
@@ -817,7 +817,7 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 		what = "GPU-clock"
 	}
 	o := rep.Overall
-	title := fmt.Sprintf("%s sensitivity at %s: %s", what, rep.Level, rep.Verdict)
+	title := fmt.Sprintf("%s sensitivity at %s: %s", what, model.LevelLabel(rep.Level), rep.Verdict)
 	if o.N > 0 {
 		title += fmt.Sprintf(", %.2f [%.2f, %.2f] against %s (%g %% bootstrap interval over %d cycles)", o.Value, o.Lo, o.Hi, rep.Against, 100*rep.Confidence, o.N)
 	} else {

@@ -141,7 +141,7 @@ func TestSensitivityGPUClocks(t *testing.T) {
 	if rep.Overall.N != 2 || math.Abs(rep.Overall.Value) > 0.3 || strings.HasPrefix(rep.Verdict, "GPU-bound") {
 		t.Errorf("the fake server's clock sensitivity %+v, verdict %q: want ≈ 0", rep.Overall, rep.Verdict)
 	}
-	if !strings.HasPrefix(out.String(), "GPU-clock sensitivity at c1: ") || !regexp.MustCompile(`50 %\s+gpu990mhz-1\s+GPU at 990 MHz`).MatchString(out.String()) {
+	if !strings.HasPrefix(out.String(), "GPU-clock sensitivity at c=1: ") || !regexp.MustCompile(`50 %\s+gpu990mhz-1\s+GPU at 990 MHz`).MatchString(out.String()) {
 		t.Errorf("table:\n%s", out.String())
 	}
 	if !strings.Contains(errb.String(), "gpu990mhz-1 (2 of 4): GPU at 990 MHz (50 %) → ") {

@@ -212,7 +212,7 @@ func SummaryTable(sum []MetricSummary, side string) *table.Table {
 		if s.N < 2 {
 			sd = nil
 		}
-		t.AddRow(s.Level, summary.Label(s.Metric), s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
+		t.AddRow(model.LevelLabel(s.Level), summary.Label(s.Metric), s.Mean, sd, s.Min, s.Max, s.N, strings.Join(s.Runs, " "))
 	}
 	return t
 }

@@ -544,7 +544,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			break
 		}
 		if !knob {
-			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, a.Level, orNone(a.Cause))
+			why := fmt.Sprintf("%s's verdict at %s (%s) suggests no knob", src, model.LevelLabel(a.Level), orNone(a.Cause))
 			if level == "" {
 				why = src + "'s advice suggests no knob at any level (--advice SCRIPT gives advice of your own)"
 			}
@@ -559,7 +559,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			break
 		}
 		if edit.Where == "unchanged" {
-			nothing(r, fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, a.Level, orNone(a.Cause), editText(edit)))
+			nothing(r, fmt.Sprintf("%s's verdict at %s (%s) asks for %s, which the server command already has", src, model.LevelLabel(a.Level), orNone(a.Cause), editText(edit)))
 			break
 		}
 		next := ServerCmd{Command: JoinCommand(edit.Argv), Argv: edit.Argv}
@@ -633,7 +633,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
 		runErr = err
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, stderr, "what-if")
+	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, quietly(stderr, wc.Runbook.Capture.Quiet), "what-if")
 }
 
 func planDirs(plan []RunSpec) []string {
@@ -791,7 +791,7 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
 			}
 		}
-		t.AddRow(rd.Round, a.Level, orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
+		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
 		if j := rd.Judgement; j != nil {
 			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
 				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))
@@ -838,12 +838,12 @@ func fmtList(xs []float64) string {
 // dryRun prints what round 1 would run.
 func dryRun(w io.Writer, rd bundle.WhatIfRound, c capture.Config, plan []RunSpec, wc WhatIfConfig) {
 	a := rd.Advice
-	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, a.Level, orNone(a.Cause), orNone(a.Change))
+	fmt.Fprintf(w, "what-if %s at %s: %s: %s\n", wc.Bundle, model.LevelLabel(a.Level), orNone(a.Cause), orNone(a.Change))
 	fmt.Fprintf(w, "knob %s: %s (%s)\n", a.Knob, editText(rd.Edit), rd.Edit.Where)
 	if a.Predicted != nil {
 		fmt.Fprintf(w, "predicted %s: %s\n", a.Metric, predictedText(a))
 	}
-	fmt.Fprintf(w, "each run: a fresh server, then a capture of %s at %s, %d repeats, into %s/<run>/\n", c.Dataset, a.Level, c.Repeats, c.Out)
+	fmt.Fprintf(w, "each run: a fresh server, then a capture of %s at %s, %d repeats, into %s/<run>/\n", c.Dataset, model.LevelLabel(a.Level), c.Repeats, c.Out)
 	for _, p := range plan {
 		scored := ""
 		if !p.Scored {

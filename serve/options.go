@@ -19,6 +19,7 @@ func Options() []option.Option {
 		{Name: "listen", Field: "Addr", Usage: "`ADDR` to listen on; an address other than loopback needs --token"},
 		{Name: "token", Field: "Token", Usage: "bearer `TOKEN` that every route asks for (default $ASRPROF_TOKEN)"},
 		{Name: "dir", Field: "Dir", Usage: "`DIR` the captures' bundles go to, one folder per capture id"},
+		{Name: "pidfile", Field: "PIDFile", Usage: "write the daemon's pid to `FILE` once it listens (removed when it stops): kill \"$(cat FILE)\" stops it"},
 		{Name: "remote-idle", Field: "RemoteIdle", Usage: "finish a remote capture whose driver has not called for this long (`DURATION`)"},
 	}
 }

@@ -49,6 +49,9 @@ type Config struct {
 	Token string
 	// Dir is where the captures' bundles go (<Dir>/<id>).
 	Dir string
+	// PIDFile, when set, gets the daemon's pid once it listens (the
+	// command removes it when the daemon stops).
+	PIDFile string
 	// Parse turns the flags of `asrprof capture` into a configuration
 	// (the CLI's own parser), so that the API takes the CLI's options.
 	Parse func(args []string) (capture.Config, error)
@@ -181,7 +184,7 @@ func (s *Server) Handler() http.Handler {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="asrprof"`)
-			http.Error(w, "asrprof serve: missing or wrong bearer token (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+			httpError(w, http.StatusUnauthorized, "asrprof serve: missing or wrong bearer token (Authorization: Bearer TOKEN)")
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -202,7 +205,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *entry {
 	if i := slices.IndexFunc(s.captures, func(e *entry) bool { return e.id == id }); i >= 0 {
 		return s.captures[i]
 	}
-	http.Error(w, fmt.Sprintf("no capture %q (GET %s lists them)", id, capture.AgentCapturesPath), http.StatusNotFound)
+	httpError(w, http.StatusNotFound, "no capture %q (GET %s lists them)", id, capture.AgentCapturesPath)
 	return nil
 }
 
@@ -248,6 +251,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// APIError is how the daemon answers an error, in JSON as every other
+// answer: {"error": "args: --dataset none.jsonl: no such file or
+// directory", "status": 400}.
+type APIError struct {
+	Error  string `json:"error"`
+	Status int    `json:"status"`
+}
+
 func httpError(w http.ResponseWriter, code int, format string, a ...any) {
-	http.Error(w, strings.TrimSpace(fmt.Sprintf(format, a...)), code)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeJSON(w, code, APIError{Error: strings.TrimSpace(fmt.Sprintf(format, a...)), Status: code})
 }

@@ -9,16 +9,17 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Formats lists the values of --format. "table", the name capture and
 // show once used for "text", is accepted too (CheckFormat, Render).
-var Formats = []string{"text", "markdown", "csv", "json"}
+var Formats = []string{"text", "markdown", "csv", "tsv", "json"}
 
 // FormatUsage is the help of every command's --format: Formats, with
 // what each is.
-const FormatUsage = "how the tables print: `text` (aligned columns; on a terminal, wrapped to its width),\nmarkdown, csv or json"
+const FormatUsage = "how the tables print: `text` (aligned columns; on a terminal, wrapped to its width),\nmarkdown, csv, tsv (one value a cell) or json"
 
 // CheckFormat says whether format is one of Formats (or "table").
 func CheckFormat(format string) error {
@@ -28,7 +29,7 @@ func CheckFormat(format string) error {
 	return fmt.Errorf("unknown format %q (want %s)", format, formatList())
 }
 
-// formatList is Formats for a sentence: "text, markdown, csv or json".
+// formatList is Formats for a sentence: "text, markdown, csv, tsv or json".
 func formatList() string {
 	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
 }
@@ -127,8 +128,11 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
-	case "csv":
+	case "csv", "tsv":
 		cw := csv.NewWriter(w)
+		if format == "tsv" {
+			cw.Comma = '\t'
+		}
 		i := 0
 		for _, t := range tables {
 			if len(t.Columns) == 0 {
@@ -137,8 +141,9 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 			if i++; i > 1 {
 				cw.Write(nil)
 			}
-			cw.Write(t.Columns)
-			cw.WriteAll(t.Rows)
+			cols, rows := flat(t)
+			cw.Write(cols)
+			cw.WriteAll(rows)
 		}
 		cw.Flush()
 		return cw.Error()
@@ -180,6 +185,105 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 	return CheckFormat(format)
 }
 
+// flat is t for CSV and TSV: one value a cell. A column whose typed
+// cells are records (a stage's {"mean_ms", "p95_ms", "n"}, printed
+// "0.22 / 0.39" as text) becomes one column per field, "build mean_ms",
+// "build p95_ms"...; a number is written whole (strconv's shortest form,
+// not the text's rounding or its "[min–max]"); text and a level's label as
+// printed; no value is an empty cell.
+func flat(t *Table) (cols []string, rows [][]string) {
+	n := len(t.Columns)
+	keys := make([][]string, n) // the fields of each record column
+	for _, vals := range t.Values {
+		for i, v := range vals[:min(len(vals), n)] {
+			if m, ok := v.(map[string]any); ok {
+				for k := range m {
+					if !slices.Contains(keys[i], k) {
+						keys[i] = append(keys[i], k)
+					}
+				}
+			}
+		}
+	}
+	for i, c := range t.Columns {
+		if len(keys[i]) == 0 {
+			cols = append(cols, c)
+			continue
+		}
+		slices.Sort(keys[i])
+		for _, k := range keys[i] {
+			cols = append(cols, c+" "+k)
+		}
+	}
+	for r, text := range t.Rows {
+		var vals []any
+		if r < len(t.Values) {
+			vals = t.Values[r]
+		}
+		var row []string
+		for i := 0; i < n; i++ {
+			var v any
+			if i < len(vals) {
+				v = vals[i]
+			}
+			cell := ""
+			if i < len(text) {
+				cell = text[i]
+			}
+			if len(keys[i]) > 0 {
+				m, _ := v.(map[string]any)
+				for _, k := range keys[i] {
+					row = append(row, value(m[k], ""))
+				}
+				continue
+			}
+			if vals == nil { // a table of text only
+				row = append(row, cell)
+				continue
+			}
+			row = append(row, value(v, cell))
+		}
+		rows = append(rows, row)
+	}
+	return cols, rows
+}
+
+// value is one typed cell for CSV: numbers whole (number), nothing as "", any
+// other value as its text.
+func value(v any, text string) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return number(x)
+	case float32:
+		return number(float64(x))
+	case int, int64, int32, uint, uint64:
+		return fmt.Sprint(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case string:
+		if text != "" {
+			return text
+		}
+		return x
+	}
+	if text != "" {
+		return text
+	}
+	return fmt.Sprint(v)
+}
+
+// number is x to 9 significant digits, without an exponent: the binary
+// noise of a mean (0.30054775000000006) left out, any measured digit kept.
+func number(x float64) string {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 9, 64), 64)
+	if err != nil {
+		r = x
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
 // writeMessage writes a table without columns, a message: its title and
 // notes. It reports whether t is one.
 func writeMessage(w io.Writer, t *Table) bool {
@@ -195,10 +299,20 @@ func writeMessage(w io.Writer, t *Table) bool {
 	return true
 }
 
+// FileWidth is how wide a table's rows stay in a file or a pipe: the
+// longest text columns that would make them wider move, cell by cell,
+// into a block under the rows (moveLong). minMove is the narrowest
+// column that moves.
+const (
+	FileWidth = 160
+	minMove   = 40
+)
+
 func writeText(w io.Writer, t *Table) {
 	if writeMessage(w, t) {
 		return
 	}
+	t, block := moveLong(t, FileWidth)
 	widths, text := layout(t)
 	if t.Title != "" {
 		fmt.Fprintln(w, t.Title)
@@ -208,9 +322,93 @@ func writeText(w io.Writer, t *Table) {
 	for _, r := range t.Rows {
 		fmt.Fprintln(w, aligned(r, widths, text))
 	}
+	for _, l := range block {
+		fmt.Fprintln(w, l)
+	}
 	for _, n := range t.Notes {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// moveLong is t with its longest text columns (over minMove wide, the
+// widest first) moved out of the rows until they are at most width wide:
+// each such cell reads "→ KEY" and its text goes to the returned block,
+// one line "  KEY: text" under a line naming the column. KEY is the
+// row's level (its first cell) and, where the level has several rows,
+// its rank (the "rank" column, else its place among the level's rows):
+// "c=4 #2". t itself is not changed.
+func moveLong(t *Table, width int) (*Table, []string) {
+	nat, text := layout(t)
+	if rowWidth(nat) <= width || len(t.Rows) == 0 {
+		return t, nil
+	}
+	var cand []int
+	for i := 1; i < len(nat); i++ {
+		if text[i] && nat[i] > minMove {
+			cand = append(cand, i)
+		}
+	}
+	if len(cand) == 0 {
+		return t, nil
+	}
+	slices.SortStableFunc(cand, func(a, b int) int { return nat[b] - nat[a] })
+	keys := rowKeys(t)
+	out := *t
+	out.Rows = make([][]string, len(t.Rows))
+	for r, row := range t.Rows {
+		out.Rows[r] = slices.Clone(row)
+	}
+	var block []string
+	for _, i := range cand {
+		if rowWidth(nat) <= width {
+			break
+		}
+		block = append(block, t.Columns[i]+":")
+		nat[i] = runes(t.Columns[i])
+		for r, row := range out.Rows {
+			if i >= len(row) || row[i] == "" || row[i] == "-" {
+				continue
+			}
+			block = append(block, "  "+keys[r]+": "+row[i])
+			row[i] = "→ " + keys[r]
+			nat[i] = max(nat[i], runes(row[i]))
+		}
+	}
+	return &out, block
+}
+
+// rowKeys names each row of t by its first cell and, where that cell
+// leads several rows, the row's rank: its "rank" column when t has one,
+// else its place among them (1, 2, ...).
+func rowKeys(t *Table) []string {
+	count := map[string]int{}
+	for _, r := range t.Rows {
+		if len(r) > 0 {
+			count[r[0]]++
+		}
+	}
+	rank := slices.Index(t.Columns, "rank")
+	seen := map[string]int{}
+	keys := make([]string, len(t.Rows))
+	for i, r := range t.Rows {
+		if len(r) == 0 {
+			keys[i] = fmt.Sprintf("#%d", i+1)
+			continue
+		}
+		seen[r[0]]++
+		keys[i] = r[0]
+		if count[r[0]] > 1 {
+			k := strconv.Itoa(seen[r[0]])
+			if rank > 0 && rank < len(r) && r[rank] != "" && r[rank] != "-" {
+				k = r[rank]
+				if f, err := strconv.ParseFloat(k, 64); err == nil && f == float64(int(f)) {
+					k = strconv.Itoa(int(f)) // a rank formatted "2.00" keys as 2
+				}
+			}
+			keys[i] += " #" + k
+		}
+	}
+	return keys
 }
 
 // aligned lays cells out in columns of widths, two spaces apart: text

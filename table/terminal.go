@@ -29,14 +29,23 @@ func TerminalWidth(w io.Writer) int {
 	return DefaultWidth
 }
 
-// minWrap is the narrowest a wrapped text column gets.
-const minWrap = 12
+// minWrap is the narrowest a wrapped text column gets; maxWord is the
+// longest word that wrapping never cuts (a knob such as
+// "requests_per_s" stays whole).
+const (
+	minWrap = 12
+	maxWord = 24
+)
 
 // writeTerminal writes t for a terminal width columns wide: columns of
 // text (every cell not a number) left-aligned, numbers right-aligned as
 // in writeText; when a row would be wider than the terminal, the widest
 // text columns are narrowed, their cells wrapped at spaces onto more
-// lines, until it fits (or every text column is at minWrap).
+// lines as a block under their header. Numbers are never wrapped: when
+// narrowing the text is not enough, the columns are split into groups
+// that each fit, every group led by the first column (the level), so
+// that no line is wider than the terminal and each rule is as wide as
+// its rows.
 func writeTerminal(w io.Writer, t *Table, width int) {
 	if len(t.Columns) == 0 { // a message: its title and notes, wrapped
 		for _, s := range append([]string{t.Title}, t.Notes...) {
@@ -48,17 +57,34 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 		}
 		return
 	}
-	n := len(t.Columns)
-	nat, text := layout(t)
-	widths := fit(t, nat, text, width)
 	if t.Title != "" {
 		for _, l := range wrap(t.Title, width) {
 			fmt.Fprintln(w, l)
 		}
 	}
+	groups := columnGroups(t, width)
+	for g, cols := range groups {
+		if g > 0 {
+			fmt.Fprintln(w)
+		}
+		sub := project(t, cols)
+		nat, text := layout(sub)
+		widths := fit(sub, nat, text, width)
+		writeRows(w, sub, widths, text)
+	}
+	for _, note := range t.Notes {
+		for _, l := range wrap(note, width) {
+			fmt.Fprintln(w, l)
+		}
+	}
+}
+
+// writeRows writes t's header, its rule (as wide as the rows) and its
+// rows, each cell wrapped to its column's width; a row takes as many
+// lines as its tallest cell.
+func writeRows(w io.Writer, t *Table, widths []int, text []bool) {
+	n := len(t.Columns)
 	line := func(cells []string) {
-		// Each cell wrapped to its column; the row takes as many lines
-		// as its tallest cell.
 		parts := make([][]string, n)
 		rows := 1
 		for i := 0; i < n; i++ {
@@ -84,44 +110,84 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 		}
 	}
 	line(t.Columns)
-	fmt.Fprintln(w, strings.Repeat("-", min(max(rowWidth(widths), 0), width)))
+	fmt.Fprintln(w, strings.Repeat("-", max(rowWidth(widths), 0)))
 	for _, r := range t.Rows {
 		line(r)
 	}
-	for _, note := range t.Notes {
-		for _, l := range wrap(note, width) {
-			fmt.Fprintln(w, l)
-		}
-	}
 }
 
-// fit returns the column widths that make a row at most width wide. The
-// text columns are narrowed first, to the largest common cap that fits
-// but none below its floor (minWrap, or its header's longest word); when
-// that is not enough, the number columns are narrowed too, none below its
-// longest word, header included: a cell "0.058 [0.058–0.059]" takes two
-// lines, a header "mem used max (MiB)" three. A table whose floors are
-// wider than width stays wider.
+// columnGroups splits t's columns into groups whose rows fit width once
+// their text is wrapped (fit), each led by column 0; one group when the
+// whole table fits. A group of the first column and one other that
+// still does not fit stays as it is (its floors are wider than width).
+func columnGroups(t *Table, width int) [][]int {
+	all := make([]int, len(t.Columns))
+	for i := range all {
+		all[i] = i
+	}
+	fits := func(cols []int) bool {
+		sub := project(t, cols)
+		nat, text := layout(sub)
+		return rowWidth(fit(sub, nat, text, width)) <= width
+	}
+	if fits(all) || len(all) < 3 {
+		return [][]int{all}
+	}
+	var groups [][]int
+	cur := []int{0}
+	for _, i := range all[1:] {
+		next := append(slices.Clone(cur), i)
+		if len(cur) > 1 && !fits(next) {
+			groups = append(groups, cur)
+			next = []int{0, i}
+		}
+		cur = next
+	}
+	return append(groups, cur)
+}
+
+// project is t with only the columns cols, in that order.
+func project(t *Table, cols []int) *Table {
+	sub := &Table{Name: t.Name, Columns: make([]string, len(cols))}
+	for j, i := range cols {
+		sub.Columns[j] = t.Columns[i]
+	}
+	for _, r := range t.Rows {
+		row := make([]string, len(cols))
+		for j, i := range cols {
+			if i < len(r) {
+				row[j] = r[i]
+			}
+		}
+		sub.Rows = append(sub.Rows, row)
+	}
+	return sub
+}
+
+// fit returns the column widths that make a row at most width wide by
+// narrowing the text columns, to the largest common cap that fits but
+// none below its floor: minWrap, its header's longest word and its cells'
+// longest word up to maxWord. Number columns keep their width (a number
+// is never split). A table whose floors are wider than width stays wider
+// (columnGroups then splits it).
 func fit(t *Table, nat []int, text []bool, width int) []int {
 	n := len(nat)
 	widths := append([]int(nil), nat...)
-	textFloor := make([]int, n)
-	numFloor := make([]int, n)
-	num := make([]bool, n)
+	floor := make([]int, n)
 	for i, h := range t.Columns {
-		textFloor[i] = min(nat[i], max(longestWord(h), minWrap))
-		numFloor[i] = longestWord(h)
-		num[i] = !text[i]
+		floor[i] = max(longestWord(h), minWrap)
 	}
 	for _, r := range t.Rows {
 		for i, c := range r {
-			if i < n && !text[i] {
-				numFloor[i] = max(numFloor[i], longestWord(c))
+			if i < n && text[i] {
+				floor[i] = max(floor[i], min(longestWord(c), maxWord))
 			}
 		}
 	}
-	capTo(widths, text, textFloor, width)
-	capTo(widths, num, numFloor, width)
+	for i := range floor {
+		floor[i] = min(nat[i], floor[i])
+	}
+	capTo(widths, text, floor, width)
 	return widths
 }
 

@@ -80,8 +80,9 @@ func TestTableTerminalWraps(t *testing.T) {
 	}
 }
 
-// Number columns narrow too when the text columns are not enough: a
-// bracketed range goes under its mean, a long header onto more lines.
+// Numbers never wrap: a table of numbers too wide for the terminal is
+// split into column groups, each led by the level, and every cell stays
+// whole on one line.
 func TestTableTerminalNumbers(t *testing.T) {
 	tb := &Table{Columns: []string{"level", "req/s", "latency mean (s)", "corpus WER"}}
 	tb.AddRow("c=1", "16.93 [16.83–17.04]", "0.058 [0.058–0.059]", "0.0480 [0.0389–0.0570]")
@@ -92,7 +93,7 @@ func TestTableTerminalNumbers(t *testing.T) {
 			t.Errorf("a line of %d: %q\n%s", n, l, b.String())
 		}
 	}
-	if !strings.Contains(b.String(), "[0.0389–0.0570]") || !strings.Contains(b.String(), "16.93") {
+	if !strings.Contains(b.String(), "0.0480 [0.0389–0.0570]") || !strings.Contains(b.String(), "16.93 [16.83–17.04]") || strings.Count(b.String(), "c=1") != 2 {
 		t.Errorf("cells lost:\n%s", b.String())
 	}
 }
@@ -124,8 +125,8 @@ func TestTableNotATerminal(t *testing.T) {
 		if c := l[cause:]; !strings.HasPrefix(c, "request work") && !strings.HasPrefix(c, "admission cap") && !strings.HasPrefix(c, "busy thread") {
 			t.Errorf("cause not left-aligned under its header: %q", l)
 		}
-		if !strings.HasPrefix(l[evidence:], "decode tail") && !strings.HasPrefix(l[evidence:], "queued") && !strings.HasPrefix(l[evidence:], "asr-sched") {
-			t.Errorf("evidence not left-aligned under its header: %q", l)
+		if !strings.HasPrefix(l[evidence:], "→ c=") { // moved under the rows, keyed by level and rank
+			t.Errorf("evidence not moved to the notes block: %q", l)
 		}
 		if e := l[explains : explains+len("explains")]; e != "    51 %" && e != "    84 %" && e != "       -" {
 			t.Errorf("explains not right-aligned under its header: %q in %q", e, l)
@@ -163,7 +164,7 @@ func TestTableNotATerminal(t *testing.T) {
 // "text" is the format's name; "table", its old name, still renders the
 // same; anything else is an error that lists the names.
 func TestTableFormats(t *testing.T) {
-	for _, f := range []string{"text", "table", "markdown", "csv", "json"} {
+	for _, f := range []string{"text", "table", "markdown", "csv", "tsv", "json"} {
 		if err := CheckFormat(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -175,7 +176,7 @@ func TestTableFormats(t *testing.T) {
 		t.Error("table and text differ")
 	}
 	err := Render(&a, "yaml", diagnosis())
-	if err == nil || !strings.Contains(err.Error(), "want text, markdown, csv or json") {
+	if err == nil || !strings.Contains(err.Error(), "want text, markdown, csv, tsv or json") {
 		t.Errorf("yaml: %v", err)
 	}
 }
@@ -231,6 +232,74 @@ func TestTableMessage(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s (width %d): got %q, want %q", tc.format, tc.width, got, tc.want)
+		}
+	}
+}
+
+// TestTableWidths: at 80, 100 and 160 columns on a terminal no line is
+// wider than the terminal, every rule is as wide as the rows under it,
+// no number is split over lines and no word of a knob is cut; in a file
+// the rows stay within 160 columns, the long evidence under them keyed
+// by level and rank.
+func TestTableWidths(t *testing.T) {
+	stages := &Table{Title: "Stages (ms, mean / p95 per request; preset refserver)",
+		Columns: []string{"level", "receive", "build wait", "build", "build→queued", "queued→scheduled", "first forward", "decode tail", "unattributed", "total", "client overhead"}}
+	stages.AddRow("c=1", "0.30 / 0.54", "1.02 / 4.76", "0.67 / 2.35", "0.04 / 0.07", "0.40 / 1.82", "1.16 / 2.84", "8677.4 / 17343.4", "5.35 / 22.4", "8686.3 / 17346.8", "4.38 / 14.5")
+	stages.AddRow("c=4", "0.84 / 2.48", "2.35 / 9.13", "1.23 / 5.59", "0.33 / 1.51", "174.4 / 1038.0", "2.74 / 12.7", "65328.3 / 75131.6", "3.87 / 8.38", "65514.1 / 75263.8", "5.38 / 21.7")
+	advice := &Table{Title: "Advice per level", Columns: []string{"level", "cause", "knob", "change", "metric", "now", "predicted"}}
+	advice.AddRow("c=1", "CPU contention", "-", "give the serving thread a core of its own (fewer co-runners, no CPU quota)", "requests_per_s", 0.1151, 0.3745)
+	numbers := map[string]bool{}
+	for _, r := range stages.Rows {
+		for _, c := range r[1:] {
+			numbers[c] = true
+		}
+	}
+	for _, width := range []int{80, 100, 160} {
+		for _, tab := range []*Table{stages, advice, diagnosis()} {
+			var b bytes.Buffer
+			if err := RenderWidth(&b, "text", width, tab); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			for i, l := range lines {
+				if n := utf8.RuneCountInString(l); n > width {
+					t.Errorf("%d columns, %s: a line of %d: %q", width, tab.Title, n, l)
+				}
+				if strings.HasPrefix(l, "---") { // a rule: as wide as its header above
+					if hw := utf8.RuneCountInString(lines[i-1]); utf8.RuneCountInString(l) < hw {
+						t.Errorf("%d columns, %s: rule of %d under a header of %d", width, tab.Title, utf8.RuneCountInString(l), hw)
+					}
+				}
+			}
+			if tab == stages {
+				for c := range numbers { // each mean / p95 whole, on one line
+					if !strings.Contains(out, c) {
+						t.Errorf("%d columns: %q split:\n%s", width, c, out)
+					}
+				}
+			}
+			if tab == advice && !strings.Contains(out, "requests_per_s") {
+				t.Errorf("%d columns: requests_per_s cut:\n%s", width, out)
+			}
+		}
+	}
+	// In a file: rows within 160 columns, the evidence below them.
+	var f bytes.Buffer
+	RenderWidth(&f, "text", 0, diagnosis())
+	long := &Table{Columns: []string{"level", "rank", "evidence"}}
+	long.AddRow("c=4", 1, strings.Repeat("word ", 60))
+	long.AddRow("c=4", 2, "short")
+	RenderWidth(&f, "text", 0, long)
+	out := f.String()
+	for _, l := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(l); n > FileWidth && !strings.HasPrefix(l, "  c=") && !strings.HasPrefix(l, "explains") {
+			t.Errorf("a row of %d in a file: %q", n, l)
+		}
+	}
+	for _, want := range []string{"c=64   2.00  busy thread", "→ c=64 #2", "evidence:\n", "  c=64 #2: asr-sched (tid 101) at 98 % of a core", "  c=4 #1: word word", "  c=4 #2: short"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("file output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -88,7 +89,14 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for _, n := range analysis.Scripts() {
 			fmt.Fprintf(stdout, "  %-28s %s\n", n, analysis.Summary(n))
 		}
+		for _, a := range slices.Sorted(maps.Keys(analysis.Aliases)) {
+			fmt.Fprintf(stdout, "  %-28s the same as %s\n", a, analysis.Aliases[a])
+		}
 		return nil
+	}
+	names := analysis.Dedup(pos[min(1, len(pos)):])
+	if err := analysis.Check(names); err != nil { // before anything runs
+		return err
 	}
 	if err := checkSettings(af); err != nil {
 		return err
@@ -108,7 +116,6 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	opts := analysis.Options{Stages: af.Stages, Timeout: af.Timeout, Print: stderr, LengthBuckets: lb, MetricsMap: af.MetricsMap}
-	names := pos[1:]
 	if len(names) == 0 {
 		names = analysis.DefaultScriptsFor(c, opts)
 	}

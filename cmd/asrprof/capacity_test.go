@@ -295,7 +295,7 @@ func TestSensitivityRefserver(t *testing.T) {
 			t.Errorf("%s: used %.3f cores of a %.3f-core quota (base %.3f): the limit did not hold", r.Dir, r.UsedCores, r.Quota, r.BaseCores)
 		}
 	}
-	for _, want := range []string{"CPU sensitivity at c1", "throughput", "verdict: host-bound", "CPU restricted by " + rep.Method} {
+	for _, want := range []string{"CPU sensitivity at c=1", "throughput", "verdict: host-bound", "CPU restricted by " + rep.Method} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/report"
 	"github.com/asrprof/asrprof/runbook"
+	"github.com/asrprof/asrprof/table"
 )
 
 const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
@@ -120,13 +122,8 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return datasetError(cfg, rb.run(ctx, cfg, stdout, stderr))
 	}
 	// Before the levels line: a command line in error prints only the error.
-	if err := cfg.Validate(); err != nil {
+	if err := checkCapture(cfg); err != nil {
 		return err
-	}
-	if cfg.Proxy == "" && !cfg.ProbesOnly {
-		if _, err := os.Stat(cfg.Dataset); err != nil {
-			return datasetError(cfg, fmt.Errorf("%w: %v", capture.ErrBadInput, err))
-		}
 	}
 	start()
 	run := func() error {
@@ -138,6 +135,21 @@ func captureCommand(ctx context.Context, name string, args []string, stdout, std
 		return datasetError(cfg, err)
 	}
 	return datasetError(cfg, run())
+}
+
+// checkCapture is what a capture's configuration must pass before it
+// starts, on the command line and over serve's API alike: the flags
+// together (capture.Config.Validate) and a dataset that is there.
+func checkCapture(cfg capture.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Proxy == "" && !cfg.ProbesOnly {
+		if _, err := os.Stat(cfg.Dataset); err != nil {
+			return datasetError(cfg, fmt.Errorf("%w: %v", capture.ErrBadInput, err))
+		}
+	}
+	return nil
 }
 
 // datasetError rewords capture's errors about the dataset ("bad dataset:
@@ -179,7 +191,7 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 	return func(ctx context.Context, dir string, tables bool) capture.Finished {
 		var f capture.Finished
 		if tables {
-			f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+			f.Tables, f.TablesErr = captureTables(ctx, dir, analysis.Options{LengthBuckets: lb})
 			var err error
 			if f.Validity, f.Failed, err = validity(dir); err != nil {
 				f.TablesErr = errors.Join(f.TablesErr, err)
@@ -188,6 +200,28 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 		f.Report, f.ReportErr = report.WriteFile(ctx, dir, "", report.Options{LengthBuckets: lb})
 		return f
 	}
+}
+
+// captureTables are the tables a capture prints at its end: the answer
+// first (the summary analysis: per level throughput, latency, verdict and
+// advice), then a line that says where the detail comes from again, then
+// the default analyses, the sweep first.
+func captureTables(ctx context.Context, dir string, o analysis.Options) ([]*table.Table, error) {
+	c, err := analysis.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Timeout = cmp.Or(o.Timeout, analysis.DefaultTimeout)
+	// The run's checks on itself first (docs/VALIDITY.md), then the
+	// answer (the summary), then the detail.
+	rest := slices.DeleteFunc(analysis.DefaultScriptsFor(c, o), func(n string) bool { return n == "validity" })
+	names := append([]string{"validity", "summary"}, rest...)
+	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), names)
+	if i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" }); i >= 0 {
+		details := &table.Table{Name: "details", Title: "The detail ('asrprof analyze " + dir + "' prints it again):"}
+		tabs = slices.Insert(tabs, i+1, details)
+	}
+	return tabs, err
 }
 
 // parseCapture turns the command line of `capture` (or `ab`) into the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/probe/doctor"
@@ -33,6 +34,9 @@ Flags:
 	}
 	if o.PID < 0 {
 		return fmt.Errorf("%w: --pid must be positive", errUsage)
+	}
+	if u, err := url.Parse(o.Target); o.Target != "" && (err != nil || u.Scheme == "" || u.Host == "") {
+		return fmt.Errorf("%w: --target %q: want a URL such as http://127.0.0.1:8000", errUsage, o.Target)
 	}
 	for _, f := range doctor.Check(ctx, o) {
 		fmt.Fprintln(stdout, f)

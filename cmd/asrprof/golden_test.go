@@ -23,6 +23,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
+	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -66,12 +67,23 @@ func TestCLIGolden(t *testing.T) {
 			setup: fixtures("refserver"), code: exitUsage},
 		{name: "error_not_a_bundle", args: []string{"show", "$TMP"}, code: exitUsage},
 		{name: "error_format", args: []string{"analyze", "$TMP/refserver", "--format", "yaml"}, setup: fixtures("refserver"), code: exitUsage},
+		// Names: a misspelt analysis or command is bad input, caught before
+		// anything runs (no table printed), with the nearest name.
+		{name: "error_analysis_name", args: []string{"analyze", "$TMP/refserver", "stagse"}, setup: fixtures("refserver"), code: exitUsage},
+		{name: "error_analysis_second_name", args: []string{"analyze", "$TMP/refserver", "stages", "bottlenek"}, setup: fixtures("refserver"), code: exitUsage},
+		{name: "error_command", args: []string{"captur", "--target", "http://127.0.0.1:1"}, code: exitUsage},
+		{name: "version_flag", args: []string{"--version"}},
+		{name: "error_doctor_target", args: []string{"doctor", "--target", "127.0.0.1:8000"}, code: exitUsage},
+		{name: "error_show_extra", args: []string{"show", "$TMP/refserver", "stages"}, setup: fixtures("refserver"), code: exitUsage},
 		{name: "show", args: []string{"show", "$TMP/refserver"}, setup: fixtures("refserver")},
 		{name: "show_markdown", args: []string{"show", "--format", "markdown", "$TMP/refserver_random"}, setup: fixtures("refserver_random")},
 		{name: "show_killed", args: []string{"show", "$TMP/killed"}, setup: killedBundle},
 		{name: "analyze_killed_sweep", args: []string{"analyze", "$TMP/killed", "sweep"}, setup: killedBundle},
 		{name: "analyze_list", args: []string{"analyze", "--list"}},
 		{name: "analyze", args: []string{"analyze", "$TMP/refserver"}, setup: fixtures("refserver"), fixture: "refserver"},
+		// The answer first: what a capture opens with (finishCapture).
+		{name: "analyze_summary", args: []string{"analyze", "$TMP/refserver", "summary"}, setup: fixtures("refserver")},
+		{name: "analyze_summary_sglang", args: []string{"analyze", "$TMP/sglang", "summary"}, setup: fixtures("sglang")},
 		{name: "analyze_json", args: []string{"analyze", "$TMP/sglang", "sweep", "knee", "--format", "json"}, setup: fixtures("sglang")},
 		{name: "compare", args: []string{"compare", "$TMP/refserver", "$TMP/sglang"}, setup: fixtures("refserver", "sglang")},
 		{name: "export_perfetto", args: []string{"export", "$TMP/vllm", "--perfetto", "$TMP/vllm.json"}, setup: fixtures("vllm")},
@@ -132,11 +144,11 @@ func TestOneSweepTable(t *testing.T) {
 		_, analyze, _ := runCLI("analyze", dir, "sweep")
 		f := finishCapture(context.Background(), dir, true)
 		tabs, err := f.Tables, f.TablesErr
-		if err != nil || len(tabs) == 0 || tabs[0].Name != "sweep" {
+		if err != nil || len(tabs) < 3 || tabs[0].Name != "summary" || tabs[2].Name != "sweep" {
 			t.Fatalf("capture's tables: %v %v", tabs, err)
 		}
 		var capture bytes.Buffer
-		table.Render(&capture, "table", tabs[0])
+		table.Render(&capture, "table", tabs[2])
 		if show != analyze || show != capture.String() {
 			t.Errorf("%s: the sweeps differ:\n--- show\n%s--- analyze\n%s--- capture\n%s", dir, show, analyze, capture.String())
 		}
@@ -355,8 +367,9 @@ func withoutDriverLag(t *testing.T, tmp, s string) string {
 		}
 		readJSONInto(t, m, &doc)
 		for _, c := range doc.Extra.Checks {
-			if len(c.Lagging) > 0 {
+			if len(c.Lagging) > 0 { // the manifest's notes keep the level's key, stderr its label
 				lagged[fmt.Sprintf("%s repeat %d", c.Level, c.Repeat)] = true
+				lagged[fmt.Sprintf("%s repeat %d", model.LevelLabel(c.Level), c.Repeat)] = true
 			}
 		}
 	}

@@ -83,7 +83,7 @@ func shownDefault(f *flag.Flag) string {
 // table.Formats; "table", the old name of text, is still taken).
 func checkFormat(format string) error {
 	if table.CheckFormat(format) != nil {
-		return fmt.Errorf("%w: --format %q: want text, markdown, csv or json", errUsage, format)
+		return fmt.Errorf("%w: --format %q: want text, markdown, csv, tsv or json", errUsage, format)
 	}
 	return nil
 }

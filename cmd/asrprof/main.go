@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/runbook"
@@ -146,6 +147,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version": // as Go tools answer it
+		return run(ctx, append([]string{"version"}, args[1:]...), stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -169,13 +172,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			errors.Is(err, capture.ErrBadInput), errors.Is(err, capture.ErrInvalidConfig),
 			errors.Is(err, runbook.ErrBadPlan), errors.Is(err, runbook.ErrBadCommand),
 			errors.Is(err, runbook.ErrNoAdvice), errors.Is(err, runbook.ErrBadAdvice),
-			errors.Is(err, bundle.ErrExists):
+			errors.Is(err, bundle.ErrExists), errors.Is(err, analysis.ErrUnknownScript):
 			return exitUsage
 		}
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "asrprof: unknown command %q\n\n", args[0])
-	usage(stderr)
+	// An unknown command gets a suggestion and the list of commands, not
+	// the whole manual.
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := analysis.Nearest(strings.TrimLeft(args[0], "-"), names); near != "" {
+		fmt.Fprintf(stderr, "asrprof: unknown command %q (did you mean %s?)\n", args[0], near)
+	} else {
+		fmt.Fprintf(stderr, "asrprof: unknown command %q; the commands: %s\n", args[0], strings.Join(names, ", "))
+	}
+	fmt.Fprintln(stderr, "Run 'asrprof --help' for usage.")
 	return exitUsage
 }
 

@@ -79,7 +79,7 @@ func TestCaptureProxySweepClient(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"[conc=1 rep=1]", "[conc=4 rep=1]", "the benchmark command exited with status 0",
-		"levels inferred: c1#1 (8 requests, 1 in flight), c4#1 (8 requests, 4 in flight)", "recorded 16 requests"} {
+		"levels inferred: c=1 repeat 1 (8 requests, 1 in flight), c=4 repeat 1 (8 requests, 4 in flight)", "recorded 16 requests"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

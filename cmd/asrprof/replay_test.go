@@ -109,6 +109,13 @@ func TestReplayPicksSamples(t *testing.T) {
 			if !strings.Contains(stderr, "replay repeat 1: schedule fidelity: send lag p50 ") {
 				t.Errorf("no fidelity line at the pass's end:\n%s", stderr)
 			}
+			// One spelling of the level: the progress and the sweep say "replay".
+			if !strings.Contains(stderr, "replay repeat 1/1: ") || strings.Contains(stderr, "rate ") {
+				t.Errorf("progress lines do not name the level replay:\n%s", stderr)
+			}
+			if _, show, _ := runCLI("show", filepath.Dir(b.Path(bundle.ManifestFile))); !strings.Contains(show, "\nreplay ") || strings.Contains(show, "eplay/s") {
+				t.Errorf("the sweep's level is not \"replay\":\n%s", show)
+			}
 			fid := fidelityOf(t, b)
 			if len(fid) != 1 || fid[0].Requests != len(tc.want) || fid[0].Level != "replay" || fid[0].SendLagMaxS < 0 {
 				t.Errorf("schedule_fidelity %+v", fid)

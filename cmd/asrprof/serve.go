@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/asrprof/asrprof/capture"
@@ -44,7 +45,7 @@ API (JSON):
   GET  /v1/time                 this host's clock (the agents' NTP-style offset)
 
 Examples:
-  asrprof serve
+  asrprof serve --pidfile runs/serve.pid &     # kill "$(cat runs/serve.pid)" stops it
   curl -s localhost:7070/v1/captures -d '{"args":["--probes-only","--pid","1234","--duration","60s"]}'
 
   # An agent on a GPU host, reachable by the driver's host:
@@ -60,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve", stderr)
 	cfg := serve.DefaultConfig()
 	option.DefineAll(fs, serve.Options(), &cfg, nil)
+	pidfile := &cfg.PIDFile
 	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -78,7 +80,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (bundles in %s)\n", ln.Addr(), cfg.Dir)
+	if *pidfile != "" {
+		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			ln.Close()
+			return fmt.Errorf("%w: --pidfile: %v", errUsage, err)
+		}
+		defer os.Remove(*pidfile)
+	}
+	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (pid %d; bundles in %s)\n", ln.Addr(), os.Getpid(), cfg.Dir)
 	return srv.Serve(ctx, ln)
 }
 
@@ -98,6 +107,9 @@ func parseAPICapture(args []string) (capture.Config, error) {
 		if o.Local && rb.set[o.Name] {
 			return cfg, serve.Refused(o.Name)
 		}
+	}
+	if err := checkCapture(cfg); err != nil { // as the command line checks it, before it is accepted
+		return cfg, &reworded{msg: errorText(err), err: err}
 	}
 	return cfg, nil
 }

@@ -365,7 +365,7 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 	if ac.State != "finished" || ac.Done != 12 || ac.Sent != 12 || ac.Failed != 0 || ac.Periods != 4 {
 		t.Fatalf("driven capture: %+v\nlog:\n%s", ac, logText)
 	}
-	if !strings.Contains(string(logText), "bundle: ") || !strings.Contains(string(logText), "concurrency 2 repeat 2/2: 3/3 ok") {
+	if !strings.Contains(string(logText), "bundle: ") || !strings.Contains(string(logText), "c=2 repeat 2/2: 3/3 ok") {
 		t.Errorf("the followed log lacks the capture's end:\n%s", logText)
 	}
 	waitQuery(t, prom, fmt.Sprintf(`asrprof_capture_requests_total{capture=%q,status="ok"}`, driven.ID), 20*time.Second,

@@ -28,6 +28,9 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(pos) == 0 || pos[0] == "" {
 		return fmt.Errorf("%w: give the bundle directory", errUsage)
 	}
+	if len(pos) > 1 {
+		return fmt.Errorf("%w: unexpected argument %q: show takes one bundle directory ('asrprof analyze DIR NAME...' runs analyses)", errUsage, pos[1])
+	}
 	dir := pos[0]
 	if err := checkBundle(dir); err != nil {
 		return err

@@ -107,11 +107,15 @@ func TestCaptureWhisperEngine(t *testing.T) {
 		t.Errorf("no two requests shared a decode step (max_batch %v): %v", maxBatch, done)
 	}
 	// Stages and the synthetic-weights note in what the user reads (a
-	// runbook prints each run's tables on stderr, its verdict on stdout).
+	// runbook prints each run's tables on stdout, then its verdict; its
+	// progress on stderr).
 	for _, want := range []string{"Stages", "first forward", "decode tail", "c=4", "synthetic weights", "WER is not a measurement"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("capture output lacks %q:\n%s", want, stderr)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("capture output lacks %q:\n%s", want, stdout)
 		}
+	}
+	if strings.Contains(stderr, "Stages (ms") {
+		t.Errorf("a table on stderr:\n%s", stderr)
 	}
 	code, show, _ := runCLI("analyze", b, "stages", "--format", "json")
 	if code != exitOK {

@@ -341,7 +341,26 @@ func (p *Probe) BPFCost() (time.Duration, uint64, error) {
 // without their user stack since Start, or what the perf engine could not
 // sample (samples lost, threads left out); "" when none (or for the otel
 // engine, which does not count them).
+//
+// After them it names the files whose frames were left as file+0xoffset,
+// with why (stripped, no debug file installed for its build-id...).
 func (p *Probe) Losses() string {
+	msg := p.samplesLost()
+	p.mu.Lock()
+	u, ok := p.eng.(interface{ Unnamed() string })
+	p.mu.Unlock()
+	if ok {
+		if un := u.Unnamed(); un != "" {
+			if msg != "" {
+				msg += "; "
+			}
+			msg += "frames left unnamed: " + un
+		}
+	}
+	return msg
+}
+
+func (p *Probe) samplesLost() string {
 	if msg, ok := p.engineLosses(); ok {
 		return msg
 	}

@@ -61,7 +61,9 @@
 //     truncated (the leaf function is still right). Go binaries keep
 //     frame pointers; Debian's and Ubuntu's distributions of glibc and
 //     CPython mostly do not (Fedora's and Ubuntu 24.04's do).
-//   - Stripped files: frames are named file+0xoffset.
+//   - Stripped files: named from their separate debug file when one is
+//     installed (by build-id under /usr/lib/debug); else frames are named
+//     file+0xoffset, and Losses says which files and why.
 //
 // Output: sample types samples/count and cpu/nanoseconds (samples ×
 // 1/Hz), string labels pid, tid, thread (the comm when sampled) and level

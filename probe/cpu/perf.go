@@ -310,6 +310,10 @@ func (p *Perf) Stats() PerfStats {
 // nothing was lost.
 func (p *Perf) Losses() string { return p.Stats().losses() }
 
+// Unnamed says which files' frames were left as file+0xoffset, and why
+// (symbolizer.Unnamed).
+func (p *Perf) Unnamed() string { return p.sym.Unnamed() }
+
 // losses says what was lost, "" when nothing was.
 func (s PerfStats) losses() string {
 	var msgs []string

@@ -138,6 +138,10 @@ func parseCPUList(s string) ([]int, error) {
 	return out, nil
 }
 
+// Unnamed says which files' frames were left as file+0xoffset, and why
+// (symbolizer.Unnamed).
+func (s *Sampler) Unnamed() string { return s.sym.Unnamed() }
+
 // Watch replaces the set of sampled processes. It reads the memory map
 // of each new process, so that one that exits before the period ends can
 // still be symbolized.

@@ -8,12 +8,14 @@ import (
 	"debug/gosym"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // KernelFile is the mapping name of kernel frames.
@@ -82,6 +84,10 @@ type symbol struct {
 type symtab struct {
 	syms  []symbol
 	loads []elf.ProgHeader
+	// why says why some of the file's addresses may have no name: it
+	// has no .symtab (only its exported .dynsym) and no debug file was
+	// found for it; "" when it has a full symbol table.
+	why string
 }
 
 // lookup returns the name of the function covering addr: the symbol with
@@ -121,14 +127,43 @@ func newSymtab(syms []symbol, loads []elf.ProgHeader) *symtab {
 	return &symtab{syms: syms, loads: loads}
 }
 
-// readELFSymtab reads the function symbols of .symtab and .dynsym.
+// DebugDir is where separate debug files are installed (Debian's -dbgsym
+// and -dbg packages, Fedora's debuginfo): .build-id/xx/rest.debug by
+// build-id, or the file's own path under it.
+const DebugDir = "/usr/lib/debug"
+
+// readELFSymtab reads the function symbols of .symtab and .dynsym. A
+// stripped file (no .symtab) gets those of its separate debug file when
+// one is installed (debugFile); else its symtab says why its static
+// functions have no names.
 func readELFSymtab(path string) (*symtab, error) {
+	return readELFSymtabIn(path, DebugDir)
+}
+
+func readELFSymtabIn(path, debugDir string) (*symtab, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	var syms []symbol
+	why := ""
+	if f.Section(".symtab") == nil {
+		dbg, tried := debugFile(f, path, debugDir)
+		if df, err := elf.Open(dbg); dbg != "" && err == nil {
+			if ss, err := df.Symbols(); err == nil {
+				for _, s := range ss {
+					if t := elf.ST_TYPE(s.Info); (t == elf.STT_FUNC || t == elf.STT_GNU_IFUNC) && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+						syms = append(syms, symbol{Addr: s.Value, Size: s.Size, Name: s.Name})
+					}
+				}
+			}
+			df.Close()
+		} else {
+			why = "stripped (no .symtab) and no debug file (" + tried + "): install its debug symbols (Debian: its -dbgsym package)"
+		}
+	}
+
 	add := func(ss []elf.Symbol) {
 		for _, s := range ss {
 			t := elf.ST_TYPE(s.Info)
@@ -158,7 +193,56 @@ func readELFSymtab(path string) (*symtab, error) {
 			loads = append(loads, p.ProgHeader)
 		}
 	}
-	return newSymtab(syms, loads), nil
+	t := newSymtab(syms, loads)
+	t.why = why
+	return t, nil
+}
+
+// debugFile finds the separate debug file of f (at path) under debugDir:
+// by its GNU build-id (.build-id/xx/rest.debug), else at its own path
+// with .debug added. It returns the file ("" for none) and what was
+// tried, for the reason a frame stays unnamed.
+func debugFile(f *elf.File, path, debugDir string) (string, string) {
+	var tried []string
+	if id := buildID(f); id != "" {
+		p := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+		if _, err := os.Stat(p); err == nil {
+			return p, ""
+		}
+		tried = append(tried, "build-id "+id)
+	}
+	// The file's own path, as the process sees it (file reads it
+	// through /proc/PID/root, for containers).
+	if rest, ok := strings.CutPrefix(path, "/proc/"); ok {
+		if _, after, ok := strings.Cut(rest, "/root/"); ok {
+			path = "/" + after
+		}
+	}
+	p := filepath.Join(debugDir, path+".debug")
+	if _, err := os.Stat(p); err == nil {
+		return p, ""
+	}
+	tried = append(tried, p)
+	return "", strings.Join(tried, ", ")
+}
+
+// buildID is f's GNU build-id in hex, "" when it has none.
+func buildID(f *elf.File) string {
+	s := f.Section(".note.gnu.build-id")
+	if s == nil {
+		return ""
+	}
+	b, err := s.Data()
+	if err != nil || len(b) < 16 {
+		return ""
+	}
+	order := f.ByteOrder
+	namesz, descsz, typ := order.Uint32(b[0:4]), order.Uint32(b[4:8]), order.Uint32(b[8:12])
+	off := 12 + (namesz+3)&^3
+	if typ != 3 || uint32(len(b)) < off+descsz || descsz < 2 { // NT_GNU_BUILD_ID
+		return ""
+	}
+	return fmt.Sprintf("%x", b[off:off+descsz])
 }
 
 // goFuncs returns the functions of a Go binary's .gopclntab, nil for
@@ -242,16 +326,65 @@ type fileKey struct {
 // symbolized with their last known map). It is not safe for concurrent
 // use.
 type symbolizer struct {
-	files   map[fileKey]*symtab // nil entry: the file could not be read
-	maps    map[int][]mapping
-	perf    map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
-	kernel  *symtab
-	kloaded bool
-	kerr    error
+	files map[fileKey]*symtab // nil entry: the file could not be read
+	// unnamed counts, per file, the frames left without a function
+	// name, and why; read by Unnamed from other goroutines.
+	unnamedMu sync.Mutex
+	unnamed   map[string]*unnamedFile
+	maps      map[int][]mapping
+	perf      map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
+	kernel    *symtab
+	kloaded   bool
+	kerr      error
 }
 
 func newSymbolizer() *symbolizer {
-	return &symbolizer{files: make(map[fileKey]*symtab), maps: make(map[int][]mapping), perf: make(map[int]*symtab)}
+	return &symbolizer{files: make(map[fileKey]*symtab), maps: make(map[int][]mapping), perf: make(map[int]*symtab),
+		unnamed: make(map[string]*unnamedFile)}
+}
+
+// unnamedFile is a file whose frames were left without a name.
+type unnamedFile struct {
+	frames int
+	why    string
+}
+
+// noteUnnamed counts a frame of path left without a name, and why.
+func (s *symbolizer) noteUnnamed(path, why string) {
+	s.unnamedMu.Lock()
+	defer s.unnamedMu.Unlock()
+	u := s.unnamed[path]
+	if u == nil {
+		u = &unnamedFile{why: why}
+		s.unnamed[path] = u
+	}
+	u.frames++
+}
+
+// Unnamed says, per file whose frames were left as file+0xoffset, how
+// many and why, the files with the most first: "libfoo.so.3 (1234
+// frames): stripped (no .symtab) and no debug file (...)"; "" for none.
+// It is safe to call while the symbolizer is in use.
+func (s *symbolizer) Unnamed() string {
+	if s == nil {
+		return ""
+	}
+	s.unnamedMu.Lock()
+	defer s.unnamedMu.Unlock()
+	paths := slices.Collect(maps.Keys(s.unnamed))
+	slices.SortFunc(paths, func(a, b string) int {
+		return cmp.Or(cmp.Compare(s.unnamed[b].frames, s.unnamed[a].frames), cmp.Compare(a, b))
+	})
+	var parts []string
+	for _, p := range paths[:min(len(paths), 3)] {
+		u := s.unnamed[p]
+		why := cmp.Or(u.why, "no symbol covers those addresses")
+		parts = append(parts, fmt.Sprintf("%s (%d stack frames): %s", filepath.Base(p), u.frames, why))
+	}
+	if len(paths) > 3 {
+		parts = append(parts, fmt.Sprintf("%d files more", len(paths)-3))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // refreshMaps re-reads /proc/PID/maps of pid, keeping the previous map
@@ -323,6 +456,17 @@ func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 		}
 		if fr.Func == "" {
 			fr.Func = fmt.Sprintf("%s+0x%x", filepath.Base(fr.File), off)
+			why := "no symbol table could be read"
+			if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
+				if t := s.file(pid, m); t != nil {
+					why = t.why
+				}
+			} else if strings.HasPrefix(m.Path, "[vdso]") || strings.HasPrefix(m.Path, "[vsyscall]") {
+				why = "the kernel's vDSO (no file on disk to read symbols from)"
+			} else {
+				why = "an anonymous mapping (JIT code without a perf map)"
+			}
+			s.noteUnnamed(fr.File, why)
 		}
 		out = append(out, fr)
 	}
