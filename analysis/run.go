@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asrprof/asrprof/option"
 	"io"
 	"io/fs"
 	"maps"
@@ -482,32 +483,11 @@ func unknownScript(script string) error {
 func Nearest(s string, names []string) string {
 	best, bestD := "", max(2, len(s)/3)+1
 	for _, n := range names {
-		if d := editDistance(s, n); d < bestD {
+		if d := option.EditDistance(s, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // resolveLoad finds the file that load(name) means in a file from org. A

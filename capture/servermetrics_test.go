@@ -127,6 +127,7 @@ func TestCaptureServerMetricsOff(t *testing.T) {
 			cfg := baseConfig(t, srv.URL, makeDataset(t, 2))
 			cfg.Probes = []string{"metrics"}
 			cfg.ServerMetrics = tc.setting
+			cfg.Quiet = false // the probe's line is a note, which --quiet silences
 			o, out, err := runCapture(t, context.Background(), cfg)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)

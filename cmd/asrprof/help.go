@@ -168,32 +168,11 @@ func flagError(fs *flag.FlagSet, err error) string {
 func nearestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 3
 	fs.VisitAll(func(f *flag.Flag) {
-		if d := editDistance(name, f.Name); d < bestD {
+		if d := option.EditDistance(name, f.Name); d < bestD {
 			best, bestD = f.Name, d
 		}
 	})
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func unquote(s string) string {
