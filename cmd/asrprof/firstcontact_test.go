@@ -68,8 +68,9 @@ func TestCaptureStreams(t *testing.T) {
 			t.Errorf("a table on stderr (%q):\n%s", s, stderr)
 		}
 	}
-	if !strings.HasPrefix(stdout, "Summary: per level") {
-		t.Errorf("stdout does not open with the summary:\n%s", stdout)
+	// The run's checks on itself first (docs/VALIDITY.md), then the answer.
+	if v, sum := strings.Index(stdout, "Validity: the run checks itself"), strings.Index(stdout, "Summary: per level"); v != 0 || sum < 0 || sum > strings.Index(stdout, "Sweep (mean over repeats") {
+		t.Errorf("stdout does not open with the checks, then the summary:\n%s", stdout)
 	}
 	for _, s := range []string{"target: ", "probe proc", "OTLP receiver", "c=1 repeat 1/1", "bundle: "} {
 		if !strings.Contains(stderr, s) {
@@ -80,7 +81,7 @@ func TestCaptureStreams(t *testing.T) {
 	if qerr != "" {
 		t.Errorf("--quiet printed on stderr:\n%s", qerr)
 	}
-	if !strings.HasPrefix(quiet, "Summary: per level") || !strings.Contains(quiet, "Sweep (mean over repeats") {
+	if !strings.HasPrefix(quiet, "Validity: the run checks itself") || !strings.Contains(quiet, "Summary: per level") || !strings.Contains(quiet, "Sweep (mean over repeats") {
 		t.Errorf("--quiet: stdout lacks the answer:\n%s", quiet)
 	}
 }

@@ -372,8 +372,10 @@ func TestPerfEngine(t *testing.T) {
 	if p.PeriodCount() == 0 {
 		t.Error("PeriodCount 0")
 	}
-	if l := p.Losses(); l != "" {
-		t.Errorf("Losses = %q, want none", l)
+	// Frames left unnamed are said, not lost (a library without symbols
+	// for the addresses, which depends on the machine's debug packages).
+	if l := p.Losses(); l != "" && !strings.HasPrefix(l, "frames left unnamed: ") {
+		t.Errorf("Losses = %q, want no samples lost", l)
 	}
 	// The threads of the child are watched (its Go runtime's too), within
 	// the bound.
