@@ -1011,4 +1011,3 @@ func (c *checker) overload() {
 		c.v.NotRun[CheckOverload] = "no open-loop (--rate) level"
 	}
 }
-
