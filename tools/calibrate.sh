@@ -17,13 +17,23 @@
 # is the reference set's 8 shortest clips (by file size, then id; about
 # 2.5-3 s each), written to OUT/short.jsonl, to keep the CPU cost small
 # on a shared machine.
+#
+# Environment: BIN (bin/asrprof), SAMPLES (6), ORDER (what-if's --order,
+# ABA: the least that measures the A/A spread; the CPU table's), SERVER
+# (the server command before its flags: /usr/bin/python3
+# refserver/refserver.py; tools/gpu-calibrate.sh gives the whisper
+# engine's), DATASET (a manifest to use whole instead of the 8 shortest
+# clips), CAPTURE_FLAGS (--otlp-http 127.0.0.1:0 --otlp-grpc off).
 set -eu
 OUT=$1 NAME=$2 FLAGS=$3 LEVELS=$4 WL=${5:-auto} PORT=${6:-18061}
 BIN=${BIN:-bin/asrprof}
 SAMPLES=${SAMPLES:-6}
-SRV="/usr/bin/python3 refserver/refserver.py --port $PORT $FLAGS"
+ORDER=${ORDER:-ABA}
+SERVER=${SERVER:-/usr/bin/python3 refserver/refserver.py}
+CAPTURE_FLAGS=${CAPTURE_FLAGS:---otlp-http 127.0.0.1:0 --otlp-grpc off}
+SRV="$SERVER --port $PORT $FLAGS"
 mkdir -p "$OUT"
-DATA="$OUT/short.jsonl"
+DATA=${DATASET:-$OUT/short.jsonl}
 [ -f "$DATA" ] || python3 - "$DATA" <<'PY'
 import json, os, sys
 base = "refserver/data/refset"
@@ -43,7 +53,7 @@ if [ ! -f "$OUT/$NAME/run-1/results.json" ]; then
   rm -rf "$OUT/$NAME"
   $BIN capture --runs 1 --server-cmd "$SRV" --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
     --dataset "$DATA" --max-samples "$SAMPLES" --concurrency "$LEVELS" --repeats 1 \
-    --out "$OUT/$NAME" --otlp-http 127.0.0.1:0 --otlp-grpc off --quiet > "$OUT/$NAME.capture.log" 2>&1
+    --out "$OUT/$NAME" $CAPTURE_FLAGS --quiet > "$OUT/$NAME.capture.log" 2>&1
 fi
 $BIN analyze "$OUT/$NAME/run-1" bottleneck > "$OUT/$NAME.bottleneck.txt" 2>&1 || true
 if [ "$WL" = auto ]; then
@@ -58,7 +68,7 @@ fi
 for lv in $(echo "$WL" | tr , ' '); do
   wi="$OUT/$NAME-wi-$lv"
   load=$(cut -d' ' -f1 /proc/loadavg)
-  if $BIN what-if "$OUT/$NAME/run-1" --server-cmd "$SRV" --level "$lv" --advice "$ADVICE" --out "$wi" --overwrite > "$wi.stdout" 2> "$wi.stderr"; then :; else
+  if $BIN what-if "$OUT/$NAME/run-1" --server-cmd "$SRV" --level "$lv" --advice "$ADVICE" --order "$ORDER" --out "$wi" --overwrite > "$wi.stdout" 2> "$wi.stderr"; then :; else
     echo "$NAME $lv: what-if failed (exit $?): $(tail -1 "$wi.stderr")" >&2; continue
   fi
   load2=$(cut -d' ' -f1 /proc/loadavg)

@@ -26,9 +26,10 @@ highest level whose verdict has a knob), turns the knob into the server's
 flag, and reruns BUNDLE's capture (its dataset, that level, its repeats, from
 its manifest) with a fresh server a run, as asrprof ab does: side A the
 command as it is (--server-cmd, the server that BUNDLE measured), side B
-the command changed, in --order (default ABA: A, B, then A again, so that
-the ratio B/A is measured within one experiment, A's drift bracketed and
-its A/A spread measured). Then it prints, a row a round: the verdict, the
+the command changed, in --order (default ABBAAB, as ab's: each side three
+times, interleaved, so that the ratio B/A is measured within one
+experiment, drift bracketed and the A/A spread measured; ABA is the
+least that measures it). Then it prints, a row a round: the verdict, the
 change, the metric, predicted [lo–hi], before (A) and after (B) as measured
 now, the predicted ratio (predicted / the bundle's value) with the interval
 it is judged against (the advice's, widened to the A/A spread where that is
