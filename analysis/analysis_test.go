@@ -346,14 +346,20 @@ emit(t)
 	}
 }
 
-func TestRunDefault(t *testing.T) {
+// TestDefaultScripts runs the default analyses of a bundle with spans,
+// events, GPU and CPU data, as asrprof analyze does without script names.
+func TestDefaultScripts(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver")
-	var b bytes.Buffer
-	if err := RunDefault(context.Background(), dir, &b, "json"); err != nil {
+	c, err := loadT(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs, err := RunScripts(context.Background(), NewSession(c, Options{Timeout: DefaultTimeout}), DefaultScripts(c))
+	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, tab := range decodeTables(t, b.String()).Tables {
+	for _, tab := range tabs {
 		names = append(names, tab.Name)
 	}
 	if got := strings.Join(names, ","); got != "validity,validity_intervals,sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu" {
