@@ -63,22 +63,15 @@ func golden(t *testing.T, path, got string) {
 
 // TestGolden runs every built-in analysis over every fixture bundle.
 func TestGolden(t *testing.T) {
-	for fx := range fixtures() {
-		t.Run(fx, func(t *testing.T) {
-			dir, _ := writeFixture(t, fx)
-			c, err := loadT(t, dir)
-			if err != nil {
-				t.Fatal(err)
+	eachFixture(t, func(t *testing.T, fx string, c *Capture) {
+		for _, name := range []string{"sweep", "stages", "bottleneck", "knee", "gpu", "cpu"} {
+			got := runScripts(t, c, Options{}, "text", name)
+			if name == "bottleneck" {
+				got = margin.Mask(got, fx, notAsserted) // TestVerdictMargins
 			}
-			for _, name := range []string{"sweep", "stages", "bottleneck", "knee", "gpu", "cpu"} {
-				got := runScripts(t, c, Options{}, "text", name)
-				if name == "bottleneck" {
-					got = margin.Mask(got, fx, notAsserted) // TestVerdictMargins
-				}
-				golden(t, filepath.Join("testdata", "golden", fx, name+".txt"), got)
-			}
-		})
-	}
+			golden(t, filepath.Join("testdata", "golden", fx, name+".txt"), got)
+		}
+	})
 	t.Run("compare", func(t *testing.T) {
 		cur, _ := writeFixture(t, "refserver")
 		base, _ := writeFixture(t, "sglang")
