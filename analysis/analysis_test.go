@@ -63,22 +63,15 @@ func golden(t *testing.T, path, got string) {
 
 // TestGolden runs every built-in analysis over every fixture bundle.
 func TestGolden(t *testing.T) {
-	for fx := range fixtures() {
-		t.Run(fx, func(t *testing.T) {
-			dir, _ := writeFixture(t, fx)
-			c, err := loadT(t, dir)
-			if err != nil {
-				t.Fatal(err)
+	eachFixture(t, func(t *testing.T, fx string, c *Capture) {
+		for _, name := range []string{"sweep", "stages", "bottleneck", "knee", "gpu", "cpu"} {
+			got := runScripts(t, c, Options{}, "text", name)
+			if name == "bottleneck" {
+				got = margin.Mask(got, fx, notAsserted) // TestVerdictMargins
 			}
-			for _, name := range []string{"sweep", "stages", "bottleneck", "knee", "gpu", "cpu"} {
-				got := runScripts(t, c, Options{}, "text", name)
-				if name == "bottleneck" {
-					got = margin.Mask(got, fx, notAsserted) // TestVerdictMargins
-				}
-				golden(t, filepath.Join("testdata", "golden", fx, name+".txt"), got)
-			}
-		})
-	}
+			golden(t, filepath.Join("testdata", "golden", fx, name+".txt"), got)
+		}
+	})
 	t.Run("compare", func(t *testing.T) {
 		cur, _ := writeFixture(t, "refserver")
 		base, _ := writeFixture(t, "sglang")
@@ -346,14 +339,20 @@ emit(t)
 	}
 }
 
-func TestRunDefault(t *testing.T) {
+// TestDefaultScripts runs the default analyses of a bundle with spans,
+// events, GPU and CPU data, as asrprof analyze does without script names.
+func TestDefaultScripts(t *testing.T) {
 	dir, _ := writeFixture(t, "refserver")
-	var b bytes.Buffer
-	if err := RunDefault(context.Background(), dir, &b, "json"); err != nil {
+	c, err := loadT(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs, err := RunScripts(context.Background(), NewSession(c, Options{Timeout: DefaultTimeout}), DefaultScripts(c))
+	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, tab := range decodeTables(t, b.String()).Tables {
+	for _, tab := range tabs {
 		names = append(names, tab.Name)
 	}
 	if got := strings.Join(names, ","); got != "validity,validity_intervals,sweep,stages,client,bottleneck,advice,length_buckets,length_sweep,length_stages,gpu,cpu" {

@@ -1,10 +1,8 @@
 package analysis
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"io"
 	"runtime"
 	"slices"
 	"time"
@@ -15,7 +13,7 @@ import (
 	"github.com/asrprof/asrprof/table"
 )
 
-// DefaultTimeout bounds each default analysis in RunDefault.
+// DefaultTimeout bounds each default analysis (asrprof analyze, capture).
 const DefaultTimeout = 30 * time.Second
 
 // DefaultScripts lists the analyses that `asrprof analyze DIR` runs without
@@ -104,34 +102,4 @@ func RunScripts(ctx context.Context, s *Session, names []string) ([]*table.Table
 	// the same, so that is not an error here (Capture.Tables.Wait says it).
 	s.c.Tables.Wait()
 	return all, errors.Join(errs...)
-}
-
-// DefaultTables loads the bundle in dir and runs its default analyses
-// with o (a zero Timeout is DefaultTimeout), leaving out the names in
-// skip. Tables of the scripts that succeeded are returned even when
-// another failed.
-func DefaultTables(ctx context.Context, dir string, o Options, skip ...string) ([]*table.Table, error) {
-	c, err := Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	names := slices.DeleteFunc(DefaultScriptsFor(c, o), func(n string) bool { return slices.Contains(skip, n) })
-	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
-	return RunScripts(ctx, NewSession(c, o), names)
-}
-
-// RunDefault loads the bundle in dir, runs the default analyses and writes
-// their tables to w in format (text, markdown, csv, tsv or json). Tables of the
-// scripts that succeeded are written even when another failed.
-func RunDefault(ctx context.Context, dir string, w io.Writer, format string) error {
-	c, err := Load(dir)
-	if err != nil {
-		return err
-	}
-	s := NewSession(c, Options{Timeout: DefaultTimeout})
-	tables, err := RunScripts(ctx, s, DefaultScripts(c))
-	if rerr := table.Render(w, format, tables...); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	return err
 }

@@ -15,7 +15,7 @@
 //
 // The sweep table is a script, scripts/sweep.star, and it is the only
 // sweep table: `asrprof show` runs it, and `asrprof capture` prints the
-// default analyses (DefaultTables, sweep first) through the capture.Finish
+// default analyses (DefaultScriptsFor, sweep first) through the capture.Finish
 // that cmd/asrprof hands the session. Keeping the table in Starlark rather
 // than in a Go package that the script would call means the table a user
 // reads is the code a user can copy and change, and capture stays free of

@@ -16,23 +16,16 @@ var notAsserted = margin.FixtureExempt()
 // no cause the goldens assert may be decided by a figure within 10 % of
 // its threshold (issue 44).
 func TestVerdictMargins(t *testing.T) {
-	for fx := range fixtures() {
-		t.Run(fx, func(t *testing.T) {
-			dir, _ := writeFixture(t, fx)
-			c, err := loadT(t, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := margin.Parse(runScripts(t, c, Options{}, "json", "margins"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range rows {
-				t.Logf("%s %d %s %s %.4g/%.4g", r.Level, r.Rank, r.Cause, r.Rule, r.Figure, r.Threshold)
-			}
-			for _, e := range margin.Check(fx, rows, notAsserted) {
-				t.Error(e)
-			}
-		})
-	}
+	eachFixture(t, func(t *testing.T, fx string, c *Capture) {
+		rows, err := margin.Parse(runScripts(t, c, Options{}, "json", "margins"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			t.Logf("%s %d %s %s %.4g/%.4g", r.Level, r.Rank, r.Cause, r.Rule, r.Figure, r.Threshold)
+		}
+		for _, e := range margin.Check(fx, rows, notAsserted) {
+			t.Error(e)
+		}
+	})
 }

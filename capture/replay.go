@@ -19,7 +19,7 @@ import (
 
 // Trace replay (--arrivals replay:FILE, docs/REPLAY.md): one open-loop
 // level, ReplayLevel, that sends a request at each arrival time of a trace
-// file (bench/load.ReadTrace) with the sample the row names (its sample id,
+// file (bench/load.ParseTrace) with the sample the row names (its sample id,
 // or the closest audio duration, or the next in turn; bench/driver's
 // NewReplay), its times divided by ReplaySpeed. Each open-loop pass
 // records its schedule fidelity (bundle.Fidelity) in the manifest,

@@ -72,7 +72,13 @@ func runCapture(t *testing.T, ctx context.Context, cfg capture.Config) (*capture
 func defaultTables(ctx context.Context, dir string, tables bool) capture.Finished {
 	var f capture.Finished
 	if tables {
-		f.Tables, f.TablesErr = analysis.DefaultTables(ctx, dir, analysis.Options{})
+		c, err := analysis.Load(dir)
+		if err != nil {
+			f.TablesErr = err
+			return f
+		}
+		o := analysis.Options{Timeout: analysis.DefaultTimeout}
+		f.Tables, f.TablesErr = analysis.RunScripts(ctx, analysis.NewSession(c, o), analysis.DefaultScriptsFor(c, o))
 	}
 	return f
 }

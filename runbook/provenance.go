@@ -1,13 +1,10 @@
 package runbook
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -19,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/cpulimit"
+	"github.com/asrprof/asrprof/internal/filesum"
 )
 
 // DefaultProvenanceEnv names the environment variables recorded with every
@@ -202,29 +200,14 @@ func describeExecutable(prog string, env []string) (*Executable, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	sum, st, head, err := filesum.SHA256(path, 256)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	exe := &Executable{Path: path, Size: st.Size(), ModTime: st.ModTime().UTC()}
+	exe := &Executable{Path: path, Size: st.Size(), ModTime: st.ModTime().UTC(), Interpreter: shebang(head), SHA256: hex.EncodeToString(sum)}
 	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
 		exe.Resolved = real
 	}
-	head, _ := bufio.NewReader(f).Peek(256)
-	exe.Interpreter = shebang(head)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, fmt.Errorf("hashing %s: %w", path, err)
-	}
-	exe.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return exe, nil
 }
 

@@ -505,12 +505,11 @@ func histogramFamily(name string) (string, bool) {
 // first, in that order, then any other in the order their passes began.
 func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 	type acc struct {
-		lv     MetricsLevel
-		q50w   map[string]float64 // Σ count·p50 over the passes with a p50
-		q95w   map[string]float64
-		qw     map[string]float64 // Σ count of those passes
-		gsum   map[string]float64 // Σ mean·scrapes
-		passes int
+		lv   MetricsLevel
+		q50w map[string]float64 // Σ count·p50 over the passes with a p50
+		q95w map[string]float64
+		qw   map[string]float64 // Σ count of those passes
+		gsum map[string]float64 // Σ mean·scrapes
 	}
 	var seen []string
 	by := map[string]*acc{}

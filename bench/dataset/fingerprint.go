@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"io"
-	"os"
+
+	"github.com/asrprof/asrprof/internal/filesum"
 )
 
 // fingerprintVersion starts every fingerprint's input, so a change to the
@@ -40,7 +40,7 @@ func Fingerprint(samples []Sample) (string, error) {
 		sum, ok := files[s.Audio]
 		if !ok {
 			var err error
-			if sum, err = fileSHA256(s.Audio); err != nil {
+			if sum, _, _, err = filesum.SHA256(s.Audio, 0); err != nil {
 				return "", fmt.Errorf("fingerprint: sample %q: %w", s.ID, err)
 			}
 			files[s.Audio] = sum
@@ -53,27 +53,4 @@ func Fingerprint(samples []Sample) (string, error) {
 func writeField(h hash.Hash, b []byte) {
 	h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(b))))
 	h.Write(b)
-}
-
-// fileSHA256 returns the SHA-256 of the file at path, failing if the file
-// changes size while being read.
-func fileSHA256(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	h := sha256.New()
-	copied, err := io.Copy(h, f)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if copied != st.Size() {
-		return nil, fmt.Errorf("%s: size changed while hashing (%d bytes, then %d)", path, st.Size(), copied)
-	}
-	return h.Sum(nil), nil
 }

@@ -16,7 +16,7 @@ type Replay struct {
 	Items   []int           // indices into the driver's Items
 }
 
-// NewReplay turns a trace (load.ReadTrace) into a replay of items: an
+// NewReplay turns a trace (load.ParseTrace) into a replay of items: an
 // arrival with a sample id sends that sample; one with an audio duration
 // the item of the closest AudioS (items of the same length in turn); one
 // with neither the next item in turn (round-robin over the dataset, in its

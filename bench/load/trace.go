@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,21 +68,6 @@ func (e *TraceError) Error() string {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return e.File + ": " + e.Msg
-}
-
-// ReadTrace reads the trace at path.
-func ReadTrace(path string) ([]Arrival, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error()
-		}
-		return nil, &TraceError{File: path, Msg: msg}
-	}
-	defer f.Close()
-	return ParseTrace(f, path)
 }
 
 // ParseTrace reads a trace; name is the file in error messages. The format

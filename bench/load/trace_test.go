@@ -47,9 +47,6 @@ func TestParseTraceErrorsNameTheLine(t *testing.T) {
 	if !errors.As(err, &te) || te.File != "x.jsonl" || te.Line != 3 {
 		t.Fatalf("err %v, want x.jsonl line 3", err)
 	}
-	if _, err := ReadTrace("/nonexistent/t.jsonl"); err == nil || err.Error() != "/nonexistent/t.jsonl: no such file or directory" {
-		t.Errorf("missing file: %v", err)
-	}
 }
 
 // Stream gives Schedule's offsets one at a time.

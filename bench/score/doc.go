@@ -8,7 +8,8 @@
 //	  -> Words (jiwer's whitespace split)
 //	  -> Align (Levenshtein, unit costs) -> Counts{Sub, Del, Ins, Hits}
 //
-// and a Corpus sums Counts over samples to give a micro-averaged WER.
+// and model/summary sums Counts over a pass's scored samples to give its
+// micro-averaged corpus WER.
 //
 // English text goes through a re-implementation of openai-whisper's
 // EnglishTextNormalizer (release 20250625); Chinese text goes through

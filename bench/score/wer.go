@@ -71,11 +71,6 @@ func (c Counts) WER() float64 {
 	return float64(c.Errors()) / float64(c.RefWords())
 }
 
-// Add returns the element-wise sum of c and x.
-func (c Counts) Add(x Counts) Counts {
-	return Counts{c.Sub + x.Sub, c.Del + x.Del, c.Ins + x.Ins, c.Hits + x.Hits}
-}
-
 // Align aligns hyp to ref with the Levenshtein distance at unit cost and
 // returns the operation counts of one optimal alignment. Among equally cheap
 // alignments it prefers, walking back from the end, a deletion, then an
@@ -188,7 +183,7 @@ func levenshtein(outerWords, innerWords []string, outerIsRef bool) cell {
 
 // Sample normalizes ref and hyp for lang, splits them into words and aligns
 // them. scored is false when the normalized reference has no words; such a
-// sample must be left out of a Corpus. An empty hypothesis is scored: every
+// sample is left out of the corpus WER. An empty hypothesis is scored: every
 // reference word is a deletion.
 func Sample(lang, ref, hyp string) (c Counts, scored bool) {
 	return NewReference(lang, ref).Score(hyp)
@@ -227,26 +222,3 @@ func (r *Reference) Score(hyp string) (c Counts, scored bool) {
 	r.last.Store(&scoredHyp{hyp: hyp, c: c})
 	return c, true
 }
-
-// Corpus accumulates Counts over scored samples. Its zero value is empty and
-// ready to use. It is not safe for concurrent use.
-type Corpus struct {
-	sum     Counts
-	samples int
-}
-
-// Add adds the counts of one scored sample.
-func (c *Corpus) Add(x Counts) {
-	c.sum = c.sum.Add(x)
-	c.samples++
-}
-
-// Samples is the number of samples added.
-func (c Corpus) Samples() int { return c.samples }
-
-// Counts is the sum of the counts added.
-func (c Corpus) Counts() Counts { return c.sum }
-
-// WER is the micro-averaged word error rate Σ(S+D+I) / Σ(S+D+H) over the
-// samples added, or 0 when they hold no reference words.
-func (c Corpus) WER() float64 { return c.sum.WER() }
