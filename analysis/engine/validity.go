@@ -836,25 +836,52 @@ func (c *checker) sampleSize() {
 		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
 		return
 	}
-	// The knee's steps: from one closed-loop level to the next (the knee
-	// is a concurrency sweep's; whether an open loop keeps up is the
-	// overload check's). A step where the outlier check fired is that
-	// check's: one runaway request widens every interval it is in; so is
-	// a cache-hit regime's (first sightings slow, the rest fast).
-	for i := 1; i < len(c.levels); i++ {
-		a, b := c.levelIntervals(c.levels[i-1]), c.levelIntervals(c.levels[i])
-		if c.levels[i-1][0] != 'c' || c.levels[i][0] != 'c' || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
+	// The knee's steps: from one closed-loop level to the next by
+	// concurrency, whatever order they ran in (lib/knee.star's
+	// in_load_order; the knee is a concurrency sweep's; whether an open
+	// loop keeps up is the overload check's). A step where the outlier
+	// check fired is that check's: one runaway request widens every
+	// interval it is in; so is a cache-hit regime's (first sightings slow,
+	// the rest fast).
+	var closed []string
+	for _, lv := range c.levels {
+		if n, _, ok := model.ParseLevel(lv); ok && n > 0 {
+			closed = append(closed, lv)
+		}
+	}
+	slices.SortStableFunc(closed, func(x, y string) int {
+		a, _, _ := model.ParseLevel(x)
+		b, _, _ := model.ParseLevel(y)
+		return cmp.Compare(a, b)
+	})
+	th := c.in.KneeThreshold
+	knee := -1 // the step that makes the knee (lib/knee.star's rule)
+	for i := 1; i < len(closed) && knee < 0; i++ {
+		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
+		if a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
+			dReq, dLat := b.ReqS.Value/a.ReqS.Value-1, b.LatMeanS.Value/a.LatMeanS.Value-1
+			if dReq < th && dLat > dReq {
+				knee = i
+			}
+		}
+	}
+	for i := 1; i < len(closed); i++ {
+		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
+		if a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
 			continue
 		}
 		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) || c.v.Fired(CheckCache, "") {
 			continue
 		}
 		d := b.ReqS.Value/a.ReqS.Value - 1
-		th := c.in.KneeThreshold
 		step := model.LevelLabel(a.Level) + " to " + model.LevelLabel(b.Level)
+		concl := "whether throughput still rises here is not resolved"
+		if i == knee {
+			concl = fmt.Sprintf("the knee drawn here (saturated from %s: req/s rose under %.0f %% while latency rose %+.0f %%) is not resolved", model.LevelLabel(a.Level), 100*th, 100*(b.LatMeanS.Value/a.LatMeanS.Value-1))
+		}
 		if math.IsNaN(a.ReqS.Lo) || math.IsNaN(b.ReqS.Lo) {
 			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
-				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known", 100*d, step, 100*th),
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known: %s", 100*d, step, 100*th, concl),
 				Fix:  "run 3 or more repeats (--repeats 3) of several requests each"})
 			continue
 		}
@@ -867,8 +894,8 @@ func (c *checker) sampleSize() {
 		}
 		if lo < th && th < hi {
 			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
-				Text: fmt.Sprintf("req/s changes %+.0f %% from %s, %.0f %% interval [%s, %s]: it holds the knee's %.0f %%, so whether throughput still rises here is not resolved",
-					100*d, step, 100*Confidence, pctText(lo), pctText(hi), 100*th),
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s, %.0f %% interval [%s, %s]: it holds the knee's %.0f %%, so %s",
+					100*d, step, 100*Confidence, pctText(lo), pctText(hi), 100*th, concl),
 				Fix: "more repeats narrow the interval (it shrinks as 1/√repeats), or more requests per pass (--pass-requests)"})
 		}
 	}
