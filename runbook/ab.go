@@ -46,6 +46,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 		Columns: []string{"level", "metric", "A", "B", "B/A", "p", "delta", "vs A/A floor"},
 	}
 	measured := false
+	var unresolved []string
 	for _, c := range cs {
 		var ratio any
 		if c.Ratio != nil {
@@ -53,11 +54,17 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 		}
 		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta(), c.FloorText())
 		measured = measured || c.AAFloor != nil
+		if c.Sig && c.BeyondFloor != nil && !*c.BeyondFloor {
+			unresolved = append(unresolved, fmt.Sprintf("%s %s %s (p %.3g)", model.LevelLabel(c.Level), summary.Label(c.Metric), c.Delta(), c.P))
+		}
 	}
 	if measured {
 		t.Notes = append(t.Notes, "vs A/A floor: the ratio B/A against the spread of this experiment's own A runs ((max − min) / mean, interleaved with B on the same host): within it, the change is no larger than A differs from itself")
 	} else if len(cs) > 0 {
 		t.Notes = append(t.Notes, "vs A/A floor: unmeasured, A ran once (an order such as ABBA or ABA measures it)")
+	}
+	if len(unresolved) > 0 {
+		t.Notes = append(t.Notes, "sample size: "+strings.Join(unresolved, "; ")+": called significant, but within the A/A floor: A differs from itself as much, so the change is not resolved (more runs of each side narrow the floor)")
 	}
 	if n := summary.PowerNote(cs, alpha, "runs"); n != "" {
 		t.Notes = append(t.Notes, n)
