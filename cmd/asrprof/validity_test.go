@@ -137,6 +137,17 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 			t.Errorf("the pass's failure line is not for people\n%s", stderr)
 		}
 	}
+	// the verdict's lead against the tie (the diagnosis's part of the
+	// sample-size check): c=2 of the noisy serial server splits its
+	// latency between its service and waiting behind the other request,
+	// the clean server's is its service
+	lead := strings.Contains(stdout, "undercut: sample size") && strings.Contains(stdout, "the verdict's lead")
+	if tc.name == "noisy" && !lead {
+		t.Errorf("the noisy server's verdict at c=2 does not say its lead is unresolved\n%s", stdout)
+	}
+	if tc.name == "clean" && strings.Contains(stdout, "the verdict's lead") {
+		t.Errorf("the clean server's verdict is said to be unresolved\n%s", stdout)
+	}
 	if tc.want == engine.CheckOverload && !strings.Contains(stdout, "no knee: overloaded at rate=6/s") {
 		t.Errorf("the buckets table does not say the open loop was overloaded\n%s", stdout)
 	}
