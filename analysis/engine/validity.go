@@ -117,9 +117,9 @@ const (
 	// less the target tree's and asrprof's own, plus steal) is at least
 	// this share of those cores' time over a level's scored passes. A
 	// CPU-bound server that gets half of its cores works at half speed
-	// while it competes; below that the reading is a shared host's
-	// background: this repository's validity tests, eight captures side
-	// by side on 2 cores, read 5-20 % on a quiet host (docs/VALIDITY.md).
+	// while it competes. It reads presence, not harm: on this
+	// repository's shared 2-core host the other engineers' work alone
+	// read 80-93 % of the test servers' cores (docs/VALIDITY.md).
 	CoTenantCPUShare = 0.5
 	// CoTenantCoreShare: the server ran on a core when at least this share
 	// of its CPU time in the level's scored passes was put there (the

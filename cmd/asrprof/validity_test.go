@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,7 +104,16 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 		t.Logf("cores %v at %s: target %.0f %%, asrprof %.0f %%, others %.0f %%", c.Cores, c.Level, 100*c.Target, 100*c.Self, 100*c.Others)
 	}
 	var fired []string
+	hostLoaded := false
 	for _, f := range v.Findings {
+		if f.Check == engine.CheckCoTenants && tc.want != engine.CheckCoTenants && hostsLoad(f.Text) {
+			hostLoaded = true
+			// The host's own load: the co-tenant check reads it truly,
+			// and it names no process of this test (docs/VALIDITY.md); on
+			// a quiet host it stays silent here.
+			t.Logf("the host is loaded, not this test's servers: %s", f.Text)
+			continue
+		}
 		if !slices.Contains(fired, f.Check) {
 			fired = append(fired, f.Check)
 		}
@@ -114,6 +126,9 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 		t.Fatalf("fired %v, want %v\n%s", fired, want, stdout)
 	}
 	for _, f := range v.Findings {
+		if f.Check != tc.want && f.Check == engine.CheckCoTenants {
+			continue // the host's load, above
+		}
 		if f.Severity != tc.severity || !strings.Contains(f.Text, tc.text) {
 			t.Errorf("finding %s %q, want %s with %q", f.Severity, f.Text, tc.severity, tc.text)
 		}
@@ -126,7 +141,7 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 	if err != nil || !strings.Contains(string(res), `"validity": {`) {
 		t.Errorf("results.json has no validity (%v)", err)
 	}
-	if tc.want == "" && !strings.Contains(stdout, "0 of 6 checks fired") && !strings.Contains(stdout, "0 of 5 checks fired") {
+	if tc.want == "" && !hostLoaded && !strings.Contains(stdout, "0 of 6 checks fired") && !strings.Contains(stdout, "0 of 5 checks fired") {
 		t.Errorf("the clean server's checks are not all silent\n%s", stdout)
 	}
 	if tc.want == engine.CheckFailures {
@@ -182,6 +197,7 @@ func validityCapture(t *testing.T, tc validityCase, ds string) (int, string, str
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	testServers.Store(srv.Process.Pid, true)
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
 	ready := make(chan bool, 1)
 	go func() {
@@ -202,6 +218,24 @@ func validityCapture(t *testing.T, tc validityCase, ds string) (int, string, str
 		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s"}, tc.load...)
 	code, stdout, stderr := runCLI(cli...)
 	return code, stdout, stderr, dir
+}
+
+// testServers are the pids of the servers this test started.
+var testServers sync.Map
+
+var namedPID = regexp.MustCompile(`pid (\d+) \(([^)]*)\)`)
+
+// hostsLoad says whether a co-tenant finding names only processes this
+// test did not start (no trap server, no "cotenant" spinner): the host's
+// other work.
+func hostsLoad(text string) bool {
+	for _, m := range namedPID.FindAllStringSubmatch(text, -1) {
+		pid, _ := strconv.Atoi(m[1])
+		if _, ours := testServers.Load(pid); ours || m[2] == "cotenant" {
+			return false
+		}
+	}
+	return true
 }
 
 // readValidity is the manifest's record of the checks.
