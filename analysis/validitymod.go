@@ -52,7 +52,11 @@ func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs})
+	cores, err := bundle.ReadAll[bundle.CPURecord](c.Bundle.Path(bundle.CPUsFile))
+	if err != nil {
+		return nil, err
+	}
+	v := engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores})
 	if c.validity.res == nil {
 		c.validity.res = map[float64]*engine.ValidityResult{}
 	}

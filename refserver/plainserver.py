@@ -51,6 +51,11 @@ thing a capture must notice about itself:
                  more every time it is sent (one runaway sample).
   --jitter-ms J  each generate costs a random 0..J ms more (seeded by
                  --seed): a noisy server, for the sample-size check.
+  --cotenant N   N busy processes on the server's CPU (CPU 0 unless --cpu)
+                 OUTSIDE its process tree (double fork and setsid, named
+                 "cotenant"): another tenant's CPU time on the server's
+                 core, for the co-tenant check. Each exits when the
+                 server's pid is gone (polled every 200 ms) or after 15 min.
   An open-loop overload needs no flag: --rate above what --mode serial
   serves.
   --vllm-metrics  GET /metrics in Prometheus text format with vLLM v1's
@@ -411,6 +416,42 @@ def start_contenders(n, cpu):
     return kids
 
 
+# A co-tenant: names itself, says it is ready, spins until its
+# server (argv[1]) is gone or 15 minutes have passed.
+COTENANT = ("import ctypes,os,sys,time\n"
+            "ctypes.CDLL(None).prctl(15,b'cotenant')\n"
+            "server=int(sys.argv[1]);w=int(sys.argv[2]);os.write(w,b'r');os.close(w)\n"
+            "t0=t=time.monotonic()\n"
+            "while time.monotonic()-t0<900:\n"
+            "    if time.monotonic()-t>0.2:\n"
+            "        t=time.monotonic()\n"
+            "        try:os.kill(server,0)\n"
+            "        except ProcessLookupError:break\n")
+
+
+def start_cotenants(n, cpu):
+    """Starts n spinners on cpu outside this process's tree: each is the
+    grandchild of a fork that calls setsid and exits, so it is reparented
+    away (to init or the nearest subreaper)."""
+    server = os.getpid()
+    for _ in range(n):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                if os.fork() == 0:
+                    os.sched_setaffinity(0, {cpu})
+                    os.set_inheritable(w, True)
+                    os.execv(PYTHON, [PYTHON, "-c", COTENANT, str(server), str(w)])
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        os.read(r, 1)  # running before we say we listen
+        os.close(r)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="An ASR test server that emits nothing "
                                  "(no OTel, no events); see the top of this file.")
@@ -438,19 +479,20 @@ def parse_args(argv):
     ap.add_argument("--runaway-ms", type=float, default=0.0, help="added cost of the first distinct audio, every time")
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="a random 0..J ms more per generate")
     ap.add_argument("--seed", type=int, default=1, help="--jitter-ms's random seed")
+    ap.add_argument("--cotenant", type=int, default=0, help="busy processes on the server's CPU outside its tree")
     a = ap.parse_args(argv)
     if not 0 <= a.port <= 65535:
         ap.error("--port must be in 0..65535")
     for k in ("service_ms", "per_audio_ms", "batch_wait_ms", "per_item_ms", "upload_kbps",
               "response_delay_ms", "contend", "fail_every", "cache_ms", "drift_requests", "drift_ms",
-              "runaway_ms", "jitter_ms"):
+              "runaway_ms", "jitter_ms", "cotenant"):
         if not 0 <= getattr(a, k) < 1e9:  # also rejects nan and inf
             ap.error("--%s must be a number >= 0" % k.replace("_", "-"))
     if a.cap < 1 or a.max_batch < 1:
         ap.error("--cap and --max-batch must be >= 1")
     if a.cap != 1 and a.mode != "cap":
         ap.error("--cap needs --mode cap")
-    if a.cpu is None and a.contend:
+    if a.cpu is None and (a.contend or a.cotenant):
         a.cpu = 0  # contenders need a CPU to share with the server
     if a.cpu is not None and a.cpu not in os.sched_getaffinity(0):
         ap.error("--cpu %d is not an allowed CPU (%s)" % (a.cpu, sorted(os.sched_getaffinity(0))))
@@ -467,6 +509,7 @@ def main(argv):
     server = Server((args.host, args.port), Handler)
     server.args, server.engine, server.traps = args, Engine(args), Traps(args)
     start_contenders(args.contend, args.cpu)
+    start_cotenants(args.cotenant, args.cpu)
 
     def on_term(signum, frame):
         raise SystemExit(0)

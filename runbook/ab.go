@@ -13,7 +13,10 @@ import (
 )
 
 // Compare pairs each A summary with the B one of its level and metric
-// (summary.Compare over the runs' values), in the order of the A ones.
+// (summary.Compare over the runs' values), in the order of the A ones,
+// each judged against the experiment's A/A floor where A ran more than
+// once (Comparison.JudgeFloor: the A runs' spread, the rule what-if's
+// JudgeRatio uses).
 func Compare(sum []MetricSummary, alpha float64) []summary.Comparison {
 	b := map[[2]string]MetricSummary{}
 	for _, s := range sum {
@@ -26,27 +29,42 @@ func Compare(sum []MetricSummary, alpha float64) []summary.Comparison {
 		if sb, ok := b[[2]string{a.Level, a.Metric}]; ok && a.Side == "A" {
 			c := summary.Compare(a.Values, sb.Values, alpha)
 			c.Level, c.Metric = a.Level, a.Metric
+			c.JudgeFloor()
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// CompareTable renders the comparison: means, ratio, p, and the change
+// CompareTable renders the comparison: means, ratio, p, the change
 // (summary.Comparison.Delta: in percent, or ~ when not significant at
-// alpha), with summary.PowerNote.
+// alpha) and the ratio against the A/A floor, with summary.PowerNote.
 func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 	t := &table.Table{
 		Name:    "ab",
 		Title:   fmt.Sprintf("A vs B over the scored runs: mean of each side, ratio B/A, Mann-Whitney U p (~: not significant at %g)", alpha),
-		Columns: []string{"level", "metric", "A", "B", "B/A", "p", "delta"},
+		Columns: []string{"level", "metric", "A", "B", "B/A", "p", "delta", "vs A/A floor"},
 	}
+	measured := false
+	var unresolved []string
 	for _, c := range cs {
 		var ratio any
 		if c.Ratio != nil {
 			ratio = *c.Ratio
 		}
-		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta())
+		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta(), c.FloorText())
+		measured = measured || c.AAFloor != nil
+		if c.Sig && c.BeyondFloor != nil && !*c.BeyondFloor {
+			unresolved = append(unresolved, fmt.Sprintf("%s %s %s (p %.3g)", model.LevelLabel(c.Level), summary.Label(c.Metric), c.Delta(), c.P))
+		}
+	}
+	if measured {
+		t.Notes = append(t.Notes, "vs A/A floor: the ratio B/A against the spread of this experiment's own A runs ((max − min) / mean, interleaved with B on the same host): within it, the change is no larger than A differs from itself")
+	} else if len(cs) > 0 {
+		t.Notes = append(t.Notes, "vs A/A floor: unmeasured, A ran once (an order such as ABBA or ABA measures it)")
+	}
+	if len(unresolved) > 0 {
+		t.Notes = append(t.Notes, "sample size: "+strings.Join(unresolved, "; ")+": called significant, but within the A/A floor: A differs from itself as much, so the change is not resolved (more runs of each side narrow the floor)")
 	}
 	if n := summary.PowerNote(cs, alpha, "runs"); n != "" {
 		t.Notes = append(t.Notes, n)

@@ -542,9 +542,27 @@ func TestSummaryStats(t *testing.T) {
 	if c.Level != "c1" || len(c.A) != 4 || len(c.B) != 4 {
 		t.Errorf("comparison of %s: %d A and %d B values", c.Level, len(c.A), len(c.B))
 	}
+	// A's runs 1, 1.2, 1.1, 1.05: the A/A floor (1.2 − 1) / 1.0875
+	if c.AAFloor == nil || fmt.Sprintf("%.4f", *c.AAFloor) != "0.1839" || c.BeyondFloor == nil || !*c.BeyondFloor {
+		t.Errorf("A/A floor %v beyond %v, want 0.1839 and beyond", c.AAFloor, c.BeyondFloor)
+	}
 	tb := CompareTable(cs, summary.DefaultAlpha)
-	if len(tb.Notes) != 0 || !strings.Contains(strings.Join(tb.Rows[3], " "), "+92.0 %") {
+	if len(tb.Notes) != 1 || !strings.Contains(strings.Join(tb.Rows[3], " "), "+92.0 % beyond ±18.4 %") {
 		t.Errorf("compare table rows %q notes %q", tb.Rows, tb.Notes)
+	}
+	// a change called significant (every B above every A) within the
+	// floor (A differs from itself by 18 %, B by 9 %) is not resolved
+	within := summary.Compare([]float64{1, 1.2, 1, 1.2}, []float64{1.21, 1.22, 1.21, 1.22}, summary.DefaultAlpha)
+	within.Level, within.Metric = "c1", "latency_mean_s"
+	within.JudgeFloor()
+	tb = CompareTable([]summary.Comparison{within}, summary.DefaultAlpha)
+	if !within.Sig || within.FloorText() != "within ±18.2 %" || len(tb.Notes) != 2 || !strings.Contains(tb.Notes[1], "sample size: c=1 latency mean (s) +10.5 % (p 0.0265): called significant, but within the A/A floor") {
+		t.Errorf("within the floor: %s, notes %q", within.FloorText(), tb.Notes)
+	}
+	once := summary.Compare([]float64{1}, []float64{2}, summary.DefaultAlpha)
+	once.JudgeFloor()
+	if once.AAFloor != nil || once.FloorText() != "unmeasured" {
+		t.Errorf("A ran once: floor %v (%s), want none", once.AAFloor, once.FloorText())
 	}
 }
 

@@ -1,9 +1,8 @@
 package runbook
 
 import (
-	"slices"
-
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/model/summary"
 )
 
 // JudgeRatio sets the measured ratio of the runs b over the runs a against the
@@ -23,8 +22,7 @@ func JudgeRatio(adv bundle.WhatIfAdvice, a, b []float64) (j bundle.WhatIfJudgeme
 		j.Lo, j.Hi = j.Hi, j.Lo
 	}
 	j.JudgedLo, j.JudgedHi = j.Lo, j.Hi
-	if len(a) >= 2 {
-		s := (slices.Max(a) - slices.Min(a)) / ma
+	if s, ok := summary.AASpread(a); ok { // the one A/A rule (ab's too)
 		j.AASpread = &s
 		j.JudgedLo = min(j.JudgedLo, j.PredictedRatio*(1-s))
 		j.JudgedHi = max(j.JudgedHi, j.PredictedRatio*(1+s))

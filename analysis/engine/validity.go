@@ -29,7 +29,9 @@ import (
 //   - outliers: one request dominating its pass;
 //   - sample_size: intervals on req/s, latency and WER, and a warning where
 //     the interval on a level-to-level change holds the knee's threshold;
-//   - cotenants: the GPU busy while no request of the capture was in flight;
+//   - cotenants: the GPU busy while no request of the capture was in flight,
+//     another process's kernels on it, or other processes' CPU time on the
+//     cores the server ran on;
 //   - overload: an open-loop level whose server fell behind the offered
 //     rate while its queue grew.
 //
@@ -110,6 +112,23 @@ const (
 	// read 82 % on the H200, docs/GPU.md).
 	CoTenantSMPct       = 10.0
 	CoTenantProcSamples = 2
+	// CoTenantCPUShare: other processes held the cores the server ran on
+	// when their CPU time there (the cores' busy time from /proc/stat
+	// less the target tree's and asrprof's own, plus steal) is at least
+	// this share of those cores' time over a level's scored passes. A
+	// CPU-bound server that gets half of its cores works at half speed
+	// while it competes. It reads presence, not harm: on this
+	// repository's shared 2-core host the other engineers' work alone
+	// read 80-93 % of the test servers' cores (docs/VALIDITY.md).
+	CoTenantCPUShare = 0.5
+	// CoTenantCoreShare: the server ran on a core when at least this share
+	// of its CPU time in the level's scored passes was put there (the
+	// proc probe's samples put a thread's time on the core it was on at
+	// the next one, so a thread that moves leaves crumbs elsewhere).
+	CoTenantCoreShare = 0.05
+	// CoTenantMinCPUS: and when it used at least this much CPU (seconds)
+	// in them at all; a server that did not run has no cores to share.
+	CoTenantMinCPUS = 0.02
 	// KneeThreshold is the knee's rule by default (the knee_threshold
 	// option of the analyses, lib/knee.star): throughput rising less than
 	// this share from one level to the next while latency rises more.
@@ -156,6 +175,9 @@ type ValidityInput struct {
 	// GPUProcs are NVML's per-process samples, the target's and others'
 	// (gpu.jsonl's kind proc).
 	GPUProcs []bundle.GPURecord // gpu.jsonl's per-process samples (ReadGPUProcs)
+	// Cores are the proc probe's per-core records (proc_cpus.jsonl; nil:
+	// no proc probe).
+	Cores []bundle.CPURecord
 }
 
 // ReadGPUProcs reads the per-process samples (kind proc) of gpu.jsonl at
@@ -219,6 +241,19 @@ type ValidityResult struct {
 	Intervals []LevelIntervals  `json:"intervals,omitempty"`
 	// FailedLevels are the scored levels without one successful request.
 	FailedLevels []string `json:"failed_levels,omitempty"`
+	// CPUShares are the co-tenant check's readings of the cores the
+	// server ran on, per scored level, fired or not.
+	CPUShares []CPUShare `json:"cpu_shares,omitempty"`
+}
+
+// CPUShare is who used the cores the server ran on over a level's scored
+// passes, as shares of those cores' time.
+type CPUShare struct {
+	Level  string  `json:"level"`
+	Cores  []int   `json:"cores"`
+	Target float64 `json:"target"` // the target's process tree
+	Self   float64 `json:"self"`   // asrprof's own process
+	Others float64 `json:"others"` // everyone else, steal included
 }
 
 // Fired reports whether check fired at level (or for the whole capture).
@@ -801,25 +836,52 @@ func (c *checker) sampleSize() {
 		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
 		return
 	}
-	// The knee's steps: from one closed-loop level to the next (the knee
-	// is a concurrency sweep's; whether an open loop keeps up is the
-	// overload check's). A step where the outlier check fired is that
-	// check's: one runaway request widens every interval it is in; so is
-	// a cache-hit regime's (first sightings slow, the rest fast).
-	for i := 1; i < len(c.levels); i++ {
-		a, b := c.levelIntervals(c.levels[i-1]), c.levelIntervals(c.levels[i])
-		if c.levels[i-1][0] != 'c' || c.levels[i][0] != 'c' || a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
+	// The knee's steps: from one closed-loop level to the next by
+	// concurrency, whatever order they ran in (lib/knee.star's
+	// in_load_order; the knee is a concurrency sweep's; whether an open
+	// loop keeps up is the overload check's). A step where the outlier
+	// check fired is that check's: one runaway request widens every
+	// interval it is in; so is a cache-hit regime's (first sightings slow,
+	// the rest fast).
+	var closed []string
+	for _, lv := range c.levels {
+		if n, _, ok := model.ParseLevel(lv); ok && n > 0 {
+			closed = append(closed, lv)
+		}
+	}
+	slices.SortStableFunc(closed, func(x, y string) int {
+		a, _, _ := model.ParseLevel(x)
+		b, _, _ := model.ParseLevel(y)
+		return cmp.Compare(a, b)
+	})
+	th := c.in.KneeThreshold
+	knee := -1 // the step that makes the knee (lib/knee.star's rule)
+	for i := 1; i < len(closed) && knee < 0; i++ {
+		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
+		if a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
+			dReq, dLat := b.ReqS.Value/a.ReqS.Value-1, b.LatMeanS.Value/a.LatMeanS.Value-1
+			if dReq < th && dLat > dReq {
+				knee = i
+			}
+		}
+	}
+	for i := 1; i < len(closed); i++ {
+		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
+		if a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
 			continue
 		}
 		if c.v.Fired(CheckOutliers, a.Level) || c.v.Fired(CheckOutliers, b.Level) || c.v.Fired(CheckCache, "") {
 			continue
 		}
 		d := b.ReqS.Value/a.ReqS.Value - 1
-		th := c.in.KneeThreshold
 		step := model.LevelLabel(a.Level) + " to " + model.LevelLabel(b.Level)
+		concl := "whether throughput still rises here is not resolved"
+		if i == knee {
+			concl = fmt.Sprintf("the knee drawn here (saturated from %s: req/s rose under %.0f %% while latency rose %+.0f %%) is not resolved", model.LevelLabel(a.Level), 100*th, 100*(b.LatMeanS.Value/a.LatMeanS.Value-1))
+		}
 		if math.IsNaN(a.ReqS.Lo) || math.IsNaN(b.ReqS.Lo) {
 			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
-				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known", 100*d, step, 100*th),
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s with no interval at one of them, so whether it rises by more than the knee's %.0f %% is not known: %s", 100*d, step, 100*th, concl),
 				Fix:  "run 3 or more repeats (--repeats 3) of several requests each"})
 			continue
 		}
@@ -832,8 +894,8 @@ func (c *checker) sampleSize() {
 		}
 		if lo < th && th < hi {
 			c.add(Finding{Check: CheckSampleSize, Severity: SeverityWarn, Level: b.Level,
-				Text: fmt.Sprintf("req/s changes %+.0f %% from %s, %.0f %% interval [%s, %s]: it holds the knee's %.0f %%, so whether throughput still rises here is not resolved",
-					100*d, step, 100*Confidence, pctText(lo), pctText(hi), 100*th),
+				Text: fmt.Sprintf("req/s changes %+.0f %% from %s, %.0f %% interval [%s, %s]: it holds the knee's %.0f %%, so %s",
+					100*d, step, 100*Confidence, pctText(lo), pctText(hi), 100*th, concl),
 				Fix: "more repeats narrow the interval (it shrinks as 1/√repeats), or more requests per pass (--pass-requests)"})
 		}
 	}
@@ -849,8 +911,12 @@ func pctText(x float64) string {
 // cotenants: NVML's utilization while no request of the capture was in
 // flight (inside the scored passes).
 func (c *checker) cotenants() {
+	if len(c.in.GPU) == 0 && len(c.in.GPUProcs) == 0 && len(c.in.Cores) == 0 {
+		c.v.NotRun[CheckCoTenants] = "no NVML samples (gpu probe off or no GPU) and no per-core CPU record (the proc probe's)"
+		return
+	}
+	c.cpuCoTenants()
 	if len(c.in.GPU) == 0 && len(c.in.GPUProcs) == 0 {
-		c.v.NotRun[CheckCoTenants] = "no NVML samples (gpu probe off or no GPU)"
 		return
 	}
 	c.otherProcesses()
@@ -1010,4 +1076,128 @@ func (c *checker) overload() {
 	if !ran {
 		c.v.NotRun[CheckOverload] = "no open-loop (--rate) level"
 	}
+}
+
+// cpuCoTenants: other processes' CPU time on the cores the server ran on
+// during a level's scored passes (the proc probe's per-core records).
+// asrprof's own process (the driver, the probes, the receiver) is a known
+// co-tenant: its time is left out of the share and said beside it.
+func (c *checker) cpuCoTenants() {
+	type pkey struct {
+		level  string
+		repeat int
+	}
+	scored := map[pkey]bool{}
+	for _, l := range c.order {
+		if !l.Warmup {
+			scored[pkey{l.Level, l.Repeat}] = true
+		}
+	}
+	for _, lv := range c.levels {
+		target := map[int]float64{}
+		var recs []bundle.CPURecord
+		for _, r := range c.in.Cores {
+			if r.Level == lv && !r.Warmup && scored[pkey{r.Level, r.Repeat}] {
+				recs = append(recs, r)
+				if r.CPUCore != nil {
+					target[r.CPU] += r.TargetS
+				}
+			}
+		}
+		total := 0.0
+		for _, v := range target {
+			total += v
+		}
+		if total < CoTenantMinCPUS {
+			continue
+		}
+		var used []int // the cores the server ran on
+		for _, n := range slices.Sorted(maps.Keys(target)) {
+			if target[n] >= CoTenantCoreShare*total {
+				used = append(used, n)
+			}
+		}
+		var others, self, steal, coreTime, targetOn float64
+		procs := map[int]float64{}
+		comm := map[int]string{}
+		passOthers, passTime := map[int]float64{}, map[int]float64{} // by repeat
+		for _, r := range recs {
+			switch {
+			case r.CPUCore != nil && slices.Contains(used, r.CPU):
+				o := max(0, r.BusyS-r.TargetS-r.SelfS) + r.StealS
+				others += o
+				passOthers[r.Repeat] += o
+				passTime[r.Repeat] += r.BusyS + r.IdleS + r.StealS
+				self += r.SelfS
+				steal += r.StealS
+				targetOn += r.TargetS
+				coreTime += r.BusyS + r.IdleS + r.StealS
+			case r.CPUProcess != nil && slices.ContainsFunc(used, func(n int) bool { return CPUListHas(r.Allowed, n) }):
+				procs[r.PID] += r.CPUS
+				comm[r.PID] = r.Comm
+			}
+		}
+		if coreTime <= 0 {
+			continue
+		}
+		c.v.CPUShares = append(c.v.CPUShares, CPUShare{Level: lv, Cores: used, Target: targetOn / coreTime, Self: self / coreTime, Others: others / coreTime})
+		if others < CoTenantCPUShare*coreTime {
+			continue
+		}
+		names := slices.SortedFunc(maps.Keys(procs), func(a, b int) int { return cmp.Or(cmp.Compare(procs[b], procs[a]), cmp.Compare(a, b)) })
+		var who []string
+		for _, pid := range names[:min(3, len(names))] {
+			who = append(who, fmt.Sprintf("pid %d (%s) %.1f s", pid, comm[pid], procs[pid]))
+		}
+		by := "the busiest: " + strings.Join(who, ", ")
+		if len(who) == 0 {
+			by = "no one process stands out (short-lived ones, or kernel work)"
+		}
+		if steal >= 0.01*coreTime {
+			by += fmt.Sprintf("; the hypervisor's steal %.0f %%", 100*steal/coreTime)
+		}
+		coreList := make([]string, len(used))
+		for i, n := range used {
+			coreList[i] = strconv.Itoa(n)
+		}
+		cores := "core " + strings.Join(coreList, ", ")
+		if len(used) > 1 {
+			cores = "cores " + strings.Join(coreList, ", ")
+		}
+		affected := 0
+		for rep, t := range passTime {
+			if t > 0 && passOthers[rep] >= CoTenantCPUShare*t {
+				affected++
+			}
+		}
+		c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv, PassesAffected: affected, PassesScored: len(c.scored(lv)),
+			Text: fmt.Sprintf("other processes used %.0f %% of the time of %s, where the server ran, during the level's scored passes (%s); asrprof itself %.0f %%, not counted",
+				100*others/coreTime, cores, by, 100*self/coreTime),
+			Fix: "give the server cores of its own (taskset or a cpuset for it, everything else elsewhere), or stop the co-tenant: the server's latencies include waiting for those cores"})
+	}
+}
+
+// CPUListHas reports whether the kernel's CPU list (Cpus_allowed_list:
+// "0-3,8") holds core n; an empty list holds every core.
+func CPUListHas(list string, n int) bool {
+	if strings.TrimSpace(list) == "" {
+		return true
+	}
+	for _, part := range strings.Split(list, ",") {
+		a, b, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		lo, err := strconv.Atoi(a)
+		if err != nil {
+			continue
+		}
+		hi := lo
+		if isRange {
+			if hi, err = strconv.Atoi(b); err != nil {
+				continue
+			}
+		}
+		if lo <= n && n <= hi {
+			return true
+		}
+	}
+	return false
 }

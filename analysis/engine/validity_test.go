@@ -137,7 +137,7 @@ func TestValidityEachCheckOnItsTrap(t *testing.T) {
 				x *= 2
 			}
 			return x
-		}, nil), CheckSampleSize, "c=1 to c=2"},
+		}, nil), CheckSampleSize, "c=1 to c=2, 95 % interval [-29 %, +26 %]: it holds the knee's 10 %, so the knee drawn here (saturated from c=1"},
 		// open loop at 4/s against a server taking 0.1 s more per request
 		// queued before it: the queue grows
 		{"overload", synth([]synthPass{{"r4", 1, false, 4}, {"r4", 2, false, 4}}, 9, func(p, s int) float64 {
@@ -313,5 +313,62 @@ func TestValidityGPUOtherProcess(t *testing.T) {
 		case tc.severity != "" && (len(got) != 1 || got[0].Severity != tc.severity || got[0].Level != tc.level || !strings.Contains(got[0].Text, "99")):
 			t.Errorf("%s: findings %+v, want one %s at %q naming pid 99", tc.name, got, tc.severity, tc.level)
 		}
+	}
+}
+
+// Other processes' CPU time on the cores the server ran on (the proc
+// probe's per-core records): the server on core 0 of two; others busy on
+// core 0 at c4 only. asrprof's own time there is not counted; a process
+// pinned to core 1 is not named.
+func TestValidityCPUCoTenant(t *testing.T) {
+	in := synth(sweep2, 8, steady, nil)
+	core := func(level string, repeat, cpu int, busy, target, self float64) bundle.CPURecord {
+		return bundle.CPURecord{Level: level, Repeat: repeat, Kind: bundle.CPUKindCore, CPU: cpu, WallS: 2,
+			CPUCore: &bundle.CPUCore{BusyS: busy, IdleS: 2 - busy, TargetS: target, SelfS: self}}
+	}
+	proc := func(level string, repeat, pid int, allowed string) bundle.CPURecord {
+		return bundle.CPURecord{Level: level, Repeat: repeat, Kind: bundle.CPUKindProcess, WallS: 2,
+			CPUProcess: &bundle.CPUProcess{PID: pid, Comm: fmt.Sprint("p", pid), CPUS: 1.5, Allowed: allowed}}
+	}
+	for _, tc := range []struct {
+		name       string
+		c4busy     float64 // core 0's busy seconds of 2 at c4
+		self       float64
+		want       bool
+		wantInText string
+	}{
+		{"quiet", 0.3, 0.1, false, ""},
+		{"co-tenant", 1.9, 0.1, true, "used 80 % of the time of core 0"}, // (1.9 − 0.2 − 0.1) / 2,
+		{"asrprof itself", 1.9, 1.6, false, ""},
+	} {
+		in.Cores = nil
+		for _, lv := range []string{"c1", "c4"} {
+			for rep := 1; rep <= 2; rep++ {
+				busy := 0.3
+				if lv == "c4" {
+					busy = tc.c4busy
+				}
+				in.Cores = append(in.Cores, core(lv, rep, 0, busy, 0.2, tc.self), core(lv, rep, 1, 1.9, 0.001, 0),
+					proc(lv, rep, 100, "0-1"), proc(lv, rep, 200, "1"))
+			}
+		}
+		v := Validity(in)
+		if v.Fired(CheckCoTenants, "c1") {
+			t.Errorf("%s: fired at c1, where core 0 was quiet: %+v", tc.name, v.Findings)
+		}
+		if got := v.Fired(CheckCoTenants, "c4"); got != tc.want {
+			t.Fatalf("%s: fired at c4 %v, want %v: %+v", tc.name, got, tc.want, v.Findings)
+		}
+		for _, f := range v.Findings {
+			if f.Check == CheckCoTenants && (!strings.Contains(f.Text, tc.wantInText) || !strings.Contains(f.Text, "pid 100 (p100)") || strings.Contains(f.Text, "pid 200") || f.PassesAffected != 2) {
+				t.Errorf("%s: %q (%d passes): want %q, pid 100 named, pid 200 (on core 1 only) not, 2 passes", tc.name, f.Text, f.PassesAffected, tc.wantInText)
+			}
+		}
+		if len(v.CPUShares) != 2 || fmt.Sprint(v.CPUShares[0].Cores) != "[0]" {
+			t.Errorf("%s: shares %+v, want c1 and c4 on core 0", tc.name, v.CPUShares)
+		}
+	}
+	if !CPUListHas("0-3,8", 8) || CPUListHas("0-3,8", 5) || !CPUListHas("", 5) {
+		t.Error("CPUListHas")
 	}
 }

@@ -28,6 +28,57 @@ type Comparison struct {
 	Sig    bool      `json:"significant"`
 	A      []float64 `json:"a"`
 	B      []float64 `json:"b"`
+	// AAFloor is the A/A noise floor of an experiment that measured A
+	// more than once (ab's and what-if's orders, ABBAAB, ABA): AASpread of
+	// the A runs; nil where A ran once. BeyondFloor: the ratio B/A lies
+	// outside 1 ± AAFloor (JudgeFloor).
+	AAFloor     *float64 `json:"aa_floor,omitempty"`
+	BeyondFloor *bool    `json:"beyond_aa_floor,omitempty"`
+}
+
+// AASpread is the A/A noise floor of runs a of one side, interleaved with
+// the other side's in one experiment: their range over their mean,
+// (max − min) / mean, as a ratio. ok is false with fewer than two runs or
+// a mean of 0. One rule for ab (JudgeFloor) and what-if
+// (runbook.JudgeRatio).
+func AASpread(a []float64) (float64, bool) {
+	if len(a) < 2 {
+		return 0, false
+	}
+	m := stats.Mean(a)
+	if m == 0 {
+		return 0, false
+	}
+	return (slices.Max(a) - slices.Min(a)) / math.Abs(m), true
+}
+
+// JudgeFloor sets c's A/A floor from its A runs and whether its ratio
+// B/A lies beyond 1 ± the floor: a change within the spread of A's own
+// runs is the experiment's noise, whatever its p.
+func (c *Comparison) JudgeFloor() {
+	s, ok := AASpread(c.A)
+	if !ok {
+		return
+	}
+	c.AAFloor = &s
+	if c.Ratio != nil {
+		beyond := math.Abs(*c.Ratio-1) > s
+		c.BeyondFloor = &beyond
+	}
+}
+
+// FloorText is the A/A judgement for a table: "beyond ±4.0 %", "within
+// ±4.0 %", or "unmeasured" where A ran once.
+func (c Comparison) FloorText() string {
+	switch {
+	case c.AAFloor == nil:
+		return "unmeasured"
+	case c.BeyondFloor == nil:
+		return fmt.Sprintf("±%.1f %%", 100**c.AAFloor)
+	case *c.BeyondFloor:
+		return fmt.Sprintf("beyond ±%.1f %%", 100**c.AAFloor)
+	}
+	return fmt.Sprintf("within ±%.1f %%", 100**c.AAFloor)
 }
 
 // Compare compares the values a and b (both non-empty): means, ratio B/A

@@ -93,13 +93,30 @@ type sample struct {
 	// startTicks is when the thread started, in clock ticks (USER_HZ)
 	// since boot (stat field 22).
 	startTicks uint64
+	// core is the core it last ran on (stat field 39; -1 unread).
+	core int
 }
 
 // readThread reads one thread's counters, using buf for the file
 // contents. useSchedstat says whether the kernel fills schedstat.
 func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
+	s, err := readThreadCPU(pid, tid, useSchedstat, buf)
+	if err != nil {
+		return s, err
+	}
+	b, err := proctree.ReadSmall("/proc/"+strconv.Itoa(pid)+"/task/"+strconv.Itoa(tid)+"/status", buf)
+	if err != nil {
+		return s, err
+	}
+	s.sw, err = ParseStatus(string(b))
+	return s, err
+}
+
+// readThreadCPU reads one thread's CPU counters and its core (stat and
+// schedstat; no switches).
+func readThreadCPU(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"
-	s := sample{pid: pid}
+	s := sample{pid: pid, core: -1}
 	b, err := proctree.ReadSmall(dir+"stat", buf)
 	if err != nil {
 		return s, err
@@ -110,6 +127,9 @@ func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
 	}
 	s.name = st.Comm
 	s.startTicks, _ = statStartTicks(string(b))
+	if c, ok := statProcessor(string(b)); ok {
+		s.core = c
+	}
 	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
 	if useSchedstat {
 		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {
@@ -118,11 +138,7 @@ func readThread(pid, tid int, useSchedstat bool, buf []byte) (sample, error) {
 			}
 		}
 	}
-	if b, err = proctree.ReadSmall(dir+"status", buf); err != nil {
-		return s, err
-	}
-	s.sw, err = ParseStatus(string(b))
-	return s, err
+	return s, nil
 }
 
 // Probe samples per-thread CPU accounting from /proc. Create it with New;
@@ -143,6 +159,7 @@ type Probe struct {
 	base         map[int]sample
 	baseAt       time.Time
 	loop         *watch.Loop // samples while the probe is started
+	cores        cores       // the per-core record of the period (cpus.go)
 }
 
 // New returns a probe that does nothing until Start.
@@ -199,7 +216,9 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	p.target, p.out = t, out
 	p.buf = make([]byte, 16<<10)
 	p.last = make(map[int]sample)
+	p.cores = cores{selfPID: os.Getpid(), target: map[int]uint64{}, self: map[int]uint64{}}
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
+	p.cores.begin(p.pids, p.buf)
 	if err := ctx.Err(); err != nil {
 		if p.bins != nil {
 			_ = p.bins.close(context.Background()) // the fast loop is not running: closes the files only
@@ -235,10 +254,13 @@ func (p *Probe) sampleLocked(tree bool) map[int]sample {
 			if err != nil {
 				continue // exited meanwhile
 			}
+			prev, seen := p.last[tid]
+			attribute(p.cores.target, prev, s, seen)
 			now[tid] = s
 			p.last[tid] = s
 		}
 	}
+	p.cores.sampleSelf(p.useSchedstat, p.buf)
 	if p.bins != nil {
 		p.bins.sync(now, listed)
 	}
@@ -258,6 +280,7 @@ func (p *Probe) Begin(per probe.Period) {
 	}
 	p.last = make(map[int]sample) // forget threads that exited before the period
 	p.base, p.baseAt = p.sampleLocked(true), time.Now()
+	p.cores.begin(p.pids, p.buf)
 }
 
 // End writes one bundle.SchedRecord per thread seen since Begin (including threads
@@ -299,6 +322,12 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 			return fmt.Errorf("proc: writing %s: %w", File, err)
 		}
 	}
+	for _, r := range p.cores.end(p.pids, per.Level, per.Repeat, per.Warmup, wall, p.buf) {
+		if err := p.out.Append(CPUsFile, r); err != nil {
+			return fmt.Errorf("proc: writing %s: %w", CPUsFile, err)
+		}
+	}
+	p.cores.begin(p.pids, p.buf) // the next period starts here unless Begin says otherwise
 	p.last = maps.Clone(alive)
 	p.base, p.baseAt = alive, at // the next period starts here unless Begin says otherwise
 	if p.bins == nil {

@@ -3,13 +3,16 @@ package proc
 import (
 	"context"
 	"errors"
-	"github.com/asrprof/asrprof/bundle"
+	"math"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
@@ -78,6 +81,56 @@ func TestBusyAndIdleThreads(t *testing.T) {
 	}
 	if idle.Voluntary < 50 {
 		t.Errorf("sleeping thread: %d voluntary switches, want >= 50 (it wakes every 10 ms)", idle.Voluntary)
+	}
+	// the per-core record: every core once, and the target's CPU time put
+	// on the cores adds up to its threads' (the same samples, the same
+	// base)
+	cpus, err := probetest.Decode[bundle.CPURecord](sink, CPUsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var threads, onCores float64
+	for _, r := range recs {
+		threads += r.CPUSec
+	}
+	ncores := 0
+	for _, r := range cpus {
+		if r.Level != "c4" || r.Repeat != 1 || !r.Warmup {
+			t.Errorf("cpus record %+v: want level c4 repeat 1 warmup", r)
+		}
+		switch r.Kind {
+		case bundle.CPUKindCore:
+			ncores++
+			onCores += r.TargetS
+			if r.BusyS+r.IdleS+r.StealS < 0.5*r.WallS || r.BusyS+r.IdleS+r.StealS > 1.5*r.WallS {
+				t.Errorf("core %d: busy %.2f + idle %.2f + steal %.2f s over a wall of %.2f s", r.CPU, r.BusyS, r.IdleS, r.StealS, r.WallS)
+			}
+		case bundle.CPUKindProcess:
+			if r.PID == w.PID || r.PID == os.Getpid() || r.CPUS <= 0 {
+				t.Errorf("other process %+v: the target, asrprof itself, or no CPU", *r.CPUProcess)
+			}
+		}
+	}
+	if ncores != runtime.NumCPU() {
+		t.Errorf("%d core records, want %d", ncores, runtime.NumCPU())
+	}
+	if math.Abs(onCores-threads) > 0.01+0.02*threads {
+		t.Errorf("the target's CPU on the cores %.3f s, its threads' %.3f s", onCores, threads)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	got, err := ParseProcStat("cpu  2 0 2 10 0 0 0 0 0 0\ncpu0 1 0 1 5 1 0 1 3 0 0\ncpu1 1 0 1 5 0 0 0 0\nintr 1 2\n")
+	if err != nil || got[0] != (coreTicks{busy: 3, idle: 6, steal: 3}) || got[1] != (coreTicks{busy: 2, idle: 5}) || len(got) != 2 {
+		t.Errorf("ParseProcStat = %+v, %v", got, err)
+	}
+	if _, err := ParseProcStat("intr 1\n"); err == nil {
+		t.Error("ParseProcStat without a core: want an error")
+	}
+	// fields 3-22, 23-37, then exit_signal (38) and processor (39)
+	stat := "42 (a (b) c) S 1 42 42 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 1 0 99 " + strings.Repeat("1 ", 15) + "17 3 0 0"
+	if c, ok := statProcessor(stat); !ok || c != 3 {
+		t.Errorf("statProcessor = %d, %v; want 3", c, ok)
 	}
 }
 
