@@ -26,10 +26,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
@@ -428,7 +430,10 @@ func (s *Set) Requests() ([]model.Request, error) {
 }
 
 // RequestCols are the few columns of the requests that a stage table
-// needs, which read in a fraction of the time of all of them.
+// needs, which read in a fraction of the time of all of them. Each field
+// but N is the column of the field of model.Request of its name
+// (requestCols): Strings for a string, else a slice of the field's
+// Parquet type.
 type RequestCols struct {
 	N        int
 	Level    Strings
@@ -443,8 +448,31 @@ type RequestCols struct {
 	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
 }
 
-// RequestCols returns the requests' level, status, warmup, latency_s,
-// audio_duration_s and client timestamps.
+// requestCol is a column of RequestCols: request field f, at RequestCols'
+// field index ix.
+type requestCol struct {
+	f  *model.Field
+	ix int
+}
+
+// requestCols are RequestCols' columns; it panics when one is not a
+// request field or has another type.
+var requestCols = func() []requestCol {
+	t := reflect.TypeFor[RequestCols]()
+	types := map[model.FieldKind]reflect.Type{model.KindString: reflect.TypeFor[Strings](), model.KindBool: reflect.TypeFor[[]bool](),
+		model.KindFloat: reflect.TypeFor[[]float64](), model.KindInt: reflect.TypeFor[[]int32](), model.KindInt64: reflect.TypeFor[[]int64]()}
+	var out []requestCol
+	for i := 1; i < t.NumField(); i++ {
+		k := slices.IndexFunc(model.RequestFields, func(f model.Field) bool { return f.GoName == t.Field(i).Name })
+		if k < 0 || types[model.RequestFields[k].Kind] != t.Field(i).Type {
+			panic("columns: RequestCols." + t.Field(i).Name + " is not a model.Request field's column")
+		}
+		out = append(out, requestCol{&model.RequestFields[k], i})
+	}
+	return out
+}()
+
+// RequestCols returns the requests' columns in RequestCols.
 func (s *Set) RequestCols() (*RequestCols, error) {
 	s.mu.Lock()
 	if s.reqCols != nil {
@@ -454,43 +482,71 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 	_, loaded := s.loaded[RequestsTable]
 	s.mu.Unlock()
 	rc := &RequestCols{}
+	set := func(c requestCol, x any) { reflect.ValueOf(rc).Elem().Field(c.ix).Set(reflect.ValueOf(x)) }
 	if loaded || !s.hasReqs {
 		reqs, err := s.Requests()
 		if err != nil {
 			return nil, err
 		}
-		var lv, st dictBuilder
 		rc.N = len(reqs)
-		for i := range reqs {
-			lv.addString(reqs[i].Level)
-			st.addString(reqs[i].Status)
-			rc.Warmup = append(rc.Warmup, reqs[i].Warmup)
-			rc.LatencyS = append(rc.LatencyS, reqs[i].LatencyS)
-			rc.Repeat = append(rc.Repeat, int32(reqs[i].Repeat))
-			rc.AudioDurationS = append(rc.AudioDurationS, reqs[i].AudioDurationS)
-			rc.StartUnixNs = append(rc.StartUnixNs, reqs[i].StartUnixNs)
-			rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, reqs[i].UploadDoneUnixNs)
-			rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, reqs[i].FirstByteUnixNs)
-			rc.EndUnixNs = append(rc.EndUnixNs, reqs[i].EndUnixNs)
+		for _, c := range requestCols {
+			switch c.f.Kind {
+			case model.KindString:
+				var d dictBuilder
+				for i := range reqs {
+					d.addString(*field[string](unsafe.Pointer(&reqs[i]), c.f))
+				}
+				set(c, mergeStrings([]*dictBuilder{&d}))
+			case model.KindBool:
+				set(c, fieldColumn[bool](reqs, c.f, func(x bool) bool { return x }))
+			case model.KindFloat:
+				set(c, fieldColumn[float64](reqs, c.f, func(x float64) float64 { return x }))
+			case model.KindInt:
+				set(c, fieldColumn[int](reqs, c.f, func(x int) int32 { return int32(x) }))
+			case model.KindInt64:
+				set(c, fieldColumn[int64](reqs, c.f, func(x int64) int64 { return x }))
+			}
 		}
-		rc.Level, rc.Status = mergeStrings([]*dictBuilder{&lv}), mergeStrings([]*dictBuilder{&st})
 	} else {
-		cols, err := readColumns(s.Path(RequestsTable), []string{"level", "status", "warmup", "latency_s",
-			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns", "repeat", "audio_duration_s"})
+		var names []string
+		for _, c := range requestCols {
+			names = append(names, c.f.Name)
+		}
+		cols, err := readColumns(s.Path(RequestsTable), names)
 		if err != nil {
 			return nil, err
 		}
-		rc.N, rc.Level, rc.Status, rc.Warmup = cols[0].n, cols[0].strings(), cols[1].strings(), cols[2].bools()
-		rc.LatencyS, _ = cols[3].float64s()
-		rc.StartUnixNs, rc.UploadDoneUnixNs = cols[4].int64s(), cols[5].int64s()
-		rc.FirstByteUnixNs, rc.EndUnixNs = cols[6].int64s(), cols[7].int64s()
-		rc.Repeat = cols[8].int32s(0)
-		rc.AudioDurationS, _ = cols[9].float64s()
+		rc.N = cols[0].n
+		for k, c := range requestCols {
+			col := cols[k]
+			switch c.f.Kind {
+			case model.KindString:
+				set(c, col.strings())
+			case model.KindBool:
+				set(c, col.bools())
+			case model.KindFloat:
+				x, _ := col.float64s()
+				set(c, x)
+			case model.KindInt:
+				set(c, col.int32s(0))
+			case model.KindInt64:
+				set(c, col.int64s())
+			}
+		}
 	}
 	s.mu.Lock()
 	s.reqCols = rc
 	s.mu.Unlock()
 	return rc, nil
+}
+
+// fieldColumn is field f (a T) of every request of reqs, as of(x).
+func fieldColumn[T, U any](reqs []model.Request, f *model.Field, of func(T) U) []U {
+	out := make([]U, len(reqs))
+	for i := range reqs {
+		out[i] = of(*field[T](unsafe.Pointer(&reqs[i]), f))
+	}
+	return out
 }
 
 // Events returns the events table (empty when the bundle has no events).
