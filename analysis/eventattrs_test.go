@@ -1,0 +1,37 @@
+package analysis
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.starlark.net/starlark"
+
+	"github.com/asrprof/asrprof/bundle"
+)
+
+// An event's Starlark attributes are bundle.Event's json names (read here
+// from the tags), each the field's value.
+func TestEventAttrsAreTheRecord(t *testing.T) {
+	rt := reflect.TypeFor[bundle.Event]()
+	var want []string
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if !slices.Equal(eventAttrNames, want) {
+		t.Errorf("event attributes %v, want %v", eventAttrNames, want)
+	}
+	ev := &eventValue{e: &bundle.Event{RequestID: "r", Stage: "asr", EventName: "x", TimestampNs: 5, RunID: "run", PID: 7, Metadata: map[string]any{"k": "v"}}}
+	for name, w := range map[string]starlark.Value{"request_id": starlark.String("r"), "stage": starlark.String("asr"), "event_name": starlark.String("x"),
+		"timestamp_ns": starlark.MakeInt(5), "run_id": starlark.String("run"), "pid": starlark.MakeInt(7)} {
+		if got, err := ev.Attr(name); err != nil || got.String() != w.String() {
+			t.Errorf("event.%s = %v (%v), want %v", name, got, err, w)
+		}
+	}
+	if m, err := ev.Attr("metadata"); err != nil || m.Type() != "metadata" {
+		t.Errorf("event.metadata = %v (%v), want a metadata mapping", m, err)
+	}
+}
