@@ -35,3 +35,23 @@ func TestEventAttrsAreTheRecord(t *testing.T) {
 		t.Errorf("event.metadata = %v (%v), want a metadata mapping", m, err)
 	}
 }
+
+// The bundle module's names are the records' json names: a gpu period's
+// util_mean, a util sample's util_pct, the kinds.
+func TestBundleModuleNames(t *testing.T) {
+	gpu := bundleModule().Members["gpu"].(starlark.HasAttrs)
+	for _, c := range []struct{ kind, field, want string }{{"period", "util_mean", "util_mean"}, {"period", "kind", "kind"}, {"util", "util_pct", "util_pct"}, {"kind", "mem", "mem"}} {
+		k, err := gpu.Attr(c.kind)
+		if err != nil || k == nil {
+			t.Fatalf("gpu.%s: %v", c.kind, err)
+		}
+		if v, err := k.(starlark.HasAttrs).Attr(c.field); err != nil || v != starlark.String(c.want) {
+			t.Errorf("gpu.%s.%s = %v (%v), want %q", c.kind, c.field, v, err, c.want)
+		}
+	}
+	if v, _ := gpu.Attr("util"); v != nil {
+		if x, _ := v.(starlark.HasAttrs).Attr("util_mean"); x != nil {
+			t.Errorf("gpu.util.util_mean = %v: a util sample has no util_mean", x)
+		}
+	}
+}
