@@ -19,18 +19,13 @@ import (
 //	gpu.kind.period               # "period": the kinds of gpu.jsonl's records
 //	r.get(gpu.period.util_mean)   # "util_mean": a field of a kind (the head's too)
 func bundleModule() *starlarkstruct.Module {
-	kinds := map[string]reflect.Type{
-		bundle.GPUKindDevice: reflect.TypeFor[bundle.GPUDevice](), bundle.GPUKindUtil: reflect.TypeFor[bundle.GPUUtil](),
-		bundle.GPUKindPower: reflect.TypeFor[bundle.GPUPower](), bundle.GPUKindMem: reflect.TypeFor[bundle.GPUMem](),
-		bundle.GPUKindClock: reflect.TypeFor[bundle.GPUClock](), bundle.GPUKindTemp: reflect.TypeFor[bundle.GPUTemp](),
-		bundle.GPUKindThrottle: reflect.TypeFor[bundle.GPUThrottle](), bundle.GPUKindProc: reflect.TypeFor[bundle.GPUProc](),
-		bundle.GPUKindGPM: reflect.TypeFor[bundle.GPUGPM](), bundle.GPUKindPCIe: reflect.TypeFor[bundle.GPUPCIe](),
-		bundle.GPUKindPeriod: reflect.TypeFor[bundle.GPUPeriod](),
-	}
+	// A kind's record is the type GPURecord embeds under its name: GPUPeriod, "period".
 	gpu, names := starlark.StringDict{}, starlark.StringDict{}
-	for k, t := range kinds {
-		names[k] = starlark.String(k)
-		gpu[k] = jsonNames(reflect.TypeFor[bundle.GPUHead](), t)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[bundle.GPURecord]()) {
+		if k := strings.ToLower(strings.TrimPrefix(f.Name, "GPU")); f.Anonymous && k != "head" {
+			names[k] = starlark.String(k)
+			gpu[k] = jsonNames(reflect.TypeFor[bundle.GPUHead](), f.Type.Elem())
+		}
 	}
 	gpu["kind"] = starlarkstruct.FromStringDict(starlarkstruct.Default, names)
 	return &starlarkstruct.Module{Name: "bundle", Members: starlark.StringDict{"gpu": starlarkstruct.FromStringDict(starlarkstruct.Default, gpu)}}

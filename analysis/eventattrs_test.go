@@ -49,6 +49,13 @@ func TestBundleModuleNames(t *testing.T) {
 			t.Errorf("gpu.%s.%s = %v (%v), want %q", c.kind, c.field, v, err, c.want)
 		}
 	}
+	kinds, _ := gpu.Attr("kind")
+	want := []string{bundle.GPUKindDevice, bundle.GPUKindUtil, bundle.GPUKindPower, bundle.GPUKindMem, bundle.GPUKindClock, bundle.GPUKindTemp,
+		bundle.GPUKindThrottle, bundle.GPUKindProc, bundle.GPUKindGPM, bundle.GPUKindPCIe, bundle.GPUKindPeriod}
+	slices.Sort(want)
+	if got := kinds.(starlark.HasAttrs).AttrNames(); !slices.Equal(got, want) {
+		t.Errorf("gpu.kind has %v, want the kinds of gpu.jsonl %v", got, want)
+	}
 	if v, _ := gpu.Attr("util"); v != nil {
 		if x, _ := v.(starlark.HasAttrs).Attr("util_mean"); x != nil {
 			t.Errorf("gpu.util.util_mean = %v: a util sample has no util_mean", x)

@@ -33,6 +33,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 )
@@ -481,58 +483,41 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 	}
 	_, loaded := s.loaded[RequestsTable]
 	s.mu.Unlock()
-	rc := &RequestCols{}
-	set := func(c requestCol, x any) { reflect.ValueOf(rc).Elem().Field(c.ix).Set(reflect.ValueOf(x)) }
+	var cols []*column
 	if loaded || !s.hasReqs {
 		reqs, err := s.Requests()
 		if err != nil {
 			return nil, err
 		}
-		rc.N = len(reqs)
 		for _, c := range requestCols {
-			switch c.f.Kind {
-			case model.KindString:
-				var d dictBuilder
-				for i := range reqs {
-					d.addString(*field[string](unsafe.Pointer(&reqs[i]), c.f))
-				}
-				set(c, mergeStrings([]*dictBuilder{&d}))
-			case model.KindBool:
-				set(c, fieldColumn[bool](reqs, c.f, func(x bool) bool { return x }))
-			case model.KindFloat:
-				set(c, fieldColumn[float64](reqs, c.f, func(x float64) float64 { return x }))
-			case model.KindInt:
-				set(c, fieldColumn[int](reqs, c.f, func(x int) int32 { return int32(x) }))
-			case model.KindInt64:
-				set(c, fieldColumn[int64](reqs, c.f, func(x int64) int64 { return x }))
-			}
+			cols = append(cols, columnOf(reqs, c.f))
 		}
 	} else {
 		var names []string
 		for _, c := range requestCols {
 			names = append(names, c.f.Name)
 		}
-		cols, err := readColumns(s.Path(RequestsTable), names)
-		if err != nil {
+		var err error
+		if cols, err = readColumns(s.Path(RequestsTable), names); err != nil {
 			return nil, err
 		}
-		rc.N = cols[0].n
-		for k, c := range requestCols {
-			col := cols[k]
-			switch c.f.Kind {
-			case model.KindString:
-				set(c, col.strings())
-			case model.KindBool:
-				set(c, col.bools())
-			case model.KindFloat:
-				x, _ := col.float64s()
-				set(c, x)
-			case model.KindInt:
-				set(c, col.int32s(0))
-			case model.KindInt64:
-				set(c, col.int64s())
-			}
+	}
+	rc := &RequestCols{N: cols[0].n}
+	for k, c := range requestCols {
+		var x any
+		switch col := cols[k]; c.f.Kind {
+		case model.KindString:
+			x = col.strings()
+		case model.KindBool:
+			x = col.bools()
+		case model.KindFloat:
+			x, _ = col.float64s()
+		case model.KindInt:
+			x = col.int32s(0)
+		case model.KindInt64:
+			x = col.int64s()
 		}
+		reflect.ValueOf(rc).Elem().Field(c.ix).Set(reflect.ValueOf(x))
 	}
 	s.mu.Lock()
 	s.reqCols = rc
@@ -540,13 +525,26 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 	return rc, nil
 }
 
-// fieldColumn is field f (a T) of every request of reqs, as of(x).
-func fieldColumn[T, U any](reqs []model.Request, f *model.Field, of func(T) U) []U {
-	out := make([]U, len(reqs))
+// columnOf is field f of reqs as readColumns reads its column.
+func columnOf(reqs []model.Request, f *model.Field) *column {
+	c := &column{n: len(reqs)}
+	var d dictBuilder
 	for i := range reqs {
-		out[i] = of(*field[T](unsafe.Pointer(&reqs[i]), f))
+		switch p := unsafe.Pointer(&reqs[i]); f.Kind {
+		case model.KindString:
+			d.addString(*field[string](p, f))
+		case model.KindBool:
+			c.b = append(c.b, *field[bool](p, f))
+		case model.KindFloat:
+			c.f64 = append(c.f64, *field[float64](p, f))
+		case model.KindInt:
+			c.kind, c.i32 = parquet.Int32, append(c.i32, int32(*field[int](p, f)))
+		case model.KindInt64:
+			c.kind, c.i64 = parquet.Int64, append(c.i64, *field[int64](p, f))
+		}
 	}
-	return out
+	c.str = mergeStrings([]*dictBuilder{&d})
+	return c
 }
 
 // Events returns the events table (empty when the bundle has no events).

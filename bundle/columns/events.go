@@ -248,56 +248,67 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 		if err != nil {
 			return err
 		}
-		for _, c := range eventCols {
-			if i := c.f.Index; c.f.Kind == model.KindString {
-				p.str[i].add(p.lineStr[i])
-			} else {
-				p.i64[i] = append(p.i64[i], p.lineI64[i])
-			}
-		}
-		if meta != "" {
-			p.metaRows = append(p.metaRows, int32(p.n))
-			p.metaText = append(p.metaText, meta)
-		}
-		p.n++
+		p.add(meta)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Events{}
-	// The string columns merge at once (a request id per request: its
-	// merge alone took ~40 ms).
-	var wg sync.WaitGroup
 	var byID map[string]int32
+	var wg sync.WaitGroup
 	wg.Go(func() { byID = eventKeys(reqs) })
-	n, m := 0, 0
-	for _, p := range parts {
-		m += len(p.metaRows)
+	e := mergeEvents(parts)
+	wg.Wait()
+	e.join(byID)
+	return e, nil
+}
+
+// add appends the line read (lineStr, lineI64 and its metadata's JSON
+// text, "" for none) to p.
+func (p *eventsPart) add(meta string) {
+	for _, c := range eventCols {
+		if i := c.f.Index; c.f.Kind == model.KindString {
+			p.str[i].add(p.lineStr[i])
+		} else {
+			p.i64[i] = append(p.i64[i], p.lineI64[i])
+		}
 	}
+	if meta != "" {
+		p.metaRows = append(p.metaRows, int32(p.n))
+		p.metaText = append(p.metaText, meta)
+	}
+	p.n++
+}
+
+// mergeEvents concatenates parts into one table, RequestIndex left out.
+// The string columns of several parts merge at once (a request id per
+// request: its merge alone took ~40 ms).
+func mergeEvents(parts []*eventsPart) *Events {
+	e := &Events{MetaRows: []int32{}, MetaText: []string{}} // not nil: not read from events.parquet
+	var wg sync.WaitGroup
 	for _, c := range eventCols {
 		i, c := c.f.Index, &c
 		if c.f.Kind == model.KindString {
-			wg.Go(func() {
+			merge := func() {
 				ds := make([]*dictBuilder, len(parts))
 				for k, p := range parts {
 					ds[k] = &p.str[i]
 				}
 				*c.str(e) = mergeStrings(ds)
-			})
+			}
+			if len(parts) > 1 {
+				wg.Go(merge)
+			} else {
+				merge()
+			}
 			continue
 		}
-		n = 0
-		for _, p := range parts {
-			n += len(p.i64[i])
+		xs := make([][]int64, len(parts))
+		for k, p := range parts {
+			xs[k] = p.i64[i]
 		}
-		col := make([]int64, 0, n)
-		for _, p := range parts {
-			col = append(col, p.i64[i]...)
-		}
-		*c.i64(e) = col
+		*c.i64(e) = slices.Concat(xs...)
 	}
-	e.MetaRows, e.MetaText = make([]int32, 0, m), make([]string, 0, m)
 	base := int32(0)
 	for _, p := range parts {
 		for _, r := range p.metaRows {
@@ -307,31 +318,26 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 		base += int32(p.n)
 	}
 	wg.Wait()
-	e.join(byID)
-	return e, nil
+	return e
 }
 
 // EventsOf is the table of evs, every event of request ix; the metadata
-// is left out (MetaRows nil).
+// is left out (MetaRows empty).
 func EventsOf(evs []bundle.Event, ix int32) *Events {
-	e := &Events{RequestIndex: slices.Repeat([]int32{ix}, len(evs))}
-	for _, c := range eventCols {
-		var d dictBuilder
-		var x []int64
-		for i := range evs {
-			p := unsafe.Add(unsafe.Pointer(&evs[i]), c.f.Offset)
+	p := newEventsPart(len(evs))
+	for i := range evs {
+		for _, c := range eventCols {
+			at := unsafe.Add(unsafe.Pointer(&evs[i]), c.f.Offset)
 			if c.f.Kind == model.KindString {
-				d.addString(*(*string)(p))
+				p.lineStr[c.f.Index] = []byte(*(*string)(at))
 			} else {
-				x = append(x, *(*int64)(p))
+				p.lineI64[c.f.Index] = *(*int64)(at)
 			}
 		}
-		if c.f.Kind == model.KindString {
-			*c.str(e) = Strings{Codes: d.codes, Dict: d.dict}
-		} else {
-			*c.i64(e) = x
-		}
+		p.add("")
 	}
+	e := mergeEvents([]*eventsPart{p})
+	e.RequestIndex = slices.Repeat([]int32{ix}, len(evs))
 	return e
 }
 
@@ -385,62 +391,45 @@ var eventSchema = func() *parquet.Schema {
 	return parquet.NewSchema("eventRow", parquet.SchemaOf(reflect.New(reflect.StructOf(fs)).Interface()))
 }()
 
-// writeEvents writes events.parquet, 4096 rows at a time, column by
-// column (a part of writeTable is at most one row group).
+// writeEvents writes events.parquet, a column per value of a row.
 func writeEvents(path string, e *Events, meta map[string]string) error {
 	return writeTable(path, meta, e.Len(), eventSchema, func(w *parquet.GenericWriter[any], lo, hi int) error {
-		cw := w.ColumnWriters()
-		vals := make([]parquet.Value, 0, 4096)
 		k, _ := slices.BinarySearch(e.MetaRows, int32(lo)) // the first event at or after lo with metadata
-		for b := lo; b < hi; b += cap(vals) {
-			// write writes column c of rows [b, end).
-			write := func(c int, value func(i int) parquet.Value) error {
-				for i := b; i < min(hi, b+cap(vals)); i++ {
-					vals = append(vals, value(i))
-				}
-				defer func() { vals = vals[:0] }()
-				// 64 rows a call, as GenericWriter.Write writes a row
-				// type's: the pages end where they did.
-				for v := vals; len(v) > 0; v = v[min(64, len(v)):] {
-					if _, err := cw[c].WriteRowValues(v[:min(64, len(v))]); err != nil {
-						return err
-					}
-				}
-				return nil
+		m := 1 + eventMeta.Index
+		cols := []func(i int) parquet.Value{func(i int) parquet.Value {
+			if e.RequestIndex[i] < 0 {
+				return parquet.Value{}.Level(0, 0, 0)
 			}
-			err := write(0, func(i int) parquet.Value {
-				if e.RequestIndex[i] < 0 {
-					return parquet.Value{}.Level(0, 0, 0)
-				}
-				return parquet.Int32Value(e.RequestIndex[i]).Level(0, 1, 0)
-			})
-			for _, c := range eventCols {
-				if err != nil {
-					break
-				}
-				if c.f.Kind == model.KindString {
-					s := c.str(e)
-					err = write(1+c.f.Index, func(i int) parquet.Value {
-						v := s.Dict[s.Codes[i]]
-						return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v)))
-					})
-				} else {
-					x := *c.i64(e)
-					err = write(1+c.f.Index, func(i int) parquet.Value { return parquet.Int64Value(x[i]) })
-				}
+			return parquet.Int32Value(e.RequestIndex[i]).Level(0, 1, 0)
+		}}
+		for _, c := range eventCols {
+			if s := c.str(e); c.f.Kind == model.KindString {
+				cols = append(cols, func(i int) parquet.Value {
+					v := s.Dict[s.Codes[i]]
+					return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v))).Level(0, 0, 1+c.f.Index)
+				})
+			} else {
+				x := *c.i64(e)
+				cols = append(cols, func(i int) parquet.Value { return parquet.Int64Value(x[i]).Level(0, 0, 1+c.f.Index) })
 			}
-			if err != nil {
-				return err
+		}
+		cols = append(cols, func(i int) parquet.Value {
+			if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
+				k++
+				return parquet.ByteArrayValue([]byte(e.MetaText[k-1])).Level(0, 1, m)
 			}
-			m := 1 + eventMeta.Index
-			if err := write(m, func(i int) parquet.Value {
-				if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
-					k++
-					return parquet.ByteArrayValue([]byte(e.MetaText[k-1])).Level(0, 1, m)
+			return parquet.Value{}.Level(0, 0, m)
+		})
+		rows, vals := make([]parquet.Row, 0, 4096), make([]parquet.Value, 0, 4096*len(cols))
+		for i := lo; i < hi; i++ {
+			for _, f := range cols {
+				vals = append(vals, f(i))
+			}
+			if rows = append(rows, vals[len(vals)-len(cols):]); len(rows) == cap(rows) || i == hi-1 {
+				if _, err := w.WriteRows(rows); err != nil {
+					return err
 				}
-				return parquet.Value{}.Level(0, 0, m)
-			}); err != nil {
-				return err
+				rows, vals = rows[:0], vals[:0]
 			}
 		}
 		return nil

@@ -36,15 +36,7 @@ const (
 // spanFields are the request's fields that the request span holds, each
 // as the attribute its tag names (model.Request's span:"..."), in the
 // record's order.
-var spanFields = func() []model.Field {
-	var out []model.Field
-	for _, f := range model.RequestFields {
-		if f.Span != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}()
+var spanFields = slices.DeleteFunc(slices.Clone(model.RequestFields), func(f model.Field) bool { return f.Span == "" })
 
 // AttrLevel is the attribute of the request's level.
 var AttrLevel = spanFields[slices.IndexFunc(spanFields, func(f model.Field) bool { return f.GoName == "Level" })].Span
