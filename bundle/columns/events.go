@@ -172,6 +172,9 @@ var eventCols = func() []eventCol {
 		if !ok || sf.Type != want {
 			panic(fmt.Sprintf("columns: Events.%s: want a %v for bundle.Event's %s", f.GoName, want, f.Name))
 		}
+		if f.Index >= len(eventLine{}.str) {
+			panic("columns: bundle.Event has more fields than eventLine holds")
+		}
 		out = append(out, eventCol{f, sf.Offset})
 	}
 	return out
@@ -192,14 +195,18 @@ type eventsPart struct {
 	metaRows []int32 // rows of the part
 	metaText []string
 	n        int // rows
-	// The line being read.
-	lineStr [][]byte
-	lineI64 []int64
+}
+
+// eventLine is one line's values, by field index (on the stack: a line
+// held in the part cost a write barrier a field).
+type eventLine struct {
+	str [8][]byte
+	i64 [8]int64
 }
 
 func newEventsPart(n int) *eventsPart {
 	k := len(bundle.EventFields)
-	p := &eventsPart{str: make([]dictBuilder, k), i64: make([][]int64, k), lineStr: make([][]byte, k), lineI64: make([]int64, k)}
+	p := &eventsPart{str: make([]dictBuilder, k), i64: make([][]int64, k)}
 	for _, c := range eventCols {
 		if c.f.Kind == model.KindString {
 			p.str[c.f.Index].codes = make([]int32, 0, n)
@@ -214,8 +221,7 @@ func newEventsPart(n int) *eventsPart {
 // lines) on every core and joins each event to reqs.
 func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 	parts, err := scanLines(path, newEventsPart, func(p *eventsPart, b []byte, _ int) error {
-		clear(p.lineStr)
-		clear(p.lineI64)
+		var l eventLine
 		var meta string
 		next := 0
 		err := scanObject(b, func(k []byte, v value) error {
@@ -228,14 +234,14 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 			switch f.Kind {
 			case model.KindString:
 				if v.kind == 's' && !v.esc {
-					p.lineStr[f.Index] = v.raw
+					l.str[f.Index] = v.raw
 				} else {
 					var x string
 					x, err = v.str()
-					p.lineStr[f.Index] = []byte(x)
+					l.str[f.Index] = []byte(x)
 				}
 			case model.KindInt64:
-				p.lineI64[f.Index], err = v.int64()
+				l.i64[f.Index], err = v.int64()
 			case model.KindObject:
 				if v.kind == '{' && len(v.raw) > 2 {
 					meta = string(v.raw)
@@ -248,7 +254,7 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 		if err != nil {
 			return err
 		}
-		p.add(meta)
+		p.add(&l, meta)
 		return nil
 	})
 	if err != nil {
@@ -263,14 +269,13 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 	return e, nil
 }
 
-// add appends the line read (lineStr, lineI64 and its metadata's JSON
-// text, "" for none) to p.
-func (p *eventsPart) add(meta string) {
+// add appends line l (and its metadata's JSON text, "" for none) to p.
+func (p *eventsPart) add(l *eventLine, meta string) {
 	for _, c := range eventCols {
 		if i := c.f.Index; c.f.Kind == model.KindString {
-			p.str[i].add(p.lineStr[i])
+			p.str[i].add(l.str[i])
 		} else {
-			p.i64[i] = append(p.i64[i], p.lineI64[i])
+			p.i64[i] = append(p.i64[i], l.i64[i])
 		}
 	}
 	if meta != "" {
@@ -326,15 +331,16 @@ func mergeEvents(parts []*eventsPart) *Events {
 func EventsOf(evs []bundle.Event, ix int32) *Events {
 	p := newEventsPart(len(evs))
 	for i := range evs {
+		var l eventLine
 		for _, c := range eventCols {
 			at := unsafe.Add(unsafe.Pointer(&evs[i]), c.f.Offset)
 			if c.f.Kind == model.KindString {
-				p.lineStr[c.f.Index] = []byte(*(*string)(at))
+				l.str[c.f.Index] = []byte(*(*string)(at))
 			} else {
-				p.lineI64[c.f.Index] = *(*int64)(at)
+				l.i64[c.f.Index] = *(*int64)(at)
 			}
 		}
-		p.add("")
+		p.add(&l, "")
 	}
 	e := mergeEvents([]*eventsPart{p})
 	e.RequestIndex = slices.Repeat([]int32{ix}, len(evs))
