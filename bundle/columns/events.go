@@ -397,45 +397,63 @@ var eventSchema = func() *parquet.Schema {
 	return parquet.NewSchema("eventRow", parquet.SchemaOf(reflect.New(reflect.StructOf(fs)).Interface()))
 }()
 
-// writeEvents writes events.parquet, a column per value of a row.
+// writeEvents writes events.parquet, 4096 rows at a time, column by
+// column (a part of writeTable is at most one row group).
 func writeEvents(path string, e *Events, meta map[string]string) error {
 	return writeTable(path, meta, e.Len(), eventSchema, func(w *parquet.GenericWriter[any], lo, hi int) error {
+		cw := w.ColumnWriters()
+		vals := make([]parquet.Value, 0, 4096)
 		k, _ := slices.BinarySearch(e.MetaRows, int32(lo)) // the first event at or after lo with metadata
-		m := 1 + eventMeta.Index
-		cols := []func(i int) parquet.Value{func(i int) parquet.Value {
-			if e.RequestIndex[i] < 0 {
-				return parquet.Value{}.Level(0, 0, 0)
-			}
-			return parquet.Int32Value(e.RequestIndex[i]).Level(0, 1, 0)
-		}}
-		for _, c := range eventCols {
-			if s := c.str(e); c.f.Kind == model.KindString {
-				cols = append(cols, func(i int) parquet.Value {
-					v := s.Dict[s.Codes[i]]
-					return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v))).Level(0, 0, 1+c.f.Index)
-				})
-			} else {
-				x := *c.i64(e)
-				cols = append(cols, func(i int) parquet.Value { return parquet.Int64Value(x[i]).Level(0, 0, 1+c.f.Index) })
-			}
-		}
-		cols = append(cols, func(i int) parquet.Value {
-			if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
-				k++
-				return parquet.ByteArrayValue([]byte(e.MetaText[k-1])).Level(0, 1, m)
-			}
-			return parquet.Value{}.Level(0, 0, m)
-		})
-		rows, vals := make([]parquet.Row, 0, 4096), make([]parquet.Value, 0, 4096*len(cols))
-		for i := lo; i < hi; i++ {
-			for _, f := range cols {
-				vals = append(vals, f(i))
-			}
-			if rows = append(rows, vals[len(vals)-len(cols):]); len(rows) == cap(rows) || i == hi-1 {
-				if _, err := w.WriteRows(rows); err != nil {
-					return err
+		for b := lo; b < hi; b += cap(vals) {
+			// write writes column c of rows [b, end).
+			write := func(c int, value func(i int) parquet.Value) error {
+				for i := b; i < min(hi, b+cap(vals)); i++ {
+					vals = append(vals, value(i))
 				}
-				rows, vals = rows[:0], vals[:0]
+				defer func() { vals = vals[:0] }()
+				// 64 rows a call, as GenericWriter.Write writes a row
+				// type's: the pages end where they did.
+				for v := vals; len(v) > 0; v = v[min(64, len(v)):] {
+					if _, err := cw[c].WriteRowValues(v[:min(64, len(v))]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			err := write(0, func(i int) parquet.Value {
+				if e.RequestIndex[i] < 0 {
+					return parquet.Value{}.Level(0, 0, 0)
+				}
+				return parquet.Int32Value(e.RequestIndex[i]).Level(0, 1, 0)
+			})
+			for _, c := range eventCols {
+				if err != nil {
+					break
+				}
+				if c.f.Kind == model.KindString {
+					s := c.str(e)
+					err = write(1+c.f.Index, func(i int) parquet.Value {
+						v := s.Dict[s.Codes[i]]
+						return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v)))
+					})
+				} else {
+					x := *c.i64(e)
+					err = write(1+c.f.Index, func(i int) parquet.Value { return parquet.Int64Value(x[i]) })
+				}
+			}
+			if err != nil {
+				return err
+			}
+			m := 1 + eventMeta.Index
+			if err := write(m, func(i int) parquet.Value {
+				if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
+					k++
+					t := e.MetaText[k-1]
+					return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(t), len(t))).Level(0, 1, m)
+				}
+				return parquet.Value{}.Level(0, 0, m)
+			}); err != nil {
+				return err
 			}
 		}
 		return nil
