@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/asrprof/asrprof/bundle"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -202,23 +201,11 @@ func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
 	if err != nil {
 		return engine.Values{}, false, err
 	}
-	vals, ok := engine.One(v.p, oneEvents(ix.Events(r.i)), oneSpans(ix.Spans(r.i)))
+	vals, ok := engine.One(v.p, columns.EventsOf(ix.Events(r.i), 0), oneSpans(ix.Spans(r.i)))
 	return vals, ok, nil
 }
 
-// oneEvents and oneSpans make one request's tables from its joined
-// records.
-func oneEvents(evs []bundle.Event) *columns.Events {
-	e := &columns.Events{}
-	for i := range evs {
-		e.RequestIndex = append(e.RequestIndex, 0)
-		appendCode(&e.EventName, evs[i].EventName)
-		appendCode(&e.Stage, evs[i].Stage)
-		e.TimestampNs = append(e.TimestampNs, evs[i].TimestampNs)
-	}
-	return e
-}
-
+// oneSpans makes one request's spans table from its joined spans.
 func oneSpans(ss []spans.Span) *columns.Spans {
 	s := &columns.Spans{}
 	for i := range ss {

@@ -260,6 +260,7 @@ func builtinModules() map[string]*starlarkstruct.Module {
 		"table":    tableModule(),
 		"time":     sltime.Module,
 		"json":     json.Module,
+		"bundle":   bundleModule(), // bundlemod.go
 
 		"attribution":   attributionModule(),   // attributionmod.go
 		"blackbox":      blackboxModule(),      // blackboxmod.go

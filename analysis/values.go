@@ -638,15 +638,21 @@ func (v *eventValue) Attr(name string) (starlark.Value, error) {
 	return eventAttrs.attr(v, name)
 }
 
-var eventAttrs = attrTable[*eventValue]{
-	"request_id":   func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.RequestID), nil },
-	"stage":        func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.Stage), nil },
-	"event_name":   func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.EventName), nil },
-	"timestamp_ns": func(v *eventValue) (starlark.Value, error) { return starlark.MakeInt64(v.e.TimestampNs), nil },
-	"run_id":       func(v *eventValue) (starlark.Value, error) { return starlark.String(v.e.RunID), nil },
-	"pid":          func(v *eventValue) (starlark.Value, error) { return starlark.MakeInt(v.e.PID), nil },
-	"metadata":     func(v *eventValue) (starlark.Value, error) { return &mapView{typ: "metadata", m: v.e.Metadata}, nil },
-}
+// eventAttrs are an event's attributes: every field of bundle.EventFields
+// under its JSON name (the metadata object as a mapping).
+var eventAttrs = func() attrTable[*eventValue] {
+	t := attrTable[*eventValue]{}
+	for _, f := range bundle.EventFields {
+		t[f.Name] = func(v *eventValue) (starlark.Value, error) {
+			x := reflect.ValueOf(v.e).Elem().Field(f.Index)
+			if f.Kind == model.KindObject {
+				return &mapView{typ: f.Name, m: x.Interface().(map[string]any)}, nil
+			}
+			return fieldValue(x, &f), nil
+		}
+	}
+	return t
+}()
 
 var eventAttrNames = eventAttrs.names()
 

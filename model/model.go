@@ -44,16 +44,17 @@ type WordErrors struct {
 // durations come from the monotonic clock. The struct is the request
 // schema, declared once: requests.jsonl's reader, requests.parquet and
 // Starlark's request values derive theirs from it (RequestFields); the
-// tag parquet:",dict" marks a string of few distinct values.
+// tag parquet:",dict" marks a string of few distinct values, and span:"k"
+// a field that the client's request span holds as attribute k.
 type Request struct {
 	ID               string      `json:"id"`
-	SampleID         string      `json:"sample_id" parquet:",dict"`
-	Level            string      `json:"level" parquet:",dict"` // e.g. "c8" or "r2.5"
-	Repeat           int         `json:"repeat"`
-	Warmup           bool        `json:"warmup"`
+	SampleID         string      `json:"sample_id" parquet:",dict" span:"asrprof.sample_id"`
+	Level            string      `json:"level" parquet:",dict" span:"asrprof.level"` // e.g. "c8" or "r2.5"
+	Repeat           int         `json:"repeat" span:"asrprof.repeat"`
+	Warmup           bool        `json:"warmup" span:"asrprof.warmup"`
 	TraceID          string      `json:"trace_id"`
-	RequestID        string      `json:"request_id"`
-	ServerRequestID  string      `json:"server_request_id,omitempty"`
+	RequestID        string      `json:"request_id" span:"asrprof.request_id"`
+	ServerRequestID  string      `json:"server_request_id,omitempty" span:"asrprof.server_request_id"`
 	IntendedUnixNs   int64       `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
 	StartUnixNs      int64       `json:"start_unix_ns"`
 	UploadDoneUnixNs int64       `json:"upload_done_unix_ns,omitempty"` // the request body was sent in full
@@ -63,7 +64,7 @@ type Request struct {
 	LatencyS         float64     `json:"latency_s"`
 	TTFTS            float64     `json:"ttft_s,omitempty"`
 	ChunkGapsS       []float64   `json:"chunk_gaps_s,omitempty"`
-	AudioDurationS   float64     `json:"audio_duration_s"`
+	AudioDurationS   float64     `json:"audio_duration_s" span:"asr.audio_seconds"`
 	HTTPStatus       int         `json:"http_status,omitempty"`
 	Status           string      `json:"status" parquet:",dict"`
 	ErrorKind        string      `json:"error_kind,omitempty" parquet:",dict"`

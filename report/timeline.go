@@ -230,67 +230,85 @@ func binned(pts [][2]float64, span float64) ([][2]float64, bool) {
 	return out, true
 }
 
+// gpuSeries are the GPU samples the timeline draws, in its order: the
+// record's field (named as gpu.jsonl names it, for the note), its legend,
+// whether it is power (a panel of its own) and its value in a record (ok:
+// the record is of its kind and has it).
+var gpuSeries = []struct {
+	field, name string
+	power       bool
+	value       func(r *bundle.GPURecord) (v float64, ok bool)
+}{
+	{"util_pct", "util", false, func(r *bundle.GPURecord) (float64, bool) {
+		return get(r.GPUUtil, func(u *bundle.GPUUtil) float64 { return u.UtilPct })
+	}},
+	{"sm_active_pct", "SM active", false, func(r *bundle.GPURecord) (float64, bool) {
+		if r.GPUGPM == nil || r.SMActivePct == nil {
+			return 0, false
+		}
+		return *r.SMActivePct, true
+	}},
+	{"power_w", "power", true, func(r *bundle.GPURecord) (float64, bool) {
+		return get(r.GPUPower, func(p *bundle.GPUPower) float64 { return p.PowerW })
+	}},
+}
+
+// get is of(p), ok when p is not nil.
+func get[T any](p *T, of func(*T) float64) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return of(p), true
+}
+
 func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	rows, err := bundle.ReadAll[bundle.GPURecord](d.c.Bundle.Path(bundle.GPUFile))
 	if err != nil {
 		return err
 	}
-	type key struct {
-		field string
-		gpu   string
-	}
+	type key struct{ series, gpu int }
 	pts := map[key][][2]float64{}
-	var gpus []string
-	for _, r := range rows {
+	var gpus []int
+	for i := range rows {
+		r := &rows[i]
 		if r.TS == 0 {
 			continue
 		}
-		g := strconv.Itoa(r.GPU)
-		var field string
-		var v float64
-		switch {
-		case r.GPUUtil != nil:
-			field, v = "util_pct", r.UtilPct
-		case r.GPUGPM != nil && r.SMActivePct != nil:
-			field, v = "sm_active_pct", *r.SMActivePct
-		case r.GPUPower != nil:
-			field, v = "power_w", r.PowerW
-		default:
-			continue
+		for si, s := range gpuSeries {
+			if v, ok := s.value(r); ok && !math.IsNaN(v) {
+				if !slices.Contains(gpus, r.GPU) {
+					gpus = append(gpus, r.GPU)
+				}
+				k := key{si, r.GPU}
+				pts[k] = append(pts[k], [2]float64{sec(r.TS), v})
+				break
+			}
 		}
-		if math.IsNaN(v) {
-			continue
-		}
-		if !slices.Contains(gpus, g) {
-			gpus = append(gpus, g)
-		}
-		k := key{field, g}
-		pts[k] = append(pts[k], [2]float64{sec(r.TS), v})
 	}
 	if len(pts) == 0 {
 		return nil
 	}
-	sort.Strings(gpus)
+	// The GPUs in the order of their numbers as text (gpu10 before gpu2).
+	slices.SortFunc(gpus, func(a, b int) int { return strings.Compare(strconv.Itoa(a), strconv.Itoa(b)) })
 	busy := tlPanel{Title: "GPU utilization and SM activity", Unit: "%", Max: 100}
 	power := tlPanel{Title: "GPU power", Unit: " W"}
 	for gi, g := range gpus {
 		suffix := ""
 		if len(gpus) > 1 {
-			suffix = " gpu" + g
+			suffix = " gpu" + strconv.Itoa(g)
 		}
-		for fi, f := range []string{"util_pct", "sm_active_pct", "power_w"} {
-			p := pts[key{f, g}]
+		for si, sr := range gpuSeries {
+			p := pts[key{si, g}]
 			if len(p) == 0 {
 				continue
 			}
 			sort.Slice(p, func(i, j int) bool { return p[i][0] < p[j][0] })
 			p, was := binned(p, tl.Span)
 			if was {
-				tl.Binned = append(tl.Binned, fmt.Sprintf("GPU %s%s: the mean of each of %d bins", f, suffix, TimelineBins))
+				tl.Binned = append(tl.Binned, fmt.Sprintf("GPU %s%s: the mean of each of %d bins", sr.field, suffix, TimelineBins))
 			}
-			name := map[string]string{"util_pct": "util", "sm_active_pct": "SM active", "power_w": "power"}[f] + suffix
-			s := tlSeries{Name: name, Color: color(1 + fi + 3*gi), Segs: [][][2]float64{p}}
-			if f == "power_w" {
+			s := tlSeries{Name: sr.name + suffix, Color: color(1 + si + 3*gi), Segs: [][][2]float64{p}}
+			if sr.power {
 				for _, q := range p {
 					power.Max = max(power.Max, q[1])
 				}

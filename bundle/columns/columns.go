@@ -26,10 +26,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
@@ -428,7 +432,10 @@ func (s *Set) Requests() ([]model.Request, error) {
 }
 
 // RequestCols are the few columns of the requests that a stage table
-// needs, which read in a fraction of the time of all of them.
+// needs, which read in a fraction of the time of all of them. Each field
+// but N is the column of the field of model.Request of its name
+// (requestCols): Strings for a string, else a slice of the field's
+// Parquet type.
 type RequestCols struct {
 	N        int
 	Level    Strings
@@ -443,8 +450,31 @@ type RequestCols struct {
 	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
 }
 
-// RequestCols returns the requests' level, status, warmup, latency_s,
-// audio_duration_s and client timestamps.
+// requestCol is a column of RequestCols: request field f, at RequestCols'
+// field index ix.
+type requestCol struct {
+	f  *model.Field
+	ix int
+}
+
+// requestCols are RequestCols' columns; it panics when one is not a
+// request field or has another type.
+var requestCols = func() []requestCol {
+	t := reflect.TypeFor[RequestCols]()
+	types := map[model.FieldKind]reflect.Type{model.KindString: reflect.TypeFor[Strings](), model.KindBool: reflect.TypeFor[[]bool](),
+		model.KindFloat: reflect.TypeFor[[]float64](), model.KindInt: reflect.TypeFor[[]int32](), model.KindInt64: reflect.TypeFor[[]int64]()}
+	var out []requestCol
+	for i := 1; i < t.NumField(); i++ {
+		k := slices.IndexFunc(model.RequestFields, func(f model.Field) bool { return f.GoName == t.Field(i).Name })
+		if k < 0 || types[model.RequestFields[k].Kind] != t.Field(i).Type {
+			panic("columns: RequestCols." + t.Field(i).Name + " is not a model.Request field's column")
+		}
+		out = append(out, requestCol{&model.RequestFields[k], i})
+	}
+	return out
+}()
+
+// RequestCols returns the requests' columns in RequestCols.
 func (s *Set) RequestCols() (*RequestCols, error) {
 	s.mu.Lock()
 	if s.reqCols != nil {
@@ -453,44 +483,68 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 	}
 	_, loaded := s.loaded[RequestsTable]
 	s.mu.Unlock()
-	rc := &RequestCols{}
+	var cols []*column
 	if loaded || !s.hasReqs {
 		reqs, err := s.Requests()
 		if err != nil {
 			return nil, err
 		}
-		var lv, st dictBuilder
-		rc.N = len(reqs)
-		for i := range reqs {
-			lv.addString(reqs[i].Level)
-			st.addString(reqs[i].Status)
-			rc.Warmup = append(rc.Warmup, reqs[i].Warmup)
-			rc.LatencyS = append(rc.LatencyS, reqs[i].LatencyS)
-			rc.Repeat = append(rc.Repeat, int32(reqs[i].Repeat))
-			rc.AudioDurationS = append(rc.AudioDurationS, reqs[i].AudioDurationS)
-			rc.StartUnixNs = append(rc.StartUnixNs, reqs[i].StartUnixNs)
-			rc.UploadDoneUnixNs = append(rc.UploadDoneUnixNs, reqs[i].UploadDoneUnixNs)
-			rc.FirstByteUnixNs = append(rc.FirstByteUnixNs, reqs[i].FirstByteUnixNs)
-			rc.EndUnixNs = append(rc.EndUnixNs, reqs[i].EndUnixNs)
+		for _, c := range requestCols {
+			cols = append(cols, columnOf(reqs, c.f))
 		}
-		rc.Level, rc.Status = mergeStrings([]*dictBuilder{&lv}), mergeStrings([]*dictBuilder{&st})
 	} else {
-		cols, err := readColumns(s.Path(RequestsTable), []string{"level", "status", "warmup", "latency_s",
-			"start_unix_ns", "upload_done_unix_ns", "first_byte_unix_ns", "end_unix_ns", "repeat", "audio_duration_s"})
-		if err != nil {
+		var names []string
+		for _, c := range requestCols {
+			names = append(names, c.f.Name)
+		}
+		var err error
+		if cols, err = readColumns(s.Path(RequestsTable), names); err != nil {
 			return nil, err
 		}
-		rc.N, rc.Level, rc.Status, rc.Warmup = cols[0].n, cols[0].strings(), cols[1].strings(), cols[2].bools()
-		rc.LatencyS, _ = cols[3].float64s()
-		rc.StartUnixNs, rc.UploadDoneUnixNs = cols[4].int64s(), cols[5].int64s()
-		rc.FirstByteUnixNs, rc.EndUnixNs = cols[6].int64s(), cols[7].int64s()
-		rc.Repeat = cols[8].int32s(0)
-		rc.AudioDurationS, _ = cols[9].float64s()
+	}
+	rc := &RequestCols{N: cols[0].n}
+	for k, c := range requestCols {
+		var x any
+		switch col := cols[k]; c.f.Kind {
+		case model.KindString:
+			x = col.strings()
+		case model.KindBool:
+			x = col.bools()
+		case model.KindFloat:
+			x, _ = col.float64s()
+		case model.KindInt:
+			x = col.int32s(0)
+		case model.KindInt64:
+			x = col.int64s()
+		}
+		reflect.ValueOf(rc).Elem().Field(c.ix).Set(reflect.ValueOf(x))
 	}
 	s.mu.Lock()
 	s.reqCols = rc
 	s.mu.Unlock()
 	return rc, nil
+}
+
+// columnOf is field f of reqs as readColumns reads its column.
+func columnOf(reqs []model.Request, f *model.Field) *column {
+	c := &column{n: len(reqs)}
+	var d dictBuilder
+	for i := range reqs {
+		switch p := unsafe.Pointer(&reqs[i]); f.Kind {
+		case model.KindString:
+			d.addString(*field[string](p, f))
+		case model.KindBool:
+			c.b = append(c.b, *field[bool](p, f))
+		case model.KindFloat:
+			c.f64 = append(c.f64, *field[float64](p, f))
+		case model.KindInt:
+			c.kind, c.i32 = parquet.Int32, append(c.i32, int32(*field[int](p, f)))
+		case model.KindInt64:
+			c.kind, c.i64 = parquet.Int64, append(c.i64, *field[int64](p, f))
+		}
+	}
+	c.str = mergeStrings([]*dictBuilder{&d})
+	return c
 }
 
 // Events returns the events table (empty when the bundle has no events).

@@ -2,12 +2,15 @@ package columns
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/join"
 )
@@ -119,7 +122,9 @@ func mergeStrings(parts []*dictBuilder) Strings {
 }
 
 // Events is the events table in memory, one entry per events.jsonl line in
-// file order. RequestIndex is the request each event belongs to (its
+// file order: a column per field of bundle.Event (bundle.EventFields),
+// under the field's Go name (Strings for a string, []int64 for an
+// integer), and RequestIndex, the request each event belongs to (its
 // request_index; -1 for none): the request whose server_request_id, or
 // request_id when the server sent none, is the event's request_id, as
 // trace/join joins them.
@@ -131,33 +136,83 @@ type Events struct {
 	TimestampNs  []int64
 	RunID        Strings
 	PID          []int64
-	// The events that carry a metadata object: their rows, ascending, and
-	// the object's JSON text. Most events carry none, so the column is
-	// kept sparse (a string per event cost 16 MB per million events, all
-	// of it scanned by the garbage collector). Both are nil when the
-	// events were read from events.parquet (ReadEvents), which leaves the
-	// column to EventMetadata.
+	// The metadata object (bundle.Event's one field of kind object): the
+	// rows that carry one, ascending, and its JSON text. Most events carry
+	// none, so the column is kept sparse (a string per event cost 16 MB
+	// per million events, all of it scanned by the garbage collector).
+	// Both are nil when the events were read from events.parquet
+	// (ReadEvents), which leaves the column to EventMetadata.
 	MetaRows []int32
 	MetaText []string
 	metadata []string // MetaText spread over every row, once asked for (EventMetadata)
 }
+
+// eventCol is one column of Events: field f of bundle.Event and where
+// Events holds it.
+type eventCol struct {
+	f   *model.Field
+	off uintptr // of the column in Events
+}
+
+func (c *eventCol) str(e *Events) *Strings { return (*Strings)(unsafe.Add(unsafe.Pointer(e), c.off)) }
+func (c *eventCol) i64(e *Events) *[]int64 { return (*[]int64)(unsafe.Add(unsafe.Pointer(e), c.off)) }
+
+// eventCols are Events' columns, one per field of bundle.Event but the
+// object (metadata); it panics when Events lacks one.
+var eventCols = func() []eventCol {
+	var out []eventCol
+	t := reflect.TypeFor[Events]()
+	for i := range bundle.EventFields {
+		f := &bundle.EventFields[i]
+		if f.Kind == model.KindObject {
+			continue
+		}
+		sf, ok := t.FieldByName(f.GoName)
+		want := map[model.FieldKind]reflect.Type{model.KindString: reflect.TypeFor[Strings](), model.KindInt64: reflect.TypeFor[[]int64]()}[f.Kind]
+		if !ok || sf.Type != want {
+			panic(fmt.Sprintf("columns: Events.%s: want a %v for bundle.Event's %s", f.GoName, want, f.Name))
+		}
+		if f.Index >= len(eventLine{}.str) {
+			panic("columns: bundle.Event has more fields than eventLine holds")
+		}
+		out = append(out, eventCol{f, sf.Offset})
+	}
+	return out
+}()
+
+// eventMeta is bundle.Event's object field (metadata).
+var eventMeta = bundle.EventFields[slices.IndexFunc(bundle.EventFields, func(f model.Field) bool { return f.Kind == model.KindObject })]
 
 func (e *Events) names() []string { return e.EventName.distinct(nil) }
 
 // Len is the number of events.
 func (e *Events) Len() int { return len(e.TimestampNs) }
 
+// eventsPart is a chunk of events.jsonl read: its columns by field index.
 type eventsPart struct {
-	reqID, stage, name, run dictBuilder
-	ts, pid                 []int64
-	metaRows                []int32 // rows of the part
-	metaText                []string
+	str      []dictBuilder
+	i64      [][]int64
+	metaRows []int32 // rows of the part
+	metaText []string
+	n        int // rows
+}
+
+// eventLine is one line's values, by field index (on the stack: a line
+// held in the part cost a write barrier a field).
+type eventLine struct {
+	str [8][]byte
+	i64 [8]int64
 }
 
 func newEventsPart(n int) *eventsPart {
-	p := &eventsPart{ts: make([]int64, 0, n), pid: make([]int64, 0, n)}
-	for _, d := range []*dictBuilder{&p.reqID, &p.stage, &p.name, &p.run} {
-		d.codes = make([]int32, 0, n)
+	k := len(bundle.EventFields)
+	p := &eventsPart{str: make([]dictBuilder, k), i64: make([][]int64, k)}
+	for _, c := range eventCols {
+		if c.f.Kind == model.KindString {
+			p.str[c.f.Index].codes = make([]int32, 0, n)
+		} else {
+			p.i64[c.f.Index] = make([]int64, 0, n)
+		}
 	}
 	return p
 }
@@ -166,38 +221,28 @@ func newEventsPart(n int) *eventsPart {
 // lines) on every core and joins each event to reqs.
 func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 	parts, err := scanLines(path, newEventsPart, func(p *eventsPart, b []byte, _ int) error {
-		var rid, stage, name, run []byte
-		var ts, pid int64
+		var l eventLine
 		var meta string
+		next := 0
 		err := scanObject(b, func(k []byte, v value) error {
+			f := fieldNamed(bundle.EventFields, next, k)
+			if f == nil {
+				return nil
+			}
+			next = f.Index + 1
 			var err error
-			switch string(k) {
-			case "request_id", "stage", "event_name", "run_id":
-				var s []byte
+			switch f.Kind {
+			case model.KindString:
 				if v.kind == 's' && !v.esc {
-					s = v.raw
+					l.str[f.Index] = v.raw
 				} else {
 					var x string
 					x, err = v.str()
-					s = []byte(x)
+					l.str[f.Index] = []byte(x)
 				}
-				switch k[0] {
-				case 'r':
-					if k[1] == 'e' {
-						rid = s
-					} else {
-						run = s
-					}
-				case 's':
-					stage = s
-				case 'e':
-					name = s
-				}
-			case "timestamp_ns":
-				ts, err = v.int64()
-			case "pid":
-				pid, err = v.int64()
-			case "metadata":
+			case model.KindInt64:
+				l.i64[f.Index], err = v.int64()
+			case model.KindObject:
 				if v.kind == '{' && len(v.raw) > 2 {
 					meta = string(v.raw)
 				} else if v.kind != '{' && !v.isNull() {
@@ -209,57 +254,97 @@ func ReadEventsJSONL(path string, reqs []model.Request) (*Events, error) {
 		if err != nil {
 			return err
 		}
-		p.reqID.add(rid)
-		p.stage.add(stage)
-		p.name.add(name)
-		p.run.add(run)
-		p.ts = append(p.ts, ts)
-		if meta != "" {
-			p.metaRows = append(p.metaRows, int32(len(p.ts)-1))
-			p.metaText = append(p.metaText, meta)
-		}
-		p.pid = append(p.pid, pid)
+		p.add(&l, meta)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Events{}
-	pick := func(f func(*eventsPart) *dictBuilder) Strings {
-		ds := make([]*dictBuilder, len(parts))
-		for i, p := range parts {
-			ds[i] = f(p)
-		}
-		return mergeStrings(ds)
-	}
-	// The four columns merge at once (a request id per request: its
-	// merge alone took ~40 ms).
-	var wg sync.WaitGroup
 	var byID map[string]int32
+	var wg sync.WaitGroup
 	wg.Go(func() { byID = eventKeys(reqs) })
-	wg.Go(func() { e.RequestID = pick(func(p *eventsPart) *dictBuilder { return &p.reqID }) })
-	wg.Go(func() { e.Stage = pick(func(p *eventsPart) *dictBuilder { return &p.stage }) })
-	wg.Go(func() { e.EventName = pick(func(p *eventsPart) *dictBuilder { return &p.name }) })
-	e.RunID = pick(func(p *eventsPart) *dictBuilder { return &p.run })
-	n, m := 0, 0
-	for _, p := range parts {
-		n += len(p.ts)
-		m += len(p.metaRows)
+	e := mergeEvents(parts)
+	wg.Wait()
+	e.join(byID)
+	return e, nil
+}
+
+// add appends line l (and its metadata's JSON text, "" for none) to p.
+func (p *eventsPart) add(l *eventLine, meta string) {
+	for _, c := range eventCols {
+		if i := c.f.Index; c.f.Kind == model.KindString {
+			p.str[i].add(l.str[i])
+		} else {
+			p.i64[i] = append(p.i64[i], l.i64[i])
+		}
 	}
-	e.TimestampNs, e.PID = make([]int64, 0, n), make([]int64, 0, n)
-	e.MetaRows, e.MetaText = make([]int32, 0, m), make([]string, 0, m)
+	if meta != "" {
+		p.metaRows = append(p.metaRows, int32(p.n))
+		p.metaText = append(p.metaText, meta)
+	}
+	p.n++
+}
+
+// mergeEvents concatenates parts into one table, RequestIndex left out.
+// The string columns of several parts merge at once (a request id per
+// request: its merge alone took ~40 ms).
+func mergeEvents(parts []*eventsPart) *Events {
+	e := &Events{MetaRows: []int32{}, MetaText: []string{}} // not nil: not read from events.parquet
+	var wg sync.WaitGroup
+	for _, c := range eventCols {
+		i, c := c.f.Index, &c
+		if c.f.Kind == model.KindString {
+			merge := func() {
+				ds := make([]*dictBuilder, len(parts))
+				for k, p := range parts {
+					ds[k] = &p.str[i]
+				}
+				*c.str(e) = mergeStrings(ds)
+			}
+			if len(parts) > 1 {
+				wg.Go(merge)
+			} else {
+				merge()
+			}
+			continue
+		}
+		xs := make([][]int64, len(parts))
+		for k, p := range parts {
+			xs[k] = p.i64[i]
+		}
+		*c.i64(e) = slices.Concat(xs...)
+	}
+	base := int32(0)
 	for _, p := range parts {
-		base := int32(len(e.TimestampNs))
 		for _, r := range p.metaRows {
 			e.MetaRows = append(e.MetaRows, base+r)
 		}
 		e.MetaText = append(e.MetaText, p.metaText...)
-		e.TimestampNs = append(e.TimestampNs, p.ts...)
-		e.PID = append(e.PID, p.pid...)
+		base += int32(p.n)
 	}
 	wg.Wait()
-	e.join(byID)
-	return e, nil
+	return e
+}
+
+// EventsOf is the table of evs, every event of request ix; the metadata
+// is left out (MetaRows empty).
+func EventsOf(evs []bundle.Event, ix int32) *Events {
+	p := newEventsPart(len(evs))
+	for i := range evs {
+		var l eventLine
+		for _, c := range eventCols {
+			at := unsafe.Add(unsafe.Pointer(&evs[i]), c.f.Offset)
+			if c.f.Kind == model.KindString {
+				l.str[c.f.Index] = []byte(*(*string)(at))
+			} else {
+				l.i64[c.f.Index] = *(*int64)(at)
+			}
+		}
+		p.add(&l, "")
+	}
+	e := mergeEvents([]*eventsPart{p})
+	e.RequestIndex = slices.Repeat([]int32{ix}, len(evs))
+	return e
 }
 
 // eventKeys maps the id that a request's events carry (join.EventKey) to
@@ -290,49 +375,112 @@ func (e *Events) join(byID map[string]int32) {
 	}
 }
 
-type eventRow struct {
-	RequestIndex *int32  `parquet:"request_index,optional"`
-	RequestID    string  `parquet:"request_id"` // plain: an id per request, dictionary inserts cost more than Snappy over its runs
-	Stage        string  `parquet:"stage,dict"`
-	EventName    string  `parquet:"event_name,dict"`
-	TimestampNs  int64   `parquet:"timestamp_ns"`
-	RunID        string  `parquet:"run_id,dict"`
-	PID          int64   `parquet:"pid"`
-	Metadata     *string `parquet:"metadata,optional"` // JSON text
-}
+// eventSchema is events.parquet's schema: request_index, then a column
+// per field of bundle.Event (a string plain unless its tag says dict: a
+// request id is one per request, and dictionary inserts cost more than
+// Snappy over its runs; the object as optional JSON text).
+var eventSchema = func() *parquet.Schema {
+	fs := []reflect.StructField{{Name: "F0", Type: reflect.TypeFor[*int32](), Tag: `parquet:"request_index,optional"`}}
+	for _, f := range bundle.EventFields {
+		t, tag := reflect.TypeFor[int64](), ""
+		switch {
+		case f.Kind == model.KindObject:
+			t, tag = reflect.TypeFor[*string](), ",optional"
+		case f.Kind == model.KindString:
+			t = reflect.TypeFor[string]()
+			if f.Dict {
+				tag = ",dict"
+			}
+		}
+		fs = append(fs, reflect.StructField{Name: fmt.Sprintf("F%d", len(fs)), Type: t, Tag: reflect.StructTag(fmt.Sprintf(`parquet:"%s%s"`, f.Name, tag))})
+	}
+	return parquet.NewSchema("eventRow", parquet.SchemaOf(reflect.New(reflect.StructOf(fs)).Interface()))
+}()
 
+// writeEvents writes events.parquet, 4096 rows at a time, column by
+// column (a part of writeTable is at most one row group).
 func writeEvents(path string, e *Events, meta map[string]string) error {
-	return writeTable(path, meta, e.Len(), nil, func(w *parquet.GenericWriter[eventRow], lo, hi int) error {
+	return writeTable(path, meta, e.Len(), eventSchema, func(w *parquet.GenericWriter[any], lo, hi int) error {
+		cw := w.ColumnWriters()
+		vals := make([]parquet.Value, 0, 4096)
 		k, _ := slices.BinarySearch(e.MetaRows, int32(lo)) // the first event at or after lo with metadata
-		return writeBatches(w, lo, hi, func(i int) eventRow {
-			r := eventRow{RequestID: e.RequestID.At(i), Stage: e.Stage.At(i), EventName: e.EventName.At(i),
-				TimestampNs: e.TimestampNs[i], RunID: e.RunID.At(i), PID: e.PID[i]}
-			if e.RequestIndex[i] >= 0 {
-				r.RequestIndex = &e.RequestIndex[i]
+		for b := lo; b < hi; b += cap(vals) {
+			// write writes column c of rows [b, end).
+			write := func(c int, value func(i int) parquet.Value) error {
+				for i := b; i < min(hi, b+cap(vals)); i++ {
+					vals = append(vals, value(i))
+				}
+				defer func() { vals = vals[:0] }()
+				// 64 rows a call, as GenericWriter.Write writes a row
+				// type's: the pages end where they did.
+				for v := vals; len(v) > 0; v = v[min(64, len(v)):] {
+					if _, err := cw[c].WriteRowValues(v[:min(64, len(v))]); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
-			if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
-				r.Metadata = &e.MetaText[k]
-				k++
+			err := write(0, func(i int) parquet.Value {
+				if e.RequestIndex[i] < 0 {
+					return parquet.Value{}.Level(0, 0, 0)
+				}
+				return parquet.Int32Value(e.RequestIndex[i]).Level(0, 1, 0)
+			})
+			for _, c := range eventCols {
+				if err != nil {
+					break
+				}
+				if c.f.Kind == model.KindString {
+					s := c.str(e)
+					err = write(1+c.f.Index, func(i int) parquet.Value {
+						v := s.Dict[s.Codes[i]]
+						return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(v), len(v)))
+					})
+				} else {
+					x := *c.i64(e)
+					err = write(1+c.f.Index, func(i int) parquet.Value { return parquet.Int64Value(x[i]) })
+				}
 			}
-			return r
-		})
+			if err != nil {
+				return err
+			}
+			m := 1 + eventMeta.Index
+			if err := write(m, func(i int) parquet.Value {
+				if k < len(e.MetaRows) && int(e.MetaRows[k]) == i {
+					k++
+					t := e.MetaText[k-1]
+					return parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(t), len(t))).Level(0, 1, m)
+				}
+				return parquet.Value{}.Level(0, 0, m)
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
-// ReadEvents reads the columns of events.parquet that the stage engine
-// needs (request_index, stage, event_name, timestamp_ns); the others stay
-// empty.
+// engineEventColumns are the columns of events.parquet that the stage
+// engine needs, which ReadEvents reads.
+var engineEventColumns = []string{"stage", "event_name", "timestamp_ns"}
+
+// ReadEvents reads request_index and engineEventColumns of
+// events.parquet; the other columns stay empty.
 func ReadEvents(path string) (*Events, error) {
-	cols, err := readColumns(path, []string{"request_index", "stage", "event_name", "timestamp_ns"})
+	cols, err := readColumns(path, append([]string{"request_index"}, engineEventColumns...))
 	if err != nil {
 		return nil, err
 	}
-	return &Events{
-		RequestIndex: cols[0].int32s(-1),
-		Stage:        cols[1].strings(),
-		EventName:    cols[2].strings(),
-		TimestampNs:  cols[3].int64s(),
-	}, nil
+	e := &Events{RequestIndex: cols[0].int32s(-1)}
+	for _, col := range cols[1:] {
+		c := &eventCols[slices.IndexFunc(eventCols, func(c eventCol) bool { return c.f.Name == col.name })]
+		if c.f.Kind == model.KindString {
+			*c.str(e) = col.strings()
+		} else {
+			*c.i64(e) = col.int64s()
+		}
+	}
+	return e, nil
 }
 
 // EventMetadata returns each event's metadata as JSON text ("" when it has
@@ -358,7 +506,7 @@ func (s *Set) EventMetadata() ([]string, error) {
 	if _, ok := s.rec.Tables[EventsTable]; !ok {
 		return nil, nil
 	}
-	cols, err := readColumnsPlain(s.Path(EventsTable), []string{"metadata"}, map[string]bool{"metadata": true})
+	cols, err := readColumnsPlain(s.Path(EventsTable), []string{eventMeta.Name}, map[string]bool{eventMeta.Name: true})
 	if err != nil {
 		return nil, err
 	}

@@ -182,6 +182,9 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 // the i-th on: encoding/json writes them in order, so it is that one or
 // one of the next (as fast as the hand-written switch on the name was).
 func fieldNamed(fs []model.Field, i int, k []byte) *model.Field {
+	if i < len(fs) && fs[i].Name == string(k) {
+		return &fs[i]
+	}
 	for j := range fs {
 		if f := &fs[(i+j)%len(fs)]; f.Name == string(k) {
 			return f

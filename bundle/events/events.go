@@ -92,7 +92,7 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 		st.Files++
 		err = readLines(f, p, &st, func(ev *bundle.Event) error {
 			ev.Stage = cmp.Or(ev.Stage, stage)
-			ev.PID = cmp.Or(ev.PID, pid)
+			ev.PID = cmp.Or(ev.PID, int64(pid))
 			if err := w.Append(bundle.EventsFile, ev); err != nil {
 				return err
 			}

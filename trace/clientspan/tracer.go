@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -28,16 +29,17 @@ const (
 	SpanUpload        = "upload"
 	SpanWaitFirstByte = "wait_first_byte"
 
-	AttrSampleID        = "asrprof.sample_id"
-	AttrLevel           = "asrprof.level"
-	AttrRepeat          = "asrprof.repeat"
-	AttrWarmup          = "asrprof.warmup"
-	AttrRequestID       = "asrprof.request_id"
-	AttrServerRequestID = "asrprof.server_request_id"
-	AttrAudioSeconds    = "asr.audio_seconds"
-	AttrOutcome         = "asrprof.outcome"
-	AttrHTTPStatus      = "http.response.status_code"
+	AttrOutcome    = "asrprof.outcome"
+	AttrHTTPStatus = "http.response.status_code"
 )
+
+// spanFields are the request's fields that the request span holds, each
+// as the attribute its tag names (model.Request's span:"..."), in the
+// record's order.
+var spanFields = slices.DeleteFunc(slices.Clone(model.RequestFields), func(f model.Field) bool { return f.Span == "" })
+
+// AttrLevel is the attribute of the request's level.
+var AttrLevel = spanFields[slices.IndexFunc(spanFields, func(f model.Field) bool { return f.GoName == "Level" })].Span
 
 // ScopeName is the instrumentation scope of the client spans.
 const ScopeName = "github.com/asrprof/asrprof/trace/clientspan"
@@ -164,19 +166,27 @@ func (s *span) end(rec *model.Request) {
 		outcome = cmp.Or(rec.ErrorKind, model.StatusFailed)
 		root.failed, root.errMsg = true, cmp.Or(rec.Error, outcome)
 	}
-	attrs := []kv{
-		{key: AttrSampleID, kind: 's', s: rec.SampleID},
-		{key: AttrLevel, kind: 's', s: rec.Level},
-		{key: AttrRepeat, kind: 'i', i: int64(rec.Repeat)},
-		{key: AttrWarmup, kind: 'b', i: b2i(rec.Warmup)},
-		{key: AttrRequestID, kind: 's', s: rec.RequestID},
-		{key: AttrServerRequestID, kind: 's', s: rec.ServerRequestID},
-		{key: AttrAudioSeconds, kind: 'f', f: rec.AudioDurationS},
-		{key: AttrOutcome, kind: 's', s: outcome},
-		{key: AttrHTTPStatus, kind: 'i', i: int64(rec.HTTPStatus)},
+	attrs := make([]kv, 0, len(spanFields)+2)
+	v := reflect.ValueOf(rec).Elem()
+	for _, f := range spanFields {
+		x, a := v.Field(f.Index), kv{key: f.Span}
+		switch f.Kind {
+		case model.KindString:
+			a.kind, a.s = 's', x.String()
+		case model.KindInt, model.KindInt64:
+			a.kind, a.i = 'i', x.Int()
+		case model.KindFloat:
+			a.kind, a.f = 'f', x.Float()
+		case model.KindBool:
+			a.kind, a.i = 'b', b2i(x.Bool())
+		default:
+			panic("clientspan: no span attribute for " + f.Name)
+		}
+		attrs = append(attrs, a)
 	}
-	if rec.HTTPStatus == 0 {
-		attrs = attrs[:len(attrs)-1] // no answer: no status attribute
+	attrs = append(attrs, kv{key: AttrOutcome, kind: 's', s: outcome})
+	if rec.HTTPStatus != 0 { // no answer: no status attribute
+		attrs = append(attrs, kv{key: AttrHTTPStatus, kind: 'i', i: int64(rec.HTTPStatus)})
 	}
 	root.attrs = attrs
 

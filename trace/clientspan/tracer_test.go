@@ -120,10 +120,14 @@ func TestStartEnd(t *testing.T) {
 			if root.StatusCode != tt.wantStatus {
 				t.Errorf("status %s, want %s", root.StatusCode, tt.wantStatus)
 			}
+			// The attributes the request span has always had (model.Request's span tags).
 			want := map[string]any{
-				AttrSampleID: rec.SampleID, AttrLevel: rec.Level, AttrRepeat: int64(rec.Repeat), AttrWarmup: rec.Warmup,
-				AttrRequestID: rec.RequestID, AttrServerRequestID: rec.ServerRequestID, AttrAudioSeconds: rec.AudioDurationS,
+				"asrprof.sample_id": rec.SampleID, "asrprof.level": rec.Level, "asrprof.repeat": int64(rec.Repeat), "asrprof.warmup": rec.Warmup,
+				"asrprof.request_id": rec.RequestID, "asrprof.server_request_id": rec.ServerRequestID, "asr.audio_seconds": rec.AudioDurationS,
 				AttrOutcome: tt.wantOutcome,
+			}
+			if len(root.Attrs) != len(want)+int(b2i(tt.wantHTTP)) {
+				t.Errorf("attrs %v, want %d", root.Attrs, len(want)+int(b2i(tt.wantHTTP)))
 			}
 			if tt.wantHTTP {
 				want[AttrHTTPStatus] = int64(rec.HTTPStatus)
