@@ -128,7 +128,7 @@ func TestAnalyzeCSVShape(t *testing.T) {
 
 // TestServeRefusals: serve checks a capture as the command line does
 // before it accepts it (a missing dataset, a misspelt flag) and answers
-// every error in JSON; --pidfile names the daemon's pid, which its
+// every error in JSON, unknown routes and methods included; --pidfile names the daemon's pid, which its
 // listening line prints too, and is gone once it stops.
 func TestServeRefusals(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "serve.pid")
@@ -149,6 +149,12 @@ func TestServeRefusals(t *testing.T) {
 		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--dataset", "/nonexistent/m.jsonl"}, http.StatusBadRequest, "--dataset /nonexistent/m.jsonl: no such file"},
 		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--concurency", "4"}, http.StatusBadRequest, "did you mean --concurrency?"},
 		{"GET", "/v1/captures/nope", nil, http.StatusNotFound, `no capture "nope"`},
+		// Routes the API does not have answer JSON too, not net/http's text.
+		{"GET", "/v1/nope", nil, http.StatusNotFound, "no route GET /v1/nope"},
+		{"GET", "/nope/deeper?x=1", nil, http.StatusNotFound, "no route GET /nope/deeper"},
+		{"DELETE", "/v1/captures", nil, http.StatusMethodNotAllowed, "DELETE /v1/captures: method not allowed (allowed: GET, HEAD, POST)"},
+		{"POST", "/metrics", nil, http.StatusMethodNotAllowed, "POST /metrics: method not allowed"},
+		{"POST", "/v1/captures", nil, http.StatusBadRequest, `body: want {"args"`},
 	} {
 		var in any
 		if tc.args != nil {
