@@ -26,8 +26,10 @@ const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
 Drives the server at --target with every sample of --dataset, once per level
 and repeat, and writes a capture bundle to --out: manifest.json,
 requests.jsonl (one line per request, warmup included and marked) and
-results.json (SGLang-Omni's summary shape). Then prints the sweep table and
-the default analyses (stages, dominant costs, threads, GPU).
+results.json (SGLang-Omni's summary shape). Then prints the run's checks on
+itself and a summary per level (throughput, latency, verdict, advice); with
+--verbose the detail follows: the sweep table and the default analyses
+(stages, diagnosis, advice, threads, GPU), which 'asrprof analyze DIR' prints.
 
 With --protocol funasr-ws or openai-realtime each request is a realtime
 WebSocket session: audio paced at real time (--pace), --sessions N at once,
