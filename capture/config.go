@@ -98,6 +98,10 @@ type Config struct {
 	EventsDir  string `json:"events_dir"`
 	ProfileURL string `json:"profile_url"`
 	Quiet      bool   `json:"-"`
+	// Verbose prints the detail (Finished.Detail) after the answer; without
+	// it the capture prints the answer and a line that says where the
+	// detail is (Finished.DetailHint).
+	Verbose bool `json:"-"`
 
 	// Realtime protocols (funasr-ws, openai-realtime), docs/REALTIME.md:
 	// audio per frame, pacing (realtime or none), loops of the audio

@@ -74,6 +74,7 @@ func Options() []Option {
 		{Name: "overwrite", Group: groupOutput, Field: "Overwrite", Local: true, Usage: "replace an existing bundle in --out"},
 		option.Format(groupOutput),
 		option.Quiet(groupOutput),
+		{Name: "verbose", Group: groupOutput, Field: "Verbose", Usage: "print the detail after the checks and the summary: the sweep, stages, client view, diagnosis,\nadvice, results by audio length, threads and hot code (asrprof analyze DIR prints them too)"},
 		{Name: "save-raw-dir", Group: groupOutput, Field: "SaveRawDir", Usage: "also write each scored pass's per-sample records into `DIR` as SGLang-Omni's benchmark does:\nconc{N}_rep{R}.jsonl (rate{R}_rep{R}.jsonl for --rate), one JSON object per sample with their field names"},
 
 		{Name: "probes", Group: groupProbes, Field: "Probes", Agent: true, Value: flags(func(f *Flags) any { return &f.probes }),

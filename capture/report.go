@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/asrprof/asrprof/bundle"
 
@@ -30,8 +31,13 @@ type Finish func(ctx context.Context, dir string, tables bool) Finished
 type Finished struct {
 	// Tables are printed on stdout in the capture's --format: those of the
 	// analyses that succeeded, beside TablesErr for those that failed.
-	Tables    []*table.Table
-	TablesErr error
+	// They are the answer (the run's checks, the summary); Detail follows
+	// them with --verbose, and DetailHint (a line that says how to print
+	// the detail) takes its place without.
+	Tables     []*table.Table
+	Detail     []*table.Table
+	DetailHint *table.Table
+	TablesErr  error
 	// Report is the path of the report written ("" for none).
 	Report    string
 	ReportErr error
@@ -54,8 +60,9 @@ func (s *Session) OnFinish(f Finish) *Session {
 }
 
 // runFinish runs the capture's Finish, if any: it prints the tables (when
-// tables is set) on stdout in --format, then search (--find-max), and says
-// on stderr what failed and where the report is.
+// tables is set) on stdout in --format (the detail with --verbose, else
+// the line that points to it, which --quiet leaves out), then search
+// (--find-max), and says on stderr what failed and where the report is.
 func (k *skeleton) runFinish(ctx context.Context, tables bool, search *bundle.SearchResult) (Finished, error) {
 	var f Finished
 	if k.onFinish != nil {
@@ -69,9 +76,18 @@ func (k *skeleton) runFinish(ctx context.Context, tables bool, search *bundle.Se
 	if f.TablesErr != nil {
 		fmt.Fprintf(k.stderr, "asrprof: analysis: %v\n", f.TablesErr)
 	}
-	if tables && len(f.Tables) > 0 {
-		if err := table.Render(k.stdout, k.cfg.Format, f.Tables...); err != nil {
-			return f, err
+	if tables {
+		out := f.Tables
+		switch {
+		case k.cfg.Verbose:
+			out = append(slices.Clip(out), f.Detail...)
+		case f.DetailHint != nil && len(f.Detail) > 0 && !k.cfg.Quiet:
+			out = append(slices.Clip(out), f.DetailHint)
+		}
+		if len(out) > 0 {
+			if err := table.Render(k.stdout, k.cfg.Format, out...); err != nil {
+				return f, err
+			}
 		}
 	}
 	if search != nil {

@@ -176,8 +176,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/end", s.end)
 	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/report", s.report)
 	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/bundle", s.bundle)
+	routes := jsonFallback(mux)
 	if s.cfg.Token == "" {
-		return mux
+		return routes
 	}
 	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -187,8 +188,60 @@ func (s *Server) Handler() http.Handler {
 			httpError(w, http.StatusUnauthorized, "asrprof serve: missing or wrong bearer token (Authorization: Bearer TOKEN)")
 			return
 		}
-		mux.ServeHTTP(w, r)
+		routes.ServeHTTP(w, r)
 	})
+}
+
+// jsonFallback answers what mux has no route for in JSON, as every other
+// error: an unknown path is a 404 that points to the API's list, a known
+// path with another method a 405 that names the methods it takes (the
+// Allow header, as net/http sets it).
+func jsonFallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r) // it sets the path's values ({id})
+			return
+		}
+		// net/http's own answer (404, 405 with Allow, or a redirect to
+		// the cleaned path) is read from a recorder, then said in JSON.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		for _, k := range []string{"Allow", "Location"} {
+			if v := rec.header.Get(k); v != "" {
+				w.Header().Set(k, v)
+			}
+		}
+		switch code := rec.code; code {
+		case http.StatusNotFound:
+			httpError(w, code, "no route %s %s (the API: GET / lists it; GET %s lists the captures)", r.Method, r.URL.Path, capture.AgentCapturesPath)
+		case http.StatusMethodNotAllowed:
+			httpError(w, code, "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+		default:
+			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, strings.TrimSpace(rec.body.String()))
+		}
+	})
+}
+
+// statusRecorder keeps the status, headers and body of net/http's
+// default answers (NotFound, method not allowed, redirects).
+type statusRecorder struct {
+	header http.Header
+	code   int
+	body   strings.Builder
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
 }
 
 func (s *Server) timeNow(w http.ResponseWriter, r *http.Request) {

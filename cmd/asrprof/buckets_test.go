@@ -335,7 +335,7 @@ func TestCaptureLengthBuckets(t *testing.T) {
 	capture := func(lengths string) (string, string, string) {
 		out := filepath.Join(t.TempDir(), "run")
 		code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", manifest, "--concurrency", "1,2", "--repeats", "1",
-			"--length-buckets", lengths, "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
+			"--length-buckets", lengths, "--out", out, "--quiet", "--verbose", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
 		if code != exitOK {
 			t.Fatalf("capture --length-buckets %s: exit %d\n%s\n%s", lengths, code, stdout, stderr)
 		}

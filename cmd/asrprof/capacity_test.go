@@ -45,7 +45,7 @@ func TestGoodputCLI(t *testing.T) {
 		out := filepath.Join(t.TempDir(), name)
 		dirs[name] = out
 		code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "1,4", "--repeats", "1",
-			"--slo", "latency=375ms", "--out", out, "--quiet", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
+			"--slo", "latency=375ms", "--out", out, "--quiet", "--verbose", "--probes", "none", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "100ms")
 		if code != exitOK {
 			t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
 		}

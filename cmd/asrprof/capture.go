@@ -26,8 +26,10 @@ const captureUsage = `Usage: asrprof capture --target URL --dataset PATH [flags]
 Drives the server at --target with every sample of --dataset, once per level
 and repeat, and writes a capture bundle to --out: manifest.json,
 requests.jsonl (one line per request, warmup included and marked) and
-results.json (SGLang-Omni's summary shape). Then prints the sweep table and
-the default analyses (stages, dominant costs, threads, GPU).
+results.json (SGLang-Omni's summary shape). Then prints the run's checks on
+itself and a summary per level (throughput, latency, verdict, advice); with
+--verbose the detail follows: the sweep table and the default analyses
+(stages, diagnosis, advice, threads, GPU), which 'asrprof analyze DIR' prints.
 
 With --protocol funasr-ws or openai-realtime each request is a realtime
 WebSocket session: audio paced at real time (--pace), --sessions N at once,
@@ -191,7 +193,7 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 	return func(ctx context.Context, dir string, tables bool) capture.Finished {
 		var f capture.Finished
 		if tables {
-			f.Tables, f.TablesErr = captureTables(ctx, dir, analysis.Options{LengthBuckets: lb})
+			f.Tables, f.Detail, f.DetailHint, f.TablesErr = captureTables(ctx, dir, analysis.Options{LengthBuckets: lb})
 			var err error
 			if f.Validity, f.Failed, err = validity(dir); err != nil {
 				f.TablesErr = errors.Join(f.TablesErr, err)
@@ -202,26 +204,41 @@ func finisher(lb analysis.LengthBuckets) capture.Finish {
 	}
 }
 
+// answerScripts are the analyses a capture prints by default, in this
+// order: the run's checks on itself (docs/VALIDITY.md), the driver's
+// self-check where the load generator lagged (it may have set the pace),
+// then the answer (the summary analysis: per level throughput, latency,
+// verdict and advice). The rest of the default analyses are the detail.
+var answerScripts = []string{"validity", "driver", "summary"}
+
 // captureTables are the tables a capture prints at its end: the answer
-// first (the summary analysis: per level throughput, latency, verdict and
-// advice), then a line that says where the detail comes from again, then
-// the default analyses, the sweep first.
-func captureTables(ctx context.Context, dir string, o analysis.Options) ([]*table.Table, error) {
+// (answerScripts) and the detail: a heading that says where it comes from
+// again, then the other default analyses, the sweep first (capture
+// --verbose prints them), and the line printed in their place without
+// --verbose: the analyses the detail holds and how to print them.
+func captureTables(ctx context.Context, dir string, o analysis.Options) (answer, detail []*table.Table, hint *table.Table, err error) {
 	c, err := analysis.Load(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	o.Timeout = cmp.Or(o.Timeout, analysis.DefaultTimeout)
-	// The run's checks on itself first (docs/VALIDITY.md), then the
-	// answer (the summary), then the detail.
-	rest := slices.DeleteFunc(analysis.DefaultScriptsFor(c, o), func(n string) bool { return n == "validity" })
-	names := append([]string{"validity", "summary"}, rest...)
-	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), names)
-	if i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" }); i >= 0 {
-		details := &table.Table{Name: "details", Title: "The detail ('asrprof analyze " + dir + "' prints it again):"}
-		tabs = slices.Insert(tabs, i+1, details)
+	defaults := analysis.DefaultScriptsFor(c, o)
+	head := []string{}
+	for _, n := range answerScripts {
+		if n == "summary" || slices.Contains(defaults, n) {
+			head = append(head, n)
+		}
 	}
-	return tabs, err
+	rest := slices.DeleteFunc(defaults, func(n string) bool { return slices.Contains(head, n) })
+	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), append(head, rest...))
+	i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" })
+	if i < 0 || i == len(tabs)-1 { // the summary failed (err says why), or nothing follows it
+		return tabs, nil, nil, err
+	}
+	heading := &table.Table{Name: "details", Title: "The detail ('asrprof analyze " + dir + "' prints it again):"}
+	hint = &table.Table{Name: "details", Title: fmt.Sprintf("The detail (%s): capture --verbose prints it, and so does 'asrprof analyze %s [NAME]'.",
+		strings.Join(rest, ", "), dir)}
+	return tabs[:i+1], append([]*table.Table{heading}, tabs[i+1:]...), hint, err
 }
 
 // parseCapture turns the command line of `capture` (or `ab`) into the

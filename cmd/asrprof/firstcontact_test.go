@@ -44,9 +44,11 @@ func TestAnalyzeDiagnosisNames(t *testing.T) {
 	}
 }
 
-// TestCaptureStreams: one stream rule. The tables, the summary first, go
-// to stdout; progress and notes (the target, the probes, the receiver,
-// the bundle) to stderr; --quiet leaves stdout alone and stderr empty.
+// TestCaptureStreams: one stream rule. The tables, the checks and the
+// summary first, go to stdout, then one line to the detail, which
+// --verbose prints in its place; progress and notes (the target, the
+// probes, the receiver, the bundle) to stderr; --quiet leaves the answer
+// alone on stdout and stderr empty.
 func TestCaptureStreams(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 10 * time.Millisecond})
 	ds := dataset(t, 2)
@@ -60,29 +62,38 @@ func TestCaptureStreams(t *testing.T) {
 		return stdout, stderr
 	}
 	stdout, stderr := capture()
-	for _, s := range []string{"Summary: per level", "Sweep (mean over repeats"} {
-		if !strings.Contains(stdout, s) {
-			t.Errorf("stdout lacks %q:\n%s", s, stdout)
-		}
-		if strings.Contains(stderr, s) {
-			t.Errorf("a table on stderr (%q):\n%s", s, stderr)
-		}
+	// The run's checks on itself first (docs/VALIDITY.md), then the
+	// answer, then one line that says where the detail is; the detail
+	// itself only with --verbose.
+	hint := regexp.MustCompile(`(?m)^The detail \(sweep, [a-z_, ]+\): capture --verbose prints it, and so does 'asrprof analyze \S+/run \[NAME\]'\.$`)
+	if v, sum := strings.Index(stdout, "Validity: the run checks itself"), strings.Index(stdout, "Summary: per level"); v != 0 || sum < 0 || !hint.MatchString(stdout) || strings.Index(stdout, "The detail (") < sum {
+		t.Errorf("stdout does not open with the checks, then the summary, then the line to the detail:\n%s", stdout)
 	}
-	// The run's checks on itself first (docs/VALIDITY.md), then the answer.
-	if v, sum := strings.Index(stdout, "Validity: the run checks itself"), strings.Index(stdout, "Summary: per level"); v != 0 || sum < 0 || sum > strings.Index(stdout, "Sweep (mean over repeats") {
-		t.Errorf("stdout does not open with the checks, then the summary:\n%s", stdout)
+	if strings.Contains(stdout, "Sweep (mean over repeats") || strings.Contains(stdout, "Diagnosis per level") {
+		t.Errorf("the detail without --verbose:\n%s", stdout)
 	}
-	for _, s := range []string{"target: ", "probe proc", "OTLP receiver", "c=1 repeat 1/1", "bundle: "} {
-		if !strings.Contains(stderr, s) {
-			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+	verbose, verr := capture("--verbose")
+	if v, sum, sw := strings.Index(verbose, "Validity: the run checks itself"), strings.Index(verbose, "Summary: per level"), strings.Index(verbose, "Sweep (mean over repeats"); v != 0 || sum < 0 || sw < sum || !strings.Contains(verbose, "Diagnosis per level") || hint.MatchString(verbose) {
+		t.Errorf("--verbose: stdout is not the checks, the summary, then the detail:\n%s", verbose)
+	}
+	for _, out := range []struct{ stdout, stderr string }{{stdout, stderr}, {verbose, verr}} {
+		for _, s := range []string{"Summary: per level", "Sweep (mean over repeats", "The detail ("} {
+			if strings.Contains(out.stderr, s) {
+				t.Errorf("a table on stderr (%q):\n%s", s, out.stderr)
+			}
+		}
+		for _, s := range []string{"target: ", "probe proc", "OTLP receiver", "c=1 repeat 1/1", "bundle: "} {
+			if !strings.Contains(out.stderr, s) {
+				t.Errorf("stderr lacks %q:\n%s", s, out.stderr)
+			}
 		}
 	}
 	quiet, qerr := capture("--quiet")
 	if qerr != "" {
 		t.Errorf("--quiet printed on stderr:\n%s", qerr)
 	}
-	if !strings.HasPrefix(quiet, "Validity: the run checks itself") || !strings.Contains(quiet, "Summary: per level") || !strings.Contains(quiet, "Sweep (mean over repeats") {
-		t.Errorf("--quiet: stdout lacks the answer:\n%s", quiet)
+	if !strings.HasPrefix(quiet, "Validity: the run checks itself") || !strings.Contains(quiet, "Summary: per level") || strings.Contains(quiet, "Sweep (mean over repeats") || strings.Contains(quiet, "The detail (") {
+		t.Errorf("--quiet: stdout is not the answer alone:\n%s", quiet)
 	}
 }
 
@@ -128,7 +139,7 @@ func TestAnalyzeCSVShape(t *testing.T) {
 
 // TestServeRefusals: serve checks a capture as the command line does
 // before it accepts it (a missing dataset, a misspelt flag) and answers
-// every error in JSON; --pidfile names the daemon's pid, which its
+// every error in JSON, unknown routes and methods included; --pidfile names the daemon's pid, which its
 // listening line prints too, and is gone once it stops.
 func TestServeRefusals(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "serve.pid")
@@ -149,6 +160,12 @@ func TestServeRefusals(t *testing.T) {
 		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--dataset", "/nonexistent/m.jsonl"}, http.StatusBadRequest, "--dataset /nonexistent/m.jsonl: no such file"},
 		{"POST", "/v1/captures", []string{"--target", "http://127.0.0.1:1", "--concurency", "4"}, http.StatusBadRequest, "did you mean --concurrency?"},
 		{"GET", "/v1/captures/nope", nil, http.StatusNotFound, `no capture "nope"`},
+		// Routes the API does not have answer JSON too, not net/http's text.
+		{"GET", "/v1/nope", nil, http.StatusNotFound, "no route GET /v1/nope"},
+		{"GET", "/nope/deeper?x=1", nil, http.StatusNotFound, "no route GET /nope/deeper"},
+		{"DELETE", "/v1/captures", nil, http.StatusMethodNotAllowed, "DELETE /v1/captures: method not allowed (allowed: GET, HEAD, POST)"},
+		{"POST", "/metrics", nil, http.StatusMethodNotAllowed, "POST /metrics: method not allowed"},
+		{"POST", "/v1/captures", nil, http.StatusBadRequest, `body: want {"args"`},
 	} {
 		var in any
 		if tc.args != nil {

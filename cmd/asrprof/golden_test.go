@@ -143,14 +143,13 @@ func TestOneSweepTable(t *testing.T) {
 		_, show, _ := runCLI("show", dir)
 		_, analyze, _ := runCLI("analyze", dir, "sweep")
 		f := finishCapture(context.Background(), dir, true)
-		tabs, err := f.Tables, f.TablesErr
-		// the checks, the summary, the detail's title, then the sweep
-		i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" })
-		if err != nil || tabs[0].Name != "validity" || i < 0 || len(tabs) < i+3 || tabs[i+2].Name != "sweep" {
-			t.Fatalf("capture's tables: %v %v", tabs, err)
+		tabs, detail, err := f.Tables, f.Detail, f.TablesErr
+		// the checks and the summary; then the detail: its title, the sweep
+		if err != nil || tabs[0].Name != "validity" || tabs[len(tabs)-1].Name != "summary" || len(detail) < 2 || detail[1].Name != "sweep" || f.DetailHint == nil {
+			t.Fatalf("capture's tables: %v, detail %v, %v", tabs, detail, err)
 		}
 		var capture bytes.Buffer
-		table.Render(&capture, "table", tabs[i+2])
+		table.Render(&capture, "table", detail[1])
 		if show != analyze || show != capture.String() {
 			t.Errorf("%s: the sweeps differ:\n--- show\n%s--- analyze\n%s--- capture\n%s", dir, show, analyze, capture.String())
 		}

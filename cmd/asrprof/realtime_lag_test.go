@@ -24,7 +24,7 @@ func TestRealtimeLagOverTime(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "b")
 	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--protocol", "funasr-ws", "--pace", "realtime",
 		"--chunk-ms", "100", "--loops", "5", "--dataset", ds, "--concurrency", "2", "--repeats", "1", "--out", out,
-		"--otlp-http", "off", "--otlp-grpc", "off", "--probes", "none", "--quiet")
+		"--otlp-http", "off", "--otlp-grpc", "off", "--probes", "none", "--quiet", "--verbose")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -77,7 +77,7 @@ func routerCapture(t *testing.T, w0Flags, w1Flags []string, samples int) (string
 	code, stdout, stderr := runCLI("capture", "--target", rt.URL, "--profile-url", rt.URL,
 		"--dataset", ds, "--max-samples", fmt.Sprint(samples), "--concurrency", "2", "--repeats", "1",
 		"--out", out, "--otlp-http", fmt.Sprintf("127.0.0.1:%d", otlpPort), "--otlp-grpc", "off",
-		"--probes", "none", "--span-grace", "500ms", "--timeout", "60s")
+		"--probes", "none", "--span-grace", "500ms", "--timeout", "60s", "--verbose")
 	if code != exitOK {
 		t.Fatalf("capture through the router: exit %d\n%s\n%s", code, stdout, stderr)
 	}

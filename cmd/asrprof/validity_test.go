@@ -232,7 +232,7 @@ func validityCapture(t *testing.T, tc validityCase, ds string) (int, string, str
 	dir := filepath.Join(t.TempDir(), "b")
 	cli := append([]string{"capture", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--dataset", ds,
 		"--max-samples", "6", "--repeats", "2", "--out", dir, "--probes", "proc",
-		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s"}, tc.load...)
+		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s", "--verbose"}, tc.load...)
 	code, stdout, stderr := runCLI(cli...)
 	return code, stdout, stderr, dir
 }

@@ -34,7 +34,7 @@ func whisperCmd(port int, extra string) string {
 func whisperCapture(port int, server, ds, out, levels string, extra ...string) []string {
 	return append([]string{"capture", "--server-cmd", whisperCmd(port, server),
 		"--runs", "1", "--target", fmt.Sprintf("http://127.0.0.1:%d", port),
-		"--dataset", ds, "--max-samples", "8", "--concurrency", levels, "--repeats", "1", "--out", out, "--quiet",
+		"--dataset", ds, "--max-samples", "8", "--concurrency", levels, "--repeats", "1", "--out", out, "--quiet", "--verbose",
 		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none",
 		"--gpu-free-mib", "100000000", "--startup-timeout", "3m", "--timeout", "60s"}, extra...)
 }
