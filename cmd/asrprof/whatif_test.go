@@ -65,6 +65,7 @@ func testdataPath(name string) string {
 // reruns the bundle's capture with the server as it was (A) and as
 // changed (B), and prints the prediction beside both.
 func TestWhatIfRaisesMaxRunning(t *testing.T) {
+	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -132,6 +133,7 @@ func TestWhatIfRaisesMaxRunning(t *testing.T) {
 // --rounds: each round acts on the advice of the last round's B bundle,
 // until the verdict has no knob: 1 → 2, 2 → 4, then none.
 func TestWhatIfRounds(t *testing.T) {
+	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -162,6 +164,7 @@ func TestWhatIfRounds(t *testing.T) {
 // fake server's 2 slots and predicts twice the req/s; with --rounds 3 the
 // rounds stop after round 1, which measured about half.
 func TestWhatIfStopsWhereWorse(t *testing.T) {
+	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 2)
 	dir := whatIfBundle(t, port, srv)
@@ -192,6 +195,7 @@ func TestWhatIfStopsWhereWorse(t *testing.T) {
 // --dry-run prints round 1's runs: the reference server's flag is built
 // in, appended where the command lacks it; nothing runs.
 func TestWhatIfDryRun(t *testing.T) {
+	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	dir := whatIfBundle(t, port, whatIfFake(port, 1))
 	out := filepath.Join(t.TempDir(), "wi")
@@ -214,6 +218,7 @@ func TestWhatIfDryRun(t *testing.T) {
 
 // Errors are named and exit 2 before any server starts.
 func TestWhatIfErrors(t *testing.T) {
+	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
