@@ -19,10 +19,9 @@ import (
 //     on how fast the CPU is call t.Parallel: up to four run at once
 //     (TestMain's -test.parallel 4), after the first group.
 //   - Of those, the ones that keep a core or more busy for long (the
-//     whisper engine's PyTorch, the co-runner check's torch imports,
-//     the analyses of the H200 bundles) also
-//     call cpuHeavy: one at a time, so that they do not pile their CPU on
-//     the sleeping ones beside them.
+//     whisper engine's PyTorch, the co-runner check's torch imports, the
+//     analyses of the H200 bundles) also call cpuHeavy: one at a time, so
+//     that they do not pile their CPU on the sleeping ones beside them.
 var cpuHeavyMu sync.Mutex
 
 // cpuHeavy holds the package's CPU-heavy lock until t and its subtests
