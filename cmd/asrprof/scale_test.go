@@ -146,7 +146,6 @@ exporters:
 // live series.
 func TestScaleTwoHosts(t *testing.T) {
 	refservertest.RequirePocketSphinx(t)
-	t.Parallel() // its time is four servers starting; its own namespaces, ports and directories
 	jaeger := jaegerBin(t)
 	nsA, nsB, ipA, ipB := twoHosts(t)
 	const token = "two-hosts-token"
