@@ -51,7 +51,6 @@ type goldenCase struct {
 // per-run names) replaced by placeholders, against testdata/.
 // go test -run CLIGolden -update rewrites the files.
 func TestCLIGolden(t *testing.T) {
-	t.Parallel() // fixtures, and fake servers that sleep 200 ms a request
 	for _, tc := range []goldenCase{
 		{name: "capture_help", args: []string{"capture", "--help"}},
 		{name: "serve_help", args: []string{"serve", "--help"}},

@@ -65,7 +65,6 @@ func testdataPath(name string) string {
 // reruns the bundle's capture with the server as it was (A) and as
 // changed (B), and prints the prediction beside both.
 func TestWhatIfRaisesMaxRunning(t *testing.T) {
-	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -133,7 +132,6 @@ func TestWhatIfRaisesMaxRunning(t *testing.T) {
 // --rounds: each round acts on the advice of the last round's B bundle,
 // until the verdict has no knob: 1 → 2, 2 → 4, then none.
 func TestWhatIfRounds(t *testing.T) {
-	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -164,7 +162,6 @@ func TestWhatIfRounds(t *testing.T) {
 // fake server's 2 slots and predicts twice the req/s; with --rounds 3 the
 // rounds stop after round 1, which measured about half.
 func TestWhatIfStopsWhereWorse(t *testing.T) {
-	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 2)
 	dir := whatIfBundle(t, port, srv)
@@ -195,7 +192,7 @@ func TestWhatIfStopsWhereWorse(t *testing.T) {
 // --dry-run prints round 1's runs: the reference server's flag is built
 // in, appended where the command lacks it; nothing runs.
 func TestWhatIfDryRun(t *testing.T) {
-	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
+	t.Parallel() // measures nothing: its capture only makes the bundle
 	port := fakeasr.FreePort(t)
 	dir := whatIfBundle(t, port, whatIfFake(port, 1))
 	out := filepath.Join(t.TempDir(), "wi")
@@ -218,7 +215,7 @@ func TestWhatIfDryRun(t *testing.T) {
 
 // Errors are named and exit 2 before any server starts.
 func TestWhatIfErrors(t *testing.T) {
-	t.Parallel() // the fake server sleeps 100 ms a request: wall-clock bound
+	t.Parallel() // measures nothing: its capture only makes the bundle
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
