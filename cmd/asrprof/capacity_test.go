@@ -415,6 +415,7 @@ func TestDiagnosisReadsSensitivity(t *testing.T) {
 // sensitivity first and says that the GPU was busy, so a reader does not
 // take ≈ 1 for "more CPU would help".
 func TestDiagnosisSensitivityOnABusyGPU(t *testing.T) {
+	t.Parallel()
 	dir := bundletest.H200(t, "gpu-sensitivity")
 	got, text := verdicts(t, dir)
 	c := got["c64"]

@@ -39,6 +39,7 @@ func TestCaptureCUDABins(t *testing.T) {
 	}
 	need.Root(t, "for the sched and cuda probes (eBPF, uprobes)")
 	refservertest.RequirePocketSphinx(t)
+	t.Parallel() // the GPU wait is a sleep in the stand-in library
 	lib := stubCUDA(t)
 	ds := refservertest.ShortClips(t, 4)
 	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")

@@ -174,6 +174,7 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 // SLOW_WORKER (1.5); analysis/testdata/workers_test.star checks the rule
 // on both sides of it.
 func TestDiagnosisH200(t *testing.T) {
+	t.Parallel() // recorded bundles: nothing measured here
 	for _, tc := range []struct {
 		bundle, level, first, also, never string
 	}{

@@ -104,6 +104,7 @@ func TestCaptureTranscribeDiarize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference server")
 	}
+	t.Parallel() // scores the answers, not their speed
 	ds := refservertest.Diarset(t)
 	srv := refservertest.Start(t, nil, "--diarize", ds, "--max-running-requests", "2")
 

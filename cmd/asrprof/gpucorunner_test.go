@@ -17,6 +17,12 @@ import (
 // say why; on the GPU host (ASRPROF_DEVICE=1) the co-runner runs beside a
 // capture and reports the share it achieved.
 func TestGPUCoRunnerCLI(t *testing.T) {
+	if !need.OnDevice() {
+		// here its time is Python importing torch, three times: CPU that
+		// nothing it checks measures (on the device it measures a share)
+		t.Parallel()
+		cpuHeavy(t)
+	}
 	port := fakeasr.FreePort(t)
 	srv := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK})
 	ds := dataset(t, 2)

@@ -22,6 +22,8 @@ var h200Bundles = []string{"study", "gpu-bound", "host-bound", "router-even", "r
 // stand on) against goldens in testdata/h200/golden/NAME/SCRIPT.txt
 // (go test -run H200 -update rewrites them).
 func TestH200Goldens(t *testing.T) {
+	t.Parallel()
+	cpuHeavy(t) // 60 analyses of the recorded bundles
 	for _, name := range h200Bundles {
 		t.Run(name, func(t *testing.T) {
 			dir := bundletest.H200(t, name)
@@ -37,6 +39,8 @@ func TestH200Goldens(t *testing.T) {
 // with GPM for every level, Python frames from the otel engine, and the
 // synthetic weights.
 func TestH200BundlesHoldTheirData(t *testing.T) {
+	t.Parallel()
+	cpuHeavy(t)
 	for _, name := range h200Bundles {
 		t.Run(name, func(t *testing.T) {
 			dir := bundletest.H200(t, name)
@@ -67,6 +71,7 @@ func TestH200BundlesHoldTheirData(t *testing.T) {
 // that emit nothing"): each level's verdict seen from outside, and the
 // blackbox and bottleneck tables against their goldens.
 func TestH200BlackBox(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		bundle string
 		first  map[string]string // level → the verdict's prefix

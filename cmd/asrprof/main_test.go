@@ -29,10 +29,11 @@ func TestMain(m *testing.M) {
 		return
 	}
 	// This package's parallel tests are its idle ones: their time is a
-	// server's sleeps (build delays, a throttled upload), not CPU, so four
-	// of them at once, not GOMAXPROCS (2 on the CI machine), keep the
-	// package's wall time down without slowing what they measure. An
-	// explicit -parallel wins.
+	// server's sleeps (build delays, a throttled upload, servers starting),
+	// not CPU, so four of them at once, not GOMAXPROCS (2 on the CI
+	// machine), keep the package's wall time down without slowing what
+	// they measure (parallel_test.go has the groups). An explicit
+	// -parallel wins.
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })

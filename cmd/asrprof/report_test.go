@@ -15,6 +15,7 @@ import (
 // asrprof report DIR and asrprof report CURRENT BASELINE, through the
 // binary, on two of the H200 bundles.
 func TestReportCommand(t *testing.T) {
+	t.Parallel()
 	cur, base := bundletest.H200(t, "gpu-bound"), bundletest.H200(t, "study")
 	out, err := asrprof("report", cur).CombinedOutput()
 	if err != nil {

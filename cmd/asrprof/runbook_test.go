@@ -162,6 +162,7 @@ func TestRunbookRefserver(t *testing.T) {
 		t.Skip("starts the reference server four times")
 	}
 	refservertest.RequirePocketSphinx(t)
+	t.Parallel() // its time is four server starts; it checks the runs, not their speed
 	ds := refservertest.Refset(t)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ref")

@@ -192,6 +192,7 @@ func TestWhatIfStopsWhereWorse(t *testing.T) {
 // --dry-run prints round 1's runs: the reference server's flag is built
 // in, appended where the command lacks it; nothing runs.
 func TestWhatIfDryRun(t *testing.T) {
+	t.Parallel() // measures nothing: its capture only makes the bundle
 	port := fakeasr.FreePort(t)
 	dir := whatIfBundle(t, port, whatIfFake(port, 1))
 	out := filepath.Join(t.TempDir(), "wi")
@@ -214,6 +215,7 @@ func TestWhatIfDryRun(t *testing.T) {
 
 // Errors are named and exit 2 before any server starts.
 func TestWhatIfErrors(t *testing.T) {
+	t.Parallel() // measures nothing: its capture only makes the bundle
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)

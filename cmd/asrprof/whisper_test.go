@@ -48,6 +48,8 @@ func TestCaptureWhisperEngine(t *testing.T) {
 		t.Skip("starts the whisper engine")
 	}
 	requireTorch(t)
+	t.Parallel()
+	cpuHeavy(t) // PyTorch on the CPU
 	ds := refservertest.Refset(t)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "whisper")
@@ -137,6 +139,8 @@ func TestCaptureWhisperOverload(t *testing.T) {
 		t.Skip("starts the whisper engine")
 	}
 	requireTorch(t)
+	t.Parallel()
+	cpuHeavy(t) // PyTorch on the CPU
 	ds := refservertest.Refset(t)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "overload")
