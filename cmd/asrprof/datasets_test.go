@@ -189,7 +189,7 @@ func TestSaveRawDirAndResultsFields(t *testing.T) {
 	out, raw := filepath.Join(root, "b"), filepath.Join(root, "raw")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", filepath.Join(root, "hub"), "--concurrency", "1",
-		"--repeats", "2", "--warmup", "--save-raw-dir", raw, "--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &stdout, &stderr)
+		"--repeats", "2", "--warmup", "--save-raw-dir", raw, "--out", out, "--quiet", "--verbose", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &stdout, &stderr)
 	if !strings.Contains(stdout.String()+stderr.String(), "evaluated 2 of 4, 2 skipped: 1 failed (http_5xx 1), 1 empty normalized reference") {
 		t.Errorf("exit %d: an incomplete capture, saying why\n%s%s", code, stdout.String(), stderr.String())
 	}

@@ -22,7 +22,7 @@ func TestCaptureMetricsStages(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cap")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4),
-		"--concurrency", "4", "--repeats", "1", "--out", out, "--format", "json",
+		"--concurrency", "4", "--repeats", "1", "--out", out, "--format", "json", "--verbose",
 		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "0s",
 		"--probes", "metrics", "--server-metrics-interval", "20ms"}, &stdout, &stderr)
 	if code != exitOK {

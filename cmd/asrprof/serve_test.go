@@ -453,7 +453,7 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 // files at the bundle's root, the second's under agents/<host_port>/,
 // both clocks in the manifest, and both agents' records counted per pass.
 func TestCaptureTwoAgents(t *testing.T) {
-	t.Parallel()
+	// not parallel: the agents' probes saw the parallel tests' servers
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 10 * time.Millisecond})
 	_, a1 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
 	_, a2 := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
@@ -528,7 +528,6 @@ func selfCPU(t *testing.T) float64 {
 // driven one does: one period, the proxy's window, begun and ended there.
 func TestCaptureProxyAgent(t *testing.T) {
 	need.Binary(t, "curl")
-	t.Parallel()
 	srv := fakeasr.NewServer(t, fakeasr.Config{Text: "hello there", Delay: 50 * time.Millisecond})
 	_, agent := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
 	dir := t.TempDir()
