@@ -56,7 +56,11 @@ for what in "$@"; do
       sleep 8
       kill -0 "$co" 2>/dev/null || { echo "the co-tenant did not start:"; cat "$OUTROOT/corunner.log"; }
       echo "== the co-tenant: pid $co"
-      capture cotenant "$LEVELS"
+      # --gpu-free-mib: the runbook waits before a server's start until the
+      # GPU's memory is free (1024 MiB by default), and the co-tenant holds
+      # about 1.2 GiB: without it the capture waits 2 minutes and fails
+      # (seen on an H100, 2026-12-05).
+      capture cotenant "$LEVELS" --gpu-free-mib 16384
       kill -TERM "$co" 2>/dev/null; wait "$co" 2>/dev/null || true
       echo "== cotenant: validity"; "$ASRPROF" analyze "$OUTROOT/cotenant/run-1" validity 2>&1 | tee "$OUTROOT/cotenant.validity.txt" || true
       cat "$OUTROOT/corunner.json" 2>/dev/null; echo ;;
