@@ -136,33 +136,12 @@ func parseRunWait(b []byte) (run, wait uint64, ok bool) {
 // statStartTicks returns field 22 of the text of a stat file: when the
 // thread started, in clock ticks (USER_HZ) since boot.
 func statStartTicks(s string) (uint64, bool) {
-	i := -1
-	for j := len(s) - 1; j >= 0; j-- {
-		if s[j] == ')' {
-			i = j
-			break
-		}
-	}
-	if i < 0 {
+	f, ok := statField(s, 22)
+	if !ok {
 		return 0, false
 	}
-	// Fields after the name are separated by single spaces; field 22 is
-	// the 20th of them.
-	field := 2
-	for j := i + 1; j < len(s); j++ {
-		if s[j] != ' ' {
-			continue
-		}
-		if field++; field == 22 {
-			end := j + 1
-			for end < len(s) && s[end] != ' ' {
-				end++
-			}
-			n, err := strconv.ParseUint(s[j+1:end], 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
+	n, err := strconv.ParseUint(f, 10, 64)
+	return n, err == nil
 }
 
 // threadKey names a thread in a pass (a tid may be reused by another
