@@ -54,6 +54,9 @@ func probeKinds() []probeKind {
 			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
 		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",
 			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }},
+		{"cores", false, "per-core time from /proc/stat and the busiest other processes, for the co-tenant check;\n" +
+			"          in auto, started beside sched (proc writes the same where it runs)",
+			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz, CoresOnly: true}) }},
 		{"metrics", true, "the server's Prometheus /metrics (--server-metrics), scraped every --server-metrics-interval:\n" +
 			"          running and waiting requests, token counters, latency histograms, per pass",
 			func(cfg *Config) probe.Probe {
@@ -99,6 +102,9 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(ProbeNames(), ", "))
 		}
 		want[n] = true
+	}
+	if want["proc"] && want["cores"] {
+		return nil, fmt.Errorf("%w: --probes: proc writes the per-core record too: name proc or cores, not both", ErrInvalidConfig)
 	}
 	var ps []probe.Probe
 	for _, k := range kinds {
@@ -240,7 +246,9 @@ func localAddr(ip net.IP) bool {
 // startProbes finds the target's process and starts each probe on it;
 // their states go into the manifest. One that cannot run says why in one
 // line and the capture goes on; when sched is not supported and proc was
-// not asked for explicitly (auto), proc starts in its place. Each probe
+// not asked for explicitly (auto), proc starts in its place, and when sched
+// runs, cores starts beside it (the per-core record, which proc would
+// write). Each probe
 // writes through a sink of its own that counts what it records and shows
 // it to the observer.
 func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet {
@@ -265,6 +273,9 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 		cancel()
 		switch {
 		case err == nil:
+			if p.Name() == "sched" && auto && pid > 0 && !slices.Contains(cfg.Probes, "proc") && !slices.Contains(cfg.Probes, "cores") {
+				ps = append(ps, proc.New(proc.Config{Hz: cfg.ProcHz, CoresOnly: true}))
+			}
 			set.running = append(set.running, p)
 			set.sinks[p.Name()] = cs
 			set.status[p.Name()] = "on"

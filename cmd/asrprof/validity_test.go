@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -35,6 +36,8 @@ type validityCase struct {
 	// alone: run after the others, by itself (a co-tenant of the host is
 	// every capture's co-tenant)
 	alone bool
+	// probes is --probes ("proc" when empty: the checks need no eBPF)
+	probes string
 }
 
 // Servers sleep through their work (--work sleep): the captures run side
@@ -69,9 +72,11 @@ func TestValidityTraps(t *testing.T) {
 		// about 2.5 requests/s served, 6/s offered
 		{name: "overload", server: "--mode serial --work sleep --service-ms 300 --per-audio-ms 15", load: []string{"--rate", "1,6"},
 			want: engine.CheckOverload, severity: engine.SeverityWarn, text: "overloaded at rate=6/s"},
-		// the server on CPU 0 and a spinner there outside its tree
+		// the server on CPU 0 and a spinner there outside its tree, with
+		// the default probes: as root the eBPF sched probe and the cores
+		// probe beside it, else proc (which writes the cores' record too)
 		{name: "cpu_cotenant", server: vService + " --cpu 0 --cotenant 1", load: c14, want: engine.CheckCoTenants, severity: engine.SeverityWarn,
-			text: "of the time of core 0, where the server ran", alone: true},
+			text: "of the time of core 0, where the server ran", alone: true, probes: "auto"},
 	}
 	t.Run("side_by_side", func(t *testing.T) {
 		for _, tc := range cases {
@@ -168,6 +173,16 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 			t.Errorf("proc_cpus.jsonl lacks the cotenant spinner on core 0 at c1 and c4: %v", seen)
 		}
 		t.Logf("the spinner's CPU time: %v", seen)
+		// who wrote it: cores beside sched where eBPF runs, else proc
+		b, err := bundle.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := b.Manifest.Extra["probes"].(map[string]any)
+		if st["sched"] == "on" && (st["cores"] != "on" || st["proc"] != nil) || st["sched"] != "on" && st["proc"] != "on" {
+			t.Errorf("probes %v: want sched and cores on, or proc on where sched is off", st)
+		}
+		t.Logf("probes: %v", st)
 	}
 	// the verdict's lead against the tie (the diagnosis's part of the
 	// sample-size check): c=2 of the noisy serial server splits its
@@ -231,7 +246,7 @@ func validityCapture(t *testing.T, tc validityCase, ds string) (int, string, str
 	}
 	dir := filepath.Join(t.TempDir(), "b")
 	cli := append([]string{"capture", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--dataset", ds,
-		"--max-samples", "6", "--repeats", "2", "--out", dir, "--probes", "proc",
+		"--max-samples", "6", "--repeats", "2", "--out", dir, "--probes", cmp.Or(tc.probes, "proc"),
 		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s", "--verbose"}, tc.load...)
 	code, stdout, stderr := runCLI(cli...)
 	return code, stdout, stderr, dir

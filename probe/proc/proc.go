@@ -44,6 +44,11 @@ type Config struct {
 	// milliseconds (DefaultBinMs when zero): every thread's schedstat is
 	// read once a bin.
 	BinMs int
+	// CoresOnly makes the probe the "cores" probe: it writes the per-core
+	// record (CPUsFile) alone, with no per-thread records and no time
+	// bins. capture starts it beside the eBPF sched probe, which writes
+	// those, so that the co-tenant check has its cores there too.
+	CoresOnly bool
 }
 
 // Switches are the context-switch counters of /proc/PID/task/TID/status.
@@ -178,8 +183,13 @@ func New(cfg Config) *Probe {
 	return p
 }
 
-// Name returns "proc".
-func (p *Probe) Name() string { return "proc" }
+// Name returns "proc", or "cores" with Config.CoresOnly.
+func (p *Probe) Name() string {
+	if p.cfg.CoresOnly {
+		return "cores"
+	}
+	return "proc"
+}
 
 // Start takes a first sample of t's threads and starts sampling: the
 // totals at Config.Hz and, where the kernel fills schedstat, the time bins
@@ -208,7 +218,9 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		}
 	}
 	p.bins, p.binsOff = nil, ""
-	if p.useSchedstat {
+	if p.cfg.CoresOnly {
+		p.binsOff = "per-core time and the busiest other processes (" + CPUsFile + ") for the co-tenant check"
+	} else if p.useSchedstat {
 		p.bins = newBinner(p.cfg.BinMs)
 	} else {
 		p.binsOff = "no time bins (" + BinsFile + "): schedstat reads zeros on this kernel (sched_info off)"
@@ -250,7 +262,11 @@ func (p *Probe) sampleLocked(tree bool) map[int]sample {
 	now := make(map[int]sample)
 	for _, pid := range slices.Compact(slices.Sorted(slices.Values(p.pids))) {
 		for _, tid := range proctree.Threads(pid) {
-			s, err := readThread(pid, tid, p.useSchedstat, p.buf)
+			read := readThread
+			if p.cfg.CoresOnly {
+				read = readThreadCPU // the cores need no switches
+			}
+			s, err := read(pid, tid, p.useSchedstat, p.buf)
 			if err != nil {
 				continue // exited meanwhile
 			}
@@ -296,7 +312,10 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	alive := p.sampleLocked(true)
 	at := time.Now()
 	wall := at.Sub(p.baseAt).Seconds()
-	tids := watch.ThreadOrder(p.last, func(s sample) int { return s.pid })
+	var tids []int
+	if !p.cfg.CoresOnly {
+		tids = watch.ThreadOrder(p.last, func(s sample) int { return s.pid })
+	}
 	for _, tid := range tids {
 		if err := ctx.Err(); err != nil {
 			return err
