@@ -49,6 +49,16 @@ func TestBundleModuleNames(t *testing.T) {
 			t.Errorf("gpu.%s.%s = %v (%v), want %q", c.kind, c.field, v, err, c.want)
 		}
 	}
+	// sched's and cuda's records, with sched's embedded run-queue part
+	for _, c := range []struct{ rec, field string }{{"sched", "utilization"}, {"sched", "runq_p99_us"}, {"sched", "source"}, {"cuda", "per_s"}, {"cuda", "symbol"}} {
+		m := bundleModule().Members[c.rec].(starlark.HasAttrs)
+		if v, err := m.Attr(c.field); err != nil || v != starlark.String(c.field) {
+			t.Errorf("%s.%s = %v (%v), want %q", c.rec, c.field, v, err, c.field)
+		}
+	}
+	if v, _ := bundleModule().Members["sched"].(starlark.HasAttrs).Attr("per_s"); v != nil {
+		t.Errorf("sched.per_s = %v: a sched record has no per_s", v)
+	}
 	kinds, _ := gpu.Attr("kind")
 	want := []string{bundle.GPUKindDevice, bundle.GPUKindUtil, bundle.GPUKindPower, bundle.GPUKindMem, bundle.GPUKindClock, bundle.GPUKindTemp,
 		bundle.GPUKindThrottle, bundle.GPUKindProc, bundle.GPUKindGPM, bundle.GPUKindPCIe, bundle.GPUKindPeriod}

@@ -65,7 +65,7 @@ func TestModuleNames(t *testing.T) {
 		"table":       "cell level_label message new parse_level sprintf",
 		"attribution": "STATES levels requests",
 		"lengths":     "passes split stage_summary",
-		"bundle":      "gpu",
+		"bundle":      "cuda gpu sched",
 	}
 	mods := builtinModules()
 	for name, members := range want {
