@@ -121,7 +121,7 @@ func (c *Capture) Requests() ([]model.Request, error) {
 }
 
 // Passes returns the metrics of every pass the requests record, warmup
-// passes included, in run order: bench/summary.PassesUnder over the
+// passes included, in run order: model/summary.Passes over the
 // requests, the manifest's runs and its SLO (goodput), computed once. They are the numbers of
 // results.json (which holds the scored passes of a capture that finished).
 // They are kept with the tables (tables/passes.json) while requests.jsonl
@@ -145,7 +145,7 @@ func (c *Capture) Passes() ([]model.PassMetrics, error) {
 			c.passesErr = err
 			return
 		}
-		c.passes = summary.PassesUnder(reqs, c.Bundle.Manifest.Levels, slo)
+		c.passes = summary.Passes(reqs, c.Bundle.Manifest.Levels, slo)
 		c.Tables.SaveDerived("passes", string(key), c.passes)
 	})
 	return c.passes, c.passesErr
