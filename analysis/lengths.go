@@ -205,22 +205,14 @@ func bucketName(lo, hi float64) string {
 
 // LengthSplit returns the capture's requests split by b, once per b.
 func (c *Capture) LengthSplit(b LengthBuckets) (*LengthSplit, error) {
-	key := b.String()
-	c.lengthsMu.Lock()
-	defer c.lengthsMu.Unlock()
-	if sp, ok := c.lengths[key]; ok {
-		return sp, nil
-	}
-	rc, err := c.Tables.RequestCols()
-	if err != nil {
-		return nil, fmt.Errorf("reading requests: %w", err)
-	}
-	sp := b.Split(rc.AudioDurationS, rc.Warmup)
-	if c.lengths == nil {
-		c.lengths = map[string]*LengthSplit{}
-	}
-	c.lengths[key] = &sp
-	return &sp, nil
+	return c.lengths.get(b.String(), func() (*LengthSplit, error) {
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			return nil, fmt.Errorf("reading requests: %w", err)
+		}
+		sp := b.Split(rc.AudioDurationS, rc.Warmup)
+		return &sp, nil
+	})
 }
 
 // BucketPasses returns the metrics of every pass over only the requests
