@@ -1180,24 +1180,6 @@ func (c *checker) cpuCoTenants() {
 // CPUListHas reports whether the kernel's CPU list (Cpus_allowed_list:
 // "0-3,8") holds core n; an empty list holds every core.
 func CPUListHas(list string, n int) bool {
-	if strings.TrimSpace(list) == "" {
-		return true
-	}
-	for _, part := range strings.Split(list, ",") {
-		a, b, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		lo, err := strconv.Atoi(a)
-		if err != nil {
-			continue
-		}
-		hi := lo
-		if isRange {
-			if hi, err = strconv.Atoi(b); err != nil {
-				continue
-			}
-		}
-		if lo <= n && n <= hi {
-			return true
-		}
-	}
-	return false
+	cpus, err := bundle.ParseCPUList(list)
+	return strings.TrimSpace(list) == "" || err == nil && slices.Contains(cpus, n)
 }
