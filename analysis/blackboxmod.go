@@ -47,10 +47,7 @@ func soloLevel(c *Capture) string {
 
 // blackbox computes the capture's black-box attribution once.
 func (c *Capture) blackbox() (*blackBox, error) {
-	c.bbOnce.Do(func() {
-		c.bb, c.bbErr = c.computeBlackBox()
-	})
-	return c.bb, c.bbErr
+	return c.bb.get(c.computeBlackBox)
 }
 
 func (c *Capture) computeBlackBox() (*blackBox, error) {

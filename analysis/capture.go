@@ -29,25 +29,15 @@ import (
 type Capture struct {
 	Dir    string
 	Bundle *bundle.Bundle
-	reqs   []model.Request // Requests(), once loaded
+	reqs   once[[]model.Request] // Requests()
 	// Results is results.json as generic JSON (numbers as json.Number);
 	// nil when the file is absent (a killed capture).
 	Results any
 
-	joinOnce sync.Once
-	ix       *join.Index
-	joinErr  error
-
-	rowsMu sync.Mutex
-	rows   map[string]*rowSet
-	profs  []profileSummary
-
-	passesOnce sync.Once
-	passes     []model.PassMetrics
-	passesErr  error
-
-	reqsOnce sync.Once
-	reqsErr  error
+	ix     once[*join.Index]              // join()
+	rows   memo[string, []map[string]any] // Rows, by file
+	profs  once[[]profileSummary]         // profiles()
+	passes once[[]model.PassMetrics]      // Passes()
 
 	// Tables are the bundle's Parquet tables (trace/tables), built by Load
 	// where they were missing or stale; the stage engine reads them.
@@ -60,25 +50,48 @@ type Capture struct {
 	lastAttr atomic.Pointer[engine.Attribution] // what the attribution module computed last
 	segments atomic.Bool                        // the attribution module places the states in time
 
-	bbOnce sync.Once // the black-box attribution (blackboxmod.go)
-	bb     *blackBox
-	bbErr  error
+	bb      once[*blackBox]       // the black-box attribution (blackboxmod.go)
+	workers once[*engine.Workers] // Workers()
 
-	workersOnce sync.Once
-	workers     *engine.Workers
-	workersErr  error
+	lengthsMu sync.Mutex                 // guards each LengthSplit's passes
+	lengths   memo[string, *LengthSplit] // LengthSplit, by LengthBuckets.String
 
-	lengthsMu sync.Mutex
-	lengths   map[string]*LengthSplit // LengthSplit, by LengthBuckets.String
-
-	metrics metricsCache // ServerMetrics, by metrics map (servermetricsmod.go)
-
-	validity validityCache // the validity checks, by knee threshold (validitymod.go)
+	metrics  memo[string, *engine.ServerMetrics]   // ServerMetrics, by metrics map (servermetricsmod.go)
+	validity memo[float64, *engine.ValidityResult] // the validity checks, by knee threshold (validitymod.go)
 }
 
-type rowSet struct {
-	rows []map[string]any
-	err  error
+// once is a value computed the first time it is asked for, with its error.
+type once[T any] struct {
+	do  sync.Once
+	v   T
+	err error
+}
+
+// get is f's answer, from its first call.
+func (o *once[T]) get(f func() (T, error)) (T, error) {
+	o.do.Do(func() { o.v, o.err = f() })
+	return o.v, o.err
+}
+
+// memo is a once per key.
+type memo[K comparable, T any] struct {
+	mu sync.Mutex
+	m  map[K]*once[T]
+}
+
+// get is f's answer for k, from its first call for k.
+func (m *memo[K, T]) get(k K, f func() (T, error)) (T, error) {
+	m.mu.Lock()
+	if m.m == nil {
+		m.m = map[K]*once[T]{}
+	}
+	o := m.m[k]
+	if o == nil {
+		o = &once[T]{}
+		m.m[k] = o
+	}
+	m.mu.Unlock()
+	return o.get(f)
 }
 
 // Load opens the bundle in dir and reads its requests and results. It
@@ -91,7 +104,7 @@ func Load(dir string) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Capture{Dir: dir, Bundle: b, rows: map[string]*rowSet{}, stages: map[string]*columns.StageRows{}}
+	c := &Capture{Dir: dir, Bundle: b, stages: map[string]*columns.StageRows{}}
 	c.Tables, err = columns.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
@@ -111,44 +124,43 @@ func Load(dir string) (*Capture, error) {
 // Requests returns the bundle's requests, every field of requests.jsonl,
 // in order (read from requests.parquet the first time).
 func (c *Capture) Requests() ([]model.Request, error) {
-	c.reqsOnce.Do(func() {
-		c.reqs, c.reqsErr = c.Tables.Requests()
-		if c.reqsErr != nil {
-			c.reqsErr = fmt.Errorf("reading requests: %w", c.reqsErr)
+	return c.reqs.get(func() ([]model.Request, error) {
+		reqs, err := c.Tables.Requests()
+		if err != nil {
+			return nil, fmt.Errorf("reading requests: %w", err)
 		}
+		return reqs, nil
 	})
-	return c.reqs, c.reqsErr
 }
 
 // Passes returns the metrics of every pass the requests record, warmup
-// passes included, in run order: bench/summary.PassesUnder over the
+// passes included, in run order: model/summary.Passes over the
 // requests, the manifest's runs and its SLO (goodput), computed once. They are the numbers of
 // results.json (which holds the scored passes of a capture that finished).
 // They are kept with the tables (tables/passes.json) while requests.jsonl
 // and the manifest's passes are as they were.
 func (c *Capture) Passes() ([]model.PassMetrics, error) {
-	c.passesOnce.Do(func() {
+	return c.passes.get(func() ([]model.PassMetrics, error) {
 		slo, err := summary.SLOOf(c.Bundle.Manifest)
 		if err != nil {
-			c.passesErr = fmt.Errorf("%s: %w", c.Bundle.Dir, err)
-			return
+			return nil, fmt.Errorf("%s: %w", c.Bundle.Dir, err)
 		}
 		key, _ := json.Marshal(struct {
 			Levels []model.LevelRun `json:"levels"`
 			SLO    string           `json:"slo,omitempty"`
 		}{c.Bundle.Manifest.Levels, slo.String()})
-		if c.Tables.Derived("passes", string(key), &c.passes) {
-			return
+		var passes []model.PassMetrics
+		if c.Tables.Derived("passes", string(key), &passes) {
+			return passes, nil
 		}
 		reqs, err := c.Requests()
 		if err != nil {
-			c.passesErr = err
-			return
+			return nil, err
 		}
-		c.passes = summary.PassesUnder(reqs, c.Bundle.Manifest.Levels, slo)
-		c.Tables.SaveDerived("passes", string(key), c.passes)
+		passes = summary.Passes(reqs, c.Bundle.Manifest.Levels, slo)
+		c.Tables.SaveDerived("passes", string(key), passes)
+		return passes, nil
 	})
-	return c.passes, c.passesErr
 }
 
 // StageRows returns the stage boundaries that p derives for every request:
@@ -205,22 +217,19 @@ func (c *Capture) stageCols(p *engine.Preset) (*columns.StageRows, *columns.Requ
 // Workers returns which worker served each request, from the spans a
 // router and its workers wrote (engine.FindWorkers); none without spans.
 func (c *Capture) Workers() (*engine.Workers, error) {
-	c.workersOnce.Do(func() {
+	return c.workers.get(func() (*engine.Workers, error) {
 		rc, err := c.Tables.RequestCols()
 		if err != nil {
-			c.workersErr = fmt.Errorf("reading requests: %w", err)
-			return
+			return nil, fmt.Errorf("reading requests: %w", err)
 		}
 		var s *columns.Spans
 		if c.HasSpans() {
 			if s, err = c.Tables.Spans(); err != nil {
-				c.workersErr = fmt.Errorf("reading %s: %w", c.Tables.Path(columns.SpansTable), err)
-				return
+				return nil, fmt.Errorf("reading %s: %w", c.Tables.Path(columns.SpansTable), err)
 			}
 		}
-		c.workers = engine.FindWorkers(rc.N, s)
+		return engine.FindWorkers(rc.N, s), nil
 	})
-	return c.workers, c.workersErr
 }
 
 // DerivedStages returns the stage rows a script of this capture derived
@@ -271,24 +280,17 @@ func (c *Capture) HasEvents() bool { return c.Bundle.Has(bundle.EventsFile) }
 // Rows returns the JSON objects of a probe file (gpu.jsonl, sched.jsonl,
 // cuda.jsonl); none when the file is absent. Numbers are json.Number.
 func (c *Capture) Rows(name string) ([]map[string]any, error) {
-	c.rowsMu.Lock()
-	defer c.rowsMu.Unlock()
-	if rs, ok := c.rows[name]; ok {
-		return rs.rows, rs.err
-	}
-	rs := &rowSet{}
-	c.rows[name] = rs
-	f, err := os.Open(c.Bundle.Path(name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		rs.err = err
-		return nil, err
-	}
-	defer f.Close()
-	rs.rows, rs.err = readObjects(f, c.Bundle.Path(name))
-	return rs.rows, rs.err
+	return c.rows.get(name, func() ([]map[string]any, error) {
+		f, err := os.Open(c.Bundle.Path(name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return readObjects(f, c.Bundle.Path(name))
+	})
 }
 
 // readObjects reads a JSONL file of objects, tolerating a truncated last line.
@@ -332,30 +334,24 @@ func decodeJSON(b []byte) (any, error) {
 // join reads the span store and the events and joins them to the requests,
 // once.
 func (c *Capture) join() (*join.Index, error) {
-	c.joinOnce.Do(func() {
+	return c.ix.get(func() (*join.Index, error) {
 		var chunks [][]spans.Span
 		var evs []bundle.Event
 		var err error
 		if c.HasSpans() {
-			chunks, err = spans.ReadChunks(c.Bundle.Path(bundle.SpansFile))
-			if err != nil {
-				c.joinErr = fmt.Errorf("reading spans: %w", err)
-				return
+			if chunks, err = spans.ReadChunks(c.Bundle.Path(bundle.SpansFile)); err != nil {
+				return nil, fmt.Errorf("reading spans: %w", err)
 			}
 		}
 		if c.HasEvents() {
-			evs, err = events.ReadBundle(c.Bundle.Path(bundle.EventsFile))
-			if err != nil {
-				c.joinErr = fmt.Errorf("reading events: %w", err)
-				return
+			if evs, err = events.ReadBundle(c.Bundle.Path(bundle.EventsFile)); err != nil {
+				return nil, fmt.Errorf("reading events: %w", err)
 			}
 		}
 		reqs, err := c.Requests()
 		if err != nil {
-			c.joinErr = err
-			return
+			return nil, err
 		}
-		c.ix = join.BuildChunks(reqs, chunks, evs)
+		return join.BuildChunks(reqs, chunks, evs), nil
 	})
-	return c.ix, c.joinErr
 }

@@ -205,26 +205,18 @@ func bucketName(lo, hi float64) string {
 
 // LengthSplit returns the capture's requests split by b, once per b.
 func (c *Capture) LengthSplit(b LengthBuckets) (*LengthSplit, error) {
-	key := b.String()
-	c.lengthsMu.Lock()
-	defer c.lengthsMu.Unlock()
-	if sp, ok := c.lengths[key]; ok {
-		return sp, nil
-	}
-	rc, err := c.Tables.RequestCols()
-	if err != nil {
-		return nil, fmt.Errorf("reading requests: %w", err)
-	}
-	sp := b.Split(rc.AudioDurationS, rc.Warmup)
-	if c.lengths == nil {
-		c.lengths = map[string]*LengthSplit{}
-	}
-	c.lengths[key] = &sp
-	return &sp, nil
+	return c.lengths.get(b.String(), func() (*LengthSplit, error) {
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			return nil, fmt.Errorf("reading requests: %w", err)
+		}
+		sp := b.Split(rc.AudioDurationS, rc.Warmup)
+		return &sp, nil
+	})
 }
 
 // BucketPasses returns the metrics of every pass over only the requests
-// of bucket k of sp (model/summary.PassesUnder under the capture's SLO,
+// of bucket k of sp (model/summary.Passes under the capture's SLO,
 // each pass timed by its whole run: a bucket's req/s is its requests over
 // the pass's wall time). Every bucket's are computed at the first call and
 // kept with the tables (tables/length_passes.json), as Passes keeps the
@@ -272,7 +264,7 @@ func (c *Capture) bucketPasses(sp *LengthSplit) ([][]model.PassMetrics, error) {
 	}
 	all = make([][]model.PassMetrics, len(groups))
 	for k, g := range groups {
-		all[k] = summary.PassesUnder(g, c.Bundle.Manifest.Levels, slo)
+		all[k] = summary.Passes(g, c.Bundle.Manifest.Levels, slo)
 	}
 	c.Tables.SaveDerived("length_passes", string(key), all)
 	return all, nil

@@ -80,23 +80,19 @@ type functionCPU struct {
 
 // profiles reads the capture's CPU profiles (cached).
 func (c *Capture) profiles() ([]profileSummary, error) {
-	c.rowsMu.Lock()
-	defer c.rowsMu.Unlock()
-	if c.profs != nil {
-		return c.profs, nil
-	}
-	files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
-	sort.Strings(files)
-	out := []profileSummary{}
-	for _, f := range files {
-		s, err := summarizeProfile(f)
-		if err != nil {
-			return nil, err
+	return c.profs.get(func() ([]profileSummary, error) {
+		files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
+		sort.Strings(files)
+		out := []profileSummary{}
+		for _, f := range files {
+			s, err := summarizeProfile(f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
 		}
-		out = append(out, s)
-	}
-	c.profs = out
-	return out, nil
+		return out, nil
+	})
 }
 
 func summarizeProfile(path string) (profileSummary, error) {

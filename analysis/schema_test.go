@@ -130,7 +130,7 @@ func TestRequestSchema(t *testing.T) {
 	}
 
 	// Starlark: r.<json name> is the field's value as JSON has it.
-	c := &Capture{reqs: want}
+	c := &Capture{reqs: once[[]model.Request]{v: want}}
 	j, _ := json.Marshal(full)
 	v, err := decodeJSON(j)
 	if err != nil {

@@ -3,7 +3,6 @@ package analysis
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -42,42 +41,17 @@ func serverMetricsModule() *starlarkstruct.Module {
 	return m
 }
 
-// metricsCache holds each Capture's reads of server_metrics.jsonl, by
-// metrics map.
-type metricsCache struct {
-	mu   sync.Mutex
-	byMM map[string]*metricsRead
-}
-
-type metricsRead struct {
-	once sync.Once
-	sm   *engine.ServerMetrics
-	err  error
-}
-
 // ServerMetrics returns what the bundle's server_metrics.jsonl says under
 // the metrics map at path ("" for the built-in one; engine.LoadMetricsMap),
 // read once per map.
 func (c *Capture) ServerMetrics(path string) (*engine.ServerMetrics, error) {
-	c.metrics.mu.Lock()
-	if c.metrics.byMM == nil {
-		c.metrics.byMM = map[string]*metricsRead{}
-	}
-	r := c.metrics.byMM[path]
-	if r == nil {
-		r = &metricsRead{}
-		c.metrics.byMM[path] = r
-	}
-	c.metrics.mu.Unlock()
-	r.once.Do(func() {
+	return c.metrics.get(path, func() (*engine.ServerMetrics, error) {
 		m, err := engine.LoadMetricsMap(path)
 		if err != nil {
-			r.err = err
-			return
+			return nil, err
 		}
-		r.sm, r.err = engine.ReadServerMetrics(c.Bundle.Path(bundle.ServerMetricsFile), m)
+		return engine.ReadServerMetrics(c.Bundle.Path(bundle.ServerMetricsFile), m)
 	})
-	return r.sm, r.err
 }
 
 // hasServerMetrics reports whether server_metrics.jsonl holds a metric of

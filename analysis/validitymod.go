@@ -1,8 +1,6 @@
 package analysis
 
 import (
-	"sync"
-
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
@@ -26,42 +24,28 @@ func validityModule() *starlarkstruct.Module {
 	return m
 }
 
-// validityCache holds a capture's validity per knee threshold.
-type validityCache struct {
-	mu  sync.Mutex
-	res map[float64]*engine.ValidityResult
-}
-
 // Validity is the capture's validity checks with the knee threshold th
 // (engine.KneeThreshold, unless the analysis's options say another).
 func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
-	c.validity.mu.Lock()
-	defer c.validity.mu.Unlock()
-	if v, ok := c.validity.res[th]; ok {
-		return v, nil
-	}
-	reqs, err := c.Requests()
-	if err != nil {
-		return nil, err
-	}
-	gpu, err := engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile))
-	if err != nil {
-		return nil, err
-	}
-	procs, err := engine.ReadGPUProcs(c.Bundle.Path(bundle.GPUFile))
-	if err != nil {
-		return nil, err
-	}
-	cores, err := bundle.ReadAll[bundle.CPURecord](c.Bundle.Path(bundle.CPUsFile))
-	if err != nil {
-		return nil, err
-	}
-	v := engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores})
-	if c.validity.res == nil {
-		c.validity.res = map[float64]*engine.ValidityResult{}
-	}
-	c.validity.res[th] = v
-	return v, nil
+	return c.validity.get(th, func() (*engine.ValidityResult, error) {
+		reqs, err := c.Requests()
+		if err != nil {
+			return nil, err
+		}
+		gpu, err := engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile))
+		if err != nil {
+			return nil, err
+		}
+		procs, err := engine.ReadGPUProcs(c.Bundle.Path(bundle.GPUFile))
+		if err != nil {
+			return nil, err
+		}
+		cores, err := bundle.ReadAll[bundle.CPURecord](c.Bundle.Path(bundle.CPUsFile))
+		if err != nil {
+			return nil, err
+		}
+		return engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores}), nil
+	})
 }
 
 // Validity loads the bundle in dir and runs its validity checks with the

@@ -448,7 +448,7 @@ var (
 )
 
 func (v *requestValue) String() string {
-	return fmt.Sprintf("<request %s %s>", v.c.reqs[v.i].ID, v.c.reqs[v.i].Level)
+	return fmt.Sprintf("<request %s %s>", v.c.reqs.v[v.i].ID, v.c.reqs.v[v.i].Level)
 }
 func (v *requestValue) Type() string          { return "request" }
 func (v *requestValue) Freeze()               {}
@@ -473,7 +473,7 @@ var requestAttrs = func() attrTable[*requestValue] {
 	t := attrTable[*requestValue]{}
 	for _, f := range model.RequestFields {
 		t[f.Name] = func(v *requestValue) (starlark.Value, error) {
-			return fieldValue(reflect.ValueOf(&v.c.reqs[v.i]).Elem().Field(f.Index), &f), nil
+			return fieldValue(reflect.ValueOf(&v.c.reqs.v[v.i]).Elem().Field(f.Index), &f), nil
 		}
 	}
 	maps.Copy(t, requestExtraAttrs)
@@ -513,7 +513,7 @@ func fieldValue(x reflect.Value, f *model.Field) starlark.Value {
 var requestExtraAttrs = attrTable[*requestValue]{
 	"index": func(v *requestValue) (starlark.Value, error) { return starlark.MakeInt(v.i), nil },
 	"ok": func(v *requestValue) (starlark.Value, error) {
-		return starlark.Bool(v.c.reqs[v.i].Status == model.StatusOK), nil
+		return starlark.Bool(v.c.reqs.v[v.i].Status == model.StatusOK), nil
 	},
 	// The join.
 	"spans": joinedRequest(func(ss []spans.Span, _ []bundle.Event) starlark.Value {

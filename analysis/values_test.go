@@ -21,7 +21,7 @@ func TestAttrTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range c.reqs {
+		for i := range c.reqs.v {
 			if len(ix.Spans(i)) > 0 || len(ix.Events(i)) > 0 {
 				return c, i
 			}
@@ -37,8 +37,8 @@ func TestAttrTables(t *testing.T) {
 	}{
 		{&captureValue{c: c}, 21}, // realtime_lags
 		{&requestValue{c: c, i: i}, 44},
-		{&spanValue{s: &c.ix.Spans(i)[0]}, 13},
-		{&eventValue{e: &ec.ix.Events(ei)[0]}, 7},
+		{&spanValue{s: &c.ix.v.Spans(i)[0]}, 13},
+		{&eventValue{e: &ec.ix.v.Events(ei)[0]}, 7},
 	} {
 		names := tc.v.AttrNames()
 		if !slices.IsSorted(names) || len(names) != tc.names {

@@ -132,14 +132,18 @@ func (w *Writer) writeLocked(name string, b []byte) error {
 	return nil
 }
 
-// WriteJSON replaces the named file with v, atomically (temp file + rename).
-func (w *Writer) WriteJSON(name string, v any) error {
+// WriteJSON replaces the named file with v, atomically (WriteJSON).
+func (w *Writer) WriteJSON(name string, v any) error { return WriteJSON(w.Path(name), v) }
+
+// WriteJSON replaces the file at path with v as indented JSON, atomically
+// (ReplaceFile).
+func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encoding %s: %w", name, err)
+		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
 	}
-	if err := ReplaceFile(w.Path(name), append(b, '\n')); err != nil {
-		return fmt.Errorf("writing %s: %w", name, err)
+	if err := ReplaceFile(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }

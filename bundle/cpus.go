@@ -1,5 +1,11 @@
 package bundle
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
 // CPUsFile holds the proc probe's per-core accounting of each period: for
 // every core of the host, its time from /proc/stat and the part of it the
 // target's process tree and asrprof's own process ran there; and the
@@ -55,4 +61,36 @@ type CPUProcess struct {
 	CPUS float64 `json:"cpu_s"`
 	// Allowed is the cores it may run on (status's Cpus_allowed_list).
 	Allowed string `json:"cpus_allowed"`
+}
+
+// ParseCPUList parses a kernel CPU list such as "0-3,5,7-8" (the
+// online CPUs, a process's Cpus_allowed_list).
+func ParseCPUList(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+		}
+		if b < a {
+			return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cpu list %q: empty", s)
+	}
+	return out, nil
 }

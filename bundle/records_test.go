@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -53,5 +54,26 @@ func TestGPURecordKinds(t *testing.T) {
 	var s SchedRecord
 	if err := json.Unmarshal([]byte(`{"pid":1,"tid":1,"cpu_s":1,"source":"proc"}`), &s); err != nil || s.SchedRunq != nil || s.CPUSec != 1 {
 		t.Errorf("proc line read as %+v (%v): want no eBPF part", s, err)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []int
+		err  bool
+	}{
+		{"0", []int{0}, false},
+		{"0-3", []int{0, 1, 2, 3}, false},
+		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}, false},
+		{"", nil, true},
+		{"3-1", nil, true},
+		{"x", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCPUList(tt.in)
+		if (err != nil) != tt.err || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package runbook
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -272,14 +271,14 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		}
 		rec, err := runOne(ctx, &cfg, capCfg, spec, env, envNames, gpus, stdout, stderr)
 		rep.Runs = append(rep.Runs, rec)
-		if werr := writeJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
+		if werr := bundle.WriteJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
 			err = werr
 		}
 		if err != nil {
 			runErr = fmt.Errorf("run %s: %w", spec.Dir, err)
 			break
 		}
-		if werr := writeJSON(filepath.Join(out, File), rep); werr != nil {
+		if werr := bundle.WriteJSON(filepath.Join(out, File), rep); werr != nil {
 			runErr = werr
 			break
 		}
@@ -561,7 +560,7 @@ func createLog(out, name string) (*os.File, error) {
 // rendered to stdout in format, and stderr told where the record is
 // ("what: path"). It returns err, else the first error of these.
 func answer(err error, path string, rec any, stdout io.Writer, format string, tables []*table.Table, stderr io.Writer, what string) error {
-	if werr := writeJSON(path, rec); werr != nil && err == nil {
+	if werr := bundle.WriteJSON(path, rec); werr != nil && err == nil {
 		err = werr
 	}
 	if rerr := table.Render(stdout, format, tables...); rerr != nil && err == nil {
@@ -578,17 +577,6 @@ func quietly(stderr io.Writer, quiet bool) io.Writer {
 		return io.Discard
 	}
 	return stderr
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
-	}
-	if err := bundle.ReplaceFile(path, append(b, '\n')); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // lifecycleMap is runbook.json's "lifecycle": the Lifecycle as its json

@@ -272,7 +272,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	// every scored run together: 100 % and 50 % alike).
 	rb.Summary = summaryByAllotment(rb.Runs, runs, rc.Capture.Levels())
 	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
-	if err := writeJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
+	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr != nil {

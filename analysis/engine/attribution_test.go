@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	}
 	var levels []string
 	for _, l := range cfg.Levels {
-		levels = append(levels, "c"+itoa(l.Concurrency))
+		levels = append(levels, "c"+strconv.Itoa(l.Concurrency))
 	}
 	a := Attribute(AttributionInput{Reqs: rc, Rows: rows, Levels: levels, Sched: sched, CUDA: cuda, GPU: gpu, Segments: segs})
 	r := &attrRun{a: a, truth: truth, rc: rc}

@@ -222,7 +222,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			}
 			r.up, r.dl, r.server, r.answer = up-start, end-fb, fb-up, fb
 		}
-		r.sample = "#" + itoa(i)
+		r.sample = "#" + strconv.Itoa(i)
 		if i < len(in.SampleID) && in.SampleID[i] != "" {
 			r.sample = in.SampleID[i]
 		}
@@ -509,7 +509,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	sort.Slice(tids, func(a, b int) bool { return byThread[tids[a]] > byThread[tids[b]] })
 	for _, t := range tids {
-		l.Threads = append(l.Threads, names[t]+" ("+itoa64(t)+")")
+		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")
 	}
 	return l
 }
@@ -580,10 +580,6 @@ func gpuOver(samples []bundle.GPURecord, u []interval) (int, float64) {
 	}
 	return best, bv / 100
 }
-
-func itoa(i int) string { return itoa64(int64(i)) }
-
-func itoa64(i int64) string { return strconv.FormatInt(i, 10) }
 
 // bbSegments lays request q's states over its client window: upload,
 // wait, the service's parts in state order, delivery.

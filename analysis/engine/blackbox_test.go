@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/asrprof/asrprof/bundle"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/asrprof/asrprof/bundle/columns"
@@ -81,10 +82,10 @@ func TestBlackBoxSerial(t *testing.T) {
 		q := bb.Requests[i]
 		sum := 0.0
 		for s := range q.States {
-			bbNear(t, "request "+itoa(i)+" "+BlackBoxStates[s], q.States[s], want[i][s], 1e-6)
+			bbNear(t, "request "+strconv.Itoa(i)+" "+BlackBoxStates[s], q.States[s], want[i][s], 1e-6)
 			sum += q.States[s]
 		}
-		bbNear(t, "request "+itoa(i)+" states' sum", sum, q.LatencyS, 1e-9)
+		bbNear(t, "request "+strconv.Itoa(i)+" states' sum", sum, q.LatencyS, 1e-9)
 		if q.TID != 8 {
 			t.Errorf("request %d: service split by thread %d, want 8", i, q.TID)
 		}

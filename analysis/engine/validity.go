@@ -629,12 +629,18 @@ func (c *checker) warmup(skip map[int]bool) {
 	}
 }
 
+// passWall is the pass's wall time: the one measured, else its start to
+// its end.
+func passWall(l model.LevelRun) float64 {
+	if l.WallS > 0 {
+		return l.WallS
+	}
+	return float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+}
+
 // passReqS is the pass's successes over its wall time.
 func (c *checker) passReqS(l model.LevelRun) float64 {
-	wall := l.WallS
-	if wall <= 0 {
-		wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
-	}
+	wall := passWall(l)
 	if wall <= 0 {
 		return 0
 	}
@@ -677,10 +683,7 @@ func (c *checker) outliers() {
 			if med <= 0 || mx < OutlierRatio*med {
 				continue
 			}
-			wall := l.WallS
-			if wall <= 0 {
-				wall = float64(l.EndUnixNs-l.StartUnixNs) / 1e9
-			}
+			wall := passWall(l)
 			h := hit{ratio: mx / med, lat: mx, med: med, shareSum: mx / stats.Sum(lats)}
 			if wall > 0 {
 				h.shareWall = min(1, mx/wall)
@@ -921,41 +924,22 @@ func (c *checker) cotenants() {
 	}
 	c.otherProcesses()
 	// request intervals, merged
-	type span struct{ a, b int64 }
-	var sp []span
+	var merged []interval
 	for _, r := range c.in.Reqs {
-		if r.EndUnixNs > r.StartUnixNs {
-			sp = append(sp, span{r.StartUnixNs, r.EndUnixNs})
-		}
+		merged = append(merged, interval{r.StartUnixNs, r.EndUnixNs})
 	}
-	slices.SortFunc(sp, func(x, y span) int { return cmp.Compare(x.a, y.a) })
-	var merged []span
-	for _, s := range sp {
-		if n := len(merged); n > 0 && s.a <= merged[n-1].b {
-			merged[n-1].b = max(merged[n-1].b, s.b)
-		} else {
-			merged = append(merged, s)
-		}
-	}
+	merged = merge(merged)
 	inFlight := func(t int64) bool {
-		k, _ := slices.BinarySearchFunc(merged, t, func(s span, t int64) int { return cmp.Compare(s.a, t) })
+		k, _ := slices.BinarySearchFunc(merged, t, func(s interval, t int64) int { return cmp.Compare(s.a, t) })
 		// merged[k-1].a <= t
 		return k > 0 && t <= merged[k-1].b
-	}
-	inPass := func(t int64) (string, bool) {
-		for _, l := range c.order {
-			if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
-				return l.Level, true
-			}
-		}
-		return "", false
 	}
 	idle := map[string][]float64{}
 	for _, g := range c.in.GPU {
 		// NVML's utilization is over the sample period before TS: one
 		// sample is idle when its timestamp is outside every request
-		lv, ok := inPass(g.TS)
-		if ok && !inFlight(g.TS) {
+		lv := c.scoredAt(g.TS)
+		if lv != "" && !inFlight(g.TS) {
 			idle[lv] = append(idle[lv], g.UtilPct)
 		}
 	}
@@ -972,6 +956,16 @@ func (c *checker) cotenants() {
 	}
 }
 
+// scoredAt is the level of the scored pass that ran at t ("" for none).
+func (c *checker) scoredAt(t int64) string {
+	for _, l := range c.order {
+		if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
+			return l.Level
+		}
+	}
+	return ""
+}
+
 // otherProcesses: NVML's per-process samples of processes outside the
 // target's tree that ran kernels during a level's scored passes. NVML
 // names host pids: where none of its samples is the target's own, the
@@ -981,14 +975,6 @@ func (c *checker) otherProcesses() {
 	for _, p := range c.in.GPUProcs {
 		targetSeen = targetSeen || !p.Other
 	}
-	inPass := func(t int64) string {
-		for _, l := range c.order {
-			if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
-				return l.Level
-			}
-		}
-		return ""
-	}
 	type key struct {
 		level string
 		pid   int
@@ -996,7 +982,7 @@ func (c *checker) otherProcesses() {
 	busy := map[key][]float64{}
 	var pids []int
 	for _, p := range c.in.GPUProcs {
-		lv := inPass(p.TS)
+		lv := c.scoredAt(p.TS)
 		if !p.Other || lv == "" || float64(p.SMPct) < CoTenantSMPct {
 			continue
 		}
@@ -1180,24 +1166,6 @@ func (c *checker) cpuCoTenants() {
 // CPUListHas reports whether the kernel's CPU list (Cpus_allowed_list:
 // "0-3,8") holds core n; an empty list holds every core.
 func CPUListHas(list string, n int) bool {
-	if strings.TrimSpace(list) == "" {
-		return true
-	}
-	for _, part := range strings.Split(list, ",") {
-		a, b, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		lo, err := strconv.Atoi(a)
-		if err != nil {
-			continue
-		}
-		hi := lo
-		if isRange {
-			if hi, err = strconv.Atoi(b); err != nil {
-				continue
-			}
-		}
-		if lo <= n && n <= hi {
-			return true
-		}
-	}
-	return false
+	cpus, err := bundle.ParseCPUList(list)
+	return strings.TrimSpace(list) == "" || err == nil && slices.Contains(cpus, n)
 }

@@ -153,7 +153,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 	if _, err := b.Results(); err == nil {
 		t.Error("a killed capture has results.json")
 	}
-	res := summary.Summarize(reqs, b.Manifest.Levels)
+	res := summary.Summarize(reqs, b.Manifest.Levels, summary.SLO{})
 	if len(res.Results) != 1 || res.Results[0].Total != len(reqs) {
 		t.Fatalf("summarize: %+v", res)
 	}

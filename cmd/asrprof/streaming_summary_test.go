@@ -14,7 +14,7 @@ import (
 
 // The capture summarises each pass as its records come (summary.Acc; the
 // driver keeps no records): results.json's per-repeat metrics, goodput
-// under --slo included, are those summary.PassesUnder recomputes from
+// under --slo included, are those summary.Passes recomputes from
 // requests.jsonl, to the last digit, closed and open loop alike, with
 // failures among the requests.
 func TestStreamingSummaryMatchesRequests(t *testing.T) {
@@ -42,7 +42,7 @@ func TestStreamingSummaryMatchesRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := summary.SummarizeUnder(reqs, b.Manifest.Levels, slo)
+	again := summary.Summarize(reqs, b.Manifest.Levels, slo)
 	got, _ := json.Marshal(res.Results)
 	want, _ := json.Marshal(again.Results)
 	if len(res.Results) != 2 || string(got) != string(want) {

@@ -14,14 +14,9 @@ import (
 // the monotonic WallS the capture measured (so the metrics equal those the
 // capture computed), else its start and end; a pass without a run (one
 // that a kill cut short) by its first send and last completion.
-// Concurrency and Rate come from runs (0 when the pass has none).
-func Passes(recs []model.Request, runs []model.LevelRun) []model.PassMetrics {
-	return PassesUnder(recs, runs, SLO{})
-}
-
-// PassesUnder is Passes with each pass's goodput under slo (Goodput); an
-// empty slo gives Passes.
-func PassesUnder(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMetrics {
+// Concurrency and Rate come from runs (0 when the pass has none). Each
+// pass's goodput is under slo (Goodput; none for an empty slo).
+func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMetrics {
 	type key struct {
 		level  string
 		repeat int
@@ -97,14 +92,10 @@ func PassesUnder(recs []model.Request, runs []model.LevelRun, slo SLO) []model.P
 
 // Summarize is results.json's content recomputed from a bundle's records
 // and runs (for a capture killed before it wrote results.json): the scored
-// passes of Passes, summarised per level with Level, in run order.
-func Summarize(recs []model.Request, runs []model.LevelRun) model.Results {
-	return SummarizeUnder(recs, runs, SLO{})
-}
-
-// SummarizeUnder is Summarize with goodput under slo (PassesUnder).
-func SummarizeUnder(recs []model.Request, runs []model.LevelRun, slo SLO) model.Results {
-	return model.Results{Schema: model.Schema, Results: Levels(PassesUnder(recs, runs, slo))}
+// passes of Passes under slo, summarised per level with Level, in run
+// order.
+func Summarize(recs []model.Request, runs []model.LevelRun, slo SLO) model.Results {
+	return model.Results{Schema: model.Schema, Results: Levels(Passes(recs, runs, slo))}
 }
 
 // Levels are the scored passes of passes summarised per level with

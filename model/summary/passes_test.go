@@ -25,7 +25,7 @@ func TestPasses(t *testing.T) {
 		{Level: "c8", Concurrency: 8, Repeat: 1, StartUnixNs: 2 * sec, EndUnixNs: 4 * sec, WallS: 2.5},
 		{Level: "c1", Concurrency: 1, Repeat: 1, StartUnixNs: 9 * sec, EndUnixNs: 11 * sec},
 	}
-	ps := Passes(recs, runs)
+	ps := Passes(recs, runs, SLO{})
 	type want struct {
 		level         string
 		repeat        int
@@ -54,7 +54,7 @@ func TestPasses(t *testing.T) {
 			t.Errorf("pass %d: WER %v", i, p.CorpusWER)
 		}
 	}
-	res := Summarize(recs, runs)
+	res := Summarize(recs, runs, SLO{})
 	if len(res.Results) != 3 {
 		t.Fatalf("%d levels, want c8, c1, r2", len(res.Results))
 	}
@@ -69,7 +69,7 @@ func TestPasses(t *testing.T) {
 			}
 		}
 	}
-	if got := Summarize(nil, runs); len(got.Results) != 0 || got.Results == nil {
+	if got := Summarize(nil, runs, SLO{}); len(got.Results) != 0 || got.Results == nil {
 		t.Errorf("no requests: %+v", got)
 	}
 }

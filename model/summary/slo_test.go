@@ -118,7 +118,7 @@ func TestGoodput(t *testing.T) {
 	}
 }
 
-func TestPassesUnder(t *testing.T) {
+func TestPassesSLO(t *testing.T) {
 	sec := int64(1e9)
 	recs := []model.Request{
 		{Level: "c1", Repeat: 1, Status: model.StatusOK, LatencyS: 0.2, StartUnixNs: 0, EndUnixNs: sec},
@@ -126,15 +126,15 @@ func TestPassesUnder(t *testing.T) {
 	}
 	runs := []model.LevelRun{{Level: "c1", Concurrency: 1, Repeat: 1, WallS: 4}}
 	slo, _ := ParseSLO("latency=1s")
-	ps := PassesUnder(recs, runs, slo)
+	ps := Passes(recs, runs, slo)
 	if len(ps) != 1 || ps[0].SLOMet != 1 || *ps[0].GoodputReqS != 0.25 || *ps[0].SLOAttainment != 0.5 {
 		t.Fatalf("%+v", ps)
 	}
-	res := SummarizeUnder(recs, runs, slo)
+	res := Summarize(recs, runs, slo)
 	if res.Results[0].GoodputReqS.Mean != 0.25 {
 		t.Errorf("summary %+v", res.Results[0])
 	}
-	if Passes(recs, runs)[0].GoodputReqS != nil {
+	if Passes(recs, runs, SLO{})[0].GoodputReqS != nil {
 		t.Error("Passes without an SLO has goodput")
 	}
 }

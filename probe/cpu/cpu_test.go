@@ -41,27 +41,6 @@ func TestFileName(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []int
-		err  bool
-	}{
-		{"0", []int{0}, false},
-		{"0-3", []int{0, 1, 2, 3}, false},
-		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}, false},
-		{"", nil, true},
-		{"3-1", nil, true},
-		{"x", nil, true},
-	}
-	for _, tt := range tests {
-		got, err := parseCPUList(tt.in)
-		if (err != nil) != tt.err || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.err)
-		}
-	}
-}
-
 func TestParseMaps(t *testing.T) {
 	const maps = `55d0c0a00000-55d0c0a28000 r--p 00000000 08:01 1234 /usr/bin/python3.11
 55d0c0a28000-55d0c0d00000 r-xp 00028000 08:01 1234 /usr/bin/python3.11

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -17,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
 )
 
@@ -63,7 +63,7 @@ func (s *Sampler) Start(ctx context.Context, hz int) (err error) {
 	if err != nil {
 		return fmt.Errorf("listing CPUs: %w", err)
 	}
-	cpus, err := parseCPUList(strings.TrimSpace(string(b)))
+	cpus, err := bundle.ParseCPUList(strings.TrimSpace(string(b)))
 	if err != nil {
 		return fmt.Errorf("listing CPUs: %w", err)
 	}
@@ -105,37 +105,6 @@ var perfNotSupported = []error{unix.ENOENT, unix.ENOSYS}
 // perfNotSupported).
 func notSupported(err error) error {
 	return bpf.NotSupported(err, perfNotSupported...)
-}
-
-// parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	for part := range strings.SplitSeq(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-		}
-		if b < a {
-			return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("cpu list %q: empty", s)
-	}
-	return out, nil
 }
 
 // Unnamed says which files' frames were left as file+0xoffset, and why
