@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/ianlancetaylor/demangle"
 
 	"github.com/asrprof/asrprof/bundle"
 )
@@ -230,7 +231,9 @@ func frameKind(loc *profile.Location) int {
 
 // frameName is how a location reads in the tables: its function, with
 // kernel, hypervisor and vDSO code marked as such ("[kernel] schedule",
-// "[hypervisor] pvm_irq_enable", "[vdso]+0x7bd").
+// "[hypervisor] pvm_irq_enable", "[vdso]+0x7bd"), and C++ and Rust names
+// demangled as pprof shows them, without parameters or template
+// arguments ("pocketfft::detail::general_r2c()::{lambda()#1}::operator()").
 func frameName(loc *profile.Location) string {
 	name := "[unknown]"
 	if len(loc.Line) > 0 && loc.Line[0].Function != nil {
@@ -245,6 +248,8 @@ func frameName(loc *profile.Location) string {
 		if !strings.HasPrefix(name, "[vdso]") {
 			return "[vdso] " + name
 		}
+	case ownCode:
+		return demangle.Filter(name, demangle.NoParams, demangle.NoEnclosingParams, demangle.NoTemplateParams)
 	}
 	return name
 }

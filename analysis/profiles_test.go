@@ -135,18 +135,47 @@ func TestCompareCPU(t *testing.T) {
 }
 
 // TestBottleneckNamesHottestCode: a thread near a whole core is named
-// beside the verdict with its hottest code from the CPU profiles.
+// beside the verdict with its hottest code from the CPU profiles, once
+// enough of its CPU was sampled (HOT_MIN_S); with less, the line says so.
 func TestBottleneckNamesHottestCode(t *testing.T) {
-	dir, _ := writeFixture(t, "refserver") // asr-sched (tid 101) at 0.98 of a core at c=64
-	for _, rep := range []string{"1", "2", "3"} {
-		writePythonProfile(t, filepath.Join(dir, "cpu", "c64-"+rep+".pb.gz"), 3)
+	for _, c := range []struct {
+		samples int64 // a profile, three profiles at c=64
+		want    string
+	}{
+		{30, "hottest code tokenize (x.py) (100 % of its samples)"},            // 0.9 s sampled
+		{3, "hottest code not named: 0.09 s of its CPU sampled (under 0.5 s)"}, // 9 samples
+	} {
+		dir, _ := writeFixture(t, "refserver") // asr-sched (tid 101) at 0.98 of a core at c=64
+		for _, rep := range []string{"1", "2", "3"} {
+			writePythonProfile(t, filepath.Join(dir, "cpu", "c64-"+rep+".pb.gz"), c.samples)
+		}
+		cp, err := loadT(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := runScripts(t, cp, Options{}, "text", "bottleneck")
+		if !strings.Contains(out, "asr-sched (tid 101) at 98 % of a core; GPU util") || !strings.Contains(out, c.want) {
+			t.Errorf("%d samples a profile: bottleneck claims lack %q:\n%s", c.samples, c.want, out)
+		}
 	}
-	c, err := loadT(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := runScripts(t, c, Options{}, "text", "bottleneck")
-	if !strings.Contains(out, "asr-sched (tid 101) at 98 % of a core; GPU util") || !strings.Contains(out, "hottest code tokenize (x.py) (100 % of its samples)") {
-		t.Errorf("bottleneck claims lack the scheduler's hottest code:\n%s", out)
+}
+
+// TestFrameNameDemangles: C++ frames read as pprof shows them, without
+// parameters or template arguments; kernel frames and plain C names stay.
+func TestFrameNameDemangles(t *testing.T) {
+	lib := &profile.Mapping{File: "/usr/lib/python3/dist-packages/numpy/fft/_pocketfft_umath.so"}
+	kern := &profile.Mapping{File: KernelMapping}
+	for _, c := range []struct {
+		m          *profile.Mapping
+		name, want string
+	}{
+		{lib, "_ZZN9pocketfft6detail11general_r2cIdEEvRKNS0_6cndarrIT_EERNS0_5ndarrINS0_5cmplxIS3_EEEEmbS3_mENKUlvE_clEv", "pocketfft::detail::general_r2c()::{lambda()#1}::operator()"},
+		{lib, "pthread_mutex_lock", "pthread_mutex_lock"},
+		{kern, "clear_page_erms", "[kernel] clear_page_erms"},
+	} {
+		loc := &profile.Location{Mapping: c.m, Line: []profile.Line{{Function: &profile.Function{Name: c.name}}}}
+		if got := frameName(loc); got != c.want {
+			t.Errorf("frameName(%s) = %q, want %q", c.name, got, c.want)
+		}
 	}
 }
