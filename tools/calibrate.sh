@@ -47,8 +47,11 @@ with open(sys.argv[1], "w") as f:
 PY
 ADVICE=${ADVICE:-bottleneck}
 # a capture of this state still being written (another call): wait for it
+# while it is written to (a file changed in the last minute); one a killed
+# call left is captured again
 n=0
-while [ -d "$OUT/$NAME/run-1" ] && [ ! -f "$OUT/$NAME/run-1/results.json" ] && [ $n -lt 180 ]; do sleep 5; n=$((n + 1)); done
+while [ -d "$OUT/$NAME/run-1" ] && [ ! -f "$OUT/$NAME/run-1/results.json" ] && [ $n -lt 180 ] &&
+  [ -n "$(find "$OUT/$NAME" -mmin -1 -print 2>/dev/null | head -1)" ]; do sleep 5; n=$((n + 1)); done
 if [ ! -f "$OUT/$NAME/run-1/results.json" ]; then
   rm -rf "$OUT/$NAME"
   $BIN capture --runs 1 --server-cmd "$SRV" --target "http://127.0.0.1:$PORT" --profile-url "http://127.0.0.1:$PORT" \
