@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // writePythonProfile writes a profile of two stacks, as the cpu probe's
@@ -176,6 +178,41 @@ func TestFrameNameDemangles(t *testing.T) {
 		loc := &profile.Location{Mapping: c.m, Line: []profile.Line{{Function: &profile.Function{Name: c.name}}}}
 		if got := frameName(loc); got != c.want {
 			t.Errorf("frameName(%s) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestStackNotesSampledShare: the cpu analysis says how little of the
+// server's CPU time (sched.jsonl, the same passes) the profiles hold
+// when it is under SAMPLED_SHARE, and says nothing when they hold it.
+func TestStackNotesSampledShare(t *testing.T) {
+	dir, _ := writeFixture(t, "refserver")
+	recs, err := bundle.ReadAll[bundle.SchedRecord](filepath.Join(dir, bundle.SchedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := 0.0
+	for _, r := range recs {
+		if r.Level == "c64" && !r.Warmup {
+			cpu += r.CPUSec
+		}
+	}
+	// a profile holds n+1 samples of 10 ms; three profiles at c64
+	enough := int64(math.Ceil(cpu/0.03)) + 1
+	for _, c := range []struct {
+		n    int64
+		note bool
+	}{{3, true}, {enough, false}} {
+		for _, rep := range []string{"1", "2", "3"} {
+			writePythonProfile(t, filepath.Join(dir, "cpu", "c64-"+rep+".pb.gz"), c.n)
+		}
+		cp, err := loadT(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := runScripts(t, cp, Options{}, "text", "cpu")
+		if got := strings.Contains(out, "sampled: the profiles hold"); got != c.note {
+			t.Errorf("%d samples a profile against %.2f s of CPU: the note is there %v, want %v\n%s", c.n+1, cpu, got, c.note, out)
 		}
 	}
 }
