@@ -38,6 +38,10 @@ type validityCase struct {
 	alone bool
 	// probes is --probes ("proc" when empty: the checks need no eBPF)
 	probes string
+	// may: checks that may fire beside want, at warn, as a consequence of
+	// the trap (a server sharing its core with a spinner is slowed
+	// unevenly: its passes may drift apart)
+	may []string
 }
 
 // Servers sleep through their work (--work sleep): the captures run side
@@ -76,7 +80,8 @@ func TestValidityTraps(t *testing.T) {
 		// the default probes: as root the eBPF sched probe and the cores
 		// probe beside it, else proc (which writes the cores' record too)
 		{name: "cpu_cotenant", server: vService + " --cpu 0 --cotenant 1", load: c14, want: engine.CheckCoTenants, severity: engine.SeverityWarn,
-			text: "of the time of core 0, where the server ran", alone: true, probes: "auto"},
+			text: "of the time of core 0, where the server ran", alone: true, probes: "auto",
+			may: []string{engine.CheckWarmup, engine.CheckSampleSize, engine.CheckOutliers}},
 	}
 	t.Run("side_by_side", func(t *testing.T) {
 		for _, tc := range cases {
@@ -117,6 +122,10 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 			t.Logf("the host is loaded, not this test's servers: %s", f.Text)
 			continue
 		}
+		if slices.Contains(tc.may, f.Check) && f.Severity == engine.SeverityWarn {
+			t.Logf("a consequence of the trap, allowed: %s", f.Text)
+			continue
+		}
 		if !slices.Contains(fired, f.Check) {
 			fired = append(fired, f.Check)
 		}
@@ -129,8 +138,8 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 		t.Fatalf("fired %v, want %v\n%s", fired, want, stdout)
 	}
 	for _, f := range v.Findings {
-		if f.Check != tc.want && f.Check == engine.CheckCoTenants {
-			continue // the host's load, above
+		if f.Check != tc.want && (f.Check == engine.CheckCoTenants || slices.Contains(tc.may, f.Check)) {
+			continue // the host's load, or the trap's consequence, above
 		}
 		if f.Severity != tc.severity || !strings.Contains(f.Text, tc.text) {
 			t.Errorf("finding %s %q, want %s with %q", f.Severity, f.Text, tc.severity, tc.text)
