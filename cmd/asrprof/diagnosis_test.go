@@ -54,6 +54,7 @@ type diagnosisCase struct {
 	levels        string
 	rate          bool
 	samples       int
+	longClips     bool // the refset's first samples, not its short clips
 	level         []string
 	check         func(t *testing.T, text string)
 }
@@ -95,7 +96,11 @@ func TestDiagnosisRealCapturesIdle(t *testing.T) {
 		// suite (a build of 2 s then tied with it, rightly: no single
 		// cause); the short clips decode in about half that
 		{cause: "request work: build", server: "--build-workers 4 --build-delay 6 --max-running-requests 1", levels: "1", samples: 3, level: []string{"c1"}},
-		{cause: "upload", server: "--upload-kbps 80 --max-running-requests 1", levels: "1", samples: 4, level: []string{"c1"}},
+		// over the refset's first, longest clips (7-8 s, 230 KB): the
+		// client's upload time is what the socket buffers do not take at
+		// once (about 1.6 s a request of a 4 s, 128 KB short clip, about as
+		// long as its decode, which tied with it under a load average of 5)
+		{cause: "upload", server: "--upload-kbps 80 --max-running-requests 1", levels: "1", samples: 4, level: []string{"c1"}, longClips: true},
 		// the answer held 6 s after its decode (1.5 s lost to a decode that
 		// grew to 1.6–3.3 s a request under go test ./...): named by its delivery,
 		// with the upload's own (small) figure beside it
@@ -113,8 +118,9 @@ func TestDiagnosisRealCapturesIdle(t *testing.T) {
 
 // diagnoseRealCaptures captures the reference server in each state over
 // the refset's short clips (about 4 s each: a cause's share of a request's
-// time does not depend on the clips' length, and they decode in half the
-// CPU of the refset's first, longest ones) and checks the verdicts.
+// time does not depend on the clips' length where it is a share of their
+// decode or a fixed wait, and they decode in half the CPU of the refset's
+// first, longest ones; the upload's is not) and checks the verdicts.
 func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 	if testing.Short() {
 		t.Skip("starts the reference server once per cause")
@@ -140,7 +146,11 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 				if tc.rate {
 					load = []string{"--rate", tc.levels}
 				}
-				dir = refserverCapture(t, refservertest.ShortClips(t, tc.samples), t.TempDir(), tc.server, load, tc.samples, true)
+				ds := refservertest.ShortClips(t, tc.samples)
+				if tc.longClips {
+					ds = refservertest.Refset(t)
+				}
+				dir = refserverCapture(t, ds, t.TempDir(), tc.server, load, tc.samples, true)
 			}
 			got, text := verdicts(t, dir)
 			for _, lv := range tc.level {
