@@ -69,6 +69,7 @@ func TestRunbookHelp(t *testing.T) {
 }
 
 func TestRunbookExitCodes(t *testing.T) {
+	t.Parallel() // exit codes and messages of fake servers; no speed
 	ds := dataset(t, 3)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -126,6 +127,7 @@ func TestRunbookExitCodes(t *testing.T) {
 }
 
 func TestABCommand(t *testing.T) {
+	t.Parallel() // the runs' order, provenance and tables, not their speed
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ab")
 	a := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK})
