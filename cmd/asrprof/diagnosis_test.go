@@ -90,7 +90,7 @@ func TestDiagnosisRealCaptures(t *testing.T) {
 // waits for one): each saves its start about 1.4 s of CPU.
 func TestDiagnosisRealCapturesIdle(t *testing.T) {
 	diagnoseRealCaptures(t, true, []diagnosisCase{
-		{cause: "build pool", server: "--build-workers 1 --build-delay 3 --max-running-requests 8", levels: "1,4", samples: 4, level: []string{"c4"}},
+		{cause: "build pool", server: "--build-workers 1 --build-delay 3 --max-running-requests 4", levels: "1,4", samples: 4, level: []string{"c4"}},
 		// builds of 6 s against a decode of 1-2 s of the refset's longest
 		// clips here, 2.1 s a request beside two busy loops and the whole
 		// suite (a build of 2 s then tied with it, rightly: no single
@@ -112,7 +112,7 @@ func TestDiagnosisRealCapturesIdle(t *testing.T) {
 			}},
 		// the scheduler sleeps 150 ms per step and request (a blocking wait)
 		{cause: "serving thread off-CPU", server: "--step-sleep-ms 150 --max-running-requests 1", levels: "1", samples: 2, level: []string{"c1"}},
-		{cause: "overload", server: "--build-workers 1 --build-max-pending 1 --build-delay 0.5", levels: "6", samples: 6, level: []string{"c6"}},
+		{cause: "overload", server: "--build-workers 1 --build-max-pending 1 --build-delay 0.5 --max-running-requests 6", levels: "6", samples: 6, level: []string{"c6"}},
 	})
 }
 

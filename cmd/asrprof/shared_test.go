@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,27 +13,24 @@ import (
 // asks for it (each caller passes the same recipe, so whichever runs first,
 // or alone under -run, makes it). They live under a folder of the test
 // binary's, removed by TestMain, not under one test's TempDir.
+//
+// A test that asks again for a capture it has read already is a new
+// iteration (-count N): the capture is made anew for it, so that every
+// iteration measures a server of its own.
 type sharedCaptures struct {
-	mu    sync.Mutex
-	root  string
-	dirs  map[string]string // key → the bundle
-	tried map[string]string // key → the test that began making it
+	mu      sync.Mutex
+	root    string
+	entries map[string]*sharedCapture
 }
 
-var shared = &sharedCaptures{dirs: map[string]string{}, tried: map[string]string{}}
-
-// dir returns the folder the shared bundles live in (made on first use).
-func (s *sharedCaptures) dir(t *testing.T) string {
-	t.Helper()
-	if s.root == "" {
-		d, err := os.MkdirTemp("", "asrprof-shared-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.root = d
-	}
-	return s.root
+type sharedCapture struct {
+	folder   string          // what build was given
+	dir      string          // the bundle ("" while unmade)
+	failedIn string          // the test whose build failed
+	readers  map[string]bool // the tests that got it
 }
+
+var shared = &sharedCaptures{entries: map[string]*sharedCapture{}}
 
 // get returns the bundle for key, calling build (with a folder of its own
 // under the shared root) the first time. A build that failed fails every
@@ -44,20 +40,36 @@ func (s *sharedCaptures) get(t *testing.T, key string, build func(t *testing.T, 
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d, ok := s.dirs[key]; ok {
+	e := s.entries[key]
+	if e != nil && e.readers[t.Name()] {
+		// this test read it before: a new iteration makes its own
+		os.RemoveAll(e.folder)
+		e = nil
+	}
+	if e != nil {
+		if e.failedIn != "" {
+			t.Fatalf("the shared capture %q failed in %s", key, e.failedIn)
+		}
+		e.readers[t.Name()] = true
 		t.Logf("the capture %q was made by an earlier test; this one reads it", key)
-		return d
+		return e.dir
 	}
-	if who, ok := s.tried[key]; ok {
-		t.Fatalf("the shared capture %q failed in %s", key, who)
+	e = &sharedCapture{failedIn: t.Name(), readers: map[string]bool{t.Name(): true}}
+	s.entries[key] = e
+	if s.root == "" {
+		d, err := os.MkdirTemp("", "asrprof-shared-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.root = d
 	}
-	s.tried[key] = t.Name()
-	dir, err := os.MkdirTemp(s.dir(t), strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-")
+	dir, err := os.MkdirTemp(s.root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := build(t, dir) // a t.Fatal here leaves key in tried, not in dirs
-	s.dirs[key] = b
+	e.folder = dir
+	b := build(t, dir) // a t.Fatal here leaves failedIn set
+	e.dir, e.failedIn = b, ""
 	return b
 }
 
@@ -66,6 +78,6 @@ func (s *sharedCaptures) removeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.root != "" {
-		os.RemoveAll(filepath.Clean(s.root))
+		os.RemoveAll(s.root)
 	}
 }
