@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
@@ -201,6 +202,11 @@ type agreeCase struct {
 	samples                     int
 	events                      string // the cause first with the events
 	blackbox                    string // the cause first without (a prefix; |-separated alternatives)
+	// together: the two captures at once, each with a server of its own,
+	// where the verdicts are a wait (a queue, a sleep) that a second
+	// server on the other core does not move; not where they are the
+	// CPU's (host_bound)
+	together bool
 }
 
 // The same servers with and without their events: the verdicts agree.
@@ -214,8 +220,11 @@ func TestBlackBoxAgreesWithEvents(t *testing.T) {
 		// services a request, 69 % of latency (0, 1, 2, 3, then 3 each);
 		// with 4 samples it was 1.5 (60 %), and under the suite's load
 		// it read 49 % against the service's 51 % (one CI-like run).
+		// The two captures at once: the verdict at c=4 is the queue behind
+		// the one decoder, which a decode slowed by the other capture's
+		// (runnable, not served) lengthens, not shortens.
 		{name: "admission_cap", server: "--max-running-requests 1", levels: "1,4", level: "c4", samples: 8,
-			events: "admission cap", blackbox: "serves one request at a time"},
+			events: "admission cap", blackbox: "serves one request at a time", together: true},
 		// four decoders: c=4 never waits for one (a request gives its
 		// decoder back before its answer goes out)
 		{name: "host_bound", server: "--max-running-requests 4 --host-step-ms 3", levels: "1,4", level: "c1", samples: 6,
@@ -239,9 +248,9 @@ func TestBlackBoxAgreesWithEventsIdle(t *testing.T) {
 		// client sees. One decoder each: at c=1 the server never uses a
 		// second, and each saves its start about 1.4 s of CPU.
 		{name: "response_delivery", server: "--response-delay-ms 3000 --max-running-requests 1", levels: "1", level: "c1", samples: 3,
-			events: "response delivery", blackbox: "idle server"},
+			events: "response delivery", blackbox: "idle server", together: true},
 		{name: "off_cpu", server: "--step-sleep-ms 150 --max-running-requests 1", levels: "1", level: "c1", samples: 2,
-			events: "serving thread off-CPU", blackbox: "idle server"},
+			events: "serving thread off-CPU", blackbox: "idle server", together: true},
 	})
 }
 
@@ -263,13 +272,38 @@ func agreeCaptures(t *testing.T, idle bool, cases []agreeCase) {
 				t.Parallel()
 			}
 			load := []string{"--concurrency", tc.levels}
+			ds, dir, port := refservertest.ShortClips(t, tc.samples), t.TempDir(), fakeasr.FreePort(t)
+			type capture struct {
+				dir string
+				err error
+			}
+			blackBox := make(chan capture, 1)
+			var wg sync.WaitGroup
+			t.Cleanup(wg.Wait) // before dir goes, should the other capture fail
+			captureBlackBox := func() {
+				defer wg.Done()
+				d, err := captureRefserver(ds, dir, port, tc.server, load, tc.samples, false)
+				blackBox <- capture{d, err}
+			}
+			if tc.together {
+				wg.Add(1)
+				go captureBlackBox()
+			}
 			var with string
 			if idle {
-				with = refserverCapture(t, refservertest.ShortClips(t, tc.samples), t.TempDir(), tc.server, load, tc.samples, true)
+				with = refserverCapture(t, ds, t.TempDir(), tc.server, load, tc.samples, true)
 			} else {
 				with = sharedRefserverCapture(t, tc.server, tc.levels, tc.samples)
 			}
-			without := refserverCapture(t, refservertest.ShortClips(t, tc.samples), t.TempDir(), tc.server, load, tc.samples, false)
+			if !tc.together {
+				wg.Add(1)
+				captureBlackBox()
+			}
+			bbc := <-blackBox
+			if bbc.err != nil {
+				t.Fatal(bbc.err)
+			}
+			without := bbc.dir
 			ev, evText := verdicts(t, with)
 			bb, bbText := verdicts(t, without)
 			if c := ev[tc.level]; len(c) == 0 || c[0] != tc.events {
@@ -288,7 +322,16 @@ func agreeCaptures(t *testing.T, idle bool, cases []agreeCase) {
 // under dir, and returns the bundle.
 func refserverCapture(t *testing.T, ds, dir, server string, load []string, samples int, events bool) string {
 	t.Helper()
-	port := fakeasr.FreePort(t)
+	b, err := captureRefserver(ds, dir, fakeasr.FreePort(t), server, load, samples, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// captureRefserver is refserverCapture's work, on port, with its failure
+// returned (it may run off the test's goroutine).
+func captureRefserver(ds, dir string, port int, server string, load []string, samples int, events bool) (string, error) {
 	out := filepath.Join(dir, "b")
 	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	cmd := fmt.Sprintf("%s %s --port %d %s", refservertest.Python, script, port, server)
@@ -310,9 +353,9 @@ func refserverCapture(t *testing.T, ds, dir, server string, load []string, sampl
 	}
 	code, stdout, stderr := runCLI(args...)
 	if code != exitOK && code != exitIncomplete {
-		t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
+		return "", fmt.Errorf("capture (events %v): exit %d\n%s\n%s", events, code, stdout, stderr)
 	}
-	return filepath.Join(out, "run-1")
+	return filepath.Join(out, "run-1"), nil
 }
 
 // sharedRefserverCapture is refserverCapture with events, closed loop at
