@@ -261,7 +261,10 @@ func TestSensitivityRefserver(t *testing.T) {
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "sens")
 	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
-	cmd := fmt.Sprintf("%s %s --port %d --build-workers 1", refservertest.Python, script, port)
+	// One decoder and one build worker, as TestRunbookRefserver: c=1
+	// needs no more, and each of the four starts saves 7 decoders' loads
+	// (about 10 s of CPU).
+	cmd := fmt.Sprintf("%s %s --port %d --build-workers 1 --max-running-requests 1", refservertest.Python, script, port)
 	refset := refservertest.Refset(t)
 	one := filepath.Join(t.TempDir(), "one.jsonl")
 	line := fmt.Sprintf(`{"id":"lv-0870-tempo120","audio":%q,"text":"and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them","lang":"en"}`+"\n",

@@ -45,8 +45,10 @@ func TestCaptureCUDABins(t *testing.T) {
 	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "b")
-	// 4 ms of GPU wait a step a request, against ~1 ms of PocketSphinx a 100 ms chunk
-	cmd := fmt.Sprintf("%s %s --port %d --sync-lib %s --sync-step-ms 4", refservertest.Python, script, port, lib)
+	// 4 ms of GPU wait a step a request, against ~1 ms of PocketSphinx a
+	// 100 ms chunk; two decoders for c=2, not the default eight (each
+	// costs the start about 1.4 s of CPU, and none would be used)
+	cmd := fmt.Sprintf("%s %s --port %d --sync-lib %s --sync-step-ms 4 --max-running-requests 2", refservertest.Python, script, port, lib)
 	code, stdout, stderr := runCLI("capture", "--server-cmd", cmd, "--runs", "1",
 		"--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port),
 		"--dataset", ds, "--concurrency", "2", "--repeats", "1", "--probes", "sched,cuda",

@@ -42,6 +42,7 @@ func rowsFor(n int) ([]datasettest.Row, func(string) string) {
 // Hugging Face sets in: every row is sent (its own audio bytes, inline ones
 // decoded in memory), scored, and fingerprinted as the same data.
 func TestCaptureDatasetLayouts(t *testing.T) {
+	t.Parallel() // reads datasets; checks what was sent, not how fast
 	rows, textFor := rowsFor(3)
 	root := t.TempDir()
 	layouts := map[string]string{}

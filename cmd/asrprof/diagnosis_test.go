@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/bundletest"
-	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 )
@@ -56,6 +54,7 @@ type diagnosisCase struct {
 	levels        string
 	rate          bool
 	samples       int
+	longClips     bool // the refset's first samples, not its short clips
 	level         []string
 	check         func(t *testing.T, text string)
 }
@@ -63,11 +62,13 @@ type diagnosisCase struct {
 // The diagnosis names the cause first at the level where it dominates, for
 // a real capture of the reference server put into each state. These states
 // are CPU work (a decode loop, one decoder for all), so they run one at a
-// time.
+// time. The closed-loop ones are also TestBlackBoxAgreesWithEvents's
+// captures with events (the same flags, levels and samples), made once.
 func TestDiagnosisRealCaptures(t *testing.T) {
 	diagnoseRealCaptures(t, false, []diagnosisCase{
-		{cause: "admission cap", server: "--max-running-requests 1", levels: "1,4", samples: 6, level: []string{"c4"}},
-		{cause: "host-bound decode", server: "--max-running-requests 8 --host-step-ms 3", levels: "1,4", samples: 6, level: []string{"c4"}},
+		{cause: "admission cap", server: "--max-running-requests 1", levels: "1,4", samples: 8, level: []string{"c4"}},
+		// four decoders: c=4 never waits for one
+		{cause: "host-bound decode", server: "--max-running-requests 4 --host-step-ms 3", levels: "1,4", samples: 6, level: []string{"c4"}},
 		// Idle between arrivals (open loop, far below its capacity), its
 		// scheduler thread busy whenever a request is in decode: host-bound
 		// at every level, although the pass average of that thread is low.
@@ -83,30 +84,43 @@ func TestDiagnosisRealCaptures(t *testing.T) {
 // The states whose cause is a wait the server sleeps through (a build
 // delay, a throttled upload, a held answer, a sleep per step), not CPU
 // work: they run beside the package's other idle tests (t.Parallel)
-// without changing what they measure.
+// without changing what they measure. Where a state's levels stay below
+// the default 8 decoders, the server loads as many as its highest level
+// (a request gives its decoder back before its answer goes out, so none
+// waits for one): each saves its start about 1.4 s of CPU.
 func TestDiagnosisRealCapturesIdle(t *testing.T) {
 	diagnoseRealCaptures(t, true, []diagnosisCase{
-		{cause: "build pool", server: "--build-workers 1 --build-delay 3 --max-running-requests 8", levels: "1,4", samples: 4, level: []string{"c4"}},
-		// builds of 6 s against a decode of 1-2 s here, 2.1 s a request
-		// beside two busy loops and the whole suite (a build of 2 s then
-		// tied with it, rightly: no single cause)
-		{cause: "request work: build", server: "--build-workers 4 --build-delay 6", levels: "1", samples: 3, level: []string{"c1"}},
-		{cause: "upload", server: "--upload-kbps 80", levels: "1", samples: 4, level: []string{"c1"}},
+		{cause: "build pool", server: "--build-workers 1 --build-delay 3 --max-running-requests 4", levels: "1,4", samples: 4, level: []string{"c4"}},
+		// builds of 6 s against a decode of 1-2 s of the refset's longest
+		// clips here, 2.1 s a request beside two busy loops and the whole
+		// suite (a build of 2 s then tied with it, rightly: no single
+		// cause); the short clips decode in about half that
+		{cause: "request work: build", server: "--build-workers 4 --build-delay 6 --max-running-requests 1", levels: "1", samples: 3, level: []string{"c1"}},
+		// over the refset's first, longest clips (7-8 s, 230 KB): the
+		// client's upload time is what the socket buffers do not take at
+		// once (about 1.6 s a request of a 4 s, 128 KB short clip, about as
+		// long as its decode, which tied with it under a load average of 5)
+		{cause: "upload", server: "--upload-kbps 80 --max-running-requests 1", levels: "1", samples: 4, level: []string{"c1"}, longClips: true},
 		// the answer held 6 s after its decode (1.5 s lost to a decode that
 		// grew to 1.6–3.3 s a request under go test ./...): named by its delivery,
 		// with the upload's own (small) figure beside it
-		{cause: "response delivery", server: "--response-delay-ms 6000", levels: "1,2", samples: 4, level: []string{"c1", "c2"},
+		{cause: "response delivery", server: "--response-delay-ms 6000 --max-running-requests 2", levels: "1,2", samples: 4, level: []string{"c1", "c2"},
 			check: func(t *testing.T, text string) {
 				if !strings.Contains(text, "the answer reaches the client") || !regexp.MustCompile(`the upload \d+\.\d+ ms`).MatchString(text) {
 					t.Errorf("the evidence does not keep the upload and the delivery apart:\n%s", text)
 				}
 			}},
 		// the scheduler sleeps 150 ms per step and request (a blocking wait)
-		{cause: "serving thread off-CPU", server: "--step-sleep-ms 150", levels: "1", samples: 2, level: []string{"c1"}},
-		{cause: "overload", server: "--build-workers 1 --build-max-pending 1 --build-delay 0.5", levels: "6", samples: 6, level: []string{"c6"}},
+		{cause: "serving thread off-CPU", server: "--step-sleep-ms 150 --max-running-requests 1", levels: "1", samples: 2, level: []string{"c1"}},
+		{cause: "overload", server: "--build-workers 1 --build-max-pending 1 --build-delay 0.5 --max-running-requests 6", levels: "6", samples: 6, level: []string{"c6"}},
 	})
 }
 
+// diagnoseRealCaptures captures the reference server in each state over
+// the refset's short clips (about 4 s each: a cause's share of a request's
+// time does not depend on the clips' length where it is a share of their
+// decode or a fixed wait, and they decode in half the CPU of the refset's
+// first, longest ones; the upload's is not) and checks the verdicts.
 func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 	if testing.Short() {
 		t.Skip("starts the reference server once per cause")
@@ -115,8 +129,6 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 	if idle {
 		t.Parallel()
 	}
-	ds := refservertest.Refset(t)
-	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")
 	for _, tc := range cases {
 		name := strings.ReplaceAll(tc.cause, " ", "_")
 		if tc.rate {
@@ -126,31 +138,21 @@ func diagnoseRealCaptures(t *testing.T, idle bool, cases []diagnosisCase) {
 			if idle {
 				t.Parallel()
 			}
-			port := fakeasr.FreePort(t)
-			out := filepath.Join(t.TempDir(), "b")
-			cmd := fmt.Sprintf("%s %s --port %d %s", refservertest.Python, script, port, tc.server)
-			if os.Geteuid() == 0 {
-				// The machine's other load (make test runs packages side by
-				// side on two cores) would keep the scheduler thread on the
-				// run queue, which the attribution rightly calls CPU
-				// contention: the server runs ahead of it (measured: without
-				// this, 48–68 % of latency runnable under a load average of 8).
-				cmd = "nice -n -15 " + cmd
+			var dir string
+			if !idle && !tc.rate {
+				dir = sharedRefserverCapture(t, tc.server, tc.levels, tc.samples)
+			} else {
+				load := []string{"--concurrency", tc.levels}
+				if tc.rate {
+					load = []string{"--rate", tc.levels}
+				}
+				ds := refservertest.ShortClips(t, tc.samples)
+				if tc.longClips {
+					ds = refservertest.Refset(t)
+				}
+				dir = refserverCapture(t, ds, t.TempDir(), tc.server, load, tc.samples, true)
 			}
-			load := []string{"--concurrency", tc.levels}
-			if tc.rate {
-				load = []string{"--rate", tc.levels}
-			}
-			args := append([]string{"capture", "--server-cmd", cmd, "--runs", "1",
-				"--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--profile-url", fmt.Sprintf("http://127.0.0.1:%d", port),
-				"--dataset", ds, "--max-samples", fmt.Sprint(tc.samples), "--repeats", "1",
-				"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "300ms",
-				"--gpu-free-mib", "100000000", "--startup-timeout", "2m", "--timeout", "60s"}, load...)
-			code, stdout, stderr := runCLI(args...)
-			if code != exitOK && code != exitIncomplete {
-				t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
-			}
-			got, text := verdicts(t, filepath.Join(out, "run-1"))
+			got, text := verdicts(t, dir)
 			for _, lv := range tc.level {
 				if c := got[lv]; len(c) == 0 || c[0] != tc.cause {
 					t.Errorf("at %s the verdict is %v, want %q first\n%s", lv, c, tc.cause, text)

@@ -95,6 +95,7 @@ func TestExportOTLPAndPerfetto(t *testing.T) {
 }
 
 func TestExportNeverAccepted(t *testing.T) {
+	t.Parallel() // an export to a closed port
 	dir := exportBundle(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

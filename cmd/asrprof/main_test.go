@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 	if !set {
 		flag.Set("test.parallel", "4")
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	shared.removeAll()
+	os.Exit(code)
 }
 
 func asrprof(args ...string) *exec.Cmd {

@@ -393,10 +393,14 @@ func TestCaptureProxyRealtimeSessions(t *testing.T) {
 // decode runs 2x slower. It runs alone, not beside
 // the package's idle tests (t.Parallel): their servers run at nice -15 and
 // decode too, and one run beside them read CPU contention first at c=1
-// (the serving thread runnable 40 % of latency), rightly. Its own server
-// runs at nice -15 too (Prioritize): beside three busy loops at nice 0,
+// (the serving thread runnable 40 % of latency), rightly. Its own servers
+// run at nice -15 too (Prioritize): beside three busy loops at nice 0,
 // it read "no single cause" at c=4 (off-CPU 35 %, CPU contention 33 %),
 // rightly again, for the machine's load.
+//
+// The two captures run at once, each with a server of its own started
+// alike (their time is the servers' sleeps: two serving threads a quarter
+// busy each, on two cores, beside nothing else of this package).
 func TestProxyAndDrivenVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference server and a Python client")
@@ -406,26 +410,42 @@ func TestProxyAndDrivenVerdicts(t *testing.T) {
 		need.Dep(t, fmt.Sprintf("python3-aiohttp (%s cannot import aiohttp: %s)", refservertest.Python, bytes.TrimSpace(out)), err)
 	}
 	ds := refservertest.ShortClips(t, 4)
-	otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
-	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4", "--step-sleep-ms", "100")
-	srv.Prioritize(t)
-	dir := t.TempDir()
-	common := []string{"--target", srv.URL, "--dataset", ds, "--otlp-http", otlp, "--otlp-grpc", "off",
-		"--profile-url", srv.URL, "--span-grace", "1s", "--quiet", "--gpu-free-mib", "100000000"}
-	driven := filepath.Join(dir, "driven")
-	if code, stdout, stderr := runCLI(append([]string{"capture", "--out", driven, "--concurrency", "1,4", "--repeats", "1"}, common...)...); code != exitOK {
-		t.Fatalf("driven: exit %d\n%s\n%s", code, stdout, stderr)
+	// server starts a reference server in the test's state and returns
+	// the capture flags that read it (its own OTLP port).
+	server := func() []string {
+		otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
+		srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces"}, "--max-running-requests", "4", "--step-sleep-ms", "100")
+		srv.Prioritize(t)
+		return []string{"--target", srv.URL, "--dataset", ds, "--otlp-http", otlp, "--otlp-grpc", "off",
+			"--profile-url", srv.URL, "--span-grace", "1s", "--quiet", "--gpu-free-mib", "100000000"}
 	}
+	drivenFlags, proxyFlags := server(), server()
+	dir := t.TempDir()
+	driven := filepath.Join(dir, "driven")
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	drove := make(chan result, 1)
+	go func() {
+		code, stdout, stderr := runCLI(append([]string{"capture", "--out", driven, "--concurrency", "1,4", "--repeats", "1"}, drivenFlags...)...)
+		drove <- result{code, stdout, stderr}
+	}()
 	proxied := filepath.Join(dir, "proxy")
 	port := fakeasr.FreePort(t)
 	client := filepath.Join(refservertest.Root(), "cmd", "asrprof", "testdata", "asr_sweep_client.py")
-	if code, stdout, stderr := runCLI(append(append([]string{"capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--out", proxied}, common...),
-		"--", refservertest.Python, client, "--port", fmt.Sprint(port), "--meta", ds, "--concurrencies", "1,4", "--output", filepath.Join(dir, "client.json"))...); code != exitOK {
+	code, stdout, stderr := runCLI(append(append([]string{"capture", "--proxy", fmt.Sprintf("127.0.0.1:%d", port), "--out", proxied}, proxyFlags...),
+		"--", refservertest.Python, client, "--port", fmt.Sprint(port), "--meta", ds, "--concurrencies", "1,4", "--output", filepath.Join(dir, "client.json"))...)
+	if d := <-drove; d.code != exitOK {
+		t.Fatalf("driven: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
+	if code != exitOK {
 		t.Fatalf("proxy: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	want, dtext := verdicts(t, driven)
 	got, ptext := verdicts(t, proxied)
 	t.Logf("driven:\n%s", dtext)
+	t.Logf("proxy:\n%s", ptext)
 	for _, lv := range []string{"c1", "c4"} {
 		if len(want[lv]) == 0 || want[lv][0] != "serving thread off-CPU" {
 			t.Errorf("driven at %s: %v, want serving thread off-CPU first\n%s", lv, want[lv], dtext)

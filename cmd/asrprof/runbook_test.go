@@ -69,6 +69,7 @@ func TestRunbookHelp(t *testing.T) {
 }
 
 func TestRunbookExitCodes(t *testing.T) {
+	t.Parallel() // exit codes and messages of fake servers; no speed
 	ds := dataset(t, 3)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -126,6 +127,7 @@ func TestRunbookExitCodes(t *testing.T) {
 }
 
 func TestABCommand(t *testing.T) {
+	t.Parallel() // the runs' order, provenance and tables, not their speed
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ab")
 	a := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK})
@@ -163,7 +165,9 @@ func TestRunbookRefserver(t *testing.T) {
 	}
 	refservertest.RequirePocketSphinx(t)
 	t.Parallel() // its time is four server starts; it checks the runs, not their speed
-	ds := refservertest.Refset(t)
+	// the refset's short clips (about 4 s): a run's capture takes 2.5 s,
+	// not the 5.5 s of its first, longest ones
+	ds := refservertest.ShortClips(t, 3)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "ref")
 	script := filepath.Join(refservertest.Root(), "refserver", "refserver.py")

@@ -144,8 +144,16 @@ exporters:
 // pass), the server's spans joined to the requests, and the measured
 // clock offset with its uncertainty; Prometheus must have the agent's
 // live series.
+//
+// It checks where the data went, not how fast anything ran, and its time
+// is its servers starting: it runs beside the package's other idle tests
+// (t.Parallel), in namespaces, ports and folders of its own. Its reference
+// server loads two decoders, for the capture's two levels, not the
+// default eight: beside the parallel tests' server starts eight (11 s of
+// CPU here) once missed the 90 s health limit under a load average of 9.
 func TestScaleTwoHosts(t *testing.T) {
 	refservertest.RequirePocketSphinx(t)
+	t.Parallel()
 	jaeger := jaegerBin(t)
 	nsA, nsB, ipA, ipB := twoHosts(t)
 	const token = "two-hosts-token"
@@ -157,7 +165,8 @@ func TestScaleTwoHosts(t *testing.T) {
 	startProc(t, "collector (jaeger)", nsA, nil, jaeger, "--config="+ccfg)
 	waitHTTP(t, nsA, "http://127.0.0.1:13133/status", 30*time.Second)
 	ref := startProc(t, "refserver", nsA, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces"},
-		refservertest.Python, filepath.Join(refservertest.Root(), "refserver", "refserver.py"), "--host", ipA, "--port", "8000")
+		refservertest.Python, filepath.Join(refservertest.Root(), "refserver", "refserver.py"), "--host", ipA, "--port", "8000",
+		"--max-running-requests", "2")
 	target := ref.waitOutput(t, regexp.MustCompile(`listening on (http://[0-9.]+:[0-9]+)`), 60*time.Second)
 	waitHTTP(t, nsA, target+"/health", 90*time.Second)
 	_, agent := startServe(t, nsA, "--listen", ipA+":7070", "--token", token, "--dir", filepath.Join(tmp, "agent"))

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,16 @@ import (
 // the test's CPU is the driver's.
 func selfCheckCapture(t *testing.T, srv *fakeasr.Server, ds string, g *cpulimit.Group) (string, string) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "b")
+	out, stderr, err := runSelfCheckCapture(srv, ds, g, filepath.Join(t.TempDir(), "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, stderr
+}
+
+// runSelfCheckCapture is selfCheckCapture's work into out, with its
+// failure returned (it may run off the test's goroutine).
+func runSelfCheckCapture(srv *fakeasr.Server, ds string, g *cpulimit.Group, out string) (string, string, error) {
 	cmd := asrprof("capture", "--target", srv.URL, "--dataset", ds, "--rate", "100", "--pass-duration", "3s",
 		"--repeats", "1", "--out", out, "--quiet", "--probes", "none")
 	if g != nil {
@@ -43,9 +53,9 @@ func selfCheckCapture(t *testing.T, srv *fakeasr.Server, ds string, g *cpulimit.
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("capture: %v\n%s", err, stderr.String())
+		return "", "", fmt.Errorf("capture: %v\n%s", err, stderr.String())
 	}
-	return out, stderr.String()
+	return out, stderr.String(), nil
 }
 
 func selfChecks(t *testing.T, dir string) []capture.SelfCheckRecord {
@@ -99,6 +109,24 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 50 * time.Millisecond})
 	ds := dataset(t, 4)
 
+	// The unstarved capture runs beside the starved one, which uses 0.02
+	// of a core: most of the starved one's time is its wait for its
+	// quota (about 25 s, the unstarved one's 3 s pass among them).
+	type capture struct {
+		dir, stderr string
+		err         error
+	}
+	unstarved := make(chan capture, 1)
+	out := filepath.Join(t.TempDir(), "b")
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // before out goes, should the starved one fail
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d, e, err := runSelfCheckCapture(srv, ds, nil, out)
+		unstarved <- capture{d, e, err}
+	}()
+
 	dir, stderr := selfCheckCapture(t, srv, ds, g)
 	c := selfChecks(t, dir)[0]
 	t.Logf("starved: %s", c.String())
@@ -135,7 +163,11 @@ func TestDriverSelfCheckStarved(t *testing.T) {
 		t.Errorf("starved: analyze's default tables do not put the self-check before the diagnosis:\n%s", text)
 	}
 
-	dir, stderr = selfCheckCapture(t, srv, ds, nil)
+	u := <-unstarved
+	if u.err != nil {
+		t.Fatal(u.err)
+	}
+	dir, stderr = u.dir, u.stderr
 	c = selfChecks(t, dir)[0]
 	if v, vt := verdicts(t, dir); slices.ContainsFunc(slices.Collect(maps.Values(v)), func(cs []string) bool { return slices.Contains(cs, "the load generator") }) {
 		t.Errorf("unstarved: the diagnosis names the load generator: %v\n%s", v, vt)

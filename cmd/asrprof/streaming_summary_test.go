@@ -18,6 +18,7 @@ import (
 // requests.jsonl, to the last digit, closed and open loop alike, with
 // failures among the requests.
 func TestStreamingSummaryMatchesRequests(t *testing.T) {
+	t.Parallel() // two computations of the same records, whatever their times
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 5 * time.Millisecond, Fail: fakeasr.FailOn(map[int]fakeasr.Failure{3: fakeasr.Status(500), 7: fakeasr.Status(500), 41: fakeasr.Status(503)})})
 	out := filepath.Join(t.TempDir(), "b")
 	code, _, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 6), "--concurrency", "3", "--rate", "40",

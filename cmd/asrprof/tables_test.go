@@ -89,6 +89,7 @@ func i64(t *testing.T, v any) int64 {
 // request of requests.jsonl, field for field, and every span of the span
 // store, each joined to its request.
 func TestCaptureTablesReadByDuckDB(t *testing.T) {
+	t.Parallel() // the tables' contents
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 2 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "b")
 	var sout, serr bytes.Buffer

@@ -229,6 +229,13 @@ func built(t testing.TB, name string) string {
 // folder of t's, and returns its path.
 func ShortClips(t testing.TB, n int) string {
 	t.Helper()
+	return ShortClipsIn(t, t.TempDir(), n)
+}
+
+// ShortClipsIn is ShortClips writing into dir, for a manifest that
+// outlives t (a capture that several tests read).
+func ShortClipsIn(t testing.TB, dir string, n int) string {
+	t.Helper()
 	src := Refset(t)
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -247,7 +254,7 @@ func ShortClips(t testing.TB, n int) string {
 	if len(out) < n {
 		t.Fatalf("%s has %d short clips, want %d", src, len(out), n)
 	}
-	p := filepath.Join(t.TempDir(), "short.jsonl")
+	p := filepath.Join(dir, fmt.Sprintf("short%d.jsonl", n))
 	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
