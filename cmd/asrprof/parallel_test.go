@@ -25,8 +25,8 @@ import (
 //
 // Inside a test of the first group, captures whose verdict is a wait (a
 // queue, a sleep per step, a held answer) may run at once, each with a
-// server of its own (TestProxyAndDrivenVerdicts, the admission cap's and
-// the idle states' agreement with events); a capture that two tests read
+// server of its own (TestProxyAndDrivenVerdicts, the admission cap's
+// agreement with events); a capture that two tests read
 // is made once (sharedCaptures, shared_test.go). The reference servers
 // load as many decoders as their highest level needs, not the default 8
 // (about 1.4 s of CPU each to load).
