@@ -22,6 +22,14 @@ import (
 //     whisper engine's PyTorch, the co-runner check's torch imports, the
 //     analyses of the H200 bundles) also call cpuHeavy: one at a time, so
 //     that they do not pile their CPU on the sleeping ones beside them.
+//
+// Inside a test of the first group, captures whose verdict is a wait (a
+// queue, a sleep per step, a held answer) may run at once, each with a
+// server of its own (TestProxyAndDrivenVerdicts, the admission cap's
+// agreement with events); a capture that two tests read
+// is made once (sharedCaptures, shared_test.go). The reference servers
+// load as many decoders as their highest level needs, not the default 8
+// (about 1.4 s of CPU each to load).
 var cpuHeavyMu sync.Mutex
 
 // cpuHeavy holds the package's CPU-heavy lock until t and its subtests

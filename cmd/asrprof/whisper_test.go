@@ -48,7 +48,9 @@ func TestCaptureWhisperEngine(t *testing.T) {
 		t.Skip("starts the whisper engine")
 	}
 	requireTorch(t) // not parallel: PyTorch on the CPU timed out a request beside the parallel phase's servers
-	ds := refservertest.Refset(t)
+	// the refset's short clips (about 4 s): 2.2 s a request at c=1 here,
+	// not the 2.9 s of its first, longest ones
+	ds := refservertest.ShortClips(t, 8)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "whisper")
 	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 4 --build-workers 2", ds, out, "1,4",
@@ -137,7 +139,7 @@ func TestCaptureWhisperOverload(t *testing.T) {
 		t.Skip("starts the whisper engine")
 	}
 	requireTorch(t) // not parallel: PyTorch on the CPU timed out a request beside the parallel phase's servers
-	ds := refservertest.Refset(t)
+	ds := refservertest.ShortClips(t, 8)
 	port := fakeasr.FreePort(t)
 	out := filepath.Join(t.TempDir(), "overload")
 	code, stdout, stderr := runCLI(whisperCapture(port, "--max-running-requests 2 --build-workers 1 --build-max-pending 1 --build-delay 0.3",
