@@ -123,17 +123,13 @@ func ParseMetricsMap(name string, data []byte) (*MetricsMap, error) {
 					return nil, bad("field %s.%s: unknown role %q (roles: %s)", at, kind.field, role, strings.Join(kind.roles, ", "))
 				case strings.TrimSpace(metric) == "":
 					return nil, bad("field %s.%s.%s: no metric name", at, kind.field, role)
-				case kind.field == "histograms" && hasHistogramSuffix(metric):
+				case kind.field == "histograms" && isHistogramSeries(metric):
 					return nil, bad("field %s.%s.%s: %q: give the histogram's name, without _bucket, _sum or _count", at, kind.field, role, metric)
 				}
 			}
 		}
 	}
 	return &m, nil
-}
-
-func hasHistogramSuffix(name string) bool {
-	return strings.HasSuffix(name, "_bucket") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count")
 }
 
 // LoadMetricsMap returns the metrics map to read a bundle with: the
@@ -335,7 +331,7 @@ func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64
 		case "_sum":
 			sum += d
 		case "_bucket":
-			le, err := parseLe(r.Labels.Map["le"])
+			le, err := strconv.ParseFloat(r.Labels.Map["le"], 64) // "+Inf" included
 			if err != nil {
 				continue
 			}
@@ -361,15 +357,6 @@ func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64
 	}
 	h.P50S, h.P95S = stats.BucketQuantile(0.5, bs), stats.BucketQuantile(0.95, bs)
 	return h, true
-}
-
-// parseLe reads a bucket's le label ("0.5", "+Inf").
-func parseLe(s string) (float64, error) {
-	switch s {
-	case "+Inf", "Inf", "+inf", "inf":
-		return math.Inf(1), nil
-	}
-	return strconv.ParseFloat(s, 64)
 }
 
 // metricsPassKey identifies a pass in the period lines.
@@ -429,23 +416,25 @@ func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
 	}
 	// The server whose names the file holds most of: of the user's
 	// servers, else of the built-in ones.
+	// held is {role: name} of the roles of s whose names the file holds
+	// (ParseMetricsMap keeps the histograms' and the gauges' roles apart).
+	held := func(s MetricsServer) map[string]string {
+		out := map[string]string{}
+		for _, names := range []map[string]string{s.Histograms, s.Gauges} {
+			for role, name := range names {
+				if seen[name] {
+					out[role] = name
+				}
+			}
+		}
+		return out
+	}
 	best, bestN := -1, 0
 	for i, s := range m.Servers {
 		if s.builtin && best >= 0 {
 			break
 		}
-		n := 0
-		for _, name := range s.Histograms {
-			if seen[name] {
-				n++
-			}
-		}
-		for _, name := range s.Gauges {
-			if seen[name] {
-				n++
-			}
-		}
-		if n > bestN {
+		if n := len(held(s)); n > bestN {
 			best, bestN = i, n
 		}
 	}
@@ -453,17 +442,7 @@ func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
 		return sm, nil
 	}
 	srv := m.Servers[best]
-	sm.Server, sm.Source, sm.Unit, sm.Names = srv.Server, srv.Source, srv.Unit, map[string]string{}
-	for role, name := range srv.Histograms {
-		if seen[name] {
-			sm.Names[role] = name
-		}
-	}
-	for role, name := range srv.Gauges {
-		if seen[name] {
-			sm.Names[role] = name
-		}
-	}
+	sm.Server, sm.Source, sm.Unit, sm.Names = srv.Server, srv.Source, srv.Unit, held(srv)
 	slices.SortStableFunc(order, func(a, b metricsPassKey) int { return cmp.Compare(a.start, b.start) })
 	for _, k := range order {
 		p := MetricsPass{Level: k.level, Repeat: k.repeat, Warmup: k.warmup, StartUnixNs: k.start, EndUnixNs: k.end,
@@ -499,6 +478,13 @@ func histogramFamily(name string) (string, bool) {
 		}
 	}
 	return name, false
+}
+
+// isHistogramSeries reports whether name is a series of a histogram
+// (name_bucket, name_sum, name_count), not the histogram's own name.
+func isHistogramSeries(name string) bool {
+	_, ok := histogramFamily(name)
+	return ok
 }
 
 // Levels aggregates the scored passes per level: the levels of order
