@@ -220,27 +220,16 @@ func (o *OTel) Start(ctx context.Context, hz int) (err error) {
 func otelNotSupported(err error) error {
 	msg := err.Error()
 	if strings.Contains(msg, "rlimit") {
-		return &refusal{fmt.Sprintf("it raises the memlock limit to unlimited at start, and this process may not "+
-			"(%s; needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE)", msg[strings.LastIndex(msg, ": ")+2:]), err}
+		return &plainError{msg: fmt.Sprintf("it raises the memlock limit to unlimited at start, and this process may not "+
+			"(%s; needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE)", msg[strings.LastIndex(msg, ": ")+2:]), errs: []error{probe.ErrNotSupported, err}}
 	}
 	for _, s := range []string{"operation not permitted", "permission denied", "kernel version", "not supported"} {
 		if strings.Contains(strings.ToLower(msg), s) {
-			return &refusal{msg, err}
+			return &plainError{msg: msg, errs: []error{probe.ErrNotSupported, err}}
 		}
 	}
 	return err
 }
-
-// refusal is the library's "not on this machine", put in words; it is
-// probe.ErrNotSupported.
-type refusal struct {
-	msg string
-	err error
-}
-
-func (r *refusal) Error() string        { return r.msg }
-func (r *refusal) Unwrap() error        { return r.err }
-func (r *refusal) Is(target error) bool { return target == probe.ErrNotSupported }
 
 // ReportTraceEvent is called by the library for every sampled stack of
 // every process. It keeps the watched processes' on-CPU samples.
