@@ -189,13 +189,6 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	return starlark.NewList(valuesOf(a.Levels, func(l engine.LevelStates) starlark.Value {
-		states := starlark.NewDict(engine.NumStates)
-		for s, name := range engine.AttributionStates {
-			st := l.States[s]
-			states.SetKey(starlark.String(name), structOf(starlark.StringDict{
-				"share": starlark.Float(st.Share), "mean_ms": starlark.Float(st.MeanMs), "p95_ms": starlark.Float(st.P95Ms),
-			}))
-		}
 		var thread, runUtil, passUtil, gpu starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None
 		threads := valuesOf(l.Threads, passThreadValue)
 		if l.HasThread {
@@ -211,13 +204,25 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 		return structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing),
-			"latency_mean_ms": starlark.Float(l.LatencyMeanMs), "states": states,
+			"latency_mean_ms": starlark.Float(l.LatencyMeanMs), "states": statesValue(engine.AttributionStates, l.States[:]),
 			"thread": thread, "threads": starlark.NewList(threads), "running_util": runUtil, "pass_util": passUtil, "gpu": gpu,
 			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow),
 			"admission_at_cap": starlark.Float(l.AdmissionAtCap), "run_cap": starlark.MakeInt(l.RunCap),
 			"admission_in_ff": starlark.Float(l.AdmissionInFF),
 		})
 	})), nil
+}
+
+// statesValue is a level's states, {state: struct(share, mean_ms,
+// p95_ms)}, named by names (engine.AttributionStates or BlackBoxStates).
+func statesValue(names []string, sts []engine.StateStat) *starlark.Dict {
+	d := starlark.NewDict(len(names))
+	for s, name := range names {
+		d.SetKey(starlark.String(name), structOf(starlark.StringDict{
+			"share": starlark.Float(sts[s].Share), "mean_ms": starlark.Float(sts[s].MeanMs), "p95_ms": starlark.Float(sts[s].P95Ms),
+		}))
+	}
+	return d
 }
 
 // requests(capture, preset = None, thread = ""): one row per successful

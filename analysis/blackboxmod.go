@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"maps"
 	"slices"
 
 	"go.starlark.net/starlark"
@@ -113,20 +114,8 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		return nil, err
 	}
 	return starlark.NewList(valuesOf(bb.r.Levels, func(l engine.BlackBoxLevel) starlark.Value {
-		states := starlark.NewDict(engine.NumBBStates)
-		for s, name := range engine.BlackBoxStates {
-			st := l.States[s]
-			states.SetKey(starlark.String(name), structOf(starlark.StringDict{
-				"share": starlark.Float(st.Share), "mean_ms": starlark.Float(st.MeanMs), "p95_ms": starlark.Float(st.P95Ms),
-			}))
-		}
 		groups := starlark.NewDict(len(l.Groups.Sizes))
-		sizes := make([]int, 0, len(l.Groups.Sizes))
-		for k := range l.Groups.Sizes {
-			sizes = append(sizes, k)
-		}
-		slices.Sort(sizes)
-		for _, k := range sizes {
+		for _, k := range slices.Sorted(maps.Keys(l.Groups.Sizes)) {
 			groups.SetKey(starlark.MakeInt(k), starlark.MakeInt(l.Groups.Sizes[k]))
 		}
 		var gpu starlark.Value = starlark.None
@@ -135,7 +124,7 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		}
 		return structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "latency_mean_ms": starlark.Float(l.LatencyMeanMs),
-			"states": states, "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
+			"states": statesValue(engine.BlackBoxStates, l.States[:]), "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
 			"in_flight": starlark.Float(l.InFlight), "parallelism": starlark.Float(l.Parallelism),
 			"parallelism_min": starlark.Float(l.ParallelismMin), "parallelism_max": starlark.Float(l.ParallelismMax),
 			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
