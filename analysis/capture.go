@@ -1,12 +1,10 @@
 package analysis
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -278,47 +276,35 @@ func (c *Capture) HasSpans() bool { return c.Bundle.Has(bundle.SpansFile) }
 func (c *Capture) HasEvents() bool { return c.Bundle.Has(bundle.EventsFile) }
 
 // Rows returns the JSON objects of a probe file (gpu.jsonl, sched.jsonl,
-// cuda.jsonl); none when the file is absent. Numbers are json.Number.
+// cuda.jsonl), read as every bundle file is (bundle.ReadJSONL: a
+// truncated last line dropped); none when the file is absent. Numbers are
+// json.Number.
 func (c *Capture) Rows(name string) ([]map[string]any, error) {
 	return c.rows.get(name, func() ([]map[string]any, error) {
-		f, err := os.Open(c.Bundle.Path(name))
+		var out []map[string]any
+		_, err := bundle.ReadJSONL(c.Bundle.Path(name), func(o object) error {
+			out = append(out, o)
+			return nil
+		})
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return readObjects(f, c.Bundle.Path(name))
+		return out, err
 	})
 }
 
-// readObjects reads a JSONL file of objects, tolerating a truncated last line.
-func readObjects(r io.Reader, name string) ([]map[string]any, error) {
-	var out []map[string]any
-	br := bufio.NewReaderSize(r, 1<<16)
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			v, err := decodeJSON(t)
-			m, ok := v.(map[string]any)
-			switch {
-			case err != nil && rerr == io.EOF && b[len(b)-1] != '\n':
-				return out, nil // a truncated last line
-			case err != nil:
-				return out, fmt.Errorf("%s:%d: %w", name, line, err)
-			case !ok:
-				return out, fmt.Errorf("%s:%d: not a JSON object", name, line)
-			}
-			out = append(out, m)
-		}
-		if rerr == io.EOF {
-			return out, nil
-		}
-		if rerr != nil {
-			return out, fmt.Errorf("%s: %w", name, rerr)
-		}
+// object is a line of a probe file as Rows reads it: a JSON object whose
+// numbers are json.Number.
+type object map[string]any
+
+func (o *object) UnmarshalJSON(b []byte) error {
+	v, err := decodeJSON(b)
+	m, ok := v.(map[string]any)
+	if err == nil && !ok {
+		err = errors.New("not a JSON object")
 	}
+	*o = m
+	return err
 }
 
 func decodeJSON(b []byte) (any, error) {
