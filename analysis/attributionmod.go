@@ -61,7 +61,7 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 		return nil, nil, err
 	}
 	if len(in.Sched) > 0 {
-		if in.GPU, err = engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile)); err != nil {
+		if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
 			return nil, nil, err
 		}
 	}

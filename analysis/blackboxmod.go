@@ -68,7 +68,7 @@ func (c *Capture) computeBlackBox() (*blackBox, error) {
 	if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
 		return nil, err
 	}
-	if in.GPU, err = engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile)); err != nil {
+	if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
 		return nil, err
 	}
 	out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0

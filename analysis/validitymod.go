@@ -32,11 +32,7 @@ func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		gpu, err := engine.ReadGPUUtil(c.Bundle.Path(bundle.GPUFile))
-		if err != nil {
-			return nil, err
-		}
-		procs, err := engine.ReadGPUProcs(c.Bundle.Path(bundle.GPUFile))
+		gpu, procs, err := engine.ReadGPU(c.Bundle.Path(bundle.GPUFile))
 		if err != nil {
 			return nil, err
 		}

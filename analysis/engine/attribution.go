@@ -157,11 +157,20 @@ func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string,
 	return sched, cuda, source, err
 }
 
-// ReadGPUUtil reads the util samples of a gpu.jsonl (absent: none): the
-// share of each sample period, ending at TS, during which a kernel ran.
-func ReadGPUUtil(path string) ([]bundle.GPURecord, error) {
+// ReadGPU reads the gpu.jsonl at path (absent: none) once: its util
+// samples (the share of each sample period, ending at TS, during which a
+// kernel ran) and its per-process samples (kind proc).
+func ReadGPU(path string) (util, procs []bundle.GPURecord, err error) {
 	all, err := bundle.ReadAll[bundle.GPURecord](path)
-	return slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUUtil == nil }), err
+	for _, r := range all {
+		if r.GPUUtil != nil {
+			util = append(util, r)
+		}
+		if r.GPUProc != nil {
+			procs = append(procs, r)
+		}
+	}
+	return util, procs, err
 }
 
 // AttributionInput is what Attribute reads.

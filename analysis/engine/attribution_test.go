@@ -75,7 +75,7 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu, err := ReadGPUUtil(filepath.Join(dir, bundle.GPUFile))
+	gpu, _, err := ReadGPU(filepath.Join(dir, bundle.GPUFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,20 +171,13 @@ type ValidityInput struct {
 	// knee_threshold option): throughput rising less than this share
 	// from one level to the next.
 	KneeThreshold float64
-	GPU           []bundle.GPURecord // NVML utilization samples (ReadGPUUtil; nil: no gpu probe)
+	GPU           []bundle.GPURecord // NVML utilization samples (ReadGPU; nil: no gpu probe)
 	// GPUProcs are NVML's per-process samples, the target's and others'
 	// (gpu.jsonl's kind proc).
-	GPUProcs []bundle.GPURecord // gpu.jsonl's per-process samples (ReadGPUProcs)
+	GPUProcs []bundle.GPURecord // gpu.jsonl's per-process samples (ReadGPU)
 	// Cores are the proc probe's per-core records (proc_cpus.jsonl; nil:
 	// no proc probe).
 	Cores []bundle.CPURecord
-}
-
-// ReadGPUProcs reads the per-process samples (kind proc) of gpu.jsonl at
-// path (absent: none).
-func ReadGPUProcs(path string) ([]bundle.GPURecord, error) {
-	all, err := bundle.ReadAll[bundle.GPURecord](path)
-	return slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUProc == nil }), err
 }
 
 // Finding is one check that fired.
