@@ -6,6 +6,14 @@ import (
 	"slices"
 )
 
+// lagRow is a row of the realtime_lag table.
+type lagRow struct {
+	Level string  `col:"level"`
+	T     float64 `col:"t (s)"`
+	P50   float64 `col:"lag p50 (s)"`
+	P95   float64 `col:"lag p95 (s)"`
+}
+
 // lagOverTime draws the realtime_lag table (scripts/realtime.star): per
 // level, the update lag's p50 (solid) and p95 (dashed) against session
 // time, one point per bin. Nothing when the capture has no series.
@@ -14,21 +22,15 @@ func (d *captureData) lagOverTime(p *page) {
 	if t == nil || len(t.Rows) == 0 {
 		return
 	}
-	ti, p50i, p95i := colIndex(t, "t (s)"), colIndex(t, "lag p50 (s)"), colIndex(t, "lag p95 (s)")
-	if ti < 0 || p50i < 0 || p95i < 0 {
-		return
-	}
 	type pt struct{ t, p50, p95 float64 }
 	by := map[string][]pt{}
 	hi, span := 0.0, 0.0
-	for r := range t.Rows {
-		q := pt{fnum(t.Values[r][ti]), fnum(t.Values[r][p50i]), fnum(t.Values[r][p95i])}
-		if math.IsNaN(q.t) || math.IsNaN(q.p95) {
+	for _, r := range rows[lagRow](d, "realtime_lag") {
+		if math.IsNaN(r.T) || math.IsNaN(r.P95) {
 			continue
 		}
-		lv := cellLevel(t, r)
-		by[lv] = append(by[lv], q)
-		hi, span = max(hi, q.p95), max(span, q.t)
+		by[r.Level] = append(by[r.Level], pt{r.T, r.P50, r.P95})
+		hi, span = max(hi, r.P95), max(span, r.T)
 	}
 	if len(by) == 0 {
 		return
