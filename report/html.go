@@ -252,12 +252,8 @@ type bottleneckRow struct {
 }
 
 func (d *captureData) verdictSection(p *page) {
-	t := d.tables["bottleneck"]
-	if t == nil {
-		return
-	}
-	rs, err := table.Decode[bottleneckRow](t)
-	if err != nil {
+	t, rs := d.tables["bottleneck"], rows[bottleneckRow](d, "bottleneck")
+	if rs == nil {
 		return
 	}
 	p.section("verdict", "Verdict", "What limits this server at each level, and what says so?")

@@ -18,18 +18,13 @@ type lagRow struct {
 // level, the update lag's p50 (solid) and p95 (dashed) against session
 // time, one point per bin. Nothing when the capture has no series.
 func (d *captureData) lagOverTime(p *page) {
-	t := d.tables["realtime_lag"]
-	if t == nil || len(t.Rows) == 0 {
-		return
-	}
-	type pt struct{ t, p50, p95 float64 }
-	by := map[string][]pt{}
+	by := map[string][]lagRow{}
 	hi, span := 0.0, 0.0
 	for _, r := range rows[lagRow](d, "realtime_lag") {
 		if math.IsNaN(r.T) || math.IsNaN(r.P95) {
 			continue
 		}
-		by[r.Level] = append(by[r.Level], pt{r.T, r.P50, r.P95})
+		by[r.Level] = append(by[r.Level], r)
 		hi, span = max(hi, r.P95), max(span, r.T)
 	}
 	if len(by) == 0 {
@@ -49,9 +44,9 @@ func (d *captureData) lagOverTime(p *page) {
 			}
 			var a, z [][2]float64
 			for _, q := range qs {
-				a = append(a, [2]float64{xs.at(q.t), ys.at(q.p50)})
-				z = append(z, [2]float64{xs.at(q.t), ys.at(q.p95)})
-				c.dot(xs.at(q.t), ys.at(q.p95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.t), val(q.p50), val(q.p95)))
+				a = append(a, [2]float64{xs.at(q.T), ys.at(q.P50)})
+				z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
+				c.dot(xs.at(q.T), ys.at(q.P95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
 			}
 			c.polyline(a, color(li), "series")
 			c.polyline(z, color(li), "series dash")

@@ -133,7 +133,7 @@ type levelRow struct {
 	Level string `col:"level"`
 }
 
-// rows reads the table name as rows of T (table.Decode): none where the
+// rows reads the table name as rows of T (table.Decode): nil where the
 // analyses gave no such table or it lacks a column T names.
 func rows[T any](d *captureData, name string) []T {
 	if t := d.tables[name]; t != nil {
@@ -203,9 +203,7 @@ func (d *captureData) stageMeans() ([]string, map[string][]float64) {
 	if t == nil {
 		return nil, nil
 	}
-	// The stage columns are the preset's, not a fixed schema: each is read
-	// by its name, the level through levelRow.
-	var cols []string
+	var cols []string // the preset's stages, by name
 	var idx []int
 	for i, c := range t.Columns {
 		if c == "level" || c == "total" {
@@ -214,12 +212,8 @@ func (d *captureData) stageMeans() ([]string, map[string][]float64) {
 		cols = append(cols, c)
 		idx = append(idx, i)
 	}
-	levels, err := table.Decode[levelRow](t)
-	if err != nil {
-		return nil, nil
-	}
 	out := map[string][]float64{}
-	for r, lv := range levels {
+	for r, lv := range rows[levelRow](d, "stages") {
 		vs := make([]float64, len(idx))
 		for k, i := range idx {
 			vs[k] = math.NaN()
