@@ -21,7 +21,7 @@ func rowType[T any](name string) RowType {
 // RowTypes are every row type of the report, by the table it reads.
 var RowTypes = []RowType{
 	rowType[bottleneckRow]("bottleneck"), rowType[stateRow]("attribution"), rowType[stateRow]("blackbox"),
-	rowType[hotRow]("cpu_functions"), rowType[pyHotRow]("cpu_python"), rowType[threadRow]("cpu"),
+	rowType[hotRow]("cpu_functions"), rowType[hotRow]("cpu_python"), rowType[threadRow]("cpu"),
 	rowType[realtimeRow]("realtime"), rowType[lagRow]("realtime_lag"), rowType[rangeRow]("sweep_ranges"),
 	rowType[kneeRow]("knee"), rowType[levelRow]("stages"),
 }

@@ -501,19 +501,10 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 	p.end()
 }
 
-// hotRow is a row of the cpu_functions table, pyHotRow of cpu_python
-// (the same fields, its function column named for Python).
+// hotRow is a row of the cpu_functions and cpu_python tables.
 type hotRow struct {
 	Level     string     `col:"level"`
-	Function  string     `col:"function"`
-	Seconds   table.Text `col:"on-CPU (s)"`
-	Share     float64    `col:"share of samples (%)"`
-	ShareText table.Text `col:"share of samples (%)"`
-}
-
-type pyHotRow struct {
-	Level     string     `col:"level"`
-	Function  string     `col:"python function"`
+	Function  string     `col:"function|python function"`
 	Seconds   table.Text `col:"on-CPU (s)"`
 	Share     float64    `col:"share of samples (%)"`
 	ShareText table.Text `col:"share of samples (%)"`
@@ -525,12 +516,9 @@ func (d *captureData) cpuSection(p *page) error {
 		return nil
 	}
 	p.section("cpu", "CPU", "Which threads and which code keep the CPU busy at each level?")
-	hot, what := rows[hotRow](d, "cpu_functions"), "leaf functions"
-	if py := rows[pyHotRow](d, "cpu_python"); len(py) > 0 {
-		hot, what = nil, "Python functions (innermost Python frame, with the native code it called)"
-		for _, r := range py {
-			hot = append(hot, hotRow(r))
-		}
+	hot, what := rows[hotRow](d, "cpu_python"), "Python functions (innermost Python frame, with the native code it called)"
+	if len(hot) == 0 {
+		hot, what = rows[hotRow](d, "cpu_functions"), "leaf functions"
 	}
 	for _, lv := range d.levels {
 		var labs, tips []string

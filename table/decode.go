@@ -16,8 +16,9 @@ type Text string
 // Decode reads t's rows as values of the struct type T, so that a reader
 // names the columns it reads once, in its row type, and never reads a cell
 // by position. A field tagged `col:"name"` takes the typed value (Values)
-// of the column so named; `col:"name,optional"` stays zero where t has no
-// such column. A string takes a string (no value: ""; a row without typed
+// of the column so named (`col:"name|other"`: of either, for tables that
+// name one column two ways); `col:"name,optional"` stays zero where t has
+// no such column. A string takes a string (no value: ""; a row without typed
 // values: its text), Text the text, float64 a number (no value: NaN), int
 // and int64 an integral number, bool a bool, a pointer to one of these its
 // value or nil. A column that t lacks is an error naming the table, the
@@ -29,7 +30,7 @@ func Decode[T any](t *Table) ([]T, error) {
 	for i := range typ.NumField() {
 		tag, ok := typ.Field(i).Tag.Lookup("col")
 		name, opt, _ := strings.Cut(tag, ",")
-		c := slices.Index(t.Columns, name)
+		c := slices.IndexFunc(t.Columns, func(c string) bool { return slices.Contains(strings.Split(name, "|"), c) })
 		if ok && c < 0 && opt != "optional" {
 			return nil, fmt.Errorf("table %s has no column %q (its columns: %s)", t.Name, name, strings.Join(t.Columns, ", "))
 		}

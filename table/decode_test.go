@@ -16,6 +16,7 @@ func TestDecode(t *testing.T) {
 		Lo       *float64 `col:"lo"`
 		On       bool     `col:"on"`
 		Extra    string   `col:"extra,optional"`
+		Either   string   `col:"lvl|level"`
 	}
 	tab := &Table{Name: "t", Columns: []string{"level", "share (%)", "n", "lo", "on", "stage"}}
 	tab.Rows = [][]string{{"c=16", "12 %", "3", "-", "true", "1 / 2"}, {"c=1", "-", "-", "-", "-", "-"}}
@@ -28,7 +29,7 @@ func TestDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rows[0]
-	if r.Level != "c16" || r.Share != 12.5 || r.ShareTxt != "12 %" || r.N != 3 || r.Big != 3 || r.Lo == nil || *r.Lo != 0.5 || !r.On || r.Extra != "" {
+	if r.Level != "c16" || r.Share != 12.5 || r.ShareTxt != "12 %" || r.N != 3 || r.Big != 3 || r.Lo == nil || *r.Lo != 0.5 || !r.On || r.Extra != "" || r.Either != "c16" {
 		t.Errorf("row 1: %+v", r)
 	}
 	// No value: "", NaN, zero, nil.
@@ -49,43 +50,37 @@ func TestDecodeErrors(t *testing.T) {
 	tab := &Table{Name: "advice", Columns: []string{"level", "from"}}
 	tab.AddRow("c1", "one")
 	tab.AddRow("c2", 2.5)
+	second := &Table{Name: "advice", Columns: tab.Columns, Values: tab.Values[1:]}
 	for _, tc := range []struct {
-		decode func() error
-		want   string
+		err  error
+		want string
 	}{
-		{func() error {
-			_, err := Decode[struct {
-				Cause string `col:"cause"`
-			}](tab)
-			return err
-		}, `table advice has no column "cause" (its columns: level, from)`},
-		{func() error {
-			_, err := Decode[struct {
-				From float64 `col:"from"`
-			}](tab)
-			return err
-		}, "table advice row 1, column from: one is not a number"},
-		{func() error {
-			_, err := Decode[struct {
-				From int `col:"from"`
-			}](&Table{Name: "advice", Columns: tab.Columns, Values: tab.Values[1:]})
-			return err
-		}, "table advice row 1, column from: 2.5 is not an integer"},
-		{func() error {
-			_, err := Decode[struct {
-				On bool `col:"level"`
-			}](tab)
-			return err
-		}, "table advice row 1, column level: c1 is not a bool"},
-		{func() error {
-			_, err := Decode[struct {
-				Level string `col:"from"`
-			}](&Table{Name: "advice", Columns: tab.Columns, Values: tab.Values[1:]})
-			return err
-		}, "table advice row 1, column from: 2.5 is not a string"},
+		{decodeErr[struct {
+			Cause string `col:"cause"`
+		}](tab), `table advice has no column "cause" (its columns: level, from)`},
+		{decodeErr[struct {
+			Cause string `col:"cause|reason"`
+		}](tab), `table advice has no column "cause|reason" (its columns: level, from)`},
+		{decodeErr[struct {
+			From float64 `col:"from"`
+		}](tab), "table advice row 1, column from: one is not a number"},
+		{decodeErr[struct {
+			From int `col:"from"`
+		}](second), "table advice row 1, column from: 2.5 is not an integer"},
+		{decodeErr[struct {
+			On bool `col:"level"`
+		}](tab), "table advice row 1, column level: c1 is not a bool"},
+		{decodeErr[struct {
+			Level string `col:"from"`
+		}](second), "table advice row 1, column from: 2.5 is not a string"},
 	} {
-		if err := tc.decode(); err == nil || err.Error() != tc.want {
-			t.Errorf("got %v, want %s", err, tc.want)
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("got %v, want %s", tc.err, tc.want)
 		}
 	}
+}
+
+func decodeErr[T any](t *Table) error {
+	_, err := Decode[T](t)
+	return err
 }
