@@ -87,10 +87,13 @@ func set(f reflect.Value, v any, text string) error {
 	case f.Kind() == reflect.Float64 && isNum:
 		f.SetFloat(x)
 	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
-		if !isNum || x != math.Trunc(x) {
+		if rv := reflect.ValueOf(v); rv.CanInt() {
+			f.SetInt(rv.Int()) // whole: a float64 holds 53 bits
+		} else if isNum && x == math.Trunc(x) {
+			f.SetInt(int64(x))
+		} else {
 			return fmt.Errorf("%v is not an integer", v)
 		}
-		f.SetInt(int64(x))
 	default:
 		return fmt.Errorf("%v is not a number", v)
 	}

@@ -21,7 +21,7 @@ func TestDecode(t *testing.T) {
 	tab := &Table{Name: "t", Columns: []string{"level", "share (%)", "n", "lo", "on", "stage"}}
 	tab.Rows = [][]string{{"c=16", "12 %", "3", "-", "true", "1 / 2"}, {"c=1", "-", "-", "-", "-", "-"}}
 	tab.Values = [][]any{
-		{"c16", 12.5, int64(3), json.Number("0.5"), true, map[string]any{"mean_ms": 1.0}},
+		{"c16", 12.5, int64(1<<62 + 1), json.Number("0.5"), true, map[string]any{"mean_ms": 1.0}},
 		{nil, nil, nil, nil, nil, nil},
 	}
 	rows, err := Decode[row](tab)
@@ -29,7 +29,7 @@ func TestDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rows[0]
-	if r.Level != "c16" || r.Share != 12.5 || r.ShareTxt != "12 %" || r.N != 3 || r.Big != 3 || r.Lo == nil || *r.Lo != 0.5 || !r.On || r.Extra != "" || r.Either != "c16" {
+	if r.Level != "c16" || r.Share != 12.5 || r.ShareTxt != "12 %" || r.N != 1<<62+1 || r.Big != 1<<62+1 || r.Lo == nil || *r.Lo != 0.5 || !r.On || r.Extra != "" || r.Either != "c16" {
 		t.Errorf("row 1: %+v", r)
 	}
 	// No value: "", NaN, zero, nil.
