@@ -7,15 +7,16 @@ import (
 	"slices"
 
 	"github.com/asrprof/asrprof/analysis/engine"
+	"github.com/asrprof/asrprof/table"
 )
 
 // StageRecord is one derived stage of one request, on the server's
 // clock: a row of the stage_spans analysis.
 type StageRecord struct {
-	Request     int // its index in requests.jsonl
-	Stage       string
-	StartUnixNs int64
-	EndUnixNs   int64
+	Request     int    `col:"request_index"` // its index in requests.jsonl
+	Stage       string `col:"stage"`
+	StartUnixNs int64  `col:"start_unix_ns"`
+	EndUnixNs   int64  `col:"end_unix_ns"`
 }
 
 // StageRecords runs the built-in stage_spans analysis with the session's
@@ -33,15 +34,11 @@ func StageRecords(ctx context.Context, s *Session) ([]StageRecord, error) {
 		if t.Name != "stage_spans" {
 			continue
 		}
-		col := map[string]int{}
-		for i, c := range t.Columns {
-			col[c] = i
+		rs, err := table.Decode[StageRecord](t)
+		if err != nil {
+			return nil, err
 		}
-		for _, row := range t.Values {
-			i64 := func(c string) int64 { v, _ := row[col[c]].(int64); return v } // a Starlark int
-			stage, _ := row[col["stage"]].(string)
-			out = append(out, StageRecord{Request: int(i64("request_index")), Stage: stage, StartUnixNs: i64("start_unix_ns"), EndUnixNs: i64("end_unix_ns")})
-		}
+		out = append(out, rs...)
 	}
 	slices.SortStableFunc(out, func(a, b StageRecord) int {
 		return cmp.Or(cmp.Compare(a.Request, b.Request), cmp.Compare(a.StartUnixNs, b.StartUnixNs))

@@ -51,23 +51,24 @@ type WhatIfEdit struct {
 	Where string   `json:"where"` // "replaced", "appended", "removed", "unchanged"
 }
 
-// WhatIfAdvice is one row of the advice table.
+// WhatIfAdvice is one row of the advice table (scripts/bottleneck.star),
+// read by its col tags (table.Decode).
 type WhatIfAdvice struct {
-	Level     string   `json:"level"`
-	Cause     string   `json:"cause"`
-	Knob      string   `json:"knob"`
-	From      *float64 `json:"from"`
-	To        *float64 `json:"to"`
-	Change    string   `json:"change"`
-	Metric    string   `json:"metric"`
-	Now       *float64 `json:"now"`
-	Predicted *float64 `json:"predicted"`
-	Lo        *float64 `json:"lo"`
-	Hi        *float64 `json:"hi"`
+	Level     string   `json:"level" col:"level"`
+	Cause     string   `json:"cause" col:"cause"`
+	Knob      string   `json:"knob" col:"knob"`
+	From      *float64 `json:"from" col:"from"`
+	To        *float64 `json:"to" col:"to"`
+	Change    string   `json:"change" col:"change"`
+	Metric    string   `json:"metric" col:"metric"`
+	Now       *float64 `json:"now" col:"now"`
+	Predicted *float64 `json:"predicted" col:"predicted"`
+	Lo        *float64 `json:"lo" col:"lo"`
+	Hi        *float64 `json:"hi" col:"hi"`
 	// Coverage is the share of trials the interval claims to hold the
 	// measurement in (0.8), where the advice says; an optional column.
-	Coverage *float64 `json:"coverage,omitempty"`
-	Basis    string   `json:"basis"`
+	Coverage *float64 `json:"coverage,omitempty" col:"coverage,optional"`
+	Basis    string   `json:"basis" col:"basis"`
 }
 
 // WhatIfJudgement is what-if's verdict on one round (docs/CAPACITY.md,

@@ -242,28 +242,34 @@ func Write(ctx context.Context, w io.Writer, dir string, o Options) error {
 	return p.render(w, data)
 }
 
+// bottleneckRow is a row of the bottleneck table: a level's causes, its
+// verdict first.
+type bottleneckRow struct {
+	Level    string     `col:"level"`
+	Cause    string     `col:"cause"`
+	Explains table.Text `col:"explains"` // "62 %", "-"
+	Evidence string     `col:"evidence"`
+}
+
 func (d *captureData) verdictSection(p *page) {
-	t := d.tables["bottleneck"]
-	if t == nil {
+	t, rs := d.tables["bottleneck"], rows[bottleneckRow](d, "bottleneck")
+	if rs == nil {
 		return
 	}
 	p.section("verdict", "Verdict", "What limits this server at each level, and what says so?")
-	cause, expl, evid := colIndex(t, "cause"), colIndex(t, "explains"), colIndex(t, "evidence")
 	p.b.WriteString(`<div class="verdicts">`)
 	prev := ""
-	for i := range t.Rows {
-		lv := cellLevel(t, i)
-		first := lv != prev
-		if first {
+	for _, r := range rs {
+		if r.Level != prev {
 			if prev != "" {
 				p.b.WriteString("</ul></div>")
 			}
-			fmt.Fprintf(&p.b, `<div class="verdict"><h3>%s: %s</h3><p class="ev">%s%s</p><ul>`, esc(label(lv)), esc(t.Rows[i][cause]),
-				esc(explains(t.Rows[i][expl])), esc(t.Rows[i][evid]))
-			prev = lv
+			fmt.Fprintf(&p.b, `<div class="verdict"><h3>%s: %s</h3><p class="ev">%s%s</p><ul>`, esc(label(r.Level)), esc(r.Cause),
+				esc(explains(string(r.Explains))), esc(r.Evidence))
+			prev = r.Level
 			continue
 		}
-		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(t.Rows[i][cause]), esc(explainsShort(t.Rows[i][expl])), esc(t.Rows[i][evid]))
+		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(r.Cause), esc(explainsShort(string(r.Explains))), esc(r.Evidence))
 	}
 	if prev != "" {
 		p.b.WriteString("</ul></div>")
@@ -380,6 +386,14 @@ func (d *captureData) stagesSection(p *page) {
 	p.end()
 }
 
+// stateRow is a row of the attribution and blackbox tables.
+type stateRow struct {
+	Level string  `col:"level"`
+	State string  `col:"state"`
+	Share float64 `col:"share (%)"`
+	Mean  float64 `col:"mean (ms)"`
+}
+
 // attributionSection draws the attribution table: per level, each
 // state's share of the summed latency as one 100 % bar.
 //
@@ -393,14 +407,14 @@ func (d *captureData) attributionSection(p *page) {
 	if t == nil || len(t.Rows) == 0 {
 		return
 	}
-	st, sh, mn := colIndex(t, "state"), colIndex(t, "share (%)"), colIndex(t, "mean (ms)")
-	if st < 0 || sh < 0 || mn < 0 {
+	rs, err := table.Decode[stateRow](t)
+	if err != nil {
 		return
 	}
 	// The states the table shows, in AttributionStates order.
 	shown := map[string]bool{}
-	for i := range t.Rows {
-		shown[t.Rows[i][st]] = true
+	for _, r := range rs {
+		shown[r.State] = true
 	}
 	var names, colors []string
 	pos := map[string]int{} // a state's index in names
@@ -411,16 +425,15 @@ func (d *captureData) attributionSection(p *page) {
 		}
 	}
 	byLevel := map[string]*stateBar{}
-	for i := range t.Rows {
-		lv := cellLevel(t, i)
-		b := byLevel[lv]
+	for _, r := range rs {
+		b := byLevel[r.Level]
 		if b == nil {
-			b = &stateBar{label: label(lv), shares: make([]float64, len(names)), means: make([]float64, len(names))}
-			byLevel[lv] = b
+			b = &stateBar{label: label(r.Level), shares: make([]float64, len(names)), means: make([]float64, len(names))}
+			byLevel[r.Level] = b
 		}
-		k := pos[t.Rows[i][st]]
-		b.shares[k] = fnum(t.Values[i][sh]) / 100
-		b.means[k] = fnum(t.Values[i][mn])
+		k := pos[r.State]
+		b.shares[k] = r.Share / 100
+		b.means[k] = r.Mean
 		b.meanMs += b.means[k]
 	}
 	var bars []stateBar
@@ -488,34 +501,36 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 	p.end()
 }
 
+// hotRow is a row of the cpu_functions and cpu_python tables.
+type hotRow struct {
+	Level     string     `col:"level"`
+	Function  string     `col:"function|python function"`
+	Seconds   table.Text `col:"on-CPU (s)"`
+	Share     float64    `col:"share of samples (%)"`
+	ShareText table.Text `col:"share of samples (%)"`
+}
+
 func (d *captureData) cpuSection(p *page) error {
 	tcpu, tpy, tfn := d.tables["cpu"], d.tables["cpu_python"], d.tables["cpu_functions"]
 	if tcpu == nil && tpy == nil && tfn == nil {
 		return nil
 	}
 	p.section("cpu", "CPU", "Which threads and which code keep the CPU busy at each level?")
-	hot := tpy
-	what := "Python functions (innermost Python frame, with the native code it called)"
-	if hot == nil || len(hot.Rows) == 0 {
-		hot, what = tfn, "leaf functions"
+	hot, what := rows[hotRow](d, "cpu_python"), "Python functions (innermost Python frame, with the native code it called)"
+	if len(hot) == 0 {
+		hot, what = rows[hotRow](d, "cpu_functions"), "leaf functions"
 	}
-	if hot != nil && len(hot.Rows) > 0 {
-		sec := colIndex(hot, "on-CPU (s)")
-		share := colIndex(hot, "share of samples (%)")
-		for _, lv := range d.levels {
-			var labs, tips []string
-			var vals []float64
-			for i := range hot.Rows {
-				if cellLevel(hot, i) != lv {
-					continue
-				}
-				labs = append(labs, hot.Rows[i][1])
-				vals = append(vals, fnum(hot.Values[i][share]))
-				tips = append(tips, fmt.Sprintf("%s: %s s on CPU, %s %% of samples", hot.Rows[i][1], hot.Rows[i][sec], hot.Rows[i][share]))
+	for _, lv := range d.levels {
+		var labs, tips []string
+		var vals []float64
+		for _, r := range hot {
+			if r.Level == lv {
+				labs = append(labs, r.Function)
+				vals = append(vals, r.Share)
+				tips = append(tips, fmt.Sprintf("%s: %s s on CPU, %s %% of samples", r.Function, r.Seconds, r.ShareText))
 			}
-			if len(labs) == 0 {
-				continue
-			}
+		}
+		if len(labs) > 0 {
 			p.figure("plot-cpu-"+lv, "Which "+what+" take the most CPU at "+label(lv)+"?", hbars("hottest", " %", labs, vals, tips, color(5)),
 				"share of on-CPU samples, scored passes (cpu analysis)")
 		}
@@ -604,6 +619,15 @@ func hash(s string) int {
 	return h
 }
 
+// realtimeRow is a row of the realtime table.
+type realtimeRow struct {
+	Level    string  `col:"level"`
+	FirstP50 float64 `col:"first update p50 (s)"`
+	FirstP95 float64 `col:"first update p95 (s)"`
+	FinalP50 float64 `col:"final after STOP p50 (s)"`
+	FinalP95 float64 `col:"final after STOP p95 (s)"`
+}
+
 func (d *captureData) realtimeSection(p *page) {
 	t := d.tables["realtime"]
 	if t == nil || len(t.Rows) == 0 {
@@ -611,24 +635,20 @@ func (d *captureData) realtimeSection(p *page) {
 	}
 	p.section("realtime", "Realtime sessions", "Do the realtime sessions keep up with the speech?")
 	nan := func() []float64 { return slices.Repeat([]float64{math.NaN()}, len(d.levels)) }
-	col := func(name string) []float64 {
-		i := colIndex(t, name)
-		out := nan()
-		for r := range t.Rows {
-			if k := slices.Index(d.levels, cellLevel(t, r)); k >= 0 && i >= 0 {
-				out[k] = fnum(t.Values[r][i])
+	ys := [4][]float64{nan(), nan(), nan(), nan()} // per level: first update p50, p95, final p50, p95
+	for _, r := range rows[realtimeRow](d, "realtime") {
+		if k := slices.Index(d.levels, r.Level); k >= 0 {
+			for i, v := range [4]float64{r.FirstP50, r.FirstP95, r.FinalP50, r.FinalP95} {
+				ys[i][k] = v
 			}
 		}
-		return out
 	}
-	cats := labels(d.levels)
-	mk := func(name, column string, ci int) seriesCat {
-		return seriesCat{name: name, color: color(ci), y: col(column), lo: nan(), hi: nan()}
+	mk := func(name string, i, ci int) seriesCat {
+		return seriesCat{name: name, color: color(ci), y: ys[i], lo: nan(), hi: nan()}
 	}
 	p.figure("plot-rt-first", "How soon does the first text come, and how long after the end of the speech the final?",
-		catLines("realtime latency", "seconds", cats, []seriesCat{
-			mk("first update p50", "first update p50 (s)", 0), mk("first update p95", "first update p95 (s)", 1),
-			mk("final after STOP p50", "final after STOP p50 (s)", 2), mk("final after STOP p95", "final after STOP p95 (s)", 5),
+		catLines("realtime latency", "seconds", labels(d.levels), []seriesCat{
+			mk("first update p50", 0, 0), mk("first update p95", 1, 1), mk("final after STOP p50", 2, 2), mk("final after STOP p95", 3, 5),
 		}, -1, ""), "per level, mean over repeats (realtime analysis)")
 	// Lag over the capture: each session's p95 lag at its start.
 	if reqs, err := d.c.Requests(); err == nil {

@@ -6,29 +6,26 @@ import (
 	"slices"
 )
 
+// lagRow is a row of the realtime_lag table.
+type lagRow struct {
+	Level string  `col:"level"`
+	T     float64 `col:"t (s)"`
+	P50   float64 `col:"lag p50 (s)"`
+	P95   float64 `col:"lag p95 (s)"`
+}
+
 // lagOverTime draws the realtime_lag table (scripts/realtime.star): per
 // level, the update lag's p50 (solid) and p95 (dashed) against session
 // time, one point per bin. Nothing when the capture has no series.
 func (d *captureData) lagOverTime(p *page) {
-	t := d.tables["realtime_lag"]
-	if t == nil || len(t.Rows) == 0 {
-		return
-	}
-	ti, p50i, p95i := colIndex(t, "t (s)"), colIndex(t, "lag p50 (s)"), colIndex(t, "lag p95 (s)")
-	if ti < 0 || p50i < 0 || p95i < 0 {
-		return
-	}
-	type pt struct{ t, p50, p95 float64 }
-	by := map[string][]pt{}
+	by := map[string][]lagRow{}
 	hi, span := 0.0, 0.0
-	for r := range t.Rows {
-		q := pt{fnum(t.Values[r][ti]), fnum(t.Values[r][p50i]), fnum(t.Values[r][p95i])}
-		if math.IsNaN(q.t) || math.IsNaN(q.p95) {
+	for _, r := range rows[lagRow](d, "realtime_lag") {
+		if math.IsNaN(r.T) || math.IsNaN(r.P95) {
 			continue
 		}
-		lv := cellLevel(t, r)
-		by[lv] = append(by[lv], q)
-		hi, span = max(hi, q.p95), max(span, q.t)
+		by[r.Level] = append(by[r.Level], r)
+		hi, span = max(hi, r.P95), max(span, r.T)
 	}
 	if len(by) == 0 {
 		return
@@ -47,9 +44,9 @@ func (d *captureData) lagOverTime(p *page) {
 			}
 			var a, z [][2]float64
 			for _, q := range qs {
-				a = append(a, [2]float64{xs.at(q.t), ys.at(q.p50)})
-				z = append(z, [2]float64{xs.at(q.t), ys.at(q.p95)})
-				c.dot(xs.at(q.t), ys.at(q.p95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.t), val(q.p50), val(q.p95)))
+				a = append(a, [2]float64{xs.at(q.T), ys.at(q.P50)})
+				z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
+				c.dot(xs.at(q.T), ys.at(q.P95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
 			}
 			c.polyline(a, color(li), "series")
 			c.polyline(z, color(li), "series dash")

@@ -127,16 +127,20 @@ func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Sessi
 // label is the analyses' level label ("c16" → "c=16").
 func label(lv string) string { return model.LevelLabel(lv) }
 
-// cellLevel is the level of a row (its raw value, "c16").
-func cellLevel(t *table.Table, row int) string {
-	if v, ok := t.Values[row][0].(string); ok {
-		return v
-	}
-	return t.Rows[row][0]
+// levelRow is a row's level (its raw value, "c16"), the first column of
+// every per-level table.
+type levelRow struct {
+	Level string `col:"level"`
 }
 
-func colIndex(t *table.Table, name string) int {
-	return slices.Index(t.Columns, name)
+// rows reads the table name as rows of T (table.Decode): nil where the
+// analyses gave no such table or it lacks a column T names.
+func rows[T any](d *captureData, name string) []T {
+	if t := d.tables[name]; t != nil {
+		rs, _ := table.Decode[T](t)
+		return rs
+	}
+	return nil
 }
 
 func fnum(v any) float64 {
@@ -155,33 +159,38 @@ func fnum(v any) float64 {
 	return math.NaN()
 }
 
+// rangeRow is a row of sweep_ranges.
+type rangeRow struct {
+	Level  string  `col:"level"`
+	Metric string  `col:"metric"`
+	Mean   float64 `col:"mean"`
+	Min    float64 `col:"min"`
+	Max    float64 `col:"max"`
+}
+
 // ranges reads sweep_ranges: metric → level → (mean, min, max).
 func (d *captureData) ranges() map[string]map[string][3]float64 {
 	out := map[string]map[string][3]float64{}
-	t := d.tables["sweep_ranges"]
-	if t == nil {
-		return out
-	}
-	for i := range t.Values {
-		m := t.Rows[i][1]
-		if out[m] == nil {
-			out[m] = map[string][3]float64{}
+	for _, r := range rows[rangeRow](d, "sweep_ranges") {
+		if out[r.Metric] == nil {
+			out[r.Metric] = map[string][3]float64{}
 		}
-		out[m][cellLevel(t, i)] = [3]float64{fnum(t.Values[i][2]), fnum(t.Values[i][3]), fnum(t.Values[i][4])}
+		out[r.Metric][r.Level] = [3]float64{r.Mean, r.Min, r.Max}
 	}
 	return out
 }
 
+// kneeRow is a row of the knee table.
+type kneeRow struct {
+	Level     string `col:"level"`
+	Saturated string `col:"saturated"`
+}
+
 // knee is the knee table's level marked "knee", or "".
 func (d *captureData) knee() string {
-	t := d.tables["knee"]
-	if t == nil {
-		return ""
-	}
-	k := colIndex(t, "saturated")
-	for i := range t.Rows {
-		if k >= 0 && t.Rows[i][k] == "knee" {
-			return cellLevel(t, i)
+	for _, r := range rows[kneeRow](d, "knee") {
+		if r.Saturated == "knee" {
+			return r.Level
 		}
 	}
 	return ""
@@ -194,17 +203,17 @@ func (d *captureData) stageMeans() ([]string, map[string][]float64) {
 	if t == nil {
 		return nil, nil
 	}
-	var cols []string
+	var cols []string // the preset's stages, by name
 	var idx []int
 	for i, c := range t.Columns {
-		if i == 0 || c == "total" {
+		if c == "level" || c == "total" {
 			continue
 		}
 		cols = append(cols, c)
 		idx = append(idx, i)
 	}
 	out := map[string][]float64{}
-	for r := range t.Values {
+	for r, lv := range rows[levelRow](d, "stages") {
 		vs := make([]float64, len(idx))
 		for k, i := range idx {
 			vs[k] = math.NaN()
@@ -212,7 +221,7 @@ func (d *captureData) stageMeans() ([]string, map[string][]float64) {
 				vs[k] = fnum(m["mean_ms"])
 			}
 		}
-		out[cellLevel(t, r)] = vs
+		out[lv.Level] = vs
 	}
 	return cols, out
 }

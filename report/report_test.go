@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"github.com/asrprof/asrprof/internal/bundletest"
 	"io"
 	"os"
@@ -233,14 +234,16 @@ func TestCompareReport(t *testing.T) {
 
 // A realtime capture gets its panels: first update and final after STOP
 // per level (realtime analysis), and each session's lag over the capture.
-func TestReportRealtime(t *testing.T) {
+// realtimeBundle writes the refserver fixture made a realtime capture:
+// the protocol in the manifest, the per-session fields a realtime client
+// records and, with lags, each session's update lags (realtime_lags.jsonl).
+func realtimeBundle(t *testing.T, lags bool) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "rt")
 	cfg := fixture.Golden()["refserver"]
 	if _, err := fixture.Write(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Make it a realtime capture: the protocol in the manifest, and the
-	// per-session fields a realtime client records.
 	var m map[string]any
 	mb, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err := json.Unmarshal(mb, &m); err != nil {
@@ -250,7 +253,7 @@ func TestReportRealtime(t *testing.T) {
 	mb, _ = json.Marshal(m)
 	os.WriteFile(filepath.Join(dir, "manifest.json"), mb, 0o644)
 	f, _ := os.Open(filepath.Join(dir, "requests.jsonl"))
-	var out bytes.Buffer
+	var out, series bytes.Buffer
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	k := 0
@@ -265,9 +268,18 @@ func TestReportRealtime(t *testing.T) {
 		r["lag_growth_s"] = 0.01
 		b, _ := json.Marshal(r)
 		out.Write(append(b, '\n'))
+		fmt.Fprintf(&series, `{"id":%q,"level":%q,"repeat":%v,"warmup":%v,"at_s":[0.4,1.3],"lag_s":[0.1,0.2]}`+"\n", r["id"], r["level"], r["repeat"], r["warmup"] == true)
 	}
 	f.Close()
 	os.WriteFile(filepath.Join(dir, "requests.jsonl"), out.Bytes(), 0o644)
+	if lags {
+		os.WriteFile(filepath.Join(dir, "realtime_lags.jsonl"), series.Bytes(), 0o644)
+	}
+	return dir
+}
+
+func TestReportRealtime(t *testing.T) {
+	dir := realtimeBundle(t, false)
 	doc := render(t, dir)
 	for _, id := range []string{`id="realtime"`, `id="plot-rt-first"`, `id="plot-rt-lag"`, `data-table="realtime"`} {
 		if !strings.Contains(doc, id) {

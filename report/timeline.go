@@ -338,19 +338,24 @@ func passOf(tl *timeline, m *model.Manifest, lv string, rep int, warm bool) (flo
 	return 0, 0, false
 }
 
+// threadRow is a row of the cpu table, its threads busiest first.
+type threadRow struct {
+	Level  string `col:"level"`
+	Thread string `col:"thread"`
+}
+
 // schedPanel draws the busiest thread's share of a core per pass (the
 // thread the cpu analysis ranks first most often: the scheduler thread of
 // the servers we know).
 func (d *captureData) schedPanel(tl *timeline) error {
 	name := ""
-	if t := d.tables["cpu"]; t != nil {
+	if rs := rows[threadRow](d, "cpu"); rs != nil {
 		count := map[string]int{}
 		prev := ""
-		for i := range t.Rows {
-			lv := cellLevel(t, i)
-			if lv != prev {
-				count[t.Rows[i][1]]++
-				prev = lv
+		for _, r := range rs {
+			if r.Level != prev {
+				count[r.Thread]++
+				prev = r.Level
 			}
 		}
 		best := 0

@@ -3,7 +3,6 @@ package runbook
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,9 +116,6 @@ func ParseKnobFlag(s string) (name, flag string, err error) {
 	return name, flag, nil
 }
 
-// AdviceColumns are the advice table's columns.
-var AdviceColumns = []string{"level", "cause", "knob", "from", "to", "change", "metric", "now", "predicted", "lo", "hi", "basis"}
-
 // adviceMetrics maps the advice's metric names onto runbook's metrics
 // (Metrics) and the factor from runbook's unit to the advice's.
 var adviceMetrics = map[string]struct {
@@ -132,68 +128,20 @@ var adviceMetrics = map[string]struct {
 	"latency_p95_ms":  {"latency_p95_s", 1000, "latency p95 (ms)"},
 }
 
-// ParseAdvice reads the advice table t (where is its source, for errors):
-// the columns by name, each row's cells by their type. A knob outside
-// Knobs, a metric outside requests_per_s, latency_mean_ms and
-// latency_p95_ms, or a cell of the wrong type is an error naming the row
-// (1-based) and the column.
+// ParseAdvice reads the advice table t (where is its source, for errors)
+// as bundle.WhatIfAdvice rows (table.Decode, by their col tags). A missing
+// column, a cell of the wrong type, a knob outside Knobs or a metric
+// outside requests_per_s, latency_mean_ms and latency_p95_ms is an error
+// naming the row (1-based) and the column.
 func ParseAdvice(t *table.Table, where string) ([]bundle.WhatIfAdvice, error) {
-	col := map[string]int{}
-	for i, c := range t.Columns {
-		col[c] = i
-	}
-	for _, c := range AdviceColumns {
-		if _, ok := col[c]; !ok {
-			return nil, fmt.Errorf("%w: %s: no column %q (want %s)", ErrBadAdvice, where, c, strings.Join(AdviceColumns, ", "))
-		}
-	}
-	rows := t.Values
-	if rows == nil && len(t.Rows) > 0 {
+	if t.Values == nil && len(t.Rows) > 0 {
 		return nil, fmt.Errorf("%w: %s: the table has no typed cells", ErrBadAdvice, where)
 	}
-	var out []bundle.WhatIfAdvice
-	for i, row := range rows {
-		bad := func(c, want string) error {
-			return fmt.Errorf("%w: %s row %d, column %s: %v is not %s", ErrBadAdvice, where, i+1, c, cell(row, col[c]), want)
-		}
-		str := func(c string) (string, error) {
-			switch v := cell(row, col[c]).(type) {
-			case string:
-				return v, nil
-			case nil:
-				return "", nil
-			}
-			return "", bad(c, "a string")
-		}
-		num := func(c string) (*float64, error) {
-			if x, ok := number(cell(row, col[c])); ok {
-				return x, nil
-			}
-			return nil, bad(c, "a number or null")
-		}
-		var a bundle.WhatIfAdvice
-		var err error
-		for _, s := range []struct {
-			c   string
-			dst *string
-		}{{"level", &a.Level}, {"cause", &a.Cause}, {"knob", &a.Knob}, {"change", &a.Change}, {"metric", &a.Metric}, {"basis", &a.Basis}} {
-			if *s.dst, err = str(s.c); err != nil {
-				return nil, err
-			}
-		}
-		for _, n := range []struct {
-			c   string
-			dst **float64
-		}{{"from", &a.From}, {"to", &a.To}, {"now", &a.Now}, {"predicted", &a.Predicted}, {"lo", &a.Lo}, {"hi", &a.Hi}} {
-			if *n.dst, err = num(n.c); err != nil {
-				return nil, err
-			}
-		}
-		if _, ok := col["coverage"]; ok {
-			if a.Coverage, err = num("coverage"); err != nil {
-				return nil, err
-			}
-		}
+	out, err := table.Decode[bundle.WhatIfAdvice](t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadAdvice, where, err)
+	}
+	for i, a := range out {
 		if a.Level == "" {
 			return nil, fmt.Errorf("%w: %s row %d: the level is empty", ErrBadAdvice, where, i+1)
 		}
@@ -205,41 +153,8 @@ func ParseAdvice(t *table.Table, where string) ([]bundle.WhatIfAdvice, error) {
 				return nil, fmt.Errorf("%w: %s row %d (%s), column metric: %q is not requests_per_s, latency_mean_ms or latency_p95_ms", ErrBadAdvice, where, i+1, a.Level, a.Metric)
 			}
 		}
-		out = append(out, a)
 	}
 	return out, nil
-}
-
-func cell(row []any, i int) any {
-	if i < len(row) {
-		return row[i]
-	}
-	return nil
-}
-
-// number reads a numeric cell (nil: null).
-func number(v any) (*float64, bool) {
-	var x float64
-	switch n := v.(type) {
-	case nil:
-		return nil, true
-	case float64:
-		x = n
-	case float32:
-		x = float64(n)
-	case int:
-		x = float64(n)
-	case int64:
-		x = float64(n)
-	case json.Number:
-		var err error
-		if x, err = n.Float64(); err != nil {
-			return nil, false
-		}
-	default:
-		return nil, false
-	}
-	return &x, true
 }
 
 // levelOrder sorts level names by load: concurrency, then rate; names

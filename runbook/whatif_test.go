@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -107,8 +109,10 @@ func TestKnobsAreRefserverFlags(t *testing.T) {
 	}
 }
 
+var adviceColumns = []string{"level", "cause", "knob", "from", "to", "change", "metric", "now", "predicted", "lo", "hi", "basis"}
+
 func TestParseAdviceAndPick(t *testing.T) {
-	tab := &table.Table{Name: "advice", Columns: AdviceColumns}
+	tab := &table.Table{Name: "advice", Columns: adviceColumns}
 	tab.AddRow("c1", "client-bound", "", nil, nil, "", "requests_per_s", 1.0, nil, nil, nil, "no knob")
 	tab.AddRow("c16", "admission-bound", "max_running", 8.0, 16.0, "raise", "latency_p95_ms", 900.0, 600.0, 500.0, 700.0, "queue model")
 	tab.AddRow("c8", "build-bound", "build_workers", 2.0, 4.0, "more", "requests_per_s", 5.0, 8.0, 7.0, 9.0, "x")
@@ -123,7 +127,7 @@ func TestParseAdviceAndPick(t *testing.T) {
 	if a, knob, _ := PickAdvice(rows, "c1"); knob || a.Cause != "client-bound" {
 		t.Errorf("c1: %+v %v", a, knob)
 	}
-	bad := &table.Table{Name: "advice", Columns: AdviceColumns}
+	bad := &table.Table{Name: "advice", Columns: adviceColumns}
 	bad.AddRow("c1", "x", "max_running", "one", 2.0, "", "requests_per_s", 1.0, 2.0, 1.0, 3.0, "")
 	if _, err := ParseAdvice(bad, "t"); !errors.Is(err, ErrBadAdvice) || !strings.Contains(err.Error(), "row 1, column from: one is not a number") {
 		t.Errorf("bad cell: %v", err)
@@ -131,6 +135,30 @@ func TestParseAdviceAndPick(t *testing.T) {
 	if _, err := ParseAdvice(&table.Table{Columns: []string{"level"}}, "t"); err == nil || !strings.Contains(err.Error(), `no column "cause"`) {
 		t.Errorf("missing column: %v", err)
 	}
+}
+
+// bundle.WhatIfAdvice decodes the advice table the bottleneck analysis
+// makes of an H200 capture: a column renamed in scripts/bottleneck.star
+// fails here (naming it), not in a what-if run.
+func TestAdviceDecodes(t *testing.T) {
+	c, err := analysis.Load(bundletest.H200(t, "gpu-bound"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs, err := analysis.RunScripts(context.Background(), analysis.NewSession(c, analysis.Options{Timeout: analysis.DefaultTimeout}), []string{"bottleneck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range tabs {
+		if tab.Name == "advice" {
+			rows, err := ParseAdvice(tab, "gpu-bound")
+			if err != nil || len(rows) != 3 || rows[1].Knob != "prefill_batch" || rows[1].To == nil || *rows[1].To != 2 || rows[1].Coverage == nil {
+				t.Errorf("bundle.WhatIfAdvice: %+v (%v)", rows, err)
+			}
+			return
+		}
+	}
+	t.Error("the bottleneck analysis of gpu-bound emitted no advice table")
 }
 
 func TestJoinCommandSplitsBack(t *testing.T) {
