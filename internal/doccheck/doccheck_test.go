@@ -85,9 +85,9 @@ func TestCalibration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the CPU reference server's table: at least 12 predictions on 4
-	// states; the H200's: its own table and claim, whatever it holds
+	// states; the GPUs': their own table and claim, whatever it holds
 	checkCalibration(t, string(b), "### Calibration", 12, 4)
-	checkCalibration(t, string(b), "### Calibration on the H200", 1, 1)
+	checkCalibration(t, string(b), "### Calibration on the GPU", 1, 1)
 }
 
 // section is doc from the line that is heading to the next heading.
