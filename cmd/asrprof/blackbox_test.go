@@ -254,7 +254,7 @@ func TestBlackBoxAgreesWithEventsIdle(t *testing.T) {
 		// them wrong; plainserver throttles the socket itself, which the
 		// client sees. One decoder each: at c=1 the server never uses a
 		// second, and each saves its start about 1.4 s of CPU.
-		// (Their two captures run in turn: the parallel phase keeps four
+		// (Their two captures run in turn: the parallel phase keeps five
 		// captures at once, and more tied the black box's reading of
 		// answer groups in other tests.)
 		{name: "response_delivery", server: "--response-delay-ms 3000 --max-running-requests 1", levels: "1", level: "c1", samples: 3,

@@ -16,8 +16,8 @@ import (
 //     package runs beside them.
 //   - Tests whose time is a wait (a server's sleeps, a build delay, a
 //     throttled upload, a server starting) and whose checks do not depend
-//     on how fast the CPU is call t.Parallel: up to four run at once
-//     (TestMain's -test.parallel 4), after the first group.
+//     on how fast the CPU is call t.Parallel: up to five run at once
+//     (TestMain's -test.parallel 5), after the first group.
 //   - Of those, the ones that keep a core or more busy for long (the
 //     whisper engine's PyTorch, the co-runner check's torch imports, the
 //     analyses of the H200 bundles) also call cpuHeavy: one at a time, so
