@@ -242,6 +242,15 @@ func LinRegress(xs, ys []float64) (Fit, error) {
 	return Fit{Slope: beta, Intercept: alpha, R: r, R2: r * r, N: len(xs)}, nil
 }
 
+// StudentTQuantile is the p quantile of Student's t distribution with df
+// degrees of freedom (0.975 for a two-sided 95 % interval); NaN for df < 1.
+func StudentTQuantile(p float64, df int) float64 {
+	if df < 1 {
+		return math.NaN()
+	}
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(p)
+}
+
 // MannWhitney returns the U statistic of xs and the two-sided p-value of
 // the Mann-Whitney U test: exact for small samples without ties (n1+n2 ≤
 // 40, as benchstat), else the normal approximation with tie and continuity

@@ -177,3 +177,16 @@ func TestMannWhitneyNaNEnds(t *testing.T) {
 		t.Errorf("U of {1,2,2} against {2,3} = %v, want 1", u)
 	}
 }
+
+// Student's t 0.975 quantiles from the printed tables (df 1, 2, 10, 30,
+// 60, 120), and NaN where there is no freedom.
+func TestStudentTQuantile(t *testing.T) {
+	for df, want := range map[int]float64{1: 12.706, 2: 4.303, 10: 2.228, 30: 2.042, 60: 2.000, 120: 1.980} {
+		if got := StudentTQuantile(0.975, df); math.Abs(got-want) > 0.0005 {
+			t.Errorf("df %d: %.4f, want %.3f", df, got, want)
+		}
+	}
+	if got := StudentTQuantile(0.975, 0); !math.IsNaN(got) {
+		t.Errorf("df 0: %v, want NaN", got)
+	}
+}

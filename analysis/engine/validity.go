@@ -585,7 +585,7 @@ func (c *checker) warmup(skip map[int]bool) {
 			// two means of n requests, each with the other passes' spread
 			noise := 0.0
 			if sd, ok := stats.StdDev(others); ok && n > 1 {
-				noise = tQuantile975(n-1) * sd * math.Sqrt(2/float64(n))
+				noise = stats.StudentTQuantile(0.975, n-1) * sd * math.Sqrt(2/float64(n))
 			}
 			return own / ref, (own - ref) / float64(n), noise, ref > 0
 		}
@@ -725,28 +725,10 @@ func tInterval(xs []float64) Interval {
 	if !ok {
 		return iv
 	}
-	h := tQuantile975(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
+	// two-sided, at Confidence (0.95)
+	h := stats.StudentTQuantile(0.975, len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
 	iv.Lo, iv.Hi = max(0, iv.Value-h), iv.Value+h // latencies and rates are not negative
 	return iv
-}
-
-// tQuantile975 is Student's t 0.975 quantile with df degrees of freedom
-// (two-sided 95 %); Confidence is 0.95.
-func tQuantile975(df int) float64 {
-	t := []float64{0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
-	switch {
-	case df < 1:
-		return math.NaN()
-	case df < len(t):
-		return t[df]
-	case df < 60:
-		return 2.000
-	case df < 120:
-		return 1.980
-	}
-	return 1.960
 }
 
 // sampleSize gives each scored level its intervals and warns where the
