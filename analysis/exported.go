@@ -4,11 +4,45 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/table"
 )
+
+// StageMeans reads the stage table (the stages analysis, t; nil: none):
+// its stage columns in order (the preset's stages, "total" among them)
+// and, per level, each stage's mean ms in that order (NaN where the level
+// has none).
+func StageMeans(t *table.Table) (stages []string, means map[string][]float64) {
+	if t == nil {
+		return nil, nil
+	}
+	var idx []int
+	for i, c := range t.Columns {
+		if c != "level" {
+			stages, idx = append(stages, c), append(idx, i)
+		}
+	}
+	levels, _ := table.Decode[struct {
+		Level string `col:"level"`
+	}](t)
+	means = map[string][]float64{}
+	for r, lv := range levels {
+		vs := make([]float64, len(idx))
+		for k, i := range idx {
+			vs[k] = math.NaN()
+			if m, ok := t.Values[r][i].(map[string]any); ok {
+				if ms, ok := table.Number(m["mean_ms"]); ok {
+					vs[k] = ms
+				}
+			}
+		}
+		means[lv.Level] = vs
+	}
+	return stages, means
+}
 
 // StageRecord is one derived stage of one request, on the server's
 // clock: a row of the stage_spans analysis.

@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -143,18 +142,11 @@ func rows[T any](d *captureData, name string) []T {
 	return nil
 }
 
+// fnum is a raw cell value as a number (table.Number), NaN where it is
+// none.
 func fnum(v any) float64 {
-	switch x := v.(type) {
-	case float64:
+	if x, ok := table.Number(v); ok {
 		return x
-	case int:
-		return float64(x)
-	case int64:
-		return float64(x)
-	case json.Number:
-		if f, err := x.Float64(); err == nil {
-			return f
-		}
 	}
 	return math.NaN()
 }
@@ -197,33 +189,16 @@ func (d *captureData) knee() string {
 }
 
 // stageMeans reads the stage table: the stage columns and level → stage →
-// mean ms (NaN where the stage is missing).
+// mean ms (analysis.StageMeans), without the total.
 func (d *captureData) stageMeans() ([]string, map[string][]float64) {
-	t := d.tables["stages"]
-	if t == nil {
-		return nil, nil
-	}
-	var cols []string // the preset's stages, by name
-	var idx []int
-	for i, c := range t.Columns {
-		if c == "level" || c == "total" {
-			continue
+	stages, means := analysis.StageMeans(d.tables["stages"])
+	if k := slices.Index(stages, "total"); k >= 0 {
+		stages = slices.Delete(stages, k, k+1)
+		for lv, ms := range means {
+			means[lv] = slices.Delete(ms, k, k+1)
 		}
-		cols = append(cols, c)
-		idx = append(idx, i)
 	}
-	out := map[string][]float64{}
-	for r, lv := range rows[levelRow](d, "stages") {
-		vs := make([]float64, len(idx))
-		for k, i := range idx {
-			vs[k] = math.NaN()
-			if m, ok := t.Values[r][i].(map[string]any); ok {
-				vs[k] = fnum(m["mean_ms"])
-			}
-		}
-		out[lv.Level] = vs
-	}
-	return cols, out
+	return stages, means
 }
 
 // cdfs returns each scored level's client-latency distribution at

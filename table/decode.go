@@ -67,7 +67,7 @@ func set(f reflect.Value, v any, text string) error {
 		f.Set(reflect.New(f.Type().Elem()))
 		f = f.Elem()
 	}
-	x, isNum := asFloat(v)
+	x, isNum := Number(v)
 	switch {
 	case f.Type() == reflect.TypeFor[Text]():
 		f.SetString(text)
@@ -100,8 +100,10 @@ func set(f reflect.Value, v any, text string) error {
 	return nil
 }
 
-// asFloat reads a numeric cell; no value is NaN.
-func asFloat(v any) (float64, bool) {
+// Number reads a raw cell value (Values) as a number: any float or integer
+// kind, or a json.Number; no value (nil) is NaN. ok is false for a value
+// of another kind.
+func Number(v any) (x float64, ok bool) {
 	if n, ok := v.(json.Number); ok {
 		f, err := n.Float64()
 		return f, err == nil

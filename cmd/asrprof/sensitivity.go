@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/asrprof/asrprof/analysis"
@@ -116,7 +117,7 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 // stageMeans reads the stage table of the bundle in dir: level → stage →
-// mean ms.
+// mean ms (analysis.StageMeans), the client's own stages left out.
 func stageMeans(ctx context.Context, dir string) (map[string]map[string]float64, error) {
 	c, err := analysis.Load(dir)
 	if err != nil {
@@ -131,17 +132,14 @@ func stageMeans(ctx context.Context, dir string) (map[string]map[string]float64,
 		if t.Name != "stages" {
 			continue
 		}
-		for _, row := range t.Values {
-			lv, _ := row[0].(string)
-			st := map[string]float64{}
-			for j, v := range row[1:] {
-				if m, ok := v.(map[string]any); ok {
-					if ms, ok := m["mean_ms"].(float64); ok && !strings.HasPrefix(t.Columns[j+1], "client") {
-						st[t.Columns[j+1]] = ms
-					}
+		stages, means := analysis.StageMeans(t)
+		for lv, ms := range means {
+			out[lv] = map[string]float64{}
+			for k, st := range stages {
+				if !math.IsNaN(ms[k]) && !strings.HasPrefix(st, "client") {
+					out[lv][st] = ms[k]
 				}
 			}
-			out[lv] = st
 		}
 	}
 	return out, nil
