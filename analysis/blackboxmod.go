@@ -118,21 +118,13 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		for _, k := range slices.Sorted(maps.Keys(l.Groups.Sizes)) {
 			groups.SetKey(starlark.MakeInt(k), starlark.MakeInt(l.Groups.Sizes[k]))
 		}
-		var gpu starlark.Value = starlark.None
+		extra := starlark.StringDict{"states": statesValue(engine.BlackBoxStates, l.States[:]), "groups": groups,
+			"batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
+			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode), "gpu_busy": starlark.None}
 		if l.GPUBusy >= 0 {
-			gpu = starlark.Float(l.GPUBusy)
+			extra["gpu_busy"] = starlark.Float(l.GPUBusy)
 		}
-		return structOf(starlark.StringDict{
-			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "latency_mean_ms": starlark.Float(l.LatencyMeanMs),
-			"states": statesValue(engine.BlackBoxStates, l.States[:]), "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
-			"in_flight": starlark.Float(l.InFlight), "parallelism": starlark.Float(l.Parallelism),
-			"parallelism_min": starlark.Float(l.ParallelismMin), "parallelism_max": starlark.Float(l.ParallelismMax),
-			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
-			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode),
-			"shape": starlark.String(l.Shape), "shape_n": starlark.MakeInt(l.ShapeN),
-			"service_busy": starlark.Float(l.ServiceBusy), "gpu_busy": gpu, "gpu": starlark.MakeInt(l.GPU),
-			"threads": stringList(l.Threads),
-		})
+		return goStruct("struct", l, extra)
 	})), nil
 }
 
@@ -144,14 +136,10 @@ func blackboxRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	rs := bb.r.Requests
 	return &listView{typ: "blackbox_requests", n: len(rs), at: func(i int) starlark.Value {
 		r := &rs[i]
-		ms := starlark.NewDict(engine.NumBBStates)
-		for s, name := range engine.BlackBoxStates {
-			ms.SetKey(starlark.String(name), starlark.Float(1000*r.States[s]))
-		}
 		return structOf(starlark.StringDict{
 			"index": starlark.MakeInt(r.Index), "level": starlark.String(r.Level), "repeat": starlark.MakeInt(r.Repeat),
 			"warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
-			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": ms,
+			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": msDict(engine.BlackBoxStates, r.States[:]),
 		})
 	}}, nil
 }

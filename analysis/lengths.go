@@ -97,7 +97,7 @@ type LengthSplit struct {
 	Requests, Unknown int
 	// Of is each request's index in Buckets (every request, warmup
 	// included, in requests.jsonl order); -1 for none.
-	Of []int
+	Of []int `star:"-"`
 
 	passes [][]model.PassMetrics // BucketPasses, once (Capture.lengthsMu)
 }

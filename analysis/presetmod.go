@@ -268,9 +268,7 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 		for _, n := range names {
 			var x starlark.Value = starlark.None
 			if s := l.Stages[n]; s != nil {
-				x = structOf(starlark.StringDict{
-					"mean_ms": starlark.Float(s.MeanMs), "p95_ms": starlark.Float(s.P95Ms), "n": starlark.MakeInt(s.N),
-				})
+				x = goStruct("struct", *s, nil)
 			}
 			st.SetKey(starlark.String(n), x)
 		}

@@ -181,10 +181,7 @@ func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v, got %d and %d", b.Name(), err, len(xs), len(ys))
 	}
-	return starlarkstruct.FromStringDict(starlark.String("linregress"), starlark.StringDict{
-		"slope": starlark.Float(fit.Slope), "intercept": starlark.Float(fit.Intercept),
-		"r": starlark.Float(fit.R), "r2": starlark.Float(fit.R2), "n": starlark.MakeInt(fit.N),
-	}), nil
+	return goStruct("linregress", fit, nil), nil
 }
 
 // mannWhitney(xs, ys) is the two-sided Mann-Whitney U test: struct(u, p),

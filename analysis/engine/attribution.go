@@ -244,7 +244,7 @@ type StateStat struct {
 type PassThread struct {
 	Level                 string
 	Repeat                int
-	Warmup                bool
+	Warmup                bool `star:"-"`
 	PID, TID              int64
 	Name, How             string
 	RunningUtil, PassUtil float64
@@ -271,7 +271,7 @@ type LevelStates struct {
 	// Threads are the serving threads of the level's scored passes (none
 	// without sched bins). RunningUtil and PassUtil pool their bins.
 	Threads               []PassThread
-	HasThread             bool
+	HasThread             bool `star:"-"`
 	RunningUtil, PassUtil float64
 	GPU                   *GPUBreakdown // nil without util samples or thread bins
 	// AdmissionAtCap is the share of the level's admission wait during

@@ -148,10 +148,10 @@ type BlackBoxLevel struct {
 	N             int
 	LatencyMeanMs float64
 	States        [NumBBStates]StateStat
-	// ReqPerS is the level's throughput (mean over its passes);
+	// ReqS is the level's throughput (mean over its passes);
 	// ServiceAloneMs the mean service alone of its requests; InFlight the
 	// mean number of requests in the system (summed latency / wall).
-	ReqPerS, ServiceAloneMs, InFlight float64
+	ReqS, ServiceAloneMs, InFlight float64
 	// Parallelism is the server's effective parallelism by Little's law,
 	// throughput × service alone (mean over passes; Min and Max over
 	// them).
@@ -483,7 +483,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	l.Passes = len(xs)
 	if len(xs) > 0 {
-		l.ReqPerS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
+		l.ReqS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
 		l.ParallelismMin, l.ParallelismMax = slices.Min(ps), slices.Max(ps)
 		l.InFlight = stats.Mean(inflight)
 		l.ServiceAloneMs = 1000 * stats.Mean(alones)

@@ -23,7 +23,7 @@ const (
 type Workers struct {
 	// Of is each request's worker ("" where no span names one): the
 	// router's WorkerAttr, else the worker's own InstanceAttr.
-	Of []string
+	Of []string `star:"-"`
 	// Names are the distinct workers, sorted; "" is not one.
 	Names []string
 	// Routed counts the requests a router span names a worker for;
