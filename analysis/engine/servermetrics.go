@@ -490,14 +490,17 @@ func isHistogramSeries(name string) bool {
 // Levels aggregates the scored passes per level: the levels of order
 // first, in that order, then any other in the order their passes began.
 func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
-	type acc struct {
-		lv   MetricsLevel
-		q50w map[string]float64 // Σ count·p50 over the passes with a p50
-		q95w map[string]float64
-		qw   map[string]float64 // Σ count of those passes
-		gsum map[string]float64 // Σ mean·scrapes
+	type hist struct{ n, sum, q50, q95, qn float64 } // Σ count, Σ sum; Σ count·p50, Σ count·p95, Σ count of the passes with quantiles
+	type gauge struct {
+		max, sum float64 // Σ mean·scrapes
+		scrapes  int
 	}
-	var seen []string
+	type acc struct {
+		passes int
+		roles  map[string]*hist
+		gauges map[string]*gauge
+	}
+	lvs := slices.Clone(order)
 	by := map[string]*acc{}
 	for _, p := range sm.Passes {
 		if p.Warmup {
@@ -505,37 +508,28 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		}
 		a := by[p.Level]
 		if a == nil {
-			a = &acc{lv: MetricsLevel{Level: p.Level, Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}},
-				q50w: map[string]float64{}, q95w: map[string]float64{}, qw: map[string]float64{}, gsum: map[string]float64{}}
+			a = &acc{roles: map[string]*hist{}, gauges: map[string]*gauge{}}
 			by[p.Level] = a
-			seen = append(seen, p.Level)
+			if !slices.Contains(lvs, p.Level) {
+				lvs = append(lvs, p.Level)
+			}
 		}
-		a.lv.Passes++
+		a.passes++
 		for role, h := range p.Roles {
-			l := a.lv.Roles[role]
-			l.Count += h.Count
-			l.SumS += h.SumS
-			a.lv.Roles[role] = l
+			x := cmp.Or(a.roles[role], &hist{})
+			a.roles[role] = x
+			x.n, x.sum = x.n+h.Count, x.sum+h.SumS
 			if !math.IsNaN(h.P50S) && !math.IsNaN(h.P95S) {
-				a.q50w[role] += h.Count * h.P50S
-				a.q95w[role] += h.Count * h.P95S
-				a.qw[role] += h.Count
+				x.q50, x.q95, x.qn = x.q50+h.Count*h.P50S, x.q95+h.Count*h.P95S, x.qn+h.Count
 			}
 		}
 		for role, g := range p.Gauges {
-			l, had := a.lv.Gauges[role]
-			if !had || g.Max > l.Max {
-				l.Max = g.Max
+			x, had := a.gauges[role]
+			if !had {
+				x = &gauge{max: g.Max}
+				a.gauges[role] = x
 			}
-			l.Scrapes += g.Scrapes
-			a.gsum[role] += g.Mean * float64(g.Scrapes)
-			a.lv.Gauges[role] = l
-		}
-	}
-	lvs := slices.Clone(order)
-	for _, lv := range seen {
-		if !slices.Contains(lvs, lv) {
-			lvs = append(lvs, lv)
+			x.max, x.sum, x.scrapes = max(x.max, g.Max), x.sum+g.Mean*float64(g.Scrapes), x.scrapes+g.Scrapes
 		}
 	}
 	var out []MetricsLevel
@@ -544,19 +538,18 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		if a == nil {
 			continue
 		}
-		for role, h := range a.lv.Roles {
-			h.MeanS = h.SumS / h.Count
-			h.P50S, h.P95S = math.NaN(), math.NaN()
-			if w := a.qw[role]; w > 0 {
-				h.P50S, h.P95S = a.q50w[role]/w, a.q95w[role]/w
+		l := MetricsLevel{Level: lv, Passes: a.passes, Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}}
+		for role, x := range a.roles {
+			h := HistStats{Count: x.n, SumS: x.sum, MeanS: x.sum / x.n, P50S: math.NaN(), P95S: math.NaN()}
+			if x.qn > 0 {
+				h.P50S, h.P95S = x.q50/x.qn, x.q95/x.qn
 			}
-			a.lv.Roles[role] = h
+			l.Roles[role] = h
 		}
-		for role, g := range a.lv.Gauges {
-			g.Mean = a.gsum[role] / float64(g.Scrapes)
-			a.lv.Gauges[role] = g
+		for role, x := range a.gauges {
+			l.Gauges[role] = GaugeStats{Mean: x.sum / float64(x.scrapes), Max: x.max, Scrapes: x.scrapes}
 		}
-		out = append(out, a.lv)
+		out = append(out, l)
 	}
 	return out
 }
