@@ -734,10 +734,6 @@ func Attribute(in AttributionInput) *Attribution {
 	theta := out.ClockOffsetNs
 	// 3. Passes; first-forward unions per pass and worker; running unions.
 	passOf := make([]int32, n)
-	type passCode struct {
-		level, repeat int32
-		warmup        bool
-	}
 	passIx := map[passCode]int32{}
 	var passes []*passInfo
 	type ffKey struct {
@@ -758,7 +754,7 @@ func Attribute(in AttributionInput) *Attribution {
 		if rc.Status.Codes[i] != okCode {
 			continue
 		}
-		pc := passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+		pc := passCodeOf(rc, i)
 		p, ok := passIx[pc]
 		if !ok {
 			p = int32(len(passes))

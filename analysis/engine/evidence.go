@@ -119,6 +119,17 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 	return out
 }
 
+// passCode is request i's pass in the requests' columns: its level's
+// code, its repeat and whether a warmup.
+type passCode struct {
+	level, repeat int32
+	warmup        bool
+}
+
+func passCodeOf(rc *columns.RequestCols, i int) passCode {
+	return passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+}
+
 func repeatOf(reqs *columns.RequestCols, i int) int32 {
 	if len(reqs.Repeat) == reqs.N {
 		return reqs.Repeat[i]
