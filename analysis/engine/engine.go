@@ -187,26 +187,22 @@ type source struct {
 	s              *columns.Spans
 	ev, sp         []int32
 	evFrom, spFrom []int32
-	// codes of the names the preset uses (-1: no row has it)
-	evCode, spCode map[string]int32
 	client         int32 // the service code of asrprof's client spans
 	// The preset's points with their codes, looked up once: Requires,
-	// and each stage's From, To, and Outer and Inner spans' start and end.
-	req                    code
-	from, to               []code
-	outerS, outerE, innerS []code
-	innerE                 []code
+	// and each stage's From, To, Attr span, and Outer and Inner spans.
+	req                          code
+	from, to, attr, outer, inner []code
 }
 
-// code is a point's name codes: its event's, its SameStageAs event's, its
-// span's.
+// code is a point's name codes (-1: no row has it): its event's, its
+// SameStageAs event's, its span's.
 type code struct{ ev, same, sp int32 }
 
-// code returns pt's codes (as the maps give them: 0 for a name they lack).
+// code returns pt's codes.
 func (src *source) code(pt Point) code {
-	c := code{ev: src.evCode[pt.Event], same: -1, sp: src.spCode[pt.Span]}
+	c := code{ev: src.e.EventName.Code(pt.Event), same: -1, sp: src.s.Name.Code(pt.Span)}
 	if pt.SameStageAs != "" {
-		c.same = src.evCode[pt.SameStageAs]
+		c.same = src.e.EventName.Code(pt.SameStageAs)
 	}
 	return c
 }
@@ -239,40 +235,14 @@ func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
 	if s == nil {
 		s = &columns.Spans{}
 	}
-	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
+	src := &source{e: e, s: s, client: s.Service.Code(clientService)}
 	src.ev, src.evFrom = group(e.RequestIndex, n)
 	src.sp, src.spFrom = group(s.RequestIndex, n)
-	names := func(pt Point) {
-		if pt.Event != "" {
-			src.evCode[pt.Event] = e.EventName.Code(pt.Event)
-		}
-		if pt.SameStageAs != "" {
-			src.evCode[pt.SameStageAs] = e.EventName.Code(pt.SameStageAs)
-		}
-		if pt.Span != "" {
-			src.spCode[pt.Span] = s.Name.Code(pt.Span)
-		}
-	}
-	names(p.Requires)
-	for _, st := range p.Stages {
-		names(st.From)
-		names(st.To)
-		if st.AttrSpan != "" {
-			src.spCode[st.AttrSpan] = s.Name.Code(st.AttrSpan)
-		}
-		if st.Outer != "" {
-			src.spCode[st.Outer] = s.Name.Code(st.Outer)
-			src.spCode[st.Inner] = s.Name.Code(st.Inner)
-		}
-	}
-	src.client = s.Service.Code(clientService)
 	src.req = src.code(p.Requires)
 	for _, st := range p.Stages {
 		src.from, src.to = append(src.from, src.code(st.From)), append(src.to, src.code(st.To))
-		src.outerS = append(src.outerS, src.code(Point{Span: st.Outer}))
-		src.outerE = append(src.outerE, src.code(Point{Span: st.Outer, End: true}))
-		src.innerS = append(src.innerS, src.code(Point{Span: st.Inner}))
-		src.innerE = append(src.innerE, src.code(Point{Span: st.Inner, End: true}))
+		src.attr = append(src.attr, src.code(Point{Span: st.AttrSpan}))
+		src.outer, src.inner = append(src.outer, src.code(Point{Span: st.Outer})), append(src.inner, src.code(Point{Span: st.Inner}))
 	}
 	return src
 }
@@ -420,15 +390,15 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 		switch {
 		case st.Rest:
 		case st.Outer != "":
-			os, okOS := src.point(i, Point{Span: st.Outer}, src.outerS[k])
-			oe, okOE := src.point(i, Point{Span: st.Outer, End: true}, src.outerE[k])
-			is, okIS := src.point(i, Point{Span: st.Inner}, src.innerS[k])
-			ie, okIE := src.point(i, Point{Span: st.Inner, End: true}, src.innerE[k])
+			os, okOS := src.point(i, Point{Span: st.Outer}, src.outer[k])
+			oe, okOE := src.point(i, Point{Span: st.Outer, End: true}, src.outer[k])
+			is, okIS := src.point(i, Point{Span: st.Inner}, src.inner[k])
+			ie, okIE := src.point(i, Point{Span: st.Inner, End: true}, src.inner[k])
 			if okOS && okOE && okIS && okIE {
 				out[k].dur, out[k].hasDur = float64((oe-os)-(ie-is))/1e9, true
 			}
 		case st.Attr != "":
-			buf = src.attrSpans(i, src.spCode[st.AttrSpan], buf)
+			buf = src.attrSpans(i, src.attr[k].sp, buf)
 			if len(buf) == 0 {
 				continue
 			}
