@@ -232,15 +232,14 @@ type gaugePoint struct {
 // gaugeTrack follows gauges through the sample lines (written when a
 // series changed) and gives each its value in every scrape.
 type gaugeTrack struct {
-	names  map[string]bool
 	cur    map[string]map[string]float64 // name → label set → newest value
 	points map[string][]gaugePoint
 }
 
 func newGaugeTrack(names []string) *gaugeTrack {
-	g := &gaugeTrack{names: map[string]bool{}, cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
+	g := &gaugeTrack{cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
 	for _, n := range names {
-		g.names[n] = true
+		g.cur[n] = map[string]float64{}
 	}
 	return g
 }
@@ -249,15 +248,9 @@ func newGaugeTrack(names []string) *gaugeTrack {
 func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 	switch r.Kind {
 	case bundle.MetricsKindSample:
-		if !g.names[r.Name] || r.Value == nil {
-			return
+		if m, ok := g.cur[r.Name]; ok && r.Value != nil {
+			m[labelKey(r.Labels.Map)] = float64(*r.Value)
 		}
-		m := g.cur[r.Name]
-		if m == nil {
-			m = map[string]float64{}
-			g.cur[r.Name] = m
-		}
-		m[labelKey(r.Labels.Map)] = float64(*r.Value)
 	case bundle.MetricsKindScrape:
 		for name, m := range g.cur {
 			sum, n := 0.0, 0
@@ -314,9 +307,8 @@ func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
 // sets; observations are scaled to seconds by scale. False when the pass
 // had no observation.
 func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64) (HistStats, bool) {
-	var h HistStats
-	var count, sum, inf float64
-	hasCount, hasInf := false, false
+	var count, sum float64
+	hasCount := false
 	byLe := map[float64]float64{}
 	for i := range recs {
 		r := &recs[i]
@@ -331,32 +323,23 @@ func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64
 		case "_sum":
 			sum += d
 		case "_bucket":
-			le, err := strconv.ParseFloat(r.Labels.Map["le"], 64) // "+Inf" included
-			if err != nil {
-				continue
-			}
-			byLe[le] += d
-			if math.IsInf(le, 1) {
-				inf += d
-				hasInf = true
+			if le, err := strconv.ParseFloat(r.Labels.Map["le"], 64); err == nil { // "+Inf" included
+				byLe[le] += d
 			}
 		}
 	}
 	if !hasCount {
-		count = inf
+		count = byLe[math.Inf(1)]
 	}
-	if count <= 0 || !hasCount && !hasInf {
-		return h, false
+	if count <= 0 {
+		return HistStats{}, false
 	}
-	h.Count = count
-	h.SumS = sum * scale
-	h.MeanS = h.SumS / count
 	bs := make([]stats.Bucket, 0, len(byLe))
 	for le, c := range byLe {
 		bs = append(bs, stats.Bucket{UpperBound: le * scale, Count: c})
 	}
-	h.P50S, h.P95S = stats.BucketQuantile(0.5, bs), stats.BucketQuantile(0.95, bs)
-	return h, true
+	return HistStats{Count: count, SumS: sum * scale, MeanS: sum * scale / count,
+		P50S: stats.BucketQuantile(0.5, bs), P95S: stats.BucketQuantile(0.95, bs)}, true
 }
 
 // metricsPassKey identifies a pass in the period lines.
