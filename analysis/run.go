@@ -432,12 +432,7 @@ var Aliases = map[string]string{
 }
 
 // Canonical is the built-in that name (an alias or not) stands for.
-func Canonical(name string) string {
-	if a, ok := Aliases[name]; ok {
-		return a
-	}
-	return name
-}
+func Canonical(name string) string { return cmp.Or(Aliases[name], name) }
 
 // Check checks that every script in names resolves, a file or a built-in
 // (by name or alias), without running any: the first that does not is an

@@ -163,8 +163,5 @@ func serverMetricsInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			names.SetKey(starlark.String(role), starlark.String(n))
 		}
 	}
-	return structOf(starlark.StringDict{
-		"file": starlark.Bool(sm.File), "server": starlark.String(sm.Server), "source": starlark.String(sm.Source),
-		"unit": starlark.String(sm.Unit), "names": names,
-	}), nil
+	return goStruct("struct", *sm, starlark.StringDict{"names": names}), nil
 }

@@ -217,7 +217,7 @@ type ServerMetrics struct {
 	// metric's name.
 	Names map[string]string
 	// Passes are the passes the probe summarised, in the order they began.
-	Passes []MetricsPass
+	Passes []MetricsPass `star:"-"`
 }
 
 // HasRoles reports whether the file holds a metric of the map.
