@@ -913,22 +913,19 @@ func (g *segmenter) phase(ns *[NumStates]float64, a, z int64) {
 		return
 	}
 	var d [NumStates]float64
-	total := 0.0
+	total, last := 0.0, -1
 	for s := range ns {
 		d[s] = max(ns[s]-g.prev[s], 0)
 		total += d[s]
+		if d[s] > 0 {
+			last = s
+		}
 	}
 	g.prev = *ns
 	if z <= a || !(total > 0) {
 		return
 	}
 	cum, t := 0.0, a
-	last := -1
-	for s := range d {
-		if d[s] > 0 {
-			last = s
-		}
-	}
 	for s := range d {
 		if !(d[s] > 0) {
 			continue

@@ -320,6 +320,11 @@ func (c *checker) reqs(l model.LevelRun) []int {
 	return c.passes[vPassKey{l.Level, l.Repeat, l.Warmup}]
 }
 
+// okReqs are the indexes of pass l's successful requests, in start order.
+func (c *checker) okReqs(l model.LevelRun) []int {
+	return slices.DeleteFunc(slices.Clone(c.reqs(l)), func(i int) bool { return !c.ok(i) })
+}
+
 // scored are the scored passes of level, in run order.
 func (c *checker) scored(level string) []model.LevelRun {
 	var out []model.LevelRun
@@ -506,17 +511,13 @@ func (c *checker) cache() map[int]bool {
 			continue
 		}
 		scored++
-		n, hit := 0, 0
-		for _, i := range c.reqs(l) {
-			if !c.ok(i) {
-				continue
-			}
-			n++
+		ok, hit := c.okReqs(l), 0
+		for _, i := range ok {
 			if cachedSample[c.in.Reqs[i].SampleID] && !first[i] {
 				hit++
 			}
 		}
-		if n > 0 && 2*hit >= n {
+		if len(ok) > 0 && 2*hit >= len(ok) {
 			affected++
 		}
 	}
@@ -553,8 +554,8 @@ func (c *checker) warmup(skip map[int]bool) {
 		}
 		lat := map[string][][2]float64{} // sample → (pass index, latency)
 		for pi, l := range runs {
-			for _, i := range c.reqs(l) {
-				if c.ok(i) && !skip[i] {
+			for _, i := range c.okReqs(l) {
+				if !skip[i] {
 					r := &c.in.Reqs[i]
 					lat[r.SampleID] = append(lat[r.SampleID], [2]float64{float64(pi), r.LatencyS})
 				}
@@ -632,13 +633,7 @@ func (c *checker) passReqS(l model.LevelRun) float64 {
 	if wall <= 0 {
 		return 0
 	}
-	n := 0
-	for _, i := range c.reqs(l) {
-		if c.ok(i) {
-			n++
-		}
-	}
-	return float64(n) / wall
+	return float64(len(c.okReqs(l))) / wall
 }
 
 // outliers names a sample whose request dominates its passes.
@@ -651,15 +646,12 @@ func (c *checker) outliers() {
 		bySample := map[string][]hit{}
 		scored := c.scored(lv)
 		for _, l := range scored {
-			ix := c.reqs(l)
 			var lats []float64
 			slow := -1
-			for _, i := range ix {
-				if c.ok(i) {
-					lats = append(lats, c.in.Reqs[i].LatencyS)
-					if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
-						slow = i
-					}
+			for _, i := range c.okReqs(l) {
+				lats = append(lats, c.in.Reqs[i].LatencyS)
+				if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
+					slow = i
 				}
 			}
 			if len(lats) < OutlierMinRequests {
