@@ -59,13 +59,11 @@ func DefaultScriptsFor(c *Capture, o Options) []string {
 // extra.driver_self_check) says it lagged in a scored pass.
 func (c *Capture) driverLagged() bool {
 	recs, _ := c.Bundle.Manifest.Extra["driver_self_check"].([]any)
-	for _, r := range recs {
+	return slices.ContainsFunc(recs, func(r any) bool {
 		m, _ := r.(map[string]any)
-		if lag, _ := m["lagging"].([]any); len(lag) > 0 && m["warmup"] != true {
-			return true
-		}
-	}
-	return false
+		lag, _ := m["lagging"].([]any)
+		return len(lag) > 0 && m["warmup"] != true
+	})
 }
 
 // hasServerTelemetry reports whether the capture holds server spans or

@@ -251,12 +251,7 @@ type CPUShare struct {
 
 // Fired reports whether check fired at level (or for the whole capture).
 func (v *ValidityResult) Fired(check, level string) bool {
-	for _, f := range v.Findings {
-		if f.Check == check && (f.Level == level || f.Level == "") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(v.Findings, func(f Finding) bool { return f.Check == check && (f.Level == level || f.Level == "") })
 }
 
 type vPassKey struct {
