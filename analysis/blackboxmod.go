@@ -9,6 +9,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/model"
 )
 
 // The blackbox module: where each request's client latency went, seen
@@ -36,47 +37,39 @@ type blackBox struct {
 	cuda, gpu bool
 }
 
-// soloLevel is the capture's closed-loop level of concurrency 1, or "".
-func soloLevel(c *Capture) string {
-	for _, l := range c.Bundle.Manifest.Levels {
-		if l.Concurrency == 1 && !l.Warmup {
-			return l.Level
-		}
-	}
-	return ""
-}
-
 // blackbox computes the capture's black-box attribution once.
 func (c *Capture) blackbox() (*blackBox, error) {
-	return c.bb.get(c.computeBlackBox)
-}
-
-func (c *Capture) computeBlackBox() (*blackBox, error) {
-	rc, err := c.Tables.RequestCols()
-	if err != nil {
-		return nil, err
-	}
-	reqs, err := c.Requests()
-	if err != nil {
-		return nil, err
-	}
-	in := engine.BlackBoxInput{Reqs: rc, Solo: soloLevel(c), SampleID: make([]string, len(reqs))}
-	for i := range reqs {
-		in.SampleID[i] = reqs[i].SampleID
-	}
-	out := &blackBox{}
-	if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
-		return nil, err
-	}
-	if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
-		return nil, err
-	}
-	out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0
-	if in.Levels, err = runOrder(c); err != nil {
-		return nil, err
-	}
-	out.r = engine.BlackBox(in)
-	return out, nil
+	return c.bb.get(func() (*blackBox, error) {
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			return nil, err
+		}
+		reqs, err := c.Requests()
+		if err != nil {
+			return nil, err
+		}
+		in := engine.BlackBoxInput{Reqs: rc, SampleID: make([]string, len(reqs))}
+		for i := range reqs {
+			in.SampleID[i] = reqs[i].SampleID
+		}
+		// the solo level: the closed-loop level of concurrency 1
+		if i := slices.IndexFunc(c.Bundle.Manifest.Levels, func(l model.LevelRun) bool { return l.Concurrency == 1 && !l.Warmup }); i >= 0 {
+			in.Solo = c.Bundle.Manifest.Levels[i].Level
+		}
+		out := &blackBox{}
+		if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
+			return nil, err
+		}
+		if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
+			return nil, err
+		}
+		out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0
+		if in.Levels, err = runOrder(c); err != nil {
+			return nil, err
+		}
+		out.r = engine.BlackBox(in)
+		return out, nil
+	})
 }
 
 func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*Capture, *blackBox, error) {

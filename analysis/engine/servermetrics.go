@@ -236,14 +236,6 @@ type gaugeTrack struct {
 	points map[string][]gaugePoint
 }
 
-func newGaugeTrack(names []string) *gaugeTrack {
-	g := &gaugeTrack{cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
-	for _, n := range names {
-		g.cur[n] = map[string]float64{}
-	}
-	return g
-}
-
 // add takes one line of the file, in file order.
 func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 	switch r.Kind {
@@ -357,17 +349,16 @@ func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
 	sm := &ServerMetrics{File: true}
 	// What the map could ask for: the histograms' series and the gauges.
 	hist := map[string]bool{}
-	var gauges []string
+	track := &gaugeTrack{cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
 	for _, s := range m.Servers {
 		for _, n := range s.Histograms {
 			hist[n] = true
 		}
 		for _, n := range s.Gauges {
-			gauges = append(gauges, n)
+			track.cur[n] = map[string]float64{}
 		}
 	}
 	seen := map[string]bool{} // the names the file holds (histograms by their family's name)
-	track := newGaugeTrack(gauges)
 	var order []metricsPassKey
 	periods := map[metricsPassKey][]bundle.ServerMetricsRecord{}
 	_, err := bundle.ReadJSONL(path, func(r bundle.ServerMetricsRecord) error {
