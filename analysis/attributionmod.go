@@ -184,7 +184,7 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		extra := starlark.StringDict{"states": statesValue(engine.AttributionStates, l.States[:]),
 			"thread": starlark.None, "running_util": starlark.None, "pass_util": starlark.None,
 			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow)}
-		if l.HasThread {
+		if len(l.Threads) > 0 {
 			extra["thread"] = goValue(reflect.ValueOf(l.Threads[0]))
 			extra["running_util"], extra["pass_util"] = starlark.Float(l.RunningUtil), starlark.Float(l.PassUtil)
 		}

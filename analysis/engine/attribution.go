@@ -271,7 +271,6 @@ type LevelStates struct {
 	// Threads are the serving threads of the level's scored passes (none
 	// without sched bins). RunningUtil and PassUtil pool their bins.
 	Threads               []PassThread
-	HasThread             bool `star:"-"`
 	RunningUtil, PassUtil float64
 	GPU                   *GPUBreakdown // nil without util samples or thread bins
 	// AdmissionAtCap is the share of the level's admission wait during
@@ -1184,13 +1183,11 @@ func mode(votes map[int64]int) int64 {
 
 func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []LevelStates {
 	type acc struct {
-		n, missing int
-		lat        float64
-		sum        [NumStates]float64
-		vals       [NumStates][]float64
-		passes     []*passInfo
-		atCap      float64
-		inFF       float64
+		n, missing       int
+		lat, atCap, inFF float64
+		sum              [NumStates]float64
+		vals             [NumStates][]float64
+		passes           []*passInfo
 	}
 	by := map[string]*acc{}
 	var lastLv string
@@ -1207,16 +1204,14 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		lastLv, last = lv, x
 		return x
 	}
-	count := map[string]int{}
-	for i := range a.Requests {
-		if !a.Requests[i].Warmup {
-			count[a.Requests[i].Level]++
+	for i := range a.Requests { // each level's values sized to its requests first
+		if r := &a.Requests[i]; !r.Warmup {
+			get(r.Level).n++
 		}
 	}
-	for lv, c := range count {
-		x := get(lv)
+	for _, x := range by {
 		for s := range x.vals {
-			x.vals[s] = make([]float64, 0, c)
+			x.vals[s] = make([]float64, 0, x.n)
 		}
 	}
 	for i := range a.Requests {
@@ -1225,7 +1220,6 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			continue
 		}
 		x := get(r.Level)
-		x.n++
 		if !r.Telemetry {
 			x.missing++
 		}
@@ -1269,7 +1263,6 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 				continue
 			}
 			l.Threads = append(l.Threads, p.pt)
-			l.HasThread = true
 			B := sumBins(p.runBins)
 			runB += B
 			runOn += p.pt.RunningUtil * B
