@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"reflect"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -179,12 +180,8 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 			}
 			d := starlark.NewDict(len(v.p.Stages))
 			for _, s := range v.p.Stages {
-				if name == "decompose" {
-					var x starlark.Value = starlark.None
-					if p := vals.Seconds[s.Name]; p != nil {
-						x = starlark.Float(*p)
-					}
-					d.SetKey(starlark.String(s.Name), x)
+				if name == "decompose" { // None where the request lacks the stage
+					d.SetKey(starlark.String(s.Name), goValue(reflect.ValueOf(vals.Seconds[s.Name])))
 				} else if bd, ok := vals.Bounds[s.Name]; ok {
 					d.SetKey(starlark.String(s.Name), starlark.Tuple{starlark.MakeInt64(bd[0]), starlark.MakeInt64(bd[1])})
 				}
