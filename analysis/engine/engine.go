@@ -439,12 +439,7 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 		if !st.Rest {
 			continue
 		}
-		var tot stageValue
-		for m, t := range p.Stages {
-			if t.Name == Total {
-				tot = out[m]
-			}
-		}
+		tot := out[slices.IndexFunc(p.Stages, func(t Stage) bool { return t.Name == Total })] // Validate: there is one
 		if !tot.hasDur {
 			continue
 		}
