@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"reflect"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -179,11 +178,14 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 				return starlark.None, err
 			}
 			d := starlark.NewDict(len(v.p.Stages))
-			for _, s := range v.p.Stages {
-				if name == "decompose" { // None where the request lacks the stage
-					d.SetKey(starlark.String(s.Name), goValue(reflect.ValueOf(vals.Seconds[s.Name])))
-				} else if bd, ok := vals.Bounds[s.Name]; ok {
-					d.SetKey(starlark.String(s.Name), starlark.Tuple{starlark.MakeInt64(bd[0]), starlark.MakeInt64(bd[1])})
+			for k, s := range v.p.Stages {
+				switch x := vals[k]; {
+				case name == "bounds" && x.HasBounds:
+					d.SetKey(starlark.String(s.Name), starlark.Tuple{starlark.MakeInt64(x.Start), starlark.MakeInt64(x.End)})
+				case name == "decompose" && x.HasDur:
+					d.SetKey(starlark.String(s.Name), starlark.Float(x.DurS))
+				case name == "decompose": // the request lacks the stage
+					d.SetKey(starlark.String(s.Name), starlark.None)
 				}
 			}
 			return d, nil
@@ -193,10 +195,10 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 }
 
 // one applies the preset to one request's joined spans and events.
-func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
+func (v *presetValue) one(r *requestValue) ([]engine.StageValue, bool, error) {
 	ix, err := r.c.join()
 	if err != nil {
-		return engine.Values{}, false, err
+		return nil, false, err
 	}
 	vals, ok := engine.One(v.p, columns.EventsOf(ix.Events(r.i), 0), oneSpans(ix.Spans(r.i)))
 	return vals, ok, nil
