@@ -154,19 +154,13 @@ func (s *Session) Run(ctx context.Context, script string) ([]*table.Table, error
 		}
 		return fmt.Sprintf("stopped: %v", context.Cause(ctx))
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			rs.mu.Lock()
-			for _, t := range rs.threads {
-				t.Cancel(rs.reason())
-			}
-			rs.mu.Unlock()
-		case <-done:
+	defer context.AfterFunc(ctx, func() {
+		rs.mu.Lock()
+		for _, t := range rs.threads {
+			t.Cancel(rs.reason())
 		}
-	}()
+		rs.mu.Unlock()
+	})()
 	thread := s.newThread(rs, org, filename)
 	_, err = starlark.ExecFileOptions(fileOptions, thread, filename, src, s.predeclared())
 	// Tables the capture's Load or this script still write in the

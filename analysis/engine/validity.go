@@ -915,10 +915,7 @@ func (c *checker) scoredAt(t int64) string {
 // names host pids: where none of its samples is the target's own, the
 // two cannot be told apart (a container), and that is said instead.
 func (c *checker) otherProcesses() {
-	targetSeen := false
-	for _, p := range c.in.GPUProcs {
-		targetSeen = targetSeen || !p.Other
-	}
+	targetSeen := slices.ContainsFunc(c.in.GPUProcs, func(p bundle.GPURecord) bool { return !p.Other })
 	type key struct {
 		level string
 		pid   int
