@@ -69,13 +69,7 @@ func (c *Capture) driverLagged() bool {
 // hasServerTelemetry reports whether the capture holds server spans or
 // events (client spans alone give no stage table).
 func (c *Capture) hasServerTelemetry() bool {
-	if c.HasEvents() {
-		return true
-	}
-	if !c.HasSpans() {
-		return false
-	}
-	return len(c.Tables.SpanNames()) > 0
+	return c.HasEvents() || c.HasSpans() && len(c.Tables.SpanNames()) > 0
 }
 
 // RunScripts runs names in one session, as many at once as there are
