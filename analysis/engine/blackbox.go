@@ -270,25 +270,16 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		}
 		for p := range cands {
 			u := merge(svcs[p])
-			type tb struct {
-				th   *thread
-				busy float64
-			}
-			var all []tb
+			busy := map[*thread]float64{}
 			for _, th := range ths {
-				var b float64
 				for _, iv := range u {
 					s := th.integrate(iv.a, iv.b)
-					b += s.host + s.gpu + s.runq
-				}
-				if b > 0 {
-					all = append(all, tb{th, b})
+					busy[th] += s.host + s.gpu + s.runq
 				}
 			}
-			slices.SortFunc(all, func(x, y tb) int { return cmp.Or(cmp.Compare(y.busy, x.busy), cmp.Compare(x.th.tid, y.th.tid)) })
-			for _, t := range all[:min(len(all), candidateThreads)] {
-				cands[p] = append(cands[p], t.th)
-			}
+			all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(busy[th] > 0) })
+			slices.SortFunc(all, func(x, y *thread) int { return cmp.Or(cmp.Compare(busy[y], busy[x]), cmp.Compare(x.tid, y.tid)) })
+			cands[p] = all[:min(len(all), candidateThreads)]
 			if len(cands[p]) == 0 && len(u) > 0 {
 				// an idle server: its threads asleep through the service;
 				// any thread whose bins cover the pass tells that.
