@@ -92,13 +92,10 @@ func numbers(raw json.RawMessage) ([]int, error) {
 	}
 	b = b[1 : len(b)-1]
 	out := make([]int, 0, bytes.Count(b, []byte{','})+1)
-	for len(bytes.TrimSpace(b)) > 0 {
-		tok := b
-		if i := bytes.IndexByte(b, ','); i >= 0 {
-			tok, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return out, nil
+	}
+	for tok := range bytes.SplitSeq(b, []byte{','}) {
 		tok = bytes.TrimSpace(tok)
 		v, ok := int64(0), len(tok) > 0
 		for _, c := range tok {
