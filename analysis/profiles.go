@@ -205,12 +205,9 @@ func frameKind(loc *profile.Location) int {
 		file = loc.Mapping.File
 	}
 	switch {
+	case file == KernelMapping && slices.ContainsFunc(hypervisorPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+		return hypervisor
 	case file == KernelMapping:
-		for _, p := range hypervisorPrefixes {
-			if strings.HasPrefix(name, p) {
-				return hypervisor
-			}
-		}
 		return kernelCode
 	case file == VDSOMapping || file == "[vsyscall]" || strings.HasPrefix(name, "[vdso]"):
 		return vdso
