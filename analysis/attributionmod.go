@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"go.starlark.net/starlark"
@@ -166,15 +167,6 @@ func structOf(d starlark.StringDict) *starlarkstruct.Struct {
 	return starlarkstruct.FromStringDict(starlarkstruct.Default, d)
 }
 
-func passThreadValue(p engine.PassThread) starlark.Value {
-	return structOf(starlark.StringDict{
-		"level": starlark.String(p.Level), "repeat": starlark.MakeInt(p.Repeat), "name": starlark.String(p.Name),
-		"pid": starlark.MakeInt64(p.PID), "tid": starlark.MakeInt64(p.TID), "how": starlark.String(p.How),
-		"running_util": starlark.Float(p.RunningUtil), "pass_util": starlark.Float(p.PassUtil),
-		"running_bins": starlark.MakeInt(p.RunningBins), "bins": starlark.MakeInt(p.Bins),
-	})
-}
-
 // levels(capture, preset = None, thread = ""): per level over its
 // measured (non-warmup, successful) requests, each state's share of
 // their summed latency and its mean and p95 per request (ms); the
@@ -189,27 +181,14 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	return starlark.NewList(valuesOf(a.Levels, func(l engine.LevelStates) starlark.Value {
-		var thread, runUtil, passUtil, gpu starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None
-		threads := valuesOf(l.Threads, passThreadValue)
-		if l.HasThread {
-			thread = threads[0]
-			runUtil, passUtil = starlark.Float(l.RunningUtil), starlark.Float(l.PassUtil)
+		extra := starlark.StringDict{"states": statesValue(engine.AttributionStates, l.States[:]),
+			"thread": starlark.None, "running_util": starlark.None, "pass_util": starlark.None,
+			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow)}
+		if len(l.Threads) > 0 {
+			extra["thread"] = goValue(reflect.ValueOf(l.Threads[0]))
+			extra["running_util"], extra["pass_util"] = starlark.Float(l.RunningUtil), starlark.Float(l.PassUtil)
 		}
-		if g := l.GPU; g != nil {
-			gpu = structOf(starlark.StringDict{
-				"gpu": starlark.MakeInt(g.GPU), "bins": starlark.MakeInt(g.Bins), "busy": starlark.Float(g.Busy),
-				"idle_host": starlark.Float(g.IdleHost), "idle_gpu_wait": starlark.Float(g.IdleGPUWait),
-				"idle_runnable": starlark.Float(g.IdleRunnable), "idle_off": starlark.Float(g.IdleOff),
-			})
-		}
-		return structOf(starlark.StringDict{
-			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing),
-			"latency_mean_ms": starlark.Float(l.LatencyMeanMs), "states": statesValue(engine.AttributionStates, l.States[:]),
-			"thread": thread, "threads": starlark.NewList(threads), "running_util": runUtil, "pass_util": passUtil, "gpu": gpu,
-			"clock_offset_ms": starlark.Float(float64(a.ClockOffsetNs) / 1e6), "clock_how": starlark.String(a.ClockHow),
-			"admission_at_cap": starlark.Float(l.AdmissionAtCap), "run_cap": starlark.MakeInt(l.RunCap),
-			"admission_in_ff": starlark.Float(l.AdmissionInFF),
-		})
+		return goStruct("struct", l, extra)
 	})), nil
 }
 
@@ -218,9 +197,16 @@ func attributionLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 func statesValue(names []string, sts []engine.StateStat) *starlark.Dict {
 	d := starlark.NewDict(len(names))
 	for s, name := range names {
-		d.SetKey(starlark.String(name), structOf(starlark.StringDict{
-			"share": starlark.Float(sts[s].Share), "mean_ms": starlark.Float(sts[s].MeanMs), "p95_ms": starlark.Float(sts[s].P95Ms),
-		}))
+		d.SetKey(starlark.String(name), goStruct("struct", sts[s], nil))
+	}
+	return d
+}
+
+// msDict is a request's states, {state: ms}, named by names.
+func msDict(names []string, states []float64) *starlark.Dict {
+	d := starlark.NewDict(len(names))
+	for s, name := range names {
+		d.SetKey(starlark.String(name), starlark.Float(1000*states[s]))
 	}
 	return d
 }
@@ -241,10 +227,6 @@ func attributionRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.
 	rs := a.Requests
 	return &listView{typ: "attribution_requests", n: len(rs), at: func(i int) starlark.Value {
 		r := &rs[i]
-		ms := starlark.NewDict(engine.NumStates)
-		for s, name := range engine.AttributionStates {
-			ms.SetKey(starlark.String(name), starlark.Float(1000*r.States[s]))
-		}
 		id := ""
 		if r.Index < len(reqs) {
 			id = reqs[r.Index].RequestID
@@ -252,7 +234,7 @@ func attributionRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.
 		return structOf(starlark.StringDict{
 			"index": starlark.MakeInt(r.Index), "request_id": starlark.String(id), "level": starlark.String(r.Level),
 			"repeat": starlark.MakeInt(r.Repeat), "warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
-			"telemetry": starlark.Bool(r.Telemetry), "ms": ms,
+			"telemetry": starlark.Bool(r.Telemetry), "ms": msDict(engine.AttributionStates, r.States[:]),
 		})
 	}}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/model"
 )
 
 // The blackbox module: where each request's client latency went, seen
@@ -36,47 +37,39 @@ type blackBox struct {
 	cuda, gpu bool
 }
 
-// soloLevel is the capture's closed-loop level of concurrency 1, or "".
-func soloLevel(c *Capture) string {
-	for _, l := range c.Bundle.Manifest.Levels {
-		if l.Concurrency == 1 && !l.Warmup {
-			return l.Level
-		}
-	}
-	return ""
-}
-
 // blackbox computes the capture's black-box attribution once.
 func (c *Capture) blackbox() (*blackBox, error) {
-	return c.bb.get(c.computeBlackBox)
-}
-
-func (c *Capture) computeBlackBox() (*blackBox, error) {
-	rc, err := c.Tables.RequestCols()
-	if err != nil {
-		return nil, err
-	}
-	reqs, err := c.Requests()
-	if err != nil {
-		return nil, err
-	}
-	in := engine.BlackBoxInput{Reqs: rc, Solo: soloLevel(c), SampleID: make([]string, len(reqs))}
-	for i := range reqs {
-		in.SampleID[i] = reqs[i].SampleID
-	}
-	out := &blackBox{}
-	if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
-		return nil, err
-	}
-	if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
-		return nil, err
-	}
-	out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0
-	if in.Levels, err = runOrder(c); err != nil {
-		return nil, err
-	}
-	out.r = engine.BlackBox(in)
-	return out, nil
+	return c.bb.get(func() (*blackBox, error) {
+		rc, err := c.Tables.RequestCols()
+		if err != nil {
+			return nil, err
+		}
+		reqs, err := c.Requests()
+		if err != nil {
+			return nil, err
+		}
+		in := engine.BlackBoxInput{Reqs: rc, SampleID: make([]string, len(reqs))}
+		for i := range reqs {
+			in.SampleID[i] = reqs[i].SampleID
+		}
+		// the solo level: the closed-loop level of concurrency 1
+		if i := slices.IndexFunc(c.Bundle.Manifest.Levels, func(l model.LevelRun) bool { return l.Concurrency == 1 && !l.Warmup }); i >= 0 {
+			in.Solo = c.Bundle.Manifest.Levels[i].Level
+		}
+		out := &blackBox{}
+		if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
+			return nil, err
+		}
+		if in.GPU, _, err = engine.ReadGPU(c.Bundle.Path(bundle.GPUFile)); err != nil {
+			return nil, err
+		}
+		out.cuda, out.gpu = len(in.CUDA) > 0, len(in.GPU) > 0
+		if in.Levels, err = runOrder(c); err != nil {
+			return nil, err
+		}
+		out.r = engine.BlackBox(in)
+		return out, nil
+	})
 }
 
 func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*Capture, *blackBox, error) {
@@ -118,21 +111,13 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		for _, k := range slices.Sorted(maps.Keys(l.Groups.Sizes)) {
 			groups.SetKey(starlark.MakeInt(k), starlark.MakeInt(l.Groups.Sizes[k]))
 		}
-		var gpu starlark.Value = starlark.None
+		extra := starlark.StringDict{"states": statesValue(engine.BlackBoxStates, l.States[:]), "groups": groups,
+			"batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
+			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode), "gpu_busy": starlark.None}
 		if l.GPUBusy >= 0 {
-			gpu = starlark.Float(l.GPUBusy)
+			extra["gpu_busy"] = starlark.Float(l.GPUBusy)
 		}
-		return structOf(starlark.StringDict{
-			"level": starlark.String(l.Level), "n": starlark.MakeInt(l.N), "latency_mean_ms": starlark.Float(l.LatencyMeanMs),
-			"states": statesValue(engine.BlackBoxStates, l.States[:]), "req_s": starlark.Float(l.ReqPerS), "service_alone_ms": starlark.Float(l.ServiceAloneMs),
-			"in_flight": starlark.Float(l.InFlight), "parallelism": starlark.Float(l.Parallelism),
-			"parallelism_min": starlark.Float(l.ParallelismMin), "parallelism_max": starlark.Float(l.ParallelismMax),
-			"passes": starlark.MakeInt(l.Passes), "groups": groups, "batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
-			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode),
-			"shape": starlark.String(l.Shape), "shape_n": starlark.MakeInt(l.ShapeN),
-			"service_busy": starlark.Float(l.ServiceBusy), "gpu_busy": gpu, "gpu": starlark.MakeInt(l.GPU),
-			"threads": stringList(l.Threads),
-		})
+		return goStruct("struct", l, extra)
 	})), nil
 }
 
@@ -144,14 +129,10 @@ func blackboxRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	rs := bb.r.Requests
 	return &listView{typ: "blackbox_requests", n: len(rs), at: func(i int) starlark.Value {
 		r := &rs[i]
-		ms := starlark.NewDict(engine.NumBBStates)
-		for s, name := range engine.BlackBoxStates {
-			ms.SetKey(starlark.String(name), starlark.Float(1000*r.States[s]))
-		}
 		return structOf(starlark.StringDict{
 			"index": starlark.MakeInt(r.Index), "level": starlark.String(r.Level), "repeat": starlark.MakeInt(r.Repeat),
 			"warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
-			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": ms,
+			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": msDict(engine.BlackBoxStates, r.States[:]),
 		})
 	}}, nil
 }

@@ -73,23 +73,13 @@ func (o *once[T]) get(f func() (T, error)) (T, error) {
 
 // memo is a once per key.
 type memo[K comparable, T any] struct {
-	mu sync.Mutex
-	m  map[K]*once[T]
+	m sync.Map // K → *once[T]
 }
 
 // get is f's answer for k, from its first call for k.
 func (m *memo[K, T]) get(k K, f func() (T, error)) (T, error) {
-	m.mu.Lock()
-	if m.m == nil {
-		m.m = map[K]*once[T]{}
-	}
-	o := m.m[k]
-	if o == nil {
-		o = &once[T]{}
-		m.m[k] = o
-	}
-	m.mu.Unlock()
-	return o.get(f)
+	o, _ := m.m.LoadOrStore(k, &once[T]{})
+	return o.(*once[T]).get(f)
 }
 
 // Load opens the bundle in dir and reads its requests and results. It

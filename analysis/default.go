@@ -59,25 +59,17 @@ func DefaultScriptsFor(c *Capture, o Options) []string {
 // extra.driver_self_check) says it lagged in a scored pass.
 func (c *Capture) driverLagged() bool {
 	recs, _ := c.Bundle.Manifest.Extra["driver_self_check"].([]any)
-	for _, r := range recs {
+	return slices.ContainsFunc(recs, func(r any) bool {
 		m, _ := r.(map[string]any)
-		if lag, _ := m["lagging"].([]any); len(lag) > 0 && m["warmup"] != true {
-			return true
-		}
-	}
-	return false
+		lag, _ := m["lagging"].([]any)
+		return len(lag) > 0 && m["warmup"] != true
+	})
 }
 
 // hasServerTelemetry reports whether the capture holds server spans or
 // events (client spans alone give no stage table).
 func (c *Capture) hasServerTelemetry() bool {
-	if c.HasEvents() {
-		return true
-	}
-	if !c.HasSpans() {
-		return false
-	}
-	return len(c.Tables.SpanNames()) > 0
+	return c.HasEvents() || c.HasSpans() && len(c.Tables.SpanNames()) > 0
 }
 
 // RunScripts runs names in one session, as many at once as there are

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"encoding/json"
+	"reflect"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -47,9 +48,7 @@ func occupancy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	occ := engine.Occupancies(rc, rows, from, to)
 	out := starlark.NewDict(len(occ))
 	for lv, o := range occ {
-		out.SetKey(starlark.String(lv), structOf(starlark.StringDict{
-			"mean": starlark.Float(o.Mean), "max": starlark.MakeInt(o.Max), "busy": starlark.Float(o.Busy), "busy_s": starlark.Float(o.BusyS),
-		}))
+		out.SetKey(starlark.String(lv), goStruct("struct", o, nil))
 	}
 	return out, nil
 }
@@ -95,12 +94,7 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if rc, err = onlyWorker(cv.c, rc, worker); err != nil {
 		return nil, err
 	}
-	return starlark.NewList(valuesOf(engine.EventMeta(rc, first, key), func(m engine.MetaStat) starlark.Value {
-		return structOf(starlark.StringDict{
-			"level": starlark.String(m.Level), "repeat": starlark.MakeInt(m.Repeat),
-			"min": starlark.Float(m.Min), "max": starlark.Float(m.Max), "sum": starlark.Float(m.Sum), "n": starlark.MakeInt(m.N),
-		})
-	})), nil
+	return goValue(reflect.ValueOf(engine.EventMeta(rc, first, key))), nil
 }
 
 // workers(capture): which workers served the requests (engine.FindWorkers):
@@ -127,10 +121,7 @@ func workersFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 			unnamed++
 		}
 	}
-	return structOf(starlark.StringDict{
-		"names": stringList(w.Names), "routed": starlark.MakeInt(w.Routed), "confirmed": starlark.MakeInt(w.Confirmed),
-		"mismatched": starlark.MakeInt(w.Mismatched), "unnamed": starlark.MakeInt(unnamed),
-	}), nil
+	return goStruct("struct", *w, starlark.StringDict{"names": stringList(w.Names), "unnamed": starlark.MakeInt(unnamed)}), nil
 }
 
 // balance(capture, preset, levels): each level's share per worker
@@ -157,14 +148,7 @@ func balanceFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err != nil {
 		return nil, err
 	}
-	return starlark.NewList(valuesOf(engine.Balance(rc, rows, w, levels), func(s engine.Share) starlark.Value {
-		return structOf(starlark.StringDict{
-			"level": starlark.String(s.Level), "worker": starlark.String(s.Worker),
-			"requests": starlark.MakeInt(s.Requests), "ok": starlark.MakeInt(s.OK), "busy_s": starlark.Float(s.BusyS),
-			"latency_mean_s": starlark.Float(s.LatencyMeanS), "total_mean_s": starlark.Float(s.TotalMeanS),
-			"total_rtf": starlark.Float(s.TotalRTF),
-		})
-	})), nil
+	return goValue(reflect.ValueOf(engine.Balance(rc, rows, w, levels))), nil
 }
 
 // onlyWorker returns rc with the requests of every worker but worker

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -36,32 +35,24 @@ type Frame struct {
 // mapped frame, and the root's CutSeconds counts it. It returns nil when
 // the capture has no profiles of those passes.
 func (c *Capture) Icicle(level string, minShare float64) (*Frame, error) {
-	files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
-	sort.Strings(files)
+	files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz"))) // sorted
 	root := &node{kids: map[string]*node{}}
 	var cut int64
-	var scaleSum float64
-	n := 0
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".pb.gz")
 		i := strings.LastIndexByte(name, '-')
 		if i <= 0 || name[i+1:] == "warmup" || (level != "" && name[:i] != level) {
 			continue
 		}
-		s, err := addProfile(root, f, &cut)
-		if err != nil {
+		if err := addProfile(root, f, &cut); err != nil {
 			return nil, err
 		}
-		scaleSum += s
-		n++
 	}
-	if n == 0 || root.v == 0 {
+	if root.v == 0 {
 		return nil, nil
 	}
-	scale := scaleSum / float64(n)
-	min := int64(minShare * float64(root.v))
-	out := root.frame("all", scale, min)
-	out.CutSeconds = float64(cut) * scale
+	out := root.frame("all", 1e-9, int64(minShare*float64(root.v)))
+	out.CutSeconds = float64(cut) * 1e-9
 	return out, nil
 }
 
@@ -106,12 +97,11 @@ func (n *node) frame(name string, scale float64, min int64) *Frame {
 	return f
 }
 
-// addProfile adds one profile's samples to root, in nanoseconds, and
-// returns the seconds a unit of root's values stands for.
-func addProfile(root *node, path string, cut *int64) (float64, error) {
+// addProfile adds one profile's samples to root, in nanoseconds.
+func addProfile(root *node, path string, cut *int64) error {
 	p, vi, scale, err := readProfile(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, smp := range p.Sample {
 		v := int64(float64(smp.Value[vi]) * scale * 1e9) // ns
@@ -143,5 +133,5 @@ func addProfile(root *node, path string, cut *int64) (float64, error) {
 			}
 		}
 	}
-	return 1e-9, nil
+	return nil
 }

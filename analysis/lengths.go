@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,7 +98,7 @@ type LengthSplit struct {
 	Requests, Unknown int
 	// Of is each request's index in Buckets (every request, warmup
 	// included, in requests.jsonl order); -1 for none.
-	Of []int
+	Of []int `star:"-"`
 
 	passes [][]model.PassMetrics // BucketPasses, once (Capture.lengthsMu)
 }
@@ -135,16 +136,10 @@ func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 		}
 	}
 	sp.Edges = edges
+	bounds := slices.Concat([]float64{0}, edges, []float64{math.Inf(1)})
 	all := make([]Bucket, len(edges)+1)
 	for i := range all {
-		lo, hi := 0.0, math.Inf(1)
-		if i > 0 {
-			lo = edges[i-1]
-		}
-		if i < len(edges) {
-			hi = edges[i]
-		}
-		all[i] = Bucket{Name: bucketName(lo, hi), Lo: lo, Hi: hi}
+		all[i] = Bucket{Name: bucketName(bounds[i], bounds[i+1]), Lo: bounds[i], Hi: bounds[i+1]}
 	}
 	of := make([]int, len(durs))
 	for i, d := range durs {

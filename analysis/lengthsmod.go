@@ -55,16 +55,10 @@ func lengthSplit(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		if !math.IsInf(bk.Hi, 1) {
 			hi = starlark.Float(bk.Hi)
 		}
-		bs = append(bs, starlarkstruct.FromStringDict(starlark.String("bucket"), starlark.StringDict{
-			"index": starlark.MakeInt(i), "name": starlark.String(bk.Name), "lo": starlark.Float(bk.Lo), "hi": hi,
-			"requests": starlark.MakeInt(bk.Requests), "min_s": starlark.Float(bk.MinS), "max_s": starlark.Float(bk.MaxS),
-		}))
+		bs = append(bs, goStruct("bucket", bk, starlark.StringDict{"index": starlark.MakeInt(i), "hi": hi}))
 	}
-	edges := valuesOf(sp.Edges, func(e float64) starlark.Value { return starlark.Float(e) })
-	return &splitValue{sp: sp, Struct: starlarkstruct.FromStringDict(starlark.String("length_split"), starlark.StringDict{
-		"spec": starlark.String(lb.String()), "off": starlark.Bool(lb.Off), "auto": starlark.Bool(sp.Auto),
-		"edges": starlark.NewList(edges), "buckets": starlark.NewList(bs), "empty": stringList(sp.Empty),
-		"requests": starlark.MakeInt(sp.Requests), "unknown": starlark.MakeInt(sp.Unknown),
+	return &splitValue{sp: sp, Struct: goStruct("length_split", *sp, starlark.StringDict{
+		"spec": starlark.String(lb.String()), "off": starlark.Bool(lb.Off), "buckets": starlark.NewList(bs), "empty": stringList(sp.Empty),
 	})}, nil
 }
 

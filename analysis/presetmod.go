@@ -178,15 +178,14 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 				return starlark.None, err
 			}
 			d := starlark.NewDict(len(v.p.Stages))
-			for _, s := range v.p.Stages {
-				if name == "decompose" {
-					var x starlark.Value = starlark.None
-					if p := vals.Seconds[s.Name]; p != nil {
-						x = starlark.Float(*p)
-					}
-					d.SetKey(starlark.String(s.Name), x)
-				} else if bd, ok := vals.Bounds[s.Name]; ok {
-					d.SetKey(starlark.String(s.Name), starlark.Tuple{starlark.MakeInt64(bd[0]), starlark.MakeInt64(bd[1])})
+			for k, s := range v.p.Stages {
+				switch x := vals[k]; {
+				case name == "bounds" && x.HasBounds:
+					d.SetKey(starlark.String(s.Name), starlark.Tuple{starlark.MakeInt64(x.Start), starlark.MakeInt64(x.End)})
+				case name == "decompose" && x.HasDur:
+					d.SetKey(starlark.String(s.Name), starlark.Float(x.DurS))
+				case name == "decompose": // the request lacks the stage
+					d.SetKey(starlark.String(s.Name), starlark.None)
 				}
 			}
 			return d, nil
@@ -196,10 +195,10 @@ func (v *presetValue) Attr(name string) (starlark.Value, error) {
 }
 
 // one applies the preset to one request's joined spans and events.
-func (v *presetValue) one(r *requestValue) (engine.Values, bool, error) {
+func (v *presetValue) one(r *requestValue) ([]engine.StageValue, bool, error) {
 	ix, err := r.c.join()
 	if err != nil {
-		return engine.Values{}, false, err
+		return nil, false, err
 	}
 	vals, ok := engine.One(v.p, columns.EventsOf(ix.Events(r.i), 0), oneSpans(ix.Spans(r.i)))
 	return vals, ok, nil
@@ -268,9 +267,7 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 		for _, n := range names {
 			var x starlark.Value = starlark.None
 			if s := l.Stages[n]; s != nil {
-				x = structOf(starlark.StringDict{
-					"mean_ms": starlark.Float(s.MeanMs), "p95_ms": starlark.Float(s.P95Ms), "n": starlark.MakeInt(s.N),
-				})
+				x = goStruct("struct", *s, nil)
 			}
 			st.SetKey(starlark.String(n), x)
 		}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -82,8 +81,7 @@ type functionCPU struct {
 // profiles reads the capture's CPU profiles (cached).
 func (c *Capture) profiles() ([]profileSummary, error) {
 	return c.profs.get(func() ([]profileSummary, error) {
-		files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz")))
-		sort.Strings(files)
+		files, _ := filepath.Glob(c.Bundle.Path(filepath.Join(bundle.CPUDir, "*.pb.gz"))) // sorted
 		out := []profileSummary{}
 		for _, f := range files {
 			s, err := summarizeProfile(f)
@@ -104,28 +102,26 @@ func summarizeProfile(path string) (profileSummary, error) {
 		if rep := name[i+1:]; rep == "warmup" {
 			s.Warmup = true
 		} else {
-			for _, ch := range rep {
-				s.Repeat = s.Repeat*10 + int(ch-'0')
-			}
+			s.Repeat, _ = strconv.Atoi(rep)
 		}
 	}
 	p, vi, scale, err := readProfile(path)
 	if err != nil {
 		return s, err
 	}
-	flat := map[string]int64{}
-	py := map[string]int64{}
-	own := map[string]int64{}
-	var total, pyTotal, system, truncated int64
-	type thread struct {
-		name          string
-		total         int64
-		flat, py, own map[string]int64
+	// The profile's times by function, and each thread's.
+	type times struct {
+		name              string
+		total, py         int64
+		flat, python, own map[string]int64
 	}
-	threads := map[int]*thread{}
+	newTimes := func() *times {
+		return &times{flat: map[string]int64{}, python: map[string]int64{}, own: map[string]int64{}}
+	}
+	all, threads := newTimes(), map[int]*times{}
+	var system, truncated int64
 	for _, smp := range p.Sample {
 		v := smp.Value[vi]
-		total += v
 		leaf := "[unknown]"
 		if len(smp.Location) > 0 {
 			leaf = frameName(smp.Location[0])
@@ -136,43 +132,40 @@ func summarizeProfile(path string) (profileSummary, error) {
 				truncated += v
 			}
 		}
-		flat[leaf] += v
-		ownName, hasOwn := ownFrame(smp)
-		if hasOwn {
-			own[ownName] += v
-		}
 		tid := -1
 		if l := smp.Label["tid"]; len(l) > 0 {
 			tid, _ = strconv.Atoi(l[0])
 		}
 		th := threads[tid]
 		if th == nil {
-			th = &thread{flat: map[string]int64{}, py: map[string]int64{}, own: map[string]int64{}}
+			th = newTimes()
 			if l := smp.Label["thread"]; len(l) > 0 {
 				th.name = l[0]
 			}
 			threads[tid] = th
 		}
-		th.total += v
-		th.flat[leaf] += v
-		if hasOwn {
-			th.own[ownName] += v
-		}
-		if name, ok := innermostPython(smp); ok {
-			py[name] += v
-			pyTotal += v
-			th.py[name] += v
+		ownName, hasOwn := ownFrame(smp)
+		pyName, hasPy := innermostPython(smp)
+		for _, t := range []*times{all, th} {
+			t.total += v
+			t.flat[leaf] += v
+			if hasOwn {
+				t.own[ownName] += v
+			}
+			if hasPy {
+				t.python[pyName] += v
+				t.py += v
+			}
 		}
 	}
-	s.TotalS = float64(total) * scale
-	s.PythonS = float64(pyTotal) * scale
-	s.Top = topFunctions(flat, total, scale, TopFunctions)
-	s.TopPython = topFunctions(py, total, scale, TopFunctions)
-	s.TopOwn = topFunctions(own, total, scale, TopFunctions)
+	s.TotalS, s.PythonS = float64(all.total)*scale, float64(all.py)*scale
+	s.Top = topFunctions(all.flat, all.total, scale, TopFunctions)
+	s.TopPython = topFunctions(all.python, all.total, scale, TopFunctions)
+	s.TopOwn = topFunctions(all.own, all.total, scale, TopFunctions)
 	s.SystemS, s.TruncatedS = float64(system)*scale, float64(truncated)*scale
 	for tid, th := range threads {
 		s.Threads = append(s.Threads, threadCPU{TID: tid, Thread: th.name, TotalS: float64(th.total) * scale,
-			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.py, th.total, scale, TopPerThread),
+			Top: topFunctions(th.flat, th.total, scale, TopPerThread), TopPython: topFunctions(th.python, th.total, scale, TopPerThread),
 			TopOwn: topFunctions(th.own, th.total, scale, TopPerThread)})
 	}
 	slices.SortFunc(s.Threads, func(a, b threadCPU) int { return cmp.Or(cmp.Compare(b.TotalS, a.TotalS), cmp.Compare(a.TID, b.TID)) })
@@ -212,12 +205,9 @@ func frameKind(loc *profile.Location) int {
 		file = loc.Mapping.File
 	}
 	switch {
+	case file == KernelMapping && slices.ContainsFunc(hypervisorPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+		return hypervisor
 	case file == KernelMapping:
-		for _, p := range hypervisorPrefixes {
-			if strings.HasPrefix(name, p) {
-				return hypervisor
-			}
-		}
 		return kernelCode
 	case file == VDSOMapping || file == "[vsyscall]" || strings.HasPrefix(name, "[vdso]"):
 		return vdso

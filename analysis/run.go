@@ -154,19 +154,13 @@ func (s *Session) Run(ctx context.Context, script string) ([]*table.Table, error
 		}
 		return fmt.Sprintf("stopped: %v", context.Cause(ctx))
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			rs.mu.Lock()
-			for _, t := range rs.threads {
-				t.Cancel(rs.reason())
-			}
-			rs.mu.Unlock()
-		case <-done:
+	defer context.AfterFunc(ctx, func() {
+		rs.mu.Lock()
+		for _, t := range rs.threads {
+			t.Cancel(rs.reason())
 		}
-	}()
+		rs.mu.Unlock()
+	})()
 	thread := s.newThread(rs, org, filename)
 	_, err = starlark.ExecFileOptions(fileOptions, thread, filename, src, s.predeclared())
 	// Tables the capture's Load or this script still write in the
@@ -432,12 +426,7 @@ var Aliases = map[string]string{
 }
 
 // Canonical is the built-in that name (an alias or not) stands for.
-func Canonical(name string) string {
-	if a, ok := Aliases[name]; ok {
-		return a
-	}
-	return name
-}
+func Canonical(name string) string { return cmp.Or(Aliases[name], name) }
 
 // Check checks that every script in names resolves, a file or a built-in
 // (by name or alias), without running any: the first that does not is an

@@ -108,9 +108,7 @@ func gaugesValue(gs map[string]engine.GaugeStats) *starlark.Dict {
 		if !ok {
 			continue
 		}
-		d.SetKey(starlark.String(role), structOf(starlark.StringDict{
-			"mean": starlark.Float(g.Mean), "max": starlark.Float(g.Max), "scrapes": starlark.MakeInt(g.Scrapes),
-		}))
+		d.SetKey(starlark.String(role), goStruct("struct", g, nil))
 	}
 	return d
 }
@@ -131,10 +129,7 @@ func serverMetricsLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.
 		return nil, err
 	}
 	return starlark.NewList(valuesOf(sm.Levels(order), func(l engine.MetricsLevel) starlark.Value {
-		return structOf(starlark.StringDict{
-			"level": starlark.String(l.Level), "passes": starlark.MakeInt(l.Passes), "server": starlark.String(sm.Server),
-			"roles": rolesValue(l.Roles), "gauges": gaugesValue(l.Gauges),
-		})
+		return goStruct("struct", l, starlark.StringDict{"server": starlark.String(sm.Server), "roles": rolesValue(l.Roles), "gauges": gaugesValue(l.Gauges)})
 	})), nil
 }
 
@@ -149,12 +144,7 @@ func serverMetricsPasses(_ *starlark.Thread, b *starlark.Builtin, args starlark.
 		return starlark.NewList(nil), nil
 	}
 	return starlark.NewList(valuesOf(sm.Passes, func(p engine.MetricsPass) starlark.Value {
-		return structOf(starlark.StringDict{
-			"level": starlark.String(p.Level), "repeat": starlark.MakeInt(p.Repeat), "warmup": starlark.Bool(p.Warmup),
-			"start_unix_ns": starlark.MakeInt64(p.StartUnixNs), "end_unix_ns": starlark.MakeInt64(p.EndUnixNs),
-			"from_unix_ns": starlark.MakeInt64(p.FromUnixNs), "to_unix_ns": starlark.MakeInt64(p.ToUnixNs),
-			"server": starlark.String(sm.Server), "roles": rolesValue(p.Roles), "gauges": gaugesValue(p.Gauges),
-		})
+		return goStruct("struct", p, starlark.StringDict{"server": starlark.String(sm.Server), "roles": rolesValue(p.Roles), "gauges": gaugesValue(p.Gauges)})
 	})), nil
 }
 
@@ -173,8 +163,5 @@ func serverMetricsInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			names.SetKey(starlark.String(role), starlark.String(n))
 		}
 	}
-	return structOf(starlark.StringDict{
-		"file": starlark.Bool(sm.File), "server": starlark.String(sm.Server), "source": starlark.String(sm.Source),
-		"unit": starlark.String(sm.Unit), "names": names,
-	}), nil
+	return goStruct("struct", *sm, starlark.StringDict{"names": names}), nil
 }

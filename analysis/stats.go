@@ -3,6 +3,7 @@ package analysis
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -181,10 +182,7 @@ func linregress(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v, got %d and %d", b.Name(), err, len(xs), len(ys))
 	}
-	return starlarkstruct.FromStringDict(starlark.String("linregress"), starlark.StringDict{
-		"slope": starlark.Float(fit.Slope), "intercept": starlark.Float(fit.Intercept),
-		"r": starlark.Float(fit.R), "r2": starlark.Float(fit.R2), "n": starlark.MakeInt(fit.N),
-	}), nil
+	return goStruct("linregress", fit, nil), nil
 }
 
 // mannWhitney(xs, ys) is the two-sided Mann-Whitney U test: struct(u, p),
@@ -222,12 +220,8 @@ func compare(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 		return nil, err
 	}
 	c := summary.Compare(xs, ys, alpha)
-	var ratio starlark.Value = starlark.None
-	if c.Ratio != nil {
-		ratio = starlark.Float(*c.Ratio)
-	}
 	return starlarkstruct.FromStringDict(starlark.String("comparison"), starlark.StringDict{
-		"mean_a": starlark.Float(c.MeanA), "mean_b": starlark.Float(c.MeanB), "ratio": ratio,
+		"mean_a": starlark.Float(c.MeanA), "mean_b": starlark.Float(c.MeanB), "ratio": goValue(reflect.ValueOf(c.Ratio)),
 		"u": starlark.Float(c.U), "p": starlark.Float(c.P), "significant": starlark.Bool(c.Sig), "delta": starlark.String(c.Delta()),
 		"min_p": starlark.Float(summary.MinP(len(xs), len(ys))), "n_a": starlark.MakeInt(len(xs)), "n_b": starlark.MakeInt(len(ys)),
 	}), nil

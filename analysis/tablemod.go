@@ -298,12 +298,16 @@ func (t *tableValue) sort(_ *starlark.Thread, b *starlark.Builtin, args starlark
 		return nil, err
 	}
 	var cmpErr error
+	op := syntax.LT
+	if reverse {
+		op = syntax.GT
+	}
 	sort.SliceStable(t.rows, func(i, j int) bool {
 		a, c := plain(t.rows[i][k]), plain(t.rows[j][k])
 		if a == starlark.None || c == starlark.None {
 			return a != starlark.None && c == starlark.None
 		}
-		less, err := starlark.Compare(lessOp(reverse), a, c)
+		less, err := starlark.Compare(op, a, c)
 		if err != nil && cmpErr == nil {
 			cmpErr = err
 		}
@@ -364,13 +368,6 @@ func (t *tableValue) toTable() *table.Table {
 		out.Values = append(out.Values, vals)
 	}
 	return out
-}
-
-func lessOp(reverse bool) syntax.Token {
-	if reverse {
-		return syntax.GT
-	}
-	return syntax.LT
 }
 
 // sprintf(format, *args) formats with Go's fmt verbs ("%.2f", "%5d",

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -374,19 +375,63 @@ func stringList(ss []string) *starlark.List {
 	return frozenList(ss, func(s string) starlark.Value { return starlark.String(s) })
 }
 
+// goStruct is x, a Go struct, as a Starlark struct named name: each
+// exported field under its name in snake case (LatencyMeanMs:
+// latency_mean_ms; a `star:"-"` tag leaves it out) as goValue makes it,
+// then extra's entries, which replace fields of the same name.
+func goStruct(name string, x any, extra starlark.StringDict) *starlarkstruct.Struct {
+	v := reflect.ValueOf(x)
+	d := starlark.StringDict{}
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if f.IsExported() && !f.Anonymous && f.Tag.Get("star") != "-" {
+			d[snake(f.Name)] = goValue(v.FieldByIndex(f.Index))
+		}
+	}
+	maps.Copy(d, extra)
+	return starlarkstruct.FromStringDict(starlark.String(name), d)
+}
+
+// goValue is v in Starlark: a number, string or bool as itself, a nil
+// pointer as None, a slice or an array as a list, a struct as goStruct's.
+func goValue(v reflect.Value) starlark.Value {
+	switch v.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return starlark.MakeInt64(v.Int())
+	case reflect.Float64:
+		return starlark.Float(v.Float())
+	case reflect.Pointer:
+		if v.IsNil() {
+			return starlark.None
+		}
+		return goValue(v.Elem())
+	case reflect.Slice, reflect.Array:
+		out := make([]starlark.Value, v.Len())
+		for i := range out {
+			out[i] = goValue(v.Index(i))
+		}
+		return starlark.NewList(out)
+	case reflect.Struct:
+		return goStruct("struct", v.Interface(), nil)
+	}
+	return toValue(v.Interface())
+}
+
+// snake is a Go name in snake case: IdleGPUWait is idle_gpu_wait, P95Ms
+// p95_ms.
+func snake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && unicode.IsUpper(r) && (!unicode.IsUpper(rune(name[i-1])) || i+1 < len(name) && unicode.IsLower(rune(name[i+1]))) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
 func levelsValue(ls []model.LevelRun) starlark.Value {
 	return frozenList(ls, func(l model.LevelRun) starlark.Value {
-		wall := cmp.Or(l.WallS, float64(l.EndUnixNs-l.StartUnixNs)/1e9)
-		return starlarkstruct.FromStringDict(starlark.String("pass"), starlark.StringDict{
-			"level":         starlark.String(l.Level),
-			"concurrency":   starlark.MakeInt(l.Concurrency),
-			"rate":          starlark.Float(l.Rate),
-			"repeat":        starlark.MakeInt(l.Repeat),
-			"warmup":        starlark.Bool(l.Warmup),
-			"start_unix_ns": starlark.MakeInt64(l.StartUnixNs),
-			"end_unix_ns":   starlark.MakeInt64(l.EndUnixNs),
-			"wall_s":        starlark.Float(wall),
-		})
+		return goStruct("pass", l, starlark.StringDict{"wall_s": starlark.Float(cmp.Or(l.WallS, float64(l.EndUnixNs-l.StartUnixNs)/1e9))})
 	})
 }
 

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -41,15 +42,7 @@ func BucketQuantile(q float64, bs []Bucket) float64 {
 		return math.NaN()
 	}
 	b := slices.Clone(bs)
-	slices.SortStableFunc(b, func(x, y Bucket) int {
-		switch {
-		case x.UpperBound < y.UpperBound:
-			return -1
-		case x.UpperBound > y.UpperBound:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(b, func(x, y Bucket) int { return cmp.Compare(x.UpperBound, y.UpperBound) })
 	if !math.IsInf(b[len(b)-1].UpperBound, 1) {
 		return math.NaN()
 	}

@@ -4,6 +4,7 @@
 package table
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -116,14 +117,8 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 					rows = append(rows, row)
 				}
 			}
-			if rows == nil {
-				rows = [][]any{}
-			}
-			cols := t.Columns
-			if cols == nil {
-				cols = []string{}
-			}
-			out.Tables = append(out.Tables, jt{t.Name, t.Title, cols, rows, t.Notes})
+			// no rows and no columns are empty lists, not null
+			out.Tables = append(out.Tables, jt{t.Name, t.Title, append([]string{}, t.Columns...), append([][]any{}, rows...), t.Notes})
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -263,15 +258,9 @@ func value(v any, text string) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case string:
-		if text != "" {
-			return text
-		}
-		return x
+		return cmp.Or(text, x)
 	}
-	if text != "" {
-		return text
-	}
-	return fmt.Sprint(v)
+	return cmp.Or(text, fmt.Sprint(v))
 }
 
 // number is x to 9 significant digits, without an exponent: the binary

@@ -47,20 +47,19 @@ const (
 // that no line is wider than the terminal and each rule is as wide as
 // its rows.
 func writeTerminal(w io.Writer, t *Table, width int) {
-	if len(t.Columns) == 0 { // a message: its title and notes, wrapped
-		for _, s := range append([]string{t.Title}, t.Notes...) {
-			if s != "" {
-				for _, l := range wrap(s, width) {
-					fmt.Fprintln(w, l)
-				}
+	say := func(ss ...string) { // wrapped
+		for _, s := range ss {
+			for _, l := range wrap(s, width) {
+				fmt.Fprintln(w, l)
 			}
 		}
+	}
+	if len(t.Columns) == 0 { // a message: its title and notes
+		say(slices.DeleteFunc(append([]string{t.Title}, t.Notes...), func(s string) bool { return s == "" })...)
 		return
 	}
 	if t.Title != "" {
-		for _, l := range wrap(t.Title, width) {
-			fmt.Fprintln(w, l)
-		}
+		say(t.Title)
 	}
 	groups := columnGroups(t, width)
 	for g, cols := range groups {
@@ -72,11 +71,7 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 		widths := fit(sub, nat, text, width)
 		writeRows(w, sub, widths, text)
 	}
-	for _, note := range t.Notes {
-		for _, l := range wrap(note, width) {
-			fmt.Fprintln(w, l)
-		}
-	}
+	say(t.Notes...)
 }
 
 // writeRows writes t's header, its rule (as wide as the rows) and its

@@ -92,13 +92,10 @@ func numbers(raw json.RawMessage) ([]int, error) {
 	}
 	b = b[1 : len(b)-1]
 	out := make([]int, 0, bytes.Count(b, []byte{','})+1)
-	for len(bytes.TrimSpace(b)) > 0 {
-		tok := b
-		if i := bytes.IndexByte(b, ','); i >= 0 {
-			tok, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return out, nil
+	}
+	for tok := range bytes.SplitSeq(b, []byte{','}) {
 		tok = bytes.TrimSpace(tok)
 		v, ok := int64(0), len(tok) > 0
 		for _, c := range tok {
@@ -244,7 +241,7 @@ type StateStat struct {
 type PassThread struct {
 	Level                 string
 	Repeat                int
-	Warmup                bool
+	Warmup                bool `star:"-"`
 	PID, TID              int64
 	Name, How             string
 	RunningUtil, PassUtil float64
@@ -271,7 +268,6 @@ type LevelStates struct {
 	// Threads are the serving threads of the level's scored passes (none
 	// without sched bins). RunningUtil and PassUtil pool their bins.
 	Threads               []PassThread
-	HasThread             bool
 	RunningUtil, PassUtil float64
 	GPU                   *GPUBreakdown // nil without util samples or thread bins
 	// AdmissionAtCap is the share of the level's admission wait during
@@ -734,10 +730,6 @@ func Attribute(in AttributionInput) *Attribution {
 	theta := out.ClockOffsetNs
 	// 3. Passes; first-forward unions per pass and worker; running unions.
 	passOf := make([]int32, n)
-	type passCode struct {
-		level, repeat int32
-		warmup        bool
-	}
 	passIx := map[passCode]int32{}
 	var passes []*passInfo
 	type ffKey struct {
@@ -758,7 +750,7 @@ func Attribute(in AttributionInput) *Attribution {
 		if rc.Status.Codes[i] != okCode {
 			continue
 		}
-		pc := passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+		pc := passCodeOf(rc, i)
 		p, ok := passIx[pc]
 		if !ok {
 			p = int32(len(passes))
@@ -917,22 +909,19 @@ func (g *segmenter) phase(ns *[NumStates]float64, a, z int64) {
 		return
 	}
 	var d [NumStates]float64
-	total := 0.0
+	total, last := 0.0, -1
 	for s := range ns {
 		d[s] = max(ns[s]-g.prev[s], 0)
 		total += d[s]
+		if d[s] > 0 {
+			last = s
+		}
 	}
 	g.prev = *ns
 	if z <= a || !(total > 0) {
 		return
 	}
 	cum, t := 0.0, a
-	last := -1
-	for s := range d {
-		if d[s] > 0 {
-			last = s
-		}
-	}
 	for s := range d {
 		if !(d[s] > 0) {
 			continue
@@ -1191,13 +1180,11 @@ func mode(votes map[int64]int) int64 {
 
 func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []LevelStates {
 	type acc struct {
-		n, missing int
-		lat        float64
-		sum        [NumStates]float64
-		vals       [NumStates][]float64
-		passes     []*passInfo
-		atCap      float64
-		inFF       float64
+		n, missing       int
+		lat, atCap, inFF float64
+		sum              [NumStates]float64
+		vals             [NumStates][]float64
+		passes           []*passInfo
 	}
 	by := map[string]*acc{}
 	var lastLv string
@@ -1214,16 +1201,14 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		lastLv, last = lv, x
 		return x
 	}
-	count := map[string]int{}
-	for i := range a.Requests {
-		if !a.Requests[i].Warmup {
-			count[a.Requests[i].Level]++
+	for i := range a.Requests { // each level's values sized to its requests first
+		if r := &a.Requests[i]; !r.Warmup {
+			get(r.Level).n++
 		}
 	}
-	for lv, c := range count {
-		x := get(lv)
+	for _, x := range by {
 		for s := range x.vals {
-			x.vals[s] = make([]float64, 0, c)
+			x.vals[s] = make([]float64, 0, x.n)
 		}
 	}
 	for i := range a.Requests {
@@ -1232,7 +1217,6 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			continue
 		}
 		x := get(r.Level)
-		x.n++
 		if !r.Telemetry {
 			x.missing++
 		}
@@ -1276,7 +1260,6 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 				continue
 			}
 			l.Threads = append(l.Threads, p.pt)
-			l.HasThread = true
 			B := sumBins(p.runBins)
 			runB += B
 			runOn += p.pt.RunningUtil * B

@@ -193,7 +193,7 @@ func TestAttributionHostWorkIdleServer(t *testing.T) {
 		if got := largest(l); got != StateHost {
 			t.Errorf("%s: largest state %s, want %s (%+v)", lv, got, StateHost, l.States)
 		}
-		if !l.HasThread || l.Threads[0].Name != "asr-sched" || l.Threads[0].How != "named asr-sched" {
+		if len(l.Threads) == 0 || l.Threads[0].Name != "asr-sched" || l.Threads[0].How != "named asr-sched" {
 			t.Errorf("%s: serving thread %+v", lv, l.Threads)
 		}
 		if l.PassUtil < 0.3 || l.PassUtil > 0.5 || l.RunningUtil < 0.9 {
@@ -347,7 +347,7 @@ func TestAttributionNoBins(t *testing.T) {
 	if got := largest(l); got != StateNoThread {
 		t.Errorf("largest state %s, want %s", got, StateNoThread)
 	}
-	if l.HasThread || l.States[stateIx(StateHost)].Share != 0 {
+	if len(l.Threads) > 0 || l.States[stateIx(StateHost)].Share != 0 {
 		t.Errorf("a thread without bins: %+v", l)
 	}
 	if b := l.States[stateIx(StateBuild)].MeanMs; math.Abs(b-3) > 0.01 {

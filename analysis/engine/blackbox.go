@@ -2,12 +2,13 @@ package engine
 
 import (
 	"cmp"
-	"github.com/asrprof/asrprof/bundle"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/stats"
 )
@@ -148,10 +149,10 @@ type BlackBoxLevel struct {
 	N             int
 	LatencyMeanMs float64
 	States        [NumBBStates]StateStat
-	// ReqPerS is the level's throughput (mean over its passes);
+	// ReqS is the level's throughput (mean over its passes);
 	// ServiceAloneMs the mean service alone of its requests; InFlight the
 	// mean number of requests in the system (summed latency / wall).
-	ReqPerS, ServiceAloneMs, InFlight float64
+	ReqS, ServiceAloneMs, InFlight float64
 	// Parallelism is the server's effective parallelism by Little's law,
 	// throughput × service alone (mean over passes; Min and Max over
 	// them).
@@ -200,19 +201,17 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	has := func(xs []int64, i int) bool { return len(xs) == n && xs[i] > 0 }
 	out := &BlackBoxResult{}
 	// 1. Each request's three client phases.
-	passIx := map[bbPass]int{}
-	var passKeys []bbPass
+	passIx := map[passCode]int{}
 	var rs []bbReq
 	for i := 0; i < n; i++ {
 		if rc.Status.Codes[i] != okCode || rc.LatencyS[i] <= 0 {
 			continue
 		}
 		L := int64(math.Round(rc.LatencyS[i] * 1e9))
-		r := bbReq{i: i, server: L, answer: 0}
+		r := bbReq{i: i, server: L}
 		if has(rc.EndUnixNs, i) {
 			end := rc.EndUnixNs[i]
 			start := end - L
-			r.answer = end
 			up, fb := start, end
 			if has(rc.UploadDoneUnixNs, i) {
 				up = min(max(rc.UploadDoneUnixNs[i], start), end)
@@ -226,12 +225,11 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		if i < len(in.SampleID) && in.SampleID[i] != "" {
 			r.sample = in.SampleID[i]
 		}
-		k := bbPass{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+		k := passCodeOf(rc, i)
 		p, ok := passIx[k]
 		if !ok {
-			p = len(passKeys)
+			p = len(passIx)
 			passIx[k] = p
-			passKeys = append(passKeys, k)
 		}
 		r.pass = p
 		rs = append(rs, r)
@@ -251,54 +249,42 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	if len(solo) > 0 {
 		out.Solo, out.SoloFrom = SoloLevel, in.Solo
 	}
-	alone := func(s string) int64 {
-		if xs, ok := solo[s]; ok {
-			return int64(stats.Percentile(xs, 50))
-		}
-		return quick[s]
-	}
 	for j := range rs {
 		r := &rs[j]
-		r.alone = alone(r.sample)
+		r.alone = quick[r.sample]
+		if xs, ok := solo[r.sample]; ok {
+			r.alone = int64(stats.Percentile(xs, 50))
+		}
 		svc := min(r.alone, r.server)
 		r.svcA, r.svcB = r.answer-svc, r.answer
 	}
 	// 3. Threads: per pass, the busiest over its requests' services.
 	ths := threads(in.Bins, in.CUDA)
-	cands := make([][]*thread, len(passKeys))
+	cands := make([][]*thread, len(passIx))
 	if len(ths) > 0 {
-		svcs := make([][]interval, len(passKeys))
+		svcs := make([][]interval, len(passIx))
 		for _, r := range rs {
 			if r.answer > 0 && r.svcB > r.svcA {
 				svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
 			}
 		}
-		for p := range passKeys {
+		for p := range cands {
 			u := merge(svcs[p])
-			type tb struct {
-				th   *thread
-				busy float64
-			}
-			var all []tb
+			busy := map[*thread]float64{}
 			for _, th := range ths {
-				var b float64
 				for _, iv := range u {
 					s := th.integrate(iv.a, iv.b)
-					b += s.host + s.gpu + s.runq
-				}
-				if b > 0 {
-					all = append(all, tb{th, b})
+					busy[th] += s.host + s.gpu + s.runq
 				}
 			}
-			slices.SortFunc(all, func(x, y tb) int { return cmp.Or(cmp.Compare(y.busy, x.busy), cmp.Compare(x.th.tid, y.th.tid)) })
-			for _, t := range all[:min(len(all), candidateThreads)] {
-				cands[p] = append(cands[p], t.th)
-			}
-			if len(cands[p]) == 0 && len(ths) > 0 {
+			all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(busy[th] > 0) })
+			slices.SortFunc(all, func(x, y *thread) int { return cmp.Or(cmp.Compare(busy[y], busy[x]), cmp.Compare(x.tid, y.tid)) })
+			cands[p] = all[:min(len(all), candidateThreads)]
+			if len(cands[p]) == 0 && len(u) > 0 {
 				// an idle server: its threads asleep through the service;
 				// any thread whose bins cover the pass tells that.
 				for _, th := range ths {
-					if s := th.integrate(u0(u), u1(u)); s.cov > 0 {
+					if s := th.integrate(u[0].a, u[len(u)-1].b); s.cov > 0 {
 						cands[p] = append(cands[p], th)
 						break
 					}
@@ -328,13 +314,8 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			q.States[bNoThread] = svc / 1e9
 		} else {
 			q.TID = best.tid
-			host, gpu, runq := bs.host, bs.gpu, bs.runq
-			off := max(0, bs.cov-host-gpu-runq)
-			q.States[bHost] = host / 1e9
-			q.States[bGPUWait] = gpu / 1e9
-			q.States[bRunnable] = runq / 1e9
-			q.States[bOffCPU] = off / 1e9
-			q.States[bNoThread] = max(0, svc-bs.cov) / 1e9
+			q.States[bHost], q.States[bGPUWait], q.States[bRunnable] = bs.host/1e9, bs.gpu/1e9, bs.runq/1e9
+			q.States[bOffCPU], q.States[bNoThread] = max(0, bs.cov-bs.host-bs.gpu-bs.runq)/1e9, max(0, svc-bs.cov)/1e9
 		}
 		if r.answer > 0 {
 			q.Segments = bbSegments(&q, r)
@@ -352,27 +333,6 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
-}
-
-func u0(u []interval) int64 {
-	if len(u) == 0 {
-		return 0
-	}
-	return u[0].a
-}
-
-func u1(u []interval) int64 {
-	if len(u) == 0 {
-		return 0
-	}
-	return u[len(u)-1].b
-}
-
-// bbPass is a pass: its level's code, repeat and whether a warmup.
-type bbPass struct {
-	level  int32
-	repeat int32
-	warmup bool
 }
 
 // bbLevel is level lv's row.
@@ -483,7 +443,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	l.Passes = len(xs)
 	if len(xs) > 0 {
-		l.ReqPerS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
+		l.ReqS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
 		l.ParallelismMin, l.ParallelismMax = slices.Min(ps), slices.Max(ps)
 		l.InFlight = stats.Mean(inflight)
 		l.ServiceAloneMs = 1000 * stats.Mean(alones)
@@ -503,10 +463,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	if len(in.GPU) > 0 && len(svc) > 0 {
 		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(svc))
 	}
-	tids := make([]int64, 0, len(byThread))
-	for t := range byThread {
-		tids = append(tids, t)
-	}
+	tids := slices.Collect(maps.Keys(byThread))
 	sort.Slice(tids, func(a, b int) bool { return byThread[tids[a]] > byThread[tids[b]] })
 	for _, t := range tids {
 		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")

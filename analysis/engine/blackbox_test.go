@@ -94,7 +94,7 @@ func TestBlackBoxSerial(t *testing.T) {
 	bbNear(t, "c1 request a: no thread data", bb.Requests[0].States[bNoThread], 0.100, 1e-6)
 	l := bb.Levels[1]
 	bbNear(t, "c2 wait share", l.States[bWait].Share, 0.100/0.412, 1e-6)
-	bbNear(t, "c2 throughput", l.ReqPerS, 2/0.306, 1e-6)
+	bbNear(t, "c2 throughput", l.ReqS, 2/0.306, 1e-6)
 	bbNear(t, "c2 parallelism", l.Parallelism, 2/0.306*0.150, 1e-6)
 	if l.Shape != ShapeOne || l.ShapeN != 1 {
 		t.Errorf("c2 shape %q %d, want one at a time", l.Shape, l.ShapeN)

@@ -187,26 +187,22 @@ type source struct {
 	s              *columns.Spans
 	ev, sp         []int32
 	evFrom, spFrom []int32
-	// codes of the names the preset uses (-1: no row has it)
-	evCode, spCode map[string]int32
 	client         int32 // the service code of asrprof's client spans
 	// The preset's points with their codes, looked up once: Requires,
-	// and each stage's From, To, and Outer and Inner spans' start and end.
-	req                    code
-	from, to               []code
-	outerS, outerE, innerS []code
-	innerE                 []code
+	// and each stage's From, To, Attr span, and Outer and Inner spans.
+	req                          code
+	from, to, attr, outer, inner []code
 }
 
-// code is a point's name codes: its event's, its SameStageAs event's, its
-// span's.
+// code is a point's name codes (-1: no row has it): its event's, its
+// SameStageAs event's, its span's.
 type code struct{ ev, same, sp int32 }
 
-// code returns pt's codes (as the maps give them: 0 for a name they lack).
+// code returns pt's codes.
 func (src *source) code(pt Point) code {
-	c := code{ev: src.evCode[pt.Event], same: -1, sp: src.spCode[pt.Span]}
+	c := code{ev: src.e.EventName.Code(pt.Event), same: -1, sp: src.s.Name.Code(pt.Span)}
 	if pt.SameStageAs != "" {
-		c.same = src.evCode[pt.SameStageAs]
+		c.same = src.e.EventName.Code(pt.SameStageAs)
 	}
 	return c
 }
@@ -239,40 +235,14 @@ func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
 	if s == nil {
 		s = &columns.Spans{}
 	}
-	src := &source{e: e, s: s, evCode: map[string]int32{}, spCode: map[string]int32{}, client: -1}
+	src := &source{e: e, s: s, client: s.Service.Code(clientService)}
 	src.ev, src.evFrom = group(e.RequestIndex, n)
 	src.sp, src.spFrom = group(s.RequestIndex, n)
-	names := func(pt Point) {
-		if pt.Event != "" {
-			src.evCode[pt.Event] = e.EventName.Code(pt.Event)
-		}
-		if pt.SameStageAs != "" {
-			src.evCode[pt.SameStageAs] = e.EventName.Code(pt.SameStageAs)
-		}
-		if pt.Span != "" {
-			src.spCode[pt.Span] = s.Name.Code(pt.Span)
-		}
-	}
-	names(p.Requires)
-	for _, st := range p.Stages {
-		names(st.From)
-		names(st.To)
-		if st.AttrSpan != "" {
-			src.spCode[st.AttrSpan] = s.Name.Code(st.AttrSpan)
-		}
-		if st.Outer != "" {
-			src.spCode[st.Outer] = s.Name.Code(st.Outer)
-			src.spCode[st.Inner] = s.Name.Code(st.Inner)
-		}
-	}
-	src.client = s.Service.Code(clientService)
 	src.req = src.code(p.Requires)
 	for _, st := range p.Stages {
 		src.from, src.to = append(src.from, src.code(st.From)), append(src.to, src.code(st.To))
-		src.outerS = append(src.outerS, src.code(Point{Span: st.Outer}))
-		src.outerE = append(src.outerE, src.code(Point{Span: st.Outer, End: true}))
-		src.innerS = append(src.innerS, src.code(Point{Span: st.Inner}))
-		src.innerE = append(src.innerE, src.code(Point{Span: st.Inner, End: true}))
+		src.attr = append(src.attr, src.code(Point{Span: st.AttrSpan}))
+		src.outer, src.inner = append(src.outer, src.code(Point{Span: st.Outer})), append(src.inner, src.code(Point{Span: st.Inner}))
 	}
 	return src
 }
@@ -402,33 +372,34 @@ func (src *source) attrSpans(i int, code int32, buf []int32) []int32 {
 	return buf
 }
 
-// stageValue is one stage of one request.
-type stageValue struct {
-	dur        float64
-	hasDur     bool
-	start, end int64
-	hasBounds  bool
+// StageValue is one stage of one request: its seconds (where HasDur)
+// and its boundaries (unix ns, where HasBounds).
+type StageValue struct {
+	DurS       float64
+	HasDur     bool
+	Start, End int64
+	HasBounds  bool
 }
 
 // derive computes request i's stages into out (len(p.Stages)).
-func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int32 {
+func (src *source) derive(p *Preset, i int, out []StageValue, buf []int32) []int32 {
 	s := src.s
 	var attrLast int32 = -1 // the span that ends last, of the attr stages' name
 	attrName := ""
 	for k, st := range p.Stages {
-		out[k] = stageValue{}
+		out[k] = StageValue{}
 		switch {
 		case st.Rest:
 		case st.Outer != "":
-			os, okOS := src.point(i, Point{Span: st.Outer}, src.outerS[k])
-			oe, okOE := src.point(i, Point{Span: st.Outer, End: true}, src.outerE[k])
-			is, okIS := src.point(i, Point{Span: st.Inner}, src.innerS[k])
-			ie, okIE := src.point(i, Point{Span: st.Inner, End: true}, src.innerE[k])
+			os, okOS := src.point(i, Point{Span: st.Outer}, src.outer[k])
+			oe, okOE := src.point(i, Point{Span: st.Outer, End: true}, src.outer[k])
+			is, okIS := src.point(i, Point{Span: st.Inner}, src.inner[k])
+			ie, okIE := src.point(i, Point{Span: st.Inner, End: true}, src.inner[k])
 			if okOS && okOE && okIS && okIE {
-				out[k].dur, out[k].hasDur = float64((oe-os)-(ie-is))/1e9, true
+				out[k].DurS, out[k].HasDur = float64((oe-os)-(ie-is))/1e9, true
 			}
 		case st.Attr != "":
-			buf = src.attrSpans(i, src.spCode[st.AttrSpan], buf)
+			buf = src.attrSpans(i, src.attr[k].sp, buf)
 			if len(buf) == 0 {
 				continue
 			}
@@ -453,14 +424,14 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 				sum += v
 			}
 			if ok {
-				out[k].dur, out[k].hasDur = sum, true
+				out[k].DurS, out[k].HasDur = sum, true
 			}
 			attrLast, attrName = last, st.AttrSpan
 		default:
 			a, okA := src.point(i, st.From, src.from[k])
 			b, okB := src.point(i, st.To, src.to[k])
 			if okA && okB {
-				out[k] = stageValue{dur: float64(b-a) / 1e9, hasDur: true, start: a, end: b, hasBounds: true}
+				out[k] = StageValue{DurS: float64(b-a) / 1e9, HasDur: true, Start: a, End: b, HasBounds: true}
 			}
 		}
 	}
@@ -469,28 +440,23 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 		if !st.Rest {
 			continue
 		}
-		var tot stageValue
-		for m, t := range p.Stages {
-			if t.Name == Total {
-				tot = out[m]
-			}
-		}
-		if !tot.hasDur {
+		tot := out[slices.IndexFunc(p.Stages, func(t Stage) bool { return t.Name == Total })] // Validate: there is one
+		if !tot.HasDur {
 			continue
 		}
-		v, ok := tot.dur, true
+		v, ok := tot.DurS, true
 		for m, t := range p.Stages {
 			if t.Attr == "" {
 				continue
 			}
-			if !out[m].hasDur {
+			if !out[m].HasDur {
 				ok = false
 				break
 			}
-			v -= out[m].dur
+			v -= out[m].DurS
 		}
 		if ok {
-			out[k].dur, out[k].hasDur = v, true
+			out[k].DurS, out[k].HasDur = v, true
 		}
 	}
 	// Attr stages' boundaries: back to back, ending where attrLast ends.
@@ -516,7 +482,7 @@ func (src *source) derive(p *Preset, i int, out []stageValue, buf []int32) []int
 					continue
 				}
 				start := end - int64(vals[k]*1e9)
-				out[k].start, out[k].end, out[k].hasBounds = start, end, true
+				out[k].Start, out[k].End, out[k].HasBounds = start, end, true
 				end = start
 			}
 		}
@@ -548,7 +514,7 @@ func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.Stag
 	var wg sync.WaitGroup
 	for w := range parts {
 		wg.Go(func() {
-			vals := make([]stageValue, len(p.Stages))
+			vals := make([]StageValue, len(p.Stages))
 			var buf []int32
 			for i := w * n / parts; i < (w+1)*n/parts; i++ {
 				if at[i+1] == at[i] {
@@ -556,7 +522,7 @@ func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.Stag
 				}
 				buf = src.derive(p, i, vals, buf)
 				for k, v := range vals {
-					rows.Set(int(at[i])+k, int32(i), int32(k), v.start, v.end, v.hasBounds, v.dur, v.hasDur)
+					rows.Set(int(at[i])+k, int32(i), int32(k), v.Start, v.End, v.HasBounds, v.DurS, v.HasDur)
 				}
 			}
 		})
@@ -568,31 +534,15 @@ func Derive(p *Preset, n int, e *columns.Events, s *columns.Spans) *columns.Stag
 // parallelRequests is the least a part of Derive's requests holds.
 const parallelRequests = 10_000
 
-// Values are one request's stages: seconds (nil where the request lacks
-// the stage) and boundaries (where the preset gives them).
-type Values struct {
-	Seconds map[string]*float64
-	Bounds  map[string][2]int64
-}
-
 // One applies p to one request's events and spans (those of r.events and
-// r.spans); ok is false when the request lacks the preset's telemetry.
-func One(p *Preset, e *columns.Events, s *columns.Spans) (v Values, ok bool) {
+// r.spans): a value per stage of p; ok is false when the request lacks the
+// preset's telemetry.
+func One(p *Preset, e *columns.Events, s *columns.Spans) (vals []StageValue, ok bool) {
 	src := newSource(p, 1, e, s)
 	if !src.has(p, 0) {
-		return v, false
+		return nil, false
 	}
-	vals := make([]stageValue, len(p.Stages))
+	vals = make([]StageValue, len(p.Stages))
 	src.derive(p, 0, vals, nil)
-	v = Values{Seconds: map[string]*float64{}, Bounds: map[string][2]int64{}}
-	for k, st := range p.Stages {
-		v.Seconds[st.Name] = nil
-		if vals[k].hasDur {
-			v.Seconds[st.Name] = new(vals[k].dur)
-		}
-		if vals[k].hasBounds {
-			v.Bounds[st.Name] = [2]int64{vals[k].start, vals[k].end}
-		}
-	}
-	return v, true
+	return vals, true
 }

@@ -74,12 +74,7 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
 		byPass[p] = append(byPass[p], edge{start, +1}, edge{end, -1})
 	}
-	type acc struct {
-		sum, busy, busyS float64
-		n                int
-		max              int
-	}
-	levels := map[string]*acc{}
+	out, n := map[string]Occupancy{}, map[string]int{} // sums over the passes with a span, then their means
 	for p, es := range byPass {
 		sortEdges(es)
 		var area, busy float64
@@ -95,28 +90,32 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 			most = max(most, cur)
 		}
 		span := es[len(es)-1].t - es[0].t
-		a := levels[p.level]
-		if a == nil {
-			a = &acc{}
-			levels[p.level] = a
-		}
+		o := out[p.level]
 		if span > 0 {
-			a.sum += area / float64(span)
-			a.busy += busy / float64(span)
-			a.busyS += busy / 1e9
-			a.n++
+			o.Mean, o.Busy, o.BusyS = o.Mean+area/float64(span), o.Busy+busy/float64(span), o.BusyS+busy/1e9
+			n[p.level]++
 		}
-		a.max = max(a.max, most)
+		o.Max = max(o.Max, most)
+		out[p.level] = o
 	}
-	out := map[string]Occupancy{}
-	for lv, a := range levels {
-		o := Occupancy{Max: a.max}
-		if a.n > 0 {
-			o.Mean, o.Busy, o.BusyS = a.sum/float64(a.n), a.busy/float64(a.n), a.busyS/float64(a.n)
+	for lv, o := range out {
+		if k := float64(n[lv]); k > 0 {
+			o.Mean, o.Busy, o.BusyS = o.Mean/k, o.Busy/k, o.BusyS/k
+			out[lv] = o
 		}
-		out[lv] = o
 	}
 	return out
+}
+
+// passCode is request i's pass in the requests' columns: its level's
+// code, its repeat and whether a warmup.
+type passCode struct {
+	level, repeat int32
+	warmup        bool
+}
+
+func passCodeOf(rc *columns.RequestCols, i int) passCode {
+	return passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
 }
 
 func repeatOf(reqs *columns.RequestCols, i int) int32 {

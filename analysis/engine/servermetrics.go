@@ -217,7 +217,7 @@ type ServerMetrics struct {
 	// metric's name.
 	Names map[string]string
 	// Passes are the passes the probe summarised, in the order they began.
-	Passes []MetricsPass
+	Passes []MetricsPass `star:"-"`
 }
 
 // HasRoles reports whether the file holds a metric of the map.
@@ -232,32 +232,17 @@ type gaugePoint struct {
 // gaugeTrack follows gauges through the sample lines (written when a
 // series changed) and gives each its value in every scrape.
 type gaugeTrack struct {
-	names  map[string]bool
 	cur    map[string]map[string]float64 // name → label set → newest value
 	points map[string][]gaugePoint
-}
-
-func newGaugeTrack(names []string) *gaugeTrack {
-	g := &gaugeTrack{names: map[string]bool{}, cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
-	for _, n := range names {
-		g.names[n] = true
-	}
-	return g
 }
 
 // add takes one line of the file, in file order.
 func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 	switch r.Kind {
 	case bundle.MetricsKindSample:
-		if !g.names[r.Name] || r.Value == nil {
-			return
+		if m, ok := g.cur[r.Name]; ok && r.Value != nil {
+			m[labelKey(r.Labels.Map)] = float64(*r.Value)
 		}
-		m := g.cur[r.Name]
-		if m == nil {
-			m = map[string]float64{}
-			g.cur[r.Name] = m
-		}
-		m[labelKey(r.Labels.Map)] = float64(*r.Value)
 	case bundle.MetricsKindScrape:
 		for name, m := range g.cur {
 			sum, n := 0.0, 0
@@ -314,9 +299,8 @@ func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
 // sets; observations are scaled to seconds by scale. False when the pass
 // had no observation.
 func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64) (HistStats, bool) {
-	var h HistStats
-	var count, sum, inf float64
-	hasCount, hasInf := false, false
+	var count, sum float64
+	hasCount := false
 	byLe := map[float64]float64{}
 	for i := range recs {
 		r := &recs[i]
@@ -331,32 +315,23 @@ func HistogramOver(recs []bundle.ServerMetricsRecord, name string, scale float64
 		case "_sum":
 			sum += d
 		case "_bucket":
-			le, err := strconv.ParseFloat(r.Labels.Map["le"], 64) // "+Inf" included
-			if err != nil {
-				continue
-			}
-			byLe[le] += d
-			if math.IsInf(le, 1) {
-				inf += d
-				hasInf = true
+			if le, err := strconv.ParseFloat(r.Labels.Map["le"], 64); err == nil { // "+Inf" included
+				byLe[le] += d
 			}
 		}
 	}
 	if !hasCount {
-		count = inf
+		count = byLe[math.Inf(1)]
 	}
-	if count <= 0 || !hasCount && !hasInf {
-		return h, false
+	if count <= 0 {
+		return HistStats{}, false
 	}
-	h.Count = count
-	h.SumS = sum * scale
-	h.MeanS = h.SumS / count
 	bs := make([]stats.Bucket, 0, len(byLe))
 	for le, c := range byLe {
 		bs = append(bs, stats.Bucket{UpperBound: le * scale, Count: c})
 	}
-	h.P50S, h.P95S = stats.BucketQuantile(0.5, bs), stats.BucketQuantile(0.95, bs)
-	return h, true
+	return HistStats{Count: count, SumS: sum * scale, MeanS: sum * scale / count,
+		P50S: stats.BucketQuantile(0.5, bs), P95S: stats.BucketQuantile(0.95, bs)}, true
 }
 
 // metricsPassKey identifies a pass in the period lines.
@@ -374,17 +349,16 @@ func ReadServerMetrics(path string, m *MetricsMap) (*ServerMetrics, error) {
 	sm := &ServerMetrics{File: true}
 	// What the map could ask for: the histograms' series and the gauges.
 	hist := map[string]bool{}
-	var gauges []string
+	track := &gaugeTrack{cur: map[string]map[string]float64{}, points: map[string][]gaugePoint{}}
 	for _, s := range m.Servers {
 		for _, n := range s.Histograms {
 			hist[n] = true
 		}
 		for _, n := range s.Gauges {
-			gauges = append(gauges, n)
+			track.cur[n] = map[string]float64{}
 		}
 	}
 	seen := map[string]bool{} // the names the file holds (histograms by their family's name)
-	track := newGaugeTrack(gauges)
 	var order []metricsPassKey
 	periods := map[metricsPassKey][]bundle.ServerMetricsRecord{}
 	_, err := bundle.ReadJSONL(path, func(r bundle.ServerMetricsRecord) error {
@@ -490,14 +464,17 @@ func isHistogramSeries(name string) bool {
 // Levels aggregates the scored passes per level: the levels of order
 // first, in that order, then any other in the order their passes began.
 func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
-	type acc struct {
-		lv   MetricsLevel
-		q50w map[string]float64 // Σ count·p50 over the passes with a p50
-		q95w map[string]float64
-		qw   map[string]float64 // Σ count of those passes
-		gsum map[string]float64 // Σ mean·scrapes
+	type hist struct{ n, sum, q50, q95, qn float64 } // Σ count, Σ sum; Σ count·p50, Σ count·p95, Σ count of the passes with quantiles
+	type gauge struct {
+		max, sum float64 // Σ mean·scrapes
+		scrapes  int
 	}
-	var seen []string
+	type acc struct {
+		passes int
+		roles  map[string]*hist
+		gauges map[string]*gauge
+	}
+	lvs := slices.Clone(order)
 	by := map[string]*acc{}
 	for _, p := range sm.Passes {
 		if p.Warmup {
@@ -505,37 +482,28 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		}
 		a := by[p.Level]
 		if a == nil {
-			a = &acc{lv: MetricsLevel{Level: p.Level, Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}},
-				q50w: map[string]float64{}, q95w: map[string]float64{}, qw: map[string]float64{}, gsum: map[string]float64{}}
+			a = &acc{roles: map[string]*hist{}, gauges: map[string]*gauge{}}
 			by[p.Level] = a
-			seen = append(seen, p.Level)
+			if !slices.Contains(lvs, p.Level) {
+				lvs = append(lvs, p.Level)
+			}
 		}
-		a.lv.Passes++
+		a.passes++
 		for role, h := range p.Roles {
-			l := a.lv.Roles[role]
-			l.Count += h.Count
-			l.SumS += h.SumS
-			a.lv.Roles[role] = l
+			x := cmp.Or(a.roles[role], &hist{})
+			a.roles[role] = x
+			x.n, x.sum = x.n+h.Count, x.sum+h.SumS
 			if !math.IsNaN(h.P50S) && !math.IsNaN(h.P95S) {
-				a.q50w[role] += h.Count * h.P50S
-				a.q95w[role] += h.Count * h.P95S
-				a.qw[role] += h.Count
+				x.q50, x.q95, x.qn = x.q50+h.Count*h.P50S, x.q95+h.Count*h.P95S, x.qn+h.Count
 			}
 		}
 		for role, g := range p.Gauges {
-			l, had := a.lv.Gauges[role]
-			if !had || g.Max > l.Max {
-				l.Max = g.Max
+			x, had := a.gauges[role]
+			if !had {
+				x = &gauge{max: g.Max}
+				a.gauges[role] = x
 			}
-			l.Scrapes += g.Scrapes
-			a.gsum[role] += g.Mean * float64(g.Scrapes)
-			a.lv.Gauges[role] = l
-		}
-	}
-	lvs := slices.Clone(order)
-	for _, lv := range seen {
-		if !slices.Contains(lvs, lv) {
-			lvs = append(lvs, lv)
+			x.max, x.sum, x.scrapes = max(x.max, g.Max), x.sum+g.Mean*float64(g.Scrapes), x.scrapes+g.Scrapes
 		}
 	}
 	var out []MetricsLevel
@@ -544,19 +512,18 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		if a == nil {
 			continue
 		}
-		for role, h := range a.lv.Roles {
-			h.MeanS = h.SumS / h.Count
-			h.P50S, h.P95S = math.NaN(), math.NaN()
-			if w := a.qw[role]; w > 0 {
-				h.P50S, h.P95S = a.q50w[role]/w, a.q95w[role]/w
+		l := MetricsLevel{Level: lv, Passes: a.passes, Roles: map[string]HistStats{}, Gauges: map[string]GaugeStats{}}
+		for role, x := range a.roles {
+			h := HistStats{Count: x.n, SumS: x.sum, MeanS: x.sum / x.n, P50S: math.NaN(), P95S: math.NaN()}
+			if x.qn > 0 {
+				h.P50S, h.P95S = x.q50/x.qn, x.q95/x.qn
 			}
-			a.lv.Roles[role] = h
+			l.Roles[role] = h
 		}
-		for role, g := range a.lv.Gauges {
-			g.Mean = a.gsum[role] / float64(g.Scrapes)
-			a.lv.Gauges[role] = g
+		for role, x := range a.gauges {
+			l.Gauges[role] = GaugeStats{Mean: x.sum / float64(x.scrapes), Max: x.max, Scrapes: x.scrapes}
 		}
-		out = append(out, a.lv)
+		out = append(out, l)
 	}
 	return out
 }

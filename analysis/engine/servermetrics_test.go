@@ -168,7 +168,7 @@ func TestHistogramOver(t *testing.T) {
 // (samples are written only when they change), summed; a pass takes the
 // scrapes sent inside it.
 func TestGaugeTrack(t *testing.T) {
-	g := newGaugeTrack([]string{"run"})
+	g := &gaugeTrack{cur: map[string]map[string]float64{"run": {}}, points: map[string][]gaugePoint{}}
 	val := func(v float64) *bundle.MetricValue { x := bundle.MetricValue(v); return &x }
 	smp := func(ts int64, eng string, v float64) bundle.ServerMetricsRecord {
 		return bundle.ServerMetricsRecord{Kind: bundle.MetricsKindSample, TsUnixNs: ts, Name: "run", Labels: bundle.MetricLabels{Map: map[string]string{"engine": eng}}, Value: val(v)}

@@ -251,12 +251,7 @@ type CPUShare struct {
 
 // Fired reports whether check fired at level (or for the whole capture).
 func (v *ValidityResult) Fired(check, level string) bool {
-	for _, f := range v.Findings {
-		if f.Check == check && (f.Level == level || f.Level == "") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(v.Findings, func(f Finding) bool { return f.Check == check && (f.Level == level || f.Level == "") })
 }
 
 type vPassKey struct {
@@ -315,6 +310,16 @@ type checker struct {
 
 func (c *checker) ok(i int) bool { return c.in.Reqs[i].Status == model.StatusOK }
 
+// reqs are the indexes of pass l's requests, in start order.
+func (c *checker) reqs(l model.LevelRun) []int {
+	return c.passes[vPassKey{l.Level, l.Repeat, l.Warmup}]
+}
+
+// okReqs are the indexes of pass l's successful requests, in start order.
+func (c *checker) okReqs(l model.LevelRun) []int {
+	return slices.DeleteFunc(slices.Clone(c.reqs(l)), func(i int) bool { return !c.ok(i) })
+}
+
 // scored are the scored passes of level, in run order.
 func (c *checker) scored(level string) []model.LevelRun {
 	var out []model.LevelRun
@@ -333,15 +338,21 @@ func (c *checker) add(f Finding) { c.v.Findings = append(c.v.Findings, f) }
 func (c *checker) failures() {
 	for _, lv := range c.levels {
 		counts := map[string]int{}
+		sc := c.scored(lv)
+		f := Finding{Check: CheckFailures, Level: lv, Severity: SeverityWarn, PassesScored: len(sc)}
 		total, ok := 0, 0
-		for _, p := range c.scored(lv) {
-			for _, i := range c.passes[vPassKey{lv, p.Repeat, false}] {
+		for _, p := range sc {
+			n := ok
+			for _, i := range c.reqs(p) {
 				total++
 				if c.ok(i) {
 					ok++
-					continue
+				} else {
+					counts[FailureCauseOf(&c.in.Reqs[i])]++
 				}
-				counts[FailureCauseOf(&c.in.Reqs[i])]++
+			}
+			if ok-n < len(c.reqs(p)) {
+				f.PassesAffected++
 			}
 		}
 		if total == ok {
@@ -354,15 +365,6 @@ func (c *checker) failures() {
 		for _, k := range causes {
 			c.v.Failures = append(c.v.Failures, FailureCause{Level: lv, Cause: k, Count: counts[k]})
 			parts = append(parts, fmt.Sprintf("%d × %s", counts[k], k))
-		}
-		f := Finding{Check: CheckFailures, Level: lv, Severity: SeverityWarn, PassesScored: len(c.scored(lv))}
-		for _, p := range c.scored(lv) {
-			for _, i := range c.passes[vPassKey{lv, p.Repeat, false}] {
-				if !c.ok(i) {
-					f.PassesAffected++
-					break
-				}
-			}
 		}
 		if ok == 0 {
 			f.Severity = SeverityFail
@@ -504,17 +506,13 @@ func (c *checker) cache() map[int]bool {
 			continue
 		}
 		scored++
-		n, hit := 0, 0
-		for _, i := range c.passes[vPassKey{l.Level, l.Repeat, false}] {
-			if !c.ok(i) {
-				continue
-			}
-			n++
+		ok, hit := c.okReqs(l), 0
+		for _, i := range ok {
 			if cachedSample[c.in.Reqs[i].SampleID] && !first[i] {
 				hit++
 			}
 		}
-		if n > 0 && 2*hit >= n {
+		if len(ok) > 0 && 2*hit >= len(ok) {
 			affected++
 		}
 	}
@@ -551,59 +549,52 @@ func (c *checker) warmup(skip map[int]bool) {
 		}
 		lat := map[string][][2]float64{} // sample → (pass index, latency)
 		for pi, l := range runs {
-			for _, i := range c.passes[vPassKey{lv, l.Repeat, l.Warmup}] {
-				if c.ok(i) && !skip[i] {
+			for _, i := range c.okReqs(l) {
+				if !skip[i] {
 					r := &c.in.Reqs[i]
 					lat[r.SampleID] = append(lat[r.SampleID], [2]float64{float64(pi), r.LatencyS})
 				}
 			}
 		}
-		ratio := func(pi int) (float64, float64, float64, bool) {
-			var own, ref float64
-			var others []float64 // the other passes' latencies, for the noise
-			n := 0
-			for _, xs := range lat {
-				var here, other []float64
-				for _, x := range xs {
-					if int(x[0]) == pi {
-						here = append(here, x[1])
-					} else {
-						other = append(other, x[1])
-					}
-				}
-				if len(here) > 0 && len(other) > 0 {
-					own += stats.Mean(here)
-					ref += stats.Percentile(other, 50)
-					others = append(others, other...)
-					n++
+		// the first pass against the others, over the samples they share
+		var own, ref float64
+		var others []float64 // the other passes' latencies, for the noise
+		n := 0
+		for _, xs := range lat {
+			var here, other []float64
+			for _, x := range xs {
+				if x[0] == 0 {
+					here = append(here, x[1])
+				} else {
+					other = append(other, x[1])
 				}
 			}
-			if n == 0 {
-				return 0, 0, 0, false
+			if len(here) > 0 && len(other) > 0 {
+				own += stats.Mean(here)
+				ref += stats.Percentile(other, 50)
+				others = append(others, other...)
+				n++
 			}
-			// noise: the half-width of the t interval of a difference of
-			// two means of n requests, each with the other passes' spread
-			noise := 0.0
-			if sd, ok := stats.StdDev(others); ok && n > 1 {
-				noise = stats.StudentTQuantile(0.975, n-1) * sd * math.Sqrt(2/float64(n))
-			}
-			return own / ref, (own - ref) / float64(n), noise, ref > 0
 		}
-		r0, added, noise, ok := ratio(0)
-		if !ok {
+		if n == 0 || !(ref > 0) {
 			continue
 		}
 		ran = true
-		if r0 < DriftRatio || added < max(DriftMinS, noise) {
+		// noise: the half-width of the t interval of a difference of
+		// two means of n requests, each with the other passes' spread
+		noise := 0.0
+		if sd, ok := stats.StdDev(others); ok && n > 1 {
+			noise = stats.StudentTQuantile(0.975, n-1) * sd * math.Sqrt(2/float64(n))
+		}
+		r0 := own / ref
+		if r0 < DriftRatio || (own-ref)/float64(n) < max(DriftMinS, noise) {
 			continue
 		}
 		first := runs[0]
-		conv := "the scored repeats converged"
-		if li.Converged == nil {
-			conv = "one scored repeat: convergence not measured"
-		} else if !*li.Converged {
+		conv := "one scored repeat: convergence not measured"
+		if li.Converged != nil && !*li.Converged {
 			conv = fmt.Sprintf("the scored repeats did not converge (the last two differ by %.0f %% in req/s)", 100*li.ConvergeBy)
-		} else {
+		} else if li.Converged != nil {
 			conv = fmt.Sprintf("the last two scored repeats converged (within %.0f %% in req/s)", 100*li.ConvergeBy)
 		}
 		f := Finding{Check: CheckWarmup, Level: lv, PassesScored: len(c.scored(lv))}
@@ -637,13 +628,7 @@ func (c *checker) passReqS(l model.LevelRun) float64 {
 	if wall <= 0 {
 		return 0
 	}
-	n := 0
-	for _, i := range c.passes[vPassKey{l.Level, l.Repeat, l.Warmup}] {
-		if c.ok(i) {
-			n++
-		}
-	}
-	return float64(n) / wall
+	return float64(len(c.okReqs(l))) / wall
 }
 
 // outliers names a sample whose request dominates its passes.
@@ -656,15 +641,12 @@ func (c *checker) outliers() {
 		bySample := map[string][]hit{}
 		scored := c.scored(lv)
 		for _, l := range scored {
-			ix := c.passes[vPassKey{lv, l.Repeat, false}]
 			var lats []float64
 			slow := -1
-			for _, i := range ix {
-				if c.ok(i) {
-					lats = append(lats, c.in.Reqs[i].LatencyS)
-					if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
-						slow = i
-					}
+			for _, i := range c.okReqs(l) {
+				lats = append(lats, c.in.Reqs[i].LatencyS)
+				if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
+					slow = i
 				}
 			}
 			if len(lats) < OutlierMinRequests {
@@ -741,7 +723,7 @@ func (c *checker) sampleSize() {
 		var rps, lats, errs, refs []float64
 		for _, l := range sc {
 			rps = append(rps, c.passReqS(l))
-			for _, i := range c.passes[vPassKey{lv, l.Repeat, false}] {
+			for _, i := range c.reqs(l) {
 				r := &c.in.Reqs[i]
 				if !c.ok(i) {
 					iv.Failed++
@@ -758,27 +740,18 @@ func (c *checker) sampleSize() {
 		iv.Passes = len(sc)
 		iv.LatMeanS = tInterval(lats)
 		iv.ReqS = tInterval(rps)
-		if len(rps) < RepeatsForT && iv.OK > 0 {
-			// from the requests (RepeatsForT says why)
-			rel := math.NaN()
-			if sc[0].Rate <= 0 && !math.IsNaN(iv.LatMeanS.Lo) && iv.LatMeanS.Value > 0 {
-				rel = (iv.LatMeanS.Hi - iv.LatMeanS.Value) / iv.LatMeanS.Value
-			}
-			v := iv.ReqS.Value
-			iv.ReqS.Lo, iv.ReqS.Hi = v/(1+rel), v*(1+rel)
-			switch {
-			case math.IsNaN(rel):
-				iv.ReqS.Lo, iv.ReqS.Hi = math.NaN(), math.NaN()
-			case rel < 1:
-				iv.ReqS.Hi = v / (1 - rel)
-			default:
-				iv.ReqS.Hi = math.Inf(1)
-			}
-			if !math.IsNaN(rel) {
-				iv.ReqSBasis = "requests"
-			}
-		} else if len(rps) >= RepeatsForT {
+		switch lat := iv.LatMeanS; {
+		case len(rps) >= RepeatsForT:
 			iv.ReqSBasis = "repeats"
+		case iv.OK == 0:
+		case sc[0].Rate <= 0 && !math.IsNaN(lat.Lo) && lat.Value > 0: // from the requests (RepeatsForT says why)
+			rel, v := (lat.Hi-lat.Value)/lat.Value, iv.ReqS.Value
+			iv.ReqS.Lo, iv.ReqS.Hi, iv.ReqSBasis = v/(1+rel), math.Inf(1), "requests"
+			if rel < 1 {
+				iv.ReqS.Hi = v / (1 - rel)
+			}
+		default:
+			iv.ReqS.Lo, iv.ReqS.Hi = math.NaN(), math.NaN()
 		}
 		iv.LatP95S = Interval{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
 		if len(lats) > 0 {
@@ -806,11 +779,7 @@ func (c *checker) sampleSize() {
 			iv.WER = &Interval{Value: w, Lo: lo, Hi: hi, N: len(refs)}
 		}
 	}
-	answered := false
-	for _, iv := range c.v.Intervals {
-		answered = answered || iv.OK > 0
-	}
-	if !answered {
+	if !slices.ContainsFunc(c.v.Intervals, func(iv LevelIntervals) bool { return iv.OK > 0 }) {
 		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
 		return
 	}
@@ -946,10 +915,7 @@ func (c *checker) scoredAt(t int64) string {
 // names host pids: where none of its samples is the target's own, the
 // two cannot be told apart (a container), and that is said instead.
 func (c *checker) otherProcesses() {
-	targetSeen := false
-	for _, p := range c.in.GPUProcs {
-		targetSeen = targetSeen || !p.Other
-	}
+	targetSeen := slices.ContainsFunc(c.in.GPUProcs, func(p bundle.GPURecord) bool { return !p.Other })
 	type key struct {
 		level string
 		pid   int
@@ -994,15 +960,14 @@ func (c *checker) overload() {
 	ran := false
 	var over []string
 	for _, lv := range c.levels {
-		var rate float64
 		sc := c.scored(lv)
 		if len(sc) == 0 || sc[0].Rate <= 0 {
 			continue
 		}
-		rate = sc[0].Rate
+		rate := sc[0].Rate
 		var achieved, growth []float64
 		for _, l := range sc {
-			ix := slices.Clone(c.passes[vPassKey{lv, l.Repeat, false}])
+			ix := slices.Clone(c.reqs(l))
 			slices.SortFunc(ix, func(a, b int) int {
 				return cmp.Compare(cmp.Or(c.in.Reqs[a].IntendedUnixNs, c.in.Reqs[a].StartUnixNs), cmp.Or(c.in.Reqs[b].IntendedUnixNs, c.in.Reqs[b].StartUnixNs))
 			})
@@ -1044,30 +1009,18 @@ func (c *checker) overload() {
 // asrprof's own process (the driver, the probes, the receiver) is a known
 // co-tenant: its time is left out of the share and said beside it.
 func (c *checker) cpuCoTenants() {
-	type pkey struct {
-		level  string
-		repeat int
-	}
-	scored := map[pkey]bool{}
-	for _, l := range c.order {
-		if !l.Warmup {
-			scored[pkey{l.Level, l.Repeat}] = true
-		}
-	}
 	for _, lv := range c.levels {
 		target := map[int]float64{}
+		total, sc := 0.0, c.scored(lv)
 		var recs []bundle.CPURecord
 		for _, r := range c.in.Cores {
-			if r.Level == lv && !r.Warmup && scored[pkey{r.Level, r.Repeat}] {
+			if r.Level == lv && !r.Warmup && slices.ContainsFunc(sc, func(l model.LevelRun) bool { return l.Repeat == r.Repeat }) {
 				recs = append(recs, r)
 				if r.CPUCore != nil {
 					target[r.CPU] += r.TargetS
+					total += r.TargetS
 				}
 			}
-		}
-		total := 0.0
-		for _, v := range target {
-			total += v
 		}
 		if total < CoTenantMinCPUS {
 			continue
@@ -1131,7 +1084,7 @@ func (c *checker) cpuCoTenants() {
 				affected++
 			}
 		}
-		c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv, PassesAffected: affected, PassesScored: len(c.scored(lv)),
+		c.add(Finding{Check: CheckCoTenants, Severity: SeverityWarn, Level: lv, PassesAffected: affected, PassesScored: len(sc),
 			Text: fmt.Sprintf("other processes used %.0f %% of the time of %s, where the server ran, during the level's scored passes (%s); asrprof itself %.0f %%, not counted",
 				100*others/coreTime, cores, by, 100*self/coreTime),
 			Fix: "give the server cores of its own (taskset or a cpuset for it, everything else elsewhere), or stop the co-tenant: the server's latencies include waiting for those cores"})

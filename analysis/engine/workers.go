@@ -23,7 +23,7 @@ const (
 type Workers struct {
 	// Of is each request's worker ("" where no span names one): the
 	// router's WorkerAttr, else the worker's own InstanceAttr.
-	Of []string
+	Of []string `star:"-"`
 	// Names are the distinct workers, sorted; "" is not one.
 	Names []string
 	// Routed counts the requests a router span names a worker for;
@@ -131,11 +131,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 		a.requests++
 		j := totalOf[i]
 		if j >= 0 && rows.HasBounds[j] {
-			var rep int32
-			if i < len(reqs.Repeat) {
-				rep = reqs.Repeat[i]
-			}
-			pk := passKey{k.level, k.worker, rep}
+			pk := passKey{k.level, k.worker, repeatOf(reqs, i)}
 			spans[pk] = append(spans[pk], interval{rows.StartUnixNs[j], rows.EndUnixNs[j]})
 		}
 		if reqs.Status.Codes[i] != ok {
