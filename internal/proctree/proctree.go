@@ -26,6 +26,9 @@ type Stat struct {
 	PGRP  int    // field 5: the process group
 	Utime uint64 // field 14, clock ticks (USER_HZ)
 	Stime uint64 // field 15, clock ticks (USER_HZ)
+	Start uint64 // field 22: when it started, clock ticks (USER_HZ) since boot; 0 unread
+	// Processor is field 39: the core it last ran on; -1 unread.
+	Processor int
 }
 
 // ParseStat parses the text of a /proc stat file. The command name may
@@ -63,6 +66,15 @@ func ParseStat(s string) (Stat, error) {
 	}
 	if st.Stime, err = strconv.ParseUint(rest[12], 10, 64); err != nil {
 		return Stat{}, fmt.Errorf("parsing stat of %d: stime: %w", pid, err)
+	}
+	st.Processor = -1
+	if len(rest) > 19 {
+		st.Start, _ = strconv.ParseUint(rest[19], 10, 64)
+	}
+	if len(rest) > 36 {
+		if n, err := strconv.Atoi(rest[36]); err == nil {
+			st.Processor = n
+		}
 	}
 	return st, nil
 }
@@ -304,6 +316,17 @@ func FindListener(port int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("finding listener on port %d: socket found but no process holds it (permissions?): %w", port, ErrNotFound)
+}
+
+// StatusField returns the value of the "key:" line in the text of a
+// /proc status file, trimmed.
+func StatusField(status, key string) (string, bool) {
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // Schedstat is /proc/PID/task/TID/schedstat: the kernel's own run-time

@@ -200,18 +200,15 @@ func Gather(ctx context.Context, opts Options) Facts {
 
 // ParseCapEff returns the CapEff mask from the text of /proc/PID/status.
 func ParseCapEff(status string) (uint64, error) {
-	for _, line := range strings.Split(status, "\n") {
-		v, ok := strings.CutPrefix(line, "CapEff:")
-		if !ok {
-			continue
-		}
-		m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing CapEff %q: %w", strings.TrimSpace(v), err)
-		}
-		return m, nil
+	v, ok := proctree.StatusField(status, "CapEff")
+	if !ok {
+		return 0, errors.New("no CapEff line in /proc/self/status")
 	}
-	return 0, errors.New("no CapEff line in /proc/self/status")
+	m, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing CapEff %q: %w", v, err)
+	}
+	return m, nil
 }
 
 // TargetPort returns the TCP port of a target URL (the scheme's default

@@ -133,17 +133,6 @@ func parseRunWait(b []byte) (run, wait uint64, ok bool) {
 	return v[0], v[1], true
 }
 
-// statStartTicks returns field 22 of the text of a stat file: when the
-// thread started, in clock ticks (USER_HZ) since boot.
-func statStartTicks(s string) (uint64, bool) {
-	f, ok := statField(s, 22)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(f, 10, 64)
-	return n, err == nil
-}
-
 // threadKey names a thread in a pass (a tid may be reused by another
 // process).
 type threadKey struct{ pid, tid int }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,30 +59,19 @@ type Switches struct {
 // file.
 func ParseStatus(s string) (Switches, error) {
 	var sw Switches
-	var seen int
-	for _, line := range strings.Split(s, "\n") {
-		key, val, ok := strings.Cut(line, ":")
+	for _, f := range []struct {
+		key string
+		dst *uint64
+	}{{"voluntary_ctxt_switches", &sw.Voluntary}, {"nonvoluntary_ctxt_switches", &sw.Involuntary}} {
+		v, ok := proctree.StatusField(s, f.key)
 		if !ok {
-			continue
+			return sw, errors.New("parsing status: no ctxt_switches lines")
 		}
-		var dst *uint64
-		switch key {
-		case "voluntary_ctxt_switches":
-			dst = &sw.Voluntary
-		case "nonvoluntary_ctxt_switches":
-			dst = &sw.Involuntary
-		default:
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
+		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return sw, fmt.Errorf("parsing status %s: %w", key, err)
+			return sw, fmt.Errorf("parsing status %s: %w", f.key, err)
 		}
-		*dst = n
-		seen++
-	}
-	if seen != 2 {
-		return sw, errors.New("parsing status: no ctxt_switches lines")
+		*f.dst = n
 	}
 	return sw, nil
 }
@@ -130,11 +118,7 @@ func readThreadCPU(pid, tid int, useSchedstat bool, buf []byte) (sample, error) 
 	if err != nil {
 		return s, err
 	}
-	s.name = st.Comm
-	s.startTicks, _ = statStartTicks(string(b))
-	if c, ok := statProcessor(string(b)); ok {
-		s.core = c
-	}
+	s.name, s.startTicks, s.core = st.Comm, st.Start, st.Processor
 	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
 	if useSchedstat {
 		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {

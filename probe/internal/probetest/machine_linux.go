@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // Machine is what this machine offers the probes: the facts that decide
@@ -42,16 +43,10 @@ const (
 func ReadMachine() Machine {
 	m := Machine{EUID: os.Geteuid(), Paranoid: -2}
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			v = strings.TrimSpace(v)
-			switch k {
-			case "CapEff":
-				m.CapEff, _ = strconv.ParseUint(v, 16, 64)
-			case "Seccomp":
-				m.Seccomp, _ = strconv.Atoi(v)
-			}
-		}
+		v, _ := proctree.StatusField(string(b), "CapEff")
+		m.CapEff, _ = strconv.ParseUint(v, 16, 64)
+		v, _ = proctree.StatusField(string(b), "Seccomp")
+		m.Seccomp, _ = strconv.Atoi(v)
 	}
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	m.BTF = err == nil
