@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 )
@@ -215,11 +216,7 @@ func (p *Probe) startEngine(ctx context.Context) (eng Adapter, detail string, bp
 		}
 		// Any failure of the preferred engine falls back: the
 		// frame-pointer sampler still gives native stacks.
-		why := "did not start"
-		if errors.Is(oerr, probe.ErrNotSupported) {
-			why = "not allowed here"
-		}
-		otelWhy := fmt.Sprintf("otel engine %s: %v", why, oerr)
+		otelWhy := "otel engine " + why(oerr)
 		s := NewSampler()
 		serr := s.Start(ctx, p.cfg.Hz)
 		if serr == nil {
@@ -227,17 +224,21 @@ func (p *Probe) startEngine(ctx context.Context) (eng Adapter, detail string, bp
 		}
 		// Without eBPF (no root), perf events still give user stacks of
 		// our own processes.
-		why = "did not start"
-		if errors.Is(serr, probe.ErrNotSupported) {
-			why = "not allowed here"
-		}
 		e := NewPerf()
 		if perr := e.Start(ctx, p.cfg.Hz); perr != nil {
 			return nil, "", nil, cannotSample(serr, perr, os.Geteuid())
 		}
-		return e, fmt.Sprintf("%s; %s; fp engine %s: %v", perfDetail, otelWhy, why, serr), serr, nil
+		return e, perfDetail + "; " + otelWhy + "; fp engine " + why(serr), serr, nil
 	}
 	return nil, "", nil, fmt.Errorf("unknown engine %q (want %s, %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP, EnginePerf)
+}
+
+// why says why an engine that auto mode passed over did not start.
+func why(err error) string {
+	if errors.Is(err, probe.ErrNotSupported) {
+		return "not allowed here: " + err.Error()
+	}
+	return "did not start: " + err.Error()
 }
 
 // fpDetail is the frame-pointer sampler's line in Probe.Detail.
@@ -313,15 +314,7 @@ func writeProfile(name string, prof *profile.Profile) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := prof.Write(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return bundle.WriteFileAtomic(name, prof.Write)
 }
 
 // Stop ends sampling. It waits for the refresh goroutine until ctx is
@@ -345,50 +338,18 @@ func (p *Probe) BPFCost() (time.Duration, uint64, error) {
 // After them it names the files whose frames were left as file+0xoffset,
 // with why (stripped, no debug file installed for its build-id...).
 func (p *Probe) Losses() string {
-	msg := p.samplesLost()
 	p.mu.Lock()
-	u, ok := p.eng.(interface{ Unnamed() string })
-	p.mu.Unlock()
-	if ok {
+	defer p.mu.Unlock()
+	msg := ""
+	if l, ok := p.eng.(interface{ Losses() string }); ok && p.loop.Running() {
+		msg = l.Losses()
+	}
+	if u, ok := p.eng.(interface{ Unnamed() string }); ok {
 		if un := u.Unnamed(); un != "" {
-			if msg != "" {
-				msg += "; "
-			}
-			msg += "frames left unnamed: " + un
+			msg = strings.TrimPrefix(msg+"; frames left unnamed: "+un, "; ")
 		}
 	}
 	return msg
-}
-
-func (p *Probe) samplesLost() string {
-	if msg, ok := p.engineLosses(); ok {
-		return msg
-	}
-	o, err := p.Overhead()
-	if err != nil || o.Lost+o.UserStacksLost == 0 {
-		return ""
-	}
-	msg := ""
-	if o.Lost > 0 {
-		msg = fmt.Sprintf("%d samples lost (counts map full); ", o.Lost)
-	}
-	if o.Samples > 0 {
-		return msg + fmt.Sprintf("%d of %d samples (%.1f %%) without their user stack (stack map full or hash collision), shown as [user stack lost]",
-			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
-	}
-	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
-}
-
-// engineLosses asks an engine that says its losses itself (the perf
-// engine).
-func (p *Probe) engineLosses() (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.eng.(interface{ Losses() string })
-	if !ok || !p.loop.Running() {
-		return "", false
-	}
-	return l.Losses(), true
 }
 
 // Overhead returns the engine's cost since Start when the engine reports

@@ -270,6 +270,24 @@ func (s *Sampler) Overhead() (Overhead, error) {
 	return o, nil
 }
 
+// Losses says how many samples were lost, or kept without their user
+// stack, since Start; "" when none were.
+func (s *Sampler) Losses() string {
+	o, err := s.Overhead()
+	if err != nil || o.Lost+o.UserStacksLost == 0 {
+		return ""
+	}
+	msg := ""
+	if o.Lost > 0 {
+		msg = fmt.Sprintf("%d samples lost (counts map full); ", o.Lost)
+	}
+	if o.Samples > 0 {
+		return msg + fmt.Sprintf("%d of %d samples (%.1f %%) without their user stack (stack map full or hash collision), shown as [user stack lost]",
+			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
+	}
+	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
+}
+
 // Stop detaches the program, closes the perf events and frees the maps.
 func (s *Sampler) Stop() error {
 	if !s.loaded {
