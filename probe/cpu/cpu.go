@@ -23,7 +23,8 @@ import (
 // Dir is the bundle folder the probe writes its profiles to.
 const Dir = "cpu"
 
-// Defaults for the zero values of Config.
+// DefaultHz is Config.Hz's default; DefaultRefresh is how often the set of
+// sampled processes is updated from the target's process tree.
 const (
 	DefaultHz      = 99
 	DefaultRefresh = 500 * time.Millisecond
@@ -35,9 +36,6 @@ var _ probe.Probe = (*Probe)(nil)
 type Config struct {
 	// Hz is the sampling frequency per CPU (DefaultHz when zero).
 	Hz int
-	// Refresh is how often the set of sampled processes is updated from
-	// the target's process tree (DefaultRefresh when zero).
-	Refresh time.Duration
 	// Engine picks the engine when Adapter is nil: EngineOTel (the
 	// OpenTelemetry eBPF profiler, Python frames named), EngineFP (the
 	// frame-pointer sampler), EnginePerf (perf events without BPF, user
@@ -125,11 +123,8 @@ func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
 	}
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
 	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 

@@ -31,7 +31,9 @@ import (
 // File is the bundle file the probe appends to.
 const File = bundle.CUDAFile
 
-// Defaults for the zero values of Config.
+// DefaultLibPattern is Config.LibPattern's default; DefaultRefresh is how
+// often the watched processes and their libraries are updated from the
+// target's process tree.
 const (
 	DefaultLibPattern = "libcuda.so*"
 	DefaultRefresh    = 500 * time.Millisecond
@@ -63,9 +65,6 @@ type Config struct {
 	// cuda_bins.jsonl (DefaultSyncSymbols when empty); a symbol the library
 	// lacks is skipped.
 	SyncSymbols []string
-	// Refresh is how often the watched processes and their libraries are
-	// updated from the target's process tree (DefaultRefresh when zero).
-	Refresh time.Duration
 }
 
 // Probe counts CUDA driver calls per thread with uprobes. Create it with
@@ -102,11 +101,8 @@ func New(cfg Config) *Probe {
 	if len(cfg.SyncSymbols) == 0 {
 		cfg.SyncSymbols = DefaultSyncSymbols
 	}
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
 	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 

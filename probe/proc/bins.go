@@ -25,7 +25,7 @@ import (
 // per thread and pass, in the format of sched_bins.jsonl.
 const BinsFile = bundle.ProcBinsFile
 
-// DefaultBinMs is the width of a time bin when Config.BinMs is zero: every
+// DefaultBinMs is the width of a time bin: every
 // thread's schedstat is read every 20 ms (50 Hz). Narrower bins cost more
 // reads, and the kernel moves a running thread's on-CPU counter only at its
 // scheduler tick (4 ms at HZ=250), so much narrower ones would be noise.
@@ -507,7 +507,7 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 			return err
 		}
 		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: p.cfg.BinMs,
+			PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: DefaultBinMs,
 			DroppedEvents: pass.dropped, Source: "proc"}
 		r.OnCPUUs, r.RunqUs = t.arrays(ps.n)
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {

@@ -39,10 +39,6 @@ type Config struct {
 	// Hz is how often threads are sampled between Begin and End (DefaultHz
 	// when zero). It also sets how often the process tree is refreshed.
 	Hz float64
-	// BinMs is the width of the per-thread time bins of BinsFile, in
-	// milliseconds (DefaultBinMs when zero): every thread's schedstat is
-	// read once a bin.
-	BinMs int
 	// CoresOnly makes the probe the "cores" probe: it writes the per-core
 	// record (CPUsFile) alone, with no per-thread records and no time
 	// bins. capture starts it beside the eBPF sched probe, which writes
@@ -156,9 +152,6 @@ func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
 	}
-	if cfg.BinMs <= 0 {
-		cfg.BinMs = DefaultBinMs
-	}
 	p := &Probe{cfg: cfg}
 	p.loop = watch.NewLoop(&p.mu, time.Duration(float64(time.Second)/cfg.Hz), func() error {
 		p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)
@@ -177,7 +170,7 @@ func (p *Probe) Name() string {
 
 // Start takes a first sample of t's threads and starts sampling: the
 // totals at Config.Hz and, where the kernel fills schedstat, the time bins
-// every Config.BinMs (Detail says which). It returns an error wrapping
+// every DefaultBinMs (Detail says which). It returns an error wrapping
 // probe.ErrNotSupported when t.PID is 0 or /proc is not mounted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
 	if t.PID <= 0 {
@@ -205,7 +198,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	if p.cfg.CoresOnly {
 		p.binsOff = "per-core time and the busiest other processes (" + CPUsFile + ") for the co-tenant check"
 	} else if p.useSchedstat {
-		p.bins = newBinner(p.cfg.BinMs)
+		p.bins = newBinner(DefaultBinMs)
 	} else {
 		p.binsOff = "no time bins (" + BinsFile + "): schedstat reads zeros on this kernel (sched_info off)"
 	}
@@ -346,7 +339,7 @@ func (p *Probe) Detail() string {
 	if p.bins == nil {
 		return p.binsOff
 	}
-	return fmt.Sprintf("time bins of %d ms from schedstat (%s)", p.cfg.BinMs, BinsFile)
+	return fmt.Sprintf("time bins of %d ms from schedstat (%s)", DefaultBinMs, BinsFile)
 }
 
 // Losses says how many thread samples the time bins lost to their bounds

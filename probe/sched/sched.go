@@ -26,20 +26,16 @@ import (
 // File is the bundle file the probe appends to.
 const File = bundle.SchedFile
 
-// DefaultRefresh is how often the watched processes are refreshed from the
-// target's process tree when Config.Refresh is zero.
+// DefaultRefresh is how often the set of watched processes is updated from
+// the target's process tree. Processes forked by a watched process are
+// watched at once by the BPF program; the refresh adds the rest
+// (Target.Children) and forgets processes that exited.
 const DefaultRefresh = 500 * time.Millisecond
 
 var _ probe.Probe = (*Probe)(nil)
 
-// Config configures a Probe.
-type Config struct {
-	// Refresh is how often the set of watched processes is updated from the
-	// target's process tree (DefaultRefresh when zero). Processes forked by
-	// a watched process are watched at once by the BPF program; Refresh
-	// adds the rest (Target.Children) and forgets processes that exited.
-	Refresh time.Duration
-}
+// Config configures a Probe; it has no settings.
+type Config struct{}
 
 // RunqBucketUpperUs is the upper bound of RunqHist bucket k, in µs.
 func RunqBucketUpperUs(k int) float64 {
@@ -50,8 +46,6 @@ func RunqBucketUpperUs(k int) float64 {
 // Probe records per-thread scheduler accounting with eBPF. Create it with
 // New; it implements probe.Probe.
 type Probe struct {
-	cfg Config
-
 	mu       sync.Mutex // guards everything below after Start
 	objs     schedObjects
 	links    []link.Link // the seed iterator's included
@@ -69,12 +63,9 @@ type Probe struct {
 }
 
 // New returns a probe that does nothing until Start.
-func New(cfg Config) *Probe {
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
-	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+func New(Config) *Probe {
+	p := &Probe{}
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 
