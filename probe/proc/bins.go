@@ -18,6 +18,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
@@ -137,42 +138,10 @@ func parseRunWait(b []byte) (run, wait uint64, ok bool) {
 // process).
 type threadKey struct{ pid, tid int }
 
-// chunkBins is how many bins a thread's arrays grow by, for threads that
-// run rarely in a long pass.
-const chunkBins = 1024
-
 // passThread is one thread's bins in a pass: µs on a CPU and on a run
-// queue, two counters a bin, in chunks of chunkBins allocated when a bin
-// in them gets time.
-type passThread struct {
-	pid, tid int
-	name     string
-	chunks   [][]uint32
-}
-
-func (t *passThread) add(bin int, kind int, us int64) {
-	ci := bin / chunkBins
-	for len(t.chunks) <= ci {
-		t.chunks = append(t.chunks, nil)
-	}
-	c := t.chunks[ci]
-	if c == nil {
-		c = make([]uint32, 2*chunkBins)
-		t.chunks[ci] = c
-	}
-	c[2*(bin%chunkBins)+kind] += uint32(us)
-}
-
-// arrays returns the thread's first n bins: on-CPU and run-queue µs.
-func (t *passThread) arrays(n int) (on, rq []int) {
-	on, rq = make([]int, n), make([]int, n)
-	for ci, c := range t.chunks {
-		for j := 0; c != nil && j < chunkBins && ci*chunkBins+j < n; j++ {
-			on[ci*chunkBins+j], rq[ci*chunkBins+j] = int(c[2*j]), int(c[2*j+1])
-		}
-	}
-	return on, rq
-}
+// queue, two arrays; its Meta is the thread's name. A bin of DefaultBinMs
+// holds at most 20,000 µs of each, within the 16-bit counters.
+type passThread = bins.Thread[string]
 
 // binPass is the pass whose bins the sampler fills.
 type binPass struct {
@@ -347,7 +316,7 @@ func (b *binner) creditLocked(t *binThread, s, e, on, rq int64) {
 			p.dropped++
 			return
 		}
-		t.acc = &passThread{pid: t.pid, tid: t.tid, name: t.name}
+		t.acc = bins.NewThread(2, t.name)
 		p.threads[threadKey{t.pid, t.tid}] = t.acc
 	}
 	capped := false
@@ -359,7 +328,7 @@ func (b *binner) creditLocked(t *binThread, s, e, on, rq int64) {
 			case sh.bin >= int64(b.maxBins):
 				capped = true
 			default:
-				t.acc.add(int(sh.bin), kind, sh.us)
+				t.acc.Add(int(sh.bin), uint8(kind), sh.us)
 			}
 		}
 	}
@@ -389,7 +358,7 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 		if t, ok := b.threads[tid]; ok {
 			t.name = s.name
 			if t.acc != nil && t.pass == b.pass {
-				t.acc.name = s.name
+				t.acc.Meta = s.name
 			}
 			continue
 		}
@@ -501,15 +470,16 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		}
 	}
 	pass := b.finish(ps)
-	threads := slices.SortedFunc(maps.Values(pass.threads), func(x, y *passThread) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
-	for _, t := range threads {
+	keys := slices.SortedFunc(maps.Keys(pass.threads), func(x, y threadKey) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
+	for _, k := range keys {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: DefaultBinMs,
+			PID: k.pid, TID: k.tid, Name: pass.threads[k].Meta, StartUnixNs: ps.start, BinMs: DefaultBinMs,
 			DroppedEvents: pass.dropped, Source: "proc"}
-		r.OnCPUUs, r.RunqUs = t.arrays(ps.n)
+		a := pass.threads[k].Arrays(ps.n)
+		r.OnCPUUs, r.RunqUs = a[0], a[1]
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {
 			continue // all its time fell past the last bin
 		}

@@ -124,7 +124,8 @@ func TestBinnerBounds(t *testing.T) {
 	}
 	b.mu.Unlock()
 	p := b.finish(binsPass{start: start, end: start + 100*ms, n: 5})
-	on, rq := p.threads[threadKey{1, 2}].arrays(5)
+	a := p.threads[threadKey{1, 2}].Arrays(5)
+	on, rq := a[0], a[1]
 	if want := []int{10000, 5000, 0, 0, 2000}; !reflect.DeepEqual(on, want) {
 		t.Errorf("on-CPU %v, want %v", on, want)
 	}

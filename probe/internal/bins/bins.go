@@ -90,7 +90,11 @@ type Thread[M any] struct {
 	any    bool
 }
 
-func (t *Thread[M]) add(bin int, kind uint8, us int64) {
+// NewThread returns the empty bins of a thread: kinds arrays, and meta.
+func NewThread[M any](kinds int, meta M) *Thread[M] { return &Thread[M]{Meta: meta, kinds: kinds} }
+
+// Add adds us µs to bin of array kind, saturating at 65,535.
+func (t *Thread[M]) Add(bin int, kind uint8, us int64) {
 	ci := bin / chunkBins
 	for len(t.chunks) <= ci {
 		t.chunks = append(t.chunks, nil)
@@ -343,7 +347,7 @@ func (b *Binner[M]) addLocked(iv *Interval[M]) {
 	for su < eu {
 		bin := su / BinUs
 		hi := min(eu, (bin+1)*BinUs)
-		t.add(int(bin), iv.Kind, hi-su)
+		t.Add(int(bin), iv.Kind, hi-su)
 		su = hi
 	}
 }
