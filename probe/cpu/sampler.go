@@ -142,29 +142,15 @@ func (s *Sampler) flip() (counts, stacks *ebpf.Map, err error) {
 // drain reads and deletes every entry of the counts map.
 func drain(counts *ebpf.Map) (map[cpuSkey]uint64, error) {
 	out := make(map[cpuSkey]uint64)
-	var (
-		k cpuSkey
-		v uint64
-	)
-	it := counts.Iterate()
-	for it.Next(&k, &v) {
-		out[k] += v
-	}
-	return out, errors.Join(it.Err(), deleteKeys(counts, maps.Keys(out)))
+	err := bpf.Each(counts, func(k cpuSkey, v uint64) { out[k] += v })
+	return out, errors.Join(err, deleteKeys(counts, maps.Keys(out)))
 }
 
 // clearStacks deletes every entry of a stack-trace map.
 func clearStacks(stacks *ebpf.Map) error {
-	var (
-		ids []uint32
-		k   uint32
-		v   [maxDepth]uint64
-	)
-	it := stacks.Iterate()
-	for it.Next(&k, &v) {
-		ids = append(ids, k)
-	}
-	return errors.Join(it.Err(), deleteKeys(stacks, slices.Values(ids)))
+	var ids []uint32
+	err := bpf.Each(stacks, func(k uint32, _ [maxDepth]uint64) { ids = append(ids, k) })
+	return errors.Join(err, deleteKeys(stacks, slices.Values(ids)))
 }
 
 // deleteKeys deletes keys from m; a key already gone is no error.

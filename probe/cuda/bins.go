@@ -153,22 +153,17 @@ func checkPass(d syncStats, added uint64) error {
 // have exited (a thread that died inside a call never returns from it).
 func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 	var (
-		tid  uint32
-		v    cudaOpenCall
 		out  []interval
 		gone []uint32
 	)
-	it := p.objs.Inflight.Iterate()
-	for it.Next(&tid, &v) {
+	err := bpf.Each(p.objs.Inflight, func(tid uint32, v cudaOpenCall) {
 		if proctree.Comm(int(v.Tgid), int(tid)) == "" {
 			gone = append(gone, tid)
-			continue
-		}
-		if v.StartNs < end {
+		} else if v.StartNs < end {
 			out = append(out, interval{Tid: tid, Meta: meta{tgid: v.Tgid}, Start: v.StartNs, End: end})
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return out, fmt.Errorf("cuda: reading the calls in progress: %w", err)
 	}
 	var errs []error

@@ -334,17 +334,12 @@ type snapshot struct {
 
 func (p *Probe) snapshotLocked() (snapshot, error) {
 	s := snapshot{at: time.Now(), calls: make(map[callKey]uint64), comm: make(map[callKey]string)}
-	var (
-		k cudaCkey
-		v cudaCval
-	)
-	it := p.objs.Calls.Iterate()
-	for it.Next(&k, &v) {
+	err := bpf.Each(p.objs.Calls, func(k cudaCkey, v cudaCval) {
 		ck := callKey{k.Tgid, k.Tid, k.Sym}
 		s.calls[ck] = v.Calls
 		s.comm[ck] = bpf.Comm(v.Comm[:])
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return s, fmt.Errorf("cuda: reading calls map: %w", err)
 	}
 	return s, nil

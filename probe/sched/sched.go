@@ -129,27 +129,22 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 // tree and seeds entries for threads that have not been switched yet.
 func (p *Probe) refreshLocked() error {
 	watched, want := make(map[int]bool), make(map[int]bool)
-	var (
-		k uint32
-		v uint8
-	)
-	it := p.objs.Watch.Iterate()
-	for it.Next(&k, &v) {
+	err := bpf.Each(p.objs.Watch, func(k uint32, _ uint8) {
 		watched[int(k)] = true
 		// Only the dead are dropped: a process reparented away from the
 		// tree, or forked too recently for /proc, stays watched.
 		if proctree.Alive(int(k)) {
 			want[int(k)] = true
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("sched: reading watch map: %w", err)
 	}
 	for _, pid := range watch.Pids(p.target) {
 		want[pid] = true
 	}
 	added := false
-	err := bpf.Watch("sched: ", p.objs.Watch, watched, want, nil, func(int) { added = true })
+	err = bpf.Watch("sched: ", p.objs.Watch, watched, want, nil, func(int) { added = true })
 	if added {
 		err = errors.Join(err, p.seedLocked())
 	}
@@ -226,15 +221,10 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 		return snapshot{}, err
 	}
 	s := snapshot{iterAt: iterAt, mono: bpf.MonoNow(), threads: make(map[uint32]counters)}
-	var (
-		tid uint32
-		v   schedTstat
-	)
-	it := p.objs.Stats.Iterate()
-	for it.Next(&tid, &v) {
+	err := bpf.Each(p.objs.Stats, func(tid uint32, v schedTstat) {
 		s.threads[tid] = accumulate(&v, bpf.MonoNow(), iterAt)
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return s, fmt.Errorf("sched: reading stats map: %w", err)
 	}
 	return s, nil
