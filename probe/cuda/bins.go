@@ -93,14 +93,6 @@ func (p *Probe) syncStatsLocked() (syncStats, error) {
 	return s, nil
 }
 
-// beginBinsLocked opens the pass's bins.
-func (p *Probe) beginBinsLocked(per probe.Period) {
-	p.bins.BeginPeriod(per)
-	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
-		p.syncBase = st
-	}
-}
-
 // endBinsLocked closes the pass's bins and writes them to BinsFile.
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	b := p.bins

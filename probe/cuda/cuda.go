@@ -382,8 +382,12 @@ func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
-	if p.loop.Running() {
-		p.beginBinsLocked(per)
+	if !p.loop.Running() {
+		return
+	}
+	p.bins.Begin(per)
+	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
+		p.syncBase = st
 	}
 }
 

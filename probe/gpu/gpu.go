@@ -201,7 +201,7 @@ func allocGPM(lib library, g *gpuState) error {
 	for i := range g.gpm {
 		s, r := lib.GpmSampleAlloc()
 		if r != nvml.SUCCESS {
-			return callErr("GpmSampleAlloc", r)
+			return fmt.Errorf("GpmSampleAlloc: %w", r)
 		}
 		g.gpm[i] = s
 	}

@@ -281,7 +281,7 @@ func (p *Probe) Begin(per probe.Period) {
 	if !p.loop.Running() {
 		return
 	}
-	p.bins.BeginPeriod(per)
+	p.bins.Begin(per)
 	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 

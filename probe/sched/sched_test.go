@@ -286,7 +286,7 @@ func TestBinner(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	b := newBinner(1000*ms, 0) // unix = CLOCK_MONOTONIC + 1 s
 	mono := func(unixMs float64) uint64 { return uint64(unixMs*1e6) - 1e9 }
-	b.Begin(2000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2000 * ms})
 	// On a CPU from 5 ms before the pass (cut) to 15 ms in, then waiting
 	// 2.5 ms: bin 0 full, bin 1 half on-CPU and a quarter waiting.
 	b.Events(interval{Tid: 7, Kind: evOnCPU, Start: mono(1995), End: mono(2015)})
@@ -340,14 +340,14 @@ func TestBinner(t *testing.T) {
 	}
 	// Begin later: what ended before it is left out.
 	b.Events(interval{Tid: 8, Kind: evOnCPU, Start: mono(2051), End: mono(2060)})
-	b.Begin(2055 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2055 * ms})
 	out, _, _ = b.Finish(2065*ms, nil)
 	if got, w := arrays(out, 1)[8][0], []int{5000}; !reflect.DeepEqual(got, w) {
 		t.Errorf("pass begun at 2055 ms: %v, want %v", got, w)
 	}
 	// Bounded: threads over bins.MaxBinThreads and time past bins.MaxPassBins are
 	// counted, not kept.
-	b.Begin(3000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 3000 * ms})
 	for tid := range uint32(bins.MaxBinThreads + 3) {
 		b.Events(interval{Tid: tid + 1, Kind: evOnCPU, Start: mono(3000), End: mono(3001)})
 	}

@@ -357,17 +357,12 @@ func (b *Binner[M]) dropLocked() {
 	b.cappedTotal++
 }
 
-// Begin opens a pass whose bin 0 starts at startUnix, replaying the
-// events already read that end after it.
-func (b *Binner[M]) Begin(startUnix int64) {
+// Begin opens the pass of per, whose bin 0 starts at per.StartUnixNs (now
+// when zero), replaying the events already read that end after it.
+func (b *Binner[M]) Begin(per probe.Period) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.beginLocked(startUnix)
-}
-
-// BeginPeriod opens the pass of per: from per.StartUnixNs, now when zero.
-func (b *Binner[M]) BeginPeriod(per probe.Period) {
-	b.Begin(cmp.Or(per.StartUnixNs, time.Now().UnixNano()))
+	b.beginLocked(cmp.Or(per.StartUnixNs, time.Now().UnixNano()))
 }
 
 func (b *Binner[M]) beginLocked(startUnix int64) {
