@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -134,38 +133,26 @@ type lib struct {
 	path string // as mapped, inside the process's root
 }
 
-// findLibs returns the files mapped in the text of /proc/PID/maps whose
-// base name matches pattern.
+// findLibs returns the files mapped executable in the text of
+// /proc/PID/maps whose base name matches pattern.
 func findLibs(r io.Reader, pattern string) ([]lib, error) {
+	ms, err := proctree.ParseMaps(r)
+	if err != nil {
+		return nil, err
+	}
 	seen := make(map[libKey]bool)
 	var out []lib
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		// start-limit perms offset dev inode path
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
-			continue
-		}
-		p := strings.Join(f[5:], " ")
-		ok, err := path.Match(pattern, path.Base(p))
+	for _, m := range ms {
+		ok, err := path.Match(pattern, path.Base(m.Path))
 		if err != nil {
 			return nil, fmt.Errorf("library pattern %q: %w", pattern, err)
 		}
-		if !ok {
-			continue
-		}
-		ino, err := strconv.ParseUint(f[4], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		k := libKey{f[3], ino}
-		if !seen[k] {
+		if k := (libKey{m.Dev, m.Inode}); ok && strings.HasPrefix(m.Path, "/") && !seen[k] {
 			seen[k] = true
-			out = append(out, lib{key: k, path: p})
+			out = append(out, lib{key: k, path: m.Path})
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // libsOf returns the matching libraries mapped by pid.
