@@ -410,24 +410,19 @@ func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 		}
 		fr := Frame{Addr: a, File: cmp.Or(m.Path, "[anon]"), Start: m.Start, Limit: m.Limit, Offset: m.Offset}
 		off := look - m.Start + m.Offset
-		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
-			t := s.file(pid, m)
-			if name, ok := t.lookup(t.vaddr(off)); ok {
-				fr.Func = name
+		why := "an anonymous mapping (JIT code without a perf map)"
+		switch {
+		case m.Inode != 0 && strings.HasPrefix(m.Path, "/"):
+			why = "no symbol table could be read"
+			if t := s.file(pid, m); t != nil {
+				fr.Func, _ = t.lookup(t.vaddr(off))
+				why = t.why
 			}
+		case strings.HasPrefix(m.Path, "[vdso]") || strings.HasPrefix(m.Path, "[vsyscall]"):
+			why = "the kernel's vDSO (no file on disk to read symbols from)"
 		}
 		if fr.Func == "" {
 			fr.Func = fmt.Sprintf("%s+0x%x", filepath.Base(fr.File), off)
-			why := "no symbol table could be read"
-			if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
-				if t := s.file(pid, m); t != nil {
-					why = t.why
-				}
-			} else if strings.HasPrefix(m.Path, "[vdso]") || strings.HasPrefix(m.Path, "[vsyscall]") {
-				why = "the kernel's vDSO (no file on disk to read symbols from)"
-			} else {
-				why = "an anonymous mapping (JIT code without a perf map)"
-			}
 			s.noteUnnamed(fr.File, why)
 		}
 		out = append(out, fr)
