@@ -115,17 +115,10 @@ func (t *Thread[M]) Arrays(n int) [][]int {
 	for k := range out {
 		out[k] = make([]int, n)
 	}
-	for ci, c := range t.chunks {
-		if c == nil {
-			continue
-		}
-		for j := range chunkBins {
-			i := ci*chunkBins + j
-			if i >= n {
-				break
-			}
+	for i := range min(n, len(t.chunks)*chunkBins) {
+		if c := t.chunks[i/chunkBins]; c != nil {
 			for k := range out {
-				out[k][i] = int(c[j*t.kinds+k])
+				out[k][i] = int(c[i%chunkBins*t.kinds+k])
 			}
 		}
 	}
