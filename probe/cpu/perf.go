@@ -296,16 +296,14 @@ func (p *Perf) Stats() PerfStats {
 		Skipped: p.maxSkipped, Refused: p.refused, MemFull: p.memFull, MaxThreads: p.maxThreads}
 }
 
-// Losses says what the engine could not sample since Start; "" when
-// nothing was lost.
-func (p *Perf) Losses() string { return p.Stats().losses() }
-
 // Unnamed says which files' frames were left as file+0xoffset, and why
 // (symbolizer.Unnamed).
 func (p *Perf) Unnamed() string { return p.sym.Unnamed() }
 
-// losses says what was lost, "" when nothing was.
-func (s PerfStats) losses() string {
+// Losses says what the engine could not sample since Start; "" when
+// nothing was lost.
+func (p *Perf) Losses() string {
+	s := p.Stats()
 	var msgs []string
 	if s.Lost > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d of %d samples lost (perf ring buffer full)", s.Lost, s.Samples+s.Lost))
