@@ -188,12 +188,9 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		return errors.New("proc: already started")
 	}
 	// schedstat reads "0 0 N" for every task when the kernel's sched_info
-	// is off; this process has surely run, so zero means off.
-	if b, err := os.ReadFile("/proc/thread-self/schedstat"); err == nil {
-		if ss, err := proctree.ParseSchedstat(string(b)); err == nil && ss.RunNs > 0 {
-			p.useSchedstat = true
-		}
-	}
+	// is off; this process's main thread has surely run, so zero means off.
+	ss, err := proctree.ReadSchedstat(os.Getpid(), os.Getpid())
+	p.useSchedstat = err == nil && ss.RunNs > 0
 	p.bins, p.binsOff = nil, ""
 	if p.cfg.CoresOnly {
 		p.binsOff = "per-core time and the busiest other processes (" + CPUsFile + ") for the co-tenant check"
