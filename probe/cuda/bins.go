@@ -111,15 +111,12 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	p.syncBase = st
 	dropped += d.noRoom + d.ringFull
 	for _, tid := range watch.ThreadOrder(out, func(t *bins.Thread[meta]) int { return int(t.Meta.tgid) }) {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
 		t := out[tid]
 		r := ps.Head(per, int(t.Meta.tgid), tid, bpf.Comm(t.Meta.comm[:]))
 		r.SyncUs, r.DroppedEvents = t.Arrays(ps.N)[0], dropped
 		delete(out, tid)
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)
+		if err := watch.Append(ctx, p.out, "cuda", BinsFile, r); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

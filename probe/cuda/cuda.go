@@ -400,12 +400,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		return errors.Join(err, serr)
 	}
 	for _, r := range records(cur, p.base, p.cfg.Symbols, per) {
-		if cerr := ctx.Err(); cerr != nil {
-			return errors.Join(err, cerr)
-		}
 		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), r.Name)
-		if werr := p.out.Append(File, r); werr != nil {
-			return errors.Join(err, fmt.Errorf("cuda: writing %s: %w", File, werr))
+		if werr := watch.Append(ctx, p.out, "cuda", File, r); werr != nil {
+			return errors.Join(err, werr)
 		}
 	}
 	err = errors.Join(err, bpf.ForgetThreads("cuda", p.objs.Calls, cur.calls, func(k callKey, _ uint64) (any, uint32, bool) {

@@ -472,9 +472,6 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	pass := b.finish(ps)
 	keys := slices.SortedFunc(maps.Keys(pass.threads), func(x, y threadKey) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
 	for _, k := range keys {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
 			PID: k.pid, TID: k.tid, Name: pass.threads[k].Meta, StartUnixNs: ps.start, BinMs: DefaultBinMs,
 			DroppedEvents: pass.dropped, Source: "proc"}
@@ -483,8 +480,8 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {
 			continue // all its time fell past the last bin
 		}
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return fmt.Errorf("proc: writing %s: %w", BinsFile, err)
+		if err := watch.Append(ctx, p.out, "proc", BinsFile, r); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -291,9 +291,6 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		tids = watch.ThreadOrder(p.last, func(s sample) int { return s.pid })
 	}
 	for _, tid := range tids {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		a, b := p.last[tid], p.base[tid]
 		if b.pid != 0 && b.pid != a.pid {
 			b = sample{} // tid reused by another process
@@ -311,8 +308,8 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		if wall > 0 {
 			r.Utilization = r.CPUSec / wall
 		}
-		if err := p.out.Append(File, r); err != nil {
-			return fmt.Errorf("proc: writing %s: %w", File, err)
+		if err := watch.Append(ctx, p.out, "proc", File, r); err != nil {
+			return err
 		}
 	}
 	for _, r := range p.cores.end(p.pids, per.Level, per.Repeat, per.Warmup, wall, p.buf) {

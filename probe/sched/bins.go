@@ -101,9 +101,6 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 		threads[tid] = c
 	}
 	for _, tid := range watch.ThreadOrder(threads, func(c counters) int { return int(c.Tgid) }) {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
 		c := threads[tid]
 		r := ps.Head(per, int(c.Tgid), tid, c.comm)
 		r.DroppedEvents = dropped
@@ -112,8 +109,8 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 		a := out[tid].Arrays(ps.N)
 		r.OnCPUUs, r.RunqUs = a[evOnCPU], a[evRunq]
 		delete(out, tid)
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("sched: writing %s: %w", BinsFile, err))...)
+		if err := watch.Append(ctx, p.out, "sched", BinsFile, r); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 	}
 	return errors.Join(errs...)

@@ -305,16 +305,13 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	}
 	tids := watch.ThreadOrder(cur.threads, func(c counters) int { return int(c.Tgid) })
 	for _, tid := range tids {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(err, ctx.Err())
-		}
 		a := cur.threads[tid]
 		r := diff(a, p.base.threads[tid], p.base.mono, cur.mono)
 		r.Level, r.Repeat, r.Warmup = per.Level, per.Repeat, per.Warmup
 		r.PID, r.TID = int(a.Tgid), int(tid)
 		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), a.comm) // exited: the name the BPF program saw last
-		if werr := p.out.Append(File, r); werr != nil {
-			return errors.Join(err, fmt.Errorf("sched: writing %s: %w", File, werr))
+		if werr := watch.Append(ctx, p.out, "sched", File, r); werr != nil {
+			return errors.Join(err, werr)
 		}
 	}
 	err = errors.Join(err, p.endBinsLocked(ctx, per, cur), bpf.ForgetThreads("sched", p.objs.Stats, cur.threads, func(tid uint32, a counters) (any, uint32, bool) {

@@ -1,7 +1,8 @@
 // Package watch holds what the probes that follow a target's process tree
 // share: the tree's processes as of now (Pids), the goroutine that keeps
 // what a probe watches up to date while it runs and ends with it (Loop,
-// Loop.Close), and reading threads' counters in order (ThreadOrder, Sub).
+// Loop.Close), reading threads' counters in order (ThreadOrder, Sub) and
+// writing their records (Append).
 package watch
 
 import (
@@ -176,6 +177,18 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 		return
 	}
 	*base = s
+}
+
+// Append writes rec to file of out unless ctx is done. Its error is ctx's
+// or "<name>: writing <file>: ...".
+func Append(ctx context.Context, out probe.Sink, name, file string, rec any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := out.Append(file, rec); err != nil {
+		return fmt.Errorf("%s: writing %s: %w", name, file, err)
+	}
+	return nil
 }
 
 // Sub returns a - b, or 0 when b > a: what a counter of a thread grew by
