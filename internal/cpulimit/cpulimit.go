@@ -113,26 +113,21 @@ func hasWord(s, w string) bool {
 // SetCores sets the quota to cores CPUs' worth of time per period (0:
 // unlimited).
 func (g *Group) SetCores(cores float64) error {
-	period := Period.Microseconds()
-	quota := int64(cores * float64(period))
-	if cores > 0 && quota < 1000 {
-		quota = 1000 // the kernel's minimum, 1 ms
+	period := strconv.FormatInt(Period.Microseconds(), 10)
+	quota := "-1" // unlimited
+	if cores > 0 {
+		quota = strconv.FormatInt(max(int64(cores*float64(Period.Microseconds())), 1000), 10) // the kernel's minimum, 1 ms
 	}
 	if g.Method == CgroupV2 {
-		v := "max " + strconv.FormatInt(period, 10)
-		if cores > 0 {
-			v = strconv.FormatInt(quota, 10) + " " + strconv.FormatInt(period, 10)
+		if cores <= 0 {
+			quota = "max"
 		}
-		return write(filepath.Join(g.Dir, "cpu.max"), v)
+		return write(filepath.Join(g.Dir, "cpu.max"), quota+" "+period)
 	}
-	if err := write(filepath.Join(g.Dir, "cpu.cfs_period_us"), strconv.FormatInt(period, 10)); err != nil {
+	if err := write(filepath.Join(g.Dir, "cpu.cfs_period_us"), period); err != nil {
 		return err
 	}
-	v := "-1"
-	if cores > 0 {
-		v = strconv.FormatInt(quota, 10)
-	}
-	return write(filepath.Join(g.Dir, "cpu.cfs_quota_us"), v)
+	return write(filepath.Join(g.Dir, "cpu.cfs_quota_us"), quota)
 }
 
 func write(path, v string) error {

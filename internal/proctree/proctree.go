@@ -1,9 +1,12 @@
 package proctree
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +29,9 @@ type Stat struct {
 	PGRP  int    // field 5: the process group
 	Utime uint64 // field 14, clock ticks (USER_HZ)
 	Stime uint64 // field 15, clock ticks (USER_HZ)
+	Start uint64 // field 22: when it started, clock ticks (USER_HZ) since boot; 0 unread
+	// Processor is field 39: the core it last ran on; -1 unread.
+	Processor int
 }
 
 // ParseStat parses the text of a /proc stat file. The command name may
@@ -63,6 +69,15 @@ func ParseStat(s string) (Stat, error) {
 	}
 	if st.Stime, err = strconv.ParseUint(rest[12], 10, 64); err != nil {
 		return Stat{}, fmt.Errorf("parsing stat of %d: stime: %w", pid, err)
+	}
+	st.Processor = -1
+	if len(rest) > 19 {
+		st.Start, _ = strconv.ParseUint(rest[19], 10, 64)
+	}
+	if len(rest) > 36 {
+		if n, err := strconv.Atoi(rest[36]); err == nil {
+			st.Processor = n
+		}
 	}
 	return st, nil
 }
@@ -304,6 +319,60 @@ func FindListener(port int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("finding listener on port %d: socket found but no process holds it (permissions?): %w", port, ErrNotFound)
+}
+
+// StatusField returns the value of the "key:" line in the text of a
+// /proc status file, trimmed.
+func StatusField(status, key string) (string, bool) {
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+// Mapping is one executable line of /proc/PID/maps.
+type Mapping struct {
+	Start, Limit, Offset uint64
+	Dev                  string
+	Inode                uint64
+	Path                 string
+}
+
+// ParseMaps returns the executable mappings in the text of
+// /proc/PID/maps, in address order. Anonymous mappings and pseudo-files
+// such as [vdso] are kept with their bracketed name and inode 0.
+func ParseMaps(r io.Reader) ([]Mapping, error) {
+	var out []Mapping
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		// start-limit perms offset dev inode [path]
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			return out, fmt.Errorf("maps line %q: no address range", sc.Text())
+		}
+		m := Mapping{Dev: f[3]}
+		var errs [4]error
+		m.Start, errs[0] = strconv.ParseUint(lo, 16, 64)
+		m.Limit, errs[1] = strconv.ParseUint(hi, 16, 64)
+		m.Offset, errs[2] = strconv.ParseUint(f[2], 16, 64)
+		m.Inode, errs[3] = strconv.ParseUint(f[4], 10, 64)
+		if err := cmp.Or(errs[:]...); err != nil {
+			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
+		}
+		if len(f) >= 6 {
+			// Paths may hold spaces; " (deleted)" stays part of the name.
+			m.Path = strings.Join(f[5:], " ")
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
 }
 
 // Schedstat is /proc/PID/task/TID/schedstat: the kernel's own run-time

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/need"
@@ -22,12 +23,18 @@ func TestParseStat(t *testing.T) {
 		{
 			name: "plain",
 			in:   "6950 (cat) R 6947 6947 4777 0 -1 4194304 98 0 0 0 12 34 0 0 20 0 1 0 28005 3133440 387\n",
-			want: Stat{PID: 6950, Comm: "cat", State: 'R', PPID: 6947, PGRP: 6947, Utime: 12, Stime: 34},
+			want: Stat{PID: 6950, Comm: "cat", State: 'R', PPID: 6947, PGRP: 6947, Utime: 12, Stime: 34, Start: 28005, Processor: -1},
 		},
 		{
 			name: "name with spaces and parens",
 			in:   "42 (sglang::sch) (1)) S 1 42 42 0 -1 4194560 5 0 0 0 700 8 0 0 20 0 9 0 1 2 3",
-			want: Stat{PID: 42, Comm: "sglang::sch) (1)", State: 'S', PPID: 1, PGRP: 42, Utime: 700, Stime: 8},
+			want: Stat{PID: 42, Comm: "sglang::sch) (1)", State: 'S', PPID: 1, PGRP: 42, Utime: 700, Stime: 8, Start: 1, Processor: -1},
+		},
+		{
+			// fields 3-22, 23-37, then exit_signal (38) and processor (39)
+			name: "start and processor",
+			in:   "42 (a (b) c) S 1 42 42 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 1 0 987654 " + strings.Repeat("1 ", 15) + "17 3 0 0",
+			want: Stat{PID: 42, Comm: "a (b) c", State: 'S', PPID: 1, PGRP: 42, Utime: 7, Stime: 3, Start: 987654, Processor: 3},
 		},
 		{name: "truncated", in: "1 (init) S 0 1", err: true},
 		{name: "no name", in: "1 init S 0 1 1 0 -1 0 0 0 0 0 0 0", err: true},
@@ -50,6 +57,17 @@ func TestParseStat(t *testing.T) {
 				t.Errorf("parsePPID of a bad ppid = %d, want not ok", pp)
 			}
 		})
+	}
+}
+
+// TestParseStatSelf reads this process's own start and core.
+func TestParseStatSelf(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip(err)
+	}
+	if st, err := ParseStat(string(b)); err != nil || st.Start == 0 || st.Processor < 0 {
+		t.Errorf("ParseStat(/proc/self/stat) = %+v, %v", st, err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 )
@@ -22,7 +23,8 @@ import (
 // Dir is the bundle folder the probe writes its profiles to.
 const Dir = "cpu"
 
-// Defaults for the zero values of Config.
+// DefaultHz is Config.Hz's default; DefaultRefresh is how often the set of
+// sampled processes is updated from the target's process tree.
 const (
 	DefaultHz      = 99
 	DefaultRefresh = 500 * time.Millisecond
@@ -34,9 +36,6 @@ var _ probe.Probe = (*Probe)(nil)
 type Config struct {
 	// Hz is the sampling frequency per CPU (DefaultHz when zero).
 	Hz int
-	// Refresh is how often the set of sampled processes is updated from
-	// the target's process tree (DefaultRefresh when zero).
-	Refresh time.Duration
 	// Engine picks the engine when Adapter is nil: EngineOTel (the
 	// OpenTelemetry eBPF profiler, Python frames named), EngineFP (the
 	// frame-pointer sampler), EnginePerf (perf events without BPF, user
@@ -124,11 +123,8 @@ func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
 	}
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
 	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 
@@ -215,11 +211,7 @@ func (p *Probe) startEngine(ctx context.Context) (eng Adapter, detail string, bp
 		}
 		// Any failure of the preferred engine falls back: the
 		// frame-pointer sampler still gives native stacks.
-		why := "did not start"
-		if errors.Is(oerr, probe.ErrNotSupported) {
-			why = "not allowed here"
-		}
-		otelWhy := fmt.Sprintf("otel engine %s: %v", why, oerr)
+		otelWhy := "otel engine " + why(oerr)
 		s := NewSampler()
 		serr := s.Start(ctx, p.cfg.Hz)
 		if serr == nil {
@@ -227,17 +219,21 @@ func (p *Probe) startEngine(ctx context.Context) (eng Adapter, detail string, bp
 		}
 		// Without eBPF (no root), perf events still give user stacks of
 		// our own processes.
-		why = "did not start"
-		if errors.Is(serr, probe.ErrNotSupported) {
-			why = "not allowed here"
-		}
 		e := NewPerf()
 		if perr := e.Start(ctx, p.cfg.Hz); perr != nil {
 			return nil, "", nil, cannotSample(serr, perr, os.Geteuid())
 		}
-		return e, fmt.Sprintf("%s; %s; fp engine %s: %v", perfDetail, otelWhy, why, serr), serr, nil
+		return e, perfDetail + "; " + otelWhy + "; fp engine " + why(serr), serr, nil
 	}
 	return nil, "", nil, fmt.Errorf("unknown engine %q (want %s, %s, %s or %s)", p.cfg.Engine, EngineAuto, EngineOTel, EngineFP, EnginePerf)
+}
+
+// why says why an engine that auto mode passed over did not start.
+func why(err error) string {
+	if errors.Is(err, probe.ErrNotSupported) {
+		return "not allowed here: " + err.Error()
+	}
+	return "did not start: " + err.Error()
 }
 
 // fpDetail is the frame-pointer sampler's line in Probe.Detail.
@@ -313,15 +309,7 @@ func writeProfile(name string, prof *profile.Profile) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := prof.Write(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return bundle.WriteFileAtomic(name, prof.Write)
 }
 
 // Stop ends sampling. It waits for the refresh goroutine until ctx is
@@ -345,50 +333,18 @@ func (p *Probe) BPFCost() (time.Duration, uint64, error) {
 // After them it names the files whose frames were left as file+0xoffset,
 // with why (stripped, no debug file installed for its build-id...).
 func (p *Probe) Losses() string {
-	msg := p.samplesLost()
 	p.mu.Lock()
-	u, ok := p.eng.(interface{ Unnamed() string })
-	p.mu.Unlock()
-	if ok {
+	defer p.mu.Unlock()
+	msg := ""
+	if l, ok := p.eng.(interface{ Losses() string }); ok && p.loop.Running() {
+		msg = l.Losses()
+	}
+	if u, ok := p.eng.(interface{ Unnamed() string }); ok {
 		if un := u.Unnamed(); un != "" {
-			if msg != "" {
-				msg += "; "
-			}
-			msg += "frames left unnamed: " + un
+			msg = strings.TrimPrefix(msg+"; frames left unnamed: "+un, "; ")
 		}
 	}
 	return msg
-}
-
-func (p *Probe) samplesLost() string {
-	if msg, ok := p.engineLosses(); ok {
-		return msg
-	}
-	o, err := p.Overhead()
-	if err != nil || o.Lost+o.UserStacksLost == 0 {
-		return ""
-	}
-	msg := ""
-	if o.Lost > 0 {
-		msg = fmt.Sprintf("%d samples lost (counts map full); ", o.Lost)
-	}
-	if o.Samples > 0 {
-		return msg + fmt.Sprintf("%d of %d samples (%.1f %%) without their user stack (stack map full or hash collision), shown as [user stack lost]",
-			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
-	}
-	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
-}
-
-// engineLosses asks an engine that says its losses itself (the perf
-// engine).
-func (p *Probe) engineLosses() (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.eng.(interface{ Losses() string })
-	if !ok || !p.loop.Running() {
-		return "", false
-	}
-	return l.Losses(), true
 }
 
 // Overhead returns the engine's cost since Start when the engine reports

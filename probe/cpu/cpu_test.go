@@ -15,6 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
@@ -48,7 +49,7 @@ func TestParseMaps(t *testing.T) {
 7f1000000000-7f1000100000 r-xp 00010000 08:01 99 /opt/my lib/libx.so (deleted)
 7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0                          [vdso]
 `
-	ms, err := parseMaps(strings.NewReader(maps))
+	ms, err := proctree.ParseMaps(strings.NewReader(maps))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@
 // default 99) runs a BPF perf_event program on every sample of every
 // process. The program keeps samples of watched processes only (a BPF
 // hash map of tgids that user space fills from watch.Pids every
-// Config.Refresh, 500 ms, from a /proc walk the probes share that is at
+// DefaultRefresh, 500 ms, from a /proc walk the probes share that is at
 // most 400 ms old; a process forked in between is missed until a refresh
 // sees it, within about 0.9 s), takes the user stack
 // (bpf_get_stackid with BPF_F_USER_STACK: the kernel walks frame

@@ -56,12 +56,9 @@ var _ Adapter = (*Perf)(nil)
 // Reset and Collect. Threads are found by Watch (the probe's refresh);
 // threads that exited lose their event there. Create it with NewPerf.
 type Perf struct {
-	// maxThreads, pages and drainEvery are set by NewPerf.
-	maxThreads int
-	pages      int
-	drainEvery time.Duration
+	maxThreads int // DefaultMaxThreads but in tests
 
-	mu     sync.Mutex // guards everything below; the drain goroutine takes it
+	mu     sync.Mutex // guards everything below; the drain loop takes it
 	attr   unix.PerfEventAttr
 	events map[int]*perfEvent // by tid
 	acc    perfCounts
@@ -70,8 +67,7 @@ type Perf struct {
 	// not dumpable), because no more ring buffer memory may be locked
 	// (memFull).
 	maxSkipped, refused, memFull int
-	cancel                       context.CancelFunc
-	done                         chan struct{}
+	loop                         *watch.Loop // drains every DefaultDrain while started
 
 	// Used by Watch and Collect only, which the probe never runs at once.
 	sym  *symbolizer
@@ -80,7 +76,9 @@ type Perf struct {
 
 // NewPerf returns a perf engine that does nothing until Start.
 func NewPerf() *Perf {
-	return &Perf{maxThreads: DefaultMaxThreads, pages: DefaultPerfPages, drainEvery: DefaultDrain}
+	p := &Perf{maxThreads: DefaultMaxThreads}
+	p.loop = watch.NewLoop(&p.mu, DefaultDrain, func() error { p.drainLocked(); return nil })
+	return p
 }
 
 // perfAttr is the event opened on every thread.
@@ -105,11 +103,11 @@ func perfAttr(hz int) unix.PerfEventAttr {
 func (p *Perf) Start(ctx context.Context, hz int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done != nil {
+	if p.loop.Running() {
 		return errors.New("perf engine already started")
 	}
 	p.attr = perfAttr(hz)
-	e, err := openPerfEvent(&p.attr, 0, p.pages)
+	e, err := openPerfEvent(&p.attr, 0)
 	if err != nil {
 		return perfStartError(err)
 	}
@@ -117,19 +115,11 @@ func (p *Perf) Start(ctx context.Context, hz int) error {
 		return err
 	}
 	p.events = make(map[int]*perfEvent)
-	p.acc = newPerfCounts()
+	p.acc = perfCounts{counts: make(map[perfKey]uint64), comms: make(map[int]string)}
 	p.sym = newSymbolizer()
 	p.pids = make(map[int]bool)
-	dctx, cancel := context.WithCancel(context.Background())
-	p.cancel, p.done = cancel, make(chan struct{})
-	go p.run(dctx, p.done)
+	p.loop.Start()
 	return nil
-}
-
-// run drains the ring buffers every drainEvery until ctx is done.
-func (p *Perf) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	watch.Every(ctx, p.drainEvery, &p.mu, p.drainLocked)
 }
 
 func (p *Perf) drainLocked() {
@@ -178,7 +168,7 @@ func (p *Perf) Watch(pids []int) error {
 	var refusal error
 	refused, memFull := 0, 0
 	for i, th := range plan.open {
-		e, err := openPerfEvent(&p.attr, th.tid, p.pages)
+		e, err := openPerfEvent(&p.attr, th.tid)
 		switch {
 		case err == nil:
 			e.pid = th.pid
@@ -306,16 +296,14 @@ func (p *Perf) Stats() PerfStats {
 		Skipped: p.maxSkipped, Refused: p.refused, MemFull: p.memFull, MaxThreads: p.maxThreads}
 }
 
-// Losses says what the engine could not sample since Start; "" when
-// nothing was lost.
-func (p *Perf) Losses() string { return p.Stats().losses() }
-
 // Unnamed says which files' frames were left as file+0xoffset, and why
 // (symbolizer.Unnamed).
 func (p *Perf) Unnamed() string { return p.sym.Unnamed() }
 
-// losses says what was lost, "" when nothing was.
-func (s PerfStats) losses() string {
+// Losses says what the engine could not sample since Start; "" when
+// nothing was lost.
+func (p *Perf) Losses() string {
+	s := p.Stats()
 	var msgs []string
 	if s.Lost > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d of %d samples lost (perf ring buffer full)", s.Lost, s.Samples+s.Lost))
@@ -337,24 +325,14 @@ func (s PerfStats) losses() string {
 
 // Stop stops draining and closes every event.
 func (p *Perf) Stop() error {
-	p.mu.Lock()
-	done := p.done
-	if done == nil {
-		p.mu.Unlock()
-		return nil
-	}
-	p.cancel()
-	p.cancel, p.done = nil, nil
-	p.mu.Unlock()
-	<-done
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var errs []error
-	for tid, e := range p.events {
-		errs = append(errs, e.close())
-		delete(p.events, tid)
-	}
-	return errors.Join(errs...)
+	return p.loop.Close(context.Background(), "perf", func() error {
+		var errs []error
+		for tid, e := range p.events {
+			errs = append(errs, e.close())
+			delete(p.events, tid)
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // errMlock marks a ring buffer that could not be mapped because no more
@@ -371,14 +349,14 @@ type perfEvent struct {
 }
 
 // openPerfEvent opens attr on thread tid (0: the calling thread), maps a
-// ring buffer of pages pages to it and enables it.
-func openPerfEvent(attr *unix.PerfEventAttr, tid, pages int) (*perfEvent, error) {
+// ring buffer of DefaultPerfPages pages to it and enables it.
+func openPerfEvent(attr *unix.PerfEventAttr, tid int) (*perfEvent, error) {
 	fd, err := unix.PerfEventOpen(attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("perf_event_open on thread %d: %w", tid, err)
 	}
 	ps := os.Getpagesize()
-	mem, err := unix.Mmap(fd, 0, (1+pages)*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, (1+DefaultPerfPages)*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		_ = unix.Close(fd)
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) {
@@ -389,7 +367,7 @@ func openPerfEvent(attr *unix.PerfEventAttr, tid, pages int) (*perfEvent, error)
 	meta := (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0]))
 	off, size := meta.Data_offset, meta.Data_size
 	if size == 0 || off+size > uint64(len(mem)) { // kernels before 4.1 leave them 0
-		off, size = uint64(ps), uint64(pages*ps)
+		off, size = uint64(ps), uint64(DefaultPerfPages*ps)
 	}
 	e := &perfEvent{fd: fd, tid: tid, mem: mem, meta: meta, data: mem[off : off+size]}
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
@@ -482,10 +460,6 @@ type perfCounts struct {
 	bad     uint64         // records, or runs of records, that did not parse
 	scratch []byte         // readRing's copy of a wrapped record
 	key     []byte         // a stack being encoded
-}
-
-func newPerfCounts() perfCounts {
-	return perfCounts{counts: make(map[perfKey]uint64), comms: make(map[int]string)}
 }
 
 // Callchain context markers (PERF_CONTEXT_*, as unsigned addresses): any

@@ -95,7 +95,7 @@ func TestReadRing(t *testing.T) {
 		r2        = 0x7f0000001234
 	)
 	ring := make([]byte, 256)
-	c := newPerfCounts()
+	c := perfCounts{counts: make(map[perfKey]uint64), comms: make(map[int]string)}
 	c.comms[11] = "start"
 	tail := uint64(3*256 + 232) // the first record (64 bytes) wraps
 	recs := [][]byte{

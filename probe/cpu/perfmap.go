@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // Perf maps name code that a runtime generated at run time, in anonymous
@@ -53,11 +55,9 @@ func readPerfMap(r io.Reader) *symtab {
 func perfMapPath(pid int) string {
 	ns := pid
 	if b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "NSpid:" {
-				if v, err := strconv.Atoi(f[len(f)-1]); err == nil {
-					ns = v
-				}
+		if v, ok := proctree.StatusField(string(b), "NSpid"); ok {
+			if n, err := strconv.Atoi(v[strings.LastIndexAny(v, " \t")+1:]); err == nil {
+				ns = n
 			}
 		}
 	}

@@ -142,29 +142,15 @@ func (s *Sampler) flip() (counts, stacks *ebpf.Map, err error) {
 // drain reads and deletes every entry of the counts map.
 func drain(counts *ebpf.Map) (map[cpuSkey]uint64, error) {
 	out := make(map[cpuSkey]uint64)
-	var (
-		k cpuSkey
-		v uint64
-	)
-	it := counts.Iterate()
-	for it.Next(&k, &v) {
-		out[k] += v
-	}
-	return out, errors.Join(it.Err(), deleteKeys(counts, maps.Keys(out)))
+	err := bpf.Each(counts, func(k cpuSkey, v uint64) { out[k] += v })
+	return out, errors.Join(err, deleteKeys(counts, maps.Keys(out)))
 }
 
 // clearStacks deletes every entry of a stack-trace map.
 func clearStacks(stacks *ebpf.Map) error {
-	var (
-		ids []uint32
-		k   uint32
-		v   [maxDepth]uint64
-	)
-	it := stacks.Iterate()
-	for it.Next(&k, &v) {
-		ids = append(ids, k)
-	}
-	return errors.Join(it.Err(), deleteKeys(stacks, slices.Values(ids)))
+	var ids []uint32
+	err := bpf.Each(stacks, func(k uint32, _ [maxDepth]uint64) { ids = append(ids, k) })
+	return errors.Join(err, deleteKeys(stacks, slices.Values(ids)))
 }
 
 // deleteKeys deletes keys from m; a key already gone is no error.
@@ -268,6 +254,24 @@ func (s *Sampler) Overhead() (Overhead, error) {
 		return o, fmt.Errorf("reading counters: %w", err)
 	}
 	return o, nil
+}
+
+// Losses says how many samples were lost, or kept without their user
+// stack, since Start; "" when none were.
+func (s *Sampler) Losses() string {
+	o, err := s.Overhead()
+	if err != nil || o.Lost+o.UserStacksLost == 0 {
+		return ""
+	}
+	msg := ""
+	if o.Lost > 0 {
+		msg = fmt.Sprintf("%d samples lost (counts map full); ", o.Lost)
+	}
+	if o.Samples > 0 {
+		return msg + fmt.Sprintf("%d of %d samples (%.1f %%) without their user stack (stack map full or hash collision), shown as [user stack lost]",
+			o.UserStacksLost, o.Samples, 100*float64(o.UserStacksLost)/float64(o.Samples))
+	}
+	return msg + fmt.Sprintf("%d samples without their user stack", o.UserStacksLost)
 }
 
 // Stop detaches the program, closes the perf events and frees the maps.

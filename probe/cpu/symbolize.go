@@ -16,53 +16,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // KernelFile is the mapping name of kernel frames.
 const KernelFile = "[kernel.kallsyms]"
 
-// mapping is one executable, file-backed line of /proc/PID/maps.
-type mapping struct {
-	Start, Limit, Offset uint64
-	Dev                  string
-	Inode                uint64
-	Path                 string
-}
-
-// parseMaps returns the executable mappings in the text of
-// /proc/PID/maps, in address order. Anonymous mappings and pseudo-files
-// such as [vdso] are kept with their bracketed name and inode 0.
-func parseMaps(r io.Reader) ([]mapping, error) {
-	var out []mapping
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		// start-limit perms offset dev inode [path]
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			return out, fmt.Errorf("maps line %q: no address range", sc.Text())
-		}
-		m := mapping{Dev: f[3]}
-		var errs [4]error
-		m.Start, errs[0] = strconv.ParseUint(lo, 16, 64)
-		m.Limit, errs[1] = strconv.ParseUint(hi, 16, 64)
-		m.Offset, errs[2] = strconv.ParseUint(f[2], 16, 64)
-		m.Inode, errs[3] = strconv.ParseUint(f[4], 10, 64)
-		if err := cmp.Or(errs[:]...); err != nil {
-			return out, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		if len(f) >= 6 {
-			// Paths may hold spaces; " (deleted)" stays part of the name.
-			m.Path = strings.Join(f[5:], " ")
-		}
-		out = append(out, m)
-	}
-	return out, sc.Err()
-}
+// mapping is one executable line of /proc/PID/maps.
+type mapping = proctree.Mapping
 
 // find returns the mapping holding addr.
 func findMapping(ms []mapping, addr uint64) (mapping, bool) {
@@ -395,7 +357,7 @@ func (s *symbolizer) refreshMaps(pid int) {
 		return
 	}
 	defer f.Close()
-	if ms, err := parseMaps(f); err == nil && len(ms) > 0 {
+	if ms, err := proctree.ParseMaps(f); err == nil && len(ms) > 0 {
 		s.maps[pid] = ms
 	}
 	if t := loadPerfMap(pid); t != nil {
@@ -448,24 +410,19 @@ func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 		}
 		fr := Frame{Addr: a, File: cmp.Or(m.Path, "[anon]"), Start: m.Start, Limit: m.Limit, Offset: m.Offset}
 		off := look - m.Start + m.Offset
-		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
-			t := s.file(pid, m)
-			if name, ok := t.lookup(t.vaddr(off)); ok {
-				fr.Func = name
+		why := "an anonymous mapping (JIT code without a perf map)"
+		switch {
+		case m.Inode != 0 && strings.HasPrefix(m.Path, "/"):
+			why = "no symbol table could be read"
+			if t := s.file(pid, m); t != nil {
+				fr.Func, _ = t.lookup(t.vaddr(off))
+				why = t.why
 			}
+		case strings.HasPrefix(m.Path, "[vdso]") || strings.HasPrefix(m.Path, "[vsyscall]"):
+			why = "the kernel's vDSO (no file on disk to read symbols from)"
 		}
 		if fr.Func == "" {
 			fr.Func = fmt.Sprintf("%s+0x%x", filepath.Base(fr.File), off)
-			why := "no symbol table could be read"
-			if m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
-				if t := s.file(pid, m); t != nil {
-					why = t.why
-				}
-			} else if strings.HasPrefix(m.Path, "[vdso]") || strings.HasPrefix(m.Path, "[vsyscall]") {
-				why = "the kernel's vDSO (no file on disk to read symbols from)"
-			} else {
-				why = "an anonymous mapping (JIT code without a perf map)"
-			}
 			s.noteUnnamed(fr.File, why)
 		}
 		out = append(out, fr)

@@ -93,14 +93,6 @@ func (p *Probe) syncStatsLocked() (syncStats, error) {
 	return s, nil
 }
 
-// beginBinsLocked opens the pass's bins.
-func (p *Probe) beginBinsLocked(per probe.Period) {
-	p.bins.BeginPeriod(per)
-	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
-		p.syncBase = st
-	}
-}
-
 // endBinsLocked closes the pass's bins and writes them to BinsFile.
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	b := p.bins
@@ -119,15 +111,12 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	p.syncBase = st
 	dropped += d.noRoom + d.ringFull
 	for _, tid := range watch.ThreadOrder(out, func(t *bins.Thread[meta]) int { return int(t.Meta.tgid) }) {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
 		t := out[tid]
 		r := ps.Head(per, int(t.Meta.tgid), tid, bpf.Comm(t.Meta.comm[:]))
 		r.SyncUs, r.DroppedEvents = t.Arrays(ps.N)[0], dropped
 		delete(out, tid)
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("cuda: writing %s: %w", BinsFile, err))...)
+		if err := watch.Append(ctx, p.out, "cuda", BinsFile, r); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -153,22 +142,17 @@ func checkPass(d syncStats, added uint64) error {
 // have exited (a thread that died inside a call never returns from it).
 func (p *Probe) inProgressLocked(end uint64) ([]interval, error) {
 	var (
-		tid  uint32
-		v    cudaOpenCall
 		out  []interval
 		gone []uint32
 	)
-	it := p.objs.Inflight.Iterate()
-	for it.Next(&tid, &v) {
+	err := bpf.Each(p.objs.Inflight, func(tid uint32, v cudaOpenCall) {
 		if proctree.Comm(int(v.Tgid), int(tid)) == "" {
 			gone = append(gone, tid)
-			continue
-		}
-		if v.StartNs < end {
+		} else if v.StartNs < end {
 			out = append(out, interval{Tid: tid, Meta: meta{tgid: v.Tgid}, Start: v.StartNs, End: end})
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return out, fmt.Errorf("cuda: reading the calls in progress: %w", err)
 	}
 	var errs []error

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -31,7 +30,9 @@ import (
 // File is the bundle file the probe appends to.
 const File = bundle.CUDAFile
 
-// Defaults for the zero values of Config.
+// DefaultLibPattern is Config.LibPattern's default; DefaultRefresh is how
+// often the watched processes and their libraries are updated from the
+// target's process tree.
 const (
 	DefaultLibPattern = "libcuda.so*"
 	DefaultRefresh    = 500 * time.Millisecond
@@ -63,9 +64,6 @@ type Config struct {
 	// cuda_bins.jsonl (DefaultSyncSymbols when empty); a symbol the library
 	// lacks is skipped.
 	SyncSymbols []string
-	// Refresh is how often the watched processes and their libraries are
-	// updated from the target's process tree (DefaultRefresh when zero).
-	Refresh time.Duration
 }
 
 // Probe counts CUDA driver calls per thread with uprobes. Create it with
@@ -102,11 +100,8 @@ func New(cfg Config) *Probe {
 	if len(cfg.SyncSymbols) == 0 {
 		cfg.SyncSymbols = DefaultSyncSymbols
 	}
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
 	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 
@@ -138,38 +133,26 @@ type lib struct {
 	path string // as mapped, inside the process's root
 }
 
-// findLibs returns the files mapped in the text of /proc/PID/maps whose
-// base name matches pattern.
+// findLibs returns the files mapped executable in the text of
+// /proc/PID/maps whose base name matches pattern.
 func findLibs(r io.Reader, pattern string) ([]lib, error) {
+	ms, err := proctree.ParseMaps(r)
+	if err != nil {
+		return nil, err
+	}
 	seen := make(map[libKey]bool)
 	var out []lib
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		// start-limit perms offset dev inode path
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
-			continue
-		}
-		p := strings.Join(f[5:], " ")
-		ok, err := path.Match(pattern, path.Base(p))
+	for _, m := range ms {
+		ok, err := path.Match(pattern, path.Base(m.Path))
 		if err != nil {
 			return nil, fmt.Errorf("library pattern %q: %w", pattern, err)
 		}
-		if !ok {
-			continue
-		}
-		ino, err := strconv.ParseUint(f[4], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("maps line %q: %w", sc.Text(), err)
-		}
-		k := libKey{f[3], ino}
-		if !seen[k] {
+		if k := (libKey{m.Dev, m.Inode}); ok && strings.HasPrefix(m.Path, "/") && !seen[k] {
 			seen[k] = true
-			out = append(out, lib{key: k, path: p})
+			out = append(out, lib{key: k, path: m.Path})
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // libsOf returns the matching libraries mapped by pid.
@@ -338,17 +321,12 @@ type snapshot struct {
 
 func (p *Probe) snapshotLocked() (snapshot, error) {
 	s := snapshot{at: time.Now(), calls: make(map[callKey]uint64), comm: make(map[callKey]string)}
-	var (
-		k cudaCkey
-		v cudaCval
-	)
-	it := p.objs.Calls.Iterate()
-	for it.Next(&k, &v) {
+	err := bpf.Each(p.objs.Calls, func(k cudaCkey, v cudaCval) {
 		ck := callKey{k.Tgid, k.Tid, k.Sym}
 		s.calls[ck] = v.Calls
 		s.comm[ck] = bpf.Comm(v.Comm[:])
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return s, fmt.Errorf("cuda: reading calls map: %w", err)
 	}
 	return s, nil
@@ -391,8 +369,12 @@ func (p *Probe) Begin(per probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	watch.Baseline(p.loop, &p.base, p.snapshotLocked) // an error is reported by End
-	if p.loop.Running() {
-		p.beginBinsLocked(per)
+	if !p.loop.Running() {
+		return
+	}
+	p.bins.Begin(per)
+	if st, err := p.syncStatsLocked(); err == nil { // an error is reported by End
+		p.syncBase = st
 	}
 }
 
@@ -418,12 +400,9 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		return errors.Join(err, serr)
 	}
 	for _, r := range records(cur, p.base, p.cfg.Symbols, per) {
-		if cerr := ctx.Err(); cerr != nil {
-			return errors.Join(err, cerr)
-		}
 		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), r.Name)
-		if werr := p.out.Append(File, r); werr != nil {
-			return errors.Join(err, fmt.Errorf("cuda: writing %s: %w", File, werr))
+		if werr := watch.Append(ctx, p.out, "cuda", File, r); werr != nil {
+			return errors.Join(err, werr)
 		}
 	}
 	err = errors.Join(err, bpf.ForgetThreads("cuda", p.objs.Calls, cur.calls, func(k callKey, _ uint64) (any, uint32, bool) {

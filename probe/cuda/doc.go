@@ -51,7 +51,7 @@
 // per library file: the kernel fires it in every process that maps that
 // file, and the BPF program keeps only processes in its watch map, which
 // user space fills from watch.Pids (a /proc walk the probes share, at most
-// 400 ms old) every Config.Refresh (500 ms). Processes that map the library later (CUDA is
+// 400 ms old) every DefaultRefresh (500 ms). Processes that map the library later (CUDA is
 // initialized lazily) are picked up at the next refresh. Counters are
 // cumulative in a BPF hash map keyed by {tgid, tid, function}; Begin and
 // End read them and End writes the differences. Calls are counted

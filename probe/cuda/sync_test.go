@@ -46,7 +46,7 @@ func (a *app) send(t *testing.T, c byte) {
 func TestBinnerAdd(t *testing.T) {
 	// off = 0: the monotonic clock is the unix clock.
 	b := newBinner(0, 0)
-	b.Begin(1_000_000_000) // bin 0 at 1 s
+	b.Begin(probe.Period{StartUnixNs: 1_000_000_000}) // bin 0 at 1 s
 	var name [commLen]byte
 	copy(name[:], "w")
 	ms := uint64(time.Millisecond)
@@ -74,7 +74,7 @@ func TestBinnerAdd(t *testing.T) {
 	// clipped to its start; an in-progress call whose event came meanwhile
 	// counts once.
 	b.Events(interval{Tid: 9, Meta: meta{tgid: 5}, Start: 1035 * ms, End: 1052 * ms})
-	b.Begin(1_040_000_000)
+	b.Begin(probe.Period{StartUnixNs: 1_040_000_000})
 	b.Capture(0)
 	b.Events(interval{Tid: 9, Meta: meta{tgid: 5}, Start: 1055 * ms, End: 1058 * ms})
 	out, _, _ = b.Finish(1_060_000_000, []interval{{Tid: 9, Meta: meta{tgid: 5}, Start: 1055 * ms, End: 1060 * ms}})
@@ -85,7 +85,7 @@ func TestBinnerAdd(t *testing.T) {
 
 func TestBinnerBounds(t *testing.T) {
 	b := newBinner(0, 0)
-	b.Begin(0)
+	b.Begin(probe.Period{StartUnixNs: 1})
 	var ivs []interval
 	for tid := range bins.MaxBinThreads + 3 {
 		ivs = append(ivs, interval{Tid: uint32(tid + 1), Start: 1, End: 2_000_000})

@@ -72,14 +72,6 @@ const (
 // TracefsPaths are where tracefs is looked for, in order.
 var TracefsPaths = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
-// Capability bits (linux/capability.h).
-const (
-	CapSysAdmin    = 21
-	CapSysResource = 24
-	CapPerfmon     = 38
-	CapBPF         = 39
-)
-
 // Facts is what Gather saw.
 type Facts struct {
 	EUID   int
@@ -200,18 +192,15 @@ func Gather(ctx context.Context, opts Options) Facts {
 
 // ParseCapEff returns the CapEff mask from the text of /proc/PID/status.
 func ParseCapEff(status string) (uint64, error) {
-	for _, line := range strings.Split(status, "\n") {
-		v, ok := strings.CutPrefix(line, "CapEff:")
-		if !ok {
-			continue
-		}
-		m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing CapEff %q: %w", strings.TrimSpace(v), err)
-		}
-		return m, nil
+	v, ok := proctree.StatusField(status, "CapEff")
+	if !ok {
+		return 0, errors.New("no CapEff line in /proc/self/status")
 	}
-	return 0, errors.New("no CapEff line in /proc/self/status")
+	m, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing CapEff %q: %w", v, err)
+	}
+	return m, nil
 }
 
 // TargetPort returns the TCP port of a target URL (the scheme's default
@@ -301,7 +290,7 @@ func Decide(f Facts) []Finding {
 		for _, c := range []struct {
 			bit  int
 			name string
-		}{{CapBPF, "CAP_BPF"}, {CapPerfmon, "CAP_PERFMON"}, {CapSysAdmin, "CAP_SYS_ADMIN"}, {CapSysResource, "CAP_SYS_RESOURCE"}} {
+		}{{unix.CAP_BPF, "CAP_BPF"}, {unix.CAP_PERFMON, "CAP_PERFMON"}, {unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, {unix.CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE"}} {
 			if hasCap(f.CapEff, c.bit) {
 				caps = append(caps, c.name)
 			}
@@ -310,7 +299,7 @@ func Decide(f Facts) []Finding {
 			caps = []string{"none of CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN"}
 		}
 		priv.Detail = fmt.Sprintf("euid %d; effective: %s", f.EUID, strings.Join(caps, " "))
-		priv.OK = (hasCap(f.CapEff, CapBPF) && hasCap(f.CapEff, CapPerfmon)) || hasCap(f.CapEff, CapSysAdmin)
+		priv.OK = (hasCap(f.CapEff, unix.CAP_BPF) && hasCap(f.CapEff, unix.CAP_PERFMON)) || hasCap(f.CapEff, unix.CAP_SYS_ADMIN)
 	}
 	if !priv.OK {
 		priv.Fix = "run as root, or give the binary CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon+ep asrprof); without them the sched, cpu and cuda probes are skipped"
@@ -464,7 +453,7 @@ func decideMemlock(f Facts) Finding {
 		return fd
 	}
 	fd.Detail = fmt.Sprintf("soft %s, hard %s", limitText(f.MemlockCur), limitText(f.MemlockMax))
-	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, CapSysResource)
+	fd.OK = f.MemlockMax == unix.RLIM_INFINITY || hasCap(f.CapEff, unix.CAP_SYS_RESOURCE)
 	if !fd.OK {
 		fd.Fix = "asrprof's own eBPF probes (cpu, sched, cuda) load anyway, since BPF memory is charged to the cgroup; only the cpu probe's otel engine needs 'ulimit -l unlimited' or CAP_SYS_RESOURCE (see the cpu probe engine line)"
 	}

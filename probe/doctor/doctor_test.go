@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 		absent []string
 	}{
 		{name: "root", check: "root or CAP_BPF", ok: true, detail: "CAP_BPF CAP_PERFMON"},
-		{name: "caps without root", edit: func(f *Facts) { f.EUID = 1000; f.CapEff = 1<<CapBPF | 1<<CapPerfmon },
+		{name: "caps without root", edit: func(f *Facts) { f.EUID = 1000; f.CapEff = 1<<unix.CAP_BPF | 1<<unix.CAP_PERFMON },
 			check: "root or CAP_BPF", ok: true, detail: "euid 1000"},
 		{name: "unprivileged", edit: func(f *Facts) { f.EUID = 1000; f.CapEff = 0 },
 			check: "root or CAP_BPF", ok: false, fix: "setcap"},
@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 		{name: "bpf stats", check: "BPF run-time statistics", ok: true, detail: "--bpf-stats measures"},
 		{name: "bpf stats refused", edit: func(f *Facts) { f.BPFStatsErr = unix.EPERM }, check: "BPF run-time statistics", ok: false, fix: "CAP_SYS_ADMIN"},
 		{name: "memlock unlimited", check: "memlock rlimit", ok: true, detail: "soft unlimited, hard unlimited"},
-		{name: "memlock 8 MiB (this sandbox)", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 8<<20, 8<<20; f.CapEff &^= 1 << CapSysResource },
+		{name: "memlock 8 MiB (this sandbox)", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 8<<20, 8<<20; f.CapEff &^= 1 << unix.CAP_SYS_RESOURCE },
 			check: "memlock rlimit", ok: false, detail: "soft 8 MiB, hard 8 MiB", fix: "otel engine"},
 		{name: "memlock low but CAP_SYS_RESOURCE", edit: func(f *Facts) { f.MemlockCur, f.MemlockMax = 64<<10, 64<<10 },
 			check: "memlock rlimit", ok: true, detail: "64 KiB"},

@@ -149,10 +149,16 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		for i, d := range devs {
 			g := &gpuState{info: infos[i], dev: d, off: map[string]bool{},
 				lastUtil: startUs, lastPower: startUs, lastProc: startUs}
-			if g.info.GPM {
-				if err := allocGPM(lib, g); err != nil {
-					g.off[bundle.GPUKindGPM] = true
+			for i := range g.gpm { // GPM is off when a sample cannot be allocated
+				if !g.info.GPM {
+					break
 				}
+				s, r := lib.GpmSampleAlloc()
+				if r != nvml.SUCCESS {
+					g.off[bundle.GPUKindGPM] = true
+					break
+				}
+				g.gpm[i] = s
 			}
 			o.gpus = append(o.gpus, g)
 		}
@@ -194,17 +200,6 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		freeAll(lib, res.gpus)
 		close(p.done)
 	}()
-	return nil
-}
-
-func allocGPM(lib library, g *gpuState) error {
-	for i := range g.gpm {
-		s, r := lib.GpmSampleAlloc()
-		if r != nvml.SUCCESS {
-			return callErr("GpmSampleAlloc", r)
-		}
-		g.gpm[i] = s
-	}
 	return nil
 }
 

@@ -63,21 +63,6 @@ var reasons = map[nvml.Return]string{
 	nvml.ERROR_FUNCTION_NOT_FOUND:      "NVML library too old",
 }
 
-// nvmlError is an NVML call's failure with the call named.
-type nvmlError struct {
-	Call string
-	Code nvml.Return
-}
-
-func (e *nvmlError) Error() string { return e.Call + ": " + e.Code.Error() }
-
-func callErr(call string, r nvml.Return) error {
-	if r == nvml.SUCCESS {
-		return nil
-	}
-	return &nvmlError{Call: call, Code: r}
-}
-
 // realLibrary returns the system's NVML (dlopen of libnvidia-ml.so.1 at Init).
 func realLibrary() nvml.Interface { return nvml.New() }
 
@@ -249,7 +234,7 @@ func inspect(lib library) (Info, error) {
 func openDevices(lib library, indices []int) ([]device, []DeviceInfo, error) {
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
-		return nil, nil, fmt.Errorf("gpu: %w", callErr("DeviceGetCount", r))
+		return nil, nil, fmt.Errorf("gpu: DeviceGetCount: %w", r)
 	}
 	if n == 0 {
 		return nil, nil, fmt.Errorf("gpu: NVML sees no GPU: %w", probe.ErrNotSupported)
@@ -270,7 +255,7 @@ func openDevices(lib library, indices []int) ([]device, []DeviceInfo, error) {
 		}
 		d, r := lib.DeviceGetHandleByIndex(i)
 		if r != nvml.SUCCESS {
-			return nil, nil, fmt.Errorf("gpu: GPU %d: %w", i, callErr("DeviceGetHandleByIndex", r))
+			return nil, nil, fmt.Errorf("gpu: GPU %d: DeviceGetHandleByIndex: %w", i, r)
 		}
 		di := DeviceInfo{Index: i}
 		di.Name, _ = d.GetName()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
 )
 
@@ -25,7 +26,7 @@ import (
 // per thread and pass, in the format of sched_bins.jsonl.
 const BinsFile = bundle.ProcBinsFile
 
-// DefaultBinMs is the width of a time bin when Config.BinMs is zero: every
+// DefaultBinMs is the width of a time bin: every
 // thread's schedstat is read every 20 ms (50 Hz). Narrower bins cost more
 // reads, and the kernel moves a running thread's on-CPU counter only at its
 // scheduler tick (4 ms at HZ=250), so much narrower ones would be noise.
@@ -133,57 +134,14 @@ func parseRunWait(b []byte) (run, wait uint64, ok bool) {
 	return v[0], v[1], true
 }
 
-// statStartTicks returns field 22 of the text of a stat file: when the
-// thread started, in clock ticks (USER_HZ) since boot.
-func statStartTicks(s string) (uint64, bool) {
-	f, ok := statField(s, 22)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(f, 10, 64)
-	return n, err == nil
-}
-
 // threadKey names a thread in a pass (a tid may be reused by another
 // process).
 type threadKey struct{ pid, tid int }
 
-// chunkBins is how many bins a thread's arrays grow by, for threads that
-// run rarely in a long pass.
-const chunkBins = 1024
-
 // passThread is one thread's bins in a pass: µs on a CPU and on a run
-// queue, two counters a bin, in chunks of chunkBins allocated when a bin
-// in them gets time.
-type passThread struct {
-	pid, tid int
-	name     string
-	chunks   [][]uint32
-}
-
-func (t *passThread) add(bin int, kind int, us int64) {
-	ci := bin / chunkBins
-	for len(t.chunks) <= ci {
-		t.chunks = append(t.chunks, nil)
-	}
-	c := t.chunks[ci]
-	if c == nil {
-		c = make([]uint32, 2*chunkBins)
-		t.chunks[ci] = c
-	}
-	c[2*(bin%chunkBins)+kind] += uint32(us)
-}
-
-// arrays returns the thread's first n bins: on-CPU and run-queue µs.
-func (t *passThread) arrays(n int) (on, rq []int) {
-	on, rq = make([]int, n), make([]int, n)
-	for ci, c := range t.chunks {
-		for j := 0; c != nil && j < chunkBins && ci*chunkBins+j < n; j++ {
-			on[ci*chunkBins+j], rq[ci*chunkBins+j] = int(c[2*j]), int(c[2*j+1])
-		}
-	}
-	return on, rq
-}
+// queue, two arrays; its Meta is the thread's name. A bin of DefaultBinMs
+// holds at most 20,000 µs of each, within the 16-bit counters.
+type passThread = bins.Thread[string]
 
 // binPass is the pass whose bins the sampler fills.
 type binPass struct {
@@ -358,7 +316,7 @@ func (b *binner) creditLocked(t *binThread, s, e, on, rq int64) {
 			p.dropped++
 			return
 		}
-		t.acc = &passThread{pid: t.pid, tid: t.tid, name: t.name}
+		t.acc = bins.NewThread(2, t.name)
 		p.threads[threadKey{t.pid, t.tid}] = t.acc
 	}
 	capped := false
@@ -370,7 +328,7 @@ func (b *binner) creditLocked(t *binThread, s, e, on, rq int64) {
 			case sh.bin >= int64(b.maxBins):
 				capped = true
 			default:
-				t.acc.add(int(sh.bin), kind, sh.us)
+				t.acc.Add(int(sh.bin), uint8(kind), sh.us)
 			}
 		}
 	}
@@ -400,7 +358,7 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 		if t, ok := b.threads[tid]; ok {
 			t.name = s.name
 			if t.acc != nil && t.pass == b.pass {
-				t.acc.name = s.name
+				t.acc.Meta = s.name
 			}
 			continue
 		}
@@ -512,20 +470,18 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 		}
 	}
 	pass := b.finish(ps)
-	threads := slices.SortedFunc(maps.Values(pass.threads), func(x, y *passThread) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
-	for _, t := range threads {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	keys := slices.SortedFunc(maps.Keys(pass.threads), func(x, y threadKey) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
+	for _, k := range keys {
 		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: t.pid, TID: t.tid, Name: t.name, StartUnixNs: ps.start, BinMs: p.cfg.BinMs,
+			PID: k.pid, TID: k.tid, Name: pass.threads[k].Meta, StartUnixNs: ps.start, BinMs: DefaultBinMs,
 			DroppedEvents: pass.dropped, Source: "proc"}
-		r.OnCPUUs, r.RunqUs = t.arrays(ps.n)
+		a := pass.threads[k].Arrays(ps.n)
+		r.OnCPUUs, r.RunqUs = a[0], a[1]
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {
 			continue // all its time fell past the last bin
 		}
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return fmt.Errorf("proc: writing %s: %w", BinsFile, err)
+		if err := watch.Append(ctx, p.out, "proc", BinsFile, r); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -102,21 +102,6 @@ func TestParseRunWait(t *testing.T) {
 	}
 }
 
-func TestStatStartTicks(t *testing.T) {
-	// Fields 3 to 22 after a name with spaces and parentheses.
-	const stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 987654 12345 67 18446744073709551615\n"
-	if n, ok := statStartTicks(stat); !ok || n != 987654 {
-		t.Errorf("statStartTicks = %d, %v; want 987654", n, ok)
-	}
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip(err)
-	}
-	if n, ok := statStartTicks(string(b)); !ok || n == 0 {
-		t.Errorf("statStartTicks(/proc/self/stat) = %d, %v", n, ok)
-	}
-}
-
 // TestBinnerBounds checks the binner's arithmetic and bounds on a pass fed
 // by hand: time before the pass is left out, a thread's arrays are its
 // bins, threads over MaxBinThreads and bins past the pass's limit are
@@ -139,7 +124,8 @@ func TestBinnerBounds(t *testing.T) {
 	}
 	b.mu.Unlock()
 	p := b.finish(binsPass{start: start, end: start + 100*ms, n: 5})
-	on, rq := p.threads[threadKey{1, 2}].arrays(5)
+	a := p.threads[threadKey{1, 2}].Arrays(5)
+	on, rq := a[0], a[1]
 	if want := []int{10000, 5000, 0, 0, 2000}; !reflect.DeepEqual(on, want) {
 		t.Errorf("on-CPU %v, want %v", on, want)
 	}

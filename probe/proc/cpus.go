@@ -62,42 +62,6 @@ func ParseProcStat(s string) (map[int]coreTicks, error) {
 	return out, nil
 }
 
-// statField is field n (1-based, as proc(5) numbers them; n > 2) of a
-// stat file's text: the fields after the command name (which may hold
-// spaces and parentheses, so it ends at the last ')') are separated by
-// single spaces. It allocates nothing: the proc probe reads it for every
-// thread every 20 ms.
-func statField(s string, n int) (string, bool) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || n < 3 {
-		return "", false
-	}
-	field := 2
-	for j := i + 1; j < len(s); j++ {
-		if s[j] != ' ' {
-			continue
-		}
-		if field++; field == n {
-			end := j + 1
-			for end < len(s) && s[end] != ' ' && s[end] != '\n' {
-				end++
-			}
-			return s[j+1 : end], end > j+1
-		}
-	}
-	return "", false
-}
-
-// statProcessor is the core a task last ran on (stat field 39).
-func statProcessor(s string) (int, bool) {
-	f, ok := statField(s, 39)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(f)
-	return n, err == nil
-}
-
 // procTicks is a process's cumulative CPU (utime + stime, ticks), its
 // start (ticks since boot), command and last core.
 type procTicks struct {
@@ -190,12 +154,7 @@ func otherProcesses(tree []int, self int, buf []byte) map[int]procTicks {
 		if err != nil {
 			continue
 		}
-		start, _ := statStartTicks(string(b))
-		core, ok := statProcessor(string(b))
-		if !ok {
-			core = -1
-		}
-		out[pid] = procTicks{cpu: st.Utime + st.Stime, start: start, comm: st.Comm, core: core}
+		out[pid] = procTicks{cpu: st.Utime + st.Stime, start: st.Start, comm: st.Comm, core: st.Processor}
 	}
 	return out
 }
@@ -252,10 +211,6 @@ func cpusAllowed(pid int, buf []byte) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	v, _ := proctree.StatusField(string(b), "Cpus_allowed_list")
+	return v
 }

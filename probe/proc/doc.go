@@ -20,7 +20,7 @@
 // Time bins (BinsFile, proc_bins.jsonl, in the format of sched_bins.jsonl
 // and read by the same reader): besides the totals, a goroutine locked to
 // a thread of its own reads every thread's /proc/PID/task/TID/schedstat
-// every Config.BinMs (DefaultBinMs, 20 ms), with pread at offset 0 on a
+// every DefaultBinMs (20 ms), with pread at offset 0 on a
 // file kept open (a /proc file regenerates its text on a read from there,
 // so the fast loop makes one system call a thread), and spreads what the
 // on-CPU and run-queue counters grew by between two reads evenly over

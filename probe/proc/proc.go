@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,10 +39,6 @@ type Config struct {
 	// Hz is how often threads are sampled between Begin and End (DefaultHz
 	// when zero). It also sets how often the process tree is refreshed.
 	Hz float64
-	// BinMs is the width of the per-thread time bins of BinsFile, in
-	// milliseconds (DefaultBinMs when zero): every thread's schedstat is
-	// read once a bin.
-	BinMs int
 	// CoresOnly makes the probe the "cores" probe: it writes the per-core
 	// record (CPUsFile) alone, with no per-thread records and no time
 	// bins. capture starts it beside the eBPF sched probe, which writes
@@ -60,30 +55,19 @@ type Switches struct {
 // file.
 func ParseStatus(s string) (Switches, error) {
 	var sw Switches
-	var seen int
-	for _, line := range strings.Split(s, "\n") {
-		key, val, ok := strings.Cut(line, ":")
+	for _, f := range []struct {
+		key string
+		dst *uint64
+	}{{"voluntary_ctxt_switches", &sw.Voluntary}, {"nonvoluntary_ctxt_switches", &sw.Involuntary}} {
+		v, ok := proctree.StatusField(s, f.key)
 		if !ok {
-			continue
+			return sw, errors.New("parsing status: no ctxt_switches lines")
 		}
-		var dst *uint64
-		switch key {
-		case "voluntary_ctxt_switches":
-			dst = &sw.Voluntary
-		case "nonvoluntary_ctxt_switches":
-			dst = &sw.Involuntary
-		default:
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
+		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return sw, fmt.Errorf("parsing status %s: %w", key, err)
+			return sw, fmt.Errorf("parsing status %s: %w", f.key, err)
 		}
-		*dst = n
-		seen++
-	}
-	if seen != 2 {
-		return sw, errors.New("parsing status: no ctxt_switches lines")
+		*f.dst = n
 	}
 	return sw, nil
 }
@@ -130,11 +114,7 @@ func readThreadCPU(pid, tid int, useSchedstat bool, buf []byte) (sample, error) 
 	if err != nil {
 		return s, err
 	}
-	s.name = st.Comm
-	s.startTicks, _ = statStartTicks(string(b))
-	if c, ok := statProcessor(string(b)); ok {
-		s.core = c
-	}
+	s.name, s.startTicks, s.core = st.Comm, st.Start, st.Processor
 	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
 	if useSchedstat {
 		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {
@@ -172,9 +152,6 @@ func New(cfg Config) *Probe {
 	if cfg.Hz <= 0 {
 		cfg.Hz = DefaultHz
 	}
-	if cfg.BinMs <= 0 {
-		cfg.BinMs = DefaultBinMs
-	}
 	p := &Probe{cfg: cfg}
 	p.loop = watch.NewLoop(&p.mu, time.Duration(float64(time.Second)/cfg.Hz), func() error {
 		p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)
@@ -193,7 +170,7 @@ func (p *Probe) Name() string {
 
 // Start takes a first sample of t's threads and starts sampling: the
 // totals at Config.Hz and, where the kernel fills schedstat, the time bins
-// every Config.BinMs (Detail says which). It returns an error wrapping
+// every DefaultBinMs (Detail says which). It returns an error wrapping
 // probe.ErrNotSupported when t.PID is 0 or /proc is not mounted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
 	if t.PID <= 0 {
@@ -211,17 +188,14 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 		return errors.New("proc: already started")
 	}
 	// schedstat reads "0 0 N" for every task when the kernel's sched_info
-	// is off; this process has surely run, so zero means off.
-	if b, err := os.ReadFile("/proc/thread-self/schedstat"); err == nil {
-		if ss, err := proctree.ParseSchedstat(string(b)); err == nil && ss.RunNs > 0 {
-			p.useSchedstat = true
-		}
-	}
+	// is off; this process's main thread has surely run, so zero means off.
+	ss, err := proctree.ReadSchedstat(os.Getpid(), os.Getpid())
+	p.useSchedstat = err == nil && ss.RunNs > 0
 	p.bins, p.binsOff = nil, ""
 	if p.cfg.CoresOnly {
 		p.binsOff = "per-core time and the busiest other processes (" + CPUsFile + ") for the co-tenant check"
 	} else if p.useSchedstat {
-		p.bins = newBinner(p.cfg.BinMs)
+		p.bins = newBinner(DefaultBinMs)
 	} else {
 		p.binsOff = "no time bins (" + BinsFile + "): schedstat reads zeros on this kernel (sched_info off)"
 	}
@@ -317,9 +291,6 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		tids = watch.ThreadOrder(p.last, func(s sample) int { return s.pid })
 	}
 	for _, tid := range tids {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		a, b := p.last[tid], p.base[tid]
 		if b.pid != 0 && b.pid != a.pid {
 			b = sample{} // tid reused by another process
@@ -337,8 +308,8 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		if wall > 0 {
 			r.Utilization = r.CPUSec / wall
 		}
-		if err := p.out.Append(File, r); err != nil {
-			return fmt.Errorf("proc: writing %s: %w", File, err)
+		if err := watch.Append(ctx, p.out, "proc", File, r); err != nil {
+			return err
 		}
 	}
 	for _, r := range p.cores.end(p.pids, per.Level, per.Repeat, per.Warmup, wall, p.buf) {
@@ -362,7 +333,7 @@ func (p *Probe) Detail() string {
 	if p.bins == nil {
 		return p.binsOff
 	}
-	return fmt.Sprintf("time bins of %d ms from schedstat (%s)", p.cfg.BinMs, BinsFile)
+	return fmt.Sprintf("time bins of %d ms from schedstat (%s)", DefaultBinMs, BinsFile)
 }
 
 // Losses says how many thread samples the time bins lost to their bounds

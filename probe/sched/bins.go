@@ -78,11 +78,11 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 		if c.gone != 0 {
 			continue
 		}
-		if c.kflags&kOnCPU != 0 && c.lastIn != 0 {
-			inProgress = append(inProgress, interval{Tid: tid, Kind: evOnCPU, Start: c.lastIn, End: ps.BinsEndMono})
+		if c.Kflags&kOnCPU != 0 && c.LastIn != 0 {
+			inProgress = append(inProgress, interval{Tid: tid, Kind: evOnCPU, Start: c.LastIn, End: ps.BinsEndMono})
 		}
-		if c.kflags&kWaiting != 0 && c.enq != 0 && c.lastIn == 0 {
-			inProgress = append(inProgress, interval{Tid: tid, Kind: evRunq, Start: max(c.enq, c.lastOut), End: ps.BinsEndMono})
+		if c.Kflags&kWaiting != 0 && c.EnqTs != 0 && c.LastIn == 0 {
+			inProgress = append(inProgress, interval{Tid: tid, Kind: evRunq, Start: max(c.EnqTs, c.LastOut), End: ps.BinsEndMono})
 		}
 	}
 	out, dropped, _ := b.Finish(ps.End, inProgress)
@@ -100,20 +100,17 @@ func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period, cur snapsho
 		}
 		threads[tid] = c
 	}
-	for _, tid := range watch.ThreadOrder(threads, func(c counters) int { return int(c.tgid) }) {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
+	for _, tid := range watch.ThreadOrder(threads, func(c counters) int { return int(c.Tgid) }) {
 		c := threads[tid]
-		r := ps.Head(per, int(c.tgid), tid, c.comm)
+		r := ps.Head(per, int(c.Tgid), tid, c.comm)
 		r.DroppedEvents = dropped
 		// One thread's arrays at a time: a long pass of many threads
 		// would hold 16 bytes a bin per thread as []int.
 		a := out[tid].Arrays(ps.N)
 		r.OnCPUUs, r.RunqUs = a[evOnCPU], a[evRunq]
 		delete(out, tid)
-		if err := p.out.Append(BinsFile, r); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("sched: writing %s: %w", BinsFile, err))...)
+		if err := watch.Append(ctx, p.out, "sched", BinsFile, r); err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 	}
 	return errors.Join(errs...)

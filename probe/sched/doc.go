@@ -11,7 +11,7 @@
 // tracefs) aggregate in a hash map keyed by tid, for the processes (tgids)
 // in a second map, the watch set. User space fills the watch set from
 // watch.Pids (one /proc walk shared by the probes, at most 400 ms old)
-// every Config.Refresh (500 ms);
+// every DefaultRefresh (500 ms);
 // the fork program adds a watched process's children at once. The
 // counters are not streamed: Begin and End read the cumulative counters
 // and End writes the differences.
@@ -90,7 +90,7 @@
 // ~80 ns of BPF time (the switch program's ring-buffer events; 180 →
 // 260 ns a switch of the target, median of 7 alternating runs) and ~165
 // ns of the reader goroutine's CPU, and End waits up to 10 ms for the
-// last bin. User space reads the shared process tree every Config.Refresh
+// last bin. User space reads the shared process tree every DefaultRefresh
 // and reads the map at Begin and End. Memory: ~3 MiB of maps (8,192
 // threads, 1,024 processes); events of threads beyond that are dropped and
 // counted (Overhead).

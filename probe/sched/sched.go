@@ -26,20 +26,16 @@ import (
 // File is the bundle file the probe appends to.
 const File = bundle.SchedFile
 
-// DefaultRefresh is how often the watched processes are refreshed from the
-// target's process tree when Config.Refresh is zero.
+// DefaultRefresh is how often the set of watched processes is updated from
+// the target's process tree. Processes forked by a watched process are
+// watched at once by the BPF program; the refresh adds the rest
+// (Target.Children) and forgets processes that exited.
 const DefaultRefresh = 500 * time.Millisecond
 
 var _ probe.Probe = (*Probe)(nil)
 
-// Config configures a Probe.
-type Config struct {
-	// Refresh is how often the set of watched processes is updated from the
-	// target's process tree (DefaultRefresh when zero). Processes forked by
-	// a watched process are watched at once by the BPF program; Refresh
-	// adds the rest (Target.Children) and forgets processes that exited.
-	Refresh time.Duration
-}
+// Config configures a Probe; it has no settings.
+type Config struct{}
 
 // RunqBucketUpperUs is the upper bound of RunqHist bucket k, in µs.
 func RunqBucketUpperUs(k int) float64 {
@@ -50,8 +46,6 @@ func RunqBucketUpperUs(k int) float64 {
 // Probe records per-thread scheduler accounting with eBPF. Create it with
 // New; it implements probe.Probe.
 type Probe struct {
-	cfg Config
-
 	mu       sync.Mutex // guards everything below after Start
 	objs     schedObjects
 	links    []link.Link // the seed iterator's included
@@ -69,12 +63,9 @@ type Probe struct {
 }
 
 // New returns a probe that does nothing until Start.
-func New(cfg Config) *Probe {
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = DefaultRefresh
-	}
-	p := &Probe{cfg: cfg}
-	p.loop = watch.NewLoop(&p.mu, cfg.Refresh, p.refreshLocked)
+func New(Config) *Probe {
+	p := &Probe{}
+	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
 
@@ -137,42 +128,27 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 // refreshLocked brings the watch map up to date with the target's process
 // tree and seeds entries for threads that have not been switched yet.
 func (p *Probe) refreshLocked() error {
-	want := make(map[uint32]bool)
-	for _, pid := range watch.Pids(p.target) {
-		want[uint32(pid)] = true
-	}
-	var (
-		k   uint32
-		v   uint8
-		del []uint32
-	)
-	it := p.objs.Watch.Iterate()
-	for it.Next(&k, &v) {
-		if want[k] {
-			delete(want, k) // already watched
-		} else if !proctree.Alive(int(k)) {
-			// Only the dead are dropped: a process reparented away from the
-			// tree, or forked too recently for /proc, stays watched.
-			del = append(del, k)
+	watched, want := make(map[int]bool), make(map[int]bool)
+	err := bpf.Each(p.objs.Watch, func(k uint32, _ uint8) {
+		watched[int(k)] = true
+		// Only the dead are dropped: a process reparented away from the
+		// tree, or forked too recently for /proc, stays watched.
+		if proctree.Alive(int(k)) {
+			want[int(k)] = true
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("sched: reading watch map: %w", err)
 	}
-	for _, k := range del {
-		if err := p.objs.Watch.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("sched: unwatching %d: %w", k, err)
-		}
+	for _, pid := range watch.Pids(p.target) {
+		want[pid] = true
 	}
-	for k := range want {
-		if err := p.objs.Watch.Put(k, uint8(1)); err != nil {
-			return fmt.Errorf("sched: watching %d: %w", k, err)
-		}
+	added := false
+	err = bpf.Watch("sched: ", p.objs.Watch, watched, want, nil, func(int) { added = true })
+	if added {
+		err = errors.Join(err, p.seedLocked())
 	}
-	if len(want) > 0 {
-		return p.seedLocked()
-	}
-	return nil
+	return err
 }
 
 // seedLocked runs the task iterator, which creates entries for watched
@@ -189,19 +165,14 @@ func (p *Probe) seedLocked() error {
 	return nil
 }
 
-// counters is a thread's cumulative accounting at one instant.
+// counters is a thread's cumulative accounting at one instant: its map
+// entry (times in CLOCK_MONOTONIC ns), its name, its run-queue wait as
+// accumulate counts it, and its exit time (its last switch-out) when the
+// iterator no longer sees it, else 0.
 type counters struct {
-	tgid                uint32
-	comm                string
-	oncpu, rqWait       uint64 // ns
-	vol, invol, rqCount uint64
-	hist                [nbuckets]uint64
-	start               uint64 // thread start, CLOCK_MONOTONIC ns
-	gone                uint64 // exit time (its last switch-out) when the iterator no longer sees it, else 0
-	// For the time bins' intervals in progress: the entry's raw times
-	// (CLOCK_MONOTONIC ns) and flags.
-	lastIn, lastOut, enq uint64
-	kflags               uint32
+	schedTstat
+	comm         string
+	rqWait, gone uint64
 }
 
 type snapshot struct {
@@ -225,21 +196,7 @@ const (
 // a starved thread's cpu_s + runq_wait_s would not cover the period. On a
 // kernel without sched_info the wait is the events' own sum.
 func accumulate(v *schedTstat, now, iterAt uint64) counters {
-	c := counters{
-		tgid:    v.Tgid,
-		comm:    bpf.Comm(v.Comm[:]),
-		oncpu:   v.KernCpuNs,
-		rqWait:  v.RunqNs,
-		vol:     v.Voluntary,
-		invol:   v.Involuntary,
-		rqCount: v.RunqCount,
-		hist:    v.Hist,
-		start:   v.StartNs,
-		lastIn:  v.LastIn,
-		lastOut: v.LastOut,
-		enq:     v.EnqTs,
-		kflags:  v.Kflags,
-	}
+	c := counters{schedTstat: *v, comm: bpf.Comm(v.Comm[:]), rqWait: v.RunqNs}
 	if v.Kflags&kRunq != 0 {
 		c.rqWait = v.KernRunqNs
 	}
@@ -264,15 +221,10 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 		return snapshot{}, err
 	}
 	s := snapshot{iterAt: iterAt, mono: bpf.MonoNow(), threads: make(map[uint32]counters)}
-	var (
-		tid uint32
-		v   schedTstat
-	)
-	it := p.objs.Stats.Iterate()
-	for it.Next(&tid, &v) {
+	err := bpf.Each(p.objs.Stats, func(tid uint32, v schedTstat) {
 		s.threads[tid] = accumulate(&v, bpf.MonoNow(), iterAt)
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return s, fmt.Errorf("sched: reading stats map: %w", err)
 	}
 	return s, nil
@@ -284,14 +236,14 @@ func (p *Probe) snapshotLocked() (snapshot, error) {
 // start or exit inside it) and not on a CPU.
 func diff(a, b counters, from, to uint64) bundle.SchedRecord {
 	wall := float64(watch.Sub(to, from)) / 1e9
-	lo, hi := max(from, a.start), to
+	lo, hi := max(from, a.StartNs), to
 	if a.gone != 0 {
 		hi = min(hi, a.gone)
 	}
-	cpu := watch.Sub(a.oncpu, b.oncpu)
+	cpu := watch.Sub(a.KernCpuNs, b.KernCpuNs)
 	var h [nbuckets]uint64
 	for i := range h {
-		h[i] = watch.Sub(a.hist[i], b.hist[i])
+		h[i] = watch.Sub(a.Hist[i], b.Hist[i])
 	}
 	r := bundle.SchedRecord{
 		CPUSec:  float64(cpu) / 1e9,
@@ -300,11 +252,11 @@ func diff(a, b counters, from, to uint64) bundle.SchedRecord {
 			OffCPUSec: float64(watch.Sub(watch.Sub(hi, lo), cpu)) / 1e9,
 			RunqP50us: quantile(h[:], 0.5),
 			RunqP99us: quantile(h[:], 0.99),
-			RunqCount: watch.Sub(a.rqCount, b.rqCount),
+			RunqCount: watch.Sub(a.RunqCount, b.RunqCount),
 		},
 		RunqWaitSec: float64(watch.Sub(a.rqWait, b.rqWait)) / 1e9,
-		Voluntary:   watch.Sub(a.vol, b.vol),
-		Involuntary: watch.Sub(a.invol, b.invol),
+		Voluntary:   watch.Sub(a.Voluntary, b.Voluntary),
+		Involuntary: watch.Sub(a.Involuntary, b.Involuntary),
 		Source:      "ebpf",
 	}
 	n := len(h)
@@ -329,7 +281,7 @@ func (p *Probe) Begin(per probe.Period) {
 	if !p.loop.Running() {
 		return
 	}
-	p.bins.BeginPeriod(per)
+	p.bins.Begin(per)
 	p.ringBase, _ = p.ringDroppedLocked() // an error is reported by End
 }
 
@@ -351,22 +303,19 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	if serr != nil {
 		return errors.Join(err, serr)
 	}
-	tids := watch.ThreadOrder(cur.threads, func(c counters) int { return int(c.tgid) })
+	tids := watch.ThreadOrder(cur.threads, func(c counters) int { return int(c.Tgid) })
 	for _, tid := range tids {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(err, ctx.Err())
-		}
 		a := cur.threads[tid]
 		r := diff(a, p.base.threads[tid], p.base.mono, cur.mono)
 		r.Level, r.Repeat, r.Warmup = per.Level, per.Repeat, per.Warmup
-		r.PID, r.TID = int(a.tgid), int(tid)
+		r.PID, r.TID = int(a.Tgid), int(tid)
 		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), a.comm) // exited: the name the BPF program saw last
-		if werr := p.out.Append(File, r); werr != nil {
-			return errors.Join(err, fmt.Errorf("sched: writing %s: %w", File, werr))
+		if werr := watch.Append(ctx, p.out, "sched", File, r); werr != nil {
+			return errors.Join(err, werr)
 		}
 	}
 	err = errors.Join(err, p.endBinsLocked(ctx, per, cur), bpf.ForgetThreads("sched", p.objs.Stats, cur.threads, func(tid uint32, a counters) (any, uint32, bool) {
-		return tid, tid, !proctree.Alive(int(a.tgid)) || proctree.Comm(int(a.tgid), int(tid)) == ""
+		return tid, tid, !proctree.Alive(int(a.Tgid)) || proctree.Comm(int(a.Tgid), int(tid)) == ""
 	}))
 	p.base = cur
 	return err

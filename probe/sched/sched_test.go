@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 func TestAccumulate(t *testing.T) {
 	// Seen by the iterator of this read (iterAt 1000): alive.
 	running := schedTstat{KernCpuNs: 600, KernRunqNs: 50, RunqNs: 40, Kflags: kRunq, SeenNs: 1000, StartNs: 7, Tgid: 7}
-	if c := accumulate(&running, 1500, 1000); c.oncpu != 600 || c.rqWait != 50 || c.gone != 0 || c.start != 7 || c.tgid != 7 {
+	if c := accumulate(&running, 1500, 1000); c.KernCpuNs != 600 || c.rqWait != 50 || c.gone != 0 || c.StartNs != 7 || c.Tgid != 7 {
 		t.Errorf("running thread: %+v, want the kernel's 600 on-CPU and 50 waited, not gone", c)
 	}
 	noSchedInfo := running
@@ -51,7 +51,7 @@ func TestAccumulate(t *testing.T) {
 	}
 	// Not seen by this read's iterator: exited at its last switch-out.
 	exited := schedTstat{KernCpuNs: 300, SeenNs: 800, LastOut: 850, EnqTs: 840, Kflags: kWaiting}
-	if c := accumulate(&exited, 1500, 1000); c.gone != 850 || c.oncpu != 300 || c.rqWait != 0 {
+	if c := accumulate(&exited, 1500, 1000); c.gone != 850 || c.KernCpuNs != 300 || c.rqWait != 0 {
 		t.Errorf("exited thread: %+v, want gone at 850 with 300 on-CPU and no wait in progress", c)
 	}
 	copy(exited.Comm[:], []int8{'a', 'b', 0, 'x'})
@@ -61,9 +61,9 @@ func TestAccumulate(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	b := counters{oncpu: 1e9, vol: 5, rqCount: 1}
-	a := counters{oncpu: 2.5e9, vol: 8, invol: 2, rqCount: 11, rqWait: 40e3}
-	a.hist[3] = 10 // 10 waits in [4,8) µs since b
+	b := counters{schedTstat: schedTstat{KernCpuNs: 1e9, Voluntary: 5, RunqCount: 1}}
+	a := counters{schedTstat: schedTstat{KernCpuNs: 2.5e9, Voluntary: 8, Involuntary: 2, RunqCount: 11}, rqWait: 40e3}
+	a.Hist[3] = 10 // 10 waits in [4,8) µs since b
 	r := diff(a, b, 10e9, 12e9)
 	want := bundle.SchedRecord{CPUSec: 1.5, WallSec: 2, Utilization: 0.75, SchedRunq: &bundle.SchedRunq{OffCPUSec: 0.5, RunqP50us: 6, RunqP99us: 7.96,
 		RunqCount: 10}, RunqWaitSec: 40e-6, RunqHist: []uint64{0, 0, 0, 10}, Voluntary: 3, Involuntary: 2, Source: "ebpf"}
@@ -76,7 +76,7 @@ func TestDiff(t *testing.T) {
 	}
 	// Born half a second into the period, exited a second later, 0.25 s on
 	// a CPU: off-CPU for 0.75 s of the 1 s it lived.
-	short := counters{oncpu: 0.25e9, start: 10.5e9, gone: 11.5e9}
+	short := counters{schedTstat: schedTstat{KernCpuNs: 0.25e9, StartNs: 10.5e9}, gone: 11.5e9}
 	if r := diff(short, counters{}, 10e9, 12e9); r.OffCPUSec != 0.75 || r.CPUSec != 0.25 || r.WallSec != 2 {
 		t.Errorf("short-lived thread: %+v, want cpu_s 0.25, offcpu_s 0.75, wall_s 2", r)
 	}
@@ -286,7 +286,7 @@ func TestBinner(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	b := newBinner(1000*ms, 0) // unix = CLOCK_MONOTONIC + 1 s
 	mono := func(unixMs float64) uint64 { return uint64(unixMs*1e6) - 1e9 }
-	b.Begin(2000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2000 * ms})
 	// On a CPU from 5 ms before the pass (cut) to 15 ms in, then waiting
 	// 2.5 ms: bin 0 full, bin 1 half on-CPU and a quarter waiting.
 	b.Events(interval{Tid: 7, Kind: evOnCPU, Start: mono(1995), End: mono(2015)})
@@ -340,14 +340,14 @@ func TestBinner(t *testing.T) {
 	}
 	// Begin later: what ended before it is left out.
 	b.Events(interval{Tid: 8, Kind: evOnCPU, Start: mono(2051), End: mono(2060)})
-	b.Begin(2055 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2055 * ms})
 	out, _, _ = b.Finish(2065*ms, nil)
 	if got, w := arrays(out, 1)[8][0], []int{5000}; !reflect.DeepEqual(got, w) {
 		t.Errorf("pass begun at 2055 ms: %v, want %v", got, w)
 	}
 	// Bounded: threads over bins.MaxBinThreads and time past bins.MaxPassBins are
 	// counted, not kept.
-	b.Begin(3000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 3000 * ms})
 	for tid := range uint32(bins.MaxBinThreads + 3) {
 		b.Events(interval{Tid: tid + 1, Kind: evOnCPU, Start: mono(3000), End: mono(3001)})
 	}

@@ -72,15 +72,10 @@ func Resolve(cfg Config) (u string, auto bool, err error) {
 		if err != nil || b.Host == "" {
 			return "", true, fmt.Errorf("target %q is not a URL", cfg.Base)
 		}
-		switch b.Scheme {
-		case "http", "https":
-		case "ws":
-			b.Scheme = "http"
-		case "wss":
-			b.Scheme = "https"
-		default:
+		if !slices.Contains([]string{"http", "https", "ws", "wss"}, b.Scheme) {
 			return "", true, fmt.Errorf("target %q: scheme %q has no /metrics", cfg.Base, b.Scheme)
 		}
+		b.Scheme = strings.Replace(b.Scheme, "ws", "http", 1) // ws → http, wss → https
 		b.Path = strings.TrimRight(b.Path, "/") + "/metrics"
 		b.RawPath, b.RawQuery, b.Fragment = "", "", ""
 		return b.String(), true, nil

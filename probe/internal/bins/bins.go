@@ -90,7 +90,11 @@ type Thread[M any] struct {
 	any    bool
 }
 
-func (t *Thread[M]) add(bin int, kind uint8, us int64) {
+// NewThread returns the empty bins of a thread: kinds arrays, and meta.
+func NewThread[M any](kinds int, meta M) *Thread[M] { return &Thread[M]{Meta: meta, kinds: kinds} }
+
+// Add adds us µs to bin of array kind, saturating at 65,535.
+func (t *Thread[M]) Add(bin int, kind uint8, us int64) {
 	ci := bin / chunkBins
 	for len(t.chunks) <= ci {
 		t.chunks = append(t.chunks, nil)
@@ -111,17 +115,10 @@ func (t *Thread[M]) Arrays(n int) [][]int {
 	for k := range out {
 		out[k] = make([]int, n)
 	}
-	for ci, c := range t.chunks {
-		if c == nil {
-			continue
-		}
-		for j := range chunkBins {
-			i := ci*chunkBins + j
-			if i >= n {
-				break
-			}
+	for i := range min(n, len(t.chunks)*chunkBins) {
+		if c := t.chunks[i/chunkBins]; c != nil {
 			for k := range out {
-				out[k][i] = int(c[j*t.kinds+k])
+				out[k][i] = int(c[i%chunkBins*t.kinds+k])
 			}
 		}
 	}
@@ -343,7 +340,7 @@ func (b *Binner[M]) addLocked(iv *Interval[M]) {
 	for su < eu {
 		bin := su / BinUs
 		hi := min(eu, (bin+1)*BinUs)
-		t.add(int(bin), iv.Kind, hi-su)
+		t.Add(int(bin), iv.Kind, hi-su)
 		su = hi
 	}
 }
@@ -353,17 +350,12 @@ func (b *Binner[M]) dropLocked() {
 	b.cappedTotal++
 }
 
-// Begin opens a pass whose bin 0 starts at startUnix, replaying the
-// events already read that end after it.
-func (b *Binner[M]) Begin(startUnix int64) {
+// Begin opens the pass of per, whose bin 0 starts at per.StartUnixNs (now
+// when zero), replaying the events already read that end after it.
+func (b *Binner[M]) Begin(per probe.Period) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.beginLocked(startUnix)
-}
-
-// BeginPeriod opens the pass of per: from per.StartUnixNs, now when zero.
-func (b *Binner[M]) BeginPeriod(per probe.Period) {
-	b.Begin(cmp.Or(per.StartUnixNs, time.Now().UnixNano()))
+	b.beginLocked(cmp.Or(per.StartUnixNs, time.Now().UnixNano()))
 }
 
 func (b *Binner[M]) beginLocked(startUnix int64) {

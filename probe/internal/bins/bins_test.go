@@ -33,7 +33,7 @@ func arrays[M any](threads map[uint32]*Thread[M], n int) map[uint32][][]int {
 func TestBinner(t *testing.T) {
 	ctx := context.Background()
 	b := newTest(64, 64)
-	b.Begin(2000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2000 * ms})
 	b.Events(
 		// From 5 ms before the pass (cut) to 13.5 ms in: bin 0 whole,
 		// 3.5 ms of bin 1; then 2.5 ms of kind 1.
@@ -85,7 +85,7 @@ func TestBinner(t *testing.T) {
 		iv{Tid: 2, Kind: 0, Start: at(2_025_000), End: at(2_047_000)},
 		iv{Tid: 4, Kind: 0, Start: at(2_033_000), End: at(2_038_000)},
 	)
-	b.Begin(2040 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2040 * ms})
 	b.Events(iv{Tid: 2, Kind: 1, Start: at(2_047_000), End: at(2_052_300)})
 	out, _, _ = b.Finish(2060*ms, nil)
 	want = map[uint32][][]int{2: {{7000, 0}, {3000, 2300}}}
@@ -106,7 +106,7 @@ func TestBinner(t *testing.T) {
 
 	// Bounded: threads over MaxBinThreads and time past MaxPassBins are
 	// counted, not kept.
-	b.Begin(3000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 3000 * ms})
 	for tid := range uint32(MaxBinThreads + 2) {
 		b.Events(iv{Tid: tid + 1, Kind: 0, Start: at(3_000_000), End: at(3_001_000)})
 	}
@@ -134,7 +134,7 @@ func TestBinner(t *testing.T) {
 // the next pass.
 func TestBinnerLosses(t *testing.T) {
 	b := newTest(2, 1)
-	b.Begin(2000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2000 * ms})
 	b.Capture(0)
 	b.Events(
 		iv{Tid: 1, Kind: 0, Start: at(2_001_000), End: at(2_002_000)},
@@ -155,7 +155,7 @@ func TestBinnerLosses(t *testing.T) {
 		iv{Tid: 5, Kind: 0, Start: at(2_011_000), End: at(2_013_000)},
 		iv{Tid: 6, Kind: 0, Start: at(2_011_000), End: at(2_014_000)},
 	)
-	b.Begin(2010 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2010 * ms})
 	out, capped, _ = b.Finish(2020*ms, nil)
 	if len(out) != 2 || out[4] != nil || capped != 1 {
 		t.Errorf("pass 2: threads %v, capped %d; want 5 and 6, 1", arrays(out, 1), capped)
@@ -166,7 +166,7 @@ func TestBinnerLosses(t *testing.T) {
 		iv{Tid: 5, Kind: 0, Start: at(2_021_000), End: at(2_030_000)},
 		iv{Tid: 6, Kind: 0, Start: at(2_021_000), End: at(2_030_000)},
 	)
-	b.Begin(2025 * ms)
+	b.Begin(probe.Period{StartUnixNs: 2025 * ms})
 	out, capped, _ = b.Finish(2030*ms, nil)
 	if got, w := arrays(out, 1), (map[uint32][][]int{5: {{5000}, {0}}, 6: {{5000}, {0}}}); !reflect.DeepEqual(got, w) || capped != 0 {
 		t.Errorf("pass 3: %v, capped %d; want %v, 0", got, capped, w)
@@ -180,7 +180,7 @@ func TestBinnerLosses(t *testing.T) {
 // that reach the bins.
 func TestBinnerMerge(t *testing.T) {
 	b := New(Config[int]{Name: "test", Kinds: 1, Recent: 8, Seen: 8, Merge: func(t, iv *int) { *t = max(*t, *iv) }}, 0, 0)
-	b.Begin(1000 * ms)
+	b.Begin(probe.Period{StartUnixNs: 1000 * ms})
 	b.Events(
 		Interval[int]{Meta: 3, Tid: 7, Start: uint64(1005 * ms), End: uint64(1012 * ms)},
 		Interval[int]{Meta: 9, Tid: 7, Start: uint64(1012 * ms), End: uint64(1012*ms + 500)},      // under 1 µs: no bins
@@ -194,12 +194,12 @@ func TestBinnerMerge(t *testing.T) {
 
 func TestBeginPeriod(t *testing.T) {
 	b := newTest(4, 4)
-	b.BeginPeriod(probe.Period{StartUnixNs: 2000 * ms})
+	b.Begin(probe.Period{StartUnixNs: 2000 * ms})
 	if got := b.EnsureOpen(); got != 2000*ms {
 		t.Errorf("pass opened at %d, want Period.StartUnixNs %d", got, 2000*ms)
 	}
 	before := time.Now().UnixNano()
-	b.BeginPeriod(probe.Period{})
+	b.Begin(probe.Period{})
 	if got := b.EnsureOpen(); got < before || got > time.Now().UnixNano() {
 		t.Errorf("pass without a start opened at %d, want now (%d)", got, before)
 	}

@@ -3,7 +3,7 @@
 // objects and closing them with their links (Load, Close), telling "not
 // allowed here" from "failed" (NotSupported), keeping the map of watched
 // processes (Watch), forgetting exited threads' entries (ForgetThreads),
-// summing per-CPU counters (Counters), reading the names the BPF
+// reading a map's entries (Each), summing per-CPU counters (Counters), reading the names the BPF
 // programs copy from task_struct (Comm), and switching on the kernel's
 // BPF run-time statistics (EnableRunTimeStats).
 package bpf
@@ -114,6 +114,20 @@ func Watch(prefix string, m *ebpf.Map, watched, want map[int]bool, unwatched, ad
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Each calls fn with every entry of m, read as keys of type K and values
+// of type V, and returns the iteration's error.
+func Each[K, V any](m *ebpf.Map, fn func(K, V)) error {
+	var (
+		k K
+		v V
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		fn(k, v)
+	}
+	return it.Err()
 }
 
 // Counters adds to each of dsts the sum over CPUs of the entry of the

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // Machine is what this machine offers the probes: the facts that decide
@@ -30,28 +31,14 @@ type Machine struct {
 	Uprobes  bool // the uprobe PMU, /sys/bus/event_source/devices/uprobe
 }
 
-// Capability bits (linux/capability.h).
-const (
-	capSysAdmin    = 21
-	capSysResource = 24
-	capPerfmon     = 38
-	capBPF         = 39
-)
-
 // ReadMachine reads the facts of this machine and process.
 func ReadMachine() Machine {
 	m := Machine{EUID: os.Geteuid(), Paranoid: -2}
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			v = strings.TrimSpace(v)
-			switch k {
-			case "CapEff":
-				m.CapEff, _ = strconv.ParseUint(v, 16, 64)
-			case "Seccomp":
-				m.Seccomp, _ = strconv.Atoi(v)
-			}
-		}
+		v, _ := proctree.StatusField(string(b), "CapEff")
+		m.CapEff, _ = strconv.ParseUint(v, 16, 64)
+		v, _ = proctree.StatusField(string(b), "Seccomp")
+		m.Seccomp, _ = strconv.Atoi(v)
 	}
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	m.BTF = err == nil
@@ -77,7 +64,7 @@ func (m Machine) has(capability uint) bool { return m.CapEff&(1<<capability) != 
 type check func(m Machine) string
 
 func privileged(m Machine) string {
-	if m.has(capSysAdmin) || (m.has(capBPF) && m.has(capPerfmon)) {
+	if m.has(unix.CAP_SYS_ADMIN) || (m.has(unix.CAP_BPF) && m.has(unix.CAP_PERFMON)) {
 		return ""
 	}
 	return fmt.Sprintf("no CAP_SYS_ADMIN, nor CAP_BPF with CAP_PERFMON (euid %d, CapEff %#x): loading BPF programs needs them, root has them", m.EUID, m.CapEff)
@@ -94,7 +81,7 @@ func perfEvents(m Machine) string {
 	switch {
 	case m.Paranoid == -2:
 		return "no perf events (/proc/sys/kernel/perf_event_paranoid missing)"
-	case m.has(capPerfmon) || m.has(capSysAdmin) || m.Paranoid <= 0:
+	case m.has(unix.CAP_PERFMON) || m.has(unix.CAP_SYS_ADMIN) || m.Paranoid <= 0:
 		return ""
 	}
 	return fmt.Sprintf("perf_event_paranoid %d without CAP_PERFMON: CPU-wide perf events need ≤ 0", m.Paranoid)
@@ -120,7 +107,7 @@ func memlock(m Machine) string {
 // memlockUnlimited is what the OpenTelemetry eBPF profiler needs on any
 // kernel: RLIMIT_MEMLOCK raised to unlimited.
 func memlockUnlimited(m Machine) string {
-	if m.Memlock.Max == unix.RLIM_INFINITY || m.has(capSysResource) {
+	if m.Memlock.Max == unix.RLIM_INFINITY || m.has(unix.CAP_SYS_RESOURCE) {
 		return ""
 	}
 	return fmt.Sprintf("RLIMIT_MEMLOCK %s (hard) and no CAP_SYS_RESOURCE to raise it to unlimited", mib(m.Memlock.Max))
@@ -286,7 +273,7 @@ func EnableStats(tb testing.TB) {
 	}
 	m := ReadMachine()
 	var lacks []string
-	if !m.has(capSysAdmin) {
+	if !m.has(unix.CAP_SYS_ADMIN) {
 		lacks = append(lacks, fmt.Sprintf("no CAP_SYS_ADMIN (euid %d, CapEff %#x)", m.EUID, m.CapEff))
 	}
 	if m.Major < 5 || (m.Major == 5 && m.Minor < 8) {

@@ -1,7 +1,8 @@
 // Package watch holds what the probes that follow a target's process tree
 // share: the tree's processes as of now (Pids), the goroutine that keeps
 // what a probe watches up to date while it runs and ends with it (Loop,
-// Loop.Close), and reading threads' counters in order (ThreadOrder, Sub).
+// Loop.Close), reading threads' counters in order (ThreadOrder, Sub) and
+// writing their records (Append).
 package watch
 
 import (
@@ -63,7 +64,7 @@ func parents() map[int]int {
 // Loop runs. Create it with NewLoop.
 //
 // Start, Running, Keep and TakeErr must be called with the probe's lock
-// held; Stop and Close without it.
+// held; Close without it.
 type Loop struct {
 	mu      sync.Locker
 	every   time.Duration
@@ -133,38 +134,28 @@ func (l *Loop) TakeErr() error {
 	return err
 }
 
-// Stop stops the loop and waits for its goroutine to return (it may be
-// finishing a refresh, which needs the lock) or for ctx to be done, whose
-// error it then returns. It reports whether the loop was running; Running
-// is false once Stop returns, even with an error.
-func (l *Loop) Stop(ctx context.Context) (wasRunning bool, err error) {
+// Close is a probe's Stop: it stops the loop, waits for its goroutine to
+// return (it may be finishing a refresh, which needs the lock) and, when
+// the loop was running, calls release (nil: nothing to release) with the
+// probe's lock held. Running is false once Close returns. When ctx is done
+// first the error is "<name>: stopping: <ctx's error>" and nothing is
+// released.
+func (l *Loop) Close(ctx context.Context, name string, release func() error) error {
 	l.mu.Lock()
 	done := l.done
 	if done == nil {
 		l.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	l.cancel()
 	l.cancel, l.done = nil, nil
 	l.mu.Unlock()
 	select {
 	case <-done:
-		return true, nil
 	case <-ctx.Done():
-		return true, ctx.Err()
+		return fmt.Errorf("%s: stopping: %w", name, ctx.Err())
 	}
-}
-
-// Close is a probe's Stop: it stops the loop (Stop) and, when the loop was
-// running, calls release (nil: nothing to release) with the probe's lock
-// held. A stop that ctx cut short is "<name>: stopping: <ctx's error>"
-// and releases nothing.
-func (l *Loop) Close(ctx context.Context, name string, release func() error) error {
-	wasRunning, err := l.Stop(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: stopping: %w", name, err)
-	}
-	if !wasRunning || release == nil {
+	if release == nil {
 		return nil
 	}
 	l.mu.Lock()
@@ -186,6 +177,18 @@ func Baseline[S any](l *Loop, base *S, snapshot func() (S, error)) {
 		return
 	}
 	*base = s
+}
+
+// Append writes rec to file of out unless ctx is done. Its error is ctx's
+// or "<name>: writing <file>: ...".
+func Append(ctx context.Context, out probe.Sink, name, file string, rec any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := out.Append(file, rec); err != nil {
+		return fmt.Errorf("%s: writing %s: %w", name, file, err)
+	}
+	return nil
 }
 
 // Sub returns a - b, or 0 when b > a: what a counter of a thread grew by

@@ -36,8 +36,10 @@ func TestLoop(t *testing.T) {
 		}
 		return errB
 	})
-	if ok, err := l.Stop(context.Background()); ok || err != nil {
-		t.Fatalf("Stop before Start = %v, %v; want false, nil", ok, err)
+	released := false
+	release := func() error { released = true; return nil }
+	if err := l.Close(context.Background(), "t", release); released || err != nil {
+		t.Fatalf("Close before Start released %v, %v; want false, nil", released, err)
 	}
 	mu.Lock()
 	if l.Running() {
@@ -70,12 +72,12 @@ func TestLoop(t *testing.T) {
 		t.Errorf("TakeErr after taking = %v, want nil or %v", err, errB)
 	}
 	mu.Unlock()
-	if ok, err := l.Stop(context.Background()); !ok || err != nil {
-		t.Fatalf("Stop = %v, %v; want true, nil", ok, err)
+	if err := l.Close(context.Background(), "t", release); !released || err != nil {
+		t.Fatalf("Close released %v, %v; want true, nil", released, err)
 	}
 	mu.Lock()
 	if l.Running() {
-		t.Error("Running after Stop")
+		t.Error("Running after Close")
 	}
 	n := calls
 	l.Keep(errB)
@@ -87,16 +89,17 @@ func TestLoop(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	mu.Lock()
 	if calls != n {
-		t.Errorf("refresh ran %d more times after Stop", calls-n)
+		t.Errorf("refresh ran %d more times after Close", calls-n)
 	}
 	mu.Unlock()
-	if ok, err := l.Stop(context.Background()); ok || err != nil {
-		t.Errorf("second Stop = %v, %v; want false, nil", ok, err)
+	released = false
+	if err := l.Close(context.Background(), "t", release); released || err != nil {
+		t.Errorf("second Close released %v, %v; want false, nil", released, err)
 	}
 }
 
 // hungLoop returns a started loop whose refresh is under way and waits,
-// without holding the lock, until release is closed: Stop can cancel it
+// without holding the lock, until release is closed: Close can cancel it
 // but not see the goroutine end.
 func hungLoop(mu *sync.Mutex) (l *Loop, release chan struct{}) {
 	entered := make(chan struct{})
@@ -116,18 +119,18 @@ func hungLoop(mu *sync.Mutex) (l *Loop, release chan struct{}) {
 	return l, release
 }
 
-func TestLoopStopHonoursContext(t *testing.T) {
+func TestLoopCloseHonoursContext(t *testing.T) {
 	var mu sync.Mutex
 	l, release := hungLoop(&mu)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	ok, err := l.Stop(ctx)
-	if !ok || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Stop with a hung refresh = %v, %v; want true, %v", ok, err, context.DeadlineExceeded)
+	err := l.Close(ctx, "t", func() error { t.Error("released after a Close that gave up waiting"); return nil })
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "t: stopping: context deadline exceeded" {
+		t.Errorf("Close with a hung refresh = %v; want t: stopping: %v", err, context.DeadlineExceeded)
 	}
 	mu.Lock()
 	if l.Running() {
-		t.Error("Running after a Stop that gave up waiting")
+		t.Error("Running after a Close that gave up waiting")
 	}
 	mu.Unlock()
 	close(release)
@@ -144,7 +147,7 @@ func TestBaseline(t *testing.T) {
 	mu.Lock()
 	l.Start()
 	mu.Unlock()
-	defer l.Stop(context.Background())
+	defer l.Close(context.Background(), "t", nil)
 	mu.Lock()
 	Baseline(l, &base, func() (int, error) { return 3, nil })
 	Baseline(l, &base, func() (int, error) { return 4, errors.New("snapshot failed") })
