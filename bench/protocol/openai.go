@@ -131,24 +131,7 @@ func (c *openAI) prefix(job *Job) []byte {
 // quoteEscape makes s safe inside a quoted header parameter the way
 // mime/multipart does (backslash before '\\' and '"'); CR and LF, which
 // would end the header, become spaces.
-func quoteEscape(s string) string {
-	if !strings.ContainsAny(s, "\\\"\r\n") {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\\', '"':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '\r', '\n':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+var quoteEscape = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", " ", "\n", " ").Replace
 
 // parts is job's body as a partsBody sends it: a prepared Upload of c as
 // one part (through an H1Transport: it writes that with the head in one

@@ -236,17 +236,9 @@ func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, 
 }
 
 // pcmCache keeps the decoded PCM16 of each sample at each rate, so a
-// sample is decoded once per run however many sessions send it.
-type pcmCache struct {
-	mu sync.Mutex
-	m  map[string]*pcmEntry
-}
-
-type pcmEntry struct {
-	once sync.Once
-	pcm  []byte
-	err  error
-}
+// sample is decoded once per run however many sessions send it: its
+// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
+type pcmCache struct{ m sync.Map }
 
 // get returns job's audio as PCM16 mono at rate Hz.
 func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
@@ -264,19 +256,8 @@ func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
 	if job.SampleID == "" {
 		return decode()
 	}
-	key := fmt.Sprintf("%s@%d", job.SampleID, rate)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]*pcmEntry{}
-	}
-	e := c.m[key]
-	if e == nil {
-		e = &pcmEntry{}
-		c.m[key] = e
-	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.pcm, e.err = decode() })
-	return e.pcm, e.err
+	once, _ := c.m.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
+	return once.(func() ([]byte, error))()
 }
 
 // session is the state of one Do call shared by its sender and reader.
