@@ -151,7 +151,7 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 
 func (p *Proxy) finishSession(rec *model.Request, start time.Time, res *protocol.Result, end func(*model.Request), injectedID, injectedTP bool) {
 	defer p.wg.Done()
-	record.Fill(context.Background(), rec, start, start, res)
+	record.Fill(context.Background(), rec, start, start, res, nil)
 	rec.SampleID = "session"
 	if res.Realtime != nil {
 		rec.AudioDurationS = res.Realtime.AudioS

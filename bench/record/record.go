@@ -24,14 +24,10 @@ import (
 // where latencies count from (start, or the intended send time of an open
 // loop, which Fill then records). ctx is the request's context: it tells a
 // timeout from a cancellation. A successful answer that is not warmup is
-// scored against rec.Ref in rec.Lang (score.Sample).
-func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result) {
-	FillWith(ctx, rec, start, from, res, nil)
-}
-
-// FillWith is Fill scoring against ref, rec.Ref already normalized once for
-// all the requests of its sample (the driver's; nil: score.Sample).
-func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
+// scored against ref, rec.Ref already normalized once for all the
+// requests of its sample (the driver's), or, where ref is nil, against
+// rec.Ref in rec.Lang (score.Sample).
+func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
 	if res.End.IsZero() {
 		res.End = time.Now()
 	}
