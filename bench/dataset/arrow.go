@@ -226,13 +226,8 @@ func arrowString(a arrow.Array, i int) nullString {
 	if a.IsNull(i) {
 		return nullString{}
 	}
-	switch a := a.(type) {
-	case *array.String:
-		return nullString{strings.Clone(a.Value(i)), true}
-	case *array.LargeString:
-		return nullString{strings.Clone(a.Value(i)), true}
-	case *array.StringView:
-		return nullString{strings.Clone(a.Value(i)), true}
+	if s, ok := a.(interface{ Value(int) string }); ok { // String, LargeString, StringView
+		return nullString{strings.Clone(s.Value(i)), true}
 	}
 	return nullString{a.ValueStr(i), true} // integers: decimal
 }
@@ -244,13 +239,8 @@ func arrowBytes(a arrow.Array, i int) ([]byte, bool) {
 		return nil, false
 	}
 	var b []byte
-	switch a := a.(type) {
-	case *array.Binary:
-		b = a.Value(i)
-	case *array.LargeBinary:
-		b = a.Value(i)
-	case *array.BinaryView:
-		b = a.Value(i)
+	if v, ok := a.(interface{ Value(int) []byte }); ok { // Binary, LargeBinary, BinaryView
+		b = v.Value(i)
 	}
 	return append([]byte{}, b...), true
 }
