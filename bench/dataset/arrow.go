@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -84,11 +85,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			// of their own, not the dataset's rows.
 			continue
 		}
-		s := split
-		if s == "" {
-			s = splitOfName(filepath.Base(m), true, false)
-		}
-		files = append(files, tableFile{path: m, kind: kindArrow, split: s})
+		files = append(files, tableFile{path: m, kind: kindArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
 	}
 	return files, nil
 }

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -303,10 +304,7 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 	show := func() string {
 		s := make([]string, len(splits))
 		for i, x := range splits {
-			s[i] = x
-			if x == "" {
-				s[i] = `"" (files named without a split)`
-			}
+			s[i] = cmp.Or(x, `"" (files named without a split)`)
 		}
 		return strings.Join(s, ", ")
 	}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -36,10 +37,7 @@ func NewDiarize(opts Options) (Client, error) {
 			c := *opts.HTTPClient
 			hc = &c
 		}
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
+		base := cmp.Or(hc.Transport, http.DefaultTransport)
 		hc.Transport = headerTransport{base: base, key: StreamRouteHeader, value: "true"}
 		opts.HTTPClient = hc
 	}

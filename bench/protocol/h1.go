@@ -204,11 +204,7 @@ func (t *H1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		return c, nil
 	}
 	t.mu.Unlock()
-	d := t.Dialer
-	if d == nil {
-		d = newDialer()
-	}
-	nc, err := d.DialContext(ctx, "tcp", host)
+	nc, err := cmp.Or(t.Dialer, newDialer()).DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
@@ -386,11 +382,7 @@ func validHeader(k string) bool {
 
 // canonicalHost is u's host:port, port 80 when the URL names none.
 func canonicalHost(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80"))
 }
 
 func closeBody(req *http.Request) {
