@@ -72,11 +72,9 @@ type h1Conn struct {
 }
 
 // NewH1Transport returns an H1Transport whose fallback is
-// NewTransport(maxConns).
+// NewTransport(maxConns), both keeping maxConns idle connections per host
+// (64 if <= 0).
 func NewH1Transport(maxConns int) *H1Transport {
-	if maxConns <= 0 {
-		maxConns = defaultConns
-	}
 	return &H1Transport{Fallback: NewTransport(maxConns), MaxIdlePerHost: maxConns}
 }
 
