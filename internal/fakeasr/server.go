@@ -364,12 +364,9 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r, delay) {
 		return
 	}
-	text := DefaultText
-	switch {
-	case s.cfg.TextFor != nil:
+	text := cmp.Or(s.cfg.Text, DefaultText)
+	if s.cfg.TextFor != nil {
 		text = s.cfg.TextFor(rec.FileName)
-	case s.cfg.Text != "":
-		text = s.cfg.Text
 	}
 	if rec.Stream {
 		if rec.Failure == None {
