@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,23 +101,18 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 	defer f.Close()
 	var magic [6]byte
 	n, _ := f.ReadAt(magic[:], 0)
-	var schema *arrow.Schema
-	var next func() (arrow.RecordBatch, error) // nil batch: the end
+	// Both readers' Read gives the next batch, and io.EOF after the last.
+	var rd interface {
+		Schema() *arrow.Schema
+		Read() (arrow.RecordBatch, error)
+	}
 	if n == 6 && string(magic[:]) == "ARROW1" {
 		fr, err := ipc.NewFileReader(f)
 		if err != nil {
 			return fmt.Errorf("%s: not a readable Arrow file%s: %w", name, lfsHint(f), err)
 		}
 		defer fr.Close()
-		schema = fr.Schema()
-		i := 0
-		next = func() (arrow.RecordBatch, error) {
-			if i >= fr.NumRecords() {
-				return nil, nil
-			}
-			i++
-			return fr.RecordBatch(i - 1)
-		}
+		rd = fr
 	} else {
 		if err := checkStreamStart(f, magic[:n]); err != nil {
 			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
@@ -126,14 +122,9 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
 		}
 		defer sr.Release()
-		schema = sr.Schema()
-		next = func() (arrow.RecordBatch, error) {
-			if !sr.Next() {
-				return nil, sr.Err()
-			}
-			return sr.RecordBatch(), nil
-		}
+		rd = sr
 	}
+	schema := rd.Schema()
 	var cols []tableCol
 	for _, fld := range schema.Fields() {
 		cols = append(cols, tableCol{name: fld.Name, kind: arrowKind(fld.Type), typ: fld.Type.String()})
@@ -149,12 +140,12 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 		return -1
 	}
 	for {
-		rec, err := next()
+		rec, err := rd.Read()
+		if rec == nil && (err == nil || errors.Is(err, io.EOF)) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("%s: reading record batches: %w", name, err)
-		}
-		if rec == nil {
-			return nil
 		}
 		id, text := rec.Column(index(p.ID)), rec.Column(index(p.Text))
 		var lang arrow.Array
