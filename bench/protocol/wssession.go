@@ -168,21 +168,14 @@ type wsClient struct {
 
 // realtimeOptions checks the realtime knobs and fills their defaults.
 func realtimeOptions(opts *Options) error {
-	if opts.ChunkMs == 0 {
-		opts.ChunkMs = 100
-	}
+	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
+	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
+	opts.Loops = cmp.Or(opts.Loops, 1)
 	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
 		return fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
 	}
-	switch opts.Pace {
-	case "":
-		opts.Pace = PaceRealtime
-	case PaceRealtime, PaceNone:
-	default:
+	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
 		return fmt.Errorf("pace %q: want realtime or none", opts.Pace)
-	}
-	if opts.Loops == 0 {
-		opts.Loops = 1
 	}
 	if opts.Loops < 1 {
 		return fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
