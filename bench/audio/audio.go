@@ -120,8 +120,7 @@ func decodeNamed(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info,
 func open(path string) (*os.File, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			return nil, 0, fmt.Errorf("%s: %s: %w", path, pe.Op, pe.Err)
 		}
 		return nil, 0, fmt.Errorf("%s: %w", path, err)

@@ -111,8 +111,7 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 	ended := func(err error) {
 		once.Do(func() {
 			st, reason := websocket.StatusGoingAway, "peer gone"
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
+			if ce, ok := errors.AsType[websocket.CloseError](err); ok {
 				st, reason = ce.Code, ce.Reason
 			}
 			go client.Close(st, reason)
