@@ -365,17 +365,12 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 	return append(b, "\r\n"...), nil
 }
 
+// validHeader reports whether k is a token (RFC 9110 5.6.2): visible
+// ASCII without separators. A byte of invalid UTF-8 reads as U+FFFD.
 func validHeader(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
-			return false
-		}
-	}
-	return true
+	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
+	})
 }
 
 // canonicalHost is u's host:port, port 80 when the URL names none.
