@@ -92,8 +92,8 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 }
 
 // readArrow reads an Arrow IPC file: the stream format Hugging Face
-// datasets writes, or the file format (ARROW1 magic).
-func readArrow(path, name string, pick func([]tableCol) (picked, error), emit func(tableRow) error) error {
+// datasets writes, or the file format (ARROW1 magic), as readParquet does.
+func readArrow(path, name string, want Columns, emit func(picked, tableRow) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("loading dataset: %w", err)
@@ -129,7 +129,7 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 	for _, fld := range schema.Fields() {
 		cols = append(cols, tableCol{name: fld.Name, kind: arrowKind(fld.Type), typ: fld.Type.String()})
 	}
-	p, err := pick(cols)
+	p, err := pickColumns(name, cols, want)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 			if pathArr != nil && !structNull {
 				tr.audioPath = arrowString(pathArr, i).s
 			}
-			if err := emit(tr); err != nil {
+			if err := emit(p, tr); err != nil {
 				return err
 			}
 		}
