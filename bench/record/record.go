@@ -72,14 +72,10 @@ func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *p
 	if rec.Warmup {
 		return
 	}
-	var c score.Counts
-	var scored bool
-	if ref != nil {
-		c, scored = ref.Score(rec.Hyp)
-	} else {
-		c, scored = score.Sample(rec.Lang, rec.Ref, rec.Hyp)
+	if ref == nil {
+		ref = score.NewReference(rec.Lang, rec.Ref) // score.Sample's way
 	}
-	if scored {
+	if c, scored := ref.Score(rec.Hyp); scored {
 		rec.Scored = true
 		rec.Errors = &model.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
 	}
