@@ -243,10 +243,8 @@ func (c *h1Conn) alive() bool {
 
 // release puts c back among the idle connections, or closes it.
 func (t *H1Transport) release(c *h1Conn, keep bool) {
-	if keep && c.br.Buffered() > 0 {
-		keep = false // bytes after the answer: the connection is out of step
-	}
-	if keep {
+	// Bytes buffered after the answer put the connection out of step: closed.
+	if keep && c.br.Buffered() == 0 {
 		max := t.MaxIdlePerHost
 		if max <= 0 {
 			max = defaultConns
