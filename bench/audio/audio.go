@@ -63,14 +63,6 @@ func (p *PCM) Frames() int {
 	return len(p.Samples) / p.Channels
 }
 
-// DurationS returns the duration in seconds.
-func (p *PCM) DurationS() float64 {
-	if p.SampleRate <= 0 {
-		return 0
-	}
-	return float64(p.Frames()) / float64(p.SampleRate)
-}
-
 // ContentType returns the MIME type for a format name as found in
 // [Info.Format]: "audio/wav" or "audio/flac", and
 // "application/octet-stream" for anything else.
@@ -90,7 +82,12 @@ func ContentType(format string) string {
 // Errors name the path and wrap [ErrUnsupported], [ErrCorrupt], or, for a
 // missing file, fs.ErrNotExist.
 func Probe(path string) (Info, error) {
-	_, info, err := decodeFile(path, false)
+	f, size, err := open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	_, info, err := decodeNamed(path, f, size, false)
 	return info, err
 }
 
@@ -102,28 +99,11 @@ func ProbeBytes(name string, b []byte) (Info, error) {
 	return info, err
 }
 
-// Decode reads and decodes the audio file at path. Errors are those of
-// [Probe].
-func Decode(path string) (*PCM, error) {
-	p, _, err := decodeFile(path, true)
-	return p, err
-}
-
 // DecodeBytes decodes an audio file held in memory; name is used only in
 // error messages.
 func DecodeBytes(name string, b []byte) (*PCM, error) {
 	p, _, err := decodeNamed(name, bytes.NewReader(b), int64(len(b)), true)
 	return p, err
-}
-
-// decodeFile is decodeNamed of the file at path.
-func decodeFile(path string, keep bool) (*PCM, Info, error) {
-	f, size, err := open(path)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	defer f.Close()
-	return decodeNamed(path, f, size, keep)
 }
 
 // decodeNamed is decode with its errors prefixed by name.
@@ -140,8 +120,7 @@ func decodeNamed(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info,
 func open(path string) (*os.File, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			return nil, 0, fmt.Errorf("%s: %s: %w", path, pe.Op, pe.Err)
 		}
 		return nil, 0, fmt.Errorf("%s: %w", path, err)

@@ -158,24 +158,3 @@ func toInt16(v float32) int16 {
 	}
 	return int16(min(max(x, math.MinInt16), math.MaxInt16))
 }
-
-// EncodeWAV16 returns a canonical 44-byte-header RIFF/WAVE file holding p as
-// 16-bit PCM (see [PCM.PCM16]) at p's sample rate and channel count.
-func EncodeWAV16(p *PCM) []byte {
-	ch := max(p.Channels, 1)
-	data := p.PCM16()
-	b := make([]byte, 44, 44+len(data))
-	copy(b[0:], "RIFF")
-	le.PutUint32(b[4:], uint32(36+len(data)))
-	copy(b[8:], "WAVEfmt ")
-	le.PutUint32(b[16:], 16)
-	le.PutUint16(b[20:], tagPCM)
-	le.PutUint16(b[22:], uint16(ch))
-	le.PutUint32(b[24:], uint32(p.SampleRate))
-	le.PutUint32(b[28:], uint32(p.SampleRate*ch*2))
-	le.PutUint16(b[32:], uint16(ch*2))
-	le.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	le.PutUint32(b[40:], uint32(len(data)))
-	return append(b, data...)
-}

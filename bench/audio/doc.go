@@ -14,8 +14,7 @@
 // damaged wrap [ErrCorrupt]. Callers tell the two apart with errors.Is, so a
 // preflight can say "convert this file" rather than "this file is broken".
 //
-// [Probe] checks a file without keeping its samples; [Decode] and
-// [DecodeBytes] return a [PCM] of float32 samples, which [PCM.Mono],
-// [PCM.Resample], [PCM.PCM16] and [EncodeWAV16] turn into the 16-bit mono
-// streams most servers want.
+// [Probe] checks a file without keeping its samples; [DecodeBytes] returns
+// a [PCM] of float32 samples, which [PCM.Mono], [PCM.Resample] and
+// [PCM.PCM16] turn into the 16-bit mono streams most servers want.
 package audio

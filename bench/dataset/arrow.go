@@ -2,10 +2,12 @@ package dataset
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,18 +86,14 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			// of their own, not the dataset's rows.
 			continue
 		}
-		s := split
-		if s == "" {
-			s = splitOfName(filepath.Base(m), true, false)
-		}
-		files = append(files, tableFile{path: m, kind: kindArrow, split: s})
+		files = append(files, tableFile{path: m, kind: kindArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
 	}
 	return files, nil
 }
 
 // readArrow reads an Arrow IPC file: the stream format Hugging Face
-// datasets writes, or the file format (ARROW1 magic).
-func readArrow(path, name string, pick func([]tableCol) (picked, error), emit func(tableRow) error) error {
+// datasets writes, or the file format (ARROW1 magic), as readParquet does.
+func readArrow(path, name string, want Columns, emit func(picked, tableRow) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("loading dataset: %w", err)
@@ -103,23 +101,18 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 	defer f.Close()
 	var magic [6]byte
 	n, _ := f.ReadAt(magic[:], 0)
-	var schema *arrow.Schema
-	var next func() (arrow.RecordBatch, error) // nil batch: the end
+	// Both readers' Read gives the next batch, and io.EOF after the last.
+	var rd interface {
+		Schema() *arrow.Schema
+		Read() (arrow.RecordBatch, error)
+	}
 	if n == 6 && string(magic[:]) == "ARROW1" {
 		fr, err := ipc.NewFileReader(f)
 		if err != nil {
 			return fmt.Errorf("%s: not a readable Arrow file%s: %w", name, lfsHint(f), err)
 		}
 		defer fr.Close()
-		schema = fr.Schema()
-		i := 0
-		next = func() (arrow.RecordBatch, error) {
-			if i >= fr.NumRecords() {
-				return nil, nil
-			}
-			i++
-			return fr.RecordBatch(i - 1)
-		}
+		rd = fr
 	} else {
 		if err := checkStreamStart(f, magic[:n]); err != nil {
 			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
@@ -129,19 +122,14 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 			return fmt.Errorf("%s: not a readable Arrow IPC stream%s: %w", name, lfsHint(f), err)
 		}
 		defer sr.Release()
-		schema = sr.Schema()
-		next = func() (arrow.RecordBatch, error) {
-			if !sr.Next() {
-				return nil, sr.Err()
-			}
-			return sr.RecordBatch(), nil
-		}
+		rd = sr
 	}
+	schema := rd.Schema()
 	var cols []tableCol
 	for _, fld := range schema.Fields() {
 		cols = append(cols, tableCol{name: fld.Name, kind: arrowKind(fld.Type), typ: fld.Type.String()})
 	}
-	p, err := pick(cols)
+	p, err := pickColumns(name, cols, want)
 	if err != nil {
 		return err
 	}
@@ -152,12 +140,12 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 		return -1
 	}
 	for {
-		rec, err := next()
+		rec, err := rd.Read()
+		if rec == nil && (err == nil || errors.Is(err, io.EOF)) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("%s: reading record batches: %w", name, err)
-		}
-		if rec == nil {
-			return nil
 		}
 		id, text := rec.Column(index(p.ID)), rec.Column(index(p.Text))
 		var lang arrow.Array
@@ -193,7 +181,7 @@ func readArrow(path, name string, pick func([]tableCol) (picked, error), emit fu
 			if pathArr != nil && !structNull {
 				tr.audioPath = arrowString(pathArr, i).s
 			}
-			if err := emit(tr); err != nil {
+			if err := emit(p, tr); err != nil {
 				return err
 			}
 		}
@@ -226,13 +214,8 @@ func arrowString(a arrow.Array, i int) nullString {
 	if a.IsNull(i) {
 		return nullString{}
 	}
-	switch a := a.(type) {
-	case *array.String:
-		return nullString{strings.Clone(a.Value(i)), true}
-	case *array.LargeString:
-		return nullString{strings.Clone(a.Value(i)), true}
-	case *array.StringView:
-		return nullString{strings.Clone(a.Value(i)), true}
+	if s, ok := a.(interface{ Value(int) string }); ok { // String, LargeString, StringView
+		return nullString{strings.Clone(s.Value(i)), true}
 	}
 	return nullString{a.ValueStr(i), true} // integers: decimal
 }
@@ -244,13 +227,8 @@ func arrowBytes(a arrow.Array, i int) ([]byte, bool) {
 		return nil, false
 	}
 	var b []byte
-	switch a := a.(type) {
-	case *array.Binary:
-		b = a.Value(i)
-	case *array.LargeBinary:
-		b = a.Value(i)
-	case *array.BinaryView:
-		b = a.Value(i)
+	if v, ok := a.(interface{ Value(int) []byte }); ok { // Binary, LargeBinary, BinaryView
+		b = v.Value(i)
 	}
 	return append([]byte{}, b...), true
 }

@@ -21,7 +21,7 @@ type Sample struct {
 	Audio string
 	// Text is the reference transcript, trimmed of surrounding whitespace.
 	Text string
-	// Lang is the language code from the manifest, or Load's defaultLang.
+	// Lang is the language code from the manifest, or LoadWith's Options.Lang.
 	Lang string
 	// Info is filled by Preflight.
 	Info audio.Info
@@ -30,7 +30,7 @@ type Sample struct {
 	// comparable.
 	Inline *Inline
 
-	// problem holds defects found by Load that make the sample unusable but
+	// problem holds defects found by LoadWith that make the sample unusable but
 	// leave the manifest well-formed (a missing transcript, a piped wav.scp
 	// entry), joined by "; "; Preflight reports it. A string, not a slice,
 	// keeps Sample comparable.
@@ -82,7 +82,7 @@ func (s *Sample) FileName() string {
 
 // Dataset is a loaded manifest.
 type Dataset struct {
-	// Path is the manifest file or directory as given to Load.
+	// Path is the manifest file or directory as given to LoadWith.
 	Path string
 	// Format is "jsonl", "kaldi", "folder", "seedtts" (meta.lst),
 	// "parquet", "hf-arrow" (a Hugging Face datasets cache or
@@ -113,12 +113,6 @@ type Options struct {
 	Columns Columns
 }
 
-// Load reads the dataset at path with defaultLang as its language; see
-// [LoadWith].
-func Load(path string, defaultLang string) (*Dataset, error) {
-	return LoadWith(path, Options{Lang: defaultLang})
-}
-
 // LoadWith reads the dataset at path, detecting its layout:
 //
 //   - a file named wav.scp, or a directory holding wav.scp and text: Kaldi;
@@ -134,7 +128,7 @@ func Load(path string, defaultLang string) (*Dataset, error) {
 //   - any other directory: a folder of .wav/.flac files with .txt
 //     transcripts.
 //
-// Load checks the manifest (syntax, required fields and columns, duplicate
+// LoadWith checks the manifest (syntax, required fields and columns, duplicate
 // ids) but does not probe any audio; problems with individual samples that
 // leave the manifest well-formed, such as a missing transcript or empty
 // inline audio, are reported by Preflight. Samples without a language get

@@ -161,7 +161,7 @@ func TestLoad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := tree(t, t.TempDir(), tt.files)
 			arg := filepath.Join(root, filepath.FromSlash(tt.arg))
-			ds, err := dataset.Load(arg, "en")
+			ds, err := dataset.LoadWith(arg, dataset.Options{Lang: "en"})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -189,7 +189,7 @@ func TestLoadRelativePath(t *testing.T) {
 		"a.wav":   wav(0, 10),
 	})
 	t.Chdir(root)
-	ds, err := dataset.Load("m.jsonl", "en")
+	ds, err := dataset.LoadWith("m.jsonl", dataset.Options{Lang: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := tree(t, t.TempDir(), tt.files)
-			ds, err := dataset.Load(filepath.Join(root, tt.arg), "en")
+			ds, err := dataset.LoadWith(filepath.Join(root, tt.arg), dataset.Options{Lang: "en"})
 			if err == nil {
 				t.Fatalf("Load succeeded with %d samples, want error", len(ds.Samples))
 			}
@@ -359,7 +359,7 @@ func TestPreflightFillsInfo(t *testing.T) {
 		"a.wav":   wav(0, 4000),
 		"b.flac":  flacFile(t, 12000),
 	})
-	ds, err := dataset.Load(filepath.Join(root, "m.jsonl"), "en")
+	ds, err := dataset.LoadWith(filepath.Join(root, "m.jsonl"), dataset.Options{Lang: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,9 @@
 // speech-to-text server, checks their audio before any request is made, and
 // fingerprints them so results can name exactly what they measured.
 //
-// The pipeline is Load, then Preflight, then Fingerprint:
+// The pipeline is LoadWith, then Preflight, then Fingerprint:
 //
-//   - [Load] (or [LoadWith]) reads a manifest in one of the layouts the
+//   - [LoadWith] reads a manifest in one of the layouts the
 //     field uses (a JSONL file, a Kaldi data directory, a folder of audio
 //     files with .txt transcripts, a SeedTTS meta.lst, or a table: Parquet
 //     files, a Hugging Face datasets directory of Arrow files, a hub

@@ -52,7 +52,7 @@ func TestDocExamples(t *testing.T) {
 
 	t.Run("jsonl", func(t *testing.T) {
 		root := tree(t, t.TempDir(), map[string]any{"manifest.jsonl": blocks["jsonl"]})
-		ds, err := dataset.Load(filepath.Join(root, "manifest.jsonl"), "en")
+		ds, err := dataset.LoadWith(filepath.Join(root, "manifest.jsonl"), dataset.Options{Lang: "en"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestDocExamples(t *testing.T) {
 
 	t.Run("kaldi", func(t *testing.T) {
 		root := tree(t, t.TempDir(), map[string]any{"d/wav.scp": blocks["text wav.scp"], "d/text": blocks["text text"]})
-		ds, err := dataset.Load(filepath.Join(root, "d"), "en")
+		ds, err := dataset.LoadWith(filepath.Join(root, "d"), dataset.Options{Lang: "en"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestDocExamples(t *testing.T) {
 
 	t.Run("seedtts", func(t *testing.T) {
 		root := tree(t, t.TempDir(), map[string]any{"en/meta.lst": blocks["text meta.lst"]})
-		ds, err := dataset.Load(filepath.Join(root, "en", "meta.lst"), "en")
+		ds, err := dataset.LoadWith(filepath.Join(root, "en", "meta.lst"), dataset.Options{Lang: "en"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,8 +60,7 @@ func loadJSONL(path, defaultLang string) (*Dataset, error) {
 
 // describeJSONError turns a decoding error into a reason a user can act on.
 func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		if te.Field == "" {
 			return fmt.Sprintf("line is a JSON %s, not an object", te.Value)
 		}

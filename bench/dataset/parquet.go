@@ -13,10 +13,10 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// readParquet reads the Parquet file at path: pick gets its top-level
-// columns, then emit each row's cells in the picked columns. name is the
-// file in messages.
-func readParquet(path, name string, pick func([]tableCol) (picked, error), emit func(tableRow) error) error {
+// readParquet reads the Parquet file at path: it picks want among its
+// top-level columns (pickColumns), then emits each row's cells in the
+// picked columns. name is the file in messages.
+func readParquet(path, name string, want Columns, emit func(picked, tableRow) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("loading dataset: %w", err)
@@ -35,7 +35,7 @@ func readParquet(path, name string, pick func([]tableCol) (picked, error), emit 
 	for _, fld := range schema.Fields() {
 		cols = append(cols, tableCol{name: fld.Name(), kind: parquetKind(fld), typ: parquetType(fld)})
 	}
-	p, err := pick(cols)
+	p, err := pickColumns(name, cols, want)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func readParquet(path, name string, pick func([]tableCol) (picked, error), emit 
 					}
 				}
 			}
-			if err := emit(tr); err != nil {
+			if err := emit(p, tr); err != nil {
 				return err
 			}
 		}

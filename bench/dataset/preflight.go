@@ -26,7 +26,7 @@ type BadEntry struct {
 // files open at once (workers <= 0 means GOMAXPROCS) and splits the samples
 // into those a run can use and those it cannot. It reports missing audio
 // files, corrupt or unsupported audio (see audio.Probe), zero-length audio,
-// and problems Load recorded: missing transcripts and piped wav.scp entries.
+// and problems LoadWith recorded: missing transcripts and piped wav.scp entries.
 //
 // Good samples get their Info filled, both in the returned slice and in
 // ds.Samples. Both results are in dataset order whatever the scheduling.

@@ -56,7 +56,7 @@ func TestPreflight(t *testing.T) {
 	var first []dataset.BadEntry
 	for _, workers := range []int{1, 3, 16, 0} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			ds, err := dataset.Load(filepath.Join(root, "m.jsonl"), "en")
+			ds, err := dataset.LoadWith(filepath.Join(root, "m.jsonl"), dataset.Options{Lang: "en"})
 			if err != nil {
 				t.Fatalf("Load must not fail on bad audio: %v", err)
 			}
@@ -157,7 +157,7 @@ func TestPreflightMissingTranscripts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := tree(t, t.TempDir(), tt.files)
-			ds, err := dataset.Load(filepath.Join(root, tt.arg), "en")
+			ds, err := dataset.LoadWith(filepath.Join(root, tt.arg), dataset.Options{Lang: "en"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestPreflightMissingTranscripts(t *testing.T) {
 
 func TestPreflightCancelled(t *testing.T) {
 	root := tree(t, t.TempDir(), map[string]any{"f/a.wav": wav(1, 100), "f/a.txt": "x", "f/b.wav": wav(1, 100), "f/b.txt": "y"})
-	ds, err := dataset.Load(filepath.Join(root, "f"), "en")
+	ds, err := dataset.LoadWith(filepath.Join(root, "f"), dataset.Options{Lang: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

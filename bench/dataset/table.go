@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -303,10 +304,7 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 	show := func() string {
 		s := make([]string, len(splits))
 		for i, x := range splits {
-			s[i] = x
-			if x == "" {
-				s[i] = `"" (files named without a split)`
-			}
+			s[i] = cmp.Or(x, `"" (files named without a split)`)
 		}
 		return strings.Join(s, ", ")
 	}
@@ -339,24 +337,16 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 		if err != nil {
 			return nil, err
 		}
-		var p picked
 		row := 0
-		pick := func(cols []tableCol) (picked, error) {
-			var err error
-			p, err = pickColumns(name, cols, opts.Columns)
-			return p, err
+		emit := func(p picked, r tableRow) error {
+			row++
+			return addRow(ds, seen, name, dir, row-1, p, r, opts.Lang)
 		}
-		emit := func(r tableRow) error {
-			defer func() { row++ }()
-			return addRow(ds, seen, name, dir, row, p, r, opts.Lang)
+		read := readArrow
+		if f.kind == kindParquet {
+			read = readParquet
 		}
-		switch f.kind {
-		case kindParquet:
-			err = readParquet(f.path, name, pick, emit)
-		default:
-			err = readArrow(f.path, name, pick, emit)
-		}
-		if err != nil {
+		if err := read(f.path, name, opts.Columns, emit); err != nil {
 			return nil, err
 		}
 	}

@@ -308,7 +308,7 @@ func TestFingerprintTableRows(t *testing.T) {
 		"m.jsonl": `{"id":"s1","audio":"s1.wav","text":"one"}` + "\n" + `{"id":"s2","audio":"s2.wav","text":"two"}` + "\n",
 		"s1.wav":  a, "s2.wav": b,
 	})
-	files, err := dataset.Load(filepath.Join(root, "m.jsonl"), "en")
+	files, err := dataset.LoadWith(filepath.Join(root, "m.jsonl"), dataset.Options{Lang: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestLoadSeedTTS(t *testing.T) {
 		"bad/meta.lst": "utt1|hello|a.wav|x\nutt2|only|three\n",
 		"dup/meta.lst": "utt1|hello|a.wav|x\nutt1|again|b.wav|y\n",
 	})
-	ds, err := dataset.Load(filepath.Join(root, "en", "meta.lst"), "en")
+	ds, err := dataset.LoadWith(filepath.Join(root, "en", "meta.lst"), dataset.Options{Lang: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestLoadSeedTTS(t *testing.T) {
 		t.Errorf("%s samples %q, want %q", ds.Format, got, want)
 	}
 	for dir, msg := range map[string]string{"bad": "meta.lst:2: 3 fields, want 4 (id|ref_text|ref_audio|target_text)", "dup": `meta.lst:2: duplicate id "utt1" (first on line 1)`} {
-		if _, err := dataset.Load(filepath.Join(root, dir, "meta.lst"), "en"); err == nil || !strings.Contains(err.Error(), msg) {
+		if _, err := dataset.LoadWith(filepath.Join(root, dir, "meta.lst"), dataset.Options{Lang: "en"}); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%s: %v, want %q", dir, err, msg)
 		}
 	}

@@ -387,7 +387,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	if lv.Open() {
 		from = intended
 	}
-	record.FillWith(ctx, rec, start, from, &res, ref)
+	record.Fill(ctx, rec, start, from, &res, ref)
 	if end != nil {
 		end(rec)
 	}

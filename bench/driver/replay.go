@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -26,9 +27,7 @@ func NewReplay(items []Item, arr []load.Arrival, speed float64, file string) (*R
 	if len(items) == 0 {
 		return nil, &load.TraceError{File: file, Msg: "no samples to replay the trace with"}
 	}
-	if speed == 0 {
-		speed = 1
-	}
+	speed = cmp.Or(speed, 1)
 	if !(speed > 0) || math.IsInf(speed, 0) {
 		return nil, fmt.Errorf("replay speed %g: want a number > 0", speed)
 	}

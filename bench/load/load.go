@@ -33,14 +33,10 @@ type SlotTask func(ctx context.Context, i, slot int, intended time.Time)
 // returned. It returns how many tasks were started. With n = math.MaxInt
 // only stop ends it (a pass of a duration: stop's deadline).
 func ClosedSlots(stop, ctx context.Context, n, concurrency int, task SlotTask) int {
-	if concurrency < 1 {
-		concurrency = 1
-	}
 	var (
-		mu      sync.Mutex
-		next    int
-		wg      sync.WaitGroup
-		started int
+		mu   sync.Mutex
+		next int // the next index, and so how many were started
+		wg   sync.WaitGroup
 	)
 	take := func() (int, bool) {
 		mu.Lock()
@@ -48,15 +44,11 @@ func ClosedSlots(stop, ctx context.Context, n, concurrency int, task SlotTask) i
 		if next >= n || stop.Err() != nil {
 			return 0, false
 		}
-		i := next
 		next++
-		started++
-		return i, true
+		return next - 1, true
 	}
-	for w := 0; w < concurrency && w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for w := 0; w < max(concurrency, 1) && w < n; w++ {
+		wg.Go(func() {
 			for {
 				i, ok := take()
 				if !ok {
@@ -64,10 +56,10 @@ func ClosedSlots(stop, ctx context.Context, n, concurrency int, task SlotTask) i
 				}
 				task(ctx, i, w, time.Now())
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	return started
+	return next
 }
 
 // Arrivals names an open-loop schedule.
@@ -115,11 +107,7 @@ func OpenFunc(stop, ctx context.Context, next Next, task Task) int {
 			break
 		}
 		started++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			task(ctx, i, at)
-		}()
+		wg.Go(func() { task(ctx, i, at) })
 	}
 	wg.Wait()
 	return started

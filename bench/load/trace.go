@@ -230,8 +230,7 @@ func (p *traceParser) csv(r io.Reader) error {
 	cr.TrimLeadingSpace = true
 	cr.ReuseRecord = true
 	csvErr := func(err error) error {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*csv.ParseError](err); ok {
 			return p.fail(pe.Line, "%v", pe.Err)
 		}
 		return &TraceError{File: p.file, Msg: err.Error()}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -31,17 +32,12 @@ func NewDiarize(opts Options) (Client, error) {
 	opts.ResponseFormat = "verbose_json"
 	if opts.Stream {
 		opts.ResponseFormat = "json"
-		hc := &http.Client{Transport: NewTransport(defaultConns)}
+		hc := http.Client{Transport: NewTransport(defaultConns)}
 		if opts.HTTPClient != nil {
-			c := *opts.HTTPClient
-			hc = &c
+			hc = *opts.HTTPClient
 		}
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		hc.Transport = headerTransport{base: base, key: StreamRouteHeader, value: "true"}
-		opts.HTTPClient = hc
+		hc.Transport = headerTransport{base: cmp.Or(hc.Transport, http.DefaultTransport), key: StreamRouteHeader, value: "true"}
+		opts.HTTPClient = &hc
 	}
 	cl, err := NewOpenAI(opts)
 	if err != nil {

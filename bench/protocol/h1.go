@@ -72,11 +72,9 @@ type h1Conn struct {
 }
 
 // NewH1Transport returns an H1Transport whose fallback is
-// NewTransport(maxConns).
+// NewTransport(maxConns), both keeping maxConns idle connections per host
+// (64 if <= 0).
 func NewH1Transport(maxConns int) *H1Transport {
-	if maxConns <= 0 {
-		maxConns = defaultConns
-	}
 	return &H1Transport{Fallback: NewTransport(maxConns), MaxIdlePerHost: maxConns}
 }
 
@@ -204,11 +202,7 @@ func (t *H1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		return c, nil
 	}
 	t.mu.Unlock()
-	d := t.Dialer
-	if d == nil {
-		d = newDialer()
-	}
-	nc, err := d.DialContext(ctx, "tcp", host)
+	nc, err := cmp.Or(t.Dialer, newDialer()).DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
@@ -249,10 +243,8 @@ func (c *h1Conn) alive() bool {
 
 // release puts c back among the idle connections, or closes it.
 func (t *H1Transport) release(c *h1Conn, keep bool) {
-	if keep && c.br.Buffered() > 0 {
-		keep = false // bytes after the answer: the connection is out of step
-	}
-	if keep {
+	// Bytes buffered after the answer put the connection out of step: closed.
+	if keep && c.br.Buffered() == 0 {
 		max := t.MaxIdlePerHost
 		if max <= 0 {
 			max = defaultConns
@@ -371,26 +363,17 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 	return append(b, "\r\n"...), nil
 }
 
+// validHeader reports whether k is a token (RFC 9110 5.6.2): visible
+// ASCII without separators. A byte of invalid UTF-8 reads as U+FFFD.
 func validHeader(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
-			return false
-		}
-	}
-	return true
+	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
+	})
 }
 
 // canonicalHost is u's host:port, port 80 when the URL names none.
 func canonicalHost(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80"))
 }
 
 func closeBody(req *http.Request) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -24,9 +23,7 @@ import (
 type Observer struct {
 	name, dialect string
 	pace          string
-	s             *session
-	rt            *RealtimeResult
-	mu            sync.Mutex
+	s             *session // s.mu guards the fields below too
 	sentBytes     int64
 	firstSrv      time.Time
 	err           error
@@ -51,33 +48,30 @@ func NewObserver(name string, opts Options) (*Observer, error) {
 		return nil, fmt.Errorf("protocol %q has no WebSocket sessions (want funasr-ws or openai-realtime)", name)
 	}
 	pace := cmp.Or(opts.Pace, PaceRealtime)
-	rt := &RealtimeResult{}
-	return &Observer{name: name, dialect: opts.Dialect, pace: pace, rt: rt, s: &session{d: d, rt: rt}}, nil
+	return &Observer{name: name, dialect: opts.Dialect, pace: pace, s: &session{d: d, rt: &RealtimeResult{}}}, nil
 }
 
 // FromClient books a message the client sent, at now.
 func (o *Observer) FromClient(typ websocket.MessageType, data []byte, now time.Time) {
 	audio, stop := o.classify(typ, data)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := o.s
+	s, rt := o.s, o.s.rt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if audio > 0 {
 		rate := int64(s.d.rate())
-		if o.rt.AudioStart.IsZero() {
-			o.rt.AudioStart, s.origin = now, now
+		if rt.AudioStart.IsZero() {
+			rt.AudioStart, s.origin = now, now
 			if o.pace == PaceRealtime {
 				s.origin = now.Add(-time.Duration(int64(audio) / 2 * int64(time.Second) / rate))
 			}
 		}
 		o.sentBytes += int64(audio)
-		o.rt.Frames++
+		rt.Frames++
 		s.sentNs.Store(o.sentBytes / 2 * int64(time.Second) / rate)
 	}
 	if stop && !s.stopped {
 		s.stopped = true
-		o.rt.StopSent = now
+		rt.StopSent = now
 	}
 }
 
@@ -87,19 +81,16 @@ func (o *Observer) FromClient(typ websocket.MessageType, data []byte, now time.T
 func (o *Observer) FromServer(typ websocket.MessageType, data []byte, now time.Time) error {
 	s := o.s
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	m, err := s.d.handle(typ, data, s.stopped)
 	if err == nil {
 		s.record(m, now)
+	} else if o.err == nil {
+		o.err = err
 	}
-	s.mu.Unlock()
-	o.mu.Lock()
 	if o.firstSrv.IsZero() {
 		o.firstSrv = now
 	}
-	if err != nil && o.err == nil {
-		o.err = err
-	}
-	o.mu.Unlock()
 	return err
 }
 
@@ -109,14 +100,10 @@ func (o *Observer) FromServer(typ websocket.MessageType, data []byte, now time.T
 // final message, or with a dialect error (closeErr is why the relay ended,
 // nil for a clean close).
 func (o *Observer) Result(upgraded, end time.Time, closeErr error) Result {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := o.s
+	s, rt := o.s, o.s.rt
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rt := o.rt
-	rate := s.d.rate()
-	rt.AudioS = float64(o.sentBytes/2) / float64(rate)
+	rt.AudioS = float64(o.sentBytes/2) / float64(s.d.rate())
 	res := Result{Realtime: rt, HTTPStatus: 101, FirstByte: o.firstSrv, FirstToken: rt.FirstUpdate,
 		Text: strings.TrimSpace(s.d.text()), End: end}
 	switch kind := dialectKind(o.err); {

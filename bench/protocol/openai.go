@@ -48,26 +48,19 @@ func NewOpenAI(opts Options) (Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("target %q: want an http or https base URL such as http://127.0.0.1:8000", opts.Target)
 	}
-	format := opts.ResponseFormat
-	switch format {
-	case "":
-		format = "json"
-	case "json", "text", "verbose_json":
-	default:
+	format := cmp.Or(opts.ResponseFormat, "json")
+	if format != "json" && format != "text" && format != "verbose_json" {
 		return nil, fmt.Errorf("response format %q: want json, text or verbose_json", format)
 	}
 	var raw [15]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
 	c := &openAI{
-		hc:         opts.HTTPClient,
+		hc:         cmp.Or(opts.HTTPClient, &http.Client{Transport: NewH1Transport(defaultConns)}),
 		url:        strings.TrimRight(opts.Target, "/") + "/v1/audio/transcriptions",
 		stream:     opts.Stream,
 		textFormat: format == "text" && !opts.Stream,
 		boundary:   "asrprof" + hex.EncodeToString(raw[:]),
 		accept:     "application/json",
-	}
-	if c.hc == nil {
-		c.hc = &http.Client{Transport: NewH1Transport(defaultConns)}
 	}
 	_, c.h1 = c.hc.Transport.(*H1Transport)
 	c.contentType = "multipart/form-data; boundary=" + c.boundary
@@ -131,24 +124,7 @@ func (c *openAI) prefix(job *Job) []byte {
 // quoteEscape makes s safe inside a quoted header parameter the way
 // mime/multipart does (backslash before '\\' and '"'); CR and LF, which
 // would end the header, become spaces.
-func quoteEscape(s string) string {
-	if !strings.ContainsAny(s, "\\\"\r\n") {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\\', '"':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '\r', '\n':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+var quoteEscape = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", " ", "\n", " ").Replace
 
 // parts is job's body as a partsBody sends it: a prepared Upload of c as
 // one part (through an H1Transport: it writes that with the head in one

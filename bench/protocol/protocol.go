@@ -270,8 +270,7 @@ func ErrorKind(ctx context.Context, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return KindTimeout
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return KindTimeout
 	}
 	if errors.Is(err, context.Canceled) {
@@ -279,11 +278,7 @@ func ErrorKind(ctx context.Context, err error) string {
 	}
 	connErrs := []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
 		syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF, net.ErrClosed}
-	if slices.ContainsFunc(connErrs, func(target error) bool { return errors.Is(err, target) }) {
-		return KindConnection
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
+	if _, ok := errors.AsType[*net.OpError](err); ok || slices.ContainsFunc(connErrs, func(target error) bool { return errors.Is(err, target) }) {
 		return KindConnection
 	}
 	return KindOther

@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asrprof/asrprof/bench/audio"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // toneWAV is seconds of a 440 Hz tone as a 16 kHz mono WAV file.
 func toneWAV(seconds float64) []byte {
-	p := &audio.PCM{SampleRate: 16000, Channels: 1, Samples: make([]float32, int(seconds*16000))}
-	for i := range p.Samples {
-		p.Samples[i] = 0.3 * float32(math.Sin(2*math.Pi*440*float64(i)/16000))
+	s := make([]int16, int(seconds*16000))
+	for i := range s {
+		s[i] = int16(math.Round(0.3 * 32768 * math.Sin(2*math.Pi*440*float64(i)/16000)))
 	}
-	return audio.EncodeWAV16(p)
+	return audiotest.WAV16(16000, 1, s...)
 }
 
 func rtJob(id string, seconds float64) *protocol.Job {

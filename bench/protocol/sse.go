@@ -24,46 +24,32 @@ var errLineTooLong = errors.New("sse line longer than 8 MiB")
 // end a line. Unlike a browser it also delivers an event that the stream
 // ends without a blank line after, so that a final "data: [DONE]" counts.
 type sseReader struct {
-	br      *bufio.Reader
-	line    []byte // holds a line longer than the bufio buffer
+	sc      *bufio.Scanner
 	data    []byte // the current event's data
 	hasData bool
 	started bool
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 16<<10)}
+	sc := bufio.NewScanner(r) // bufio.ScanLines: "\n" or "\r\n" ends a line, as SSE says
+	sc.Buffer(make([]byte, 16<<10), maxSSELine)
+	return &sseReader{sc: sc}
 }
 
 // readLine returns the next line without its terminator. The slice is valid
 // until the next call. A final line without terminator is returned with a
 // nil error; after it comes io.EOF.
 func (s *sseReader) readLine() ([]byte, error) {
-	s.line = s.line[:0]
-	for {
-		frag, err := s.br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			line := frag
-			if len(s.line) > 0 {
-				s.line = append(s.line, frag...)
-				line = s.line
-			}
-			if len(line) > maxSSELine {
-				return nil, errLineTooLong
-			}
-			return bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'}), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			s.line = append(s.line, frag...)
-			if len(s.line) > maxSSELine {
-				return nil, errLineTooLong
-			}
-		case errors.Is(err, io.EOF) && len(frag)+len(s.line) > 0:
-			s.line = append(s.line, frag...)
-			return bytes.TrimSuffix(s.line, []byte{'\r'}), nil
-		default:
-			return nil, err
-		}
+	if s.sc.Scan() {
+		return s.sc.Bytes(), nil
+	}
+	switch err := s.sc.Err(); {
+	case err == nil:
+		return nil, io.EOF
+	case errors.Is(err, bufio.ErrTooLong):
+		return nil, errLineTooLong
+	default:
+		return nil, err
 	}
 }
 

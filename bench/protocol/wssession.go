@@ -168,21 +168,14 @@ type wsClient struct {
 
 // realtimeOptions checks the realtime knobs and fills their defaults.
 func realtimeOptions(opts *Options) error {
-	if opts.ChunkMs == 0 {
-		opts.ChunkMs = 100
-	}
+	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
+	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
+	opts.Loops = cmp.Or(opts.Loops, 1)
 	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
 		return fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
 	}
-	switch opts.Pace {
-	case "":
-		opts.Pace = PaceRealtime
-	case PaceRealtime, PaceNone:
-	default:
+	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
 		return fmt.Errorf("pace %q: want realtime or none", opts.Pace)
-	}
-	if opts.Loops == 0 {
-		opts.Loops = 1
 	}
 	if opts.Loops < 1 {
 		return fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
@@ -236,17 +229,9 @@ func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, 
 }
 
 // pcmCache keeps the decoded PCM16 of each sample at each rate, so a
-// sample is decoded once per run however many sessions send it.
-type pcmCache struct {
-	mu sync.Mutex
-	m  map[string]*pcmEntry
-}
-
-type pcmEntry struct {
-	once sync.Once
-	pcm  []byte
-	err  error
-}
+// sample is decoded once per run however many sessions send it: its
+// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
+type pcmCache struct{ m sync.Map }
 
 // get returns job's audio as PCM16 mono at rate Hz.
 func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
@@ -264,19 +249,8 @@ func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
 	if job.SampleID == "" {
 		return decode()
 	}
-	key := fmt.Sprintf("%s@%d", job.SampleID, rate)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]*pcmEntry{}
-	}
-	e := c.m[key]
-	if e == nil {
-		e = &pcmEntry{}
-		c.m[key] = e
-	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.pcm, e.err = decode() })
-	return e.pcm, e.err
+	once, _ := c.m.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
+	return once.(func() ([]byte, error))()
 }
 
 // session is the state of one Do call shared by its sender and reader.

@@ -294,7 +294,7 @@ func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result
 			rec.AudioDurationS, aerr = probeAudio(f)
 		}
 	}
-	record.Fill(context.Background(), rec, start, start, res)
+	record.Fill(context.Background(), rec, start, start, res, nil)
 	up.release(&p.bufs) // nothing of rec points into the upload
 	p.book(rec, end, injectedID, injectedTP, matched, unmatched, aerr, upstreamFailed)
 }

@@ -111,8 +111,7 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 	ended := func(err error) {
 		once.Do(func() {
 			st, reason := websocket.StatusGoingAway, "peer gone"
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
+			if ce, ok := errors.AsType[websocket.CloseError](err); ok {
 				st, reason = ce.Code, ce.Reason
 			}
 			go client.Close(st, reason)
@@ -151,7 +150,7 @@ func relay(ctx context.Context, client, server *websocket.Conn, obs *protocol.Ob
 
 func (p *Proxy) finishSession(rec *model.Request, start time.Time, res *protocol.Result, end func(*model.Request), injectedID, injectedTP bool) {
 	defer p.wg.Done()
-	record.Fill(context.Background(), rec, start, start, res)
+	record.Fill(context.Background(), rec, start, start, res, nil)
 	rec.SampleID = "session"
 	if res.Realtime != nil {
 		rec.AudioDurationS = res.Realtime.AudioS

@@ -53,34 +53,23 @@ func formFile(body []byte, boundary string) (uploaded, error) {
 		return u, errors.New("multipart content type without a boundary")
 	}
 	delim := []byte("--" + boundary)
-	i := bytes.Index(body, delim)
-	if i < 0 {
+	_, rest, ok := bytes.Cut(body, delim)
+	if !ok {
 		return u, errors.New("multipart body without its boundary")
 	}
 	found := false
-	rest := body[i+len(delim):]
-	for {
-		if bytes.HasPrefix(rest, []byte("--")) {
-			break // the closing delimiter
-		}
+	for !bytes.HasPrefix(rest, []byte("--")) { // until the closing delimiter
+		var hdr, content []byte
 		// Transport padding, then CRLF, ends the delimiter line.
-		nl := bytes.IndexByte(rest, '\n')
-		if nl < 0 {
+		if _, rest, ok = bytes.Cut(rest, []byte("\n")); !ok {
 			return u, errors.New("multipart body ends inside a delimiter line")
 		}
-		rest = rest[nl+1:]
-		hdrEnd := bytes.Index(rest, []byte("\r\n\r\n"))
-		if hdrEnd < 0 {
+		if hdr, content, ok = bytes.Cut(rest, []byte("\r\n\r\n")); !ok {
 			return u, errors.New("multipart part without the blank line after its headers")
 		}
-		hdr := rest[:hdrEnd]
-		content := rest[hdrEnd+4:]
-		end := bytes.Index(content, append([]byte("\r\n"), delim...))
-		if end < 0 {
+		if content, rest, ok = bytes.Cut(content, append([]byte("\r\n"), delim...)); !ok {
 			return u, errors.New("multipart part without a closing boundary")
 		}
-		rest = content[end+2+len(delim):]
-		content = content[:end]
 		name, file := partNames(hdr)
 		switch {
 		case !found && (name == "file" || file != ""):

@@ -24,14 +24,10 @@ import (
 // where latencies count from (start, or the intended send time of an open
 // loop, which Fill then records). ctx is the request's context: it tells a
 // timeout from a cancellation. A successful answer that is not warmup is
-// scored against rec.Ref in rec.Lang (score.Sample).
-func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result) {
-	FillWith(ctx, rec, start, from, res, nil)
-}
-
-// FillWith is Fill scoring against ref, rec.Ref already normalized once for
-// all the requests of its sample (the driver's; nil: score.Sample).
-func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
+// scored against ref, rec.Ref already normalized once for all the
+// requests of its sample (the driver's), or, where ref is nil, against
+// rec.Ref in rec.Lang (score.Sample).
+func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *protocol.Result, ref *score.Reference) {
 	if res.End.IsZero() {
 		res.End = time.Now()
 	}
@@ -76,14 +72,10 @@ func FillWith(ctx context.Context, rec *model.Request, start, from time.Time, re
 	if rec.Warmup {
 		return
 	}
-	var c score.Counts
-	var scored bool
-	if ref != nil {
-		c, scored = ref.Score(rec.Hyp)
-	} else {
-		c, scored = score.Sample(rec.Lang, rec.Ref, rec.Hyp)
+	if ref == nil {
+		ref = score.NewReference(rec.Lang, rec.Ref) // score.Sample's way
 	}
-	if scored {
+	if c, scored := ref.Score(rec.Hyp); scored {
 		rec.Scored = true
 		rec.Errors = &model.WordErrors{Sub: c.Sub, Del: c.Del, Ins: c.Ins, RefWords: c.RefWords()}
 	}

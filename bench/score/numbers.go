@@ -2,6 +2,7 @@ package score
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"strconv"
@@ -81,12 +82,10 @@ func buildNumberWords() *numberWords {
 		}
 	}
 	// "ninth" is deliberately absent: the reference derives "nineth".
-	for name, v := range map[string]suffixed{
+	maps.Copy(w.onesSuffix, map[string]suffixed{
 		"zeroth": {0, "th"}, "first": {1, "st"}, "second": {2, "nd"},
 		"third": {3, "rd"}, "fifth": {5, "th"}, "twelfth": {12, "th"},
-	} {
-		w.onesSuffix[name] = v
-	}
+	})
 	tens := []string{"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
 	for i, name := range tens {
 		v := (i + 2) * 10

@@ -60,17 +60,6 @@ type Counts struct{ Sub, Del, Ins, Hits int }
 // RefWords is the number of reference words, Sub+Del+Hits.
 func (c Counts) RefWords() int { return c.Sub + c.Del + c.Hits }
 
-// Errors is Sub+Del+Ins.
-func (c Counts) Errors() int { return c.Sub + c.Del + c.Ins }
-
-// WER is Errors/RefWords, or 0 when there are no reference words.
-func (c Counts) WER() float64 {
-	if c.RefWords() == 0 {
-		return 0
-	}
-	return float64(c.Errors()) / float64(c.RefWords())
-}
-
 // Align aligns hyp to ref with the Levenshtein distance at unit cost and
 // returns the operation counts of one optimal alignment. Among equally cheap
 // alignments it prefers, walking back from the end, a deletion, then an

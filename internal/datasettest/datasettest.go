@@ -4,6 +4,7 @@
 package datasettest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,14 +111,7 @@ func WriteArrowStream(path string, rows []ArrowRow) error {
 		return err
 	}
 	w := ipc.NewWriter(f, ipc.WithSchema(schema))
-	if err = w.Write(rec); err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return errors.Join(w.Write(rec), w.Close(), f.Close())
 }
 
 // WriteHFCache writes rows as a Hugging Face datasets cache directory of

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/asrprof/asrprof/internal/proctree"
 )
 
 // ProcessMode is how the fake server behaves.
@@ -208,12 +210,8 @@ func Gone(pid int) bool {
 	if err != nil {
 		return true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	return s[i+2] == 'Z' || s[i+2] == 'X'
+	st, err := proctree.ParseStat(string(b))
+	return err != nil || st.State == 'Z' || st.State == 'X'
 }
 
 // Kill ends pid, for test cleanups after a failure.

@@ -85,7 +85,7 @@ type Config struct {
 // MetricsBuckets are the upper bounds of the fake server's histograms
 // (vllm:e2e_request_latency_seconds, vllm:request_queue_time_seconds,
 // vllm:request_inference_time_seconds).
-var MetricsBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5}
+var MetricsBuckets = [...]float64{0.01, 0.05, 0.1, 0.5, 1, 5}
 
 // Request is what the server received in one transcription request.
 type Request struct {
@@ -223,11 +223,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	} {
 		head(h.name, h.help, "histogram")
 		for i, le := range MetricsBuckets {
-			n := 0
-			if h.h.counts != nil {
-				n = h.h.counts[i]
-			}
-			fmt.Fprintf(&b, "vllm:%s_bucket{%s,le=\"%g\"} %d.0\n", h.name, lb, le, n)
+			fmt.Fprintf(&b, "vllm:%s_bucket{%s,le=\"%g\"} %d.0\n", h.name, lb, le, h.h.counts[i])
 		}
 		fmt.Fprintf(&b, "vllm:%s_bucket{%s,le=\"+Inf\"} %d.0\n", h.name, lb, h.h.n)
 		fmt.Fprintf(&b, "vllm:%s_count{%s} %d.0\n", h.name, lb, h.h.n)
@@ -242,13 +238,10 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 type histogram struct {
 	n      int
 	sum    float64
-	counts []int // per MetricsBuckets, cumulative
+	counts [len(MetricsBuckets)]int // cumulative
 }
 
 func (h *histogram) observe(v float64) {
-	if h.counts == nil {
-		h.counts = make([]int, len(MetricsBuckets))
-	}
 	h.n++
 	h.sum += v
 	for i, le := range MetricsBuckets {
@@ -371,12 +364,9 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r, delay) {
 		return
 	}
-	text := DefaultText
-	switch {
-	case s.cfg.TextFor != nil:
+	text := cmp.Or(s.cfg.Text, DefaultText)
+	if s.cfg.TextFor != nil {
 		text = s.cfg.TextFor(rec.FileName)
-	case s.cfg.Text != "":
-		text = s.cfg.Text
 	}
 	if rec.Stream {
 		if rec.Failure == None {
