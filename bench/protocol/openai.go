@@ -55,12 +55,15 @@ func NewOpenAI(opts Options) (Client, error) {
 	var raw [15]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
 	c := &openAI{
-		hc:         cmp.Or(opts.HTTPClient, &http.Client{Transport: NewH1Transport(defaultConns)}),
+		hc:         opts.HTTPClient,
 		url:        strings.TrimRight(opts.Target, "/") + "/v1/audio/transcriptions",
 		stream:     opts.Stream,
 		textFormat: format == "text" && !opts.Stream,
 		boundary:   "asrprof" + hex.EncodeToString(raw[:]),
 		accept:     "application/json",
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: NewH1Transport(defaultConns)}
 	}
 	_, c.h1 = c.hc.Transport.(*H1Transport)
 	c.contentType = "multipart/form-data; boundary=" + c.boundary
