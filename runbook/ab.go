@@ -93,13 +93,9 @@ func FingerprintDiff(a, b *Provenance) []string {
 	}
 	pa, pb := deref(a.Python), deref(b.Python)
 	diff("python", strings.TrimSpace(pa.Version+" "+pa.Prefix), strings.TrimSpace(pb.Version+" "+pb.Prefix))
-	keys := map[string]bool{}
-	for k := range a.Env {
-		keys[k] = true
-	}
-	for k := range b.Env {
-		keys[k] = true
-	}
+	keys := map[string]string{}
+	maps.Copy(keys, a.Env)
+	maps.Copy(keys, b.Env)
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		va, oka := a.Env[k]
 		vb, okb := b.Env[k]

@@ -162,8 +162,71 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
 			haveCap = true
 		}
-		progress := func(limit string, rec *RunRecord) {
-			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), limit)
+		// after ends the run's limit once its capture is over, and says
+		// what the limit was.
+		var after func(rec *RunRecord) string
+		switch {
+		case kind != "cpu":
+			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), logf); err != nil {
+				return nil, err
+			}
+			after = func(rec *RunRecord) string {
+				if err := sc.Clocks.Reset(); err != nil {
+					rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
+				}
+				return fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment))
+			}
+		case k.share < 1 && !haveCap:
+			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(k.share))
+			sr.Error = err.Error()
+			return nil, err
+		default:
+			lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
+			if err != nil {
+				sr.Error = err.Error()
+				fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
+				return nil, err
+			}
+			mu.Lock()
+			if rep.Method == "" {
+				rep.Method, rep.MethodNote = lim.method, lim.note
+			}
+			mu.Unlock()
+			fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(k.share), lim.describe(sr))
+			smp := startSampler(pid)
+			after = func(rec *RunRecord) string {
+				var threads []bundle.ThreadUse
+				sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), smp.stop(), smp.comm)
+				lim.finish(sr, rec)
+				if lim.warn != "" {
+					mu.Lock()
+					warns = append(warns, spec.Dir+": "+lim.warn)
+					mu.Unlock()
+				}
+				if k.share == 1 {
+					ncpu := 0
+					if cpus, err := cpulimit.CPUs(pid); err == nil {
+						ncpu = len(cpus)
+					}
+					c := capacityOf(sr.UsedCores, threads, ncpu)
+					if sc.BaseCores > 0 {
+						// 100 % is a quota here, so the busy threads' run-queue
+						// wait holds its throttling too: no contention from it.
+						c.cores, c.why, c.ran = sc.BaseCores, "--cpu-base", 1
+					}
+					sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
+					sr.BusyThreads = busyThreads(threads)
+					mu.Lock()
+					caps[k.cycle] = c
+					mu.Unlock()
+				}
+				return lim.describe(sr)
+			}
+		}
+		return func(rec *RunRecord) {
+			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), after(rec))
+			rec.Extra = map[string]any{"sensitivity": sr}
+			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
 			if rec.Error != "" {
 				line += ": " + firstLine(rec.Error)
 			} else {
@@ -176,66 +239,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 				line += "; 100 % = " + capacity{cores: sr.BaseCores, why: sr.BaseWhy}.String()
 			}
 			fmt.Fprintln(stderr, line)
-		}
-		if kind != "cpu" {
-			after, err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), logf)
-			if err != nil {
-				return nil, err
-			}
-			return func(rec *RunRecord) {
-				after(rec)
-				sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
-				progress(fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment)), rec)
-			}, nil
-		}
-		if k.share < 1 && !haveCap {
-			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(k.share))
-			sr.Error = err.Error()
-			return nil, err
-		}
-		lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
-		if err != nil {
-			sr.Error = err.Error()
-			fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
-			return nil, err
-		}
-		mu.Lock()
-		if rep.Method == "" {
-			rep.Method, rep.MethodNote = lim.method, lim.note
-		}
-		mu.Unlock()
-		fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(k.share), lim.describe(sr))
-		smp := startSampler(pid)
-		return func(rec *RunRecord) {
-			samples := smp.stop()
-			var threads []bundle.ThreadUse
-			sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), samples, smp.comm)
-			lim.finish(sr, rec)
-			if lim.warn != "" {
-				mu.Lock()
-				warns = append(warns, spec.Dir+": "+lim.warn)
-				mu.Unlock()
-			}
-			if k.share == 1 {
-				ncpu := 0
-				if cpus, err := cpulimit.CPUs(pid); err == nil {
-					ncpu = len(cpus)
-				}
-				c := capacityOf(sr.UsedCores, threads, ncpu)
-				if sc.BaseCores > 0 {
-					// 100 % is a quota here, so the busy threads' run-queue
-					// wait holds its throttling too: no contention from it.
-					c.cores, c.why, c.ran = sc.BaseCores, "--cpu-base", 1
-				}
-				sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
-				sr.BusyThreads = busyThreads(threads)
-				mu.Lock()
-				caps[k.cycle] = c
-				mu.Unlock()
-			}
-			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
-			rec.Extra = map[string]any{"sensitivity": sr}
-			progress(lim.describe(sr), rec)
 		}, nil
 	}
 	rb, runErr := Run(ctx, rc, logf, logf)
@@ -278,7 +281,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), quietly(stderr, rc.Capture.Quiet), "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
@@ -721,22 +724,17 @@ func clockOf(clocks []int, share float64) int {
 	return int(math.Round(share * float64(top)))
 }
 
-// lockClock holds every GPU at mhz for one run and gives the clocks back
-// after its capture.
-func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) (func(*RunRecord), error) {
+// lockClock holds every GPU at mhz for one run (the run's after resets
+// them).
+func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) error {
 	sr.ClockMHz = mhz
 	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
 	if err := sc.Clocks.Lock(mhz); err != nil {
 		sr.Error = err.Error()
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(stderr, "GPU graphics clock locked at %d MHz\n", mhz)
-	return func(rec *RunRecord) {
-		if err := sc.Clocks.Reset(); err != nil {
-			rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
-		}
-		rec.Extra = map[string]any{"sensitivity": sr}
-	}, nil
+	return nil
 }
 
 // minCut is the least a restricted run's limit must take of what the

@@ -18,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -548,7 +549,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
 		runErr = err
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, quietly(stderr, wc.Runbook.Capture.Quiet), "what-if")
+	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, []*table.Table{WhatIfTable(rep)}, &wc.Runbook.Capture, stdout, stderr, "what-if")
 }
 
 func planDirs(plan []RunSpec) []string {
@@ -603,6 +604,35 @@ func measure(rd *bundle.WhatIfRound, rb *Report, a bundle.WhatIfAdvice) {
 			rd.Inside, rd.ErrorPct = &in, &e
 		}
 	}
+}
+
+// JudgeRatio sets the measured ratio of the runs b over the runs a against the
+// advice's prediction. ok is false where the advice has no prediction, no
+// interval or no now to make a ratio of, or a side has no runs.
+func JudgeRatio(adv bundle.WhatIfAdvice, a, b []float64) (j bundle.WhatIfJudgement, ok bool) {
+	if adv.Predicted == nil || adv.Lo == nil || adv.Hi == nil || adv.Now == nil || *adv.Now == 0 || len(a) == 0 || len(b) == 0 {
+		return bundle.WhatIfJudgement{}, false
+	}
+	ma, mb := stats.Mean(a), stats.Mean(b)
+	if ma == 0 {
+		return bundle.WhatIfJudgement{}, false
+	}
+	now := *adv.Now
+	j = bundle.WhatIfJudgement{PredictedRatio: *adv.Predicted / now, Lo: *adv.Lo / now, Hi: *adv.Hi / now, MeasuredRatio: mb / ma}
+	if j.Lo > j.Hi {
+		j.Lo, j.Hi = j.Hi, j.Lo
+	}
+	j.JudgedLo, j.JudgedHi = j.Lo, j.Hi
+	if s, ok := summary.AASpread(a); ok { // the one A/A rule (ab's too)
+		j.AASpread = &s
+		j.JudgedLo = min(j.JudgedLo, j.PredictedRatio*(1-s))
+		j.JudgedHi = max(j.JudgedHi, j.PredictedRatio*(1+s))
+	}
+	j.Inside = j.MeasuredRatio >= j.JudgedLo && j.MeasuredRatio <= j.JudgedHi
+	if j.PredictedRatio != 0 {
+		j.ErrorPct = (j.MeasuredRatio - j.PredictedRatio) / j.PredictedRatio * 100
+	}
+	return j, true
 }
 
 // worse says how the round's change made its metric worse (req/s fell,
