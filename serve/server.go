@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -205,43 +206,22 @@ func jsonFallback(mux *http.ServeMux) http.Handler {
 		}
 		// net/http's own answer (404, 405 with Allow, or a redirect to
 		// the cleaned path) is read from a recorder, then said in JSON.
-		rec := &statusRecorder{header: http.Header{}}
+		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		for _, k := range []string{"Allow", "Location"} {
-			if v := rec.header.Get(k); v != "" {
+			if v := rec.Header().Get(k); v != "" {
 				w.Header().Set(k, v)
 			}
 		}
-		switch code := rec.code; code {
+		switch code := rec.Code; code {
 		case http.StatusNotFound:
 			httpError(w, code, "no route %s %s (the API: GET / lists it; GET %s lists the captures)", r.Method, r.URL.Path, capture.AgentCapturesPath)
 		case http.StatusMethodNotAllowed:
-			httpError(w, code, "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+			httpError(w, code, "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.Header().Get("Allow"))
 		default:
-			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, strings.TrimSpace(rec.body.String()))
+			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, strings.TrimSpace(rec.Body.String()))
 		}
 	})
-}
-
-// statusRecorder keeps the status, headers and body of net/http's
-// default answers (NotFound, method not allowed, redirects).
-type statusRecorder struct {
-	header http.Header
-	code   int
-	body   strings.Builder
-}
-
-func (r *statusRecorder) Header() http.Header { return r.header }
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.body.Write(b)
 }
 
 func (s *Server) timeNow(w http.ResponseWriter, r *http.Request) {
