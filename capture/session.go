@@ -104,15 +104,8 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	hc := newHTTPClient(cfg, items)
-	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
-		Target:     cfg.Target,
-		Stream:     cfg.Protocol == "openai-stream",
-		HTTPClient: hc,
-	}))
+	client, err := newClient(cfg, hc)
 	if err != nil {
-		return nil, err
-	}
-	if client, err = taskClient(cfg, client, hc); err != nil {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
