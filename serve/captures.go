@@ -63,12 +63,6 @@ func (e *entry) info() capture.AgentCapture {
 	return ac
 }
 
-func (e *entry) stop() {
-	if e.cancel != nil {
-		e.cancel()
-	}
-}
-
 func (e *entry) running() bool {
 	select {
 	case <-e.finished:

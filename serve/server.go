@@ -146,7 +146,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	for _, e := range s.entries() {
-		e.stop()
+		e.cancel()
 	}
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -265,7 +265,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	e.stop()
+	e.cancel()
 	if r.URL.Query().Get("wait") != "" {
 		select {
 		case <-e.finished:
