@@ -48,11 +48,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 	measured := false
 	var unresolved []string
 	for _, c := range cs {
-		var ratio any
-		if c.Ratio != nil {
-			ratio = *c.Ratio
-		}
-		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta(), c.FloorText())
+		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ptrCell(c.Ratio), c.P, c.Delta(), c.FloorText())
 		measured = measured || c.AAFloor != nil
 		if c.Sig && c.BeyondFloor != nil && !*c.BeyondFloor {
 			unresolved = append(unresolved, fmt.Sprintf("%s %s %s (p %.3g)", model.LevelLabel(c.Level), summary.Label(c.Metric), c.Delta(), c.P))

@@ -707,13 +707,7 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 	}
 	for _, rd := range rep.Rounds {
 		a := rd.Advice
-		var before, after, errPct any
-		if rd.Before != nil {
-			before = *rd.Before
-		}
-		if rd.After != nil {
-			after = *rd.After
-		}
+		var errPct any
 		if rd.ErrorPct != nil {
 			errPct = fmt.Sprintf("%+.1f %%", *rd.ErrorPct)
 		}
@@ -736,7 +730,7 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
 			}
 		}
-		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
+		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), ptrCell(rd.Before), ptrCell(rd.After), ratio, measured, aa, in, errPct)
 		if j := rd.Judgement; j != nil {
 			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
 				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))
