@@ -136,13 +136,7 @@ func ReadCommandFile(path string) (string, []string, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("reading server command file: %w", err)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			continue
-		}
-		lines = append(lines, l)
-	}
+	lines := slices.DeleteFunc(strings.Split(string(b), "\n"), func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "#") })
 	text := strings.TrimSpace(strings.Join(lines, "\n"))
 	argv, err := SplitCommand(text)
 	if err != nil {

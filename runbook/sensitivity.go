@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/asrprof/asrprof/capture"
@@ -115,11 +114,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
 		}
 	}
-	type key struct {
-		cycle int
-		share float64
-	}
-	runOf := map[string]key{}
+	runOf := map[string]bundle.SensitivityRun{} // by dir: its cycle and allotment
 	var plan []RunSpec
 	for c := 1; c <= sc.Cycles; c++ {
 		for _, a := range sc.Allotments {
@@ -128,7 +123,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 				name = fmt.Sprintf("gpu%dmhz-%d", clockOf(sc.GPUClocks, a), c)
 			}
 			plan = append(plan, RunSpec{Name: name, Scored: true, Dir: name, Server: sc.Server})
-			runOf[name] = key{c, a}
+			runOf[name] = bundle.SensitivityRun{Dir: name, Cycle: c, Allotment: a}
 		}
 	}
 	logf, err := createLog(out, SensitivityLog)
@@ -136,7 +131,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return nil, err
 	}
 	defer logf.Close()
-	var mu sync.Mutex
 	caps := map[int]capacity{} // cycle → what 100 % is
 	var warns []string
 	runs := map[string]*bundle.SensitivityRun{}
@@ -149,15 +143,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0
+	// Run calls its hooks one run at a time, from its own goroutine.
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
-		k := runOf[spec.Dir]
-		sr := &bundle.SensitivityRun{Dir: spec.Dir, Cycle: k.cycle, Allotment: k.share}
-		mu.Lock()
+		r := runOf[spec.Dir]
+		sr := &r
 		runs[spec.Dir] = sr
-		cp, haveCap := caps[k.cycle]
+		cp, haveCap := caps[sr.Cycle]
 		nth++
 		i := nth
-		mu.Unlock()
 		if sc.BaseCores > 0 {
 			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
 			haveCap = true
@@ -167,7 +160,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		var after func(rec *RunRecord) string
 		switch {
 		case kind != "cpu":
-			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), logf); err != nil {
+			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, sr.Allotment), logf); err != nil {
 				return nil, err
 			}
 			after = func(rec *RunRecord) string {
@@ -176,34 +169,30 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 				}
 				return fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment))
 			}
-		case k.share < 1 && !haveCap:
-			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(k.share))
+		case sr.Allotment < 1 && !haveCap:
+			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(sr.Allotment))
 			sr.Error = err.Error()
 			return nil, err
 		default:
-			lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
+			lim, err := limit(method, sys, group+spec.Dir, pid, sr.Allotment, cp, sc.BaseCores > 0, sr)
 			if err != nil {
 				sr.Error = err.Error()
-				fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
+				fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(sr.Allotment), err)
 				return nil, err
 			}
-			mu.Lock()
 			if rep.Method == "" {
 				rep.Method, rep.MethodNote = lim.method, lim.note
 			}
-			mu.Unlock()
-			fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(k.share), lim.describe(sr))
+			fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(sr.Allotment), lim.describe(sr))
 			smp := startSampler(pid)
 			after = func(rec *RunRecord) string {
 				var threads []bundle.ThreadUse
 				sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), smp.stop(), smp.comm)
 				lim.finish(sr, rec)
 				if lim.warn != "" {
-					mu.Lock()
 					warns = append(warns, spec.Dir+": "+lim.warn)
-					mu.Unlock()
 				}
-				if k.share == 1 {
+				if sr.Allotment == 1 {
 					ncpu := 0
 					if cpus, err := cpulimit.CPUs(pid); err == nil {
 						ncpu = len(cpus)
@@ -216,9 +205,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					}
 					sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
 					sr.BusyThreads = busyThreads(threads)
-					mu.Lock()
-					caps[k.cycle] = c
-					mu.Unlock()
+					caps[sr.Cycle] = c
 				}
 				return lim.describe(sr)
 			}
@@ -235,7 +222,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					line += fmt.Sprintf(", %.3f cores used", sr.UsedCores)
 				}
 			}
-			if sr.BaseWhy != "" && k.share == 1 {
+			if sr.BaseWhy != "" && sr.Allotment == 1 {
 				line += "; 100 % = " + capacity{cores: sr.BaseCores, why: sr.BaseWhy}.String()
 			}
 			fmt.Fprintln(stderr, line)

@@ -662,10 +662,8 @@ func roundLine(rd bundle.WhatIfRound) string {
 			s += ", predicted " + predictedText(a)
 		}
 		if j := rd.Judgement; j != nil {
-			s += fmt.Sprintf("; B/A %s against %s [%s–%s]", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
-		}
-		if rd.Inside != nil {
-			s += "; " + insideText(rd)
+			s += fmt.Sprintf("; B/A %s against %s [%s–%s]; %s (%+.1f %%)", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio),
+				table.Format(j.JudgedLo), table.Format(j.JudgedHi), map[bool]string{true: "inside", false: "outside"}[j.Inside], j.ErrorPct)
 		}
 	}
 	if rd.Error != "" {
@@ -685,17 +683,6 @@ func predictedText(a bundle.WhatIfAdvice) string {
 	return s
 }
 
-func insideText(rd bundle.WhatIfRound) string {
-	s := "outside"
-	if *rd.Inside {
-		s = "inside"
-	}
-	if rd.ErrorPct != nil {
-		s += fmt.Sprintf(" (%+.1f %%)", *rd.ErrorPct)
-	}
-	return s
-}
-
 // WhatIfTable is what-if's answer: a row a round, the prediction beside
 // what the changed server measured.
 func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
@@ -707,25 +694,15 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 	}
 	for _, rd := range rep.Rounds {
 		a := rd.Advice
-		var errPct any
-		if rd.ErrorPct != nil {
-			errPct = fmt.Sprintf("%+.1f %%", *rd.ErrorPct)
-		}
-		in := "-"
-		if rd.Inside != nil {
-			in = "no"
-			if *rd.Inside {
-				in = "yes"
-			}
-		}
 		change := editText(rd.Edit)
 		if a.Change != "" {
 			change = a.Change + " (" + change + ")"
 		}
-		var ratio, measured, aa any = "-", nil, nil
+		var ratio, measured, aa, errPct any = "-", nil, nil, nil
+		in := "-"
 		if j := rd.Judgement; j != nil {
 			ratio = fmt.Sprintf("%s [%s–%s]", table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
-			measured = j.MeasuredRatio
+			measured, errPct, in = j.MeasuredRatio, fmt.Sprintf("%+.1f %%", j.ErrorPct), map[bool]string{true: "yes", false: "no"}[j.Inside]
 			if j.AASpread != nil {
 				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
 			}
