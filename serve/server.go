@@ -14,6 +14,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -81,9 +82,7 @@ type Server struct {
 
 // New returns a server for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	if cfg.Parse == nil {
 		return nil, errors.New("serve: Config.Parse is nil")
 	}
@@ -93,9 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RemoteIdle < 0 {
 		return nil, fmt.Errorf("--remote-idle %v: must be > 0", cfg.RemoteIdle)
 	}
-	if cfg.RemoteIdle == 0 {
-		cfg.RemoteIdle = 10 * time.Minute
-	}
+	cfg.RemoteIdle = cmp.Or(cfg.RemoteIdle, 10*time.Minute)
 	return &Server{cfg: cfg, m: newMetrics(), ctx: context.Background()}, nil
 }
 
