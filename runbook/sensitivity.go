@@ -281,27 +281,23 @@ func levelReqPerS(res model.Results, level string) float64 {
 	return 0
 }
 
-// summaryByAllotment is the runbook's summary over the runs of each
-// allotment apart, each side named after the runs' prefix (cpu100, cpu50).
+// summaryByAllotment is the runbook's summary over the runs (of runs) of
+// each allotment apart, each side named after the runs' prefix (cpu100,
+// cpu50).
 func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
-	var order []string
-	by := map[string][]RunRecord{}
-	for _, r := range recs {
-		side, _, _ := strings.Cut(r.Dir, "-")
-		if runs[r.Dir] == nil {
-			continue
+	recs = slices.Clone(recs) // their sides are the summary's, not runbook.json's
+	var sides []string
+	for i, r := range recs {
+		if runs[r.Dir] != nil {
+			recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
+			if !slices.Contains(sides, recs[i].Side) {
+				sides = append(sides, recs[i].Side)
+			}
 		}
-		if _, ok := by[side]; !ok {
-			order = append(order, side)
-		}
-		by[side] = append(by[side], r)
 	}
 	out := []MetricSummary{}
-	for _, side := range order {
-		for _, s := range Summarize(by[side], "", levels) {
-			s.Side = side
-			out = append(out, s)
-		}
+	for _, side := range sides {
+		out = append(out, Summarize(recs, side, levels)...)
 	}
 	return out
 }
@@ -491,12 +487,7 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 		if share >= 1 {
 			return &limiter{method: MethodCoRunner, note: coRunnerNote}, nil
 		}
-		l, err := coRunnerLimit(pid, share, c.cores, sr)
-		if err != nil {
-			return nil, err
-		}
-		l.spinShare, l.ran = sr.Effective, c.ran
-		return l, nil
+		return coRunnerLimit(pid, share, c, sr)
 	case MethodAffinity:
 		cpus, err := cpulimit.CPUs(pid)
 		if err != nil {
