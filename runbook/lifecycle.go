@@ -273,11 +273,7 @@ func lastLines(s string, n int) string {
 		return "  (empty)"
 	}
 	lines := strings.Split(s, "\n")
-	lines = lines[max(0, len(lines)-n):]
-	for i, l := range lines {
-		lines[i] = "  | " + l
-	}
-	return strings.Join(lines, "\n")
+	return "  | " + strings.Join(lines[max(0, len(lines)-n):], "\n  | ")
 }
 
 // Stop ends the whole process group: SIGTERM to the group (and to

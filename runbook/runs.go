@@ -368,7 +368,9 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		if e := procStrings(rec.PID, "environ"); e != nil {
 			env = e
 		}
-		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procStrings(rec.PID, "cmdline"), env, cfg.ProvenanceEnv, cfg.CacheDirs)
+		argv := procStrings(rec.PID, "cmdline")
+		command := cmp.Or(strings.Join(argv, " "), "(reused server, command unknown)")
+		rec.Provenance = Describe(ctx, command, argv, env, cfg.ProvenanceEnv, cfg.CacheDirs)
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		rec.Provenance.setGPUs(cfg.GPUs.GPUs(gctx))
 		cancel()
@@ -485,13 +487,6 @@ func procStrings(pid int, name string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-func reusedCommand(pid int) string {
-	if argv := procStrings(pid, "cmdline"); len(argv) > 0 {
-		return strings.Join(argv, " ")
-	}
-	return "(reused server, command unknown)"
 }
 
 var errNoOut = fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)

@@ -190,25 +190,19 @@ func PickAdvice(rows []bundle.WhatIfAdvice, level string) (a bundle.WhatIfAdvice
 		}
 		return rows[best], true, nil
 	}
-	var at []bundle.WhatIfAdvice
+	if i := slices.IndexFunc(rows, func(r bundle.WhatIfAdvice) bool { return r.Level == level && r.Knob != "" }); i >= 0 {
+		return rows[i], true, nil
+	}
+	if i := slices.IndexFunc(rows, func(r bundle.WhatIfAdvice) bool { return r.Level == level }); i >= 0 {
+		return rows[i], false, nil
+	}
 	var levels []string
 	for _, r := range rows {
-		if r.Level == level {
-			at = append(at, r)
-		}
 		if !slices.Contains(levels, r.Level) {
 			levels = append(levels, r.Level)
 		}
 	}
-	if len(at) == 0 {
-		return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
-	}
-	for _, r := range at {
-		if r.Knob != "" {
-			return r, true, nil
-		}
-	}
-	return at[0], false, nil
+	return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
 }
 
 // EditCommand applies advice a to the server command argv: the knob's flag
