@@ -106,11 +106,7 @@ func exitTable() string {
 	var b strings.Builder
 	b.WriteString("Exit status:\n")
 	for _, e := range exitStatuses {
-		lines := strings.Split(e.meaning, "\n")
-		fmt.Fprintf(&b, "  %-4d %s\n", e.code, lines[0])
-		for _, l := range lines[1:] {
-			fmt.Fprintf(&b, "       %s\n", l)
-		}
+		fmt.Fprintf(&b, "  %-4d %s\n", e.code, strings.ReplaceAll(e.meaning, "\n", "\n       "))
 	}
 	return b.String()
 }
