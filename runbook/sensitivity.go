@@ -659,12 +659,7 @@ func estimate(rep *bundle.SensitivityReport) {
 		rep.Notes = append(rep.Notes, "no restricted run has an unrestricted run of its cycle to compare with: no sensitivity")
 	}
 	for _, a := range rep.Allotments[1:] {
-		var ps []point
-		for _, p := range tput {
-			if p.share == a {
-				ps = append(ps, p)
-			}
-		}
+		ps := slices.DeleteFunc(slices.Clone(tput), func(p point) bool { return p.share != a })
 		name := pct(a) + " %"
 		for _, r := range rep.Runs {
 			if r.Allotment == a && r.ClockMHz > 0 {
