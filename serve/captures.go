@@ -230,15 +230,13 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, e.log.String())
 		return
 	}
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	off := 0
 	for {
 		b, changed := e.log.since(off)
 		off += len(b)
 		w.Write(b)
-		if fl != nil {
-			fl.Flush()
-		}
+		rc.Flush()
 		select {
 		case <-changed:
 		case <-e.finished:
