@@ -157,13 +157,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	// Requests in flight outlive ctx by cfg.Grace.
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReq()
-	go func() {
-		select {
-		case <-ctx.Done():
-			time.AfterFunc(cfg.Grace, cancelReq)
-		case <-reqCtx.Done():
-		}
-	}()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(cfg.Grace, cancelReq) })()
 
 	results, interrupted, err := s.runPasses(ctx, reqCtx, drv, prog, say)
 	if err != nil {
