@@ -36,14 +36,12 @@ func NVML(lib nvml.Interface) GPUReader { return nvmlReader{lib} }
 type nvmlReader struct{ lib nvml.Interface }
 
 func (r nvmlReader) GPUs(ctx context.Context) ([]GPU, error) {
-	type result struct {
-		gpus []GPU
-		err  error
-	}
-	ch := make(chan result, 1)
+	var gpus []GPU
+	var err error
+	done := make(chan struct{})
 	go func() { // NVML calls cannot be cancelled
-		var gpus []GPU
-		err := eachGPU(r.lib, func(i int, d nvml.Device) error {
+		defer close(done)
+		err = eachGPU(r.lib, func(i int, d nvml.Device) error {
 			m, r := d.GetMemoryInfo()
 			if r != nvml.SUCCESS {
 				return fmt.Errorf("NVML GPU %d: GetMemoryInfo: %s", i, r.Error())
@@ -54,14 +52,13 @@ func (r nvmlReader) GPUs(ctx context.Context) ([]GPU, error) {
 			gpus = append(gpus, g)
 			return nil
 		})
-		if err != nil {
-			gpus = nil
-		}
-		ch <- result{gpus, err}
 	}()
 	select {
-	case res := <-ch:
-		return res.gpus, res.err
+	case <-done:
+		if err != nil {
+			return nil, err
+		}
+		return gpus, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("reading GPU memory: NVML did not answer: %w", ctx.Err())
 	}
