@@ -696,7 +696,9 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 		in := "-"
 		if j := rd.Judgement; j != nil {
 			ratio = fmt.Sprintf("%s [%s–%s]", table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
-			measured, errPct, in = j.MeasuredRatio, fmt.Sprintf("%+.1f %%", j.ErrorPct), map[bool]string{true: "yes", false: "no"}[j.Inside]
+			measured = j.MeasuredRatio
+			errPct = fmt.Sprintf("%+.1f %%", j.ErrorPct)
+			in = map[bool]string{true: "yes", false: "no"}[j.Inside]
 			if j.AASpread != nil {
 				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
 			}
