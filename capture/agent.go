@@ -353,28 +353,6 @@ func (a *agentProbe) unpack(r io.Reader) ([]string, *model.Manifest, error) {
 	return files, m, nil
 }
 
-// report is what the capture's manifest keeps of the agent.
-func (a *agentProbe) report() (map[string]any, []model.AgentClock, []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r := map[string]any{"url": a.base, "capture": a.id, "probes": a.status, "files": a.files,
-		"dir": cmp.Or(strings.TrimSuffix(a.dir(), "/"), ".")}
-	var incomplete []string
-	if a.fetchErr != nil {
-		r["error"] = a.fetchErr.Error()
-		incomplete = append(incomplete, fmt.Sprintf("agent %s: probe data did not come back: %v", a.base, a.fetchErr))
-	}
-	if a.manifest != nil {
-		for _, s := range a.manifest.Incomplete {
-			incomplete = append(incomplete, fmt.Sprintf("agent %s: %s", a.base, s))
-		}
-	}
-	for i := range a.clocks {
-		a.clocks[i].Agent = a.base
-	}
-	return r, slices.Clone(a.clocks), incomplete
-}
-
 // MeasureClock measures the wall clock of the asrprof serve at base
 // against this one, NTP-style: n round trips to its time route; of them,
 // the one with the smallest round-trip time gives the offset (the agent's
@@ -425,17 +403,6 @@ func (s *probeSet) agents() []*agentProbe {
 	return out
 }
 
-// agentLosses asks the stopped agents what their probes lost.
-func agentLosses(agents []*agentProbe) map[string]string {
-	out := map[string]string{}
-	for _, a := range agents {
-		if l := a.Losses(); l != "" {
-			out[a.Name()] = l
-		}
-	}
-	return out
-}
-
 // recordAgents puts what the stopped agents did into the manifest: their
 // clocks (Clock.Agents), where their files are (extra.agents), and what
 // their own captures missed (Incomplete).
@@ -445,10 +412,24 @@ func recordAgents(m *model.Manifest, agents []*agentProbe) {
 	}
 	var reps []map[string]any
 	for _, a := range agents {
-		r, clocks, incomplete := a.report()
+		a.mu.Lock()
+		r := map[string]any{"url": a.base, "capture": a.id, "probes": a.status, "files": a.files,
+			"dir": cmp.Or(strings.TrimSuffix(a.dir(), "/"), ".")}
+		if a.fetchErr != nil {
+			r["error"] = a.fetchErr.Error()
+			m.Incomplete = append(m.Incomplete, fmt.Sprintf("agent %s: probe data did not come back: %v", a.base, a.fetchErr))
+		}
+		if a.manifest != nil {
+			for _, s := range a.manifest.Incomplete {
+				m.Incomplete = append(m.Incomplete, fmt.Sprintf("agent %s: %s", a.base, s))
+			}
+		}
+		for i := range a.clocks {
+			a.clocks[i].Agent = a.base
+		}
+		m.Clock.Agents = append(m.Clock.Agents, a.clocks...)
+		a.mu.Unlock()
 		reps = append(reps, r)
-		m.Clock.Agents = append(m.Clock.Agents, clocks...)
-		m.Incomplete = append(m.Incomplete, incomplete...)
 	}
 	m.Extra["agents"] = reps
 }

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/asrprof/asrprof/model"
@@ -25,12 +24,8 @@ func CoverageGap(c model.Coverage) string {
 	}
 	var why []string
 	if c.Failed > 0 {
-		kinds := make([]string, 0, len(c.FailureKinds))
-		for k, n := range c.FailureKinds {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-		}
-		sort.Strings(kinds)
-		why = append(why, fmt.Sprintf("%d failed (%s)", c.Failed, strings.Join(kinds, ", ")))
+		kinds := joinSorted(c.FailureKinds, ", ", func(k string, n int) string { return fmt.Sprintf("%s %d", k, n) })
+		why = append(why, fmt.Sprintf("%d failed (%s)", c.Failed, kinds))
 	}
 	if emptyRef > 0 {
 		why = append(why, fmt.Sprintf("%d empty normalized reference", emptyRef))

@@ -44,14 +44,16 @@ func (c *Config) setTaskDefaults() {
 	}
 }
 
-// taskClient is the client of cfg's task: client itself for asr, the
-// MOSS-Transcribe-Diarize client (plain or streaming, by --protocol) for
-// transcribe-diarize.
-func taskClient(cfg *Config, client protocol.Client, hc *http.Client) (protocol.Client, error) {
-	if cfg.Task != TaskTranscribeDiarize {
-		return client, nil
+// newClient is the client of cfg's protocol (its realtime knobs
+// included) for asr, the MOSS-Transcribe-Diarize client (plain or
+// streaming, by --protocol) for transcribe-diarize.
+func newClient(cfg *Config, hc *http.Client) (protocol.Client, error) {
+	o := protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc}
+	if cfg.Task == TaskTranscribeDiarize {
+		return protocol.NewDiarize(o)
 	}
-	return protocol.NewDiarize(protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc})
+	o.ChunkMs, o.Pace, o.Loops, o.Dialect, o.Hotwords = cfg.ChunkMs, cfg.Pace, cfg.Loops, cfg.Dialect, cfg.Hotwords
+	return protocol.New(cfg.Protocol, o)
 }
 
 // diarizeRun keeps what the transcribe-diarize files need: the dataset and

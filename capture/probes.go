@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -218,12 +217,9 @@ func resolvePID(pid int, target string) (int, string) {
 	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)))) {
 		return 0, "target pid unknown: " + host + " is not this machine (give --pid)"
 	}
-	port, _ := strconv.Atoi(u.Port())
-	if port == 0 {
-		port = 80
-		if u.Scheme == "https" {
-			port = 443
-		}
+	port, err := doctor.TargetPort(target)
+	if err != nil {
+		return 0, "target pid unknown: " + err.Error()
 	}
 	p, err := proctree.FindListener(port)
 	if err != nil {
@@ -402,7 +398,7 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 // recorded nothing in scored passes, and notes the activity-driven ones
 // that had nothing to record (the target idle). passes is the number of
 // scored passes that ran.
-func (s *probeSet) emptyReport(passes int, say func(string)) probeGaps {
+func (s *probeSet) emptyReport(passes int, say func(string)) {
 	which := func(got []string) string {
 		if len(got) > 4 {
 			return strings.Join(got[:4], ", ") + fmt.Sprintf(", and %d more", len(got)-4)
@@ -419,24 +415,21 @@ func (s *probeSet) emptyReport(passes int, say func(string)) probeGaps {
 		say(fmt.Sprintf("probe %s recorded nothing in %d of %d scored passes (%s): the server's processes used under %.0f ms of CPU in each, too little to show; an idle server, not a failure",
 			name, len(got), passes, which(got), 1000*idleCPU))
 	}
-	return probeGaps{empty: s.empty, idle: s.idle}
 }
 
-// probeGaps is what emptyReport found.
-type probeGaps struct{ empty, idle map[string][]string }
-
-// record puts the gaps in the manifest: the failures as extra.probe_empty
-// and incomplete reasons, the idle passes as extra.probe_idle.
-func (g probeGaps) record(m *model.Manifest) {
+// recordGaps puts what emptyReport found in the manifest: the failures as
+// extra.probe_empty and incomplete reasons, the idle passes as
+// extra.probe_idle.
+func (s *probeSet) recordGaps(m *model.Manifest) {
 	x := extra(m)
-	if len(g.empty) > 0 {
-		x["probe_empty"] = g.empty
-		for _, name := range slices.Sorted(maps.Keys(g.empty)) {
-			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(g.empty[name])))
+	if len(s.empty) > 0 {
+		x["probe_empty"] = s.empty
+		for _, name := range slices.Sorted(maps.Keys(s.empty)) {
+			m.Incomplete = append(m.Incomplete, fmt.Sprintf("probe %s was on but recorded nothing in %d scored passes", name, len(s.empty[name])))
 		}
 	}
-	if len(g.idle) > 0 {
-		x["probe_idle"] = g.idle
+	if len(s.idle) > 0 {
+		x["probe_idle"] = s.idle
 	}
 }
 

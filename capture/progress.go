@@ -40,14 +40,7 @@ func (p *progress) begin(lv SweepPoint, repeat, repeats int, warmup bool, total 
 	if warmup {
 		what = "warmup"
 	}
-	load := model.LevelLabel(lv.Name) // c=4, rate=0.5/s, replay: as the tables write it
-	if lv.Name == "" {
-		load = model.LevelLabel(model.ConcurrencyLevel(lv.Concurrency))
-		if lv.Rate > 0 {
-			load = model.LevelLabel(model.RateLevel(lv.Rate))
-		}
-	}
-	p.label = fmt.Sprintf("%s %s", load, what)
+	p.label = model.LevelLabel(lv.Name) + " " + what // c=4, rate=0.5/s, replay: as the tables write it
 	p.total, p.n, p.bad = total, 0, 0
 	p.start, p.last = time.Now(), time.Now()
 	if !p.quiet && !p.tty {

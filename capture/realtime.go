@@ -83,9 +83,3 @@ func sessionTimeout(cfg *Config, items []driver.Item) time.Duration {
 	}
 	return cfg.Timeout + time.Duration(longest*float64(time.Second))
 }
-
-// realtimeOptions are the realtime knobs of protocol.Options.
-func realtimeOptions(cfg *Config, o protocol.Options) protocol.Options {
-	o.ChunkMs, o.Pace, o.Loops, o.Dialect, o.Hotwords = cfg.ChunkMs, cfg.Pace, cfg.Loops, cfg.Dialect, cfg.Hotwords
-	return o
-}

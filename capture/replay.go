@@ -34,11 +34,10 @@ const ReplayLevel = "replay"
 // ReplayFile is the trace that c's arrivals replay ("" when they are
 // poisson or constant).
 func (c *Config) ReplayFile() string {
-	f, _ := strings.CutPrefix(string(c.Arrivals), ReplayPrefix)
-	if !isReplay(c.Arrivals) {
-		return ""
+	if f, ok := strings.CutPrefix(string(c.Arrivals), ReplayPrefix); ok {
+		return f
 	}
-	return f
+	return ""
 }
 
 func isReplay(a load.Arrivals) bool { return strings.HasPrefix(string(a), ReplayPrefix) }

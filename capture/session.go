@@ -104,15 +104,8 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	hc := newHTTPClient(cfg, items)
-	client, err := protocol.New(cfg.Protocol, realtimeOptions(cfg, protocol.Options{
-		Target:     cfg.Target,
-		Stream:     cfg.Protocol == "openai-stream",
-		HTTPClient: hc,
-	}))
+	client, err := newClient(cfg, hc)
 	if err != nil {
-		return nil, err
-	}
-	if client, err = taskClient(cfg, client, hc); err != nil {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
@@ -164,13 +157,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	// Requests in flight outlive ctx by cfg.Grace.
 	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReq()
-	go func() {
-		select {
-		case <-ctx.Done():
-			time.AfterFunc(cfg.Grace, cancelReq)
-		case <-reqCtx.Done():
-		}
-	}()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(cfg.Grace, cancelReq) })()
 
 	results, interrupted, err := s.runPasses(ctx, reqCtx, drv, prog, say)
 	if err != nil {

@@ -135,12 +135,14 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	pset := k.pset
 	offsets := pset.clockOffsets()
 	losses := pset.losses(say)
-	gaps := pset.emptyReport(scoredPasses(k.manifest.Levels), say)
+	pset.emptyReport(scoredPasses(k.manifest.Levels), say)
 	bpfCost := pset.bpfReport(say)
 	agents := pset.agents()
 	pset.stop(say)
-	for name, msg := range agentLosses(agents) {
-		losses[name] = msg
+	for _, a := range agents { // what their probes lost, known once stopped
+		if l := a.Losses(); l != "" {
+			losses[a.Name()] = l
+		}
 	}
 	var traceInfo map[string]any
 	if k.tr != nil {
@@ -160,7 +162,7 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	if len(bpfCost) > 0 {
 		m.Extra["probe_bpf"] = bpfCost
 	}
-	gaps.record(m)
+	pset.recordGaps(m)
 	recordAgents(m, agents)
 	m.Interrupted = interrupted
 	m.Finished = !interrupted

@@ -48,11 +48,7 @@ func CompareTable(cs []summary.Comparison, alpha float64) *table.Table {
 	measured := false
 	var unresolved []string
 	for _, c := range cs {
-		var ratio any
-		if c.Ratio != nil {
-			ratio = *c.Ratio
-		}
-		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ratio, c.P, c.Delta(), c.FloorText())
+		t.AddRow(model.LevelLabel(c.Level), summary.Label(c.Metric), c.MeanA, c.MeanB, ptrCell(c.Ratio), c.P, c.Delta(), c.FloorText())
 		measured = measured || c.AAFloor != nil
 		if c.Sig && c.BeyondFloor != nil && !*c.BeyondFloor {
 			unresolved = append(unresolved, fmt.Sprintf("%s %s %s (p %.3g)", model.LevelLabel(c.Level), summary.Label(c.Metric), c.Delta(), c.P))
@@ -93,13 +89,9 @@ func FingerprintDiff(a, b *Provenance) []string {
 	}
 	pa, pb := deref(a.Python), deref(b.Python)
 	diff("python", strings.TrimSpace(pa.Version+" "+pa.Prefix), strings.TrimSpace(pb.Version+" "+pb.Prefix))
-	keys := map[string]bool{}
-	for k := range a.Env {
-		keys[k] = true
-	}
-	for k := range b.Env {
-		keys[k] = true
-	}
+	keys := map[string]string{}
+	maps.Copy(keys, a.Env)
+	maps.Copy(keys, b.Env)
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		va, oka := a.Env[k]
 		vb, okb := b.Env[k]

@@ -94,8 +94,8 @@ func (g *GPUCoRunner) Check(ctx context.Context) error {
 }
 
 func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	s := strings.TrimSpace(string(b))
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
 
 // RunningGPUCoRunner is a started co-runner.

@@ -36,55 +36,62 @@ func NVML(lib nvml.Interface) GPUReader { return nvmlReader{lib} }
 type nvmlReader struct{ lib nvml.Interface }
 
 func (r nvmlReader) GPUs(ctx context.Context) ([]GPU, error) {
-	lib := r.lib
-	if lib == nil {
-		lib = nvml.New()
-	}
-	type result struct {
-		gpus []GPU
-		err  error
-	}
-	ch := make(chan result, 1)
+	var gpus []GPU
+	var err error
+	done := make(chan struct{})
 	go func() { // NVML calls cannot be cancelled
-		gpus, err := readGPUs(lib)
-		ch <- result{gpus, err}
+		defer close(done)
+		err = eachGPU(r.lib, func(i int, d nvml.Device) error {
+			m, r := d.GetMemoryInfo()
+			if r != nvml.SUCCESS {
+				return fmt.Errorf("NVML GPU %d: GetMemoryInfo: %s", i, r.Error())
+			}
+			g := GPU{Index: i, UsedMiB: m.Used >> 20, TotalMiB: m.Total >> 20}
+			g.Name, _ = d.GetName()
+			g.UUID, _ = d.GetUUID()
+			gpus = append(gpus, g)
+			return nil
+		})
 	}()
 	select {
-	case res := <-ch:
-		return res.gpus, res.err
+	case <-done:
+		if err != nil {
+			return nil, err
+		}
+		return gpus, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("reading GPU memory: NVML did not answer: %w", ctx.Err())
 	}
 }
 
-func readGPUs(lib nvml.Interface) ([]GPU, error) {
+// eachGPU calls f with every GPU's handle that lib (nil: the system's
+// libnvidia-ml) sees, in index order, and stops at f's first error. No
+// NVML, or no GPU, is an error wrapping probe.ErrNotSupported.
+func eachGPU(lib nvml.Interface, f func(i int, d nvml.Device) error) error {
+	if lib == nil {
+		lib = nvml.New()
+	}
 	if r := lib.Init(); r != nvml.SUCCESS {
-		return nil, fmt.Errorf("no NVML (%s): %w", r.Error(), probe.ErrNotSupported)
+		return fmt.Errorf("no NVML (%s): %w", r.Error(), probe.ErrNotSupported)
 	}
 	defer lib.Shutdown()
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
-		return nil, fmt.Errorf("NVML DeviceGetCount: %s", r.Error())
+		return fmt.Errorf("NVML DeviceGetCount: %s", r.Error())
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("NVML sees no GPU: %w", probe.ErrNotSupported)
+		return fmt.Errorf("NVML sees no GPU: %w", probe.ErrNotSupported)
 	}
-	out := make([]GPU, 0, n)
 	for i := 0; i < n; i++ {
 		d, r := lib.DeviceGetHandleByIndex(i)
 		if r != nvml.SUCCESS {
-			return nil, fmt.Errorf("NVML GPU %d: DeviceGetHandleByIndex: %s", i, r.Error())
+			return fmt.Errorf("NVML GPU %d: DeviceGetHandleByIndex: %s", i, r.Error())
 		}
-		m, r := d.GetMemoryInfo()
-		if r != nvml.SUCCESS {
-			return nil, fmt.Errorf("NVML GPU %d: GetMemoryInfo: %s", i, r.Error())
+		if err := f(i, d); err != nil {
+			return err
 		}
-		g := GPU{Index: i, UsedMiB: m.Used >> 20, TotalMiB: m.Total >> 20}
-		g.Name, _ = d.GetName()
-		g.UUID, _ = d.GetUUID()
-		out = append(out, g)
 	}
-	return out, nil
+	return nil
 }
 
 // WaitGPUFree polls r until every GPU uses less than limitMiB, for at most
@@ -128,3 +135,50 @@ func busyGPUs(gpus []GPU, limitMiB uint64) []string {
 
 // isNotSupported reports whether err says the check cannot run here.
 func isNotSupported(err error) bool { return errors.Is(err, probe.ErrNotSupported) }
+
+// ClockLocker locks every GPU's graphics clock (asrprof sensitivity
+// --gpu-clocks) and gives it back.
+type ClockLocker interface {
+	// Lock holds every GPU at mhz; an error wraps probe.ErrNotSupported
+	// where NVML is missing or refuses (no permission, an unsupported GPU).
+	Lock(mhz int) error
+	// Reset gives every GPU its default clock behaviour back.
+	Reset() error
+}
+
+// NVMLClocks locks clocks through lib (nil: the system's libnvidia-ml),
+// with nvmlDeviceSetGpuLockedClocks(mhz, mhz) and
+// nvmlDeviceResetGpuLockedClocks on every GPU.
+func NVMLClocks(lib nvml.Interface) ClockLocker { return nvmlClocks{lib} }
+
+type nvmlClocks struct{ lib nvml.Interface }
+
+// each calls f on every GPU (eachGPU), all of them whatever it answers:
+// the errors are joined, each wrapping probe.ErrNotSupported where NVML
+// refuses (no permission, an unsupported GPU).
+func (c nvmlClocks) each(what string, f func(d nvml.Device) nvml.Return) error {
+	var errs []error
+	if err := eachGPU(c.lib, func(i int, d nvml.Device) error {
+		switch r := f(d); r {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NO_PERMISSION:
+			errs = append(errs, fmt.Errorf("NVML GPU %d: %s: %s: %w", i, what, r.Error(), probe.ErrNotSupported))
+		default:
+			errs = append(errs, fmt.Errorf("NVML GPU %d: %s: %s", i, what, r.Error()))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func (c nvmlClocks) Lock(mhz int) error {
+	return c.each(fmt.Sprintf("locking the graphics clock at %d MHz", mhz), func(d nvml.Device) nvml.Return {
+		return d.SetGpuLockedClocks(uint32(mhz), uint32(mhz))
+	})
+}
+
+func (c nvmlClocks) Reset() error {
+	return c.each("resetting the locked clocks", func(d nvml.Device) nvml.Return { return d.ResetGpuLockedClocks() })
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/probe/doctor"
 )
 
 // Errors of the server lifecycle. Each is wrapped with details (the log
@@ -135,13 +136,7 @@ func ReadCommandFile(path string) (string, []string, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("reading server command file: %w", err)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			continue
-		}
-		lines = append(lines, l)
-	}
+	lines := slices.DeleteFunc(strings.Split(string(b), "\n"), func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "#") })
 	text := strings.TrimSpace(strings.Join(lines, "\n"))
 	argv, err := SplitCommand(text)
 	if err != nil {
@@ -278,11 +273,7 @@ func lastLines(s string, n int) string {
 		return "  (empty)"
 	}
 	lines := strings.Split(s, "\n")
-	lines = lines[max(0, len(lines)-n):]
-	for i, l := range lines {
-		lines[i] = "  | " + l
-	}
-	return strings.Join(lines, "\n")
+	return "  | " + strings.Join(lines[max(0, len(lines)-n):], "\n  | ")
 }
 
 // Stop ends the whole process group: SIGTERM to the group (and to
@@ -388,13 +379,15 @@ func HealthURL(target, explicit string) string {
 }
 
 // PortAnswers reports whether a TCP connection to target's host and port
-// succeeds (something listens there), and the address it tried.
+// (doctor.TargetPort) succeeds (something listens there), and the address
+// it tried.
 func PortAnswers(ctx context.Context, target string) (bool, string, error) {
 	u, err := url.Parse(target)
-	if err != nil || u.Host == "" {
+	port, perr := doctor.TargetPort(target)
+	if err != nil || u.Host == "" || perr != nil {
 		return false, "", fmt.Errorf("target %q: not a URL", target)
 	}
-	addr := net.JoinHostPort(u.Hostname(), urlPort(u))
+	addr := net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
 	d := net.Dialer{Timeout: time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -402,15 +395,4 @@ func PortAnswers(ctx context.Context, target string) (bool, string, error) {
 	}
 	c.Close()
 	return true, addr, nil
-}
-
-// urlPort is u's port, else its scheme's (443 for https, else 80).
-func urlPort(u *url.URL) string {
-	switch {
-	case u.Port() != "":
-		return u.Port()
-	case u.Scheme == "https":
-		return "443"
-	}
-	return "80"
 }

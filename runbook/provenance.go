@@ -80,6 +80,15 @@ type CacheState struct {
 	Newest time.Time `json:"newest_mtime,omitzero"`
 }
 
+// setGPUs records the GPUs as read before the server started, and why
+// they could not be read.
+func (p *Provenance) setGPUs(g []GPU, err error) {
+	p.GPUs = g
+	if err != nil {
+		p.Notes = append(p.Notes, "gpus: "+err.Error())
+	}
+}
+
 // SelectEnv returns the entries of env (KEY=VALUE) whose key matches one of
 // names (exact, or a prefix when the name ends with *).
 func SelectEnv(env, names []string) map[string]string {

@@ -21,6 +21,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
+	"github.com/asrprof/asrprof/probe/doctor"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -243,15 +244,14 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", out, err)
 	}
-	env := cfg.Env
-	if env == nil {
-		env = os.Environ()
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
 	}
-	gpus := cmp.Or(cfg.GPUs, NVML(nil))
-	envNames := cfg.ProvenanceEnv
-	if envNames == nil {
-		envNames = DefaultProvenanceEnv
+	if cfg.ProvenanceEnv == nil {
+		cfg.ProvenanceEnv = DefaultProvenanceEnv
 	}
+	cfg.GPUs = cmp.Or(cfg.GPUs, NVML(nil))
+	cfg.GPUPoll = cmp.Or(cfg.GPUPoll, 2*time.Second)
 	capRec, err := cfg.Capture.Record() // as each run's manifest records it
 	if err != nil {
 		return nil, err
@@ -269,7 +269,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		if !cfg.Capture.Quiet {
 			fmt.Fprintf(stderr, "== run %s (%d of %d) ==\n", spec.Dir, i+1, len(cfg.Plan))
 		}
-		rec, err := runOne(ctx, &cfg, capCfg, spec, env, envNames, gpus, stdout, stderr)
+		rec, err := runOne(ctx, &cfg, capCfg, spec, stdout, stderr)
 		rep.Runs = append(rep.Runs, rec)
 		if werr := bundle.WriteJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
 			err = werr
@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		rep.Error = runErr.Error()
 	}
 	rep.EndUnixNs = time.Now().UnixNano()
-	runErr = answer(runErr, filepath.Join(out, File), rep, stdout, cfg.Capture.Format, reportTables(rep), quietly(stderr, cfg.Capture.Quiet), "runbook")
+	runErr = answer(runErr, filepath.Join(out, File), rep, reportTables(rep), &cfg.Capture, stdout, stderr, "runbook")
 	if runErr != nil {
 		return rep, runErr
 	}
@@ -325,7 +325,7 @@ func checkConfig(cfg *Config) error {
 }
 
 // runOne does one run: server up, capture, server down, GPU free.
-func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpec, env, envNames []string, gpus GPUReader, stdout, stderr io.Writer) (RunRecord, error) {
+func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpec, stdout, stderr io.Writer) (RunRecord, error) {
 	rec := RunRecord{RunSpec: spec, StartUnixNs: time.Now().UnixNano()}
 	dir := filepath.Join(cfg.Capture.Out, spec.Dir)
 	progress := stderr // the run's progress lines; --quiet leaves errors and tables
@@ -341,9 +341,9 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		return rec, err
 	}
 	var srv *Server
-	// stopFailed ends a run that failed before its capture: the server
-	// stopped (where it was started), the error recorded.
-	stopFailed := func(err error) (RunRecord, error) {
+	// fail ends a run that failed before its capture: the server stopped
+	// (where it was started), the error recorded.
+	fail := func(err error) (RunRecord, error) {
 		if srv != nil {
 			if serr := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); serr != nil {
 				err = errors.Join(err, serr)
@@ -353,58 +353,47 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.Error = err.Error()
 		return rec, err
 	}
-	if busy {
-		if !lc.Reuse {
-			err := fmt.Errorf("%w: %s is taken before the server was started (another server, or one left over: stop it, or pass --reuse-server to measure it as it is)", ErrPortBusy, addr)
-			rec.Error = err.Error()
-			return rec, err
-		}
+	switch {
+	case busy && !lc.Reuse:
+		return fail(fmt.Errorf("%w: %s is taken before the server was started (another server, or one left over: stop it, or pass --reuse-server to measure it as it is)", ErrPortBusy, addr))
+	case busy:
 		rec.Reused = true
 		rec.PID = cfg.Capture.PID
 		if rec.PID == 0 {
-			if port, perr := portOf(cfg.Capture.Target); perr == nil {
+			if port, perr := doctor.TargetPort(cfg.Capture.Target); perr == nil {
 				rec.PID, _ = proctree.FindListener(port)
 			}
 		}
-		penv := env
+		env := cfg.Env
 		if e := procStrings(rec.PID, "environ"); e != nil {
-			penv = e
+			env = e
 		}
-		rec.Provenance = Describe(ctx, reusedCommand(rec.PID), procStrings(rec.PID, "cmdline"), penv, envNames, cfg.CacheDirs)
+		argv := procStrings(rec.PID, "cmdline")
+		command := cmp.Or(strings.Join(argv, " "), "(reused server, command unknown)")
+		rec.Provenance = Describe(ctx, command, argv, env, cfg.ProvenanceEnv, cfg.CacheDirs)
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		g, err := gpus.GPUs(gctx)
+		rec.Provenance.setGPUs(cfg.GPUs.GPUs(gctx))
 		cancel()
-		if err != nil {
-			rec.Provenance.Notes = append(rec.Provenance.Notes, "gpus: "+err.Error())
-		}
-		rec.Provenance.GPUs = g
 		rec.Notes = append(rec.Notes, fmt.Sprintf("--reuse-server: %s already answered; that server (pid %d) was measured as it is, not restarted", addr, rec.PID))
 		fmt.Fprintf(progress, "reusing the server on %s (pid %d)\n", addr, rec.PID)
-	} else {
+	default:
 		// As the seed runbooks do before each start: the GPUs must be free
 		// (a server left over from elsewhere would share them).
-		g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, gpuPoll(cfg))
+		g, err := WaitGPUFree(ctx, cfg.GPUs, lc.GPUFreeMiB, lc.GPUFreeTimeout, cfg.GPUPoll)
 		if err != nil && !isNotSupported(err) {
-			err = fmt.Errorf("before the start: %w", err)
-			rec.Error = err.Error()
-			return rec, err
+			return fail(fmt.Errorf("before the start: %w", err))
 		}
-		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, env, envNames, cfg.CacheDirs)
-		rec.Provenance.GPUs = g
-		if err != nil {
-			rec.Provenance.Notes = append(rec.Provenance.Notes, "gpus: "+err.Error())
-		}
-		srv, err = StartServer(spec.Server.Argv, env, filepath.Join(dir, LogFile))
-		if err != nil {
-			rec.Error = err.Error()
-			return rec, err
+		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, cfg.Env, cfg.ProvenanceEnv, cfg.CacheDirs)
+		rec.Provenance.setGPUs(g, err)
+		if srv, err = StartServer(spec.Server.Argv, cfg.Env, filepath.Join(dir, LogFile)); err != nil {
+			return fail(err)
 		}
 		rec.PID = srv.PID
 		rec.StartUnixNs = srv.Started.UnixNano()
 		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
 		fmt.Fprintf(progress, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
 		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
-			rec, err = stopFailed(err)
+			rec, err = fail(err)
 			if ctx.Err() != nil {
 				return rec, fmt.Errorf("%w: while waiting for the server", capture.ErrInterrupted)
 			}
@@ -414,7 +403,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.StartupS = time.Since(srv.Started).Seconds()
 		fmt.Fprintf(progress, "server healthy after %.1f s\n", rec.StartupS)
 	}
-	if rec.PID > 0 && rec.Provenance != nil {
+	if rec.PID > 0 {
 		if cpus, err := Affinity(rec.PID); err == nil {
 			rec.Provenance.CPUs = cpus
 		} else {
@@ -425,7 +414,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 	var after func(*RunRecord)
 	if cfg.Around != nil {
 		if after, err = cfg.Around(spec, rec.PID); err != nil {
-			return stopFailed(err)
+			return fail(err)
 		}
 	}
 	capCfg.Out = dir
@@ -437,7 +426,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 	var corunner *RunningGPUCoRunner
 	if cfg.GPUCoRunner != nil {
 		if corunner, err = cfg.GPUCoRunner.Start(ctx, dir); err != nil {
-			return stopFailed(err)
+			return fail(err)
 		}
 		fmt.Fprintf(progress, "GPU co-runner started: %g of the GPU's time (%s)\n", cfg.GPUCoRunner.Share, filepath.Join(dir, GPUCoRunnerLog))
 	}
@@ -453,10 +442,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		after(&rec)
 	}
 
-	var errs []error
-	if capErr != nil {
-		errs = append(errs, capErr)
-	}
+	errs := []error{capErr}
 	if corunner != nil {
 		rep, err := corunner.Stop()
 		if rep != nil {
@@ -465,26 +451,19 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 			}
 			rec.Extra["gpu_corunner"] = rep
 		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, err)
 	}
 	if srv != nil {
 		if srv.Exited() && capErr == nil {
 			rec.Notes = append(rec.Notes, "the server exited during the capture ("+exitText(srv.waitErr)+")")
 		}
-		if err := srv.Stop(context.WithoutCancel(ctx), lc.StopGrace); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, srv.Stop(context.WithoutCancel(ctx), lc.StopGrace))
 		rec.StoppedUnixNs = time.Now().UnixNano()
-		if len(errs) == 0 || !errors.Is(errs[0], capture.ErrInterrupted) {
-			g, err := WaitGPUFree(ctx, gpus, lc.GPUFreeMiB, lc.GPUFreeTimeout, gpuPoll(cfg))
-			switch {
-			case err == nil:
-				rec.GPUAfterStop = g
-			case isNotSupported(err):
+		if !errors.Is(capErr, capture.ErrInterrupted) {
+			g, err := WaitGPUFree(ctx, cfg.GPUs, lc.GPUFreeMiB, lc.GPUFreeTimeout, cfg.GPUPoll)
+			if isNotSupported(err) {
 				rec.Notes = append(rec.Notes, "GPU memory not checked after the stop: "+err.Error())
-			default:
+			} else {
 				rec.GPUAfterStop = g
 				errs = append(errs, err)
 			}
@@ -495,21 +474,6 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.Error = err.Error()
 	}
 	return rec, err
-}
-
-func gpuPoll(cfg *Config) time.Duration {
-	if cfg.GPUPoll > 0 {
-		return cfg.GPUPoll
-	}
-	return 2 * time.Second
-}
-
-func portOf(target string) (int, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(urlPort(u))
 }
 
 // procStrings reads a NUL-separated file of /proc/PID (cmdline, environ):
@@ -523,13 +487,6 @@ func procStrings(pid int, name string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-func reusedCommand(pid int) string {
-	if argv := procStrings(pid, "cmdline"); len(argv) > 0 {
-		return strings.Join(argv, " ")
-	}
-	return "(reused server, command unknown)"
 }
 
 var errNoOut = fmt.Errorf("%w: --out is required", capture.ErrInvalidConfig)
@@ -557,26 +514,20 @@ func createLog(out, name string) (*os.File, error) {
 }
 
 // answer ends a session: its record rec written to path, its tables
-// rendered to stdout in format, and stderr told where the record is
-// ("what: path"). It returns err, else the first error of these.
-func answer(err error, path string, rec any, stdout io.Writer, format string, tables []*table.Table, stderr io.Writer, what string) error {
+// rendered to stdout in c's format, and stderr told where the record is
+// ("what: path"; not under --quiet, which leaves it out with the
+// progress). It returns err, else the first error of these.
+func answer(err error, path string, rec any, tables []*table.Table, c *capture.Config, stdout, stderr io.Writer, what string) error {
 	if werr := bundle.WriteJSON(path, rec); werr != nil && err == nil {
 		err = werr
 	}
-	if rerr := table.Render(stdout, format, tables...); rerr != nil && err == nil {
+	if rerr := table.Render(stdout, c.Format, tables...); rerr != nil && err == nil {
 		err = rerr
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", what, path)
-	return err
-}
-
-// quietly is stderr, or io.Discard under --quiet: for the lines that say
-// where a record went, which --quiet leaves out with the progress.
-func quietly(stderr io.Writer, quiet bool) io.Writer {
-	if quiet {
-		return io.Discard
+	if !c.Quiet {
+		fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	}
-	return stderr
+	return err
 }
 
 // lifecycleMap is runbook.json's "lifecycle": the Lifecycle as its json

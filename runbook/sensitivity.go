@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/asrprof/asrprof/capture"
@@ -115,11 +114,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
 		}
 	}
-	type key struct {
-		cycle int
-		share float64
-	}
-	runOf := map[string]key{}
+	runOf := map[string]bundle.SensitivityRun{} // by dir: its cycle and allotment
 	var plan []RunSpec
 	for c := 1; c <= sc.Cycles; c++ {
 		for _, a := range sc.Allotments {
@@ -128,7 +123,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 				name = fmt.Sprintf("gpu%dmhz-%d", clockOf(sc.GPUClocks, a), c)
 			}
 			plan = append(plan, RunSpec{Name: name, Scored: true, Dir: name, Server: sc.Server})
-			runOf[name] = key{c, a}
+			runOf[name] = bundle.SensitivityRun{Dir: name, Cycle: c, Allotment: a}
 		}
 	}
 	logf, err := createLog(out, SensitivityLog)
@@ -136,7 +131,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return nil, err
 	}
 	defer logf.Close()
-	var mu sync.Mutex
 	caps := map[int]capacity{} // cycle → what 100 % is
 	var warns []string
 	runs := map[string]*bundle.SensitivityRun{}
@@ -149,21 +143,77 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0
+	// Run calls its hooks one run at a time, from its own goroutine.
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
-		k := runOf[spec.Dir]
-		sr := &bundle.SensitivityRun{Dir: spec.Dir, Cycle: k.cycle, Allotment: k.share}
-		mu.Lock()
+		r := runOf[spec.Dir]
+		sr := &r
 		runs[spec.Dir] = sr
-		cp, haveCap := caps[k.cycle]
+		cp, haveCap := caps[sr.Cycle]
 		nth++
 		i := nth
-		mu.Unlock()
 		if sc.BaseCores > 0 {
 			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
 			haveCap = true
 		}
-		progress := func(limit string, rec *RunRecord) {
-			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), limit)
+		// after ends the run's limit once its capture is over, and says
+		// what the limit was.
+		var after func(rec *RunRecord) string
+		switch {
+		case kind != "cpu":
+			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, sr.Allotment), logf); err != nil {
+				return nil, err
+			}
+			after = func(rec *RunRecord) string {
+				if err := sc.Clocks.Reset(); err != nil {
+					rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
+				}
+				return fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment))
+			}
+		case sr.Allotment < 1 && !haveCap:
+			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(sr.Allotment))
+			sr.Error = err.Error()
+			return nil, err
+		default:
+			lim, err := limit(method, sys, group+spec.Dir, pid, sr.Allotment, cp, sc.BaseCores > 0, sr)
+			if err != nil {
+				sr.Error = err.Error()
+				fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(sr.Allotment), err)
+				return nil, err
+			}
+			if rep.Method == "" {
+				rep.Method, rep.MethodNote = lim.method, lim.note
+			}
+			fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(sr.Allotment), lim.describe(sr))
+			smp := startSampler(pid)
+			after = func(rec *RunRecord) string {
+				var threads []bundle.ThreadUse
+				sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), smp.stop(), smp.comm)
+				lim.finish(sr, rec)
+				if lim.warn != "" {
+					warns = append(warns, spec.Dir+": "+lim.warn)
+				}
+				if sr.Allotment == 1 {
+					ncpu := 0
+					if cpus, err := cpulimit.CPUs(pid); err == nil {
+						ncpu = len(cpus)
+					}
+					c := capacityOf(sr.UsedCores, threads, ncpu)
+					if sc.BaseCores > 0 {
+						// 100 % is a quota here, so the busy threads' run-queue
+						// wait holds its throttling too: no contention from it.
+						c.cores, c.why, c.ran = sc.BaseCores, "--cpu-base", 1
+					}
+					sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
+					sr.BusyThreads = busyThreads(threads)
+					caps[sr.Cycle] = c
+				}
+				return lim.describe(sr)
+			}
+		}
+		return func(rec *RunRecord) {
+			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), after(rec))
+			rec.Extra = map[string]any{"sensitivity": sr}
+			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
 			if rec.Error != "" {
 				line += ": " + firstLine(rec.Error)
 			} else {
@@ -172,70 +222,10 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					line += fmt.Sprintf(", %.3f cores used", sr.UsedCores)
 				}
 			}
-			if sr.BaseWhy != "" && k.share == 1 {
+			if sr.BaseWhy != "" && sr.Allotment == 1 {
 				line += "; 100 % = " + capacity{cores: sr.BaseCores, why: sr.BaseWhy}.String()
 			}
 			fmt.Fprintln(stderr, line)
-		}
-		if kind != "cpu" {
-			after, err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, k.share), logf)
-			if err != nil {
-				return nil, err
-			}
-			return func(rec *RunRecord) {
-				after(rec)
-				sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
-				progress(fmt.Sprintf("GPU at %d MHz (%s %%)", sr.ClockMHz, pct(sr.Allotment)), rec)
-			}, nil
-		}
-		if k.share < 1 && !haveCap {
-			err := fmt.Errorf("the cycle's unrestricted run measured nothing: no 100 %% for a %s %% limit", pct(k.share))
-			sr.Error = err.Error()
-			return nil, err
-		}
-		lim, err := limit(method, sys, group+spec.Dir, pid, k.share, cp, sc.BaseCores > 0, sr)
-		if err != nil {
-			sr.Error = err.Error()
-			fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(k.share), err)
-			return nil, err
-		}
-		mu.Lock()
-		if rep.Method == "" {
-			rep.Method, rep.MethodNote = lim.method, lim.note
-		}
-		mu.Unlock()
-		fmt.Fprintf(logf, "cpu %s %% of the server (%s)\n", pct(k.share), lim.describe(sr))
-		smp := startSampler(pid)
-		return func(rec *RunRecord) {
-			samples := smp.stop()
-			var threads []bundle.ThreadUse
-			sr.UsedCores, threads = passUse(filepath.Join(out, spec.Dir), samples, smp.comm)
-			lim.finish(sr, rec)
-			if lim.warn != "" {
-				mu.Lock()
-				warns = append(warns, spec.Dir+": "+lim.warn)
-				mu.Unlock()
-			}
-			if k.share == 1 {
-				ncpu := 0
-				if cpus, err := cpulimit.CPUs(pid); err == nil {
-					ncpu = len(cpus)
-				}
-				c := capacityOf(sr.UsedCores, threads, ncpu)
-				if sc.BaseCores > 0 {
-					// 100 % is a quota here, so the busy threads' run-queue
-					// wait holds its throttling too: no contention from it.
-					c.cores, c.why, c.ran = sc.BaseCores, "--cpu-base", 1
-				}
-				sr.BaseCores, sr.BaseWhy, sr.RanWhenRunnable = c.cores, c.why, c.ran
-				sr.BusyThreads = busyThreads(threads)
-				mu.Lock()
-				caps[k.cycle] = c
-				mu.Unlock()
-			}
-			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
-			rec.Extra = map[string]any{"sensitivity": sr}
-			progress(lim.describe(sr), rec)
 		}, nil
 	}
 	rb, runErr := Run(ctx, rc, logf, logf)
@@ -278,7 +268,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, stdout, rc.Capture.Format, SensitivityTables(rep), quietly(stderr, rc.Capture.Quiet), "sensitivity")
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
 }
 
 // levelReqPerS is the mean req/s over the scored passes at level.
@@ -291,27 +281,23 @@ func levelReqPerS(res model.Results, level string) float64 {
 	return 0
 }
 
-// summaryByAllotment is the runbook's summary over the runs of each
-// allotment apart, each side named after the runs' prefix (cpu100, cpu50).
+// summaryByAllotment is the runbook's summary over the runs (of runs) of
+// each allotment apart, each side named after the runs' prefix (cpu100,
+// cpu50).
 func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
-	var order []string
-	by := map[string][]RunRecord{}
-	for _, r := range recs {
-		side, _, _ := strings.Cut(r.Dir, "-")
-		if runs[r.Dir] == nil {
-			continue
+	recs = slices.Clone(recs) // their sides are the summary's, not runbook.json's
+	var sides []string
+	for i, r := range recs {
+		if runs[r.Dir] != nil {
+			recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
+			if !slices.Contains(sides, recs[i].Side) {
+				sides = append(sides, recs[i].Side)
+			}
 		}
-		if _, ok := by[side]; !ok {
-			order = append(order, side)
-		}
-		by[side] = append(by[side], r)
 	}
 	out := []MetricSummary{}
-	for _, side := range order {
-		for _, s := range Summarize(by[side], "", levels) {
-			s.Side = side
-			out = append(out, s)
-		}
+	for _, side := range sides {
+		out = append(out, Summarize(recs, side, levels)...)
 	}
 	return out
 }
@@ -501,12 +487,7 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 		if share >= 1 {
 			return &limiter{method: MethodCoRunner, note: coRunnerNote}, nil
 		}
-		l, err := coRunnerLimit(pid, share, c.cores, sr)
-		if err != nil {
-			return nil, err
-		}
-		l.spinShare, l.ran = sr.Effective, c.ran
-		return l, nil
+		return coRunnerLimit(pid, share, c, sr)
 	case MethodAffinity:
 		cpus, err := cpulimit.CPUs(pid)
 		if err != nil {
@@ -678,12 +659,7 @@ func estimate(rep *bundle.SensitivityReport) {
 		rep.Notes = append(rep.Notes, "no restricted run has an unrestricted run of its cycle to compare with: no sensitivity")
 	}
 	for _, a := range rep.Allotments[1:] {
-		var ps []point
-		for _, p := range tput {
-			if p.share == a {
-				ps = append(ps, p)
-			}
-		}
+		ps := slices.DeleteFunc(slices.Clone(tput), func(p point) bool { return p.share != a })
 		name := pct(a) + " %"
 		for _, r := range rep.Runs {
 			if r.Allotment == a && r.ClockMHz > 0 {
@@ -721,22 +697,17 @@ func clockOf(clocks []int, share float64) int {
 	return int(math.Round(share * float64(top)))
 }
 
-// lockClock holds every GPU at mhz for one run and gives the clocks back
-// after its capture.
-func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) (func(*RunRecord), error) {
+// lockClock holds every GPU at mhz for one run (the run's after resets
+// them).
+func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) error {
 	sr.ClockMHz = mhz
 	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
 	if err := sc.Clocks.Lock(mhz); err != nil {
 		sr.Error = err.Error()
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(stderr, "GPU graphics clock locked at %d MHz\n", mhz)
-	return func(rec *RunRecord) {
-		if err := sc.Clocks.Reset(); err != nil {
-			rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
-		}
-		rec.Extra = map[string]any{"sensitivity": sr}
-	}, nil
+	return nil
 }
 
 // minCut is the least a restricted run's limit must take of what the

@@ -201,9 +201,11 @@ func schedGroup(pid int) string {
 }
 
 // coRunnerLimit is the co-runner method for one restricted run: pin every
-// thread of the server tree to k of its CPUs (k = the base, whole cores)
-// and start a spinner on each, at the nice that leaves the server share.
-func coRunnerLimit(pid int, share, base float64, sr *bundle.SensitivityRun) (*limiter, error) {
+// thread of the server tree to k of its CPUs (k = the base, c's whole
+// cores) and start a spinner on each, at the nice that leaves the server
+// share (< 1).
+func coRunnerLimit(pid int, share float64, c capacity, sr *bundle.SensitivityRun) (*limiter, error) {
+	base := c.cores
 	cpus, err := cpulimit.CPUs(pid)
 	if err != nil {
 		return nil, err
@@ -215,11 +217,7 @@ func coRunnerLimit(pid int, share, base float64, sr *bundle.SensitivityRun) (*li
 	if k > len(cpus) {
 		return nil, fmt.Errorf("co-runner: 100 %% is %d cores, but the server may run on %d CPUs", k, len(cpus))
 	}
-	l := &limiter{method: MethodCoRunner, note: "one spinning process per CPU, pinned (sched_setaffinity) beside the server's threads at its nice: a thread that computes all the time keeps its share of the CPU, one that mostly sleeps is barely delayed"}
 	sr.BaseCores, sr.CPUs = base, k
-	if share >= 1 {
-		return l, nil
-	}
 	set := cpus[len(cpus)-k:]
 	if err := cpulimit.PinTree(pid, set); err != nil {
 		return nil, err
@@ -232,16 +230,14 @@ func coRunnerLimit(pid int, share, base float64, sr *bundle.SensitivityRun) (*li
 	if math.Abs(got-share) > 0.03 {
 		return nil, fmt.Errorf("co-runner: no nice gives a share of %s %% beside a thread at nice %d (the nearest, nice %d, gives %s %%)", pct(share), sn, nice, pct(got))
 	}
-	c, err := startCoRunners(set, nice)
+	spin, err := startCoRunners(set, nice)
 	if err != nil {
 		return nil, err
 	}
-	l.spin = c
-	l.spinStart = c.cpuSeconds()
-	l.spinAt = time.Now()
+	l := &limiter{method: MethodCoRunner, note: coRunnerNote, spin: spin, spinStart: spin.cpuSeconds(), spinAt: time.Now(), spinShare: got, ran: c.ran}
 	sr.Effective = got
 	sr.CoRunnerNice = &nice
-	if g, s := schedGroup(pid), schedGroup(c.spinners[0].Process.Pid); g != s {
+	if g, s := schedGroup(pid), schedGroup(spin.spinners[0].Process.Pid); g != s {
 		l.warn = fmt.Sprintf("the server (%s) and the co-runner (%s) are in different scheduling groups: the spinner takes the share of a group, not %s %%", g, s, pct(1-got))
 	}
 	return l, nil

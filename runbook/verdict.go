@@ -228,15 +228,7 @@ func VerdictTable(v Verdict) *table.Table {
 	}
 	t.Title = fmt.Sprintf("Verdict: INCOMPLETE: %d gaps in %d scored runs; no means are shown as full runs", len(v.Gaps), v.Scored)
 	for _, g := range v.Gaps {
-		var rep any
-		if g.Repeat > 0 {
-			rep = g.Repeat
-		}
-		var lv any
-		if g.Level != "" {
-			lv = g.Level
-		}
-		t.AddRow(g.Run, lv, rep, g.What)
+		t.AddRow(g.Run, cell(g.Level), cell(g.Repeat), g.What)
 	}
 	return t
 }
@@ -245,13 +237,25 @@ func VerdictTable(v Verdict) *table.Table {
 func RunsTable(rep *Report) *table.Table {
 	t := &table.Table{Name: "runs", Title: "Runs (each with a fresh server)", Columns: []string{"run", "scored", "pid", "startup (s)", "complete", "bundle"}}
 	for _, r := range rep.Runs {
-		var startup any
-		if r.StartupS > 0 {
-			startup = r.StartupS
-		}
-		t.AddRow(r.Dir, fmt.Sprint(r.Scored), r.PID, startup, fmt.Sprint(r.Complete && r.Finished), r.Dir+"/")
+		t.AddRow(r.Dir, fmt.Sprint(r.Scored), r.PID, cell(r.StartupS), fmt.Sprint(r.Complete && r.Finished), r.Dir+"/")
 	}
 	return t
+}
+
+// cell is v as a table cell: empty (nil) where v is its zero value.
+func cell[T comparable](v T) any {
+	if v == *new(T) {
+		return nil
+	}
+	return v
+}
+
+// ptrCell is *p as a table cell: empty (nil) where p is nil.
+func ptrCell[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // reportTables are what Run prints: the runs, the summaries where the

@@ -18,6 +18,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/stats"
 	"github.com/asrprof/asrprof/table"
 )
 
@@ -189,25 +190,19 @@ func PickAdvice(rows []bundle.WhatIfAdvice, level string) (a bundle.WhatIfAdvice
 		}
 		return rows[best], true, nil
 	}
-	var at []bundle.WhatIfAdvice
+	if i := slices.IndexFunc(rows, func(r bundle.WhatIfAdvice) bool { return r.Level == level && r.Knob != "" }); i >= 0 {
+		return rows[i], true, nil
+	}
+	if i := slices.IndexFunc(rows, func(r bundle.WhatIfAdvice) bool { return r.Level == level }); i >= 0 {
+		return rows[i], false, nil
+	}
 	var levels []string
 	for _, r := range rows {
-		if r.Level == level {
-			at = append(at, r)
-		}
 		if !slices.Contains(levels, r.Level) {
 			levels = append(levels, r.Level)
 		}
 	}
-	if len(at) == 0 {
-		return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
-	}
-	for _, r := range at {
-		if r.Knob != "" {
-			return r, true, nil
-		}
-	}
-	return at[0], false, nil
+	return bundle.WhatIfAdvice{}, false, fmt.Errorf("%w: --level %s: the advice has no row for it (its levels: %s)", ErrBadPlan, level, strings.Join(levels, ", "))
 }
 
 // EditCommand applies advice a to the server command argv: the knob's flag
@@ -548,7 +543,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
 		runErr = err
 	}
-	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, stdout, wc.Runbook.Capture.Format, []*table.Table{WhatIfTable(rep)}, quietly(stderr, wc.Runbook.Capture.Quiet), "what-if")
+	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, []*table.Table{WhatIfTable(rep)}, &wc.Runbook.Capture, stdout, stderr, "what-if")
 }
 
 func planDirs(plan []RunSpec) []string {
@@ -605,6 +600,35 @@ func measure(rd *bundle.WhatIfRound, rb *Report, a bundle.WhatIfAdvice) {
 	}
 }
 
+// JudgeRatio sets the measured ratio of the runs b over the runs a against the
+// advice's prediction. ok is false where the advice has no prediction, no
+// interval or no now to make a ratio of, or a side has no runs.
+func JudgeRatio(adv bundle.WhatIfAdvice, a, b []float64) (j bundle.WhatIfJudgement, ok bool) {
+	if adv.Predicted == nil || adv.Lo == nil || adv.Hi == nil || adv.Now == nil || *adv.Now == 0 || len(a) == 0 || len(b) == 0 {
+		return bundle.WhatIfJudgement{}, false
+	}
+	ma, mb := stats.Mean(a), stats.Mean(b)
+	if ma == 0 {
+		return bundle.WhatIfJudgement{}, false
+	}
+	now := *adv.Now
+	j = bundle.WhatIfJudgement{PredictedRatio: *adv.Predicted / now, Lo: *adv.Lo / now, Hi: *adv.Hi / now, MeasuredRatio: mb / ma}
+	if j.Lo > j.Hi {
+		j.Lo, j.Hi = j.Hi, j.Lo
+	}
+	j.JudgedLo, j.JudgedHi = j.Lo, j.Hi
+	if s, ok := summary.AASpread(a); ok { // the one A/A rule (ab's too)
+		j.AASpread = &s
+		j.JudgedLo = min(j.JudgedLo, j.PredictedRatio*(1-s))
+		j.JudgedHi = max(j.JudgedHi, j.PredictedRatio*(1+s))
+	}
+	j.Inside = j.MeasuredRatio >= j.JudgedLo && j.MeasuredRatio <= j.JudgedHi
+	if j.PredictedRatio != 0 {
+		j.ErrorPct = (j.MeasuredRatio - j.PredictedRatio) / j.PredictedRatio * 100
+	}
+	return j, true
+}
+
 // worse says how the round's change made its metric worse (req/s fell,
 // or the latency rose), or "" where it did not or was not measured. Any
 // step the wrong way counts: with one run a side a small one may be noise
@@ -632,10 +656,8 @@ func roundLine(rd bundle.WhatIfRound) string {
 			s += ", predicted " + predictedText(a)
 		}
 		if j := rd.Judgement; j != nil {
-			s += fmt.Sprintf("; B/A %s against %s [%s–%s]", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
-		}
-		if rd.Inside != nil {
-			s += "; " + insideText(rd)
+			s += fmt.Sprintf("; B/A %s against %s [%s–%s]; %s (%+.1f %%)", table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio),
+				table.Format(j.JudgedLo), table.Format(j.JudgedHi), map[bool]string{true: "inside", false: "outside"}[j.Inside], j.ErrorPct)
 		}
 	}
 	if rd.Error != "" {
@@ -655,17 +677,6 @@ func predictedText(a bundle.WhatIfAdvice) string {
 	return s
 }
 
-func insideText(rd bundle.WhatIfRound) string {
-	s := "outside"
-	if *rd.Inside {
-		s = "inside"
-	}
-	if rd.ErrorPct != nil {
-		s += fmt.Sprintf(" (%+.1f %%)", *rd.ErrorPct)
-	}
-	return s
-}
-
 // WhatIfTable is what-if's answer: a row a round, the prediction beside
 // what the changed server measured.
 func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
@@ -677,36 +688,22 @@ func WhatIfTable(rep *bundle.WhatIfReport) *table.Table {
 	}
 	for _, rd := range rep.Rounds {
 		a := rd.Advice
-		var before, after, errPct any
-		if rd.Before != nil {
-			before = *rd.Before
-		}
-		if rd.After != nil {
-			after = *rd.After
-		}
-		if rd.ErrorPct != nil {
-			errPct = fmt.Sprintf("%+.1f %%", *rd.ErrorPct)
-		}
-		in := "-"
-		if rd.Inside != nil {
-			in = "no"
-			if *rd.Inside {
-				in = "yes"
-			}
-		}
 		change := editText(rd.Edit)
 		if a.Change != "" {
 			change = a.Change + " (" + change + ")"
 		}
-		var ratio, measured, aa any = "-", nil, nil
+		var ratio, measured, aa, errPct any = "-", nil, nil, nil
+		in := "-"
 		if j := rd.Judgement; j != nil {
 			ratio = fmt.Sprintf("%s [%s–%s]", table.Format(j.PredictedRatio), table.Format(j.JudgedLo), table.Format(j.JudgedHi))
 			measured = j.MeasuredRatio
+			errPct = fmt.Sprintf("%+.1f %%", j.ErrorPct)
+			in = map[bool]string{true: "yes", false: "no"}[j.Inside]
 			if j.AASpread != nil {
 				aa = fmt.Sprintf("%.1f %%", 100**j.AASpread)
 			}
 		}
-		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), before, after, ratio, measured, aa, in, errPct)
+		t.AddRow(rd.Round, model.LevelLabel(a.Level), orNone(a.Cause), change, adviceMetrics[a.Metric].label, predictedText(a), ptrCell(rd.Before), ptrCell(rd.After), ratio, measured, aa, in, errPct)
 		if j := rd.Judgement; j != nil {
 			n := fmt.Sprintf("round %d: judged on the ratio B/A within this experiment (%d A and %d B runs, interleaved): measured %s against predicted %s [%s–%s]",
 				rd.Round, len(rd.BeforeN), len(rd.AfterN), table.Format(j.MeasuredRatio), table.Format(j.PredictedRatio), table.Format(j.Lo), table.Format(j.Hi))

@@ -26,11 +26,9 @@ const ReportFile = bundle.ReportFile
 
 // entry is one capture the daemon started.
 type entry struct {
-	id, kind string
-	dir      string
-	start    time.Time
-	log      *logBuf
-	obs      *observer
+	id, dir string // its ac's, which never change
+	log     *logBuf
+	obs     *observer
 
 	cancel   context.CancelFunc
 	finished chan struct{} // closed when the capture has ended and its bundle is final
@@ -39,34 +37,19 @@ type entry struct {
 	periods            atomic.Int64
 
 	mu       sync.Mutex
-	state    string // running, finished, failed
-	err      string
-	end      time.Time
-	complete bool
-	probes   map[string]string
-	run      *capture.ProbeRun // remote captures
+	ac       capture.AgentCapture // but the counts above and Report
+	run      *capture.ProbeRun    // remote captures
 	lastCall time.Time
 }
 
 func (e *entry) info() capture.AgentCapture {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ac := capture.AgentCapture{ID: e.id, Kind: e.kind, State: e.state, Dir: e.dir, Start: e.start.UnixNano(),
-		Error: e.err, Probes: e.probes, Sent: e.sent.Load(), Done: e.done.Load(), Failed: e.failed.Load(),
-		Periods: int(e.periods.Load()), Complete: e.complete}
-	if !e.end.IsZero() {
-		ac.End = e.end.UnixNano()
-	}
-	if _, err := os.Stat(filepath.Join(e.dir, ReportFile)); err == nil {
-		ac.Report = true
-	}
+	ac := e.ac
+	ac.Sent, ac.Done, ac.Failed, ac.Periods = e.sent.Load(), e.done.Load(), e.failed.Load(), int(e.periods.Load())
+	_, err := os.Stat(filepath.Join(e.dir, ReportFile))
+	ac.Report = err == nil
 	return ac
-}
-
-func (e *entry) stop() {
-	if e.cancel != nil {
-		e.cancel()
-	}
 }
 
 func (e *entry) running() bool {
@@ -81,16 +64,16 @@ func (e *entry) running() bool {
 // finish records how the capture ended.
 func (e *entry) finish(out *capture.Outcome, err error) {
 	e.mu.Lock()
-	e.end = time.Now()
-	e.state = "finished"
+	e.ac.End = time.Now().UnixNano()
+	e.ac.State = "finished"
 	if out != nil {
-		e.complete = out.Manifest.Complete
+		e.ac.Complete = out.Manifest.Complete
 		if p, ok := out.Manifest.Extra["probes"].(map[string]string); ok {
-			e.probes = p
+			e.ac.Probes = p
 		}
 	}
 	if err != nil && !errors.Is(err, capture.ErrInterrupted) {
-		e.state, e.err = "failed", err.Error()
+		e.ac.State, e.ac.Error = "failed", err.Error()
 		fmt.Fprintf(e.log, "asrprof serve: capture failed: %v\n", err)
 	}
 	e.mu.Unlock()
@@ -120,17 +103,16 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	ctx := s.ctx
 	s.mu.Unlock()
 	cfg.Out = filepath.Join(s.cfg.Dir, id) // its progress lines (plain, not a terminal) go to the log unless --quiet
-	e := &entry{id: id, dir: cfg.Out, start: time.Now(), log: newLogBuf(), finished: make(chan struct{}), state: "running", lastCall: time.Now()}
+	e := &entry{id: id, dir: cfg.Out, log: newLogBuf(), finished: make(chan struct{}), lastCall: time.Now(),
+		ac: capture.AgentCapture{ID: id, Kind: "driven", State: "running", Dir: cfg.Out, Start: time.Now().UnixNano()}}
 	e.obs = &observer{m: s.m, id: id, e: e}
 	switch {
 	case req.Remote:
-		e.kind = "remote"
+		e.ac.Kind = "remote"
 	case cfg.Proxy != "":
-		e.kind = "proxy"
+		e.ac.Kind = "proxy"
 	case cfg.ProbesOnly:
-		e.kind = "probes"
-	default:
-		e.kind = "driven"
+		e.ac.Kind = "probes"
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
@@ -143,7 +125,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusBadRequest, "starting the probes: %v\n%s", err, e.log.String())
 			return
 		}
-		e.run, e.probes = run, run.Status()
+		e.run, e.ac.Probes = run, run.Status()
 	}
 	if err := cfg.Validate(); err != nil {
 		cancel()
@@ -248,15 +230,13 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, e.log.String())
 		return
 	}
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	off := 0
 	for {
 		b, changed := e.log.since(off)
 		off += len(b)
 		w.Write(b)
-		if fl != nil {
-			fl.Flush()
-		}
+		rc.Flush()
 		select {
 		case <-changed:
 		case <-e.finished:

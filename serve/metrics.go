@@ -153,16 +153,12 @@ func (o *observer) ProbeRecord(probeName, file string, rec any) {
 // sched sets a thread's CPU, and from the sched probe's lines (not the
 // proc probe's) adds its run-queue waits.
 func (o *observer) sched(r *bundle.SchedRecord) {
-	o.thread(r.PID, r.TID, r.Name, r.Utilization, r.CPUSec)
+	l := []string{o.id, strconv.Itoa(r.PID), strconv.Itoa(r.TID), r.Name}
+	o.m.threadCPU.WithLabelValues(l...).Set(r.Utilization)
+	o.m.threadCPUs.WithLabelValues(l...).Add(r.CPUSec)
 	if r.SchedRunq != nil {
 		o.m.runq.add(o.id, r.RunqHist, r.RunqWaitSec)
 	}
-}
-
-func (o *observer) thread(pid, tid int, name string, util, cpuS float64) {
-	l := []string{o.id, strconv.Itoa(pid), strconv.Itoa(tid), name}
-	o.m.threadCPU.WithLabelValues(l...).Set(util)
-	o.m.threadCPUs.WithLabelValues(l...).Add(cpuS)
 }
 
 // cuda adds one thread's launches of one symbol to the period's rate; the

@@ -14,6 +14,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -80,9 +82,7 @@ type Server struct {
 
 // New returns a server for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	if cfg.Parse == nil {
 		return nil, errors.New("serve: Config.Parse is nil")
 	}
@@ -92,9 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RemoteIdle < 0 {
 		return nil, fmt.Errorf("--remote-idle %v: must be > 0", cfg.RemoteIdle)
 	}
-	if cfg.RemoteIdle == 0 {
-		cfg.RemoteIdle = 10 * time.Minute
-	}
+	cfg.RemoteIdle = cmp.Or(cfg.RemoteIdle, 10*time.Minute)
 	return &Server{cfg: cfg, m: newMetrics(), ctx: context.Background()}, nil
 }
 
@@ -145,7 +143,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	for _, e := range s.entries() {
-		e.stop()
+		e.cancel()
 	}
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -205,43 +203,22 @@ func jsonFallback(mux *http.ServeMux) http.Handler {
 		}
 		// net/http's own answer (404, 405 with Allow, or a redirect to
 		// the cleaned path) is read from a recorder, then said in JSON.
-		rec := &statusRecorder{header: http.Header{}}
+		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		for _, k := range []string{"Allow", "Location"} {
-			if v := rec.header.Get(k); v != "" {
+			if v := rec.Header().Get(k); v != "" {
 				w.Header().Set(k, v)
 			}
 		}
-		switch code := rec.code; code {
+		switch code := rec.Code; code {
 		case http.StatusNotFound:
 			httpError(w, code, "no route %s %s (the API: GET / lists it; GET %s lists the captures)", r.Method, r.URL.Path, capture.AgentCapturesPath)
 		case http.StatusMethodNotAllowed:
-			httpError(w, code, "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+			httpError(w, code, "%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.Header().Get("Allow"))
 		default:
-			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, strings.TrimSpace(rec.body.String()))
+			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, strings.TrimSpace(rec.Body.String()))
 		}
 	})
-}
-
-// statusRecorder keeps the status, headers and body of net/http's
-// default answers (NotFound, method not allowed, redirects).
-type statusRecorder struct {
-	header http.Header
-	code   int
-	body   strings.Builder
-}
-
-func (r *statusRecorder) Header() http.Header { return r.header }
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.body.Write(b)
 }
 
 func (s *Server) timeNow(w http.ResponseWriter, r *http.Request) {
@@ -285,7 +262,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	e.stop()
+	e.cancel()
 	if r.URL.Query().Get("wait") != "" {
 		select {
 		case <-e.finished:

@@ -22,10 +22,9 @@ const otherFlags = "Other flags"
 // first use, each option under its own), then those of fs that opts does
 // not hold, under otherFlags.
 func printGroups(w io.Writer, fs *flag.FlagSet, opts []option.Option) {
-	other := option.Option{Group: otherFlags}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !slices.ContainsFunc(opts, func(o option.Option) bool { return o.Name == f.Name }) {
-			opts = append(opts, option.Option{Name: f.Name, Group: other.Group})
+			opts = append(opts, option.Option{Name: f.Name, Group: otherFlags})
 		}
 	})
 	for _, g := range option.Groups(opts) {
@@ -107,11 +106,7 @@ func exitTable() string {
 	var b strings.Builder
 	b.WriteString("Exit status:\n")
 	for _, e := range exitStatuses {
-		lines := strings.Split(e.meaning, "\n")
-		fmt.Fprintf(&b, "  %-4d %s\n", e.code, lines[0])
-		for _, l := range lines[1:] {
-			fmt.Fprintf(&b, "       %s\n", l)
-		}
+		fmt.Fprintf(&b, "  %-4d %s\n", e.code, strings.ReplaceAll(e.meaning, "\n", "\n       "))
 	}
 	return b.String()
 }

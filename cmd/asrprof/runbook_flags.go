@@ -102,16 +102,6 @@ func serverCommand(name, inline, file string) (runbook.ServerCmd, error) {
 	return runbook.ServerCmd{}, nil
 }
 
-// run builds the runbook from the parsed flags and the capture config,
-// and runs it.
-func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stderr io.Writer) error {
-	rc := f.config(cfg)
-	if cfg.PID != 0 && !f.Lifecycle.Reuse {
-		return fmt.Errorf("%w: --pid is set from the started server; give it only with --reuse-server", errUsage)
-	}
-	return f.plan(ctx, rc, stdout, stderr)
-}
-
 // config is the runbook configuration of the lifecycle flags, without a plan.
 func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 	rc := runbook.Config{
@@ -127,8 +117,13 @@ func (f *runbookFlags) config(cfg capture.Config) runbook.Config {
 	return rc
 }
 
-// plan makes the runs of --runs or the A/B flags and runs them.
-func (f *runbookFlags) plan(ctx context.Context, rc runbook.Config, stdout, stderr io.Writer) error {
+// run makes the runs of --runs or the A/B flags with the capture
+// config, and runs them.
+func (f *runbookFlags) run(ctx context.Context, cfg capture.Config, stdout, stderr io.Writer) error {
+	if cfg.PID != 0 && !f.Lifecycle.Reuse {
+		return fmt.Errorf("%w: --pid is set from the started server; give it only with --reuse-server", errUsage)
+	}
+	rc := f.config(cfg)
 	if f.cmd == "ab" {
 		a, err := serverCommand("a-cmd", f.ACmd, f.ACmdFile)
 		if err != nil {

@@ -109,9 +109,8 @@ func runSensitivity(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	rc := rb.config(cfg)
 	_, err = runbook.Sensitivity(ctx, runbook.SensitivityConfig{
-		Runbook: rc, Server: srv, Allotments: shares, Cycles: rb.Cycles, Method: rb.CPUMethod, BaseCores: rb.CPUBase, Stages: stageMeans, GPUClocks: rb.GPUClocks,
+		Runbook: rb.config(cfg), Server: srv, Allotments: shares, Cycles: rb.Cycles, Method: rb.CPUMethod, BaseCores: rb.CPUBase, Stages: stageMeans, GPUClocks: rb.GPUClocks,
 	}, stdout, stderr)
 	return err
 }

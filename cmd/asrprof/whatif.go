@@ -117,9 +117,8 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: what-if needs --server-cmd (or --server-cmd-file): the command of the server that %s measured", errUsage, pos[0])
 	}
 	out.Out = cmp.Or(out.Out, "runs/"+time.Now().Format("20060102-150405")+"-whatif")
-	rc := rb.config(out)
 	_, err = runbook.WhatIf(ctx, runbook.WhatIfConfig{
-		Runbook: rc, Bundle: pos[0], Server: srv, Level: rb.Level, Knobs: km, Rounds: rb.Rounds,
+		Runbook: rb.config(out), Bundle: pos[0], Server: srv, Level: rb.Level, Knobs: km, Rounds: rb.Rounds,
 		Order: rb.Order, Warm: rb.Warm, DryRun: rb.DryRun, Advice: adviceOf(rb.Advice, as.Stages),
 	}, stdout, stderr)
 	return err
