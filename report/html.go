@@ -72,11 +72,14 @@ func (p *page) table(t *table.Table) {
 	if t == nil {
 		return
 	}
-	fmt.Fprintf(&p.b, `<div class="tw"><table class="data" data-table="%s"><caption>%s</caption><thead><tr>`, esc(t.Name), esc(t.Title))
-	for _, c := range t.Columns {
-		fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+	head := func() {
+		for _, c := range t.Columns {
+			fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+		}
+		p.b.WriteString("</tr></thead><tbody>")
 	}
-	p.b.WriteString("</tr></thead><tbody>")
+	fmt.Fprintf(&p.b, `<div class="tw"><table class="data" data-table="%s"><caption>%s</caption><thead><tr>`, esc(t.Name), esc(t.Title))
+	head()
 	row := func(i int, r []string) {
 		p.b.WriteString("<tr>")
 		for j, c := range r {
@@ -103,10 +106,7 @@ func (p *page) table(t *table.Table) {
 	if len(zero) > 0 { // folded away: a click shows them, in the same columns
 		fmt.Fprintf(&p.b, `<tbody class="zero"><tr><td colspan="%d"><details><summary>%d rows all zero (%s)</summary><table class="data"><thead><tr>`,
 			len(t.Columns), len(zero), esc(zeroNames(t, zero)))
-		for _, c := range t.Columns {
-			fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
-		}
-		p.b.WriteString("</tr></thead><tbody>")
+		head()
 		for _, i := range zero {
 			row(i, t.Rows[i])
 		}
@@ -125,19 +125,9 @@ func allZero(t *table.Table, i int) bool {
 	}
 	n := 0
 	for _, v := range t.Values[i] {
-		switch x := v.(type) {
-		case float64:
-			if x != 0 {
-				return false
-			}
-			n++
-		case int:
-			if x != 0 {
-				return false
-			}
-			n++
-		case int64:
-			if x != 0 {
+		switch v.(type) {
+		case float64, int, int64:
+			if x, _ := table.Number(v); x != 0 {
 				return false
 			}
 			n++

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -140,15 +139,6 @@ func rows[T any](d *captureData, name string) []T {
 		return rs
 	}
 	return nil
-}
-
-// fnum is a raw cell value as a number (table.Number), NaN where it is
-// none.
-func fnum(v any) float64 {
-	if x, ok := table.Number(v); ok {
-		return x
-	}
-	return math.NaN()
 }
 
 // rangeRow is a row of sweep_ranges.

@@ -19,6 +19,15 @@ var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#
 
 func color(i int) string { return palette[i%len(palette)] }
 
+// colors are the first n colours of of (color, stateColor).
+func colors(n int, of func(int) string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = of(i)
+	}
+	return out
+}
+
 // esc escapes text for HTML and SVG.
 func esc(s string) string { return html.EscapeString(s) }
 
@@ -344,11 +353,7 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, yy, "middle", "tick", name)
 	}
-	cols := make([]string, len(names))
-	for i := range names {
-		cols[i] = color(i)
-	}
-	c.legend(l, 14, names, cols)
+	c.legend(l, 14, names, colors(len(names), color))
 	return c.String()
 }
 
