@@ -498,7 +498,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 			names = append(names, c.f.Name)
 		}
 		var err error
-		if cols, err = readColumns(s.Path(RequestsTable), names); err != nil {
+		if cols, err = readColumns(s.Path(RequestsTable), names, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -507,11 +507,11 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		var x any
 		switch col := cols[k]; c.f.Kind {
 		case model.KindString:
-			x = col.strings()
+			x = col.str
 		case model.KindBool:
-			x = col.bools()
+			x = col.b
 		case model.KindFloat:
-			x, _ = col.float64s()
+			x = col.f64
 		case model.KindInt:
 			x = col.int32s(0)
 		case model.KindInt64:

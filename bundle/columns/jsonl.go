@@ -138,20 +138,12 @@ func (v value) what() string {
 	return "?"
 }
 
-// fieldError names the field whose value was wrong.
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return fmt.Sprintf("field %q: %v", e.field, e.err) }
-func (e *fieldError) Unwrap() error { return e.err }
-
+// fieldErr names the field whose value was wrong.
 func fieldErr(k []byte, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fieldError{field: string(k), err: err}
+	return fmt.Errorf("field %q: %w", k, err)
 }
 
 var errSyntax = errors.New("not a JSON object")

@@ -338,7 +338,7 @@ func ReadRequests(path string) ([]model.Request, error) {
 		names = append(names, l.name)
 		plain[l.name] = l.f.Kind == model.KindString && !l.f.Dict
 	}
-	cols, err := readColumnsPlain(path, names, plain)
+	cols, err := readColumns(path, names, plain)
 	if err != nil {
 		return nil, err
 	}
@@ -361,13 +361,13 @@ func ReadRequests(path string) ([]model.Request, error) {
 			x := col.int64s()
 			sets[c] = setter(l.f, func(i int) int64 { return x[i] })
 		case model.KindFloat:
-			x, _ := col.float64s()
+			x := col.f64
 			sets[c] = setter(l.f, func(i int) float64 { return x[i] })
 		case model.KindBool:
-			x := col.bools()
+			x := col.b
 			sets[c] = setter(l.f, func(i int) bool { return x[i] })
 		case model.KindOptFloat:
-			x, ok := col.float64s()
+			x, ok := col.f64, col.valid
 			sets[c] = setter(l.f, func(i int) *float64 {
 				if ok != nil && !ok[i] {
 					return nil

@@ -219,11 +219,11 @@ func writeSpans(path string, s *Spans, meta map[string]string) error {
 // (request_index, span_id, name, service, start_unix_ns, end_unix_ns,
 // attributes).
 func ReadSpans(path string) (*Spans, error) {
-	cols, err := readColumns(path, []string{"request_index", "span_id", "name", "service", "start_unix_ns", "end_unix_ns", "attributes"})
+	cols, err := readColumns(path, []string{"request_index", "span_id", "name", "service", "start_unix_ns", "end_unix_ns", "attributes"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].strings(), Service: cols[3].strings(),
+	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].str, Service: cols[3].str,
 		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s()}
 	s.SpanID = cols[1].str.values()
 	s.Attributes = cols[6].str.values()
