@@ -161,12 +161,7 @@ func (d *captureData) timeline() (*timeline, error) {
 			evs = append(evs, ev{sec(r.StartUnixNs), 1}, ev{sec(r.EndUnixNs), -1})
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d > evs[j].d
-	})
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(b.d, a.d)) })
 	var seg [][2]float64
 	cur, j, peak := 0, 0, 0
 	for b := 0; b < bins; b++ {

@@ -2,8 +2,9 @@ package columns
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/asrprof/asrprof/model"
@@ -136,13 +137,8 @@ func appendAttrs(b []byte, attrs map[string]any) []byte {
 	if len(attrs) == 0 {
 		return b
 	}
-	keys := make([]string, 0, len(attrs))
-	for k := range attrs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(attrs)) {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -2,14 +2,17 @@ package export
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
@@ -269,16 +272,11 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 		groups[k] = append(groups[k], i)
 	}
-	sort.SliceStable(keys, func(a, b int) bool {
-		if keys[a].service != keys[b].service {
-			return keys[a].service < keys[b].service
-		}
-		// Thread tracks first, then span-name tracks, each by first start.
-		ta, tb := keys[a].key[0] == 't', keys[b].key[0] == 't'
-		if ta != tb {
-			return ta
-		}
-		return in.Spans[groups[keys[a]][0]].StartUnixNs < in.Spans[groups[keys[b]][0]].StartUnixNs
+	// By service; thread tracks ("t:") before span-name tracks ("s:"),
+	// each by first start.
+	slices.SortStableFunc(keys, func(a, b trackKey) int {
+		return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(b.key[0], a.key[0]),
+			cmp.Compare(in.Spans[groups[a][0]].StartUnixNs, in.Spans[groups[b][0]].StartUnixNs))
 	})
 	servicePID := map[string]int{}
 	nextTID := map[int]int{}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/asrprof/asrprof/bundle"
@@ -80,9 +79,7 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event
 			for _, j := range byReq[id] {
 				ix.events[i] = append(ix.events[i], evs[j])
 			}
-			sort.SliceStable(ix.events[i], func(a, b int) bool {
-				return ix.events[i][a].TimestampNs < ix.events[i][b].TimestampNs
-			})
+			slices.SortStableFunc(ix.events[i], func(a, b bundle.Event) int { return cmp.Compare(a.TimestampNs, b.TimestampNs) })
 		}
 		if r.Warmup || r.Status != model.StatusOK {
 			continue
