@@ -294,6 +294,8 @@ func floats(v value) ([]float64, error) {
 	return out, nil
 }
 
+var newline = []byte{'\n'}
+
 // chunkBytes is how much of a JSONL file one worker parses at a time.
 const chunkBytes = 1 << 20
 
@@ -386,16 +388,9 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 		g.Go(func() error {
 			for j := range jobs {
 				p := newPart(j.lines + 1)
-				d, no := j.data, j.first
-				for len(d) > 0 {
-					k := bytes.IndexByte(d, '\n')
-					var l []byte
-					complete := k >= 0
-					if complete {
-						l, d = d[:k], d[k+1:]
-					} else {
-						l, d = d, nil
-					}
+				for d, no := j.data, j.first; len(d) > 0; no++ {
+					l, rest, complete := bytes.Cut(d, newline)
+					d = rest
 					if len(bytes.TrimSpace(l)) > 0 {
 						if err := line(p, l, no); err != nil {
 							if j.last && !complete {
@@ -404,7 +399,6 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 							return fmt.Errorf("%s:%d: %w", path, no, err)
 						}
 					}
-					no++
 				}
 				select {
 				case free <- j.buf:

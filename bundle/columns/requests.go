@@ -126,15 +126,9 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 	g.SetLimit(workers)
 	for pi, p := range parts {
 		g.Go(func() error {
-			d, line := p.data, p.first
-			for len(d) > 0 {
-				k := bytes.IndexByte(d, '\n')
-				var l []byte
-				if k >= 0 {
-					l, d = d[:k], d[k+1:]
-				} else {
-					l, d = d, nil
-				}
+			for d, line := p.data, p.first; len(d) > 0; line++ {
+				l, rest, _ := bytes.Cut(d, newline)
+				d = rest
 				if len(bytes.TrimSpace(l)) > 0 {
 					r, next := unsafe.Pointer(&out[line]), 0
 					err := scanObject(l, func(k []byte, v value) error {
@@ -155,7 +149,6 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 						return nil
 					}
 				}
-				line++
 			}
 			return nil
 		})
