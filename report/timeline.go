@@ -179,22 +179,9 @@ func (d *captureData) timeline() (*timeline, error) {
 		Ser: []tlSeries{{Name: "in flight", Color: color(0), Segs: [][][2]float64{seg}}}})
 	tl.Binned = append(tl.Binned, fmt.Sprintf("in-flight requests: the most in flight in each of %d bins of %s s", bins, val(bw)))
 
-	if d.has(bundle.GPUFile) {
-		if err := d.gpuPanels(tl, sec); err != nil {
-			return nil, err
-		}
-	}
-	if d.has(bundle.SchedFile) {
-		if err := d.schedPanel(tl); err != nil {
-			return nil, err
-		}
-	}
-	if d.has(bundle.CUDAFile) {
-		if err := d.cudaPanel(tl); err != nil {
-			return nil, err
-		}
-	}
-	if err := d.sampleRequests(tl, reqs, sec, levelIx); err != nil {
+	// A probe's panel is drawn from its file (bundle.ReadAll: none when
+	// absent); the first error is the timeline's.
+	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec, levelIx)); err != nil {
 		return nil, err
 	}
 	return tl, nil
