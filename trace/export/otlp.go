@@ -87,7 +87,7 @@ const (
 	AttrState       = "asrprof.state"
 )
 
-// Plan counts what Batches sends.
+// Plan counts what OTLP sends.
 type Plan struct {
 	Requests   int  `json:"requests"`    // requests whose traces are exported
 	Spans      int  `json:"spans"`       // all spans, stage spans included
@@ -384,18 +384,6 @@ func (bt *batcher) flush() error {
 	td := bt.td
 	bt.reset()
 	return bt.emit(td)
-}
-
-// Batches reads b and calls fn with every export request's traces, in
-// order: the span store's spans in file order, then the synthesized stage
-// spans. fn may keep td. It returns what it planned; an error from fn stops
-// it and is returned as is.
-func Batches(b *bundle.Bundle, cfg PlanConfig, fn func(td ptrace.Traces) error) (Plan, error) {
-	p, err := newPlanner(b, cfg)
-	if err != nil {
-		return Plan{}, err
-	}
-	return p.plan, p.run(fn)
 }
 
 // CaptureAttrs returns the resource attributes that name b's capture:
