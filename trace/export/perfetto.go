@@ -371,17 +371,15 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 
 	// Where the time went.
 	if in.States != nil {
-		statePID := map[int]int{} // client pid → states pid
 		for _, lv := range levels {
+			pid := 0 // the level's process, once it has a request with states
 			for _, i := range byLevel[lv] {
 				if i >= len(in.States) || len(in.States[i]) == 0 {
 					continue
 				}
 				rt := reqTrack[i]
-				pid, ok := statePID[rt.pid]
-				if !ok {
+				if pid == 0 {
 					pid = d.process(qualified("where the time went", " ", lv))
-					statePID[rt.pid] = pid
 					for s := 0; s < st.ClientSlots[lv]; s++ {
 						d.thread(pid, s+1, "slot "+strconv.Itoa(s))
 					}
