@@ -255,11 +255,11 @@ func (d *captureData) verdictSection(p *page) {
 				p.b.WriteString("</ul></div>")
 			}
 			fmt.Fprintf(&p.b, `<div class="verdict"><h3>%s: %s</h3><p class="ev">%s%s</p><ul>`, esc(label(r.Level)), esc(r.Cause),
-				esc(explains(string(r.Explains))), esc(r.Evidence))
+				esc(explains(string(r.Explains), "explains ", " of the latency. ")), esc(r.Evidence))
 			prev = r.Level
 			continue
 		}
-		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(r.Cause), esc(explainsShort(string(r.Explains))), esc(r.Evidence))
+		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(r.Cause), esc(explains(string(r.Explains), " (", ")")), esc(r.Evidence))
 	}
 	if prev != "" {
 		p.b.WriteString("</ul></div>")
@@ -269,18 +269,13 @@ func (d *captureData) verdictSection(p *page) {
 	p.end()
 }
 
-func explains(s string) string {
+// explains is a cause's share of the latency s ("62 %") between before
+// and after; "" where the table has none ("-").
+func explains(s, before, after string) string {
 	if s == "" || s == "-" {
 		return ""
 	}
-	return "explains " + s + " of the latency. "
-}
-
-func explainsShort(s string) string {
-	if s == "" || s == "-" {
-		return ""
-	}
-	return " (" + s + ")"
+	return before + s + after
 }
 
 // sweepSeries builds one series per metric from sweep_ranges.
