@@ -172,19 +172,17 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	d := &drawing{}
 	ix := join.Build(in.Requests, in.Spans, nil)
 
-	// Clients: a process per level, in the order the levels ran.
+	// Clients: a process per level, in the order the levels ran (then
+	// those only requests name).
 	var levels []string
-	seen := map[string]bool{}
 	for _, l := range in.Manifest.Levels {
-		if !seen[l.Level] {
-			seen[l.Level] = true
+		if !slices.Contains(levels, l.Level) {
 			levels = append(levels, l.Level)
 		}
 	}
 	byLevel := map[string][]int{}
 	for i, r := range in.Requests {
-		if !seen[r.Level] {
-			seen[r.Level] = true
+		if _, ok := byLevel[r.Level]; !ok && !slices.Contains(levels, r.Level) {
 			levels = append(levels, r.Level)
 		}
 		byLevel[r.Level] = append(byLevel[r.Level], i)

@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func NewReceiver(cfg Config, sink func(ptrace.Traces) error) *Receiver {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	r := &Receiver{cfg: cfg, sink: sink}
-	r.handler = &httpHandler{r: r}
+	r.handler = &httpHandler{r: r, bodies: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	return r
 }
 
