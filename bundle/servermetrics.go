@@ -27,38 +27,25 @@ type MetricValue float64
 // MarshalJSON writes f as a JSON number, or as a string when it is not
 // finite.
 func (f MetricValue) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
+	b := strconv.AppendFloat(nil, float64(f), 'g', -1, 64) // NaN, +Inf and -Inf as named above
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return strconv.AppendQuote(nil, string(b)), nil
 	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+	return b, nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (f *MetricValue) UnmarshalJSON(b []byte) error {
+	s := string(b)
 	if len(b) > 0 && b[0] == '"' {
-		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		switch s {
-		case "NaN":
-			*f = MetricValue(math.NaN())
-		case "+Inf":
-			*f = MetricValue(math.Inf(1))
-		case "-Inf":
-			*f = MetricValue(math.Inf(-1))
-		default:
+		if s != "NaN" && s != "+Inf" && s != "-Inf" {
 			return fmt.Errorf("invalid value %q", s)
 		}
-		return nil
 	}
-	v, err := strconv.ParseFloat(string(b), 64)
+	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return fmt.Errorf("invalid value %s", b)
 	}

@@ -6,6 +6,7 @@
 package model
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 )
@@ -341,15 +342,7 @@ func CompareLevels(a, b string) int {
 	}
 	ka, va := key(a)
 	kb, vb := key(b)
-	switch {
-	case ka != kb:
-		return ka - kb
-	case ka == 2 || va == vb:
-		return 0
-	case va < vb:
-		return -1
-	}
-	return 1
+	return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(va, vb))
 }
 
 // LevelLabel is how tables print a level: "c32" → "c=32", "r2.5" →

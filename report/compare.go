@@ -190,11 +190,7 @@ func ratioBars(cs []summary.Comparison) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, h-b+16, "middle", "tick", label(lv))
 	}
-	cols := make([]string, len(metrics))
-	for i := range metrics {
-		cols[i] = color(i)
-	}
-	c.legend(l, 16, metrics, cols)
+	c.legend(l, 16, metrics, colors(len(metrics), color))
 	return c.String()
 }
 

@@ -72,11 +72,14 @@ func (p *page) table(t *table.Table) {
 	if t == nil {
 		return
 	}
-	fmt.Fprintf(&p.b, `<div class="tw"><table class="data" data-table="%s"><caption>%s</caption><thead><tr>`, esc(t.Name), esc(t.Title))
-	for _, c := range t.Columns {
-		fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+	head := func() {
+		for _, c := range t.Columns {
+			fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
+		}
+		p.b.WriteString("</tr></thead><tbody>")
 	}
-	p.b.WriteString("</tr></thead><tbody>")
+	fmt.Fprintf(&p.b, `<div class="tw"><table class="data" data-table="%s"><caption>%s</caption><thead><tr>`, esc(t.Name), esc(t.Title))
+	head()
 	row := func(i int, r []string) {
 		p.b.WriteString("<tr>")
 		for j, c := range r {
@@ -103,10 +106,7 @@ func (p *page) table(t *table.Table) {
 	if len(zero) > 0 { // folded away: a click shows them, in the same columns
 		fmt.Fprintf(&p.b, `<tbody class="zero"><tr><td colspan="%d"><details><summary>%d rows all zero (%s)</summary><table class="data"><thead><tr>`,
 			len(t.Columns), len(zero), esc(zeroNames(t, zero)))
-		for _, c := range t.Columns {
-			fmt.Fprintf(&p.b, "<th>%s</th>", esc(c))
-		}
-		p.b.WriteString("</tr></thead><tbody>")
+		head()
 		for _, i := range zero {
 			row(i, t.Rows[i])
 		}
@@ -125,19 +125,9 @@ func allZero(t *table.Table, i int) bool {
 	}
 	n := 0
 	for _, v := range t.Values[i] {
-		switch x := v.(type) {
-		case float64:
-			if x != 0 {
-				return false
-			}
-			n++
-		case int:
-			if x != 0 {
-				return false
-			}
-			n++
-		case int64:
-			if x != 0 {
+		switch v.(type) {
+		case float64, int, int64:
+			if x, _ := table.Number(v); x != 0 {
 				return false
 			}
 			n++
@@ -265,11 +255,11 @@ func (d *captureData) verdictSection(p *page) {
 				p.b.WriteString("</ul></div>")
 			}
 			fmt.Fprintf(&p.b, `<div class="verdict"><h3>%s: %s</h3><p class="ev">%s%s</p><ul>`, esc(label(r.Level)), esc(r.Cause),
-				esc(explains(string(r.Explains))), esc(r.Evidence))
+				esc(explains(string(r.Explains), "explains ", " of the latency. ")), esc(r.Evidence))
 			prev = r.Level
 			continue
 		}
-		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(r.Cause), esc(explainsShort(string(r.Explains))), esc(r.Evidence))
+		fmt.Fprintf(&p.b, `<li><b>%s</b>%s: %s</li>`, esc(r.Cause), esc(explains(string(r.Explains), " (", ")")), esc(r.Evidence))
 	}
 	if prev != "" {
 		p.b.WriteString("</ul></div>")
@@ -279,18 +269,13 @@ func (d *captureData) verdictSection(p *page) {
 	p.end()
 }
 
-func explains(s string) string {
+// explains is a cause's share of the latency s ("62 %") between before
+// and after; "" where the table has none ("-").
+func explains(s, before, after string) string {
 	if s == "" || s == "-" {
 		return ""
 	}
-	return "explains " + s + " of the latency. "
-}
-
-func explainsShort(s string) string {
-	if s == "" || s == "-" {
-		return ""
-	}
-	return " (" + s + ")"
+	return before + s + after
 }
 
 // sweepSeries builds one series per metric from sweep_ranges.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -89,16 +88,13 @@ type captureData struct {
 }
 
 // load runs the analyses the report shows over the bundle in dir.
-func load(ctx context.Context, dir string, o Options, extra ...string) (*captureData, error) {
+func load(ctx context.Context, dir string, o Options) (*captureData, error) {
 	c, err := analysis.Load(dir)
 	if err != nil {
 		return nil, err
 	}
 	c.PlaceStates() // the waterfalls draw each request's states in time
-	names := analysis.DefaultScripts(c)
-	names = append(names, "sweep_ranges", "knee", "attribution")
-	names = append(names, extra...)
-	return run(ctx, c, dir, o.session(c, nil), names)
+	return run(ctx, c, dir, o.session(c, nil), append(analysis.DefaultScripts(c), "sweep_ranges", "knee", "attribution"))
 }
 
 func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Session, names []string) (*captureData, error) {
@@ -140,15 +136,6 @@ func rows[T any](d *captureData, name string) []T {
 		return rs
 	}
 	return nil
-}
-
-// fnum is a raw cell value as a number (table.Number), NaN where it is
-// none.
-func fnum(v any) float64 {
-	if x, ok := table.Number(v); ok {
-		return x
-	}
-	return math.NaN()
 }
 
 // rangeRow is a row of sweep_ranges.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,6 +19,15 @@ import (
 var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000", "#999999", "#7f3c8d"}
 
 func color(i int) string { return palette[i%len(palette)] }
+
+// colors are the first n colours of of (color, stateColor).
+func colors(n int, of func(int) string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = of(i)
+	}
+	return out
+}
 
 // esc escapes text for HTML and SVG.
 func esc(s string) string { return html.EscapeString(s) }
@@ -288,54 +298,42 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 	t := 14 + 16*float64(legendRows(l, w, names, nil))
 	h := 284 + t
 	c := newCanvas(w, h, "plot", title)
+	// Each bar's stacked height, its group (its index in groups) and its
+	// place in the group.
+	total, gi, k := make([]float64, len(bars)), make([]int, len(bars)), make([]int, len(bars))
+	var groups []string
+	var inGroup []int // bars per group
 	hi := 0.0
-	for _, br := range bars {
-		s := 0.0
+	for i, br := range bars {
 		for _, v := range br.parts {
-			s += max(v, 0)
+			total[i] += max(v, 0)
 		}
-		hi = max(hi, s)
+		hi = max(hi, total[i])
+		if i == 0 || br.group != bars[i-1].group {
+			groups, inGroup = append(groups, br.group), append(inGroup, 0)
+		}
+		gi[i], k[i] = len(groups)-1, inGroup[len(groups)-1]
+		inGroup[len(groups)-1]++
 	}
 	ys := scale{0, niceMax(hi), h - b, t}
 	c.yAxis(ys, l, w-r, ylabel)
-	var groups []string
-	var inGroup []int // bars per group
-	for _, br := range bars {
-		if len(groups) == 0 || groups[len(groups)-1] != br.group {
-			groups = append(groups, br.group)
-			inGroup = append(inGroup, 0)
-		}
-		inGroup[len(inGroup)-1]++
-	}
 	gw := (w - l - r) / float64(max(len(groups), 1))
-	gi, prev := -1, ""
-	k := 0
 	for i, br := range bars {
-		if i == 0 || br.group != prev {
-			gi++
-			k = 0
-			prev = br.group
-		}
-		n := float64(inGroup[gi])
+		n := float64(inGroup[gi[i]])
 		bw := min(gw*0.7/n, 70)
-		x := l + gw*float64(gi) + gw/2 - bw*n/2 - 2*(n-1) + float64(k)*(bw+4)
+		x := l + gw*float64(gi[i]) + gw/2 - bw*n/2 - 2*(n-1) + float64(k[i])*(bw+4)
 		y := h - b
-		total := 0.0
-		for _, v := range br.parts {
-			total += max(v, 0)
-		}
 		for pi, v := range br.parts {
 			if !(v > 0) {
 				continue
 			}
 			hgt := (h - b) - ys.at(v)
 			y -= hgt
-			c.rect(x, y, bw, hgt, color(pi), fmt.Sprintf("%s, %s: %s ms (%.0f %%)", br.label, names[pi], val(v), 100*v/total))
+			c.rect(x, y, bw, hgt, color(pi), fmt.Sprintf("%s, %s: %s ms (%.0f %%)", br.label, names[pi], val(v), 100*v/total[i]))
 		}
 		if n > 1 {
 			c.text(x+bw/2, h-b+13, "middle", "tick small", br.label)
 		}
-		k++
 	}
 	for g, name := range groups {
 		yy := h - b + 16
@@ -344,11 +342,7 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, yy, "middle", "tick", name)
 	}
-	cols := make([]string, len(names))
-	for i := range names {
-		cols[i] = color(i)
-	}
-	c.legend(l, 14, names, cols)
+	c.legend(l, 14, names, colors(len(names), color))
 	return c.String()
 }
 
@@ -526,20 +520,13 @@ func logBars(title, unit string, rows []logRow) string {
 	if d1 <= d0 {
 		d1 = d0 + 1
 	}
-	groups := 0
-	prev := ""
-	for _, rw := range rows {
-		if rw.group != prev {
-			groups++
-			prev = rw.group
-		}
-	}
+	groups := len(slices.CompactFunc(slices.Clone(rows), func(a, b logRow) bool { return a.group == b.group }))
 	h := 10 + rowH*float64(len(rows)) + 18*float64(groups) + 34
 	c := newCanvas(w, h, "plot logbars", title)
 	xs := scale{d0, d1, l, w - r}
 	y := 10.0
 	top := y
-	prev = ""
+	prev := ""
 	for _, rw := range rows {
 		if rw.group != prev {
 			c.text(8, y+13, "start", "ptitle", rw.group)

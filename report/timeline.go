@@ -107,10 +107,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := &timeline{Total: len(reqs), States: engine.AttributionStates}
-	for i := range tl.States {
-		tl.StateColors = append(tl.StateColors, stateColor(i))
-	}
+	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: colors(len(engine.AttributionStates), stateColor)}
 	t0, t1 := int64(math.MaxInt64), int64(0)
 	for _, lv := range m.Levels {
 		t0 = min(t0, lv.StartUnixNs)
@@ -164,12 +161,7 @@ func (d *captureData) timeline() (*timeline, error) {
 			evs = append(evs, ev{sec(r.StartUnixNs), 1}, ev{sec(r.EndUnixNs), -1})
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d > evs[j].d
-	})
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(b.d, a.d)) })
 	var seg [][2]float64
 	cur, j, peak := 0, 0, 0
 	for b := 0; b < bins; b++ {
@@ -187,22 +179,9 @@ func (d *captureData) timeline() (*timeline, error) {
 		Ser: []tlSeries{{Name: "in flight", Color: color(0), Segs: [][][2]float64{seg}}}})
 	tl.Binned = append(tl.Binned, fmt.Sprintf("in-flight requests: the most in flight in each of %d bins of %s s", bins, val(bw)))
 
-	if d.has(bundle.GPUFile) {
-		if err := d.gpuPanels(tl, sec); err != nil {
-			return nil, err
-		}
-	}
-	if d.has(bundle.SchedFile) {
-		if err := d.schedPanel(tl); err != nil {
-			return nil, err
-		}
-	}
-	if d.has(bundle.CUDAFile) {
-		if err := d.cudaPanel(tl); err != nil {
-			return nil, err
-		}
-	}
-	if err := d.sampleRequests(tl, reqs, sec, levelIx); err != nil {
+	// A probe's panel is drawn from its file (bundle.ReadAll: none when
+	// absent); the first error is the timeline's.
+	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec, levelIx)); err != nil {
 		return nil, err
 	}
 	return tl, nil
@@ -437,12 +416,8 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 // waterfalls: the client's phases on its clock and the server's stages on
 // the server's, laid from the end of the upload.
 func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) error {
-	keep := make([]bool, len(reqs))
-	if len(reqs) <= MaxRequests {
-		for i := range keep {
-			keep[i] = true
-		}
-	} else {
+	keep := slices.Repeat([]bool{len(reqs) <= MaxRequests}, len(reqs))
+	if len(reqs) > MaxRequests {
 		tl.Sampled = true
 		step := float64(len(reqs)) / float64(MaxRequests-len(d.levels))
 		for k := 0.0; int(k) < len(reqs); k += step {
@@ -522,10 +497,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		for _, rs := range bb.Requests {
 			place(rs.Index, rs.Segments, engine.BlackBoxStates)
 		}
-		tl.States, tl.StateColors = engine.BlackBoxStates, tl.StateColors[:0]
-		for i := range tl.States {
-			tl.StateColors = append(tl.StateColors, stateColor(i))
-		}
+		tl.States, tl.StateColors = engine.BlackBoxStates, colors(len(engine.BlackBoxStates), stateColor)
 	}
 	var laneEnd []float64
 	for i := range reqs {
@@ -538,13 +510,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		if r.UploadDoneUnixNs > 0 && r.FirstByteUnixNs > 0 && r.EndUnixNs > 0 {
 			q.Client = [3]float64{float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9, float64(r.FirstByteUnixNs-r.UploadDoneUnixNs) / 1e9, float64(r.EndUnixNs-r.FirstByteUnixNs) / 1e9}
 		}
-		lane := -1
-		for l, e := range laneEnd {
-			if e <= q.T0 {
-				lane = l
-				break
-			}
-		}
+		lane := slices.IndexFunc(laneEnd, func(e float64) bool { return e <= q.T0 })
 		if lane < 0 {
 			if len(laneEnd) < 48 {
 				laneEnd = append(laneEnd, 0)

@@ -124,27 +124,19 @@ type Set struct {
 // Path returns the path of a table (or of the record) in the bundle.
 func (s *Set) Path(table string) string { return filepath.Join(s.Bundle, Dir, table) }
 
-func stat(dir, name string) (source, bool) {
-	fi, err := os.Stat(filepath.Join(dir, name))
-	if err != nil {
-		return source{}, false
-	}
-	return source{Size: fi.Size(), MtimeUnixNs: fi.ModTime().UnixNano()}, true
-}
-
 // current returns the state of a table's sources; ok is false when its
 // first (main) source is absent.
 func current(dir string, srcs []string) (map[string]source, bool) {
 	out := map[string]source{}
 	for i, name := range srcs {
-		st, ok := stat(dir, name)
-		if !ok {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
 			if i == 0 {
 				return nil, false
 			}
 			continue
 		}
-		out[name] = st
+		out[name] = source{Size: fi.Size(), MtimeUnixNs: fi.ModTime().UnixNano()}
 	}
 	return out, true
 }
@@ -170,12 +162,8 @@ func (s *Set) fresh(table string, now map[string]source) bool {
 // memory).
 func Open(dir string) (*Set, error) {
 	s := &Set{Bundle: dir, loaded: map[string]error{}}
-	if b, err := os.ReadFile(s.Path(ManifestFile)); err == nil {
-		if json.Unmarshal(b, &s.rec) != nil {
-			s.rec = record{}
-		}
-	}
-	if s.rec.Version != Version || s.rec.Tables == nil {
+	// A record that is absent, unreadable or of another Version is a new one.
+	if b, err := os.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Tables == nil {
 		s.rec = record{Version: Version, Tables: map[string]entry{}}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
@@ -498,7 +486,7 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 			names = append(names, c.f.Name)
 		}
 		var err error
-		if cols, err = readColumns(s.Path(RequestsTable), names); err != nil {
+		if cols, err = readColumns(s.Path(RequestsTable), names, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -507,11 +495,11 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 		var x any
 		switch col := cols[k]; c.f.Kind {
 		case model.KindString:
-			x = col.strings()
+			x = col.str
 		case model.KindBool:
-			x = col.bools()
+			x = col.b
 		case model.KindFloat:
-			x, _ = col.float64s()
+			x = col.f64
 		case model.KindInt:
 			x = col.int32s(0)
 		case model.KindInt64:

@@ -33,11 +33,11 @@ func TestEventMetadataRoundTrip(t *testing.T) {
 	if err := writeEvents(p, e, map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
-	cols, err := readColumnsPlain(p, []string{"metadata"}, map[string]bool{"metadata": true})
+	cols, err := readColumns(p, []string{"metadata"}, map[string]bool{"metadata": true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := cols[0].strings()
+	st := cols[0].str
 	if got := []string{st.At(0), st.At(1)}; got[0] != `{"last_step":9}` || got[1] != "" {
 		t.Errorf("metadata read back %q", got)
 	}

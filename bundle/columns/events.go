@@ -467,7 +467,7 @@ var engineEventColumns = []string{"stage", "event_name", "timestamp_ns"}
 // ReadEvents reads request_index and engineEventColumns of
 // events.parquet; the other columns stay empty.
 func ReadEvents(path string) (*Events, error) {
-	cols, err := readColumns(path, append([]string{"request_index"}, engineEventColumns...))
+	cols, err := readColumns(path, append([]string{"request_index"}, engineEventColumns...), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +475,7 @@ func ReadEvents(path string) (*Events, error) {
 	for _, col := range cols[1:] {
 		c := &eventCols[slices.IndexFunc(eventCols, func(c eventCol) bool { return c.f.Name == col.name })]
 		if c.f.Kind == model.KindString {
-			*c.str(e) = col.strings()
+			*c.str(e) = col.str
 		} else {
 			*c.i64(e) = col.int64s()
 		}
@@ -506,7 +506,7 @@ func (s *Set) EventMetadata() ([]string, error) {
 	if _, ok := s.rec.Tables[EventsTable]; !ok {
 		return nil, nil
 	}
-	cols, err := readColumnsPlain(s.Path(EventsTable), []string{eventMeta.Name}, map[string]bool{eventMeta.Name: true})
+	cols, err := readColumns(s.Path(EventsTable), []string{eventMeta.Name}, map[string]bool{eventMeta.Name: true})
 	if err != nil {
 		return nil, err
 	}

@@ -138,20 +138,12 @@ func (v value) what() string {
 	return "?"
 }
 
-// fieldError names the field whose value was wrong.
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return fmt.Sprintf("field %q: %v", e.field, e.err) }
-func (e *fieldError) Unwrap() error { return e.err }
-
+// fieldErr names the field whose value was wrong.
 func fieldErr(k []byte, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fieldError{field: string(k), err: err}
+	return fmt.Errorf("field %q: %w", k, err)
 }
 
 var errSyntax = errors.New("not a JSON object")
@@ -302,6 +294,8 @@ func floats(v value) ([]float64, error) {
 	return out, nil
 }
 
+var newline = []byte{'\n'}
+
 // chunkBytes is how much of a JSONL file one worker parses at a time.
 const chunkBytes = 1 << 20
 
@@ -394,16 +388,9 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 		g.Go(func() error {
 			for j := range jobs {
 				p := newPart(j.lines + 1)
-				d, no := j.data, j.first
-				for len(d) > 0 {
-					k := bytes.IndexByte(d, '\n')
-					var l []byte
-					complete := k >= 0
-					if complete {
-						l, d = d[:k], d[k+1:]
-					} else {
-						l, d = d, nil
-					}
+				for d, no := j.data, j.first; len(d) > 0; no++ {
+					l, rest, complete := bytes.Cut(d, newline)
+					d = rest
 					if len(bytes.TrimSpace(l)) > 0 {
 						if err := line(p, l, no); err != nil {
 							if j.last && !complete {
@@ -412,7 +399,6 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 							return fmt.Errorf("%s:%d: %w", path, no, err)
 						}
 					}
-					no++
 				}
 				select {
 				case free <- j.buf:

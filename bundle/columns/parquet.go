@@ -234,13 +234,6 @@ func (c *column) addListPage(p parquet.Page, maxDef int) {
 	}
 }
 
-// bools returns a boolean column, null as false.
-func (c *column) bools() []bool { return c.b }
-
-// float64s returns a double column and, for an optional one, which rows
-// are not null.
-func (c *column) float64s() ([]float64, []bool) { return c.f64, c.valid }
-
 // present reports which rows are not null.
 func (c *column) present() []bool {
 	if c.valid != nil {
@@ -330,20 +323,13 @@ func (c *column) int64s() []int64 {
 	return c.i64
 }
 
-func (c *column) strings() Strings { return c.str }
-
 // readColumns reads the named columns of a Parquet file whole, straight
 // from its pages (dictionary pages stay dictionaries): the columns of
 // int32, int64, double and string (byte array) kind that asrprof's own
 // tables hold, required or optional. Strings of an optional column are
-// "" where null.
-func readColumns(path string, names []string) ([]*column, error) {
-	return readColumnsPlain(path, names, nil)
-}
-
-// readColumnsPlain is readColumns with the string columns named in plain
-// read without interning (columns of mostly distinct values: ids, texts).
-func readColumnsPlain(file string, names []string, plain map[string]bool) ([]*column, error) {
+// "" where null; those of the columns named in plain are read without
+// interning (columns of mostly distinct values: ids, texts).
+func readColumns(file string, names []string, plain map[string]bool) ([]*column, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err

@@ -126,15 +126,9 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 	g.SetLimit(workers)
 	for pi, p := range parts {
 		g.Go(func() error {
-			d, line := p.data, p.first
-			for len(d) > 0 {
-				k := bytes.IndexByte(d, '\n')
-				var l []byte
-				if k >= 0 {
-					l, d = d[:k], d[k+1:]
-				} else {
-					l, d = d, nil
-				}
+			for d, line := p.data, p.first; len(d) > 0; line++ {
+				l, rest, _ := bytes.Cut(d, newline)
+				d = rest
 				if len(bytes.TrimSpace(l)) > 0 {
 					r, next := unsafe.Pointer(&out[line]), 0
 					err := scanObject(l, func(k []byte, v value) error {
@@ -155,7 +149,6 @@ func ReadRequestsJSONL(path string) ([]model.Request, error) {
 						return nil
 					}
 				}
-				line++
 			}
 			return nil
 		})
@@ -338,7 +331,7 @@ func ReadRequests(path string) ([]model.Request, error) {
 		names = append(names, l.name)
 		plain[l.name] = l.f.Kind == model.KindString && !l.f.Dict
 	}
-	cols, err := readColumnsPlain(path, names, plain)
+	cols, err := readColumns(path, names, plain)
 	if err != nil {
 		return nil, err
 	}
@@ -361,13 +354,13 @@ func ReadRequests(path string) ([]model.Request, error) {
 			x := col.int64s()
 			sets[c] = setter(l.f, func(i int) int64 { return x[i] })
 		case model.KindFloat:
-			x, _ := col.float64s()
+			x := col.f64
 			sets[c] = setter(l.f, func(i int) float64 { return x[i] })
 		case model.KindBool:
-			x := col.bools()
+			x := col.b
 			sets[c] = setter(l.f, func(i int) bool { return x[i] })
 		case model.KindOptFloat:
-			x, ok := col.float64s()
+			x, ok := col.f64, col.valid
 			sets[c] = setter(l.f, func(i int) *float64 {
 				if ok != nil && !ok[i] {
 					return nil

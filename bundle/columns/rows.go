@@ -140,11 +140,9 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 		w := parquet.NewWriter(f, opts...)
 		batch := make([]parquet.Row, 0, 1024)
 		flush := func() error {
-			if _, err := w.WriteRows(batch); err != nil {
-				return fmt.Errorf("writing %s: %w", path, err)
-			}
+			_, err := w.WriteRows(batch)
 			batch = batch[:0]
-			return nil
+			return wrap(path, err)
 		}
 		for _, o := range rows.Objects {
 			row := make(parquet.Row, len(names))
@@ -186,10 +184,7 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 		if err := flush(); err != nil {
 			return err
 		}
-		if err := w.Close(); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		return nil
+		return wrap(path, w.Close())
 	})
 }
 

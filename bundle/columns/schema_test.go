@@ -65,7 +65,7 @@ func TestEventColumnsAreTheRecord(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("events.parquet's columns %v, want %v (request_index, then bundle.Event's json names)", got, want)
 	}
-	cols, err := readColumns(pq, want)
+	cols, err := readColumns(pq, want, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

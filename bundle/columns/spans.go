@@ -2,8 +2,9 @@ package columns
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/asrprof/asrprof/model"
@@ -136,13 +137,8 @@ func appendAttrs(b []byte, attrs map[string]any) []byte {
 	if len(attrs) == 0 {
 		return b
 	}
-	keys := make([]string, 0, len(attrs))
-	for k := range attrs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(attrs)) {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -219,11 +215,11 @@ func writeSpans(path string, s *Spans, meta map[string]string) error {
 // (request_index, span_id, name, service, start_unix_ns, end_unix_ns,
 // attributes).
 func ReadSpans(path string) (*Spans, error) {
-	cols, err := readColumns(path, []string{"request_index", "span_id", "name", "service", "start_unix_ns", "end_unix_ns", "attributes"})
+	cols, err := readColumns(path, []string{"request_index", "span_id", "name", "service", "start_unix_ns", "end_unix_ns", "attributes"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].strings(), Service: cols[3].strings(),
+	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].str, Service: cols[3].str,
 		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s()}
 	s.SpanID = cols[1].str.values()
 	s.Attributes = cols[6].str.values()

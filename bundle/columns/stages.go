@@ -1,7 +1,5 @@
 package columns
 
-import ()
-
 // StageRows are the stage boundaries a stage preset derives, one row per
 // stage of each request that has the preset's telemetry, in request
 // order and, within a request, in the preset's stage order. Duration is
@@ -73,12 +71,12 @@ func writeStages(path string, r *StageRows, meta map[string]string) error {
 }
 
 func readStages(path string) (*StageRows, error) {
-	cols, err := readColumns(path, []string{"request_index", "stage", "start_unix_ns", "end_unix_ns", "duration_s"})
+	cols, err := readColumns(path, []string{"request_index", "stage", "start_unix_ns", "end_unix_ns", "duration_s"}, nil)
 	if err != nil {
 		return nil, err
 	}
 	// The bounds are null together (the end's nulls are the start's).
-	return &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].strings(),
+	return &StageRows{RequestIndex: cols[0].int32s(-1), Stage: cols[1].str,
 		StartUnixNs: cols[2].int64s(), EndUnixNs: cols[3].int64s(), HasBounds: cols[2].present(),
 		DurationS: cols[4].f64, HasDuration: cols[4].present()}, nil
 }

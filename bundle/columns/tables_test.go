@@ -119,7 +119,7 @@ func TestOpenRebuilds(t *testing.T) {
 		t.Errorf("event names %v", got)
 	}
 	// gpu: the samples' util_pct mixes integers and not: a double column.
-	cols, err := readColumns(s.Path(GPUSamples), []string{"util_pct", "ts_unix_ns"})
+	cols, err := readColumns(s.Path(GPUSamples), []string{"util_pct", "ts_unix_ns"}, nil)
 	if err != nil || !reflect.DeepEqual(cols[0].f64, []float64{50, 52.5}) || !reflect.DeepEqual(cols[1].i64, []int64{1, 2}) {
 		t.Errorf("gpu samples: %+v (%v)", cols, err)
 	}

@@ -11,7 +11,9 @@ package summary
 
 import (
 	"cmp"
+	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/stats"
@@ -191,28 +193,20 @@ func Level(passes []model.PassMetrics) model.LevelResult {
 		return model.LevelResult{}
 	}
 	r := model.LevelResult{Level: passes[0].Level, Concurrency: passes[0].Concurrency, Rate: passes[0].Rate, Repeats: len(passes), PerRepeat: passes}
-	col := func(f func(p model.PassMetrics) float64) model.Stat {
-		xs := make([]float64, len(passes))
-		for i, p := range passes {
-			xs[i] = f(p)
-		}
-		return StatOf(xs)
-	}
 	for _, p := range passes {
 		r.Evaluated += p.Coverage.Evaluated
 		r.Total += p.Coverage.Total
 		r.Skipped += p.Coverage.Skipped
 		r.Failed += p.Coverage.Failed
 	}
-	r.CorpusWER = col(func(p model.PassMetrics) float64 { return p.CorpusWER })
-	r.ThroughputSamplesPerS = col(func(p model.PassMetrics) float64 { return p.ThroughputSamplesPerS })
-	r.RTFx = col(func(p model.PassMetrics) float64 { return p.RTFx })
-	r.LatencyMeanS = col(func(p model.PassMetrics) float64 { return p.LatencyMeanS })
-	r.LatencyMedianS = col(func(p model.PassMetrics) float64 { return p.LatencyMedianS })
-	r.LatencyP95S = col(func(p model.PassMetrics) float64 { return p.LatencyP95S })
-	r.LatencyP99S = col(func(p model.PassMetrics) float64 { return p.LatencyP99S })
-	r.RTFMean = col(func(p model.PassMetrics) float64 { return p.RTFMean })
-	r.RTFP95 = col(func(p model.PassMetrics) float64 { return p.RTFP95 })
+	// Every model.Stat of the result is its passes' field of its json name.
+	v := reflect.ValueOf(&r).Elem()
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if f.Type == reflect.TypeFor[model.Stat]() {
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			v.FieldByIndex(f.Index).Set(reflect.ValueOf(StatOf(LevelValues(r, key))))
+		}
+	}
 	levelGoodput(&r, passes)
 	return r
 }

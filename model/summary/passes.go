@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/asrprof/asrprof/model"
@@ -102,22 +103,11 @@ func Summarize(recs []model.Request, runs []model.LevelRun, slo SLO) model.Resul
 // Level, in run order.
 func Levels(passes []model.PassMetrics) []model.LevelResult {
 	out := []model.LevelResult{}
-	var level []model.PassMetrics
-	flush := func() {
-		if len(level) > 0 {
-			out = append(out, Level(level))
-			level = nil
+	scored := slices.DeleteFunc(slices.Clone(passes), func(p model.PassMetrics) bool { return p.Warmup })
+	for i, j := 0, 0; i < len(scored); i = j {
+		for j = i; j < len(scored) && scored[j].Level == scored[i].Level; j++ {
 		}
+		out = append(out, Level(scored[i:j:j]))
 	}
-	for _, p := range passes {
-		if p.Warmup {
-			continue
-		}
-		if len(level) > 0 && level[0].Level != p.Level {
-			flush()
-		}
-		level = append(level, p)
-	}
-	flush()
 	return out
 }

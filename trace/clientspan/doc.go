@@ -5,7 +5,7 @@
 // (BenchmarkStartEnd on a shared 2-core machine, 2026-12-01: 25–31 µs,
 // 7.3 KB and 47 allocations a request through the SDK; 4–8 µs, 2.6–3.5 KB
 // and 11–17 allocations now). Spans that find the queue full are dropped
-// and counted (Dropped; Shutdown says it).
+// and counted (Shutdown says how many).
 //
 // Each request gets a root span "asr.request" (kind CLIENT) whose W3C
 // traceparent the driver sends to the server, so that the server's own

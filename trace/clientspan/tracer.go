@@ -301,13 +301,6 @@ func (t *Tracer) write() {
 	}
 }
 
-// Flush writes every finished span now. ctx is not waited on: writing is
-// one append to the span store.
-func (t *Tracer) Flush(ctx context.Context) error {
-	t.write()
-	return t.err()
-}
-
 // Shutdown flushes and stops the Tracer; spans started later are not
 // recorded. It returns the first error writing spans, if any, and says how
 // many spans were dropped because the queue was full.
@@ -329,13 +322,6 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 		derr = fmt.Errorf("%d client spans dropped: more than %d waited to be written", dropped, maxQueue)
 	}
 	return errors.Join(t.err(), derr)
-}
-
-// Dropped is the number of spans dropped because the queue was full.
-func (t *Tracer) Dropped() int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dropped
 }
 
 func (t *Tracer) err() error {

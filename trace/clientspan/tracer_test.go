@@ -86,7 +86,7 @@ func TestStartEnd(t *testing.T) {
 				t.Fatalf("rec.TraceID %q, traceparent's %s", rec.TraceID, sc.TraceID())
 			}
 			end(&rec)
-			if err := tr.Flush(context.Background()); err != nil {
+			if err := tr.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			all, err := spans.ReadAll(path)
@@ -210,7 +210,7 @@ func BenchmarkStartEnd(b *testing.B) {
 		_, end := tr.Start(context.Background(), &rec)
 		end(&rec)
 	}
-	if err := tr.Flush(context.Background()); err != nil {
+	if err := tr.Shutdown(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -15,6 +15,6 @@
 // request to its server spans, and counter tracks for the GPU and
 // scheduler probes.
 //
-// Both read the bundle only; deciding what to send (Batches, BuildPerfetto)
+// Both read the bundle only; deciding what to send (the planner, BuildPerfetto)
 // is pure and tested without a network.
 package export

@@ -87,7 +87,7 @@ const (
 	AttrState       = "asrprof.state"
 )
 
-// Plan counts what Batches sends.
+// Plan counts what OTLP sends.
 type Plan struct {
 	Requests   int  `json:"requests"`    // requests whose traces are exported
 	Spans      int  `json:"spans"`       // all spans, stage spans included
@@ -241,13 +241,15 @@ func (p *planner) stageSpans(bt *batcher) error {
 		}
 	}
 	sort.Slice(tids, func(a, c int) bool { return bytes.Compare(tids[a][:], tids[c][:]) < 0 })
-	res := pcommon.NewResource()
+	// The synthesized spans' resource and scope, which the batcher copies
+	// as it does a span store record's (key {-1, -1}).
+	rs := ptrace.NewResourceSpans()
 	for k, v := range p.resAttrs {
-		res.Attributes().PutStr(k, v)
+		rs.Resource().Attributes().PutStr(k, v)
 	}
-	res.Attributes().PutStr("service.name", StageService)
-	scope := pcommon.NewInstrumentationScope()
-	scope.SetName("github.com/asrprof/asrprof/trace/export")
+	rs.Resource().Attributes().PutStr("service.name", StageService)
+	sc := rs.ScopeSpans().AppendEmpty()
+	sc.Scope().SetName("github.com/asrprof/asrprof/trace/export")
 	sp := ptrace.NewSpan()
 	for _, tid := range tids {
 		info := p.byTrace[tid]
@@ -273,7 +275,7 @@ func (p *planner) stageSpans(bt *batcher) error {
 			if info.level != "" {
 				sp.Attributes().PutStr(clientspan.AttrLevel, info.level)
 			}
-			return bt.addStage(res, scope, sp)
+			return bt.add(-1, -1, rs, sc, sp, "")
 		}
 		for n, st := range info.stages {
 			if err := add(stageSpanID(tid, n, st.Name), root, st.Name, AttrStage, st.StartUnixNs, st.EndUnixNs); err != nil {
@@ -319,18 +321,15 @@ type batcher struct {
 	attrs map[string]string
 	emit  func(ptrace.Traces) error
 
-	td    ptrace.Traces
-	n     int
-	dest  map[[2]int]ptrace.SpanSlice // (resource, scope) index in the current record → spans
-	stage ptrace.SpanSlice            // synthesized spans of the current batch
-	hasSt bool
+	td   ptrace.Traces
+	n    int
+	dest map[[2]int]ptrace.SpanSlice // (resource, scope) index in the current record → spans; {-1, -1}: the synthesized spans'
 }
 
 func (bt *batcher) reset() {
 	bt.td = ptrace.NewTraces()
 	bt.n = 0
 	bt.dest = map[[2]int]ptrace.SpanSlice{}
-	bt.hasSt = false
 }
 
 // newRecord forgets the resource mapping: indices restart in each record.
@@ -370,19 +369,6 @@ func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, 
 	return bt.count()
 }
 
-func (bt *batcher) addStage(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) error {
-	if !bt.hasSt {
-		rs := bt.td.ResourceSpans().AppendEmpty()
-		res.CopyTo(rs.Resource())
-		sc := rs.ScopeSpans().AppendEmpty()
-		scope.CopyTo(sc.Scope())
-		bt.stage = sc.Spans()
-		bt.hasSt = true
-	}
-	sp.CopyTo(bt.stage.AppendEmpty())
-	return bt.count()
-}
-
 func (bt *batcher) count() error {
 	bt.n++
 	if bt.n >= bt.max {
@@ -398,18 +384,6 @@ func (bt *batcher) flush() error {
 	td := bt.td
 	bt.reset()
 	return bt.emit(td)
-}
-
-// Batches reads b and calls fn with every export request's traces, in
-// order: the span store's spans in file order, then the synthesized stage
-// spans. fn may keep td. It returns what it planned; an error from fn stops
-// it and is returned as is.
-func Batches(b *bundle.Bundle, cfg PlanConfig, fn func(td ptrace.Traces) error) (Plan, error) {
-	p, err := newPlanner(b, cfg)
-	if err != nil {
-		return Plan{}, err
-	}
-	return p.plan, p.run(fn)
 }
 
 // CaptureAttrs returns the resource attributes that name b's capture:

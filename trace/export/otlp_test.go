@@ -53,7 +53,11 @@ func collect(t *testing.T, dir string, cfg PlanConfig) (Plan, []spans.Span, []in
 	var all []spans.Span
 	var sizes []int
 	res := map[string]map[string]any{}
-	plan, err := Batches(openBundle(t, dir), cfg, func(td ptrace.Traces) error {
+	p, err := newPlanner(openBundle(t, dir), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.run(func(td ptrace.Traces) error {
 		sizes = append(sizes, td.SpanCount())
 		forEachSpan(td, func(_, _ int, rs ptrace.ResourceSpans, _ ptrace.ScopeSpans, sp ptrace.Span) error {
 			res[sp.SpanID().String()] = rs.Resource().Attributes().AsRaw()
@@ -65,7 +69,7 @@ func collect(t *testing.T, dir string, cfg PlanConfig) (Plan, []spans.Span, []in
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan, all, sizes, res
+	return p.plan, all, sizes, res
 }
 
 func TestBatches(t *testing.T) {

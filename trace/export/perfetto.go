@@ -2,14 +2,17 @@ package export
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
@@ -169,19 +172,17 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	d := &drawing{}
 	ix := join.Build(in.Requests, in.Spans, nil)
 
-	// Clients: a process per level, in the order the levels ran.
+	// Clients: a process per level, in the order the levels ran (then
+	// those only requests name).
 	var levels []string
-	seen := map[string]bool{}
 	for _, l := range in.Manifest.Levels {
-		if !seen[l.Level] {
-			seen[l.Level] = true
+		if !slices.Contains(levels, l.Level) {
 			levels = append(levels, l.Level)
 		}
 	}
 	byLevel := map[string][]int{}
 	for i, r := range in.Requests {
-		if !seen[r.Level] {
-			seen[r.Level] = true
+		if _, ok := byLevel[r.Level]; !ok && !slices.Contains(levels, r.Level) {
 			levels = append(levels, r.Level)
 		}
 		byLevel[r.Level] = append(byLevel[r.Level], i)
@@ -269,16 +270,11 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 		groups[k] = append(groups[k], i)
 	}
-	sort.SliceStable(keys, func(a, b int) bool {
-		if keys[a].service != keys[b].service {
-			return keys[a].service < keys[b].service
-		}
-		// Thread tracks first, then span-name tracks, each by first start.
-		ta, tb := keys[a].key[0] == 't', keys[b].key[0] == 't'
-		if ta != tb {
-			return ta
-		}
-		return in.Spans[groups[keys[a]][0]].StartUnixNs < in.Spans[groups[keys[b]][0]].StartUnixNs
+	// By service; thread tracks ("t:") before span-name tracks ("s:"),
+	// each by first start.
+	slices.SortStableFunc(keys, func(a, b trackKey) int {
+		return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(b.key[0], a.key[0]),
+			cmp.Compare(in.Spans[groups[a][0]].StartUnixNs, in.Spans[groups[b][0]].StartUnixNs))
 	})
 	servicePID := map[string]int{}
 	nextTID := map[int]int{}
@@ -373,17 +369,15 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 
 	// Where the time went.
 	if in.States != nil {
-		statePID := map[int]int{} // client pid → states pid
 		for _, lv := range levels {
+			pid := 0 // the level's process, once it has a request with states
 			for _, i := range byLevel[lv] {
 				if i >= len(in.States) || len(in.States[i]) == 0 {
 					continue
 				}
 				rt := reqTrack[i]
-				pid, ok := statePID[rt.pid]
-				if !ok {
+				if pid == 0 {
 					pid = d.process(qualified("where the time went", " ", lv))
-					statePID[rt.pid] = pid
 					for s := 0; s < st.ClientSlots[lv]; s++ {
 						d.thread(pid, s+1, "slot "+strconv.Itoa(s))
 					}

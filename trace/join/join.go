@@ -3,10 +3,10 @@ package join
 import (
 	"cmp"
 	"fmt"
-	"github.com/asrprof/asrprof/bundle"
-	"sort"
+	"slices"
 	"strings"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/trace/spans"
 )
@@ -79,9 +79,7 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event
 			for _, j := range byReq[id] {
 				ix.events[i] = append(ix.events[i], evs[j])
 			}
-			sort.SliceStable(ix.events[i], func(a, b int) bool {
-				return ix.events[i][a].TimestampNs < ix.events[i][b].TimestampNs
-			})
+			slices.SortStableFunc(ix.events[i], func(a, b bundle.Event) int { return cmp.Compare(a.TimestampNs, b.TimestampNs) })
 		}
 		if r.Warmup || r.Status != model.StatusOK {
 			continue
@@ -224,16 +222,9 @@ func requestKey(id string) string {
 
 func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
+// uniq is a and b, once each, less "".
 func uniq(a, b string) []string {
-	switch {
-	case a == "" && b == "":
-		return nil
-	case a == "" || a == b:
-		return []string{b}
-	case b == "":
-		return []string{a}
-	}
-	return []string{a, b}
+	return slices.DeleteFunc(slices.Compact([]string{a, b}), func(s string) bool { return s == "" })
 }
 
 // Len is the number of requests.
@@ -245,13 +236,7 @@ func (ix *Index) Spans(i int) []spans.Span { return ix.spans[i] }
 
 // ServerSpans returns the non-client spans joined to request i.
 func (ix *Index) ServerSpans(i int) []spans.Span {
-	var out []spans.Span
-	for _, s := range ix.spans[i] {
-		if !s.IsClient() {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(ix.spans[i]), func(s spans.Span) bool { return s.IsClient() })
 }
 
 // Events returns the events joined to request i, ordered by time.

@@ -74,10 +74,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		tooLarge()
 		return
 	}
-	buf, _ := h.bodies.Get().(*bytes.Buffer)
-	if buf == nil {
-		buf = new(bytes.Buffer)
-	}
+	buf := h.bodies.Get().(*bytes.Buffer)
 	defer h.putBuf(buf)
 	err := readBody(buf, req.Body, gz, max)
 	if err != nil {

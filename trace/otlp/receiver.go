@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func NewReceiver(cfg Config, sink func(ptrace.Traces) error) *Receiver {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	r := &Receiver{cfg: cfg, sink: sink}
-	r.handler = &httpHandler{r: r}
+	r.handler = &httpHandler{r: r, bodies: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	return r
 }
 
@@ -94,8 +95,9 @@ func (r *Receiver) Start(ctx context.Context) error {
 	if r.httpLn != nil || r.grpcLn != nil {
 		return errors.New("otlp receiver: already started")
 	}
+	addrs := []struct{ proto, addr string }{{"http", r.cfg.HTTPAddr}, {"grpc", r.cfg.GRPCAddr}}
 	var warnings []string
-	for _, a := range []struct{ proto, addr string }{{"http", r.cfg.HTTPAddr}, {"grpc", r.cfg.GRPCAddr}} {
+	for _, a := range addrs {
 		if !enabled(a.addr) {
 			continue
 		}
@@ -111,32 +113,25 @@ func (r *Receiver) Start(ctx context.Context) error {
 		}
 	}
 	var lc net.ListenConfig
-	listen := func(proto, addr string) (net.Listener, error) {
-		ln, err := lc.Listen(ctx, "tcp", addr)
+	var lns [2]net.Listener // http, grpc
+	for i, a := range addrs {
+		if !enabled(a.addr) {
+			continue
+		}
+		ln, err := lc.Listen(ctx, "tcp", a.addr)
 		if err != nil {
 			hint := ""
 			if errors.Is(err, syscall.EADDRINUSE) {
 				hint = " (the port is taken: is another collector or Jaeger running? pick another port)"
 			}
-			return nil, fmt.Errorf("otlp %s receiver: listening on %s: %w%s", proto, addr, err, hint)
-		}
-		return ln, nil
-	}
-	var httpLn, grpcLn net.Listener
-	var err error
-	if enabled(r.cfg.HTTPAddr) {
-		if httpLn, err = listen("http", r.cfg.HTTPAddr); err != nil {
-			return err
-		}
-	}
-	if enabled(r.cfg.GRPCAddr) {
-		if grpcLn, err = listen("grpc", r.cfg.GRPCAddr); err != nil {
-			if httpLn != nil {
-				httpLn.Close()
+			if lns[0] != nil {
+				lns[0].Close()
 			}
-			return err
+			return fmt.Errorf("otlp %s receiver: listening on %s: %w%s", a.proto, a.addr, err, hint)
 		}
+		lns[i] = ln
 	}
+	httpLn, grpcLn := lns[0], lns[1]
 	r.serveErr = make(chan error, 2)
 	if httpLn != nil {
 		mux := http.NewServeMux()

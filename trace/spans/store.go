@@ -34,10 +34,8 @@ type Writer struct {
 	a    Appender
 	name string
 
-	mu      sync.Mutex
-	buf     []byte
-	records int64
-	spans   int64
+	mu  sync.Mutex
+	buf []byte
 }
 
 // NewWriter returns a Writer appending to FileName through a.
@@ -45,8 +43,7 @@ func NewWriter(a Appender) *Writer { return &Writer{a: a, name: FileName} }
 
 // Write appends td as one record. Traces without spans write nothing.
 func (w *Writer) Write(td ptrace.Traces) error {
-	n := td.SpanCount()
-	if n == 0 {
+	if td.SpanCount() == 0 {
 		return nil
 	}
 	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
@@ -63,16 +60,7 @@ func (w *Writer) Write(td ptrace.Traces) error {
 	if cap(w.buf) > 4<<20 { // don't pin a one-off huge batch
 		w.buf = nil
 	}
-	w.records++
-	w.spans += int64(n)
 	return nil
-}
-
-// Counts returns how many records and spans were written.
-func (w *Writer) Counts() (records, spans int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.records, w.spans
 }
 
 // Read calls fn with the traces of every record of the span store at path,

@@ -88,9 +88,6 @@ func TestRoundTripAndTruncation(t *testing.T) {
 			if err := w.Write(ptrace.NewTraces()); err != nil { // writes nothing
 				t.Fatal(err)
 			}
-			if recs, n := w.Counts(); recs != 3 || n != 6 {
-				t.Errorf("Counts() = %d, %d; want 3, 6", recs, n)
-			}
 			st, _ := os.Stat(path)
 			switch {
 			case tt.chop > 0:
@@ -101,12 +98,17 @@ func TestRoundTripAndTruncation(t *testing.T) {
 				os.Truncate(path, sizeBeforeLast)
 			}
 			var got []Span
+			recs := 0
 			truncated, err := Read(path, func(td ptrace.Traces) error {
 				got = append(got, Flatten(td)...)
+				recs++
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.chop == 0 && recs != 3 { // the empty traces wrote no record
+				t.Errorf("read %d records, want 3", recs)
 			}
 			if truncated != tt.wantTruncated {
 				t.Errorf("truncated = %v, want %v", truncated, tt.wantTruncated)
