@@ -48,7 +48,7 @@ func probeKinds() []probeKind {
 		{"cpu", true, "on-CPU stacks of the server's threads as pprof (Python frames with the otel engine)",
 			func(cfg *Config) probe.Probe { return cpu.New(cpu.Config{Hz: cfg.CPUHz, Engine: cfg.CPUEngine}) }},
 		{"sched", true, "per-thread CPU time, run-queue wait and switches (eBPF)",
-			func(*Config) probe.Probe { return sched.New(sched.Config{}) }},
+			func(*Config) probe.Probe { return sched.New() }},
 		{"cuda", true, "CUDA kernel and graph launches per thread, and time inside the driver's blocking calls\n          (synchronize, device-to-host copies) in 10 ms bins (uprobes on libcuda)",
 			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
 		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",

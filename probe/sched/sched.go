@@ -34,9 +34,6 @@ const DefaultRefresh = 500 * time.Millisecond
 
 var _ probe.Probe = (*Probe)(nil)
 
-// Config configures a Probe; it has no settings.
-type Config struct{}
-
 // RunqBucketUpperUs is the upper bound of RunqHist bucket k, in µs.
 func RunqBucketUpperUs(k int) float64 {
 	_, hi := bucketBounds(k)
@@ -63,7 +60,7 @@ type Probe struct {
 }
 
 // New returns a probe that does nothing until Start.
-func New(Config) *Probe {
+func New() *Probe {
 	p := &Probe{}
 	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p

@@ -91,7 +91,7 @@ func TestDiff(t *testing.T) {
 func startProbe(t *testing.T, w *probetest.Workload, sink *probetest.Sink) *Probe {
 	t.Helper()
 	need.Root(t, "to load BPF programs")
-	p := New(Config{})
+	p := New()
 	probetest.Start(t, p, probe.Target{PID: w.PID}, sink, "eBPF not permitted here")
 	return p
 }
@@ -250,7 +250,7 @@ func TestSeedsEveryThread(t *testing.T) {
 }
 
 func TestNotSupported(t *testing.T) {
-	if err := New(Config{}).Start(context.Background(), probe.Target{}, &probetest.Sink{}); !errors.Is(err, probe.ErrNotSupported) {
+	if err := New().Start(context.Background(), probe.Target{}, &probetest.Sink{}); !errors.Is(err, probe.ErrNotSupported) {
 		t.Errorf("Start without a pid: %v, want ErrNotSupported", err)
 	}
 	// How errors are classified is tested in probe/internal/bpf (bpf.NotSupported).

@@ -131,7 +131,7 @@ func BenchmarkSwitchCost(b *testing.B) {
 			offUser += selfCPU() - c0
 			offWall += time.Since(t0)
 
-			p := New(Config{})
+			p := New()
 			if err := p.Start(context.Background(), probe.Target{PID: pid}, &probetest.Sink{Dir: b.TempDir()}); err != nil {
 				b.Fatalf("Start: %v", err)
 			}
