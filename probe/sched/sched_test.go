@@ -536,9 +536,14 @@ func TestTimeBins(t *testing.T) {
 		}
 		// The sleeping thread runs a few µs every 10 ms (measured: at
 		// most 165 µs in a bin, 0.2-1.7 ms in a pass where cpu_s said
-		// 0.5-6.5 ms: its runs are as short as the boundary shift).
-		if worstIdle > 1000 || sum(idle.OnCPUUs) > rs[w.SleepTID].CPUSec+0.005 {
-			t.Errorf("pass %d: sleeping thread on-CPU %.4f s in bins (cpu_s %.4f), at most %d µs a bin; want near 0 (<= 1000 µs a bin)",
+		// 0.5-6.5 ms: its runs are as short as the boundary shift). In
+		// CI on 2026-12-05, beside other packages' tests, one bin held
+		// 2022 µs in a pass where cpu_s said 7.3 ms: the kernel too saw
+		// the thread run longer. A bin is allowed 4 ms, under the 5 ms
+		// that the busy thread passes in most bins; the sum, tied to
+		// cpu_s, is what catches time given to the wrong thread.
+		if worstIdle > 4000 || sum(idle.OnCPUUs) > rs[w.SleepTID].CPUSec+0.005 {
+			t.Errorf("pass %d: sleeping thread on-CPU %.4f s in bins (cpu_s %.4f), at most %d µs a bin; want near 0 (<= 4000 µs a bin)",
 				repeat, sum(idle.OnCPUUs), rs[w.SleepTID].CPUSec, worstIdle)
 		}
 	}
