@@ -44,7 +44,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -61,23 +60,21 @@ type Point struct {
 }
 
 func (p Point) String() string {
-	var b strings.Builder
+	f, name := "span_start", p.Span
 	switch {
 	case p.Event != "":
-		fmt.Fprintf(&b, "event(%q", p.Event)
+		f, name = "event", p.Event
 	case p.End:
-		fmt.Fprintf(&b, "span_end(%q", p.Span)
-	default:
-		fmt.Fprintf(&b, "span_start(%q", p.Span)
+		f = "span_end"
 	}
+	s := fmt.Sprintf("%s(%q", f, name)
 	if p.Last {
-		b.WriteString(", last")
+		s += ", last"
 	}
 	if p.Event != "" && p.SameStageAs != "" {
-		fmt.Fprintf(&b, ", same_stage_as=%q", p.SameStageAs)
+		s += fmt.Sprintf(", same_stage_as=%q", p.SameStageAs)
 	}
-	b.WriteString(")")
-	return b.String()
+	return s + ")"
 }
 
 // Stage is one stage of a preset: Between From and To, an Attr of the
@@ -119,17 +116,14 @@ type Preset struct {
 // Key is the preset's declaration as text: the stage boundaries a Set
 // keeps are reused only for the same key.
 func (p *Preset) Key() string {
-	var b strings.Builder
+	parts := []string{"requires " + p.Requires.String()}
 	if p.RequiresEvents {
-		b.WriteString("requires events")
-	} else {
-		fmt.Fprintf(&b, "requires %s", p.Requires)
+		parts[0] = "requires events"
 	}
 	for _, s := range p.Stages {
-		b.WriteString("; ")
-		b.WriteString(s.String())
+		parts = append(parts, s.String())
 	}
-	return b.String()
+	return strings.Join(parts, "; ")
 }
 
 // UsesEvents reports whether p reads events.
@@ -255,96 +249,60 @@ func (src *source) point(i int, pt Point, c code) (int64, bool) {
 	if pt.Event != "" {
 		return src.event(i, pt, c)
 	}
-	code := c.sp
-	if code < 0 {
-		return 0, false
-	}
-	s := src.s
-	best, found := int32(-1), false
-	var val int64
+	s, latest := src.s, pt.End && pt.Last
+	best := int32(-1)
 	for _, j := range src.sp[src.spFrom[i]:src.spFrom[i+1]] {
-		if s.Name.Codes[j] != code || s.Service.Codes[j] == src.client {
-			continue
-		}
-		if pt.End && pt.Last {
-			if !found || s.EndUnixNs[j] > val {
-				val, found = s.EndUnixNs[j], true
-			}
-			continue
-		}
-		if best < 0 || spanBefore(s, j, best) {
+		if s.Name.Codes[j] == c.sp && s.Service.Codes[j] != src.client &&
+			(best < 0 || latest && s.EndUnixNs[j] > s.EndUnixNs[best] || !latest && spanOrder(s, j, best) < 0) {
 			best = j
 		}
 	}
-	if pt.End && pt.Last {
-		return val, found
-	}
-	if best < 0 {
+	switch {
+	case best < 0:
 		return 0, false
-	}
-	if pt.End {
+	case pt.End:
 		return s.EndUnixNs[best], true
 	}
 	return s.StartUnixNs[best], true
 }
 
-// spanBefore is the order of r.spans: by start, then span id.
-func spanBefore(s *columns.Spans, a, b int32) bool {
-	if s.StartUnixNs[a] != s.StartUnixNs[b] {
-		return s.StartUnixNs[a] < s.StartUnixNs[b]
-	}
-	return s.SpanID[a] < s.SpanID[b]
+// spanOrder is the order of r.spans: by start, then span id.
+func spanOrder(s *columns.Spans, a, b int32) int {
+	return cmp.Or(cmp.Compare(s.StartUnixNs[a], s.StartUnixNs[b]), cmp.Compare(s.SpanID[a], s.SpanID[b]))
 }
 
 func (src *source) event(i int, pt Point, c code) (int64, bool) {
-	e := src.e
-	code := c.ev
-	if code < 0 {
+	rows := src.ev[src.evFrom[i]:src.evFrom[i+1]]
+	j := int32(-1)
+	if at := src.pick(rows, c.same, -1, false); at >= 0 { // c.same is -1 without SameStageAs
+		j = src.pick(rows, c.ev, src.e.Stage.Codes[at], pt.Last)
+	}
+	if j < 0 {
+		j = src.pick(rows, c.ev, -1, pt.Last)
+	}
+	if j < 0 {
 		return 0, false
 	}
-	rows := src.ev[src.evFrom[i]:src.evFrom[i+1]]
-	stage := int32(-1)
-	if pt.SameStageAs != "" {
-		if at, ok := src.first(rows, c.same); ok {
-			stage = e.Stage.Codes[at]
-		}
-	}
-	pick := func(stage int32) (int64, bool) {
-		found := false
-		var ts int64
-		for _, j := range rows {
-			if e.EventName.Codes[j] != code || stage >= 0 && e.Stage.Codes[j] != stage {
-				continue
-			}
-			t := e.TimestampNs[j]
-			if !found || pt.Last && t >= ts || !pt.Last && t < ts {
-				ts, found = t, true
-			}
-		}
-		return ts, found
-	}
-	if stage >= 0 {
-		if ts, ok := pick(stage); ok {
-			return ts, true
-		}
-	}
-	return pick(-1)
+	return src.e.TimestampNs[j], true
 }
 
-// first returns the row of the first event (by timestamp, then line) with
-// name code.
-func (src *source) first(rows []int32, code int32) (int32, bool) {
+// pick returns the row of the first event (by timestamp, then line) named
+// code in stage (-1: any), or of the last (the latest line among equal
+// timestamps); -1 for none.
+func (src *source) pick(rows []int32, code, stage int32, last bool) int32 {
+	e, best := src.e, int32(-1)
 	if code < 0 {
-		return 0, false
+		return best
 	}
-	e := src.e
-	best := int32(-1)
 	for _, j := range rows {
-		if e.EventName.Codes[j] == code && (best < 0 || e.TimestampNs[j] < e.TimestampNs[best]) {
+		if e.EventName.Codes[j] != code || stage >= 0 && e.Stage.Codes[j] != stage {
+			continue
+		}
+		if t := e.TimestampNs[j]; best < 0 || last && t >= e.TimestampNs[best] || !last && t < e.TimestampNs[best] {
 			best = j
 		}
 	}
-	return best, best >= 0
+	return best
 }
 
 // has reports whether request i has the preset's telemetry.
@@ -359,16 +317,13 @@ func (src *source) has(p *Preset, i int) bool {
 // attrSpans returns request i's server spans named code, in r.spans order.
 func (src *source) attrSpans(i int, code int32, buf []int32) []int32 {
 	buf = buf[:0]
-	if code < 0 {
-		return buf
-	}
 	s := src.s
 	for _, j := range src.sp[src.spFrom[i]:src.spFrom[i+1]] {
 		if s.Name.Codes[j] == code && s.Service.Codes[j] != src.client {
 			buf = append(buf, j)
 		}
 	}
-	sort.SliceStable(buf, func(a, b int) bool { return spanBefore(s, buf[a], buf[b]) })
+	slices.SortStableFunc(buf, func(a, b int32) int { return spanOrder(s, a, b) })
 	return buf
 }
 
@@ -403,25 +358,17 @@ func (src *source) derive(p *Preset, i int, out []StageValue, buf []int32) []int
 			if len(buf) == 0 {
 				continue
 			}
-			overlap := false
-			for j := 1; j < len(buf); j++ {
-				if s.StartUnixNs[buf[j]] < s.EndUnixNs[buf[j-1]] {
-					overlap = true
-				}
-			}
 			last := slices.MaxFunc(buf, func(a, b int32) int { return cmp.Compare(s.EndUnixNs[a], s.EndUnixNs[b]) })
 			use := buf
-			if overlap {
-				use = []int32{last}
+			for j := 1; j < len(buf); j++ {
+				if s.StartUnixNs[buf[j]] < s.EndUnixNs[buf[j-1]] { // they overlap
+					use = []int32{last}
+				}
 			}
 			sum, ok := 0.0, true
-			for _, j := range use {
-				v, has := s.Attr(int(j), st.Attr)
-				if !has {
-					ok = false
-					break
-				}
-				sum += v
+			for j := 0; j < len(use) && ok; j++ {
+				v, has := s.Attr(int(use[j]), st.Attr)
+				sum, ok = sum+v, has
 			}
 			if ok {
 				out[k].DurS, out[k].HasDur = sum, true
@@ -446,45 +393,28 @@ func (src *source) derive(p *Preset, i int, out []StageValue, buf []int32) []int
 		}
 		v, ok := tot.DurS, true
 		for m, t := range p.Stages {
-			if t.Attr == "" {
-				continue
+			if t.Attr != "" {
+				v, ok = v-out[m].DurS, ok && out[m].HasDur
 			}
-			if !out[m].HasDur {
-				ok = false
-				break
-			}
-			v -= out[m].DurS
 		}
 		if ok {
 			out[k].DurS, out[k].HasDur = v, true
 		}
 	}
-	// Attr stages' boundaries: back to back, ending where attrLast ends.
+	// Attr stages' boundaries: back to back, ending where attrLast ends
+	// (none unless attrLast has every one of them).
 	if attrLast >= 0 {
-		vals := make([]float64, len(p.Stages))
-		ok := true
-		for k, st := range p.Stages {
-			if st.Attr == "" || st.AttrSpan != attrName {
-				continue
+		b, end, ok := slices.Clone(out), s.EndUnixNs[attrLast], true
+		for k := len(p.Stages) - 1; k >= 0 && ok; k-- {
+			if st := p.Stages[k]; st.Attr != "" && st.AttrSpan == attrName {
+				var v float64
+				v, ok = s.Attr(int(attrLast), st.Attr)
+				b[k].Start, b[k].End, b[k].HasBounds = end-int64(v*1e9), end, true
+				end = b[k].Start
 			}
-			v, has := s.Attr(int(attrLast), st.Attr)
-			if !has {
-				ok = false
-				break
-			}
-			vals[k] = v
 		}
 		if ok {
-			end := s.EndUnixNs[attrLast]
-			for k := len(p.Stages) - 1; k >= 0; k-- {
-				st := p.Stages[k]
-				if st.Attr == "" || st.AttrSpan != attrName {
-					continue
-				}
-				start := end - int64(vals[k]*1e9)
-				out[k].Start, out[k].End, out[k].HasBounds = start, end, true
-				end = start
-			}
+			copy(out, b)
 		}
 	}
 	return buf
