@@ -304,19 +304,20 @@ type occStep struct {
 	n int
 }
 
-// occupancySteps is how many of the spans were open, as steps in time.
+// occupancySteps is how many of the spans were open, as steps in time (a
+// span of no length makes a step of no change).
 func occupancySteps(spans []interval) []occStep {
-	es := make([]edge, 0, 2*len(spans))
+	es := make([]occStep, 0, 2*len(spans)) // each span's start (n +1) and end (n −1)
 	for _, v := range spans {
-		if v.b > v.a {
-			es = append(es, edge{v.a, 1}, edge{v.b, -1})
+		if v.b >= v.a {
+			es = append(es, occStep{v.a, 1}, occStep{v.b, -1})
 		}
 	}
-	sortEdges(es)
+	slices.SortFunc(es, func(x, y occStep) int { return cmp.Compare(x.t, y.t) })
 	out := make([]occStep, 0, len(es))
 	n := 0
 	for _, e := range es {
-		n += e.d
+		n += e.n
 		if k := len(out); k > 0 && out[k-1].t == e.t {
 			out[k-1].n = n
 			continue

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"cmp"
-	"slices"
-
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
 )
@@ -25,22 +22,6 @@ type Occupancy struct {
 	Busy, BusyS float64
 }
 
-// edge is an interval's start (d +1) or end (d −1) at t.
-type edge struct {
-	t int64
-	d int
-}
-
-// sortEdges sorts es in time, an end before a start at the same instant.
-func sortEdges(es []edge) {
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := cmp.Compare(x.t, y.t); c != 0 {
-			return c
-		}
-		return x.d - y.d
-	})
-}
-
 type pass struct {
 	level  string
 	repeat int32
@@ -54,7 +35,7 @@ type pass struct {
 // workers.
 func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to string) map[string]Occupancy {
 	fc, tc := rows.Stage.Code(from), rows.Stage.Code(to)
-	byPass := map[pass][]edge{}
+	byPass := map[pass][]interval{}
 	ok := reqs.Status.Code(model.StatusOK)
 	k := 0
 	for i := 0; i < reqs.N; i++ {
@@ -72,30 +53,27 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 			continue
 		}
 		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
-		byPass[p] = append(byPass[p], edge{start, +1}, edge{end, -1})
+		byPass[p] = append(byPass[p], interval{start, end})
 	}
 	out, n := map[string]Occupancy{}, map[string]int{} // sums over the passes with a span, then their means
-	for p, es := range byPass {
-		sortEdges(es)
+	for p, ivs := range byPass {
+		st := occupancySteps(ivs)
 		var area, busy float64
-		cur, most := 0, 0
-		for j, e := range es {
-			if j > 0 {
-				area += float64(cur) * float64(e.t-es[j-1].t)
-				if cur > 0 {
-					busy += float64(e.t - es[j-1].t)
+		o := out[p.level]
+		for j, x := range st {
+			o.Max = max(o.Max, x.n)
+			if j+1 < len(st) {
+				d := float64(st[j+1].t - x.t)
+				area += float64(x.n) * d
+				if x.n > 0 {
+					busy += d
 				}
 			}
-			cur += e.d
-			most = max(most, cur)
 		}
-		span := es[len(es)-1].t - es[0].t
-		o := out[p.level]
-		if span > 0 {
+		if span := st[len(st)-1].t - st[0].t; span > 0 {
 			o.Mean, o.Busy, o.BusyS = o.Mean+area/float64(span), o.Busy+busy/float64(span), o.BusyS+busy/1e9
 			n[p.level]++
 		}
-		o.Max = max(o.Max, most)
 		out[p.level] = o
 	}
 	for lv, o := range out {
