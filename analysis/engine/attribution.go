@@ -399,14 +399,6 @@ const (
 
 func (l *binLine) end() int64 { return l.start + int64(l.n)*l.bin }
 
-// bin returns bin k's four values.
-func (l *binLine) binAt(k int) (v [4]float64) {
-	for c := range v {
-		v[c] = l.p[k+1][c] - l.p[k][c]
-	}
-	return v
-}
-
 // cum returns the prefix sums at t (linear inside a bin), t clamped to
 // the line.
 func (l *binLine) cum(t int64) [4]float64 {
@@ -579,21 +571,15 @@ func merge(ivs []interval) []interval {
 	return out
 }
 
-type passKey struct {
-	level  string
-	repeat int32
-	warmup bool
-}
-
 type passInfo struct {
-	key      passKey
-	running  []interval // union of its requests' running batch time
-	lo, hi   int64      // its requests' server window
-	th       *thread
-	pt       PassThread
-	runBins  []runBin
-	tidVotes map[int64]int
-	pidVotes map[int64]int
+	running     []interval // union of its requests' running batch time
+	lo, hi      int64      // its requests' server window
+	th          *thread
+	pt          PassThread
+	runBins     []runBin
+	runOn, runB float64 // the running bins' on-CPU time and length (ns)
+	tidVotes    map[int64]int
+	pidVotes    map[int64]int
 }
 
 // runBin is a bin of the serving thread in which requests were running.
@@ -756,7 +742,8 @@ func Attribute(in AttributionInput) *Attribution {
 		if !ok {
 			p = int32(len(passes))
 			passIx[pc] = p
-			passes = append(passes, &passInfo{key: passKey{rc.Level.At(i), pc.repeat, pc.warmup}, lo: math.MaxInt64, hi: math.MinInt64, tidVotes: map[int64]int{}, pidVotes: map[int64]int{}})
+			passes = append(passes, &passInfo{pt: PassThread{Level: rc.Level.At(i), Repeat: int(pc.repeat), Warmup: pc.warmup},
+				lo: math.MaxInt64, hi: math.MinInt64, tidVotes: map[int64]int{}, pidVotes: map[int64]int{}})
 		}
 		passOf[i] = p
 		pi := passes[p]
@@ -1003,15 +990,10 @@ type ffUnion struct {
 }
 
 func newFFUnion(iv []interval, th *thread) *ffUnion {
-	u := &ffUnion{iv: iv, len: make([]int64, len(iv)+1), th: th}
-	if th != nil {
-		u.sp = make([]split, len(iv)+1)
-	}
+	u := &ffUnion{iv: iv, len: make([]int64, len(iv)+1), th: th, sp: make([]split, len(iv)+1)}
 	for j, v := range iv {
 		u.len[j+1] = u.len[j] + v.b - v.a
-		if th != nil {
-			u.sp[j+1] = u.sp[j].plus(th.integrate(v.a, v.b))
-		}
+		u.sp[j+1] = u.sp[j].plus(th.integrate(v.a, v.b)) // zero for a nil thread
 	}
 	return u
 }
@@ -1023,16 +1005,9 @@ func (u *ffUnion) upTo(t int64) (int64, split) {
 		return 0, split{}
 	}
 	j := sort.Search(len(u.iv), func(j int) bool { return u.iv[j].b > t })
-	l := u.len[j]
-	var s split
-	if u.th != nil {
-		s = u.sp[j]
-	}
+	l, s := u.len[j], u.sp[j]
 	if j < len(u.iv) && t > u.iv[j].a {
-		l += t - u.iv[j].a
-		if u.th != nil {
-			s = s.plus(u.th.integrate(u.iv[j].a, t))
-		}
+		l, s = l+t-u.iv[j].a, s.plus(u.th.integrate(u.iv[j].a, t))
 	}
 	return l, s
 }
@@ -1080,18 +1055,10 @@ func addSplit(ns *[NumStates]float64, d float64, s split) {
 
 // choose picks a pass's serving thread and measures it.
 func choose(p *passInfo, ths []*thread, want string) {
-	p.pt = PassThread{Level: p.key.level, Repeat: int(p.key.repeat), Warmup: p.key.warmup}
 	if len(p.running) == 0 || len(ths) == 0 {
 		return
 	}
 	lo, hi := p.running[0].a, p.running[len(p.running)-1].b
-	onWhileRunning := func(th *thread) float64 {
-		v := 0.0
-		for _, r := range p.running {
-			v += th.integrate(r.a, r.b).on
-		}
-		return v
-	}
 	cands := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool {
 		return len(th.lines) == 0 || th.lines[0].start >= hi || th.lines[len(th.lines)-1].end() <= lo
 	})
@@ -1100,11 +1067,15 @@ func choose(p *passInfo, ths []*thread, want string) {
 			cands = same
 		}
 	}
-	best := func(ts []*thread) *thread {
+	best := func(ts []*thread) *thread { // the most on-CPU while running
 		var b *thread
 		bv := -1.0
 		for _, th := range ts {
-			if v := onWhileRunning(th); v > bv {
+			v := 0.0
+			for _, r := range p.running {
+				v += th.integrate(r.a, r.b).on
+			}
+			if v > bv {
 				b, bv = th, v
 			}
 		}
@@ -1136,7 +1107,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 	// Its bins: those at least half covered by the running union are the
 	// running bins; those inside the pass's server window count for the
 	// pass.
-	var on, bins, runOn float64
+	var on, bins float64
 	for _, l := range th.lines {
 		j := sort.Search(len(p.running), func(j int) bool { return p.running[j].b > l.start })
 		for k := 0; k < l.n; k++ {
@@ -1152,9 +1123,9 @@ func choose(p *passInfo, ths []*thread, want string) {
 			if 2*cov < l.bin {
 				continue
 			}
-			v := l.binAt(k)
-			h, g, q, o := v[cHost], v[cGPU], v[cRunq], v[cOn]
-			runOn += o
+			a, b := &l.p[k], &l.p[k+1]
+			h, g, q, o := b[cHost]-a[cHost], b[cGPU]-a[cGPU], b[cRunq]-a[cRunq], b[cOn]-a[cOn]
+			p.runOn, p.runB = p.runOn+o, p.runB+B
 			p.pt.RunningBins++
 			p.runBins = append(p.runBins, runBin{t0: t0, t1: t1, host: h / B, gpu: g / B, runq: q / B, off: max(0, 1-(h+g+q)/B)})
 		}
@@ -1163,7 +1134,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 		p.pt.PassUtil = on / bins
 	}
 	if p.pt.RunningBins > 0 {
-		p.pt.RunningUtil = runOn / sumBins(p.runBins)
+		p.pt.RunningUtil = p.runOn / p.runB
 	}
 }
 
@@ -1188,19 +1159,11 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		passes           []*passInfo
 	}
 	by := map[string]*acc{}
-	var lastLv string
-	var last *acc
 	get := func(lv string) *acc {
-		if last != nil && lv == lastLv {
-			return last
+		if by[lv] == nil {
+			by[lv] = &acc{}
 		}
-		x := by[lv]
-		if x == nil {
-			x = &acc{}
-			by[lv] = x
-		}
-		lastLv, last = lv, x
-		return x
+		return by[lv]
 	}
 	for i := range a.Requests { // each level's values sized to its requests first
 		if r := &a.Requests[i]; !r.Warmup {
@@ -1230,8 +1193,8 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		}
 	}
 	for _, p := range passes {
-		if !p.key.warmup {
-			x := get(p.key.level)
+		if !p.pt.Warmup {
+			x := get(p.pt.Level)
 			x.passes = append(x.passes, p)
 		}
 	}
@@ -1249,21 +1212,15 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			continue
 		}
 		l := LevelStates{Level: lv, N: x.n, Missing: x.missing, LatencyMeanMs: 1000 * x.lat / float64(x.n)}
-		for s := 0; s < NumStates; s++ {
-			if x.lat > 0 {
-				l.States[s].Share = x.sum[s] / x.lat
-			}
-			l.States[s].MeanMs, l.States[s].P95Ms = meanP95(x.vals[s])
-		}
+		stateStats(l.States[:], x.lat, x.sum[:], x.vals[:])
 		var runOn, runB, passOn, passB float64
 		for _, p := range x.passes {
 			if p.th == nil {
 				continue
 			}
 			l.Threads = append(l.Threads, p.pt)
-			B := sumBins(p.runBins)
-			runB += B
-			runOn += p.pt.RunningUtil * B
+			runB += p.runB
+			runOn += p.runOn
 			passOn += p.pt.PassUtil * float64(p.pt.Bins)
 			passB += float64(p.pt.Bins)
 		}
@@ -1284,18 +1241,15 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 	return out
 }
 
-// meanP95 is stats' mean and 95th percentile of xs (stats.Percentile
-// selects the ranks it needs, without a sort).
-func meanP95(xs []float64) (float64, float64) {
-	return stats.Mean(xs), stats.Percentile(xs, 95)
-}
-
-func sumBins(rbs []runBin) float64 {
-	var B float64
-	for _, rb := range rbs {
-		B += float64(rb.t1 - rb.t0)
+// stateStats fills out, a level's states, from its requests' summed
+// latency lat, the states' sums and their values per request (ms).
+func stateStats(out []StateStat, lat float64, sum []float64, vals [][]float64) {
+	for s := range out {
+		if lat > 0 {
+			out[s].Share = sum[s] / lat
+		}
+		out[s].MeanMs, out[s].P95Ms = stats.Mean(vals[s]), stats.Percentile(vals[s], 95)
 	}
-	return B
 }
 
 // maxSampleGap is how far after a bin a util sample may be and still

@@ -560,7 +560,7 @@ func BenchmarkAttribute(b *testing.B) {
 	}
 }
 
-// meanP95 is stats.Mean and stats.Percentile(xs, 95).
+// stateStats's mean and p95 are stats.Mean and stats.Percentile(xs, 95).
 func TestMeanP95(t *testing.T) {
 	rng := uint64(7)
 	next := func() float64 { rng = rng*6364136223846793005 + 1442695040888963407; return float64(rng>>40) / 1e3 }
@@ -574,7 +574,9 @@ func TestMeanP95(t *testing.T) {
 				}
 			}
 			wm, wp := stats.Mean(xs), stats.Percentile(xs, 95)
-			m, p := meanP95(append([]float64(nil), xs...))
+			var st [1]StateStat
+			stateStats(st[:], 0, nil, [][]float64{append([]float64(nil), xs...)})
+			m, p := st[0].MeanMs, st[0].P95Ms
 			if m != wm || math.Abs(p-wp) > 1e-12*math.Max(1, math.Abs(wp)) {
 				t.Errorf("n=%d ties=%v: mean %g p95 %g, want %g %g", n, ties, m, p, wm, wp)
 			}

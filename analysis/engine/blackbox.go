@@ -389,12 +389,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		return l
 	}
 	l.LatencyMeanMs = 1000 * lat / float64(l.N)
-	for s := range sum {
-		if lat > 0 {
-			l.States[s].Share = sum[s] / lat
-		}
-		l.States[s].MeanMs, l.States[s].P95Ms = meanP95(vals[s])
-	}
+	stateStats(l.States[:], lat, sum[:], vals[:])
 	if svcTot > 0 {
 		l.ServiceBusy = busy / svcTot
 	}
