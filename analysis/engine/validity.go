@@ -264,7 +264,6 @@ type vPassKey struct {
 func Validity(in ValidityInput) *ValidityResult {
 	v := &ValidityResult{Findings: []Finding{}, NotRun: map[string]string{}}
 	passes := map[vPassKey][]int{} // request indexes per pass, in start order
-	order := slices.Clone(in.Levels)
 	for i, r := range in.Reqs {
 		k := vPassKey{r.Level, r.Repeat, r.Warmup}
 		passes[k] = append(passes[k], i)
@@ -273,12 +272,12 @@ func Validity(in ValidityInput) *ValidityResult {
 		slices.SortFunc(ix, func(a, b int) int { return cmp.Compare(in.Reqs[a].StartUnixNs, in.Reqs[b].StartUnixNs) })
 	}
 	var levels []string // scored levels in run order
-	for _, l := range order {
+	for _, l := range in.Levels {
 		if !l.Warmup && !slices.Contains(levels, l.Level) {
 			levels = append(levels, l.Level)
 		}
 	}
-	c := &checker{in: in, v: v, passes: passes, order: order, levels: levels}
+	c := &checker{in: in, v: v, passes: passes, order: in.Levels, levels: levels}
 	c.failures()
 	c.overload() // before warmup: an overloaded level's latencies are its queue's
 	cached := c.cache()
@@ -322,13 +321,7 @@ func (c *checker) okReqs(l model.LevelRun) []int {
 
 // scored are the scored passes of level, in run order.
 func (c *checker) scored(level string) []model.LevelRun {
-	var out []model.LevelRun
-	for _, l := range c.order {
-		if l.Level == level && !l.Warmup {
-			out = append(out, l)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != level || l.Warmup })
 }
 
 func (c *checker) add(f Finding) { c.v.Findings = append(c.v.Findings, f) }
@@ -529,12 +522,7 @@ func (c *checker) cache() map[int]bool {
 func (c *checker) warmup(skip map[int]bool) {
 	ran := false
 	for _, lv := range c.levels {
-		var runs []model.LevelRun // the level's passes, warmup first
-		for _, l := range c.order {
-			if l.Level == lv {
-				runs = append(runs, l)
-			}
-		}
+		runs := slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != lv }) // warmup first
 		li := c.levelIntervals(lv)
 		if sc := c.scored(lv); len(sc) >= 2 {
 			a, b := c.passReqS(sc[len(sc)-2]), c.passReqS(sc[len(sc)-1])
@@ -547,12 +535,15 @@ func (c *checker) warmup(skip map[int]bool) {
 		if len(runs) < 2 || c.v.Fired(CheckOverload, lv) {
 			continue // (an overloaded level's latency is the pass's length)
 		}
-		lat := map[string][][2]float64{} // sample → (pass index, latency)
+		here, other := map[string][]float64{}, map[string][]float64{} // sample → latencies in the first pass, in the others
 		for pi, l := range runs {
+			into := other
+			if pi == 0 {
+				into = here
+			}
 			for _, i := range c.okReqs(l) {
-				if !skip[i] {
-					r := &c.in.Reqs[i]
-					lat[r.SampleID] = append(lat[r.SampleID], [2]float64{float64(pi), r.LatencyS})
+				if r := &c.in.Reqs[i]; !skip[i] {
+					into[r.SampleID] = append(into[r.SampleID], r.LatencyS)
 				}
 			}
 		}
@@ -560,19 +551,11 @@ func (c *checker) warmup(skip map[int]bool) {
 		var own, ref float64
 		var others []float64 // the other passes' latencies, for the noise
 		n := 0
-		for _, xs := range lat {
-			var here, other []float64
-			for _, x := range xs {
-				if x[0] == 0 {
-					here = append(here, x[1])
-				} else {
-					other = append(other, x[1])
-				}
-			}
-			if len(here) > 0 && len(other) > 0 {
-				own += stats.Mean(here)
-				ref += stats.Percentile(other, 50)
-				others = append(others, other...)
+		for id, h := range here {
+			if o := other[id]; len(o) > 0 {
+				own += stats.Mean(h)
+				ref += stats.Percentile(o, 50)
+				others = append(others, o...)
 				n++
 			}
 		}
@@ -635,10 +618,11 @@ func (c *checker) passReqS(l model.LevelRun) float64 {
 func (c *checker) outliers() {
 	ran := false
 	for _, lv := range c.levels {
-		type hit struct {
+		type hit struct { // sums over the passes the sample dominates
+			n                                    int
 			ratio, lat, med, shareSum, shareWall float64
 		}
-		bySample := map[string][]hit{}
+		bySample := map[string]*hit{}
 		scored := c.scored(lv)
 		for _, l := range scored {
 			var lats []float64
@@ -658,24 +642,22 @@ func (c *checker) outliers() {
 			if med <= 0 || mx < OutlierRatio*med {
 				continue
 			}
-			wall := passWall(l)
-			h := hit{ratio: mx / med, lat: mx, med: med, shareSum: mx / stats.Sum(lats)}
-			if wall > 0 {
-				h.shareWall = min(1, mx/wall)
-			}
 			id := c.in.Reqs[slow].SampleID
-			bySample[id] = append(bySample[id], h)
+			h := cmp.Or(bySample[id], &hit{})
+			bySample[id] = h
+			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
+			h.shareSum += mx / stats.Sum(lats)
+			if wall := passWall(l); wall > 0 {
+				h.shareWall += min(1, mx/wall)
+			}
 		}
 		for _, id := range slices.Sorted(maps.Keys(bySample)) {
-			hs := bySample[id]
-			var ratio, lat, med, sum, wall []float64
-			for _, h := range hs {
-				ratio, lat, med, sum, wall = append(ratio, h.ratio), append(lat, h.lat), append(med, h.med), append(sum, h.shareSum), append(wall, h.shareWall)
-			}
+			h := bySample[id]
+			n := float64(h.n)
 			c.add(Finding{Check: CheckOutliers, Severity: SeverityWarn, Level: lv, Sample: id,
-				PassesAffected: len(hs), PassesScored: len(scored),
+				PassesAffected: h.n, PassesScored: len(scored),
 				Text: fmt.Sprintf("sample %s dominates %d of %d scored passes: %.2f s against the pass's median %.2f s (%.0f×), %.0f %% of the latency sum and %.0f %% of the pass's wall time",
-					id, len(hs), len(scored), stats.Mean(lat), stats.Mean(med), stats.Mean(ratio), 100*stats.Mean(sum), 100*stats.Mean(wall)),
+					id, h.n, len(scored), h.lat/n, h.med/n, h.ratio/n, 100*(h.shareSum/n), 100*(h.shareWall/n)),
 				Fix: "look at the maximum, not the mean or p90: transcribe this sample alone (a runaway decode, a length limit), or leave it out and say so"})
 		}
 	}
