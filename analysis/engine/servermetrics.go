@@ -118,12 +118,13 @@ func ParseMetricsMap(name string, data []byte) (*MetricsMap, error) {
 		}{{"histograms", s.Histograms, MetricsHistogramRoles}, {"gauges", s.Gauges, MetricsGaugeRoles}} {
 			for _, role := range slices.Sorted(maps.Keys(kind.names)) {
 				metric := kind.names[role]
+				_, series := histogramFamily(metric)
 				switch {
 				case !slices.Contains(kind.roles, role):
 					return nil, bad("field %s.%s: unknown role %q (roles: %s)", at, kind.field, role, strings.Join(kind.roles, ", "))
 				case strings.TrimSpace(metric) == "":
 					return nil, bad("field %s.%s.%s: no metric name", at, kind.field, role)
-				case kind.field == "histograms" && isHistogramSeries(metric):
+				case kind.field == "histograms" && series:
 					return nil, bad("field %s.%s.%s: %q: give the histogram's name, without _bucket, _sum or _count", at, kind.field, role, metric)
 				}
 			}
@@ -241,7 +242,8 @@ func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 	switch r.Kind {
 	case bundle.MetricsKindSample:
 		if m, ok := g.cur[r.Name]; ok && r.Value != nil {
-			m[labelKey(r.Labels.Map)] = float64(*r.Value)
+			set, _ := json.Marshal(r.Labels.Map) // its keys sorted
+			m[string(set)] = float64(*r.Value)
 		}
 	case bundle.MetricsKindScrape:
 		for name, m := range g.cur {
@@ -257,18 +259,6 @@ func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 			}
 		}
 	}
-}
-
-// labelKey is a label set as a string (its keys sorted).
-func labelKey(l map[string]string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(l[k])
-		b.WriteByte(1)
-	}
-	return b.String()
 }
 
 // gaugeOver is a gauge over the scrapes sent in [start, end]; false when
@@ -452,13 +442,6 @@ func histogramFamily(name string) (string, bool) {
 		}
 	}
 	return name, false
-}
-
-// isHistogramSeries reports whether name is a series of a histogram
-// (name_bucket, name_sum, name_count), not the histogram's own name.
-func isHistogramSeries(name string) bool {
-	_, ok := histogramFamily(name)
-	return ok
 }
 
 // Levels aggregates the scored passes per level: the levels of order
