@@ -458,9 +458,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	if len(in.GPU) > 0 && len(svc) > 0 {
 		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(svc))
 	}
-	tids := slices.Collect(maps.Keys(byThread))
-	sort.Slice(tids, func(a, b int) bool { return byThread[tids[a]] > byThread[tids[b]] })
-	for _, t := range tids {
+	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
 		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")
 	}
 	return l

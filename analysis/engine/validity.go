@@ -772,17 +772,11 @@ func (c *checker) sampleSize() {
 	// check fired is that check's: one runaway request widens every
 	// interval it is in; so is a cache-hit regime's (first sightings slow,
 	// the rest fast).
-	var closed []string
-	for _, lv := range c.levels {
-		if n, _, ok := model.ParseLevel(lv); ok && n > 0 {
-			closed = append(closed, lv)
-		}
-	}
-	slices.SortStableFunc(closed, func(x, y string) int {
-		a, _, _ := model.ParseLevel(x)
-		b, _, _ := model.ParseLevel(y)
-		return cmp.Compare(a, b)
+	closed := slices.DeleteFunc(slices.Clone(c.levels), func(lv string) bool {
+		n, _, ok := model.ParseLevel(lv)
+		return !ok || n <= 0
 	})
+	slices.SortStableFunc(closed, model.CompareLevels) // by concurrency
 	th := c.in.KneeThreshold
 	knee := -1 // the step that makes the knee (lib/knee.star's rule)
 	for i := 1; i < len(closed) && knee < 0; i++ {

@@ -148,8 +148,12 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 		}
 	}
 	busy := map[key]float64{}
-	for pk, iv := range spans {
-		busy[key{pk.level, pk.worker}] += float64(unionNs(iv)) / 1e9
+	for pk, ivs := range spans {
+		n := int64(0) // the length of their union
+		for _, v := range merge(ivs) {
+			n += v.b - v.a
+		}
+		busy[key{pk.level, pk.worker}] += float64(n) / 1e9
 	}
 	var out []Share
 	for _, lv := range order {
@@ -167,12 +171,4 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 		}
 	}
 	return out
-}
-
-// unionNs is the length of the union of ivs (merged in place).
-func unionNs(ivs []interval) (n int64) {
-	for _, v := range merge(ivs) {
-		n += v.b - v.a
-	}
-	return n
 }
