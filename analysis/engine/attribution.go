@@ -771,18 +771,16 @@ func Attribute(in AttributionInput) *Attribution {
 	// 4. Each pass's serving thread; the first-forward unions on it.
 	ths := threads(in.Sched, in.CUDA)
 	want := cmp.Or(in.Thread, DefaultServingThread)
+	byThread := map[*thread][]interval{}
 	for _, p := range passes {
 		choose(p, ths, want)
 		out.Passes = append(out.Passes, p.pt)
-	}
-	// What a thread does in a bin that requests ran in only part of, it
-	// did for them: its busy time goes to the running part first.
-	byThread := map[*thread][]interval{}
-	for _, p := range passes {
 		if p.th != nil {
 			byThread[p.th] = append(byThread[p.th], p.running...)
 		}
 	}
+	// What a thread does in a bin that requests ran in only part of, it
+	// did for them: its busy time goes to the running part first.
 	for th, run := range byThread {
 		th.concentrate(merge(run))
 	}
@@ -816,9 +814,8 @@ func Attribute(in AttributionInput) *Attribution {
 		L := int64(math.Round(rc.LatencyS[i] * 1e9))
 		var ns [NumStates]float64
 		var segs *segmenter
-		from := 0
 		if seg != nil {
-			from = len(seg.out)
+			seg.from = len(seg.out)
 		}
 		w, hasW := window(i)
 		if !tele[i] || !hasW || L <= 0 {
@@ -839,7 +836,7 @@ func Attribute(in AttributionInput) *Attribution {
 			k := keyOf(i)
 			if cok && seg != nil {
 				segs = seg
-				seg.off, seg.prev, seg.from = th, [NumStates]float64{}, from
+				seg.off, seg.prev = th, [NumStates]float64{}
 			}
 			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th, segs)
 			if b := &bounds[i]; ns[sAdmission] > 0 && (b.ok(kBuildToQueued) || b.ok(kQueued)) {
@@ -854,9 +851,8 @@ func Attribute(in AttributionInput) *Attribution {
 				rs.AdmissionInFFS = min(float64(unions[k].covered(iv)), ns[sAdmission]) / 1e9
 			}
 		}
-		if seg != nil && len(seg.out) > from {
-			n := len(seg.out)
-			rs.Segments = seg.out[from:n:n]
+		if seg != nil && len(seg.out) > seg.from {
+			rs.Segments = seg.out[seg.from:len(seg.out):len(seg.out)]
 		}
 		for s := range ns {
 			rs.States[s] = ns[s] / 1e9

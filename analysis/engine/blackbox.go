@@ -245,7 +245,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			solo[r.sample] = append(solo[r.sample], float64(r.server))
 		}
 	}
-	out.Solo, out.SoloFrom = SoloQuickest, ""
+	out.Solo = SoloQuickest
 	if len(solo) > 0 {
 		out.Solo, out.SoloFrom = SoloLevel, in.Solo
 	}
