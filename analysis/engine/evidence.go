@@ -119,8 +119,7 @@ type MetaStat struct {
 // request i's metadata of the event asked for, or false.
 func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
 	ok := reqs.Status.Code(model.StatusOK)
-	byPass := map[pass]*MetaStat{}
-	var order []pass
+	byPass, out := map[pass]int{}, []MetaStat{} // a pass's index in out
 	for i := 0; i < reqs.N; i++ {
 		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok {
 			continue
@@ -134,17 +133,13 @@ func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool
 			continue
 		}
 		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
-		s := byPass[p]
-		if s == nil {
-			s = &MetaStat{Level: p.level, Repeat: int(p.repeat), Min: v, Max: v}
-			byPass[p] = s
-			order = append(order, p)
+		k, seen := byPass[p]
+		if !seen {
+			k, byPass[p] = len(out), len(out)
+			out = append(out, MetaStat{Level: p.level, Repeat: int(p.repeat), Min: v, Max: v})
 		}
+		s := &out[k]
 		s.Min, s.Max, s.Sum, s.N = min(s.Min, v), max(s.Max, v), s.Sum+v, s.N+1
-	}
-	out := make([]MetaStat, 0, len(order))
-	for _, p := range order {
-		out = append(out, *byPass[p])
 	}
 	return out
 }

@@ -448,14 +448,10 @@ func histogramFamily(name string) (string, bool) {
 // first, in that order, then any other in the order their passes began.
 func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 	type hist struct{ n, sum, q50, q95, qn float64 } // Σ count, Σ sum; Σ count·p50, Σ count·p95, Σ count of the passes with quantiles
-	type gauge struct {
-		max, sum float64 // Σ mean·scrapes
-		scrapes  int
-	}
 	type acc struct {
 		passes int
 		roles  map[string]*hist
-		gauges map[string]*gauge
+		gauges map[string]GaugeStats // Mean: Σ mean·scrapes
 	}
 	lvs := slices.Clone(order)
 	by := map[string]*acc{}
@@ -465,7 +461,7 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		}
 		a := by[p.Level]
 		if a == nil {
-			a = &acc{roles: map[string]*hist{}, gauges: map[string]*gauge{}}
+			a = &acc{roles: map[string]*hist{}, gauges: map[string]GaugeStats{}}
 			by[p.Level] = a
 			if !slices.Contains(lvs, p.Level) {
 				lvs = append(lvs, p.Level)
@@ -483,10 +479,9 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		for role, g := range p.Gauges {
 			x, had := a.gauges[role]
 			if !had {
-				x = &gauge{max: g.Max}
-				a.gauges[role] = x
+				x.Max = g.Max
 			}
-			x.max, x.sum, x.scrapes = max(x.max, g.Max), x.sum+g.Mean*float64(g.Scrapes), x.scrapes+g.Scrapes
+			a.gauges[role] = GaugeStats{Mean: x.Mean + g.Mean*float64(g.Scrapes), Max: max(x.Max, g.Max), Scrapes: x.Scrapes + g.Scrapes}
 		}
 	}
 	var out []MetricsLevel
@@ -504,7 +499,8 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 			l.Roles[role] = h
 		}
 		for role, x := range a.gauges {
-			l.Gauges[role] = GaugeStats{Mean: x.sum / float64(x.scrapes), Max: x.max, Scrapes: x.scrapes}
+			x.Mean /= float64(x.Scrapes)
+			l.Gauges[role] = x
 		}
 		out = append(out, l)
 	}
