@@ -660,16 +660,13 @@ func Attribute(in AttributionInput) *Attribution {
 		if b.ok(kTotal) {
 			return b.iv[kTotal], true
 		}
-		w, found := interval{}, false
+		w := interval{math.MaxInt64, math.MinInt64}
 		for k := 0; k < kTotal; k++ {
 			if b.ok(k) {
-				if !found {
-					w, found = b.iv[k], true
-				}
 				w.a, w.b = min(w.a, b.iv[k].a), max(w.b, b.iv[k].b)
 			}
 		}
-		return w, found
+		return w, b.has&(1<<kTotal-1) != 0 // a stage before the total
 	}
 	hasClock := len(rc.EndUnixNs) == n
 	// The client's window of each request, when it has a clock.
@@ -959,8 +956,11 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 		switch k {
 		case kFirstForward: // split by the serving thread's bins
 			addSplit(ns, float64(z-a), th.integrate(a, z))
-		case kDecode:
-			decode(ns, th, a, z, ff)
+		case kDecode: // the parts another request's first forward ran in are stalls, the rest is running
+			la, sa := ff.upTo(a)
+			lz, sz := ff.upTo(z)
+			ns[sStall] += float64(lz - la)
+			addSplit(ns, float64(z-a-(lz-la)), th.integrate(a, z).minus(sz.minus(sa)))
 		default:
 			ns[segState[k]] += float64(z - a)
 		}
@@ -1024,16 +1024,6 @@ func (s split) plus(o split) split {
 
 func (s split) minus(o split) split {
 	return split{s.host - o.host, s.gpu - o.gpu, s.runq - o.runq, s.on - o.on, s.cov - o.cov}
-}
-
-// decode assigns [a, z) of a decode tail: the parts another request's
-// first forward ran in are stalls, the rest is running.
-func decode(ns *[NumStates]float64, th *thread, a, z int64, ff *ffUnion) {
-	la, sa := ff.upTo(a)
-	lz, sz := ff.upTo(z)
-	stall := lz - la
-	ns[sStall] += float64(stall)
-	addSplit(ns, float64(z-a-stall), th.integrate(a, z).minus(sz.minus(sa)))
 }
 
 // addSplit adds d ns of running time that the thread's bins split as s
