@@ -441,35 +441,28 @@ func trim(s string) string {
 	return s
 }
 
-// sighting is one successful request of a sample.
-type sighting struct {
-	i     int
-	level string
-	lat   float64
-	start int64
-}
-
 // cache finds the samples answered from a cache: slower at their first
 // sighting than at every later one at the same level by CacheRatio. It
 // returns the requests that were such first sightings (to leave out of
 // the warmup check when the regime is there).
 func (c *checker) cache() map[int]bool {
-	by := map[string][]sighting{}
+	by := map[string][]int{} // each sample's sightings: its successful requests
 	for i, r := range c.in.Reqs {
 		if c.ok(i) {
-			by[r.SampleID] = append(by[r.SampleID], sighting{i, r.Level, r.LatencyS, r.StartUnixNs})
+			by[r.SampleID] = append(by[r.SampleID], i)
 		}
 	}
 	first := map[int]bool{}
 	cachedSample := map[string]bool{}
 	repeated := 0
 	var ratios []float64
-	for id, ss := range by {
-		slices.SortFunc(ss, func(a, b sighting) int { return cmp.Compare(a.start, b.start) })
+	for id, ix := range by {
+		slices.SortFunc(ix, func(a, b int) int { return cmp.Compare(c.in.Reqs[a].StartUnixNs, c.in.Reqs[b].StartUnixNs) })
+		f := &c.in.Reqs[ix[0]]
 		var later []float64
-		for _, s := range ss[1:] {
-			if s.level == ss[0].level {
-				later = append(later, s.lat)
+		for _, i := range ix[1:] {
+			if c.in.Reqs[i].Level == f.Level {
+				later = append(later, c.in.Reqs[i].LatencyS)
 			}
 		}
 		if len(later) == 0 {
@@ -477,11 +470,11 @@ func (c *checker) cache() map[int]bool {
 		}
 		repeated++
 		if m := slices.Max(later); m > 0 {
-			ratios = append(ratios, ss[0].lat/m)
+			ratios = append(ratios, f.LatencyS/m)
 		}
-		if slices.Max(later)*CacheRatio <= ss[0].lat {
+		if slices.Max(later)*CacheRatio <= f.LatencyS {
 			cachedSample[id] = true
-			first[ss[0].i] = true
+			first[ix[0]] = true
 		}
 	}
 	if repeated == 0 {
