@@ -261,33 +261,31 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	// 3. Threads: per pass, the busiest over its requests' services.
 	ths := threads(in.Bins, in.CUDA)
 	cands := make([][]*thread, len(passIx))
-	if len(ths) > 0 {
-		svcs := make([][]interval, len(passIx))
-		for _, r := range rs {
-			if r.answer > 0 && r.svcB > r.svcA {
-				svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
+	svcs := make([][]interval, len(passIx))
+	for _, r := range rs {
+		if r.answer > 0 && r.svcB > r.svcA {
+			svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
+		}
+	}
+	for p := range cands {
+		u := merge(svcs[p])
+		busy := map[*thread]float64{}
+		for _, th := range ths {
+			for _, iv := range u {
+				s := th.integrate(iv.a, iv.b)
+				busy[th] += s.host + s.gpu + s.runq
 			}
 		}
-		for p := range cands {
-			u := merge(svcs[p])
-			busy := map[*thread]float64{}
+		all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(busy[th] > 0) })
+		slices.SortFunc(all, func(x, y *thread) int { return cmp.Or(cmp.Compare(busy[y], busy[x]), cmp.Compare(x.tid, y.tid)) })
+		cands[p] = all[:min(len(all), candidateThreads)]
+		if len(cands[p]) == 0 && len(u) > 0 {
+			// an idle server: its threads asleep through the service;
+			// any thread whose bins cover the pass tells that.
 			for _, th := range ths {
-				for _, iv := range u {
-					s := th.integrate(iv.a, iv.b)
-					busy[th] += s.host + s.gpu + s.runq
-				}
-			}
-			all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(busy[th] > 0) })
-			slices.SortFunc(all, func(x, y *thread) int { return cmp.Or(cmp.Compare(busy[y], busy[x]), cmp.Compare(x.tid, y.tid)) })
-			cands[p] = all[:min(len(all), candidateThreads)]
-			if len(cands[p]) == 0 && len(u) > 0 {
-				// an idle server: its threads asleep through the service;
-				// any thread whose bins cover the pass tells that.
-				for _, th := range ths {
-					if s := th.integrate(u[0].a, u[len(u)-1].b); s.cov > 0 {
-						cands[p] = append(cands[p], th)
-						break
-					}
+				if s := th.integrate(u[0].a, u[len(u)-1].b); s.cov > 0 {
+					cands[p] = append(cands[p], th)
+					break
 				}
 			}
 		}
