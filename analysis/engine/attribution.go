@@ -1138,11 +1138,10 @@ func mode(votes map[int64]int) int64 {
 
 func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []LevelStates {
 	type acc struct {
-		n, missing       int
-		lat, atCap, inFF float64
-		sum              [NumStates]float64
-		vals             [NumStates][]float64
-		passes           []*passInfo
+		n, missing            int
+		lat, atCap, inFF, adm float64
+		states                [][]float64 // each request's
+		passes                []*passInfo
 	}
 	by := map[string]*acc{}
 	get := func(lv string) *acc {
@@ -1150,16 +1149,6 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			by[lv] = &acc{}
 		}
 		return by[lv]
-	}
-	for i := range a.Requests { // each level's values sized to its requests first
-		if r := &a.Requests[i]; !r.Warmup {
-			get(r.Level).n++
-		}
-	}
-	for _, x := range by {
-		for s := range x.vals {
-			x.vals[s] = make([]float64, 0, x.n)
-		}
 	}
 	for i := range a.Requests {
 		r := &a.Requests[i]
@@ -1170,13 +1159,12 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		if !r.Telemetry {
 			x.missing++
 		}
+		x.n++
 		x.lat += r.LatencyS
 		x.atCap += r.AdmissionAtCapS
 		x.inFF += r.AdmissionInFFS
-		for s, v := range r.States {
-			x.sum[s] += v
-			x.vals[s] = append(x.vals[s], 1000*v)
-		}
+		x.adm += r.States[sAdmission]
+		x.states = append(x.states, r.States[:])
 	}
 	for _, p := range passes {
 		if !p.pt.Warmup {
@@ -1198,7 +1186,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 			continue
 		}
 		l := LevelStates{Level: lv, N: x.n, Missing: x.missing, LatencyMeanMs: 1000 * x.lat / float64(x.n)}
-		stateStats(l.States[:], x.lat, x.sum[:], x.vals[:])
+		stateStats(l.States[:], x.lat, x.states)
 		var runOn, runB, passOn, passB float64
 		for _, p := range x.passes {
 			if p.th == nil {
@@ -1218,9 +1206,9 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		}
 		l.GPU = gpuBreakdown(x.passes, gpus)
 		l.RunCap = a.RunCap
-		if adm := x.sum[sAdmission]; adm > 0 {
-			l.AdmissionAtCap = min(x.atCap/adm, 1)
-			l.AdmissionInFF = min(x.inFF/adm, 1)
+		if x.adm > 0 {
+			l.AdmissionAtCap = min(x.atCap/x.adm, 1)
+			l.AdmissionInFF = min(x.inFF/x.adm, 1)
 		}
 		out = append(out, l)
 	}
@@ -1228,13 +1216,19 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 }
 
 // stateStats fills out, a level's states, from its requests' summed
-// latency lat, the states' sums and their values per request (ms).
-func stateStats(out []StateStat, lat float64, sum []float64, vals [][]float64) {
+// latency lat and their states (seconds).
+func stateStats(out []StateStat, lat float64, states [][]float64) {
+	ms := make([]float64, len(states)) // one state's, per request
 	for s := range out {
-		if lat > 0 {
-			out[s].Share = sum[s] / lat
+		sum := 0.0
+		for r, st := range states {
+			sum += st[s]
+			ms[r] = 1000 * st[s]
 		}
-		out[s].MeanMs, out[s].P95Ms = stats.Mean(vals[s]), stats.Percentile(vals[s], 95)
+		if lat > 0 {
+			out[s].Share = sum / lat
+		}
+		out[s].MeanMs, out[s].P95Ms = stats.Mean(ms), stats.PercentileInPlace(ms, 95) // (the mean first)
 	}
 }
 

@@ -566,16 +566,18 @@ func TestMeanP95(t *testing.T) {
 	next := func() float64 { rng = rng*6364136223846793005 + 1442695040888963407; return float64(rng>>40) / 1e3 }
 	for _, n := range []int{1, 2, 3, 5, 20, 21, 100, 1001} {
 		for _, ties := range []bool{false, true} {
-			xs := make([]float64, n)
+			xs, states := make([]float64, n), make([][]float64, n) // ms; each request's one state (s)
 			for i := range xs {
-				xs[i] = next()
+				x := next()
 				if ties {
-					xs[i] = float64(int(xs[i]) % 4)
+					x = float64(int(x) % 4)
 				}
+				states[i] = []float64{x / 1000}
+				xs[i] = 1000 * states[i][0]
 			}
 			wm, wp := stats.Mean(xs), stats.Percentile(xs, 95)
 			var st [1]StateStat
-			stateStats(st[:], 0, nil, [][]float64{append([]float64(nil), xs...)})
+			stateStats(st[:], 0, states)
 			m, p := st[0].MeanMs, st[0].P95Ms
 			if m != wm || math.Abs(p-wp) > 1e-12*math.Max(1, math.Abs(wp)) {
 				t.Errorf("n=%d ties=%v: mean %g p95 %g, want %g %g", n, ties, m, p, wm, wp)

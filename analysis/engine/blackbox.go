@@ -337,8 +337,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string) BlackBoxLevel {
 	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
 	var lat float64
-	var sum [NumBBStates]float64
-	var vals [NumBBStates][]float64
+	var states [][]float64 // each request's
 	type pacc struct {
 		n          int
 		lo, hi     int64
@@ -356,10 +355,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		}
 		l.N++
 		lat += q.LatencyS
-		for s := range sum {
-			sum[s] += q.States[s]
-			vals[s] = append(vals[s], 1000*q.States[s])
-		}
+		states = append(states, q.States[:])
 		p := per[r.pass]
 		if p == nil {
 			p = &pacc{lo: math.MaxInt64, hi: math.MinInt64}
@@ -387,7 +383,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		return l
 	}
 	l.LatencyMeanMs = 1000 * lat / float64(l.N)
-	stateStats(l.States[:], lat, sum[:], vals[:])
+	stateStats(l.States[:], lat, states)
 	if svcTot > 0 {
 		l.ServiceBusy = busy / svcTot
 	}
