@@ -430,10 +430,7 @@ func (th *thread) integrate(a, b int64) (s split) {
 	if th == nil || b <= a {
 		return s
 	}
-	i := 0
-	if len(th.lines) > 1 {
-		i = sort.Search(len(th.lines), func(i int) bool { return th.lines[i].end() > a })
-	}
+	i := sort.Search(len(th.lines), func(i int) bool { return th.lines[i].end() > a })
 	for ; i < len(th.lines) && th.lines[i].start < b; i++ {
 		l := th.lines[i]
 		lo, hi := max(a, l.start), min(b, l.end())

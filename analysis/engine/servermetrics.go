@@ -265,7 +265,6 @@ func (g *gaugeTrack) add(r *bundle.ServerMetricsRecord) {
 // none was.
 func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
 	var g GaugeStats
-	sum := 0.0
 	for _, p := range pts {
 		if p.ts < start || p.ts > end {
 			continue
@@ -273,13 +272,13 @@ func gaugeOver(pts []gaugePoint, start, end int64) (GaugeStats, bool) {
 		if g.Scrapes == 0 || p.v > g.Max {
 			g.Max = p.v
 		}
-		sum += p.v
+		g.Mean += p.v // the sum, until divided
 		g.Scrapes++
 	}
 	if g.Scrapes == 0 {
 		return g, false
 	}
-	g.Mean = sum / float64(g.Scrapes)
+	g.Mean /= float64(g.Scrapes)
 	return g, true
 }
 

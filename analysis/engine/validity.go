@@ -385,13 +385,10 @@ func FailureCauseOf(r *model.Request) string {
 	case model.FailCanceled:
 		return "canceled (the capture stopped)"
 	case model.FailConnection:
-		switch {
-		case strings.Contains(msg, "reset"):
-			return "connection reset"
-		case strings.Contains(msg, "refused"):
-			return "connection refused"
-		case strings.Contains(msg, "EOF"):
-			return "connection closed early"
+		for _, c := range [][2]string{{"reset", "connection reset"}, {"refused", "connection refused"}, {"EOF", "connection closed early"}} {
+			if strings.Contains(msg, c[0]) {
+				return c[1]
+			}
 		}
 	}
 	if r.HTTPStatus >= 400 || httpStatusPrefix.MatchString(msg) {
@@ -661,13 +658,11 @@ func (c *checker) outliers() {
 
 // levelIntervals is the interval record of lv, made on first use.
 func (c *checker) levelIntervals(lv string) *LevelIntervals {
-	for i := range c.v.Intervals {
-		if c.v.Intervals[i].Level == lv {
-			return &c.v.Intervals[i]
-		}
+	i := slices.IndexFunc(c.v.Intervals, func(iv LevelIntervals) bool { return iv.Level == lv })
+	if i < 0 {
+		i, c.v.Intervals = len(c.v.Intervals), append(c.v.Intervals, LevelIntervals{Level: lv})
 	}
-	c.v.Intervals = append(c.v.Intervals, LevelIntervals{Level: lv})
-	return &c.v.Intervals[len(c.v.Intervals)-1]
+	return &c.v.Intervals[i]
 }
 
 // tInterval is the mean of xs (each ≥ 0) with its t interval at
