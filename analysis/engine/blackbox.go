@@ -504,13 +504,12 @@ func gpuOver(samples []bundle.GPURecord, u []interval) (int, float64) {
 		var n int
 		for _, iv := range u {
 			i := sort.Search(len(ss), func(i int) bool { return ss[i].TS > iv.a })
-			took := false
+			from := i
 			for ; i < len(ss) && ss[i].TS <= iv.b; i++ {
 				sum += ss[i].UtilPct
 				n++
-				took = true
 			}
-			if !took && i < len(ss) {
+			if i == from && i < len(ss) { // none inside: the first after
 				sum += ss[i].UtilPct
 				n++
 			}

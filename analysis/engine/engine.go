@@ -223,12 +223,7 @@ func group(owner []int32, n int) (idx, from []int32) {
 }
 
 func newSource(p *Preset, n int, e *columns.Events, s *columns.Spans) *source {
-	if e == nil {
-		e = &columns.Events{}
-	}
-	if s == nil {
-		s = &columns.Spans{}
-	}
+	e, s = cmp.Or(e, &columns.Events{}), cmp.Or(s, &columns.Spans{}) // none for nil
 	src := &source{e: e, s: s, client: s.Service.Code(clientService)}
 	src.ev, src.evFrom = group(e.RequestIndex, n)
 	src.sp, src.spFrom = group(s.RequestIndex, n)
