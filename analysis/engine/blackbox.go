@@ -226,12 +226,10 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			r.sample = in.SampleID[i]
 		}
 		k := passCodeOf(rc, i)
-		p, ok := passIx[k]
-		if !ok {
-			p = len(passIx)
-			passIx[k] = p
+		if _, ok := passIx[k]; !ok {
+			passIx[k] = len(passIx)
 		}
-		r.pass = p
+		r.pass = passIx[k]
 		rs = append(rs, r)
 	}
 	// 2. Each sample's service alone.
