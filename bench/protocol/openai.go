@@ -16,7 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -183,23 +183,10 @@ func (b *partsBody) Close() error { return nil }
 // segments is what is left to send (H1Transport writes it as it is).
 func (b *partsBody) segments() [][]byte { return b.parts[b.i:] }
 
-// traceTimes collects the httptrace callbacks, which run on the
-// transport's goroutines and may fire after RoundTrip has returned.
-type traceTimes struct {
-	mu         sync.Mutex
-	wrote      time.Time
-	firstByte  time.Time
-	clientHook httptrace.ClientTrace
-}
-
-func (tt *traceTimes) get() (wrote, firstByte time.Time) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	return tt.wrote, tt.firstByte
-}
-
+// Do's httptrace callbacks run on the transport's goroutines and may fire
+// after RoundTrip has returned: they keep their times in atomic pointers.
 func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
-	tt := &traceTimes{}
+	var wrote, firstByte atomic.Pointer[time.Time]
 	defer func() {
 		if p := recover(); p != nil {
 			res.Err = fmt.Errorf("protocol: internal error: %v", p)
@@ -208,29 +195,16 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		if res.End.IsZero() {
 			res.End = time.Now()
 		}
-		res.UploadDone, res.FirstByte = tt.get()
+		res.UploadDone, res.FirstByte = loadTime(&wrote), loadTime(&firstByte)
 	}()
 	if job == nil {
 		res.Err, res.ErrKind = errors.New("nil job"), KindOther
 		return res
 	}
-	tt.clientHook = httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			now := time.Now()
-			tt.mu.Lock()
-			tt.wrote = now
-			tt.mu.Unlock()
-		},
-		GotFirstResponseByte: func() {
-			now := time.Now()
-			tt.mu.Lock()
-			if tt.firstByte.IsZero() {
-				tt.firstByte = now
-			}
-			tt.mu.Unlock()
-		},
-	}
-	tctx := httptrace.WithClientTrace(ctx, &tt.clientHook)
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Store(new(time.Now())) },
+		GotFirstResponseByte: func() { firstByte.CompareAndSwap(nil, new(time.Now())) },
+	})
 	var req *http.Request
 	var err error
 	if up := job.Upload; up != nil && up.owner == c && !c.h1 {
@@ -264,6 +238,14 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 	defer drainClose(resp.Body)
 	ReadAnswer(ctx, resp, Answer{Stream: c.stream, Text: c.textFormat}, &res)
 	return res
+}
+
+// loadTime is the time p holds, the zero time if none.
+func loadTime(p *atomic.Pointer[time.Time]) time.Time {
+	if t := p.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
 
 // Answer says how to read a transcription response: as an SSE stream

@@ -36,36 +36,12 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{sc: sc}
 }
 
-// readLine returns the next line without its terminator. The slice is valid
-// until the next call. A final line without terminator is returned with a
-// nil error; after it comes io.EOF.
-func (s *sseReader) readLine() ([]byte, error) {
-	if s.sc.Scan() {
-		return s.sc.Bytes(), nil
-	}
-	switch err := s.sc.Err(); {
-	case err == nil:
-		return nil, io.EOF
-	case errors.Is(err, bufio.ErrTooLong):
-		return nil, errLineTooLong
-	default:
-		return nil, err
-	}
-}
-
 // Next returns the data of the next event. The slice is valid until the
 // next call. At the clean end of the stream it returns io.EOF; a read error
 // is returned as it came.
 func (s *sseReader) Next() ([]byte, error) {
-	for {
-		line, err := s.readLine()
-		if err != nil {
-			if errors.Is(err, io.EOF) && s.hasData {
-				s.hasData = false
-				return s.data, nil
-			}
-			return nil, err
-		}
+	for s.sc.Scan() {
+		line := s.sc.Bytes()
 		if !s.started {
 			s.started = true
 			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
@@ -95,6 +71,17 @@ func (s *sseReader) Next() ([]byte, error) {
 			return nil, errLineTooLong
 		}
 		s.data = append(s.data, value...)
+	}
+	switch err := s.sc.Err(); {
+	case err == nil && s.hasData: // the stream ended without a blank line
+		s.hasData = false
+		return s.data, nil
+	case err == nil:
+		return nil, io.EOF
+	case errors.Is(err, bufio.ErrTooLong):
+		return nil, errLineTooLong
+	default:
+		return nil, err
 	}
 }
 

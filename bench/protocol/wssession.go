@@ -119,12 +119,10 @@ func decodeText(typ websocket.MessageType, data []byte, v any) error {
 // dialectKind is the failure kind of a dialect's error (KindServerError,
 // KindMalformed), "" for any other.
 func dialectKind(err error) string {
-	var se *serverError
-	var me *malformedError
-	switch {
-	case errors.As(err, &se):
+	if _, ok := errors.AsType[*serverError](err); ok {
 		return KindServerError
-	case errors.As(err, &me):
+	}
+	if _, ok := errors.AsType[*malformedError](err); ok {
 		return KindMalformed
 	}
 	return ""
@@ -326,19 +324,31 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	sessionErr := func(err error) Result {
 		s.mu.Lock()
 		res.Text = d.text()
+		stopped, stopSent, started := s.stopped, rt.StopSent, !rt.AudioStart.IsZero()
 		s.mu.Unlock()
+		sentS := float64(s.sentNs.Load()) / 1e9
 		if kind := dialectKind(err); kind != "" {
 			return fail(kind, err)
 		}
 		if st := websocket.CloseStatus(err); st != -1 {
-			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", c.sentS(s), c.stage(s), err))
+			stage := ""
+			if stopped {
+				stage = " (input ended, before the final message)"
+			}
+			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", sentS, stage, err))
 		}
 		kind := ErrorKind(ctx, err)
 		if kind == KindOther && ctx.Err() == nil {
 			kind = KindConnection
 		}
-		if kind == KindTimeout {
-			err = fmt.Errorf("%s: %w", c.waiting(s), err)
+		switch {
+		case kind != KindTimeout:
+		case stopped:
+			err = fmt.Errorf("no final message %.1f s after the end of input: %w", time.Since(stopSent).Seconds(), err)
+		case !started:
+			err = fmt.Errorf("the server never said it was ready: %w", err)
+		default:
+			err = fmt.Errorf("timed out sending audio (%.1f s sent): %w", sentS, err)
 		}
 		return fail(kind, err)
 	}
@@ -408,29 +418,6 @@ func firstErr(s *session, err error) error {
 	case <-time.After(50 * time.Millisecond):
 		return err
 	}
-}
-
-func (c *wsClient) sentS(s *session) float64 { return float64(s.sentNs.Load()) / 1e9 }
-
-func (c *wsClient) stage(s *session) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return " (input ended, before the final message)"
-	}
-	return ""
-}
-
-func (c *wsClient) waiting(s *session) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.stopped:
-		return fmt.Sprintf("no final message %.1f s after the end of input", time.Since(s.rt.StopSent).Seconds())
-	case s.rt.AudioStart.IsZero():
-		return "the server never said it was ready"
-	}
-	return fmt.Sprintf("timed out sending audio (%.1f s sent)", c.sentS(s))
 }
 
 // read handles server messages until the connection or ctx ends.
