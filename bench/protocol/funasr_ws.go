@@ -24,10 +24,7 @@ import (
 //
 // The target is an http(s) or ws(s) URL; without a path the session
 // opens "/".
-func NewFunASR(opts Options) (Client, error) {
-	hot := append([]string(nil), opts.Hotwords...)
-	return newWSClient(opts, "/", func() dialect { return &funasr{hotwords: hot} })
-}
+func NewFunASR(opts Options) (Client, error) { return newWSClient("funasr-ws", opts) }
 
 type funasr struct {
 	hotwords  []string

@@ -211,7 +211,12 @@ func wsURL(target, defPath string) (string, error) {
 	return u.String(), nil
 }
 
-func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, error) {
+// newWSClient is the session client of realtime protocol name (wsDialect).
+func newWSClient(name string, opts Options) (*wsClient, error) {
+	defPath, newD, err := wsDialect(name, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := realtimeOptions(&opts); err != nil {
 		return nil, err
 	}
