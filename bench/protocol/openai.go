@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -140,48 +141,20 @@ func (c *openAI) parts(job *Job) [3][]byte {
 }
 
 // partsBody is a request body made of byte slices sent in order without
-// copying them together. It does what io.MultiReader over bytes.Readers
-// does, but its WriteTo hands each slice to the connection directly, where
-// io.MultiReader's WriteTo and io.Copy each allocate a 32 KiB buffer per
-// request (measured: 64 KiB of the 76 KiB allocated per 100 KB request).
+// copying them together: net.Buffers, whose WriteTo hands each slice to
+// the connection directly, where io.MultiReader's WriteTo and io.Copy each
+// allocate a 32 KiB buffer per request (measured: 64 KiB of the 76 KiB
+// allocated per 100 KB request).
 //
 // It is the body of a job without a prepared Upload (so that such a job's
 // audio is not copied either), and, through an H1Transport, of a prepared
 // one too (one part); H1Transport writes the parts as they are (segments).
-type partsBody struct {
-	parts [3][]byte
-	i     int // current part
-}
-
-func (b *partsBody) Read(p []byte) (int, error) {
-	for b.i < len(b.parts) && len(b.parts[b.i]) == 0 {
-		b.i++
-	}
-	if b.i == len(b.parts) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.parts[b.i])
-	b.parts[b.i] = b.parts[b.i][n:]
-	return n, nil
-}
-
-func (b *partsBody) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for ; b.i < len(b.parts); b.i++ {
-		n, err := w.Write(b.parts[b.i])
-		total += int64(n)
-		b.parts[b.i] = b.parts[b.i][n:]
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
-}
+type partsBody struct{ net.Buffers }
 
 func (b *partsBody) Close() error { return nil }
 
 // segments is what is left to send (H1Transport writes it as it is).
-func (b *partsBody) segments() [][]byte { return b.parts[b.i:] }
+func (b *partsBody) segments() [][]byte { return b.Buffers }
 
 // Do's httptrace callbacks run on the transport's goroutines and may fire
 // after RoundTrip has returned: they keep their times in atomic pointers.
@@ -217,8 +190,8 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		parts := c.parts(job)
 		req, err = http.NewRequestWithContext(tctx, http.MethodPost, c.url, nil)
 		if err == nil {
-			req.Body = &partsBody{parts: parts}
-			req.GetBody = func() (io.ReadCloser, error) { return &partsBody{parts: parts}, nil }
+			req.Body = &partsBody{net.Buffers{parts[0], parts[1], parts[2]}}
+			req.GetBody = func() (io.ReadCloser, error) { return &partsBody{net.Buffers{parts[0], parts[1], parts[2]}}, nil }
 			req.ContentLength = int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
 		}
 	}
