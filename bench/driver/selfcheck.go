@@ -294,9 +294,6 @@ func histQuantile(counts []uint64, buckets []float64, q float64) (float64, float
 	for _, n := range counts {
 		total += n
 	}
-	if total == 0 {
-		return 0, 0
-	}
 	bound := func(i int) float64 {
 		if hi := buckets[i+1]; !math.IsInf(hi, 1) {
 			return hi
@@ -306,15 +303,14 @@ func histQuantile(counts []uint64, buckets []float64, q float64) (float64, float
 	want := uint64(math.Ceil(q * float64(total)))
 	var seen uint64
 	qv, maxv := 0.0, 0.0
-	found := false
 	for i, n := range counts {
 		if n == 0 {
 			continue
 		}
-		seen += n
-		if !found && seen >= want {
-			qv, found = bound(i), true
+		if seen < want && seen+n >= want {
+			qv = bound(i)
 		}
+		seen += n
 		maxv = bound(i)
 	}
 	return qv, maxv

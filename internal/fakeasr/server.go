@@ -308,7 +308,10 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	if parseErr != nil {
 		rec.ParseError = parseErr.Error()
 	}
-	idx := s.record(rec)
+	idx := locked(s, func() int {
+		s.reqs = append(s.reqs, rec)
+		return len(s.reqs) - 1
+	})
 
 	id := rec.RequestID
 	if s.cfg.ServerID != nil {
@@ -441,13 +444,6 @@ func parseForm(r *http.Request, rec *Request) error {
 		return fmt.Errorf("no file part")
 	}
 	return nil
-}
-
-func (s *Server) record(rec Request) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, rec)
-	return len(s.reqs) - 1
 }
 
 func (s *Server) admit(idx int) {

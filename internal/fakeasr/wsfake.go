@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,7 @@ func (s *WSServer) Sessions() []WSSession {
 	out := make([]WSSession, len(s.sessions))
 	for i, x := range s.sessions {
 		out[i] = *x
-		out[i].Control = append([]string(nil), x.Control...)
+		out[i].Control = slices.Clone(x.Control)
 	}
 	return out
 }
