@@ -24,12 +24,14 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/asrprof/asrprof/bench/audio"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
 	"github.com/asrprof/asrprof/model"
@@ -225,7 +227,6 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
-	out.ContentLength = r.ContentLength
 	var firstByte atomic.Int64
 	out = out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, time.Now().UnixNano()) },
@@ -255,9 +256,7 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 			res.Err = fmt.Errorf("forwarding the answer: %w", cerr)
 		}
 		body.Close()
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
+		_ = http.NewResponseController(w).Flush()
 		res.End = time.Now()
 		if res.Err != nil && res.ErrKind == "" {
 			res.ErrKind = protocol.ErrorKind(ctx, res.Err)
@@ -291,7 +290,10 @@ func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result
 			}
 		} else {
 			unmatched = p.cfg.Refs != nil
-			rec.AudioDurationS, aerr = probeAudio(f)
+			info, err := audio.ProbeBytes(f.fileName, f.audio)
+			if rec.AudioDurationS = info.DurationS; err != nil {
+				aerr = fmt.Errorf("%w: %v", errNoAudio, err)
+			}
 		}
 	}
 	record.Fill(context.Background(), rec, start, start, res, nil)
@@ -352,7 +354,7 @@ func (p *Proxy) Wait(ctx context.Context) error {
 func (p *Proxy) Records() []model.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]model.Request(nil), p.recs...)
+	return slices.Clone(p.recs)
 }
 
 // Stats returns the counts so far, and the last audio problem ("" if none).

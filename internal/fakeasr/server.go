@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -350,10 +351,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 		reset(w)
 		return
 	case f == Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
+		s.wait(r, math.MaxInt64) // until the client leaves or the server closes
 		return
 	}
 
