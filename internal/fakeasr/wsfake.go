@@ -173,22 +173,21 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 	cfg := &f.s.cfg
 	var audio []byte
 	ended := false
-	if cfg.Dialect == "funasr" {
-		if typ == websocket.MessageBinary {
-			audio = data
-		} else {
-			msg := string(data)
-			f.note(msg)
-			switch {
-			case msg == "START":
-				f.send(ctx, map[string]any{"event": "started"})
-			case strings.HasPrefix(msg, "LANGUAGE:"):
-				f.send(ctx, map[string]any{"event": "language_set", "language": strings.TrimPrefix(msg, "LANGUAGE:")})
-			case msg == "STOP":
-				ended = true
-			}
+	switch {
+	case cfg.Dialect == "funasr" && typ == websocket.MessageBinary:
+		audio = data
+	case cfg.Dialect == "funasr":
+		msg := string(data)
+		f.note(msg)
+		switch {
+		case msg == "START":
+			f.send(ctx, map[string]any{"event": "started"})
+		case strings.HasPrefix(msg, "LANGUAGE:"):
+			f.send(ctx, map[string]any{"event": "language_set", "language": strings.TrimPrefix(msg, "LANGUAGE:")})
+		case msg == "STOP":
+			ended = true
 		}
-	} else {
+	default:
 		var v map[string]any
 		if err := json.Unmarshal(data, &v); err != nil {
 			f.send(ctx, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "not JSON"}})
