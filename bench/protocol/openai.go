@@ -262,10 +262,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 		res.End = time.Now()
 		res.Text, res.FirstToken, res.ChunkTimes = out.text, out.firstToken, out.chunks
 		if out.err != nil {
-			res.Err, res.ErrKind = out.err, out.kind
-			if out.kind == "" {
-				res.ErrKind = ErrorKind(ctx, out.err)
-			}
+			res.Err, res.ErrKind = out.err, cmp.Or(out.kind, ErrorKind(ctx, out.err))
 			if mt := mediaType(resp.Header); out.kind == KindMalformed && mt != "text/event-stream" {
 				res.Err = fmt.Errorf("%w (response content type %q, not text/event-stream)", out.err, mt)
 			}

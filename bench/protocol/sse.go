@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,11 +147,7 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 	)
 	sr := newSSEReader(r)
 	finish := func() streamOutcome {
-		if doneText != nil {
-			out.text = *doneText
-		} else {
-			out.text = deltas.String()
-		}
+		out.text = *cmp.Or(doneText, new(deltas.String())) // the done event's text, else the deltas
 		return out
 	}
 	for {

@@ -155,13 +155,10 @@ type dialect interface {
 
 // wsClient runs one WebSocket session per Job with a dialect.
 type wsClient struct {
-	hc      *http.Client
-	url     string
-	chunkMs int
-	pace    string
-	loops   int
-	newD    func() dialect
-	cache   pcmCache
+	url   string
+	opts  Options // HTTPClient and the realtime knobs, defaults filled
+	newD  func() dialect
+	cache pcmCache
 }
 
 // realtimeOptions checks the realtime knobs and fills their defaults.
@@ -224,11 +221,10 @@ func newWSClient(name string, opts Options) (*wsClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: NewTransport(defaultConns)}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: NewTransport(defaultConns)}
 	}
-	return &wsClient{hc: hc, url: u, chunkMs: opts.ChunkMs, pace: opts.Pace, loops: opts.Loops, newD: newD}, nil
+	return &wsClient{url: u, opts: opts, newD: newD}, nil
 }
 
 // pcmCache keeps the decoded PCM16 of each sample at each rate, so a
@@ -303,7 +299,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	}
 	hdr := http.Header{}
 	job.setHeaders(hdr)
-	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: hdr})
+	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.opts.HTTPClient, HTTPHeader: hdr})
 	if resp != nil {
 		res.HTTPStatus = resp.StatusCode
 		res.ServerRequestID = resp.Header.Get("X-Request-Id")
@@ -499,13 +495,13 @@ func (s *session) record(m message, now time.Time) {
 // send writes the audio, Loops times over, in frames of chunkMs, paced.
 func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, pcm []byte) error {
 	rate := s.d.rate()
-	frameBytes := rate * c.chunkMs / 1000 * 2
-	total := len(pcm) * c.loops
+	frameBytes := rate * c.opts.ChunkMs / 1000 * 2
+	total := len(pcm) * c.opts.Loops
 	n := (total + frameBytes - 1) / frameBytes
 	buf := make([]byte, 0, frameBytes)
-	chunk := time.Duration(c.chunkMs) * time.Millisecond
+	chunk := time.Duration(c.opts.ChunkMs) * time.Millisecond
 	var late []time.Duration
-	if c.pace == PaceRealtime {
+	if c.opts.Pace == PaceRealtime {
 		late = make([]time.Duration, 0, n)
 	}
 	timer := time.NewTimer(0)
@@ -515,13 +511,13 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 	s.mu.Lock()
 	s.rt.AudioStart = start
 	s.origin = start
-	if c.pace == PaceRealtime {
+	if c.opts.Pace == PaceRealtime {
 		s.origin = start.Add(-chunk)
 	}
 	s.mu.Unlock()
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * chunk)
-		if d := time.Until(at); c.pace == PaceRealtime && d > 0 {
+		if d := time.Until(at); c.opts.Pace == PaceRealtime && d > 0 {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -540,7 +536,7 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 		if err := conn.Write(ctx, typ, msg); err != nil {
 			return err
 		}
-		if c.pace == PaceRealtime {
+		if c.opts.Pace == PaceRealtime {
 			late = append(late, time.Since(at))
 		}
 		sent := int64(i*frameBytes+len(buf)) / 2

@@ -11,6 +11,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -258,9 +259,7 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 		body.Close()
 		_ = http.NewResponseController(w).Flush()
 		res.End = time.Now()
-		if res.Err != nil && res.ErrKind == "" {
-			res.ErrKind = protocol.ErrorKind(ctx, res.Err)
-		}
+		res.ErrKind = cmp.Or(res.ErrKind, protocol.ErrorKind(ctx, res.Err))
 	}
 	if t := firstByte.Load(); t != 0 {
 		res.FirstByte = time.Unix(0, t)
