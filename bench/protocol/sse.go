@@ -211,9 +211,5 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 
 // excerpt returns at most the first 200 bytes of b for an error message.
 func excerpt(b []byte) string {
-	const n = 200
-	if len(b) > n {
-		b = b[:n]
-	}
-	return strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD")
+	return strings.ToValidUTF8(string(bytes.TrimSpace(b[:min(len(b), 200)])), "\uFFFD")
 }
