@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -320,10 +321,7 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	if err != nil {
 		return m, err
 	}
-	t := "" // a segment's or the final text
-	if v.Text != nil {
-		t = *v.Text
-	}
+	t := *cmp.Or(v.Text, new("")) // a segment's or the final text
 	switch v.Type {
 	case "session.created":
 		m.ready = true

@@ -60,9 +60,7 @@ type busy struct {
 // concurrency is that level's tail (a batching server answered the pass's
 // last requests together), not a level of its own.
 func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
-	if opt.Gap <= 0 {
-		opt.Gap = DefaultGap
-	}
+	opt.Gap = cmp.Or(max(opt.Gap, 0), DefaultGap)
 	if len(recs) == 0 {
 		return nil, nil
 	}

@@ -112,9 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("target %q: want an http(s) base URL such as http://127.0.0.1:8000", cfg.Target)
 	}
-	if cfg.MaxUpload <= 0 {
-		cfg.MaxUpload = DefaultMaxUpload
-	}
+	cfg.MaxUpload = cmp.Or(max(cfg.MaxUpload, 0), DefaultMaxUpload)
 	rt := cfg.Transport
 	if rt == nil {
 		rt = protocol.NewTransport(256)
