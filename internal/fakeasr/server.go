@@ -135,9 +135,7 @@ type Server struct {
 // when the test ends.
 func NewServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	switch cfg.Dialect {
-	case "", "sglang", "vllm":
-	default:
+	if !slices.Contains([]string{"", "sglang", "vllm"}, cfg.Dialect) {
 		t.Fatalf("fakeasr: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
 	}
 	s, h := newServer(cfg)
