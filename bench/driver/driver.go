@@ -355,7 +355,6 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
-	lang := job.Language
 	rec := &model.Request{
 		ID:             strconv.FormatInt(n, 10),
 		SampleID:       it.SampleID,
@@ -365,7 +364,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 		RequestID:      d.requestID(n),
 		AudioDurationS: it.AudioS,
 		Ref:            it.Ref,
-		Lang:           lang,
+		Lang:           job.Language,
 	}
 	var tp string
 	var end func(*model.Request)
