@@ -243,25 +243,21 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 		}
 		time.Sleep(cfg.Delay)
 		n := min(len(f.words), int(audioS/cfg.WordS))
-		if n > f.shown {
-			prev := f.shown
+		if prev := f.shown; n > prev {
 			f.shown = n
 			f.update(ctx, prev, audioS)
 		}
 	}
-	if ended {
-		if cfg.NoFinal {
-			return false, nil
-		}
-		prev := f.shown
-		f.shown = len(f.words)
-		if cfg.Dialect == "openai" && prev < f.shown {
-			f.update(ctx, prev, f.rec.AudioS)
-		}
-		f.finish(ctx)
-		return true, nil
+	if !ended || cfg.NoFinal {
+		return false, nil
 	}
-	return false, nil
+	prev := f.shown
+	f.shown = len(f.words)
+	if cfg.Dialect == "openai" && prev < f.shown {
+		f.update(ctx, prev, f.rec.AudioS)
+	}
+	f.finish(ctx)
+	return true, nil
 }
 
 // sentences splits the revealed words into locked sentences and the rest.
