@@ -188,11 +188,7 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 		case ev.Type == "transcript.text.delta":
 			delta = ev.Delta
 		case ev.Type == "transcript.text.done":
-			if ev.Text != nil {
-				doneText = ev.Text
-			} else {
-				doneText = new(deltas.String())
-			}
+			doneText = cmp.Or(ev.Text, new(deltas.String()))
 		case len(ev.Choices) > 0:
 			for _, c := range ev.Choices {
 				delta += c.Delta.Content
