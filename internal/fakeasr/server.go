@@ -145,6 +145,7 @@ func NewServer(t testing.TB, cfg Config) *Server {
 
 // newServer makes a server of cfg and its handler, not yet serving.
 func newServer(cfg Config) (*Server, http.Handler) {
+	cfg.Model = cmp.Or(cfg.Model, DefaultModel)
 	s := &Server{cfg: cfg, closing: make(chan struct{})}
 	if cfg.Capacity > 0 {
 		s.sem = make(chan struct{}, cfg.Capacity)
@@ -199,7 +200,7 @@ func locked[T any](s *Server, f func() T) T {
 
 // metrics serves /metrics (Config.Metrics).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	lb := fmt.Sprintf(`engine="0",model_name=%q`, s.model())
+	lb := fmt.Sprintf(`engine="0",model_name=%q`, s.cfg.Model)
 	var b strings.Builder
 	head := func(name, help, typ string) {
 		fmt.Fprintf(&b, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help, name, typ)
@@ -266,13 +267,8 @@ func (s *Server) succeed(idx int) {
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []any{map[string]any{"id": s.model(), "object": "model", "owned_by": "benchtest"}},
+		"data":   []any{map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "benchtest"}},
 	})
-}
-
-// model is the model id the server serves (Config.Model).
-func (s *Server) model() string {
-	return cmp.Or(s.cfg.Model, DefaultModel)
 }
 
 // wait sleeps for d unless the client leaves or the server closes first;

@@ -64,9 +64,9 @@ type WSSession struct {
 
 // WSServer is a running fake realtime server.
 type WSServer struct {
-	URL string // http://127.0.0.1:port; clients turn it into ws://
-	cfg WSConfig
-	srv *httptest.Server
+	URL  string // http://127.0.0.1:port; clients turn it into ws://
+	cfg  WSConfig
+	rate int // the audio's sample rate in the dialect (Hz)
 
 	mu       sync.Mutex
 	sessions []*WSSession
@@ -80,10 +80,13 @@ func NewWSServer(t testing.TB, cfg WSConfig) *WSServer {
 	cfg.Text = cmp.Or(cfg.Text, DefaultText)
 	cfg.WordS = cmp.Or(cfg.WordS, 0.2)
 	cfg.SentenceWords = cmp.Or(cfg.SentenceWords, 3)
-	s := &WSServer{cfg: cfg}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	s := &WSServer{cfg: cfg, rate: 16000}
+	if cfg.Dialect == "openai" {
+		s.rate = 24000
+	}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = srv.URL
+	t.Cleanup(srv.Close)
 	return s
 }
 
@@ -97,13 +100,6 @@ func (s *WSServer) Sessions() []WSSession {
 		out[i].Control = slices.Clone(x.Control)
 	}
 	return out
-}
-
-func (s *WSServer) rate() int {
-	if s.cfg.Dialect == "openai" {
-		return 24000
-	}
-	return 16000
 }
 
 // fakeSession is the server side of one session.
@@ -235,7 +231,7 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 		f.bytes += len(audio)
 		f.s.mu.Lock()
 		f.rec.Frames++
-		f.rec.AudioS = float64(f.bytes/2) / float64(f.s.rate())
+		f.rec.AudioS = float64(f.bytes/2) / float64(f.s.rate)
 		audioS := f.rec.AudioS
 		f.s.mu.Unlock()
 		if f.closes && audioS >= cfg.CloseAfterS {
