@@ -219,14 +219,12 @@ func (c *h1Conn) alive() bool {
 	}
 	open := false
 	var b [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
+	err = rc.Read(func(fd uintptr) bool {
 		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		open = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
 		return true // never wait
-	}); err != nil {
-		return false
-	}
-	return open
+	})
+	return err == nil && open
 }
 
 // release puts c back among the idle connections, or closes it.

@@ -476,10 +476,7 @@ func singleJoin(a, b string) string {
 // traceIDOf returns the trace id of a W3C traceparent ("" if malformed).
 func traceIDOf(tp string) string {
 	parts := strings.Split(strings.TrimSpace(tp), "-")
-	if len(parts) < 4 || len(parts[1]) != 32 {
-		return ""
-	}
-	if _, err := hex.DecodeString(parts[1]); err != nil {
+	if len(parts) < 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdefABCDEF") != "" {
 		return ""
 	}
 	return strings.ToLower(parts[1])

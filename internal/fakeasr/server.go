@@ -466,10 +466,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, text string, f F
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	send := func(data string) bool {
-		if _, err := io.WriteString(w, "data: "+data+"\n\n"); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		_, err := io.WriteString(w, "data: "+data+"\n\n")
+		return err == nil && rc.Flush() == nil
 	}
 	sendJSON := func(v any) bool {
 		b, _ := json.Marshal(v)
