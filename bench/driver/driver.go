@@ -336,9 +336,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		p.Started = load.ClosedSlots(sendStop, ctx, limit, lv.Concurrency, task)
 	}
 	p.End = time.Now()
-	if open {
-		p.Fidelity = NewFidelity(lags)
-	}
+	p.Fidelity = NewFidelity(lags) // nil for a closed loop: no lags
 	in := selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
 		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls}
 	if latN > 0 {
