@@ -87,7 +87,7 @@ func Probe(path string) (Info, error) {
 		return Info{}, err
 	}
 	defer f.Close()
-	_, info, err := decodeNamed(path, f, size, false)
+	_, info, err := decode(path, f, size, false)
 	return info, err
 }
 
@@ -95,24 +95,15 @@ func Probe(path string) (Info, error) {
 // inline audio column, an upload the proxy saw); name is used only in error messages. It checks the
 // data as Probe does and copies nothing.
 func ProbeBytes(name string, b []byte) (Info, error) {
-	_, info, err := decodeNamed(name, bytes.NewReader(b), int64(len(b)), false)
+	_, info, err := decode(name, bytes.NewReader(b), int64(len(b)), false)
 	return info, err
 }
 
 // DecodeBytes decodes an audio file held in memory; name is used only in
 // error messages.
 func DecodeBytes(name string, b []byte) (*PCM, error) {
-	p, _, err := decodeNamed(name, bytes.NewReader(b), int64(len(b)), true)
+	p, _, err := decode(name, bytes.NewReader(b), int64(len(b)), true)
 	return p, err
-}
-
-// decodeNamed is decode with its errors prefixed by name.
-func decodeNamed(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
-	p, info, err := decode(r, size, keep)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return p, info, nil
 }
 
 // open opens path for reading and returns its size. Its errors name the path
@@ -138,31 +129,31 @@ func open(path string) (*os.File, int64, error) {
 }
 
 // decode reads the stream in r: its Info, and with keep its samples (nil
-// without).
-func decode(r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
+// without). Its errors are prefixed by name, then by the format.
+func decode(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
 	format, err := sniff(r, size)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	if format == "flac" {
-		info, p, err := readFLAC(io.NewSectionReader(r, 0, size), keep)
-		if err != nil {
-			return nil, Info{}, fmt.Errorf("flac: %w", err)
+	var p *PCM
+	var info Info
+	switch {
+	case err != nil:
+	case format == "flac":
+		info, p, err = readFLAC(io.NewSectionReader(r, 0, size), keep)
+	default:
+		var h wavHeader
+		if h, err = parseWAV(r, size); err == nil && keep {
+			p, err = h.decode(r)
 		}
-		return p, info, nil
+		if err == nil {
+			info = h.info()
+		}
 	}
-	h, err := parseWAV(r, size)
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("wav: %w", err)
+		if format != "" {
+			err = fmt.Errorf("%s: %w", format, err)
+		}
+		return nil, Info{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if !keep {
-		return nil, h.info(), nil
-	}
-	p, err := h.decode(r)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("wav: %w", err)
-	}
-	return p, h.info(), nil
+	return p, info, nil
 }
 
 func corruptf(format string, args ...any) error {

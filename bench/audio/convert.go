@@ -3,6 +3,7 @@ package audio
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Mono returns a one-channel copy of p whose samples are the mean of p's
@@ -47,9 +48,7 @@ func (p *PCM) Resample(rate int) *PCM {
 	}
 	ch := max(p.Channels, 1)
 	if rate == p.SampleRate {
-		out := make([]float32, len(p.Samples)/ch*ch)
-		copy(out, p.Samples)
-		return &PCM{SampleRate: rate, Channels: ch, Samples: out}
+		return &PCM{SampleRate: rate, Channels: ch, Samples: slices.Clone(p.Samples[:len(p.Samples)/ch*ch])}
 	}
 	g := gcd(rate, p.SampleRate)
 	up, down := int64(rate/g), int64(p.SampleRate/g) // output step is down/up input samples

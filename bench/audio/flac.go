@@ -45,7 +45,7 @@ func readFLAC(r io.Reader, keep bool) (info Info, pcm *PCM, err error) {
 	scale := 1 / float64(int64(1)<<(bps-1))
 	var (
 		frames  int64
-		samples []float32
+		samples = []float32{} // not nil: a PCM of no samples has an empty slice
 		buf     []byte
 	)
 	for {
@@ -80,9 +80,6 @@ func readFLAC(r io.Reader, keep bool) (info Info, pcm *PCM, err error) {
 	}
 	info = newInfo("flac", "flac", rate, channels, bps, frames)
 	if keep {
-		if samples == nil {
-			samples = []float32{}
-		}
 		pcm = &PCM{SampleRate: rate, Channels: channels, Samples: samples}
 	}
 	return info, pcm, nil

@@ -19,8 +19,8 @@ func FuzzProbeWAV(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, info, perr := decode(bytes.NewReader(b), int64(len(b)), false)
-		p, info2, derr := decode(bytes.NewReader(b), int64(len(b)), true)
+		_, info, perr := decode("fuzz", bytes.NewReader(b), int64(len(b)), false)
+		p, info2, derr := decode("fuzz", bytes.NewReader(b), int64(len(b)), true)
 		if (perr == nil) != (derr == nil) {
 			t.Fatalf("probe error %v, decode error %v", perr, derr)
 		}

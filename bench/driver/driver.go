@@ -336,9 +336,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 		p.Started = load.ClosedSlots(sendStop, ctx, limit, lv.Concurrency, task)
 	}
 	p.End = time.Now()
-	if open {
-		p.Fidelity = NewFidelity(lags)
-	}
+	p.Fidelity = NewFidelity(lags) // nil for a closed loop: no lags
 	in := selfCheckInput{open: open, requests: p.Done, wallS: p.WallS(),
 		fidelity: p.Fidelity, lags: lags, gaps: gaps, stalls: stalls}
 	if latN > 0 {
@@ -355,7 +353,6 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	n := d.seq.Add(1)
 	job := d.job(it)
 	job.Upload = up
-	lang := job.Language
 	rec := &model.Request{
 		ID:             strconv.FormatInt(n, 10),
 		SampleID:       it.SampleID,
@@ -365,7 +362,7 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 		RequestID:      d.requestID(n),
 		AudioDurationS: it.AudioS,
 		Ref:            it.Ref,
-		Lang:           lang,
+		Lang:           job.Language,
 	}
 	var tp string
 	var end func(*model.Request)

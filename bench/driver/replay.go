@@ -3,8 +3,9 @@ package driver
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/load"
@@ -80,37 +81,28 @@ func (r *Replay) MeanRate() float64 {
 // nearest finds the item of the closest audio duration; items of one
 // duration take turns.
 type nearest struct {
-	lens   []float64 // distinct durations, ascending
-	groups [][]int   // the items of each
-	next   []int     // each group's turn
+	lens   []float64         // distinct durations, ascending
+	groups map[float64][]int // the items of each, in order
+	next   map[float64]int   // each group's turn
 }
 
 func newNearest(items []Item) *nearest {
-	idx := make([]int, len(items))
-	for i := range idx {
-		idx[i] = i
+	n := &nearest{groups: map[float64][]int{}, next: map[float64]int{}}
+	for i := range items {
+		n.groups[items[i].AudioS] = append(n.groups[items[i].AudioS], i)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return items[idx[a]].AudioS < items[idx[b]].AudioS })
-	n := &nearest{}
-	for _, i := range idx {
-		if l := len(n.lens); l > 0 && n.lens[l-1] == items[i].AudioS {
-			n.groups[l-1] = append(n.groups[l-1], i)
-			continue
-		}
-		n.lens = append(n.lens, items[i].AudioS)
-		n.groups = append(n.groups, []int{i})
-	}
-	n.next = make([]int, len(n.groups))
+	n.lens = slices.Sorted(maps.Keys(n.groups))
 	return n
 }
 
 // pick returns the item closest to d seconds (the shorter one on a tie).
 func (n *nearest) pick(d float64) int {
-	g := sort.SearchFloat64s(n.lens, d)
+	g, _ := slices.BinarySearch(n.lens, d)
 	if g == len(n.lens) || (g > 0 && d-n.lens[g-1] <= n.lens[g]-d) {
 		g--
 	}
-	i := n.groups[g][n.next[g]%len(n.groups[g])]
-	n.next[g]++
+	l := n.lens[g]
+	i := n.groups[l][n.next[l]%len(n.groups[l])]
+	n.next[l]++
 	return i
 }

@@ -142,20 +142,13 @@ func (c *SelfCheck) String() string {
 // meter takes the process's CPU time and Go's scheduling latencies at the
 // start of a pass, to difference at its end.
 type meter struct {
-	start time.Time
 	cpu   float64
-	wait  map[int]uint64 // thread → schedstat wait ns at the start
-	sched metrics.Float64Histogram
+	wait  map[int]uint64            // thread → schedstat wait ns at the start
+	sched *metrics.Float64Histogram // nil where the runtime has none
 }
 
-const schedMetric = "/sched/latencies:seconds"
-
 func startMeter() *meter {
-	m := &meter{start: time.Now(), cpu: processCPU(), wait: threadWaits()}
-	if h := readSched(); h != nil {
-		m.sched = *h
-	}
-	return m
+	return &meter{cpu: processCPU(), wait: threadWaits(), sched: readSched()}
 }
 
 // threadWaits is each thread's run-queue wait so far (ns), from
@@ -182,7 +175,7 @@ func processCPU() float64 {
 }
 
 func readSched() *metrics.Float64Histogram {
-	s := []metrics.Sample{{Name: schedMetric}}
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return nil
@@ -227,7 +220,7 @@ func (m *meter) finish(in selfCheckInput) *SelfCheck {
 		c.CoresAllowed = cores
 		c.CPUShareOfAllowed = c.CPUCores / cores
 	}
-	if h := readSched(); h != nil && len(h.Counts) == len(m.sched.Counts) {
+	if h := readSched(); h != nil && m.sched != nil && len(h.Counts) == len(m.sched.Counts) {
 		for i := range h.Counts { // readSched's own copy
 			h.Counts[i] -= m.sched.Counts[i]
 		}
@@ -294,9 +287,6 @@ func histQuantile(counts []uint64, buckets []float64, q float64) (float64, float
 	for _, n := range counts {
 		total += n
 	}
-	if total == 0 {
-		return 0, 0
-	}
 	bound := func(i int) float64 {
 		if hi := buckets[i+1]; !math.IsInf(hi, 1) {
 			return hi
@@ -306,15 +296,14 @@ func histQuantile(counts []uint64, buckets []float64, q float64) (float64, float
 	want := uint64(math.Ceil(q * float64(total)))
 	var seen uint64
 	qv, maxv := 0.0, 0.0
-	found := false
 	for i, n := range counts {
 		if n == 0 {
 			continue
 		}
-		seen += n
-		if !found && seen >= want {
-			qv, found = bound(i), true
+		if seen < want && seen+n >= want {
+			qv = bound(i)
 		}
+		seen += n
 		maxv = bound(i)
 	}
 	return qv, maxv

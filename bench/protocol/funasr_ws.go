@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,10 +25,7 @@ import (
 //
 // The target is an http(s) or ws(s) URL; without a path the session
 // opens "/".
-func NewFunASR(opts Options) (Client, error) {
-	hot := append([]string(nil), opts.Hotwords...)
-	return newWSClient(opts, "/", func() dialect { return &funasr{hotwords: hot} })
-}
+func NewFunASR(opts Options) (Client, error) { return newWSClient("funasr-ws", opts) }
 
 type funasr struct {
 	hotwords  []string
@@ -125,10 +123,7 @@ func (f *funasr) handle(typ websocket.MessageType, data []byte, _ bool) (message
 		}
 	}
 	// The partial replaces the previous one; a message without one has none.
-	f.partial = ""
-	if v.Partial != nil {
-		f.partial = strings.TrimSpace(*v.Partial)
-	}
+	f.partial = strings.TrimSpace(*cmp.Or(v.Partial, new("")))
 	m.text = f.partial != "" || m.locked > 0 || (len(f.sentences) > 0 && v.IsFinal)
 	m.partial = !v.IsFinal && (f.partial != "" || m.locked > 0)
 	m.final = v.IsFinal

@@ -45,13 +45,9 @@ type H1Transport struct {
 	Fallback http.RoundTripper
 	// MaxIdlePerHost is how many idle keep-alive connections are kept per
 	// host (64 if <= 0); connections beyond it are closed when released.
+	// A connection idle for over 90 s is closed; each has a 16 KiB read
+	// buffer and is dialed by newDialer.
 	MaxIdlePerHost int
-	// IdleTimeout closes a connection idle for longer (90 s if 0).
-	IdleTimeout time.Duration
-	// ReadBufferSize is each connection's read buffer (16 KiB if 0).
-	ReadBufferSize int
-	// Dialer dials new connections (nil: a 5 s timeout, 30 s keep-alive).
-	Dialer *net.Dialer
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn
@@ -180,15 +176,11 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 // conn returns an idle connection to host, or dials one.
 func (t *H1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 	now := time.Now()
-	timeout := t.IdleTimeout
-	if timeout <= 0 {
-		timeout = 90 * time.Second
-	}
 	t.mu.Lock()
 	for list := t.idle[host]; len(list) > 0; list = t.idle[host] {
 		c := list[len(list)-1]
 		t.idle[host] = list[:len(list)-1]
-		if now.Sub(c.since) > timeout {
+		if now.Sub(c.since) > 90*time.Second {
 			c.conn.Close()
 			continue
 		}
@@ -202,15 +194,11 @@ func (t *H1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		return c, nil
 	}
 	t.mu.Unlock()
-	nc, err := cmp.Or(t.Dialer, newDialer()).DialContext(ctx, "tcp", host)
+	nc, err := newDialer().DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
-	size := t.ReadBufferSize
-	if size <= 0 {
-		size = 16 << 10
-	}
-	return &h1Conn{conn: nc, br: bufio.NewReaderSize(nc, size), host: host}, nil
+	return &h1Conn{conn: nc, br: bufio.NewReaderSize(nc, 16<<10), host: host}, nil
 }
 
 // alive reports whether the server has left the idle connection open:
@@ -231,29 +219,23 @@ func (c *h1Conn) alive() bool {
 	}
 	open := false
 	var b [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
+	err = rc.Read(func(fd uintptr) bool {
 		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		open = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
 		return true // never wait
-	}); err != nil {
-		return false
-	}
-	return open
+	})
+	return err == nil && open
 }
 
 // release puts c back among the idle connections, or closes it.
 func (t *H1Transport) release(c *h1Conn, keep bool) {
 	// Bytes buffered after the answer put the connection out of step: closed.
 	if keep && c.br.Buffered() == 0 {
-		max := t.MaxIdlePerHost
-		if max <= 0 {
-			max = defaultConns
-		}
 		t.mu.Lock()
 		if t.idle == nil {
 			t.idle = map[string][]*h1Conn{}
 		}
-		if len(t.idle[c.host]) < max {
+		if len(t.idle[c.host]) < cmp.Or(max(t.MaxIdlePerHost, 0), defaultConns) {
 			c.since = time.Now()
 			t.idle[c.host] = append(t.idle[c.host], c)
 			t.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -34,21 +33,12 @@ type Observer struct {
 // the client paces its audio: PaceRealtime, the default, puts the lag
 // origin one frame before the first, as the clients do).
 func NewObserver(name string, opts Options) (*Observer, error) {
-	var d dialect
-	switch name {
-	case "funasr-ws":
-		d = &funasr{}
-	case "openai-realtime":
-		_, newD, err := realtimeDialect(opts.Dialect)
-		if err != nil {
-			return nil, err
-		}
-		d = newD()
-	default:
-		return nil, fmt.Errorf("protocol %q has no WebSocket sessions (want funasr-ws or openai-realtime)", name)
+	_, newD, err := wsDialect(name, opts)
+	if err != nil {
+		return nil, err
 	}
 	pace := cmp.Or(opts.Pace, PaceRealtime)
-	return &Observer{name: name, dialect: opts.Dialect, pace: pace, s: &session{d: d, rt: &RealtimeResult{}}}, nil
+	return &Observer{name: name, dialect: opts.Dialect, pace: pace, s: &session{d: newD(), rt: &RealtimeResult{}}}, nil
 }
 
 // FromClient books a message the client sent, at now.

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -192,10 +193,8 @@ func New(name string, opts Options) (Client, error) {
 	case "openai-stream":
 		opts.Stream = true
 		return NewOpenAI(opts)
-	case "funasr-ws":
-		return NewFunASR(opts)
-	case "openai-realtime":
-		return NewRealtime(opts)
+	case "funasr-ws", "openai-realtime":
+		return newWSClient(name, opts)
 	}
 	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
 }
@@ -225,15 +224,12 @@ const sendLowat = 16 << 10
 // no limit on open connections, no HTTP/2, no compression, no proxy, a 5 s
 // dial timeout and large write buffers for audio uploads.
 func NewTransport(maxConns int) *http.Transport {
-	if maxConns <= 0 {
-		maxConns = defaultConns
-	}
 	var protos http.Protocols
 	protos.SetHTTP1(true) // HTTP/1.1 only, over TLS too
 	return &http.Transport{
 		DialContext:         newDialer().DialContext,
 		MaxIdleConns:        0, // no global limit; the per-host one applies
-		MaxIdleConnsPerHost: maxConns,
+		MaxIdleConnsPerHost: cmp.Or(max(maxConns, 0), defaultConns),
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,

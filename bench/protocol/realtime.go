@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -45,18 +47,20 @@ import (
 // events (a failed decode), after which that server carries on: those are
 // counted in RealtimeResult.ServerErrors. docs/REALTIME.md gives the
 // sources of these message shapes.
-func NewRealtime(opts Options) (Client, error) {
-	path, newD, err := realtimeDialect(opts.Dialect)
-	if err != nil {
-		return nil, err
-	}
-	return newWSClient(opts, path, newD)
-}
+func NewRealtime(opts Options) (Client, error) { return newWSClient("openai-realtime", opts) }
 
-// realtimeDialect is the session path and the dialect constructor of an
-// "openai-realtime" dialect (the clients' and the Observer's).
-func realtimeDialect(name string) (path string, newD func() dialect, err error) {
-	switch name {
+// wsDialect is the session path and the dialect constructor of a realtime
+// protocol, "funasr-ws" or "openai-realtime" in opts.Dialect (the
+// clients' and the Observer's).
+func wsDialect(name string, opts Options) (path string, newD func() dialect, err error) {
+	switch {
+	case name == "funasr-ws":
+		hot := slices.Clone(opts.Hotwords)
+		return "/", func() dialect { return &funasr{hotwords: hot} }, nil
+	case name != "openai-realtime":
+		return "", nil, fmt.Errorf("protocol %q has no WebSocket sessions (want funasr-ws or openai-realtime)", name)
+	}
+	switch opts.Dialect {
 	case "", DialectOpenAI:
 		return "/v1/realtime?intent=transcription", func() dialect { return &openaiRT{texts: map[string]string{}, done: map[string]bool{}} }, nil
 	case DialectVLLM:
@@ -64,7 +68,7 @@ func realtimeDialect(name string) (path string, newD func() dialect, err error) 
 	case DialectSGLangOmni:
 		return "/v1/realtime?intent=transcription", func() dialect { return &sglangRT{texts: map[string]string{}} }, nil
 	}
-	return "", nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", name)
+	return "", nil, fmt.Errorf("realtime dialect %q: want openai, vllm or sglang-omni", opts.Dialect)
 }
 
 // rtMsg is the union of the server events the three dialects send.
@@ -317,10 +321,7 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	if err != nil {
 		return m, err
 	}
-	t := "" // a segment's or the final text
-	if v.Text != nil {
-		t = *v.Text
-	}
+	t := *cmp.Or(v.Text, new("")) // a segment's or the final text
 	switch v.Type {
 	case "session.created":
 		m.ready = true

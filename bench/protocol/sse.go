@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,36 +37,12 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{sc: sc}
 }
 
-// readLine returns the next line without its terminator. The slice is valid
-// until the next call. A final line without terminator is returned with a
-// nil error; after it comes io.EOF.
-func (s *sseReader) readLine() ([]byte, error) {
-	if s.sc.Scan() {
-		return s.sc.Bytes(), nil
-	}
-	switch err := s.sc.Err(); {
-	case err == nil:
-		return nil, io.EOF
-	case errors.Is(err, bufio.ErrTooLong):
-		return nil, errLineTooLong
-	default:
-		return nil, err
-	}
-}
-
 // Next returns the data of the next event. The slice is valid until the
 // next call. At the clean end of the stream it returns io.EOF; a read error
 // is returned as it came.
 func (s *sseReader) Next() ([]byte, error) {
-	for {
-		line, err := s.readLine()
-		if err != nil {
-			if errors.Is(err, io.EOF) && s.hasData {
-				s.hasData = false
-				return s.data, nil
-			}
-			return nil, err
-		}
+	for s.sc.Scan() {
+		line := s.sc.Bytes()
 		if !s.started {
 			s.started = true
 			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
@@ -95,6 +72,17 @@ func (s *sseReader) Next() ([]byte, error) {
 			return nil, errLineTooLong
 		}
 		s.data = append(s.data, value...)
+	}
+	switch err := s.sc.Err(); {
+	case err == nil && s.hasData: // the stream ended without a blank line
+		s.hasData = false
+		return s.data, nil
+	case err == nil:
+		return nil, io.EOF
+	case errors.Is(err, bufio.ErrTooLong):
+		return nil, errLineTooLong
+	default:
+		return nil, err
 	}
 }
 
@@ -159,11 +147,7 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 	)
 	sr := newSSEReader(r)
 	finish := func() streamOutcome {
-		if doneText != nil {
-			out.text = *doneText
-		} else {
-			out.text = deltas.String()
-		}
+		out.text = *cmp.Or(doneText, new(deltas.String())) // the done event's text, else the deltas
 		return out
 	}
 	for {
@@ -204,11 +188,7 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 		case ev.Type == "transcript.text.delta":
 			delta = ev.Delta
 		case ev.Type == "transcript.text.done":
-			if ev.Text != nil {
-				doneText = ev.Text
-			} else {
-				doneText = new(deltas.String())
-			}
+			doneText = cmp.Or(ev.Text, new(deltas.String()))
 		case len(ev.Choices) > 0:
 			for _, c := range ev.Choices {
 				delta += c.Delta.Content
@@ -227,9 +207,5 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 
 // excerpt returns at most the first 200 bytes of b for an error message.
 func excerpt(b []byte) string {
-	const n = 200
-	if len(b) > n {
-		b = b[:n]
-	}
-	return strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD")
+	return strings.ToValidUTF8(string(bytes.TrimSpace(b[:min(len(b), 200)])), "\uFFFD")
 }

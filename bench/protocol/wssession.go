@@ -119,12 +119,10 @@ func decodeText(typ websocket.MessageType, data []byte, v any) error {
 // dialectKind is the failure kind of a dialect's error (KindServerError,
 // KindMalformed), "" for any other.
 func dialectKind(err error) string {
-	var se *serverError
-	var me *malformedError
-	switch {
-	case errors.As(err, &se):
+	if _, ok := errors.AsType[*serverError](err); ok {
 		return KindServerError
-	case errors.As(err, &me):
+	}
+	if _, ok := errors.AsType[*malformedError](err); ok {
 		return KindMalformed
 	}
 	return ""
@@ -157,13 +155,10 @@ type dialect interface {
 
 // wsClient runs one WebSocket session per Job with a dialect.
 type wsClient struct {
-	hc      *http.Client
-	url     string
-	chunkMs int
-	pace    string
-	loops   int
-	newD    func() dialect
-	cache   pcmCache
+	url   string
+	opts  Options // HTTPClient and the realtime knobs, defaults filled
+	newD  func() dialect
+	cache pcmCache
 }
 
 // realtimeOptions checks the realtime knobs and fills their defaults.
@@ -213,7 +208,12 @@ func wsURL(target, defPath string) (string, error) {
 	return u.String(), nil
 }
 
-func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, error) {
+// newWSClient is the session client of realtime protocol name (wsDialect).
+func newWSClient(name string, opts Options) (*wsClient, error) {
+	defPath, newD, err := wsDialect(name, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := realtimeOptions(&opts); err != nil {
 		return nil, err
 	}
@@ -221,11 +221,10 @@ func newWSClient(opts Options, defPath string, newD func() dialect) (*wsClient, 
 	if err != nil {
 		return nil, err
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: NewTransport(defaultConns)}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: NewTransport(defaultConns)}
 	}
-	return &wsClient{hc: hc, url: u, chunkMs: opts.ChunkMs, pace: opts.Pace, loops: opts.Loops, newD: newD}, nil
+	return &wsClient{url: u, opts: opts, newD: newD}, nil
 }
 
 // pcmCache keeps the decoded PCM16 of each sample at each rate, so a
@@ -300,7 +299,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	}
 	hdr := http.Header{}
 	job.setHeaders(hdr)
-	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: hdr})
+	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.opts.HTTPClient, HTTPHeader: hdr})
 	if resp != nil {
 		res.HTTPStatus = resp.StatusCode
 		res.ServerRequestID = resp.Header.Get("X-Request-Id")
@@ -326,19 +325,31 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	sessionErr := func(err error) Result {
 		s.mu.Lock()
 		res.Text = d.text()
+		stopped, stopSent, started := s.stopped, rt.StopSent, !rt.AudioStart.IsZero()
 		s.mu.Unlock()
+		sentS := float64(s.sentNs.Load()) / 1e9
 		if kind := dialectKind(err); kind != "" {
 			return fail(kind, err)
 		}
 		if st := websocket.CloseStatus(err); st != -1 {
-			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", c.sentS(s), c.stage(s), err))
+			stage := ""
+			if stopped {
+				stage = " (input ended, before the final message)"
+			}
+			return fail(KindConnection, fmt.Errorf("server closed the session after %.1f s of audio%s: %w", sentS, stage, err))
 		}
 		kind := ErrorKind(ctx, err)
 		if kind == KindOther && ctx.Err() == nil {
 			kind = KindConnection
 		}
-		if kind == KindTimeout {
-			err = fmt.Errorf("%s: %w", c.waiting(s), err)
+		switch {
+		case kind != KindTimeout:
+		case stopped:
+			err = fmt.Errorf("no final message %.1f s after the end of input: %w", time.Since(stopSent).Seconds(), err)
+		case !started:
+			err = fmt.Errorf("the server never said it was ready: %w", err)
+		default:
+			err = fmt.Errorf("timed out sending audio (%.1f s sent): %w", sentS, err)
 		}
 		return fail(kind, err)
 	}
@@ -408,29 +419,6 @@ func firstErr(s *session, err error) error {
 	case <-time.After(50 * time.Millisecond):
 		return err
 	}
-}
-
-func (c *wsClient) sentS(s *session) float64 { return float64(s.sentNs.Load()) / 1e9 }
-
-func (c *wsClient) stage(s *session) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return " (input ended, before the final message)"
-	}
-	return ""
-}
-
-func (c *wsClient) waiting(s *session) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.stopped:
-		return fmt.Sprintf("no final message %.1f s after the end of input", time.Since(s.rt.StopSent).Seconds())
-	case s.rt.AudioStart.IsZero():
-		return "the server never said it was ready"
-	}
-	return fmt.Sprintf("timed out sending audio (%.1f s sent)", c.sentS(s))
 }
 
 // read handles server messages until the connection or ctx ends.
@@ -507,13 +495,13 @@ func (s *session) record(m message, now time.Time) {
 // send writes the audio, Loops times over, in frames of chunkMs, paced.
 func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, pcm []byte) error {
 	rate := s.d.rate()
-	frameBytes := rate * c.chunkMs / 1000 * 2
-	total := len(pcm) * c.loops
+	frameBytes := rate * c.opts.ChunkMs / 1000 * 2
+	total := len(pcm) * c.opts.Loops
 	n := (total + frameBytes - 1) / frameBytes
 	buf := make([]byte, 0, frameBytes)
-	chunk := time.Duration(c.chunkMs) * time.Millisecond
+	chunk := time.Duration(c.opts.ChunkMs) * time.Millisecond
 	var late []time.Duration
-	if c.pace == PaceRealtime {
+	if c.opts.Pace == PaceRealtime {
 		late = make([]time.Duration, 0, n)
 	}
 	timer := time.NewTimer(0)
@@ -523,13 +511,13 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 	s.mu.Lock()
 	s.rt.AudioStart = start
 	s.origin = start
-	if c.pace == PaceRealtime {
+	if c.opts.Pace == PaceRealtime {
 		s.origin = start.Add(-chunk)
 	}
 	s.mu.Unlock()
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * chunk)
-		if d := time.Until(at); c.pace == PaceRealtime && d > 0 {
+		if d := time.Until(at); c.opts.Pace == PaceRealtime && d > 0 {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -548,7 +536,7 @@ func (c *wsClient) send(ctx context.Context, conn *websocket.Conn, s *session, p
 		if err := conn.Write(ctx, typ, msg); err != nil {
 			return err
 		}
-		if c.pace == PaceRealtime {
+		if c.opts.Pace == PaceRealtime {
 			late = append(late, time.Since(at))
 		}
 		sent := int64(i*frameBytes+len(buf)) / 2

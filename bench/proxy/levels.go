@@ -60,9 +60,7 @@ type busy struct {
 // concurrency is that level's tail (a batching server answered the pass's
 // last requests together), not a level of its own.
 func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
-	if opt.Gap <= 0 {
-		opt.Gap = DefaultGap
-	}
+	opt.Gap = cmp.Or(max(opt.Gap, 0), DefaultGap)
 	if len(recs) == 0 {
 		return nil, nil
 	}
@@ -77,8 +75,9 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 		cuts = inferCuts(bs, opt.Gap)
 	}
 	var phases []Phase
+	repeats := map[string]int{}
 	from := 0
-	for _, to := range append(cuts, len(bs)) {
+	for i, to := range append(cuts, len(bs)) {
 		ph := Phase{StartUnixNs: bs[from].start, EndUnixNs: bs[from].end}
 		for _, b := range bs[from:to] {
 			ph.Requests = append(ph.Requests, b.reqs...)
@@ -86,16 +85,9 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 			ph.EndUnixNs = max(ph.EndUnixNs, b.end)
 		}
 		ph.WallS = float64(ph.EndUnixNs-ph.StartUnixNs) / 1e9
-		phases = append(phases, ph)
-		from = to
-	}
-	repeats := map[string]int{}
-	for i := range phases {
-		ph := &phases[i]
+		ph.Level = model.ConcurrencyLevel(ph.Seen)
 		if len(opt.Names) > 0 {
 			ph.Level = opt.Names[i]
-		} else {
-			ph.Level = model.ConcurrencyLevel(ph.Seen)
 		}
 		ph.Concurrency, ph.Rate = levelOf(ph.Level, ph.Seen)
 		repeats[ph.Level]++
@@ -103,6 +95,8 @@ func InferLevels(recs []model.Request, opt LevelOptions) ([]Phase, error) {
 		for _, r := range ph.Requests {
 			recs[r].Level, recs[r].Repeat, recs[r].Warmup = ph.Level, ph.Repeat, false
 		}
+		phases = append(phases, ph)
+		from = to
 	}
 	return phases, nil
 }

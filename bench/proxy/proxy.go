@@ -11,6 +11,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -24,12 +25,14 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/asrprof/asrprof/bench/audio"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/record"
 	"github.com/asrprof/asrprof/model"
@@ -109,9 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("target %q: want an http(s) base URL such as http://127.0.0.1:8000", cfg.Target)
 	}
-	if cfg.MaxUpload <= 0 {
-		cfg.MaxUpload = DefaultMaxUpload
-	}
+	cfg.MaxUpload = cmp.Or(max(cfg.MaxUpload, 0), DefaultMaxUpload)
 	rt := cfg.Transport
 	if rt == nil {
 		rt = protocol.NewTransport(256)
@@ -225,7 +226,6 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
-	out.ContentLength = r.ContentLength
 	var firstByte atomic.Int64
 	out = out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, time.Now().UnixNano()) },
@@ -255,13 +255,9 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 			res.Err = fmt.Errorf("forwarding the answer: %w", cerr)
 		}
 		body.Close()
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
+		_ = http.NewResponseController(w).Flush()
 		res.End = time.Now()
-		if res.Err != nil && res.ErrKind == "" {
-			res.ErrKind = protocol.ErrorKind(ctx, res.Err)
-		}
+		res.ErrKind = cmp.Or(res.ErrKind, protocol.ErrorKind(ctx, res.Err))
 	}
 	if t := firstByte.Load(); t != 0 {
 		res.FirstByte = time.Unix(0, t)
@@ -291,7 +287,10 @@ func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result
 			}
 		} else {
 			unmatched = p.cfg.Refs != nil
-			rec.AudioDurationS, aerr = probeAudio(f)
+			info, err := audio.ProbeBytes(f.fileName, f.audio)
+			if rec.AudioDurationS = info.DurationS; err != nil {
+				aerr = fmt.Errorf("%w: %v", errNoAudio, err)
+			}
 		}
 	}
 	record.Fill(context.Background(), rec, start, start, res, nil)
@@ -352,7 +351,7 @@ func (p *Proxy) Wait(ctx context.Context) error {
 func (p *Proxy) Records() []model.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]model.Request(nil), p.recs...)
+	return slices.Clone(p.recs)
 }
 
 // Stats returns the counts so far, and the last audio problem ("" if none).
@@ -477,10 +476,7 @@ func singleJoin(a, b string) string {
 // traceIDOf returns the trace id of a W3C traceparent ("" if malformed).
 func traceIDOf(tp string) string {
 	parts := strings.Split(strings.TrimSpace(tp), "-")
-	if len(parts) < 4 || len(parts[1]) != 32 {
-		return ""
-	}
-	if _, err := hex.DecodeString(parts[1]); err != nil {
+	if len(parts) < 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdefABCDEF") != "" {
 		return ""
 	}
 	return strings.ToLower(parts[1])

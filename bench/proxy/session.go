@@ -34,16 +34,14 @@ var handshakeHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", "S
 func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
-	rec, hdr, end, injectedID, injectedTP := p.begin(r)
-	for _, k := range handshakeHeaders {
-		delete(hdr, k)
-	}
 	obs, err := protocol.NewObserver(p.cfg.Realtime, protocol.Options{Dialect: p.cfg.Dialect, Pace: p.cfg.Pace})
 	if err != nil { // New checked the protocol
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-		p.inflight.Add(-1)
-		p.wg.Done()
 		return
+	}
+	rec, hdr, end, injectedID, injectedTP := p.begin(r)
+	for _, k := range handshakeHeaders {
+		delete(hdr, k)
 	}
 	u := *p.target
 	u.Path = singleJoin(p.target.Path, r.URL.Path)

@@ -7,8 +7,6 @@ import (
 	"hash/maphash"
 	"mime"
 	"strings"
-
-	"github.com/asrprof/asrprof/bench/audio"
 )
 
 // uploaded is what parseUpload found in a transcription upload.
@@ -98,15 +96,6 @@ func partNames(hdr []byte) (name, file string) {
 		return params["name"], params["filename"]
 	}
 	return "", ""
-}
-
-// probeAudio measures the upload's audio (bench/audio).
-func probeAudio(u uploaded) (float64, error) {
-	info, err := audio.ProbeBytes(u.fileName, u.audio)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errNoAudio, err)
-	}
-	return info.DurationS, nil
 }
 
 // Ref is the reference of one dataset sample.

@@ -20,9 +20,8 @@ var le = binary.LittleEndian
 
 // WAVE format tags.
 const (
-	TagPCM   = 0x0001
-	TagFloat = 0x0003
-	TagALaw  = 0x0006
+	TagPCM  = 0x0001
+	TagALaw = 0x0006
 )
 
 // Fmt returns a 16-byte fmt chunk body with a consistent byte rate and block

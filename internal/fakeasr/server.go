@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -134,9 +135,7 @@ type Server struct {
 // when the test ends.
 func NewServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	switch cfg.Dialect {
-	case "", "sglang", "vllm":
-	default:
+	if !slices.Contains([]string{"", "sglang", "vllm"}, cfg.Dialect) {
 		t.Fatalf("fakeasr: unknown dialect %q (want sglang or vllm)", cfg.Dialect)
 	}
 	s, h := newServer(cfg)
@@ -146,6 +145,7 @@ func NewServer(t testing.TB, cfg Config) *Server {
 
 // newServer makes a server of cfg and its handler, not yet serving.
 func newServer(cfg Config) (*Server, http.Handler) {
+	cfg.Model = cmp.Or(cfg.Model, DefaultModel)
 	s := &Server{cfg: cfg, closing: make(chan struct{})}
 	if cfg.Capacity > 0 {
 		s.sem = make(chan struct{}, cfg.Capacity)
@@ -200,7 +200,7 @@ func locked[T any](s *Server, f func() T) T {
 
 // metrics serves /metrics (Config.Metrics).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	lb := fmt.Sprintf(`engine="0",model_name=%q`, s.model())
+	lb := fmt.Sprintf(`engine="0",model_name=%q`, s.cfg.Model)
 	var b strings.Builder
 	head := func(name, help, typ string) {
 		fmt.Fprintf(&b, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help, name, typ)
@@ -267,13 +267,8 @@ func (s *Server) succeed(idx int) {
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []any{map[string]any{"id": s.model(), "object": "model", "owned_by": "benchtest"}},
+		"data":   []any{map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "benchtest"}},
 	})
-}
-
-// model is the model id the server serves (Config.Model).
-func (s *Server) model() string {
-	return cmp.Or(s.cfg.Model, DefaultModel)
 }
 
 // wait sleeps for d unless the client leaves or the server closes first;
@@ -308,7 +303,10 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 	if parseErr != nil {
 		rec.ParseError = parseErr.Error()
 	}
-	idx := s.record(rec)
+	idx := locked(s, func() int {
+		s.reqs = append(s.reqs, rec)
+		return len(s.reqs) - 1
+	})
 
 	id := rec.RequestID
 	if s.cfg.ServerID != nil {
@@ -347,10 +345,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 		reset(w)
 		return
 	case f == Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
+		s.wait(r, math.MaxInt64) // until the client leaves or the server closes
 		return
 	}
 
@@ -443,13 +438,6 @@ func parseForm(r *http.Request, rec *Request) error {
 	return nil
 }
 
-func (s *Server) record(rec Request) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, rec)
-	return len(s.reqs) - 1
-}
-
 func (s *Server) admit(idx int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -478,10 +466,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, text string, f F
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	send := func(data string) bool {
-		if _, err := io.WriteString(w, "data: "+data+"\n\n"); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		_, err := io.WriteString(w, "data: "+data+"\n\n")
+		return err == nil && rc.Flush() == nil
 	}
 	sendJSON := func(v any) bool {
 		b, _ := json.Marshal(v)

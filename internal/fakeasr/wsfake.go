@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,9 +64,9 @@ type WSSession struct {
 
 // WSServer is a running fake realtime server.
 type WSServer struct {
-	URL string // http://127.0.0.1:port; clients turn it into ws://
-	cfg WSConfig
-	srv *httptest.Server
+	URL  string // http://127.0.0.1:port; clients turn it into ws://
+	cfg  WSConfig
+	rate int // the audio's sample rate in the dialect (Hz)
 
 	mu       sync.Mutex
 	sessions []*WSSession
@@ -79,10 +80,13 @@ func NewWSServer(t testing.TB, cfg WSConfig) *WSServer {
 	cfg.Text = cmp.Or(cfg.Text, DefaultText)
 	cfg.WordS = cmp.Or(cfg.WordS, 0.2)
 	cfg.SentenceWords = cmp.Or(cfg.SentenceWords, 3)
-	s := &WSServer{cfg: cfg}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	s := &WSServer{cfg: cfg, rate: 16000}
+	if cfg.Dialect == "openai" {
+		s.rate = 24000
+	}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = srv.URL
+	t.Cleanup(srv.Close)
 	return s
 }
 
@@ -93,16 +97,9 @@ func (s *WSServer) Sessions() []WSSession {
 	out := make([]WSSession, len(s.sessions))
 	for i, x := range s.sessions {
 		out[i] = *x
-		out[i].Control = append([]string(nil), x.Control...)
+		out[i].Control = slices.Clone(x.Control)
 	}
 	return out
-}
-
-func (s *WSServer) rate() int {
-	if s.cfg.Dialect == "openai" {
-		return 24000
-	}
-	return 16000
 }
 
 // fakeSession is the server side of one session.
@@ -172,22 +169,21 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 	cfg := &f.s.cfg
 	var audio []byte
 	ended := false
-	if cfg.Dialect == "funasr" {
-		if typ == websocket.MessageBinary {
-			audio = data
-		} else {
-			msg := string(data)
-			f.note(msg)
-			switch {
-			case msg == "START":
-				f.send(ctx, map[string]any{"event": "started"})
-			case strings.HasPrefix(msg, "LANGUAGE:"):
-				f.send(ctx, map[string]any{"event": "language_set", "language": strings.TrimPrefix(msg, "LANGUAGE:")})
-			case msg == "STOP":
-				ended = true
-			}
+	switch {
+	case cfg.Dialect == "funasr" && typ == websocket.MessageBinary:
+		audio = data
+	case cfg.Dialect == "funasr":
+		msg := string(data)
+		f.note(msg)
+		switch {
+		case msg == "START":
+			f.send(ctx, map[string]any{"event": "started"})
+		case strings.HasPrefix(msg, "LANGUAGE:"):
+			f.send(ctx, map[string]any{"event": "language_set", "language": strings.TrimPrefix(msg, "LANGUAGE:")})
+		case msg == "STOP":
+			ended = true
 		}
-	} else {
+	default:
 		var v map[string]any
 		if err := json.Unmarshal(data, &v); err != nil {
 			f.send(ctx, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": "not JSON"}})
@@ -235,7 +231,7 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 		f.bytes += len(audio)
 		f.s.mu.Lock()
 		f.rec.Frames++
-		f.rec.AudioS = float64(f.bytes/2) / float64(f.s.rate())
+		f.rec.AudioS = float64(f.bytes/2) / float64(f.s.rate)
 		audioS := f.rec.AudioS
 		f.s.mu.Unlock()
 		if f.closes && audioS >= cfg.CloseAfterS {
@@ -243,25 +239,21 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 		}
 		time.Sleep(cfg.Delay)
 		n := min(len(f.words), int(audioS/cfg.WordS))
-		if n > f.shown {
-			prev := f.shown
+		if prev := f.shown; n > prev {
 			f.shown = n
 			f.update(ctx, prev, audioS)
 		}
 	}
-	if ended {
-		if cfg.NoFinal {
-			return false, nil
-		}
-		prev := f.shown
-		f.shown = len(f.words)
-		if cfg.Dialect == "openai" && prev < f.shown {
-			f.update(ctx, prev, f.rec.AudioS)
-		}
-		f.finish(ctx)
-		return true, nil
+	if !ended || cfg.NoFinal {
+		return false, nil
 	}
-	return false, nil
+	prev := f.shown
+	f.shown = len(f.words)
+	if cfg.Dialect == "openai" && prev < f.shown {
+		f.update(ctx, prev, f.rec.AudioS)
+	}
+	f.finish(ctx)
+	return true, nil
 }
 
 // sentences splits the revealed words into locked sentences and the rest.

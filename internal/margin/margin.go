@@ -32,16 +32,11 @@ type Row struct {
 	Threshold float64
 }
 
-// Margin is |figure − threshold| / |threshold| (+Inf for a threshold of 0).
-func (r Row) Margin() float64 {
-	if r.Threshold == 0 {
-		return math.Inf(1)
-	}
-	return math.Abs(r.Figure-r.Threshold) / math.Abs(r.Threshold)
+// IsNear says whether the row's figure lies within Near of its threshold:
+// |figure − threshold| / |threshold| < Near (never for a threshold of 0).
+func (r Row) IsNear() bool {
+	return r.Threshold != 0 && math.Abs(r.Figure-r.Threshold)/math.Abs(r.Threshold) < Near
 }
-
-// IsNear says whether the row's figure lies within Near of its threshold.
-func (r Row) IsNear() bool { return r.Margin() < Near }
 
 // Parse reads the margins table from `analyze … --format json` output
 // (other tables in it are skipped).
