@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -23,8 +24,8 @@ func statsModule() *starlarkstruct.Module {
 		"mean":         oneSeries(orNone(stats.Mean)),
 		"median":       oneSeries(orNone(func(xs []float64) float64 { return stats.Percentile(xs, 50) })),
 		"stdev":        oneSeries(stdev),
-		"min":          oneSeries(orNone(stats.Min)),
-		"max":          oneSeries(orNone(stats.Max)),
+		"min":          oneSeries(orNone(slices.Min[[]float64])),
+		"max":          oneSeries(orNone(slices.Max[[]float64])),
 		"percentile":   percentile,
 		"histogram":    histogram,
 		"linregress":   linregress,

@@ -12,6 +12,7 @@ package summary
 import (
 	"cmp"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -171,7 +172,7 @@ func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 		m.FinalAfterStopP50S, m.FinalAfterStopP95S = new(stats.Percentile(a.final, 50)), new(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
-		m.LagP95WorstS = new(stats.Max(a.lag))
+		m.LagP95WorstS = new(slices.Max(a.lag))
 	}
 	if len(a.growth) > 0 {
 		m.LagGrowthMeanS = new(stats.Mean(a.growth))
@@ -183,7 +184,7 @@ func StatOf(xs []float64) model.Stat {
 	if len(xs) == 0 {
 		return model.Stat{}
 	}
-	return model.Stat{Mean: stats.Mean(xs), Min: stats.Min(xs), Max: stats.Max(xs), N: len(xs)}
+	return model.Stat{Mean: stats.Mean(xs), Min: slices.Min(xs), Max: slices.Max(xs), N: len(xs)}
 }
 
 // Level summarises the scored passes of one level in results.json's shape.
