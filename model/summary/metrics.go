@@ -54,8 +54,8 @@ type Acc struct {
 	slo                  sloTally
 }
 
-// NewAcc is an Acc that also counts the requests against slo (Goodput's
-// numbers; a zero SLO counts nothing).
+// NewAcc is an Acc that also counts the requests against slo (the
+// goodput; a zero SLO counts nothing).
 func NewAcc(slo SLO) *Acc { return &Acc{slo: sloTally{slo: slo}} }
 
 // Add takes one record of the pass.
