@@ -514,16 +514,26 @@ type requestAttr = func(*requestValue) (starlark.Value, error)
 
 // requestAttrs are a request's attributes: every field of
 // model.RequestFields under its JSON name, then index, ok and the join.
-var requestAttrs = func() attrTable[*requestValue] {
-	t := attrTable[*requestValue]{}
-	for _, f := range model.RequestFields {
-		t[f.Name] = func(v *requestValue) (starlark.Value, error) {
-			return fieldValue(reflect.ValueOf(&v.c.reqs.v[v.i]).Elem().Field(f.Index), &f), nil
+var requestAttrs = fieldAttrs(model.RequestFields, func(v *requestValue) reflect.Value {
+	return reflect.ValueOf(&v.c.reqs.v[v.i]).Elem()
+}, requestExtraAttrs)
+
+// fieldAttrs are the attributes of a record of fields fs, which rec finds
+// for a value (an object field as a mapping), then extra's.
+func fieldAttrs[V any](fs []model.Field, rec func(V) reflect.Value, extra attrTable[V]) attrTable[V] {
+	t := attrTable[V]{}
+	for _, f := range fs {
+		t[f.Name] = func(v V) (starlark.Value, error) {
+			x := rec(v).Field(f.Index)
+			if f.Kind == model.KindObject {
+				return &mapView{typ: f.Name, m: x.Interface().(map[string]any)}, nil
+			}
+			return fieldValue(x, &f), nil
 		}
 	}
-	maps.Copy(t, requestExtraAttrs)
+	maps.Copy(t, extra)
 	return t
-}()
+}
 
 // fieldValue is field f's value x in Starlark: None for a nil pointer (a
 // realtime-only field of a file request, errors without scoring), a
@@ -631,32 +641,18 @@ func (v *spanValue) Attr(name string) (starlark.Value, error) {
 	return spanAttrs.attr(v, name)
 }
 
-type spanAttr = func(*spanValue) (starlark.Value, error)
-
-func spanStr(f func(*spans.Span) string) spanAttr {
-	return func(v *spanValue) (starlark.Value, error) { return starlark.String(f(v.s)), nil }
-}
-func spanNs(f func(*spans.Span) int64) spanAttr {
-	return func(v *spanValue) (starlark.Value, error) { return starlark.MakeInt64(f(v.s)), nil }
-}
-
-var spanAttrs = attrTable[*spanValue]{
-	"name":           spanStr(func(s *spans.Span) string { return s.Name }),
-	"trace_id":       spanStr(func(s *spans.Span) string { return s.TraceID }),
-	"span_id":        spanStr(func(s *spans.Span) string { return s.SpanID }),
-	"parent_span_id": spanStr(func(s *spans.Span) string { return s.ParentSpanID }),
-	"service":        spanStr(func(s *spans.Span) string { return s.Service }),
-	"kind":           spanStr(func(s *spans.Span) string { return s.Kind }),
-	"status_code":    spanStr(func(s *spans.Span) string { return s.StatusCode }),
-	"start_unix_ns":  spanNs(func(s *spans.Span) int64 { return s.StartUnixNs }),
-	"end_unix_ns":    spanNs(func(s *spans.Span) int64 { return s.EndUnixNs }),
+// spanAttrs are a span's attributes: every field of spans.Span under its
+// JSON name (its attributes as a mapping), then duration_s, is_client and
+// attr(key, default = None).
+var spanAttrs = fieldAttrs(model.FieldsOf(reflect.TypeFor[spans.Span]()), func(v *spanValue) reflect.Value {
+	return reflect.ValueOf(v.s).Elem()
+}, attrTable[*spanValue]{
 	"duration_s": func(v *spanValue) (starlark.Value, error) {
 		return starlark.Float(float64(v.s.EndUnixNs-v.s.StartUnixNs) / 1e9), nil
 	},
 	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
-	"attrs":     func(v *spanValue) (starlark.Value, error) { return &mapView{typ: "attrs", m: v.s.Attrs}, nil },
 	"attr":      func(v *spanValue) (starlark.Value, error) { return starlark.NewBuiltin("attr", getFn(v.s.Attrs)), nil },
-}
+})
 
 var spanAttrNames = spanAttrs.names()
 
@@ -685,19 +681,7 @@ func (v *eventValue) Attr(name string) (starlark.Value, error) {
 
 // eventAttrs are an event's attributes: every field of bundle.EventFields
 // under its JSON name (the metadata object as a mapping).
-var eventAttrs = func() attrTable[*eventValue] {
-	t := attrTable[*eventValue]{}
-	for _, f := range bundle.EventFields {
-		t[f.Name] = func(v *eventValue) (starlark.Value, error) {
-			x := reflect.ValueOf(v.e).Elem().Field(f.Index)
-			if f.Kind == model.KindObject {
-				return &mapView{typ: f.Name, m: x.Interface().(map[string]any)}, nil
-			}
-			return fieldValue(x, &f), nil
-		}
-	}
-	return t
-}()
+var eventAttrs = fieldAttrs(bundle.EventFields, func(v *eventValue) reflect.Value { return reflect.ValueOf(v.e).Elem() }, nil)
 
 var eventAttrNames = eventAttrs.names()
 
