@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,60 +188,51 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 // not the text's rounding or its "[min–max]"); text and a level's label as
 // printed; no value is an empty cell.
 func flat(t *Table) (cols []string, rows [][]string) {
-	n := len(t.Columns)
-	keys := make([][]string, n) // the fields of each record column
-	for _, vals := range t.Values {
-		for i, v := range vals[:min(len(vals), n)] {
-			if m, ok := v.(map[string]any); ok {
-				for k := range m {
-					if !slices.Contains(keys[i], k) {
-						keys[i] = append(keys[i], k)
-					}
-				}
+	keys := make([][]string, len(t.Columns)) // the fields of each record column, sorted
+	for i, c := range t.Columns {
+		set := map[string]bool{}
+		for _, vals := range t.Values {
+			m, _ := at(vals, i).(map[string]any)
+			for k := range m {
+				set[k] = true
 			}
 		}
-	}
-	for i, c := range t.Columns {
+		keys[i] = slices.Sorted(maps.Keys(set))
 		if len(keys[i]) == 0 {
 			cols = append(cols, c)
-			continue
 		}
-		slices.Sort(keys[i])
 		for _, k := range keys[i] {
 			cols = append(cols, c+" "+k)
 		}
 	}
 	for r, text := range t.Rows {
-		var vals []any
-		if r < len(t.Values) {
-			vals = t.Values[r]
-		}
+		vals := at(t.Values, r)
 		var row []string
-		for i := 0; i < n; i++ {
-			var v any
-			if i < len(vals) {
-				v = vals[i]
-			}
-			cell := ""
-			if i < len(text) {
-				cell = text[i]
-			}
-			if len(keys[i]) > 0 {
+		for i := range t.Columns {
+			switch v := at(vals, i); {
+			case len(keys[i]) > 0:
 				m, _ := v.(map[string]any)
 				for _, k := range keys[i] {
 					row = append(row, value(m[k], ""))
 				}
-				continue
+			case vals == nil: // a table of text only
+				row = append(row, at(text, i))
+			default:
+				row = append(row, value(v, at(text, i)))
 			}
-			if vals == nil { // a table of text only
-				row = append(row, cell)
-				continue
-			}
-			row = append(row, value(v, cell))
 		}
 		rows = append(rows, row)
 	}
 	return cols, rows
+}
+
+// at is xs[i], or the zero value where xs has no element i.
+func at[T any](xs []T, i int) T {
+	if i < len(xs) {
+		return xs[i]
+	}
+	var zero T
+	return zero
 }
 
 // value is one typed cell for CSV: numbers whole (number), nothing as "", any

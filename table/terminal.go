@@ -82,24 +82,14 @@ func writeRows(w io.Writer, t *Table, widths []int, text []bool) {
 	line := func(cells []string) {
 		parts := make([][]string, n)
 		rows := 1
-		for i := 0; i < n; i++ {
-			c := ""
-			if i < len(cells) {
-				c = cells[i]
-			}
-			if runes(c) > widths[i] {
-				parts[i] = wrap(c, widths[i])
-			} else {
-				parts[i] = []string{c}
-			}
+		for i := range n {
+			parts[i] = wrap(at(cells, i), widths[i])
 			rows = max(rows, len(parts[i]))
 		}
-		for k := 0; k < rows; k++ {
+		for k := range rows {
 			ln := make([]string, n)
 			for i := range ln {
-				if k < len(parts[i]) {
-					ln[i] = parts[i][k]
-				}
+				ln[i] = at(parts[i], k)
 			}
 			fmt.Fprintln(w, aligned(ln, widths, text))
 		}
@@ -150,9 +140,7 @@ func project(t *Table, cols []int) *Table {
 	for _, r := range t.Rows {
 		row := make([]string, len(cols))
 		for j, i := range cols {
-			if i < len(r) {
-				row[j] = r[i]
-			}
+			row[j] = at(r, i)
 		}
 		sub.Rows = append(sub.Rows, row)
 	}
@@ -166,57 +154,36 @@ func project(t *Table, cols []int) *Table {
 // is never split). A table whose floors are wider than width stays wider
 // (columnGroups then splits it).
 func fit(t *Table, nat []int, text []bool, width int) []int {
-	n := len(nat)
-	widths := append([]int(nil), nat...)
-	floor := make([]int, n)
+	floor := make([]int, len(nat))
 	for i, h := range t.Columns {
 		floor[i] = max(longestWord(h), minWrap)
 	}
 	for _, r := range t.Rows {
 		for i, c := range r {
-			if i < n && text[i] {
+			if i < len(nat) && text[i] {
 				floor[i] = max(floor[i], min(longestWord(c), maxWord))
 			}
 		}
 	}
-	for i := range floor {
-		floor[i] = min(nat[i], floor[i])
-	}
-	capTo(widths, text, floor, width)
-	return widths
-}
-
-// capTo narrows widths[i] for every i in which to min(widths[i],
-// max(cap, floor[i])) with the largest cap whose row is at most width
-// wide (the floors when none is).
-func capTo(widths []int, which []bool, floor []int, width int) {
-	sum := func(capW int) int {
-		s := 2 * (len(widths) - 1)
-		for i, wd := range widths {
-			if which[i] {
-				wd = min(wd, max(capW, floor[i]))
+	// capped is nat with the text columns capped at c, none below its floor.
+	capped := func(c int) []int {
+		widths := slices.Clone(nat)
+		for i := range widths {
+			if text[i] {
+				widths[i] = min(widths[i], max(c, floor[i]))
 			}
-			s += wd
 		}
-		return s
+		return widths
 	}
-	lo, hi := 0, slices.Max(widths) // a table here has a column at least
-	if sum(hi) <= width {
-		return
-	}
-	for lo < hi { // the largest cap whose sum fits
-		mid := (lo + hi + 1) / 2
-		if sum(mid) <= width {
+	lo, hi := 0, slices.Max(nat) // a table here has a column at least
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; rowWidth(capped(mid)) <= width {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	for i := range widths {
-		if which[i] {
-			widths[i] = min(widths[i], max(lo, floor[i]))
-		}
-	}
+	return capped(lo)
 }
 
 // wrap breaks s at spaces into lines of at most width runes; a word
