@@ -143,37 +143,28 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 		}
 		cw.Flush()
 		return cw.Error()
-	case "markdown":
+	case "markdown", "table", "text", "":
 		for i, t := range tables {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			if len(t.Columns) == 0 { // a message
-				writeMessage(w, t)
-				continue
-			}
-			if t.Title != "" {
-				fmt.Fprintf(w, "### %s\n\n", t.Title)
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
-			fmt.Fprintf(w, "| %s |\n", strings.Join(slices.Repeat([]string{"---"}, len(t.Columns)), " | "))
-			for _, r := range t.Rows {
-				fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-			}
-			for _, n := range t.Notes {
-				fmt.Fprintf(w, "\n%s\n", n)
-			}
-		}
-		return nil
-	case "table", "text", "":
-		for i, t := range tables {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if width > 0 {
+			switch {
+			case format != "markdown" && width > 0:
 				writeTerminal(w, t, width)
-			} else {
+			case format != "markdown":
 				writeText(w, t)
+			case !writeMessage(w, t):
+				if t.Title != "" {
+					fmt.Fprintf(w, "### %s\n\n", t.Title)
+				}
+				fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
+				fmt.Fprintf(w, "| %s |\n", strings.Join(slices.Repeat([]string{"---"}, len(t.Columns)), " | "))
+				for _, r := range t.Rows {
+					fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+				}
+				for _, n := range t.Notes {
+					fmt.Fprintf(w, "\n%s\n", n)
+				}
 			}
 		}
 		return nil
@@ -303,11 +294,8 @@ func writeText(w io.Writer, t *Table) {
 	for _, r := range t.Rows {
 		fmt.Fprintln(w, aligned(r, widths, text))
 	}
-	for _, l := range block {
+	for _, l := range slices.Concat(block, t.Notes) {
 		fmt.Fprintln(w, l)
-	}
-	for _, n := range t.Notes {
-		fmt.Fprintln(w, n)
 	}
 }
 
@@ -328,9 +316,6 @@ func moveLong(t *Table, width int) (*Table, []string) {
 		if text[i] && nat[i] > minMove {
 			cand = append(cand, i)
 		}
-	}
-	if len(cand) == 0 {
-		return t, nil
 	}
 	slices.SortStableFunc(cand, func(a, b int) int { return nat[b] - nat[a] })
 	keys := rowKeys(t)

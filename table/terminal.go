@@ -232,14 +232,9 @@ func layout(t *Table) (nat []int, text []bool) {
 		text[i] = i == 0
 	}
 	for _, r := range t.Rows {
-		for i, c := range r {
-			if i >= n {
-				break
-			}
+		for i, c := range r[:min(len(r), n)] {
 			nat[i] = max(nat[i], runes(c))
-			if !numeric(c) {
-				text[i] = true
-			}
+			text[i] = text[i] || !numeric(c)
 		}
 	}
 	return nat, text
