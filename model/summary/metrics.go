@@ -93,14 +93,11 @@ func (a *Acc) Add(r *model.Request) {
 // seconds, with the SLO's goodput when NewAcc was given one. It sorts
 // what it holds; call it once, at the pass's end.
 func (a *Acc) Pass(wallS float64) model.PassMetrics {
-	var m model.PassMetrics
-	m.WallS = wallS
+	m := model.PassMetrics{WallS: wallS, Coverage: a.cov}
+	m.Coverage.Skipped = a.cov.Total - a.cov.Evaluated
 	lat, rtf, ttft, gaps := a.lat, a.rtf, a.ttft, a.gaps
-	cov := a.cov
-	cov.Skipped = cov.Total - cov.Evaluated
-	m.Coverage = cov
 	if wallS > 0 {
-		m.ThroughputSamplesPerS = float64(cov.Evaluated) / wallS
+		m.ThroughputSamplesPerS = float64(a.cov.Evaluated) / wallS
 		m.RequestsPerS = float64(len(lat)) / wallS
 		m.RTFx = a.audioOK / wallS
 	}

@@ -89,15 +89,13 @@ func SLOMetricsHelp() string {
 // An empty string is the empty SLO (no goodput).
 func ParseSLO(s string) (SLO, error) {
 	var out SLO
-	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
 		name, val, ok := strings.Cut(part, "=")
-		name = strings.TrimSpace(name)
-		val = strings.TrimSpace(val)
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
 		if !ok || val == "" {
 			return SLO{}, fmt.Errorf("slo %q: %q: want metric=limit, such as latency=0.5s", s, part)
 		}
@@ -108,10 +106,9 @@ func ParseSLO(s string) (SLO, error) {
 			}
 			return SLO{}, fmt.Errorf("slo %q: unknown metric %q; the metrics are:\n%s", s, name, SLOMetricsHelp())
 		}
-		if seen[name] {
+		if slices.ContainsFunc(out.Limits, func(l Limit) bool { return l.Metric == name }) {
 			return SLO{}, fmt.Errorf("slo %q: %s given twice", s, name)
 		}
-		seen[name] = true
 		x, err := parseLimit(val, m.ratio)
 		if err != nil {
 			return SLO{}, fmt.Errorf("slo %q: %s=%s: %v", s, name, val, err)
