@@ -108,12 +108,9 @@ func addProfile(root *node, path string, cut *int64) error {
 		root.v += v
 		cur := root
 		locs := smp.Location
-		for k, loc := range locs {
-			if k > 0 && unmapped(loc) {
-				locs = locs[:k]
-				*cut += v
-				break
-			}
+		if k := slices.IndexFunc(locs[min(1, len(locs)):], unmapped); k >= 0 {
+			locs = locs[:k+1]
+			*cut += v
 		}
 		for li := len(locs) - 1; li >= 0; li-- {
 			loc := locs[li]

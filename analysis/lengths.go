@@ -67,11 +67,7 @@ func (b LengthBuckets) String() string {
 	if b.Edges == nil {
 		return "auto"
 	}
-	parts := make([]string, len(b.Edges))
-	for i, e := range b.Edges {
-		parts[i] = secs(e)
-	}
-	return strings.Join(parts, ",")
+	return strings.Join(valuesOf(b.Edges, secs), ",")
 }
 
 func secs(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

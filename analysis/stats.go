@@ -235,11 +235,9 @@ func comparedMetrics(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "slo?", &slo); err != nil {
 		return nil, err
 	}
-	var out []starlark.Value
-	for _, m := range summary.Metrics(slo) {
-		out = append(out, starlark.Tuple{starlark.String(m.Label), starlark.String(m.Key), starlark.String(m.Format)})
-	}
-	return starlark.NewList(out), nil
+	return starlark.NewList(valuesOf(summary.Metrics(slo), func(m summary.Metric) starlark.Value {
+		return starlark.Tuple{starlark.String(m.Label), starlark.String(m.Key), starlark.String(m.Format)}
+	})), nil
 }
 
 // power_note(comparisons, alpha, what) is summary.PowerNote of compare's

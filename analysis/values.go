@@ -110,11 +110,7 @@ func (v *mapView) Iterate() starlark.Iterator {
 	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
 }
 func (v *mapView) Items() []starlark.Tuple {
-	var out []starlark.Tuple
-	for _, k := range v.keys() {
-		out = append(out, starlark.Tuple{starlark.String(k), toValue(v.m[k])})
-	}
-	return out
+	return valuesOf(v.keys(), func(k string) starlark.Tuple { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
 }
 func (v *mapView) AttrNames() []string {
 	return append([]string{"get", "items", "keys", "values"}, v.keys()...)
@@ -356,8 +352,8 @@ func captured[T any, V starlark.Value](get func(*Capture) (T, error), conv func(
 }
 
 // valuesOf is f of each of xs.
-func valuesOf[T any](xs []T, f func(T) starlark.Value) []starlark.Value {
-	out := make([]starlark.Value, len(xs))
+func valuesOf[T, V any](xs []T, f func(T) V) []V {
+	out := make([]V, len(xs))
 	for i, x := range xs {
 		out[i] = f(x)
 	}
