@@ -273,7 +273,7 @@ func (v *captureValue) Freeze()               {}
 func (v *captureValue) Truth() starlark.Bool  { return true }
 func (v *captureValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: capture") }
 
-func (v *captureValue) AttrNames() []string { return captureAttrNames }
+func (v *captureValue) AttrNames() []string { return captureAttrs.names() }
 func (v *captureValue) Attr(name string) (starlark.Value, error) {
 	return captureAttrs.attr(v, name)
 }
@@ -324,8 +324,6 @@ var captureAttrs = attrTable[*captureValue]{
 	"sensitivity": sensitivityValue,
 	"search":      searchValue,
 }
-
-var captureAttrNames = captureAttrs.names()
 
 // probeRows is capture.gpu, .sched, .cuda: the rows of a probe file.
 func probeRows(name, file string) func(*captureValue) (starlark.Value, error) {
@@ -500,7 +498,7 @@ func (v *requestValue) CompareSameType(op syntax.Token, y starlark.Value, _ int)
 	return identity(op, v, y, v.c == w.c && v.i == w.i)
 }
 
-func (v *requestValue) AttrNames() []string { return requestAttrNames }
+func (v *requestValue) AttrNames() []string { return requestAttrs.names() }
 func (v *requestValue) Attr(name string) (starlark.Value, error) {
 	return requestAttrs.attr(v, name)
 }
@@ -577,8 +575,6 @@ var requestExtraAttrs = attrTable[*requestValue]{
 	}),
 }
 
-var requestAttrNames = requestAttrs.names()
-
 // spanLookup is r.span(name) (the first server span of that name, or
 // None) and r.spans_named(name) (all of them).
 func spanLookup(name string) requestAttr {
@@ -632,7 +628,7 @@ func (v *spanValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return identity(op, v, y, v.s == y.(*spanValue).s)
 }
 
-func (v *spanValue) AttrNames() []string { return spanAttrNames }
+func (v *spanValue) AttrNames() []string { return spanAttrs.names() }
 func (v *spanValue) Attr(name string) (starlark.Value, error) {
 	return spanAttrs.attr(v, name)
 }
@@ -649,8 +645,6 @@ var spanAttrs = fieldAttrs(model.FieldsOf(reflect.TypeFor[spans.Span]()), func(v
 	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
 	"attr":      func(v *spanValue) (starlark.Value, error) { return starlark.NewBuiltin("attr", getFn(v.s.Attrs)), nil },
 })
-
-var spanAttrNames = spanAttrs.names()
 
 // eventValue is one event of request.events. Two are == when they are the
 // same event of the same capture.
@@ -670,7 +664,7 @@ func (v *eventValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (
 	return identity(op, v, y, v.e == y.(*eventValue).e)
 }
 
-func (v *eventValue) AttrNames() []string { return eventAttrNames }
+func (v *eventValue) AttrNames() []string { return eventAttrs.names() }
 func (v *eventValue) Attr(name string) (starlark.Value, error) {
 	return eventAttrs.attr(v, name)
 }
@@ -678,8 +672,6 @@ func (v *eventValue) Attr(name string) (starlark.Value, error) {
 // eventAttrs are an event's attributes: every field of bundle.EventFields
 // under its JSON name (the metadata object as a mapping).
 var eventAttrs = fieldAttrs(bundle.EventFields, func(v *eventValue) reflect.Value { return reflect.ValueOf(v.e).Elem() }, nil)
-
-var eventAttrNames = eventAttrs.names()
 
 // jsonValue turns a Go value into frozen Starlark values through its JSON form.
 func jsonValue(x any) (starlark.Value, error) {
