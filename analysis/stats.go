@@ -48,21 +48,17 @@ func floats(fname string, v starlark.Value) ([]float64, error) {
 	if s, ok := v.(starlark.Sequence); ok {
 		out = make([]float64, 0, s.Len())
 	}
-	iter := it.Iterate()
-	defer iter.Done()
-	var x starlark.Value
-	for i := 0; iter.Next(&x); i++ {
-		switch n := x.(type) {
+	i := 0
+	for x := range starlark.Elements(it) {
+		switch x.(type) {
 		case starlark.NoneType:
-			continue
-		case starlark.Float:
-			out = append(out, float64(n))
-		case starlark.Int:
-			f, _ := starlark.AsFloat(n)
+		case starlark.Float, starlark.Int:
+			f, _ := starlark.AsFloat(x)
 			out = append(out, f)
 		default:
 			return nil, fmt.Errorf("%s: element %d is %s, want a number", fname, i, x.Type())
 		}
+		i++
 	}
 	return out, nil
 }

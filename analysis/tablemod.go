@@ -109,10 +109,7 @@ func newTable(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 		return nil, err
 	}
 	t := &tableValue{name: name, title: title}
-	it := colsV.Iterate()
-	defer it.Done()
-	var c starlark.Value
-	for it.Next(&c) {
+	for c := range starlark.Elements(colsV) {
 		col := column{typ: colAny}
 		switch x := c.(type) {
 		case starlark.String:
