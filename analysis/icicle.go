@@ -112,11 +112,10 @@ func addProfile(root *node, path string, cut *int64) error {
 			locs = locs[:k+1]
 			*cut += v
 		}
-		for li := len(locs) - 1; li >= 0; li-- {
-			loc := locs[li]
+		for _, loc := range slices.Backward(locs) {
 			python := loc.Mapping != nil && loc.Mapping.File == PythonMapping
-			for k := len(loc.Line) - 1; k >= 0; k-- {
-				fn := loc.Line[k].Function
+			for _, l := range slices.Backward(loc.Line) {
+				fn := l.Function
 				name := "[unknown]"
 				if fn != nil && python {
 					name = pythonName(fn)
