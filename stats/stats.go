@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/gonum/stat"
@@ -156,8 +157,7 @@ func Histogram(xs []float64, bins int, lo, hi *float64) []Bin {
 	if len(xs) == 0 || bins < 1 {
 		return nil
 	}
-	sorted := append([]float64(nil), xs...)
-	sort.Float64s(sorted)
+	sorted := slices.Sorted(slices.Values(xs)) // NaN first, as sort.Float64s
 	l, h := sorted[0], sorted[len(sorted)-1]
 	if lo != nil {
 		l = *lo

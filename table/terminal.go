@@ -61,15 +61,13 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 	if t.Title != "" {
 		say(t.Title)
 	}
-	groups := columnGroups(t, width)
-	for g, cols := range groups {
+	for g, cols := range columnGroups(t, width) {
 		if g > 0 {
 			fmt.Fprintln(w)
 		}
 		sub := project(t, cols)
 		nat, text := layout(sub)
-		widths := fit(sub, nat, text, width)
-		writeRows(w, sub, widths, text)
+		writeRows(w, sub, fit(sub, nat, text, width), text)
 	}
 	say(t.Notes...)
 }
