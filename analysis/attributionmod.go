@@ -11,6 +11,7 @@ import (
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
+	"github.com/asrprof/asrprof/model"
 )
 
 // The attribution module: where each request's client latency went, state
@@ -83,15 +84,10 @@ func attribute(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*
 // manifest's passes, then any other level the requests name), as
 // lib/common.star's level_order.
 func runOrder(c *Capture) ([]string, error) {
-	var all, out []string
-	for _, l := range c.Bundle.Manifest.Levels {
-		all = append(all, l.Level)
-	}
 	lvs, err := c.RequestLevels()
-	seen := map[string]bool{}
-	for _, lv := range append(all, lvs...) {
-		if !seen[lv] {
-			seen[lv] = true
+	var out []string
+	for _, lv := range append(valuesOf(c.Bundle.Manifest.Levels, func(l model.LevelRun) string { return l.Level }), lvs...) {
+		if !slices.Contains(out, lv) {
 			out = append(out, lv)
 		}
 	}

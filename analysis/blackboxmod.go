@@ -48,10 +48,7 @@ func (c *Capture) blackbox() (*blackBox, error) {
 		if err != nil {
 			return nil, err
 		}
-		in := engine.BlackBoxInput{Reqs: rc, SampleID: make([]string, len(reqs))}
-		for i := range reqs {
-			in.SampleID[i] = reqs[i].SampleID
-		}
+		in := engine.BlackBoxInput{Reqs: rc, SampleID: valuesOf(reqs, func(r model.Request) string { return r.SampleID })}
 		// the solo level: the closed-loop level of concurrency 1
 		if i := slices.IndexFunc(c.Bundle.Manifest.Levels, func(l model.LevelRun) bool { return l.Concurrency == 1 && !l.Warmup }); i >= 0 {
 			in.Solo = c.Bundle.Manifest.Levels[i].Level

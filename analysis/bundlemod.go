@@ -33,33 +33,19 @@ func bundleModule() *starlarkstruct.Module {
 	gpu["kind"] = starlarkstruct.FromStringDict(starlarkstruct.Default, names)
 	return &starlarkstruct.Module{Name: "bundle", Members: starlark.StringDict{
 		"gpu":   starlarkstruct.FromStringDict(starlarkstruct.Default, gpu),
-		"sched": jsonNames(visible(reflect.TypeFor[bundle.SchedRecord]())...),
-		"cuda":  jsonNames(visible(reflect.TypeFor[bundle.CUDARecord]())...),
+		"sched": jsonNames(reflect.TypeFor[bundle.SchedRecord]()),
+		"cuda":  jsonNames(reflect.TypeFor[bundle.CUDARecord]()),
 	}}
 }
 
-// visible is t and the structs it embeds, whose fields a record's JSON
-// lines carry as its own.
-func visible(t reflect.Type) []reflect.Type {
-	out := []reflect.Type{t}
-	for i := range t.NumField() {
-		if f := t.Field(i); f.Anonymous {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			out = append(out, visible(ft)...)
-		}
-	}
-	return out
-}
-
-// jsonNames is a struct of the json names of the fields of ts, each its own value.
+// jsonNames is a struct of the json names of the fields of ts, each its
+// own value: their own fields and those of the structs they embed, whose
+// fields a record's JSON lines carry as its own.
 func jsonNames(ts ...reflect.Type) *starlarkstruct.Struct {
 	d := starlark.StringDict{}
 	for _, t := range ts {
-		for i := range t.NumField() {
-			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+		for _, f := range reflect.VisibleFields(t) {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
 				d[name] = starlark.String(name)
 			}
 		}

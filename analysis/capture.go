@@ -98,11 +98,9 @@ func Load(dir string) (*Capture, error) {
 		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
 	}
 	if data, err := os.ReadFile(b.Path(bundle.ResultsFile)); err == nil {
-		v, err := decodeJSON(data)
-		if err != nil {
+		if c.Results, err = decodeJSON(data); err != nil {
 			return nil, fmt.Errorf("%s: %w", b.Path(bundle.ResultsFile), err)
 		}
-		c.Results = v
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

@@ -21,8 +21,8 @@ func TestEventAttrsAreTheRecord(t *testing.T) {
 		want = append(want, name)
 	}
 	slices.Sort(want)
-	if !slices.Equal(eventAttrNames, want) {
-		t.Errorf("event attributes %v, want %v", eventAttrNames, want)
+	if !slices.Equal(eventAttrs.names(), want) {
+		t.Errorf("event attributes %v, want %v", eventAttrs.names(), want)
 	}
 	ev := &eventValue{e: &bundle.Event{RequestID: "r", Stage: "asr", EventName: "x", TimestampNs: 5, RunID: "run", PID: 7, Metadata: map[string]any{"k": "v"}}}
 	for name, w := range map[string]starlark.Value{"request_id": starlark.String("r"), "stage": starlark.String("asr"), "event_name": starlark.String("x"),

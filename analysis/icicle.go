@@ -108,18 +108,14 @@ func addProfile(root *node, path string, cut *int64) error {
 		root.v += v
 		cur := root
 		locs := smp.Location
-		for k, loc := range locs {
-			if k > 0 && unmapped(loc) {
-				locs = locs[:k]
-				*cut += v
-				break
-			}
+		if k := slices.IndexFunc(locs[min(1, len(locs)):], unmapped); k >= 0 {
+			locs = locs[:k+1]
+			*cut += v
 		}
-		for li := len(locs) - 1; li >= 0; li-- {
-			loc := locs[li]
+		for _, loc := range slices.Backward(locs) {
 			python := loc.Mapping != nil && loc.Mapping.File == PythonMapping
-			for k := len(loc.Line) - 1; k >= 0; k-- {
-				fn := loc.Line[k].Function
+			for _, l := range slices.Backward(loc.Line) {
+				fn := l.Function
 				name := "[unknown]"
 				if fn != nil && python {
 					name = pythonName(fn)

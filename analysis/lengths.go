@@ -67,11 +67,7 @@ func (b LengthBuckets) String() string {
 	if b.Edges == nil {
 		return "auto"
 	}
-	parts := make([]string, len(b.Edges))
-	for i, e := range b.Edges {
-		parts[i] = secs(e)
-	}
-	return strings.Join(parts, ",")
+	return strings.Join(valuesOf(b.Edges, secs), ",")
 }
 
 func secs(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
@@ -111,7 +107,7 @@ type LengthSplit struct {
 // leave a bucket empty).
 func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 	var sp LengthSplit
-	var known []float64
+	var known []float64 // the scored requests' known durations
 	for i, d := range durs {
 		if i < len(warmup) && warmup[i] {
 			continue
@@ -119,10 +115,9 @@ func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 		sp.Requests++
 		if d > 0 {
 			known = append(known, d)
-		} else {
-			sp.Unknown++
 		}
 	}
+	sp.Unknown = sp.Requests - len(known)
 	sort.Float64s(known)
 	edges := b.Edges
 	if edges == nil && len(known) > 0 {
@@ -141,22 +136,15 @@ func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 	for i := range all {
 		all[i] = Bucket{Name: bucketName(bounds[i], bounds[i+1]), Lo: bounds[i], Hi: bounds[i+1]}
 	}
-	of := make([]int, len(durs))
-	for i, d := range durs {
-		of[i] = -1
-		if d > 0 {
-			of[i] = sort.SearchFloat64s(edges, d) // the first edge ≥ d
-			if i >= len(warmup) || !warmup[i] {
-				bk := &all[of[i]]
-				if bk.Requests == 0 || d < bk.MinS {
-					bk.MinS = d
-				}
-				bk.MaxS = max(bk.MaxS, d)
-				bk.Requests++
-			}
+	for _, d := range known { // ascending: a bucket's first is its shortest, its last its longest
+		bk := &all[sort.SearchFloat64s(edges, d)] // the first edge ≥ d
+		if bk.Requests == 0 {
+			bk.MinS = d
 		}
+		bk.MaxS = d
+		bk.Requests++
 	}
-	// Keep the buckets that hold scored requests; renumber Of.
+	// Keep the buckets that hold scored requests; Of indexes them.
 	idx := make([]int, len(all))
 	for i, bk := range all {
 		idx[i] = -1
@@ -167,12 +155,12 @@ func (b LengthBuckets) Split(durs []float64, warmup []bool) LengthSplit {
 			sp.Empty = append(sp.Empty, bk.Name)
 		}
 	}
-	for i, k := range of {
-		if k >= 0 {
-			of[i] = idx[k]
+	sp.Of = valuesOf(durs, func(d float64) int {
+		if d > 0 {
+			return idx[sort.SearchFloat64s(edges, d)]
 		}
-	}
-	sp.Of = of
+		return -1
+	})
 	return sp
 }
 

@@ -93,15 +93,12 @@ func lengthStageSummary(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
+	groups := valuesOf(sv.sp.Buckets, func(bk Bucket) string { return bk.Name })
 	group := make([]string, rc.N)
 	for i := range group {
 		if i < len(sv.sp.Of) && sv.sp.Of[i] >= 0 {
-			group[i] = sv.sp.Buckets[sv.sp.Of[i]].Name
+			group[i] = groups[sv.sp.Of[i]]
 		}
-	}
-	groups := make([]string, len(sv.sp.Buckets))
-	for i, bk := range sv.sp.Buckets {
-		groups[i] = bk.Name
 	}
 	kept := slices.DeleteFunc(engine.SummarizeGroups(rc, rows, levels, names, group, groups), func(l engine.LevelStages) bool { return l.Worker == "" })
 	return stageRowsValue(kept, names, "bucket"), nil

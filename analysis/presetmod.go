@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"reflect"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -265,11 +266,7 @@ func stageRowsValue(levelsOut []engine.LevelStages, names []string, group string
 	return starlark.NewList(valuesOf(levelsOut, func(l engine.LevelStages) starlark.Value {
 		st := starlark.NewDict(len(names))
 		for _, n := range names {
-			var x starlark.Value = starlark.None
-			if s := l.Stages[n]; s != nil {
-				x = goStruct("struct", *s, nil)
-			}
-			st.SetKey(starlark.String(n), x)
+			st.SetKey(starlark.String(n), goValue(reflect.ValueOf(l.Stages[n]))) // None for a stage the level lacks
 		}
 		return structOf(starlark.StringDict{
 			"level": starlark.String(l.Level), group: starlark.String(l.Worker), "n": starlark.MakeInt(l.N), "missing": starlark.MakeInt(l.Missing), "stages": st,

@@ -371,11 +371,9 @@ func (s *Session) load(thread *starlark.Thread, name string) (starlark.StringDic
 	s.mu.Unlock()
 	t := s.newThread(rs, child, filename)
 	g, err := starlark.ExecFileOptions(fileOptions, t, filename, src, s.predeclared())
-	if err != nil {
-		var ee *starlark.EvalError
-		if errors.As(err, &ee) {
-			err = errors.New(strings.TrimRight(ee.Backtrace(), "\n"))
-		}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) { // a script's own error: its backtrace
+		err = errors.New(strings.TrimRight(ee.Backtrace(), "\n"))
 	}
 	g.Freeze()
 	s.mu.Lock()

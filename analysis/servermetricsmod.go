@@ -86,29 +86,26 @@ func nanNone(x float64) starlark.Value {
 // rolesValue is {role: struct(count, mean_ms, p50_ms, p95_ms)}, roles in
 // engine.MetricsHistogramRoles order.
 func rolesValue(rs map[string]engine.HistStats) *starlark.Dict {
-	d := starlark.NewDict(len(rs))
-	for _, role := range engine.MetricsHistogramRoles {
-		h, ok := rs[role]
-		if !ok {
-			continue
-		}
-		d.SetKey(starlark.String(role), structOf(starlark.StringDict{
+	return roleDict(engine.MetricsHistogramRoles, rs, func(h engine.HistStats) starlark.Value {
+		return structOf(starlark.StringDict{
 			"count": starlark.MakeInt64(int64(math.Round(h.Count))), "mean_ms": starlark.Float(1000 * h.MeanS),
 			"p50_ms": nanNone(1000 * h.P50S), "p95_ms": nanNone(1000 * h.P95S),
-		}))
-	}
-	return d
+		})
+	})
 }
 
 // gaugesValue is {role: struct(mean, max, scrapes)}.
 func gaugesValue(gs map[string]engine.GaugeStats) *starlark.Dict {
-	d := starlark.NewDict(len(gs))
-	for _, role := range engine.MetricsGaugeRoles {
-		g, ok := gs[role]
-		if !ok {
-			continue
+	return roleDict(engine.MetricsGaugeRoles, gs, func(g engine.GaugeStats) starlark.Value { return goStruct("struct", g, nil) })
+}
+
+// roleDict is {role: f(m[role])} of the roles m has, in the order of roles.
+func roleDict[T any](roles []string, m map[string]T, f func(T) starlark.Value) *starlark.Dict {
+	d := starlark.NewDict(len(m))
+	for _, role := range roles {
+		if x, ok := m[role]; ok {
+			d.SetKey(starlark.String(role), f(x))
 		}
-		d.SetKey(starlark.String(role), goStruct("struct", g, nil))
 	}
 	return d
 }
@@ -157,11 +154,6 @@ func serverMetricsInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	names := starlark.NewDict(len(sm.Names))
-	for _, role := range slices.Concat(engine.MetricsHistogramRoles, engine.MetricsGaugeRoles) {
-		if n, ok := sm.Names[role]; ok {
-			names.SetKey(starlark.String(role), starlark.String(n))
-		}
-	}
+	names := roleDict(slices.Concat(engine.MetricsHistogramRoles, engine.MetricsGaugeRoles), sm.Names, func(n string) starlark.Value { return starlark.String(n) })
 	return goStruct("struct", *sm, starlark.StringDict{"names": names}), nil
 }

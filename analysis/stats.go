@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -23,8 +24,8 @@ func statsModule() *starlarkstruct.Module {
 		"mean":         oneSeries(orNone(stats.Mean)),
 		"median":       oneSeries(orNone(func(xs []float64) float64 { return stats.Percentile(xs, 50) })),
 		"stdev":        oneSeries(stdev),
-		"min":          oneSeries(orNone(stats.Min)),
-		"max":          oneSeries(orNone(stats.Max)),
+		"min":          oneSeries(orNone(slices.Min[[]float64])),
+		"max":          oneSeries(orNone(slices.Max[[]float64])),
 		"percentile":   percentile,
 		"histogram":    histogram,
 		"linregress":   linregress,
@@ -47,21 +48,17 @@ func floats(fname string, v starlark.Value) ([]float64, error) {
 	if s, ok := v.(starlark.Sequence); ok {
 		out = make([]float64, 0, s.Len())
 	}
-	iter := it.Iterate()
-	defer iter.Done()
-	var x starlark.Value
-	for i := 0; iter.Next(&x); i++ {
-		switch n := x.(type) {
+	i := 0
+	for x := range starlark.Elements(it) {
+		switch x.(type) {
 		case starlark.NoneType:
-			continue
-		case starlark.Float:
-			out = append(out, float64(n))
-		case starlark.Int:
-			f, _ := starlark.AsFloat(n)
+		case starlark.Float, starlark.Int:
+			f, _ := starlark.AsFloat(x)
 			out = append(out, f)
 		default:
 			return nil, fmt.Errorf("%s: element %d is %s, want a number", fname, i, x.Type())
 		}
+		i++
 	}
 	return out, nil
 }
@@ -234,11 +231,9 @@ func comparedMetrics(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "slo?", &slo); err != nil {
 		return nil, err
 	}
-	var out []starlark.Value
-	for _, m := range summary.Metrics(slo) {
-		out = append(out, starlark.Tuple{starlark.String(m.Label), starlark.String(m.Key), starlark.String(m.Format)})
-	}
-	return starlark.NewList(out), nil
+	return starlark.NewList(valuesOf(summary.Metrics(slo), func(m summary.Metric) starlark.Value {
+		return starlark.Tuple{starlark.String(m.Label), starlark.String(m.Key), starlark.String(m.Format)}
+	})), nil
 }
 
 // power_note(comparisons, alpha, what) is summary.PowerNote of compare's

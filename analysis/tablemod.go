@@ -109,10 +109,7 @@ func newTable(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 		return nil, err
 	}
 	t := &tableValue{name: name, title: title}
-	it := colsV.Iterate()
-	defer it.Done()
-	var c starlark.Value
-	for it.Next(&c) {
+	for c := range starlark.Elements(colsV) {
 		col := column{typ: colAny}
 		switch x := c.(type) {
 		case starlark.String:
@@ -343,10 +340,7 @@ func (t *tableValue) groupBy(col string) (starlark.Value, error) {
 
 // toTable converts t for rendering: typed values for JSON, formatted text.
 func (t *tableValue) toTable() *table.Table {
-	out := &table.Table{Name: t.name, Title: t.title, Notes: t.notes}
-	for _, c := range t.cols {
-		out.Columns = append(out.Columns, c.name)
-	}
+	out := &table.Table{Name: t.name, Title: t.title, Notes: t.notes, Columns: valuesOf(t.cols, func(c column) string { return c.name })}
 	out.Rows = make([][]string, 0, len(t.rows))
 	out.Values = make([][]any, 0, len(t.rows))
 	for _, r := range t.rows {

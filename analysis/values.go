@@ -110,11 +110,7 @@ func (v *mapView) Iterate() starlark.Iterator {
 	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
 }
 func (v *mapView) Items() []starlark.Tuple {
-	var out []starlark.Tuple
-	for _, k := range v.keys() {
-		out = append(out, starlark.Tuple{starlark.String(k), toValue(v.m[k])})
-	}
-	return out
+	return valuesOf(v.keys(), func(k string) starlark.Tuple { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
 }
 func (v *mapView) AttrNames() []string {
 	return append([]string{"get", "items", "keys", "values"}, v.keys()...)
@@ -277,7 +273,7 @@ func (v *captureValue) Freeze()               {}
 func (v *captureValue) Truth() starlark.Bool  { return true }
 func (v *captureValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: capture") }
 
-func (v *captureValue) AttrNames() []string { return captureAttrNames }
+func (v *captureValue) AttrNames() []string { return captureAttrs.names() }
 func (v *captureValue) Attr(name string) (starlark.Value, error) {
 	return captureAttrs.attr(v, name)
 }
@@ -329,8 +325,6 @@ var captureAttrs = attrTable[*captureValue]{
 	"search":      searchValue,
 }
 
-var captureAttrNames = captureAttrs.names()
-
 // probeRows is capture.gpu, .sched, .cuda: the rows of a probe file.
 func probeRows(name, file string) func(*captureValue) (starlark.Value, error) {
 	return func(v *captureValue) (starlark.Value, error) {
@@ -356,8 +350,8 @@ func captured[T any, V starlark.Value](get func(*Capture) (T, error), conv func(
 }
 
 // valuesOf is f of each of xs.
-func valuesOf[T any](xs []T, f func(T) starlark.Value) []starlark.Value {
-	out := make([]starlark.Value, len(xs))
+func valuesOf[T, V any](xs []T, f func(T) V) []V {
+	out := make([]V, len(xs))
 	for i, x := range xs {
 		out[i] = f(x)
 	}
@@ -504,7 +498,7 @@ func (v *requestValue) CompareSameType(op syntax.Token, y starlark.Value, _ int)
 	return identity(op, v, y, v.c == w.c && v.i == w.i)
 }
 
-func (v *requestValue) AttrNames() []string { return requestAttrNames }
+func (v *requestValue) AttrNames() []string { return requestAttrs.names() }
 func (v *requestValue) Attr(name string) (starlark.Value, error) {
 	return requestAttrs.attr(v, name)
 }
@@ -514,16 +508,26 @@ type requestAttr = func(*requestValue) (starlark.Value, error)
 
 // requestAttrs are a request's attributes: every field of
 // model.RequestFields under its JSON name, then index, ok and the join.
-var requestAttrs = func() attrTable[*requestValue] {
-	t := attrTable[*requestValue]{}
-	for _, f := range model.RequestFields {
-		t[f.Name] = func(v *requestValue) (starlark.Value, error) {
-			return fieldValue(reflect.ValueOf(&v.c.reqs.v[v.i]).Elem().Field(f.Index), &f), nil
+var requestAttrs = fieldAttrs(model.RequestFields, func(v *requestValue) reflect.Value {
+	return reflect.ValueOf(&v.c.reqs.v[v.i]).Elem()
+}, requestExtraAttrs)
+
+// fieldAttrs are the attributes of a record of fields fs, which rec finds
+// for a value (an object field as a mapping), then extra's.
+func fieldAttrs[V any](fs []model.Field, rec func(V) reflect.Value, extra attrTable[V]) attrTable[V] {
+	t := attrTable[V]{}
+	for _, f := range fs {
+		t[f.Name] = func(v V) (starlark.Value, error) {
+			x := rec(v).Field(f.Index)
+			if f.Kind == model.KindObject {
+				return &mapView{typ: f.Name, m: x.Interface().(map[string]any)}, nil
+			}
+			return fieldValue(x, &f), nil
 		}
 	}
-	maps.Copy(t, requestExtraAttrs)
+	maps.Copy(t, extra)
 	return t
-}()
+}
 
 // fieldValue is field f's value x in Starlark: None for a nil pointer (a
 // realtime-only field of a file request, errors without scoring), a
@@ -570,8 +574,6 @@ var requestExtraAttrs = attrTable[*requestValue]{
 		return &listView{typ: "events", n: len(es), at: func(i int) starlark.Value { return &eventValue{e: &es[i]} }}
 	}),
 }
-
-var requestAttrNames = requestAttrs.names()
 
 // spanLookup is r.span(name) (the first server span of that name, or
 // None) and r.spans_named(name) (all of them).
@@ -626,39 +628,23 @@ func (v *spanValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return identity(op, v, y, v.s == y.(*spanValue).s)
 }
 
-func (v *spanValue) AttrNames() []string { return spanAttrNames }
+func (v *spanValue) AttrNames() []string { return spanAttrs.names() }
 func (v *spanValue) Attr(name string) (starlark.Value, error) {
 	return spanAttrs.attr(v, name)
 }
 
-type spanAttr = func(*spanValue) (starlark.Value, error)
-
-func spanStr(f func(*spans.Span) string) spanAttr {
-	return func(v *spanValue) (starlark.Value, error) { return starlark.String(f(v.s)), nil }
-}
-func spanNs(f func(*spans.Span) int64) spanAttr {
-	return func(v *spanValue) (starlark.Value, error) { return starlark.MakeInt64(f(v.s)), nil }
-}
-
-var spanAttrs = attrTable[*spanValue]{
-	"name":           spanStr(func(s *spans.Span) string { return s.Name }),
-	"trace_id":       spanStr(func(s *spans.Span) string { return s.TraceID }),
-	"span_id":        spanStr(func(s *spans.Span) string { return s.SpanID }),
-	"parent_span_id": spanStr(func(s *spans.Span) string { return s.ParentSpanID }),
-	"service":        spanStr(func(s *spans.Span) string { return s.Service }),
-	"kind":           spanStr(func(s *spans.Span) string { return s.Kind }),
-	"status_code":    spanStr(func(s *spans.Span) string { return s.StatusCode }),
-	"start_unix_ns":  spanNs(func(s *spans.Span) int64 { return s.StartUnixNs }),
-	"end_unix_ns":    spanNs(func(s *spans.Span) int64 { return s.EndUnixNs }),
+// spanAttrs are a span's attributes: every field of spans.Span under its
+// JSON name (its attributes as a mapping), then duration_s, is_client and
+// attr(key, default = None).
+var spanAttrs = fieldAttrs(model.FieldsOf(reflect.TypeFor[spans.Span]()), func(v *spanValue) reflect.Value {
+	return reflect.ValueOf(v.s).Elem()
+}, attrTable[*spanValue]{
 	"duration_s": func(v *spanValue) (starlark.Value, error) {
 		return starlark.Float(float64(v.s.EndUnixNs-v.s.StartUnixNs) / 1e9), nil
 	},
 	"is_client": func(v *spanValue) (starlark.Value, error) { return starlark.Bool(v.s.IsClient()), nil },
-	"attrs":     func(v *spanValue) (starlark.Value, error) { return &mapView{typ: "attrs", m: v.s.Attrs}, nil },
 	"attr":      func(v *spanValue) (starlark.Value, error) { return starlark.NewBuiltin("attr", getFn(v.s.Attrs)), nil },
-}
-
-var spanAttrNames = spanAttrs.names()
+})
 
 // eventValue is one event of request.events. Two are == when they are the
 // same event of the same capture.
@@ -678,28 +664,14 @@ func (v *eventValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (
 	return identity(op, v, y, v.e == y.(*eventValue).e)
 }
 
-func (v *eventValue) AttrNames() []string { return eventAttrNames }
+func (v *eventValue) AttrNames() []string { return eventAttrs.names() }
 func (v *eventValue) Attr(name string) (starlark.Value, error) {
 	return eventAttrs.attr(v, name)
 }
 
 // eventAttrs are an event's attributes: every field of bundle.EventFields
 // under its JSON name (the metadata object as a mapping).
-var eventAttrs = func() attrTable[*eventValue] {
-	t := attrTable[*eventValue]{}
-	for _, f := range bundle.EventFields {
-		t[f.Name] = func(v *eventValue) (starlark.Value, error) {
-			x := reflect.ValueOf(v.e).Elem().Field(f.Index)
-			if f.Kind == model.KindObject {
-				return &mapView{typ: f.Name, m: x.Interface().(map[string]any)}, nil
-			}
-			return fieldValue(x, &f), nil
-		}
-	}
-	return t
-}()
-
-var eventAttrNames = eventAttrs.names()
+var eventAttrs = fieldAttrs(bundle.EventFields, func(v *eventValue) reflect.Value { return reflect.ValueOf(v.e).Elem() }, nil)
 
 // jsonValue turns a Go value into frozen Starlark values through its JSON form.
 func jsonValue(x any) (starlark.Value, error) {

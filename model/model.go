@@ -163,7 +163,7 @@ type PassMetrics struct {
 	LagP95WorstS       *float64 `json:"lag_p95_worst_s,omitempty"`   // the worst session's lag_p95_s
 	LagGrowthMeanS     *float64 `json:"lag_growth_mean_s,omitempty"` // mean of the sessions' lag_growth_s
 	Coverage           Coverage `json:"coverage"`
-	// Goodput under the capture's SLO (--slo; model/summary.Goodput), absent
+	// Goodput under the capture's SLO (--slo; model/summary.NewAcc), absent
 	// without one: requests that succeeded and met every limit per second,
 	// their share of the requests counted (those the client's stop canceled
 	// are left out), and per limit ("error" for failures) how many missed it.

@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/gonum/stat"
@@ -56,25 +57,17 @@ func PercentileInPlace(s []float64, p float64) float64 {
 	}
 	n := len(s)
 	pos := p / 100 * float64(n-1)
-	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
 	// Put in place the ranks that PercentileSorted reads, and only them.
-	switch {
-	case n == 1:
-	case lo < 0:
-		selectRank(s, 0)
-	case hi >= n:
-		selectRank(s, n-1)
-	default:
-		selectRank(s, lo)
-		if hi > lo { // the next rank: the least of the values after lo's
-			m := hi
-			for j := hi + 1; j < n; j++ {
-				if floatLess(s[j], s[m]) {
-					m = j
-				}
+	lo, hi := min(max(int(math.Floor(pos)), 0), n-1), min(max(int(math.Ceil(pos)), 0), n-1)
+	selectRank(s, lo)
+	if hi > lo { // the next rank: the least of the values after lo's
+		m := hi
+		for j := hi + 1; j < n; j++ {
+			if floatLess(s[j], s[m]) {
+				m = j
 			}
-			s[hi], s[m] = s[m], s[hi]
 		}
+		s[hi], s[m] = s[m], s[hi]
 	}
 	return PercentileSorted(s, p)
 }
@@ -131,37 +124,15 @@ func selectRank(s []float64, k int) {
 
 // PercentileSorted is Percentile of an already sorted, non-empty slice.
 func PercentileSorted(s []float64, p float64) float64 {
-	if len(s) == 1 {
-		return s[0]
-	}
 	pos := p / 100 * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	if lo < 0 {
+	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
+	switch {
+	case len(s) == 1 || lo < 0:
 		return s[0]
-	}
-	if hi >= len(s) {
+	case hi >= len(s):
 		return s[len(s)-1]
 	}
 	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}
-
-// Min returns the smallest value; xs must not be empty.
-func Min(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = math.Min(m, x)
-	}
-	return m
-}
-
-// Max returns the largest value; xs must not be empty.
-func Max(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = math.Max(m, x)
-	}
-	return m
 }
 
 // StdDev is the sample standard deviation (n−1); ok is false for fewer
@@ -186,8 +157,7 @@ func Histogram(xs []float64, bins int, lo, hi *float64) []Bin {
 	if len(xs) == 0 || bins < 1 {
 		return nil
 	}
-	sorted := append([]float64(nil), xs...)
-	sort.Float64s(sorted)
+	sorted := slices.Sorted(slices.Values(xs)) // NaN first, as sort.Float64s
 	l, h := sorted[0], sorted[len(sorted)-1]
 	if lo != nil {
 		l = *lo
@@ -213,12 +183,9 @@ func Histogram(xs []float64, bins int, lo, hi *float64) []Bin {
 	counts := stat.Histogram(nil, div, in, nil)
 	out := make([]Bin, bins)
 	for i := range out {
-		upper := div[i+1]
-		if i == bins-1 {
-			upper = h
-		}
-		out[i] = Bin{Lo: div[i], Hi: upper, Count: int(counts[i])}
+		out[i] = Bin{Lo: div[i], Hi: div[i+1], Count: int(counts[i])}
 	}
+	out[bins-1].Hi = h
 	return out
 }
 
@@ -308,33 +275,23 @@ func MannWhitney(xs, ys []float64) (u, p float64) {
 }
 
 // exactUCDF returns P(U ≤ k) for k = 0..n1·n2 under the null hypothesis.
+// The counts of the arrangements giving each U are the coefficients of the
+// Gaussian binomial [n1+n2, n1]_q = Π_{i=1..n1} (1 − q^(n2+i)) / (1 − q^i),
+// multiplied out as power series cut at q^(n1·n2); every coefficient on the
+// way is an integer below 2^53 for n1+n2 ≤ 40, so the counts are exact.
 func exactUCDF(n1, n2 int) []float64 {
-	m := n1 * n2
-	// f[i][j] holds counts for samples of size i and j, as a slice over u.
-	f := make([][][]float64, n1+1)
-	for i := range f {
-		f[i] = make([][]float64, n2+1)
-		for j := range f[i] {
-			f[i][j] = make([]float64, i*j+1)
-			if i == 0 || j == 0 {
-				f[i][j][0] = 1
-				continue
-			}
-			for u := range f[i][j] {
-				var c float64
-				if u-j >= 0 && u-j < len(f[i-1][j]) { // largest value from xs: it beats all j ys
-					c += f[i-1][j][u-j]
-				}
-				if u < len(f[i][j-1]) {
-					c += f[i][j-1][u]
-				}
-				f[i][j][u] = c
-			}
+	counts := make([]float64, n1*n2+1)
+	counts[0] = 1
+	for i := 1; i <= n1; i++ {
+		for k := len(counts) - 1; k >= n2+i; k-- { // × (1 − q^(n2+i))
+			counts[k] -= counts[k-n2-i]
+		}
+		for k := i; k < len(counts); k++ { // ÷ (1 − q^i)
+			counts[k] += counts[k-i]
 		}
 	}
-	counts := f[n1][n2]
 	total := Sum(counts)
-	cdf := make([]float64, m+1)
+	cdf := make([]float64, len(counts))
 	var acc float64
 	for k, c := range counts {
 		acc += c

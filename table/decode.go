@@ -42,10 +42,7 @@ func Decode[T any](t *Table) ([]T, error) {
 	for r := range out {
 		row := reflect.ValueOf(&out[r]).Elem()
 		for k, c := range cols {
-			text := ""
-			if r < len(t.Rows) && c < len(t.Rows[r]) {
-				text = t.Rows[r][c]
-			}
+			text := at(at(t.Rows, r), c)
 			var v any = text // no typed values: the text
 			if r < len(t.Values) && c < len(t.Values[r]) {
 				v = t.Values[r][c]

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,37 +143,28 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 		}
 		cw.Flush()
 		return cw.Error()
-	case "markdown":
+	case "markdown", "table", "text", "":
 		for i, t := range tables {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			if len(t.Columns) == 0 { // a message
-				writeMessage(w, t)
-				continue
-			}
-			if t.Title != "" {
-				fmt.Fprintf(w, "### %s\n\n", t.Title)
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
-			fmt.Fprintf(w, "| %s |\n", strings.Join(slices.Repeat([]string{"---"}, len(t.Columns)), " | "))
-			for _, r := range t.Rows {
-				fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-			}
-			for _, n := range t.Notes {
-				fmt.Fprintf(w, "\n%s\n", n)
-			}
-		}
-		return nil
-	case "table", "text", "":
-		for i, t := range tables {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if width > 0 {
+			switch {
+			case format != "markdown" && width > 0:
 				writeTerminal(w, t, width)
-			} else {
+			case format != "markdown":
 				writeText(w, t)
+			case !writeMessage(w, t):
+				if t.Title != "" {
+					fmt.Fprintf(w, "### %s\n\n", t.Title)
+				}
+				fmt.Fprintf(w, "| %s |\n", strings.Join(t.Columns, " | "))
+				fmt.Fprintf(w, "| %s |\n", strings.Join(slices.Repeat([]string{"---"}, len(t.Columns)), " | "))
+				for _, r := range t.Rows {
+					fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+				}
+				for _, n := range t.Notes {
+					fmt.Fprintf(w, "\n%s\n", n)
+				}
 			}
 		}
 		return nil
@@ -187,60 +179,51 @@ func RenderWidth(w io.Writer, format string, width int, tables ...*Table) error 
 // not the text's rounding or its "[min–max]"); text and a level's label as
 // printed; no value is an empty cell.
 func flat(t *Table) (cols []string, rows [][]string) {
-	n := len(t.Columns)
-	keys := make([][]string, n) // the fields of each record column
-	for _, vals := range t.Values {
-		for i, v := range vals[:min(len(vals), n)] {
-			if m, ok := v.(map[string]any); ok {
-				for k := range m {
-					if !slices.Contains(keys[i], k) {
-						keys[i] = append(keys[i], k)
-					}
-				}
+	keys := make([][]string, len(t.Columns)) // the fields of each record column, sorted
+	for i, c := range t.Columns {
+		set := map[string]bool{}
+		for _, vals := range t.Values {
+			m, _ := at(vals, i).(map[string]any)
+			for k := range m {
+				set[k] = true
 			}
 		}
-	}
-	for i, c := range t.Columns {
+		keys[i] = slices.Sorted(maps.Keys(set))
 		if len(keys[i]) == 0 {
 			cols = append(cols, c)
-			continue
 		}
-		slices.Sort(keys[i])
 		for _, k := range keys[i] {
 			cols = append(cols, c+" "+k)
 		}
 	}
 	for r, text := range t.Rows {
-		var vals []any
-		if r < len(t.Values) {
-			vals = t.Values[r]
-		}
+		vals := at(t.Values, r)
 		var row []string
-		for i := 0; i < n; i++ {
-			var v any
-			if i < len(vals) {
-				v = vals[i]
-			}
-			cell := ""
-			if i < len(text) {
-				cell = text[i]
-			}
-			if len(keys[i]) > 0 {
+		for i := range t.Columns {
+			switch v := at(vals, i); {
+			case len(keys[i]) > 0:
 				m, _ := v.(map[string]any)
 				for _, k := range keys[i] {
 					row = append(row, value(m[k], ""))
 				}
-				continue
+			case vals == nil: // a table of text only
+				row = append(row, at(text, i))
+			default:
+				row = append(row, value(v, at(text, i)))
 			}
-			if vals == nil { // a table of text only
-				row = append(row, cell)
-				continue
-			}
-			row = append(row, value(v, cell))
 		}
 		rows = append(rows, row)
 	}
 	return cols, rows
+}
+
+// at is xs[i], or the zero value where xs has no element i.
+func at[T any](xs []T, i int) T {
+	if i < len(xs) {
+		return xs[i]
+	}
+	var zero T
+	return zero
 }
 
 // value is one typed cell for CSV: numbers whole (number), nothing as "", any
@@ -311,11 +294,8 @@ func writeText(w io.Writer, t *Table) {
 	for _, r := range t.Rows {
 		fmt.Fprintln(w, aligned(r, widths, text))
 	}
-	for _, l := range block {
+	for _, l := range slices.Concat(block, t.Notes) {
 		fmt.Fprintln(w, l)
-	}
-	for _, n := range t.Notes {
-		fmt.Fprintln(w, n)
 	}
 }
 
@@ -336,9 +316,6 @@ func moveLong(t *Table, width int) (*Table, []string) {
 		if text[i] && nat[i] > minMove {
 			cand = append(cand, i)
 		}
-	}
-	if len(cand) == 0 {
-		return t, nil
 	}
 	slices.SortStableFunc(cand, func(a, b int) int { return nat[b] - nat[a] })
 	keys := rowKeys(t)

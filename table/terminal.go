@@ -61,15 +61,13 @@ func writeTerminal(w io.Writer, t *Table, width int) {
 	if t.Title != "" {
 		say(t.Title)
 	}
-	groups := columnGroups(t, width)
-	for g, cols := range groups {
+	for g, cols := range columnGroups(t, width) {
 		if g > 0 {
 			fmt.Fprintln(w)
 		}
 		sub := project(t, cols)
 		nat, text := layout(sub)
-		widths := fit(sub, nat, text, width)
-		writeRows(w, sub, widths, text)
+		writeRows(w, sub, fit(sub, nat, text, width), text)
 	}
 	say(t.Notes...)
 }
@@ -82,24 +80,14 @@ func writeRows(w io.Writer, t *Table, widths []int, text []bool) {
 	line := func(cells []string) {
 		parts := make([][]string, n)
 		rows := 1
-		for i := 0; i < n; i++ {
-			c := ""
-			if i < len(cells) {
-				c = cells[i]
-			}
-			if runes(c) > widths[i] {
-				parts[i] = wrap(c, widths[i])
-			} else {
-				parts[i] = []string{c}
-			}
+		for i := range n {
+			parts[i] = wrap(at(cells, i), widths[i])
 			rows = max(rows, len(parts[i]))
 		}
-		for k := 0; k < rows; k++ {
+		for k := range rows {
 			ln := make([]string, n)
 			for i := range ln {
-				if k < len(parts[i]) {
-					ln[i] = parts[i][k]
-				}
+				ln[i] = at(parts[i], k)
 			}
 			fmt.Fprintln(w, aligned(ln, widths, text))
 		}
@@ -150,9 +138,7 @@ func project(t *Table, cols []int) *Table {
 	for _, r := range t.Rows {
 		row := make([]string, len(cols))
 		for j, i := range cols {
-			if i < len(r) {
-				row[j] = r[i]
-			}
+			row[j] = at(r, i)
 		}
 		sub.Rows = append(sub.Rows, row)
 	}
@@ -166,57 +152,36 @@ func project(t *Table, cols []int) *Table {
 // is never split). A table whose floors are wider than width stays wider
 // (columnGroups then splits it).
 func fit(t *Table, nat []int, text []bool, width int) []int {
-	n := len(nat)
-	widths := append([]int(nil), nat...)
-	floor := make([]int, n)
+	floor := make([]int, len(nat))
 	for i, h := range t.Columns {
 		floor[i] = max(longestWord(h), minWrap)
 	}
 	for _, r := range t.Rows {
 		for i, c := range r {
-			if i < n && text[i] {
+			if i < len(nat) && text[i] {
 				floor[i] = max(floor[i], min(longestWord(c), maxWord))
 			}
 		}
 	}
-	for i := range floor {
-		floor[i] = min(nat[i], floor[i])
-	}
-	capTo(widths, text, floor, width)
-	return widths
-}
-
-// capTo narrows widths[i] for every i in which to min(widths[i],
-// max(cap, floor[i])) with the largest cap whose row is at most width
-// wide (the floors when none is).
-func capTo(widths []int, which []bool, floor []int, width int) {
-	sum := func(capW int) int {
-		s := 2 * (len(widths) - 1)
-		for i, wd := range widths {
-			if which[i] {
-				wd = min(wd, max(capW, floor[i]))
+	// capped is nat with the text columns capped at c, none below its floor.
+	capped := func(c int) []int {
+		widths := slices.Clone(nat)
+		for i := range widths {
+			if text[i] {
+				widths[i] = min(widths[i], max(c, floor[i]))
 			}
-			s += wd
 		}
-		return s
+		return widths
 	}
-	lo, hi := 0, slices.Max(widths) // a table here has a column at least
-	if sum(hi) <= width {
-		return
-	}
-	for lo < hi { // the largest cap whose sum fits
-		mid := (lo + hi + 1) / 2
-		if sum(mid) <= width {
+	lo, hi := 0, slices.Max(nat) // a table here has a column at least
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; rowWidth(capped(mid)) <= width {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	for i := range widths {
-		if which[i] {
-			widths[i] = min(widths[i], max(lo, floor[i]))
-		}
-	}
+	return capped(lo)
 }
 
 // wrap breaks s at spaces into lines of at most width runes; a word
@@ -265,14 +230,9 @@ func layout(t *Table) (nat []int, text []bool) {
 		text[i] = i == 0
 	}
 	for _, r := range t.Rows {
-		for i, c := range r {
-			if i >= n {
-				break
-			}
+		for i, c := range r[:min(len(r), n)] {
 			nat[i] = max(nat[i], runes(c))
-			if !numeric(c) {
-				text[i] = true
-			}
+			text[i] = text[i] || !numeric(c)
 		}
 	}
 	return nat, text

@@ -147,9 +147,9 @@ func Label(key string) string {
 // model.PassMetrics whose json tag is key (slo_attainment_pct: the
 // attainment in percent); false where the pass has none.
 func PassValue(p model.PassMetrics, key string) (float64, bool) {
-	pct := key == "slo_attainment_pct"
-	if pct {
-		key = "slo_attainment"
+	scale := 1.0
+	if key == "slo_attainment_pct" {
+		key, scale = "slo_attainment", 100
 	}
 	v := reflect.ValueOf(p)
 	for _, f := range reflect.VisibleFields(v.Type()) {
@@ -166,10 +166,7 @@ func PassValue(p model.PassMetrics, key string) (float64, bool) {
 		if !x.CanFloat() {
 			return 0, false
 		}
-		if pct {
-			return 100 * x.Float(), true
-		}
-		return x.Float(), true
+		return scale * x.Float(), true
 	}
 	return 0, false
 }

@@ -12,6 +12,7 @@ package summary
 import (
 	"cmp"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -53,8 +54,8 @@ type Acc struct {
 	slo                  sloTally
 }
 
-// NewAcc is an Acc that also counts the requests against slo (Goodput's
-// numbers; a zero SLO counts nothing).
+// NewAcc is an Acc that also counts the requests against slo (the
+// goodput; a zero SLO counts nothing).
 func NewAcc(slo SLO) *Acc { return &Acc{slo: sloTally{slo: slo}} }
 
 // Add takes one record of the pass.
@@ -92,14 +93,11 @@ func (a *Acc) Add(r *model.Request) {
 // seconds, with the SLO's goodput when NewAcc was given one. It sorts
 // what it holds; call it once, at the pass's end.
 func (a *Acc) Pass(wallS float64) model.PassMetrics {
-	var m model.PassMetrics
-	m.WallS = wallS
+	m := model.PassMetrics{WallS: wallS, Coverage: a.cov}
+	m.Coverage.Skipped = a.cov.Total - a.cov.Evaluated
 	lat, rtf, ttft, gaps := a.lat, a.rtf, a.ttft, a.gaps
-	cov := a.cov
-	cov.Skipped = cov.Total - cov.Evaluated
-	m.Coverage = cov
 	if wallS > 0 {
-		m.ThroughputSamplesPerS = float64(cov.Evaluated) / wallS
+		m.ThroughputSamplesPerS = float64(a.cov.Evaluated) / wallS
 		m.RequestsPerS = float64(len(lat)) / wallS
 		m.RTFx = a.audioOK / wallS
 	}
@@ -171,7 +169,7 @@ func (a *realtimeAcc) fill(m *model.PassMetrics, wallS float64) {
 		m.FinalAfterStopP50S, m.FinalAfterStopP95S = new(stats.Percentile(a.final, 50)), new(stats.Percentile(a.final, 95))
 	}
 	if len(a.lag) > 0 {
-		m.LagP95WorstS = new(stats.Max(a.lag))
+		m.LagP95WorstS = new(slices.Max(a.lag))
 	}
 	if len(a.growth) > 0 {
 		m.LagGrowthMeanS = new(stats.Mean(a.growth))
@@ -183,7 +181,7 @@ func StatOf(xs []float64) model.Stat {
 	if len(xs) == 0 {
 		return model.Stat{}
 	}
-	return model.Stat{Mean: stats.Mean(xs), Min: stats.Min(xs), Max: stats.Max(xs), N: len(xs)}
+	return model.Stat{Mean: stats.Mean(xs), Min: slices.Min(xs), Max: slices.Max(xs), N: len(xs)}
 }
 
 // Level summarises the scored passes of one level in results.json's shape.

@@ -8,7 +8,7 @@ import (
 )
 
 // Passes groups a capture's request records by pass (level, repeat,
-// warmup) and computes each pass's metrics with Pass: warmup passes
+// warmup) and computes each pass's metrics with an Acc: warmup passes
 // included (Warmup set), ordered by level in the order the capture ran
 // them (the manifest's runs, then any level only the requests name), then
 // by repeat. A pass is timed by its run in runs (the manifest's levels):
@@ -16,12 +16,17 @@ import (
 // capture computed), else its start and end; a pass without a run (one
 // that a kill cut short) by its first send and last completion.
 // Concurrency and Rate come from runs (0 when the pass has none). Each
-// pass's goodput is under slo (Goodput; none for an empty slo).
+// pass's goodput is under slo (NewAcc; none for an empty slo).
 func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMetrics {
 	type key struct {
 		level  string
 		repeat int
 		warmup bool
+	}
+	type pass struct {
+		key
+		acc        *Acc
+		start, end int64 // the first send and the last completion
 	}
 	run := map[key]model.LevelRun{}
 	rank := map[string]int{}
@@ -31,33 +36,26 @@ func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMe
 			rank[lr.Level] = len(rank)
 		}
 	}
-	// Group the records by pass: count first, so that each group is
-	// allocated once at its size (appending 100,000 records of ~400 bytes
-	// one by one spent most of this function growing slices).
-	counts := map[key]int{}
-	var keys []key
+	// Each record goes into its pass's Acc as it is read (copying 100,000
+	// records of ~400 bytes into groups spent most of this function).
+	byKey := map[key]*pass{}
+	var passes []*pass
 	for i := range recs {
 		r := &recs[i]
 		k := key{r.Level, r.Repeat, r.Warmup}
-		if _, ok := counts[k]; !ok {
-			keys = append(keys, k)
+		p := byKey[k]
+		if p == nil {
+			p = &pass{key: k, acc: NewAcc(slo), start: r.StartUnixNs, end: r.EndUnixNs}
+			byKey[k], passes = p, append(passes, p)
+			if _, ok := rank[r.Level]; !ok {
+				rank[r.Level] = len(rank)
+			}
 		}
-		counts[k]++
-		if _, ok := rank[r.Level]; !ok {
-			rank[r.Level] = len(rank)
-		}
+		p.acc.Add(r)
+		p.start, p.end = min(p.start, r.StartUnixNs), max(p.end, r.EndUnixNs)
 	}
-	groups := make(map[key][]model.Request, len(counts))
-	for k, n := range counts {
-		groups[k] = make([]model.Request, 0, n)
-	}
-	for i := range recs {
-		r := &recs[i]
-		k := key{r.Level, r.Repeat, r.Warmup}
-		groups[k] = append(groups[k], *r)
-	}
-	sort.SliceStable(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
+	sort.SliceStable(passes, func(i, j int) bool {
+		a, b := passes[i], passes[j]
 		if a.level != b.level {
 			return rank[a.level] < rank[b.level]
 		}
@@ -66,25 +64,18 @@ func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMe
 		}
 		return a.repeat < b.repeat
 	})
-	out := make([]model.PassMetrics, 0, len(keys))
-	for _, k := range keys {
-		g := groups[k]
-		start, end := g[0].StartUnixNs, g[0].EndUnixNs
-		for _, r := range g {
-			start = min(start, r.StartUnixNs)
-			end = max(end, r.EndUnixNs)
-		}
-		wall := float64(end-start) / 1e9
-		lr, ok := run[k]
+	out := make([]model.PassMetrics, 0, len(passes))
+	for _, p := range passes {
+		wall := float64(p.end-p.start) / 1e9
+		lr, ok := run[p.key]
 		switch {
 		case ok && lr.WallS > 0:
 			wall = lr.WallS
 		case ok && lr.EndUnixNs > lr.StartUnixNs:
 			wall = float64(lr.EndUnixNs-lr.StartUnixNs) / 1e9
 		}
-		pm := Pass(g, wall)
-		Goodput(&pm, g, slo)
-		pm.Level, pm.Repeat, pm.Warmup = k.level, k.repeat, k.warmup
+		pm := p.acc.Pass(wall)
+		pm.Level, pm.Repeat, pm.Warmup = p.level, p.repeat, p.warmup
 		pm.Concurrency, pm.Rate = lr.Concurrency, lr.Rate
 		out = append(out, pm)
 	}

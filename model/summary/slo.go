@@ -13,7 +13,7 @@ import (
 
 // SLO is a set of per-request limits (--slo latency=0.5s,ttft=0.2s). A
 // request meets the SLO when it succeeded and every limit holds for it;
-// goodput is the rate of such requests (Goodput).
+// goodput is the rate of such requests (NewAcc).
 type SLO struct {
 	Limits []Limit
 }
@@ -89,15 +89,13 @@ func SLOMetricsHelp() string {
 // An empty string is the empty SLO (no goodput).
 func ParseSLO(s string) (SLO, error) {
 	var out SLO
-	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
 		name, val, ok := strings.Cut(part, "=")
-		name = strings.TrimSpace(name)
-		val = strings.TrimSpace(val)
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
 		if !ok || val == "" {
 			return SLO{}, fmt.Errorf("slo %q: %q: want metric=limit, such as latency=0.5s", s, part)
 		}
@@ -108,10 +106,9 @@ func ParseSLO(s string) (SLO, error) {
 			}
 			return SLO{}, fmt.Errorf("slo %q: unknown metric %q; the metrics are:\n%s", s, name, SLOMetricsHelp())
 		}
-		if seen[name] {
+		if slices.ContainsFunc(out.Limits, func(l Limit) bool { return l.Metric == name }) {
 			return SLO{}, fmt.Errorf("slo %q: %s given twice", s, name)
 		}
-		seen[name] = true
 		x, err := parseLimit(val, m.ratio)
 		if err != nil {
 			return SLO{}, fmt.Errorf("slo %q: %s=%s: %v", s, name, val, err)
@@ -207,26 +204,7 @@ func Canceled(r *model.Request) bool {
 	return r.Status != model.StatusOK && r.ErrorKind == model.FailCanceled
 }
 
-// Goodput sets the SLO fields of m from the records of its pass (warmup
-// excluded by the caller) and its wall time:
-//
-//   - slo_counted = requests − those canceled by the client's stop
-//   - slo_met = counted requests that succeeded and met every limit
-//   - goodput_req_s = slo_met / wall_s
-//   - slo_attainment = slo_met / slo_counted (nil when nothing counted)
-//   - slo_misses: per limit (and "error"), the counted requests that missed it
-//
-// An empty SLO leaves m as it is.
-func Goodput(m *model.PassMetrics, recs []model.Request, slo SLO) {
-	t := sloTally{slo: slo}
-	for i := range recs {
-		t.add(&recs[i])
-	}
-	t.fill(m)
-}
-
-// sloTally counts a pass's requests against an SLO one at a time
-// (Goodput, Acc).
+// sloTally counts a pass's requests against an SLO one at a time (Acc).
 type sloTally struct {
 	slo                     SLO
 	met, counted, cancelled int
@@ -255,7 +233,14 @@ func (t *sloTally) add(r *model.Request) {
 	}
 }
 
-// fill sets m's SLO fields (nothing under a zero SLO); m.WallS must be set.
+// fill sets m's SLO fields (nothing under a zero SLO); m.WallS must be
+// set:
+//
+//   - slo_counted = requests − those canceled by the client's stop
+//   - slo_met = counted requests that succeeded and met every limit
+//   - goodput_req_s = slo_met / wall_s
+//   - slo_attainment = slo_met / slo_counted (nil when nothing counted)
+//   - slo_misses: per limit (and "error"), the counted requests that missed it
 func (t *sloTally) fill(m *model.PassMetrics) {
 	if t.slo.IsZero() {
 		return

@@ -66,8 +66,7 @@ func TestGoodput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Pass(recs, 4)
-	Goodput(&m, recs, slo)
+	m := passUnder(recs, 4, slo)
 	if m.SLOMet != 2 || m.SLOCounted != 5 || m.SLOCanceled != 1 {
 		t.Fatalf("met %d counted %d canceled %d", m.SLOMet, m.SLOCounted, m.SLOCanceled)
 	}
@@ -86,8 +85,7 @@ func TestGoodput(t *testing.T) {
 
 	// A second repeat with every request met: the level's goodput is
 	// the mean over repeats, met and counted are summed.
-	m2 := Pass(recs[:1], 2)
-	Goodput(&m2, recs[:1], slo)
+	m2 := passUnder(recs[:1], 2, slo)
 	lv := Level([]model.PassMetrics{m, m2})
 	if lv.GoodputReqS == nil || math.Abs(lv.GoodputReqS.Mean-0.5) > 1e-12 || lv.GoodputReqS.Max != 0.5 {
 		t.Errorf("level goodput %+v", lv.GoodputReqS)
@@ -100,8 +98,7 @@ func TestGoodput(t *testing.T) {
 	}
 
 	// No SLO: no goodput fields.
-	m3 := Pass(recs, 4)
-	Goodput(&m3, recs, SLO{})
+	m3 := passUnder(recs, 4, SLO{})
 	if m3.GoodputReqS != nil || m3.SLO != "" || Level([]model.PassMetrics{m3}).GoodputReqS != nil {
 		t.Errorf("goodput without an SLO: %+v", m3)
 	}
@@ -111,11 +108,19 @@ func TestGoodput(t *testing.T) {
 	one := 0.5
 	rt, _ := ParseSLO("first_update=1s,final_after_stop=1s")
 	r := []model.Request{{Status: model.StatusOK, FirstUpdateS: &one, FinalAfterStopS: &one}, {Status: model.StatusOK, FirstUpdateS: &one}}
-	m4 := Pass(r, 1)
-	Goodput(&m4, r, rt)
+	m4 := passUnder(r, 1, rt)
 	if m4.SLOMet != 1 || m4.SLOMisses["final_after_stop"] != 1 {
 		t.Errorf("realtime: met %d misses %v", m4.SLOMet, m4.SLOMisses)
 	}
+}
+
+// passUnder is the metrics of a pass of recs, wall seconds long, under slo.
+func passUnder(recs []model.Request, wall float64, slo SLO) model.PassMetrics {
+	a := NewAcc(slo)
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	return a.Pass(wall)
 }
 
 func TestPassesSLO(t *testing.T) {
