@@ -17,6 +17,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
@@ -404,8 +405,8 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		fmt.Fprintf(progress, "server healthy after %.1f s\n", rec.StartupS)
 	}
 	if rec.PID > 0 {
-		if cpus, err := Affinity(rec.PID); err == nil {
-			rec.Provenance.CPUs = cpus
+		if cpus, err := cpulimit.CPUs(rec.PID); err == nil {
+			rec.Provenance.CPUs = CPUList(cpus) // "0-3,8"
 		} else {
 			rec.Provenance.Notes = append(rec.Provenance.Notes, err.Error())
 		}

@@ -160,9 +160,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		var after func(rec *RunRecord) string
 		switch {
 		case kind != "cpu":
-			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, sr.Allotment), logf); err != nil {
+			// Every GPU at the run's clock; after resets them.
+			sr.ClockMHz = clockOf(sc.GPUClocks, sr.Allotment)
+			rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
+			if err := sc.Clocks.Lock(sr.ClockMHz); err != nil {
+				sr.Error = err.Error()
 				return nil, err
 			}
+			fmt.Fprintf(logf, "GPU graphics clock locked at %d MHz\n", sr.ClockMHz)
 			after = func(rec *RunRecord) string {
 				if err := sc.Clocks.Reset(); err != nil {
 					rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
@@ -465,11 +470,7 @@ func (l *limiter) finish(sr *bundle.SensitivityRun, rec *RunRecord) {
 		// (held back by that load there), that is more than share.
 		if k > 0 && l.spinShare < 1 && sr.CoRunnerCores > 0 {
 			per := min(1, sr.CoRunnerCores/k/(1-l.spinShare))
-			ran := l.ran
-			if ran <= 0 {
-				ran = 1
-			}
-			sr.Effective = min(1, l.spinShare*per/ran)
+			sr.Effective = min(1, l.spinShare*per/cmp.Or(l.ran, 1)) // ran ≥ 0; 0: unknown
 		}
 	}
 	if l.warn != "" {
@@ -521,11 +522,7 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 		// What the quota leaves of what it could get here: where other
 		// load held its threads to a share of their runnable time, its
 		// 100 % was that much less.
-		ran := c.ran
-		if ran <= 0 {
-			ran = 1
-		}
-		sr.Effective = min(1, sr.Quota/(c.cores*ran))
+		sr.Effective = min(1, sr.Quota/(c.cores*cmp.Or(c.ran, 1)))
 		if err := g.SetCores(sr.Quota); err != nil {
 			g.Remove()
 			return nil, err
@@ -695,19 +692,6 @@ func clockOf(clocks []int, share float64) int {
 		}
 	}
 	return int(math.Round(share * float64(top)))
-}
-
-// lockClock holds every GPU at mhz for one run (the run's after resets
-// them).
-func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) error {
-	sr.ClockMHz = mhz
-	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
-	if err := sc.Clocks.Lock(mhz); err != nil {
-		sr.Error = err.Error()
-		return err
-	}
-	fmt.Fprintf(stderr, "GPU graphics clock locked at %d MHz\n", mhz)
-	return nil
 }
 
 // minCut is the least a restricted run's limit must take of what the
