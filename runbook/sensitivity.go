@@ -108,10 +108,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	rep := &bundle.SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []bundle.SensitivityRun{}}
 	method := sc.Method
 	if kind == "cpu" && method == MethodAuto {
-		var why error
-		method, why = autoMethod(sys, group+"probe")
-		if why != nil {
-			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
+		// The cgroup method where a group can be made here (root), else
+		// the co-runner, which needs no privilege at 50 %.
+		if g, err := cpulimit.NewGroup(sys, group+"probe"); err != nil {
+			method = MethodCoRunner
+			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+err.Error())
+		} else {
+			method = MethodCgroup
+			g.Remove()
 		}
 	}
 	runOf := map[string]bundle.SensitivityRun{} // by dir: its cycle and allotment
@@ -307,17 +311,6 @@ func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun
 	return out
 }
 
-// autoMethod is the cgroup method where a group can be made here (root),
-// else the co-runner (which needs no privilege at 50 %) and why.
-func autoMethod(sys, name string) (string, error) {
-	g, err := cpulimit.NewGroup(sys, name)
-	if err != nil {
-		return MethodCoRunner, err
-	}
-	g.Remove()
-	return MethodCgroup, nil
-}
-
 func checkSensitivity(sc *SensitivityConfig) error {
 	c := &sc.Runbook.Capture
 	if len(c.Levels()) != 1 {
@@ -345,11 +338,8 @@ func checkSensitivity(sc *SensitivityConfig) error {
 	if sc.Cycles < 1 {
 		return fmt.Errorf("%w: --cycles %d: must be ≥ 1", capture.ErrInvalidConfig, sc.Cycles)
 	}
-	switch sc.Method {
-	case "", MethodAuto:
-		sc.Method = MethodAuto
-	case MethodCgroup, MethodAffinity, MethodCoRunner:
-	default:
+	sc.Method = cmp.Or(sc.Method, MethodAuto)
+	if !slices.Contains([]string{MethodAuto, MethodCgroup, MethodAffinity, MethodCoRunner}, sc.Method) {
 		return fmt.Errorf("%w: --cpu-method %q: want auto, cgroup, affinity or corunner", capture.ErrInvalidConfig, sc.Method)
 	}
 	if sc.BaseCores < 0 {
