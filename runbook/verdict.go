@@ -29,17 +29,6 @@ type Gap struct {
 	What   string `json:"what"`
 }
 
-func (g Gap) String() string {
-	s := g.Run
-	if g.Level != "" {
-		s += " " + g.Level
-		if g.Repeat > 0 {
-			s += fmt.Sprintf(" repeat %d", g.Repeat)
-		}
-	}
-	return s + ": " + g.What
-}
-
 // MetricSummary is one metric of one level over the scored runs (of one
 // side in an A/B session): each run contributes its own mean over its
 // repeats.
