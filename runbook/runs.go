@@ -67,7 +67,6 @@ var runName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 // run-<name>.
 func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
 	var out []RunSpec
-	seen := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
@@ -76,10 +75,9 @@ func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
 		if !runName.MatchString(n) {
 			return nil, fmt.Errorf("%w: --runs %q: run name %q may hold only letters, digits, . _ -", ErrBadPlan, list, n)
 		}
-		if seen[n] {
+		if slices.ContainsFunc(out, func(r RunSpec) bool { return r.Name == n }) {
 			return nil, fmt.Errorf("%w: --runs %q: %q twice", ErrBadPlan, list, n)
 		}
-		seen[n] = true
 		out = append(out, RunSpec{Name: n, Scored: !strings.HasPrefix(n, "warm"), Dir: "run-" + n, Server: server})
 	}
 	if !slices.ContainsFunc(out, func(r RunSpec) bool { return r.Scored }) {

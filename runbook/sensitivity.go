@@ -222,7 +222,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return func(rec *RunRecord) {
 			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), after(rec))
 			rec.Extra = map[string]any{"sensitivity": sr}
-			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
+			if i := slices.IndexFunc(rec.results.Results, func(lr model.LevelResult) bool { return lr.Level == lv.Name }); i >= 0 {
+				sr.ThroughputReqS = levelValue(rec.results.Results[i], "requests_per_s") // the mean over the scored passes
+			}
 			if rec.Error != "" {
 				line += ": " + firstLine(rec.Error)
 			} else {
@@ -268,33 +270,10 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		}
 	}
 	// runbook.json's summary, by allotment (the runbook's own averages
-	// every scored run together: 100 % and 50 % alike).
-	rb.Summary = summaryByAllotment(rb.Runs, runs, rc.Capture.Levels())
-	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
-	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
-		runErr = err
-	}
-	if runErr != nil {
-		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
-	}
-	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
-}
-
-// levelReqPerS is the mean req/s over the scored passes at level.
-func levelReqPerS(res model.Results, level string) float64 {
-	for _, lr := range res.Results {
-		if lr.Level == level {
-			return levelValue(lr, "requests_per_s")
-		}
-	}
-	return 0
-}
-
-// summaryByAllotment is the runbook's summary over the runs (of runs) of
-// each allotment apart, each side named after the runs' prefix (cpu100,
-// cpu50).
-func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
-	recs = slices.Clone(recs) // their sides are the summary's, not runbook.json's
+	// every scored run together: 100 % and 50 % alike): the runbook's
+	// summary over each allotment's runs apart, each side named after the
+	// runs' prefix (cpu100, cpu50).
+	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
 	var sides []string
 	for i, r := range recs {
 		if runs[r.Dir] != nil {
@@ -304,11 +283,18 @@ func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun
 			}
 		}
 	}
-	out := []MetricSummary{}
+	rb.Summary = []MetricSummary{}
 	for _, side := range sides {
-		out = append(out, Summarize(recs, side, levels)...)
+		rb.Summary = append(rb.Summary, Summarize(recs, side, rc.Capture.Levels())...)
 	}
-	return out
+	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
+	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
+	}
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
 }
 
 func checkSensitivity(sc *SensitivityConfig) error {
@@ -811,15 +797,6 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 	return []*table.Table{t, runsTable(rep), allotmentsTable(rep)}
 }
 
-// byAllotment is the runs, 100 % first, then each allotment's by cycle.
-func byAllotment(rep *bundle.SensitivityReport) []bundle.SensitivityRun {
-	rs := slices.Clone(rep.Runs)
-	slices.SortStableFunc(rs, func(a, b bundle.SensitivityRun) int {
-		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
-	})
-	return rs
-}
-
 func limitText(r bundle.SensitivityRun) string {
 	switch {
 	case r.Error != "" && r.ThroughputReqS == 0:
@@ -856,7 +833,11 @@ func runsTable(rep *bundle.SensitivityReport) *table.Table {
 		}
 		return fmt.Sprintf("%+.1f", 100*(x/base-1))
 	}
-	for _, r := range byAllotment(rep) {
+	rs := slices.Clone(rep.Runs) // 100 % first, then each allotment's by cycle
+	slices.SortStableFunc(rs, func(a, b bundle.SensitivityRun) int {
+		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
+	})
+	for _, r := range rs {
 		f, ok := full[r.Cycle]
 		var eff, cpuRel, tRel, used any
 		if rep.Kind == "cpu" && limitText(r) != "failed" {
