@@ -255,9 +255,16 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	if err != nil {
 		return nil, err
 	}
+	// runbook.json's "lifecycle": the Lifecycle as its json tags name it
+	// (option.Fields, the record of every options table), the health URL
+	// resolved, and the cache dirs.
+	lc := cfg.Lifecycle
+	lc.HealthURL = HealthURL(cfg.Capture.Target, lc.HealthURL)
+	lcRec := option.Fields(lc)
+	lcRec["cache_dirs"] = cfg.CacheDirs
 	rep := &Report{
 		Schema: Schema, Mode: "runs", Target: cfg.Capture.Target, Out: out,
-		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: capRec,
+		StartUnixNs: time.Now().UnixNano(), Lifecycle: lcRec, Capture: capRec,
 		Runs: []RunRecord{}, Summary: []MetricSummary{},
 	}
 	if slices.ContainsFunc(cfg.Plan, func(r RunSpec) bool { return r.Side != "" }) {
@@ -527,15 +534,4 @@ func answer(err error, path string, rec any, tables []*table.Table, c *capture.C
 		fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	}
 	return err
-}
-
-// lifecycleMap is runbook.json's "lifecycle": the Lifecycle as its json
-// tags name it (option.Fields, the record of every options table), the
-// health URL resolved, and the cache dirs.
-func lifecycleMap(cfg Config) map[string]any {
-	lc := cfg.Lifecycle
-	lc.HealthURL = HealthURL(cfg.Capture.Target, lc.HealthURL)
-	m := option.Fields(lc)
-	m["cache_dirs"] = cfg.CacheDirs
-	return m
 }

@@ -504,8 +504,12 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 				return nil, err
 			}
 		}
+		var dirs []string
+		for _, p := range plan {
+			dirs = append(dirs, p.Dir)
+		}
 		fmt.Fprintf(stderr, "what-if round %d at %s: %s: %s (%s); %d runs (%s), a fresh server each; their progress: %s\n",
-			r, level, orNone(a.Cause), editText(edit), orNone(a.Change), len(plan), strings.Join(planDirs(plan), " "), filepath.Join(out, WhatIfLog))
+			r, level, orNone(a.Cause), editText(edit), orNone(a.Change), len(plan), strings.Join(dirs, " "), filepath.Join(out, WhatIfLog))
 		rc := wc.Runbook
 		rc.Capture, rc.Plan = capCfg, plan
 		rb, err := Run(ctx, rc, logf, logf)
@@ -531,7 +535,11 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			rep.Stopped = fmt.Sprintf("round %d: %s; the next round would start from it", r, why)
 			break
 		}
-		src = filepath.Join(capOut.Out, lastB(plan))
+		for _, p := range plan {
+			if p.Side == "B" && p.Scored {
+				src = filepath.Join(capOut.Out, p.Dir) // the last B run
+			}
+		}
 		cur = next
 	}
 	if runErr != nil {
@@ -544,24 +552,6 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 		runErr = err
 	}
 	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, []*table.Table{WhatIfTable(rep)}, &wc.Runbook.Capture, stdout, stderr, "what-if")
-}
-
-func planDirs(plan []RunSpec) []string {
-	var d []string
-	for _, p := range plan {
-		d = append(d, p.Dir)
-	}
-	return d
-}
-
-func lastB(plan []RunSpec) string {
-	dir := ""
-	for _, p := range plan {
-		if p.Side == "B" && p.Scored {
-			dir = p.Dir
-		}
-	}
-	return dir
 }
 
 func editText(e bundle.WhatIfEdit) string {
