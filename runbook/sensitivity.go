@@ -780,7 +780,11 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 		n := "100 % = " + rep.Base
 		for _, r := range rep.Runs {
 			if r.Allotment == 1 && len(r.BusyThreads) > 0 {
-				n += " (" + r.Dir + ": " + threadsText(r.BusyThreads) + ")"
+				var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
+				for _, t := range r.BusyThreads {
+					ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
+				}
+				n += " (" + r.Dir + ": " + strings.Join(ts, "; ") + ")"
 				break
 			}
 		}

@@ -107,7 +107,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	ctx := s.ctx
 	s.mu.Unlock()
 	cfg.Out = filepath.Join(s.cfg.Dir, id) // its progress lines (plain, not a terminal) go to the log unless --quiet
-	e := &entry{id: id, dir: cfg.Out, m: s.m, log: newLogBuf(), finished: make(chan struct{}), lastCall: time.Now(),
+	e := &entry{id: id, dir: cfg.Out, m: s.m, log: &logBuf{changed: make(chan struct{})}, finished: make(chan struct{}), lastCall: time.Now(),
 		ac: capture.AgentCapture{ID: id, Kind: "driven", State: "running", Dir: cfg.Out, Start: time.Now().UnixNano()}}
 	switch {
 	case req.Remote:
@@ -325,8 +325,6 @@ type logBuf struct {
 	b       []byte
 	changed chan struct{}
 }
-
-func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
 
 func (l *logBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
