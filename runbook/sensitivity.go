@@ -93,9 +93,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return nil, err
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
-	kind := "cpu"
+	kind, what := "cpu", "CPU"
 	if len(sc.GPUClocks) > 0 {
-		kind = "gpu-clocks"
+		kind, what = "gpu-clocks", "GPU clock"
 		sc.Clocks = cmp.Or(sc.Clocks, NVMLClocks(nil))
 		// Before any server starts: can the clocks be locked here at all?
 		if err := sc.Clocks.Reset(); err != nil {
@@ -140,10 +140,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	runs := map[string]*bundle.SensitivityRun{}
 	rc := sc.Runbook
 	rc.Plan = plan
-	what := "CPU"
-	if kind != "cpu" {
-		what = "GPU clock"
-	}
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0

@@ -21,9 +21,6 @@ import (
 	"github.com/asrprof/asrprof/probe"
 )
 
-// ReportFile is the HTML report a bundle may hold (served by /report).
-const ReportFile = bundle.ReportFile
-
 // entry is one capture the daemon started.
 type entry struct {
 	id, dir string // its ac's, which never change
@@ -51,7 +48,7 @@ func (e *entry) info() capture.AgentCapture {
 	defer e.mu.Unlock()
 	ac := e.ac
 	ac.Sent, ac.Done, ac.Failed, ac.Periods = e.sent.Load(), e.done.Load(), e.failed.Load(), int(e.periods.Load())
-	_, err := os.Stat(filepath.Join(e.dir, ReportFile))
+	_, err := os.Stat(filepath.Join(e.dir, bundle.ReportFile))
 	ac.Report = err == nil
 	return ac
 }
@@ -257,9 +254,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	p := filepath.Join(e.dir, ReportFile)
+	p := filepath.Join(e.dir, bundle.ReportFile)
 	if _, err := os.Stat(p); err != nil {
-		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, ReportFile, e.dir)
+		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, bundle.ReportFile, e.dir)
 		return
 	}
 	http.ServeFile(w, r, p)
