@@ -82,12 +82,12 @@ func FingerprintDiff(a, b *Provenance) []string {
 		}
 	}
 	diff("command", a.Command, b.Command)
-	ea, eb := deref(a.Executable), deref(b.Executable)
+	ea, eb := *cmp.Or(a.Executable, new(Executable)), *cmp.Or(b.Executable, new(Executable)) // nil: the zero value
 	diff("executable", ea.Path, eb.Path)
 	if ea.Path == eb.Path || ea.SHA256 != eb.SHA256 {
 		diff("executable sha256", short(ea.SHA256), short(eb.SHA256))
 	}
-	pa, pb := deref(a.Python), deref(b.Python)
+	pa, pb := *cmp.Or(a.Python, new(PythonInfo)), *cmp.Or(b.Python, new(PythonInfo))
 	diff("python", strings.TrimSpace(pa.Version+" "+pa.Prefix), strings.TrimSpace(pb.Version+" "+pb.Prefix))
 	keys := map[string]string{}
 	maps.Copy(keys, a.Env)
@@ -103,15 +103,6 @@ func FingerprintDiff(a, b *Provenance) []string {
 }
 
 func orNone(s string) string { return cmp.Or(s, "(none)") }
-
-// deref is *p, or T's zero value where p is nil.
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}
 
 func short(sha string) string { return sha[:min(len(sha), 12)] }
 

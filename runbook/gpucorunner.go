@@ -76,7 +76,8 @@ func (g *GPUCoRunner) Check(ctx context.Context) error {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
 	}
-	last := lastLine(out)
+	s := strings.TrimSpace(string(out))
+	last := strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 	if jerr := json.Unmarshal([]byte(last), &ans); jerr == nil && ans.Error != "" {
 		return fmt.Errorf("%w: %s", ErrNoTorchCUDA, ans.Error)
 	}
@@ -91,11 +92,6 @@ func (g *GPUCoRunner) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: %s --check answered %q", ErrNoTorchCUDA, g.python(), last)
 	}
 	return nil
-}
-
-func lastLine(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
 
 // RunningGPUCoRunner is a started co-runner.

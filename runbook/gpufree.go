@@ -107,7 +107,12 @@ func WaitGPUFree(ctx context.Context, r GPUReader, limitMiB uint64, timeout, eve
 		if err != nil {
 			return nil, err
 		}
-		busy := busyGPUs(gpus, limitMiB)
+		var busy []string
+		for _, g := range gpus {
+			if g.UsedMiB >= limitMiB {
+				busy = append(busy, fmt.Sprintf("GPU %d uses %d MiB", g.Index, g.UsedMiB))
+			}
+		}
 		if len(busy) == 0 {
 			return gpus, nil
 		}
@@ -121,16 +126,6 @@ func WaitGPUFree(ctx context.Context, r GPUReader, limitMiB uint64, timeout, eve
 		case <-time.After(min(every, time.Until(deadline)+time.Millisecond)):
 		}
 	}
-}
-
-func busyGPUs(gpus []GPU, limitMiB uint64) []string {
-	var busy []string
-	for _, g := range gpus {
-		if g.UsedMiB >= limitMiB {
-			busy = append(busy, fmt.Sprintf("GPU %d uses %d MiB", g.Index, g.UsedMiB))
-		}
-	}
-	return busy
 }
 
 // isNotSupported reports whether err says the check cannot run here.

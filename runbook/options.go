@@ -47,7 +47,7 @@ const DefaultOrder = "ABBAAB"
 func DefaultSettings() Settings {
 	return Settings{
 		Order:             DefaultOrder,
-		Lifecycle:         DefaultLifecycle(),
+		Lifecycle:         Lifecycle{StartupTimeout: 30 * time.Minute, StopGrace: 10 * time.Second, GPUFreeMiB: 1024, GPUFreeTimeout: 2 * time.Minute},
 		GPUCoRunnerPython: "/usr/bin/python3",
 		CPU:               "100%,50%",
 		CPUMethod:         MethodAuto,
@@ -55,11 +55,6 @@ func DefaultSettings() Settings {
 		Rounds:            1,
 		Advice:            "bottleneck",
 	}
-}
-
-// DefaultLifecycle is the server lifecycle of a user who sets nothing.
-func DefaultLifecycle() Lifecycle {
-	return Lifecycle{StartupTimeout: 30 * time.Minute, StopGrace: 10 * time.Second, GPUFreeMiB: 1024, GPUFreeTimeout: 2 * time.Minute}
 }
 
 // The help groups of the runbook's options.

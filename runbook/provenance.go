@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/filesum"
 )
 
@@ -248,11 +247,10 @@ var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
 // pythonOf returns the Python interpreter an executable runs under: itself
 // when it is named python*, its #! interpreter when that is, else "".
 func pythonOf(exe *Executable) string {
-	if pythonName.MatchString(filepath.Base(exe.Path)) {
-		return exe.Path
-	}
-	if exe.Interpreter != "" && pythonName.MatchString(filepath.Base(exe.Interpreter)) {
-		return exe.Interpreter
+	for _, p := range []string{exe.Path, exe.Interpreter} {
+		if pythonName.MatchString(filepath.Base(p)) { // "" has the base "."
+			return p
+		}
 	}
 	return ""
 }
@@ -302,15 +300,6 @@ func cacheState(dir string) CacheState {
 		return nil
 	})
 	return cs
-}
-
-// Affinity returns pid's CPU affinity as a list ("0-3,8").
-func Affinity(pid int) (string, error) {
-	cpus, err := cpulimit.CPUs(pid)
-	if err != nil {
-		return "", err
-	}
-	return CPUList(cpus), nil
 }
 
 // CPUList formats CPU numbers as ranges: [0 1 2 5] gives "0-2,5".

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -488,19 +489,15 @@ func TestJudge(t *testing.T) {
 		t.Errorf("a bad warm run must not count: %+v", v)
 	}
 	v := Judge([]RunRecord{warmBad, ok, skipped, cut}, plan, levels, 2)
-	var got []string
-	for _, g := range v.Gaps {
-		got = append(got, g.String())
+	want := []Gap{
+		{Run: "run-2", Level: "c1", Repeat: 2, What: "evaluated 2 of 3, 1 skipped: 1 empty normalized reference"},
+		{Run: "run-2", Level: "c8", What: "1 of 2 repeats ran"},
+		{Run: "run-3", What: "the capture did not finish (interrupted or killed)"},
+		{Run: "run-3", Level: "c8", What: "level not run"},
+		{Run: "run-4", What: "not run (the runbook stopped before it)"},
 	}
-	want := []string{
-		"run-2 c1 repeat 2: evaluated 2 of 3, 1 skipped: 1 empty normalized reference",
-		"run-2 c8: 1 of 2 repeats ran",
-		"run-3: the capture did not finish (interrupted or killed)",
-		"run-3 c8: level not run",
-		"run-4: not run (the runbook stopped before it)",
-	}
-	if v.Complete || strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("gaps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	if v.Complete || !slices.Equal(v.Gaps, want) {
+		t.Errorf("gaps:\n%+v\nwant:\n%+v", v.Gaps, want)
 	}
 	// A manifest that says incomplete for a reason the results do not show.
 	odd := ok

@@ -17,6 +17,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
@@ -66,7 +67,6 @@ var runName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 // run-<name>.
 func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
 	var out []RunSpec
-	seen := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
@@ -75,10 +75,9 @@ func ParseRuns(list string, server ServerCmd) ([]RunSpec, error) {
 		if !runName.MatchString(n) {
 			return nil, fmt.Errorf("%w: --runs %q: run name %q may hold only letters, digits, . _ -", ErrBadPlan, list, n)
 		}
-		if seen[n] {
+		if slices.ContainsFunc(out, func(r RunSpec) bool { return r.Name == n }) {
 			return nil, fmt.Errorf("%w: --runs %q: %q twice", ErrBadPlan, list, n)
 		}
-		seen[n] = true
 		out = append(out, RunSpec{Name: n, Scored: !strings.HasPrefix(n, "warm"), Dir: "run-" + n, Server: server})
 	}
 	if !slices.ContainsFunc(out, func(r RunSpec) bool { return r.Scored }) {
@@ -256,9 +255,16 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 	if err != nil {
 		return nil, err
 	}
+	// runbook.json's "lifecycle": the Lifecycle as its json tags name it
+	// (option.Fields, the record of every options table), the health URL
+	// resolved, and the cache dirs.
+	lc := cfg.Lifecycle
+	lc.HealthURL = HealthURL(cfg.Capture.Target, lc.HealthURL)
+	lcRec := option.Fields(lc)
+	lcRec["cache_dirs"] = cfg.CacheDirs
 	rep := &Report{
 		Schema: Schema, Mode: "runs", Target: cfg.Capture.Target, Out: out,
-		StartUnixNs: time.Now().UnixNano(), Lifecycle: lifecycleMap(cfg), Capture: capRec,
+		StartUnixNs: time.Now().UnixNano(), Lifecycle: lcRec, Capture: capRec,
 		Runs: []RunRecord{}, Summary: []MetricSummary{},
 	}
 	if slices.ContainsFunc(cfg.Plan, func(r RunSpec) bool { return r.Side != "" }) {
@@ -404,8 +410,8 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		fmt.Fprintf(progress, "server healthy after %.1f s\n", rec.StartupS)
 	}
 	if rec.PID > 0 {
-		if cpus, err := Affinity(rec.PID); err == nil {
-			rec.Provenance.CPUs = cpus
+		if cpus, err := cpulimit.CPUs(rec.PID); err == nil {
+			rec.Provenance.CPUs = CPUList(cpus) // "0-3,8"
 		} else {
 			rec.Provenance.Notes = append(rec.Provenance.Notes, err.Error())
 		}
@@ -528,15 +534,4 @@ func answer(err error, path string, rec any, tables []*table.Table, c *capture.C
 		fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	}
 	return err
-}
-
-// lifecycleMap is runbook.json's "lifecycle": the Lifecycle as its json
-// tags name it (option.Fields, the record of every options table), the
-// health URL resolved, and the cache dirs.
-func lifecycleMap(cfg Config) map[string]any {
-	lc := cfg.Lifecycle
-	lc.HealthURL = HealthURL(cfg.Capture.Target, lc.HealthURL)
-	m := option.Fields(lc)
-	m["cache_dirs"] = cfg.CacheDirs
-	return m
 }

@@ -93,9 +93,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return nil, err
 	}
 	lv := sc.Runbook.Capture.Levels()[0]
-	kind := "cpu"
+	kind, what := "cpu", "CPU"
 	if len(sc.GPUClocks) > 0 {
-		kind = "gpu-clocks"
+		kind, what = "gpu-clocks", "GPU clock"
 		sc.Clocks = cmp.Or(sc.Clocks, NVMLClocks(nil))
 		// Before any server starts: can the clocks be locked here at all?
 		if err := sc.Clocks.Reset(); err != nil {
@@ -108,10 +108,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	rep := &bundle.SensitivityReport{Schema: Schema, Kind: kind, Level: lv.Name, Allotments: sc.Allotments, Cycles: sc.Cycles, Confidence: 0.95, Runs: []bundle.SensitivityRun{}}
 	method := sc.Method
 	if kind == "cpu" && method == MethodAuto {
-		var why error
-		method, why = autoMethod(sys, group+"probe")
-		if why != nil {
-			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+why.Error())
+		// The cgroup method where a group can be made here (root), else
+		// the co-runner, which needs no privilege at 50 %.
+		if g, err := cpulimit.NewGroup(sys, group+"probe"); err != nil {
+			method = MethodCoRunner
+			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+err.Error())
+		} else {
+			method = MethodCgroup
+			g.Remove()
 		}
 	}
 	runOf := map[string]bundle.SensitivityRun{} // by dir: its cycle and allotment
@@ -136,10 +140,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	runs := map[string]*bundle.SensitivityRun{}
 	rc := sc.Runbook
 	rc.Plan = plan
-	what := "CPU"
-	if kind != "cpu" {
-		what = "GPU clock"
-	}
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	nth := 0
@@ -160,9 +160,14 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		var after func(rec *RunRecord) string
 		switch {
 		case kind != "cpu":
-			if err := lockClock(sc, rep, sr, clockOf(sc.GPUClocks, sr.Allotment), logf); err != nil {
+			// Every GPU at the run's clock; after resets them.
+			sr.ClockMHz = clockOf(sc.GPUClocks, sr.Allotment)
+			rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
+			if err := sc.Clocks.Lock(sr.ClockMHz); err != nil {
+				sr.Error = err.Error()
 				return nil, err
 			}
+			fmt.Fprintf(logf, "GPU graphics clock locked at %d MHz\n", sr.ClockMHz)
 			after = func(rec *RunRecord) string {
 				if err := sc.Clocks.Reset(); err != nil {
 					rec.Notes = append(rec.Notes, "resetting the GPU clocks: "+err.Error())
@@ -213,7 +218,9 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		return func(rec *RunRecord) {
 			line := fmt.Sprintf("%s (%d of %d): %s", spec.Dir, i, len(plan), after(rec))
 			rec.Extra = map[string]any{"sensitivity": sr}
-			sr.ThroughputReqS = levelReqPerS(rec.results, lv.Name)
+			if i := slices.IndexFunc(rec.results.Results, func(lr model.LevelResult) bool { return lr.Level == lv.Name }); i >= 0 {
+				sr.ThroughputReqS = levelValue(rec.results.Results[i], "requests_per_s") // the mean over the scored passes
+			}
 			if rec.Error != "" {
 				line += ": " + firstLine(rec.Error)
 			} else {
@@ -259,33 +266,10 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		}
 	}
 	// runbook.json's summary, by allotment (the runbook's own averages
-	// every scored run together: 100 % and 50 % alike).
-	rb.Summary = summaryByAllotment(rb.Runs, runs, rc.Capture.Levels())
-	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
-	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
-		runErr = err
-	}
-	if runErr != nil {
-		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
-	}
-	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
-}
-
-// levelReqPerS is the mean req/s over the scored passes at level.
-func levelReqPerS(res model.Results, level string) float64 {
-	for _, lr := range res.Results {
-		if lr.Level == level {
-			return levelValue(lr, "requests_per_s")
-		}
-	}
-	return 0
-}
-
-// summaryByAllotment is the runbook's summary over the runs (of runs) of
-// each allotment apart, each side named after the runs' prefix (cpu100,
-// cpu50).
-func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun, levels []capture.SweepPoint) []MetricSummary {
-	recs = slices.Clone(recs) // their sides are the summary's, not runbook.json's
+	// every scored run together: 100 % and 50 % alike): the runbook's
+	// summary over each allotment's runs apart, each side named after the
+	// runs' prefix (cpu100, cpu50).
+	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
 	var sides []string
 	for i, r := range recs {
 		if runs[r.Dir] != nil {
@@ -295,22 +279,18 @@ func summaryByAllotment(recs []RunRecord, runs map[string]*bundle.SensitivityRun
 			}
 		}
 	}
-	out := []MetricSummary{}
+	rb.Summary = []MetricSummary{}
 	for _, side := range sides {
-		out = append(out, Summarize(recs, side, levels)...)
+		rb.Summary = append(rb.Summary, Summarize(recs, side, rc.Capture.Levels())...)
 	}
-	return out
-}
-
-// autoMethod is the cgroup method where a group can be made here (root),
-// else the co-runner (which needs no privilege at 50 %) and why.
-func autoMethod(sys, name string) (string, error) {
-	g, err := cpulimit.NewGroup(sys, name)
-	if err != nil {
-		return MethodCoRunner, err
+	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
+	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
+		runErr = err
 	}
-	g.Remove()
-	return MethodCgroup, nil
+	if runErr != nil {
+		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
+	}
+	return rep, answer(runErr, filepath.Join(out, bundle.SensitivityFile), rep, SensitivityTables(rep), &rc.Capture, stdout, stderr, "sensitivity")
 }
 
 func checkSensitivity(sc *SensitivityConfig) error {
@@ -340,11 +320,8 @@ func checkSensitivity(sc *SensitivityConfig) error {
 	if sc.Cycles < 1 {
 		return fmt.Errorf("%w: --cycles %d: must be ≥ 1", capture.ErrInvalidConfig, sc.Cycles)
 	}
-	switch sc.Method {
-	case "", MethodAuto:
-		sc.Method = MethodAuto
-	case MethodCgroup, MethodAffinity, MethodCoRunner:
-	default:
+	sc.Method = cmp.Or(sc.Method, MethodAuto)
+	if !slices.Contains([]string{MethodAuto, MethodCgroup, MethodAffinity, MethodCoRunner}, sc.Method) {
 		return fmt.Errorf("%w: --cpu-method %q: want auto, cgroup, affinity or corunner", capture.ErrInvalidConfig, sc.Method)
 	}
 	if sc.BaseCores < 0 {
@@ -465,11 +442,7 @@ func (l *limiter) finish(sr *bundle.SensitivityRun, rec *RunRecord) {
 		// (held back by that load there), that is more than share.
 		if k > 0 && l.spinShare < 1 && sr.CoRunnerCores > 0 {
 			per := min(1, sr.CoRunnerCores/k/(1-l.spinShare))
-			ran := l.ran
-			if ran <= 0 {
-				ran = 1
-			}
-			sr.Effective = min(1, l.spinShare*per/ran)
+			sr.Effective = min(1, l.spinShare*per/cmp.Or(l.ran, 1)) // ran ≥ 0; 0: unknown
 		}
 	}
 	if l.warn != "" {
@@ -521,11 +494,7 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 		// What the quota leaves of what it could get here: where other
 		// load held its threads to a share of their runnable time, its
 		// 100 % was that much less.
-		ran := c.ran
-		if ran <= 0 {
-			ran = 1
-		}
-		sr.Effective = min(1, sr.Quota/(c.cores*ran))
+		sr.Effective = min(1, sr.Quota/(c.cores*cmp.Or(c.ran, 1)))
 		if err := g.SetCores(sr.Quota); err != nil {
 			g.Remove()
 			return nil, err
@@ -697,19 +666,6 @@ func clockOf(clocks []int, share float64) int {
 	return int(math.Round(share * float64(top)))
 }
 
-// lockClock holds every GPU at mhz for one run (the run's after resets
-// them).
-func lockClock(sc SensitivityConfig, rep *bundle.SensitivityReport, sr *bundle.SensitivityRun, mhz int, stderr io.Writer) error {
-	sr.ClockMHz = mhz
-	rep.Method, rep.MethodNote = "nvml locked clocks", "nvmlDeviceSetGpuLockedClocks(min = max = the run's clock) on every GPU, reset after each run"
-	if err := sc.Clocks.Lock(mhz); err != nil {
-		sr.Error = err.Error()
-		return err
-	}
-	fmt.Fprintf(stderr, "GPU graphics clock locked at %d MHz\n", mhz)
-	return nil
-}
-
 // minCut is the least a restricted run's limit must take of what the
 // server could get for the run to count.
 const minCut = 0.05
@@ -820,7 +776,11 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 		n := "100 % = " + rep.Base
 		for _, r := range rep.Runs {
 			if r.Allotment == 1 && len(r.BusyThreads) > 0 {
-				n += " (" + r.Dir + ": " + threadsText(r.BusyThreads) + ")"
+				var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
+				for _, t := range r.BusyThreads {
+					ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
+				}
+				n += " (" + r.Dir + ": " + strings.Join(ts, "; ") + ")"
 				break
 			}
 		}
@@ -835,15 +795,6 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 	t.Notes = append(t.Notes, what+" restricted by "+rep.Method+": "+rep.MethodNote)
 	t.Notes = append(t.Notes, rep.Notes...)
 	return []*table.Table{t, runsTable(rep), allotmentsTable(rep)}
-}
-
-// byAllotment is the runs, 100 % first, then each allotment's by cycle.
-func byAllotment(rep *bundle.SensitivityReport) []bundle.SensitivityRun {
-	rs := slices.Clone(rep.Runs)
-	slices.SortStableFunc(rs, func(a, b bundle.SensitivityRun) int {
-		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
-	})
-	return rs
 }
 
 func limitText(r bundle.SensitivityRun) string {
@@ -882,7 +833,11 @@ func runsTable(rep *bundle.SensitivityReport) *table.Table {
 		}
 		return fmt.Sprintf("%+.1f", 100*(x/base-1))
 	}
-	for _, r := range byAllotment(rep) {
+	rs := slices.Clone(rep.Runs) // 100 % first, then each allotment's by cycle
+	slices.SortStableFunc(rs, func(a, b bundle.SensitivityRun) int {
+		return cmp.Or(cmp.Compare(b.Allotment, a.Allotment), cmp.Compare(a.Cycle, b.Cycle))
+	})
+	for _, r := range rs {
 		f, ok := full[r.Cycle]
 		var eff, cpuRel, tRel, used any
 		if rep.Kind == "cpu" && limitText(r) != "failed" {

@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/bundle"
@@ -257,13 +256,4 @@ func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float6
 		return cmp.Or(cmp.Compare(b.Cores, a.Cores), cmp.Compare(a.TID, b.TID))
 	})
 	return used, out
-}
-
-// threadsText names the busy threads: "tid 123 (worker) 0.74 cores, 0.21 waiting".
-func threadsText(ts []bundle.ThreadUse) string {
-	var parts []string
-	for _, t := range ts {
-		parts = append(parts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
-	}
-	return strings.Join(parts, "; ")
 }

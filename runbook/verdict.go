@@ -29,17 +29,6 @@ type Gap struct {
 	What   string `json:"what"`
 }
 
-func (g Gap) String() string {
-	s := g.Run
-	if g.Level != "" {
-		s += " " + g.Level
-		if g.Repeat > 0 {
-			s += fmt.Sprintf(" repeat %d", g.Repeat)
-		}
-	}
-	return s + ": " + g.What
-}
-
 // MetricSummary is one metric of one level over the scored runs (of one
 // side in an A/B session): each run contributes its own mean over its
 // repeats.
@@ -233,15 +222,6 @@ func VerdictTable(v Verdict) *table.Table {
 	return t
 }
 
-// RunsTable lists the runs with their server pids.
-func RunsTable(rep *Report) *table.Table {
-	t := &table.Table{Name: "runs", Title: "Runs (each with a fresh server)", Columns: []string{"run", "scored", "pid", "startup (s)", "complete", "bundle"}}
-	for _, r := range rep.Runs {
-		t.AddRow(r.Dir, fmt.Sprint(r.Scored), r.PID, cell(r.StartupS), fmt.Sprint(r.Complete && r.Finished), r.Dir+"/")
-	}
-	return t
-}
-
 // cell is v as a table cell: empty (nil) where v is its zero value.
 func cell[T comparable](v T) any {
 	if v == *new(T) {
@@ -258,11 +238,13 @@ func ptrCell[T any](p *T) any {
 	return *p
 }
 
-// reportTables are what Run prints: the runs, the summaries where the
-// verdict is complete, and the verdict.
+// reportTables are what Run prints: the runs with their server pids, the
+// summaries where the verdict is complete, and the verdict.
 func reportTables(rep *Report) []*table.Table {
-	rt := RunsTable(rep)
-	rt.Notes = append(rt.Notes, rep.Notes...)
+	rt := &table.Table{Name: "runs", Title: "Runs (each with a fresh server)", Columns: []string{"run", "scored", "pid", "startup (s)", "complete", "bundle"}, Notes: rep.Notes}
+	for _, r := range rep.Runs {
+		rt.AddRow(r.Dir, fmt.Sprint(r.Scored), r.PID, cell(r.StartupS), fmt.Sprint(r.Complete && r.Finished), r.Dir+"/")
+	}
 	tables := []*table.Table{rt}
 	if rep.Verdict.Complete {
 		if rep.Mode == "ab" {

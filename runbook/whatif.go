@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -223,7 +222,7 @@ func EditCommand(argv []string, a bundle.WhatIfAdvice, flags map[string]string) 
 		e.Flag, user = f, true
 	}
 	at, val, eq := findFlag(argv, e.Flag)
-	if !user && at < 0 && !runsRefserver(argv) {
+	if !user && at < 0 && !slices.ContainsFunc(argv, func(w string) bool { return filepath.Base(w) == "refserver.py" }) {
 		return bundle.WhatIfEdit{}, fmt.Errorf("%w: knob %s: the server command has no %s and does not run refserver/refserver.py, whose flag that is; name your server's flag with --knob %s=--its-flag",
 			ErrBadPlan, k.Name, k.Flag, k.Name)
 	}
@@ -300,10 +299,6 @@ func findFlag(argv []string, flag string) (at int, val string, eq bool) {
 		}
 	}
 	return at, val, eq
-}
-
-func runsRefserver(argv []string) bool {
-	return slices.ContainsFunc(argv, func(w string) bool { return filepath.Base(w) == "refserver.py" })
 }
 
 func onOff(b bool) string {
@@ -419,7 +414,12 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	if err := checkOut(out, bundle.WhatIfFile, "what-if", wc.Runbook.Capture.Overwrite || wc.DryRun); err != nil {
 		return nil, err
 	}
-	rep := &bundle.WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: sortedKnobs(wc.Knobs), Rounds: []bundle.WhatIfRound{}}
+	var knobs []string // --knob's, for the record
+	for k, v := range wc.Knobs {
+		knobs = append(knobs, k+"="+v)
+	}
+	slices.Sort(knobs)
+	rep := &bundle.WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: knobs, Rounds: []bundle.WhatIfRound{}}
 	src, cur, level := wc.Bundle, wc.Server, wc.Level
 	var logf *os.File
 	defer func() {
@@ -504,8 +504,12 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 				return nil, err
 			}
 		}
+		var dirs []string
+		for _, p := range plan {
+			dirs = append(dirs, p.Dir)
+		}
 		fmt.Fprintf(stderr, "what-if round %d at %s: %s: %s (%s); %d runs (%s), a fresh server each; their progress: %s\n",
-			r, level, orNone(a.Cause), editText(edit), orNone(a.Change), len(plan), strings.Join(planDirs(plan), " "), filepath.Join(out, WhatIfLog))
+			r, level, orNone(a.Cause), editText(edit), orNone(a.Change), len(plan), strings.Join(dirs, " "), filepath.Join(out, WhatIfLog))
 		rc := wc.Runbook
 		rc.Capture, rc.Plan = capCfg, plan
 		rb, err := Run(ctx, rc, logf, logf)
@@ -531,7 +535,11 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			rep.Stopped = fmt.Sprintf("round %d: %s; the next round would start from it", r, why)
 			break
 		}
-		src = filepath.Join(capOut.Out, lastB(plan))
+		for _, p := range plan {
+			if p.Side == "B" && p.Scored {
+				src = filepath.Join(capOut.Out, p.Dir) // the last B run
+			}
+		}
 		cur = next
 	}
 	if runErr != nil {
@@ -544,24 +552,6 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 		runErr = err
 	}
 	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, []*table.Table{WhatIfTable(rep)}, &wc.Runbook.Capture, stdout, stderr, "what-if")
-}
-
-func planDirs(plan []RunSpec) []string {
-	var d []string
-	for _, p := range plan {
-		d = append(d, p.Dir)
-	}
-	return d
-}
-
-func lastB(plan []RunSpec) string {
-	dir := ""
-	for _, p := range plan {
-		if p.Side == "B" && p.Scored {
-			dir = p.Dir
-		}
-	}
-	return dir
 }
 
 func editText(e bundle.WhatIfEdit) string {
@@ -763,14 +753,4 @@ func dryRun(w io.Writer, rd bundle.WhatIfRound, c capture.Config, plan []RunSpec
 		}
 		fmt.Fprintf(w, "  %s%s: %s\n", p.Dir, scored, p.Server.Command)
 	}
-}
-
-// sortedKnobs lists --knob's names (for the record).
-func sortedKnobs(m map[string]string) []string {
-	var out []string
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -21,20 +21,21 @@ import (
 	"github.com/asrprof/asrprof/probe"
 )
 
-// ReportFile is the HTML report a bundle may hold (served by /report).
-const ReportFile = bundle.ReportFile
-
 // entry is one capture the daemon started.
 type entry struct {
 	id, dir string // its ac's, which never change
+	m       *metrics
 	log     *logBuf
-	obs     *observer
 
 	cancel   context.CancelFunc
 	finished chan struct{} // closed when the capture has ended and its bundle is final
 
 	sent, done, failed atomic.Int64
 	periods            atomic.Int64
+
+	cudaMu   sync.Mutex
+	cudaKey  string             // the period (level/repeat) cudaRate sums
+	cudaRate map[string]float64 // launches/s by symbol, over its threads
 
 	mu       sync.Mutex
 	ac       capture.AgentCapture // but the counts above and Report
@@ -47,7 +48,7 @@ func (e *entry) info() capture.AgentCapture {
 	defer e.mu.Unlock()
 	ac := e.ac
 	ac.Sent, ac.Done, ac.Failed, ac.Periods = e.sent.Load(), e.done.Load(), e.failed.Load(), int(e.periods.Load())
-	_, err := os.Stat(filepath.Join(e.dir, ReportFile))
+	_, err := os.Stat(filepath.Join(e.dir, bundle.ReportFile))
 	ac.Report = err == nil
 	return ac
 }
@@ -103,9 +104,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	ctx := s.ctx
 	s.mu.Unlock()
 	cfg.Out = filepath.Join(s.cfg.Dir, id) // its progress lines (plain, not a terminal) go to the log unless --quiet
-	e := &entry{id: id, dir: cfg.Out, log: newLogBuf(), finished: make(chan struct{}), lastCall: time.Now(),
+	e := &entry{id: id, dir: cfg.Out, m: s.m, log: &logBuf{changed: make(chan struct{})}, finished: make(chan struct{}), lastCall: time.Now(),
 		ac: capture.AgentCapture{ID: id, Kind: "driven", State: "running", Dir: cfg.Out, Start: time.Now().UnixNano()}}
-	e.obs = &observer{m: s.m, id: id, e: e}
 	switch {
 	case req.Remote:
 		e.ac.Kind = "remote"
@@ -119,7 +119,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	if req.Remote {
 		// The probes start before the answer, so that the driver knows
 		// which run before its first request.
-		run, err := capture.StartProbeRun(cctx, cfg, e.obs, e.log)
+		run, err := capture.StartProbeRun(cctx, cfg, e, e.log)
 		if err != nil {
 			cancel()
 			httpError(w, http.StatusBadRequest, "starting the probes: %v\n%s", err, e.log.String())
@@ -144,7 +144,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 			s.remote(cctx, e)
 			return
 		}
-		out, err := capture.New(cfg, e.log, e.log).Observe(e.obs).OnFinish(s.cfg.Finish).Run(cctx)
+		out, err := capture.New(cfg, e.log, e.log).Observe(e).OnFinish(s.cfg.Finish).Run(cctx)
 		e.finish(out, err)
 	}()
 	writeJSON(w, http.StatusCreated, e.info())
@@ -254,9 +254,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	p := filepath.Join(e.dir, ReportFile)
+	p := filepath.Join(e.dir, bundle.ReportFile)
 	if _, err := os.Stat(p); err != nil {
-		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, ReportFile, e.dir)
+		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, bundle.ReportFile, e.dir)
 		return
 	}
 	http.ServeFile(w, r, p)
@@ -323,8 +323,6 @@ type logBuf struct {
 	changed chan struct{}
 }
 
-func newLogBuf() *logBuf { return &logBuf{changed: make(chan struct{})} }
-
 func (l *logBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -337,9 +335,8 @@ func (l *logBuf) Write(p []byte) (int, error) {
 }
 
 func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
+	b, _ := l.since(0)
+	return string(b)
 }
 
 // since returns what was written after off and a channel closed at the

@@ -25,14 +25,13 @@ type metrics struct {
 	records  *prometheus.CounterVec
 	periods  *prometheus.CounterVec
 
-	gpu map[string]*prometheus.GaugeVec // gpuSample's metric name → gauge
+	gpu map[string]*prometheus.GaugeVec // entry.gpu's metric name → gauge
 
-	threadCPU   *prometheus.GaugeVec
-	threadCPUs  *prometheus.CounterVec
-	cudaRate    *prometheus.GaugeVec
-	cudaLaunch  *prometheus.CounterVec
-	runq        *runqCollector
-	cudaPending sync.Map // capture id → *cudaPeriod
+	threadCPU  *prometheus.GaugeVec
+	threadCPUs *prometheus.CounterVec
+	cudaRate   *prometheus.GaugeVec
+	cudaLaunch *prometheus.CounterVec
+	runq       *runqCollector
 }
 
 func newMetrics() *metrics {
@@ -88,107 +87,89 @@ func (m *metrics) forget(id string) {
 	}
 }
 
-// gpuSample maps one gpu probe record to the gauge it sets: the metric's
-// name, the GPU index and the value in the metric's unit. ok is false for
-// records no gauge shows (device, clocks, per-period summaries, ...).
-func gpuSample(rec any) (name string, index int, v float64, ok bool) {
-	r, _ := rec.(*bundle.GPURecord)
+// gpu sets the gauge one gpu probe record shows, in the metric's unit;
+// records no gauge shows (device, clocks, per-period summaries, ...) set
+// nothing.
+func (e *entry) gpu(r *bundle.GPURecord) {
+	var name string
+	var v float64
 	switch {
-	case r == nil:
 	case r.GPUUtil != nil:
-		return "asrprof_gpu_utilization_percent", r.GPU, r.UtilPct, true
+		name, v = "asrprof_gpu_utilization_percent", r.UtilPct
 	case r.GPUPower != nil:
-		return "asrprof_gpu_power_watts", r.GPU, r.PowerW, true
+		name, v = "asrprof_gpu_power_watts", r.PowerW
 	case r.GPUMem != nil:
-		return "asrprof_gpu_memory_used_bytes", r.GPU, r.UsedMiB * (1 << 20), true
+		name, v = "asrprof_gpu_memory_used_bytes", r.UsedMiB*(1<<20)
 	case r.GPUGPM != nil && r.SMActivePct != nil:
-		return "asrprof_gpu_sm_active_percent", r.GPU, *r.SMActivePct, true
-	}
-	return "", 0, 0, false
-}
-
-// observer is one capture's capture.Observer: it turns what the capture
-// records into the daemon's series as it is recorded.
-type observer struct {
-	m  *metrics
-	id string
-	e  *entry
-}
-
-var _ capture.Observer = (*observer)(nil)
-
-func (o *observer) RequestStarted() {
-	o.e.sent.Add(1)
-	o.m.inFlight.WithLabelValues(o.id).Inc()
-}
-
-func (o *observer) RequestDone(r *model.Request) {
-	o.e.done.Add(1)
-	if r.Status != model.StatusOK {
-		o.e.failed.Add(1)
-	}
-	o.m.inFlight.WithLabelValues(o.id).Dec()
-	o.m.requests.WithLabelValues(o.id, r.Status).Inc()
-	o.m.latency.WithLabelValues(o.id).Observe(r.LatencyS)
-}
-
-func (o *observer) ProbeRecord(probeName, file string, rec any) {
-	o.m.records.WithLabelValues(o.id, probeName).Inc()
-	if name, idx, v, ok := gpuSample(rec); ok {
-		o.m.gpu[name].WithLabelValues(o.id, strconv.Itoa(idx)).Set(v)
+		name, v = "asrprof_gpu_sm_active_percent", *r.SMActivePct
+	default:
 		return
 	}
+	e.m.gpu[name].WithLabelValues(e.id, strconv.Itoa(r.GPU)).Set(v)
+}
+
+// An entry is its capture's capture.Observer: it turns what the capture
+// records into the daemon's series as it is recorded.
+var _ capture.Observer = (*entry)(nil)
+
+func (e *entry) RequestStarted() {
+	e.sent.Add(1)
+	e.m.inFlight.WithLabelValues(e.id).Inc()
+}
+
+func (e *entry) RequestDone(r *model.Request) {
+	e.done.Add(1)
+	if r.Status != model.StatusOK {
+		e.failed.Add(1)
+	}
+	e.m.inFlight.WithLabelValues(e.id).Dec()
+	e.m.requests.WithLabelValues(e.id, r.Status).Inc()
+	e.m.latency.WithLabelValues(e.id).Observe(r.LatencyS)
+}
+
+func (e *entry) ProbeRecord(probeName, file string, rec any) {
+	e.m.records.WithLabelValues(e.id, probeName).Inc()
 	switch r := rec.(type) {
+	case *bundle.GPURecord:
+		e.gpu(r)
 	case bundle.SchedRecord:
-		o.sched(&r)
-	case *bundle.SchedRecord:
-		o.sched(r)
+		e.sched(r)
 	case bundle.CUDARecord:
-		o.cuda(r)
-	case *bundle.CUDARecord:
-		o.cuda(*r)
+		e.cuda(r)
 	}
 }
 
 // sched sets a thread's CPU, and from the sched probe's lines (not the
 // proc probe's) adds its run-queue waits.
-func (o *observer) sched(r *bundle.SchedRecord) {
-	l := []string{o.id, strconv.Itoa(r.PID), strconv.Itoa(r.TID), r.Name}
-	o.m.threadCPU.WithLabelValues(l...).Set(r.Utilization)
-	o.m.threadCPUs.WithLabelValues(l...).Add(r.CPUSec)
+func (e *entry) sched(r bundle.SchedRecord) {
+	l := []string{e.id, strconv.Itoa(r.PID), strconv.Itoa(r.TID), r.Name}
+	e.m.threadCPU.WithLabelValues(l...).Set(r.Utilization)
+	e.m.threadCPUs.WithLabelValues(l...).Add(r.CPUSec)
 	if r.SchedRunq != nil {
-		o.m.runq.add(o.id, r.RunqHist, r.RunqWaitSec)
+		e.m.runq.add(e.id, r.RunqHist, r.RunqWaitSec)
 	}
 }
 
 // cuda adds one thread's launches of one symbol to the period's rate; the
 // rate gauge is the sum over the threads whose records share the period.
-func (o *observer) cuda(r bundle.CUDARecord) {
-	o.m.cudaLaunch.WithLabelValues(o.id, r.Symbol).Add(float64(r.Calls))
-	v, _ := o.m.cudaPending.LoadOrStore(o.id, &cudaPeriod{rate: map[string]float64{}})
-	cp := v.(*cudaPeriod)
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
+func (e *entry) cuda(r bundle.CUDARecord) {
+	e.m.cudaLaunch.WithLabelValues(e.id, r.Symbol).Add(float64(r.Calls))
+	e.cudaMu.Lock()
+	defer e.cudaMu.Unlock()
 	key := r.Level + "/" + strconv.Itoa(r.Repeat)
-	if key != cp.key {
-		for sym := range cp.rate { // a symbol not called in this period reads 0, not the last one's rate
-			o.m.cudaRate.WithLabelValues(o.id, sym).Set(0)
+	if key != e.cudaKey {
+		for sym := range e.cudaRate { // a symbol not called in this period reads 0, not the last one's rate
+			e.m.cudaRate.WithLabelValues(e.id, sym).Set(0)
 		}
-		cp.key, cp.rate = key, map[string]float64{}
+		e.cudaKey, e.cudaRate = key, map[string]float64{}
 	}
-	cp.rate[r.Symbol] += r.PerSec
-	o.m.cudaRate.WithLabelValues(o.id, r.Symbol).Set(cp.rate[r.Symbol])
+	e.cudaRate[r.Symbol] += r.PerSec
+	e.m.cudaRate.WithLabelValues(e.id, r.Symbol).Set(e.cudaRate[r.Symbol])
 }
 
-func (o *observer) PeriodEnded(probe.Period) {
-	o.e.periods.Add(1)
-	o.m.periods.WithLabelValues(o.id).Inc()
-}
-
-type cudaPeriod struct {
-	mu   sync.Mutex
-	key  string
-	rate map[string]float64
+func (e *entry) PeriodEnded(probe.Period) {
+	e.periods.Add(1)
+	e.m.periods.WithLabelValues(e.id).Inc()
 }
 
 // runqCollector exposes the sched probe's run-queue histograms (log2 µs

@@ -46,7 +46,7 @@ func find(t *testing.T, m *metrics, name string, want map[string]string) *dto.Me
 
 func TestGPUGaugesFromRecords(t *testing.T) {
 	m := newMetrics()
-	o := &observer{m: m, id: "c1", e: &entry{}}
+	o := &entry{m: m, id: "c1"}
 	sm := 42.5
 	h := bundle.GPUHead{GPU: 1}
 	for _, rec := range []any{
@@ -77,8 +77,11 @@ func TestGPUGaugesFromRecords(t *testing.T) {
 	if s := find(t, m, "asrprof_probe_records_total", map[string]string{"capture": "c1", "probe": "gpu"}); s == nil || s.GetCounter().GetValue() != 6 {
 		t.Errorf("records counter: %v, want 6", s)
 	}
-	if _, _, _, ok := gpuSample(&bundle.GPURecord{GPUClock: &bundle.GPUClock{}}); ok {
-		t.Error("a clock record set a gauge")
+	o.ProbeRecord("gpu", gpu.File, &bundle.GPURecord{GPUHead: bundle.GPUHead{GPU: 2}, GPUClock: &bundle.GPUClock{}})
+	for _, name := range []string{"asrprof_gpu_utilization_percent", "asrprof_gpu_power_watts", "asrprof_gpu_memory_used_bytes", "asrprof_gpu_sm_active_percent"} {
+		if find(t, m, name, map[string]string{"capture": "c1", "gpu": "2"}) != nil {
+			t.Errorf("a clock record set %s", name)
+		}
 	}
 	m.forget("c1")
 	if find(t, m, "asrprof_gpu_power_watts", map[string]string{"capture": "c1"}) != nil {
@@ -88,7 +91,7 @@ func TestGPUGaugesFromRecords(t *testing.T) {
 
 func TestThreadAndRunqueueSeries(t *testing.T) {
 	m := newMetrics()
-	o := &observer{m: m, id: "c2", e: &entry{}}
+	o := &entry{m: m, id: "c2"}
 	// 3 waits under 1 µs, 2 in [1,2) µs, 1 in [4,8) µs.
 	o.ProbeRecord("sched", sched.File, bundle.SchedRecord{PID: 10, TID: 11, Name: "python3", CPUSec: 0.5, WallSec: 1, Utilization: 0.5, SchedRunq: &bundle.SchedRunq{},
 		RunqHist: []uint64{3, 2, 0, 1}, RunqWaitSec: 12e-6})
@@ -122,8 +125,7 @@ func TestThreadAndRunqueueSeries(t *testing.T) {
 
 func TestRequestSeries(t *testing.T) {
 	m := newMetrics()
-	e := &entry{}
-	o := &observer{m: m, id: "c3", e: e}
+	o := &entry{m: m, id: "c3"}
 	o.RequestStarted()
 	o.RequestStarted()
 	if s := find(t, m, "asrprof_capture_requests_in_flight", map[string]string{"capture": "c3"}); s.GetGauge().GetValue() != 2 {
@@ -142,8 +144,8 @@ func TestRequestSeries(t *testing.T) {
 	if h := find(t, m, "asrprof_capture_request_latency_seconds", map[string]string{"capture": "c3"}).GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != 3.2 {
 		t.Errorf("latency histogram count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
 	}
-	if e.sent.Load() != 2 || e.done.Load() != 2 || e.failed.Load() != 1 {
-		t.Errorf("progress sent %d done %d failed %d", e.sent.Load(), e.done.Load(), e.failed.Load())
+	if o.sent.Load() != 2 || o.done.Load() != 2 || o.failed.Load() != 1 {
+		t.Errorf("progress sent %d done %d failed %d", o.sent.Load(), o.done.Load(), o.failed.Load())
 	}
 }
 
@@ -197,7 +199,7 @@ func TestTokenOnEveryRoute(t *testing.T) {
 
 func TestCUDASeries(t *testing.T) {
 	m := newMetrics()
-	o := &observer{m: m, id: "c4", e: &entry{}}
+	o := &entry{m: m, id: "c4"}
 	// Two threads in pass c1/1: the rate is their sum; pass c1/2 starts over.
 	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 1, Symbol: "cuLaunchKernel", Calls: 100, PerSec: 50})
 	o.ProbeRecord("cuda", cuda.File, bundle.CUDARecord{Level: "c1", Repeat: 1, TID: 2, Symbol: "cuLaunchKernel", Calls: 20, PerSec: 10})
