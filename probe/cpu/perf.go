@@ -81,21 +81,6 @@ func NewPerf() *Perf {
 	return p
 }
 
-// perfAttr is the event opened on every thread.
-func perfAttr(hz int) unix.PerfEventAttr {
-	return unix.PerfEventAttr{
-		Type:        unix.PERF_TYPE_SOFTWARE,
-		Config:      unix.PERF_COUNT_SW_TASK_CLOCK,
-		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample:      uint64(hz),
-		Sample_type: perfSampleType,
-		// Comm: the thread's renames come as PERF_RECORD_COMM, so samples
-		// carry the name the thread had when sampled.
-		Bits: unix.PerfBitDisabled | unix.PerfBitFreq | unix.PerfBitComm |
-			unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel,
-	}
-}
-
 // Start checks that this process may open and map a perf event (on its
 // own thread) and starts draining. It returns an error wrapping
 // probe.ErrNotSupported, whose message says why in plain words, when
@@ -106,7 +91,17 @@ func (p *Perf) Start(ctx context.Context, hz int) error {
 	if p.loop.Running() {
 		return errors.New("perf engine already started")
 	}
-	p.attr = perfAttr(hz)
+	p.attr = unix.PerfEventAttr{ // the event opened on every thread
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_TASK_CLOCK,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:      uint64(hz),
+		Sample_type: perfSampleType,
+		// Comm: the thread's renames come as PERF_RECORD_COMM, so samples
+		// carry the name the thread had when sampled.
+		Bits: unix.PerfBitDisabled | unix.PerfBitFreq | unix.PerfBitComm |
+			unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel,
+	}
 	e, err := openPerfEvent(&p.attr, 0)
 	if err != nil {
 		return perfStartError(err)
