@@ -631,11 +631,6 @@ func cannotSample(bpfErr, perfErr error, euid int) error {
 		return &plainError{msg: msg, errs: []error{probe.ErrNotSupported, bpfErr, perfErr}}
 	}
 	// One of them broke: the error must not read as "not supported".
-	var broken []error
-	for _, err := range []error{bpfErr, perfErr} {
-		if !errors.Is(err, probe.ErrNotSupported) {
-			broken = append(broken, err)
-		}
-	}
+	broken := slices.DeleteFunc([]error{bpfErr, perfErr}, func(err error) bool { return errors.Is(err, probe.ErrNotSupported) })
 	return &plainError{msg: msg, errs: broken}
 }
