@@ -133,14 +133,12 @@ func (p *Perf) Watch(pids []int) error {
 	want := make(map[int]int) // tid → pid
 	watched := make(map[int]bool, len(pids))
 	for _, pid := range pids {
+		if !watched[pid] && !p.pids[pid] {
+			p.sym.refreshMaps(pid)
+		}
 		watched[pid] = true
 		for _, tid := range proctree.Threads(pid) {
 			want[tid] = pid
-		}
-	}
-	for pid := range watched {
-		if !p.pids[pid] {
-			p.sym.refreshMaps(pid)
 		}
 	}
 	p.pids = watched
