@@ -63,9 +63,6 @@ var reasons = map[nvml.Return]string{
 	nvml.ERROR_FUNCTION_NOT_FOUND:      "NVML library too old",
 }
 
-// realLibrary returns the system's NVML (dlopen of libnvidia-ml.so.1 at Init).
-func realLibrary() nvml.Interface { return nvml.New() }
-
 // within runs f on its own goroutine and waits for it or ctx, whichever
 // comes first. NVML calls cannot be interrupted: when ctx ends first, f
 // keeps running and finish (if not nil) is called with f's result when it
@@ -187,7 +184,7 @@ type DeviceInfo struct {
 // NVML is missing, and gives up when ctx ends.
 func Inspect(ctx context.Context, lib nvml.Interface) (Info, error) {
 	if lib == nil {
-		lib = realLibrary()
+		lib = nvml.New() // the system's: dlopen of libnvidia-ml.so.1 at Init
 	}
 	if err := initLib(ctx, lib); err != nil {
 		return Info{}, err
