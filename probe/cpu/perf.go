@@ -547,16 +547,16 @@ func perfRefusal(err error, pa paranoid) string {
 	}
 	switch {
 	case errors.Is(err, errMlock):
-		return fmt.Sprintf("the perf ring buffer may not be locked in memory (mmap: %s; kernel.perf_event_mlock_kb, ulimit -l)", unix.ErrnoName(errno(err)))
+		return fmt.Sprintf("the perf ring buffer may not be locked in memory (mmap: %s; kernel.perf_event_mlock_kb, ulimit -l)", errno(err))
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		if pa.known && pa.level <= 2 {
 			// paranoid allows an ordinary user's own threads: something
 			// else (a container's seccomp filter) refuses the call.
-			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", unix.ErrnoName(errno(err)), level)
+			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", errno(err), level)
 		}
 		return fmt.Sprintf("perf events are refused (kernel.perf_event_paranoid=%s)", level)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
-		return fmt.Sprintf("this kernel offers no perf events (perf_event_open: %s)", unix.ErrnoName(errno(err)))
+		return fmt.Sprintf("this kernel offers no perf events (perf_event_open: %s)", errno(err))
 	}
 	return fmt.Sprintf("perf events do not work here (%v)", err)
 }
@@ -574,14 +574,13 @@ func threadRefusal(err error, pa paranoid) string {
 		level = strconv.Itoa(pa.level)
 	}
 	return fmt.Sprintf("perf events are refused for the target's threads (perf_event_open: %s): the target runs as another user, or is not dumpable, and with kernel.perf_event_paranoid=%s and no CAP_PERFMON only one's own processes may be sampled",
-		unix.ErrnoName(errno(err)), level)
+		errno(err), level)
 }
 
-// errno returns the errno err wraps, 0 if none.
-func errno(err error) unix.Errno {
-	var e unix.Errno
-	errors.As(err, &e)
-	return e
+// errno names the errno err wraps (unix.ErrnoName of 0 if none).
+func errno(err error) string {
+	e, _ := errors.AsType[unix.Errno](err)
+	return unix.ErrnoName(e)
 }
 
 // perfStartError turns an error of opening or mapping the test event in
