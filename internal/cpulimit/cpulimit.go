@@ -41,30 +41,24 @@ type Group struct {
 	Method string
 }
 
-// cgroupRoots are where a cpu controller may be found: the v2 hierarchy
-// (mounted at /sys/fs/cgroup, or at /sys/fs/cgroup/unified beside v1
-// controllers), then v1's cpu hierarchy.
-type root struct {
-	dir string
-	v2  bool
-}
-
-func roots(sys string) []root {
-	return []root{
-		{filepath.Join(sys, "fs/cgroup"), true},
-		{filepath.Join(sys, "fs/cgroup/unified"), true},
-		{filepath.Join(sys, "fs/cgroup/cpu"), false},
-		{filepath.Join(sys, "fs/cgroup/cpu,cpuacct"), false},
-	}
-}
-
 // NewGroup makes the cgroup name under the first hierarchy that has the
 // cpu controller (sys is "/sys" but for tests). It returns an error that
 // wraps ErrNotSupported, saying what each hierarchy lacked, when
 // none can be made.
 func NewGroup(sys, name string) (*Group, error) {
 	var why []string
-	for _, r := range roots(sys) {
+	// A cpu controller may be found in the v2 hierarchy (mounted at
+	// /sys/fs/cgroup, or at /sys/fs/cgroup/unified beside v1 controllers),
+	// then in v1's cpu hierarchy.
+	for _, r := range []struct {
+		dir string
+		v2  bool
+	}{
+		{filepath.Join(sys, "fs/cgroup"), true},
+		{filepath.Join(sys, "fs/cgroup/unified"), true},
+		{filepath.Join(sys, "fs/cgroup/cpu"), false},
+		{filepath.Join(sys, "fs/cgroup/cpu,cpuacct"), false},
+	} {
 		if r.v2 {
 			ctrl, err := os.ReadFile(filepath.Join(r.dir, "cgroup.controllers"))
 			if err != nil {

@@ -58,17 +58,15 @@ func ParseStat(s string) (Stat, error) {
 		return Stat{}, fmt.Errorf("parsing stat of %d: bad state %q", pid, rest[0])
 	}
 	st.State = rest[0][0]
-	if st.PPID, err = strconv.Atoi(rest[1]); err != nil {
-		return Stat{}, fmt.Errorf("parsing stat of %d: ppid: %w", pid, err)
-	}
-	if st.PGRP, err = strconv.Atoi(rest[2]); err != nil {
-		return Stat{}, fmt.Errorf("parsing stat of %d: pgrp: %w", pid, err)
-	}
-	if st.Utime, err = strconv.ParseUint(rest[11], 10, 64); err != nil {
-		return Stat{}, fmt.Errorf("parsing stat of %d: utime: %w", pid, err)
-	}
-	if st.Stime, err = strconv.ParseUint(rest[12], 10, 64); err != nil {
-		return Stat{}, fmt.Errorf("parsing stat of %d: stime: %w", pid, err)
+	var errs [4]error
+	st.PPID, errs[0] = strconv.Atoi(rest[1])
+	st.PGRP, errs[1] = strconv.Atoi(rest[2])
+	st.Utime, errs[2] = strconv.ParseUint(rest[11], 10, 64)
+	st.Stime, errs[3] = strconv.ParseUint(rest[12], 10, 64)
+	for i, field := range []string{"ppid", "pgrp", "utime", "stime"} {
+		if errs[i] != nil {
+			return Stat{}, fmt.Errorf("parsing stat of %d: %s: %w", pid, field, errs[i])
+		}
 	}
 	st.Processor = -1
 	if len(rest) > 19 {

@@ -299,17 +299,14 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 		p.lastCount += int(st.Count)
 	}
 	name := p.out.Path(filepath.Join(Dir, FileName(per)))
-	if werr := writeProfile(name, prof); werr != nil {
+	werr := os.MkdirAll(filepath.Dir(name), 0o755)
+	if werr == nil {
+		werr = bundle.WriteFileAtomic(name, prof.Write)
+	}
+	if werr != nil {
 		err = errors.Join(err, fmt.Errorf("cpu: writing %s: %w", name, werr))
 	}
 	return err
-}
-
-func writeProfile(name string, prof *profile.Profile) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
-	}
-	return bundle.WriteFileAtomic(name, prof.Write)
 }
 
 // Stop ends sampling. It waits for the refresh goroutine until ctx is

@@ -51,7 +51,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 	}
 	// No debug file: only the exported function, and why.
 	none := t.TempDir()
-	st, err := readELFSymtabIn(lib, none)
+	st, err := readELFSymtab(lib, none)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	b, _ := os.ReadFile(dbg)
 	os.WriteFile(p, b, 0o644)
-	st, err = readELFSymtabIn(lib, debugDir)
+	st, err = readELFSymtab(lib, debugDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,21 +81,6 @@ func NewPerf() *Perf {
 	return p
 }
 
-// perfAttr is the event opened on every thread.
-func perfAttr(hz int) unix.PerfEventAttr {
-	return unix.PerfEventAttr{
-		Type:        unix.PERF_TYPE_SOFTWARE,
-		Config:      unix.PERF_COUNT_SW_TASK_CLOCK,
-		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample:      uint64(hz),
-		Sample_type: perfSampleType,
-		// Comm: the thread's renames come as PERF_RECORD_COMM, so samples
-		// carry the name the thread had when sampled.
-		Bits: unix.PerfBitDisabled | unix.PerfBitFreq | unix.PerfBitComm |
-			unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel,
-	}
-}
-
 // Start checks that this process may open and map a perf event (on its
 // own thread) and starts draining. It returns an error wrapping
 // probe.ErrNotSupported, whose message says why in plain words, when
@@ -106,7 +91,17 @@ func (p *Perf) Start(ctx context.Context, hz int) error {
 	if p.loop.Running() {
 		return errors.New("perf engine already started")
 	}
-	p.attr = perfAttr(hz)
+	p.attr = unix.PerfEventAttr{ // the event opened on every thread
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_TASK_CLOCK,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:      uint64(hz),
+		Sample_type: perfSampleType,
+		// Comm: the thread's renames come as PERF_RECORD_COMM, so samples
+		// carry the name the thread had when sampled.
+		Bits: unix.PerfBitDisabled | unix.PerfBitFreq | unix.PerfBitComm |
+			unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel,
+	}
 	e, err := openPerfEvent(&p.attr, 0)
 	if err != nil {
 		return perfStartError(err)
@@ -138,14 +133,12 @@ func (p *Perf) Watch(pids []int) error {
 	want := make(map[int]int) // tid → pid
 	watched := make(map[int]bool, len(pids))
 	for _, pid := range pids {
+		if !watched[pid] && !p.pids[pid] {
+			p.sym.refreshMaps(pid)
+		}
 		watched[pid] = true
 		for _, tid := range proctree.Threads(pid) {
 			want[tid] = pid
-		}
-	}
-	for pid := range watched {
-		if !p.pids[pid] {
-			p.sym.refreshMaps(pid)
 		}
 	}
 	p.pids = watched
@@ -554,16 +547,16 @@ func perfRefusal(err error, pa paranoid) string {
 	}
 	switch {
 	case errors.Is(err, errMlock):
-		return fmt.Sprintf("the perf ring buffer may not be locked in memory (mmap: %s; kernel.perf_event_mlock_kb, ulimit -l)", unix.ErrnoName(errno(err)))
+		return fmt.Sprintf("the perf ring buffer may not be locked in memory (mmap: %s; kernel.perf_event_mlock_kb, ulimit -l)", errno(err))
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		if pa.known && pa.level <= 2 {
 			// paranoid allows an ordinary user's own threads: something
 			// else (a container's seccomp filter) refuses the call.
-			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", unix.ErrnoName(errno(err)), level)
+			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", errno(err), level)
 		}
 		return fmt.Sprintf("perf events are refused (kernel.perf_event_paranoid=%s)", level)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
-		return fmt.Sprintf("this kernel offers no perf events (perf_event_open: %s)", unix.ErrnoName(errno(err)))
+		return fmt.Sprintf("this kernel offers no perf events (perf_event_open: %s)", errno(err))
 	}
 	return fmt.Sprintf("perf events do not work here (%v)", err)
 }
@@ -581,14 +574,13 @@ func threadRefusal(err error, pa paranoid) string {
 		level = strconv.Itoa(pa.level)
 	}
 	return fmt.Sprintf("perf events are refused for the target's threads (perf_event_open: %s): the target runs as another user, or is not dumpable, and with kernel.perf_event_paranoid=%s and no CAP_PERFMON only one's own processes may be sampled",
-		unix.ErrnoName(errno(err)), level)
+		errno(err), level)
 }
 
-// errno returns the errno err wraps, 0 if none.
-func errno(err error) unix.Errno {
-	var e unix.Errno
-	errors.As(err, &e)
-	return e
+// errno names the errno err wraps (unix.ErrnoName of 0 if none).
+func errno(err error) string {
+	e, _ := errors.AsType[unix.Errno](err)
+	return unix.ErrnoName(e)
 }
 
 // perfStartError turns an error of opening or mapping the test event in
@@ -636,11 +628,6 @@ func cannotSample(bpfErr, perfErr error, euid int) error {
 		return &plainError{msg: msg, errs: []error{probe.ErrNotSupported, bpfErr, perfErr}}
 	}
 	// One of them broke: the error must not read as "not supported".
-	var broken []error
-	for _, err := range []error{bpfErr, perfErr} {
-		if !errors.Is(err, probe.ErrNotSupported) {
-			broken = append(broken, err)
-		}
-	}
+	broken := slices.DeleteFunc([]error{bpfErr, perfErr}, func(err error) bool { return errors.Is(err, probe.ErrNotSupported) })
 	return &plainError{msg: msg, errs: broken}
 }

@@ -96,55 +96,45 @@ const DebugDir = "/usr/lib/debug"
 
 // readELFSymtab reads the function symbols of .symtab and .dynsym. A
 // stripped file (no .symtab) gets those of its separate debug file when
-// one is installed (debugFile); else its symtab says why its static
-// functions have no names.
-func readELFSymtab(path string) (*symtab, error) {
-	return readELFSymtabIn(path, DebugDir)
-}
-
-func readELFSymtabIn(path, debugDir string) (*symtab, error) {
+// one is installed under debugDir (debugFile); else its symtab says why
+// its static functions have no names.
+func readELFSymtab(path, debugDir string) (*symtab, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	var syms []symbol
-	why := ""
-	if f.Section(".symtab") == nil {
-		dbg, tried := debugFile(f, path, debugDir)
-		if df, err := elf.Open(dbg); dbg != "" && err == nil {
-			if ss, err := df.Symbols(); err == nil {
-				for _, s := range ss {
-					if t := elf.ST_TYPE(s.Info); (t == elf.STT_FUNC || t == elf.STT_GNU_IFUNC) && s.Value != 0 && s.Section != elf.SHN_UNDEF {
-						syms = append(syms, symbol{Addr: s.Value, Size: s.Size, Name: s.Name})
-					}
-				}
-			}
-			df.Close()
-		} else {
-			why = "stripped (no .symtab) and no debug file (" + tried + "): install its debug symbols (Debian: its -dbgsym package)"
-		}
-	}
-
-	add := func(ss []elf.Symbol) {
+	// add keeps the functions of ss, their names cut at a version ('@')
+	// unless whole is set (a debug file's names are kept whole).
+	add := func(ss []elf.Symbol, err error, whole bool) {
 		for _, s := range ss {
 			t := elf.ST_TYPE(s.Info)
-			if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF {
+			if err != nil || (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF {
 				continue
 			}
 			name := s.Name
-			if i := strings.IndexByte(name, '@'); i > 0 { // versioned dynsym
+			if i := strings.IndexByte(name, '@'); i > 0 && !whole { // versioned dynsym
 				name = name[:i]
 			}
 			syms = append(syms, symbol{Addr: s.Value, Size: s.Size, Name: name})
 		}
 	}
-	if ss, err := f.Symbols(); err == nil {
-		add(ss)
+	why := ""
+	if f.Section(".symtab") == nil {
+		dbg, tried := debugFile(f, path, debugDir)
+		if df, err := elf.Open(dbg); dbg != "" && err == nil {
+			ss, err := df.Symbols()
+			add(ss, err, true)
+			df.Close()
+		} else {
+			why = "stripped (no .symtab) and no debug file (" + tried + "): install its debug symbols (Debian: its -dbgsym package)"
+		}
 	}
-	if ss, err := f.DynamicSymbols(); err == nil {
-		add(ss)
-	}
+	ss, err := f.Symbols()
+	add(ss, err, false)
+	ss, err = f.DynamicSymbols()
+	add(ss, err, false)
 	// Go binaries name their functions in .gopclntab too, which stays
 	// when the symbol table is stripped (go build -ldflags=-s; go test
 	// and go run strip by default).
@@ -297,7 +287,6 @@ type symbolizer struct {
 	perf      map[int]*symtab // perf maps (perfmap.go), re-read with the memory map
 	kernel    *symtab
 	kloaded   bool
-	kerr      error
 }
 
 func newSymbolizer() *symbolizer {
@@ -333,8 +322,7 @@ func (s *symbolizer) Unnamed() string {
 	}
 	s.unnamedMu.Lock()
 	defer s.unnamedMu.Unlock()
-	paths := slices.Collect(maps.Keys(s.unnamed))
-	slices.SortFunc(paths, func(a, b string) int {
+	paths := slices.SortedFunc(maps.Keys(s.unnamed), func(a, b string) int {
 		return cmp.Or(cmp.Compare(s.unnamed[b].frames, s.unnamed[a].frames), cmp.Compare(a, b))
 	})
 	var parts []string
@@ -438,9 +426,9 @@ func (s *symbolizer) file(pid int, m mapping) *symtab {
 		return t
 	}
 	path := strings.TrimSuffix(m.Path, " (deleted)")
-	t, err := readELFSymtab(filepath.Join("/proc", strconv.Itoa(pid), "root", path))
+	t, err := readELFSymtab(filepath.Join("/proc", strconv.Itoa(pid), "root", path), DebugDir)
 	if err != nil {
-		t, _ = readELFSymtab(path)
+		t, _ = readELFSymtab(path, DebugDir)
 	}
 	s.files[k] = t
 	return t
@@ -451,12 +439,9 @@ func (s *symbolizer) file(pid int, m mapping) *symtab {
 func (s *symbolizer) kernelFrames(addrs []uint64) []Frame {
 	if !s.kloaded {
 		s.kloaded = true
-		f, err := os.Open("/proc/kallsyms")
-		if err == nil {
-			s.kernel, s.kerr = parseKallsyms(f)
+		if f, err := os.Open("/proc/kallsyms"); err == nil {
+			s.kernel, _ = parseKallsyms(f) // unreadable: kernel frames stay unnamed
 			f.Close()
-		} else {
-			s.kerr = err
 		}
 	}
 	out := make([]Frame, 0, len(addrs))

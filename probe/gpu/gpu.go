@@ -127,7 +127,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error
 	p.mu.Unlock()
 	var lib library = p.cfg.Lib
 	if p.cfg.Lib == nil {
-		lib = realLibrary()
+		lib = nvml.New()
 	}
 	if err := initLib(ctx, lib); err != nil {
 		return err

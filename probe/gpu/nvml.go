@@ -63,9 +63,6 @@ var reasons = map[nvml.Return]string{
 	nvml.ERROR_FUNCTION_NOT_FOUND:      "NVML library too old",
 }
 
-// realLibrary returns the system's NVML (dlopen of libnvidia-ml.so.1 at Init).
-func realLibrary() nvml.Interface { return nvml.New() }
-
 // within runs f on its own goroutine and waits for it or ctx, whichever
 // comes first. NVML calls cannot be interrupted: when ctx ends first, f
 // keeps running and finish (if not nil) is called with f's result when it
@@ -187,7 +184,7 @@ type DeviceInfo struct {
 // NVML is missing, and gives up when ctx ends.
 func Inspect(ctx context.Context, lib nvml.Interface) (Info, error) {
 	if lib == nil {
-		lib = realLibrary()
+		lib = nvml.New() // the system's: dlopen of libnvidia-ml.so.1 at Init
 	}
 	if err := initLib(ctx, lib); err != nil {
 		return Info{}, err
@@ -196,37 +193,30 @@ func Inspect(ctx context.Context, lib nvml.Interface) (Info, error) {
 		info Info
 		err  error
 	}
-	res, err := within(ctx, func() result {
+	res, err := within(ctx, func() (res result) {
 		defer lib.Shutdown()
-		info, err := inspect(lib)
-		return result{info, err}
+		if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
+			res.info.Driver = v
+		}
+		devs, infos, err := openDevices(lib, nil)
+		if err != nil {
+			return result{res.info, err}
+		}
+		res.info.Devices = infos
+		var est offsetEstimate
+		for i := 0; i < 4 && len(devs) > 0; i++ {
+			if i > 0 {
+				time.Sleep(25 * time.Millisecond)
+			}
+			est.measure(devs[0], nvml.TOTAL_POWER_SAMPLES, 0)
+		}
+		res.info.ClockOffsetNs, res.info.ClockOffsetOK = est.ns, est.ok
+		return res
 	}, nil)
 	if err != nil {
 		return Info{}, fmt.Errorf("gpu: inspecting devices: %w", err)
 	}
 	return res.info, res.err
-}
-
-func inspect(lib library) (Info, error) {
-	var info Info
-	v, r := lib.SystemGetDriverVersion()
-	if r == nvml.SUCCESS {
-		info.Driver = v
-	}
-	devs, infos, err := openDevices(lib, nil)
-	if err != nil {
-		return info, err
-	}
-	info.Devices = infos
-	var est offsetEstimate
-	for i := 0; i < 4 && len(devs) > 0; i++ {
-		if i > 0 {
-			time.Sleep(25 * time.Millisecond)
-		}
-		est.measure(devs[0], nvml.TOTAL_POWER_SAMPLES, 0)
-	}
-	info.ClockOffsetNs, info.ClockOffsetOK = est.ns, est.ok
-	return info, nil
 }
 
 // openDevices gets handles and descriptions of the GPUs at indices (nil or

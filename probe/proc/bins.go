@@ -366,13 +366,14 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 			b.untracked++
 			continue
 		}
-		t, err := b.openLocked(s.pid, tid, s.name)
+		fd, err := unix.Open("/proc/"+strconv.Itoa(s.pid)+"/task/"+strconv.Itoa(tid)+"/schedstat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
 				b.untracked++ // not gone, yet not sampled
 			}
 			continue
 		}
+		t := &binThread{pid: s.pid, tid: tid, name: s.name, fd: fd}
 		born := b.bootNs + int64(s.startTicks)*(1e9/userHZ)
 		var ok bool
 		if b.lastListed != 0 && b.bootNs != 0 && born >= horizon {
@@ -389,16 +390,6 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 		b.threads[tid] = t
 	}
 	b.lastListed = b.unixOf(listed)
-}
-
-// openLocked opens thread tid's schedstat.
-func (b *binner) openLocked(pid, tid int, name string) (*binThread, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/schedstat"
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	return &binThread{pid: pid, tid: tid, name: name, fd: fd}, nil
 }
 
 // begin opens a pass whose bin 0 starts at start (unix ns), dropping the

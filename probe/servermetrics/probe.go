@@ -18,6 +18,10 @@ import (
 	"github.com/asrprof/asrprof/probe"
 )
 
+// File is the bundle file the probe appends to, one
+// bundle.ServerMetricsRecord a line.
+const File = bundle.ServerMetricsFile
+
 // Defaults of Config's zero fields.
 const (
 	DefaultInterval  = 500 * time.Millisecond

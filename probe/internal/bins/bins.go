@@ -264,38 +264,35 @@ func (b *Binner[M]) Events(ivs ...Interval[M]) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range ivs {
-		b.eventLocked(&ivs[i])
-	}
-}
-
-func (b *Binner[M]) eventLocked(iv *Interval[M]) {
-	if iv.Kind == Mark {
-		b.mark = max(b.mark, iv.Start)
-		b.poke()
-		return
-	}
-	if int(iv.Kind) >= b.cfg.Kinds || iv.End <= iv.Start {
-		return
-	}
-	if b.filled {
-		if old := b.recent[b.next]; old.End > b.keepFrom {
-			b.lostAfter++
-			b.lostMaxEnd = max(b.lostMaxEnd, old.End)
+		iv := &ivs[i]
+		if iv.Kind == Mark {
+			b.mark = max(b.mark, iv.Start)
+			b.poke()
+			continue
 		}
-	}
-	b.recent[b.next] = *iv
-	if b.next++; b.next == len(b.recent) {
-		b.next, b.filled = 0, true
-	}
-	if b.capturing && iv.End >= b.captureFrom {
-		if len(b.seen) < b.cfg.Seen {
-			b.seen[ikey{iv.Tid, iv.Kind, iv.Start}] = struct{}{}
-		} else {
-			b.seenFull = true
+		if int(iv.Kind) >= b.cfg.Kinds || iv.End <= iv.Start {
+			continue
 		}
-	}
-	if b.open {
-		b.addLocked(iv)
+		if b.filled {
+			if old := b.recent[b.next]; old.End > b.keepFrom {
+				b.lostAfter++
+				b.lostMaxEnd = max(b.lostMaxEnd, old.End)
+			}
+		}
+		b.recent[b.next] = *iv
+		if b.next++; b.next == len(b.recent) {
+			b.next, b.filled = 0, true
+		}
+		if b.capturing && iv.End >= b.captureFrom {
+			if len(b.seen) < b.cfg.Seen {
+				b.seen[ikey{iv.Tid, iv.Kind, iv.Start}] = struct{}{}
+			} else {
+				b.seenFull = true
+			}
+		}
+		if b.open {
+			b.addLocked(iv)
+		}
 	}
 }
 
