@@ -2,9 +2,11 @@ package score
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,23 +24,18 @@ import (
 type numberWords struct {
 	zeros       map[string]bool
 	ones        map[string]int
-	onesSuffix  map[string]suffixed
+	onesSuffix  map[string]suffixed[int]
 	tens        map[string]int
-	tensSuffix  map[string]suffixed
+	tensSuffix  map[string]suffixed[int]
 	mults       map[string]*big.Int
-	multsSuffix map[string]suffixedBig
+	multsSuffix map[string]suffixed[*big.Int]
 	preceding   map[string]string // minus, plus...: a sign before a number
 	following   map[string]string // dollars, cents...: a currency after a number
 	all         map[string]bool   // every word the normalizer treats specially
 }
 
-type suffixed struct {
-	value  int
-	suffix string
-}
-
-type suffixedBig struct {
-	value  *big.Int
+type suffixed[V any] struct {
+	value  V
 	suffix string
 }
 
@@ -48,11 +45,11 @@ func buildNumberWords() *numberWords {
 	w := &numberWords{
 		zeros:       map[string]bool{"o": true, "oh": true, "zero": true},
 		ones:        map[string]int{},
-		onesSuffix:  map[string]suffixed{},
+		onesSuffix:  map[string]suffixed[int]{},
 		tens:        map[string]int{},
-		tensSuffix:  map[string]suffixed{},
+		tensSuffix:  map[string]suffixed[int]{},
 		mults:       map[string]*big.Int{},
-		multsSuffix: map[string]suffixedBig{},
+		multsSuffix: map[string]suffixed[*big.Int]{},
 		preceding:   map[string]string{"minus": "-", "negative": "-", "plus": "+", "positive": "+"},
 		following: map[string]string{
 			"pound": "£", "pounds": "£", "euro": "€", "euros": "€",
@@ -69,7 +66,7 @@ func buildNumberWords() *numberWords {
 		if name == "six" {
 			plural = "sixes"
 		}
-		w.onesSuffix[plural] = suffixed{v, "s"}
+		w.onesSuffix[plural] = suffixed[int]{v, "s"}
 		switch v {
 		case 1, 2, 3, 5, 12:
 			// irregular ordinals, below
@@ -78,11 +75,11 @@ func buildNumberWords() *numberWords {
 			if strings.HasSuffix(name, "t") {
 				ord = name + "h"
 			}
-			w.onesSuffix[ord] = suffixed{v, "th"}
+			w.onesSuffix[ord] = suffixed[int]{v, "th"}
 		}
 	}
 	// "ninth" is deliberately absent: the reference derives "nineth".
-	maps.Copy(w.onesSuffix, map[string]suffixed{
+	maps.Copy(w.onesSuffix, map[string]suffixed[int]{
 		"zeroth": {0, "th"}, "first": {1, "st"}, "second": {2, "nd"},
 		"third": {3, "rd"}, "fifth": {5, "th"}, "twelfth": {12, "th"},
 	})
@@ -91,8 +88,8 @@ func buildNumberWords() *numberWords {
 		v := (i + 2) * 10
 		w.tens[name] = v
 		stem := strings.TrimSuffix(name, "y")
-		w.tensSuffix[stem+"ies"] = suffixed{v, "s"}
-		w.tensSuffix[stem+"ieth"] = suffixed{v, "th"}
+		w.tensSuffix[stem+"ies"] = suffixed[int]{v, "s"}
+		w.tensSuffix[stem+"ieth"] = suffixed[int]{v, "th"}
 	}
 	mults := []string{"hundred", "thousand", "million", "billion", "trillion", "quadrillion",
 		"quintillion", "sextillion", "septillion", "octillion", "nonillion", "decillion"}
@@ -103,29 +100,17 @@ func buildNumberWords() *numberWords {
 		}
 		v := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)
 		w.mults[name] = v
-		w.multsSuffix[name+"s"] = suffixedBig{v, "s"}
-		w.multsSuffix[name+"th"] = suffixedBig{v, "th"}
+		w.multsSuffix[name+"s"] = suffixed[*big.Int]{v, "s"}
+		w.multsSuffix[name+"th"] = suffixed[*big.Int]{v, "th"}
 	}
-	mark(w.all, w.zeros)
-	mark(w.all, w.ones)
-	mark(w.all, w.onesSuffix)
-	mark(w.all, w.tens)
-	mark(w.all, w.tensSuffix)
-	mark(w.all, w.mults)
-	mark(w.all, w.multsSuffix)
-	mark(w.all, w.preceding)
-	mark(w.all, w.following)
-	for _, k := range []string{"per", "percent", "and", "double", "triple", "point"} {
-		w.all[k] = true
+	for _, keys := range []iter.Seq[string]{maps.Keys(w.zeros), maps.Keys(w.ones), maps.Keys(w.onesSuffix),
+		maps.Keys(w.tens), maps.Keys(w.tensSuffix), maps.Keys(w.mults), maps.Keys(w.multsSuffix),
+		maps.Keys(w.preceding), maps.Keys(w.following), slices.Values([]string{"per", "percent", "and", "double", "triple", "point"})} {
+		for k := range keys {
+			w.all[k] = true
+		}
 	}
 	return w
-}
-
-// mark sets all[k] for every key of m.
-func mark[V any](all map[string]bool, m map[string]V) {
-	for k := range m {
-		all[k] = true
-	}
 }
 
 // isDecimalWord reports whether a word can follow "point" as a digit.
