@@ -2,6 +2,7 @@ package diarize
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/asrprof/asrprof/bench/score"
 )
@@ -67,22 +68,13 @@ const (
 // (Hungarian) is scored as the sum over its pairs.
 func cpCER(ref, pred string) cpStats {
 	invalid := func(reason string) cpStats {
-		n := 0
-		for _, s := range SplitBySpeaker(pred, true) {
-			n += len([]rune(s.text))
-		}
+		n := utf8.RuneCountInString(strings.Join(SplitBySpeaker(pred, true), ""))
 		return cpStats{charStats: charStats{predChars: n}, reason: reason}
 	}
 	if !HasSpeakerTags(ref) {
 		return invalid(ReasonNoRefSpeakerTags)
 	}
-	var refs, preds []string
-	for _, s := range SplitBySpeaker(ref, false) {
-		refs = append(refs, s.text)
-	}
-	for _, s := range SplitBySpeaker(pred, true) {
-		preds = append(preds, s.text)
-	}
+	refs, preds := SplitBySpeaker(ref, false), SplitBySpeaker(pred, true)
 	n := max(len(refs), len(preds))
 	refs = append(refs, make([]string, n-len(refs))...)
 	preds = append(preds, make([]string, n-len(preds))...)

@@ -124,17 +124,12 @@ func CleanNoSpeaker(text string) string {
 	return strip(canonTagRe.ReplaceAllString(preclean(text), " "))
 }
 
-// speakerText is one speaker's cleaned text, in order of first appearance.
-type speakerText struct {
-	speaker string
-	text    string
-}
-
-// SplitBySpeaker gives each speaker the cleaned text after each of its tags
-// (in order of the speakers' first appearance). Text before the first tag
-// is dropped, and so is a speaker with no text. Without any tag the whole
-// text is one speaker, [S1], when implicit is true, and nobody otherwise.
-func SplitBySpeaker(text string, implicit bool) []speakerText {
+// SplitBySpeaker gives each speaker the cleaned text after each of its tags:
+// the speakers' texts, in order of their first appearance. Text before the
+// first tag is dropped, and so is a speaker with no text. Without any tag
+// the whole text is one speaker's, [S1], when implicit is true, and nobody's
+// otherwise.
+func SplitBySpeaker(text string, implicit bool) []string {
 	cleaned := preclean(text)
 	locs := canonTagRe.FindAllStringIndex(cleaned, -1)
 	if len(locs) == 0 {
@@ -142,9 +137,9 @@ func SplitBySpeaker(text string, implicit bool) []speakerText {
 		if !implicit || flat == "" {
 			return nil
 		}
-		return []speakerText{{"[S1]", flat}}
+		return []string{flat}
 	}
-	var out []speakerText
+	var out []string
 	at := map[string]int{}
 	for i, loc := range locs {
 		next := len(cleaned)
@@ -157,10 +152,10 @@ func SplitBySpeaker(text string, implicit bool) []speakerText {
 		}
 		spk := cleaned[loc[0]:loc[1]]
 		if k, ok := at[spk]; ok {
-			out[k].text += content
+			out[k] += content
 		} else {
 			at[spk] = len(out)
-			out = append(out, speakerText{spk, content})
+			out = append(out, content)
 		}
 	}
 	return out
