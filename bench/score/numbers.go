@@ -610,23 +610,13 @@ func spellOne(s string) string {
 	if !strings.Contains(s, "1") {
 		return s
 	}
-	var b strings.Builder
-	last := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] != '1' || wordBefore(s, i) {
-			continue
+	return rewrite(s, "1", func(i int) (int, string, bool) {
+		if wordBefore(s, i) {
+			return 0, "", false
 		}
-		end := i + 1
-		if end < len(s) && s[end] == 's' && !wordAt(s, end+1) {
-			end++
-		} else if wordAt(s, end) {
-			continue
+		if strings.HasPrefix(s[i+1:], "s") && !wordAt(s, i+2) {
+			return i + 2, "ones", true
 		}
-		b.WriteString(s[last:i])
-		b.WriteString("one")
-		b.WriteString(s[i+1 : end])
-		last = end
-		i = end - 1
-	}
-	return finish(&b, s, last)
+		return i + 1, "one", !wordAt(s, i+1)
+	})
 }
