@@ -440,10 +440,11 @@ func (w *numberWords) processWords(words []string) []string {
 	return out
 }
 
-// normalizeNumbers is the number normalizer's __call__: preprocess, the word
+// normalizeNumbers is the number normalizer's __call__: preprocess (halves,
+// letters apart from digits, suffixes joined to their digits), the word
 // state machine, postprocess.
 func normalizeNumbers(s string) string {
-	s = numWords.preprocess(s)
+	s = joinNumberSuffixes(spaceLetterDigit(numWords.expandHalves(s)))
 	s = strings.Join(numWords.processWords(pyFields(s)), " ")
 	return postprocessNumbers(s)
 }
@@ -454,12 +455,6 @@ var (
 	combineCentsRE = regexp.MustCompile(`([€£$])([0-9]+) (?:and )?¢([0-9]{1,2})`)
 	extractCentsRE = regexp.MustCompile(`[€£$]0.([0-9]{1,2})`)
 )
-
-func (w *numberWords) preprocess(s string) string {
-	s = w.expandHalves(s)
-	s = spaceLetterDigit(s)
-	return joinNumberSuffixes(s)
-}
 
 // expandHalves turns "<number word> and a half" into "<number word> point
 // five", following the reference's split-and-rejoin (which also drops
