@@ -244,11 +244,13 @@ func Open(dir string) (*Set, error) {
 				gpu = rows
 			}
 		}
+		// gpu.jsonl's period records are a table of their own.
+		isPeriod := func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" }
 		switch t {
 		case GPUSamples:
-			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return !ok || string(v.raw) != "period" })
+			rows = &Rows{Objects: slices.DeleteFunc(slices.Clone(rows.Objects), isPeriod), raw: rows.raw}
 		case GPUPeriods:
-			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" })
+			rows = &Rows{Objects: slices.DeleteFunc(slices.Clone(rows.Objects), func(o map[string]value) bool { return !isPeriod(o) }), raw: rows.raw}
 		}
 		write(t, entry{Rows: len(rows.Objects), Sources: now}, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
 	}
