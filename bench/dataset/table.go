@@ -138,13 +138,8 @@ func pickColumns(file string, cols []tableCol, want Columns) (picked, error) {
 	for i, r := range want.roles() {
 		given := *r.name
 		name := given
-		if name == "" {
-			for _, k := range r.known {
-				if _, ok := byName[k]; ok {
-					name = k
-					break
-				}
-			}
+		if k := slices.IndexFunc(r.known, func(k string) bool { _, ok := byName[k]; return ok }); name == "" && k >= 0 {
+			name = r.known[k]
 		}
 		col, ok := byName[name]
 		switch {
