@@ -302,19 +302,10 @@ func (w *numberWords) processWords(words []string) []string {
 		return value.timesKeepThousands(m)
 	}
 
-	skip := false
-	for i, cur := range words {
-		if skip {
-			skip = false
-			continue
-		}
-		prev, next := "", ""
-		if i > 0 {
-			prev = words[i-1]
-		}
-		if i+1 < len(words) {
-			next = words[i+1]
-		}
+	// The words between two "": each has a word before and after it.
+	words = slices.Concat([]string{""}, words, []string{""})
+	for i := 1; i < len(words)-1; i++ {
+		prev, cur, next := words[i-1], words[i], words[i+1]
 		nextNumeric := isArabic(next)
 		first, size := utf8.DecodeRuneInString(cur)
 		hasPrefix := strings.ContainsRune("-+£€$¢", first)
@@ -401,7 +392,7 @@ func (w *numberWords) processWords(words []string) []string {
 				emit(value.String() + "%")
 			case next == "cent":
 				emit(value.String() + "%")
-				skip = true
+				i++ // "cent" is part of the match
 			default:
 				emitValue()
 				emit(cur)
@@ -423,7 +414,7 @@ func (w *numberWords) processWords(words []string) []string {
 					}
 					digit := strconv.Itoa(w.ones[next])
 					value = strValue(value.orEmpty() + strings.Repeat(digit, repeats))
-					skip = true
+					i++ // the digit word is part of the match
 				} else {
 					flush(cur)
 				}
