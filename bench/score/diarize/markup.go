@@ -1,6 +1,7 @@
 package diarize
 
 import (
+	"cmp"
 	"regexp"
 	"strconv"
 	"strings"
@@ -211,10 +212,7 @@ func Segments(text string) []Segment {
 			break
 		}
 		end := toks[j].time
-		if spk == "" {
-			spk = last
-		}
-		if spk != "" && end > start {
+		if spk = cmp.Or(spk, last); spk != "" && end > start {
 			segs = append(segs, Segment{start, end, spk})
 			last = spk
 		}

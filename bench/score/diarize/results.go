@@ -1,6 +1,7 @@
 package diarize
 
 import (
+	"cmp"
 	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
@@ -127,10 +128,7 @@ func diarizeSpeed(recs []model.Request, wallS float64) bundle.DiarizeSpeed {
 		return new(stats.Mean(xs))
 	}
 	sp.LatencyMeanS, sp.LatencyMedianS, sp.LatencyP95S, sp.LatencyP99S = mean(lat), pct(lat, 50), pct(lat, 95), pct(lat, 99)
-	sp.AudioDurationMean = mean(audio)
-	if sp.AudioDurationMean == nil {
-		sp.AudioDurationMean = new(0.0)
-	}
+	sp.AudioDurationMean = cmp.Or(mean(audio), new(0.0))
 	sp.RTFMean, sp.RTFMedian, sp.RTFP95, sp.RTFP99 = mean(rtf), pct(rtf, 50), pct(rtf, 95), pct(rtf, 99)
 	if wallS > 0 {
 		sp.ThroughputQPS = new(float64(sp.CompletedRequests) / wallS)
