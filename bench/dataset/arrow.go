@@ -71,7 +71,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			split = *st.Split
 		}
 		for _, f := range st.DataFiles {
-			files = append(files, tableFile{path: filepath.Join(dir, f.Filename), kind: kindArrow, split: split})
+			files = append(files, tableFile{path: filepath.Join(dir, f.Filename), read: readArrow, split: split})
 		}
 		return files, nil
 	}
@@ -86,7 +86,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			// of their own, not the dataset's rows.
 			continue
 		}
-		files = append(files, tableFile{path: m, kind: kindArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
+		files = append(files, tableFile{path: m, read: readArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
 	}
 	return files, nil
 }
