@@ -24,27 +24,23 @@ import (
 // load_dataset cache directory (dataset_info.json beside
 // <builder>-<split>[-NNNNN-of-NNNNN].arrow).
 func loadHFArrow(root string, opts Options) (*Dataset, error) {
-	var files []tableFile
+	// Without dataset_dict.json, root is the one directory, of no split.
+	dd := struct {
+		Splits []string `json:"splits"`
+	}{Splits: []string{""}}
 	if b, err := os.ReadFile(filepath.Join(root, "dataset_dict.json")); err == nil {
-		var dd struct {
-			Splits []string `json:"splits"`
-		}
+		dd.Splits = nil
 		if err := json.Unmarshal(b, &dd); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(root, "dataset_dict.json"), err)
 		}
-		for _, split := range dd.Splits {
-			fs, err := hfSplitFiles(filepath.Join(root, split), split)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, fs...)
-		}
-	} else {
-		fs, err := hfSplitFiles(root, "")
+	}
+	var files []tableFile
+	for _, split := range dd.Splits {
+		fs, err := hfSplitFiles(filepath.Join(root, split), split)
 		if err != nil {
 			return nil, err
 		}
-		files = fs
+		files = append(files, fs...)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no .arrow files beside dataset_info.json", root)
