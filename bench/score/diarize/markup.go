@@ -42,13 +42,7 @@ var (
 const pySpace = `[\t-\r\x1c-\x20\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]`
 
 // asciiInt is str(int(digits)) for a run of Unicode decimal digits.
-func asciiInt(digits string) string {
-	s := strings.TrimLeft(asciiNumber(digits), "0")
-	if s == "" {
-		return "0"
-	}
-	return s
-}
+func asciiInt(digits string) string { return cmp.Or(strings.TrimLeft(asciiNumber(digits), "0"), "0") }
 
 // asciiNumber turns the Unicode digits of a time token into ASCII ones.
 func asciiNumber(s string) string {
