@@ -24,27 +24,23 @@ import (
 // load_dataset cache directory (dataset_info.json beside
 // <builder>-<split>[-NNNNN-of-NNNNN].arrow).
 func loadHFArrow(root string, opts Options) (*Dataset, error) {
-	var files []tableFile
+	// Without dataset_dict.json, root is the one directory, of no split.
+	dd := struct {
+		Splits []string `json:"splits"`
+	}{Splits: []string{""}}
 	if b, err := os.ReadFile(filepath.Join(root, "dataset_dict.json")); err == nil {
-		var dd struct {
-			Splits []string `json:"splits"`
-		}
+		dd.Splits = nil
 		if err := json.Unmarshal(b, &dd); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(root, "dataset_dict.json"), err)
 		}
-		for _, split := range dd.Splits {
-			fs, err := hfSplitFiles(filepath.Join(root, split), split)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, fs...)
-		}
-	} else {
-		fs, err := hfSplitFiles(root, "")
+	}
+	var files []tableFile
+	for _, split := range dd.Splits {
+		fs, err := hfSplitFiles(filepath.Join(root, split), split)
 		if err != nil {
 			return nil, err
 		}
-		files = fs
+		files = append(files, fs...)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no .arrow files beside dataset_info.json", root)
@@ -71,7 +67,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			split = *st.Split
 		}
 		for _, f := range st.DataFiles {
-			files = append(files, tableFile{path: filepath.Join(dir, f.Filename), kind: kindArrow, split: split})
+			files = append(files, tableFile{path: filepath.Join(dir, f.Filename), read: readArrow, split: split})
 		}
 		return files, nil
 	}
@@ -86,7 +82,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 			// of their own, not the dataset's rows.
 			continue
 		}
-		files = append(files, tableFile{path: m, kind: kindArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
+		files = append(files, tableFile{path: m, read: readArrow, split: cmp.Or(split, splitOfName(filepath.Base(m), true, false))})
 	}
 	return files, nil
 }

@@ -156,9 +156,9 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 	case strings.EqualFold(filepath.Ext(path), ".lst"):
 		ds, err = loadSeedTTS(path, defaultLang)
 	case strings.EqualFold(filepath.Ext(path), ".arrow"):
-		ds, err = loadTables(path, filepath.Dir(path), "hf-arrow", []tableFile{{path: path, kind: kindArrow}}, opts)
+		ds, err = loadTables(path, filepath.Dir(path), "hf-arrow", []tableFile{{path: path, read: readArrow}}, opts)
 	case isParquetFile(path):
-		ds, err = loadTables(path, filepath.Dir(path), "parquet", []tableFile{{path: path, kind: kindParquet}}, opts)
+		ds, err = loadTables(path, filepath.Dir(path), "parquet", []tableFile{{path: path, read: readParquet}}, opts)
 	default:
 		var isJSONL bool
 		if isJSONL, err = looksLikeJSONL(path); err == nil {

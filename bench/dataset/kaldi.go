@@ -24,14 +24,9 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 	if !isFile(textPath) {
 		return nil, fmt.Errorf("%s: Kaldi data directory has no text file next to wav.scp", textPath)
 	}
-	abs, err := absDir(dir)
-	if err != nil {
-		return nil, err
-	}
-
 	texts := map[string]string{}
 	textLine := idLines{}
-	err = lines(textPath, func(n int, line string) error {
+	err := lines(textPath, func(n int, line string) error {
 		id, rest, ok := splitKaldi(line)
 		if !ok {
 			return nil
@@ -46,9 +41,7 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 		return nil, err
 	}
 
-	ds := &Dataset{Path: path, Format: "kaldi"}
-	seen := idLines{}
-	err = lines(scp, func(n int, line string) error {
+	ds, err := loadLines(scp, "kaldi", func(ds *Dataset, abs string, seen idLines, n int, line string) error {
 		id, rest, ok := splitKaldi(line)
 		if !ok {
 			return nil
@@ -78,6 +71,7 @@ func loadKaldi(path, dir, defaultLang string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	ds.Path = path
 	return ds, nil
 }
 

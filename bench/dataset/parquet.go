@@ -39,16 +39,14 @@ func readParquet(path, name string, want Columns, emit func(picked, tableRow) er
 	if err != nil {
 		return err
 	}
+	// leaf is the index of a leaf column, -1 for none (no language column: "").
 	leaf := func(path ...string) int {
 		if c, ok := schema.Lookup(path...); ok {
 			return c.ColumnIndex
 		}
 		return -1
 	}
-	idCol, textCol, langCol := leaf(p.ID), leaf(p.Text), -1
-	if p.Lang != "" {
-		langCol = leaf(p.Lang)
-	}
+	idCol, textCol, langCol := leaf(p.ID), leaf(p.Text), leaf(p.Lang)
 	bytesCol, pathCol := -1, -1
 	switch p.audioKind {
 	case colAudio:

@@ -138,13 +138,8 @@ func pickColumns(file string, cols []tableCol, want Columns) (picked, error) {
 	for i, r := range want.roles() {
 		given := *r.name
 		name := given
-		if name == "" {
-			for _, k := range r.known {
-				if _, ok := byName[k]; ok {
-					name = k
-					break
-				}
-			}
+		if k := slices.IndexFunc(r.known, func(k string) bool { _, ok := byName[k]; return ok }); name == "" && k >= 0 {
+			name = r.known[k]
 		}
 		col, ok := byName[name]
 		switch {
@@ -174,15 +169,11 @@ func kindList(ks []colKind) string {
 	return strings.Join(s, " or ")
 }
 
-const (
-	kindParquet = "parquet"
-	kindArrow   = "arrow"
-)
-
-// tableFile is one file of a table dataset and the split it belongs to.
+// tableFile is one file of a table dataset, its reader (readParquet or
+// readArrow) and the split it belongs to.
 type tableFile struct {
 	path  string
-	kind  string // kindParquet or kindArrow
+	read  func(path, name string, want Columns, emit func(picked, tableRow) error) error
 	split string // "" when the layout names none
 }
 
@@ -268,12 +259,12 @@ func loadParquetDir(root, dir, format string, opts Options) (*Dataset, error) {
 			}
 			return nil
 		}
-		kind := kindParquet
+		read := readParquet
 		switch ext := strings.ToLower(filepath.Ext(p)); {
 		case d.IsDir():
 			return nil
 		case ext == ".arrow" && format == "hf-hub":
-			kind = kindArrow // the hub's arrow builder: data/<split>-00000-of-00001.arrow
+			read = readArrow // the hub's arrow builder: data/<split>-00000-of-00001.arrow
 		case ext != ".parquet":
 			return nil
 		}
@@ -282,7 +273,7 @@ func loadParquetDir(root, dir, format string, opts Options) (*Dataset, error) {
 		if rel != "." {
 			split = strings.Trim(filepath.ToSlash(rel)+"/"+split, "/")
 		}
-		files = append(files, tableFile{path: p, kind: kind, split: split})
+		files = append(files, tableFile{path: p, read: read, split: split})
 		return nil
 	})
 	if err != nil {
@@ -342,11 +333,7 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 			row++
 			return addRow(ds, seen, name, dir, row-1, p, r, opts.Lang)
 		}
-		read := readArrow
-		if f.kind == kindParquet {
-			read = readParquet
-		}
-		if err := read(f.path, name, opts.Columns, emit); err != nil {
+		if err := f.read(f.path, name, opts.Columns, emit); err != nil {
 			return nil, err
 		}
 	}

@@ -3,7 +3,6 @@ package score
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -106,30 +105,13 @@ type replacer struct {
 
 // apply rewrites every match of r in s, left to right without overlap.
 func (r replacer) apply(s string) string {
-	i := strings.Index(s, r.lit)
-	if i < 0 {
+	if !strings.Contains(s, r.lit) {
 		return s
 	}
-	var b strings.Builder
-	last := 0 // s[:last] has been written
-	for i >= 0 {
+	return rewrite(s, r.lit, func(i int) (int, string, bool) {
 		end := i + len(r.lit)
-		if (!r.lead || !wordBefore(s, i)) && (!r.trail || !wordAt(s, end)) {
-			b.WriteString(s[last:i])
-			b.WriteString(r.repl)
-			last = end
-			i = end
-		} else {
-			_, n := utf8.DecodeRuneInString(s[i:])
-			i += n
-		}
-		j := strings.Index(s[i:], r.lit)
-		if j < 0 {
-			break
-		}
-		i += j
-	}
-	return finish(&b, s, last)
+		return end, r.repl, (!r.lead || !wordBefore(s, i)) && (!r.trail || !wordAt(s, end))
+	})
 }
 
 // englishReplacers are Whisper's contraction and title rules, applied one

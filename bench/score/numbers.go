@@ -2,9 +2,11 @@ package score
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,23 +24,18 @@ import (
 type numberWords struct {
 	zeros       map[string]bool
 	ones        map[string]int
-	onesSuffix  map[string]suffixed
+	onesSuffix  map[string]suffixed[int]
 	tens        map[string]int
-	tensSuffix  map[string]suffixed
+	tensSuffix  map[string]suffixed[int]
 	mults       map[string]*big.Int
-	multsSuffix map[string]suffixedBig
+	multsSuffix map[string]suffixed[*big.Int]
 	preceding   map[string]string // minus, plus...: a sign before a number
 	following   map[string]string // dollars, cents...: a currency after a number
 	all         map[string]bool   // every word the normalizer treats specially
 }
 
-type suffixed struct {
-	value  int
-	suffix string
-}
-
-type suffixedBig struct {
-	value  *big.Int
+type suffixed[V any] struct {
+	value  V
 	suffix string
 }
 
@@ -48,11 +45,11 @@ func buildNumberWords() *numberWords {
 	w := &numberWords{
 		zeros:       map[string]bool{"o": true, "oh": true, "zero": true},
 		ones:        map[string]int{},
-		onesSuffix:  map[string]suffixed{},
+		onesSuffix:  map[string]suffixed[int]{},
 		tens:        map[string]int{},
-		tensSuffix:  map[string]suffixed{},
+		tensSuffix:  map[string]suffixed[int]{},
 		mults:       map[string]*big.Int{},
-		multsSuffix: map[string]suffixedBig{},
+		multsSuffix: map[string]suffixed[*big.Int]{},
 		preceding:   map[string]string{"minus": "-", "negative": "-", "plus": "+", "positive": "+"},
 		following: map[string]string{
 			"pound": "£", "pounds": "£", "euro": "€", "euros": "€",
@@ -69,7 +66,7 @@ func buildNumberWords() *numberWords {
 		if name == "six" {
 			plural = "sixes"
 		}
-		w.onesSuffix[plural] = suffixed{v, "s"}
+		w.onesSuffix[plural] = suffixed[int]{v, "s"}
 		switch v {
 		case 1, 2, 3, 5, 12:
 			// irregular ordinals, below
@@ -78,11 +75,11 @@ func buildNumberWords() *numberWords {
 			if strings.HasSuffix(name, "t") {
 				ord = name + "h"
 			}
-			w.onesSuffix[ord] = suffixed{v, "th"}
+			w.onesSuffix[ord] = suffixed[int]{v, "th"}
 		}
 	}
 	// "ninth" is deliberately absent: the reference derives "nineth".
-	maps.Copy(w.onesSuffix, map[string]suffixed{
+	maps.Copy(w.onesSuffix, map[string]suffixed[int]{
 		"zeroth": {0, "th"}, "first": {1, "st"}, "second": {2, "nd"},
 		"third": {3, "rd"}, "fifth": {5, "th"}, "twelfth": {12, "th"},
 	})
@@ -91,8 +88,8 @@ func buildNumberWords() *numberWords {
 		v := (i + 2) * 10
 		w.tens[name] = v
 		stem := strings.TrimSuffix(name, "y")
-		w.tensSuffix[stem+"ies"] = suffixed{v, "s"}
-		w.tensSuffix[stem+"ieth"] = suffixed{v, "th"}
+		w.tensSuffix[stem+"ies"] = suffixed[int]{v, "s"}
+		w.tensSuffix[stem+"ieth"] = suffixed[int]{v, "th"}
 	}
 	mults := []string{"hundred", "thousand", "million", "billion", "trillion", "quadrillion",
 		"quintillion", "sextillion", "septillion", "octillion", "nonillion", "decillion"}
@@ -103,29 +100,17 @@ func buildNumberWords() *numberWords {
 		}
 		v := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)
 		w.mults[name] = v
-		w.multsSuffix[name+"s"] = suffixedBig{v, "s"}
-		w.multsSuffix[name+"th"] = suffixedBig{v, "th"}
+		w.multsSuffix[name+"s"] = suffixed[*big.Int]{v, "s"}
+		w.multsSuffix[name+"th"] = suffixed[*big.Int]{v, "th"}
 	}
-	mark(w.all, w.zeros)
-	mark(w.all, w.ones)
-	mark(w.all, w.onesSuffix)
-	mark(w.all, w.tens)
-	mark(w.all, w.tensSuffix)
-	mark(w.all, w.mults)
-	mark(w.all, w.multsSuffix)
-	mark(w.all, w.preceding)
-	mark(w.all, w.following)
-	for _, k := range []string{"per", "percent", "and", "double", "triple", "point"} {
-		w.all[k] = true
+	for _, keys := range []iter.Seq[string]{maps.Keys(w.zeros), maps.Keys(w.ones), maps.Keys(w.onesSuffix),
+		maps.Keys(w.tens), maps.Keys(w.tensSuffix), maps.Keys(w.mults), maps.Keys(w.multsSuffix),
+		maps.Keys(w.preceding), maps.Keys(w.following), slices.Values([]string{"per", "percent", "and", "double", "triple", "point"})} {
+		for k := range keys {
+			w.all[k] = true
+		}
 	}
 	return w
-}
-
-// mark sets all[k] for every key of m.
-func mark[V any](all map[string]bool, m map[string]V) {
-	for k := range m {
-		all[k] = true
-	}
 }
 
 // isDecimalWord reports whether a word can follow "point" as a digit.
@@ -317,19 +302,10 @@ func (w *numberWords) processWords(words []string) []string {
 		return value.timesKeepThousands(m)
 	}
 
-	skip := false
-	for i, cur := range words {
-		if skip {
-			skip = false
-			continue
-		}
-		prev, next := "", ""
-		if i > 0 {
-			prev = words[i-1]
-		}
-		if i+1 < len(words) {
-			next = words[i+1]
-		}
+	// The words between two "": each has a word before and after it.
+	words = slices.Concat([]string{""}, words, []string{""})
+	for i := 1; i < len(words)-1; i++ {
+		prev, cur, next := words[i-1], words[i], words[i+1]
 		nextNumeric := isArabic(next)
 		first, size := utf8.DecodeRuneInString(cur)
 		hasPrefix := strings.ContainsRune("-+£€$¢", first)
@@ -416,7 +392,7 @@ func (w *numberWords) processWords(words []string) []string {
 				emit(value.String() + "%")
 			case next == "cent":
 				emit(value.String() + "%")
-				skip = true
+				i++ // "cent" is part of the match
 			default:
 				emitValue()
 				emit(cur)
@@ -438,7 +414,7 @@ func (w *numberWords) processWords(words []string) []string {
 					}
 					digit := strconv.Itoa(w.ones[next])
 					value = strValue(value.orEmpty() + strings.Repeat(digit, repeats))
-					skip = true
+					i++ // the digit word is part of the match
 				} else {
 					flush(cur)
 				}
@@ -455,10 +431,11 @@ func (w *numberWords) processWords(words []string) []string {
 	return out
 }
 
-// normalizeNumbers is the number normalizer's __call__: preprocess, the word
+// normalizeNumbers is the number normalizer's __call__: preprocess (halves,
+// letters apart from digits, suffixes joined to their digits), the word
 // state machine, postprocess.
 func normalizeNumbers(s string) string {
-	s = numWords.preprocess(s)
+	s = joinNumberSuffixes(spaceLetterDigit(numWords.expandHalves(s)))
 	s = strings.Join(numWords.processWords(pyFields(s)), " ")
 	return postprocessNumbers(s)
 }
@@ -469,12 +446,6 @@ var (
 	combineCentsRE = regexp.MustCompile(`([€£$])([0-9]+) (?:and )?¢([0-9]{1,2})`)
 	extractCentsRE = regexp.MustCompile(`[€£$]0.([0-9]{1,2})`)
 )
-
-func (w *numberWords) preprocess(s string) string {
-	s = w.expandHalves(s)
-	s = spaceLetterDigit(s)
-	return joinNumberSuffixes(s)
-}
 
 // expandHalves turns "<number word> and a half" into "<number word> point
 // five", following the reference's split-and-rejoin (which also drops
@@ -625,23 +596,13 @@ func spellOne(s string) string {
 	if !strings.Contains(s, "1") {
 		return s
 	}
-	var b strings.Builder
-	last := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] != '1' || wordBefore(s, i) {
-			continue
+	return rewrite(s, "1", func(i int) (int, string, bool) {
+		if wordBefore(s, i) {
+			return 0, "", false
 		}
-		end := i + 1
-		if end < len(s) && s[end] == 's' && !wordAt(s, end+1) {
-			end++
-		} else if wordAt(s, end) {
-			continue
+		if strings.HasPrefix(s[i+1:], "s") && !wordAt(s, i+2) {
+			return i + 2, "ones", true
 		}
-		b.WriteString(s[last:i])
-		b.WriteString("one")
-		b.WriteString(s[i+1 : end])
-		last = end
-		i = end - 1
-	}
-	return finish(&b, s, last)
+		return i + 1, "one", !wordAt(s, i+1)
+	})
 }

@@ -92,29 +92,14 @@ func replacePeriods(s string) string {
 	if !strings.Contains(s, ".") {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '.' {
-			b.WriteByte(c)
-			continue
+	return rewrite(s, ".", func(i int) (int, string, bool) {
+		// The following character is consumed by the match and kept: only
+		// a period there would start a match of its own.
+		if strings.HasPrefix(s[i+1:], ".") {
+			return i + 2, " .", true
 		}
-		if i+1 == len(s) {
-			b.WriteByte(' ')
-			continue
-		}
-		if next := s[i+1]; next >= '0' && next <= '9' {
-			b.WriteByte('.')
-			continue
-		}
-		// The following character is consumed by the match and kept.
-		b.WriteByte(' ')
-		_, n := utf8.DecodeRuneInString(s[i+1:])
-		b.WriteString(s[i+1 : i+1+n])
-		i += n
-	}
-	return b.String()
+		return i + 1, " ", i+1 == len(s) || !isASCIIDigit(rune(s[i+1]))
+	})
 }
 
 // replaceLoneSymbols turns any of . $ ¢ € £ followed by a non-ASCII-digit into
@@ -148,6 +133,30 @@ func spaceLetterDigit(s string) string {
 }
 
 func isASCIIDigit(r rune) bool { return '0' <= r && r <= '9' }
+
+// rewrite replaces, left to right and without overlap, what at finds in s:
+// every match starts with lead, and at(i) says whether one starts at byte
+// offset i, where it ends and what replaces it. The scan goes on after a
+// match, else at the next lead after i.
+func rewrite(s, lead string, at func(i int) (end int, repl string, ok bool)) string {
+	var b strings.Builder
+	last := 0 // s[:last] has been written
+	for i := 0; ; {
+		k := strings.Index(s[i:], lead)
+		if k < 0 {
+			break
+		}
+		i += k
+		if end, repl, ok := at(i); ok {
+			b.WriteString(s[last:i])
+			b.WriteString(repl)
+			last, i = end, end
+			continue
+		}
+		i++
+	}
+	return finish(&b, s, last)
+}
 
 // replacePairs rewrites, left to right and without overlap, every two
 // adjacent runes a c of s for which match holds as repl(a, c).

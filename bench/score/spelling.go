@@ -55,20 +55,18 @@ func buildSpellings() map[string]string {
 
 	// -ise -> -ize and -isation -> -ization. Flags after the slash: n adds
 	// -isation(s), r adds -iser(s).
-	for _, line := range lines(iseWords) {
-		for _, item := range strings.Fields(line) {
-			stem, flags, _ := strings.Cut(item, "/")
-			for _, e := range []string{"ise", "ises", "ised", "ising"} {
-				add(stem+e, stem+"iz"+e[2:])
-			}
-			if strings.Contains(flags, "n") {
-				add(stem+"isation", stem+"ization")
-				add(stem+"isations", stem+"izations")
-			}
-			if strings.Contains(flags, "r") {
-				add(stem+"iser", stem+"izer")
-				add(stem+"isers", stem+"izers")
-			}
+	for _, item := range strings.Fields(iseWords) {
+		stem, flags, _ := strings.Cut(item, "/")
+		for _, e := range []string{"ise", "ises", "ised", "ising"} {
+			add(stem+e, stem+"iz"+e[2:])
+		}
+		if strings.Contains(flags, "n") {
+			add(stem+"isation", stem+"ization")
+			add(stem+"isations", stem+"izations")
+		}
+		if strings.Contains(flags, "r") {
+			add(stem+"iser", stem+"izer")
+			add(stem+"isers", stem+"izers")
 		}
 	}
 
@@ -88,15 +86,13 @@ func buildSpellings() map[string]string {
 
 	// Doubled l before a suffix in British English (travelled -> traveled).
 	// Flags: r adds -ller(s).
-	for _, line := range lines(llWords) {
-		for _, item := range strings.Fields(line) {
-			stem, flags, _ := strings.Cut(item, "/")
-			add(stem+"led", stem[:len(stem)-1]+"led")
-			add(stem+"ling", stem[:len(stem)-1]+"ling")
-			if strings.Contains(flags, "r") {
-				add(stem+"ler", stem[:len(stem)-1]+"ler")
-				add(stem+"lers", stem[:len(stem)-1]+"lers")
-			}
+	for _, item := range strings.Fields(llWords) {
+		stem, flags, _ := strings.Cut(item, "/")
+		add(stem+"led", stem[:len(stem)-1]+"led")
+		add(stem+"ling", stem[:len(stem)-1]+"ling")
+		if strings.Contains(flags, "r") {
+			add(stem+"ler", stem[:len(stem)-1]+"ler")
+			add(stem+"lers", stem[:len(stem)-1]+"lers")
 		}
 	}
 
@@ -128,11 +124,9 @@ func buildSpellings() map[string]string {
 	}
 
 	// Everything else, one pair per entry.
-	for _, line := range lines(pairWords) {
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i += 2 {
-			add(f[i], f[i+1])
-		}
+	f := strings.Fields(pairWords)
+	for i := 0; i+1 < len(f); i += 2 {
+		add(f[i], f[i+1])
 	}
 	return m
 }

@@ -11,15 +11,10 @@ import (
 // character path; every other tag, including an empty one, takes the English
 // path.
 func Normalize(lang, s string) string {
-	if isChineseLang(lang) {
+	if l := strings.ToLower(strings.TrimSpace(lang)); l == "zh" || l == "cmn" || l == "yue" || strings.HasPrefix(l, "zh-") || strings.HasPrefix(l, "zh_") {
 		return NormalizeChinese(s)
 	}
 	return NormalizeEnglish(s)
-}
-
-func isChineseLang(lang string) bool {
-	l := strings.ToLower(strings.TrimSpace(lang))
-	return l == "zh" || l == "cmn" || l == "yue" || strings.HasPrefix(l, "zh-") || strings.HasPrefix(l, "zh_")
 }
 
 // Words splits normalized text into words the way jiwer 4.0.0's default WER

@@ -101,8 +101,6 @@ type record struct {
 type Set struct {
 	// Bundle is the bundle directory.
 	Bundle string
-	// Built lists the tables Open (re)built, in name order.
-	Built []string
 
 	pending []chan struct{} // table writes still under way (Wait), closed when done; under mu
 	waitMu  sync.Mutex      // one Wait at a time
@@ -169,16 +167,11 @@ func Open(dir string) (*Set, error) {
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
 		s.writeErr = err
 	}
-	built := map[string]bool{}
-	write := func(table string, e entry, f func(path string, meta map[string]string) error) {
-		built[table] = true
-		s.write(table, e, f)
-	}
-
 	// Requests first: every other table joins them.
+	requestsBuilt := false
 	if now, ok := current(dir, sources[RequestsTable]); ok {
 		s.hasReqs = true
-		if !s.fresh(RequestsTable, now) {
+		if requestsBuilt = !s.fresh(RequestsTable, now); requestsBuilt {
 			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
 			if err != nil {
 				return nil, err
@@ -189,10 +182,9 @@ func Open(dir string) (*Set, error) {
 			// twice the requests, not twice the requests and the file
 			// (peak RSS over 100,000 requests: 283 MB, up to 320 without).
 			runtime.GC()
-			write(RequestsTable, entry{Rows: len(reqs), Sources: now}, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
+			s.write(RequestsTable, entry{Rows: len(reqs), Sources: now}, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
 		}
 	}
-	requestsBuilt := built[RequestsTable]
 	stale := func(table string) (map[string]source, bool) {
 		now, ok := current(dir, sources[table])
 		if !ok {
@@ -214,7 +206,7 @@ func Open(dir string) (*Set, error) {
 			return nil, err
 		}
 		s.events, s.loaded[EventsTable] = e, nil
-		write(EventsTable, entry{Rows: e.Len(), Sources: now, Names: e.names()}, func(p string, m map[string]string) error { return writeEvents(p, e, m) })
+		s.write(EventsTable, entry{Rows: e.Len(), Sources: now, Names: e.names()}, func(p string, m map[string]string) error { return writeEvents(p, e, m) })
 	}
 	if now, ok := stale(SpansTable); ok {
 		reqs, err := s.Requests()
@@ -226,7 +218,7 @@ func Open(dir string) (*Set, error) {
 			return nil, err
 		}
 		s.spans, s.loaded[SpansTable] = sp, nil
-		write(SpansTable, entry{Rows: sp.Len(), Sources: now, Names: sp.serverNames()}, func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
+		s.write(SpansTable, entry{Rows: sp.Len(), Sources: now, Names: sp.serverNames()}, func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
 	}
 	var gpu *Rows
 	for _, t := range []string{GPUSamples, GPUPeriods, SchedTable, CUDATable} {
@@ -244,17 +236,18 @@ func Open(dir string) (*Set, error) {
 				gpu = rows
 			}
 		}
+		// gpu.jsonl's period records are a table of their own.
+		isPeriod := func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" }
 		switch t {
 		case GPUSamples:
-			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return !ok || string(v.raw) != "period" })
+			rows = &Rows{Objects: slices.DeleteFunc(slices.Clone(rows.Objects), isPeriod), raw: rows.raw}
 		case GPUPeriods:
-			rows = rows.Filter(func(o map[string]value) bool { v, ok := o["kind"]; return ok && string(v.raw) == "period" })
+			rows = &Rows{Objects: slices.DeleteFunc(slices.Clone(rows.Objects), func(o map[string]value) bool { return !isPeriod(o) }), raw: rows.raw}
 		}
-		write(t, entry{Rows: len(rows.Objects), Sources: now}, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
+		s.write(t, entry{Rows: len(rows.Objects), Sources: now}, func(p string, m map[string]string) error { return writeRowsTable(p, rows, m) })
 	}
 	// The stage boundaries depend on the requests and on the preset's
 	// sources; the engine checks them (Stages).
-	s.Built = slices.Sorted(maps.Keys(built))
 	return s, nil
 }
 

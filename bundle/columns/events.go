@@ -460,14 +460,11 @@ func writeEvents(path string, e *Events, meta map[string]string) error {
 	})
 }
 
-// engineEventColumns are the columns of events.parquet that the stage
-// engine needs, which ReadEvents reads.
-var engineEventColumns = []string{"stage", "event_name", "timestamp_ns"}
-
-// ReadEvents reads request_index and engineEventColumns of
-// events.parquet; the other columns stay empty.
+// ReadEvents reads the columns of events.parquet that the stage engine
+// needs (request_index, stage, event_name, timestamp_ns); the other
+// columns stay empty.
 func ReadEvents(path string) (*Events, error) {
-	cols, err := readColumns(path, append([]string{"request_index"}, engineEventColumns...), nil)
+	cols, err := readColumns(path, []string{"request_index", "stage", "event_name", "timestamp_ns"}, nil)
 	if err != nil {
 		return nil, err
 	}

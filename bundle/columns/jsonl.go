@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,12 +132,7 @@ func (v value) bool() (bool, error) {
 // kindNames says what each kind of value is, for errors.
 var kindNames = map[byte]string{'s': "a string", 'n': "a number", 'b': "a boolean", 'z': "null", '{': "an object", '[': "an array"}
 
-func (v value) what() string {
-	if s, ok := kindNames[v.kind]; ok {
-		return s
-	}
-	return "?"
-}
+func (v value) what() string { return cmp.Or(kindNames[v.kind], "?") }
 
 // fieldErr names the field whose value was wrong.
 func fieldErr(k []byte, err error) error {

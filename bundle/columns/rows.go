@@ -63,17 +63,6 @@ func ReadRowsJSONL(path string) (*Rows, error) {
 	return out, nil
 }
 
-// Filter returns the rows for which keep holds.
-func (r *Rows) Filter(keep func(map[string]value) bool) *Rows {
-	out := &Rows{raw: r.raw}
-	for _, o := range r.Objects {
-		if keep(o) {
-			out.Objects = append(out.Objects, o)
-		}
-	}
-	return out
-}
-
 func kindOf(v value) colType {
 	switch v.kind {
 	case 'n':

@@ -219,9 +219,6 @@ func ReadSpans(path string) (*Spans, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Spans{RequestIndex: cols[0].int32s(-1), Name: cols[2].str, Service: cols[3].str,
-		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s()}
-	s.SpanID = cols[1].str.values()
-	s.Attributes = cols[6].str.values()
-	return s, nil
+	return &Spans{RequestIndex: cols[0].int32s(-1), SpanID: cols[1].str.values(), Name: cols[2].str, Service: cols[3].str,
+		StartUnixNs: cols[4].int64s(), EndUnixNs: cols[5].int64s(), Attributes: cols[6].str.values()}, nil
 }

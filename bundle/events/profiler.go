@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,11 +40,7 @@ func (p *Profiler) post(ctx context.Context, path string, body []byte) error {
 		return fmt.Errorf("request profiler: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	c := p.HTTP
-	if c == nil {
-		c = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := c.Do(req)
+	resp, err := cmp.Or(p.HTTP, &http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return fmt.Errorf("request profiler: POST %s: %w", url, err)
 	}

@@ -1,5 +1,12 @@
 package diarize
 
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/asrprof/asrprof/bench/score"
+)
+
 // charStats are the character counts of one comparison.
 type charStats struct {
 	cer       *float64
@@ -8,36 +15,13 @@ type charStats struct {
 	errors    int
 }
 
-// levenshtein is the edit distance between two strings, in code points.
-func levenshtein(a, b []rune) int {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	row := make([]int, len(b)+1)
-	for j := range row {
-		row[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		prev := row[0]
-		row[0] = i
-		for j := 1; j <= len(b); j++ {
-			cur := row[j]
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			row[j] = min(row[j]+1, row[j-1]+1, prev+cost)
-			prev = cur
-		}
-	}
-	return row[len(b)]
-}
-
 // compare counts the errors of pred against ref (both cleaned). An empty
 // reference counts every predicted character as an error; its CER is 0
-// when there are none and undefined otherwise.
+// when there are none and undefined otherwise. The errors are the edit
+// distance in code points (score.Align's over the characters: the cleaned
+// texts are valid UTF-8, which strings.Split cuts into code points).
 func compare(ref, pred string) charStats {
-	r, p := []rune(ref), []rune(pred)
+	r, p := strings.Split(ref, ""), strings.Split(pred, "")
 	if len(r) == 0 {
 		st := charStats{predChars: len(p), errors: len(p)}
 		if len(p) == 0 {
@@ -45,7 +29,8 @@ func compare(ref, pred string) charStats {
 		}
 		return st
 	}
-	e := levenshtein(r, p)
+	c := score.Align(r, p)
+	e := c.Sub + c.Del + c.Ins
 	return charStats{cer: new(float64(e) / float64(len(r))), refChars: len(r), predChars: len(p), errors: e}
 }
 
@@ -83,22 +68,13 @@ const (
 // (Hungarian) is scored as the sum over its pairs.
 func cpCER(ref, pred string) cpStats {
 	invalid := func(reason string) cpStats {
-		n := 0
-		for _, s := range SplitBySpeaker(pred, true) {
-			n += len([]rune(s.text))
-		}
+		n := utf8.RuneCountInString(strings.Join(SplitBySpeaker(pred, true), ""))
 		return cpStats{charStats: charStats{predChars: n}, reason: reason}
 	}
 	if !HasSpeakerTags(ref) {
 		return invalid(ReasonNoRefSpeakerTags)
 	}
-	var refs, preds []string
-	for _, s := range SplitBySpeaker(ref, false) {
-		refs = append(refs, s.text)
-	}
-	for _, s := range SplitBySpeaker(pred, true) {
-		preds = append(preds, s.text)
-	}
+	refs, preds := SplitBySpeaker(ref, false), SplitBySpeaker(pred, true)
 	n := max(len(refs), len(preds))
 	refs = append(refs, make([]string, n-len(refs))...)
 	preds = append(preds, make([]string, n-len(preds))...)

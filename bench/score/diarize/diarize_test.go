@@ -51,11 +51,11 @@ func TestVectors(t *testing.T) {
 			eq(t, "cer", s.CERNoSpk, v.cer)
 			eq(t, "cp_cer", s.CPCER, v.cp)
 			eq(t, "der", s.DER, v.der)
-			if s.CPCERValid != (v.cp >= 0) || s.CPInvalidReason != v.cpReason {
-				t.Errorf("cp valid %v reason %q, want %v %q", s.CPCERValid, s.CPInvalidReason, v.cp >= 0, v.cpReason)
+			if *s.CPCERValid != (v.cp >= 0) || *s.CPInvalidReason != v.cpReason {
+				t.Errorf("cp valid %v reason %q, want %v %q", *s.CPCERValid, *s.CPInvalidReason, v.cp >= 0, v.cpReason)
 			}
-			if s.DERValid != (v.der >= 0) || s.DERInvalidReason != v.derWhy {
-				t.Errorf("der valid %v reason %q, want %v %q", s.DERValid, s.DERInvalidReason, v.der >= 0, v.derWhy)
+			if *s.DERValid != (v.der >= 0) || *s.DERInvalidReason != v.derWhy {
+				t.Errorf("der valid %v reason %q, want %v %q", *s.DERValid, *s.DERInvalidReason, v.der >= 0, v.derWhy)
 			}
 			// One sample: the corpus figures are the sample's.
 			eq(t, "corpus cer", r.Metrics.CER, v.cer)
@@ -117,7 +117,7 @@ func TestEmpty(t *testing.T) {
 	// An empty cleaned reference is not CER-valid; its hypothesis errors
 	// leave the CER undefined.
 	s := Compute([]Row{{"e", "[0.0][S01][笑声][1.0]", "[0.0][S01]x[1.0]"}}).Samples[0]
-	if s.CERValid || s.CERNoSpk != nil || s.CPCERValid || s.CPInvalidReason != ReasonEmptyRef || !s.DERValid {
+	if *s.CERValid || s.CERNoSpk != nil || *s.CPCERValid || *s.CPInvalidReason != ReasonEmptyRef || !*s.DERValid {
 		t.Errorf("empty-after-clean sample: %+v", s)
 	}
 }
@@ -206,14 +206,14 @@ func TestRandomTextInvariants(t *testing.T) {
 					t.Fatalf("case %d %q/%q: %s = %v", i, row.Ref, row.Pred, name, *p)
 				}
 			}
-			if s.CERValid && s.CERNoSpk == nil || s.CPCERValid && s.CPCER == nil || s.DERValid && s.DER == nil {
+			if *s.CERValid && s.CERNoSpk == nil || *s.CPCERValid && s.CPCER == nil || *s.DERValid && s.DER == nil {
 				t.Fatalf("case %d %q/%q: valid without a value: %+v", i, row.Ref, row.Pred, s)
 			}
 			if row.ID == "same" {
-				if s.DERValid {
+				if *s.DERValid {
 					derValid++
 				}
-				if s.CPCERValid {
+				if *s.CPCERValid {
 					cpValid++
 				}
 				for name, p := range map[string]*float64{"cer": s.CERNoSpk, "cp": s.CPCER, "der": s.DER} {

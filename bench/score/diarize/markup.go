@@ -1,6 +1,7 @@
 package diarize
 
 import (
+	"cmp"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,13 +42,7 @@ var (
 const pySpace = `[\t-\r\x1c-\x20\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]`
 
 // asciiInt is str(int(digits)) for a run of Unicode decimal digits.
-func asciiInt(digits string) string {
-	s := strings.TrimLeft(asciiNumber(digits), "0")
-	if s == "" {
-		return "0"
-	}
-	return s
-}
+func asciiInt(digits string) string { return cmp.Or(strings.TrimLeft(asciiNumber(digits), "0"), "0") }
 
 // asciiNumber turns the Unicode digits of a time token into ASCII ones.
 func asciiNumber(s string) string {
@@ -124,17 +119,12 @@ func CleanNoSpeaker(text string) string {
 	return strip(canonTagRe.ReplaceAllString(preclean(text), " "))
 }
 
-// speakerText is one speaker's cleaned text, in order of first appearance.
-type speakerText struct {
-	speaker string
-	text    string
-}
-
-// SplitBySpeaker gives each speaker the cleaned text after each of its tags
-// (in order of the speakers' first appearance). Text before the first tag
-// is dropped, and so is a speaker with no text. Without any tag the whole
-// text is one speaker, [S1], when implicit is true, and nobody otherwise.
-func SplitBySpeaker(text string, implicit bool) []speakerText {
+// SplitBySpeaker gives each speaker the cleaned text after each of its tags:
+// the speakers' texts, in order of their first appearance. Text before the
+// first tag is dropped, and so is a speaker with no text. Without any tag
+// the whole text is one speaker's, [S1], when implicit is true, and nobody's
+// otherwise.
+func SplitBySpeaker(text string, implicit bool) []string {
 	cleaned := preclean(text)
 	locs := canonTagRe.FindAllStringIndex(cleaned, -1)
 	if len(locs) == 0 {
@@ -142,9 +132,9 @@ func SplitBySpeaker(text string, implicit bool) []speakerText {
 		if !implicit || flat == "" {
 			return nil
 		}
-		return []speakerText{{"[S1]", flat}}
+		return []string{flat}
 	}
-	var out []speakerText
+	var out []string
 	at := map[string]int{}
 	for i, loc := range locs {
 		next := len(cleaned)
@@ -157,10 +147,10 @@ func SplitBySpeaker(text string, implicit bool) []speakerText {
 		}
 		spk := cleaned[loc[0]:loc[1]]
 		if k, ok := at[spk]; ok {
-			out[k].text += content
+			out[k] += content
 		} else {
 			at[spk] = len(out)
-			out = append(out, speakerText{spk, content})
+			out = append(out, content)
 		}
 	}
 	return out
@@ -216,10 +206,7 @@ func Segments(text string) []Segment {
 			break
 		}
 		end := toks[j].time
-		if spk == "" {
-			spk = last
-		}
-		if spk != "" && end > start {
+		if spk = cmp.Or(spk, last); spk != "" && end > start {
 			segs = append(segs, Segment{start, end, spk})
 			last = spk
 		}

@@ -10,30 +10,12 @@ type Row struct {
 	Pred string
 }
 
-// Sample is one row's scores (bundle.DiarizePerSample gives them SGLang-Omni's names).
-type Sample struct {
-	ID                 string
-	CERValid           bool
-	CPCERValid         bool
-	CERNoSpk           *float64
-	CPCER              *float64
-	CPInvalidReason    string
-	DERValid           bool
-	DERInvalidReason   string
-	RefSegments        int
-	PredSegments       int
-	DER                *float64
-	DERTotalSeconds    float64
-	DERFalseAlarm      float64
-	DERMissedDetection float64
-	DERConfusion       float64
-}
-
 // Result is Compute's answer.
 type Result struct {
 	Metrics bundle.DiarizeMetrics
 	Percent bundle.DiarizeMetrics // diarization_metrics_percent: the seven rates ×100
-	Samples []Sample
+	// Samples are the rows' scores: their ids and diarization fields.
+	Samples []bundle.DiarizePerSample
 }
 
 // above50 is the per-sample CER past which a sample counts as "above 50%".
@@ -44,27 +26,22 @@ const above50 = 0.5
 // speaker-timestamp DER at collar 0, each over its own valid samples, each
 // a micro average over them.
 func Compute(rows []Row) Result {
-	res := Result{Samples: make([]Sample, len(rows))}
+	res := Result{Samples: make([]bundle.DiarizePerSample, len(rows))}
 	var cers, cps, cerOnCP []charStats
 	var corpus DER
 	m := &res.Metrics
 	for i, row := range rows {
-		s := &res.Samples[i]
-		s.ID = row.ID
 		cs := compare(CleanNoSpeaker(row.Ref), CleanNoSpeaker(row.Pred))
 		cp := cpCER(row.Ref, row.Pred)
-		s.CERValid = cs.refChars > 0
-		s.CPCERValid = cp.valid
-		s.CERNoSpk, s.CPCER, s.CPInvalidReason = cs.cer, cp.cer, cp.reason
-		if s.CERValid {
+		if cs.refChars > 0 {
 			cers = append(cers, cs)
 			m.CERValidSamples++
 		}
-		if s.CPCERValid {
+		if cp.valid {
 			cps = append(cps, cp.charStats)
 			m.CPCERValidSamples++
 		}
-		if s.CERValid && s.CPCERValid {
+		if cs.refChars > 0 && cp.valid {
 			cerOnCP = append(cerOnCP, cs)
 		}
 
@@ -72,25 +49,27 @@ func Compute(rows []Row) Result {
 		// timestamp_parse_error; Segments cannot fail (every bracketed
 		// time it accepts converts), so that count stays 0.
 		ref, pred := Segments(row.Ref), Segments(row.Pred)
-		s.RefSegments, s.PredSegments = len(ref), len(pred)
+		var d DER
+		derWhy := ""
 		switch {
 		case len(ref) == 0:
-			s.DERInvalidReason = ReasonNoRefSegs
+			derWhy = ReasonNoRefSegs
 			m.DERSkippedNoRefSegs++
 		case len(pred) == 0:
-			s.DERInvalidReason = ReasonNoPredSegs
+			derWhy = ReasonNoPredSegs
 			m.DERSkippedNoPredSegs++
 		default:
-			s.DERValid = true
-			d := SegmentDER(ref, pred)
-			s.DER, s.DERTotalSeconds, s.DERFalseAlarm, s.DERMissedDetection, s.DERConfusion =
-				d.Rate, d.Total, d.FalseAlarm, d.Missed, d.Confusion
+			d = SegmentDER(ref, pred)
 			corpus.add(d)
 			m.DERValidSamples++
 		}
-		if !s.DERValid {
+		if derWhy != "" {
 			m.DERSkipped++
 		}
+		res.Samples[i] = bundle.DiarizePerSample{ID: row.ID, CERNoSpk: cs.cer, CPCER: cp.cer,
+			CERValid: new(cs.refChars > 0), CPCERValid: new(cp.valid), CPInvalidReason: new(cp.reason),
+			DERValid: new(derWhy == ""), DERInvalidReason: new(derWhy), RefSegments: new(len(ref)), PredSegments: new(len(pred)),
+			DER: d.Rate, DERTotalSeconds: new(d.Total), DERFalseAlarm: new(d.FalseAlarm), DERMissedDetection: new(d.Missed), DERConfusion: new(d.Confusion)}
 	}
 	all, cpSum, both := sum(cers), sum(cps), sum(cerOnCP)
 	m.CERNoSpk, m.CER = all.cer, all.cer

@@ -1,6 +1,7 @@
 package diarize
 
 import (
+	"cmp"
 	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
@@ -38,7 +39,7 @@ func Score(samples []Input, recs []model.Request, cfg bundle.DiarizeConfig) (bun
 		}
 	}
 	scored := Compute(rows)
-	bySample := make(map[string]*Sample, len(scored.Samples))
+	bySample := make(map[string]*bundle.DiarizePerSample, len(scored.Samples))
 	for i := range scored.Samples {
 		bySample[scored.Samples[i].ID] = &scored.Samples[i]
 	}
@@ -52,8 +53,11 @@ func Score(samples []Input, recs []model.Request, cfg bundle.DiarizeConfig) (bun
 	sum := &res.Summary
 	for _, s := range samples {
 		r := byID[s.ID]
-		p := bundle.DiarizePerSample{ID: s.ID, AudioPath: s.AudioPath, ExpectedText: s.Expected,
-			ExpectedNormalized: NormalizeExact(s.Expected)}
+		var p bundle.DiarizePerSample // a sample scored (its request succeeded) starts from its scores
+		if d := bySample[s.ID]; d != nil {
+			p = *d
+		}
+		p.ID, p.AudioPath, p.ExpectedText, p.ExpectedNormalized = s.ID, s.AudioPath, s.Expected, NormalizeExact(s.Expected)
 		if r != nil {
 			p.LatencyS, p.AudioDurationS = new(r.LatencyS), new(r.AudioDurationS)
 			if r.Error != "" {
@@ -70,15 +74,6 @@ func Score(samples []Input, recs []model.Request, cfg bundle.DiarizeConfig) (bun
 			if p.IsExactMatch {
 				sum.ExactMatches++
 			}
-		}
-		if d := bySample[s.ID]; d != nil && ok(r) {
-			p.CERNoSpk, p.CPCER = d.CERNoSpk, d.CPCER
-			p.CERValid, p.CPCERValid, p.CPInvalidReason = &d.CERValid, &d.CPCERValid, &d.CPInvalidReason
-			p.DERValid, p.DERInvalidReason = &d.DERValid, &d.DERInvalidReason
-			p.RefSegments, p.PredSegments = &d.RefSegments, &d.PredSegments
-			p.DER = d.DER
-			p.DERTotalSeconds, p.DERFalseAlarm = &d.DERTotalSeconds, &d.DERFalseAlarm
-			p.DERMissedDetection, p.DERConfusion = &d.DERMissedDetection, &d.DERConfusion
 		}
 		res.PerSample = append(res.PerSample, p)
 	}
@@ -133,10 +128,7 @@ func diarizeSpeed(recs []model.Request, wallS float64) bundle.DiarizeSpeed {
 		return new(stats.Mean(xs))
 	}
 	sp.LatencyMeanS, sp.LatencyMedianS, sp.LatencyP95S, sp.LatencyP99S = mean(lat), pct(lat, 50), pct(lat, 95), pct(lat, 99)
-	sp.AudioDurationMean = mean(audio)
-	if sp.AudioDurationMean == nil {
-		sp.AudioDurationMean = new(0.0)
-	}
+	sp.AudioDurationMean = cmp.Or(mean(audio), new(0.0))
 	sp.RTFMean, sp.RTFMedian, sp.RTFP95, sp.RTFP99 = mean(rtf), pct(rtf, 50), pct(rtf, 95), pct(rtf, 99)
 	if wallS > 0 {
 		sp.ThroughputQPS = new(float64(sp.CompletedRequests) / wallS)
