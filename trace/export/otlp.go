@@ -206,7 +206,7 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 	bt.reset()
 	if p.b.Has(bundle.SpansFile) {
 		_, err := spans.Read(p.b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
-			bt.newRecord()
+			clear(bt.dest) // indices restart in each record
 			return forEachSpan(td, func(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span) error {
 				tid := sp.TraceID()
 				if !p.keep(tid) {
@@ -332,27 +332,19 @@ func (bt *batcher) reset() {
 	bt.dest = map[[2]int]ptrace.SpanSlice{}
 }
 
-// newRecord forgets the resource mapping: indices restart in each record.
-func (bt *batcher) newRecord() { clear(bt.dest) }
-
-func (bt *batcher) resource(src pcommon.Resource, schema string) ptrace.ResourceSpans {
-	rs := bt.td.ResourceSpans().AppendEmpty()
-	src.CopyTo(rs.Resource())
-	rs.SetSchemaUrl(schema)
-	at := rs.Resource().Attributes()
-	for k, v := range bt.attrs {
-		if _, ok := at.Get(k); !ok {
-			at.PutStr(k, v)
-		}
-	}
-	return rs
-}
-
 func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span, level string) error {
 	key := [2]int{i, j}
 	out, ok := bt.dest[key]
 	if !ok {
-		dst := bt.resource(rs.Resource(), rs.SchemaUrl())
+		dst := bt.td.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(dst.Resource())
+		dst.SetSchemaUrl(rs.SchemaUrl())
+		at := dst.Resource().Attributes()
+		for k, v := range bt.attrs {
+			if _, ok := at.Get(k); !ok {
+				at.PutStr(k, v)
+			}
+		}
 		dsc := dst.ScopeSpans().AppendEmpty()
 		sc.Scope().CopyTo(dsc.Scope())
 		dsc.SetSchemaUrl(sc.SchemaUrl())
@@ -366,10 +358,6 @@ func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, 
 			d.Attributes().PutStr(clientspan.AttrLevel, level)
 		}
 	}
-	return bt.count()
-}
-
-func (bt *batcher) count() error {
 	bt.n++
 	if bt.n >= bt.max {
 		return bt.flush()
@@ -596,18 +584,12 @@ type sender struct {
 	st  *OTLPStats
 }
 
-// errPermanent marks answers not worth retrying.
-type errPermanent struct{ err error }
-
-func (e errPermanent) Error() string { return e.err.Error() }
-func (e errPermanent) Unwrap() error { return e.err }
-
 // send posts td until it is accepted, refused for good, or MaxTries is
 // spent.
 func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	if err != nil {
-		return errPermanent{fmt.Errorf("encoding export request: %w", err)}
+		return fmt.Errorf("encoding export request: %w", err)
 	}
 	delay := s.cfg.Backoff
 	var last error
@@ -615,7 +597,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 		if try > 1 {
 			s.st.Retries++
 		}
-		rejected, retryAfter, err := s.post(ctx, body)
+		rejected, retryAfter, retry, err := s.post(ctx, body)
 		if err == nil {
 			s.st.SentBatches++
 			s.st.SentSpans += td.SpanCount() - rejected
@@ -623,8 +605,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 			return nil
 		}
 		last = err
-		var perm errPermanent
-		if errors.As(err, &perm) || ctx.Err() != nil || try == s.cfg.MaxTries {
+		if !retry || ctx.Err() != nil || try == s.cfg.MaxTries {
 			break
 		}
 		wait := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
@@ -640,16 +621,17 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 }
 
 // post sends one export request. It returns the spans the endpoint said
-// it rejected, and the Retry-After it asked for.
-func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, err error) {
+// it rejected, and the Retry-After it asked for; on failure, whether the
+// answer is worth retrying.
+func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, errPermanent{err}
+		return 0, 0, false, err
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, true, err
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -660,16 +642,16 @@ func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfte
 				rejected = int(er.PartialSuccess().RejectedSpans())
 			}
 		}
-		return rejected, 0, nil
+		return rejected, 0, false, nil
 	}
 	err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(msg))
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5 {
 		if v, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); perr == nil && v > 0 {
 			retryAfter = time.Duration(v) * time.Second
 		}
-		return 0, retryAfter, err
+		return 0, retryAfter, true, err
 	}
-	return 0, 0, errPermanent{err}
+	return 0, 0, false, err
 }
 
 func snippet(b []byte) string {
