@@ -345,23 +345,19 @@ func (d *captureData) stagesSection(p *page) {
 	}
 	p.section("stages", "Stages", "Where does a request's time go at each level?")
 	var bars []stackBar
-	for _, lv := range d.levels {
-		if vs, ok := means[lv]; ok {
-			bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
-		}
-	}
-	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
-		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
 	var rows []logRow
 	for _, lv := range d.levels {
 		vs, ok := means[lv]
 		if !ok {
 			continue
 		}
+		bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
 		for i, c := range cols {
 			rows = append(rows, logRow{group: label(lv), label: c, v: vs[i], color: color(i)})
 		}
 	}
+	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
+		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
 	if svg := logBars("stages, log scale", "ms", rows); svg != "" {
 		p.wide("plot-stages-log", "How long is each stage, the shortest included (log scale)?", svg,
 			"each stage on its own bar, mean ms per request on a log axis, so that a 0.1 ms stage reads as well as a 2 s one; -: the stage is missing at that level (stages analysis)")

@@ -412,11 +412,7 @@ func hbars(title, unit string, labels []string, vals []float64, tips []string, c
 	rowH := 18.0
 	h := 10 + rowH*float64(len(labels))
 	c := newCanvas(w, h, "plot", title)
-	hi := 0.0
-	for _, v := range vals {
-		hi = max(hi, v)
-	}
-	xs := scale{0, niceMax(hi), l, w - r}
+	xs := scale{0, niceMax(slices.Max(vals)), l, w - r}
 	for i, lab := range labels {
 		y := 5 + rowH*float64(i)
 		name := lab

@@ -133,13 +133,8 @@ func (d *captureData) timeline() (*timeline, error) {
 		}
 		tl.Passes = append(tl.Passes, p)
 	}
-	levelIx := map[string]int{}
-	for i, lv := range d.levels {
-		levelIx[lv] = i
-	}
 	for i := range reqs {
-		if _, ok := levelIx[reqs[i].Level]; !ok {
-			levelIx[reqs[i].Level] = len(levelIx)
+		if !slices.Contains(d.levels, reqs[i].Level) {
 			d.levels = append(d.levels, reqs[i].Level)
 		}
 	}
@@ -181,7 +176,7 @@ func (d *captureData) timeline() (*timeline, error) {
 
 	// A probe's panel is drawn from its file (bundle.ReadAll: none when
 	// absent); the first error is the timeline's.
-	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec, levelIx)); err != nil {
+	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec)); err != nil {
 		return nil, err
 	}
 	return tl, nil
@@ -415,7 +410,7 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 // MaxRequests evenly spaced plus each level's slowest) with their
 // waterfalls: the client's phases on its clock and the server's stages on
 // the server's, laid from the end of the upload.
-func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) error {
+func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64) error {
 	keep := slices.Repeat([]bool{len(reqs) <= MaxRequests}, len(reqs))
 	if len(reqs) > MaxRequests {
 		tl.Sampled = true
@@ -478,18 +473,12 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 			states[index] = append(states[index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9, names[g.State]})
 		}
 	}
-	telemetry := false
-	if a := d.c.LastAttribution(); a != nil {
+	a := d.c.LastAttribution()
+	if a != nil && slices.ContainsFunc(a.Requests, func(rs engine.RequestStates) bool { return rs.Telemetry }) {
 		for _, rs := range a.Requests {
-			telemetry = telemetry || rs.Telemetry
+			place(rs.Index, rs.Segments, engine.AttributionStates)
 		}
-		for _, rs := range a.Requests {
-			if telemetry {
-				place(rs.Index, rs.Segments, engine.AttributionStates)
-			}
-		}
-	}
-	if !telemetry {
+	} else {
 		bb, err := d.c.BlackBox()
 		if err != nil {
 			return err
@@ -506,7 +495,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 			continue
 		}
 		q := tlRequest{ID: cmp.Or(r.SampleID, r.ID), Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
-			Status: r.Status, Stages: stages[i], States: states[i], level: levelIx[r.Level]}
+			Status: r.Status, Stages: stages[i], States: states[i], level: slices.Index(d.levels, r.Level)}
 		if r.UploadDoneUnixNs > 0 && r.FirstByteUnixNs > 0 && r.EndUnixNs > 0 {
 			q.Client = [3]float64{float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9, float64(r.FirstByteUnixNs-r.UploadDoneUnixNs) / 1e9, float64(r.EndUnixNs-r.FirstByteUnixNs) / 1e9}
 		}
