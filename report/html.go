@@ -295,10 +295,11 @@ func sweepSeries(d *captureData, metric, name, col string, dash bool, cats []str
 	return s
 }
 
+// labels are the levels' labels (nil for none).
 func labels(lvs []string) []string {
-	out := make([]string, len(lvs))
-	for i, l := range lvs {
-		out[i] = label(l)
+	var out []string
+	for _, l := range lvs {
+		out = append(out, label(l))
 	}
 	return out
 }

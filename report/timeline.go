@@ -138,9 +138,7 @@ func (d *captureData) timeline() (*timeline, error) {
 			d.levels = append(d.levels, reqs[i].Level)
 		}
 	}
-	for _, lv := range d.levels {
-		tl.Levels = append(tl.Levels, label(lv))
-	}
+	tl.Levels = labels(d.levels)
 
 	// In flight: the most requests in flight within each bin.
 	bins := TimelineBins
@@ -302,16 +300,6 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	return nil
 }
 
-// passOf finds the pass of a probe record (level, repeat, warmup).
-func passOf(tl *timeline, m *model.Manifest, lv string, rep int, warm bool) (float64, float64, bool) {
-	for i, p := range m.Levels {
-		if p.Level == lv && p.Repeat == rep && p.Warmup == warm {
-			return tl.Passes[i].T0, tl.Passes[i].T1, true
-		}
-	}
-	return 0, 0, false
-}
-
 // threadRow is a row of the cpu table, its threads busiest first.
 type threadRow struct {
 	Level  string `col:"level"`
@@ -361,19 +349,15 @@ func (d *captureData) schedPanel(tl *timeline) error {
 // records' level, repeat and warmup), and returns one flat segment per
 // pass in the order the passes first appear, with the largest sum.
 func perPass[T any](d *captureData, tl *timeline, rows []T, value func(*T) (lv string, rep int, warm bool, v float64, keep bool)) ([][][2]float64, float64) {
-	type pk struct{ a, b float64 }
-	sum := map[pk]float64{}
-	var order []pk
+	sum := map[[2]float64]float64{} // by the pass's start and end
+	var order [][2]float64
 	for i := range rows {
 		lv, rep, warm, v, keep := value(&rows[i])
-		if !keep {
+		p := slices.IndexFunc(d.manifest().Levels, func(p model.LevelRun) bool { return p.Level == lv && p.Repeat == rep && p.Warmup == warm })
+		if !keep || p < 0 {
 			continue
 		}
-		a, b, ok := passOf(tl, d.manifest(), lv, rep, warm)
-		if !ok {
-			continue
-		}
-		k := pk{a, b}
+		k := [2]float64{tl.Passes[p].T0, tl.Passes[p].T1}
 		if _, seen := sum[k]; !seen {
 			order = append(order, k)
 		}
@@ -382,7 +366,7 @@ func perPass[T any](d *captureData, tl *timeline, rows []T, value func(*T) (lv s
 	var segs [][][2]float64
 	hi := 0.0
 	for _, k := range order {
-		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
+		segs = append(segs, [][2]float64{{k[0], sum[k]}, {k[1], sum[k]}})
 		hi = max(hi, sum[k])
 	}
 	return segs, hi
