@@ -119,12 +119,9 @@ type planner struct {
 // to count what will be sent and to find the client spans that the stage
 // spans hang under.
 func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
-	if cfg.BatchSpans <= 0 {
-		cfg.BatchSpans = DefaultBatchSpans
-	}
-	if cfg.Sample < 1 {
-		cfg.Sample = 1
-	}
+	// Zero or less: the default.
+	cfg.BatchSpans = cmp.Or(max(cfg.BatchSpans, 0), DefaultBatchSpans)
+	cfg.Sample = max(cfg.Sample, 1)
 	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
@@ -511,15 +508,10 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 		return st, err
 	}
 	st.URL = u
-	if cfg.MaxTries <= 0 {
-		cfg.MaxTries = DefaultMaxTries
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	// Zero or less: the default.
+	cfg.MaxTries = cmp.Or(max(cfg.MaxTries, 0), DefaultMaxTries)
+	cfg.Backoff = cmp.Or(max(cfg.Backoff, 0), DefaultBackoff)
+	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), DefaultTimeout)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
@@ -566,10 +558,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 		return nil
 	})
 	st.Elapsed = time.Since(start)
-	if abort != nil {
-		return st, abort
-	}
-	if err != nil {
+	if err := cmp.Or(abort, err); err != nil { // abort unwrapped
 		return st, err
 	}
 	if st.SentBatches == 0 && st.Plan.Batches > 0 {

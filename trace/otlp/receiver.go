@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,9 +77,7 @@ type Receiver struct {
 // sink returns an error the sender is told to retry later (HTTP 503, gRPC
 // Unavailable).
 func NewReceiver(cfg Config, sink func(ptrace.Traces) error) *Receiver {
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	cfg.MaxRequestBytes = cmp.Or(max(cfg.MaxRequestBytes, 0), DefaultMaxRequestBytes) // zero or less: the default
 	r := &Receiver{cfg: cfg, sink: sink}
 	r.handler = &httpHandler{r: r, bodies: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	return r
