@@ -389,10 +389,7 @@ func (d *captureData) attributionSection(p *page) {
 	if t == nil || len(t.Rows) == 0 {
 		return
 	}
-	rs, err := table.Decode[stateRow](t)
-	if err != nil {
-		return
-	}
+	rs := rows[stateRow](d, t.Name) // nil where it does not decode: no bars
 	// The states the table shows, in AttributionStates order.
 	shown := map[string]bool{}
 	for _, r := range rs {
@@ -525,8 +522,11 @@ func (d *captureData) cpuSection(p *page) error {
 		if f == nil {
 			continue
 		}
-		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f),
-			flameNote(f, lv))
+		note := fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare)
+		if f.CutSeconds > 0 {
+			note += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
+		}
+		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f), note)
 	}
 	p.table(tcpu)
 	p.table(tpy)
@@ -534,14 +534,6 @@ func (d *captureData) cpuSection(p *page) error {
 	p.table(d.tables["cuda_launches"])
 	p.end()
 	return nil
-}
-
-func flameNote(f *analysis.Frame, lv string) string {
-	s := fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare)
-	if f.CutSeconds > 0 {
-		s += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
-	}
-	return s
 }
 
 // icicle draws a flame graph root first.

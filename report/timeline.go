@@ -310,21 +310,18 @@ type threadRow struct {
 // thread the cpu analysis ranks first most often: the scheduler thread of
 // the servers we know).
 func (d *captureData) schedPanel(tl *timeline) error {
-	name := ""
-	if rs := rows[threadRow](d, "cpu"); rs != nil {
-		count := map[string]int{}
-		prev := ""
-		for _, r := range rs {
-			if r.Level != prev {
-				count[r.Thread]++
-				prev = r.Level
-			}
+	count := map[string]int{}
+	prev := ""
+	for _, r := range rows[threadRow](d, "cpu") {
+		if r.Level != prev {
+			count[r.Thread]++
+			prev = r.Level
 		}
-		best := 0
-		for n, c := range count {
-			if c > best || (c == best && n < name) {
-				name, best = n, c
-			}
+	}
+	name, best := "", 0
+	for n, c := range count {
+		if c > best || (c == best && n < name) {
+			name, best = n, c
 		}
 	}
 	if name == "" {
