@@ -769,10 +769,7 @@ func modelName(v any) string {
 }
 
 func (d *captureData) gpuNames() string {
-	if !d.has(bundle.GPUFile) {
-		return ""
-	}
-	rows, err := d.c.Rows(bundle.GPUFile)
+	rows, err := d.c.Rows(bundle.GPUFile) // none when absent
 	if err != nil {
 		return ""
 	}
