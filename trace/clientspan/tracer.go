@@ -170,27 +170,15 @@ func (s *span) end(rec *model.Request) {
 		root.attrs = append(root.attrs, attribute.Int(AttrHTTPStatus, rec.HTTPStatus))
 	}
 
-	var out [3]record
-	n := 0
-	sent := root.start
-	if rec.StartUnixNs > 0 {
-		sent = rec.StartUnixNs
-	}
+	out := make([]record, 0, 3) // children first, as they ended first
 	if rec.UploadDoneUnixNs > 0 {
-		out[n] = s.child(SpanUpload, sent, rec.UploadDoneUnixNs)
-		n++
+		out = append(out, s.child(SpanUpload, cmp.Or(max(rec.StartUnixNs, 0), root.start), rec.UploadDoneUnixNs))
 		if rec.FirstByteUnixNs > 0 {
-			out[n] = s.child(SpanWaitFirstByte, rec.UploadDoneUnixNs, rec.FirstByteUnixNs)
-			n++
+			out = append(out, s.child(SpanWaitFirstByte, rec.UploadDoneUnixNs, rec.FirstByteUnixNs))
 		}
 	}
-	root.end = time.Now().UnixNano()
-	if rec.EndUnixNs > 0 {
-		root.end = rec.EndUnixNs
-	}
-	out[n] = root // children first, as they ended first
-	n++
-	s.t.add(out[:n])
+	root.end = cmp.Or(max(rec.EndUnixNs, 0), time.Now().UnixNano())
+	s.t.add(append(out, root))
 }
 
 func (s *span) child(name string, from, to int64) record {
