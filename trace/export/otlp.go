@@ -250,10 +250,7 @@ func (p *planner) stageSpans(bt *batcher) error {
 	sp := ptrace.NewSpan()
 	for _, tid := range tids {
 		info := p.byTrace[tid]
-		root, ok := p.roots[tid]
-		if !ok {
-			root = pcommon.NewSpanIDEmpty()
-		}
+		root := p.roots[tid] // empty (no parent) when the store has no client span
 		// add adds a synthesized span; attr, when set, is the attribute
 		// that holds its name.
 		add := func(id, parent pcommon.SpanID, name, attr string, a, z int64) error {
