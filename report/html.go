@@ -645,16 +645,11 @@ func (d *captureData) realtimeSection(p *page) {
 			hi, span = max(hi, q.v), max(span, q.t)
 		}
 		if len(by) > 0 {
-			svg := timePlot("lag per session", "lag p95 (s)", "session start (s since the first)", hi, span, func(c *canvas, xs, ys scale) (names, cols []string) {
-				for li, lv := range d.levels {
-					for _, q := range by[lv] {
-						c.dot(xs.at(q.t), ys.at(q.v), 2.5, color(li), fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
-					}
-					if len(by[lv]) > 0 {
-						names, cols = append(names, label(lv)), append(cols, color(li))
-					}
+			svg := timePlot("lag per session", "lag p95 (s)", "session start (s since the first)", hi, span, d.levels, func(c *canvas, xs, ys scale, lv, col string) bool {
+				for _, q := range by[lv] {
+					c.dot(xs.at(q.t), ys.at(q.v), 2.5, col, fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
 				}
-				return names, cols
+				return len(by[lv]) > 0
 			})
 			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", svg,
 				"one dot per session: the p95 of its per-update lags")
