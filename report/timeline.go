@@ -527,11 +527,6 @@ func (tl *timeline) svg() string {
 	y := 10.0
 	span := tnum(tl.Span)
 	bandClass := map[bool]string{false: "band", true: "band warm"} // by Warmup
-	bands := func(c *canvas) {
-		for _, p := range tl.Passes {
-			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, bandClass[p.Warmup], tnum(p.T0), tnum(p.T1-p.T0), esc(p.Label), val(p.T0), val(p.T1))
-		}
-	}
 	for _, p := range tl.Panels {
 		c.text(l, y+12, "start", "ptitle", p.Title)
 		top := y + 18
@@ -542,7 +537,9 @@ func (tl *timeline) svg() string {
 			c.text(l-5, yy+4, "end", "tick", tickval(t)+p.Unit)
 		}
 		c.f(`<svg class="tl-data" x="%s" y="%s" width="%s" height="%s" viewBox="0 0 %s 100" preserveAspectRatio="none">`, num(l), num(top), num(pw), num(ph), span)
-		bands(c)
+		for _, ps := range tl.Passes {
+			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, bandClass[ps.Warmup], tnum(ps.T0), tnum(ps.T1-ps.T0), esc(ps.Label), val(ps.T0), val(ps.T1))
+		}
 		for _, s := range p.Ser {
 			for _, seg := range s.Segs {
 				c.f(`<polyline fill="none" stroke="%s" class="tls" points="`, s.Color)
