@@ -235,16 +235,12 @@ func (t *Tracer) write() {
 	q := t.queue
 	t.queue = make([]record, 0, max(batchSize, len(q)))
 	t.mu.Unlock()
-	for len(q) > 0 {
-		k := min(batchSize, len(q))
-		if err := t.w.Write(toTraces(t.resource, q[:k])); err != nil {
+	for batch := range slices.Chunk(q, batchSize) {
+		if err := t.w.Write(toTraces(t.resource, batch)); err != nil {
 			t.mu.Lock()
-			if t.firstErr == nil {
-				t.firstErr = err
-			}
+			t.firstErr = cmp.Or(t.firstErr, err) // the first kept
 			t.mu.Unlock()
 		}
-		q = q[k:]
 	}
 }
 
