@@ -25,20 +25,18 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 	if err != nil {
 		return err
 	}
-	names := []string{"sweep", "sweep_ranges", "knee"}
-	curNames := append(slices.Clone(names), "compare")
-	if slices.Contains(analysis.DefaultScripts(cc), "stages") {
-		curNames = append(curNames, "stages")
+	// The scripts drawn: the stages where the capture has them.
+	scripts := func(c *analysis.Capture, names ...string) []string {
+		if slices.Contains(analysis.DefaultScripts(c), "stages") {
+			names = append(names, "stages")
+		}
+		return names
 	}
-	baseNames := names
-	if slices.Contains(analysis.DefaultScripts(bc), "stages") {
-		baseNames = append(slices.Clone(names), "stages")
-	}
-	cur, err := run(ctx, cc, current, o.session(cc, bc), curNames)
+	cur, err := run(ctx, cc, current, o.session(cc, bc), scripts(cc, "sweep", "sweep_ranges", "knee", "compare"))
 	if err != nil {
 		return err
 	}
-	base, err := run(ctx, bc, baseline, o.session(bc, nil), baseNames)
+	base, err := run(ctx, bc, baseline, o.session(bc, nil), scripts(bc, "sweep", "sweep_ranges", "knee"))
 	if err != nil {
 		return err
 	}

@@ -295,10 +295,11 @@ func sweepSeries(d *captureData, metric, name, col string, dash bool, cats []str
 	return s
 }
 
+// labels are the levels' labels (nil for none).
 func labels(lvs []string) []string {
-	out := make([]string, len(lvs))
-	for i, l := range lvs {
-		out[i] = label(l)
+	var out []string
+	for _, l := range lvs {
+		out = append(out, label(l))
 	}
 	return out
 }
@@ -345,23 +346,19 @@ func (d *captureData) stagesSection(p *page) {
 	}
 	p.section("stages", "Stages", "Where does a request's time go at each level?")
 	var bars []stackBar
-	for _, lv := range d.levels {
-		if vs, ok := means[lv]; ok {
-			bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
-		}
-	}
-	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
-		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
 	var rows []logRow
 	for _, lv := range d.levels {
 		vs, ok := means[lv]
 		if !ok {
 			continue
 		}
+		bars = append(bars, stackBar{label: label(lv), group: label(lv), parts: vs})
 		for i, c := range cols {
 			rows = append(rows, logRow{group: label(lv), label: c, v: vs[i], color: color(i)})
 		}
 	}
+	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
+		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
 	if svg := logBars("stages, log scale", "ms", rows); svg != "" {
 		p.wide("plot-stages-log", "How long is each stage, the shortest included (log scale)?", svg,
 			"each stage on its own bar, mean ms per request on a log axis, so that a 0.1 ms stage reads as well as a 2 s one; -: the stage is missing at that level (stages analysis)")
@@ -392,10 +389,7 @@ func (d *captureData) attributionSection(p *page) {
 	if t == nil || len(t.Rows) == 0 {
 		return
 	}
-	rs, err := table.Decode[stateRow](t)
-	if err != nil {
-		return
-	}
+	rs := rows[stateRow](d, t.Name) // nil where it does not decode: no bars
 	// The states the table shows, in AttributionStates order.
 	shown := map[string]bool{}
 	for _, r := range rs {
@@ -528,8 +522,11 @@ func (d *captureData) cpuSection(p *page) error {
 		if f == nil {
 			continue
 		}
-		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f),
-			flameNote(f, lv))
+		note := fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare)
+		if f.CutSeconds > 0 {
+			note += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
+		}
+		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f), note)
 	}
 	p.table(tcpu)
 	p.table(tpy)
@@ -537,14 +534,6 @@ func (d *captureData) cpuSection(p *page) error {
 	p.table(d.tables["cuda_launches"])
 	p.end()
 	return nil
-}
-
-func flameNote(f *analysis.Frame, lv string) string {
-	s := fmt.Sprintf("%s s of on-CPU samples over the scored passes of %s; width: share of samples; paths under %.1f %% are left out", val(f.Seconds), label(lv), 100*FlameMinShare)
-	if f.CutSeconds > 0 {
-		s += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
-	}
-	return s
 }
 
 // icicle draws a flame graph root first.
@@ -656,16 +645,11 @@ func (d *captureData) realtimeSection(p *page) {
 			hi, span = max(hi, q.v), max(span, q.t)
 		}
 		if len(by) > 0 {
-			svg := timePlot("lag per session", "lag p95 (s)", "session start (s since the first)", hi, span, func(c *canvas, xs, ys scale) (names, cols []string) {
-				for li, lv := range d.levels {
-					for _, q := range by[lv] {
-						c.dot(xs.at(q.t), ys.at(q.v), 2.5, color(li), fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
-					}
-					if len(by[lv]) > 0 {
-						names, cols = append(names, label(lv)), append(cols, color(li))
-					}
+			svg := timePlot("lag per session", "lag p95 (s)", "session start (s since the first)", hi, span, d.levels, func(c *canvas, xs, ys scale, lv, col string) bool {
+				for _, q := range by[lv] {
+					c.dot(xs.at(q.t), ys.at(q.v), 2.5, col, fmt.Sprintf("%s: session at %s s, lag p95 %s s", label(lv), val(q.t), val(q.v)))
 				}
-				return names, cols
+				return len(by[lv]) > 0
 			})
 			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", svg,
 				"one dot per session: the p95 of its per-update lags")
@@ -780,10 +764,7 @@ func modelName(v any) string {
 }
 
 func (d *captureData) gpuNames() string {
-	if !d.has(bundle.GPUFile) {
-		return ""
-	}
-	rows, err := d.c.Rows(bundle.GPUFile)
+	rows, err := d.c.Rows(bundle.GPUFile) // none when absent
 	if err != nil {
 		return ""
 	}

@@ -36,23 +36,16 @@ func (d *captureData) lagOverTime(p *page) {
 			levels = append(levels, lv)
 		}
 	}
-	svg := timePlot("lag over session time", "lag (s)", "session time (s from each session's audio origin)", hi, span, func(c *canvas, xs, ys scale) (names, cols []string) {
-		for li, lv := range levels {
-			qs := by[lv]
-			if len(qs) == 0 {
-				continue
-			}
-			var a, z [][2]float64
-			for _, q := range qs {
-				a = append(a, [2]float64{xs.at(q.T), ys.at(q.P50)})
-				z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
-				c.dot(xs.at(q.T), ys.at(q.P95), 2.5, color(li), fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
-			}
-			c.polyline(a, color(li), "series")
-			c.polyline(z, color(li), "series dash")
-			names, cols = append(names, label(lv)), append(cols, color(li))
+	svg := timePlot("lag over session time", "lag (s)", "session time (s from each session's audio origin)", hi, span, levels, func(c *canvas, xs, ys scale, lv, col string) bool {
+		var a, z [][2]float64
+		for _, q := range by[lv] {
+			a = append(a, [2]float64{xs.at(q.T), ys.at(q.P50)})
+			z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
+			c.dot(xs.at(q.T), ys.at(q.P95), 2.5, col, fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
 		}
-		return names, cols
+		c.polyline(a, col, "series")
+		c.polyline(z, col, "series dash")
+		return len(by[lv]) > 0
 	})
 	p.figure("plot-rt-lag-time", "Does the lag grow within a session?", svg,
 		"per level and second of session time, over every update of every session: p50 solid, p95 dashed with dots (realtime_lag table)")
@@ -60,8 +53,9 @@ func (d *captureData) lagOverTime(p *page) {
 
 // timePlot draws a plot of values from 0 to hi (labelled yLabel) against
 // seconds from 0 to span (labelled xLabel): its axes, what draw draws at
-// the scales, and the legend of the names and colours draw returns.
-func timePlot(title, yLabel, xLabel string, hi, span float64, draw func(c *canvas, xs, ys scale) (names, cols []string)) string {
+// the scales for each level in the level's colour (polyline and dot draw
+// nothing of no points), and the legend of the levels it drew.
+func timePlot(title, yLabel, xLabel string, hi, span float64, levels []string, draw func(c *canvas, xs, ys scale, lv, col string) (drew bool)) string {
 	const w, h, l, rr, tt, b = 760.0, 280.0, 62.0, 16.0, 30.0, 40.0
 	c := newCanvas(w, h, "plot", title)
 	ys := scale{0, niceMax(hi), h - b, tt}
@@ -71,7 +65,12 @@ func timePlot(title, yLabel, xLabel string, hi, span float64, draw func(c *canva
 		c.text(xs.at(tk), h-b+16, "middle", "tick", val(tk))
 	}
 	c.text((l+w-rr)/2, h-6, "middle", "axis", xLabel)
-	names, cols := draw(c, xs, ys)
+	var names, cols []string
+	for li, lv := range levels {
+		if draw(c, xs, ys, lv, color(li)) {
+			names, cols = append(names, label(lv)), append(cols, color(li))
+		}
+	}
 	c.legend(l, 16, names, cols)
 	return c.String()
 }

@@ -224,5 +224,3 @@ func (d *captureData) cdfs() ([]cdfSeries, error) {
 
 // manifest is the capture's manifest.
 func (d *captureData) manifest() *model.Manifest { return &d.c.Bundle.Manifest }
-
-func (d *captureData) has(file string) bool { return d.c.Bundle.Has(file) }

@@ -377,7 +377,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 	}
 	c.text((l+w-r)/2, h-6, "middle", "axis", "client latency (s)")
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">share of requests ≤ x</text>`, num((t+h-b)/2))
-	var names, cols []string
+	var names []string
 	for si, s := range ss {
 		var pts [][2]float64
 		for i := range s.xs {
@@ -390,9 +390,8 @@ func cdfPlot(title string, ss []cdfSeries) string {
 			}
 		}
 		names = append(names, s.name)
-		cols = append(cols, color(si))
 	}
-	c.legend(l, 16, names, cols)
+	c.legend(l, 16, names, colors(len(ss), color))
 	return c.String()
 }
 
@@ -412,11 +411,7 @@ func hbars(title, unit string, labels []string, vals []float64, tips []string, c
 	rowH := 18.0
 	h := 10 + rowH*float64(len(labels))
 	c := newCanvas(w, h, "plot", title)
-	hi := 0.0
-	for _, v := range vals {
-		hi = max(hi, v)
-	}
-	xs := scale{0, niceMax(hi), l, w - r}
+	xs := scale{0, niceMax(slices.Max(vals)), l, w - r}
 	for i, lab := range labels {
 		y := 5 + rowH*float64(i)
 		name := lab

@@ -133,19 +133,12 @@ func (d *captureData) timeline() (*timeline, error) {
 		}
 		tl.Passes = append(tl.Passes, p)
 	}
-	levelIx := map[string]int{}
-	for i, lv := range d.levels {
-		levelIx[lv] = i
-	}
 	for i := range reqs {
-		if _, ok := levelIx[reqs[i].Level]; !ok {
-			levelIx[reqs[i].Level] = len(levelIx)
+		if !slices.Contains(d.levels, reqs[i].Level) {
 			d.levels = append(d.levels, reqs[i].Level)
 		}
 	}
-	for _, lv := range d.levels {
-		tl.Levels = append(tl.Levels, label(lv))
-	}
+	tl.Levels = labels(d.levels)
 
 	// In flight: the most requests in flight within each bin.
 	bins := TimelineBins
@@ -181,7 +174,7 @@ func (d *captureData) timeline() (*timeline, error) {
 
 	// A probe's panel is drawn from its file (bundle.ReadAll: none when
 	// absent); the first error is the timeline's.
-	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec, levelIx)); err != nil {
+	if err := cmp.Or(d.gpuPanels(tl, sec), d.schedPanel(tl), d.cudaPanel(tl), d.sampleRequests(tl, reqs, sec)); err != nil {
 		return nil, err
 	}
 	return tl, nil
@@ -307,16 +300,6 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	return nil
 }
 
-// passOf finds the pass of a probe record (level, repeat, warmup).
-func passOf(tl *timeline, m *model.Manifest, lv string, rep int, warm bool) (float64, float64, bool) {
-	for i, p := range m.Levels {
-		if p.Level == lv && p.Repeat == rep && p.Warmup == warm {
-			return tl.Passes[i].T0, tl.Passes[i].T1, true
-		}
-	}
-	return 0, 0, false
-}
-
 // threadRow is a row of the cpu table, its threads busiest first.
 type threadRow struct {
 	Level  string `col:"level"`
@@ -327,21 +310,18 @@ type threadRow struct {
 // thread the cpu analysis ranks first most often: the scheduler thread of
 // the servers we know).
 func (d *captureData) schedPanel(tl *timeline) error {
-	name := ""
-	if rs := rows[threadRow](d, "cpu"); rs != nil {
-		count := map[string]int{}
-		prev := ""
-		for _, r := range rs {
-			if r.Level != prev {
-				count[r.Thread]++
-				prev = r.Level
-			}
+	count := map[string]int{}
+	prev := ""
+	for _, r := range rows[threadRow](d, "cpu") {
+		if r.Level != prev {
+			count[r.Thread]++
+			prev = r.Level
 		}
-		best := 0
-		for n, c := range count {
-			if c > best || (c == best && n < name) {
-				name, best = n, c
-			}
+	}
+	name, best := "", 0
+	for n, c := range count {
+		if c > best || (c == best && n < name) {
+			name, best = n, c
 		}
 	}
 	if name == "" {
@@ -366,19 +346,15 @@ func (d *captureData) schedPanel(tl *timeline) error {
 // records' level, repeat and warmup), and returns one flat segment per
 // pass in the order the passes first appear, with the largest sum.
 func perPass[T any](d *captureData, tl *timeline, rows []T, value func(*T) (lv string, rep int, warm bool, v float64, keep bool)) ([][][2]float64, float64) {
-	type pk struct{ a, b float64 }
-	sum := map[pk]float64{}
-	var order []pk
+	sum := map[[2]float64]float64{} // by the pass's start and end
+	var order [][2]float64
 	for i := range rows {
 		lv, rep, warm, v, keep := value(&rows[i])
-		if !keep {
+		p := slices.IndexFunc(d.manifest().Levels, func(p model.LevelRun) bool { return p.Level == lv && p.Repeat == rep && p.Warmup == warm })
+		if !keep || p < 0 {
 			continue
 		}
-		a, b, ok := passOf(tl, d.manifest(), lv, rep, warm)
-		if !ok {
-			continue
-		}
-		k := pk{a, b}
+		k := [2]float64{tl.Passes[p].T0, tl.Passes[p].T1}
 		if _, seen := sum[k]; !seen {
 			order = append(order, k)
 		}
@@ -387,7 +363,7 @@ func perPass[T any](d *captureData, tl *timeline, rows []T, value func(*T) (lv s
 	var segs [][][2]float64
 	hi := 0.0
 	for _, k := range order {
-		segs = append(segs, [][2]float64{{k.a, sum[k]}, {k.b, sum[k]}})
+		segs = append(segs, [][2]float64{{k[0], sum[k]}, {k[1], sum[k]}})
 		hi = max(hi, sum[k])
 	}
 	return segs, hi
@@ -415,7 +391,7 @@ func (d *captureData) cudaPanel(tl *timeline) error {
 // MaxRequests evenly spaced plus each level's slowest) with their
 // waterfalls: the client's phases on its clock and the server's stages on
 // the server's, laid from the end of the upload.
-func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64, levelIx map[string]int) error {
+func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec func(int64) float64) error {
 	keep := slices.Repeat([]bool{len(reqs) <= MaxRequests}, len(reqs))
 	if len(reqs) > MaxRequests {
 		tl.Sampled = true
@@ -478,18 +454,12 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 			states[index] = append(states[index], statePart{g.State, float64(g.StartUnixNs-t0) / 1e9, float64(g.EndUnixNs-g.StartUnixNs) / 1e9, names[g.State]})
 		}
 	}
-	telemetry := false
-	if a := d.c.LastAttribution(); a != nil {
+	a := d.c.LastAttribution()
+	if a != nil && slices.ContainsFunc(a.Requests, func(rs engine.RequestStates) bool { return rs.Telemetry }) {
 		for _, rs := range a.Requests {
-			telemetry = telemetry || rs.Telemetry
+			place(rs.Index, rs.Segments, engine.AttributionStates)
 		}
-		for _, rs := range a.Requests {
-			if telemetry {
-				place(rs.Index, rs.Segments, engine.AttributionStates)
-			}
-		}
-	}
-	if !telemetry {
+	} else {
 		bb, err := d.c.BlackBox()
 		if err != nil {
 			return err
@@ -506,7 +476,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 			continue
 		}
 		q := tlRequest{ID: cmp.Or(r.SampleID, r.ID), Level: label(r.Level), T0: sec(r.StartUnixNs), T1: sec(r.EndUnixNs), Lat: r.LatencyS,
-			Status: r.Status, Stages: stages[i], States: states[i], level: levelIx[r.Level]}
+			Status: r.Status, Stages: stages[i], States: states[i], level: slices.Index(d.levels, r.Level)}
 		if r.UploadDoneUnixNs > 0 && r.FirstByteUnixNs > 0 && r.EndUnixNs > 0 {
 			q.Client = [3]float64{float64(r.UploadDoneUnixNs-r.StartUnixNs) / 1e9, float64(r.FirstByteUnixNs-r.UploadDoneUnixNs) / 1e9, float64(r.EndUnixNs-r.FirstByteUnixNs) / 1e9}
 		}
@@ -557,11 +527,6 @@ func (tl *timeline) svg() string {
 	y := 10.0
 	span := tnum(tl.Span)
 	bandClass := map[bool]string{false: "band", true: "band warm"} // by Warmup
-	bands := func(c *canvas) {
-		for _, p := range tl.Passes {
-			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, bandClass[p.Warmup], tnum(p.T0), tnum(p.T1-p.T0), esc(p.Label), val(p.T0), val(p.T1))
-		}
-	}
 	for _, p := range tl.Panels {
 		c.text(l, y+12, "start", "ptitle", p.Title)
 		top := y + 18
@@ -572,7 +537,9 @@ func (tl *timeline) svg() string {
 			c.text(l-5, yy+4, "end", "tick", tickval(t)+p.Unit)
 		}
 		c.f(`<svg class="tl-data" x="%s" y="%s" width="%s" height="%s" viewBox="0 0 %s 100" preserveAspectRatio="none">`, num(l), num(top), num(pw), num(ph), span)
-		bands(c)
+		for _, ps := range tl.Passes {
+			c.f(`<rect class="%s" x="%s" y="0" width="%s" height="100"><title>%s: %s–%s s</title></rect>`, bandClass[ps.Warmup], tnum(ps.T0), tnum(ps.T1-ps.T0), esc(ps.Label), val(ps.T0), val(ps.T1))
+		}
 		for _, s := range p.Ser {
 			for _, seg := range s.Segs {
 				c.f(`<polyline fill="none" stroke="%s" class="tls" points="`, s.Color)

@@ -3,11 +3,12 @@ package clientspan
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // toTraces converts finished spans to pdata: one ResourceSpans with the
 // tracer's resource, one ScopeSpans (ScopeName).
-func toTraces(resource []kv, rs []record) ptrace.Traces {
+func toTraces(resource []attribute.KeyValue, rs []record) ptrace.Traces {
 	td := ptrace.NewTraces()
 	r := td.ResourceSpans().AppendEmpty()
 	putAttrs(r.Resource().Attributes(), resource)
@@ -43,18 +44,19 @@ func putSpan(sp ptrace.Span, r *record) {
 	}
 }
 
-func putAttrs(m pcommon.Map, kvs []kv) {
+// putAttrs puts kvs in m; types other than bool and numbers as text.
+func putAttrs(m pcommon.Map, kvs []attribute.KeyValue) {
 	m.EnsureCapacity(len(kvs))
 	for _, a := range kvs {
-		switch a.kind {
-		case 'b':
-			m.PutBool(a.key, a.i != 0)
-		case 'i':
-			m.PutInt(a.key, a.i)
-		case 'f':
-			m.PutDouble(a.key, a.f)
+		switch k := string(a.Key); a.Value.Type() {
+		case attribute.BOOL:
+			m.PutBool(k, a.Value.AsBool())
+		case attribute.INT64:
+			m.PutInt(k, a.Value.AsInt64())
+		case attribute.FLOAT64:
+			m.PutDouble(k, a.Value.AsFloat64())
 		default:
-			m.PutStr(a.key, a.s)
+			m.PutStr(k, a.Value.Emit())
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestResourceAttributes(t *testing.T) {
 		}
 	}
 	for i := 1; i < len(tr.resource); i++ {
-		if tr.resource[i-1].key >= tr.resource[i].key {
+		if tr.resource[i-1].Key >= tr.resource[i].Key {
 			t.Errorf("resource not sorted by key: %v", tr.resource)
 		}
 	}

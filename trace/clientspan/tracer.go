@@ -3,10 +3,10 @@ package clientspan
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	mrand "math/rand/v2"
 	"reflect"
 	"slices"
@@ -59,7 +59,7 @@ const (
 // cost per request (BenchmarkStartEnd).
 type Tracer struct {
 	w        *spans.Writer
-	resource []kv // sorted by key, service.name included
+	resource []attribute.KeyValue // sorted by key, service.name included
 
 	mu       sync.Mutex
 	queue    []record
@@ -73,15 +73,6 @@ type Tracer struct {
 	stopped chan struct{}
 }
 
-// kv is one attribute: a string, int, float or bool value.
-type kv struct {
-	key  string
-	kind byte // 's', 'i', 'f', 'b'
-	s    string
-	i    int64
-	f    float64
-}
-
 // record is one finished span.
 type record struct {
 	traceID    [16]byte
@@ -92,7 +83,7 @@ type record struct {
 	start, end int64
 	errMsg     string // status ERROR with this message when failed
 	failed     bool
-	attrs      []kv
+	attrs      []attribute.KeyValue
 }
 
 // New returns a Tracer writing to w. resourceAttrs become the spans'
@@ -103,17 +94,13 @@ type record struct {
 // As with the OpenTelemetry SDK, $OTEL_RESOURCE_ATTRIBUTES adds resource
 // attributes that resourceAttrs do not set.
 func New(w *spans.Writer, resourceAttrs map[string]string) *Tracer {
-	set := map[string]kv{}
-	for _, a := range resource.Environment().Attributes() {
-		set[string(a.Key)] = fromAttr(a)
-	}
+	res := resource.Environment().Attributes()
 	for k, v := range resourceAttrs {
-		set[k] = kv{key: k, kind: 's', s: v}
+		res = append(res, attribute.String(k, v))
 	}
-	set["service.name"] = kv{key: "service.name", kind: 's', s: spans.ClientService}
-	res := slices.Collect(maps.Values(set))
-	slices.SortFunc(res, func(a, b kv) int { return cmp.Compare(a.key, b.key) })
-	t := &Tracer{w: w, resource: res, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	res = append(res, attribute.String("service.name", spans.ClientService))
+	set := attribute.NewSet(res...) // sorted by key, the last value of a key kept
+	t := &Tracer{w: w, resource: set.ToSlice(), wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	go t.loop()
 	return t
 }
@@ -146,12 +133,8 @@ func (t *Tracer) Start(ctx context.Context, rec *model.Request) (traceparent str
 // randomID fills b with random bytes, never all zero (an invalid id).
 func randomID(b []byte) {
 	for {
-		for i := 0; i < len(b); i += 8 {
-			v := mrand.Uint64()
-			for j := i; j < i+8 && j < len(b); j++ {
-				b[j] = byte(v)
-				v >>= 8
-			}
+		for i := 0; i < len(b); i += 8 { // ids are 8 or 16 bytes
+			binary.LittleEndian.PutUint64(b[i:], mrand.Uint64())
 		}
 		if slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
 			return
@@ -166,78 +149,42 @@ func (s *span) end(rec *model.Request) {
 		outcome = cmp.Or(rec.ErrorKind, model.StatusFailed)
 		root.failed, root.errMsg = true, cmp.Or(rec.Error, outcome)
 	}
-	attrs := make([]kv, 0, len(spanFields)+2)
+	root.attrs = make([]attribute.KeyValue, len(spanFields), len(spanFields)+2)
 	v := reflect.ValueOf(rec).Elem()
-	for _, f := range spanFields {
-		x, a := v.Field(f.Index), kv{key: f.Span}
-		switch f.Kind {
+	for i, f := range spanFields {
+		switch x := v.Field(f.Index); f.Kind {
 		case model.KindString:
-			a.kind, a.s = 's', x.String()
+			root.attrs[i] = attribute.String(f.Span, x.String())
 		case model.KindInt, model.KindInt64:
-			a.kind, a.i = 'i', x.Int()
+			root.attrs[i] = attribute.Int64(f.Span, x.Int())
 		case model.KindFloat:
-			a.kind, a.f = 'f', x.Float()
+			root.attrs[i] = attribute.Float64(f.Span, x.Float())
 		case model.KindBool:
-			a.kind, a.i = 'b', b2i(x.Bool())
+			root.attrs[i] = attribute.Bool(f.Span, x.Bool())
 		default:
 			panic("clientspan: no span attribute for " + f.Name)
 		}
-		attrs = append(attrs, a)
 	}
-	attrs = append(attrs, kv{key: AttrOutcome, kind: 's', s: outcome})
+	root.attrs = append(root.attrs, attribute.String(AttrOutcome, outcome))
 	if rec.HTTPStatus != 0 { // no answer: no status attribute
-		attrs = append(attrs, kv{key: AttrHTTPStatus, kind: 'i', i: int64(rec.HTTPStatus)})
+		root.attrs = append(root.attrs, attribute.Int(AttrHTTPStatus, rec.HTTPStatus))
 	}
-	root.attrs = attrs
 
-	var out [3]record
-	n := 0
-	sent := root.start
-	if rec.StartUnixNs > 0 {
-		sent = rec.StartUnixNs
-	}
+	out := make([]record, 0, 3) // children first, as they ended first
 	if rec.UploadDoneUnixNs > 0 {
-		out[n] = s.child(SpanUpload, sent, rec.UploadDoneUnixNs)
-		n++
+		out = append(out, s.child(SpanUpload, cmp.Or(max(rec.StartUnixNs, 0), root.start), rec.UploadDoneUnixNs))
 		if rec.FirstByteUnixNs > 0 {
-			out[n] = s.child(SpanWaitFirstByte, rec.UploadDoneUnixNs, rec.FirstByteUnixNs)
-			n++
+			out = append(out, s.child(SpanWaitFirstByte, rec.UploadDoneUnixNs, rec.FirstByteUnixNs))
 		}
 	}
-	root.end = time.Now().UnixNano()
-	if rec.EndUnixNs > 0 {
-		root.end = rec.EndUnixNs
-	}
-	out[n] = root // children first, as they ended first
-	n++
-	s.t.add(out[:n])
+	root.end = cmp.Or(max(rec.EndUnixNs, 0), time.Now().UnixNano())
+	s.t.add(append(out, root))
 }
 
 func (s *span) child(name string, from, to int64) record {
 	r := record{traceID: s.traceID, parentID: s.spanID, name: name, start: from, end: to}
 	randomID(r.spanID[:])
 	return r
-}
-
-// fromAttr is an OpenTelemetry attribute as a kv (other types as text).
-func fromAttr(a attribute.KeyValue) kv {
-	k := string(a.Key)
-	switch a.Value.Type() {
-	case attribute.BOOL:
-		return kv{key: k, kind: 'b', i: b2i(a.Value.AsBool())}
-	case attribute.INT64:
-		return kv{key: k, kind: 'i', i: a.Value.AsInt64()}
-	case attribute.FLOAT64:
-		return kv{key: k, kind: 'f', f: a.Value.AsFloat64()}
-	}
-	return kv{key: k, kind: 's', s: a.Value.Emit()}
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // add queues finished spans; when the queue is full they are dropped and
@@ -288,16 +235,12 @@ func (t *Tracer) write() {
 	q := t.queue
 	t.queue = make([]record, 0, max(batchSize, len(q)))
 	t.mu.Unlock()
-	for len(q) > 0 {
-		k := min(batchSize, len(q))
-		if err := t.w.Write(toTraces(t.resource, q[:k])); err != nil {
+	for batch := range slices.Chunk(q, batchSize) {
+		if err := t.w.Write(toTraces(t.resource, batch)); err != nil {
 			t.mu.Lock()
-			if t.firstErr == nil {
-				t.firstErr = err
-			}
+			t.firstErr = cmp.Or(t.firstErr, err) // the first kept
 			t.mu.Unlock()
 		}
-		q = q[k:]
 	}
 }
 
@@ -315,20 +258,13 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	}
 	t.write()
 	t.mu.Lock()
-	dropped := t.dropped
-	t.mu.Unlock()
-	var derr error
-	if dropped > 0 {
-		derr = fmt.Errorf("%d client spans dropped: more than %d waited to be written", dropped, maxQueue)
-	}
-	return errors.Join(t.err(), derr)
-}
-
-func (t *Tracer) err() error {
-	t.mu.Lock()
 	defer t.mu.Unlock()
+	var errs []error
 	if t.firstErr != nil {
-		return errors.New("writing client spans: " + t.firstErr.Error())
+		errs = append(errs, errors.New("writing client spans: "+t.firstErr.Error()))
 	}
-	return nil
+	if t.dropped > 0 {
+		errs = append(errs, fmt.Errorf("%d client spans dropped: more than %d waited to be written", t.dropped, maxQueue))
+	}
+	return errors.Join(errs...)
 }

@@ -119,12 +119,9 @@ type planner struct {
 // to count what will be sent and to find the client spans that the stage
 // spans hang under.
 func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
-	if cfg.BatchSpans <= 0 {
-		cfg.BatchSpans = DefaultBatchSpans
-	}
-	if cfg.Sample < 1 {
-		cfg.Sample = 1
-	}
+	// Zero or less: the default.
+	cfg.BatchSpans = cmp.Or(max(cfg.BatchSpans, 0), DefaultBatchSpans)
+	cfg.Sample = max(cfg.Sample, 1)
 	reqs, err := columns.ReadRequestsJSONL(b.Path(bundle.RequestsFile))
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
@@ -206,7 +203,7 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 	bt.reset()
 	if p.b.Has(bundle.SpansFile) {
 		_, err := spans.Read(p.b.Path(bundle.SpansFile), func(td ptrace.Traces) error {
-			bt.newRecord()
+			clear(bt.dest) // indices restart in each record
 			return forEachSpan(td, func(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span) error {
 				tid := sp.TraceID()
 				if !p.keep(tid) {
@@ -253,10 +250,7 @@ func (p *planner) stageSpans(bt *batcher) error {
 	sp := ptrace.NewSpan()
 	for _, tid := range tids {
 		info := p.byTrace[tid]
-		root, ok := p.roots[tid]
-		if !ok {
-			root = pcommon.NewSpanIDEmpty()
-		}
+		root := p.roots[tid] // empty (no parent) when the store has no client span
 		// add adds a synthesized span; attr, when set, is the attribute
 		// that holds its name.
 		add := func(id, parent pcommon.SpanID, name, attr string, a, z int64) error {
@@ -332,27 +326,19 @@ func (bt *batcher) reset() {
 	bt.dest = map[[2]int]ptrace.SpanSlice{}
 }
 
-// newRecord forgets the resource mapping: indices restart in each record.
-func (bt *batcher) newRecord() { clear(bt.dest) }
-
-func (bt *batcher) resource(src pcommon.Resource, schema string) ptrace.ResourceSpans {
-	rs := bt.td.ResourceSpans().AppendEmpty()
-	src.CopyTo(rs.Resource())
-	rs.SetSchemaUrl(schema)
-	at := rs.Resource().Attributes()
-	for k, v := range bt.attrs {
-		if _, ok := at.Get(k); !ok {
-			at.PutStr(k, v)
-		}
-	}
-	return rs
-}
-
 func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, sp ptrace.Span, level string) error {
 	key := [2]int{i, j}
 	out, ok := bt.dest[key]
 	if !ok {
-		dst := bt.resource(rs.Resource(), rs.SchemaUrl())
+		dst := bt.td.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(dst.Resource())
+		dst.SetSchemaUrl(rs.SchemaUrl())
+		at := dst.Resource().Attributes()
+		for k, v := range bt.attrs {
+			if _, ok := at.Get(k); !ok {
+				at.PutStr(k, v)
+			}
+		}
 		dsc := dst.ScopeSpans().AppendEmpty()
 		sc.Scope().CopyTo(dsc.Scope())
 		dsc.SetSchemaUrl(sc.SchemaUrl())
@@ -366,10 +352,6 @@ func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, 
 			d.Attributes().PutStr(clientspan.AttrLevel, level)
 		}
 	}
-	return bt.count()
-}
-
-func (bt *batcher) count() error {
 	bt.n++
 	if bt.n >= bt.max {
 		return bt.flush()
@@ -523,15 +505,10 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 		return st, err
 	}
 	st.URL = u
-	if cfg.MaxTries <= 0 {
-		cfg.MaxTries = DefaultMaxTries
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	// Zero or less: the default.
+	cfg.MaxTries = cmp.Or(max(cfg.MaxTries, 0), DefaultMaxTries)
+	cfg.Backoff = cmp.Or(max(cfg.Backoff, 0), DefaultBackoff)
+	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), DefaultTimeout)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
@@ -578,10 +555,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 		return nil
 	})
 	st.Elapsed = time.Since(start)
-	if abort != nil {
-		return st, abort
-	}
-	if err != nil {
+	if err := cmp.Or(abort, err); err != nil { // abort unwrapped
 		return st, err
 	}
 	if st.SentBatches == 0 && st.Plan.Batches > 0 {
@@ -596,18 +570,12 @@ type sender struct {
 	st  *OTLPStats
 }
 
-// errPermanent marks answers not worth retrying.
-type errPermanent struct{ err error }
-
-func (e errPermanent) Error() string { return e.err.Error() }
-func (e errPermanent) Unwrap() error { return e.err }
-
 // send posts td until it is accepted, refused for good, or MaxTries is
 // spent.
 func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	if err != nil {
-		return errPermanent{fmt.Errorf("encoding export request: %w", err)}
+		return fmt.Errorf("encoding export request: %w", err)
 	}
 	delay := s.cfg.Backoff
 	var last error
@@ -615,7 +583,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 		if try > 1 {
 			s.st.Retries++
 		}
-		rejected, retryAfter, err := s.post(ctx, body)
+		rejected, retryAfter, retry, err := s.post(ctx, body)
 		if err == nil {
 			s.st.SentBatches++
 			s.st.SentSpans += td.SpanCount() - rejected
@@ -623,8 +591,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 			return nil
 		}
 		last = err
-		var perm errPermanent
-		if errors.As(err, &perm) || ctx.Err() != nil || try == s.cfg.MaxTries {
+		if !retry || ctx.Err() != nil || try == s.cfg.MaxTries {
 			break
 		}
 		wait := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
@@ -640,16 +607,17 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 }
 
 // post sends one export request. It returns the spans the endpoint said
-// it rejected, and the Retry-After it asked for.
-func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, err error) {
+// it rejected, and the Retry-After it asked for; on failure, whether the
+// answer is worth retrying.
+func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, errPermanent{err}
+		return 0, 0, false, err
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, true, err
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -660,16 +628,16 @@ func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfte
 				rejected = int(er.PartialSuccess().RejectedSpans())
 			}
 		}
-		return rejected, 0, nil
+		return rejected, 0, false, nil
 	}
 	err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(msg))
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5 {
 		if v, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); perr == nil && v > 0 {
 			retryAfter = time.Duration(v) * time.Second
 		}
-		return 0, retryAfter, err
+		return 0, retryAfter, true, err
 	}
-	return 0, 0, errPermanent{err}
+	return 0, 0, false, err
 }
 
 func snippet(b []byte) string {

@@ -94,6 +94,7 @@ type drawing struct {
 	meta    []Event
 	events  []Event
 	nextPID int
+	pids    map[string]int // by name, the processes made by named
 }
 
 // qualified is name, then sep and what when there is one.
@@ -110,6 +111,16 @@ func (d *drawing) process(name string) int {
 	d.meta = append(d.meta,
 		Event{Name: "process_name", Ph: "M", PID: pid, Args: map[string]any{"name": name}},
 		Event{Name: "process_sort_index", Ph: "M", PID: pid, Args: map[string]any{"sort_index": pid}})
+	return pid
+}
+
+// named is the process called name, made on first use.
+func (d *drawing) named(name string) int {
+	pid, ok := d.pids[name]
+	if !ok {
+		pid = d.process(name)
+		d.pids[name] = pid
+	}
 	return pid
 }
 
@@ -169,7 +180,7 @@ func (d *drawing) tracks(pid, base int, label string, ivs []interval) (tids []in
 // events come first, the others in timestamp order.
 func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	st := PerfettoStats{ClientSlots: map[string]int{}}
-	d := &drawing{}
+	d := &drawing{pids: map[string]int{}}
 	ix := join.Build(in.Requests, in.Spans, nil)
 
 	// Clients: a process per level, in the order the levels ran (then
@@ -276,15 +287,10 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(b.key[0], a.key[0]),
 			cmp.Compare(in.Spans[groups[a][0]].StartUnixNs, in.Spans[groups[b][0]].StartUnixNs))
 	})
-	servicePID := map[string]int{}
 	nextTID := map[int]int{}
 	flowID := uint64(0)
 	for _, k := range keys {
-		pid, ok := servicePID[k.service]
-		if !ok {
-			pid = d.process(qualified("server", ": ", k.service))
-			servicePID[k.service] = pid
-		}
+		pid := d.named(qualified("server", ": ", k.service))
 		idx := groups[k]
 		ivs := make([]interval, len(idx))
 		for j, i := range idx {
@@ -395,7 +401,6 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	}
 
 	// GPU counters.
-	gpuPID := map[int]int{}
 	for _, g := range in.GPU {
 		var name, unit string
 		var v float64
@@ -410,11 +415,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		if name == "" || math.IsNaN(v) || math.IsInf(v, 0) || g.TS <= 0 {
 			continue
 		}
-		pid, ok := gpuPID[g.GPU]
-		if !ok {
-			pid = d.process("GPU " + strconv.Itoa(g.GPU))
-			gpuPID[g.GPU] = pid
-		}
+		pid := d.named("GPU " + strconv.Itoa(g.GPU))
 		d.events = append(d.events, Event{Name: name, Ph: "C", PID: pid, tsNs: g.TS, Args: map[string]any{unit: v}})
 		st.Counters++
 	}
@@ -428,18 +429,13 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	for _, l := range in.Manifest.Levels {
 		passes[passKey{l.Level, l.Repeat}] = l
 	}
-	schedPID := map[int]int{}
 	for _, r := range in.Sched {
 		run, ok := passes[passKey{r.Level, r.Repeat}]
 		if !ok || run.StartUnixNs <= 0 || run.EndUnixNs < run.StartUnixNs {
 			st.SchedSkip++
 			continue
 		}
-		pid, ok := schedPID[r.PID]
-		if !ok {
-			pid = d.process("threads of pid " + strconv.Itoa(r.PID) + " (sched)")
-			schedPID[r.PID] = pid
-		}
+		pid := d.named("threads of pid " + strconv.Itoa(r.PID) + " (sched)")
 		name := "cpu " + r.Name + " " + strconv.Itoa(r.TID)
 		u := r.Utilization
 		if math.IsNaN(u) || math.IsInf(u, 0) {

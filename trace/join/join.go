@@ -115,55 +115,24 @@ func flatten(chunks [][]spans.Span) []*spans.Span {
 // the spans of its trace id; for a request without server spans in its
 // trace, the server spans whose gen_ai.request.id names it.
 func pick(reqs []model.Request, at []*spans.Span) (picked []int32, from []int, server []bool) {
-	n := len(at)
-	// Spans with the same key form linked lists through next (head: the
-	// first index; -1 ends a list), built back to front so that each list
-	// is in input order: no slice per key.
-	next := make([]int32, n)
-	byTrace := make(map[string]int32, len(reqs))
-	for i := n - 1; i >= 0; i-- {
-		s := at[i]
-		next[i] = -1
-		if s.TraceID != "" {
-			if h, ok := byTrace[s.TraceID]; ok {
-				next[i] = h
-			}
-			byTrace[s.TraceID] = int32(i)
+	next, byTrace := chain(at, func(s *spans.Span) string { return s.TraceID })
+	// gen_ai ids chain through their own list (a span can be on both).
+	nextGenAI, byGenAI := chain(at, func(s *spans.Span) string {
+		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" && !s.IsClient() {
+			return requestKey(v)
 		}
-	}
-	// gen_ai ids chain through their own list (a span can be on both),
-	// made at the first span that has one.
-	var nextGenAI []int32
-	byGenAI := map[string]int32{}
-	for i := n - 1; i >= 0; i-- {
-		s := at[i]
-		if s.IsClient() {
-			continue
-		}
-		if v, ok := s.Attrs[AttrGenAIRequestID].(string); ok && v != "" {
-			if nextGenAI == nil {
-				nextGenAI = make([]int32, n)
-			}
-			k := requestKey(v)
-			nextGenAI[i] = -1
-			if h, ok := byGenAI[k]; ok {
-				nextGenAI[i] = h
-			}
-			byGenAI[k] = int32(i)
-		}
-	}
-	picked = make([]int32, 0, n)
+		return ""
+	})
+	picked = make([]int32, 0, len(at))
 	from = make([]int, len(reqs)+1)
 	server = make([]bool, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		from[i] = len(picked)
-		if r.TraceID != "" {
-			if h, ok := byTrace[r.TraceID]; ok {
-				for j := h; j >= 0; j = next[j] {
-					picked = append(picked, j)
-					server[i] = server[i] || !at[j].IsClient()
-				}
+		if h, ok := byTrace[r.TraceID]; ok {
+			for j := h; j >= 0; j = next[j] {
+				picked = append(picked, j)
+				server[i] = server[i] || !at[j].IsClient()
 			}
 		}
 		if !server[i] {
@@ -181,6 +150,29 @@ func pick(reqs []model.Request, at []*spans.Span) (picked []int32, from []int, s
 	return picked, from, server
 }
 
+// chain links the spans of at that have the same key ("": none) into
+// lists through next (head: the first index; -1 ends a list), built back
+// to front so that each list is in input order: no slice per key. next is
+// made at the first span with a key.
+func chain(at []*spans.Span, key func(*spans.Span) string) (next []int32, head map[string]int32) {
+	head = map[string]int32{}
+	for i := len(at) - 1; i >= 0; i-- {
+		k := key(at[i])
+		if k == "" {
+			continue
+		}
+		if next == nil {
+			next = make([]int32, len(at))
+		}
+		next[i] = -1
+		if h, ok := head[k]; ok {
+			next[i] = h
+		}
+		head[k] = int32(i)
+	}
+	return next, head
+}
+
 // EventKey is the id by which r's events name it: the server's request id
 // (its X-Request-Id response header), or asrprof's own when the server
 // sent none.
@@ -192,10 +184,7 @@ func EventKey(r *model.Request) string { return cmp.Or(r.ServerRequestID, r.Requ
 func SpanOwners(reqs []model.Request, chunks [][]spans.Span) []int32 {
 	at := flatten(chunks)
 	picked, from, _ := pick(reqs, at)
-	owner := make([]int32, len(at))
-	for i := range owner {
-		owner[i] = -1
-	}
+	owner := slices.Repeat([]int32{-1}, len(at))
 	for i := range reqs {
 		for _, j := range picked[from[i]:from[i+1]] {
 			if owner[j] < 0 {

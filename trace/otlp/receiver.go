@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,9 +77,7 @@ type Receiver struct {
 // sink returns an error the sender is told to retry later (HTTP 503, gRPC
 // Unavailable).
 func NewReceiver(cfg Config, sink func(ptrace.Traces) error) *Receiver {
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	cfg.MaxRequestBytes = cmp.Or(max(cfg.MaxRequestBytes, 0), DefaultMaxRequestBytes) // zero or less: the default
 	r := &Receiver{cfg: cfg, sink: sink}
 	r.handler = &httpHandler{r: r, bodies: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	return r
@@ -131,22 +130,20 @@ func (r *Receiver) Start(ctx context.Context) error {
 		}
 		lns[i] = ln
 	}
-	httpLn, grpcLn := lns[0], lns[1]
+	r.httpLn, r.grpcLn = lns[0], lns[1]
 	r.serveErr = make(chan error, 2)
-	if httpLn != nil {
+	if r.httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/", r.handler)
 		r.httpSrv = &http.Server{Handler: mux, MaxHeaderBytes: 1 << 20}
-		r.httpLn = httpLn
-		r.serve(r.httpSrv.Serve, httpLn, http.ErrServerClosed)
+		r.serve(r.httpSrv.Serve, r.httpLn, http.ErrServerClosed)
 	}
-	if grpcLn != nil {
+	if r.grpcLn != nil {
 		r.grpcSrv = grpc.NewServer(
 			grpc.MaxRecvMsgSize(int(min(r.cfg.MaxRequestBytes, 1<<31-1))),
 		)
 		ptraceotlp.RegisterGRPCServer(r.grpcSrv, &grpcServer{r: r})
-		r.grpcLn = grpcLn
-		r.serve(r.grpcSrv.Serve, grpcLn, grpc.ErrServerStopped) // ErrServerStopped: stopped before it began serving
+		r.serve(r.grpcSrv.Serve, r.grpcLn, grpc.ErrServerStopped) // ErrServerStopped: stopped before it began serving
 	}
 	r.warning = strings.Join(warnings, "; ")
 	return nil

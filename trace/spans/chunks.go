@@ -39,18 +39,15 @@ func ReadChunks(path string) ([][]Span, error) {
 		off += n + int(size)
 	}
 	parts := make([][]Span, len(recs))
-	workers := runtime.GOMAXPROCS(0)
 	var g errgroup.Group
-	g.SetLimit(workers)
-	for w := 0; w < workers; w++ {
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, rec := range recs {
 		g.Go(func() error {
-			for i := w; i < len(recs); i += workers {
-				req := ptraceotlp.NewExportRequest()
-				if err := req.UnmarshalProto(recs[i]); err != nil {
-					return fmt.Errorf("%s: record %d: decoding: %w", path, i, err)
-				}
-				parts[i] = Flatten(req.Traces())
+			req := ptraceotlp.NewExportRequest()
+			if err := req.UnmarshalProto(rec); err != nil {
+				return fmt.Errorf("%s: record %d: decoding: %w", path, i, err)
 			}
+			parts[i] = Flatten(req.Traces())
 			return nil
 		})
 	}

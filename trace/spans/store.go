@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -86,23 +87,17 @@ func read(r *bufio.Reader, path string, fn func(ptrace.Traces) error) (bool, err
 			return false, nil
 		}
 		size, err := binary.ReadUvarint(r)
+		if err == nil {
+			if size > MaxRecordBytes {
+				return false, fmt.Errorf("%s: record %d at byte %d: length %d exceeds %d: not a span store", path, rec, off, size, MaxRecordBytes)
+			}
+			buf = slices.Grow(buf[:0], int(size))[:size]
+			_, err = io.ReadFull(r, buf)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) { // the length or the record cut short
+			return true, nil
+		}
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return true, nil
-			}
-			return false, fmt.Errorf("%s: record %d at byte %d: %w", path, rec, off, err)
-		}
-		if size > MaxRecordBytes {
-			return false, fmt.Errorf("%s: record %d at byte %d: length %d exceeds %d: not a span store", path, rec, off, size, MaxRecordBytes)
-		}
-		if uint64(cap(buf)) < size {
-			buf = make([]byte, size)
-		}
-		buf = buf[:size]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return true, nil
-			}
 			return false, fmt.Errorf("%s: record %d at byte %d: %w", path, rec, off, err)
 		}
 		req := ptraceotlp.NewExportRequest()
