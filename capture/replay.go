@@ -7,14 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/load"
-	"github.com/asrprof/asrprof/model"
 )
 
 // Trace replay (--arrivals replay:FILE, docs/REPLAY.md): one open-loop
@@ -23,7 +21,8 @@ import (
 // or the closest audio duration, or the next in turn; bench/driver's
 // NewReplay), its times divided by ReplaySpeed. Each open-loop pass
 // records its schedule fidelity (bundle.Fidelity) in the manifest,
-// extra.schedule_fidelity, and says it at the pass's end.
+// extra.schedule_fidelity, and says it at the pass's end
+// (Session.recordDriver).
 
 // ReplayPrefix starts the --arrivals value that replays a trace.
 const ReplayPrefix = "replay:"
@@ -127,31 +126,4 @@ func loadReplay(cfg *Config, items []driver.Item) (*replayPlan, error) {
 		"span_s": r.Span().Seconds(), "mean_rate": p.rate, "matched_by": by,
 	}
 	return p, nil
-}
-
-// recordFidelity keeps an open-loop pass's schedule fidelity in the
-// manifest (extra.schedule_fidelity, extra.replay), says it, and notes
-// a pass that lost it.
-func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *driver.Pass, say func(string)) {
-	f := res.Fidelity
-	if f == nil {
-		return
-	}
-	if !s.cfg.Quiet || len(f.Lost) > 0 {
-		say(fmt.Sprintf("%s repeat %d: %s", model.LevelLabel(lv.Name), repeat, driver.FidelityLine(f)))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := &s.manifest
-	x := extra(m)
-	if s.replay != nil {
-		x["replay"] = s.replay.info
-	}
-	x["schedule_fidelity_limits"] = map[string]float64{
-		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds()}
-	recs, _ := x["schedule_fidelity"].([]bundle.FidelityRecord)
-	x["schedule_fidelity"] = append(recs, bundle.FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
-	if len(f.Lost) > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("%s repeat %d: schedule fidelity lost (%s)", lv.Name, repeat, strings.Join(f.Lost, ", ")))
-	}
 }

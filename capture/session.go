@@ -253,8 +253,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			pm := acc.Pass(res.WallS()) // summary.Pass and Goodput of the pass's records, as they came
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
-			s.recordFidelity(lv, repeat, warmup, res, say)  // open loop: send lag behind the schedule (capture/replay.go)
-			s.recordSelfCheck(lv, repeat, warmup, res, say) // did the driver keep up (capture/selfcheck.go)
+			s.recordDriver(lv, repeat, warmup, res, say) // did the driver keep up, and its schedule (capture/selfcheck.go)
 			// A pass cut short is recorded in requests.jsonl but not
 			// summarised as if it were complete.
 			stopped := ctx.Err() != nil
