@@ -3,7 +3,9 @@ package capture
 import (
 	"fmt"
 	"io"
+	"iter"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -268,35 +270,18 @@ func PrintSearch(w io.Writer, r *bundle.SearchResult) {
 	fmt.Fprintf(w, "Cost: %d requests over %d levels\n", r.Requests, len(r.Probes))
 }
 
-// levelSource hands runPasses its levels: the configured list, or the
-// search's next probe once the last one is done.
-type levelSource struct {
-	list   []SweepPoint
-	i      int
-	search *searcher
-}
-
-func newLevelSource(cfg *Config) *levelSource {
-	if cfg.Search != nil {
-		return &levelSource{search: newSearcher(cfg)}
+// levels are runPasses's levels: the configured list, or the search's
+// next probe once the last one is done (searcher.record).
+func (s *Session) levels() iter.Seq[SweepPoint] {
+	if s.search == nil {
+		return slices.Values(s.cfg.Levels())
 	}
-	return &levelSource{list: cfg.Levels()}
-}
-
-func (l *levelSource) next() (SweepPoint, bool) {
-	if l.search != nil {
-		return l.search.level()
-	}
-	if l.i >= len(l.list) {
-		return SweepPoint{}, false
-	}
-	l.i++
-	return l.list[l.i-1], true
-}
-
-// done takes a finished level's summary and the requests it sent.
-func (l *levelSource) done(lr model.LevelResult, sent int) {
-	if l.search != nil {
-		l.search.record(lr, sent)
+	return func(yield func(SweepPoint) bool) {
+		for {
+			lv, ok := s.search.level()
+			if !ok || !yield(lv) {
+				return
+			}
+		}
 	}
 }

@@ -220,16 +220,13 @@ func syntheticWeights(models any) bool {
 func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, prog *progress, say func(string)) (model.Results, bool, error) {
 	cfg := &s.cfg
 	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
-	levels := newLevelSource(cfg)
-	defer func() { s.search = levels.search }()
+	if cfg.Search != nil {
+		s.search = newSearcher(cfg)
+	}
 	if cfg.SoloAdded() {
 		s.note("adding a c=1 level first (--solo): each sample's service alone, the baseline of the diagnosis seen from outside")
 	}
-	for {
-		lv, ok := levels.next()
-		if !ok {
-			break
-		}
+	for lv := range s.levels() {
 		sent := 0
 		lv, dl := s.passLevel(lv) // the pass's length, a replayed schedule (capture/passlen.go)
 		var passes []model.PassMetrics
@@ -288,7 +285,9 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 		}
 		if len(passes) > 0 {
 			results.Results = append(results.Results, summary.Level(passes))
-			levels.done(results.Results[len(results.Results)-1], sent)
+			if s.search != nil {
+				s.search.record(results.Results[len(results.Results)-1], sent)
+			}
 		}
 	}
 	return results, false, nil
