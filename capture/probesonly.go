@@ -129,7 +129,7 @@ func (r *ProbeRun) Begin(ctx context.Context, p probe.Period) error {
 		prev.EndUnixNs = p.StartUnixNs
 		r.endLocked(ctx, prev)
 	}
-	r.begin(p)
+	r.pset.begin(p)
 	r.current = &p
 	return nil
 }

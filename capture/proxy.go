@@ -71,13 +71,6 @@ func (c *Config) validateProxy() error {
 	return nil
 }
 
-// proxyListenAddr is where the proxy binds: loopback when the address
-// names no host.
-func proxyListenAddr(addr string) string {
-	host, port, _ := net.SplitHostPort(addr)
-	return net.JoinHostPort(cmp.Or(host, "127.0.0.1"), port)
-}
-
 // runProxy is Run for --proxy: the user's client sends the load through
 // a reverse proxy; probes, the OTLP receiver and the request profiler run
 // as in a driven capture; the levels are found at the end.
@@ -107,7 +100,8 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", proxyListenAddr(cfg.Proxy))
+	host, port, _ := net.SplitHostPort(cfg.Proxy) // loopback when it names no host
+	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(host, "127.0.0.1"), port))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --proxy %s: %v", ErrInvalidConfig, cfg.Proxy, err)
 	}
@@ -116,13 +110,16 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	if err := s.open(ctx, models, samples, bad); err != nil {
 		return nil, err
 	}
+	realtime := "" // with a realtime --protocol, WebSocket sessions are recorded in it
+	if protocol.IsRealtime(cfg.Protocol) {
+		realtime = cfg.Protocol
+	}
 	px, err := proxy.New(proxy.Config{
-		Target: cfg.Target,
-		Tracer: s.tr.client,
-		Refs:   refs,
-		Lang:   cfg.Lang,
-		// With a realtime --protocol, WebSocket sessions are recorded in it.
-		Realtime: realtimeProtocol(cfg.Protocol),
+		Target:   cfg.Target,
+		Tracer:   s.tr.client,
+		Refs:     refs,
+		Lang:     cfg.Lang,
+		Realtime: realtime,
 		Dialect:  cfg.Dialect,
 		Pace:     cfg.Pace,
 		OnRecord: func(r *model.Request) {
@@ -146,7 +143,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	say(fmt.Sprintf("proxy: %s → %s (point your client at %s)", proxyURL, cfg.Target, proxyURL))
 	period := probe.Period{Level: proxy.Unassigned, Repeat: 1, StartUnixNs: time.Now().UnixNano()}
-	s.begin(period)
+	s.pset.begin(period)
 	start := time.Now()
 
 	stopTicks := make(chan struct{})
@@ -212,14 +209,6 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		err = cmdErr
 	}
 	return out, err
-}
-
-// realtimeProtocol is name when it is a realtime (WebSocket) protocol, else "".
-func realtimeProtocol(name string) string {
-	if protocol.IsRealtime(name) {
-		return name
-	}
-	return ""
 }
 
 // proxyWindow waits for the capture's end: the benchmark command's exit

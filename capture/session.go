@@ -103,8 +103,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := s.open(ctx, models, samples, len(bad)); err != nil {
 		return nil, err
 	}
-	hc := newHTTPClient(cfg, items)
-	client, err := newClient(cfg, hc)
+	client, err := newClient(cfg, newHTTPClient(cfg, items))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +127,6 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Lang:        cfg.Lang,
 		Timeout:     sessionTimeout(cfg, items),
 		Tracer:      s.tr.client,
-		OnStart:     s.onStart(),
 		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
 				s.obs.RequestDone(r)
@@ -152,6 +150,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 				s.noteWriteErr(err)
 			}
 		},
+	}
+	if s.obs != nil {
+		drv.OnStart = s.obs.RequestStarted
 	}
 
 	// Requests in flight outlive ctx by cfg.Grace.
@@ -241,7 +242,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			}
 			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
-			s.begin(period)
+			s.pset.begin(period)
 			acc := s.newAcc()
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
