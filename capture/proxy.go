@@ -35,40 +35,23 @@ const ProxyURLEnv = "ASRPROF_PROXY_URL"
 // validateProxy checks a proxy capture's configuration.
 func (c *Config) validateProxy() error {
 	u, err := url.Parse(c.Target)
-	if c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target)
-	}
-	if c.ProbesOnly {
-		return fmt.Errorf("--probes-only and --proxy: a proxy capture already runs the probes while your client sends; drop --probes-only")
-	}
-	if _, _, err := net.SplitHostPort(c.Proxy); err != nil {
-		return fmt.Errorf("--proxy %q: want HOST:PORT such as 127.0.0.1:8001 (%v)", c.Proxy, err)
-	}
-	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
-		return fmt.Errorf("--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)")
-	}
-	if !slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol) {
-		return fmt.Errorf("--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol)
-	}
-	if !slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace) {
-		return fmt.Errorf("--pace %q: want realtime or none (how your client paces its audio)", c.Pace)
-	}
-	if !slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect) {
-		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
-	}
-	if err := c.validateLang(); err != nil {
-		return err
-	}
-	if err := c.validateOutput(); err != nil {
-		return err
-	}
-	if c.Duration < 0 || c.LevelGap < 0 {
-		return fmt.Errorf("--duration and --level-gap must be ≥ 0")
-	}
-	if slices.ContainsFunc(c.ProxyLevels, func(n string) bool { return strings.TrimSpace(n) == "" }) {
-		return fmt.Errorf("--levels: an empty level name")
-	}
-	return nil
+	_, _, perr := net.SplitHostPort(c.Proxy)
+	return cmp.Or(
+		errIf(c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "",
+			"--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target),
+		errIf(c.ProbesOnly,
+			"--probes-only and --proxy: a proxy capture already runs the probes while your client sends; drop --probes-only"),
+		errIf(perr != nil, "--proxy %q: want HOST:PORT such as 127.0.0.1:8001 (%v)", c.Proxy, perr),
+		errIf(len(c.Concurrency) > 0 || len(c.Rates) > 0,
+			"--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)"),
+		errIf(!slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol),
+			"--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol),
+		errIf(!slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace),
+			"--pace %q: want realtime or none (how your client paces its audio)", c.Pace),
+		c.validateDialect(), c.validateLang(), c.validateOutput(),
+		errIf(c.Duration < 0 || c.LevelGap < 0, "--duration and --level-gap must be ≥ 0"),
+		errIf(slices.ContainsFunc(c.ProxyLevels, func(n string) bool { return strings.TrimSpace(n) == "" }), "--levels: an empty level name"),
+	)
 }
 
 // runProxy is Run for --proxy: the user's client sends the load through

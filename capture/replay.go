@@ -49,34 +49,23 @@ func (c *Config) validateReplay() error {
 		return fmt.Errorf("--replay-speed %g: want a number > 0 (2: the trace in half its time)", sp)
 	}
 	if !isReplay(c.Arrivals) {
-		if sp != 0 && sp != 1 {
-			return fmt.Errorf("--replay-speed scales a replayed trace: give --arrivals replay:FILE")
-		}
-		return nil
+		return errIf(sp != 0 && sp != 1, "--replay-speed scales a replayed trace: give --arrivals replay:FILE")
 	}
 	file := c.ReplayFile()
-	if file == "" {
-		return fmt.Errorf("--arrivals replay:FILE: name the trace, e.g. replay:trace.jsonl (docs/REPLAY.md)")
+	st, err := os.Stat(file)
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
 	}
-	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
-		return fmt.Errorf("--arrivals %s is a schedule of its own: drop --concurrency and --rate (--replay-speed scales it)", c.Arrivals)
-	}
-	if c.Search != nil {
-		return fmt.Errorf("--find-max searches --concurrency or --rate levels; it does not combine with --arrivals replay:FILE")
-	}
-	if err := c.oneRequestPerSample("--arrivals replay:FILE may"); err != nil {
-		return err
-	}
-	if st, err := os.Stat(file); err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("--arrivals replay:%s: %v", file, err)
-	} else if st.IsDir() {
-		return fmt.Errorf("--arrivals replay:%s is a directory: want a JSONL or CSV trace", file)
-	}
-	return nil
+	return cmp.Or(
+		errIf(file == "", "--arrivals replay:FILE: name the trace, e.g. replay:trace.jsonl (docs/REPLAY.md)"),
+		errIf(len(c.Concurrency) > 0 || len(c.Rates) > 0,
+			"--arrivals %s is a schedule of its own: drop --concurrency and --rate (--replay-speed scales it)", c.Arrivals),
+		errIf(c.Search != nil, "--find-max searches --concurrency or --rate levels; it does not combine with --arrivals replay:FILE"),
+		c.oneRequestPerSample("--arrivals replay:FILE may"),
+		errIf(err != nil, "--arrivals replay:%s: %v", file, err),
+		errIf(err == nil && st.IsDir(), "--arrivals replay:%s is a directory: want a JSONL or CSV trace", file),
+	)
 }
 
 // replayPlan is a loaded trace matched to the dataset.

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"iter"
@@ -63,25 +64,19 @@ func (c *Config) validateCapacity() error {
 	if s == nil {
 		return nil
 	}
-	if c.SLO.IsZero() {
-		return fmt.Errorf("--find-max needs --slo: the limits a level must meet (e.g. --slo latency=1s)")
+	if err := cmp.Or(
+		errIf(c.SLO.IsZero(), "--find-max needs --slo: the limits a level must meet (e.g. --slo latency=1s)"),
+		errIf(len(c.Concurrency)+len(c.Rates) != 1,
+			"--find-max searches one loop from one start: give one --concurrency (closed loop) or one --rate (open loop), not %d levels", len(c.Concurrency)+len(c.Rates)),
+		errIf(!(s.Attainment > 0 && s.Attainment <= 1),
+			"--attainment %g: want a share in (0, 1], such as 0.99", s.Attainment),
+		errIf(!(s.Tolerance > 0), "--tolerance %g: must be > 0", s.Tolerance),
+		errIf(s.Max < 0, "--find-max-limit %g: must be ≥ 0", s.Max),
+	); err != nil {
+		return err
 	}
-	if len(c.Concurrency)+len(c.Rates) != 1 {
-		return fmt.Errorf("--find-max searches one loop from one start: give one --concurrency (closed loop) or one --rate (open loop), not %d levels", len(c.Concurrency)+len(c.Rates))
-	}
-	if !(s.Attainment > 0 && s.Attainment <= 1) {
-		return fmt.Errorf("--attainment %g: want a share in (0, 1], such as 0.99", s.Attainment)
-	}
-	if !(s.Tolerance > 0) {
-		return fmt.Errorf("--tolerance %g: must be > 0", s.Tolerance)
-	}
-	if s.Max < 0 {
-		return fmt.Errorf("--find-max-limit %g: must be ≥ 0", s.Max)
-	}
-	if m := s.limit(len(c.Rates) > 0); m < c.start() {
-		return fmt.Errorf("--find-max-limit %g is below the start %g", m, c.start())
-	}
-	return nil
+	m := s.limit(len(c.Rates) > 0)
+	return errIf(m < c.start(), "--find-max-limit %g is below the start %g", m, c.start())
 }
 
 func (c *Config) start() float64 {
