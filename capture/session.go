@@ -48,9 +48,11 @@ type Session struct {
 	extra  []probe.Probe // AddProbes
 	search *searcher     // --find-max: the search runPasses ran
 
-	diarize *diarizeRun         // --task transcribe-diarize: its passes (capture/diarize.go)
-	newAcc  func() *summary.Acc // a fresh summary of the next pass, fed by the driver's OnRecord
-	replay  *replayPlan         // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
+	diarize *diarizeRun // --task transcribe-diarize: its passes (capture/diarize.go)
+	replay  *replayPlan // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
+
+	accMu sync.Mutex
+	acc   *summary.Acc // the summary of the pass that runs, fed by the driver's OnRecord
 }
 
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
@@ -108,17 +110,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
-	// Each pass is summarised as its records come (summary.Acc), so the
-	// driver keeps none unless a pass's records are needed whole after it:
-	// --save-raw-dir, transcribe-diarize's scoring.
-	var accMu sync.Mutex
-	var acc *summary.Acc
-	s.newAcc = func() *summary.Acc {
-		accMu.Lock()
-		defer accMu.Unlock()
-		acc = summary.NewAcc(cfg.SLO)
-		return acc
-	}
+	// Each pass is summarised as its records come (summary.Acc, s.acc), so
+	// the driver keeps none unless a pass's records are needed whole after
+	// it: --save-raw-dir, transcribe-diarize's scoring.
 	drv := &driver.Driver{
 		DropRecords: cfg.SaveRawDir == "" && s.diarize == nil,
 		Client:      client,
@@ -135,12 +129,12 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 			// The summary takes the records in requests.jsonl's order, so
 			// that summary.Passes over the file gives the same numbers to
 			// the last digit.
-			accMu.Lock()
+			s.accMu.Lock()
 			err := s.w.Append(bundle.RequestsFile, r)
-			if acc != nil {
-				acc.Add(r)
+			if s.acc != nil {
+				s.acc.Add(r)
 			}
-			accMu.Unlock()
+			s.accMu.Unlock()
 			if err != nil {
 				s.noteWriteErr(err)
 			}
@@ -243,7 +237,10 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
 			s.pset.begin(period)
-			acc := s.newAcc()
+			acc := summary.NewAcc(cfg.SLO)
+			s.accMu.Lock()
+			s.acc = acc
+			s.accMu.Unlock()
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
 			s.end(context.WithoutCancel(ctx), period)
