@@ -286,7 +286,8 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 	opts := capture.NewFlags(cfg)
 	as := analysis.DefaultSettings()
 	lead := func(o option.Option) bool { return o.Group == runbook.GroupAB || o.Group == runbook.GroupSensitivity }
-	advanced := capture.OptionGroups()[len(capture.OptionGroups())-1]
+	groups := option.Groups(capture.Options())
+	advanced := groups[len(groups)-1]
 	shown := slices.DeleteFunc(slices.Clone(rbOpts), func(o option.Option) bool { return !lead(o) })
 	var last []option.Option
 	for _, o := range capture.Options() {
