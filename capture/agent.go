@@ -231,13 +231,11 @@ func (a *agentProbe) End(ctx context.Context, p probe.Period) error {
 	if err := a.do(ctx, http.MethodPost, a.path("/end"), p, &e); err != nil {
 		return err
 	}
-	n := 0
-	for _, c := range e.Counts {
-		n += int(c)
-	}
 	a.mu.Lock()
-	a.count = n
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	for _, c := range e.Counts {
+		a.count += int(c)
+	}
 	return nil
 }
 

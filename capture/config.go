@@ -27,6 +27,7 @@ import (
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
+	"github.com/asrprof/asrprof/table"
 )
 
 // Config is everything `asrprof capture` was asked to do. It is recorded
@@ -272,6 +273,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// errIf is the error that format and args say when bad, else nil: one
+// rule of the configuration. The validate methods list their rules in
+// order, and cmp.Or picks the first that is broken.
+func errIf(bad bool, format string, args ...any) error {
+	if bad {
+		return fmt.Errorf(format, args...)
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if err := c.validateRemote(); err != nil {
 		return err
@@ -282,35 +293,20 @@ func (c *Config) validate() error {
 	if c.ProbesOnly {
 		return c.validateProbesOnly()
 	}
-	if c.Target == "" {
-		return fmt.Errorf("--target is required (e.g. --target http://127.0.0.1:8000)")
-	}
 	realtime := protocol.IsRealtime(c.Protocol)
 	u, err := url.Parse(c.Target)
-	okScheme := u != nil && (u.Scheme == "http" || u.Scheme == "https" || (realtime && (u.Scheme == "ws" || u.Scheme == "wss")))
-	if err != nil || !okScheme || u.Host == "" {
-		if realtime {
-			return fmt.Errorf("--target %q: want an http(s) or ws(s) URL such as ws://127.0.0.1:10095", c.Target)
-		}
-		return fmt.Errorf("--target %q: want an http(s) base URL such as http://127.0.0.1:8000", c.Target)
-	}
-	if c.Dataset == "" {
-		return fmt.Errorf("--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)")
-	}
-	if !slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol) {
-		return fmt.Errorf("--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol)
-	}
-	if err := c.validateRealtime(); err != nil {
+	badTarget := err != nil || u.Host == "" || !(u.Scheme == "http" || u.Scheme == "https" || (realtime && (u.Scheme == "ws" || u.Scheme == "wss")))
+	if err := cmp.Or(
+		errIf(c.Target == "", "--target is required (e.g. --target http://127.0.0.1:8000)"),
+		errIf(badTarget && realtime, "--target %q: want an http(s) or ws(s) URL such as ws://127.0.0.1:10095", c.Target),
+		errIf(badTarget, "--target %q: want an http(s) base URL such as http://127.0.0.1:8000", c.Target),
+		errIf(c.Dataset == "", "--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)"),
+		errIf(!slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol),
+			"--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol),
+		c.validateRealtime(), c.validateTask(), c.validateLang(),
+		errIf(len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "", "give --concurrency and/or --rate (or --arrivals replay:FILE)"),
+	); err != nil {
 		return err
-	}
-	if err := c.validateTask(); err != nil {
-		return err
-	}
-	if err := c.validateLang(); err != nil {
-		return err
-	}
-	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "" {
-		return fmt.Errorf("give --concurrency and/or --rate (or --arrivals replay:FILE)")
 	}
 	if i := slices.IndexFunc(c.Concurrency, func(n int) bool { return n < 1 }); i >= 0 {
 		return fmt.Errorf("--concurrency %d: must be ≥ 1", c.Concurrency[i])
@@ -318,81 +314,53 @@ func (c *Config) validate() error {
 	if i := slices.IndexFunc(c.Rates, func(r float64) bool { return r <= 0 }); i >= 0 {
 		return fmt.Errorf("--rate %g: must be > 0 requests/s", c.Rates[i])
 	}
-	switch {
-	case c.Arrivals == load.Poisson || c.Arrivals == load.Constant:
-	case isReplay(c.Arrivals): // capture/replay.go
-	default:
-		return fmt.Errorf("--arrivals %q: want poisson, constant or replay:FILE", c.Arrivals)
-	}
-	if err := c.validatePassLength(); err != nil { // capture/passlen.go
-		return err
-	}
-	if c.Repeats < 1 {
-		return fmt.Errorf("--repeats %d: must be ≥ 1", c.Repeats)
-	}
-	if c.Timeout <= 0 {
-		return fmt.Errorf("--timeout must be > 0")
-	}
-	if err := c.validateOutput(); err != nil {
-		return err
-	}
-	if !slices.Contains([]string{"", "auto", "otel", "fp", "perf"}, c.CPUEngine) {
-		return fmt.Errorf("--cpu-engine %q: want auto, otel, fp or perf", c.CPUEngine)
-	}
-	if c.CPUHz < 0 || c.CPUHz > 10000 {
-		return fmt.Errorf("--cpu-hz %d: want 1 to 10000 samples per second (0: the default, 99)", c.CPUHz)
-	}
-	switch c.ServerMetrics {
-	case "", "auto", "off":
-	default:
-		if u, err := url.Parse(c.ServerMetrics); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--server-metrics %q: want auto, off or an http(s) URL such as http://127.0.0.1:8000/metrics", c.ServerMetrics)
-		}
-	}
-	if c.ServerMetricsInterval != 0 && c.ServerMetricsInterval < 10*time.Millisecond {
-		return fmt.Errorf("--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval)
-	}
-	return c.validateCapacity()
+	m, err := url.Parse(c.ServerMetrics)
+	badMetrics := !slices.Contains([]string{"", "auto", "off"}, c.ServerMetrics) && (err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "")
+	return cmp.Or(
+		errIf(c.Arrivals != load.Poisson && c.Arrivals != load.Constant && !isReplay(c.Arrivals), // replay: capture/replay.go
+			"--arrivals %q: want poisson, constant or replay:FILE", c.Arrivals),
+		c.validatePassLength(), // capture/passlen.go
+		errIf(c.Repeats < 1, "--repeats %d: must be ≥ 1", c.Repeats),
+		errIf(c.Timeout <= 0, "--timeout must be > 0"),
+		c.validateOutput(),
+		errIf(!slices.Contains([]string{"", "auto", "otel", "fp", "perf"}, c.CPUEngine), "--cpu-engine %q: want auto, otel, fp or perf", c.CPUEngine),
+		errIf(c.CPUHz < 0 || c.CPUHz > 10000, "--cpu-hz %d: want 1 to 10000 samples per second (0: the default, 99)", c.CPUHz),
+		errIf(badMetrics, "--server-metrics %q: want auto, off or an http(s) URL such as http://127.0.0.1:8000/metrics", c.ServerMetrics),
+		errIf(c.ServerMetricsInterval != 0 && c.ServerMetricsInterval < 10*time.Millisecond,
+			"--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval),
+		c.validateCapacity(),
+	)
 }
 
 // validateRealtime checks the realtime knobs; zero values take defaults.
 func (c *Config) validateRealtime() error {
-	if c.ChunkMs != 0 && (c.ChunkMs < 10 || c.ChunkMs > 10000) {
-		return fmt.Errorf("--chunk-ms %d: want 10..10000", c.ChunkMs)
-	}
-	if !slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace) {
-		return fmt.Errorf("--pace %q: want realtime or none", c.Pace)
-	}
-	if c.Loops < 0 {
-		return fmt.Errorf("--loops %d: must be ≥ 1", c.Loops)
-	}
-	if !slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect) {
-		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
-	}
-	if c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "" {
-		return fmt.Errorf("--realtime-dialect vllm needs --model (vLLM's session.update requires it)")
-	}
-	return nil
+	return cmp.Or(
+		errIf(c.ChunkMs != 0 && (c.ChunkMs < 10 || c.ChunkMs > 10000), "--chunk-ms %d: want 10..10000", c.ChunkMs),
+		errIf(!slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace), "--pace %q: want realtime or none", c.Pace),
+		errIf(c.Loops < 0, "--loops %d: must be ≥ 1", c.Loops),
+		c.validateDialect(),
+		errIf(c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "",
+			"--realtime-dialect vllm needs --model (vLLM's session.update requires it)"),
+	)
+}
+
+// validateDialect checks --realtime-dialect.
+func (c *Config) validateDialect() error {
+	return errIf(!slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect),
+		"--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
 }
 
 // validateLang checks --lang, the normalizer of WER/CER (docs/SCORING.md).
 func (c *Config) validateLang() error {
-	if !slices.Contains([]string{"en", "zh"}, c.Lang) {
-		return fmt.Errorf("--lang %q: want en or zh", c.Lang)
-	}
-	return nil
+	return errIf(!slices.Contains([]string{"en", "zh"}, c.Lang), "--lang %q: want en or zh", c.Lang)
 }
 
 // validateOutput checks where the bundle goes and how its tables print.
 func (c *Config) validateOutput() error {
-	if c.Out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	if _, err := os.Stat(filepath.Join(c.Out, bundle.ManifestFile)); err == nil && !c.Overwrite {
-		return fmt.Errorf("--out %s: %w (give --overwrite to replace it, or another --out)", c.Out, bundle.ErrExists)
-	}
-	if !slices.Contains([]string{"text", "table", "markdown", "csv", "tsv", "json"}, c.Format) { // table: text's old name
-		return fmt.Errorf("--format %q: want text, markdown, csv, tsv or json", c.Format)
-	}
-	return nil
+	_, err := os.Stat(filepath.Join(c.Out, bundle.ManifestFile))
+	return cmp.Or(
+		errIf(c.Out == "", "--out is required"),
+		errIf(err == nil && !c.Overwrite, "--out %s: %w (give --overwrite to replace it, or another --out)", c.Out, bundle.ErrExists),
+		errIf(table.CheckFormat(c.Format) != nil, "--format %q: want text, markdown, csv, tsv or json", c.Format),
+	)
 }

@@ -2,12 +2,13 @@ package capture
 
 import (
 	"fmt"
-	"github.com/asrprof/asrprof/bench/score/diarize"
 	"net/http"
+	"strings"
 
 	"github.com/asrprof/asrprof/bench/dataset"
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/bench/score/diarize"
 	"github.com/asrprof/asrprof/bundle"
 )
 
@@ -93,18 +94,6 @@ func (d *diarizeRun) add(lv SweepPoint, repeat int, p *driver.Pass) {
 	}
 }
 
-// diarizeNames are the two files of a pass: SGLang-Omni's names when the
-// capture has one scored pass, and <name>.<level>.r<repeat>.json when it
-// has several.
-func diarizeNames(single bool, lv SweepPoint, repeat int) (results, speed string) {
-	if single {
-		return bundle.DiarizeResultsFile, bundle.DiarizeSpeedFile
-	}
-	suffix := fmt.Sprintf(".%s.r%d.json", lv.Name, repeat)
-	trim := func(s string) string { return s[:len(s)-len(".json")] + suffix }
-	return trim(bundle.DiarizeResultsFile), trim(bundle.DiarizeSpeedFile)
-}
-
 // write scores every kept pass and writes its two files; each pass's
 // figures are said in one line.
 func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
@@ -130,7 +119,13 @@ func (d *diarizeRun) write(w *bundle.Writer, say func(string)) error {
 			cfg.MaxSamples = &d.cfg.MaxSamples
 		}
 		res, speed := diarize.Score(d.samples, p.pass.Records, cfg)
-		rn, sn := diarizeNames(len(d.passes) == 1, p.lv, p.repeat)
+		// SGLang-Omni's names when the capture has one scored pass, and
+		// <name>.<level>.r<repeat>.json when it has several.
+		rn, sn := bundle.DiarizeResultsFile, bundle.DiarizeSpeedFile
+		if len(d.passes) > 1 {
+			suffix := fmt.Sprintf(".%s.r%d.json", p.lv.Name, p.repeat)
+			rn, sn = strings.TrimSuffix(rn, ".json")+suffix, strings.TrimSuffix(sn, ".json")+suffix
+		}
 		if err := w.WriteJSON(rn, res); err != nil {
 			return err
 		}

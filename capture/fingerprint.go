@@ -29,24 +29,10 @@ var ErrTargetUnreachable = errors.New("target did not answer")
 // until ready; notify is told once that we are waiting.
 func probeTarget(ctx context.Context, base string, ready time.Duration, notify func(string)) (models any, err error) {
 	base = strings.TrimRight(base, "/")
-	cl := &http.Client{Timeout: 5 * time.Second}
-	get := func(path string) (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, b, nil
-	}
 	deadline := time.Now().Add(ready)
 	told := false
 	for {
-		hs, hb, herr := get("/health")
+		hs, hb, herr := get(ctx, base+"/health")
 		if herr == nil && hs != http.StatusOK && hs != http.StatusNotFound && time.Now().Before(deadline) {
 			if !told {
 				notify(fmt.Sprintf("waiting up to %s for %s/health (HTTP %d: %.80s)", ready, base, hs, strings.TrimSpace(string(hb))))
@@ -59,7 +45,7 @@ func probeTarget(ctx context.Context, base string, ready time.Duration, notify f
 			}
 			continue
 		}
-		ms, mb, merr := get("/v1/models")
+		ms, mb, merr := get(ctx, base+"/v1/models")
 		if herr != nil && merr != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, herr)
 		}
@@ -74,6 +60,22 @@ func probeTarget(ctx context.Context, base string, ready time.Duration, notify f
 		}
 		return models, nil
 	}
+}
+
+// get is a GET of url with a 5 s timeout: the status and the first MiB
+// of the body.
+func get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, nil
 }
 
 func buildFingerprint(target string, models any, dsSHA string, n int) model.Fingerprint {

@@ -28,10 +28,3 @@ func (s *Session) Observe(o Observer) *Session {
 	s.obs = o
 	return s
 }
-
-func (s *Session) onStart() func() {
-	if s.obs == nil {
-		return nil
-	}
-	return s.obs.RequestStarted
-}

@@ -134,9 +134,6 @@ func Options() []Option {
 	}
 }
 
-// OptionGroups are the help groups of Options, in order.
-func OptionGroups() []string { return option.Groups(Options()) }
-
 // Flags binds the options to one Config: Define puts an option on a
 // flag set, writing into the Config; Finish, after parsing, sets what a
 // flag's text does not give by itself (the probes, the pid, the SLO and

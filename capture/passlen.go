@@ -1,7 +1,7 @@
 package capture
 
 import (
-	"fmt"
+	"cmp"
 
 	"github.com/asrprof/asrprof/bench/driver"
 )
@@ -16,31 +16,25 @@ import (
 
 // validatePassLength checks the pass's length and its replayed schedule.
 func (c *Config) validatePassLength() error {
-	if c.PassRequests < 0 {
-		return fmt.Errorf("--pass-requests %d: must be ≥ 0 (0: the dataset once)", c.PassRequests)
-	}
-	if c.PassDuration < 0 {
-		return fmt.Errorf("--pass-duration %v: must be ≥ 0 (0: the dataset once)", c.PassDuration)
-	}
+	var once error // a pass of a given length sends a sample any number of times
 	if c.PassRequests > 0 || c.PassDuration > 0 {
-		if err := c.oneRequestPerSample("--pass-requests and --pass-duration"); err != nil {
-			return err
-		}
+		once = c.oneRequestPerSample("--pass-requests and --pass-duration")
 	}
-	return c.validateReplay()
+	return cmp.Or(
+		errIf(c.PassRequests < 0, "--pass-requests %d: must be ≥ 0 (0: the dataset once)", c.PassRequests),
+		errIf(c.PassDuration < 0, "--pass-duration %v: must be ≥ 0 (0: the dataset once)", c.PassDuration),
+		once, c.validateReplay(),
+	)
 }
 
 // oneRequestPerSample refuses the options whose files hold one line per
 // sample and pass when a pass may send a sample several times, or not at
 // all.
 func (c *Config) oneRequestPerSample(what string) error {
-	if c.Task == TaskTranscribeDiarize {
-		return fmt.Errorf("%s send samples more or less than once a pass; --task transcribe-diarize scores each sample once per pass", what)
-	}
-	if c.SaveRawDir != "" {
-		return fmt.Errorf("%s send samples more or less than once a pass; --save-raw-dir writes one line per sample (SGLang-Omni's shape): drop one", what)
-	}
-	return nil
+	return cmp.Or(
+		errIf(c.Task == TaskTranscribeDiarize, "%s send samples more or less than once a pass; --task transcribe-diarize scores each sample once per pass", what),
+		errIf(c.SaveRawDir != "", "%s send samples more or less than once a pass; --save-raw-dir writes one line per sample (SGLang-Omni's shape): drop one", what),
+	)
 }
 
 // passLevel is the driver's level for a pass at lv: lv's loop, the pass's

@@ -64,15 +64,6 @@ func probeKinds() []probeKind {
 	}
 }
 
-// ProbeNames lists the probes --probes accepts, in start order.
-func ProbeNames() []string {
-	var names []string
-	for _, k := range probeKinds() {
-		names = append(names, k.name)
-	}
-	return names
-}
-
 // ProbeHelp is the --probes part of --help: one line per probe.
 func ProbeHelp() string {
 	var b strings.Builder
@@ -89,30 +80,30 @@ func buildProbes(cfg *Config) ([]probe.Probe, error) {
 	if cfg.noProbes() {
 		return nil, nil
 	}
-	names := cfg.Probes
-	auto := len(names) == 0 || slices.Contains(names, "auto")
 	kinds := probeKinds()
-	want := map[string]bool{}
-	for _, n := range names {
-		if n == "auto" {
-			continue
-		}
-		if !slices.ContainsFunc(kinds, func(k probeKind) bool { return k.name == n }) {
-			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(ProbeNames(), ", "))
-		}
-		want[n] = true
+	var known []string
+	for _, k := range kinds {
+		known = append(known, k.name)
 	}
-	if want["proc"] && want["cores"] {
+	for _, n := range cfg.Probes {
+		if n != "auto" && !slices.Contains(known, n) {
+			return nil, fmt.Errorf("%w: --probes: unknown probe %q (known: %s, auto, none)", ErrInvalidConfig, n, strings.Join(known, ", "))
+		}
+	}
+	if slices.Contains(cfg.Probes, "proc") && slices.Contains(cfg.Probes, "cores") {
 		return nil, fmt.Errorf("%w: --probes: proc writes the per-core record too: name proc or cores, not both", ErrInvalidConfig)
 	}
 	var ps []probe.Probe
 	for _, k := range kinds {
-		if want[k.name] || (auto && k.auto) {
+		if slices.Contains(cfg.Probes, k.name) || (cfg.autoProbes() && k.auto) {
 			ps = append(ps, k.make(cfg))
 		}
 	}
 	return ps, nil
 }
+
+// autoProbes says whether --probes is auto (or empty).
+func (c *Config) autoProbes() bool { return len(c.Probes) == 0 || slices.Contains(c.Probes, "auto") }
 
 // noProbes says whether --probes is none.
 func (c *Config) noProbes() bool { return len(c.Probes) == 1 && c.Probes[0] == "none" }
@@ -258,7 +249,6 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 		pid, how = 0, "found by each agent on its host (--agent)"
 	}
 	k.note("target: " + how)
-	auto := len(cfg.Probes) == 0 || slices.Contains(cfg.Probes, "auto")
 	set.pid = pid
 	t := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	for i := 0; i < len(ps); i++ {
@@ -269,7 +259,7 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 		cancel()
 		switch {
 		case err == nil:
-			if p.Name() == "sched" && auto && pid > 0 && !slices.Contains(cfg.Probes, "proc") && !slices.Contains(cfg.Probes, "cores") {
+			if p.Name() == "sched" && cfg.autoProbes() && pid > 0 && !slices.Contains(cfg.Probes, "proc") && !slices.Contains(cfg.Probes, "cores") {
 				ps = append(ps, proc.New(proc.Config{Hz: cfg.ProcHz, CoresOnly: true}))
 			}
 			set.running = append(set.running, p)
@@ -287,7 +277,7 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 			set.status[p.Name()] = "failed: " + err.Error()
 			say(fmt.Sprintf("probe %s: failed to start (%v); the capture goes on without it", p.Name(), err))
 		}
-		if p.Name() == "sched" && auto && pid > 0 {
+		if p.Name() == "sched" && cfg.autoProbes() && pid > 0 {
 			ps = append(ps, proc.New(proc.Config{Hz: cfg.ProcHz}))
 		}
 	}

@@ -24,35 +24,19 @@ const ProbesOnlyLevel = "probes"
 // a process or a target to find one by (the gpu probe alone needs
 // neither), and a positive period.
 func (c *Config) validateProbesOnly() error {
-	if c.Dataset != "" || len(c.Concurrency) > 0 || len(c.Rates) > 0 {
-		return fmt.Errorf("--probes-only sends no requests: drop --dataset, --concurrency and --rate")
-	}
-	if len(c.Agents) > 0 {
-		return fmt.Errorf("--probes-only runs the probes here: run it on the agent's host instead of giving --agent")
-	}
-	if c.noProbes() {
-		return fmt.Errorf("--probes-only with --probes none has nothing to record")
-	}
-	if c.Target != "" {
-		if u, err := url.Parse(c.Target); err != nil || u.Host == "" {
-			return fmt.Errorf("--target %q: want a base URL such as http://127.0.0.1:8000", c.Target)
-		}
-	}
-	// The probes watch this process and nothing else: one that does not
-	// exist would have them record nothing until --duration ends.
-	if c.PID > 0 && errors.Is(syscall.Kill(c.PID, 0), syscall.ESRCH) {
-		return fmt.Errorf("--pid %d: no such process on this host", c.PID)
-	}
-	if c.Duration < 0 {
-		return fmt.Errorf("--duration %v: must be ≥ 0 (0: until stopped)", c.Duration)
-	}
-	if c.Period < 0 || (c.Period > 0 && c.Period < 100*time.Millisecond) {
-		return fmt.Errorf("--period %v: want at least 100ms", c.Period)
-	}
-	if c.Out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	return nil
+	u, err := url.Parse(c.Target)
+	return cmp.Or(
+		errIf(c.Dataset != "" || len(c.Concurrency) > 0 || len(c.Rates) > 0, "--probes-only sends no requests: drop --dataset, --concurrency and --rate"),
+		errIf(len(c.Agents) > 0, "--probes-only runs the probes here: run it on the agent's host instead of giving --agent"),
+		errIf(c.noProbes(), "--probes-only with --probes none has nothing to record"),
+		errIf(c.Target != "" && (err != nil || u.Host == ""), "--target %q: want a base URL such as http://127.0.0.1:8000", c.Target),
+		// The probes watch this process and nothing else: one that does not
+		// exist would have them record nothing until --duration ends.
+		errIf(c.PID > 0 && errors.Is(syscall.Kill(c.PID, 0), syscall.ESRCH), "--pid %d: no such process on this host", c.PID),
+		errIf(c.Duration < 0, "--duration %v: must be ≥ 0 (0: until stopped)", c.Duration),
+		errIf(c.Period < 0 || (c.Period > 0 && c.Period < 100*time.Millisecond), "--period %v: want at least 100ms", c.Period),
+		errIf(c.Out == "", "--out is required"),
+	)
 }
 
 // validateRemote checks the --agent URLs.
@@ -129,7 +113,7 @@ func (r *ProbeRun) Begin(ctx context.Context, p probe.Period) error {
 		prev.EndUnixNs = p.StartUnixNs
 		r.endLocked(ctx, prev)
 	}
-	r.begin(p)
+	r.pset.begin(p)
 	r.current = &p
 	return nil
 }

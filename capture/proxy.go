@@ -35,47 +35,23 @@ const ProxyURLEnv = "ASRPROF_PROXY_URL"
 // validateProxy checks a proxy capture's configuration.
 func (c *Config) validateProxy() error {
 	u, err := url.Parse(c.Target)
-	if c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target)
-	}
-	if c.ProbesOnly {
-		return fmt.Errorf("--probes-only and --proxy: a proxy capture already runs the probes while your client sends; drop --probes-only")
-	}
-	if _, _, err := net.SplitHostPort(c.Proxy); err != nil {
-		return fmt.Errorf("--proxy %q: want HOST:PORT such as 127.0.0.1:8001 (%v)", c.Proxy, err)
-	}
-	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
-		return fmt.Errorf("--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)")
-	}
-	if !slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol) {
-		return fmt.Errorf("--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol)
-	}
-	if !slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace) {
-		return fmt.Errorf("--pace %q: want realtime or none (how your client paces its audio)", c.Pace)
-	}
-	if !slices.Contains([]string{"", protocol.DialectOpenAI, protocol.DialectVLLM, protocol.DialectSGLangOmni}, c.Dialect) {
-		return fmt.Errorf("--realtime-dialect %q: want openai, vllm or sglang-omni", c.Dialect)
-	}
-	if err := c.validateLang(); err != nil {
-		return err
-	}
-	if err := c.validateOutput(); err != nil {
-		return err
-	}
-	if c.Duration < 0 || c.LevelGap < 0 {
-		return fmt.Errorf("--duration and --level-gap must be ≥ 0")
-	}
-	if slices.ContainsFunc(c.ProxyLevels, func(n string) bool { return strings.TrimSpace(n) == "" }) {
-		return fmt.Errorf("--levels: an empty level name")
-	}
-	return nil
-}
-
-// proxyListenAddr is where the proxy binds: loopback when the address
-// names no host.
-func proxyListenAddr(addr string) string {
-	host, port, _ := net.SplitHostPort(addr)
-	return net.JoinHostPort(cmp.Or(host, "127.0.0.1"), port)
+	_, _, perr := net.SplitHostPort(c.Proxy)
+	return cmp.Or(
+		errIf(c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "",
+			"--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target),
+		errIf(c.ProbesOnly,
+			"--probes-only and --proxy: a proxy capture already runs the probes while your client sends; drop --probes-only"),
+		errIf(perr != nil, "--proxy %q: want HOST:PORT such as 127.0.0.1:8001 (%v)", c.Proxy, perr),
+		errIf(len(c.Concurrency) > 0 || len(c.Rates) > 0,
+			"--concurrency and --rate set asrprof's own load; with --proxy the load is your client's (name its levels with --levels)"),
+		errIf(!slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol),
+			"--protocol %q: with --proxy, want openai (any HTTP upload; both answer kinds are read), funasr-ws or openai-realtime (WebSocket sessions are then recorded)", c.Protocol),
+		errIf(!slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace),
+			"--pace %q: want realtime or none (how your client paces its audio)", c.Pace),
+		c.validateDialect(), c.validateLang(), c.validateOutput(),
+		errIf(c.Duration < 0 || c.LevelGap < 0, "--duration and --level-gap must be ≥ 0"),
+		errIf(slices.ContainsFunc(c.ProxyLevels, func(n string) bool { return strings.TrimSpace(n) == "" }), "--levels: an empty level name"),
+	)
 }
 
 // runProxy is Run for --proxy: the user's client sends the load through
@@ -107,7 +83,8 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", proxyListenAddr(cfg.Proxy))
+	host, port, _ := net.SplitHostPort(cfg.Proxy) // loopback when it names no host
+	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(host, "127.0.0.1"), port))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --proxy %s: %v", ErrInvalidConfig, cfg.Proxy, err)
 	}
@@ -116,13 +93,16 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	if err := s.open(ctx, models, samples, bad); err != nil {
 		return nil, err
 	}
+	realtime := "" // with a realtime --protocol, WebSocket sessions are recorded in it
+	if protocol.IsRealtime(cfg.Protocol) {
+		realtime = cfg.Protocol
+	}
 	px, err := proxy.New(proxy.Config{
-		Target: cfg.Target,
-		Tracer: s.tr.client,
-		Refs:   refs,
-		Lang:   cfg.Lang,
-		// With a realtime --protocol, WebSocket sessions are recorded in it.
-		Realtime: realtimeProtocol(cfg.Protocol),
+		Target:   cfg.Target,
+		Tracer:   s.tr.client,
+		Refs:     refs,
+		Lang:     cfg.Lang,
+		Realtime: realtime,
 		Dialect:  cfg.Dialect,
 		Pace:     cfg.Pace,
 		OnRecord: func(r *model.Request) {
@@ -146,7 +126,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	say(fmt.Sprintf("proxy: %s → %s (point your client at %s)", proxyURL, cfg.Target, proxyURL))
 	period := probe.Period{Level: proxy.Unassigned, Repeat: 1, StartUnixNs: time.Now().UnixNano()}
-	s.begin(period)
+	s.pset.begin(period)
 	start := time.Now()
 
 	stopTicks := make(chan struct{})
@@ -212,14 +192,6 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 		err = cmdErr
 	}
 	return out, err
-}
-
-// realtimeProtocol is name when it is a realtime (WebSocket) protocol, else "".
-func realtimeProtocol(name string) string {
-	if protocol.IsRealtime(name) {
-		return name
-	}
-	return ""
 }
 
 // proxyWindow waits for the capture's end: the benchmark command's exit

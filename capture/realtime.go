@@ -23,35 +23,20 @@ func checkTarget(ctx context.Context, cfg *Config, notify func(string)) (any, er
 	if !protocol.IsRealtime(cfg.Protocol) {
 		return probeTarget(ctx, cfg.Target, cfg.ReadyTimeout, notify)
 	}
-	base, err := httpBase(cfg.Target)
+	u, err := url.Parse(cfg.Target) // an http(s) or ws(s) URL: its http(s) scheme://host
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--target %q: %w", cfg.Target, err)
 	}
-	cl := &http.Client{Timeout: 5 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := cl.Do(req)
+	base := cmp.Or(map[string]string{"ws": "http", "wss": "https"}[u.Scheme], u.Scheme) + "://" + u.Host
+	hs, _, err := get(ctx, base+"/health")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, err)
 	}
-	resp.Body.Close()
-	switch resp.StatusCode {
+	switch hs {
 	case http.StatusOK, http.StatusNotFound, http.StatusServiceUnavailable:
 		return probeTarget(ctx, base, cfg.ReadyTimeout, notify)
 	}
 	return nil, nil
-}
-
-// httpBase is the http(s) scheme://host of a target given as http(s) or ws(s).
-func httpBase(target string) (string, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return "", fmt.Errorf("--target %q: %w", target, err)
-	}
-	scheme := cmp.Or(map[string]string{"ws": "http", "wss": "https"}[u.Scheme], u.Scheme)
-	return scheme + "://" + u.Host, nil
 }
 
 // loopItems makes each item describe what one session sends: with

@@ -7,14 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"os"
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/load"
-	"github.com/asrprof/asrprof/model"
 )
 
 // Trace replay (--arrivals replay:FILE, docs/REPLAY.md): one open-loop
@@ -23,7 +21,8 @@ import (
 // or the closest audio duration, or the next in turn; bench/driver's
 // NewReplay), its times divided by ReplaySpeed. Each open-loop pass
 // records its schedule fidelity (bundle.Fidelity) in the manifest,
-// extra.schedule_fidelity, and says it at the pass's end.
+// extra.schedule_fidelity, and says it at the pass's end
+// (Session.recordDriver).
 
 // ReplayPrefix starts the --arrivals value that replays a trace.
 const ReplayPrefix = "replay:"
@@ -50,34 +49,23 @@ func (c *Config) validateReplay() error {
 		return fmt.Errorf("--replay-speed %g: want a number > 0 (2: the trace in half its time)", sp)
 	}
 	if !isReplay(c.Arrivals) {
-		if sp != 0 && sp != 1 {
-			return fmt.Errorf("--replay-speed scales a replayed trace: give --arrivals replay:FILE")
-		}
-		return nil
+		return errIf(sp != 0 && sp != 1, "--replay-speed scales a replayed trace: give --arrivals replay:FILE")
 	}
 	file := c.ReplayFile()
-	if file == "" {
-		return fmt.Errorf("--arrivals replay:FILE: name the trace, e.g. replay:trace.jsonl (docs/REPLAY.md)")
+	st, err := os.Stat(file)
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
 	}
-	if len(c.Concurrency) > 0 || len(c.Rates) > 0 {
-		return fmt.Errorf("--arrivals %s is a schedule of its own: drop --concurrency and --rate (--replay-speed scales it)", c.Arrivals)
-	}
-	if c.Search != nil {
-		return fmt.Errorf("--find-max searches --concurrency or --rate levels; it does not combine with --arrivals replay:FILE")
-	}
-	if err := c.oneRequestPerSample("--arrivals replay:FILE may"); err != nil {
-		return err
-	}
-	if st, err := os.Stat(file); err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("--arrivals replay:%s: %v", file, err)
-	} else if st.IsDir() {
-		return fmt.Errorf("--arrivals replay:%s is a directory: want a JSONL or CSV trace", file)
-	}
-	return nil
+	return cmp.Or(
+		errIf(file == "", "--arrivals replay:FILE: name the trace, e.g. replay:trace.jsonl (docs/REPLAY.md)"),
+		errIf(len(c.Concurrency) > 0 || len(c.Rates) > 0,
+			"--arrivals %s is a schedule of its own: drop --concurrency and --rate (--replay-speed scales it)", c.Arrivals),
+		errIf(c.Search != nil, "--find-max searches --concurrency or --rate levels; it does not combine with --arrivals replay:FILE"),
+		c.oneRequestPerSample("--arrivals replay:FILE may"),
+		errIf(err != nil, "--arrivals replay:%s: %v", file, err),
+		errIf(err == nil && st.IsDir(), "--arrivals replay:%s is a directory: want a JSONL or CSV trace", file),
+	)
 }
 
 // replayPlan is a loaded trace matched to the dataset.
@@ -127,31 +115,4 @@ func loadReplay(cfg *Config, items []driver.Item) (*replayPlan, error) {
 		"span_s": r.Span().Seconds(), "mean_rate": p.rate, "matched_by": by,
 	}
 	return p, nil
-}
-
-// recordFidelity keeps an open-loop pass's schedule fidelity in the
-// manifest (extra.schedule_fidelity, extra.replay), says it, and notes
-// a pass that lost it.
-func (s *Session) recordFidelity(lv SweepPoint, repeat int, warmup bool, res *driver.Pass, say func(string)) {
-	f := res.Fidelity
-	if f == nil {
-		return
-	}
-	if !s.cfg.Quiet || len(f.Lost) > 0 {
-		say(fmt.Sprintf("%s repeat %d: %s", model.LevelLabel(lv.Name), repeat, driver.FidelityLine(f)))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := &s.manifest
-	x := extra(m)
-	if s.replay != nil {
-		x["replay"] = s.replay.info
-	}
-	x["schedule_fidelity_limits"] = map[string]float64{
-		"send_lag_p99_s": driver.FidelityP99Limit.Seconds(), "send_lag_max_s": driver.FidelityMaxLimit.Seconds()}
-	recs, _ := x["schedule_fidelity"].([]bundle.FidelityRecord)
-	x["schedule_fidelity"] = append(recs, bundle.FidelityRecord{Level: lv.Name, Repeat: repeat, Warmup: warmup, Fidelity: *f})
-	if len(f.Lost) > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("%s repeat %d: schedule fidelity lost (%s)", lv.Name, repeat, strings.Join(f.Lost, ", ")))
-	}
 }

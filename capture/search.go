@@ -1,9 +1,12 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"iter"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,25 +64,19 @@ func (c *Config) validateCapacity() error {
 	if s == nil {
 		return nil
 	}
-	if c.SLO.IsZero() {
-		return fmt.Errorf("--find-max needs --slo: the limits a level must meet (e.g. --slo latency=1s)")
+	if err := cmp.Or(
+		errIf(c.SLO.IsZero(), "--find-max needs --slo: the limits a level must meet (e.g. --slo latency=1s)"),
+		errIf(len(c.Concurrency)+len(c.Rates) != 1,
+			"--find-max searches one loop from one start: give one --concurrency (closed loop) or one --rate (open loop), not %d levels", len(c.Concurrency)+len(c.Rates)),
+		errIf(!(s.Attainment > 0 && s.Attainment <= 1),
+			"--attainment %g: want a share in (0, 1], such as 0.99", s.Attainment),
+		errIf(!(s.Tolerance > 0), "--tolerance %g: must be > 0", s.Tolerance),
+		errIf(s.Max < 0, "--find-max-limit %g: must be ≥ 0", s.Max),
+	); err != nil {
+		return err
 	}
-	if len(c.Concurrency)+len(c.Rates) != 1 {
-		return fmt.Errorf("--find-max searches one loop from one start: give one --concurrency (closed loop) or one --rate (open loop), not %d levels", len(c.Concurrency)+len(c.Rates))
-	}
-	if !(s.Attainment > 0 && s.Attainment <= 1) {
-		return fmt.Errorf("--attainment %g: want a share in (0, 1], such as 0.99", s.Attainment)
-	}
-	if !(s.Tolerance > 0) {
-		return fmt.Errorf("--tolerance %g: must be > 0", s.Tolerance)
-	}
-	if s.Max < 0 {
-		return fmt.Errorf("--find-max-limit %g: must be ≥ 0", s.Max)
-	}
-	if m := s.limit(len(c.Rates) > 0); m < c.start() {
-		return fmt.Errorf("--find-max-limit %g is below the start %g", m, c.start())
-	}
-	return nil
+	m := s.limit(len(c.Rates) > 0)
+	return errIf(m < c.start(), "--find-max-limit %g is below the start %g", m, c.start())
 }
 
 func (c *Config) start() float64 {
@@ -268,35 +265,18 @@ func PrintSearch(w io.Writer, r *bundle.SearchResult) {
 	fmt.Fprintf(w, "Cost: %d requests over %d levels\n", r.Requests, len(r.Probes))
 }
 
-// levelSource hands runPasses its levels: the configured list, or the
-// search's next probe once the last one is done.
-type levelSource struct {
-	list   []SweepPoint
-	i      int
-	search *searcher
-}
-
-func newLevelSource(cfg *Config) *levelSource {
-	if cfg.Search != nil {
-		return &levelSource{search: newSearcher(cfg)}
+// levels are runPasses's levels: the configured list, or the search's
+// next probe once the last one is done (searcher.record).
+func (s *Session) levels() iter.Seq[SweepPoint] {
+	if s.search == nil {
+		return slices.Values(s.cfg.Levels())
 	}
-	return &levelSource{list: cfg.Levels()}
-}
-
-func (l *levelSource) next() (SweepPoint, bool) {
-	if l.search != nil {
-		return l.search.level()
-	}
-	if l.i >= len(l.list) {
-		return SweepPoint{}, false
-	}
-	l.i++
-	return l.list[l.i-1], true
-}
-
-// done takes a finished level's summary and the requests it sent.
-func (l *levelSource) done(lr model.LevelResult, sent int) {
-	if l.search != nil {
-		l.search.record(lr, sent)
+	return func(yield func(SweepPoint) bool) {
+		for {
+			lv, ok := s.search.level()
+			if !ok || !yield(lv) {
+				return
+			}
+		}
 	}
 }

@@ -48,9 +48,11 @@ type Session struct {
 	extra  []probe.Probe // AddProbes
 	search *searcher     // --find-max: the search runPasses ran
 
-	diarize *diarizeRun         // --task transcribe-diarize: its passes (capture/diarize.go)
-	newAcc  func() *summary.Acc // a fresh summary of the next pass, fed by the driver's OnRecord
-	replay  *replayPlan         // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
+	diarize *diarizeRun // --task transcribe-diarize: its passes (capture/diarize.go)
+	replay  *replayPlan // --arrivals replay:FILE: the trace matched to the dataset (capture/replay.go)
+
+	accMu sync.Mutex
+	acc   *summary.Acc // the summary of the pass that runs, fed by the driver's OnRecord
 }
 
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
@@ -103,23 +105,14 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err := s.open(ctx, models, samples, len(bad)); err != nil {
 		return nil, err
 	}
-	hc := newHTTPClient(cfg, items)
-	client, err := newClient(cfg, hc)
+	client, err := newClient(cfg, newHTTPClient(cfg, items))
 	if err != nil {
 		return nil, err
 	}
 	prog := newProgress(s.stderr, cfg.Quiet)
-	// Each pass is summarised as its records come (summary.Acc), so the
-	// driver keeps none unless a pass's records are needed whole after it:
-	// --save-raw-dir, transcribe-diarize's scoring.
-	var accMu sync.Mutex
-	var acc *summary.Acc
-	s.newAcc = func() *summary.Acc {
-		accMu.Lock()
-		defer accMu.Unlock()
-		acc = summary.NewAcc(cfg.SLO)
-		return acc
-	}
+	// Each pass is summarised as its records come (summary.Acc, s.acc), so
+	// the driver keeps none unless a pass's records are needed whole after
+	// it: --save-raw-dir, transcribe-diarize's scoring.
 	drv := &driver.Driver{
 		DropRecords: cfg.SaveRawDir == "" && s.diarize == nil,
 		Client:      client,
@@ -128,7 +121,6 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Lang:        cfg.Lang,
 		Timeout:     sessionTimeout(cfg, items),
 		Tracer:      s.tr.client,
-		OnStart:     s.onStart(),
 		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
 				s.obs.RequestDone(r)
@@ -137,12 +129,12 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 			// The summary takes the records in requests.jsonl's order, so
 			// that summary.Passes over the file gives the same numbers to
 			// the last digit.
-			accMu.Lock()
+			s.accMu.Lock()
 			err := s.w.Append(bundle.RequestsFile, r)
-			if acc != nil {
-				acc.Add(r)
+			if s.acc != nil {
+				s.acc.Add(r)
 			}
-			accMu.Unlock()
+			s.accMu.Unlock()
 			if err != nil {
 				s.noteWriteErr(err)
 			}
@@ -152,6 +144,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 				s.noteWriteErr(err)
 			}
 		},
+	}
+	if s.obs != nil {
+		drv.OnStart = s.obs.RequestStarted
 	}
 
 	// Requests in flight outlive ctx by cfg.Grace.
@@ -220,16 +215,13 @@ func syntheticWeights(models any) bool {
 func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, prog *progress, say func(string)) (model.Results, bool, error) {
 	cfg := &s.cfg
 	results := model.Results{Schema: model.Schema, Results: []model.LevelResult{}}
-	levels := newLevelSource(cfg)
-	defer func() { s.search = levels.search }()
+	if cfg.Search != nil {
+		s.search = newSearcher(cfg)
+	}
 	if cfg.SoloAdded() {
 		s.note("adding a c=1 level first (--solo): each sample's service alone, the baseline of the diagnosis seen from outside")
 	}
-	for {
-		lv, ok := levels.next()
-		if !ok {
-			break
-		}
+	for lv := range s.levels() {
 		sent := 0
 		lv, dl := s.passLevel(lv) // the pass's length, a replayed schedule (capture/passlen.go)
 		var passes []model.PassMetrics
@@ -244,8 +236,11 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			}
 			prog.begin(lv, repeat, cfg.Repeats, warmup, dl.Planned(len(drv.Items)))
 			period := probe.Period{Level: lv.Name, Repeat: repeat, Warmup: warmup, StartUnixNs: time.Now().UnixNano()}
-			s.begin(period)
-			acc := s.newAcc()
+			s.pset.begin(period)
+			acc := summary.NewAcc(cfg.SLO)
+			s.accMu.Lock()
+			s.acc = acc
+			s.accMu.Unlock()
 			res := drv.Run(ctx, reqCtx, dl, repeat, warmup)
 			period.EndUnixNs = time.Now().UnixNano()
 			s.end(context.WithoutCancel(ctx), period)
@@ -253,8 +248,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			pm := acc.Pass(res.WallS()) // summary.Pass and Goodput of the pass's records, as they came
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
-			s.recordFidelity(lv, repeat, warmup, res, say)  // open loop: send lag behind the schedule (capture/replay.go)
-			s.recordSelfCheck(lv, repeat, warmup, res, say) // did the driver keep up (capture/selfcheck.go)
+			s.recordDriver(lv, repeat, warmup, res, say) // did the driver keep up, and its schedule (capture/selfcheck.go)
 			// A pass cut short is recorded in requests.jsonl but not
 			// summarised as if it were complete.
 			stopped := ctx.Err() != nil
@@ -289,7 +283,9 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 		}
 		if len(passes) > 0 {
 			results.Results = append(results.Results, summary.Level(passes))
-			levels.done(results.Results[len(results.Results)-1], sent)
+			if s.search != nil {
+				s.search.record(results.Results[len(results.Results)-1], sent)
+			}
 		}
 	}
 	return results, false, nil

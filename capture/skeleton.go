@@ -108,9 +108,6 @@ func (k *skeleton) close() {
 	}
 }
 
-// begin starts a probe period (a pass, the proxy's window, a timer's tick).
-func (k *skeleton) begin(p probe.Period) { k.pset.begin(p) }
-
 // end ends the period p: the probes write its records, and the observer
 // hears of it.
 func (k *skeleton) end(ctx context.Context, p probe.Period) {

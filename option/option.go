@@ -130,15 +130,6 @@ func DefineAll(fs *flag.FlagSet, opts []Option, settings, binder any) {
 	}
 }
 
-// Record is the name a record of T keeps the option's field under (its
-// json tag), or "" when it keeps none.
-func (o Option) Record(t reflect.Type) string {
-	if f, ok := t.FieldByName(o.Field); ok && JSONName(f) != "-" {
-		return JSONName(f)
-	}
-	return ""
-}
-
 // JSONName is the name a field marshals under ("-": none).
 func JSONName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -62,12 +63,9 @@ func analysisFlags(fs *flag.FlagSet, names ...string) *analysis.Settings {
 	return &as
 }
 
-// check checks the settings' --stages and --format.
+// checkSettings checks the settings' --stages and --format.
 func checkSettings(as *analysis.Settings) error {
-	if err := checkStages(as.Stages); err != nil {
-		return err
-	}
-	return checkFormat(as.Format)
+	return cmp.Or(checkStages(as.Stages), checkFormat(as.Format))
 }
 
 func checkStages(preset string) error {
@@ -95,10 +93,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	names := analysis.Dedup(pos[min(1, len(pos)):])
-	if err := analysis.Check(names); err != nil { // before anything runs
-		return err
-	}
-	if err := checkSettings(af); err != nil {
+	if err := cmp.Or(analysis.Check(names), checkSettings(af)); err != nil { // before anything runs
 		return err
 	}
 	lb, err := parseLengthBuckets(af.LengthBuckets)

@@ -286,13 +286,10 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 	opts := capture.NewFlags(cfg)
 	as := analysis.DefaultSettings()
 	lead := func(o option.Option) bool { return o.Group == runbook.GroupAB || o.Group == runbook.GroupSensitivity }
-	advanced := capture.OptionGroups()[len(capture.OptionGroups())-1]
-	var shown, last []option.Option
-	for _, o := range rbOpts {
-		if lead(o) {
-			shown = append(shown, o)
-		}
-	}
+	groups := option.Groups(capture.Options())
+	advanced := groups[len(groups)-1]
+	shown := slices.DeleteFunc(slices.Clone(rbOpts), func(o option.Option) bool { return !lead(o) })
+	var last []option.Option
 	for _, o := range capture.Options() {
 		if o.Name == "save-raw-dir" { // the end-of-capture tables' and report's (finisher), before it
 			lb := option.Named(analysis.OptionTable(), "length-buckets").In(o.Group)
@@ -306,11 +303,7 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 			shown = append(shown, o)
 		}
 	}
-	for _, o := range rbOpts {
-		if !lead(o) {
-			shown = append(shown, o)
-		}
-	}
+	shown = append(shown, slices.DeleteFunc(rbOpts, lead)...)
 	fs.Usage = helpFunc(fs, rb.help, append(shown, last...)) // capture's: its flags, then proxy mode and runbooks
 	return opts, rb, &as.LengthBuckets
 }

@@ -196,14 +196,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // of the sentinels that only pick the exit status ("usage: ", "invalid
 // configuration: "); the message after them names the flag or file.
 func errorText(err error) string {
-	msg := err.Error()
-	for again := true; again; {
-		again = false
-		for _, s := range []error{errUsage, capture.ErrInvalidConfig} {
-			if p := s.Error() + ": "; strings.HasPrefix(msg, p) {
-				msg, again = msg[len(p):], true
-			}
+	for msg := err.Error(); ; {
+		m := strings.TrimPrefix(strings.TrimPrefix(msg, errUsage.Error()+": "), capture.ErrInvalidConfig.Error()+": ")
+		if m == msg {
+			return msg
 		}
+		msg = m
 	}
-	return msg
 }
