@@ -37,7 +37,7 @@ type probeKind struct {
 }
 
 // probeKinds is the probe registry: the one place that says which probes
-// exist, in start order. ProbeNames, the --probes help and its validation
+// exist, in start order. buildProbes, the --probes help and its validation
 // all read it.
 func probeKinds() []probeKind {
 	return []probeKind{

@@ -245,7 +245,7 @@ func (s *Session) runPasses(ctx, reqCtx context.Context, drv *driver.Driver, pro
 			period.EndUnixNs = time.Now().UnixNano()
 			s.end(context.WithoutCancel(ctx), period)
 			sent += res.Done
-			pm := acc.Pass(res.WallS()) // summary.Pass and Goodput of the pass's records, as they came
+			pm := acc.Pass(res.WallS()) // the pass's metrics and goodput (summary.Acc) from its records, as they came
 			pm.Level, pm.Concurrency, pm.Rate, pm.Repeat = lv.Name, lv.Concurrency, lv.Rate, repeat
 			prog.end(pm)
 			s.recordDriver(lv, repeat, warmup, res, say) // did the driver keep up, and its schedule (capture/selfcheck.go)
