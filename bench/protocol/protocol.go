@@ -193,8 +193,10 @@ func New(name string, opts Options) (Client, error) {
 	case "openai-stream":
 		opts.Stream = true
 		return NewOpenAI(opts)
-	case "funasr-ws", "openai-realtime":
-		return newWSClient(name, opts)
+	case "funasr-ws":
+		return NewFunASR(opts)
+	case "openai-realtime":
+		return NewRealtime(opts)
 	}
 	return nil, fmt.Errorf("unknown protocol %q (known: %s)", name, strings.Join(Names(), ", "))
 }
