@@ -28,7 +28,7 @@ import (
 //
 // It takes a request only when its URL is http://, it has no Expect
 // header, and its body is nil, http.NoBody or one of this package's
-// in-memory bodies (segmented: the openai clients' prepared uploads). Any
+// in-memory bodies (partsBody: the openai clients' uploads). Any
 // other request (https, a streamed body) goes to Fallback unchanged.
 //
 // An idle connection is checked before it is reused (one non-blocking
@@ -51,12 +51,6 @@ type H1Transport struct {
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn
-}
-
-// segmented is a request body held in memory as slices, sent in order.
-type segmented interface {
-	io.ReadCloser
-	segments() [][]byte
 }
 
 type h1Conn struct {
@@ -84,8 +78,8 @@ func (t *H1Transport) takes(req *http.Request) ([][]byte, bool) {
 			return nil, false
 		}
 	}
-	if b, ok := req.Body.(segmented); ok {
-		return b.segments(), true
+	if b, ok := req.Body.(*partsBody); ok {
+		return b.Buffers, true // what is left to send, written as it is
 	}
 	return nil, req.Body == nil || req.Body == http.NoBody
 }

@@ -148,13 +148,10 @@ func (c *openAI) parts(job *Job) [3][]byte {
 //
 // It is the body of a job without a prepared Upload (so that such a job's
 // audio is not copied either), and, through an H1Transport, of a prepared
-// one too (one part); H1Transport writes the parts as they are (segments).
+// one too (one part); H1Transport writes the parts as they are.
 type partsBody struct{ net.Buffers }
 
 func (b *partsBody) Close() error { return nil }
-
-// segments is what is left to send (H1Transport writes it as it is).
-func (b *partsBody) segments() [][]byte { return b.Buffers }
 
 // Do's httptrace callbacks run on the transport's goroutines and may fire
 // after RoundTrip has returned: they keep their times in atomic pointers.
