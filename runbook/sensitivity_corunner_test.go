@@ -175,6 +175,10 @@ func TestSensitivityCoRunnerPremise(t *testing.T) {
 	type key struct{ pat, cond string }
 	ratios := map[key][]float64{}
 	turns := map[key][]float64{} // ms
+	// Beside the co-runner, the pattern's CPU time over its and the
+	// spinner's together, over the same half second: the spinner's share
+	// of what the two got, whatever else the machine ran.
+	splits := map[string][]float64{}
 	for r := 0; r < rounds; r++ {
 		for _, p := range premisePatterns {
 			rate := map[string]float64{}
@@ -186,10 +190,10 @@ func TestSensitivityCoRunnerPremise(t *testing.T) {
 				var x float64
 				var before func(int) error
 				var after func(int)
+				var sp *coRunners
 				switch c {
 				case "co-runner":
-					sp, err := startCoRunners([]int{cpu}, nice)
-					if err != nil {
+					if sp, err = startCoRunners([]int{cpu}, nice); err != nil {
 						t.Fatal(err)
 					}
 					after = func(int) { sp.stop() }
@@ -212,7 +216,19 @@ func TestSensitivityCoRunnerPremise(t *testing.T) {
 					}
 					return nil
 				}
-				if err := onPinnedThread(cpu, b, func() { x = p.run(wall); tu = turn(tid, s0) }, after); err != nil {
+				run := func() {
+					c0, sp0 := threadCPU(), 0.0
+					if sp != nil {
+						sp0 = sp.cpuSeconds()
+					}
+					x = p.run(wall)
+					tu = turn(tid, s0)
+					if sp != nil {
+						own := (threadCPU() - c0).Seconds()
+						splits[p.name] = append(splits[p.name], own/(own+sp.cpuSeconds()-sp0))
+					}
+				}
+				if err := onPinnedThread(cpu, b, run, after); err != nil {
 					t.Fatal(err)
 				}
 				rate[c] = x
@@ -243,13 +259,22 @@ func TestSensitivityCoRunnerPremise(t *testing.T) {
 		}
 		t.Log(line)
 	}
+	for _, p := range premisePatterns {
+		m, lo, hi := med(splits[p.name])
+		t.Logf("%-52s  its share of its and the spinner's CPU time: %.2f [%.2f, %.2f]", p.name, m, lo, hi)
+	}
 	// Generous bounds on the medians. Measured (docs/CAPACITY.md): the busy
 	// loop beside the spinner kept 0.50, 0.53, 0.54 and 0.57 of its share alone
 	// on this shared 2-core machine (load 1 to 10; single rounds 0.40 to
 	// 2.44), 0.51 on an idle 16-core host; the sleeper 0.93, 0.93, 0.97,
-	// 1.19 and 0.94. So: the busy loop within [0.3, 0.7], the sleeper ≥ 0.8.
-	if m, _, _ := med(ratios[key{premisePatterns[0].name, "co-runner"}]); m < 0.3 || m > 0.7 {
-		t.Errorf("the busy loop beside a spinner kept %.2f of its CPU, want about half", m)
+	// 1.19 and 0.94. That ratio moves with the other load on the CPU: a CI
+	// run beside other packages' tests read 0.74 (in 7 of its 10 rounds the
+	// busy loop alone got 0.25 to 0.55 of the CPU). So the premise is checked
+	// on the split, the busy loop's share of its and the spinner's CPU time
+	// within each half second, which a third thread leaves at a half: within
+	// [0.35, 0.65]. The sleeper: ≥ 0.8 of its rate alone.
+	if m, _, _ := med(splits[premisePatterns[0].name]); m < 0.35 || m > 0.65 {
+		t.Errorf("the busy loop beside a spinner got %.2f of their CPU time together, want about half", m)
 	}
 	if m, _, _ := med(ratios[key{premisePatterns[1].name, "co-runner"}]); m < 0.8 {
 		t.Errorf("the sleeper beside a spinner ran at %.2f of its rate alone, want little delay", m)
