@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,12 +9,13 @@ import (
 )
 
 // jsonlEntry is one manifest line. Pointers tell a missing field from an
-// empty one; unknown fields (duration, speaker, ...) are ignored.
+// empty one (a missing, null or empty lang is the default); unknown fields
+// (duration, speaker, ...) are ignored.
 type jsonlEntry struct {
 	ID    *string `json:"id"`
 	Audio *string `json:"audio"`
 	Text  *string `json:"text"`
-	Lang  *string `json:"lang"`
+	Lang  string  `json:"lang"`
 }
 
 // loadJSONL reads a manifest of one JSON object per line. Audio paths are
@@ -44,15 +46,11 @@ func loadJSONL(path, defaultLang string) (*Dataset, error) {
 		if err := seen.add(path, n, id); err != nil {
 			return err
 		}
-		lang := defaultLang
-		if e.Lang != nil && *e.Lang != "" {
-			lang = *e.Lang
-		}
 		ds.Samples = append(ds.Samples, Sample{
 			ID:    id,
 			Audio: resolve(dir, *e.Audio),
 			Text:  strings.TrimSpace(*e.Text),
-			Lang:  lang,
+			Lang:  cmp.Or(e.Lang, defaultLang),
 		})
 		return nil
 	})
