@@ -134,7 +134,6 @@ type Options struct {
 // inline audio, are reported by Preflight. Samples without a language get
 // opts.Lang. A dataset with no samples is an error.
 func LoadWith(path string, opts Options) (*Dataset, error) {
-	defaultLang := opts.Lang
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading dataset: %w", err)
@@ -142,7 +141,7 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 	var ds *Dataset
 	switch {
 	case st.IsDir() && isFile(filepath.Join(path, "wav.scp")) && isFile(filepath.Join(path, "text")):
-		ds, err = loadKaldi(path, path, defaultLang)
+		ds, err = loadKaldi(path, path, opts.Lang)
 	case st.IsDir() && (isFile(filepath.Join(path, "dataset_info.json")) || isFile(filepath.Join(path, "dataset_dict.json"))):
 		ds, err = loadHFArrow(path, opts)
 	case st.IsDir() && hasTable(filepath.Join(path, "data"), true):
@@ -150,11 +149,11 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 	case st.IsDir() && hasTable(path, false):
 		ds, err = loadParquetDir(path, path, "parquet", opts)
 	case st.IsDir():
-		ds, err = loadFolder(path, defaultLang)
+		ds, err = loadFolder(path, opts.Lang)
 	case filepath.Base(path) == "wav.scp":
-		ds, err = loadKaldi(path, filepath.Dir(path), defaultLang)
+		ds, err = loadKaldi(path, filepath.Dir(path), opts.Lang)
 	case strings.EqualFold(filepath.Ext(path), ".lst"):
-		ds, err = loadSeedTTS(path, defaultLang)
+		ds, err = loadSeedTTS(path, opts.Lang)
 	case strings.EqualFold(filepath.Ext(path), ".arrow"):
 		ds, err = loadTables(path, filepath.Dir(path), "hf-arrow", []tableFile{{path: path, read: readArrow}}, opts)
 	case isParquetFile(path):
@@ -165,7 +164,7 @@ func LoadWith(path string, opts Options) (*Dataset, error) {
 			if !isJSONL {
 				return nil, fmt.Errorf("%s: not a dataset: expected a .jsonl manifest, a wav.scp file, a SeedTTS meta.lst, a .parquet or .arrow file, or a directory", path)
 			}
-			ds, err = loadJSONL(path, defaultLang)
+			ds, err = loadJSONL(path, opts.Lang)
 		}
 	}
 	if err != nil {

@@ -355,10 +355,8 @@ func addRow(ds *Dataset, seen map[string]string, file, dir string, row int, p pi
 		return fmt.Errorf("%s: duplicate id %q (first in %s)", where, id, first)
 	}
 	seen[id] = where
-	s := Sample{ID: id, Text: strings.TrimSpace(r.text.s), Lang: defaultLang}
-	if r.lang.ok && strings.TrimSpace(r.lang.s) != "" {
-		s.Lang = strings.TrimSpace(r.lang.s)
-	}
+	s := Sample{ID: id, Text: strings.TrimSpace(r.text.s),
+		Lang: cmp.Or(strings.TrimSpace(r.lang.s), defaultLang)}
 	if !r.text.ok {
 		s.addProblem(fmt.Sprintf("missing transcript: column %q is null", p.Text))
 	}
