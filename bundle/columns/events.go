@@ -93,15 +93,12 @@ func (d *dictBuilder) addString(s string) {
 
 // mergeStrings concatenates chunks' coded columns under one dictionary.
 func mergeStrings(parts []*dictBuilder) Strings {
-	n := 0
+	n, distinct := 0, 0 // distinct at most: the chunks' dictionaries' sizes
 	for _, p := range parts {
 		n += len(p.codes)
-	}
-	out := Strings{Codes: make([]int32, 0, n)}
-	distinct := 0 // at most: the chunks' dictionaries' sizes
-	for _, p := range parts {
 		distinct += len(p.dict)
 	}
+	out := Strings{Codes: make([]int32, 0, n)}
 	ix := make(map[string]int32, distinct)
 	for _, p := range parts {
 		remap := make([]int32, len(p.dict))
