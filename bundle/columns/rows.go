@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
@@ -100,10 +101,9 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 			types[k] = merge(types[k], kindOf(v))
 		}
 	}
-	names := make([]string, 0, len(types))
+	names := slices.Sorted(maps.Keys(types)) // parquet.Group orders its fields by name too
 	group := parquet.Group{}
 	for k, t := range types {
-		names = append(names, k)
 		var n parquet.Node
 		switch t {
 		case colInt:
@@ -119,7 +119,6 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 		}
 		group[k] = parquet.Optional(n)
 	}
-	sort.Strings(names) // parquet.Group orders its fields by name too
 	schema := parquet.NewSchema("rows", group)
 	opts := []parquet.WriterOption{schema, parquet.Compression(fastSnappy{}), parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
 	for k, v := range meta {
