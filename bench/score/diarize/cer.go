@@ -75,16 +75,12 @@ func cpCER(ref, pred string) cpStats {
 		return invalid(ReasonNoRefSpeakerTags)
 	}
 	refs, preds := SplitBySpeaker(ref, false), SplitBySpeaker(pred, true)
+	if len(refs) == 0 { // SplitBySpeaker drops a speaker without text
+		return invalid(ReasonEmptyRef)
+	}
 	n := max(len(refs), len(preds))
 	refs = append(refs, make([]string, n-len(refs))...)
 	preds = append(preds, make([]string, n-len(preds))...)
-	refLen := 0
-	for _, r := range refs {
-		refLen += len(r)
-	}
-	if n == 0 || refLen == 0 {
-		return invalid(ReasonEmptyRef)
-	}
 	cost := make([][]float64, n)
 	stats := make([][]charStats, n)
 	for i := range refs {
