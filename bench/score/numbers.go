@@ -408,10 +408,7 @@ func (w *numberWords) processWords(words []string) []string {
 				}
 			case cur == "double" || cur == "triple":
 				if _, one := w.ones[next]; one || w.zeros[next] {
-					repeats := 2
-					if cur == "triple" {
-						repeats = 3
-					}
+					repeats := map[string]int{"double": 2, "triple": 3}[cur]
 					digit := strconv.Itoa(w.ones[next])
 					value = strValue(value.orEmpty() + strings.Repeat(digit, repeats))
 					i++ // the digit word is part of the match
