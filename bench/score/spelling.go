@@ -78,11 +78,6 @@ func buildSpellings() map[string]string {
 			add(stem+e, stem+"yz"+e[2:])
 		}
 	}
-	add("analyser", "analyzer")
-	add("analysers", "analyzers")
-	add("catalyser", "catalyzer")
-	add("breathalyser", "breathalyzer")
-	add("breathalysers", "breathalyzers")
 
 	// Doubled l before a suffix in British English (travelled -> traveled).
 	// Flags: r adds -ller(s).
@@ -111,9 +106,6 @@ func buildSpellings() map[string]string {
 		add(stem+"ence", stem+"ense")
 		add(stem+"ences", stem+"enses")
 	}
-	add("defenceless", "defenseless")
-	add("licenced", "licensed")
-	add("licencing", "licensing")
 
 	// -ogue -> -og.
 	for _, stem := range strings.Fields(ogueStems) {
@@ -350,4 +342,6 @@ organisational organizational  organisationally organizationally
 unauthorised unauthorized  unrecognised unrecognized  unrealised unrealized  uncivilised uncivilized
 unorganised unorganized  unpasteurised unpasteurized  uncategorised uncategorized
 storeyed storied  jewelled jeweled
+analyser analyzer  analysers analyzers  catalyser catalyzer  breathalyser breathalyzer  breathalysers breathalyzers
+defenceless defenseless  licenced licensed  licencing licensing
 `
