@@ -279,12 +279,15 @@ func (w *numberWords) processWords(words []string) []string {
 		value = numValue{}
 		prefix = ""
 	}
-	emitValue := func() { emit(value.String()) }
+	// emitValue emits the pending value, if any.
+	emitValue := func() {
+		if value.set {
+			emit(value.String())
+		}
+	}
 	// flush emits the pending value, if any, then s.
 	flush := func(s string) {
-		if value.set {
-			emitValue()
-		}
+		emitValue()
 		emit(s)
 	}
 	// times is the value after a multiplier word worth m.
@@ -318,14 +321,12 @@ func (w *numberWords) processWords(words []string) []string {
 
 		switch {
 		case isArabic(bare):
-			if value.set {
-				if value.isStr && strings.HasSuffix(value.str, ".") {
-					// decimals and dotted components are concatenated
-					value = strValue(value.str + cur)
-					continue
-				}
-				emitValue()
+			if value.isStr && strings.HasSuffix(value.str, ".") {
+				// decimals and dotted components are concatenated
+				value = strValue(value.str + cur)
+				continue
 			}
+			emitValue()
 			if hasPrefix {
 				prefix = string(first)
 			}
@@ -367,9 +368,7 @@ func (w *numberWords) processWords(words []string) []string {
 			emit(times(sx.value).String() + sx.suffix)
 
 		case w.preceding[cur] != "":
-			if value.set {
-				emitValue()
-			}
+			emitValue()
 			if w.all[next] || nextNumeric {
 				prefix = w.preceding[cur]
 			} else {
@@ -422,9 +421,7 @@ func (w *numberWords) processWords(words []string) []string {
 			}
 		}
 	}
-	if value.set {
-		emitValue()
-	}
+	emitValue()
 	return out
 }
 
