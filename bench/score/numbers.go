@@ -330,9 +330,7 @@ func (w *numberWords) processWords(words []string) []string {
 			if hasPrefix {
 				prefix = string(first)
 			}
-			if m, scale, _ := decimalParts(bare); scale == 0 {
-				value = intValue(m)
-			} else if n, whole := scaleExact(bare, big.NewInt(1)); whole {
+			if n, whole := scaleExact(bare, big.NewInt(1)); whole { // an integer, or a decimal with a whole value
 				value = intValue(n)
 			} else {
 				value = strValue(bare)
