@@ -54,17 +54,16 @@ func Compute(rows []Row) Result {
 		switch {
 		case len(ref) == 0:
 			derWhy = ReasonNoRefSegs
+			m.DERSkipped++
 			m.DERSkippedNoRefSegs++
 		case len(pred) == 0:
 			derWhy = ReasonNoPredSegs
+			m.DERSkipped++
 			m.DERSkippedNoPredSegs++
 		default:
 			d = SegmentDER(ref, pred)
 			corpus.add(d)
 			m.DERValidSamples++
-		}
-		if derWhy != "" {
-			m.DERSkipped++
 		}
 		res.Samples[i] = bundle.DiarizePerSample{ID: row.ID, CERNoSpk: cs.cer, CPCER: cp.cer,
 			CERValid: new(cs.refChars > 0), CPCERValid: new(cp.valid), CPInvalidReason: new(cp.reason),
