@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,6 @@ func loadFolder(root, defaultLang string) (*Dataset, error) {
 		return nil, err
 	}
 	files := map[string]string{} // id -> absolute audio path
-	var ids []string
 	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -46,19 +46,17 @@ func loadFolder(root, defaultLang string) (*Dataset, error) {
 			return fmt.Errorf("duplicate id %q: both %s and %s", id, other, p)
 		}
 		files[id] = p
-		ids = append(ids, id)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading audio folder: %w", root, err)
 	}
-	if len(ids) == 0 {
+	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no .wav or .flac files found (and no wav.scp and text for a Kaldi directory)", root)
 	}
-	slices.Sort(ids)
 
 	ds := &Dataset{Path: root, Format: "folder"}
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(files)) {
 		p := files[id]
 		s := Sample{ID: id, Audio: p, Lang: defaultLang}
 		txt := strings.TrimSuffix(p, filepath.Ext(p)) + ".txt"
