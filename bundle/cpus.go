@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,15 +73,13 @@ func ParseCPUList(s string) ([]int, error) {
 			continue
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		if !isRange {
+			hi = lo
 		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
+		a, errLo := strconv.Atoi(lo)
+		b, errHi := strconv.Atoi(hi)
+		if err := cmp.Or(errLo, errHi); err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
 		}
 		if b < a {
 			return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
