@@ -242,8 +242,7 @@ func ThreadCPUSeconds(pid int) map[int]float64 {
 // or /proc/PID/stat's user + system ticks (10 ms) where schedstat is
 // missing. Threads and children that already exited are not counted.
 func TreeCPUSeconds(pid int) float64 {
-	var ns uint64
-	var ticks uint64
+	var ns, ticks uint64
 	buf := make([]byte, 4096)
 	for _, p := range proctree.Descendants(pid) {
 		read := 0
@@ -256,15 +255,11 @@ func TreeCPUSeconds(pid int) float64 {
 		if read > 0 {
 			continue
 		}
-		b, err := proctree.ReadSmall("/proc/"+strconv.Itoa(p)+"/stat", buf)
-		if err != nil {
-			continue
+		if b, err := proctree.ReadSmall("/proc/"+strconv.Itoa(p)+"/stat", buf); err == nil {
+			if st, err := proctree.ParseStat(string(b)); err == nil {
+				ticks += st.Utime + st.Stime
+			}
 		}
-		st, err := proctree.ParseStat(string(b))
-		if err != nil {
-			continue
-		}
-		ticks += st.Utime + st.Stime
 	}
 	return float64(ns)/1e9 + float64(ticks)/userHZ
 }

@@ -309,11 +309,7 @@ func (o *OTel) Reset(ctx context.Context) error {
 // time each sample was taken: later ones stay for the next Collect.
 func (o *OTel) Collect(ctx context.Context) ([]Stack, error) {
 	end := time.Now().UnixNano()
-	settle := o.settle
-	if settle <= 0 {
-		settle = DefaultSettle
-	}
-	for deadline := time.Now().Add(settle); time.Now().Before(deadline) && ctx.Err() == nil; {
+	for deadline := time.Now().Add(cmp.Or(o.settle, DefaultSettle)); time.Now().Before(deadline) && ctx.Err() == nil; {
 		o.mu.Lock()
 		caught := o.latest >= end
 		o.mu.Unlock()

@@ -103,8 +103,14 @@ func (p *Perf) Start(ctx context.Context, hz int) error {
 			unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel,
 	}
 	e, err := openPerfEvent(&p.attr, 0)
-	if err != nil {
-		return perfStartError(err)
+	switch {
+	case err == nil:
+	case errors.Is(err, errMlock), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM),
+		errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		// The kernel or permissions refuse perf events: say why in plain words.
+		return &plainError{msg: perfRefusal(err, readParanoid()), errs: []error{probe.ErrNotSupported, err}}
+	default:
+		return err
 	}
 	if err := e.close(); err != nil {
 		return err
@@ -581,19 +587,6 @@ func threadRefusal(err error, pa paranoid) string {
 func errno(err error) string {
 	e, _ := errors.AsType[unix.Errno](err)
 	return unix.ErrnoName(e)
-}
-
-// perfStartError turns an error of opening or mapping the test event in
-// Start into the engine's error: wrapping probe.ErrNotSupported, and
-// saying why in plain words, when the kernel or permissions refuse perf
-// events.
-func perfStartError(err error) error {
-	switch {
-	case errors.Is(err, errMlock), errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM),
-		errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
-		return &plainError{msg: perfRefusal(err, readParanoid()), errs: []error{probe.ErrNotSupported, err}}
-	}
-	return err
 }
 
 // plainError is an error whose message is written for people, which

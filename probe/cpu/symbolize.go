@@ -353,9 +353,6 @@ func (s *symbolizer) refreshMaps(pid int) {
 	}
 }
 
-// forget drops the cached maps of pid.
-func (s *symbolizer) forget(pid int) { delete(s.maps, pid); delete(s.perf, pid) }
-
 // refreshOnce re-reads pid's memory map the first time one collection of
 // samples meets pid (seen records it), so that libraries mapped since the
 // last refresh are named.
@@ -371,7 +368,8 @@ func (s *symbolizer) refreshOnce(seen map[int]bool, pid int) {
 func (s *symbolizer) forgetUnless(watched, seen map[int]bool) {
 	for pid := range s.maps {
 		if !watched[pid] && !seen[pid] {
-			s.forget(pid)
+			delete(s.maps, pid)
+			delete(s.perf, pid)
 		}
 	}
 }

@@ -156,7 +156,12 @@ func Gather(ctx context.Context, opts Options) Facts {
 	} else {
 		c.Close()
 	}
-	f.OTelErr = tryOTel(ctx)
+	// Starting the otel engine at a low rate and stopping it again is the
+	// only sure way to know whether the library runs here.
+	o := cpu.NewOTel()
+	if f.OTelErr = o.Start(ctx, 19); f.OTelErr == nil {
+		f.OTelErr = o.Stop()
+	}
 
 	nctx, cancel := context.WithTimeout(ctx, timeout)
 	f.GPU, f.GPUErr = gpu.Inspect(nctx, opts.NVML)
@@ -497,16 +502,6 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// tryOTel starts the cpu probe's otel engine at a low rate and stops it
-// again: the only sure way to know whether the library runs here.
-func tryOTel(ctx context.Context) error {
-	o := cpu.NewOTel()
-	if err := o.Start(ctx, 19); err != nil {
-		return err
-	}
-	return o.Stop()
 }
 
 // decideCPUEngine says which engine the cpu probe's auto mode will use.

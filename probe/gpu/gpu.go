@@ -609,21 +609,13 @@ func (p *Probe) pollGPM(g *gpuState) {
 		p.callFailed(g, bundle.GPUKindGPM, "GpmMetricsGet", r)
 		return
 	}
-	p.emit(gpmRecord(g.info.Index, at, window, &mg))
-}
-
-// gpmRecord builds a GPM record from GpmMetricsGet's answer.
-func gpmRecord(gpu int, at time.Time, window time.Duration, mg *nvml.GpmMetricsGetType) *bundle.GPURecord {
 	m := &bundle.GPUGPM{WindowS: window.Seconds()}
-	rec := &bundle.GPURecord{GPUHead: bundle.GPUHead{TS: at.UnixNano(), GPU: gpu, Kind: bundle.GPUKindGPM}, GPUGPM: m}
 	dst := []**float64{&m.SMActivePct, &m.SMOccupancyPct, &m.TensorActivePct, &m.DRAMBWPct}
-	for i := range gpmMetrics {
-		m := mg.Metrics[i]
-		if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
-			continue
+	for i, v := range mg.Metrics[:len(gpmMetrics)] {
+		if nvml.Return(v.NvmlReturn) == nvml.SUCCESS {
+			*dst[i] = &v.Value
 		}
-		v := m.Value
-		*dst[i] = &v
 	}
-	return rec
+	head := bundle.GPUHead{TS: at.UnixNano(), GPU: g.info.Index, Kind: bundle.GPUKindGPM}
+	p.emit(&bundle.GPURecord{GPUHead: head, GPUGPM: m})
 }

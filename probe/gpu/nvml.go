@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -208,7 +209,12 @@ func Inspect(ctx context.Context, lib nvml.Interface) (Info, error) {
 			if i > 0 {
 				time.Sleep(25 * time.Millisecond)
 			}
-			est.measure(devs[0], nvml.TOTAL_POWER_SAMPLES, 0)
+			_, ss, r := devs[0].GetSamples(nvml.TOTAL_POWER_SAMPLES, 0)
+			after := time.Now()
+			if r == nvml.SUCCESS && len(ss) > 0 {
+				newest := slices.MaxFunc(ss, func(a, b nvml.Sample) int { return cmp.Compare(a.TimeStamp, b.TimeStamp) })
+				est.observe(newest.TimeStamp, after)
+			}
 		}
 		res.info.ClockOffsetNs, res.info.ClockOffsetOK = est.ns, est.ok
 		return res
@@ -274,19 +280,4 @@ func (o *offsetEstimate) observe(newestUs uint64, after time.Time) {
 	if !o.ok || d > o.ns {
 		o.ns, o.ok = d, true
 	}
-}
-
-// measure reads samples of type st newer than lastUs and updates the
-// estimate with the newest one.
-func (o *offsetEstimate) measure(d device, st nvml.SamplingType, lastUs uint64) {
-	_, ss, r := d.GetSamples(st, lastUs)
-	after := time.Now()
-	if r != nvml.SUCCESS || len(ss) == 0 {
-		return
-	}
-	var newest uint64
-	for _, s := range ss {
-		newest = max(newest, s.TimeStamp)
-	}
-	o.observe(newest, after)
 }

@@ -212,9 +212,6 @@ func newBinner(binMs int) *binner {
 // now returns the unix ns of now, on the monotonic clock since epoch.
 func (b *binner) now() int64 { return b.epochNs + int64(time.Since(b.epoch)) }
 
-// unixOf returns the unix ns of t, on the monotonic clock since epoch.
-func (b *binner) unixOf(t time.Time) int64 { return b.epochNs + int64(t.Sub(b.epoch)) }
-
 // start starts the fast loop: a sweep every bin, on a goroutine locked to
 // an OS thread of its own, so that its cost can be read apart from the
 // rest of the process (loopTID's schedstat; BenchmarkProbe50Threads). A Go
@@ -389,7 +386,7 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 		}
 		b.threads[tid] = t
 	}
-	b.lastListed = b.unixOf(listed)
+	b.lastListed = b.epochNs + int64(listed.Sub(b.epoch)) // on the monotonic clock since epoch
 }
 
 // begin opens a pass whose bin 0 starts at start (unix ns), dropping the

@@ -229,9 +229,10 @@ func parseSample(line string) (Sample, error) {
 	if val == "" {
 		return s, fmt.Errorf("sample %s without a value", s.Name)
 	}
-	v, err := parseValue(val)
-	if err != nil {
-		return s, fmt.Errorf("sample %s: %w", s.Name, err)
+	// A Go float without hex or underscores (as Prometheus reads it), NaN, +Inf, -Inf.
+	v, err := strconv.ParseFloat(val, 64)
+	if err != nil || strings.ContainsAny(val, "pPxX_") {
+		return s, fmt.Errorf("sample %s: invalid value %q", s.Name, val)
 	}
 	s.Value = v
 	p.blanks()
@@ -311,19 +312,6 @@ func (p *sampleParser) labels(s *Sample) error {
 			return fmt.Errorf("expected ',' or '}' at column %d", p.i+1)
 		}
 	}
-}
-
-// parseValue reads a sample value: a Go float without hex or underscores
-// (as Prometheus reads it), NaN, +Inf, -Inf.
-func parseValue(s string) (float64, error) {
-	if strings.ContainsAny(s, "pPxX_") {
-		return 0, fmt.Errorf("invalid value %q", s)
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid value %q", s)
-	}
-	return v, nil
 }
 
 // histogram and summary suffixes, and which family types they belong to.

@@ -89,12 +89,10 @@ func (l *Loop) Start() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	go l.run(ctx, l.done)
-}
-
-func (l *Loop) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	Every(ctx, l.every, l.mu, func() { l.Keep(l.refresh()) })
+	go func(done chan struct{}) {
+		defer close(done)
+		Every(ctx, l.every, l.mu, func() { l.Keep(l.refresh()) })
+	}(l.done)
 }
 
 // Every calls fn holding mu every period until ctx is done: the probes'
