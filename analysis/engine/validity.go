@@ -766,18 +766,15 @@ func (c *checker) sampleSize() {
 	})
 	slices.SortStableFunc(closed, model.CompareLevels) // by concurrency
 	th := c.in.KneeThreshold
-	knee := -1 // the step that makes the knee (lib/knee.star's rule)
-	for i := 1; i < len(closed) && knee < 0; i++ {
+	knee := -1 // the step that makes the knee (lib/knee.star's rule): the first such
+	for i := 1; i < len(closed); i++ {
 		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
-		if a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
+		if knee < 0 && a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
 			dReq, dLat := b.ReqS.Value/a.ReqS.Value-1, b.LatMeanS.Value/a.LatMeanS.Value-1
 			if dReq < th && dLat > dReq {
 				knee = i
 			}
 		}
-	}
-	for i := 1; i < len(closed); i++ {
-		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
 		if a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
 			continue
 		}
