@@ -277,7 +277,7 @@ func Validity(in ValidityInput) *ValidityResult {
 			levels = append(levels, l.Level)
 		}
 	}
-	c := &checker{in: in, v: v, passes: passes, order: in.Levels, levels: levels}
+	c := &checker{in: in, v: v, passes: passes, levels: levels}
 	c.failures()
 	c.overload() // before warmup: an overloaded level's latencies are its queue's
 	cached := c.cache()
@@ -303,8 +303,7 @@ type checker struct {
 	in     ValidityInput
 	v      *ValidityResult
 	passes map[vPassKey][]int
-	order  []model.LevelRun
-	levels []string
+	levels []string // the scored levels in run order (in.Levels are the passes)
 }
 
 func (c *checker) ok(i int) bool { return c.in.Reqs[i].Status == model.StatusOK }
@@ -321,7 +320,7 @@ func (c *checker) okReqs(l model.LevelRun) []int {
 
 // scored are the scored passes of level, in run order.
 func (c *checker) scored(level string) []model.LevelRun {
-	return slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != level || l.Warmup })
+	return slices.DeleteFunc(slices.Clone(c.in.Levels), func(l model.LevelRun) bool { return l.Level != level || l.Warmup })
 }
 
 func (c *checker) add(f Finding) { c.v.Findings = append(c.v.Findings, f) }
@@ -484,7 +483,7 @@ func (c *checker) cache() map[int]bool {
 	// the scored passes whose requests were mostly later sightings of
 	// cached samples
 	affected, scored := 0, 0
-	for _, l := range c.order {
+	for _, l := range c.in.Levels {
 		if l.Warmup {
 			continue
 		}
@@ -512,7 +511,7 @@ func (c *checker) cache() map[int]bool {
 func (c *checker) warmup(skip map[int]bool) {
 	ran := false
 	for _, lv := range c.levels {
-		runs := slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != lv }) // warmup first
+		runs := slices.DeleteFunc(slices.Clone(c.in.Levels), func(l model.LevelRun) bool { return l.Level != lv }) // warmup first
 		li := c.levelIntervals(lv)
 		if sc := c.scored(lv); len(sc) >= 2 {
 			a, b := c.passReqS(sc[len(sc)-2]), c.passReqS(sc[len(sc)-1])
@@ -863,7 +862,7 @@ func (c *checker) cotenants() {
 
 // scoredAt is the level of the scored pass that ran at t ("" for none).
 func (c *checker) scoredAt(t int64) string {
-	for _, l := range c.order {
+	for _, l := range c.in.Levels {
 		if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
 			return l.Level
 		}
