@@ -932,10 +932,8 @@ func (c *checker) overload() {
 				return cmp.Compare(cmp.Or(c.in.Reqs[a].IntendedUnixNs, c.in.Reqs[a].StartUnixNs), cmp.Or(c.in.Reqs[b].IntendedUnixNs, c.in.Reqs[b].StartUnixNs))
 			})
 			var lats []float64
-			for _, i := range ix {
-				if c.ok(i) {
-					lats = append(lats, c.in.Reqs[i].LatencyS)
-				}
+			for _, i := range slices.DeleteFunc(ix, func(i int) bool { return !c.ok(i) }) {
+				lats = append(lats, c.in.Reqs[i].LatencyS)
 			}
 			k := len(lats) / 3
 			if k == 0 {
