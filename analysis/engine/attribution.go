@@ -1141,18 +1141,12 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		passes                []*passInfo
 	}
 	by := map[string]*acc{}
-	get := func(lv string) *acc {
-		if by[lv] == nil {
-			by[lv] = &acc{}
-		}
-		return by[lv]
-	}
 	for i := range a.Requests {
 		r := &a.Requests[i]
 		if r.Warmup {
 			continue
 		}
-		x := get(r.Level)
+		x := entry(by, r.Level)
 		if !r.Telemetry {
 			x.missing++
 		}
@@ -1165,7 +1159,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 	}
 	for _, p := range passes {
 		if !p.pt.Warmup {
-			x := get(p.pt.Level)
+			x := entry(by, p.pt.Level)
 			x.passes = append(x.passes, p)
 		}
 	}

@@ -96,6 +96,16 @@ func passCodeOf(rc *columns.RequestCols, i int) passCode {
 	return passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
 }
 
+// entry is m[k], a new zero V put there on first use.
+func entry[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
+	}
+	return v
+}
+
 func repeatOf(reqs *columns.RequestCols, i int) int32 {
 	if len(reqs.Repeat) == reqs.N {
 		return reqs.Repeat[i]

@@ -632,8 +632,7 @@ func (c *checker) outliers() {
 				continue
 			}
 			id := c.in.Reqs[slow].SampleID
-			h := cmp.Or(bySample[id], &hit{})
-			bySample[id] = h
+			h := entry(bySample, id)
 			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
 			h.shareSum += mx / stats.Sum(lats)
 			if wall := passWall(l); wall > 0 {

@@ -123,11 +123,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 			continue
 		}
 		k := key{reqs.Level.At(i), w.Of[i]}
-		a := by[k]
-		if a == nil {
-			a = &acc{}
-			by[k] = a
-		}
+		a := entry(by, k)
 		a.requests++
 		j := totalOf[i]
 		if j >= 0 && rows.HasBounds[j] {
