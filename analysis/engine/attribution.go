@@ -159,15 +159,8 @@ func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string,
 // kernel ran) and its per-process samples (kind proc).
 func ReadGPU(path string) (util, procs []bundle.GPURecord, err error) {
 	all, err := bundle.ReadAll[bundle.GPURecord](path)
-	for _, r := range all {
-		if r.GPUUtil != nil {
-			util = append(util, r)
-		}
-		if r.GPUProc != nil {
-			procs = append(procs, r)
-		}
-	}
-	return util, procs, err
+	util = slices.DeleteFunc(slices.Clone(all), func(r bundle.GPURecord) bool { return r.GPUUtil == nil })
+	return util, slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUProc == nil }), err
 }
 
 // AttributionInput is what Attribute reads.
