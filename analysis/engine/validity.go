@@ -982,12 +982,9 @@ func (c *checker) cpuCoTenants() {
 		if total < CoTenantMinCPUS {
 			continue
 		}
-		var used []int // the cores the server ran on
-		for _, n := range slices.Sorted(maps.Keys(target)) {
-			if target[n] >= CoTenantCoreShare*total {
-				used = append(used, n)
-			}
-		}
+		used := slices.DeleteFunc(slices.Sorted(maps.Keys(target)), func(n int) bool { // the cores the server ran on
+			return !(target[n] >= CoTenantCoreShare*total)
+		})
 		var others, self, steal, coreTime, targetOn float64
 		procs := map[int]float64{}
 		comm := map[int]string{}
