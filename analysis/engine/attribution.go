@@ -159,15 +159,8 @@ func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string,
 // kernel ran) and its per-process samples (kind proc).
 func ReadGPU(path string) (util, procs []bundle.GPURecord, err error) {
 	all, err := bundle.ReadAll[bundle.GPURecord](path)
-	for _, r := range all {
-		if r.GPUUtil != nil {
-			util = append(util, r)
-		}
-		if r.GPUProc != nil {
-			procs = append(procs, r)
-		}
-	}
-	return util, procs, err
+	util = slices.DeleteFunc(slices.Clone(all), func(r bundle.GPURecord) bool { return r.GPUUtil == nil })
+	return util, slices.DeleteFunc(all, func(r bundle.GPURecord) bool { return r.GPUProc == nil }), err
 }
 
 // AttributionInput is what Attribute reads.
@@ -1141,18 +1134,12 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		passes                []*passInfo
 	}
 	by := map[string]*acc{}
-	get := func(lv string) *acc {
-		if by[lv] == nil {
-			by[lv] = &acc{}
-		}
-		return by[lv]
-	}
 	for i := range a.Requests {
 		r := &a.Requests[i]
 		if r.Warmup {
 			continue
 		}
-		x := get(r.Level)
+		x := entry(by, r.Level)
 		if !r.Telemetry {
 			x.missing++
 		}
@@ -1165,7 +1152,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 	}
 	for _, p := range passes {
 		if !p.pt.Warmup {
-			x := get(p.pt.Level)
+			x := entry(by, p.pt.Level)
 			x.passes = append(x.passes, p)
 		}
 	}

@@ -280,11 +280,9 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		if len(cands[p]) == 0 && len(u) > 0 {
 			// an idle server: its threads asleep through the service;
 			// any thread whose bins cover the pass tells that.
-			for _, th := range ths {
-				if s := th.integrate(u[0].a, u[len(u)-1].b); s.cov > 0 {
-					cands[p] = append(cands[p], th)
-					break
-				}
+			covering := func(th *thread) bool { return th.integrate(u[0].a, u[len(u)-1].b).cov > 0 }
+			if i := slices.IndexFunc(ths, covering); i >= 0 {
+				cands[p] = ths[i : i+1 : i+1]
 			}
 		}
 	}

@@ -22,11 +22,6 @@ type Occupancy struct {
 	Busy, BusyS float64
 }
 
-type pass struct {
-	level  string
-	repeat int32
-}
-
 // Occupancies is, per level, the occupancy of the interval from the start
 // of stage from to the end of stage to (boundaries of rows), over the
 // measured (non-warmup) successful requests that have both. It is how
@@ -35,7 +30,7 @@ type pass struct {
 // workers.
 func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to string) map[string]Occupancy {
 	fc, tc := rows.Stage.Code(from), rows.Stage.Code(to)
-	byPass := map[pass][]interval{}
+	byPass := map[passCode][]interval{} // (warmup is false in every key)
 	ok := reqs.Status.Code(model.StatusOK)
 	k := 0
 	for i := 0; i < reqs.N; i++ {
@@ -52,14 +47,15 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok || start < 0 || end < start {
 			continue
 		}
-		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
+		p := passCodeOf(reqs, i)
 		byPass[p] = append(byPass[p], interval{start, end})
 	}
 	out, n := map[string]Occupancy{}, map[string]int{} // sums over the passes with a span, then their means
 	for p, ivs := range byPass {
+		lv := reqs.Level.Dict[p.level]
 		st := occupancySteps(ivs)
 		var area, busy float64
-		o := out[p.level]
+		o := out[lv]
 		for j, x := range st {
 			o.Max = max(o.Max, x.n)
 			if j+1 < len(st) {
@@ -72,9 +68,9 @@ func Occupancies(reqs *columns.RequestCols, rows *columns.StageRows, from, to st
 		}
 		if span := st[len(st)-1].t - st[0].t; span > 0 {
 			o.Mean, o.Busy, o.BusyS = o.Mean+area/float64(span), o.Busy+busy/float64(span), o.BusyS+busy/1e9
-			n[p.level]++
+			n[lv]++
 		}
-		out[p.level] = o
+		out[lv] = o
 	}
 	for lv, o := range out {
 		if k := float64(n[lv]); k > 0 {
@@ -94,6 +90,16 @@ type passCode struct {
 
 func passCodeOf(rc *columns.RequestCols, i int) passCode {
 	return passCode{rc.Level.Codes[i], repeatOf(rc, i), rc.Warmup[i]}
+}
+
+// entry is m[k], a new zero V put there on first use.
+func entry[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
+	}
+	return v
 }
 
 func repeatOf(reqs *columns.RequestCols, i int) int32 {
@@ -119,7 +125,7 @@ type MetaStat struct {
 // request i's metadata of the event asked for, or false.
 func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool), key string) []MetaStat {
 	ok := reqs.Status.Code(model.StatusOK)
-	byPass, out := map[pass]int{}, []MetaStat{} // a pass's index in out
+	byPass, out := map[passCode]int{}, []MetaStat{} // a pass's index in out
 	for i := 0; i < reqs.N; i++ {
 		if reqs.Warmup[i] || reqs.Status.Codes[i] != ok {
 			continue
@@ -132,11 +138,11 @@ func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool
 		if !isNum {
 			continue
 		}
-		p := pass{reqs.Level.At(i), repeatOf(reqs, i)}
+		p := passCodeOf(reqs, i)
 		k, seen := byPass[p]
 		if !seen {
 			k, byPass[p] = len(out), len(out)
-			out = append(out, MetaStat{Level: p.level, Repeat: int(p.repeat), Min: v, Max: v})
+			out = append(out, MetaStat{Level: reqs.Level.At(i), Repeat: int(p.repeat), Min: v, Max: v})
 		}
 		s := &out[k]
 		s.Min, s.Max, s.Sum, s.N = min(s.Min, v), max(s.Max, v), s.Sum+v, s.N+1

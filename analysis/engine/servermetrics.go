@@ -468,8 +468,7 @@ func (sm *ServerMetrics) Levels(order []string) []MetricsLevel {
 		}
 		a.passes++
 		for role, h := range p.Roles {
-			x := cmp.Or(a.roles[role], &hist{})
-			a.roles[role] = x
+			x := entry(a.roles, role)
 			x.n, x.sum = x.n+h.Count, x.sum+h.SumS
 			if !math.IsNaN(h.P50S) && !math.IsNaN(h.P95S) {
 				x.q50, x.q95, x.qn = x.q50+h.Count*h.P50S, x.q95+h.Count*h.P95S, x.qn+h.Count

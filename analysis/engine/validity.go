@@ -277,7 +277,7 @@ func Validity(in ValidityInput) *ValidityResult {
 			levels = append(levels, l.Level)
 		}
 	}
-	c := &checker{in: in, v: v, passes: passes, order: in.Levels, levels: levels}
+	c := &checker{in: in, v: v, passes: passes, levels: levels}
 	c.failures()
 	c.overload() // before warmup: an overloaded level's latencies are its queue's
 	cached := c.cache()
@@ -303,8 +303,7 @@ type checker struct {
 	in     ValidityInput
 	v      *ValidityResult
 	passes map[vPassKey][]int
-	order  []model.LevelRun
-	levels []string
+	levels []string // the scored levels in run order (in.Levels are the passes)
 }
 
 func (c *checker) ok(i int) bool { return c.in.Reqs[i].Status == model.StatusOK }
@@ -321,7 +320,7 @@ func (c *checker) okReqs(l model.LevelRun) []int {
 
 // scored are the scored passes of level, in run order.
 func (c *checker) scored(level string) []model.LevelRun {
-	return slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != level || l.Warmup })
+	return slices.DeleteFunc(slices.Clone(c.in.Levels), func(l model.LevelRun) bool { return l.Level != level || l.Warmup })
 }
 
 func (c *checker) add(f Finding) { c.v.Findings = append(c.v.Findings, f) }
@@ -484,7 +483,7 @@ func (c *checker) cache() map[int]bool {
 	// the scored passes whose requests were mostly later sightings of
 	// cached samples
 	affected, scored := 0, 0
-	for _, l := range c.order {
+	for _, l := range c.in.Levels {
 		if l.Warmup {
 			continue
 		}
@@ -512,7 +511,7 @@ func (c *checker) cache() map[int]bool {
 func (c *checker) warmup(skip map[int]bool) {
 	ran := false
 	for _, lv := range c.levels {
-		runs := slices.DeleteFunc(slices.Clone(c.order), func(l model.LevelRun) bool { return l.Level != lv }) // warmup first
+		runs := slices.DeleteFunc(slices.Clone(c.in.Levels), func(l model.LevelRun) bool { return l.Level != lv }) // warmup first
 		li := c.levelIntervals(lv)
 		if sc := c.scored(lv); len(sc) >= 2 {
 			a, b := c.passReqS(sc[len(sc)-2]), c.passReqS(sc[len(sc)-1])
@@ -633,8 +632,7 @@ func (c *checker) outliers() {
 				continue
 			}
 			id := c.in.Reqs[slow].SampleID
-			h := cmp.Or(bySample[id], &hit{})
-			bySample[id] = h
+			h := entry(bySample, id)
 			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
 			h.shareSum += mx / stats.Sum(lats)
 			if wall := passWall(l); wall > 0 {
@@ -766,18 +764,15 @@ func (c *checker) sampleSize() {
 	})
 	slices.SortStableFunc(closed, model.CompareLevels) // by concurrency
 	th := c.in.KneeThreshold
-	knee := -1 // the step that makes the knee (lib/knee.star's rule)
-	for i := 1; i < len(closed) && knee < 0; i++ {
+	knee := -1 // the step that makes the knee (lib/knee.star's rule): the first such
+	for i := 1; i < len(closed); i++ {
 		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
-		if a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
+		if knee < 0 && a.ReqS.Value > 0 && a.LatMeanS.Value > 0 && b.OK > 0 {
 			dReq, dLat := b.ReqS.Value/a.ReqS.Value-1, b.LatMeanS.Value/a.LatMeanS.Value-1
 			if dReq < th && dLat > dReq {
 				knee = i
 			}
 		}
-	}
-	for i := 1; i < len(closed); i++ {
-		a, b := c.levelIntervals(closed[i-1]), c.levelIntervals(closed[i])
 		if a.ReqS.Value <= 0 || b.OK == 0 || a.OK == 0 {
 			continue
 		}
@@ -866,7 +861,7 @@ func (c *checker) cotenants() {
 
 // scoredAt is the level of the scored pass that ran at t ("" for none).
 func (c *checker) scoredAt(t int64) string {
-	for _, l := range c.order {
+	for _, l := range c.in.Levels {
 		if !l.Warmup && l.StartUnixNs <= t && t <= l.EndUnixNs {
 			return l.Level
 		}
@@ -936,10 +931,8 @@ func (c *checker) overload() {
 				return cmp.Compare(cmp.Or(c.in.Reqs[a].IntendedUnixNs, c.in.Reqs[a].StartUnixNs), cmp.Or(c.in.Reqs[b].IntendedUnixNs, c.in.Reqs[b].StartUnixNs))
 			})
 			var lats []float64
-			for _, i := range ix {
-				if c.ok(i) {
-					lats = append(lats, c.in.Reqs[i].LatencyS)
-				}
+			for _, i := range slices.DeleteFunc(ix, func(i int) bool { return !c.ok(i) }) {
+				lats = append(lats, c.in.Reqs[i].LatencyS)
 			}
 			k := len(lats) / 3
 			if k == 0 {
@@ -989,12 +982,9 @@ func (c *checker) cpuCoTenants() {
 		if total < CoTenantMinCPUS {
 			continue
 		}
-		var used []int // the cores the server ran on
-		for _, n := range slices.Sorted(maps.Keys(target)) {
-			if target[n] >= CoTenantCoreShare*total {
-				used = append(used, n)
-			}
-		}
+		used := slices.DeleteFunc(slices.Sorted(maps.Keys(target)), func(n int) bool { // the cores the server ran on
+			return !(target[n] >= CoTenantCoreShare*total)
+		})
 		var others, self, steal, coreTime, targetOn float64
 		procs := map[int]float64{}
 		comm := map[int]string{}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -47,12 +48,9 @@ func FindWorkers(n int, s *columns.Spans) *Workers {
 		if r < 0 || r >= n || s.Service.Codes[j] == client {
 			continue
 		}
-		if v, ok := s.AttrString(j, WorkerAttr); ok && v != "" && router[r] == "" {
-			router[r] = v
-		}
-		if v, ok := s.AttrString(j, InstanceAttr); ok && v != "" && inst[r] == "" {
-			inst[r] = v
-		}
+		wk, _ := s.AttrString(j, WorkerAttr) // "" where the span has none
+		id, _ := s.AttrString(j, InstanceAttr)
+		router[r], inst[r] = cmp.Or(router[r], wk), cmp.Or(inst[r], id) // each request's first
 	}
 	seen := map[string]bool{}
 	for i := 0; i < n; i++ {
@@ -123,11 +121,7 @@ func Balance(reqs *columns.RequestCols, rows *columns.StageRows, w *Workers, ord
 			continue
 		}
 		k := key{reqs.Level.At(i), w.Of[i]}
-		a := by[k]
-		if a == nil {
-			a = &acc{}
-			by[k] = a
-		}
+		a := entry(by, k)
 		a.requests++
 		j := totalOf[i]
 		if j >= 0 && rows.HasBounds[j] {
