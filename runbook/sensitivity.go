@@ -284,9 +284,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 		rb.Summary = append(rb.Summary, Summarize(recs, side, rc.Capture.Levels())...)
 	}
 	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
-	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
-		runErr = err
-	}
+	runErr = cmp.Or(runErr, bundle.WriteJSON(filepath.Join(out, File), rb))
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
