@@ -239,10 +239,16 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if rb == nil {
 		return nil, runErr
 	}
-	for _, r := range rb.Runs {
+	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
+	var sides []string
+	for i, r := range rb.Runs {
 		sr := runs[r.Dir]
 		if sr == nil {
 			continue
+		}
+		recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
+		if !slices.Contains(sides, recs[i].Side) {
+			sides = append(sides, recs[i].Side)
 		}
 		sr.Error = cmp.Or(sr.Error, r.Error)
 		if sc.Stages != nil && r.ran {
@@ -269,16 +275,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	// every scored run together: 100 % and 50 % alike): the runbook's
 	// summary over each allotment's runs apart, each side named after the
 	// runs' prefix (cpu100, cpu50).
-	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
-	var sides []string
-	for i, r := range recs {
-		if runs[r.Dir] != nil {
-			recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
-			if !slices.Contains(sides, recs[i].Side) {
-				sides = append(sides, recs[i].Side)
-			}
-		}
-	}
 	rb.Summary = []MetricSummary{}
 	for _, side := range sides {
 		rb.Summary = append(rb.Summary, Summarize(recs, side, rc.Capture.Levels())...)
