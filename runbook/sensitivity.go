@@ -142,15 +142,13 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	rc.Plan = plan
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
-	nth := 0
 	// Run calls its hooks one run at a time, from its own goroutine.
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		r := runOf[spec.Dir]
 		sr := &r
 		runs[spec.Dir] = sr
 		cp, haveCap := caps[sr.Cycle]
-		nth++
-		i := nth
+		i := slices.IndexFunc(plan, func(p RunSpec) bool { return p.Dir == spec.Dir }) + 1
 		if sc.BaseCores > 0 {
 			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
 			haveCap = true
