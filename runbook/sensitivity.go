@@ -766,15 +766,13 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 	}
 	if rep.Kind == "cpu" && rep.Base != "" {
 		n := "100 % = " + rep.Base
-		for _, r := range rep.Runs {
-			if r.Allotment == 1 && len(r.BusyThreads) > 0 {
-				var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
-				for _, t := range r.BusyThreads {
-					ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
-				}
-				n += " (" + r.Dir + ": " + strings.Join(ts, "; ") + ")"
-				break
+		busy := func(r bundle.SensitivityRun) bool { return r.Allotment == 1 && len(r.BusyThreads) > 0 }
+		if i := slices.IndexFunc(rep.Runs, busy); i >= 0 {
+			var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
+			for _, t := range rep.Runs[i].BusyThreads {
+				ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
 			}
+			n += " (" + rep.Runs[i].Dir + ": " + strings.Join(ts, "; ") + ")"
 		}
 		t.Notes = append(t.Notes, n)
 	}
