@@ -204,9 +204,7 @@ func WithGPUCoRunner(ctx context.Context, g *GPUCoRunner, out string, fn func() 
 	rep, serr := r.Stop()
 	for _, name := range []string{bundle.GPUCoRunnerFile, GPUCoRunnerLog} {
 		if b, err := os.ReadFile(filepath.Join(tmp, name)); err == nil {
-			if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil && serr == nil {
-				serr = err
-			}
+			serr = cmp.Or(serr, os.WriteFile(filepath.Join(out, name), b, 0o644))
 		}
 	}
 	return rep, errors.Join(ferr, serr)

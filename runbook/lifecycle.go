@@ -246,7 +246,8 @@ func exitText(err error) string {
 	return err.Error()
 }
 
-// LogTail returns the last n lines of the server's log.
+// LogTail returns the last n lines of the server's log, "(empty)" when
+// there are none.
 func (s *Server) LogTail(n int) string {
 	f, err := os.Open(s.LogPath)
 	if err != nil {
@@ -263,16 +264,11 @@ func (s *Server) LogTail(n int) string {
 	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
 		return "(" + err.Error() + ")"
 	}
-	return lastLines(string(b), n)
-}
-
-// lastLines returns the last n lines of s, "(empty)" when there are none.
-func lastLines(s string, n int) string {
-	s = strings.TrimRight(s, "\n")
-	if strings.TrimSpace(s) == "" {
+	text := strings.TrimRight(string(b), "\n")
+	if strings.TrimSpace(text) == "" {
 		return "  (empty)"
 	}
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(text, "\n")
 	return "  | " + strings.Join(lines[max(0, len(lines)-n):], "\n  | ")
 }
 

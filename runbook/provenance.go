@@ -94,14 +94,11 @@ func SelectEnv(env, names []string) map[string]string {
 	out := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		for _, n := range names {
-			if p, star := strings.CutSuffix(n, "*"); (star && strings.HasPrefix(k, p)) || (!star && k == n) {
-				out[k] = v
-				break
-			}
+		if ok && slices.ContainsFunc(names, func(n string) bool {
+			p, star := strings.CutSuffix(n, "*")
+			return (star && strings.HasPrefix(k, p)) || (!star && k == n)
+		}) {
+			out[k] = v
 		}
 	}
 	return out

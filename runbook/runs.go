@@ -277,9 +277,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Report, er
 		}
 		rec, err := runOne(ctx, &cfg, capCfg, spec, stdout, stderr)
 		rep.Runs = append(rep.Runs, rec)
-		if werr := bundle.WriteJSON(filepath.Join(out, spec.Dir, RunFile), rec); werr != nil && err == nil {
-			err = werr
-		}
+		err = cmp.Or(err, bundle.WriteJSON(filepath.Join(out, spec.Dir, RunFile), rec))
 		if err != nil {
 			runErr = fmt.Errorf("run %s: %w", spec.Dir, err)
 			break
@@ -524,12 +522,8 @@ func createLog(out, name string) (*os.File, error) {
 // ("what: path"; not under --quiet, which leaves it out with the
 // progress). It returns err, else the first error of these.
 func answer(err error, path string, rec any, tables []*table.Table, c *capture.Config, stdout, stderr io.Writer, what string) error {
-	if werr := bundle.WriteJSON(path, rec); werr != nil && err == nil {
-		err = werr
-	}
-	if rerr := table.Render(stdout, c.Format, tables...); rerr != nil && err == nil {
-		err = rerr
-	}
+	err = cmp.Or(err, bundle.WriteJSON(path, rec))
+	err = cmp.Or(err, table.Render(stdout, c.Format, tables...))
 	if !c.Quiet {
 		fmt.Fprintf(stderr, "%s: %s\n", what, path)
 	}

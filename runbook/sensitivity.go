@@ -142,15 +142,13 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	rc.Plan = plan
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
-	nth := 0
 	// Run calls its hooks one run at a time, from its own goroutine.
 	rc.Around = func(spec RunSpec, pid int) (func(*RunRecord), error) {
 		r := runOf[spec.Dir]
 		sr := &r
 		runs[spec.Dir] = sr
 		cp, haveCap := caps[sr.Cycle]
-		nth++
-		i := nth
+		i := slices.IndexFunc(plan, func(p RunSpec) bool { return p.Dir == spec.Dir }) + 1
 		if sc.BaseCores > 0 {
 			cp = capacity{cores: sc.BaseCores, why: "--cpu-base", ran: cp.ran}
 			haveCap = true
@@ -239,10 +237,16 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if rb == nil {
 		return nil, runErr
 	}
-	for _, r := range rb.Runs {
+	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
+	var sides []string
+	for i, r := range rb.Runs {
 		sr := runs[r.Dir]
 		if sr == nil {
 			continue
+		}
+		recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
+		if !slices.Contains(sides, recs[i].Side) {
+			sides = append(sides, recs[i].Side)
 		}
 		sr.Error = cmp.Or(sr.Error, r.Error)
 		if sc.Stages != nil && r.ran {
@@ -269,24 +273,12 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	// every scored run together: 100 % and 50 % alike): the runbook's
 	// summary over each allotment's runs apart, each side named after the
 	// runs' prefix (cpu100, cpu50).
-	recs := slices.Clone(rb.Runs) // their sides are the summary's, not runbook.json's
-	var sides []string
-	for i, r := range recs {
-		if runs[r.Dir] != nil {
-			recs[i].Side, _, _ = strings.Cut(r.Dir, "-")
-			if !slices.Contains(sides, recs[i].Side) {
-				sides = append(sides, recs[i].Side)
-			}
-		}
-	}
 	rb.Summary = []MetricSummary{}
 	for _, side := range sides {
 		rb.Summary = append(rb.Summary, Summarize(recs, side, rc.Capture.Levels())...)
 	}
 	rb.Notes = append(rb.Notes, "asrprof sensitivity: the summary is per allotment (side: the runs' name prefix, e.g. cpu50); see sensitivity.json")
-	if err := bundle.WriteJSON(filepath.Join(out, File), rb); err != nil && runErr == nil {
-		runErr = err
-	}
+	runErr = cmp.Or(runErr, bundle.WriteJSON(filepath.Join(out, File), rb))
 	if runErr != nil {
 		rep.Notes = append(rep.Notes, "the runbook did not finish cleanly: "+firstLine(runErr.Error())+" (the full progress: "+filepath.Join(out, SensitivityLog)+")")
 	}
@@ -774,15 +766,13 @@ func SensitivityTables(rep *bundle.SensitivityReport) []*table.Table {
 	}
 	if rep.Kind == "cpu" && rep.Base != "" {
 		n := "100 % = " + rep.Base
-		for _, r := range rep.Runs {
-			if r.Allotment == 1 && len(r.BusyThreads) > 0 {
-				var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
-				for _, t := range r.BusyThreads {
-					ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
-				}
-				n += " (" + r.Dir + ": " + strings.Join(ts, "; ") + ")"
-				break
+		busy := func(r bundle.SensitivityRun) bool { return r.Allotment == 1 && len(r.BusyThreads) > 0 }
+		if i := slices.IndexFunc(rep.Runs, busy); i >= 0 {
+			var ts []string // "tid 123 (worker) 0.74 cores, runnable-waiting 0.21"
+			for _, t := range rep.Runs[i].BusyThreads {
+				ts = append(ts, fmt.Sprintf("tid %d (%s) %.2f cores, runnable-waiting %.2f", t.TID, t.Comm, t.Cores, t.WaitCores))
 			}
+			n += " (" + rep.Runs[i].Dir + ": " + strings.Join(ts, "; ") + ")"
 		}
 		t.Notes = append(t.Notes, n)
 	}

@@ -171,21 +171,6 @@ func (s *sampler) stop() []cpuSample {
 	return <-s.done
 }
 
-// passWindows are the scored passes of the bundle in dir, Unix ns.
-func passWindows(dir string) [][2]int64 {
-	b, err := bundle.Open(dir)
-	if err != nil {
-		return nil
-	}
-	var out [][2]int64
-	for _, l := range b.Manifest.Levels {
-		if !l.Warmup && l.EndUnixNs > l.StartUnixNs {
-			out = append(out, [2]int64{l.StartUnixNs, l.EndUnixNs})
-		}
-	}
-	return out
-}
-
 // interp is a series' value at t: linear between the samples around it,
 // its first value before them and its last after (a thread seen late was
 // born then; one gone early had exited and keeps what it used).
@@ -204,13 +189,20 @@ func interp(ts []time.Time, vs []float64, t time.Time) float64 {
 // passUse is the tree's CPU use over the scored passes of the bundle in
 // dir, in cores: in all, and per thread (busiest first), from the samples.
 func passUse(dir string, samples []cpuSample, comm map[threadKey]string) (float64, []bundle.ThreadUse) {
-	wins := passWindows(dir)
-	if len(samples) < 2 || len(wins) == 0 {
+	b, err := bundle.Open(dir)
+	if err != nil || len(samples) < 2 {
 		return 0, nil
 	}
+	var wins [][2]int64 // the scored passes, Unix ns
 	var wall float64
-	for _, w := range wins {
-		wall += float64(w[1]-w[0]) / 1e9
+	for _, l := range b.Manifest.Levels {
+		if !l.Warmup && l.EndUnixNs > l.StartUnixNs {
+			wins = append(wins, [2]int64{l.StartUnixNs, l.EndUnixNs})
+			wall += float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+		}
+	}
+	if len(wins) == 0 {
+		return 0, nil
 	}
 	over := func(ts []time.Time, vs []float64) float64 {
 		var s float64

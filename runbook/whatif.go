@@ -548,9 +548,7 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			return rep, runErr // nothing ran: no whatif.json
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil && runErr == nil {
-		runErr = err
-	}
+	runErr = cmp.Or(runErr, os.MkdirAll(out, 0o755))
 	return rep, answer(runErr, filepath.Join(out, bundle.WhatIfFile), rep, []*table.Table{WhatIfTable(rep)}, &wc.Runbook.Capture, stdout, stderr, "what-if")
 }
 

@@ -53,15 +53,6 @@ func (e *entry) info() capture.AgentCapture {
 	return ac
 }
 
-func (e *entry) running() bool {
-	select {
-	case <-e.finished:
-		return false
-	default:
-		return true
-	}
-}
-
 // finish records how the capture ended.
 func (e *entry) finish(out *capture.Outcome, err error) {
 	e.mu.Lock()
@@ -268,7 +259,9 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	if e.running() {
+	select {
+	case <-e.finished:
+	default:
 		httpError(w, http.StatusConflict, "capture %s is still running: stop it (POST .../stop) or wait for its end", e.id)
 		return
 	}

@@ -196,9 +196,7 @@ func (c *runqCollector) add(id string, hist []uint64, waitS float64) {
 		h = &runqHist{}
 		c.h[id] = h
 	}
-	for len(h.buckets) < len(hist) {
-		h.buckets = append(h.buckets, 0)
-	}
+	h.buckets = append(h.buckets, make([]uint64, max(0, len(hist)-len(h.buckets)))...) // grown to hist's length
 	for k, n := range hist {
 		h.buckets[k] += n
 	}
