@@ -299,7 +299,7 @@ type sglangRT struct {
 	jsonAudio
 	order []string
 	texts map[string]string
-	final *string
+	final string // the final message's text, trimmed
 }
 
 func (d *sglangRT) rate() int { return 16000 }
@@ -352,16 +352,11 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 			m.coveredS = *v.AudioEndMs / 1000
 		}
 	case "transcription.completed":
-		d.final = &t
-		m.text = strings.TrimSpace(t) != ""
+		d.final = strings.TrimSpace(t)
+		m.text = d.final != ""
 		m.final = true
 	}
 	return m, nil
 }
 
-func (d *sglangRT) text() string {
-	if d.final != nil && strings.TrimSpace(*d.final) != "" {
-		return strings.TrimSpace(*d.final)
-	}
-	return joinItems(d.order, d.texts)
-}
+func (d *sglangRT) text() string { return cmp.Or(d.final, joinItems(d.order, d.texts)) }
