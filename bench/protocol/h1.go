@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +99,7 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
-	host := canonicalHost(req.URL)
+	host := net.JoinHostPort(req.URL.Hostname(), cmp.Or(req.URL.Port(), "80")) // port 80 when the URL names none
 	for attempt := 0; ; attempt++ {
 		c, err := t.conn(ctx, host)
 		if err != nil {
@@ -345,11 +344,6 @@ func validHeader(k string) bool {
 	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
 		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
 	})
-}
-
-// canonicalHost is u's host:port, port 80 when the URL names none.
-func canonicalHost(u *url.URL) string {
-	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80"))
 }
 
 func closeBody(req *http.Request) {
