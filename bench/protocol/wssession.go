@@ -161,23 +161,6 @@ type wsClient struct {
 	cache pcmCache
 }
 
-// realtimeOptions checks the realtime knobs and fills their defaults.
-func realtimeOptions(opts *Options) error {
-	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
-	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
-	opts.Loops = cmp.Or(opts.Loops, 1)
-	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
-		return fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
-	}
-	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
-		return fmt.Errorf("pace %q: want realtime or none", opts.Pace)
-	}
-	if opts.Loops < 1 {
-		return fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
-	}
-	return nil
-}
-
 // wsURL turns the target into the session URL: http→ws, https→wss; a
 // target without a path gets defPath (which may carry a query).
 func wsURL(target, defPath string) (string, error) {
@@ -208,14 +191,24 @@ func wsURL(target, defPath string) (string, error) {
 	return u.String(), nil
 }
 
-// newWSClient is the session client of realtime protocol name (wsDialect).
+// newWSClient is the session client of realtime protocol name (wsDialect),
+// its realtime knobs checked and their defaults filled.
 func newWSClient(name string, opts Options) (*wsClient, error) {
 	defPath, newD, err := wsDialect(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := realtimeOptions(&opts); err != nil {
-		return nil, err
+	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
+	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
+	opts.Loops = cmp.Or(opts.Loops, 1)
+	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
+		return nil, fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
+	}
+	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
+		return nil, fmt.Errorf("pace %q: want realtime or none", opts.Pace)
+	}
+	if opts.Loops < 1 {
+		return nil, fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
 	}
 	u, err := wsURL(opts.Target, defPath)
 	if err != nil {
