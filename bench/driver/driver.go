@@ -301,7 +301,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			slotDone[slot] = done
 		}
 	}
-	m := startMeter()
+	m := &meter{cpu: processCPU(), wait: threadWaits(), sched: readSched()}
 	p.Start = time.Now()
 	if open {
 		var next load.Next
