@@ -362,8 +362,12 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	var end func(*model.Request)
 	if d.Tracer != nil {
 		tp, end = d.Tracer.Start(ctx, rec)
-	} else {
-		tp, rec.TraceID = d.randomTraceParent()
+	} else { // a random traceparent, no span
+		var b [24]byte
+		d.rngMu.Lock()
+		_, _ = d.rng.Read(b[:]) // ChaCha8.Read never fails
+		d.rngMu.Unlock()
+		tp, rec.TraceID = protocol.TraceParent(b)
 	}
 	job.RequestID, job.TraceParent = rec.RequestID, tp
 	if d.OnStart != nil {
@@ -397,13 +401,4 @@ func (d *Driver) requestID(n int64) string {
 		b = append(b, '0')
 	}
 	return string(append(b, digits...))
-}
-
-// randomTraceParent returns a sampled W3C traceparent and its trace id.
-func (d *Driver) randomTraceParent() (string, string) {
-	var b [24]byte
-	d.rngMu.Lock()
-	_, _ = d.rng.Read(b[:]) // ChaCha8.Read never fails
-	d.rngMu.Unlock()
-	return protocol.TraceParent(b)
 }
