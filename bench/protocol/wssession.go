@@ -155,10 +155,13 @@ type dialect interface {
 
 // wsClient runs one WebSocket session per Job with a dialect.
 type wsClient struct {
-	url   string
-	opts  Options // HTTPClient and the realtime knobs, defaults filled
-	newD  func() dialect
-	cache pcmCache
+	url  string
+	opts Options // HTTPClient and the realtime knobs, defaults filled
+	newD func() dialect
+	// pcms keeps the decoded PCM16 of each sample at each rate, so a
+	// sample is decoded once per run however many sessions send it: its
+	// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
+	pcms sync.Map
 }
 
 // wsURL turns the target into the session URL: http→ws, https→wss; a
@@ -220,13 +223,8 @@ func newWSClient(name string, opts Options) (*wsClient, error) {
 	return &wsClient{url: u, opts: opts, newD: newD}, nil
 }
 
-// pcmCache keeps the decoded PCM16 of each sample at each rate, so a
-// sample is decoded once per run however many sessions send it: its
-// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
-type pcmCache struct{ m sync.Map }
-
-// get returns job's audio as PCM16 mono at rate Hz.
-func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
+// pcm returns job's audio as PCM16 mono at rate Hz.
+func (c *wsClient) pcm(job *Job, rate int) ([]byte, error) {
 	decode := func() ([]byte, error) {
 		p, err := audio.DecodeBytes(job.FileName, job.Audio)
 		if err != nil {
@@ -241,7 +239,7 @@ func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
 	if job.SampleID == "" {
 		return decode()
 	}
-	once, _ := c.m.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
+	once, _ := c.pcms.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
 	return once.(func() ([]byte, error))()
 }
 
@@ -283,7 +281,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		return res
 	}
 	d := c.newD()
-	pcm, err := c.cache.get(job, d.rate())
+	pcm, err := c.pcm(job, d.rate())
 	if err != nil {
 		return fail(KindOther, fmt.Errorf("decoding audio: %w", err))
 	}
