@@ -133,7 +133,7 @@ func decode(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, erro
 			p, err = h.decode(r)
 		}
 		if err == nil {
-			info = h.info()
+			info = newInfo("wav", h.encoding, h.rate, h.channels, h.bits, h.frames())
 		}
 	}
 	if err != nil {
