@@ -229,12 +229,8 @@ func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 		o.see(v.ItemID)
 		o.done[v.ItemID] = true
 	}
-	if stopped && o.committed {
-		m.final = true
-		for _, id := range o.order {
-			m.final = m.final && o.done[id]
-		}
-	}
+	// final once our commit was answered and every item seen is done
+	m.final = stopped && o.committed && !slices.ContainsFunc(o.order, func(id string) bool { return !o.done[id] })
 	return m, nil
 }
 
