@@ -275,14 +275,10 @@ func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result
 	matched, unmatched := false, false
 	if aerr == nil {
 		rec.SampleID = f.fileName
-		if f.lang != "" {
-			rec.Lang = f.lang
-		}
+		rec.Lang = cmp.Or(f.lang, rec.Lang)
 		if ref, ok := p.cfg.Refs.lookup(f.audio); ok {
 			rec.SampleID, rec.Ref, rec.AudioDurationS, matched = ref.SampleID, ref.Text, ref.AudioS, true
-			if ref.Lang != "" {
-				rec.Lang = ref.Lang
-			}
+			rec.Lang = cmp.Or(ref.Lang, rec.Lang)
 		} else {
 			unmatched = p.cfg.Refs != nil
 			info, err := audio.ProbeBytes(f.fileName, f.audio)
