@@ -82,12 +82,23 @@ func ContentType(format string) string {
 // Errors name the path and wrap [ErrUnsupported], [ErrCorrupt], or, for a
 // missing file, fs.ErrNotExist.
 func Probe(path string) (Info, error) {
-	f, size, err := open(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return Info{}, err
+		// os errors carry the path: the *PathError is unwrapped to name it once
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			return Info{}, fmt.Errorf("%s: %s: %w", path, pe.Op, pe.Err)
+		}
+		return Info{}, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
-	_, info, err := decode(path, f, size, false)
+	st, err := f.Stat()
+	if err != nil {
+		return Info{}, fmt.Errorf("%s: stat: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	_, info, err := decode(path, f, st.Size(), false)
 	return info, err
 }
 
@@ -106,28 +117,6 @@ func DecodeBytes(name string, b []byte) (*PCM, error) {
 	return p, err
 }
 
-// open opens path for reading and returns its size. Its errors name the path
-// once (os errors already carry it, so the *PathError is unwrapped).
-func open(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			return nil, 0, fmt.Errorf("%s: %s: %w", path, pe.Op, pe.Err)
-		}
-		return nil, 0, fmt.Errorf("%s: %w", path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("%s: stat: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
-	}
-	return f, st.Size(), nil
-}
-
 // decode reads the stream in r: its Info, and with keep its samples (nil
 // without). Its errors are prefixed by name, then by the format.
 func decode(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, error) {
@@ -144,7 +133,7 @@ func decode(name string, r io.ReaderAt, size int64, keep bool) (*PCM, Info, erro
 			p, err = h.decode(r)
 		}
 		if err == nil {
-			info = h.info()
+			info = newInfo("wav", h.encoding, h.rate, h.channels, h.bits, h.frames())
 		}
 	}
 	if err != nil {

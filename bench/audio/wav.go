@@ -38,10 +38,6 @@ func (h wavHeader) frameBytes() int64 { return int64(h.channels * h.bits / 8) }
 
 func (h wavHeader) frames() int64 { return h.dataLen / h.frameBytes() }
 
-func (h wavHeader) info() Info {
-	return newInfo("wav", h.encoding, h.rate, h.channels, h.bits, h.frames())
-}
-
 // parseWAV walks the chunks of the RIFF/WAVE file in r (whose first 12 bytes
 // sniff has checked) and returns its format and where its samples are.
 //

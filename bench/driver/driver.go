@@ -125,7 +125,7 @@ type prepared struct {
 	model  string
 	lang   string
 	refs   []*score.Reference
-	bodies []*protocol.Upload // nil unless the client is a Preparer
+	bodies []*protocol.Upload // nil entries unless the client is a Preparer
 }
 
 // uploadKey is what an item's upload depends on: items that name the same
@@ -146,11 +146,9 @@ func (d *Driver) prepare() {
 	if same {
 		return
 	}
-	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang, refs: make([]*score.Reference, len(d.Items))}
+	*u = prepared{items: d.Items, client: d.Client, model: d.Model, lang: d.Lang,
+		refs: make([]*score.Reference, len(d.Items)), bodies: make([]*protocol.Upload, len(d.Items))}
 	pr, isPr := d.Client.(protocol.Preparer)
-	if isPr {
-		u.bodies = make([]*protocol.Upload, len(d.Items))
-	}
 	seen := map[uploadKey]*protocol.Upload{}
 	for i := range d.Items {
 		it := &d.Items[i]
@@ -274,11 +272,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 	slotDone := make([]time.Time, max(lv.Concurrency, 1))
 	task := func(ctx context.Context, i, slot int, intended time.Time) {
 		k := itemOf(i)
-		var up *protocol.Upload
-		if d.up.bodies != nil {
-			up = d.up.bodies[k]
-		}
-		rec, sent, done, rt := d.one(ctx, &d.Items[k], up, d.up.refs[k], lv, repeat, warmup, intended)
+		rec, sent, done, rt := d.one(ctx, &d.Items[k], d.up.bodies[k], d.up.refs[k], lv, repeat, warmup, intended)
 		if d.OnRecord != nil {
 			d.OnRecord(rec)
 		}
@@ -307,7 +301,7 @@ func (d *Driver) Run(stop, ctx context.Context, lv Level, repeat int, warmup boo
 			slotDone[slot] = done
 		}
 	}
-	m := startMeter()
+	m := &meter{cpu: processCPU(), wait: threadWaits(), sched: readSched()}
 	p.Start = time.Now()
 	if open {
 		var next load.Next
@@ -368,8 +362,12 @@ func (d *Driver) one(ctx context.Context, it *Item, up *protocol.Upload, ref *sc
 	var end func(*model.Request)
 	if d.Tracer != nil {
 		tp, end = d.Tracer.Start(ctx, rec)
-	} else {
-		tp, rec.TraceID = d.randomTraceParent()
+	} else { // a random traceparent, no span
+		var b [24]byte
+		d.rngMu.Lock()
+		_, _ = d.rng.Read(b[:]) // ChaCha8.Read never fails
+		d.rngMu.Unlock()
+		tp, rec.TraceID = protocol.TraceParent(b)
 	}
 	job.RequestID, job.TraceParent = rec.RequestID, tp
 	if d.OnStart != nil {
@@ -403,13 +401,4 @@ func (d *Driver) requestID(n int64) string {
 		b = append(b, '0')
 	}
 	return string(append(b, digits...))
-}
-
-// randomTraceParent returns a sampled W3C traceparent and its trace id.
-func (d *Driver) randomTraceParent() (string, string) {
-	var b [24]byte
-	d.rngMu.Lock()
-	_, _ = d.rng.Read(b[:]) // ChaCha8.Read never fails
-	d.rngMu.Unlock()
-	return protocol.TraceParent(b)
 }

@@ -33,12 +33,14 @@ func NewReplay(items []Item, arr []load.Arrival, speed float64, file string) (*R
 		return nil, fmt.Errorf("replay speed %g: want a number > 0", speed)
 	}
 	byID := make(map[string]int, len(items))
+	near := &nearest{groups: map[float64][]int{}, next: map[float64]int{}}
 	for i := range items {
 		if _, dup := byID[items[i].SampleID]; !dup {
 			byID[items[i].SampleID] = i
 		}
+		near.groups[items[i].AudioS] = append(near.groups[items[i].AudioS], i)
 	}
-	near := newNearest(items)
+	near.lens = slices.Sorted(maps.Keys(near.groups))
 	r := &Replay{Offsets: make([]time.Duration, len(arr)), Items: make([]int, len(arr))}
 	turn := 0
 	for k, a := range arr {
@@ -84,15 +86,6 @@ type nearest struct {
 	lens   []float64         // distinct durations, ascending
 	groups map[float64][]int // the items of each, in order
 	next   map[float64]int   // each group's turn
-}
-
-func newNearest(items []Item) *nearest {
-	n := &nearest{groups: map[float64][]int{}, next: map[float64]int{}}
-	for i := range items {
-		n.groups[items[i].AudioS] = append(n.groups[items[i].AudioS], i)
-	}
-	n.lens = slices.Sorted(maps.Keys(n.groups))
-	return n
 }
 
 // pick returns the item closest to d seconds (the shorter one on a tie).

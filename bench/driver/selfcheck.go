@@ -147,10 +147,6 @@ type meter struct {
 	sched *metrics.Float64Histogram // nil where the runtime has none
 }
 
-func startMeter() *meter {
-	return &meter{cpu: processCPU(), wait: threadWaits(), sched: readSched()}
-}
-
 // threadWaits is each thread's run-queue wait so far (ns), from
 // /proc/self/task/*/schedstat; empty where the kernel has no schedstat.
 func threadWaits() map[int]uint64 {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,18 +92,19 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return t.Fallback.RoundTrip(req)
 	}
+	if req.Body != nil {
+		defer req.Body.Close() // as a RoundTripper must, on every path
+	}
 	head, err := requestHead(req, body)
 	if err != nil {
-		closeBody(req)
 		return nil, err
 	}
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
-	host := canonicalHost(req.URL)
+	host := net.JoinHostPort(req.URL.Hostname(), cmp.Or(req.URL.Port(), "80")) // port 80 when the URL names none
 	for attempt := 0; ; attempt++ {
 		c, err := t.conn(ctx, host)
 		if err != nil {
-			closeBody(req)
 			return nil, err
 		}
 		resp, retry, err := t.exchange(ctx, c, req, head, body, trace)
@@ -112,7 +112,6 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		if !retry || attempt > 0 || ctx.Err() != nil {
-			closeBody(req)
 			return nil, err
 		}
 	}
@@ -161,7 +160,6 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 	if err != nil {
 		return fail(err)
 	}
-	closeBody(req)
 	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	resp.Body = &h1Body{rc: resp.Body, t: t, c: c, stop: stop, keep: keep}
 	return resp, false, nil
@@ -345,15 +343,4 @@ func validHeader(k string) bool {
 	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
 		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
 	})
-}
-
-// canonicalHost is u's host:port, port 80 when the URL names none.
-func canonicalHost(u *url.URL) string {
-	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80"))
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }

@@ -20,12 +20,11 @@ import (
 // input_audio_buffer.append) and the end of input (STOP, the final
 // commit, transcription.done). Its methods are safe for concurrent use.
 type Observer struct {
-	name, dialect string
-	pace          string
-	s             *session // s.mu guards the fields below too
-	sentBytes     int64
-	firstSrv      time.Time
-	err           error
+	name, dialect, pace string
+	s                   *session // s.mu guards the fields below too
+	sentBytes           int64
+	firstSrv            time.Time
+	err                 error
 }
 
 // NewObserver returns an observer for a session of protocol name

@@ -165,7 +165,8 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		if res.End.IsZero() {
 			res.End = time.Now()
 		}
-		res.UploadDone, res.FirstByte = loadTime(&wrote), loadTime(&firstByte)
+		res.UploadDone = *cmp.Or(wrote.Load(), new(time.Time)) // the zero time when never stored
+		res.FirstByte = *cmp.Or(firstByte.Load(), new(time.Time))
 	}()
 	if job == nil {
 		res.Err, res.ErrKind = errors.New("nil job"), KindOther
@@ -208,14 +209,6 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 	defer drainClose(resp.Body)
 	ReadAnswer(ctx, resp, Answer{Stream: c.stream, Text: c.textFormat}, &res)
 	return res
-}
-
-// loadTime is the time p holds, the zero time if none.
-func loadTime(p *atomic.Pointer[time.Time]) time.Time {
-	if t := p.Load(); t != nil {
-		return *t
-	}
-	return time.Time{}
 }
 
 // Answer says how to read a transcription response: as an SSE stream

@@ -229,12 +229,8 @@ func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 		o.see(v.ItemID)
 		o.done[v.ItemID] = true
 	}
-	if stopped && o.committed {
-		m.final = true
-		for _, id := range o.order {
-			m.final = m.final && o.done[id]
-		}
-	}
+	// final once our commit was answered and every item seen is done
+	m.final = stopped && o.committed && !slices.ContainsFunc(o.order, func(id string) bool { return !o.done[id] })
 	return m, nil
 }
 
@@ -299,7 +295,7 @@ type sglangRT struct {
 	jsonAudio
 	order []string
 	texts map[string]string
-	final *string
+	final string // the final message's text, trimmed
 }
 
 func (d *sglangRT) rate() int { return 16000 }
@@ -352,16 +348,11 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 			m.coveredS = *v.AudioEndMs / 1000
 		}
 	case "transcription.completed":
-		d.final = &t
-		m.text = strings.TrimSpace(t) != ""
+		d.final = strings.TrimSpace(t)
+		m.text = d.final != ""
 		m.final = true
 	}
 	return m, nil
 }
 
-func (d *sglangRT) text() string {
-	if d.final != nil && strings.TrimSpace(*d.final) != "" {
-		return strings.TrimSpace(*d.final)
-	}
-	return joinItems(d.order, d.texts)
-}
+func (d *sglangRT) text() string { return cmp.Or(d.final, joinItems(d.order, d.texts)) }

@@ -154,15 +154,11 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 		data, err := sr.Next()
 		if err != nil {
 			switch {
+			case errors.Is(err, io.EOF) && doneText != nil: // the end after a done event: the stream is whole
 			case errors.Is(err, io.EOF):
-				if doneText != nil {
-					return finish()
-				}
-				out.kind = KindMalformed
-				out.err = fmt.Errorf("stream ended without [DONE] after %d events", events)
+				out.kind, out.err = KindMalformed, fmt.Errorf("stream ended without [DONE] after %d events", events)
 			case errors.Is(err, errLineTooLong):
-				out.kind = KindMalformed
-				out.err = err
+				out.kind, out.err = KindMalformed, err
 			default:
 				out.err = fmt.Errorf("reading stream: %w", err)
 			}
@@ -179,8 +175,7 @@ func decodeStream(r io.Reader, now func() time.Time) streamOutcome {
 			return finish()
 		}
 		if msg, ok := ev.errorMessage(); ok {
-			out.kind = KindServerError
-			out.err = fmt.Errorf("server error event: %s", excerpt([]byte(msg)))
+			out.kind, out.err = KindServerError, fmt.Errorf("server error event: %s", excerpt([]byte(msg)))
 			return finish()
 		}
 		var delta string

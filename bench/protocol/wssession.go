@@ -155,27 +155,13 @@ type dialect interface {
 
 // wsClient runs one WebSocket session per Job with a dialect.
 type wsClient struct {
-	url   string
-	opts  Options // HTTPClient and the realtime knobs, defaults filled
-	newD  func() dialect
-	cache pcmCache
-}
-
-// realtimeOptions checks the realtime knobs and fills their defaults.
-func realtimeOptions(opts *Options) error {
-	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
-	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
-	opts.Loops = cmp.Or(opts.Loops, 1)
-	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
-		return fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
-	}
-	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
-		return fmt.Errorf("pace %q: want realtime or none", opts.Pace)
-	}
-	if opts.Loops < 1 {
-		return fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
-	}
-	return nil
+	url  string
+	opts Options // HTTPClient and the realtime knobs, defaults filled
+	newD func() dialect
+	// pcms keeps the decoded PCM16 of each sample at each rate, so a
+	// sample is decoded once per run however many sessions send it: its
+	// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
+	pcms sync.Map
 }
 
 // wsURL turns the target into the session URL: http→ws, https→wss; a
@@ -208,14 +194,24 @@ func wsURL(target, defPath string) (string, error) {
 	return u.String(), nil
 }
 
-// newWSClient is the session client of realtime protocol name (wsDialect).
+// newWSClient is the session client of realtime protocol name (wsDialect),
+// its realtime knobs checked and their defaults filled.
 func newWSClient(name string, opts Options) (*wsClient, error) {
 	defPath, newD, err := wsDialect(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := realtimeOptions(&opts); err != nil {
-		return nil, err
+	opts.ChunkMs = cmp.Or(opts.ChunkMs, 100)
+	opts.Pace = cmp.Or(opts.Pace, PaceRealtime)
+	opts.Loops = cmp.Or(opts.Loops, 1)
+	if opts.ChunkMs < 10 || opts.ChunkMs > 10000 {
+		return nil, fmt.Errorf("chunk %d ms: want 10..10000", opts.ChunkMs)
+	}
+	if opts.Pace != PaceRealtime && opts.Pace != PaceNone {
+		return nil, fmt.Errorf("pace %q: want realtime or none", opts.Pace)
+	}
+	if opts.Loops < 1 {
+		return nil, fmt.Errorf("loops %d: must be ≥ 1", opts.Loops)
 	}
 	u, err := wsURL(opts.Target, defPath)
 	if err != nil {
@@ -227,13 +223,8 @@ func newWSClient(name string, opts Options) (*wsClient, error) {
 	return &wsClient{url: u, opts: opts, newD: newD}, nil
 }
 
-// pcmCache keeps the decoded PCM16 of each sample at each rate, so a
-// sample is decoded once per run however many sessions send it: its
-// "id@rate" keys hold a func() ([]byte, error) made by sync.OnceValues.
-type pcmCache struct{ m sync.Map }
-
-// get returns job's audio as PCM16 mono at rate Hz.
-func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
+// pcm returns job's audio as PCM16 mono at rate Hz.
+func (c *wsClient) pcm(job *Job, rate int) ([]byte, error) {
 	decode := func() ([]byte, error) {
 		p, err := audio.DecodeBytes(job.FileName, job.Audio)
 		if err != nil {
@@ -248,7 +239,7 @@ func (c *pcmCache) get(job *Job, rate int) ([]byte, error) {
 	if job.SampleID == "" {
 		return decode()
 	}
-	once, _ := c.m.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
+	once, _ := c.pcms.LoadOrStore(fmt.Sprintf("%s@%d", job.SampleID, rate), sync.OnceValues(decode))
 	return once.(func() ([]byte, error))()
 }
 
@@ -290,7 +281,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		return res
 	}
 	d := c.newD()
-	pcm, err := c.cache.get(job, d.rate())
+	pcm, err := c.pcm(job, d.rate())
 	if err != nil {
 		return fail(KindOther, fmt.Errorf("decoding audio: %w", err))
 	}

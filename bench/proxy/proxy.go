@@ -86,9 +86,8 @@ type Stats struct {
 
 // Proxy is an http.Handler. Create it with New.
 type Proxy struct {
-	cfg      Config
+	cfg      Config // Transport and MaxUpload defaults filled
 	target   *url.URL
-	rt       http.RoundTripper
 	pass     *httputil.ReverseProxy
 	wsClient *http.Client
 	prefix   string
@@ -113,9 +112,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("target %q: want an http(s) base URL such as http://127.0.0.1:8000", cfg.Target)
 	}
 	cfg.MaxUpload = cmp.Or(max(cfg.MaxUpload, 0), DefaultMaxUpload)
-	rt := cfg.Transport
-	if rt == nil {
-		rt = protocol.NewTransport(256)
+	if cfg.Transport == nil {
+		cfg.Transport = protocol.NewTransport(256)
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -124,11 +122,11 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
-	p := &Proxy{cfg: cfg, target: u, rt: rt, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*model.Request){}}
+	p := &Proxy{cfg: cfg, target: u, prefix: "asrprof-proxy-" + hex.EncodeToString(b[:]), ends: map[string]func(*model.Request){}}
 	p.wsClient = &http.Client{Transport: protocol.NewTransport(16)}
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) }, // Host: the target's
-		Transport:     rt,
+		Transport:     cfg.Transport,
 		FlushInterval: -1,
 	}
 	return p, nil
@@ -232,7 +230,7 @@ func (p *Proxy) serveRecorded(w http.ResponseWriter, r *http.Request) {
 	}))
 
 	var res protocol.Result
-	resp, err := p.rt.RoundTrip(out)
+	resp, err := p.cfg.Transport.RoundTrip(out)
 	if err != nil {
 		res.Err, res.ErrKind = fmt.Errorf("upstream: %w", err), protocol.ErrorKind(ctx, err)
 		w.WriteHeader(http.StatusBadGateway)
@@ -277,14 +275,10 @@ func (p *Proxy) finish(rec *model.Request, start time.Time, res *protocol.Result
 	matched, unmatched := false, false
 	if aerr == nil {
 		rec.SampleID = f.fileName
-		if f.lang != "" {
-			rec.Lang = f.lang
-		}
+		rec.Lang = cmp.Or(f.lang, rec.Lang)
 		if ref, ok := p.cfg.Refs.lookup(f.audio); ok {
 			rec.SampleID, rec.Ref, rec.AudioDurationS, matched = ref.SampleID, ref.Text, ref.AudioS, true
-			if ref.Lang != "" {
-				rec.Lang = ref.Lang
-			}
+			rec.Lang = cmp.Or(ref.Lang, rec.Lang)
 		} else {
 			unmatched = p.cfg.Refs != nil
 			info, err := audio.ProbeBytes(f.fileName, f.audio)
