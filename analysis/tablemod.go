@@ -348,15 +348,14 @@ func (t *tableValue) toTable() *table.Table {
 		vals := make([]any, len(r))
 		for i, v := range r {
 			vals[i] = fromValue(v)
-			if c, ok := v.(*cell); ok {
+			switch c, ok := v.(*cell); {
+			case ok:
 				texts[i] = c.text
-				continue
+			case t.cols[i].format != "" && vals[i] != nil:
+				texts[i] = fmt.Sprintf(t.cols[i].format, vals[i])
+			default:
+				texts[i] = table.Format(vals[i])
 			}
-			if f := t.cols[i].format; f != "" && vals[i] != nil {
-				texts[i] = fmt.Sprintf(f, vals[i])
-				continue
-			}
-			texts[i] = table.Format(vals[i])
 		}
 		out.Rows = append(out.Rows, texts)
 		out.Values = append(out.Values, vals)
