@@ -373,14 +373,12 @@ func sprintf(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 	if !ok {
 		return nil, fmt.Errorf("%s: format is %s, want a string", b.Name(), args[0].Type())
 	}
-	vals := make([]any, len(args)-1)
-	for i, a := range args[1:] {
-		v := fromValue(a)
-		if v == nil && a == starlark.None {
-			v = "-"
+	vals := valuesOf(args[1:], func(a starlark.Value) any {
+		if a == starlark.None {
+			return "-"
 		}
-		vals[i] = v
-	}
+		return fromValue(a)
+	})
 	return starlark.String(fmt.Sprintf(f, convertArgs(f, vals)...)), nil
 }
 
