@@ -104,11 +104,8 @@ func (v *mapView) Get(k starlark.Value) (starlark.Value, bool, error) {
 	}
 	return toValue(x), true, nil
 }
-func (v *mapView) keys() []string { return slices.Sorted(maps.Keys(v.m)) }
-func (v *mapView) Iterate() starlark.Iterator {
-	ks := v.keys()
-	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
-}
+func (v *mapView) keys() []string             { return slices.Sorted(maps.Keys(v.m)) }
+func (v *mapView) Iterate() starlark.Iterator { return stringList(v.keys()).Iterate() }
 func (v *mapView) Items() []starlark.Tuple {
 	return valuesOf(v.keys(), func(k string) starlark.Tuple { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
 }
