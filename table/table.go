@@ -28,12 +28,8 @@ func CheckFormat(format string) error {
 	if format == "table" || slices.Contains(Formats, format) {
 		return nil
 	}
-	return fmt.Errorf("unknown format %q (want %s)", format, formatList())
-}
-
-// formatList is Formats for a sentence: "text, markdown, csv, tsv or json".
-func formatList() string {
-	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
+	last := len(Formats) - 1 // "text, markdown, csv, tsv or json"
+	return fmt.Errorf("unknown format %q (want %s or %s)", format, strings.Join(Formats[:last], ", "), Formats[last])
 }
 
 // Table is a titled grid. Cells are pre-formatted strings for text output;
