@@ -232,10 +232,8 @@ func value(v any, text string) string {
 		return number(x)
 	case float32:
 		return number(float64(x))
-	case int, int64, int32, uint, uint64:
+	case int, int64, int32, uint, uint64, bool:
 		return fmt.Sprint(x)
-	case bool:
-		return strconv.FormatBool(x)
 	case string:
 		return cmp.Or(text, x)
 	}
