@@ -69,13 +69,12 @@ func (c *Capture) blackbox() (*blackBox, error) {
 	})
 }
 
-func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*Capture, *blackBox, error) {
+func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (*blackBox, error) {
 	var cv *captureValue
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	bb, err := cv.c.blackbox()
-	return cv.c, bb, err
+	return cv.c.blackbox()
 }
 
 // info(capture): solo ("level": each sample's service alone is its
@@ -84,7 +83,7 @@ func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple)
 // None without), cuda and gpu (whether synchronize time and NVML samples
 // were there).
 func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	_, bb, err := blackboxArgs(b, args, kw)
+	bb, err := blackboxArgs(b, args, kw)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +98,7 @@ func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 }
 
 func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	_, bb, err := blackboxArgs(b, args, kw)
+	bb, err := blackboxArgs(b, args, kw)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +118,7 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 }
 
 func blackboxRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	_, bb, err := blackboxArgs(b, args, kw)
+	bb, err := blackboxArgs(b, args, kw)
 	if err != nil {
 		return nil, err
 	}

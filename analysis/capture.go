@@ -299,10 +299,8 @@ func decodeJSON(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	err := d.Decode(&v) // nil on an error: Decode scans the whole value before it stores any
+	return v, err
 }
 
 // join reads the span store and the events and joins them to the requests,

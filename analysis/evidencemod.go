@@ -84,10 +84,7 @@ func eventMeta(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 			}
 		}
 	}
-	first := func(i int) (map[string]any, bool) {
-		if byReq[i] == "" {
-			return nil, false
-		}
+	first := func(i int) (map[string]any, bool) { // none ("") is no JSON: nil, false
 		var m map[string]any
 		return m, json.Unmarshal([]byte(byReq[i]), &m) == nil
 	}

@@ -33,10 +33,9 @@ func StageMeans(t *table.Table) (stages []string, means map[string][]float64) {
 		vs := make([]float64, len(idx))
 		for k, i := range idx {
 			vs[k] = math.NaN()
-			if m, ok := t.Values[r][i].(map[string]any); ok {
-				if ms, ok := table.Number(m["mean_ms"]); ok {
-					vs[k] = ms
-				}
+			m, _ := t.Values[r][i].(map[string]any) // nil for a stage the level lacks: its mean_ms is nil, NaN
+			if ms, ok := table.Number(m["mean_ms"]); ok {
+				vs[k] = ms
 			}
 		}
 		means[lv.Level] = vs

@@ -152,13 +152,10 @@ func twoSeries(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple, mo
 	if err := starlark.UnpackArgs(b.Name(), args, kw, append([]any{"xs", &xv, "ys", &yv}, more...)...); err != nil {
 		return nil, nil, err
 	}
-	if xs, err = floats(b.Name(), xv); err != nil {
-		return nil, nil, err
+	if xs, err = floats(b.Name(), xv); err == nil {
+		ys, err = floats(b.Name(), yv)
 	}
-	if ys, err = floats(b.Name(), yv); err != nil {
-		return nil, nil, err
-	}
-	return xs, ys, nil
+	return xs, ys, err
 }
 
 // twoSamples is twoSeries for a test of two samples: both non-empty.

@@ -348,15 +348,14 @@ func (t *tableValue) toTable() *table.Table {
 		vals := make([]any, len(r))
 		for i, v := range r {
 			vals[i] = fromValue(v)
-			if c, ok := v.(*cell); ok {
+			switch c, ok := v.(*cell); {
+			case ok:
 				texts[i] = c.text
-				continue
+			case t.cols[i].format != "" && vals[i] != nil:
+				texts[i] = fmt.Sprintf(t.cols[i].format, vals[i])
+			default:
+				texts[i] = table.Format(vals[i])
 			}
-			if f := t.cols[i].format; f != "" && vals[i] != nil {
-				texts[i] = fmt.Sprintf(f, vals[i])
-				continue
-			}
-			texts[i] = table.Format(vals[i])
 		}
 		out.Rows = append(out.Rows, texts)
 		out.Values = append(out.Values, vals)
@@ -374,14 +373,12 @@ func sprintf(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []
 	if !ok {
 		return nil, fmt.Errorf("%s: format is %s, want a string", b.Name(), args[0].Type())
 	}
-	vals := make([]any, len(args)-1)
-	for i, a := range args[1:] {
-		v := fromValue(a)
-		if v == nil && a == starlark.None {
-			v = "-"
+	vals := valuesOf(args[1:], func(a starlark.Value) any {
+		if a == starlark.None {
+			return "-"
 		}
-		vals[i] = v
-	}
+		return fromValue(a)
+	})
 	return starlark.String(fmt.Sprintf(f, convertArgs(f, vals)...)), nil
 }
 

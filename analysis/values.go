@@ -104,11 +104,8 @@ func (v *mapView) Get(k starlark.Value) (starlark.Value, bool, error) {
 	}
 	return toValue(x), true, nil
 }
-func (v *mapView) keys() []string { return slices.Sorted(maps.Keys(v.m)) }
-func (v *mapView) Iterate() starlark.Iterator {
-	ks := v.keys()
-	return &viewIter{l: &listView{typ: "keys", n: len(ks), at: func(i int) starlark.Value { return starlark.String(ks[i]) }}}
-}
+func (v *mapView) keys() []string             { return slices.Sorted(maps.Keys(v.m)) }
+func (v *mapView) Iterate() starlark.Iterator { return stringList(v.keys()).Iterate() }
 func (v *mapView) Items() []starlark.Tuple {
 	return valuesOf(v.keys(), func(k string) starlark.Tuple { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
 }
@@ -291,7 +288,11 @@ var captureAttrs = attrTable[*captureValue]{
 			return &requestValue{c: c, i: i}
 		}}, nil
 	},
-	"levels":   func(v *captureValue) (starlark.Value, error) { return levelsValue(v.c.Bundle.Manifest.Levels), nil },
+	"levels": func(v *captureValue) (starlark.Value, error) {
+		return frozenList(v.c.Bundle.Manifest.Levels, func(l model.LevelRun) starlark.Value {
+			return goStruct("pass", l, starlark.StringDict{"wall_s": starlark.Float(cmp.Or(l.WallS, float64(l.EndUnixNs-l.StartUnixNs)/1e9))})
+		}), nil
+	},
 	"passes":   captured((*Capture).Passes, passesValue),
 	"manifest": func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Bundle.Manifest), nil },
 	"results":  func(v *captureValue) (starlark.Value, error) { return toValue(v.c.Results), nil },
@@ -421,12 +422,6 @@ func snake(name string) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return b.String()
-}
-
-func levelsValue(ls []model.LevelRun) starlark.Value {
-	return frozenList(ls, func(l model.LevelRun) starlark.Value {
-		return goStruct("pass", l, starlark.StringDict{"wall_s": starlark.Float(cmp.Or(l.WallS, float64(l.EndUnixNs-l.StartUnixNs)/1e9))})
-	})
 }
 
 // passesValue is capture.passes: one mapping per pass (passFields).

@@ -174,12 +174,7 @@ func Histogram(xs []float64, bins int, lo, hi *float64) []Bin {
 	}
 	div[bins] = math.Nextafter(h, math.Inf(1)) // include hi in the last bin
 	// gonum's Histogram wants every x inside the dividers.
-	var in []float64
-	for _, x := range sorted {
-		if x >= l && x < div[bins] {
-			in = append(in, x)
-		}
-	}
+	in := slices.DeleteFunc(sorted, func(x float64) bool { return !(x >= l && x < div[bins]) })
 	counts := stat.Histogram(nil, div, in, nil)
 	out := make([]Bin, bins)
 	for i := range out {

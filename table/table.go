@@ -28,12 +28,8 @@ func CheckFormat(format string) error {
 	if format == "table" || slices.Contains(Formats, format) {
 		return nil
 	}
-	return fmt.Errorf("unknown format %q (want %s)", format, formatList())
-}
-
-// formatList is Formats for a sentence: "text, markdown, csv, tsv or json".
-func formatList() string {
-	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
+	last := len(Formats) - 1 // "text, markdown, csv, tsv or json"
+	return fmt.Errorf("unknown format %q (want %s or %s)", format, strings.Join(Formats[:last], ", "), Formats[last])
 }
 
 // Table is a titled grid. Cells are pre-formatted strings for text output;
@@ -236,10 +232,8 @@ func value(v any, text string) string {
 		return number(x)
 	case float32:
 		return number(float64(x))
-	case int, int64, int32, uint, uint64:
+	case int, int64, int32, uint, uint64, bool:
 		return fmt.Sprint(x)
-	case bool:
-		return strconv.FormatBool(x)
 	case string:
 		return cmp.Or(text, x)
 	}

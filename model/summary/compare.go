@@ -62,8 +62,7 @@ func (c *Comparison) JudgeFloor() {
 	}
 	c.AAFloor = &s
 	if c.Ratio != nil {
-		beyond := math.Abs(*c.Ratio-1) > s
-		c.BeyondFloor = &beyond
+		c.BeyondFloor = new(math.Abs(*c.Ratio-1) > s)
 	}
 }
 

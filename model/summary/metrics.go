@@ -95,29 +95,28 @@ func (a *Acc) Add(r *model.Request) {
 func (a *Acc) Pass(wallS float64) model.PassMetrics {
 	m := model.PassMetrics{WallS: wallS, Coverage: a.cov}
 	m.Coverage.Skipped = a.cov.Total - a.cov.Evaluated
-	lat, rtf, ttft, gaps := a.lat, a.rtf, a.ttft, a.gaps
 	if wallS > 0 {
 		m.ThroughputSamplesPerS = float64(a.cov.Evaluated) / wallS
-		m.RequestsPerS = float64(len(lat)) / wallS
+		m.RequestsPerS = float64(len(a.lat)) / wallS
 		m.RTFx = a.audioOK / wallS
 	}
-	sort.Float64s(lat)
-	m.LatencyMeanS = stats.Mean(lat)
-	if len(lat) > 0 {
-		m.LatencyMedianS = stats.PercentileSorted(lat, 50)
-		m.LatencyP95S = stats.PercentileSorted(lat, 95)
-		m.LatencyP99S = stats.PercentileSorted(lat, 99)
+	sort.Float64s(a.lat)
+	m.LatencyMeanS = stats.Mean(a.lat)
+	if len(a.lat) > 0 {
+		m.LatencyMedianS = stats.PercentileSorted(a.lat, 50)
+		m.LatencyP95S = stats.PercentileSorted(a.lat, 95)
+		m.LatencyP99S = stats.PercentileSorted(a.lat, 99)
 	}
-	m.RTFMean = stats.Mean(rtf)
-	m.RTFP95 = stats.Percentile(rtf, 95)
+	m.RTFMean = stats.Mean(a.rtf)
+	m.RTFP95 = stats.Percentile(a.rtf, 95)
 	if a.refWords > 0 {
 		m.CorpusWER = float64(a.errs) / float64(a.refWords)
 	}
-	if len(ttft) > 0 {
-		m.TTFTMeanS, m.TTFTP95S = new(stats.Mean(ttft)), new(stats.Percentile(ttft, 95))
+	if len(a.ttft) > 0 {
+		m.TTFTMeanS, m.TTFTP95S = new(stats.Mean(a.ttft)), new(stats.Percentile(a.ttft, 95))
 	}
-	if len(gaps) > 0 {
-		m.ChunkGapMeanS, m.ChunkGapP95S = new(stats.Mean(gaps)), new(stats.Percentile(gaps, 95))
+	if len(a.gaps) > 0 {
+		m.ChunkGapMeanS, m.ChunkGapP95S = new(stats.Mean(a.gaps)), new(stats.Percentile(a.gaps, 95))
 	}
 	a.rt.fill(&m, wallS)
 	a.slo.fill(&m)

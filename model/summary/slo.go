@@ -233,8 +233,8 @@ func (t *sloTally) add(r *model.Request) {
 	}
 }
 
-// fill sets m's SLO fields (nothing under a zero SLO); m.WallS must be
-// set:
+// fill sets the SLO fields of m, a new pass's metrics (Acc.Pass's) with
+// its WallS set, and nothing under a zero SLO:
 //
 //   - slo_counted = requests − those canceled by the client's stop
 //   - slo_met = counted requests that succeeded and met every limit
@@ -252,7 +252,6 @@ func (t *sloTally) fill(m *model.PassMetrics) {
 		g = float64(m.SLOMet) / m.WallS
 	}
 	m.GoodputReqS = &g
-	m.SLOAttainment = nil
 	if m.SLOCounted > 0 {
 		m.SLOAttainment = new(float64(m.SLOMet) / float64(m.SLOCounted))
 	}
