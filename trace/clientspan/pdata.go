@@ -38,7 +38,7 @@ func putSpan(sp ptrace.Span, r *record) {
 	sp.SetStartTimestamp(pcommon.Timestamp(r.start))
 	sp.SetEndTimestamp(pcommon.Timestamp(r.end))
 	putAttrs(sp.Attributes(), r.attrs)
-	if r.failed {
+	if r.errMsg != "" {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage(r.errMsg)
 	}

@@ -81,8 +81,7 @@ type record struct {
 	name       string
 	client     bool // kind CLIENT (the root); INTERNAL otherwise
 	start, end int64
-	errMsg     string // status ERROR with this message when failed
-	failed     bool
+	errMsg     string // status ERROR with this message when failed ("" when ok: a failure always has one)
 	attrs      []attribute.KeyValue
 }
 
@@ -147,7 +146,7 @@ func (s *span) end(rec *model.Request) {
 	outcome := rec.Status
 	if rec.Status != model.StatusOK {
 		outcome = cmp.Or(rec.ErrorKind, model.StatusFailed)
-		root.failed, root.errMsg = true, cmp.Or(rec.Error, outcome)
+		root.errMsg = cmp.Or(rec.Error, outcome)
 	}
 	root.attrs = make([]attribute.KeyValue, len(spanFields), len(spanFields)+2)
 	v := reflect.ValueOf(rec).Elem()
