@@ -10,7 +10,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -455,7 +454,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 	}
 	st.StartUnixNs = base
-	sort.SliceStable(d.events, func(a, b int) bool { return d.events[a].tsNs < d.events[b].tsNs })
+	slices.SortStableFunc(d.events, func(a, b Event) int { return cmp.Compare(a.tsNs, b.tsNs) })
 	for i := range d.events {
 		e := &d.events[i]
 		e.TS = float64(e.tsNs-base) / 1e3
