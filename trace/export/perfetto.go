@@ -337,17 +337,16 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 	}
 
-	// Derived stages.
+	// Derived stages: per stage name, the intervals and their requests.
 	if in.Stages != nil {
-		byName := map[string][]Stage{}
+		ivs, owners := map[string][]interval{}, map[string][]int{}
 		var names []string
-		var owners = map[string][]int{}
 		for i, ss := range in.Stages {
 			for _, s := range ss {
-				if _, ok := byName[s.Name]; !ok {
+				if _, ok := ivs[s.Name]; !ok {
 					names = append(names, s.Name)
 				}
-				byName[s.Name] = append(byName[s.Name], s)
+				ivs[s.Name] = append(ivs[s.Name], interval{s.StartUnixNs, s.EndUnixNs})
 				owners[s.Name] = append(owners[s.Name], i)
 			}
 		}
@@ -355,15 +354,10 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 			pid := d.process("stages (derived)")
 			tid := 0
 			for _, name := range names {
-				ss := byName[name]
-				ivs := make([]interval, len(ss))
-				for j, s := range ss {
-					ivs[j] = interval{s.StartUnixNs, s.EndUnixNs}
-				}
-				tids, n := d.tracks(pid, tid, name, ivs)
-				for j, s := range ss {
+				tids, n := d.tracks(pid, tid, name, ivs[name])
+				for j, iv := range ivs[name] {
 					r := &in.Requests[owners[name][j]]
-					d.slice(name, CatStage, pid, tids[j], s.StartUnixNs, s.EndUnixNs,
+					d.slice(name, CatStage, pid, tids[j], iv.start, iv.end,
 						map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
 					st.StageSlices++
 				}
