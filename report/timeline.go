@@ -553,8 +553,7 @@ func (tl *timeline) svg() string {
 		}
 		c.raw(`</svg>`)
 		lx := l + pw
-		for i := len(p.Ser) - 1; i >= 0; i-- {
-			s := p.Ser[i]
+		for _, s := range slices.Backward(p.Ser) {
 			lx -= 24 + 7*float64(len([]rune(s.Name)))
 			c.rect(lx, y+3, 12, 10, s.Color, "")
 			c.text(lx+16, y+12, "start", "legend", s.Name)
