@@ -516,7 +516,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 	}
 	st.Plan = p.plan
 	start := time.Now()
-	s := &sender{cfg: cfg, url: u, st: &st}
+	s := &sender{cfg: cfg, st: &st}
 	var next time.Time // the rate limiter's next allowed send
 	var abort error    // why the export stopped early
 	err = p.run(func(td ptrace.Traces) error {
@@ -564,8 +564,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 
 type sender struct {
 	cfg OTLPConfig
-	url string
-	st  *OTLPStats
+	st  *OTLPStats // its URL is where to post
 }
 
 // send posts td until it is accepted, refused for good, or MaxTries is
@@ -608,7 +607,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 // it rejected, and the Retry-After it asked for; on failure, whether the
 // answer is worth retrying.
 func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.st.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, false, err
 	}
