@@ -57,7 +57,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 			cats = append(cats, lv)
 		}
 	}
-	sortLevels(cats)
+	slices.SortStableFunc(cats, model.CompareLevels) // by their load
 	cn, bn := "current "+cur.name, "baseline "+base.name
 
 	p.section("sweep", "Sweeps", "How do the two captures compare as the load grows?")
@@ -191,6 +191,3 @@ func ratioBars(cs []summary.Comparison) string {
 	c.legend(l, 16, metrics, colors(len(metrics), color))
 	return c.String()
 }
-
-// sortLevels orders levels by their load (model.CompareLevels).
-func sortLevels(lvs []string) { slices.SortStableFunc(lvs, model.CompareLevels) }

@@ -391,15 +391,9 @@ func (d *captureData) attributionSection(p *page) {
 	}
 	rs := rows[stateRow](d, t.Name) // nil where it does not decode: no bars
 	// The states the table shows, in AttributionStates order.
-	shown := map[string]bool{}
-	for _, r := range rs {
-		shown[r.State] = true
-	}
 	var names, colors []string
-	pos := map[string]int{} // a state's index in names
 	for k, s := range states {
-		if shown[s] {
-			pos[s] = len(names)
+		if slices.ContainsFunc(rs, func(r stateRow) bool { return r.State == s }) {
 			names, colors = append(names, s), append(colors, stateColor(k))
 		}
 	}
@@ -410,7 +404,7 @@ func (d *captureData) attributionSection(p *page) {
 			b = &stateBar{label: label(r.Level), shares: make([]float64, len(names)), means: make([]float64, len(names))}
 			byLevel[r.Level] = b
 		}
-		k := pos[r.State]
+		k := max(slices.Index(names, r.State), 0) // a state the list does not name: the first
 		b.shares[k] = r.Share / 100
 		b.means[k] = r.Mean
 		b.meanMs += b.means[k]

@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/asrprof/asrprof/analysis"
@@ -210,7 +209,7 @@ func (d *captureData) cdfs() ([]cdfSeries, error) {
 		if len(xs) == 0 {
 			continue
 		}
-		sort.Float64s(xs)
+		slices.Sort(xs)
 		s := cdfSeries{name: label(lv), n: len(xs)}
 		for k := 0; k <= CDFPoints; k++ {
 			p := 100 * float64(k) / CDFPoints

@@ -218,9 +218,9 @@ type seriesCat struct {
 // dashed marker at category mark (-1: none) labelled markLabel.
 func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, markLabel string) string {
 	const w, l, r, b = 520.0, 62.0, 16.0, 40.0
-	var names []string
+	var names, cols []string
 	for _, s := range ss {
-		names = append(names, s.name)
+		names, cols = append(names, s.name), append(cols, s.color)
 	}
 	t := 14 + 16*float64(legendRows(l, w, names, nil))
 	h := 270 + t
@@ -248,7 +248,6 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 		c.line(x, t, x, h-b, "knee")
 		c.text(x+4, t+10, "start", "kneelabel", markLabel)
 	}
-	var cols []string
 	for si, s := range ss {
 		off := (float64(si) - float64(len(ss)-1)/2) * 5
 		var pts [][2]float64
@@ -279,7 +278,6 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 			}
 			c.dot(x, ys.at(s.y[i]), 3.5, s.color, tip)
 		}
-		cols = append(cols, s.color)
 	}
 	c.legend(l, 16, names, cols)
 	return c.String()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -274,7 +273,7 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 			if len(p) == 0 {
 				continue
 			}
-			sort.Slice(p, func(i, j int) bool { return p[i][0] < p[j][0] })
+			slices.SortFunc(p, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
 			p, was := binned(p, tl.Span)
 			if was {
 				tl.Binned = append(tl.Binned, fmt.Sprintf("GPU %s%s: the mean of each of %d bins", sr.field, suffix, TimelineBins))
@@ -554,8 +553,7 @@ func (tl *timeline) svg() string {
 		}
 		c.raw(`</svg>`)
 		lx := l + pw
-		for i := len(p.Ser) - 1; i >= 0; i-- {
-			s := p.Ser[i]
+		for _, s := range slices.Backward(p.Ser) {
 			lx -= 24 + 7*float64(len([]rune(s.Name)))
 			c.rect(lx, y+3, 12, 10, s.Color, "")
 			c.text(lx+16, y+12, "start", "legend", s.Name)

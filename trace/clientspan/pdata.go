@@ -30,15 +30,11 @@ func putSpan(sp ptrace.Span, r *record) {
 		sp.SetParentSpanID(pcommon.SpanID(r.parentID))
 	}
 	sp.SetName(r.name)
-	if r.client {
-		sp.SetKind(ptrace.SpanKindClient)
-	} else {
-		sp.SetKind(ptrace.SpanKindInternal)
-	}
+	sp.SetKind(r.kind)
 	sp.SetStartTimestamp(pcommon.Timestamp(r.start))
 	sp.SetEndTimestamp(pcommon.Timestamp(r.end))
 	putAttrs(sp.Attributes(), r.attrs)
-	if r.failed {
+	if r.errMsg != "" {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage(r.errMsg)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
@@ -79,10 +80,9 @@ type record struct {
 	spanID     [8]byte
 	parentID   [8]byte // zero for the root
 	name       string
-	client     bool // kind CLIENT (the root); INTERNAL otherwise
+	kind       ptrace.SpanKind // CLIENT for the root, INTERNAL otherwise
 	start, end int64
-	errMsg     string // status ERROR with this message when failed
-	failed     bool
+	errMsg     string // status ERROR with this message when failed ("" when ok: a failure always has one)
 	attrs      []attribute.KeyValue
 }
 
@@ -143,11 +143,12 @@ func randomID(b []byte) {
 }
 
 func (s *span) end(rec *model.Request) {
-	root := record{traceID: s.traceID, spanID: s.spanID, name: SpanRequest, client: true, start: s.start.UnixNano()}
+	root := record{traceID: s.traceID, spanID: s.spanID, name: SpanRequest, kind: ptrace.SpanKindClient,
+		start: s.start.UnixNano()}
 	outcome := rec.Status
 	if rec.Status != model.StatusOK {
 		outcome = cmp.Or(rec.ErrorKind, model.StatusFailed)
-		root.failed, root.errMsg = true, cmp.Or(rec.Error, outcome)
+		root.errMsg = cmp.Or(rec.Error, outcome)
 	}
 	root.attrs = make([]attribute.KeyValue, len(spanFields), len(spanFields)+2)
 	v := reflect.ValueOf(rec).Elem()
@@ -182,7 +183,7 @@ func (s *span) end(rec *model.Request) {
 }
 
 func (s *span) child(name string, from, to int64) record {
-	r := record{traceID: s.traceID, parentID: s.spanID, name: name, start: from, end: to}
+	r := record{traceID: s.traceID, parentID: s.spanID, name: name, kind: ptrace.SpanKindInternal, start: from, end: to}
 	randomID(r.spanID[:])
 	return r
 }

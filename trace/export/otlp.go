@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,7 +138,7 @@ func newPlanner(b *bundle.Bundle, cfg PlanConfig) (*planner, error) {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, c int) bool { return reqs[order[a]].StartUnixNs < reqs[order[c]].StartUnixNs })
+	slices.SortStableFunc(order, func(a, c int) int { return cmp.Compare(reqs[a].StartUnixNs, reqs[c].StartUnixNs) })
 	for k, i := range order {
 		r := &reqs[i]
 		tid, ok := parseTraceID(r.TraceID)
@@ -231,13 +232,6 @@ func (p *planner) run(fn func(ptrace.Traces) error) error {
 // stageSpans adds one span per stage of every kept request, under the
 // request's client span when the span store has it.
 func (p *planner) stageSpans(bt *batcher) error {
-	tids := make([]pcommon.TraceID, 0, len(p.byTrace))
-	for tid, info := range p.byTrace {
-		if info.keep && len(info.stages)+len(info.states) > 0 {
-			tids = append(tids, tid)
-		}
-	}
-	sort.Slice(tids, func(a, c int) bool { return bytes.Compare(tids[a][:], tids[c][:]) < 0 })
 	// The synthesized spans' resource and scope, which the batcher copies
 	// as it does a span store record's (key {-1, -1}).
 	rs := ptrace.NewResourceSpans()
@@ -248,8 +242,12 @@ func (p *planner) stageSpans(bt *batcher) error {
 	sc := rs.ScopeSpans().AppendEmpty()
 	sc.Scope().SetName("github.com/asrprof/asrprof/trace/export")
 	sp := ptrace.NewSpan()
-	for _, tid := range tids {
+	byID := func(a, c pcommon.TraceID) int { return bytes.Compare(a[:], c[:]) }
+	for _, tid := range slices.SortedFunc(maps.Keys(p.byTrace), byID) {
 		info := p.byTrace[tid]
+		if !info.keep || len(info.stages)+len(info.states) == 0 {
+			continue
+		}
 		root := p.roots[tid] // empty (no parent) when the store has no client span
 		// add adds a synthesized span; attr, when set, is the attribute
 		// that holds its name.
@@ -518,7 +516,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 	}
 	st.Plan = p.plan
 	start := time.Now()
-	s := &sender{cfg: cfg, url: u, st: &st}
+	s := &sender{cfg: cfg, st: &st}
 	var next time.Time // the rate limiter's next allowed send
 	var abort error    // why the export stopped early
 	err = p.run(func(td ptrace.Traces) error {
@@ -566,8 +564,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 
 type sender struct {
 	cfg OTLPConfig
-	url string
-	st  *OTLPStats
+	st  *OTLPStats // its URL is where to post
 }
 
 // send posts td until it is accepted, refused for good, or MaxTries is
@@ -610,7 +607,7 @@ func (s *sender) send(ctx context.Context, td ptrace.Traces) error {
 // it rejected, and the Retry-After it asked for; on failure, whether the
 // answer is worth retrying.
 func (s *sender) post(ctx context.Context, body []byte) (rejected int, retryAfter time.Duration, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.st.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, false, err
 	}

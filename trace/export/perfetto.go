@@ -10,7 +10,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -338,64 +337,54 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 	}
 
-	// Derived stages.
-	if in.Stages != nil {
-		byName := map[string][]Stage{}
-		var names []string
-		var owners = map[string][]int{}
-		for i, ss := range in.Stages {
-			for _, s := range ss {
-				if _, ok := byName[s.Name]; !ok {
-					names = append(names, s.Name)
-				}
-				byName[s.Name] = append(byName[s.Name], s)
-				owners[s.Name] = append(owners[s.Name], i)
+	// Derived stages: per stage name, the intervals and their requests.
+	ivs, owners := map[string][]interval{}, map[string][]int{}
+	var names []string
+	for i, ss := range in.Stages {
+		for _, s := range ss {
+			if _, ok := ivs[s.Name]; !ok {
+				names = append(names, s.Name)
 			}
+			ivs[s.Name] = append(ivs[s.Name], interval{s.StartUnixNs, s.EndUnixNs})
+			owners[s.Name] = append(owners[s.Name], i)
 		}
-		if len(names) > 0 {
-			pid := d.process("stages (derived)")
-			tid := 0
-			for _, name := range names {
-				ss := byName[name]
-				ivs := make([]interval, len(ss))
-				for j, s := range ss {
-					ivs[j] = interval{s.StartUnixNs, s.EndUnixNs}
-				}
-				tids, n := d.tracks(pid, tid, name, ivs)
-				for j, s := range ss {
-					r := &in.Requests[owners[name][j]]
-					d.slice(name, CatStage, pid, tids[j], s.StartUnixNs, s.EndUnixNs,
-						map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
-					st.StageSlices++
-				}
-				tid += n
+	}
+	if len(names) > 0 {
+		pid := d.process("stages (derived)")
+		tid := 0
+		for _, name := range names {
+			tids, n := d.tracks(pid, tid, name, ivs[name])
+			for j, iv := range ivs[name] {
+				r := &in.Requests[owners[name][j]]
+				d.slice(name, CatStage, pid, tids[j], iv.start, iv.end,
+					map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID})
+				st.StageSlices++
 			}
+			tid += n
 		}
 	}
 
-	// Where the time went.
-	if in.States != nil {
-		for _, lv := range levels {
-			pid := 0 // the level's process, once it has a request with states
-			for _, i := range byLevel[lv] {
-				if i >= len(in.States) || len(in.States[i]) == 0 {
-					continue
+	// Where the time went (nothing without States).
+	for _, lv := range levels {
+		pid := 0 // the level's process, once it has a request with states
+		for _, i := range byLevel[lv] {
+			if i >= len(in.States) || len(in.States[i]) == 0 {
+				continue
+			}
+			rt := reqTrack[i]
+			if pid == 0 {
+				pid = d.process(qualified("where the time went", " ", lv))
+				for s := 0; s < st.ClientSlots[lv]; s++ {
+					d.thread(pid, s+1, "slot "+strconv.Itoa(s))
 				}
-				rt := reqTrack[i]
-				if pid == 0 {
-					pid = d.process(qualified("where the time went", " ", lv))
-					for s := 0; s < st.ClientSlots[lv]; s++ {
-						d.thread(pid, s+1, "slot "+strconv.Itoa(s))
-					}
-				}
-				r := &in.Requests[i]
-				ss := in.States[i]
-				d.slice(r.SampleID, CatState, pid, rt.tid, ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs,
-					map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID, "latency_s": finite(r.LatencyS)})
-				for _, s := range ss {
-					d.slice(s.Name, CatState, pid, rt.tid, s.StartUnixNs, s.EndUnixNs, map[string]any{"ms": float64(s.EndUnixNs-s.StartUnixNs) / 1e6})
-					st.StateSlices++
-				}
+			}
+			r := &in.Requests[i]
+			ss := in.States[i]
+			d.slice(r.SampleID, CatState, pid, rt.tid, ss[0].StartUnixNs, ss[len(ss)-1].EndUnixNs,
+				map[string]any{"request_id": r.RequestID, "sample_id": r.SampleID, "trace_id": r.TraceID, "latency_s": finite(r.LatencyS)})
+			for _, s := range ss {
+				d.slice(s.Name, CatState, pid, rt.tid, s.StartUnixNs, s.EndUnixNs, map[string]any{"ms": float64(s.EndUnixNs-s.StartUnixNs) / 1e6})
+				st.StateSlices++
 			}
 		}
 	}
@@ -455,7 +444,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 		}
 	}
 	st.StartUnixNs = base
-	sort.SliceStable(d.events, func(a, b int) bool { return d.events[a].tsNs < d.events[b].tsNs })
+	slices.SortStableFunc(d.events, func(a, b Event) int { return cmp.Compare(a.tsNs, b.tsNs) })
 	for i := range d.events {
 		e := &d.events[i]
 		e.TS = float64(e.tsNs-base) / 1e3

@@ -59,9 +59,9 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event
 			ix.stats.ServerSpans++
 		}
 	}
-	byReq := map[string][]int{}
-	for i := range evs {
-		byReq[evs[i].RequestID] = append(byReq[evs[i].RequestID], i)
+	byReq := map[string][]bundle.Event{}
+	for _, e := range evs {
+		byReq[e.RequestID] = append(byReq[e.RequestID], e)
 	}
 	ix.stats.Events = len(evs)
 	// Copy the spans once into a backing array and sort each request's.
@@ -76,9 +76,7 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event
 			spans.SortByStart(ix.spans[i])
 		}
 		if id := EventKey(r); id != "" {
-			for _, j := range byReq[id] {
-				ix.events[i] = append(ix.events[i], evs[j])
-			}
+			ix.events[i] = byReq[id] // shared by the requests of one key (read-only, sorted alike)
 			slices.SortStableFunc(ix.events[i], func(a, b bundle.Event) int { return cmp.Compare(a.TimestampNs, b.TimestampNs) })
 		}
 		if r.Warmup || r.Status != model.StatusOK {
