@@ -76,7 +76,7 @@ func BuildChunks(reqs []model.Request, chunks [][]spans.Span, evs []bundle.Event
 			spans.SortByStart(ix.spans[i])
 		}
 		if id := EventKey(r); id != "" {
-			ix.events[i] = byReq[id] // shared by the requests of one key (read-only, sorted alike)
+			ix.events[i] = slices.Clip(byReq[id]) // shared by the requests of one key (read-only: an append copies)
 			slices.SortStableFunc(ix.events[i], func(a, b bundle.Event) int { return cmp.Compare(a.TimestampNs, b.TimestampNs) })
 		}
 		if r.Warmup || r.Status != model.StatusOK {
