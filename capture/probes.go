@@ -235,9 +235,8 @@ func localAddr(ip net.IP) bool {
 // line and the capture goes on; when sched is not supported and proc was
 // not asked for explicitly (auto), proc starts in its place, and when sched
 // runs, cores starts beside it (the per-core record, which proc would
-// write). Each probe
-// writes through a sink of its own that counts what it records and shows
-// it to the observer.
+// write). Each probe writes through a sink of its own that counts what it
+// records and shows it to the observer.
 func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet {
 	set := &probeSet{status: map[string]string{}, details: map[string]string{},
 		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{},
