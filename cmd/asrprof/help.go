@@ -143,7 +143,11 @@ func flagError(fs *flag.FlagSet, err error) string {
 		return "--" + m[1] + " needs a value"
 	}
 	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
-		return "--" + m[2] + "=" + unquote(m[1]) + ": want true or false"
+		v, err := strconv.Unquote(m[1])
+		if err != nil {
+			v = m[1]
+		}
+		return "--" + m[2] + "=" + v + ": want true or false"
 	}
 	if m := flagBadBoolNm.FindStringSubmatch(msg); m != nil {
 		return "--" + m[1] + ": " + m[2]
@@ -168,13 +172,6 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		}
 	})
 	return best
-}
-
-func unquote(s string) string {
-	if u, err := strconv.Unquote(s); err == nil {
-		return u
-	}
-	return s
 }
 
 // valueWant says what a flag of f's type takes, for the flag package's
