@@ -259,10 +259,8 @@ func (c *Config) Levels() []SweepPoint {
 // SoloAdded reports whether Solo adds a c=1 level: asked for, a sweep of
 // levels (not a search, a proxy or a replay) and no c=1 among them.
 func (c *Config) SoloAdded() bool {
-	if !c.Solo || c.Search != nil || c.ReplayFile() != "" || len(c.Concurrency)+len(c.Rates) == 0 {
-		return false
-	}
-	return !slices.Contains(c.Concurrency, 1)
+	return c.Solo && c.Search == nil && c.ReplayFile() == "" && len(c.Concurrency)+len(c.Rates) > 0 &&
+		!slices.Contains(c.Concurrency, 1)
 }
 
 // ErrInvalidConfig wraps every error from Config.Validate.
