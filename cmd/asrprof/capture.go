@@ -221,12 +221,9 @@ func captureTables(ctx context.Context, dir string, o analysis.Options) (answer,
 	}
 	o.Timeout = cmp.Or(o.Timeout, analysis.DefaultTimeout)
 	defaults := analysis.DefaultScriptsFor(c, o)
-	head := []string{}
-	for _, n := range answerScripts {
-		if n == "summary" || slices.Contains(defaults, n) {
-			head = append(head, n)
-		}
-	}
+	head := slices.DeleteFunc(slices.Clone(answerScripts), func(n string) bool {
+		return n != "summary" && !slices.Contains(defaults, n)
+	})
 	rest := slices.DeleteFunc(defaults, func(n string) bool { return slices.Contains(head, n) })
 	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), append(head, rest...))
 	i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" })
