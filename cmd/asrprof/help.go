@@ -54,8 +54,10 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	if name != "" {
 		head += " " + name
 	}
-	if d := shownDefault(f); d != "" {
-		head += " (default " + d + ")"
+	// No default for a zero value (a flag whose zero means something else
+	// says so in its help, once).
+	if !slices.Contains([]string{"", "0", "0s", "false", "[]"}, f.DefValue) {
+		head += " (default " + f.DefValue + ")"
 	}
 	fmt.Fprintln(w, head)
 	for _, line := range strings.Split(strings.TrimRight(use, "\n"), "\n") {
@@ -66,16 +68,6 @@ func printFlag(w io.Writer, f *flag.Flag) {
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
-}
-
-// shownDefault is the default --help prints for f: none for a zero value
-// (a flag whose zero means something else says so in its help, once).
-func shownDefault(f *flag.Flag) string {
-	switch f.DefValue {
-	case "", "0", "0s", "false", "[]":
-		return ""
-	}
-	return f.DefValue
 }
 
 // checkFormat checks a --format value (option.Format: one vocabulary,
