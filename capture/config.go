@@ -213,8 +213,9 @@ func DefaultConfig() Config {
 }
 
 // SetDefaults fills what depends on the rest of c: the DefaultLevels when
-// c names no concurrency and no rate, and Out, runs/<date>-<time> of now,
-// when empty.
+// c names no concurrency and no rate, Out, runs/<date>-<time> of now, when
+// empty, and the model name transcribe-diarize's client sends when --model
+// is not set.
 func (c *Config) SetDefaults(now time.Time) {
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly && c.ReplayFile() == "" {
 		c.Concurrency = slices.Clone(DefaultLevels)
@@ -223,7 +224,9 @@ func (c *Config) SetDefaults(now time.Time) {
 		}
 	}
 	c.Out = cmp.Or(c.Out, "runs/"+now.Format("20060102-150405"))
-	c.setTaskDefaults()
+	if c.Task == TaskTranscribeDiarize {
+		c.Model = cmp.Or(c.Model, protocol.DiarizeModel)
+	}
 }
 
 // SweepPoint is one point of the sweep: a closed-loop level (Concurrency),
@@ -256,10 +259,8 @@ func (c *Config) Levels() []SweepPoint {
 // SoloAdded reports whether Solo adds a c=1 level: asked for, a sweep of
 // levels (not a search, a proxy or a replay) and no c=1 among them.
 func (c *Config) SoloAdded() bool {
-	if !c.Solo || c.Search != nil || c.ReplayFile() != "" || len(c.Concurrency)+len(c.Rates) == 0 {
-		return false
-	}
-	return !slices.Contains(c.Concurrency, 1)
+	return c.Solo && c.Search == nil && c.ReplayFile() == "" && len(c.Concurrency)+len(c.Rates) > 0 &&
+		!slices.Contains(c.Concurrency, 1)
 }
 
 // ErrInvalidConfig wraps every error from Config.Validate.

@@ -37,14 +37,6 @@ func (c *Config) validateTask() error {
 	return nil
 }
 
-// setTaskDefaults gives the transcribe-diarize task the model name its
-// client sends when --model is not set.
-func (c *Config) setTaskDefaults() {
-	if c.Task == TaskTranscribeDiarize && c.Model == "" {
-		c.Model = protocol.DiarizeModel
-	}
-}
-
 // newClient is the client of cfg's protocol (its realtime knobs
 // included) for asr, the MOSS-Transcribe-Diarize client (plain or
 // streaming, by --protocol) for transcribe-diarize.

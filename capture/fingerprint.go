@@ -104,20 +104,13 @@ func buildFingerprint(target string, models any, dsSHA string, n int) model.Fing
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		fp.Kernel = strings.TrimSpace(string(b))
 	}
-	fp.CPUModel = cpuModel()
-	return fp
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
+	fp.CPUModel = runtime.GOARCH // where /proc/cpuinfo names no model
+	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(cpuinfo)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			fp.CPUModel = strings.TrimSpace(v)
+			break
 		}
 	}
-	return runtime.GOARCH
+	return fp
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -163,10 +164,7 @@ func (f *Flags) Finish() error {
 	c := f.c
 	var err error
 	if c.Probes, err = option.SplitList(f.probes); err != nil || len(c.Probes) == 0 {
-		if err == nil {
-			err = errors.New("want auto, none or probe names")
-		}
-		return fmt.Errorf("--probes %q: %v", f.probes, err)
+		return fmt.Errorf("--probes %q: %v", f.probes, cmp.Or(err, errors.New("want auto, none or probe names")))
 	}
 	c.PID = 0
 	if f.pid != "auto" {

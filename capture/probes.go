@@ -235,11 +235,12 @@ func localAddr(ip net.IP) bool {
 // line and the capture goes on; when sched is not supported and proc was
 // not asked for explicitly (auto), proc starts in its place, and when sched
 // runs, cores starts beside it (the per-core record, which proc would
-// write). Each probe
-// writes through a sink of its own that counts what it records and shows
-// it to the observer.
+// write). Each probe writes through a sink of its own that counts what it
+// records and shows it to the observer.
 func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet {
-	set := newProbeSet()
+	set := &probeSet{status: map[string]string{}, details: map[string]string{},
+		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{},
+		idle: map[string][]string{}, cpuAt: -1}
 	if len(ps) == 0 {
 		return set
 	}
@@ -288,12 +289,6 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 	k.manifest.Extra = map[string]any{"target_pid": pid, "target_pid_how": how, "probes": set.status, "probe_details": set.details}
 	k.mu.Unlock()
 	return set
-}
-
-func newProbeSet() *probeSet {
-	return &probeSet{status: map[string]string{}, details: map[string]string{},
-		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{},
-		idle: map[string][]string{}, cpuAt: -1}
 }
 
 // countingSink is the sink one probe writes through: it counts the records

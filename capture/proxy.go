@@ -188,10 +188,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	s.mu.Unlock()
 	out, err := s.finalize(ctx, &results, interrupted, nil)
-	if err == nil && cmdErr != nil {
-		err = cmdErr
-	}
-	return out, err
+	return out, cmp.Or(err, cmdErr)
 }
 
 // proxyWindow waits for the capture's end: the benchmark command's exit

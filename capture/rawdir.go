@@ -122,17 +122,16 @@ func writeRaw(dir string, lv SweepPoint, repeat int, items []driver.Item, recs [
 	if err != nil {
 		return fmt.Errorf("--save-raw-dir: %w", err)
 	}
+	defer f.Close() // on an error; after the Close below, nothing
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for _, raw := range RawRecords(items, recs) {
 		if err := enc.Encode(raw); err != nil {
-			f.Close()
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()

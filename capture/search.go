@@ -132,13 +132,10 @@ func (s *searcher) level() (SweepPoint, bool) {
 	if s.next <= 0 {
 		return SweepPoint{}, false
 	}
-	c := Config{}
 	if s.open {
-		c.Rates = []float64{s.next}
-	} else {
-		c.Concurrency = []int{int(s.next)}
+		return SweepPoint{Name: model.RateLevel(s.next), Rate: s.next}, true
 	}
-	return c.Levels()[0], true
+	return SweepPoint{Name: model.ConcurrencyLevel(int(s.next)), Concurrency: int(s.next)}, true
 }
 
 // record takes the outcome of the level just run and plans the next.

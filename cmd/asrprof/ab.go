@@ -1,10 +1,5 @@
 package main
 
-import (
-	"context"
-	"io"
-)
-
 const abUsage = `Usage: asrprof ab --a-cmd COMMAND --b-cmd COMMAND --target URL --dataset PATH [--order ABBAAB] [capture flags]
 
 Compares two server commands (A and B: two commits, two settings) in one
@@ -38,8 +33,3 @@ Example:
 
 Flags:
 `
-
-// runAB is `asrprof ab`: the capture flags plus the A/B flags.
-func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return captureCommand(ctx, "ab", args, stdout, stderr)
-}

@@ -97,46 +97,44 @@ client paces its audio.
       python -m benchmarks.eval.benchmark_asr_seedtts --port 8001 --concurrencies 1,8,32
 `
 
-func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return captureCommand(ctx, "capture", args, stdout, stderr)
-}
-
-// captureCommand parses the capture flags plus the runbook flags of the
-// command called name ("capture" or "ab") and runs a capture or a runbook.
-func captureCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
-	cfg, rb, err := parseCapture(name, args, stdout, stderr)
-	if err != nil {
-		return err
-	}
-	start := func() { // no default is silent: the levels and why, before anything runs
-		if rb.levels != "" && !cfg.Quiet {
-			fmt.Fprintln(stderr, rb.levels)
+// captureCommand runs the command called name ("capture", or "ab": the capture flags
+// plus the A/B flags): it parses the capture and runbook flags and runs a capture or a runbook.
+func captureCommand(name string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		cfg, rb, err := parseCapture(name, args, stdout, stderr)
+		if err != nil {
+			return err
 		}
-		for _, w := range rb.warnings {
-			fmt.Fprintln(stderr, w)
+		start := func() { // no default is silent: the levels and why, before anything runs
+			if rb.levels != "" && !cfg.Quiet {
+				fmt.Fprintln(stderr, rb.levels)
+			}
+			for _, w := range rb.warnings {
+				fmt.Fprintln(stderr, w)
+			}
 		}
-	}
-	if rb.enabled() {
-		if cfg.Proxy != "" {
-			return fmt.Errorf("%w: --proxy records your own client's load; it does not combine with --server-cmd, --runs or ab", errUsage)
+		if rb.enabled() {
+			if cfg.Proxy != "" {
+				return fmt.Errorf("%w: --proxy records your own client's load; it does not combine with --server-cmd, --runs or ab", errUsage)
+			}
+			start()
+			return datasetError(cfg, rb.run(ctx, cfg, stdout, stderr))
+		}
+		// Before the levels line: a command line in error prints only the error.
+		if err := checkCapture(cfg); err != nil {
+			return err
 		}
 		start()
-		return datasetError(cfg, rb.run(ctx, cfg, stdout, stderr))
+		run := func() error {
+			_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
+			return err
+		}
+		if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture
+			_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, run)
+			return datasetError(cfg, err)
+		}
+		return datasetError(cfg, run())
 	}
-	// Before the levels line: a command line in error prints only the error.
-	if err := checkCapture(cfg); err != nil {
-		return err
-	}
-	start()
-	run := func() error {
-		_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
-		return err
-	}
-	if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture
-		_, err = runbook.WithGPUCoRunner(ctx, gc, cfg.Out, run)
-		return datasetError(cfg, err)
-	}
-	return datasetError(cfg, run())
 }
 
 // checkCapture is what a capture's configuration must pass before it
@@ -223,12 +221,9 @@ func captureTables(ctx context.Context, dir string, o analysis.Options) (answer,
 	}
 	o.Timeout = cmp.Or(o.Timeout, analysis.DefaultTimeout)
 	defaults := analysis.DefaultScriptsFor(c, o)
-	head := []string{}
-	for _, n := range answerScripts {
-		if n == "summary" || slices.Contains(defaults, n) {
-			head = append(head, n)
-		}
-	}
+	head := slices.DeleteFunc(slices.Clone(answerScripts), func(n string) bool {
+		return n != "summary" && !slices.Contains(defaults, n)
+	})
 	rest := slices.DeleteFunc(defaults, func(n string) bool { return slices.Contains(head, n) })
 	tabs, err := analysis.RunScripts(ctx, analysis.NewSession(c, o), append(head, rest...))
 	i := slices.IndexFunc(tabs, func(t *table.Table) bool { return t.Name == "summary" })

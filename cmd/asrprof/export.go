@@ -200,21 +200,16 @@ func exportPerfetto(b *bundle.Bundle, path string, d derived, stdout io.Writer) 
 	}
 	in.Stages, in.States = d.stages, d.states
 	tf, st := export.BuildPerfetto(in)
-	var w io.Writer = stdout
-	var f *os.File
-	if path != "-" {
-		var err error
-		if f, err = os.Create(path); err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	if path == "-" {
+		return export.WriteTraceFile(stdout, tf)
 	}
-	if err := export.WriteTraceFile(w, tf); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
 		return err
 	}
-	if f == nil {
-		return nil
+	defer f.Close()
+	if err := export.WriteTraceFile(f, tf); err != nil {
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)

@@ -85,14 +85,9 @@ func splitArgs(fs *flag.FlagSet, args []string) (pos, flags []string) {
 		if strings.Contains(name, "=") {
 			continue
 		}
-		if f := fs.Lookup(name); f != nil {
-			if isBool(f) {
-				continue
-			}
-			if i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
+		if f := fs.Lookup(name); f != nil && !isBool(f) && i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
 		}
 	}
 	return pos, flags

@@ -54,8 +54,10 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	if name != "" {
 		head += " " + name
 	}
-	if d := shownDefault(f); d != "" {
-		head += " (default " + d + ")"
+	// No default for a zero value (a flag whose zero means something else
+	// says so in its help, once).
+	if !slices.Contains([]string{"", "0", "0s", "false", "[]"}, f.DefValue) {
+		head += " (default " + f.DefValue + ")"
 	}
 	fmt.Fprintln(w, head)
 	for _, line := range strings.Split(strings.TrimRight(use, "\n"), "\n") {
@@ -66,16 +68,6 @@ func printFlag(w io.Writer, f *flag.Flag) {
 func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
-}
-
-// shownDefault is the default --help prints for f: none for a zero value
-// (a flag whose zero means something else says so in its help, once).
-func shownDefault(f *flag.Flag) string {
-	switch f.DefValue {
-	case "", "0", "0s", "false", "[]":
-		return ""
-	}
-	return f.DefValue
 }
 
 // checkFormat checks a --format value (option.Format: one vocabulary,
@@ -143,7 +135,11 @@ func flagError(fs *flag.FlagSet, err error) string {
 		return "--" + m[1] + " needs a value"
 	}
 	if m := flagBadBool.FindStringSubmatch(msg); m != nil {
-		return "--" + m[2] + "=" + unquote(m[1]) + ": want true or false"
+		v, err := strconv.Unquote(m[1])
+		if err != nil {
+			v = m[1]
+		}
+		return "--" + m[2] + "=" + v + ": want true or false"
 	}
 	if m := flagBadBoolNm.FindStringSubmatch(msg); m != nil {
 		return "--" + m[1] + ": " + m[2]
@@ -168,13 +164,6 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		}
 	})
 	return best
-}
-
-func unquote(s string) string {
-	if u, err := strconv.Unquote(s); err == nil {
-		return u
-	}
-	return s
 }
 
 // valueWant says what a flag of f's type takes, for the flag package's

@@ -79,8 +79,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"capture", "drive an ASR server through a sweep and record a capture bundle", runCapture},
-		{"ab", "compare two server commands in alternating fresh-server runs", runAB},
+		{"capture", "drive an ASR server through a sweep and record a capture bundle", captureCommand("capture")},
+		{"ab", "compare two server commands in alternating fresh-server runs", captureCommand("ab")},
 		{"sensitivity", "restrict the server's CPU and measure how throughput follows (CPU- or GPU-bound?)", runSensitivity},
 		{"what-if", "act on a bundle's advice (a knob turned) and measure whether its prediction held", runWhatIf},
 		{"show", "print the sweep table of a capture bundle", runShow},

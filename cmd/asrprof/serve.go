@@ -61,7 +61,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve", stderr)
 	cfg := serve.DefaultConfig()
 	option.DefineAll(fs, serve.Options(), &cfg, nil)
-	pidfile := &cfg.PIDFile
 	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -80,12 +79,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *pidfile != "" {
-		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if cfg.PIDFile != "" {
+		if err := os.WriteFile(cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			ln.Close()
 			return fmt.Errorf("%w: --pidfile: %v", errUsage, err)
 		}
-		defer os.Remove(*pidfile)
+		defer os.Remove(cfg.PIDFile)
 	}
 	fmt.Fprintf(stderr, "asrprof serve: listening on http://%s (pid %d; bundles in %s)\n", ln.Addr(), os.Getpid(), cfg.Dir)
 	return srv.Serve(ctx, ln)
