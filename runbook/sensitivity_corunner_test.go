@@ -176,7 +176,7 @@ func TestSensitivityCoRunnerPremise(t *testing.T) {
 	ratios := map[key][]float64{}
 	turns := map[key][]float64{} // ms
 	// Beside the co-runner, the pattern's CPU time over its and the
-	// spinner's together, over the same half second: the spinner's share
+	// spinner's together, over the same half second: the pattern's share
 	// of what the two got, whatever else the machine ran.
 	splits := map[string][]float64{}
 	for r := 0; r < rounds; r++ {
