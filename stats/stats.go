@@ -300,7 +300,8 @@ var ErrBootstrap = errors.New("want 0 < level < 1 and n ≥ 1")
 
 // BootstrapCI returns the percentile bootstrap interval (lo, hi) of stat
 // over xs at level (e.g. 0.95) from n resamples, deterministic for a given
-// seed. An error from stat stops it and is returned.
+// seed. stat gets a resample of its own, which it may reorder. An error
+// from stat stops it and is returned.
 func BootstrapCI(xs []float64, stat func([]float64) (float64, error), level float64, n int, seed uint64) (lo, hi float64, err error) {
 	if level <= 0 || level >= 1 || n < 1 {
 		return 0, 0, ErrBootstrap

@@ -343,12 +343,16 @@ func readColumns(file string, names []string, plain map[string]bool) ([]*column,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	// The columns are read at once, one a core: their pages are apart.
 	out := make([]*column, len(names))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, name := range names {
 		path := strings.Split(name, ".") // a list's leaf: "x.list.element"
 		name = path[0]
 		leaf, ok := pf.Schema().Lookup(path...)
 		if !ok {
+			g.Wait() // the columns started, before the file closes
 			return nil, fmt.Errorf("%s: no column %q (rebuild the tables: remove the tables folder)", file, name)
 		}
 		c := &column{name: name, kind: leaf.Node.Type().Kind(), plain: plain[name]}
@@ -379,12 +383,18 @@ func readColumns(file string, names []string, plain map[string]bool) ([]*column,
 				parquet.Release(p)
 			}
 		}
-		for _, rg := range pf.RowGroups() {
-			if err := read(rg.ColumnChunks()[leaf.ColumnIndex].Pages()); err != nil {
-				return nil, fmt.Errorf("%s: column %s: %w", file, name, err)
-			}
-		}
 		out[i] = c
+		g.Go(func() error {
+			for _, rg := range pf.RowGroups() {
+				if err := read(rg.ColumnChunks()[leaf.ColumnIndex].Pages()); err != nil {
+					return fmt.Errorf("%s: column %s: %w", file, name, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
