@@ -10,6 +10,7 @@
 package stats
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/bits"
@@ -318,6 +319,97 @@ func BootstrapCI(xs []float64, stat func([]float64) (float64, error), level floa
 		}
 		if res[i], err = stat(buf); err != nil {
 			return 0, 0, err
+		}
+	}
+	alpha := (1 - level) / 2
+	return Percentile(res, 100*alpha), Percentile(res, 100*(1-alpha)), nil
+}
+
+// BootstrapRatioCI is BootstrapCI of the ratio of sums Σnum/Σden (0
+// where Σden is 0) over the pairs (num[i], den[i]), resampled together:
+// the same resamples and the same interval as BootstrapCI over the pairs'
+// indexes, summed in the resample's order, without the resample's copy.
+func BootstrapRatioCI(num, den []float64, level float64, n int, seed uint64) (lo, hi float64, err error) {
+	if level <= 0 || level >= 1 || n < 1 {
+		return 0, 0, ErrBootstrap
+	}
+	m := len(num)
+	if m == 0 {
+		return 0, 0, nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	res := make([]float64, n)
+	for i := range res {
+		var a, b float64
+		for range m {
+			k := rng.IntN(m)
+			a, b = a+num[k], b+den[k]
+		}
+		if b != 0 {
+			res[i] = a / b
+		}
+	}
+	alpha := (1 - level) / 2
+	return Percentile(res, 100*alpha), Percentile(res, 100*(1-alpha)), nil
+}
+
+// BootstrapPercentileCI is BootstrapCI of Percentile(·, p): the same
+// resamples, the same interval, in about half the time over thousands of
+// values. A resample is tallied by rank in xs's sorted order, and the two
+// ranks the percentile reads are found from the top of the tally, instead
+// of copying the values and selecting among them.
+func BootstrapPercentileCI(xs []float64, p, level float64, n int, seed uint64) (lo, hi float64, err error) {
+	if level <= 0 || level >= 1 || n < 1 {
+		return 0, 0, ErrBootstrap
+	}
+	m := len(xs)
+	if m == 0 {
+		return 0, 0, nil
+	}
+	byRank := make([]int32, m) // xs's indexes in floatLess's order
+	for i := range byRank {
+		byRank[i] = int32(i)
+	}
+	slices.SortFunc(byRank, func(a, b int32) int {
+		switch {
+		case floatLess(xs[a], xs[b]):
+			return -1
+		case floatLess(xs[b], xs[a]):
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	rank, sorted := make([]int32, m), make([]float64, m)
+	for r, i := range byRank {
+		rank[i], sorted[r] = int32(r), xs[i]
+	}
+	pos := p / 100 * float64(m-1) // PercentileSorted's reading of ranks
+	klo, khi := min(max(int(math.Floor(pos)), 0), m-1), min(max(int(math.Ceil(pos)), 0), m-1)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	res, tally := make([]float64, n), make([]int32, m)
+	for i := range res {
+		clear(tally)
+		for range m {
+			tally[rank[rng.IntN(m)]]++
+		}
+		// The resample's values of ranks klo and khi, from its largest down.
+		var vlo, vhi float64
+		for r, below, found := m-1, m, false; r >= 0; r-- {
+			if tally[r] == 0 {
+				continue
+			}
+			below -= int(tally[r]) // sorted[r]'s copies take ranks below.. of the resample
+			if khi >= below && !found {
+				vhi, found = sorted[r], true
+			}
+			if klo >= below {
+				vlo = sorted[r]
+				break
+			}
+		}
+		res[i] = vlo // PercentileSorted's cases, on these two values
+		if m > 1 && pos >= 0 && math.Ceil(pos) < float64(m) {
+			res[i] = vlo + (vhi-vlo)*(pos-float64(klo))
 		}
 	}
 	alpha := (1 - level) / 2

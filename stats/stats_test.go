@@ -190,3 +190,64 @@ func TestStudentTQuantile(t *testing.T) {
 		t.Errorf("df 0: %v, want NaN", got)
 	}
 }
+
+// The percentile's bootstrap gives BootstrapCI's interval to the last
+// bit: on values with ties, NaNs and infinities, at percentiles inside
+// and at the ends, for one value and many.
+func TestBootstrapPercentileCIIsBootstrapCI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, m := range []int{1, 2, 3, 17, 400} {
+		xs := make([]float64, m)
+		for i := range xs {
+			switch k := rng.IntN(20); {
+			case k == 0:
+				xs[i] = math.NaN()
+			case k == 1:
+				xs[i] = math.Inf(1)
+			case k < 8:
+				xs[i] = float64(rng.IntN(4)) // ties
+			default:
+				xs[i] = rng.NormFloat64()
+			}
+		}
+		for _, p := range []float64{0, 5, 50, 95, 99.5, 100} {
+			stat := func(s []float64) (float64, error) { return Percentile(s, p), nil }
+			lo, hi, err := BootstrapCI(xs, stat, 0.9, 200, uint64(m))
+			lo2, hi2, err2 := BootstrapPercentileCI(xs, p, 0.9, 200, uint64(m))
+			same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+			if err != nil || err2 != nil || !same(lo, lo2) || !same(hi, hi2) {
+				t.Errorf("m=%d p=%v: BootstrapCI (%v, %v, %v), BootstrapPercentileCI (%v, %v, %v)", m, p, lo, hi, err, lo2, hi2, err2)
+			}
+		}
+	}
+	if _, _, err := BootstrapPercentileCI([]float64{1}, 95, 0, 10, 1); !errors.Is(err, ErrBootstrap) {
+		t.Errorf("level 0: %v, want ErrBootstrap", err)
+	}
+}
+
+// The ratio's bootstrap gives BootstrapCI's interval over the pairs'
+// indexes to the last bit, a zero denominator included.
+func TestBootstrapRatioCIIsBootstrapCI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, m := range []int{1, 2, 9, 300} {
+		num, den, idx := make([]float64, m), make([]float64, m), make([]float64, m)
+		for i := range num {
+			num[i], den[i], idx[i] = float64(rng.IntN(5)), float64(rng.IntN(3))*rng.Float64(), float64(i)
+		}
+		ratio := func(ix []float64) (float64, error) {
+			var a, b float64
+			for _, k := range ix {
+				a, b = a+num[int(k)], b+den[int(k)]
+			}
+			if b == 0 {
+				return 0, nil
+			}
+			return a / b, nil
+		}
+		lo, hi, _ := BootstrapCI(idx, ratio, 0.95, 300, uint64(m))
+		lo2, hi2, _ := BootstrapRatioCI(num, den, 0.95, 300, uint64(m))
+		if lo != lo2 || hi != hi2 {
+			t.Errorf("m=%d: BootstrapCI (%v, %v), BootstrapRatioCI (%v, %v)", m, lo, hi, lo2, hi2)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
@@ -685,8 +686,13 @@ func tInterval(xs []float64) Interval {
 // interval on a level-to-level change in req/s holds the knee's
 // threshold: the knee's conclusion there is not resolved.
 func (c *checker) sampleSize() {
+	ivs := make([]*LevelIntervals, len(c.levels)) // every level's row first: they stay put below
 	for li, lv := range c.levels {
-		iv := c.levelIntervals(lv)
+		ivs[li] = c.levelIntervals(lv)
+	}
+	var boot sync.WaitGroup // the bootstraps run at once: each has its own seed
+	for li, lv := range c.levels {
+		iv := ivs[li]
 		sc := c.scored(lv)
 		var rps, lats, errs, refs []float64
 		for _, l := range sc {
@@ -724,29 +730,18 @@ func (c *checker) sampleSize() {
 		iv.LatP95S = Interval{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
 		if len(lats) > 0 {
 			iv.LatP95S.Value = stats.Percentile(lats, 95)
-			p95 := func(xs []float64) (float64, error) { return stats.PercentileInPlace(xs, 95), nil } // a resample: no copy
-			iv.LatP95S.Lo, iv.LatP95S.Hi, _ = stats.BootstrapCI(lats, p95, Confidence, BootstrapResamples, uint64(li+1))
+			boot.Go(func() {
+				iv.LatP95S.Lo, iv.LatP95S.Hi, _ = stats.BootstrapPercentileCI(lats, 95, Confidence, BootstrapResamples, uint64(li+1))
+			})
 		}
 		if len(refs) > 0 && stats.Sum(refs) > 0 {
-			idx := make([]float64, len(refs))
-			for i := range idx {
-				idx[i] = float64(i)
-			}
-			wer := func(ix []float64) (float64, error) {
-				var e, n float64
-				for _, k := range ix {
-					e, n = e+errs[int(k)], n+refs[int(k)]
-				}
-				if n == 0 {
-					return 0, nil
-				}
-				return e / n, nil
-			}
-			w, _ := wer(idx)
-			lo, hi, _ := stats.BootstrapCI(idx, wer, Confidence, BootstrapResamples, uint64(li+1))
-			iv.WER = &Interval{Value: w, Lo: lo, Hi: hi, N: len(refs)}
+			iv.WER = &Interval{Value: stats.Sum(errs) / stats.Sum(refs), N: len(refs)}
+			boot.Go(func() {
+				iv.WER.Lo, iv.WER.Hi, _ = stats.BootstrapRatioCI(errs, refs, Confidence, BootstrapResamples, uint64(li+1))
+			})
 		}
 	}
+	boot.Wait()
 	if !slices.ContainsFunc(c.v.Intervals, func(iv LevelIntervals) bool { return iv.OK > 0 }) {
 		c.v.NotRun[CheckSampleSize] = "no level has a successful request"
 		return
