@@ -156,15 +156,24 @@ tm() { # name command...: appends "name wall_s peak_kib" to $T
   local name=$1; shift
   /usr/bin/time -f "$name %e %M" -a -o "$T" "$@" > /dev/null
 }
+# BENCH_OLD=BINARY times another asrprof (an earlier build) the same way,
+# interleaved, on its own copy of the bundle; its rows are named "old".
+OLD=${BENCH_OLD:-}
+[ -z "$OLD" ] || { rm -rf "$B-old"; cp -r "$B" "$B-old"; "$OLD" analyze "$B-old" stages >/dev/null; }
+rows() { # PREFIX BINARY BUNDLE: one round of the asrprof rows
+  tm "$1tables" "$2" analyze "$3" stages
+  tm "$1validity" "$2" analyze "$3" validity
+  rm -rf "$3/tables"
+  tm "$1jsonl" "$2" analyze "$3" stages
+  tm "$1default" "$2" analyze "$3"       # the first default analyze: per-pass metrics computed
+  tm "$1default-warm" "$2" analyze "$3"  # the next ones: tables/passes.json
+}
 bin/asrprof analyze "$B" stages > runs/bench/stages-asrprof.txt  # tables built, outside the timings
 /usr/bin/python3 tools/stages_anchor.py "$B" > runs/bench/stages-python.txt
 for r in $(seq 1 "$ROUNDS"); do
   tm python /usr/bin/python3 tools/stages_anchor.py "$B"
-  tm tables bin/asrprof analyze "$B" stages
-  rm -rf "$B/tables"
-  tm jsonl bin/asrprof analyze "$B" stages
-  tm default bin/asrprof analyze "$B"       # the first default analyze: per-pass metrics computed
-  tm default-warm bin/asrprof analyze "$B"  # the next ones: tables/passes.json
+  rows "" bin/asrprof "$B"
+  [ -z "$OLD" ] || rows old- "$OLD" "$B-old"
   if [ -n "$DDB" ]; then
     tm duckdb-json "$DDB" -mode json "$B"
     tm duckdb-parquet "$DDB" -mode parquet -out runs/bench/duckdb "$B"
@@ -184,10 +193,13 @@ py = med("python")
 print("| what | wall (median of %d) | peak RSS (max) | vs plain Python | goal |" % len(t["python"]))
 print("|---|---|---|---|---|")
 print(f"| plain Python, stdlib (tools/stages_anchor.py) | {py:.2f} s | {rss('python'):.0f} MB | 1 | anchor |")
-print(f"| asrprof analyze DIR stages, tables present | {med('tables'):.2f} s | {rss('tables'):.0f} MB | {py/med('tables'):.1f}× faster | ≥ 10×, ≤ 300 MB |")
-print(f"| asrprof analyze DIR stages, JSONL only (tables built) | {med('jsonl'):.2f} s | {rss('jsonl'):.0f} MB | {py/med('jsonl'):.1f}× faster | ≥ 3×, ≤ 600 MB |")
-print(f"| asrprof analyze DIR (sweep, stages, bottleneck), tables present, first time (per-pass metrics computed) | {med('default'):.2f} s | {rss('default'):.0f} MB | {med('default')/med('tables'):.2f}× the stage table | ≤ 2× |")
-print(f"| asrprof analyze DIR, tables present, again (per-pass metrics from tables/passes.json) | {med('default-warm'):.2f} s | {rss('default-warm'):.0f} MB | {med('default-warm')/med('tables'):.2f}× the stage table | ≤ 2× |")
+for who in ("", "old-") if "old-tables" in t else ("",):
+    b = "asrprof" if not who else "BENCH_OLD"
+    print(f"| {b} analyze DIR stages, tables present | {med(who+'tables'):.2f} s | {rss(who+'tables'):.0f} MB | {py/med(who+'tables'):.1f}× faster | ≥ 20×, ≤ 300 MB |")
+    print(f"| {b} analyze DIR validity, tables present | {med(who+'validity'):.2f} s | {rss(who+'validity'):.0f} MB | {py/med(who+'validity'):.1f}× faster | |")
+    print(f"| {b} analyze DIR stages, JSONL only (tables built) | {med(who+'jsonl'):.2f} s | {rss(who+'jsonl'):.0f} MB | {py/med(who+'jsonl'):.1f}× faster | ≥ 5×, ≤ 300 MB |")
+    print(f"| {b} analyze DIR (the default analyses), tables present, first time (per-pass metrics computed) | {med(who+'default'):.2f} s | {rss(who+'default'):.0f} MB | {med(who+'default')/med(who+'tables'):.2f}× the stage table | |")
+    print(f"| {b} analyze DIR, tables present, again (per-pass metrics from tables/passes.json) | {med(who+'default-warm'):.2f} s | {rss(who+'default-warm'):.0f} MB | {med(who+'default-warm')/med(who+'tables'):.2f}× the stage table | |")
 if "duckdb-json" in t:
     conv = med("duckdb-convert") + med("duckdb-parquet")
     print(f"| DuckDB (duckdb-go, tools/duckdbcmp): the same table as SQL straight over the JSONL | {med('duckdb-json'):.2f} s | {rss('duckdb-json'):.0f} MB | {py/med('duckdb-json'):.1f}× faster | |")

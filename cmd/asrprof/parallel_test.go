@@ -29,7 +29,7 @@ import (
 // agreement with events); a capture that two tests read
 // is made once (sharedCaptures, shared_test.go). The reference servers
 // load as many decoders as their highest level needs, not the default 8
-// (about 1.4 s of CPU each to load).
+// (about 0.8 s of CPU each to load).
 var cpuHeavyMu sync.Mutex
 
 // cpuHeavy holds the package's CPU-heavy lock until t and its subtests
