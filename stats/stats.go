@@ -304,20 +304,29 @@ var ErrBootstrap = errors.New("want 0 < level < 1 and n ≥ 1")
 // seed. stat gets a resample of its own, which it may reorder. An error
 // from stat stops it and is returned.
 func BootstrapCI(xs []float64, stat func([]float64) (float64, error), level float64, n int, seed uint64) (lo, hi float64, err error) {
+	buf := make([]float64, len(xs))
+	return bootstrap(len(xs), level, n, seed, func(rng *rand.Rand) (float64, error) {
+		for j := range buf {
+			buf[j] = xs[rng.IntN(len(xs))]
+		}
+		return stat(buf)
+	})
+}
+
+// bootstrap is the bootstrap the functions above and below share: n
+// resamples of m values, each drawn by one from rng (m indexes in order),
+// and the percentile interval of what one returns.
+func bootstrap(m int, level float64, n int, seed uint64, one func(rng *rand.Rand) (float64, error)) (lo, hi float64, err error) {
 	if level <= 0 || level >= 1 || n < 1 {
 		return 0, 0, ErrBootstrap
 	}
-	if len(xs) == 0 {
+	if m == 0 {
 		return 0, 0, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	res := make([]float64, n)
-	buf := make([]float64, len(xs))
 	for i := range res {
-		for j := range buf {
-			buf[j] = xs[rng.IntN(len(xs))]
-		}
-		if res[i], err = stat(buf); err != nil {
+		if res[i], err = one(rng); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -330,27 +339,17 @@ func BootstrapCI(xs []float64, stat func([]float64) (float64, error), level floa
 // the same resamples and the same interval as BootstrapCI over the pairs'
 // indexes, summed in the resample's order, without the resample's copy.
 func BootstrapRatioCI(num, den []float64, level float64, n int, seed uint64) (lo, hi float64, err error) {
-	if level <= 0 || level >= 1 || n < 1 {
-		return 0, 0, ErrBootstrap
-	}
-	m := len(num)
-	if m == 0 {
-		return 0, 0, nil
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	res := make([]float64, n)
-	for i := range res {
+	return bootstrap(len(num), level, n, seed, func(rng *rand.Rand) (float64, error) {
 		var a, b float64
-		for range m {
-			k := rng.IntN(m)
+		for range num {
+			k := rng.IntN(len(num))
 			a, b = a+num[k], b+den[k]
 		}
-		if b != 0 {
-			res[i] = a / b
+		if b == 0 {
+			return 0, nil
 		}
-	}
-	alpha := (1 - level) / 2
-	return Percentile(res, 100*alpha), Percentile(res, 100*(1-alpha)), nil
+		return a / b, nil
+	})
 }
 
 // BootstrapPercentileCI is BootstrapCI of Percentile(·, p): the same
@@ -359,13 +358,7 @@ func BootstrapRatioCI(num, den []float64, level float64, n int, seed uint64) (lo
 // ranks the percentile reads are found from the top of the tally, instead
 // of copying the values and selecting among them.
 func BootstrapPercentileCI(xs []float64, p, level float64, n int, seed uint64) (lo, hi float64, err error) {
-	if level <= 0 || level >= 1 || n < 1 {
-		return 0, 0, ErrBootstrap
-	}
 	m := len(xs)
-	if m == 0 {
-		return 0, 0, nil
-	}
 	byRank := make([]int32, m) // xs's indexes in floatLess's order
 	for i := range byRank {
 		byRank[i] = int32(i)
@@ -385,9 +378,8 @@ func BootstrapPercentileCI(xs []float64, p, level float64, n int, seed uint64) (
 	}
 	pos := p / 100 * float64(m-1) // PercentileSorted's reading of ranks
 	klo, khi := min(max(int(math.Floor(pos)), 0), m-1), min(max(int(math.Ceil(pos)), 0), m-1)
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	res, tally := make([]float64, n), make([]int32, m)
-	for i := range res {
+	tally := make([]int32, m)
+	return bootstrap(m, level, n, seed, func(rng *rand.Rand) (float64, error) {
 		clear(tally)
 		for range m {
 			tally[rank[rng.IntN(m)]]++
@@ -407,11 +399,9 @@ func BootstrapPercentileCI(xs []float64, p, level float64, n int, seed uint64) (
 				break
 			}
 		}
-		res[i] = vlo // PercentileSorted's cases, on these two values
-		if m > 1 && pos >= 0 && math.Ceil(pos) < float64(m) {
-			res[i] = vlo + (vhi-vlo)*(pos-float64(klo))
+		if m > 1 && pos >= 0 && math.Ceil(pos) < float64(m) { // PercentileSorted's cases, on these two values
+			return vlo + (vhi-vlo)*(pos-float64(klo)), nil
 		}
-	}
-	alpha := (1 - level) / 2
-	return Percentile(res, 100*alpha), Percentile(res, 100*(1-alpha)), nil
+		return vlo, nil
+	})
 }
