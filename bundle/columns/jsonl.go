@@ -299,6 +299,39 @@ const chunkBytes = 1 << 20
 // into it from the chunk before.
 const carrySlack = 64 << 10
 
+// countLines counts the lines of the file at path (one without its
+// newline at the end counts), reading it through one chunk buffer; an
+// absent file has none.
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, chunkBytes)
+	n, last := 0, byte('\n')
+	for {
+		k, err := f.Read(buf)
+		if k > 0 {
+			n += bytes.Count(buf[:k], newline)
+			last = buf[k-1]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	return n, nil
+}
+
 // scanLines parses the JSONL file at path on every core, chunk by chunk,
 // and returns what each chunk's parser made, in file order. newPart makes
 // a chunk's result for about that many lines; line is called for every non-blank line with its

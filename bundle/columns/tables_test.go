@@ -237,3 +237,43 @@ func TestStagesRoundTrip(t *testing.T) {
 		t.Error("stages of another spec read as fresh")
 	}
 }
+
+// requests.jsonl over several chunks (chunkBytes), with blank lines, reads
+// as encoding/json reads it, line by line; a truncated last line is
+// dropped and a bad line is named by its number.
+func TestReadRequestsJSONLChunks(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, bundle.RequestsFile)
+	var b strings.Builder
+	var want []model.Request
+	for i := 0; b.Len() < 3*chunkBytes; i++ {
+		r := full(i)
+		r.ID, r.Hyp = fmt.Sprint(i), strings.Repeat("w ", i%97)
+		j, _ := json.Marshal(r)
+		b.Write(j)
+		b.WriteString("\n")
+		if i%50 == 0 {
+			b.WriteString("\n  \n")
+		}
+		want = append(want, r)
+	}
+	text := b.String()
+	os.WriteFile(p, []byte(text+`{"id":"tru`), 0o644)
+	got, err := ReadRequestsJSONL(p)
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("%d requests, %v; want %d", len(got), err, len(want))
+	}
+	for i := range want {
+		var w model.Request
+		j, _ := json.Marshal(want[i])
+		json.Unmarshal(j, &w)
+		if !reflect.DeepEqual(got[i], w) {
+			t.Fatalf("request %d:\n%+v\nwant %+v", i, got[i], w)
+		}
+	}
+	line := strings.Count(text, "\n") + 1
+	os.WriteFile(p, []byte(text+`{"id":7}`+"\n"+`{"id":"8"}`+"\n"), 0o644)
+	if _, err := ReadRequestsJSONL(p); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("requests.jsonl:%d: field \"id\": want a string", line)) {
+		t.Errorf("bad line %d: error %v", line, err)
+	}
+}
