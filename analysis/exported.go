@@ -97,12 +97,8 @@ func Attribution(ctx context.Context, s *Session) (*engine.Attribution, error) {
 
 // BlackBox returns the capture's black-box attribution (the blackbox
 // module's: every successful request's latency seen from outside, its
-// states placed in time; docs/ANALYSIS.md "Seen from outside").
-func BlackBox(s *Session) (*engine.BlackBoxResult, error) {
-	return s.c.BlackBox()
-}
-
-// BlackBox returns the capture's black-box attribution, computed once.
+// states placed in time; docs/ANALYSIS.md "Seen from outside"), computed
+// once.
 func (c *Capture) BlackBox() (*engine.BlackBoxResult, error) {
 	bb, err := c.blackbox()
 	if err != nil {

@@ -176,7 +176,7 @@ func exportDerived(ctx context.Context, dir, stages string, n int) (derived, err
 	}
 	// No server telemetry: the states seen from outside, as the diagnosis
 	// does (docs/ANALYSIS.md, "Seen from outside").
-	bb, err := analysis.BlackBox(s)
+	bb, err := c.BlackBox()
 	if err != nil {
 		return d, fmt.Errorf("computing where the time went, seen from outside: %w", err)
 	}
