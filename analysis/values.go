@@ -173,15 +173,11 @@ func toValue(x any) starlark.Value {
 		return frozenList(v, func(e float64) starlark.Value { return starlark.Float(e) })
 	}
 	// Anything else goes through JSON.
-	b, err := json.Marshal(x)
+	v, err := jsonValue(x)
 	if err != nil {
 		return starlark.String(fmt.Sprint(x))
 	}
-	v, err := decodeJSON(b)
-	if err != nil {
-		return starlark.String(string(b))
-	}
-	return toValue(v)
+	return v
 }
 
 // fromValue converts a Starlark value to Go for table cells and JSON.
