@@ -28,9 +28,8 @@ import (
 // preset is a declared preset (a stage preset's SPEC), or None: then no
 // request has telemetry and all of its time is unattributed.
 func attributionModule() *starlarkstruct.Module {
-	m := newModule("attribution", "attribution.", map[string]builtinFunc{"levels": attributionLevels, "requests": attributionRequests})
-	m.Members["STATES"] = stringList(engine.AttributionStates)
-	return m
+	return newModule("attribution", "attribution.", map[string]builtinFunc{"levels": attributionLevels, "requests": attributionRequests},
+		starlark.StringDict{"STATES": stringList(engine.AttributionStates)})
 }
 
 // attribute runs engine.Attribute over the capture.

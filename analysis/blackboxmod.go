@@ -25,9 +25,8 @@ import (
 //	requests(capture)  # [struct(index, level, repeat, warmup, latency_ms, service_alone_ms, tid, ms = {state: ms})]
 //	info(capture)      # struct(solo, solo_level, bins, cuda, gpu): where the baselines and the bins came from
 func blackboxModule() *starlarkstruct.Module {
-	m := newModule("blackbox", "blackbox.", map[string]builtinFunc{"levels": blackboxLevels, "requests": blackboxRequests, "info": blackboxInfo})
-	m.Members["STATES"] = stringList(engine.BlackBoxStates)
-	return m
+	return newModule("blackbox", "blackbox.", map[string]builtinFunc{"levels": blackboxLevels, "requests": blackboxRequests, "info": blackboxInfo},
+		starlark.StringDict{"STATES": stringList(engine.BlackBoxStates)})
 }
 
 // blackBox is the capture's black-box attribution and what it stood on.

@@ -23,7 +23,7 @@ import (
 func evidenceModule() *starlarkstruct.Module {
 	return newModule("evidence", "evidence.", map[string]builtinFunc{
 		"occupancy": occupancy, "event_meta": eventMeta, "workers": workersFn, "balance": balanceFn,
-	})
+	}, nil)
 }
 
 // occupancy(capture, preset, from_stage, to_stage): per level, how many

@@ -24,7 +24,7 @@ import (
 func lengthsModule() *starlarkstruct.Module {
 	return newModule("lengths", "lengths.", map[string]builtinFunc{
 		"split": lengthSplit, "passes": lengthPasses, "stage_summary": lengthStageSummary,
-	})
+	}, nil)
 }
 
 // splitValue is split()'s answer: struct(spec, auto, edges, buckets =

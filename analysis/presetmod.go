@@ -36,7 +36,7 @@ func presetModule() *starlarkstruct.Module {
 		// gap(outer, inner): the first server span named outer less the
 		// first named inner (a router's span around the worker's).
 		"gap": stringStage(func(v []string) engine.Stage { return engine.Stage{Outer: v[0], Inner: v[1]} }, "outer", "inner"),
-	})
+	}, nil)
 }
 
 // pointValue is an instant: event(...), span_start(...), span_end(...).

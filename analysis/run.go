@@ -295,9 +295,10 @@ func getFn(m map[string]any) builtinFunc {
 }
 
 // newModule is module name of fns, each a builtin named prefix and its
-// member's name ("evidence." + "occupancy").
-func newModule(name, prefix string, fns map[string]builtinFunc) *starlarkstruct.Module {
-	m := &starlarkstruct.Module{Name: name, Members: make(starlark.StringDict, len(fns))}
+// member's name ("evidence." + "occupancy"), and of the constants consts.
+func newModule(name, prefix string, fns map[string]builtinFunc, consts starlark.StringDict) *starlarkstruct.Module {
+	m := &starlarkstruct.Module{Name: name, Members: make(starlark.StringDict, len(fns)+len(consts))}
+	maps.Copy(m.Members, consts)
 	for k, f := range fns {
 		m.Members[k] = starlark.NewBuiltin(prefix+k, f)
 	}

@@ -33,12 +33,9 @@ import (
 // the pass, is not in roles or gauges; p50_ms and p95_ms are None for a
 // metric without buckets.
 func serverMetricsModule() *starlarkstruct.Module {
-	m := newModule("servermetrics", "servermetrics.", map[string]builtinFunc{
+	return newModule("servermetrics", "servermetrics.", map[string]builtinFunc{
 		"levels": serverMetricsLevels, "passes": serverMetricsPasses, "info": serverMetricsInfo,
-	})
-	m.Members["ROLES"] = stringList(engine.MetricsHistogramRoles)
-	m.Members["GAUGES"] = stringList(engine.MetricsGaugeRoles)
-	return m
+	}, starlark.StringDict{"ROLES": stringList(engine.MetricsHistogramRoles), "GAUGES": stringList(engine.MetricsGaugeRoles)})
 }
 
 // ServerMetrics returns what the bundle's server_metrics.jsonl says under

@@ -35,7 +35,7 @@ func statsModule() *starlarkstruct.Module {
 		"metrics":      comparedMetrics,
 		"power_note":   powerNote,
 		"bootstrap_ci": bootstrapCI,
-	})
+	}, nil)
 }
 
 // floats converts an iterable of numbers to []float64, skipping None.

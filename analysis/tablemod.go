@@ -86,7 +86,7 @@ func tableModule() *starlarkstruct.Module {
 			}
 			return starlark.Tuple{starlark.String("r"), starlark.Float(r)}, nil
 		}),
-	})
+	}, nil)
 }
 
 // newMessage: table.message(name, text) is a table without columns, which

@@ -19,9 +19,7 @@ import (
 //	    #               converged, converge_spread}], failed_levels: [level]}
 //	    # an interval is {value, lo, hi, n} (None where it cannot be had)
 func validityModule() *starlarkstruct.Module {
-	m := newModule("validity", "validity.", map[string]builtinFunc{"check": validityCheck})
-	m.Members["CHECKS"] = stringList(engine.ValidityChecks)
-	return m
+	return newModule("validity", "validity.", map[string]builtinFunc{"check": validityCheck}, starlark.StringDict{"CHECKS": stringList(engine.ValidityChecks)})
 }
 
 // Validity is the capture's validity checks with the knee threshold th
