@@ -51,8 +51,8 @@ type Capture struct {
 	bb      once[*blackBox]       // the black-box attribution (blackboxmod.go)
 	workers once[*engine.Workers] // Workers()
 
-	lengthsMu sync.Mutex                 // guards each LengthSplit's passes
-	lengths   memo[string, *LengthSplit] // LengthSplit, by LengthBuckets.String
+	lengths     memo[string, *LengthSplit]                // LengthSplit, by LengthBuckets.String
+	splitPasses memo[*LengthSplit, [][]model.PassMetrics] // BucketPasses, by split
 
 	metrics  memo[string, *engine.ServerMetrics]   // ServerMetrics, by metrics map (servermetricsmod.go)
 	validity memo[float64, *engine.ValidityResult] // the validity checks, by knee threshold (validitymod.go)

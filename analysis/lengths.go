@@ -95,8 +95,6 @@ type LengthSplit struct {
 	// Of is each request's index in Buckets (every request, warmup
 	// included, in requests.jsonl order); -1 for none.
 	Of []int `star:"-"`
-
-	passes [][]model.PassMetrics // BucketPasses, once (Capture.lengthsMu)
 }
 
 // Split puts requests with audio durations durs (0: unknown) into b's
@@ -205,50 +203,40 @@ func (c *Capture) LengthSplit(b LengthBuckets) (*LengthSplit, error) {
 // kept with the tables (tables/length_passes.json), as Passes keeps the
 // capture's.
 func (c *Capture) BucketPasses(sp *LengthSplit, k int) ([]model.PassMetrics, error) {
-	c.lengthsMu.Lock()
-	defer c.lengthsMu.Unlock()
-	if sp.passes == nil {
-		all, err := c.bucketPasses(sp)
+	all, err := c.splitPasses.get(sp, func() ([][]model.PassMetrics, error) {
+		slo, err := summary.SLOOf(c.Bundle.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Bundle.Dir, err)
+		}
+		key, _ := json.Marshal(struct {
+			Levels  []model.LevelRun `json:"levels"`
+			SLO     string           `json:"slo,omitempty"`
+			Edges   []float64        `json:"edges"`
+			Buckets int              `json:"buckets"`
+		}{c.Bundle.Manifest.Levels, slo.String(), sp.Edges, len(sp.Buckets)})
+		var all [][]model.PassMetrics
+		if c.Tables.Derived("length_passes", string(key), &all) && len(all) == len(sp.Buckets) {
+			return all, nil
+		}
+		reqs, err := c.Requests()
 		if err != nil {
 			return nil, err
 		}
-		sp.passes = all
-	}
-	if k < 0 || k >= len(sp.passes) {
-		return nil, fmt.Errorf("length bucket %d: there are %d", k, len(sp.passes))
-	}
-	return sp.passes[k], nil
-}
-
-func (c *Capture) bucketPasses(sp *LengthSplit) ([][]model.PassMetrics, error) {
-	slo, err := summary.SLOOf(c.Bundle.Manifest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Bundle.Dir, err)
-	}
-	key, _ := json.Marshal(struct {
-		Levels  []model.LevelRun `json:"levels"`
-		SLO     string           `json:"slo,omitempty"`
-		Edges   []float64        `json:"edges"`
-		Buckets int              `json:"buckets"`
-	}{c.Bundle.Manifest.Levels, slo.String(), sp.Edges, len(sp.Buckets)})
-	var all [][]model.PassMetrics
-	if c.Tables.Derived("length_passes", string(key), &all) && len(all) == len(sp.Buckets) {
+		groups := make([][]model.Request, len(sp.Buckets))
+		for i := range reqs {
+			if i < len(sp.Of) && sp.Of[i] >= 0 {
+				groups[sp.Of[i]] = append(groups[sp.Of[i]], reqs[i])
+			}
+		}
+		all = valuesOf(groups, func(g []model.Request) []model.PassMetrics { return summary.Passes(g, c.Bundle.Manifest.Levels, slo) })
+		c.Tables.SaveDerived("length_passes", string(key), all)
 		return all, nil
-	}
-	reqs, err := c.Requests()
+	})
 	if err != nil {
 		return nil, err
 	}
-	groups := make([][]model.Request, len(sp.Buckets))
-	for i := range reqs {
-		if i < len(sp.Of) && sp.Of[i] >= 0 {
-			groups[sp.Of[i]] = append(groups[sp.Of[i]], reqs[i])
-		}
+	if k < 0 || k >= len(all) {
+		return nil, fmt.Errorf("length bucket %d: there are %d", k, len(all))
 	}
-	all = make([][]model.PassMetrics, len(groups))
-	for k, g := range groups {
-		all[k] = summary.Passes(g, c.Bundle.Manifest.Levels, slo)
-	}
-	c.Tables.SaveDerived("length_passes", string(key), all)
-	return all, nil
+	return all[k], nil
 }
