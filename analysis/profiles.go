@@ -99,11 +99,8 @@ func summarizeProfile(path string) (profileSummary, error) {
 	name := strings.TrimSuffix(filepath.Base(path), ".pb.gz")
 	if i := strings.LastIndexByte(name, '-'); i > 0 {
 		s.Level = name[:i]
-		if rep := name[i+1:]; rep == "warmup" {
-			s.Warmup = true
-		} else {
-			s.Repeat, _ = strconv.Atoi(rep)
-		}
+		s.Warmup = name[i+1:] == "warmup"
+		s.Repeat, _ = strconv.Atoi(name[i+1:]) // 0 for the warmup
 	}
 	p, vi, scale, err := readProfile(path)
 	if err != nil {
