@@ -112,10 +112,7 @@ func percentile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
-	if len(xs) == 0 {
-		return starlark.None, nil
-	}
-	return starlark.Float(stats.Percentile(xs, p)), nil
+	return orNone(func(xs []float64) float64 { return stats.Percentile(xs, p) })(xs), nil
 }
 
 // histogram(xs, bins=10, lo=None, hi=None) returns [(lo, hi, count), ...];
