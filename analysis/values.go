@@ -485,8 +485,7 @@ func (v *requestValue) Freeze()               {}
 func (v *requestValue) Truth() starlark.Bool  { return true }
 func (v *requestValue) Hash() (uint32, error) { return uint32(v.i), nil }
 func (v *requestValue) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
-	w := y.(*requestValue)
-	return identity(op, v, y, v.c == w.c && v.i == w.i)
+	return identity(op, v, y, *v == *y.(*requestValue))
 }
 
 func (v *requestValue) AttrNames() []string { return requestAttrs.names() }
