@@ -284,14 +284,12 @@ func exactUCDF(n1, n2 int) []float64 {
 			counts[k] += counts[k-i]
 		}
 	}
-	total := Sum(counts)
-	cdf := make([]float64, len(counts))
-	var acc float64
-	for k, c := range counts {
+	total, acc := Sum(counts), 0.0
+	for k, c := range counts { // the counts become the cdf in place
 		acc += c
-		cdf[k] = acc / total
+		counts[k] = acc / total
 	}
-	return cdf
+	return counts
 }
 
 // ErrBootstrap means BootstrapCI got a level outside (0, 1) or n < 1.
