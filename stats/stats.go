@@ -359,7 +359,12 @@ func BootstrapPercentileCI(xs []float64, p, level float64, n int, seed uint64) (
 	for i := range byRank {
 		byRank[i] = int32(i)
 	}
-	slices.SortFunc(byRank, func(a, b int32) int { return cmp.Or(cmp.Compare(xs[a], xs[b]), cmp.Compare(a, b)) })
+	slices.SortFunc(byRank, func(a, b int32) int {
+		if c := cmp.Compare(xs[a], xs[b]); c != 0 { // (cmp.Or, computing both, sorted 1.5x slower)
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	rank, sorted := make([]int32, m), make([]float64, m)
 	for r, i := range byRank {
 		rank[i], sorted[r] = int32(r), xs[i]
