@@ -283,7 +283,11 @@ func writeText(w io.Writer, t *Table) {
 	if t.Title != "" {
 		fmt.Fprintln(w, t.Title)
 	}
-	writeRows(w, t, widths, text) // at their natural widths: a line each
+	fmt.Fprintln(w, aligned(t.Columns, widths, text))
+	fmt.Fprintln(w, strings.Repeat("-", rowWidth(widths)))
+	for _, r := range t.Rows {
+		fmt.Fprintln(w, aligned(r, widths, text))
+	}
 	for _, l := range slices.Concat(block, t.Notes) {
 		fmt.Fprintln(w, l)
 	}
