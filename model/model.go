@@ -227,6 +227,15 @@ type LevelRun struct {
 	WallS float64 `json:"wall_s,omitempty"`
 }
 
+// Wall is the pass's wall time in seconds: WallS, else its start to its
+// end.
+func (l LevelRun) Wall() float64 {
+	if l.WallS > 0 {
+		return l.WallS
+	}
+	return float64(l.EndUnixNs-l.StartUnixNs) / 1e9
+}
+
 // Fingerprint identifies the software, machine, target and data of a capture.
 type Fingerprint struct {
 	Version       string         `json:"asrprof_version"`

@@ -704,7 +704,7 @@ func Attribute(in AttributionInput) *Attribution {
 	theta := out.ClockOffsetNs
 	// 3. Passes; first-forward unions per pass and worker; running unions.
 	passOf := make([]int32, n)
-	passIx := map[passCode]int32{}
+	passIx := map[passCode]int{}
 	var passes []*passInfo
 	type ffKey struct {
 		pass   int32
@@ -725,10 +725,8 @@ func Attribute(in AttributionInput) *Attribution {
 			continue
 		}
 		pc := passCodeOf(rc, i)
-		p, ok := passIx[pc]
-		if !ok {
-			p = int32(len(passes))
-			passIx[pc] = p
+		p := int32(ordinal(passIx, pc))
+		if int(p) == len(passes) {
 			passes = append(passes, &passInfo{pt: PassThread{Level: rc.Level.At(i), Repeat: int(pc.repeat), Warmup: pc.warmup},
 				lo: math.MaxInt64, hi: math.MinInt64, tidVotes: map[int64]int{}, pidVotes: map[int64]int{}})
 		}
@@ -1038,7 +1036,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 	cands := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool {
 		return len(th.lines) == 0 || th.lines[0].start >= hi || th.lines[len(th.lines)-1].end() <= lo
 	})
-	if pid := mode(p.pidVotes); pid != 0 {
+	if pid := mode(p.pidVotes, false); pid != 0 {
 		if same := slices.DeleteFunc(slices.Clone(cands), func(th *thread) bool { return th.pid != pid }); len(same) > 0 {
 			cands = same
 		}
@@ -1058,7 +1056,7 @@ func choose(p *passInfo, ths []*thread, want string) {
 		return b
 	}
 	var th *thread
-	if tid := mode(p.tidVotes); tid != 0 {
+	if tid := mode(p.tidVotes, false); tid != 0 {
 		for _, c := range cands {
 			if c.tid == tid {
 				th, p.pt.How = c, "span thread.id"
@@ -1114,12 +1112,13 @@ func choose(p *passInfo, ths []*thread, want string) {
 	}
 }
 
-// mode is the most frequent key (the smallest among ties); 0 for none.
-func mode(votes map[int64]int) int64 {
-	var best int64
+// mode is the most frequent key (among ties the smallest, with largest
+// the largest); 0 for none.
+func mode[K int | int64](votes map[K]int, largest bool) K {
+	var best K
 	bn := 0
 	for k, v := range votes {
-		if v > bn || v == bn && k < best {
+		if v > bn || v == bn && (k > best) == largest {
 			best, bn = k, v
 		}
 	}

@@ -225,11 +225,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		if i < len(in.SampleID) && in.SampleID[i] != "" {
 			r.sample = in.SampleID[i]
 		}
-		k := passCodeOf(rc, i)
-		if _, ok := passIx[k]; !ok {
-			passIx[k] = len(passIx)
-		}
-		r.pass = passIx[k]
+		r.pass = ordinal(passIx, passCodeOf(rc, i))
 		rs = append(rs, r)
 	}
 	// 2. Each sample's service alone.
@@ -437,12 +433,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		l.Groups.BatchShare = float64(batchReqs) / float64(grouped)
 		l.Groups.GroupedShare = float64(inGroups) / float64(grouped)
 	}
-	bm := 0
-	for k, c := range batchSizes {
-		if c > bm || c == bm && k > l.Groups.BatchMode {
-			l.Groups.BatchMode, bm = k, c
-		}
-	}
+	l.Groups.BatchMode = mode(batchSizes, true)
 	l.Shape, l.ShapeN = shapeOf(l)
 	// GPU busy over the services.
 	if len(in.GPU) > 0 && len(svc) > 0 {

@@ -159,12 +159,9 @@ func (p *Preset) Validate() error {
 		if s.Outer != "" && s.Inner == "" {
 			return fmt.Errorf("preset %s: stage %q: a gap needs an inner span", p.Name, s.Name)
 		}
-		if !s.Rest && s.Attr == "" && s.Outer == "" {
-			for _, pt := range []Point{s.From, s.To} {
-				if pt.Event == "" && pt.Span == "" {
-					return fmt.Errorf("preset %s: stage %q: a point names no event or span", p.Name, s.Name)
-				}
-			}
+		named := func(pt Point) bool { return pt.Event != "" || pt.Span != "" }
+		if !s.Rest && s.Attr == "" && s.Outer == "" && !(named(s.From) && named(s.To)) {
+			return fmt.Errorf("preset %s: stage %q: a point names no event or span", p.Name, s.Name)
 		}
 	}
 	if rest && !total {

@@ -102,6 +102,17 @@ func entry[K comparable, V any](m map[K]*V, k K) *V {
 	return v
 }
 
+// ordinal is k's number in m, which numbers its keys in the order they
+// came (a new key gets len(m)).
+func ordinal[K comparable](m map[K]int, k K) int {
+	i, ok := m[k]
+	if !ok {
+		i = len(m)
+		m[k] = i
+	}
+	return i
+}
+
 func repeatOf(reqs *columns.RequestCols, i int) int32 {
 	if len(reqs.Repeat) == reqs.N {
 		return reqs.Repeat[i]
@@ -139,9 +150,8 @@ func EventMeta(reqs *columns.RequestCols, meta func(i int) (map[string]any, bool
 			continue
 		}
 		p := passCodeOf(reqs, i)
-		k, seen := byPass[p]
-		if !seen {
-			k, byPass[p] = len(out), len(out)
+		k := ordinal(byPass, p)
+		if k == len(out) {
 			out = append(out, MetaStat{Level: reqs.Level.At(i), Repeat: int(p.repeat), Min: v, Max: v})
 		}
 		s := &out[k]

@@ -82,13 +82,11 @@ func ParseMetricsMap(name string, data []byte) (*MetricsMap, error) {
 	d.DisallowUnknownFields()
 	var m MetricsMap
 	if err := d.Decode(&m); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
+		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 			line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
 			return nil, bad("line %d: %v", line, se)
-		case errors.As(err, &te):
+		}
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			return nil, bad("field %s: %s, want %s", te.Field, te.Value, te.Type)
 		}
 		return nil, bad("%v", strings.TrimPrefix(err.Error(), "json: "))

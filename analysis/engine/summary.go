@@ -59,20 +59,12 @@ func SummarizeGroups(reqs *columns.RequestCols, rows *columns.StageRows, order [
 	// A slot per stage name, then the client's and the derived parts:
 	// appending by code, not by name, spares a map lookup per row.
 	slot := map[string]int{}
-	slotOf := func(name string) int {
-		k, ok := slot[name]
-		if !ok {
-			k = len(slot)
-			slot[name] = k
-		}
-		return k
-	}
 	codeSlot := make([]int, len(stageOf))
 	for c, name := range stageOf {
-		codeSlot[c] = slotOf(name)
+		codeSlot[c] = ordinal(slot, name)
 	}
-	overheadK, unattrK := slotOf(ClientOverhead), slotOf(Unattributed)
-	uploadK, waitK, responseK := slotOf(ClientUpload), slotOf(ClientWait), slotOf(ClientResponse)
+	overheadK, unattrK := ordinal(slot, ClientOverhead), ordinal(slot, Unattributed)
+	uploadK, waitK, responseK := ordinal(slot, ClientUpload), ordinal(slot, ClientWait), ordinal(slot, ClientResponse)
 	slots := len(slot)
 	totalCode := rows.Stage.Code(Total)
 	routerCode := rows.Stage.Code(Router)

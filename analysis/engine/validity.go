@@ -586,18 +586,9 @@ func (c *checker) warmup(skip map[int]bool) {
 	}
 }
 
-// passWall is the pass's wall time: the one measured, else its start to
-// its end.
-func passWall(l model.LevelRun) float64 {
-	if l.WallS > 0 {
-		return l.WallS
-	}
-	return float64(l.EndUnixNs-l.StartUnixNs) / 1e9
-}
-
 // passReqS is the pass's successes over its wall time.
 func (c *checker) passReqS(l model.LevelRun) float64 {
-	wall := passWall(l)
+	wall := l.Wall()
 	if wall <= 0 {
 		return 0
 	}
@@ -636,7 +627,7 @@ func (c *checker) outliers() {
 			h := entry(bySample, id)
 			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
 			h.shareSum += mx / stats.Sum(lats)
-			if wall := passWall(l); wall > 0 {
+			if wall := l.Wall(); wall > 0 {
 				h.shareWall += min(1, mx/wall)
 			}
 		}

@@ -68,11 +68,8 @@ func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMe
 	for _, p := range passes {
 		wall := float64(p.end-p.start) / 1e9
 		lr, ok := run[p.key]
-		switch {
-		case ok && lr.WallS > 0:
-			wall = lr.WallS
-		case ok && lr.EndUnixNs > lr.StartUnixNs:
-			wall = float64(lr.EndUnixNs-lr.StartUnixNs) / 1e9
+		if ok && lr.Wall() > 0 {
+			wall = lr.Wall()
 		}
 		pm := p.acc.Pass(wall)
 		pm.Level, pm.Repeat, pm.Warmup = p.level, p.repeat, p.warmup
