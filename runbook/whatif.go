@@ -421,12 +421,8 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	slices.Sort(knobs)
 	rep := &bundle.WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: knobs, Rounds: []bundle.WhatIfRound{}}
 	src, cur, level := wc.Bundle, wc.Server, wc.Level
-	var logf *os.File
-	defer func() {
-		if logf != nil {
-			logf.Close()
-		}
-	}()
+	var logf *os.File               // whatif.log, made when the first round runs
+	defer func() { logf.Close() }() // nil: no log (Close answers os.ErrInvalid)
 	var runErr error
 	// nothing ends the rounds where round r's advice leaves nothing to
 	// try: an error in round 1, after it the reason they stopped.

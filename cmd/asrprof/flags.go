@@ -28,7 +28,6 @@ func newFlagSet(name, head string, stderr io.Writer) *flag.FlagSet {
 // one-line error that points to --help instead of the whole manual on
 // stderr.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	fs.Init(fs.Name(), flag.ContinueOnError)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
