@@ -191,11 +191,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					warns = append(warns, spec.Dir+": "+lim.warn)
 				}
 				if sr.Allotment == 1 {
-					ncpu := 0
-					if cpus, err := cpulimit.CPUs(pid); err == nil {
-						ncpu = len(cpus)
-					}
-					c := capacityOf(sr.UsedCores, threads, ncpu)
+					cpus, _ := cpulimit.CPUs(pid) // nil where unread: no cap
+					c := capacityOf(sr.UsedCores, threads, len(cpus))
 					if sc.BaseCores > 0 {
 						// 100 % is a quota here, so the busy threads' run-queue
 						// wait holds its throttling too: no contention from it.
