@@ -66,12 +66,7 @@ type SensitivityConfig struct {
 
 // share is the share of what the server could get that the run's limit
 // left it: Effective where known, else the allotment.
-func share(r bundle.SensitivityRun) float64 {
-	if r.Effective > 0 {
-		return r.Effective
-	}
-	return r.Allotment
-}
+func share(r bundle.SensitivityRun) float64 { return cmp.Or(r.Effective, r.Allotment) }
 
 // SensitivityLog is the file at the top of --out that gets the runs' full
 // progress (the runbook's and each capture's); stderr gets a line a run.
@@ -196,11 +191,8 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 					warns = append(warns, spec.Dir+": "+lim.warn)
 				}
 				if sr.Allotment == 1 {
-					ncpu := 0
-					if cpus, err := cpulimit.CPUs(pid); err == nil {
-						ncpu = len(cpus)
-					}
-					c := capacityOf(sr.UsedCores, threads, ncpu)
+					cpus, _ := cpulimit.CPUs(pid) // nil where unread: no cap
+					c := capacityOf(sr.UsedCores, threads, len(cpus))
 					if sc.BaseCores > 0 {
 						// 100 % is a quota here, so the busy threads' run-queue
 						// wait holds its throttling too: no contention from it.

@@ -421,12 +421,8 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 	slices.Sort(knobs)
 	rep := &bundle.WhatIfReport{Schema: Schema, Bundle: wc.Bundle, Knobs: knobs, Rounds: []bundle.WhatIfRound{}}
 	src, cur, level := wc.Bundle, wc.Server, wc.Level
-	var logf *os.File
-	defer func() {
-		if logf != nil {
-			logf.Close()
-		}
-	}()
+	var logf *os.File               // whatif.log, made when the first round runs
+	defer func() { logf.Close() }() // nil: no log (Close answers os.ErrInvalid)
 	var runErr error
 	// nothing ends the rounds where round r's advice leaves nothing to
 	// try: an error in round 1, after it the reason they stopped.
@@ -568,22 +564,19 @@ func measure(rd *bundle.WhatIfRound, rb *Report, a bundle.WhatIfAdvice) {
 		if c.Level != a.Level || c.Metric != m.key {
 			continue
 		}
-		before, after := c.MeanA*m.scale, c.MeanB*m.scale
-		rd.Before, rd.After = &before, &after
+		rd.Before, rd.After = new(c.MeanA*m.scale), new(c.MeanB*m.scale)
 		for _, x := range c.A {
 			rd.BeforeN = append(rd.BeforeN, x*m.scale)
 		}
 		for _, x := range c.B {
 			rd.AfterN = append(rd.AfterN, x*m.scale)
 		}
-		p := c.P
-		rd.P, rd.Delta = &p, c.Delta()
+		rd.P, rd.Delta = new(c.P), c.Delta()
 		// The ratio within this experiment, not after against the
 		// bundle's old value: side A drifts between runs and days.
 		if j, ok := JudgeRatio(a, rd.BeforeN, rd.AfterN); ok {
 			rd.Judgement = &j
-			in, e := j.Inside, j.ErrorPct
-			rd.Inside, rd.ErrorPct = &in, &e
+			rd.Inside, rd.ErrorPct = new(j.Inside), new(j.ErrorPct)
 		}
 	}
 }

@@ -76,9 +76,8 @@ func checkStages(preset string) error {
 }
 
 func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("analyze", stderr)
+	fs := newFlagSet("analyze", analyzeUsage, stderr)
 	af := analysisFlags(fs, "format", "stages", "timeout", "list", "length-buckets", "metrics-map")
-	fs.Usage = helpFunc(fs, text(analyzeUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -120,9 +119,8 @@ func runAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("compare", stderr)
+	fs := newFlagSet("compare", compareUsage, stderr)
 	af := analysisFlags(fs, "format", "stages", "timeout", "alpha")
-	fs.Usage = helpFunc(fs, text(compareUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err

@@ -242,7 +242,7 @@ func captureTables(ctx context.Context, dir string, o analysis.Options) (answer,
 // and ends with capture's SetDefaults (levels, --out).
 func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture.Config, *runbookFlags, error) {
 	cfg := capture.DefaultConfig()
-	fs := newFlagSet(name, stderr)
+	fs := newFlagSet(name, "", stderr) // its help: captureFlags
 	opts, rb, lengths := captureFlags(fs, &cfg)
 	err := parse(fs, args, stdout)
 	if err != nil {
@@ -299,7 +299,8 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 		}
 	}
 	shown = append(shown, slices.DeleteFunc(rbOpts, lead)...)
-	fs.Usage = helpFunc(fs, rb.help, append(shown, last...)) // capture's: its flags, then proxy mode and runbooks
+	head, tail := rb.help()
+	fs.Usage = helpFunc(fs, head, tail, append(shown, last...)) // capture's: its flags, then proxy mode and runbooks
 	return opts, rb, &as.LengthBuckets
 }
 

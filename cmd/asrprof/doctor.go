@@ -11,10 +11,7 @@ import (
 )
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("doctor", stderr)
-	var o doctor.Options
-	option.DefineAll(fs, doctor.OptionTable(), &o, nil)
-	fs.Usage = helpFunc(fs, text(`Usage: asrprof doctor [--target URL] [--pid N]
+	fs := newFlagSet("doctor", `Usage: asrprof doctor [--target URL] [--pid N]
 
 Checks what profiling needs on this machine (privileges, BTF, tracefs, perf
 events, eBPF, the memlock limit, NVML and GPM, the NVML clock offset) and,
@@ -25,7 +22,9 @@ Example:
   sudo asrprof doctor --target http://127.0.0.1:8000
 
 Flags:
-`), nil)
+`, stderr)
+	var o doctor.Options
+	option.DefineAll(fs, doctor.OptionTable(), &o, nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

@@ -42,11 +42,10 @@ Flags:
 `
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("export", stderr)
+	fs := newFlagSet("export", exportUsage, stderr)
 	es := export.DefaultSettings()
 	option.DefineAll(fs, export.Options(), &es, nil)
 	af := analysisFlags(fs, "stages")
-	fs.Usage = helpFunc(fs, text(exportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err

@@ -11,11 +11,13 @@ import (
 
 var errHelp = errors.New("help shown")
 
-// newFlagSet is a command's flags; parse reports their errors, and the
-// flag package writes anything else to stderr.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet is a command's flags, its help head (which ends in
+// "Flags:\n") then its flags by name (helpFunc); parse reports their
+// errors, and the flag package writes anything else to stderr.
+func newFlagSet(name, head string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = helpFunc(fs, head, "", nil)
 	return fs
 }
 
@@ -26,7 +28,6 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // one-line error that points to --help instead of the whole manual on
 // stderr.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	fs.Init(fs.Name(), flag.ContinueOnError)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
@@ -44,14 +45,12 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// helpFunc is a command's fs.Usage: the head of text (which ends in
-// "Flags:\n"), the flags in GNU style (printFlag; in the help groups of
-// opts when it is given, else by name), the tail of text, and the exit
-// status table.
-func helpFunc(fs *flag.FlagSet, text func() (head, tail string), opts []option.Option) func() {
+// helpFunc is a command's fs.Usage: head (which ends in "Flags:\n"), the
+// flags in GNU style (printFlag; in the help groups of opts when it is
+// given, else by name), tail, and the exit status table.
+func helpFunc(fs *flag.FlagSet, head, tail string, opts []option.Option) func() {
 	return func() {
 		w := fs.Output()
-		head, tail := text()
 		fmt.Fprint(w, head)
 		if opts != nil {
 			printGroups(w, fs, opts)
@@ -64,9 +63,6 @@ func helpFunc(fs *flag.FlagSet, text func() (head, tail string), opts []option.O
 		fmt.Fprint(w, "\n"+exitTable())
 	}
 }
-
-// text is a help text without a tail, for helpFunc.
-func text(head string) func() (string, string) { return func() (string, string) { return head, "" } }
 
 // splitArgs separates positional arguments from flags so that flags may
 // come before or after them.

@@ -138,13 +138,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "help":
-		if len(args) > 1 { // asrprof help CMD: CMD's help
+	case "help", "-h", "-help", "--help":
+		if args[0] == "help" && len(args) > 1 { // asrprof help CMD: CMD's help
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
 		}
-		usage(stdout)
-		return exitOK
-	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
 	case "-version", "--version": // as Go tools answer it

@@ -37,10 +37,9 @@ Flags:
 `
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("report", stderr)
+	fs := newFlagSet("report", reportUsage, stderr)
 	ro := report.DefaultSettings()
 	option.DefineAll(fs, report.OptionTable(), &ro, nil)
-	fs.Usage = helpFunc(fs, text(reportUsage), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err

@@ -58,10 +58,9 @@ Flags:
 `
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
+	fs := newFlagSet("serve", serveUsage, stderr)
 	cfg := serve.DefaultConfig()
 	option.DefineAll(fs, serve.Options(), &cfg, nil)
-	fs.Usage = helpFunc(fs, text(serveUsage), nil)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

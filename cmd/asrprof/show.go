@@ -15,9 +15,8 @@ import (
 )
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("show", stderr)
+	fs := newFlagSet("show", "Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n", stderr)
 	af := analysisFlags(fs, "format")
-	fs.Usage = helpFunc(fs, text("Usage: asrprof show DIR [--format text|markdown|csv|json]\n\nPrints the sweep table of a capture bundle (one that was killed loads too).\n\nExample:\n  asrprof show runs/demo --format markdown\n\nFlags:\n"), nil)
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
@@ -62,8 +61,7 @@ func printTables(stdout, stderr io.Writer, format string, tables []*table.Table,
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", stderr)
-	fs.Usage = helpFunc(fs, text("Usage: asrprof version\n\nPrints asrprof's version.\n"), nil)
+	fs := newFlagSet("version", "Usage: asrprof version\n\nPrints asrprof's version.\n", stderr)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

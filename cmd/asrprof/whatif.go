@@ -71,7 +71,7 @@ Flags:
 `
 
 func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("what-if", stderr)
+	fs := newFlagSet("what-if", "", stderr) // its help: below, in groups
 	rb, shown := addRunbookFlags(fs)
 	// Its output is a capture's (--out, --overwrite, --format: capture's
 	// options, their help saying what what-if writes) and its advice an
@@ -84,7 +84,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	as := analysis.DefaultSettings()
 	stages := option.Pick(analysis.OptionTable(), "stages")
 	option.DefineAll(fs, stages, &as, nil)
-	fs.Usage = helpFunc(fs, text(whatIfUsage), append(append(shown, outOpts...), stages...))
+	fs.Usage = helpFunc(fs, whatIfUsage, "", append(append(shown, outOpts...), stages...))
 	pos, flags := splitArgs(fs, args)
 	if err := parse(fs, flags, stdout); err != nil {
 		return err
