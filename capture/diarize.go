@@ -1,8 +1,10 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/dataset"
@@ -25,16 +27,11 @@ const (
 )
 
 func (c *Config) validateTask() error {
-	switch c.Task {
-	case "", TaskASR:
-	case TaskTranscribeDiarize:
-		if c.Protocol != "openai" && c.Protocol != "openai-stream" {
-			return fmt.Errorf("--task %s sends files: want --protocol openai or openai-stream, not %s", c.Task, c.Protocol)
-		}
-	default:
-		return fmt.Errorf("--task %q: want asr or transcribe-diarize", c.Task)
-	}
-	return nil
+	return cmp.Or(
+		errIf(!slices.Contains([]string{"", TaskASR, TaskTranscribeDiarize}, c.Task), "--task %q: want asr or transcribe-diarize", c.Task),
+		errIf(c.Task == TaskTranscribeDiarize && c.Protocol != "openai" && c.Protocol != "openai-stream",
+			"--task %s sends files: want --protocol openai or openai-stream, not %s", c.Task, c.Protocol),
+	)
 }
 
 // newClient is the client of cfg's protocol (its realtime knobs

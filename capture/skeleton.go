@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/model"
@@ -95,6 +97,17 @@ func newManifest(cfg *Config, fp model.Fingerprint, bad int) (model.Manifest, er
 		m.Notes = append(m.Notes, SyntheticWeightsNote)
 	}
 	return m, nil
+}
+
+// monoMinusWall returns CLOCK_MONOTONIC minus CLOCK_REALTIME in ns, the
+// offset that converts monotonic (and BPF) timestamps to wall time.
+func monoMinusWall() int64 {
+	var mono unix.Timespec
+	wall := time.Now().UnixNano()
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return 0
+	}
+	return mono.Nano() - wall
 }
 
 // close stops the probes and closes the bundle's files when the capture

@@ -40,7 +40,7 @@ func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.F
 		"host.name":       fp.Hostname,
 		"asrprof.target":  cfg.Target,
 	})
-	if otlpEnabled(cfg.OTLPHTTP) || otlpEnabled(cfg.OTLPGRPC) {
+	if otlp.Enabled(cfg.OTLPHTTP) || otlp.Enabled(cfg.OTLPGRPC) {
 		t.recv = otlp.NewReceiver(otlp.Config{HTTPAddr: cfg.OTLPHTTP, GRPCAddr: cfg.OTLPGRPC, AllowRemote: cfg.OTLPAllowRemote},
 			func(td ptrace.Traces) error { return t.store.Write(td) })
 		if err := t.recv.Start(ctx); err != nil {
@@ -74,8 +74,6 @@ func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.F
 	}
 	return t, nil
 }
-
-func otlpEnabled(addr string) bool { return addr != "" && addr != "off" }
 
 // finish waits for late spans (exporters batch), stops the receiver and the
 // profiler, imports the server's events, and joins them to the requests.

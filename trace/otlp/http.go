@@ -109,13 +109,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	} // an empty ExportTraceServiceResponse is zero protobuf bytes
 }
 
-var emptyJSONResponse = func() []byte {
-	b, err := ptraceotlp.NewExportResponse().MarshalJSON()
-	if err != nil || len(b) == 0 {
-		return []byte("{}")
-	}
-	return b
-}()
+var emptyJSONResponse, _ = ptraceotlp.NewExportResponse().MarshalJSON()
 
 // contentType maps a Content-Type header to ctProto or ctJSON ("" when it is
 // neither).

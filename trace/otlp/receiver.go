@@ -83,7 +83,8 @@ func NewReceiver(cfg Config, sink func(ptrace.Traces) error) *Receiver {
 	return r
 }
 
-func enabled(addr string) bool { return addr != "" && addr != "off" }
+// Enabled says whether a listen address is on: neither "" nor "off".
+func Enabled(addr string) bool { return addr != "" && addr != "off" }
 
 // Start binds the configured addresses and serves them until Stop. It fails,
 // naming the address, when a port is taken, and refuses non-loopback
@@ -97,7 +98,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 	addrs := []struct{ proto, addr string }{{"http", r.cfg.HTTPAddr}, {"grpc", r.cfg.GRPCAddr}}
 	var warnings []string
 	for _, a := range addrs {
-		if !enabled(a.addr) {
+		if !Enabled(a.addr) {
 			continue
 		}
 		loop, err := isLoopback(a.addr)
@@ -114,7 +115,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 	var lc net.ListenConfig
 	var lns [2]net.Listener // http, grpc
 	for i, a := range addrs {
-		if !enabled(a.addr) {
+		if !Enabled(a.addr) {
 			continue
 		}
 		ln, err := lc.Listen(ctx, "tcp", a.addr)
