@@ -133,9 +133,7 @@ func (d *captureData) timeline() (*timeline, error) {
 		tl.Passes = append(tl.Passes, p)
 	}
 	for i := range reqs {
-		if !slices.Contains(d.levels, reqs[i].Level) {
-			d.levels = append(d.levels, reqs[i].Level)
-		}
+		d.levels = appendNew(d.levels, reqs[i].Level)
 	}
 	tl.Levels = labels(d.levels)
 
