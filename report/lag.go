@@ -39,8 +39,8 @@ func (d *captureData) lagOverTime(p *page) {
 			z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
 			c.dot(xs.at(q.T), ys.at(q.P95), 2.5, col, fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
 		}
-		c.polyline(a, col, "series")
-		c.polyline(z, col, "series dash")
+		c.polyline(a, num, col, "series")
+		c.polyline(z, num, col, "series dash")
 		return len(by[lv]) > 0
 	})
 	p.figure("fig", "plot-rt-lag-time", "Does the lag grow within a session?", svg,
