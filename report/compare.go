@@ -51,12 +51,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 			p.para("warn", d.name+" is INCOMPLETE: "+strings.Join(d.manifest().Incomplete, "; "))
 		}
 	}
-	cats := slices.Clone(cur.levels)
-	for _, lv := range base.levels {
-		if !slices.Contains(cats, lv) {
-			cats = append(cats, lv)
-		}
-	}
+	cats := appendNew(slices.Clone(cur.levels), base.levels...)
 	slices.SortStableFunc(cats, model.CompareLevels) // by their load
 	cn, bn := "current "+cur.name, "baseline "+base.name
 
@@ -65,12 +60,12 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 		{"plot-cmp-rps", "req/s", "Which serves more requests per second at each level?", "req/s"},
 		{"plot-cmp-rtfx", "RTFx", "Which transcribes more audio per second (RTFx)?", "RTFx"},
 	} {
-		p.figure(m.id, m.q, catLines(m.metric, m.unit, labels(cats), []seriesCat{
+		p.figure("fig", m.id, m.q, catLines(m.metric, m.unit, labels(cats), []seriesCat{
 			sweepSeries(cur, m.metric, cn, color(0), false, cats),
 			sweepSeries(base, m.metric, bn, color(1), true, cats),
 		}, -1, ""), "mean over repeats; whiskers: min–max over repeats; baseline dashed")
 	}
-	p.figure("plot-cmp-latency", "Which answers faster at each level (mean and p95)?", catLines("latency", "latency (s)", labels(cats), []seriesCat{
+	p.figure("fig", "plot-cmp-latency", "Which answers faster at each level (mean and p95)?", catLines("latency", "latency (s)", labels(cats), []seriesCat{
 		sweepSeries(cur, "latency mean (s)", cn+" mean", color(0), false, cats),
 		sweepSeries(cur, "latency p95 (s)", cn+" p95", color(4), false, cats),
 		sweepSeries(base, "latency mean (s)", bn+" mean", color(1), true, cats),
@@ -91,7 +86,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 			if err != nil {
 				return err
 			}
-			p.figure("plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cs), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
+			p.figure("fig", "plot-cmp-ratio", "Current ÷ baseline per level and metric (~: not significant)", ratioBars(cs), "bars: ratio of the means over repeats; above each: the delta of the compare analysis (~ when its Mann-Whitney p ≥ alpha); hover a bar for its ratio and p")
 		}
 		p.table(t)
 		p.table(cur.tables["compare_cpu"])
@@ -125,7 +120,7 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 				bars = append(bars, stackBar{label: "baseline", group: label(lv), parts: pick(bcols, vs)})
 			}
 		}
-		p.wide("plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
+		p.figure("fig wide", "plot-cmp-stages", "Where does a request's time go, current beside baseline (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", names, bars),
 			"left bar of each level: current ("+cur.name+"); right: baseline ("+base.name+")")
 		p.heading("current: " + cur.name)
 		p.table(cur.tables["stages"])
@@ -150,12 +145,7 @@ func ratioBars(cs []summary.Comparison) string {
 		if c.Metric == "corpus_wer" {
 			continue
 		}
-		if !slices.Contains(levels, lv) {
-			levels = append(levels, lv)
-		}
-		if !slices.Contains(metrics, m) {
-			metrics = append(metrics, m)
-		}
+		levels, metrics = appendNew(levels, lv), appendNew(metrics, m)
 		ratio := math.NaN()
 		if c.Ratio != nil {
 			ratio = *c.Ratio

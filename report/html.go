@@ -33,18 +33,10 @@ func (p *page) section(id, heading, question string) {
 
 func (p *page) end() { p.b.WriteString("</section>\n") }
 
-// figure adds one plot, titled with the question it answers; two sit
-// side by side on a wide page.
-func (p *page) figure(id, question, svg, caption string) {
-	p.fig("fig", id, question, svg, caption)
-}
-
-// wide adds one plot that takes the page's whole width.
-func (p *page) wide(id, question, svg, caption string) {
-	p.fig("fig wide", id, question, svg, caption)
-}
-
-func (p *page) fig(class, id, question, svg, caption string) {
+// figure adds one plot, titled with the question it answers: of class
+// "fig", two sit side by side on a wide page; of class "fig wide", it
+// takes the page's whole width.
+func (p *page) figure(class, id, question, svg, caption string) {
 	fmt.Fprintf(&p.b, `<figure id="%s" class="%s"><figcaption>%s</figcaption>%s`, id, class, esc(question), svg)
 	if caption != "" {
 		fmt.Fprintf(&p.b, `<p class="note">%s</p>`, esc(caption))
@@ -319,13 +311,13 @@ func (d *captureData) sweepSection(p *page) {
 		rpsQ = "How many requests per second does each level serve, and how many meet the SLO?"
 		rpsNote = "; goodput (dashed): the requests per second that succeeded within every limit of the SLO (the sweep table has the attainment)"
 	}
-	p.figure("plot-sweep-rps", rpsQ,
+	p.figure("fig", "plot-sweep-rps", rpsQ,
 		catLines("requests per second", "req/s", labels(cats), rps, knee, "knee"),
 		"mean over repeats; whiskers: min–max over repeats; "+kneeNote+rpsNote)
-	p.figure("plot-sweep-rtfx", "How many seconds of audio does it transcribe per second (RTFx)?",
+	p.figure("fig", "plot-sweep-rtfx", "How many seconds of audio does it transcribe per second (RTFx)?",
 		catLines("RTFx", "RTFx", labels(cats), []seriesCat{sweepSeries(d, "RTFx", "RTFx", color(2), false, cats)}, knee, "knee"),
 		"mean over repeats; whiskers: min–max over repeats")
-	p.figure("plot-sweep-latency", "How long do requests take as the load grows?",
+	p.figure("fig", "plot-sweep-latency", "How long do requests take as the load grows?",
 		catLines("latency", "latency (s)", labels(cats), []seriesCat{
 			sweepSeries(d, "latency mean (s)", "mean", color(0), false, cats),
 			sweepSeries(d, "latency p95 (s)", "p95", color(1), false, cats),
@@ -357,10 +349,10 @@ func (d *captureData) stagesSection(p *page) {
 			rows = append(rows, logRow{group: label(lv), label: c, v: vs[i], color: color(i)})
 		}
 	}
-	p.wide("plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
+	p.figure("fig wide", "plot-stages", "Where does a request's time go at each level (mean ms per stage)?", stackedBars("stages", "ms per request (mean)", cols, bars),
 		"server stages on the server's clock, unattributed = total − the stages before it, client overhead = client latency − server total (stages analysis); the stages too short to see here are read off the log-scale chart below")
 	if svg := logBars("stages, log scale", "ms", rows); svg != "" {
-		p.wide("plot-stages-log", "How long is each stage, the shortest included (log scale)?", svg,
+		p.figure("fig wide", "plot-stages-log", "How long is each stage, the shortest included (log scale)?", svg,
 			"each stage on its own bar, mean ms per request on a log axis, so that a 0.1 ms stage reads as well as a 2 s one; -: the stage is missing at that level (stages analysis)")
 	}
 	p.table(d.tables["stages"])
@@ -419,7 +411,7 @@ func (d *captureData) attributionSection(p *page) {
 		return
 	}
 	p.section("attribution", "Where the time went", "What was each request doing, millisecond by millisecond, at each level?")
-	p.wide("plot-attribution", "What share of the latency does each state take, per level?", stateBars("attribution", names, colors, bars),
+	p.figure("fig wide", "plot-attribution", "What share of the latency does each state take, per level?", stateBars("attribution", names, colors, bars),
 		"each level's measured requests: every millisecond of a request's client latency in one state, the shares of their summed latency ("+how+"); each request's own split is the first bar of its waterfall, in the same colours")
 	p.table(t)
 	if t.Name == "blackbox" {
@@ -439,7 +431,7 @@ func (d *captureData) cdfSection(p *page) error {
 		return nil
 	}
 	p.section("latency", "Latency distribution", "How are the latencies of each level spread?")
-	p.figure("plot-cdf", "What share of requests finish within a given time, per level?", cdfPlot("latency CDF", ss),
+	p.figure("fig", "plot-cdf", "What share of requests finish within a given time, per level?", cdfPlot("latency CDF", ss),
 		fmt.Sprintf("successful scored requests; each curve through %d quantiles (package stats' percentiles); dots: p50, p95, p99", CDFPoints))
 	p.end()
 	return nil
@@ -448,7 +440,7 @@ func (d *captureData) cdfSection(p *page) error {
 func (d *captureData) timelineSection(p *page, tl *timeline) {
 	p.section("timeline", "Timeline", "What happened over the capture, second by second?")
 	p.b.WriteString(`<div class="tl-tools"><button type="button" data-z="in">zoom in</button><button type="button" data-z="out">zoom out</button><button type="button" data-z="reset">whole capture</button><span id="tl-range"></span> <span class="hint">drag across the plot to zoom; hover for values; click a request for its waterfall</span></div>`)
-	p.wide("plot-timeline", "What were the load, the GPU and the scheduler doing at each moment (passes shaded)?", `<div class="tl-wrap">`+tl.svg()+`<div id="tl-read"></div></div>`, "")
+	p.figure("fig wide", "plot-timeline", "What were the load, the GPU and the scheduler doing at each moment (passes shaded)?", `<div class="tl-wrap">`+tl.svg()+`<div id="tl-read"></div></div>`, "")
 	var notes []string
 	if tl.Sampled {
 		notes = append(notes, fmt.Sprintf("requests sampled: %d of %d drawn (evenly spaced, each level's slowest kept)", len(tl.Reqs), tl.Total))
@@ -468,7 +460,7 @@ func (d *captureData) timelineSection(p *page, tl *timeline) {
 		for _, i := range slow {
 			svgs.WriteString(waterfallSVG(tl.Reqs[i]))
 		}
-		p.wide("plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
+		p.figure("fig wide", "plot-waterfall", "Where did the slowest request of each level spend its time?", svgs.String(),
 			"client latency split by where it went (the attribution's states, in the colours of 'Where the time went', in time order; within a running stage its states, which interleave bin by bin, in the attribution's order); client phases on the client's clock; server stages on the server's clock, laid from the end of the upload (the two clocks are not compared); a gap between the server's stages is time no stage covers (unattributed)")
 	}
 	p.end()
@@ -504,7 +496,7 @@ func (d *captureData) cpuSection(p *page) error {
 			}
 		}
 		if len(labs) > 0 {
-			p.figure("plot-cpu-"+lv, "Which "+what+" take the most CPU at "+label(lv)+"?", hbars("hottest", " %", labs, vals, tips, color(5)),
+			p.figure("fig", "plot-cpu-"+lv, "Which "+what+" take the most CPU at "+label(lv)+"?", hbars("hottest", " %", labs, vals, tips, color(5)),
 				"share of on-CPU samples, scored passes (cpu analysis)")
 		}
 	}
@@ -520,7 +512,7 @@ func (d *captureData) cpuSection(p *page) error {
 		if f.CutSeconds > 0 {
 			note += fmt.Sprintf("; %.0f %% of the samples' stacks reached an address in no mapping (a frame-pointer walk through code built without frame pointers): they are drawn from their last mapped frame, the rest of the walk dropped", 100*f.CutSeconds/f.Seconds)
 		}
-		p.wide("plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f), note)
+		p.figure("fig wide", "plot-flame-"+lv, "Which call paths take the CPU at "+label(lv)+"? (flame graph, root at the top)", icicle(f), note)
 	}
 	p.table(tcpu)
 	p.table(tpy)
@@ -614,7 +606,7 @@ func (d *captureData) realtimeSection(p *page) {
 	mk := func(name string, i, ci int) seriesCat {
 		return seriesCat{name: name, color: color(ci), y: ys[i], lo: nan(), hi: nan()}
 	}
-	p.figure("plot-rt-first", "How soon does the first text come, and how long after the end of the speech the final?",
+	p.figure("fig", "plot-rt-first", "How soon does the first text come, and how long after the end of the speech the final?",
 		catLines("realtime latency", "seconds", labels(d.levels), []seriesCat{
 			mk("first update p50", 0, 0), mk("first update p95", 1, 1), mk("final after STOP p50", 2, 2), mk("final after STOP p95", 3, 5),
 		}, -1, ""), "per level, mean over repeats (realtime analysis)")
@@ -645,7 +637,7 @@ func (d *captureData) realtimeSection(p *page) {
 				}
 				return len(by[lv]) > 0
 			})
-			p.figure("plot-rt-lag", "Does the lag behind the speech grow over the capture?", svg,
+			p.figure("fig", "plot-rt-lag", "Does the lag behind the speech grow over the capture?", svg,
 				"one dot per session: the p95 of its per-update lags")
 		}
 	}

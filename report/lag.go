@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -30,12 +31,7 @@ func (d *captureData) lagOverTime(p *page) {
 	if len(by) == 0 {
 		return
 	}
-	levels := slices.Clone(d.levels)
-	for lv := range by {
-		if !slices.Contains(levels, lv) {
-			levels = append(levels, lv)
-		}
-	}
+	levels := appendNew(slices.Clone(d.levels), slices.Collect(maps.Keys(by))...)
 	svg := timePlot("lag over session time", "lag (s)", "session time (s from each session's audio origin)", hi, span, levels, func(c *canvas, xs, ys scale, lv, col string) bool {
 		var a, z [][2]float64
 		for _, q := range by[lv] {
@@ -43,11 +39,11 @@ func (d *captureData) lagOverTime(p *page) {
 			z = append(z, [2]float64{xs.at(q.T), ys.at(q.P95)})
 			c.dot(xs.at(q.T), ys.at(q.P95), 2.5, col, fmt.Sprintf("%s: at %s s, lag p50 %s s, p95 %s s", label(lv), val(q.T), val(q.P50), val(q.P95)))
 		}
-		c.polyline(a, col, "series")
-		c.polyline(z, col, "series dash")
+		c.polyline(a, num, col, "series")
+		c.polyline(z, num, col, "series dash")
 		return len(by[lv]) > 0
 	})
-	p.figure("plot-rt-lag-time", "Does the lag grow within a session?", svg,
+	p.figure("fig", "plot-rt-lag-time", "Does the lag grow within a session?", svg,
 		"per level and second of session time, over every update of every session: p50 solid, p95 dashed with dots (realtime_lag table)")
 }
 

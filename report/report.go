@@ -105,8 +105,8 @@ func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Sessi
 		}
 	}
 	for _, lv := range c.Bundle.Manifest.Levels {
-		if !lv.Warmup && !slices.Contains(d.levels, lv.Level) {
-			d.levels = append(d.levels, lv.Level)
+		if !lv.Warmup {
+			d.levels = appendNew(d.levels, lv.Level)
 		}
 	}
 	if len(d.levels) == 0 { // a killed capture: the levels its requests name
@@ -116,6 +116,16 @@ func run(ctx context.Context, c *analysis.Capture, dir string, s *analysis.Sessi
 		return d, fmt.Errorf("%s: the sweep analysis gave no table: %w", dir, err)
 	}
 	return d, nil
+}
+
+// appendNew appends to list each of xs that it does not hold yet.
+func appendNew(list []string, xs ...string) []string {
+	for _, x := range xs {
+		if !slices.Contains(list, x) {
+			list = append(list, x)
+		}
+	}
+	return list
 }
 
 // label is the analyses' level label ("c16" → "c=16").

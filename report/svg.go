@@ -33,11 +33,17 @@ func colors(n int, of func(int) string) []string {
 func esc(s string) string { return html.EscapeString(s) }
 
 // num formats a coordinate compactly.
-func num(v float64) string {
+func num(v float64) string { return rounded(v, 100) }
+
+// tnum formats seconds to the microsecond.
+func tnum(v float64) string { return rounded(v, 1e6) }
+
+// rounded formats v rounded to a multiple of 1/per, NaN and ±Inf as 0.
+func rounded(v, per float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "0"
 	}
-	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+	return strconv.FormatFloat(math.Round(v*per)/per, 'f', -1, 64)
 }
 
 // val formats a value for labels and tooltips: 3–4 significant digits.
@@ -150,7 +156,9 @@ func (c *canvas) dot(x, y, r float64, fill, title string) {
 	c.f(`<circle cx="%s" cy="%s" r="%s" fill="%s"><title>%s</title></circle>`, num(x), num(y), num(r), fill, esc(title))
 }
 
-func (c *canvas) polyline(pts [][2]float64, stroke, class string) {
+// polyline draws pts (nothing of none), their x written by x (num, or
+// tnum for the timeline's seconds).
+func (c *canvas) polyline(pts [][2]float64, x func(float64) string, stroke, class string) {
 	if len(pts) == 0 {
 		return
 	}
@@ -159,7 +167,7 @@ func (c *canvas) polyline(pts [][2]float64, stroke, class string) {
 		if i > 0 {
 			c.raw(" ")
 		}
-		c.raw(num(p[0]) + "," + num(p[1]))
+		c.raw(x(p[0]) + "," + num(p[1]))
 	}
 	c.raw(`"/>`)
 }
@@ -261,7 +269,7 @@ func catLines(title, ylabel string, cats []string, ss []seriesCat, mark int, mar
 		if s.dash {
 			cls = "series dash"
 		}
-		c.polyline(pts, s.color, cls)
+		c.polyline(pts, num, s.color, cls)
 		for i := range s.y {
 			if math.IsNaN(s.y[i]) {
 				continue
@@ -381,7 +389,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 		for i := range s.xs {
 			pts = append(pts, [2]float64{xs.at(s.xs[i]), ys.at(s.ps[i])})
 		}
-		c.polyline(pts, color(si), "series")
+		c.polyline(pts, num, color(si), "series")
 		for _, q := range []float64{0.5, 0.95, 0.99} {
 			if i := nearest(s.ps, q); i >= 0 {
 				c.dot(xs.at(s.xs[i]), ys.at(s.ps[i]), 2.5, color(si), fmt.Sprintf("%s: p%s %s s (%d requests)", s.name, strconv.FormatFloat(q*100, 'f', -1, 64), val(s.xs[i]), s.n))

@@ -92,14 +92,6 @@ type timeline struct {
 	StateColors []string `json:"stateColors"`
 }
 
-// tnum formats seconds to the microsecond.
-func tnum(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "0"
-	}
-	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
-}
-
 func (d *captureData) timeline() (*timeline, error) {
 	m := d.manifest()
 	reqs, err := d.c.Requests()
@@ -133,9 +125,7 @@ func (d *captureData) timeline() (*timeline, error) {
 		tl.Passes = append(tl.Passes, p)
 	}
 	for i := range reqs {
-		if !slices.Contains(d.levels, reqs[i].Level) {
-			d.levels = append(d.levels, reqs[i].Level)
-		}
+		d.levels = appendNew(d.levels, reqs[i].Level)
 	}
 	tl.Levels = labels(d.levels)
 
@@ -416,20 +406,19 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 	stages := map[int][]waterfallPart{}
 	firstServer := map[int]int64{}
 	if rows := d.c.DerivedStages(); rows != nil {
-		for k := 0; k < rows.Len(); k++ {
+		var drawn []int // the rows with bounds of the requests kept
+		for k := range rows.Len() {
 			ri := int(rows.RequestIndex[k])
 			if ri >= len(reqs) || !keep[ri] || !rows.HasBounds[k] {
 				continue
 			}
+			drawn = append(drawn, k)
 			if s, ok := firstServer[ri]; !ok || rows.StartUnixNs[k] < s {
 				firstServer[ri] = rows.StartUnixNs[k]
 			}
 		}
-		for k := 0; k < rows.Len(); k++ {
+		for _, k := range drawn {
 			ri := int(rows.RequestIndex[k])
-			if ri >= len(reqs) || !keep[ri] || !rows.HasBounds[k] {
-				continue
-			}
 			r := &reqs[ri]
 			up := 0.0
 			if r.UploadDoneUnixNs > 0 {
@@ -541,14 +530,11 @@ func (tl *timeline) svg() string {
 		}
 		for _, s := range p.Ser {
 			for _, seg := range s.Segs {
-				c.f(`<polyline fill="none" stroke="%s" class="tls" points="`, s.Color)
+				pts := make([][2]float64, len(seg))
 				for i, q := range seg {
-					if i > 0 {
-						c.raw(" ")
-					}
-					c.raw(tnum(q[0]) + "," + num(100-100*q[1]/p.Max))
+					pts[i] = [2]float64{q[0], 100 - 100*q[1]/p.Max}
 				}
-				c.raw(`"/>`)
+				c.polyline(pts, tnum, s.Color, "tls")
 			}
 		}
 		c.raw(`</svg>`)
