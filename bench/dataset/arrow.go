@@ -89,12 +89,7 @@ func hfSplitFiles(dir, split string) ([]tableFile, error) {
 
 // readArrow reads an Arrow IPC file: the stream format Hugging Face
 // datasets writes, or the file format (ARROW1 magic), as readParquet does.
-func readArrow(path, name string, want Columns, emit func(picked, tableRow) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("loading dataset: %w", err)
-	}
-	defer f.Close()
+func readArrow(f *os.File, name string, want Columns, emit func(picked, tableRow) error) error {
 	var magic [6]byte
 	n, _ := f.ReadAt(magic[:], 0)
 	// Both readers' Read gives the next batch, and io.EOF after the last.

@@ -13,15 +13,10 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// readParquet reads the Parquet file at path: it picks want among its
+// readParquet reads the Parquet file f: it picks want among its
 // top-level columns (pickColumns), then emits each row's cells in the
 // picked columns. name is the file in messages.
-func readParquet(path, name string, want Columns, emit func(picked, tableRow) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("loading dataset: %w", err)
-	}
-	defer f.Close()
+func readParquet(f *os.File, name string, want Columns, emit func(picked, tableRow) error) error {
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("loading dataset: %w", err)

@@ -170,10 +170,10 @@ func kindList(ks []colKind) string {
 }
 
 // tableFile is one file of a table dataset, its reader (readParquet or
-// readArrow) and the split it belongs to.
+// readArrow, given the file open) and the split it belongs to.
 type tableFile struct {
 	path  string
-	read  func(path, name string, want Columns, emit func(picked, tableRow) error) error
+	read  func(f *os.File, name string, want Columns, emit func(picked, tableRow) error) error
 	split string // "" when the layout names none
 }
 
@@ -333,7 +333,13 @@ func loadTables(path, base, format string, files []tableFile, opts Options) (*Da
 			row++
 			return addRow(ds, seen, name, dir, row-1, p, r, opts.Lang)
 		}
-		if err := f.read(f.path, name, opts.Columns, emit); err != nil {
+		fh, err := os.Open(f.path)
+		if err != nil {
+			return nil, fmt.Errorf("loading dataset: %w", err)
+		}
+		err = f.read(fh, name, opts.Columns, emit)
+		fh.Close()
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -235,11 +235,7 @@ func ReadAnswer(ctx context.Context, resp *http.Response, a Answer, res *Result)
 	case code >= 400:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		res.End = time.Now()
-		res.Err = &StatusError{StatusCode: code, Body: excerpt(b)}
-		res.ErrKind = KindHTTP4xx
-		if code >= 500 {
-			res.ErrKind = KindHTTP5xx
-		}
+		res.Err, res.ErrKind = &StatusError{StatusCode: code, Body: excerpt(b)}, StatusKind(code)
 		return
 	case code < 200 || code >= 300:
 		res.End = time.Now()

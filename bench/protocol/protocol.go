@@ -172,6 +172,14 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("http status %d: %s", e.StatusCode, e.Body)
 }
 
+// StatusKind is the failure kind of an HTTP status ≥ 400: 5xx or 4xx.
+func StatusKind(code int) string {
+	if code >= 500 {
+		return KindHTTP5xx
+	}
+	return KindHTTP4xx
+}
+
 // Names lists the protocol names New accepts.
 func Names() []string {
 	return []string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}

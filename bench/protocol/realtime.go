@@ -85,7 +85,8 @@ type rtMsg struct {
 	IsFinal    bool            `json:"is_final"`
 }
 
-// parseRT decodes a server event and starts its message (coverage unknown).
+// parseRT decodes a server event and starts its message (coverage
+// unknown): ready at session.created, which every dialect sends.
 func parseRT(typ websocket.MessageType, data []byte) (rtMsg, message, error) {
 	var v rtMsg
 	m := message{coveredS: -1}
@@ -95,6 +96,7 @@ func parseRT(typ websocket.MessageType, data []byte) (rtMsg, message, error) {
 	if v.Type == "" {
 		return v, m, &malformedError{fmt.Sprintf("event without a type: %.100s", data)}
 	}
+	m.ready = v.Type == "session.created"
 	return v, m, nil
 }
 
@@ -199,7 +201,7 @@ func (o *openaiRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	last := o.last
 	o.last = v.Type
 	switch v.Type {
-	case "session.created", "transcription_session.created":
+	case "transcription_session.created":
 		m.ready = true
 	case "error":
 		if stopped && v.errorCode() == "input_audio_buffer_commit_empty" {
@@ -266,8 +268,6 @@ func (d *vllmRT) handle(typ websocket.MessageType, data []byte, stopped bool) (m
 		return m, err
 	}
 	switch v.Type {
-	case "session.created":
-		m.ready = true
 	case "error":
 		msg := errorText(v.Error, data)
 		if c := v.errorCode(); c != "" && !strings.Contains(msg, c) {
@@ -319,8 +319,6 @@ func (d *sglangRT) handle(typ websocket.MessageType, data []byte, stopped bool) 
 	}
 	t := *cmp.Or(v.Text, new("")) // a segment's or the final text
 	switch v.Type {
-	case "session.created":
-		m.ready = true
 	case "error":
 		var e struct {
 			Type string `json:"type"`

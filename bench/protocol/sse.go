@@ -106,24 +106,20 @@ type streamEvent struct {
 // errorMessage returns the server's error message and whether the event is
 // an error at all.
 func (ev *streamEvent) errorMessage() (string, bool) {
-	hasErr := len(ev.Error) > 0 && string(ev.Error) != "null"
-	if ev.Type != "error" && ev.Object != "error" && !hasErr {
-		return "", false
+	if len(ev.Error) == 0 || string(ev.Error) == "null" {
+		return ev.Message, ev.Type == "error" || ev.Object == "error"
 	}
-	if hasErr {
-		var obj struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(ev.Error, &obj) == nil && obj.Message != "" {
-			return obj.Message, true
-		}
-		var str string
-		if json.Unmarshal(ev.Error, &str) == nil && str != "" {
-			return str, true
-		}
-		return string(ev.Error), true
+	var obj struct {
+		Message string `json:"message"`
 	}
-	return ev.Message, true
+	if json.Unmarshal(ev.Error, &obj) == nil && obj.Message != "" {
+		return obj.Message, true
+	}
+	var str string
+	if json.Unmarshal(ev.Error, &str) == nil && str != "" {
+		return str, true
+	}
+	return string(ev.Error), true
 }
 
 // streamOutcome is what decodeStream read.

@@ -296,11 +296,8 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		res.ServerRequestID = resp.Header.Get("X-Request-Id")
 	}
 	if err != nil {
-		switch {
-		case resp != nil && resp.StatusCode >= 500:
-			return fail(KindHTTP5xx, &StatusError{StatusCode: resp.StatusCode})
-		case resp != nil && resp.StatusCode >= 400:
-			return fail(KindHTTP4xx, &StatusError{StatusCode: resp.StatusCode})
+		if resp != nil && resp.StatusCode >= 400 {
+			return fail(StatusKind(resp.StatusCode), &StatusError{StatusCode: resp.StatusCode})
 		}
 		return fail(ErrorKind(ctx, err), fmt.Errorf("opening the session: %w", err))
 	}

@@ -67,10 +67,8 @@ func (p *Proxy) serveSession(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream: "+err.Error(), code)
 		res.HTTPStatus = code
 		res.Err, res.ErrKind = fmt.Errorf("opening the session upstream: %w", err), protocol.ErrorKind(ctx, err)
-		if code >= 500 && resp != nil {
-			res.ErrKind = protocol.KindHTTP5xx
-		} else if resp != nil {
-			res.ErrKind = protocol.KindHTTP4xx
+		if resp != nil {
+			res.ErrKind = protocol.StatusKind(code) // code ≥ 400: the server's, else 502
 		}
 		res.End = time.Now()
 		finish()

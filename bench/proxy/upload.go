@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -34,9 +35,7 @@ func parseUpload(ctype string, body []byte, complete bool) (uploaded, error) {
 	if err != nil {
 		return u, fmt.Errorf("%w: %v", errNoAudio, err)
 	}
-	if u.fileName == "" {
-		u.fileName = "upload"
-	}
+	u.fileName = cmp.Or(u.fileName, "upload")
 	return u, nil
 }
 

@@ -7,6 +7,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -59,10 +60,7 @@ func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *p
 	rec.ServerRequestID = res.ServerRequestID
 	if res.Err != nil {
 		rec.Status = model.StatusFailed
-		rec.ErrorKind = res.ErrKind
-		if rec.ErrorKind == "" {
-			rec.ErrorKind = classify(ctx, res.Err)
-		}
+		rec.ErrorKind = cmp.Or(res.ErrKind, classify(ctx, res.Err))
 		rec.Error = res.Err.Error()
 		return
 	}
