@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
@@ -371,7 +372,7 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 			continue
 		}
 		t := &binThread{pid: s.pid, tid: tid, name: s.name, fd: fd}
-		born := b.bootNs + int64(s.startTicks)*(1e9/userHZ)
+		born := b.bootNs + int64(s.startTicks)*(1e9/proctree.UserHZ)
 		var ok bool
 		if b.lastListed != 0 && b.bootNs != 0 && born >= horizon {
 			// New: what its counters hold was spent since it started.
