@@ -261,8 +261,5 @@ func TreeCPUSeconds(pid int) float64 {
 			}
 		}
 	}
-	return float64(ns)/1e9 + float64(ticks)/userHZ
+	return float64(ns)/1e9 + float64(ticks)/proctree.UserHZ
 }
-
-// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
-const userHZ = 100

@@ -19,6 +19,10 @@ import (
 // ErrNotFound is returned by FindListener when no process listens on the port.
 var ErrNotFound = errors.New("no listener found")
 
+// UserHZ is the unit of the CPU times and start times in /proc stat files
+// (USER_HZ, 100 on every architecture Linux ships).
+const UserHZ = 100
+
 // Stat is the part of /proc/PID/stat (or /proc/PID/task/TID/stat) that
 // probes use.
 type Stat struct {

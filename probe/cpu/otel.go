@@ -382,11 +382,7 @@ func (o *OTel) frames(pid int, fs libpf.Frames) []Frame {
 		case v.Type.Interpreter() == libpf.Native:
 			fr.File = file
 			if fr.Func == "" {
-				look := fr.Addr
-				if i > 0 && look > 0 {
-					look-- // a return address: the call is the instruction before
-				}
-				fr.Func, fr.File = o.sym.native(pid, file, fr.Offset, look)
+				fr.Func, fr.File = o.sym.native(pid, file, fr.Offset, callSite(i, fr.Addr))
 			}
 		case v.Type.IsInterpType(libpf.Python):
 			fr.File, fr.Source, fr.Line, fr.Addr = PythonFile, v.SourceFile.String(), int(v.SourceLine), 0

@@ -544,13 +544,17 @@ type paranoid struct {
 	known bool
 }
 
+// String is the level, or "unknown".
+func (pa paranoid) String() string {
+	if !pa.known {
+		return "unknown"
+	}
+	return strconv.Itoa(pa.level)
+}
+
 // perfRefusal says in plain words why perf events were refused, from the
 // error of perf_event_open or of mapping the ring buffer.
 func perfRefusal(err error, pa paranoid) string {
-	level := "unknown"
-	if pa.known {
-		level = strconv.Itoa(pa.level)
-	}
 	switch {
 	case errors.Is(err, errMlock):
 		return fmt.Sprintf("the perf ring buffer may not be locked in memory (mmap: %s; kernel.perf_event_mlock_kb, ulimit -l)", errno(err))
@@ -558,9 +562,9 @@ func perfRefusal(err error, pa paranoid) string {
 		if pa.known && pa.level <= 2 {
 			// paranoid allows an ordinary user's own threads: something
 			// else (a container's seccomp filter) refuses the call.
-			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", errno(err), level)
+			return fmt.Sprintf("perf events are refused (perf_event_open: %v, although kernel.perf_event_paranoid=%s allows them: a seccomp filter, as in containers?)", errno(err), pa)
 		}
-		return fmt.Sprintf("perf events are refused (kernel.perf_event_paranoid=%s)", level)
+		return fmt.Sprintf("perf events are refused (kernel.perf_event_paranoid=%s)", pa)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
 		return fmt.Sprintf("this kernel offers no perf events (perf_event_open: %s)", errno(err))
 	}
@@ -575,12 +579,8 @@ func threadRefusal(err error, pa paranoid) string {
 	if errors.Is(err, errMlock) {
 		return perfRefusal(err, pa)
 	}
-	level := "unknown"
-	if pa.known {
-		level = strconv.Itoa(pa.level)
-	}
 	return fmt.Sprintf("perf events are refused for the target's threads (perf_event_open: %s): the target runs as another user, or is not dumpable, and with kernel.perf_event_paranoid=%s and no CAP_PERFMON only one's own processes may be sampled",
-		errno(err), level)
+		errno(err), pa)
 }
 
 // errno names the errno err wraps (unix.ErrnoName of 0 if none).

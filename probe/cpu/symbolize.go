@@ -374,15 +374,22 @@ func (s *symbolizer) forgetUnless(watched, seen map[int]bool) {
 	}
 }
 
+// callSite is the address to look up for frame i (leaf first) of a stack
+// at addr: a return address, for every frame but the leaf, so that the
+// call is the instruction before.
+func callSite(i int, addr uint64) uint64 {
+	if i > 0 && addr > 0 {
+		return addr - 1
+	}
+	return addr
+}
+
 // user symbolizes the user stack addrs (leaf first) of process pid.
 func (s *symbolizer) user(pid int, addrs []uint64) []Frame {
 	ms := s.maps[pid]
 	out := make([]Frame, 0, len(addrs))
 	for i, a := range addrs {
-		look := a
-		if i > 0 && look > 0 {
-			look-- // a return address: the call is the instruction before
-		}
+		look := callSite(i, a)
 		m, ok := findMapping(ms, look)
 		if !ok {
 			out = append(out, Frame{Func: "[unknown]", Addr: a, File: "[unknown]"})
@@ -444,11 +451,7 @@ func (s *symbolizer) kernelFrames(addrs []uint64) []Frame {
 	}
 	out := make([]Frame, 0, len(addrs))
 	for i, a := range addrs {
-		look := a
-		if i > 0 {
-			look--
-		}
-		name, ok := s.kernel.lookup(look)
+		name, ok := s.kernel.lookup(callSite(i, a))
 		if !ok {
 			name = "[kernel]"
 		}

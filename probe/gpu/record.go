@@ -16,20 +16,16 @@ func (a *agg) add(v float64) {
 	a.n++
 }
 
-func (a *agg) meanPtr() *float64 {
-	if a.n == 0 {
-		return nil
-	}
-	m := a.sum / float64(a.n)
-	return &m
-}
+func (a *agg) meanPtr() *float64 { return a.ptr(a.sum / float64(a.n)) }
 
-func (a *agg) maxPtr() *float64 {
+func (a *agg) maxPtr() *float64 { return a.ptr(a.max) }
+
+// ptr returns &v, or nil when a has no sample.
+func (a *agg) ptr(v float64) *float64 {
 	if a.n == 0 {
 		return nil
 	}
-	m := a.max
-	return &m
+	return &v
 }
 
 // periodAcc accumulates one GPU's samples over a pass.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
 	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/watch"
@@ -371,7 +372,7 @@ func (b *binner) sync(threads map[int]sample, listed time.Time) {
 			continue
 		}
 		t := &binThread{pid: s.pid, tid: tid, name: s.name, fd: fd}
-		born := b.bootNs + int64(s.startTicks)*(1e9/userHZ)
+		born := b.bootNs + int64(s.startTicks)*(1e9/proctree.UserHZ)
 		var ok bool
 		if b.lastListed != 0 && b.bootNs != 0 && born >= horizon {
 			// New: what its counters hold was spent since it started.
@@ -397,41 +398,36 @@ func (b *binner) begin(start int64) {
 	b.pass = &binPass{start: start, threads: make(map[threadKey]*passThread)}
 }
 
-// binsPass is a pass as End closes it: n whole bins from start, for a pass
-// that ended at end.
-type binsPass struct {
-	start, end int64
-	n          int
-}
-
 // ending opens a pass where the last one ended if none is open (End
 // without Begin) and returns its bounds for a pass ending at endUnix (at
-// now when that is not after its start or still to come).
-func (b *binner) ending(endUnix int64) binsPass {
+// now when that is not after its start or still to come): N whole bins
+// from Start to BinsEnd.
+func (b *binner) ending(endUnix int64) bins.Pass {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.pass == nil {
 		b.pass = &binPass{start: b.prevEnd, threads: make(map[threadKey]*passThread)}
 	}
-	ps := binsPass{start: b.pass.start, end: endUnix}
-	if now := b.now(); ps.end <= ps.start || ps.end > now {
-		ps.end = now
+	ps := bins.Pass{Start: b.pass.start, End: endUnix}
+	if now := b.now(); ps.End <= ps.Start || ps.End > now {
+		ps.End = now
 	}
-	ps.n = max(1, min(int((ps.end-ps.start+b.binNs-1)/b.binNs), b.maxBins))
+	ps.N = max(1, min(int((ps.End-ps.Start+b.binNs-1)/b.binNs), b.maxBins))
+	ps.BinsEnd = ps.Start + int64(ps.N)*b.binNs
 	return ps
 }
 
 // finish reads every thread once more (the last bin is over), closes the
 // open pass and opens the next one where it ended, for an End without
 // Begin. It returns the closed pass.
-func (b *binner) finish(ps binsPass) *binPass {
+func (b *binner) finish(ps bins.Pass) *binPass {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sweepLocked()
 	p := b.pass
 	b.dropped += p.dropped
-	b.prevEnd = ps.end
-	b.pass = &binPass{start: ps.end, threads: make(map[threadKey]*passThread)}
+	b.prevEnd = ps.End
+	b.pass = &binPass{start: ps.End, threads: make(map[threadKey]*passThread)}
 	return p
 }
 
@@ -448,22 +444,16 @@ func (b *binner) losses() uint64 {
 func (p *Probe) endBinsLocked(ctx context.Context, per probe.Period) error {
 	b := p.bins
 	ps := b.ending(per.EndUnixNs)
-	if d := time.Duration(ps.start + int64(ps.n)*b.binNs - b.now()); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("proc: bins: %w", ctx.Err())
-		}
+	if err := ps.WaitEnd(ctx, "proc", b.now()); err != nil {
+		return err
 	}
 	pass := b.finish(ps)
 	keys := slices.SortedFunc(maps.Keys(pass.threads), func(x, y threadKey) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid)) })
 	for _, k := range keys {
 		r := bundle.ThreadBins{Level: per.Level, Repeat: per.Repeat, Warmup: per.Warmup,
-			PID: k.pid, TID: k.tid, Name: pass.threads[k].Meta, StartUnixNs: ps.start, BinMs: DefaultBinMs,
+			PID: k.pid, TID: k.tid, Name: pass.threads[k].Meta, StartUnixNs: ps.Start, BinMs: DefaultBinMs,
 			DroppedEvents: pass.dropped, Source: "proc"}
-		a := pass.threads[k].Arrays(ps.n)
+		a := pass.threads[k].Arrays(ps.N)
 		r.OnCPUUs, r.RunqUs = a[0], a[1]
 		if sum(r.OnCPUUs)+sum(r.RunqUs) == 0 {
 			continue // all its time fell past the last bin

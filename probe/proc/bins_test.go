@@ -18,6 +18,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/probe"
+	"github.com/asrprof/asrprof/probe/internal/bins"
 	"github.com/asrprof/asrprof/probe/internal/probetest"
 )
 
@@ -123,7 +124,7 @@ func TestBinnerBounds(t *testing.T) {
 		b.creditLocked(&binThread{pid: 7, tid: 100 + tid}, start, start+20*ms, 1000, 0)
 	}
 	b.mu.Unlock()
-	p := b.finish(binsPass{start: start, end: start + 100*ms, n: 5})
+	p := b.finish(bins.Pass{Start: start, End: start + 100*ms, N: 5})
 	a := p.threads[threadKey{1, 2}].Arrays(5)
 	on, rq := a[0], a[1]
 	if want := []int{10000, 5000, 0, 0, 2000}; !reflect.DeepEqual(on, want) {

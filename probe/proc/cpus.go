@@ -169,7 +169,7 @@ func (c *cores) end(tree []int, level string, repeat int, warmup bool, wall floa
 	if err != nil {
 		return nil
 	}
-	tick := 1.0 / userHZ
+	tick := 1.0 / proctree.UserHZ
 	var out []bundle.CPURecord
 	for _, n := range slices.Sorted(maps.Keys(now)) {
 		a, b := now[n], c.base[n]

@@ -24,10 +24,6 @@ const File = bundle.SchedFile
 // DefaultHz is the sampling rate when Config.Hz is zero.
 const DefaultHz = 10
 
-// userHZ is the unit of utime and stime in /proc stat files (USER_HZ, 100
-// on every architecture Linux ships).
-const userHZ = 100
-
 var (
 	_ probe.Probe        = (*Probe)(nil)
 	_ probe.Describer    = (*Probe)(nil)
@@ -115,7 +111,7 @@ func readThreadCPU(pid, tid int, useSchedstat bool, buf []byte) (sample, error) 
 		return s, err
 	}
 	s.name, s.startTicks, s.core = st.Comm, st.Start, st.Processor
-	s.cpuNs = (st.Utime + st.Stime) * (1e9 / userHZ)
+	s.cpuNs = (st.Utime + st.Stime) * (1e9 / proctree.UserHZ)
 	if useSchedstat {
 		if b, err := proctree.ReadSmall(dir+"schedstat", buf); err == nil {
 			if ss, err := proctree.ParseSchedstat(string(b)); err == nil {

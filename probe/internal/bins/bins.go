@@ -417,16 +417,25 @@ func (b *Binner[M]) Ending(ctx context.Context, endUnix int64) (Pass, error) {
 	p.N = min(int((p.End-p.Start+BinNs-1)/BinNs), MaxPassBins)
 	p.BinsEnd = p.Start + int64(p.N)*BinNs
 	p.BinsEndMono = b.toMono(p.BinsEnd)
-	if d := time.Duration(p.BinsEnd - time.Now().UnixNano()); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return p, fmt.Errorf("%s: bins: %w", b.cfg.Name, ctx.Err())
-		}
+	return p, p.WaitEnd(ctx, b.cfg.Name, time.Now().UnixNano())
+}
+
+// WaitEnd waits until the pass's last bin, which is whole, is over: until
+// BinsEnd, now being now (unix ns). The error, when ctx is done first, is
+// "<name>: bins: <ctx's error>".
+func (ps Pass) WaitEnd(ctx context.Context, name string, now int64) error {
+	d := time.Duration(ps.BinsEnd - now)
+	if d <= 0 {
+		return nil
 	}
-	return p, nil
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: bins: %w", name, ctx.Err())
+	}
 }
 
 // Capture starts remembering the events read from now on that end at or
