@@ -322,17 +322,18 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 
 	if s.sem != nil {
 		s.queued(1)
+		admitted := false
 		select {
 		case s.sem <- struct{}{}:
-			defer func() { <-s.sem }()
+			admitted = true
 		case <-r.Context().Done():
-			s.queued(-1)
-			return
 		case <-s.closing:
-			s.queued(-1)
-			return
 		}
 		s.queued(-1)
+		if !admitted {
+			return
+		}
+		defer func() { <-s.sem }()
 	}
 	s.admit(idx)
 	defer s.done()
