@@ -322,18 +322,17 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 
 	if s.sem != nil {
 		s.queued(1)
-		admitted := false
 		select {
 		case s.sem <- struct{}{}:
-			admitted = true
+			defer func() { <-s.sem }()
 		case <-r.Context().Done():
+			s.queued(-1)
+			return
 		case <-s.closing:
-		}
-		s.queued(-1)
-		if !admitted {
+			s.queued(-1)
 			return
 		}
-		defer func() { <-s.sem }()
+		s.queued(-1)
 	}
 	s.admit(idx)
 	defer s.done()
