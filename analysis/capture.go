@@ -13,7 +13,6 @@ import (
 	"github.com/asrprof/asrprof/analysis/engine"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
-	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/trace/join"
@@ -316,7 +315,7 @@ func (c *Capture) join() (*join.Index, error) {
 			}
 		}
 		if c.HasEvents() {
-			if evs, err = events.ReadBundle(c.Bundle.Path(bundle.EventsFile)); err != nil {
+			if evs, err = bundle.ReadAll[bundle.Event](c.Bundle.Path(bundle.EventsFile)); err != nil {
 				return nil, fmt.Errorf("reading events: %w", err)
 			}
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
-	"github.com/asrprof/asrprof/bundle/events"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
@@ -58,7 +57,7 @@ func loadJoined(t *testing.T, dir string) joined {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
-	evs, err := events.ReadBundle(b.Path(bundle.EventsFile))
+	evs, err := bundle.ReadAll[bundle.Event](b.Path(bundle.EventsFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}

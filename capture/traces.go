@@ -160,7 +160,7 @@ func joinBundle(dir string, serverSpans bool) (join.Stats, error) {
 			return join.Stats{}, err
 		}
 	}
-	evs, err := events.ReadBundle(b.Path(bundle.EventsFile))
+	evs, err := bundle.ReadAll[bundle.Event](b.Path(bundle.EventsFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return join.Stats{}, err
 	}

@@ -271,9 +271,7 @@ func (s *Set) Wait() error {
 	s.dirty = false
 	s.mu.Unlock()
 	if dirty {
-		if err := s.saveRecord(); err != nil {
-			s.fail(err)
-		}
+		s.fail(s.saveRecord())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,7 +289,7 @@ func (s *Set) failed() bool {
 }
 
 // fail keeps err as why the tables could not be written, unless a write
-// failed before.
+// failed before (nil changes nothing).
 func (s *Set) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -434,9 +434,8 @@ func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b [
 				default:
 				}
 				mu.Lock()
-				for len(parts) <= j.idx {
-					var zero P
-					parts = append(parts, zero)
+				if k := j.idx + 1 - len(parts); k > 0 {
+					parts = append(parts, make([]P, k)...)
 				}
 				parts[j.idx] = p
 				mu.Unlock()

@@ -213,7 +213,7 @@ type column struct {
 	n     int
 }
 
-// listOf reads a repeated column's levels into lists (a list column of
+// addListPage reads a repeated column's levels into lists (a list column of
 // doubles: repetition level 0 starts a row; a row whose definition level
 // is below the maximum is an empty list).
 func (c *column) addListPage(p parquet.Page, maxDef int) {

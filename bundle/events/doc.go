@@ -10,5 +10,5 @@
 //
 // timestamp_ns is wall clock, so events join the client's records and the
 // server's spans on one time line. ImportDir copies every event into the
-// bundle's events.jsonl; ReadBundle reads them back.
+// bundle's events.jsonl; bundle.ReadAll reads them back.
 package events

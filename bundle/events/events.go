@@ -112,19 +112,24 @@ func readLines(r io.Reader, name string, st *Stats, fn func(*bundle.Event) error
 	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
 		b, rerr := br.ReadBytes('\n')
-		if len(b) > 0 {
-			complete := b[len(b)-1] == '\n'
-			if ev, err := ParseLine(b); err != nil {
-				if !complete && rerr == io.EOF {
-					st.Truncated++
-				} else {
-					st.Malformed++
-					if len(st.Problems) < MaxProblems {
-						st.Problems = append(st.Problems, fmt.Sprintf("%s:%d: %v", name, line, err))
-					}
+		// A blank line is skipped; one that is not an event object, or
+		// has no event_name, is malformed.
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			var ev bundle.Event
+			err := json.Unmarshal(t, &ev)
+			if err == nil && ev.EventName == "" {
+				err = errors.New("event without event_name")
+			}
+			switch {
+			case err != nil && b[len(b)-1] != '\n' && rerr == io.EOF:
+				st.Truncated++
+			case err != nil:
+				st.Malformed++
+				if len(st.Problems) < MaxProblems {
+					st.Problems = append(st.Problems, fmt.Sprintf("%s:%d: %v", name, line, err))
 				}
-			} else if ev != nil {
-				if err := fn(ev); err != nil {
+			default:
+				if err := fn(&ev); err != nil {
 					return fmt.Errorf("%s:%d: %w", name, line, err)
 				}
 			}
@@ -136,35 +141,4 @@ func readLines(r io.Reader, name string, st *Stats, fn func(*bundle.Event) error
 			return fmt.Errorf("reading %s: %w", name, rerr)
 		}
 	}
-}
-
-// ErrNoName is the error for a line without an event_name.
-var ErrNoName = errors.New("event without event_name")
-
-// ParseLine parses one line of an event file. A blank line gives nil and no
-// error; a line that is not an event object, or has no event_name, an error.
-func ParseLine(b []byte) (*bundle.Event, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var ev bundle.Event
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return nil, err
-	}
-	if ev.EventName == "" {
-		return nil, ErrNoName
-	}
-	return &ev, nil
-}
-
-// ReadBundle reads a bundle's events.jsonl (dropping a truncated last line).
-// A missing file is an error wrapping fs.ErrNotExist.
-func ReadBundle(path string) ([]bundle.Event, error) {
-	var out []bundle.Event
-	_, err := bundle.ReadJSONL(path, func(ev bundle.Event) error {
-		out = append(out, ev)
-		return nil
-	})
-	return out, err
 }

@@ -81,7 +81,7 @@ func TestImportDir(t *testing.T) {
 			t.Errorf("problem %q does not contain %q", st.Problems[i], w)
 		}
 	}
-	evs, err := ReadBundle(bw.Path(bundle.EventsFile))
+	evs, err := bundle.ReadAll[bundle.Event](bw.Path(bundle.EventsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

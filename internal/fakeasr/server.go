@@ -497,23 +497,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, text string, f F
 			break
 		}
 	}
-	switch f {
-	case MalformedSSE:
+	switch {
+	case f == MalformedSSE:
 		return
-	case SSEError:
-		if vllm {
-			sendJSON(map[string]any{"error": map[string]any{"message": "injected error", "type": "InternalServerError", "code": 500}})
-		} else {
-			sendJSON(map[string]any{"type": "error", "error": map[string]any{"message": "injected error"}})
-		}
-		send("[DONE]")
-		return
-	}
-	if vllm {
+	case f == SSEError && vllm:
+		sendJSON(map[string]any{"error": map[string]any{"message": "injected error", "type": "InternalServerError", "code": 500}})
+	case f == SSEError:
+		sendJSON(map[string]any{"type": "error", "error": map[string]any{"message": "injected error"}})
+	case vllm:
 		// vLLM's last chunk carries the finish reason and an empty delta.
 		sendJSON(map[string]any{"object": "transcription.chunk", "model": DefaultModel,
 			"choices": []any{map[string]any{"delta": map[string]any{}, "finish_reason": "stop"}}})
-	} else {
+	default:
 		sendJSON(map[string]any{"type": "transcript.text.done", "text": text,
 			"usage": map[string]any{"type": "duration", "seconds": 1}})
 	}

@@ -53,7 +53,7 @@ func load(t *testing.T, dir string) ([]model.Request, []spans.Span, []bundle.Eve
 		if err != nil || st.Malformed+st.Truncated != 0 {
 			t.Fatalf("importing events: %+v, %v", st, err)
 		}
-		if evs, err = events.ReadBundle(bw.Path(bundle.EventsFile)); err != nil {
+		if evs, err = bundle.ReadAll[bundle.Event](bw.Path(bundle.EventsFile)); err != nil {
 			t.Fatal(err)
 		}
 	}
