@@ -66,7 +66,12 @@ type SensitivityConfig struct {
 
 // share is the share of what the server could get that the run's limit
 // left it: Effective where known, else the allotment.
-func share(r bundle.SensitivityRun) float64 { return cmp.Or(r.Effective, r.Allotment) }
+func share(r bundle.SensitivityRun) float64 {
+	if r.Effective > 0 {
+		return r.Effective
+	}
+	return r.Allotment
+}
 
 // SensitivityLog is the file at the top of --out that gets the runs' full
 // progress (the runbook's and each capture's); stderr gets a line a run.
