@@ -31,7 +31,7 @@ func (d *captureData) lagOverTime(p *page) {
 	if len(by) == 0 {
 		return
 	}
-	levels := appendNew(slices.Clone(d.levels), slices.Collect(maps.Keys(by))...)
+	levels := appendNew(slices.Clone(d.levels), slices.Sorted(maps.Keys(by))...) // sorted: the colours stay put
 	svg := timePlot("lag over session time", "lag (s)", "session time (s from each session's audio origin)", hi, span, levels, func(c *canvas, xs, ys scale, lv, col string) bool {
 		var a, z [][2]float64
 		for _, q := range by[lv] {

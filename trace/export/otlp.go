@@ -235,8 +235,8 @@ func (p *planner) stageSpans(bt *batcher) error {
 	// The synthesized spans' resource and scope, which the batcher copies
 	// as it does a span store record's (key {-1, -1}).
 	rs := ptrace.NewResourceSpans()
-	for k, v := range p.resAttrs {
-		rs.Resource().Attributes().PutStr(k, v)
+	for _, k := range slices.Sorted(maps.Keys(p.resAttrs)) { // sorted: the same bytes every run
+		rs.Resource().Attributes().PutStr(k, p.resAttrs[k])
 	}
 	rs.Resource().Attributes().PutStr("service.name", StageService)
 	sc := rs.ScopeSpans().AppendEmpty()
@@ -332,9 +332,9 @@ func (bt *batcher) add(i, j int, rs ptrace.ResourceSpans, sc ptrace.ScopeSpans, 
 		rs.Resource().CopyTo(dst.Resource())
 		dst.SetSchemaUrl(rs.SchemaUrl())
 		at := dst.Resource().Attributes()
-		for k, v := range bt.attrs {
+		for _, k := range slices.Sorted(maps.Keys(bt.attrs)) { // sorted: the same bytes every run
 			if _, ok := at.Get(k); !ok {
-				at.PutStr(k, v)
+				at.PutStr(k, bt.attrs[k])
 			}
 		}
 		dsc := dst.ScopeSpans().AppendEmpty()

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -315,5 +316,34 @@ func TestOTLPCanceled(t *testing.T) {
 	}
 	if el := time.Since(t0); el > time.Second {
 		t.Errorf("canceled export took %v", el)
+	}
+}
+
+// The same bundle exports to the same bytes every time: the capture's
+// resource attributes come from a map, and must not follow its order.
+func TestBatchesSameBytes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cap-small")
+	sb := writeSmallBundle(t, dir, 3)
+	body := func() []byte {
+		p, err := newPlanner(openBundle(t, dir), sb.plan(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		var m ptrace.ProtoMarshaler
+		if err := p.run(func(td ptrace.Traces) error {
+			b, err := m.MarshalTraces(td)
+			out = append(out, b...)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := body()
+	for range 10 {
+		if !bytes.Equal(body(), first) {
+			t.Fatal("the same bundle exported to different bytes")
+		}
 	}
 }
