@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/asrprof/asrprof/bundle"
 	"math"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -105,9 +106,9 @@ func TestBlackBoxSerial(t *testing.T) {
 	}
 }
 
-// A batch of four whose members' own services differ (100–250 ms alone)
-// answered within 3 ms: batches of up to 4; each member waited for the
-// longest.
+// Batches of four whose members' own services differ (100–250 ms alone),
+// each answered within 3 ms, three of them (ShapeBatchGroups): batches of
+// up to 4; each member waited for the longest. One batch is too few.
 func TestBlackBoxBatch(t *testing.T) {
 	rows := []bbRow{}
 	alone := map[string]float64{"a": 100, "b": 150, "c": 200, "d": 250}
@@ -116,19 +117,29 @@ func TestBlackBoxBatch(t *testing.T) {
 		rows = append(rows, bbRow{"c1", s, t0, t0 + 5, t0 + 5 + alone[s], t0 + 6 + alone[s]})
 		t0 += 400
 	}
-	for k, s := range []string{"a", "b", "c", "d"} {
-		fb := 2255 + float64(k) // all four answered within 3 ms
-		rows = append(rows, bbRow{"c4", s, 2000, 2005, fb, fb + 1})
+	batches := func(n int) []bbRow {
+		rs := slices.Clone(rows)
+		for b := range n {
+			t0 := 2000 + 400*float64(b)
+			for k, s := range []string{"a", "b", "c", "d"} {
+				fb := t0 + 255 + float64(k) // all four answered within 3 ms
+				rs = append(rs, bbRow{"c4", s, t0, t0 + 5, fb, fb + 1})
+			}
+		}
+		return rs
 	}
-	bb := BlackBox(bbInput(rows))
+	if l := BlackBox(bbInput(batches(1))).Levels[1]; l.Shape == ShapeBatch {
+		t.Errorf("c4 with one batch: shape %q %d, want no batches named (groups %v)", l.Shape, l.ShapeN, l.Groups)
+	}
+	bb := BlackBox(bbInput(batches(ShapeBatchGroups)))
 	l := bb.Levels[1]
 	if l.Shape != ShapeBatch || l.ShapeN != 4 {
 		t.Errorf("c4 shape %q %d, want batches of up to 4 (groups %v)", l.Shape, l.ShapeN, l.Groups)
 	}
 	bbNear(t, "grouped share", l.Groups.GroupedShare, 1, 1e-9)
 	bbNear(t, "batch share", l.Groups.BatchShare, 1, 1e-9)
-	if l.Groups.Sizes[4] != 1 {
-		t.Errorf("group sizes %v, want one of 4", l.Groups.Sizes)
+	if l.Groups.Sizes[4] != ShapeBatchGroups || l.Groups.Batches != ShapeBatchGroups {
+		t.Errorf("group sizes %v, %d batches, want %d of 4", l.Groups.Sizes, l.Groups.Batches, ShapeBatchGroups)
 	}
 	// a waited 250+0 − 100 = 150 ms, d 253 − 250 = 3 ms
 	bbNear(t, "a's wait", bb.Requests[4].States[bWait], 0.150, 1e-6)
