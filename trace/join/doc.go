@@ -10,5 +10,5 @@
 // that X-Request-Id.
 //
 // Events (SGLang-Omni's request profiler) join by the server's request id
-// (trace.Request.ServerRequestID, or RequestID when the server gave none).
+// (model.Request.ServerRequestID, or RequestID when the server gave none).
 package join
