@@ -80,6 +80,23 @@ for r in rs:
     if r.warmup:
         warm += 1
 assert.eq(warm, 32)
+# ms reads as a dict does, in the states' order
+ms = rs[0].ms
+d = dict(ms)
+assert.eq(list(d.keys()), STATES)
+assert.eq(ms.keys(), STATES)
+assert.eq([k for k in ms], STATES)
+assert.eq(ms.items(), list(d.items()))
+assert.eq(ms.values(), [d[s] for s in STATES])
+assert.eq(len(ms), len(STATES))
+assert.true(STATES[0] in ms)
+assert.true("no such state" not in ms)
+assert.eq(ms.get("no such state"), None)
+assert.eq(ms.get("no such state", -1), -1)
+assert.eq(ms.get(STATES[0]), d[STATES[0]])
+assert.fails(lambda: ms["no such state"], "key")
+assert.eq(type(ms), "states")
+assert.eq(str(ms), str(d))
 
 # Another thread by name; without a preset, nothing is attributed.
 assert.eq(levels(capture, SPEC, thread = "asr-http")[0].thread.name, "asr-http")

@@ -127,7 +127,7 @@ func blackboxRequests(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return structOf(starlark.StringDict{
 			"index": starlark.MakeInt(r.Index), "level": starlark.String(r.Level), "repeat": starlark.MakeInt(r.Repeat),
 			"warmup": starlark.Bool(r.Warmup), "latency_ms": starlark.Float(1000 * r.LatencyS),
-			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": msDict(engine.BlackBoxStates, r.States[:]),
+			"service_alone_ms": starlark.Float(1000 * r.ServiceAloneS), "tid": starlark.MakeInt64(r.TID), "ms": &msView{engine.BlackBoxStates, r.States[:]},
 		})
 	}}, nil
 }
