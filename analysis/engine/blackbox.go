@@ -154,10 +154,16 @@ type BlackBoxLevel struct {
 	// ServiceAloneMs the mean service alone of its requests; InFlight the
 	// mean number of requests in the system (summed latency / wall).
 	ReqS, ServiceAloneMs, InFlight float64
-	// Parallelism is the server's effective parallelism by Little's law,
-	// throughput × service alone (mean over passes; Min and Max over
-	// them).
+	// Parallelism is the server's effective parallelism by Little's law
+	// over the time it held requests: the services alone it completed per
+	// second of that time, the union of its requests' server times (upload
+	// done → first byte), which HeldShare is of the pass's wall. Time the
+	// server held nothing (a request still connecting, an open loop's
+	// gaps, the client's ramp) does not lower it, and a server that serves
+	// one at a time cannot exceed 1. Mean over passes; Min and Max over
+	// them.
 	Parallelism, ParallelismMin, ParallelismMax float64
+	HeldShare                                   float64
 	Passes                                      int
 	Groups                                      Groups
 	// Shape and ShapeN: the concurrency seen (ShapeNone when nothing
@@ -336,6 +342,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		lo, hi     int64
 		alone, lat float64
 		ends       []bbReq
+		held       []interval // its requests' server times
 	}
 	per := map[int]*pacc{}
 	var svc []interval
@@ -361,6 +368,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 			end := r.answer + r.dl
 			p.lo, p.hi = min(p.lo, end-int64(math.Round(q.LatencyS*1e9))), max(p.hi, end)
 			p.ends = append(p.ends, r)
+			p.held = append(p.held, interval{r.answer - r.server, r.answer})
 			if r.svcB > r.svcA {
 				svc = append(svc, interval{r.svcA, r.svcB})
 			}
@@ -381,7 +389,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		l.ServiceBusy = busy / svcTot
 	}
 	// Throughput and Little's law per pass.
-	var xs, ps, inflight, alones []float64
+	var xs, ps, inflight, alones, helds []float64
 	var batchReqs, inGroups, grouped int
 	l.Groups.Sizes = map[int]int{}
 	batchSizes := map[int]int{}
@@ -390,11 +398,17 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 			continue
 		}
 		wall := float64(p.hi-p.lo) / 1e9
-		x := float64(p.n) / wall
-		s := p.alone / float64(p.n)
-		xs, ps = append(xs, x), append(ps, x*s)
+		var held float64
+		for _, iv := range merge(p.held) {
+			held += float64(iv.b-iv.a) / 1e9
+		}
+		if held <= 0 {
+			continue
+		}
+		xs, ps = append(xs, float64(p.n)/wall), append(ps, p.alone/held)
 		inflight = append(inflight, p.lat/wall)
-		alones = append(alones, s)
+		alones = append(alones, p.alone/float64(p.n))
+		helds = append(helds, held/wall)
 		// Groups of answers.
 		ends := p.ends
 		slices.SortFunc(ends, func(a, b bbReq) int { return cmp.Compare(a.answer, b.answer) })
@@ -428,7 +442,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	if len(xs) > 0 {
 		l.ReqS, l.Parallelism = stats.Mean(xs), stats.Mean(ps)
 		l.ParallelismMin, l.ParallelismMax = slices.Min(ps), slices.Max(ps)
-		l.InFlight = stats.Mean(inflight)
+		l.InFlight, l.HeldShare = stats.Mean(inflight), stats.Mean(helds)
 		l.ServiceAloneMs = 1000 * stats.Mean(alones)
 	}
 	if grouped > 0 {

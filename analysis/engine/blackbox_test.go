@@ -96,7 +96,10 @@ func TestBlackBoxSerial(t *testing.T) {
 	l := bb.Levels[1]
 	bbNear(t, "c2 wait share", l.States[bWait].Share, 0.100/0.412, 1e-6)
 	bbNear(t, "c2 throughput", l.ReqS, 2/0.306, 1e-6)
-	bbNear(t, "c2 parallelism", l.Parallelism, 2/0.306*0.150, 1e-6)
+	// held: the server times' union, 1005–1305 ms; 300 ms of services
+	// alone in it: one at a time, at its bound
+	bbNear(t, "c2 parallelism", l.Parallelism, 0.300/0.300, 1e-6)
+	bbNear(t, "c2 held share", l.HeldShare, 0.300/0.306, 1e-6)
 	if l.Shape != ShapeOne || l.ShapeN != 1 {
 		t.Errorf("c2 shape %q %d, want one at a time", l.Shape, l.ShapeN)
 	}
@@ -104,6 +107,27 @@ func TestBlackBoxSerial(t *testing.T) {
 	if bb.Levels[0].Shape != ShapeNone {
 		t.Errorf("c1 shape %q: nothing waited", bb.Levels[0].Shape)
 	}
+}
+
+// Time the server held nothing does not lower the parallelism: at c=3, a
+// and b are served side by side (100 ms alone each); c's connection took a
+// second (a SYN retransmitted at a full listen backlog), so its upload was
+// done at 1005 ms and it was served alone. By wall, 3 / 1.106 s × 100 ms
+// is 0.27; over the 200 ms the server held requests, 300 ms of services
+// alone is 1.5.
+func TestBlackBoxHeldTime(t *testing.T) {
+	in := bbInput([]bbRow{
+		{"c1", "a", 0, 5, 105, 106},
+		{"c1", "b", 200, 205, 305, 306},
+		{"c1", "c", 400, 405, 505, 506},
+		{"c3", "a", 1000, 1005, 1105, 1106},
+		{"c3", "b", 1000, 1005, 1105, 1106},
+		{"c3", "c", 1000, 2005, 2105, 2106},
+	})
+	l := BlackBox(in).Levels[1]
+	bbNear(t, "c3 parallelism", l.Parallelism, 0.300/0.200, 1e-6)
+	bbNear(t, "c3 held share", l.HeldShare, 0.200/1.106, 1e-6)
+	bbNear(t, "c3 throughput", l.ReqS, 3/1.106, 1e-6)
 }
 
 // Batches of four whose members' own services differ (100–250 ms alone),
