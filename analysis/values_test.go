@@ -36,7 +36,7 @@ func TestAttrTables(t *testing.T) {
 		names int
 	}{
 		{&captureValue{c: c}, 21}, // realtime_lags
-		{&requestValue{c: c, i: i}, 44},
+		{&requestValue{c: c, i: i}, 45},
 		{&spanValue{s: &c.ix.v.Spans(i)[0]}, 13},
 		{&eventValue{e: &ec.ix.v.Events(ei)[0]}, 7},
 	} {

@@ -36,6 +36,9 @@ Knobs and what each one emulates:
   --contend N  N busy child processes pinned to the server's CPU (CPU 0
         unless --cpu): CPU contention from OTHER processes.
   --cpu K      pins the server (all its threads) to CPU K.
+  --backlog B  its listen backlog (5, as Python's http.server): a client
+        whose SYN finds the accept queue full is answered a second later,
+        after its SYN's retry (connection setup).
 Traps for the run's validity checks (docs/VALIDITY.md); each changes one
 thing a capture must notice about itself:
   --fail-all     every transcription POST is answered 404 with a message,
@@ -479,6 +482,7 @@ def parse_args(argv):
     ap.add_argument("--runaway-ms", type=float, default=0.0, help="added cost of the first distinct audio, every time")
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="a random 0..J ms more per generate")
     ap.add_argument("--seed", type=int, default=1, help="--jitter-ms's random seed")
+    ap.add_argument("--backlog", type=int, default=5, help="the listen backlog (Python's http.server: 5)")
     ap.add_argument("--cotenant", type=int, default=0, help="busy processes on the server's CPU outside its tree")
     a = ap.parse_args(argv)
     if not 0 <= a.port <= 65535:
@@ -504,6 +508,7 @@ def main(argv):
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})  # before any thread: all inherit it
     Server.rcvbuf = 8192 if args.upload_kbps else 0
+    Server.request_queue_size = args.backlog
     if ":" in args.host:
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)

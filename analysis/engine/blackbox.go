@@ -22,7 +22,9 @@ import (
 // describes the rules.
 //
 // A request's latency splits into
-//   - upload: sent → the body sent in full (client's clock);
+//   - connect: sent → its new connection established (none on a reused
+//     one);
+//   - upload: → the body sent in full (client's clock);
 //   - server time: upload done → the first byte of the answer;
 //   - response delivery: first byte → end.
 //
@@ -37,6 +39,7 @@ import (
 
 // The black-box states, in the order the tables print them.
 const (
+	BBConnect  = "connect"
 	BBUpload   = "upload"
 	BBWait     = "waiting behind others"
 	BBHost     = "service: host work"
@@ -49,10 +52,11 @@ const (
 
 // BlackBoxStates are the states in order; BlackBoxRequest.States and
 // BlackBoxLevel.States are indexed like it.
-var BlackBoxStates = []string{BBUpload, BBWait, BBHost, BBGPUWait, BBRunnable, BBOffCPU, BBNoThread, BBDelivery}
+var BlackBoxStates = []string{BBConnect, BBUpload, BBWait, BBHost, BBGPUWait, BBRunnable, BBOffCPU, BBNoThread, BBDelivery}
 
 const (
-	bUpload = iota
+	bConnect = iota
+	bUpload
 	bWait
 	bHost
 	bGPUWait
@@ -69,6 +73,11 @@ const (
 	// DefaultGroupGapMs: two answers whose first bytes lie this close are
 	// one group (a batch answered at once shows as one).
 	DefaultGroupGapMs = 10.0
+	// SlowConnectS: a connection that took this long had a SYN dropped
+	// and retried (Linux retries after 1 s), most often at a server's
+	// full listen backlog; on loopback a connection takes well under a
+	// millisecond.
+	SlowConnectS = 0.95
 	// candidateThreads is how many of a pass's busiest threads are tried
 	// for each request's service.
 	candidateThreads = 8
@@ -165,7 +174,10 @@ type BlackBoxLevel struct {
 	Parallelism, ParallelismMin, ParallelismMax float64
 	HeldShare                                   float64
 	Passes                                      int
-	Groups                                      Groups
+	// Connects: requests that opened a connection of their own;
+	// SlowConnects: those whose connection took SlowConnectS or more.
+	Connects, SlowConnects int
+	Groups                 Groups
 	// Shape and ShapeN: the concurrency seen (ShapeNone when nothing
 	// waited).
 	Shape  string
@@ -192,6 +204,8 @@ type bbReq struct {
 	i          int
 	pass       int
 	server     int64 // server time (ns)
+	conn       int64 // connect (ns; 0 on a reused connection)
+	newConn    bool  // it opened a connection
 	up, dl     int64 // upload and delivery (ns)
 	answer     int64 // first byte (unix ns; end without one)
 	sample     string
@@ -219,14 +233,17 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		if has(rc.EndUnixNs, i) {
 			end := rc.EndUnixNs[i]
 			start := end - L
-			up, fb := start, end
+			conn, up, fb := start, start, end
 			if has(rc.UploadDoneUnixNs, i) {
 				up = min(max(rc.UploadDoneUnixNs[i], start), end)
+			}
+			if has(rc.ConnectedUnixNs, i) {
+				conn, r.newConn = min(max(rc.ConnectedUnixNs[i], start), up), true
 			}
 			if has(rc.FirstByteUnixNs, i) {
 				fb = min(max(rc.FirstByteUnixNs[i], up), end)
 			}
-			r.up, r.dl, r.server, r.answer = up-start, end-fb, fb-up, fb
+			r.conn, r.up, r.dl, r.server, r.answer = conn-start, up-conn, end-fb, fb-up, fb
 		}
 		r.sample = "#" + strconv.Itoa(i)
 		if i < len(in.SampleID) && in.SampleID[i] != "" {
@@ -295,6 +312,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		q := BlackBoxRequest{Index: r.i, Level: rc.Level.At(r.i), Repeat: int(repeatOf(rc, r.i)), Warmup: rc.Warmup[r.i],
 			LatencyS: rc.LatencyS[r.i], ServiceAloneS: float64(r.alone) / 1e9}
 		svc := float64(r.svcB - r.svcA)
+		q.States[bConnect] = float64(r.conn) / 1e9
 		q.States[bUpload] = float64(r.up) / 1e9
 		q.States[bDelivery] = float64(r.dl) / 1e9
 		q.States[bWait] = float64(r.server-(r.svcB-r.svcA)) / 1e9
@@ -355,6 +373,12 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		}
 		l.N++
 		lat += q.LatencyS
+		if r.newConn {
+			l.Connects++
+			if q.States[bConnect] >= SlowConnectS {
+				l.SlowConnects++
+			}
+		}
 		states = append(states, q.States[:])
 		p := per[r.pass]
 		if p == nil {

@@ -75,9 +75,9 @@ func TestBlackBoxSerial(t *testing.T) {
 	if len(bb.Requests) != 4 || len(bb.Levels) != 2 {
 		t.Fatalf("%d requests, %d levels; want 4, 2", len(bb.Requests), len(bb.Levels))
 	}
-	want := [][NumBBStates]float64{ // s: upload, wait, host, gpu, runq, off, none, delivery
-		2: {0.005, 0, 0.100, 0, 0, 0, 0, 0.001},
-		3: {0.005, 0.100, 0.200, 0, 0, 0, 0, 0.001},
+	want := [][NumBBStates]float64{ // s: connect, upload, wait, host, gpu, runq, off, none, delivery
+		2: {0, 0.005, 0, 0.100, 0, 0, 0, 0, 0.001},
+		3: {0, 0.005, 0.100, 0.200, 0, 0, 0, 0, 0.001},
 	}
 	for i := 2; i < 4; i++ {
 		q := bb.Requests[i]

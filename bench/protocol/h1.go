@@ -107,6 +107,9 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		if trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: c.conn, Reused: c.reused})
+		}
 		resp, retry, err := t.exchange(ctx, c, req, head, body, trace)
 		if err == nil {
 			return resp, nil

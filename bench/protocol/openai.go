@@ -156,7 +156,7 @@ func (b *partsBody) Close() error { return nil }
 // Do's httptrace callbacks run on the transport's goroutines and may fire
 // after RoundTrip has returned: they keep their times in atomic pointers.
 func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
-	var wrote, firstByte atomic.Pointer[time.Time]
+	var wrote, firstByte, connected atomic.Pointer[time.Time]
 	defer func() {
 		if p := recover(); p != nil {
 			res.Err = fmt.Errorf("protocol: internal error: %v", p)
@@ -166,6 +166,7 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 			res.End = time.Now()
 		}
 		res.UploadDone = *cmp.Or(wrote.Load(), new(time.Time)) // the zero time when never stored
+		res.Connected = *cmp.Or(connected.Load(), new(time.Time))
 		res.FirstByte = *cmp.Or(firstByte.Load(), new(time.Time))
 	}()
 	if job == nil {
@@ -173,7 +174,12 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		return res
 	}
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Store(new(time.Now())) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(new(time.Now())) },
+		GotConn: func(c httptrace.GotConnInfo) {
+			if !c.Reused {
+				connected.Store(new(time.Now()))
+			}
+		},
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(nil, new(time.Now())) },
 	})
 	var req *http.Request

@@ -92,6 +92,7 @@ type Result struct {
 	Text            string
 	HTTPStatus      int         // 0 if no response arrived
 	ServerRequestID string      // the response's X-Request-Id header, if any
+	Connected       time.Time   // a new connection established for it (httptrace.GotConn, not reused); zero when one was reused
 	UploadDone      time.Time   // request fully written (httptrace.WroteRequest)
 	FirstByte       time.Time   // first response byte (httptrace.GotFirstResponseByte)
 	FirstToken      time.Time   // streaming: first non-empty delta; non-streaming: zero

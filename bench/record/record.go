@@ -40,6 +40,9 @@ func Fill(ctx context.Context, rec *model.Request, start, from time.Time, res *p
 	rec.StartUnixNs = start.UnixNano()
 	rec.EndUnixNs = res.End.UnixNano()
 	rec.LatencyS = res.End.Sub(from).Seconds()
+	if !res.Connected.IsZero() {
+		rec.ConnectedUnixNs = res.Connected.UnixNano()
+	}
 	if !res.UploadDone.IsZero() {
 		rec.UploadDoneUnixNs = res.UploadDone.UnixNano()
 	}

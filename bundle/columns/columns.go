@@ -419,8 +419,9 @@ type RequestCols struct {
 	// AudioDurationS is each request's audio length (0 when unknown).
 	AudioDurationS []float64
 	// The client's clock of each request (unix ns; 0 when not recorded):
-	// sent, upload done, first byte of the answer, end.
-	StartUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
+	// sent, its new connection established, upload done, first byte of
+	// the answer, end.
+	StartUnixNs, ConnectedUnixNs, UploadDoneUnixNs, FirstByteUnixNs, EndUnixNs []int64
 }
 
 // requestCol is a column of RequestCols: request field f, at RequestCols'

@@ -21,7 +21,7 @@ func fp(x float64) *float64 { return &x }
 func full(i int) model.Request {
 	return model.Request{
 		ID: "7", SampleID: "s\"1\"", Level: "c8", Repeat: 2, Warmup: i%2 == 1, TraceID: "0af7651916cd43dd8448eb211c80319c",
-		RequestID: "asrprof-1", ServerRequestID: "srv-1", IntendedUnixNs: 1, StartUnixNs: 1764480000123456789,
+		RequestID: "asrprof-1", ServerRequestID: "srv-1", IntendedUnixNs: 1, StartUnixNs: 1764480000123456789, ConnectedUnixNs: 2,
 		UploadDoneUnixNs: 3, FirstByteUnixNs: 4, FirstTokenUnixNs: 5, EndUnixNs: 1764480000987654321,
 		LatencyS: 0.123456789, TTFTS: 0.05, ChunkGapsS: []float64{0.1, 0.25}, AudioDurationS: 3.5, HTTPStatus: 200,
 		Status: "ok", ErrorKind: "timeout", Error: "line\nbreak \u00e9", Hyp: "héllo \\ wörld", Ref: "hello world",
