@@ -526,6 +526,8 @@ func (c *checker) warmup(skip map[int]bool) {
 			continue // (an overloaded level's latency is the pass's length)
 		}
 		here, other := map[string][]float64{}, map[string][]float64{} // sample → latencies in the first pass, in the others
+		// the first pass's connections that waited for a SYN's retry
+		slow := 0
 		for pi, l := range runs {
 			into := other
 			if pi == 0 {
@@ -534,6 +536,9 @@ func (c *checker) warmup(skip map[int]bool) {
 			for _, i := range c.okReqs(l) {
 				if r := &c.in.Reqs[i]; !skip[i] {
 					into[r.SampleID] = append(into[r.SampleID], r.LatencyS)
+					if pi == 0 && r.ConnectedUnixNs > 0 && float64(r.ConnectedUnixNs-r.StartUnixNs)/1e9 >= SlowConnectS {
+						slow++
+					}
 				}
 			}
 		}
@@ -569,6 +574,9 @@ func (c *checker) warmup(skip map[int]bool) {
 			conv = fmt.Sprintf("the scored repeats did not converge (the last two differ by %.0f %% in req/s)", 100*li.ConvergeBy)
 		} else if li.Converged != nil {
 			conv = fmt.Sprintf("the last two scored repeats converged (within %.0f %% in req/s)", 100*li.ConvergeBy)
+		}
+		if slow > 0 {
+			conv += fmt.Sprintf("; %d of its requests waited a second or more for a new connection (a SYN sent again: the blackbox analysis's connection setup)", slow)
 		}
 		f := Finding{Check: CheckWarmup, Level: lv, PassesScored: len(c.scored(lv))}
 		if first.Warmup {

@@ -372,3 +372,25 @@ func TestValidityCPUCoTenant(t *testing.T) {
 		t.Error("CPUListHas")
 	}
 }
+
+// The first pass's requests that waited a second for a new connection (a
+// SYN sent again at a full listen backlog) are named in the
+// first-pass-slower finding: the regime is the connections', not a cache's.
+func TestValiditySlowConnects(t *testing.T) {
+	slow := synth(sweep2, 8, func(p, s int) float64 {
+		if p == 2 && s < 2 {
+			return 1.03 + steady(p, s)
+		}
+		return steady(p, s)
+	}, nil)
+	for i := range slow.Reqs {
+		if r := &slow.Reqs[i]; r.Level == "c4" && r.Repeat == 1 && r.LatencyS > 1 {
+			r.ConnectedUnixNs = r.StartUnixNs + 1.03e9
+		}
+	}
+	v := Validity(slow)
+	i := slices.IndexFunc(v.Findings, func(f Finding) bool { return f.Check == CheckWarmup })
+	if i < 0 || !strings.Contains(v.Findings[i].Text, "; 2 of its requests waited a second or more for a new connection") {
+		t.Fatalf("no first-pass-slower finding naming the 2 slow connections: %+v", v.Findings)
+	}
+}
