@@ -81,6 +81,9 @@ func writeSmallBundle(t testing.TB, dir string, n int) smallBundle {
 		t0 := time.Now().UnixNano()
 		rec.StartUnixNs = t0
 		rec.UploadDoneUnixNs = t0 + int64(2*time.Millisecond)
+		if i == 0 { // the first opened its connection: 1 ms
+			rec.ConnectedUnixNs = t0 + int64(time.Millisecond)
+		}
 		rec.FirstByteUnixNs = t0 + int64(38*time.Millisecond)
 		rec.EndUnixNs = t0 + int64(40*time.Millisecond)
 		rec.LatencyS = 0.040

@@ -225,7 +225,8 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 				name     string
 				from, to int64
 			}{
-				{"upload", r.StartUnixNs, r.UploadDoneUnixNs},
+				{"connect", r.StartUnixNs, r.ConnectedUnixNs},
+				{"upload", cmp.Or(r.ConnectedUnixNs, r.StartUnixNs), r.UploadDoneUnixNs},
 				{"wait_first_byte", r.UploadDoneUnixNs, r.FirstByteUnixNs},
 				{"response", r.FirstByteUnixNs, r.EndUnixNs},
 			} {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -406,6 +407,19 @@ func TestPerfettoRequestsOnly(t *testing.T) {
 	c := checkTraceFile(t, data)
 	if st.Requests != 3 || st.ServerSpans != 0 || c.flows != 0 {
 		t.Errorf("stats %+v, want 3 requests and nothing else", st)
+	}
+	// the request that opened its connection: connect, then its upload
+	var phases []string
+	for _, ss := range c.slices {
+		for _, e := range ss {
+			if e.Name == "connect" || e.Name == "upload" {
+				phases = append(phases, fmt.Sprintf("%s %.0f", e.Name, *e.Dur))
+			}
+		}
+	}
+	slices.Sort(phases)
+	if want := []string{"connect 1000", "upload 1000", "upload 2000", "upload 2000"}; !slices.Equal(phases, want) {
+		t.Errorf("client phases (name, µs) = %v, want %v", phases, want)
 	}
 }
 
