@@ -288,7 +288,7 @@ func TestExportStages(t *testing.T) {
 }
 
 // A server that sends nothing: the report and the Perfetto export carry
-// the states seen from outside (upload, waiting behind others, the service, delivery),
+// the states seen from outside (connect, upload, waiting behind others, the service, delivery),
 // and each request's states fill its latency.
 func TestExportPerfettoBlackBoxStates(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 30 * time.Millisecond, Capacity: 1})
@@ -304,7 +304,7 @@ func TestExportPerfettoBlackBoxStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data-table="blackbox"`, `data-table="blackbox_concurrency"`, `"states":["upload","waiting behind others"`} {
+	for _, want := range []string{`data-table="blackbox"`, `data-table="blackbox_concurrency"`, `"states":["connect","upload","waiting behind others"`} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the report lacks %s", want)
 		}
