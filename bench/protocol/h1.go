@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -37,8 +38,10 @@ import (
 // resent: once the server may have the request (a POST: not idempotent),
 // a reset or an EOF instead of the answer is the request's failure, as
 // with net/http.
-// httptrace's WroteRequest and GotFirstResponseByte hooks are called as
-// net/http calls them; a 1xx answer other than 101 is skipped.
+// httptrace's GotConn (its Conn and Reused), WroteRequest and
+// GotFirstResponseByte hooks are called as net/http calls them; a 1xx
+// answer other than 101 is skipped. Where the context holds a stampKey,
+// the answer's first byte is stamped by the kernel (firstByteStamp).
 type H1Transport struct {
 	// Fallback sends the requests this transport does not take.
 	Fallback http.RoundTripper
@@ -120,6 +123,10 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// stampKey's context value, an *atomic.Int64, receives the kernel's
+// receive time of the answer's first byte (unix ns; 0: none).
+type stampKey struct{}
+
 // exchange sends the request on c and reads the answer's head. retry
 // says that none of the request went out on a reused connection (which
 // the server had closed), so it may go again on another.
@@ -149,6 +156,13 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		// closed it in the meantime and has none of the request
 		_, _, err := fail(werr)
 		return nil, c.reused && wrote == 0 && ctx.Err() == nil, err
+	}
+	if st, _ := ctx.Value(stampKey{}).(*atomic.Int64); st != nil && c.br.Buffered() == 0 {
+		if sc, ok := c.conn.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil {
+				st.Store(firstByteStamp(rc))
+			}
+		}
 	}
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(err)

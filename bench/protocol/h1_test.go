@@ -66,6 +66,10 @@ func TestH1KeepAliveAndTimes(t *testing.T) {
 		if r.UploadDone.Before(start) || r.FirstByte.Before(r.UploadDone) || r.End.Before(r.FirstByte) {
 			t.Errorf("request %d: times out of order: start %v upload %v first byte %v end %v", i, start, r.UploadDone, r.FirstByte, r.End)
 		}
+		// the first opened the connection, the others reused it
+		if opened := !r.Connected.IsZero(); opened != (i == 0) || opened && (r.Connected.Before(start) || r.UploadDone.Before(r.Connected)) {
+			t.Errorf("request %d: connected at %v (start %v, upload done %v), want only the first, in order", i, r.Connected, start, r.UploadDone)
+		}
 		got := s.Requests()[i]
 		if got.ParseError != "" || got.FileSize != len(audio) || got.FileSHA256 != sha256.Sum256(audio) {
 			t.Errorf("request %d: server got %d bytes (%s)", i, got.FileSize, got.ParseError)

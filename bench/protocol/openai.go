@@ -157,6 +157,7 @@ func (b *partsBody) Close() error { return nil }
 // after RoundTrip has returned: they keep their times in atomic pointers.
 func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 	var wrote, firstByte, connected atomic.Pointer[time.Time]
+	var stamp atomic.Int64
 	defer func() {
 		if p := recover(); p != nil {
 			res.Err = fmt.Errorf("protocol: internal error: %v", p)
@@ -168,12 +169,17 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		res.UploadDone = *cmp.Or(wrote.Load(), new(time.Time)) // the zero time when never stored
 		res.Connected = *cmp.Or(connected.Load(), new(time.Time))
 		res.FirstByte = *cmp.Or(firstByte.Load(), new(time.Time))
+		if ns := stamp.Load(); ns > 0 && !res.FirstByte.IsZero() && ns <= res.FirstByte.UnixNano() {
+			// the kernel's, not this goroutine's; not before the upload
+			// done read (late, where the answer came first)
+			res.FirstByte = time.Unix(0, max(ns, res.UploadDone.UnixNano()))
+		}
 	}()
 	if job == nil {
 		res.Err, res.ErrKind = errors.New("nil job"), KindOther
 		return res
 	}
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	tctx := httptrace.WithClientTrace(context.WithValue(ctx, stampKey{}, &stamp), &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(new(time.Now())) },
 		GotConn: func(c httptrace.GotConnInfo) {
 			if !c.Reused {

@@ -94,7 +94,7 @@ type Result struct {
 	ServerRequestID string      // the response's X-Request-Id header, if any
 	Connected       time.Time   // a new connection established for it (httptrace.GotConn, not reused); zero when one was reused
 	UploadDone      time.Time   // request fully written (httptrace.WroteRequest)
-	FirstByte       time.Time   // first response byte (httptrace.GotFirstResponseByte)
+	FirstByte       time.Time   // first response byte (httptrace.GotFirstResponseByte; through an H1Transport on Linux, the kernel's receive time)
 	FirstToken      time.Time   // streaming: first non-empty delta; non-streaming: zero
 	ChunkTimes      []time.Time // streaming: arrival of each non-empty delta
 	End             time.Time   // when Do finished with the response; always set
