@@ -498,7 +498,8 @@ const (
 	ShapeGrouped    = 0.5
 	ShapeBatchShare = 0.25
 	// ShapeBatchGroups: and at least this many batches. Two can be
-	// coincidences of the client's clock on a busy host: a server known to
+	// coincidences of two workers' ends (not of the client's clock: with
+	// the kernel's receive times as often as with the reader's): a server known to
 	// hold at most 2 in service (sleeping, 16 answers at c=8) was named
 	// "batches of up to 2" from two such groups, in 2 of about 8 runs of
 	// make test.
