@@ -273,7 +273,15 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		if xs, ok := solo[r.sample]; ok {
 			r.alone = int64(stats.Percentile(xs, 50))
 		}
-		svc := min(r.alone, r.server)
+	}
+	// A request waits behind others only while others are in the server:
+	// its wait is at most the time another held the server beside it. At
+	// c=1 none did, and a server time above the sample's median alone is
+	// its own service, slower.
+	shared := sharedTimes(rs)
+	for j := range rs {
+		r := &rs[j]
+		svc := max(min(r.alone, r.server), r.server-shared[j])
 		r.svcA, r.svcB = r.answer-svc, r.answer
 	}
 	// 3. Threads: per pass, the busiest over its requests' services.
@@ -347,6 +355,54 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
+	return out
+}
+
+// sharedTimes is, for each request of rs, how long another request of its
+// pass was in the server (upload done → first byte) during its own server
+// time: per pass, a sweep over the server times counts those in the
+// server, and S(t), the time up to t with two or more, gives each
+// request's S(end) − S(start).
+func sharedTimes(rs []bbReq) []int64 {
+	type edge struct {
+		t int64
+		d int
+	}
+	byPass := map[int][]edge{}
+	for _, r := range rs {
+		if r.answer > 0 && r.server > 0 {
+			byPass[r.pass] = append(byPass[r.pass], edge{r.answer - r.server, +1}, edge{r.answer, -1})
+		}
+	}
+	type point struct{ t, s int64 } // S at t
+	curve := map[int][]point{}
+	for p, es := range byPass {
+		slices.SortFunc(es, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.d, b.d)) })
+		pts := make([]point, 0, len(es))
+		var s int64
+		n := 0
+		for i, e := range es {
+			if i > 0 && n >= 2 {
+				s += e.t - es[i-1].t
+			}
+			n += e.d
+			pts = append(pts, point{e.t, s})
+		}
+		curve[p] = pts
+	}
+	at := func(pts []point, t int64) int64 { // S(t): the last point at or before t
+		i, _ := slices.BinarySearchFunc(pts, t, func(p point, t int64) int { return cmp.Compare(p.t, t+1) })
+		if i == 0 {
+			return 0
+		}
+		return pts[i-1].s
+	}
+	out := make([]int64, len(rs))
+	for j, r := range rs {
+		if pts := curve[r.pass]; r.answer > 0 && r.server > 0 {
+			out[j] = at(pts, r.answer) - at(pts, r.answer-r.server)
+		}
+	}
 	return out
 }
 

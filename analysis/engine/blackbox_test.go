@@ -109,6 +109,34 @@ func TestBlackBoxSerial(t *testing.T) {
 	}
 }
 
+// A request waits behind others only while another is in the server: at
+// c=1, sample a served in 100, 100 and 160 ms (its median alone 100 ms),
+// the slow one did not wait 60 ms; its own service was slower. At c=2, b
+// beside a slow a waits only the 50 ms they overlapped.
+func TestBlackBoxWaitNeedsOthers(t *testing.T) {
+	in := bbInput([]bbRow{
+		{"c1", "a", 0, 5, 105, 106},
+		{"c1", "a", 200, 205, 305, 306},
+		{"c1", "a", 400, 405, 565, 566},
+		{"c1", "b", 600, 605, 705, 706},
+		{"c2", "a", 1000, 1005, 1255, 1256}, // a: 250 ms, alone 100
+		{"c2", "b", 1200, 1205, 1355, 1356}, // b: 150 ms, alone 100, beside a 50 ms
+	})
+	bb := BlackBox(in)
+	if q := bb.Requests[2]; q.States[bWait] != 0 || math.Abs(q.States[bNoThread]-0.160) > 1e-9 {
+		t.Errorf("c1's slow request: wait %.3f s, service %.3f s; want 0 and 0.160", q.States[bWait], q.States[bNoThread])
+	}
+	if q := bb.Requests[5]; math.Abs(q.States[bWait]-0.050) > 1e-9 || math.Abs(q.States[bNoThread]-0.100) > 1e-9 {
+		t.Errorf("c2's b: wait %.3f s, service %.3f s; want 0.050 and 0.100", q.States[bWait], q.States[bNoThread])
+	}
+	if q := bb.Requests[4]; math.Abs(q.States[bWait]-0.050) > 1e-9 {
+		t.Errorf("c2's a: wait %.3f s, want 0.050 (b beside it for 50 ms)", q.States[bWait])
+	}
+	if l := bb.Levels[0]; l.States[bWait].Share != 0 || l.Shape != ShapeNone {
+		t.Errorf("c1: wait share %.3f, shape %q; want none", l.States[bWait].Share, l.Shape)
+	}
+}
+
 // Time the server held nothing does not lower the parallelism: at c=3, a
 // and b are served side by side (100 ms alone each); c's connection took a
 // second (a SYN retransmitted at a full listen backlog), so its upload was
