@@ -236,8 +236,12 @@ func TestH1FallbackHTTPS(t *testing.T) {
 	c := mustClient(t, "openai", protocol.Options{Target: s.URL, HTTPClient: &http.Client{Transport: tr}})
 	job := newJob("1", []byte("audio"))
 	job.Upload = c.(protocol.Preparer).Prepare(job)
-	if r := c.Do(t.Context(), job); r.Err != nil || r.Text != "tls" {
+	r := c.Do(t.Context(), job)
+	if r.Err != nil || r.Text != "tls" {
 		t.Fatalf("https through the fallback: %v %q", r.Err, r.Text)
+	}
+	if r.Connected.IsZero() || r.Connected.After(r.UploadDone) {
+		t.Errorf("https: connected at %v, upload done %v; want the new connection recorded, before the upload", r.Connected, r.UploadDone)
 	}
 	if _, err := (&http.Client{Transport: &protocol.H1Transport{}}).Get(s.URL); err == nil || !strings.Contains(err.Error(), "no transport") {
 		t.Errorf("https without a fallback: %v, want an error naming it", err)
