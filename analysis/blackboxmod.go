@@ -32,13 +32,32 @@ func blackboxModule() *starlarkstruct.Module {
 // blackBox is the capture's black-box attribution and what it stood on.
 type blackBox struct {
 	r         *engine.BlackBoxResult
-	bins      string // the thread bins' file ("" for none)
+	bbSources
+}
+
+// bbSources is what the attribution stands on, read once: its input, the
+// thread bins' file ("" for none), and whether synchronize times and NVML
+// samples were there. info() needs only these, not the attribution.
+type bbSources struct {
+	in        engine.BlackBoxInput
+	bins      string
 	cuda, gpu bool
 }
 
 // blackbox computes the capture's black-box attribution once.
 func (c *Capture) blackbox() (*blackBox, error) {
 	return c.bb.get(func() (*blackBox, error) {
+		src, err := c.bbSources()
+		if err != nil {
+			return nil, err
+		}
+		return &blackBox{engine.BlackBox(src.in), *src}, nil
+	})
+}
+
+// bbSources reads the black box's sources once.
+func (c *Capture) bbSources() (*bbSources, error) {
+	return c.bbSrc.get(func() (*bbSources, error) {
 		rc, err := c.Tables.RequestCols()
 		if err != nil {
 			return nil, err
@@ -52,7 +71,7 @@ func (c *Capture) blackbox() (*blackBox, error) {
 		if i := slices.IndexFunc(c.Bundle.Manifest.Levels, func(l model.LevelRun) bool { return l.Concurrency == 1 && !l.Warmup }); i >= 0 {
 			in.Solo = c.Bundle.Manifest.Levels[i].Level
 		}
-		out := &blackBox{}
+		out := &bbSources{}
 		if in.Bins, in.CUDA, out.bins, err = engine.ReadThreadBins(c.Bundle.Dir); err != nil {
 			return nil, err
 		}
@@ -63,7 +82,7 @@ func (c *Capture) blackbox() (*blackBox, error) {
 		if in.Levels, err = runOrder(c); err != nil {
 			return nil, err
 		}
-		out.r = engine.BlackBox(in)
+		out.in = in
 		return out, nil
 	})
 }
@@ -82,7 +101,11 @@ func blackboxArgs(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple)
 // None without), cuda and gpu (whether synchronize time and NVML samples
 // were there).
 func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	bb, err := blackboxArgs(b, args, kw)
+	var cv *captureValue
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "capture", &cv); err != nil {
+		return nil, err
+	}
+	bb, err := cv.c.bbSources()
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +113,9 @@ func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if bb.bins != "" {
 		bins = starlark.String(bb.bins)
 	}
+	solo, from := bb.in.SoloOf()
 	return structOf(starlark.StringDict{
-		"solo": starlark.String(bb.r.Solo), "solo_level": starlark.String(bb.r.SoloFrom),
+		"solo": starlark.String(solo), "solo_level": starlark.String(from),
 		"bins": bins, "cuda": starlark.Bool(bb.cuda), "gpu": starlark.Bool(bb.gpu),
 	}), nil
 }

@@ -48,6 +48,7 @@ type Capture struct {
 	segments atomic.Bool                        // the attribution module places the states in time
 
 	bb      once[*blackBox]       // the black-box attribution (blackboxmod.go)
+	bbSrc   once[*bbSources]      // what it stands on
 	workers once[*engine.Workers] // Workers()
 
 	lengths     memo[string, *LengthSplit]                // LengthSplit, by LengthBuckets.String

@@ -213,6 +213,23 @@ type bbReq struct {
 	svcA, svcB int64
 }
 
+// SoloOf says where BlackBox takes each sample's service alone from:
+// SoloLevel and in.Solo when that level has a successful scored request,
+// else SoloQuickest. It reads the columns only, without the attribution.
+func (in BlackBoxInput) SoloOf() (string, string) {
+	rc := in.Reqs
+	if in.Solo == "" {
+		return SoloQuickest, ""
+	}
+	lv, ok := rc.Level.Code(in.Solo), rc.Status.Code("ok")
+	for i := 0; i < rc.N; i++ {
+		if rc.Level.Codes[i] == lv && rc.Status.Codes[i] == ok && !rc.Warmup[i] && rc.LatencyS[i] > 0 {
+			return SoloLevel, in.Solo
+		}
+	}
+	return SoloQuickest, ""
+}
+
 // BlackBox attributes every successful request's latency to the black-box
 // states, and infers each level's concurrency.
 func BlackBox(in BlackBoxInput) *BlackBoxResult {
@@ -263,10 +280,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			solo[r.sample] = append(solo[r.sample], float64(r.server))
 		}
 	}
-	out.Solo = SoloQuickest
-	if len(solo) > 0 {
-		out.Solo, out.SoloFrom = SoloLevel, in.Solo
-	}
+	out.Solo, out.SoloFrom = in.SoloOf()
 	for j := range rs {
 		r := &rs[j]
 		r.alone = quick[r.sample]
