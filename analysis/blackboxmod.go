@@ -19,7 +19,7 @@ import (
 //
 //	load("blackbox", "levels", "requests", "info", "STATES")
 //	levels(capture)    # [struct(level, n, latency_mean_ms, states = {state: struct(share, mean_ms, p95_ms)},
-//	                   #         req_s, service_alone_ms, in_flight, held_share, parallelism, parallelism_min, parallelism_max, passes,
+//	                   #         req_s, service_alone_ms, in_flight, held_share, parallelism, parallelism_min, parallelism_max, passes, connects, slow_connects,
 //	                   #         groups = {size: count}, grouped_share, batch_share, batch_max, batch_mode, shape, shape_n,
 //	                   #         service_busy, gpu_busy (None without NVML), gpu, threads)]
 //	requests(capture)  # [struct(index, level, repeat, warmup, latency_ms, service_alone_ms, tid, ms = {state: ms})]
