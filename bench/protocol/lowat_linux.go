@@ -23,18 +23,20 @@ func lowatControl(network, _ string, c syscall.RawConn) error {
 // firstByteStamp waits until rc has a byte to read and returns when the
 // kernel received it (unix ns; SO_TIMESTAMPNS, set at dial), leaving the
 // byte unread (MSG_PEEK). The stamp is the packet's arrival, not when
-// this goroutine ran: on a busy host a reader runs milliseconds late, and
-// answers that arrived apart would read as arriving together. 0 when the
-// kernel gave no stamp, or the read failed (the caller's read then says
-// why).
+// this goroutine ran: on a busy host a reader runs milliseconds late
+// (docs/BUNDLE.md, first_byte_unix_ns). 0 when the kernel gave no stamp,
+// or the read failed (the caller's read then says why).
 func firstByteStamp(rc syscall.RawConn) int64 {
 	var b [1]byte
 	var oob [64]byte
 	var ns int64
 	_ = rc.Read(func(fd uintptr) bool {
 		n, oobn, _, _, err := unix.Recvmsg(int(fd), b[:], oob[:], unix.MSG_PEEK)
-		if err == unix.EAGAIN || err == unix.EWOULDBLOCK || err == unix.EINTR {
-			return false // wait (until a deadline, too)
+		for err == unix.EINTR {
+			n, oobn, _, _, err = unix.Recvmsg(int(fd), b[:], oob[:], unix.MSG_PEEK)
+		}
+		if err == unix.EAGAIN || err == unix.EWOULDBLOCK {
+			return false // wait for it (until a deadline, too)
 		}
 		if err != nil || n == 0 {
 			return true
