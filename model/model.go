@@ -48,21 +48,17 @@ type WordErrors struct {
 // tag parquet:",dict" marks a string of few distinct values, and span:"k"
 // a field that the client's request span holds as attribute k.
 type Request struct {
-	ID              string `json:"id"`
-	SampleID        string `json:"sample_id" parquet:",dict" span:"asrprof.sample_id"`
-	Level           string `json:"level" parquet:",dict" span:"asrprof.level"` // e.g. "c8" or "r2.5"
-	Repeat          int    `json:"repeat" span:"asrprof.repeat"`
-	Warmup          bool   `json:"warmup" span:"asrprof.warmup"`
-	TraceID         string `json:"trace_id"`
-	RequestID       string `json:"request_id" span:"asrprof.request_id"`
-	ServerRequestID string `json:"server_request_id,omitempty" span:"asrprof.server_request_id"`
-	IntendedUnixNs  int64  `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
-	StartUnixNs     int64  `json:"start_unix_ns"`
-	// ConnectedUnixNs: the request went on a connection of its own, which
-	// was established then (absent when it reused one). A connection that
-	// took a second or more had its SYN dropped and retried, most often at
-	// a server's full listen backlog.
-	ConnectedUnixNs  int64       `json:"connected_unix_ns,omitempty"`
+	ID               string      `json:"id"`
+	SampleID         string      `json:"sample_id" parquet:",dict" span:"asrprof.sample_id"`
+	Level            string      `json:"level" parquet:",dict" span:"asrprof.level"` // e.g. "c8" or "r2.5"
+	Repeat           int         `json:"repeat" span:"asrprof.repeat"`
+	Warmup           bool        `json:"warmup" span:"asrprof.warmup"`
+	TraceID          string      `json:"trace_id"`
+	RequestID        string      `json:"request_id" span:"asrprof.request_id"`
+	ServerRequestID  string      `json:"server_request_id,omitempty" span:"asrprof.server_request_id"`
+	IntendedUnixNs   int64       `json:"intended_unix_ns,omitempty"` // open loop: the scheduled send time
+	StartUnixNs      int64       `json:"start_unix_ns"`
+	ConnectedUnixNs  int64       `json:"connected_unix_ns,omitempty"`   // its own new connection was established (absent on a reused one)
 	UploadDoneUnixNs int64       `json:"upload_done_unix_ns,omitempty"` // the request body was sent in full
 	FirstByteUnixNs  int64       `json:"first_byte_unix_ns,omitempty"`
 	FirstTokenUnixNs int64       `json:"first_token_unix_ns,omitempty"`
