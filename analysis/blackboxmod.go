@@ -31,7 +31,7 @@ func blackboxModule() *starlarkstruct.Module {
 
 // blackBox is the capture's black-box attribution and what it stood on.
 type blackBox struct {
-	r         *engine.BlackBoxResult
+	r *engine.BlackBoxResult
 	bbSources
 }
 
