@@ -213,6 +213,10 @@ type bbReq struct {
 	svcA, svcB int64
 }
 
+// slowConnect says whether a connection that took s seconds waited for a
+// SYN's retry (SlowConnectS).
+func slowConnect(s float64) bool { return s >= SlowConnectS }
+
 // SoloOf says where BlackBox takes each sample's service alone from:
 // SoloLevel and in.Solo when that level has a successful scored request,
 // else SoloQuickest. It reads the columns only, without the attribution.
@@ -445,7 +449,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		lat += q.LatencyS
 		if r.newConn {
 			l.Connects++
-			if q.States[bConnect] >= SlowConnectS {
+			if slowConnect(q.States[bConnect]) {
 				l.SlowConnects++
 			}
 		}

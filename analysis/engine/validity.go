@@ -536,7 +536,7 @@ func (c *checker) warmup(skip map[int]bool) {
 			for _, i := range c.okReqs(l) {
 				if r := &c.in.Reqs[i]; !skip[i] {
 					into[r.SampleID] = append(into[r.SampleID], r.LatencyS)
-					if pi == 0 && r.ConnectedUnixNs > 0 && float64(r.ConnectedUnixNs-r.StartUnixNs)/1e9 >= SlowConnectS {
+					if pi == 0 && r.ConnectedUnixNs > 0 && slowConnect(float64(r.ConnectedUnixNs-r.StartUnixNs)/1e9) {
 						slow++
 					}
 				}
