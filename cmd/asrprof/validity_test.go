@@ -44,6 +44,10 @@ type validityCase struct {
 	may []string
 }
 
+// byLoad: the checks that compare a level's passes with each other, which
+// a loaded host's uneven slowing may fire.
+var byLoad = []string{engine.CheckWarmup, engine.CheckSampleSize, engine.CheckOutliers}
+
 // Servers sleep through their work (--work sleep): the captures run side
 // by side. Four passes (two levels, two scored repeats) of six samples.
 const vService = "--mode cap --cap 4 --work sleep --service-ms 60 --per-audio-ms 15"
@@ -98,7 +102,7 @@ func validityTraps(t *testing.T, alone bool) {
 		// probe beside it, else proc (which writes the cores' record too)
 		{name: "cpu_cotenant", server: vService + " --cpu 0 --cotenant 1", load: c14, want: engine.CheckCoTenants, severity: engine.SeverityWarn,
 			text: "of the time of core 0, where the server ran", alone: true, probes: "auto",
-			may: []string{engine.CheckWarmup, engine.CheckSampleSize, engine.CheckOutliers}},
+			may: byLoad},
 	}
 	if alone {
 		for _, tc := range cases {
@@ -131,19 +135,34 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 	for _, c := range v.CPUShares {
 		t.Logf("cores %v at %s: target %.0f %%, asrprof %.0f %%, others %.0f %%", c.Cores, c.Level, 100*c.Target, 100*c.Self, 100*c.Others)
 	}
-	var fired []string
-	hostLoaded := false
+	// The host's own load: the co-tenant check reads it truly, and it
+	// names no process of this test (docs/VALIDITY.md); on a quiet host it
+	// stays silent here. At a level it fired for, the load also slows
+	// passes unevenly, so the checks that read passes against each other
+	// may fire at warn as its consequence (in one CI run other tests'
+	// servers took 88 % of the cores during c=4's first scored pass,
+	// which took 2.0x the next).
+	loaded := map[string]bool{}
 	for _, f := range v.Findings {
 		if f.Check == engine.CheckCoTenants && tc.want != engine.CheckCoTenants && hostsLoad(t, dir, v, f.Level) {
-			hostLoaded = true
-			// The host's own load: the co-tenant check reads it truly,
-			// and it names no process of this test (docs/VALIDITY.md); on
-			// a quiet host it stays silent here.
+			loaded[f.Level] = true
 			t.Logf("the host is loaded, not this test's servers: %s", f.Text)
+		}
+	}
+	hostLoaded := len(loaded) > 0
+	allowed := func(f engine.Finding) bool {
+		if f.Check == tc.want || f.Severity != engine.SeverityWarn {
+			return false
+		}
+		return slices.Contains(tc.may, f.Check) || loaded[f.Level] && slices.Contains(byLoad, f.Check)
+	}
+	var fired []string
+	for _, f := range v.Findings {
+		if f.Check == engine.CheckCoTenants && loaded[f.Level] {
 			continue
 		}
-		if slices.Contains(tc.may, f.Check) && f.Severity == engine.SeverityWarn {
-			t.Logf("a consequence of the trap, allowed: %s", f.Text)
+		if allowed(f) {
+			t.Logf("a consequence of the trap or the host's load, allowed: %s", f.Text)
 			continue
 		}
 		if !slices.Contains(fired, f.Check) {
@@ -158,8 +177,8 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 		t.Fatalf("fired %v, want %v\n%s", fired, want, stdout)
 	}
 	for _, f := range v.Findings {
-		if f.Check != tc.want && (f.Check == engine.CheckCoTenants || slices.Contains(tc.may, f.Check)) {
-			continue // the host's load, or the trap's consequence, above
+		if f.Check == engine.CheckCoTenants && loaded[f.Level] || allowed(f) {
+			continue // the host's load, or a consequence, above
 		}
 		if f.Severity != tc.severity || !strings.Contains(f.Text, tc.text) {
 			t.Errorf("finding %s %q, want %s with %q", f.Severity, f.Text, tc.severity, tc.text)
