@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -118,12 +119,14 @@ type probeSet struct {
 	marks map[string]uint64        // name → its record count when the pass began
 	empty map[string][]string      // name → the scored passes it recorded nothing in
 	// idle: name → the scored passes an activity-driven probe recorded
-	// nothing in while the target used under idleCPU of CPU (not failures);
+	// nothing in while the target used too little CPU to show (idleBelow;
+	// not failures), and idleCut: name → that CPU time in seconds;
 	// pid and cpuAt: the target, and its tree's CPU seconds when the pass
 	// began (-1: not read)
-	idle  map[string][]string
-	pid   int
-	cpuAt float64
+	idle    map[string][]string
+	idleCut map[string]float64
+	pid     int
+	cpuAt   float64
 	// threadsAt is each thread's CPU time at the pass's start, when a
 	// probe samples per thread (probe.PerThreadActivity); nil otherwise.
 	threadsAt map[int]float64
@@ -240,7 +243,7 @@ func localAddr(ip net.IP) bool {
 func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet {
 	set := &probeSet{status: map[string]string{}, details: map[string]string{},
 		sinks: map[string]*countingSink{}, marks: map[string]uint64{}, empty: map[string][]string{},
-		idle: map[string][]string{}, cpuAt: -1}
+		idle: map[string][]string{}, idleCut: map[string]float64{}, cpuAt: -1}
 	if len(ps) == 0 {
 		return set
 	}
@@ -322,10 +325,28 @@ func (s *probeSet) periodCount(pr probe.Probe) uint64 {
 }
 
 // idleCPU is the target's CPU time in a pass under which an
-// activity-driven probe may have nothing to show: at the cpu probe's 99 Hz
-// it is 3 samples' worth, and a target that ran that little gets none
-// about one pass in twenty.
+// activity-driven probe whose rate is not known (probe.ActivityDriven) may
+// have nothing to show, and under which no thread of a per-thread sampler
+// need have been sampled (probe.PerThreadActivity): at the cpu probe's
+// default 99 Hz, 3 sampling periods.
 const idleCPU = 0.030
+
+// idleSamples is the mean record count under which a working
+// activity-driven probe of known rate may record nothing in a pass: a
+// sampler's records over a target's short bursts come as a Poisson count,
+// none with probability e^-n, and below ln(1000) ≈ 6.9 a working probe
+// records nothing more often than one pass in a thousand. At 99 Hz that is
+// 70 ms of the target's CPU time; at --cpu-hz 10, 0.69 s.
+var idleSamples = math.Log(1000)
+
+// idleBelow is the target's CPU time in a pass under which pr may rightly
+// record nothing.
+func idleBelow(pr probe.ActivityDriven) float64 {
+	if r := pr.ActivityRate(); r > 0 {
+		return idleSamples / r
+	}
+	return idleCPU
+}
 
 func (s *probeSet) begin(p probe.Period) {
 	s.cpuAt, s.threadsAt = -1, nil
@@ -367,12 +388,14 @@ func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
 			continue
 		}
 		pass := fmt.Sprintf("%s repeat %d", model.LevelLabel(p.Level), p.Repeat)
-		if _, ok := pr.(probe.ActivityDriven); ok && used >= 0 && used < idleCPU {
+		if ad, ok := pr.(probe.ActivityDriven); ok && used >= 0 && used < idleBelow(ad) {
 			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU)", pass, 1000*used))
+			s.idleCut[pr.Name()] = max(s.idleCut[pr.Name()], idleBelow(ad))
 			continue
 		}
 		if pt, ok := pr.(probe.PerThreadActivity); ok && busiest >= 0 && busiest < idleCPU && pt.PerThreadActivity() {
 			s.idle[pr.Name()] = append(s.idle[pr.Name()], fmt.Sprintf("%s (%.0f ms of CPU, its busiest thread %.0f ms: sampled per thread)", pass, 1000*used, 1000*busiest))
+			s.idleCut[pr.Name()] = max(s.idleCut[pr.Name()], idleCPU)
 			continue
 		}
 		s.empty[pr.Name()] = append(s.empty[pr.Name()], pass)
@@ -398,7 +421,7 @@ func (s *probeSet) emptyReport(passes int, say func(string)) {
 	for _, name := range slices.Sorted(maps.Keys(s.idle)) {
 		got := s.idle[name]
 		say(fmt.Sprintf("probe %s recorded nothing in %d of %d scored passes (%s): the server's processes used under %.0f ms of CPU in each, too little to show; an idle server, not a failure",
-			name, len(got), passes, which(got), 1000*idleCPU))
+			name, len(got), passes, which(got), 1000*s.idleCut[name]))
 	}
 }
 

@@ -353,9 +353,12 @@ func TestCaptureRunsProbes(t *testing.T) {
 
 // activityFake is a fake probe marked activity-driven (its records would
 // be the target's own doings, as the cpu probe's samples).
-type activityFake struct{ *Fake }
+type activityFake struct {
+	*Fake
+	rate float64
+}
 
-func (activityFake) ActivityDriven() {}
+func (f activityFake) ActivityRate() float64 { return f.rate }
 
 // startChild starts a process for the capture to target, killed when the
 // test ends.
@@ -372,21 +375,27 @@ func startChild(t *testing.T, name string, args ...string) int {
 // An activity-driven probe that records nothing is not a failure when the
 // target hardly ran in the pass (an idle server: nothing to sample); said
 // as a note, kept as extra.probe_idle, and the capture stays complete.
-// The same probe beside a target that used its CPU is a failure.
+// The same probe beside a target that used its CPU is a failure, unless
+// its rate is so low that a working probe would often record nothing in
+// that CPU time (2 records a CPU second: 3.5 s needed, where the pass
+// takes well under 1 s).
 func TestActivityProbeEmptyOnIdleTarget(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target []string
+		rate   float64
 		idle   bool
 	}{
-		{"idle", []string{"sleep", "60"}, true},
-		{"busy", []string{"sh", "-c", "while :; do :; done"}, false},
+		{"idle", []string{"sleep", "60"}, 0, true},
+		{"busy", []string{"sh", "-c", "while :; do :; done"}, 0, false},
+		{"busy_fast_sampler", []string{"sh", "-c", "while :; do :; done"}, 1000, false},
+		{"busy_slow_sampler", []string{"sh", "-c", "while :; do :; done"}, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 50 * time.Millisecond})
 			cfg := baseConfig(t, srv.URL, makeDataset(t, 4))
 			cfg.PID = startChild(t, tc.target[0], tc.target[1:]...)
-			samples := activityFake{&Fake{ProbeName: "samples", File: "samples.jsonl"}}
+			samples := activityFake{&Fake{ProbeName: "samples", File: "samples.jsonl"}, tc.rate}
 			var out, errb bytes.Buffer
 			o, err := capture.New(cfg, &out, &errb).AddProbes(samples).Run(context.Background())
 			if err != nil {

@@ -61,9 +61,12 @@ type PeriodCounter interface {
 // target does (on-CPU samples, CUDA launches), not from a clock or a poll:
 // in a pass where the target hardly ran they may rightly record nothing.
 // The capture then checks the target's CPU time over the pass before it
-// calls the empty pass a failure.
+// calls the empty pass a failure. ActivityRate is the records a working
+// probe makes, on average, per second of the target's CPU time (the cpu
+// probe's sampling rate); 0 when it does not follow the CPU time (CUDA
+// launches).
 type ActivityDriven interface {
-	ActivityDriven()
+	ActivityRate() float64
 }
 
 // PerThreadActivity is implemented by activity-driven probes that may

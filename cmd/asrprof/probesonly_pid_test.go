@@ -62,3 +62,30 @@ func TestProbesOnlyIdleServer(t *testing.T) {
 		t.Errorf("report.html does not say the cpu probe had nothing to record (%v)", err)
 	}
 }
+
+// TestProbesOnlySlowSampler: at `--cpu-hz 1` a target that works in short
+// bursts, under a CPU second in the period, would often leave a working
+// cpu probe no sample (e^-0.5 of the time at half a second): that is the
+// idle note, whose cut follows the rate (ln(1000) samples' worth, 6.908 s at
+// 1 Hz), never the ERROR of a broken probe (which a fixed 30 ms cut gave).
+func TestProbesOnlySlowSampler(t *testing.T) {
+	need.Root(t, "for the cpu probe")
+	bursts := exec.Command("sh", "-c", `while :; do i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done; sleep 0.05; done`)
+	if err := bursts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { bursts.Process.Kill(); bursts.Wait() }()
+	out := filepath.Join(t.TempDir(), "p")
+	code, _, stderr := runCLI("capture", "--probes-only", "--pid", strconv.Itoa(bursts.Process.Pid), "--probes", "cpu",
+		"--cpu-hz", "1", "--duration", "2s", "--out", out)
+	if strings.Contains(stderr, "probe cpu: off") || strings.Contains(stderr, "probe cpu: failed") {
+		t.Fatalf("the cpu probe did not start here:\n%s", stderr)
+	}
+	if code != exitOK || strings.Contains(stderr, "ERROR") {
+		t.Fatalf("exit %d, want %d and no ERROR:\n%s", code, exitOK, stderr)
+	}
+	if strings.Contains(stderr, "probe cpu recorded nothing") && !strings.Contains(stderr, "used under 6908 ms of CPU in each") {
+		t.Errorf("the idle note does not give the cut of 1 Hz:\n%s", stderr)
+	}
+	t.Logf("%s", stderr)
+}

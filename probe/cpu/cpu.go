@@ -131,9 +131,10 @@ func New(cfg Config) *Probe {
 // Name returns "cpu".
 func (p *Probe) Name() string { return "cpu" }
 
-// ActivityDriven marks the probe's records as the target's on-CPU samples: an
-// idle target gives none (probe.ActivityDriven).
-func (p *Probe) ActivityDriven() {}
+// ActivityRate is the sampling rate: the probe's records are the target's
+// on-CPU samples, Hz a second of its CPU time, and an idle target gives
+// none (probe.ActivityDriven).
+func (p *Probe) ActivityRate() float64 { return float64(p.cfg.Hz) }
 
 // PerThreadActivity reports whether the perf engine runs: its events
 // sample each thread on the thread's own CPU clock, so a thread needs a

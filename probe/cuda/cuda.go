@@ -108,9 +108,10 @@ func New(cfg Config) *Probe {
 // Name returns "cuda".
 func (p *Probe) Name() string { return "cuda" }
 
-// ActivityDriven marks the probe's records as the target's CUDA launches: an
-// idle target gives none (probe.ActivityDriven).
-func (p *Probe) ActivityDriven() {}
+// ActivityRate is 0: the probe's records are the target's CUDA launches,
+// which do not follow its CPU time, and an idle target gives none
+// (probe.ActivityDriven).
+func (p *Probe) ActivityRate() float64 { return 0 }
 
 // Detail says what the probe attached to: how many launch functions it
 // counts and how many blocking functions it times, in which libraries.
