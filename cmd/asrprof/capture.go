@@ -126,7 +126,11 @@ func captureCommand(name string) func(ctx context.Context, args []string, stdout
 		}
 		start()
 		run := func() error {
-			_, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
+			o, err := capture.New(cfg, stdout, stderr).OnFinish(finisher(rb.lengths)).Run(ctx)
+			if err == nil && o != nil && o.Manifest.Extra["probe_empty"] != nil {
+				// said above as an ERROR line; a script sees it too (exitFailed)
+				return fmt.Errorf("a probe was on but recorded nothing in scored passes (the ERROR line above); the bundle in %s is written, marked incomplete", cfg.Out)
+			}
 			return err
 		}
 		if gc, _ := rb.gpuCoRunnerConfig(); gc != nil { // beside this one capture

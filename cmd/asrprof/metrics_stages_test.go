@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
@@ -72,4 +77,37 @@ func TestCaptureMetricsStages(t *testing.T) {
 		return
 	}
 	t.Fatalf("no metrics_stages table among %v\n%s", names, stderr.String())
+}
+
+// A probe that is on and recorded nothing fails the capture: the ERROR
+// line, the bundle written and marked incomplete, and exit status 1
+// (--help's table), so that a script sees it too. Here the metrics probe
+// scrapes a /metrics that answers its first scrape (the probe starts) and
+// 500 after it, in every pass.
+func TestCaptureProbeEmptyExits1(t *testing.T) {
+	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 20 * time.Millisecond})
+	var scrapes atomic.Int32
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if scrapes.Add(1) == 1 {
+			fmt.Fprint(w, "# TYPE requests_total counter\nrequests_total 1\n")
+			return
+		}
+		http.Error(w, "metrics registry locked", http.StatusInternalServerError)
+	}))
+	t.Cleanup(broken.Close)
+	out := filepath.Join(t.TempDir(), "cap")
+	code, _, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 2),
+		"--concurrency", "1", "--repeats", "1", "--out", out, "--otlp-http", "off", "--otlp-grpc", "off",
+		"--probes", "metrics", "--server-metrics", broken.URL+"/metrics", "--server-metrics-interval", "20ms")
+	if code != exitFailed || !strings.Contains(stderr, "ERROR: probe metrics was on but recorded nothing") ||
+		!strings.Contains(stderr, "the bundle in "+out+" is written, marked incomplete") {
+		t.Fatalf("exit %d, want %d with the ERROR line and the bundle named:\n%s", code, exitFailed, stderr)
+	}
+	b, err := bundle.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Manifest.Complete {
+		t.Errorf("the manifest says complete")
+	}
 }
