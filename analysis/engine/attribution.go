@@ -30,6 +30,7 @@ import (
 
 // The states, in the order the tables print them.
 const (
+	StateConnect      = "connect"
 	StateUpload       = "upload"
 	StateBuildWait    = "build wait"
 	StateBuild        = "build"
@@ -46,12 +47,13 @@ const (
 
 // AttributionStates are the states in order; RequestStates.States and
 // LevelStates.States are indexed like it.
-var AttributionStates = []string{StateUpload, StateBuildWait, StateBuild, StateAdmission,
+var AttributionStates = []string{StateConnect, StateUpload, StateBuildWait, StateBuild, StateAdmission,
 	StateHost, StateGPUWait, StateRunnable, StateOffCPU, StateNoThread,
 	StateStall, StateDelivery, StateUnattributed}
 
 const (
-	sUpload = iota
+	sConnect = iota
+	sUpload
 	sBuildWait
 	sBuild
 	sAdmission
@@ -274,6 +276,10 @@ type LevelStates struct {
 	// worker: a scheduler that admits between first forwards, or runs
 	// them one after another, keeps the queue waiting behind them.
 	AdmissionInFF float64
+	// Connects: the level's measured requests that opened a connection of
+	// their own (a connect state); SlowConnects: those whose connection
+	// took SlowConnectS or more (a SYN sent again).
+	Connects, SlowConnects int
 }
 
 // Attribution is Attribute's answer.
@@ -659,6 +665,14 @@ func Attribute(in AttributionInput) *Attribution {
 		return w, b.has&(1<<kTotal-1) != 0 // a stage before the total
 	}
 	hasClock := len(rc.EndUnixNs) == n
+	// connectOf is the time from the request's start to its new
+	// connection (0 on a reused one, or without the client's stamps).
+	connectOf := func(i int) int64 {
+		if len(rc.ConnectedUnixNs) != n || len(rc.StartUnixNs) != n || rc.ConnectedUnixNs[i] <= 0 || rc.StartUnixNs[i] <= 0 {
+			return 0
+		}
+		return max(rc.ConnectedUnixNs[i]-rc.StartUnixNs[i], 0)
+	}
 	// The client's window of each request, when it has a clock.
 	clientEnd := func(i int) (c0, c1 int64, ok bool) {
 		if !hasClock {
@@ -823,7 +837,7 @@ func Attribute(in AttributionInput) *Attribution {
 				segs = seg
 				seg.off, seg.prev = th, [NumStates]float64{}
 			}
-			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, unions[k], passes[passOf[i]].th, segs)
+			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, connectOf(i), unions[k], passes[passOf[i]].th, segs)
 			if b := &bounds[i]; ns[sAdmission] > 0 && (b.ok(kBuildToQueued) || b.ok(kQueued)) {
 				iv := b.iv[kQueued]
 				if b.ok(kBuildToQueued) {
@@ -912,8 +926,9 @@ func (g *segmenter) phase(ns *[NumStates]float64, a, z int64) {
 }
 
 // attributeOne assigns [x0, x1) (the client's latency on the server's
-// clock) of one request, in ns, to ns; segs (nil: none) records where.
-func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64, ff *ffUnion, th *thread, segs *segmenter) {
+// clock) of one request, in ns, to ns; segs (nil: none) records where. cn
+// is the time its new connection took from x0 (0: none).
+func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1, cn int64, ff *ffUnion, th *thread, segs *segmenter) {
 	clamp := func(t int64) int64 { return min(max(t, x0), x1) }
 	// Response delivery starts where the request left the running batch
 	// (its decode's end), else at the server's end.
@@ -924,6 +939,13 @@ func attributeOne(ns *[NumStates]float64, b *reqBounds, w interval, x0, x1 int64
 	w0 := clamp(w.a)
 	e = max(clamp(e), w0)
 	t := x0
+	// The connection first, up to the server's start at most: the server
+	// cannot begin before the request reached it.
+	if c := min(x0+cn, w0); c > t {
+		ns[sConnect] += float64(c - t)
+		segs.phase(ns, t, c)
+		t = c
+	}
 	ns[sUpload] += float64(w0 - t)
 	segs.phase(ns, t, w0)
 	t = w0
@@ -1127,10 +1149,10 @@ func mode[K int | int64](votes map[K]int, largest bool) K {
 
 func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []LevelStates {
 	type acc struct {
-		n, missing            int
-		lat, atCap, inFF, adm float64
-		states                [][]float64 // each request's
-		passes                []*passInfo
+		n, missing, connects, slow int
+		lat, atCap, inFF, adm      float64
+		states                     [][]float64 // each request's
+		passes                     []*passInfo
 	}
 	by := map[string]*acc{}
 	for i := range a.Requests {
@@ -1148,6 +1170,12 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		x.inFF += r.AdmissionInFFS
 		x.adm += r.States[sAdmission]
 		x.states = append(x.states, r.States[:])
+		if r.States[sConnect] > 0 {
+			x.connects++
+			if slowConnect(r.States[sConnect]) {
+				x.slow++
+			}
+		}
 	}
 	for _, p := range passes {
 		if !p.pt.Warmup {
@@ -1168,7 +1196,7 @@ func levelStates(in AttributionInput, a *Attribution, passes []*passInfo) []Leve
 		if x == nil || x.n == 0 {
 			continue
 		}
-		l := LevelStates{Level: lv, N: x.n, Missing: x.missing, LatencyMeanMs: 1000 * x.lat / float64(x.n)}
+		l := LevelStates{Level: lv, N: x.n, Missing: x.missing, LatencyMeanMs: 1000 * x.lat / float64(x.n), Connects: x.connects, SlowConnects: x.slow}
 		stateStats(l.States[:], x.lat, x.states)
 		var runOn, runB, passOn, passB float64
 		for _, p := range x.passes {

@@ -87,6 +87,9 @@ func TestAttributionCLI(t *testing.T) {
 		levels []string
 		want   string
 		check  func(t *testing.T, rows map[string][]map[string]any, mean map[string]map[string]float64)
+		// cause: the bottleneck table's first at levels, its evidence
+		// saying evidence
+		cause, evidence string
 	}{
 		{
 			// idle 60 % of the time, its thread busy whenever a request runs
@@ -155,6 +158,27 @@ func TestAttributionCLI(t *testing.T) {
 				}
 			},
 		},
+		{
+			// a listen backlog too small for c=8: 3 of a pass's 8 new
+			// connections wait a second for a SYN's retry; the upload
+			// (5 ms) stays apart from them, and the diagnosis names the
+			// connection, with its count
+			name: "connection setup", levels: []string{"c8"}, want: fixture.AttrConnect,
+			cfg: fixture.AttrConfig{Levels: []fixture.AttrLevel{
+				{Concurrency: 8, Connect: ms / 5, SlowConnects: 3, Upload: 5 * ms, Build: 2 * ms, FirstForward: 3 * ms, Decode: 30 * ms,
+					Delivery: 1 * ms, OnCPU: 0.9},
+			}, RequestsPerPass: 16, Seed: 7},
+			check: func(t *testing.T, _ map[string][]map[string]any, mean map[string]map[string]float64) {
+				// 3 × 1000.2 ms and 5 × 0.2 ms over 16 requests
+				if c := mean["c8"][fixture.AttrConnect]; math.Abs(c-187.6) > 0.5 {
+					t.Errorf("connect %.2f ms a request, want 187.6", c)
+				}
+				if up := mean["c8"][fixture.AttrUpload]; math.Abs(up-5) > 0.5 {
+					t.Errorf("upload %.2f ms a request, want 5", up)
+				}
+			},
+			cause: "connection setup", evidence: "3 of the 8 requests that opened a connection waited a second or more for it",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "b")
@@ -174,6 +198,14 @@ func TestAttributionCLI(t *testing.T) {
 			code, out, errs := runCLI("analyze", dir, "attribution")
 			if code != 0 || !strings.Contains(out, "Where the client latency went") {
 				t.Errorf("text: exit %d\n%s\n%s", code, out, errs)
+			}
+			if tc.cause != "" {
+				got, text := verdicts(t, dir)
+				for _, lv := range tc.levels {
+					if c := got[lv]; len(c) == 0 || c[0] != tc.cause || !strings.Contains(text, tc.evidence) {
+						t.Errorf("at %s the verdict is %v, want %q first, saying %q\n%s", lv, c, tc.cause, tc.evidence, text)
+					}
+				}
 			}
 		})
 	}
