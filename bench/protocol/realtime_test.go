@@ -73,6 +73,9 @@ func TestFunASRSession(t *testing.T) {
 	if !near(s.AudioS, 2, 0.01) {
 		t.Errorf("server received %.3f s of 16 kHz audio, want 2", s.AudioS)
 	}
+	if r.Connected.IsZero() || r.FirstByte.Before(r.Connected) {
+		t.Errorf("connected %v, the session open %v: want its new connection first", r.Connected, r.FirstByte)
+	}
 }
 
 func TestRealtimeDialects(t *testing.T) {

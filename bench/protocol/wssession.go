@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -290,7 +291,14 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	}
 	hdr := http.Header{}
 	job.setHeaders(hdr)
-	conn, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPClient: c.opts.HTTPClient, HTTPHeader: hdr})
+	// the session's new connection, as the HTTP clients record it (a
+	// WebSocket never reuses one)
+	dctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if !i.Reused {
+			res.Connected = time.Now()
+		}
+	}})
+	conn, resp, err := websocket.Dial(dctx, c.url, &websocket.DialOptions{HTTPClient: c.opts.HTTPClient, HTTPHeader: hdr})
 	if resp != nil {
 		res.HTTPStatus = resp.StatusCode
 		res.ServerRequestID = resp.Header.Get("X-Request-Id")

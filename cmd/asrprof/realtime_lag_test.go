@@ -39,6 +39,11 @@ func TestRealtimeLagOverTime(t *testing.T) {
 	partials := 0
 	for _, r := range reqs {
 		partials += r.Partials
+		// each session opened its own connection, recorded as the HTTP
+		// protocols' are (docs/BUNDLE.md)
+		if r.ConnectedUnixNs < r.StartUnixNs || r.ConnectedUnixNs == 0 || r.ConnectedUnixNs > r.EndUnixNs {
+			t.Errorf("session %s: connected %d, start %d, end %d", r.ID, r.ConnectedUnixNs, r.StartUnixNs, r.EndUnixNs)
+		}
 	}
 	rows, _ := analyzeJSON(t, out, "realtime", "realtime_lag")
 	t.Logf("realtime_lag: %v", rows)
