@@ -384,9 +384,9 @@ func (d *captureData) attributionSection(p *page) {
 	rs := rows[stateRow](d, t.Name) // nil where it does not decode: no bars
 	// The states the table shows, in AttributionStates order.
 	var names, colors []string
-	for k, s := range states {
+	for _, s := range states {
 		if slices.ContainsFunc(rs, func(r stateRow) bool { return r.State == s }) {
-			names, colors = append(names, s), append(colors, stateColor(k))
+			names, colors = append(names, s), append(colors, stateColor(s))
 		}
 	}
 	byLevel := map[string]*stateBar{}

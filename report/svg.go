@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"math"
@@ -20,7 +21,7 @@ var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#
 
 func color(i int) string { return palette[i%len(palette)] }
 
-// colors are the first n colours of of (color, stateColor).
+// colors are the first n colours of of (color).
 func colors(n int, of func(int) string) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -431,25 +432,43 @@ func hbars(title, unit string, labels []string, vals []float64, tips []string, c
 	return c.String()
 }
 
-// statePalette colours the attribution's states (analysis/engine's
-// AttributionStates, by index) the same in every plot: the waits warm,
-// the running batch blues and greens, delivery purple, unattributed grey.
-var statePalette = []string{
-	"#e69f00", // upload
-	"#f0c35a", // build wait
-	"#d55e00", // build
-	"#cc79a7", // admission wait
-	"#0072b2", // running: host work
-	"#009e73", // running: GPU wait
-	"#56b4e9", // running: runnable
-	"#9ecae1", // running: off-CPU
-	"#c7d7e8", // running: no thread data
-	"#b2182b", // first-forward stall
-	"#7f3c8d", // response delivery
-	"#bbbbbb", // unattributed
+// statePalette colours the states of the attribution and of the black box
+// (analysis/engine's AttributionStates and BlackBoxStates) by name, the
+// same in every plot: the waits warm, the running batch (the service)
+// blues and greens, delivery purple, unattributed grey.
+var statePalette = map[string]string{
+	"connect":                 "#8c6d31",
+	"upload":                  "#e69f00",
+	"build wait":              "#f0c35a",
+	"build":                   "#d55e00",
+	"admission wait":          "#cc79a7",
+	"waiting behind others":   "#cc79a7",
+	"running: host work":      "#0072b2",
+	"service: host work":      "#0072b2",
+	"running: GPU wait":       "#009e73",
+	"service: GPU wait":       "#009e73",
+	"running: runnable":       "#56b4e9",
+	"service: runnable":       "#56b4e9",
+	"running: off-CPU":        "#9ecae1",
+	"service: off-CPU":        "#9ecae1",
+	"running: no thread data": "#c7d7e8",
+	"service: no thread data": "#c7d7e8",
+	"first-forward stall":     "#b2182b",
+	"response delivery":       "#7f3c8d",
+	"unattributed":            "#bbbbbb",
 }
 
-func stateColor(i int) string { return statePalette[i%len(statePalette)] }
+// stateColor is a state's colour (grey for a name the palette lacks).
+func stateColor(name string) string { return cmp.Or(statePalette[name], "#bbbbbb") }
+
+// stateColors are names' colours, in order.
+func stateColors(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = stateColor(n)
+	}
+	return out
+}
 
 // stateBar is one level's attribution: each state's share of the level's
 // summed latency (0–1, indexed like names) and the mean latency.

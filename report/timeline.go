@@ -98,7 +98,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: colors(len(engine.AttributionStates), stateColor)}
+	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: stateColors(engine.AttributionStates)}
 	t0, t1 := int64(math.MaxInt64), int64(0)
 	for _, lv := range m.Levels {
 		t0 = min(t0, lv.StartUnixNs)
@@ -455,7 +455,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		for _, rs := range bb.Requests {
 			place(rs.Index, rs.Segments, engine.BlackBoxStates)
 		}
-		tl.States, tl.StateColors = engine.BlackBoxStates, colors(len(engine.BlackBoxStates), stateColor)
+		tl.States, tl.StateColors = engine.BlackBoxStates, stateColors(engine.BlackBoxStates)
 	}
 	var laneEnd []float64
 	for i := range reqs {
@@ -612,7 +612,7 @@ func waterfallSVG(q tlRequest) string {
 		c.text(l-6, y+12, "end", "tick", "client latency")
 		for _, p := range q.States {
 			c.f(`<rect class="state" x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s: %s ms from %s ms</title></rect>`,
-				num(xs.at(p.Off)), num(y+2), num(max(xs.at(p.Off+p.Dur)-xs.at(p.Off), 0.5)), num(rowH-5), stateColor(p.State),
+				num(xs.at(p.Off)), num(y+2), num(max(xs.at(p.Off+p.Dur)-xs.at(p.Off), 0.5)), num(rowH-5), stateColor(p.name),
 				esc(p.name), val(p.Dur*1e3), val(p.Off*1e3))
 		}
 		c.text(xs.at(q.Lat)+4, y+12, "start", "tick small", val(q.Lat*1e3)+" ms")
