@@ -171,6 +171,7 @@ func Open(dir string) (*Set, error) {
 	if now, ok := current(dir, sources[RequestsTable]); ok {
 		s.hasReqs = true
 		if requestsBuilt = !s.fresh(RequestsTable, now); requestsBuilt {
+			hugeHeap(int(jsonlBytes(dir)))
 			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
 			if err != nil {
 				return nil, err
@@ -641,4 +642,16 @@ func (s *Set) WriteStages(rows *StageRows, preset, spec string) {
 		meta["asrprof.stages.preset"] = preset
 		return writeStages(p, rows, meta)
 	})
+}
+
+// jsonlBytes is the size of the bundle's request and event files, the
+// sources whose tables take the most memory to build.
+func jsonlBytes(dir string) int64 {
+	var n int64
+	for _, f := range []string{bundle.RequestsFile, bundle.EventsFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }
