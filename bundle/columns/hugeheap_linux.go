@@ -2,6 +2,7 @@ package columns
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,9 +18,14 @@ import (
 // the heap reuses that range first, and the mark stays with the mapping
 // (the runtime's later MADV_DONTNEED keeps it). Where the kernel says no,
 // nothing changes.
+//
+// Only in a process whose heap is still small (an analyze, not the end of
+// a long capture): there the n bytes come fresh from the kernel, where in
+// a large heap they could be memory already used, which the runtime would
+// clear first.
 func hugeHeap(n int) {
 	const huge = 2 << 20
-	if n < 16*huge {
+	if n < 16*huge || heapBytes() > 32*huge {
 		return
 	}
 	b := make([]byte, n) // fresh from the OS: not zeroed, not touched
@@ -30,4 +36,18 @@ func hugeHeap(n int) {
 	runtime.KeepAlive(b)
 	b = nil
 	runtime.GC() // frees the range for the heap to reuse
+}
+
+// heapBytes is the heap's memory that holds objects or held them and is
+// not yet given back: what a large allocation might reuse.
+func heapBytes() uint64 {
+	ms := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(ms)
+	var n uint64
+	for _, m := range ms {
+		if m.Value.Kind() == metrics.KindUint64 {
+			n += m.Value.Uint64()
+		}
+	}
+	return n
 }
