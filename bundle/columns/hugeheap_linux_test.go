@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"unsafe"
@@ -25,6 +28,36 @@ func TestHugeHeapMarksTheHeap(t *testing.T) {
 		t.Errorf("the slice at %#x lies in a mapping with VmFlags %q: no hg (MADV_HUGEPAGE)", addr, flags)
 	}
 	b[0] = 1
+}
+
+// In a process whose heap is already large (the end of a long capture),
+// hugeHeap allocates nothing: there its bytes could be reused heap that
+// the runtime would clear first. In a small one it allocates its n.
+func TestHugeHeapOnlyInASmallHeap(t *testing.T) {
+	allocs := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	const n = 64 << 20
+	runtime.GC()
+	before := allocs()
+	hugeHeap(n)
+	if d := allocs() - before; heapBytes() < 64<<20 && d < n {
+		t.Errorf("a small heap: hugeHeap allocated %d bytes, want %d", d, n)
+	}
+	big := make([]byte, 96<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	before = allocs()
+	hugeHeap(n)
+	if d := allocs() - before; d >= n {
+		t.Errorf("a heap of %d bytes: hugeHeap allocated %d", heapBytes(), d)
+	}
+	runtime.KeepAlive(big)
+	big = nil
+	debug.FreeOSMemory()
 }
 
 // vmFlags is the VmFlags line of the mapping of /proc/self/smaps that
