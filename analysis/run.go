@@ -460,23 +460,10 @@ func unknownScript(script string) error {
 		return fmt.Errorf("%w %q: no such file", ErrUnknownScript, script)
 	}
 	names := append(Scripts(), slices.Sorted(maps.Keys(Aliases))...)
-	if near := Nearest(strings.TrimSuffix(script, ".star"), names); near != "" {
+	if near := option.Nearest(strings.TrimSuffix(script, ".star"), names); near != "" {
 		return fmt.Errorf("%w %q (did you mean %s?): not a file, and not a built-in; 'asrprof analyze --list' lists them", ErrUnknownScript, script, near)
 	}
 	return fmt.Errorf("%w %q: not a file, and not a built-in (%s)", ErrUnknownScript, script, strings.Join(Scripts(), ", "))
-}
-
-// Nearest is the name of names closest to s by edit distance, within a
-// third of s's length (at least 2 edits), or "" for none: the "did you
-// mean" of analyses and commands.
-func Nearest(s string, names []string) string {
-	best, bestD := "", max(2, len(s)/3)+1
-	for _, n := range names {
-		if d := option.EditDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
 }
 
 // resolveLoad finds the file that load(name) means in a file from org. A

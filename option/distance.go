@@ -1,8 +1,20 @@
 package option
 
-// EditDistance is the Levenshtein distance between a and b: the "did you
-// mean" of flags, analyses and commands.
-func EditDistance(a, b string) int {
+// Nearest is the name of names closest to s by edit distance, within a
+// third of s's length (at least 2 edits), or "" for none: the "did you
+// mean" of flags, analyses and commands (the first by order on a tie).
+func Nearest(s string, names []string) string {
+	best, bestD := "", max(2, len(s)/3)+1
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j

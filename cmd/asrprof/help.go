@@ -154,16 +154,12 @@ func flagError(fs *flag.FlagSet, err error) string {
 	return strings.ReplaceAll(msg, " -", " --")
 }
 
-// nearestFlag is the flag of fs whose name is within two edits of name
-// (the closest, the first by name on a tie), or "".
+// nearestFlag is the flag of fs whose name is nearest name
+// (option.Nearest), or "".
 func nearestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 3
-	fs.VisitAll(func(f *flag.Flag) {
-		if d := option.EditDistance(name, f.Name); d < bestD {
-			best, bestD = f.Name, d
-		}
-	})
-	return best
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return option.Nearest(name, names)
 }
 
 // valueWant says what a flag of f's type takes, for the flag package's

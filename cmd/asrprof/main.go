@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/runbook"
 )
 
@@ -180,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands() {
 		names = append(names, c.name)
 	}
-	if near := analysis.Nearest(strings.TrimLeft(args[0], "-"), names); near != "" {
+	if near := option.Nearest(strings.TrimLeft(args[0], "-"), names); near != "" {
 		fmt.Fprintf(stderr, "asrprof: unknown command %q (did you mean %s?)\n", args[0], near)
 	} else {
 		fmt.Fprintf(stderr, "asrprof: unknown command %q; the commands: %s\n", args[0], strings.Join(names, ", "))
