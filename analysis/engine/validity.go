@@ -286,6 +286,7 @@ func Validity(in ValidityInput) *ValidityResult {
 	c.outliers()
 	c.sampleSize() // after outliers: a step an outlier widens is its
 	c.cotenants()
+	c.byCoTenants()
 	slices.SortStableFunc(v.Findings, func(a, b Finding) int { // in print order
 		return cmp.Compare(slices.Index(ValidityChecks, a.Check), slices.Index(ValidityChecks, b.Check))
 	})
@@ -591,6 +592,28 @@ func (c *checker) warmup(skip map[int]bool) {
 	}
 	if !ran {
 		c.v.NotRun[CheckWarmup] = "no level has two passes with a sample in common"
+	}
+}
+
+// ChecksByLoad are the checks that compare a level's passes with each other: a
+// co-tenant that slows them unevenly may fire them.
+var ChecksByLoad = []string{CheckWarmup, CheckOutliers, CheckSampleSize}
+
+// byCoTenants says, in each warning of ChecksByLoad at a level where the
+// co-tenant check warned too, that the co-tenant may be its cause: the
+// reader then fixes the co-tenant before reading the passes' spread as
+// the server's.
+func (c *checker) byCoTenants() {
+	loaded := map[string]bool{}
+	for _, f := range c.v.Findings {
+		if f.Check == CheckCoTenants && f.Severity == SeverityWarn {
+			loaded[f.Level] = true
+		}
+	}
+	for i := range c.v.Findings {
+		if f := &c.v.Findings[i]; loaded[f.Level] && f.Severity == SeverityWarn && slices.Contains(ChecksByLoad, f.Check) {
+			f.Text += "; other processes shared the server's cores at this level (the co-tenants finding), which slows passes unevenly: this may be theirs"
+		}
 	}
 }
 

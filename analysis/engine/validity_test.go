@@ -394,3 +394,39 @@ func TestValiditySlowConnects(t *testing.T) {
 		t.Fatalf("no first-pass-slower finding naming the 2 slow connections: %+v", v.Findings)
 	}
 }
+
+// A first-pass-slower warning at a level where other processes took the
+// server's cores says that they may be its cause; at a quiet level it
+// does not.
+func TestValidityDriftBesideCoTenant(t *testing.T) {
+	drift := func(p, s int) float64 {
+		if p == 0 || p == 2 { // each level's first scored repeat
+			return 2 * steady(p, s)
+		}
+		return steady(p, s)
+	}
+	in := synth(sweep2, 8, drift, nil)
+	for _, lv := range []string{"c1", "c4"} {
+		busy := 0.3
+		if lv == "c4" {
+			busy = 1.9
+		}
+		for rep := 1; rep <= 2; rep++ {
+			in.Cores = append(in.Cores, bundle.CPURecord{Level: lv, Repeat: rep, Kind: bundle.CPUKindCore, CPU: 0, WallS: 2,
+				CPUCore: &bundle.CPUCore{BusyS: busy, IdleS: 2 - busy, TargetS: 0.2, SelfS: 0.1}},
+				bundle.CPURecord{Level: lv, Repeat: rep, Kind: bundle.CPUKindProcess, WallS: 2,
+					CPUProcess: &bundle.CPUProcess{PID: 100, Comm: "p100", CPUS: 1.5, Allowed: "0-1"}})
+		}
+	}
+	v := Validity(in)
+	const link = "which slows passes unevenly: this may be theirs"
+	for _, lv := range []string{"c1", "c4"} {
+		i := slices.IndexFunc(v.Findings, func(f Finding) bool { return f.Check == CheckWarmup && f.Level == lv })
+		if i < 0 {
+			t.Fatalf("no first-pass-slower finding at %s: %+v", lv, v.Findings)
+		}
+		if got, want := strings.Contains(v.Findings[i].Text, link), lv == "c4"; got != want {
+			t.Errorf("%s: %q: names the co-tenants %v, want %v", lv, v.Findings[i].Text, got, want)
+		}
+	}
+}

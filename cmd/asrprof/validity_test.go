@@ -44,10 +44,6 @@ type validityCase struct {
 	may []string
 }
 
-// byLoad: the checks that compare a level's passes with each other, which
-// a loaded host's uneven slowing may fire.
-var byLoad = []string{engine.CheckWarmup, engine.CheckSampleSize, engine.CheckOutliers}
-
 // Servers sleep through their work (--work sleep): the captures run side
 // by side. Four passes (two levels, two scored repeats) of six samples.
 const vService = "--mode cap --cap 4 --work sleep --service-ms 60 --per-audio-ms 15"
@@ -102,7 +98,7 @@ func validityTraps(t *testing.T, alone bool) {
 		// probe beside it, else proc (which writes the cores' record too)
 		{name: "cpu_cotenant", server: vService + " --cpu 0 --cotenant 1", load: c14, want: engine.CheckCoTenants, severity: engine.SeverityWarn,
 			text: "of the time of core 0, where the server ran", alone: true, probes: "auto",
-			may: byLoad},
+			may: engine.ChecksByLoad},
 	}
 	if alone {
 		for _, tc := range cases {
@@ -154,7 +150,18 @@ func validityTrap(t *testing.T, tc validityCase, ds string) {
 		if f.Check == tc.want || f.Severity != engine.SeverityWarn {
 			return false
 		}
-		return slices.Contains(tc.may, f.Check) || loaded[f.Level] && slices.Contains(byLoad, f.Check)
+		return slices.Contains(tc.may, f.Check) || loaded[f.Level] && slices.Contains(engine.ChecksByLoad, f.Check)
+	}
+	// A warning that compares passes, at a level where the co-tenant check
+	// warned, names the co-tenants as its possible cause.
+	for _, f := range v.Findings {
+		cotenant := slices.ContainsFunc(v.Findings, func(g engine.Finding) bool {
+			return g.Check == engine.CheckCoTenants && g.Severity == engine.SeverityWarn && g.Level == f.Level
+		})
+		if f.Severity == engine.SeverityWarn && slices.Contains(engine.ChecksByLoad, f.Check) && cotenant &&
+			!strings.Contains(f.Text, "this may be theirs") {
+			t.Errorf("%s at %s beside co-tenants does not name them: %s", f.Check, f.Level, f.Text)
+		}
 	}
 	var fired []string
 	for _, f := range v.Findings {
