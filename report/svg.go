@@ -21,7 +21,7 @@ var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#
 
 func color(i int) string { return palette[i%len(palette)] }
 
-// colors are the first n colours of of (color).
+// colors are the first n colours of of.
 func colors(n int, of func(int) string) []string {
 	out := make([]string, n)
 	for i := range out {

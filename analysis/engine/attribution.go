@@ -665,14 +665,6 @@ func Attribute(in AttributionInput) *Attribution {
 		return w, b.has&(1<<kTotal-1) != 0 // a stage before the total
 	}
 	hasClock := len(rc.EndUnixNs) == n
-	// connectOf is the time from the request's start to its new
-	// connection (0 on a reused one, or without the client's stamps).
-	connectOf := func(i int) int64 {
-		if len(rc.ConnectedUnixNs) != n || len(rc.StartUnixNs) != n || rc.ConnectedUnixNs[i] <= 0 || rc.StartUnixNs[i] <= 0 {
-			return 0
-		}
-		return max(rc.ConnectedUnixNs[i]-rc.StartUnixNs[i], 0)
-	}
 	// The client's window of each request, when it has a clock.
 	clientEnd := func(i int) (c0, c1 int64, ok bool) {
 		if !hasClock {
@@ -837,7 +829,11 @@ func Attribute(in AttributionInput) *Attribution {
 				segs = seg
 				seg.off, seg.prev = th, [NumStates]float64{}
 			}
-			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, connectOf(i), unions[k], passes[passOf[i]].th, segs)
+			var cn int64 // the new connection's time from the latency's start
+			if at, ok := connectedAt(rc, i, c0, c1); ok && cok {
+				cn = at - c0
+			}
+			attributeOne(&ns, &bounds[i], w, c0+th, c1+th, cn, unions[k], passes[passOf[i]].th, segs)
 			if b := &bounds[i]; ns[sAdmission] > 0 && (b.ok(kBuildToQueued) || b.ok(kQueued)) {
 				iv := b.iv[kQueued]
 				if b.ok(kBuildToQueued) {

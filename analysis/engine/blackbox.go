@@ -213,6 +213,18 @@ type bbReq struct {
 	svcA, svcB int64
 }
 
+// connectedAt is when request i's new connection was established, on the
+// client's clock, kept inside [start, up] (its latency's start, and the
+// end of its upload or latency); ok is false on a reused connection or
+// without the stamp. The black box and the stage attribution both take
+// the connect state from it.
+func connectedAt(rc *columns.RequestCols, i int, start, up int64) (int64, bool) {
+	if len(rc.ConnectedUnixNs) != rc.N || rc.ConnectedUnixNs[i] <= 0 {
+		return 0, false
+	}
+	return min(max(rc.ConnectedUnixNs[i], start), up), true
+}
+
 // slowConnect says whether a connection that took s seconds waited for a
 // SYN's retry (SlowConnectS).
 func slowConnect(s float64) bool { return s >= SlowConnectS }
@@ -258,8 +270,8 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			if has(rc.UploadDoneUnixNs, i) {
 				up = min(max(rc.UploadDoneUnixNs[i], start), end)
 			}
-			if has(rc.ConnectedUnixNs, i) {
-				conn, r.newConn = min(max(rc.ConnectedUnixNs[i], start), up), true
+			if at, ok := connectedAt(rc, i, start, up); ok {
+				conn, r.newConn = at, true
 			}
 			if has(rc.FirstByteUnixNs, i) {
 				fb = min(max(rc.FirstByteUnixNs[i], up), end)
