@@ -382,7 +382,10 @@ func TestSlowAndFailingServer(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	sink := &probetest.Sink{}
-	const timeout = 50 * time.Millisecond
+	// A good answer the client reads after Timeout counts as failed on the
+	// client and good here, so Timeout is long beside a loaded host's
+	// stalls (50 ms failed 1 run in 200 beside four busy loops).
+	const timeout = 300 * time.Millisecond
 	p := New(Config{Base: srv.URL, Interval: 5 * time.Millisecond, Timeout: timeout})
 	if err := p.Start(context.Background(), probe.Target{}, sink); err != nil {
 		t.Fatal(err)
