@@ -278,7 +278,13 @@ func startPerfProbe(t *testing.T, cfg Config, pid int) (*Probe, *probetest.Sink)
 // perfPeriod runs one period of d on p and returns its profile.
 func perfPeriod(t *testing.T, p *Probe, sink *probetest.Sink, d time.Duration) *profile.Profile {
 	t.Helper()
-	per := probe.Period{Level: "c1", Repeat: 1}
+	return perfPeriodN(t, p, sink, d, 1)
+}
+
+// perfPeriodN is perfPeriod for repeat n of level c1.
+func perfPeriodN(t *testing.T, p *Probe, sink *probetest.Sink, d time.Duration, n int) *profile.Profile {
+	t.Helper()
+	per := probe.Period{Level: "c1", Repeat: n}
 	p.Begin(per)
 	time.Sleep(d)
 	if err := p.End(context.Background(), per); err != nil {
@@ -489,14 +495,27 @@ func TestPerfPython(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid
-	p, sink := startPerfProbe(t, Config{Engine: EnginePerf}, pid)
-	k0, err0 := proctree.ReadSchedstat(pid, pid)
-	prof := perfPeriod(t, p, sink, time.Second)
-	k1, err1 := proctree.ReadSchedstat(pid, pid)
-	if err0 != nil || err1 != nil {
-		t.Fatalf("reading the loop's schedstat: %v, %v", err0, err1)
+	// Past the interpreter's start-up (C code, no frames to find), into
+	// the loop: 100 ms of CPU.
+	for k, _ := proctree.ReadSchedstat(pid, pid); k.RunNs < 100e6; k, _ = proctree.ReadSchedstat(pid, pid) {
+		time.Sleep(10 * time.Millisecond)
 	}
-	want := float64(k1.RunNs-k0.RunNs) / 1e9 * DefaultHz
+	p, sink := startPerfProbe(t, Config{Engine: EnginePerf}, pid)
+	// A second of sampling, or 4 where the host's load left the loop
+	// under 0.2 s of CPU in it: too few samples to judge.
+	var prof *profile.Profile
+	var want float64
+	for i, d := range []time.Duration{time.Second, 4 * time.Second} {
+		k0, err0 := proctree.ReadSchedstat(pid, pid)
+		prof = perfPeriodN(t, p, sink, d, i+1)
+		k1, err1 := proctree.ReadSchedstat(pid, pid)
+		if err0 != nil || err1 != nil {
+			t.Fatalf("reading the loop's schedstat: %v, %v", err0, err1)
+		}
+		if want = float64(k1.RunNs-k0.RunNs) / 1e9 * DefaultHz; want >= 20 {
+			break
+		}
+	}
 	var total, eval int64
 	for _, s := range prof.Sample {
 		total += s.Value[0]
