@@ -45,7 +45,8 @@ func TestEventMetadataRoundTrip(t *testing.T) {
 
 // Events' metadata read from events.jsonl lands on its own rows, across the
 // reader's chunks (the file is over chunkBytes), from memory and again
-// from events.parquet.
+// from events.parquet; so do the other columns, where blank lines and a
+// truncated last line move the rows after them up.
 func TestEventMetadataFromJSONL(t *testing.T) {
 	dir := t.TempDir()
 	writeJSONL(t, filepath.Join(dir, bundle.RequestsFile), full(0))
@@ -56,9 +57,13 @@ func TestEventMetadataFromJSONL(t *testing.T) {
 		if n%7 == 3 {
 			meta = fmt.Sprintf(`,"metadata":{"i":%d}`, n)
 		}
-		fmt.Fprintf(&b, `{"request_id":"srv-1","stage":"thinker","event_name":"e","timestamp_ns":%d,"run_id":"r","pid":1%s}`+"\n", n, meta)
+		fmt.Fprintf(&b, `{"request_id":"srv-1","stage":"s%d","event_name":"e","timestamp_ns":%d,"run_id":"r","pid":1%s}`+"\n", n%3, n, meta)
+		if n%997 == 5 {
+			b.WriteString("\n \n")
+		}
 		n++
 	}
+	b.WriteString(`{"request_id":"srv-1","sta`)
 	if err := os.WriteFile(filepath.Join(dir, bundle.EventsFile), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +85,15 @@ func TestEventMetadataFromJSONL(t *testing.T) {
 			}
 			if m != want {
 				t.Fatalf("%s: row %d metadata %q, want %q", from, i, m, want)
+			}
+		}
+		e, err := s.Events()
+		if err != nil || e.Len() != n {
+			t.Fatalf("%s: %d events (%v), want %d", from, e.Len(), err, n)
+		}
+		for i := range n {
+			if e.TimestampNs[i] != int64(i) || e.Stage.At(i) != fmt.Sprintf("s%d", i%3) || e.RequestIndex[i] != 0 {
+				t.Fatalf("%s: row %d: timestamp %d, stage %q, request %d; want %d, s%d, 0", from, i, e.TimestampNs[i], e.Stage.At(i), e.RequestIndex[i], i, i%3)
 			}
 		}
 	}

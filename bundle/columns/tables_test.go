@@ -277,3 +277,29 @@ func TestReadRequestsJSONLChunks(t *testing.T) {
 		t.Errorf("bad line %d: error %v", line, err)
 	}
 }
+
+// A line longer than a chunk reads whole.
+func TestReadRequestsJSONLLongLine(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, bundle.RequestsFile)
+	var b strings.Builder
+	var want []model.Request
+	for i := range 5 {
+		r := full(i)
+		r.ID = fmt.Sprint(i)
+		if i == 2 {
+			r.Hyp = strings.Repeat("long ", 3*chunkBytes/5)
+		}
+		j, _ := json.Marshal(r)
+		b.Write(j)
+		b.WriteString("\n")
+		var w model.Request
+		json.Unmarshal(j, &w)
+		want = append(want, w)
+	}
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	got, err := ReadRequestsJSONL(p)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("a line of %d bytes: %d requests, %v; want the 5 written", 3*chunkBytes, len(got), err)
+	}
+}
