@@ -41,4 +41,9 @@ done
 for k in py asr2 asr2again asr2idle asr16 asr2tables; do
   echo "$k wall: $(grep "^$k " "$L" | awk '{print $2}' | sort -n | tr '\n' ' ') sys: $(grep "^$k " "$L" | awk '{print $4}' | sort -n | tr '\n' ' ') peak RSS: $(grep "^$k " "$L" | awk '{print $5}' | sort -n | tail -1) KB"
 done
-cmp -s "$OUT/asr2.txt" "$OUT/asr2tables.txt" && echo "asrprof printed the same table from JSONL and from its tables"
+if cmp -s "$OUT/asr2.txt" "$OUT/asr2tables.txt"; then
+  echo "asrprof printed the same table from JSONL and from its tables"
+else
+  echo "asrprof's tables from JSONL and from its tables DIFFER: diff $OUT/asr2.txt $OUT/asr2tables.txt" >&2
+  exit 1
+fi

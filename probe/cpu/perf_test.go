@@ -497,8 +497,14 @@ func TestPerfPython(t *testing.T) {
 	pid := cmd.Process.Pid
 	// Past the interpreter's start-up (C code, no frames to find), into
 	// the loop: 100 ms of CPU.
-	for k, _ := proctree.ReadSchedstat(pid, pid); k.RunNs < 100e6; k, _ = proctree.ReadSchedstat(pid, pid) {
-		time.Sleep(10 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		k, err := proctree.ReadSchedstat(pid, pid)
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the loop never used 100 ms of CPU (%v ns, %v)", k.RunNs, err)
+		}
+		if k.RunNs >= 100e6 {
+			break
+		}
 	}
 	p, sink := startPerfProbe(t, Config{Engine: EnginePerf}, pid)
 	// A second of sampling, or 4 where the host's load left the loop
