@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/trace/join"
@@ -27,16 +28,6 @@ import (
 
 // End-to-end tests against the real reference server (PocketSphinx). They
 // need Debian's python3-pocketsphinx, which `make test` installs.
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 type joined struct {
 	reqs []model.Request
@@ -102,7 +93,7 @@ func TestRefserverQueueingShowsInSpansAndEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference server")
 	}
-	otlpAddr := freeAddr(t)
+	otlpAddr := "127.0.0.1:" + strconv.Itoa(fakeasr.FreePort(t))
 	// --build-delay gives each request a preprocessing step off the
 	// scheduler thread, as real servers have (feature extraction): at c=1
 	// the scheduler waits for it, at c=16 other requests' builds overlap

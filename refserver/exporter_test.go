@@ -5,9 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 // TestSpanExporterSurvivesReceiverRestart: one long-running server, two
@@ -19,11 +22,11 @@ import (
 // lost its first request's spans ("only 94% of requests joined").
 func TestSpanExporterSurvivesReceiverRestart(t *testing.T) {
 	requirePocketSphinx(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:" + strconv.Itoa(fakeasr.FreePort(t)) // reserved: free to listen on again
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
 	first := &collector{}
 	srv1 := httptest.NewUnstartedServer(first)
 	srv1.Listener = ln
@@ -59,7 +62,7 @@ func TestSpanExporterSurvivesReceiverRestart(t *testing.T) {
 
 	ln2, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("cannot listen again on %s: %v", addr, err)
+		t.Fatalf("cannot listen again on %s: %v", addr, err)
 	}
 	second := &collector{}
 	srv2 := httptest.NewUnstartedServer(second)

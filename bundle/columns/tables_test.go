@@ -280,4 +280,3 @@ func TestReadRequestsJSONLChunks(t *testing.T) {
 		t.Errorf("bad line %d: error %v", line, err)
 	}
 }
-

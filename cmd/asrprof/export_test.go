@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/trace/export"
 )
@@ -97,14 +98,9 @@ func TestExportOTLPAndPerfetto(t *testing.T) {
 func TestExportNeverAccepted(t *testing.T) {
 	t.Parallel() // an export to a closed port
 	dir := exportBundle(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(fakeasr.FreePort(t)) // reserved, and nothing listens
 	var out bytes.Buffer
-	err = runExport(context.Background(), []string{dir, "--otlp", "http://" + addr, "--quiet"}, &out, io.Discard)
+	err := runExport(context.Background(), []string{dir, "--otlp", "http://" + addr, "--quiet"}, &out, io.Discard)
 	if !errors.Is(err, export.ErrNeverAccepted) {
 		t.Errorf("err = %v, want ErrNeverAccepted", err)
 	}

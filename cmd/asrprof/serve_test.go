@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -303,16 +302,6 @@ func untar(t *testing.T, b []byte) map[string][]byte {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestServeRefusesOpenListenWithoutToken: `asrprof serve --listen
 // 0.0.0.0:...` without a token exits 2 and says why; with one it warns.
 func TestServeRefusesOpenListenWithoutToken(t *testing.T) {
@@ -337,7 +326,7 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 20 * time.Millisecond})
 	ds := dataset(t, 3)
 	_, base := startServe(t, "", "--listen", "127.0.0.1:0", "--dir", t.TempDir())
-	prom := startPrometheus(t, "", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", base)
+	prom := startPrometheus(t, "", fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t)), "", base)
 
 	// Bad args get the CLI's own error.
 	if code, body := api(t, "POST", base+"/v1/captures", "", capture.AgentStart{Args: []string{"--target", srv.URL, "--concurrency", "0"}}, nil); code != http.StatusBadRequest || !strings.Contains(string(body), "--dataset") {

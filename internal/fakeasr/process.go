@@ -10,10 +10,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -89,15 +91,46 @@ func CommandLine(o ProcessOptions) string {
 	return strings.Join(argv, " ")
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port reserved for the test until it ends.
+// The port lies below the kernel's ephemeral range, so no listener on port
+// 0 and no outgoing connection of a parallel test can be handed it before
+// the test's own server binds it (a port taken that way once failed CI), and
+// a lock file keeps other test processes of this user off it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	hi := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				hi = n
+			}
+		}
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("asrprof-test-ports-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 1000 {
+		port := 10000 + rand.IntN(hi-10000)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			f.Close()
+			continue
+		}
+		l.Close()
+		t.Cleanup(func() { f.Close() })
+		return port
+	}
+	t.Fatalf("no free loopback port in 10000-%d", hi)
+	return 0
 }
 
 // Main turns this process into a fake server when it was started by

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -516,5 +519,28 @@ func TestMetrics(t *testing.T) {
 	}
 	if s.Succeeded() != 2 || s.Scrapes() < 3 {
 		t.Errorf("Succeeded %d, Scrapes %d", s.Succeeded(), s.Scrapes())
+	}
+}
+
+// TestFreePortReserves: FreePort's ports lie below the kernel's ephemeral
+// range (where a parallel test's listener on port 0 cannot be handed them),
+// are free, and are never handed out twice while reserved.
+func TestFreePortReserves(t *testing.T) {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &lo)
+	}
+	seen := map[int]bool{}
+	for range 200 {
+		p := fakeasr.FreePort(t)
+		if p >= lo || p < 1024 || seen[p] {
+			t.Fatalf("port %d: in the ephemeral range (from %d), privileged, or handed out twice", p, lo)
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Fatalf("reserved port %d is not free: %v", p, err)
+		}
+		l.Close()
 	}
 }

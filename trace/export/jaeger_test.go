@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/spans"
@@ -95,32 +95,14 @@ type jaeger struct {
 	exitErr     error
 }
 
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
 // startJaeger starts Jaeger on free loopback ports and waits until its
 // health check and query API answer; it is stopped (SIGTERM, then waited
 // for) when the test ends.
 func startJaeger(t *testing.T, bin string) *jaeger {
 	t.Helper()
 	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port may be taken meanwhile
-		p := freePorts(t, 4)
+	for attempt := 0; attempt < 3; attempt++ { // Jaeger may fail to start
+		p := []int{fakeasr.FreePort(t), fakeasr.FreePort(t), fakeasr.FreePort(t), fakeasr.FreePort(t)}
 		cfg := filepath.Join(t.TempDir(), "jaeger.yaml")
 		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(jaegerConfig, p[0], p[1], p[2], p[3])), 0o644); err != nil {
 			t.Fatal(err)

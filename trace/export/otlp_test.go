@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/trace/clientspan"
 	"github.com/asrprof/asrprof/trace/otlp"
@@ -256,12 +257,7 @@ func TestOTLPNeverAccepted(t *testing.T) {
 		}
 	})
 	t.Run("connection refused", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := "127.0.0.1:" + strconv.Itoa(fakeasr.FreePort(t)) // reserved, and nothing listens
 		st, err := OTLP(context.Background(), b, OTLPConfig{URL: "http://" + addr, Backoff: time.Millisecond})
 		if !errors.Is(err, ErrNeverAccepted) || st.Retries != DefaultMaxTries-1 {
 			t.Errorf("err = %v, retries %d; want ErrNeverAccepted after %d retries", err, st.Retries, DefaultMaxTries-1)
