@@ -252,12 +252,22 @@ func (b *Bundle) Files() ([]string, error) {
 	return out, err
 }
 
+// OpenFile opens a bundle file for reading. Anything but a regular file is
+// refused before it is opened: opening a named pipe waits for a writer,
+// and requests.jsonl is read twice.
+func OpenFile(path string) (*os.File, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	return os.Open(path)
+}
+
 // ReadJSONL calls fn for every JSON line of path. A last line without its
 // newline that does not parse (a capture killed mid-write) is dropped and
 // reported through truncated; a bad line anywhere else is an error that
 // names the file and line. Blank lines are skipped.
 func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error) {
-	f, err := os.Open(path)
+	f, err := OpenFile(path)
 	if err != nil {
 		return false, err
 	}

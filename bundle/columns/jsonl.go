@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/asrprof/asrprof/bundle"
 )
 
 // The JSONL files of a bundle are decoded here by a scanner of flat JSON
@@ -303,7 +305,7 @@ const carrySlack = 64 << 10
 // newline at the end counts), reading it through one chunk buffer; an
 // absent file has none.
 func countLines(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := bundle.OpenFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -340,7 +342,7 @@ func countLines(path string) (int, error) {
 // of any other error: "events.jsonl:12: field \"pid\": want an integer".
 // An absent file gives no parts and no error.
 func scanLines[P any](path string, newPart func(lines int) P, line func(p P, b []byte, no int) error) ([]P, error) {
-	f, err := os.Open(path)
+	f, err := bundle.OpenFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

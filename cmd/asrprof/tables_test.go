@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
@@ -235,5 +238,29 @@ func TestAnalyzeBadSourceLine(t *testing.T) {
 	errb.Reset()
 	if code := run(context.Background(), []string{"analyze", dir, "stages"}, &out, &errb); code != exitOK {
 		t.Errorf("a truncated last line: exit %d\n%s", code, errb.String())
+	}
+	// A named pipe in a file's place is refused, not waited on: opening
+	// one waits for a writer, and requests.jsonl is read twice.
+	for _, name := range []string{bundle.RequestsFile, bundle.EventsFile} {
+		dir := writeGolden(t, t.TempDir(), "sglang")
+		p := filepath.Join(dir, name)
+		if err := errors.Join(os.Remove(p), unix.Mkfifo(p, 0o644)); err != nil {
+			t.Fatal(err)
+		}
+		var code int
+		var stderr bytes.Buffer
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			code = run(context.Background(), []string{"analyze", dir, "stages"}, io.Discard, &stderr)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("analyze with %s a named pipe still runs after 20 s", name)
+		}
+		if want := p + ": not a regular file"; code == exitOK || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s a named pipe: exit %d; stderr lacks %q:\n%s", name, code, want, stderr.String())
+		}
 	}
 }
