@@ -19,9 +19,12 @@
 package columns
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -91,8 +94,21 @@ type entry struct {
 
 type record struct {
 	Version int              `json:"version"`
+	Schema  string           `json:"schema"` // schemaID
 	Tables  map[string]entry `json:"tables"`
 }
+
+// schemaID fingerprints the columns this binary writes. Tables written
+// with others are rebuilt even where Version was not raised: a request
+// field added to model (connected_unix_ns was) left older tables "fresh"
+// and every analysis failing on the missing column.
+var schemaID = func() string {
+	h := sha256.New()
+	for _, s := range []*parquet.Schema{requestSchema, eventSchema, parquet.SchemaOf(new(stageRow)), parquet.SchemaOf(new(spanRow))} {
+		io.WriteString(h, s.String())
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}()
 
 // Set is a bundle's tables. Each is read the first time it is asked for
 // (Requests, RequestCols, Events, Spans), unless Open had to build it and
@@ -159,19 +175,19 @@ func (s *Set) fresh(table string, now map[string]source) bool {
 // memory).
 func Open(dir string) (*Set, error) {
 	s := &Set{Bundle: dir, loaded: map[string]error{}}
-	// A record that is absent, unreadable or of another Version is a new one.
-	if b, err := os.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Tables == nil {
-		s.rec = record{Version: Version, Tables: map[string]entry{}}
+	// A record that is absent, unreadable, or of another Version or schema is a new one.
+	if b, err := os.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Schema != schemaID || s.rec.Tables == nil {
+		s.rec = record{Version: Version, Schema: schemaID, Tables: map[string]entry{}}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
 		s.writeErr = err
 	}
+	hugeHeap(int(jsonlBytes(dir))) // the tables built or read from here on: at most about their sources' size
 	// Requests first: every other table joins them.
 	requestsBuilt := false
 	if now, ok := current(dir, sources[RequestsTable]); ok {
 		s.hasReqs = true
 		if requestsBuilt = !s.fresh(RequestsTable, now); requestsBuilt {
-			hugeHeap(int(jsonlBytes(dir)))
 			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
 			if err != nil {
 				return nil, err

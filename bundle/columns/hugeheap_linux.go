@@ -10,10 +10,11 @@ import (
 
 // hugeHeap asks the kernel to back the next n bytes of the Go heap with
 // huge pages, before the tables of a large bundle are built from its
-// JSONL: where transparent huge pages are on in madvise mode (Debian's
-// default), the Go runtime never asks for them, and building the tables
-// of 100,000 requests touches some 270 MB of fresh heap 4 KiB at a time
-// (58,000 page faults; docs/PERFORMANCE.md, run R). It maps n bytes of
+// JSONL or read: where transparent huge pages are on in madvise mode
+// (Debian's default), the Go runtime never asks for them, and building the
+// tables of 100,000 requests touches some 270 MB of fresh heap 4 KiB at a
+// time (58,000 page faults; docs/PERFORMANCE.md, run R), reading them
+// some 75 MB (12,000 faults, half the time of the stage table; run T). It maps n bytes of
 // heap without touching them, marks them MADV_HUGEPAGE, and frees them:
 // the heap reuses that range first, and the mark stays with the mapping
 // (the runtime's later MADV_DONTNEED keeps it). Where the kernel says no,
