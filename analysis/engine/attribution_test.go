@@ -45,14 +45,10 @@ func attribute(t testing.TB, cfg fixture.AttrConfig) *attrRun {
 	return attributeSegs(t, false, cfg)
 }
 
-// attributeSegs is attribute, with the segments when segs.
-func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
+// openTables opens the tables of the bundle in dir, with its requests'
+// columns and its spans.
+func openTables(t testing.TB, dir string) (*columns.Set, *columns.RequestCols, *columns.Spans) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "b")
-	truth, err := fixture.WriteAttribution(dir, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set, err := columns.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +62,18 @@ func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return set, rc, sp
+}
+
+// attributeSegs is attribute, with the segments when segs.
+func attributeSegs(t testing.TB, segs bool, cfg fixture.AttrConfig) *attrRun {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "b")
+	truth, err := fixture.WriteAttribution(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, rc, sp := openTables(t, dir)
 	reqs, err := set.Requests()
 	if err != nil {
 		t.Fatal(err)
@@ -471,19 +479,7 @@ func TestAttributionVLLMChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := columns.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { set.Wait() })
-	rc, err := set.RequestCols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := set.Spans()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rc, sp := openTables(t, dir)
 	a := Attribute(AttributionInput{Reqs: rc, Rows: Derive(vllmPreset(), rc.N, nil, sp), Levels: []string{"c1", "c8", "c32", "c64"}})
 	if len(a.Levels) != 4 {
 		t.Fatalf("levels %+v", a.Levels)
