@@ -23,9 +23,16 @@ import (
 // Only in a process whose heap is still small (an analyze, not the end of
 // a long capture): there the n bytes come fresh from the kernel, where in
 // a large heap they could be memory already used, which the runtime would
-// clear first.
+// clear first. At most a quarter of the machine's memory is asked for:
+// the kernel refuses a mapping past its memory (and a strict overcommit
+// policy one past its commit limit), and the runtime dies of that refusal.
 func hugeHeap(n int) {
 	const huge = 2 << 20
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return
+	}
+	n = int(min(uint64(n), si.Totalram*uint64(si.Unit)/4))
 	if n < 16*huge || heapBytes() > 32*huge {
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // After hugeHeap, a large slice the tables would hold lands in heap that
@@ -40,8 +42,21 @@ func TestHugeHeapOnlyInASmallHeap(t *testing.T) {
 		return s[0].Value.Uint64()
 	}
 	const n = 64 << 20
-	runtime.GC()
+	debug.FreeOSMemory() // what other tests left is given back: a small heap
+	// A bundle's sources larger than the machine's memory: a quarter of
+	// it is asked for, not more (a mapping past it kills the process).
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	ram := si.Totalram * uint64(si.Unit)
 	before := allocs()
+	hugeHeap(int(4 * ram))
+	if d := allocs() - before; d > ram/4+16<<20 || d < ram/4 {
+		t.Errorf("hugeHeap(4 × %d bytes of memory) allocated %d bytes, want a quarter of the memory", ram, d)
+	}
+	debug.FreeOSMemory() // its range given back: the heap is small again
+	before = allocs()
 	hugeHeap(n)
 	if d := allocs() - before; heapBytes() < 64<<20 && d < n {
 		t.Errorf("a small heap: hugeHeap allocated %d bytes, want %d", d, n)
