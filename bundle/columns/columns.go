@@ -172,9 +172,19 @@ func (s *Set) fresh(table string, now map[string]source) bool {
 // whose sources exist and that is missing or stale. It fails on a source
 // it cannot read (naming the file, line and field); it does not fail when
 // the tables cannot be written (Wait says why; they are used from
-// memory).
+// memory). When it fails, the tables it was already writing are finished
+// first: no temporary file is left behind.
 func Open(dir string) (*Set, error) {
 	s := &Set{Bundle: dir, loaded: map[string]error{}}
+	if err := s.open(); err != nil {
+		s.Wait()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Set) open() error {
+	dir := s.Bundle
 	// A record that is absent, unreadable, or of another Version or schema is a new one.
 	if b, err := os.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Schema != schemaID || s.rec.Tables == nil {
 		s.rec = record{Version: Version, Schema: schemaID, Tables: map[string]entry{}}
@@ -190,7 +200,7 @@ func Open(dir string) (*Set, error) {
 		if requestsBuilt = !s.fresh(RequestsTable, now); requestsBuilt {
 			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
 			if err != nil {
-				return nil, err
+				return err
 			}
 			s.requests, s.loaded[RequestsTable] = reqs, nil
 			s.write(RequestsTable, entry{Rows: len(reqs), Sources: now}, func(p string, m map[string]string) error { return writeRequests(p, reqs, m) })
@@ -214,7 +224,7 @@ func Open(dir string) (*Set, error) {
 			e, err = ReadEventsJSONL(filepath.Join(dir, bundle.EventsFile), reqs)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.events, s.loaded[EventsTable] = e, nil
 		s.write(EventsTable, entry{Rows: e.Len(), Sources: now, Names: e.names()}, func(p string, m map[string]string) error { return writeEvents(p, e, m) })
@@ -226,7 +236,7 @@ func Open(dir string) (*Set, error) {
 			sp, err = ReadSpansOTLP(filepath.Join(dir, bundle.SpansFile), reqs)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.spans, s.loaded[SpansTable] = sp, nil
 		s.write(SpansTable, entry{Rows: sp.Len(), Sources: now, Names: sp.serverNames()}, func(p string, m map[string]string) error { return writeSpans(p, sp, m) })
@@ -241,7 +251,7 @@ func Open(dir string) (*Set, error) {
 		if src != bundle.GPUFile || gpu == nil {
 			var err error
 			if rows, err = ReadRowsJSONL(filepath.Join(dir, src)); err != nil {
-				return nil, err
+				return err
 			}
 			if src == bundle.GPUFile {
 				gpu = rows
@@ -259,7 +269,7 @@ func Open(dir string) (*Set, error) {
 	}
 	// The stage boundaries depend on the requests and on the preset's
 	// sources; the engine checks them (Stages).
-	return s, nil
+	return nil
 }
 
 // Wait waits for the tables that Open (and WriteStages) are still writing
