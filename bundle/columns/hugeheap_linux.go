@@ -14,11 +14,11 @@ import (
 // (Debian's default), the Go runtime never asks for them, and building the
 // tables of 100,000 requests touches some 270 MB of fresh heap 4 KiB at a
 // time (58,000 page faults; docs/PERFORMANCE.md, run R), reading them
-// some 75 MB (12,000 faults, half the time of the stage table; run T). It maps n bytes of
-// heap without touching them, marks them MADV_HUGEPAGE, and frees them:
-// the heap reuses that range first, and the mark stays with the mapping
-// (the runtime's later MADV_DONTNEED keeps it). Where the kernel says no,
-// nothing changes.
+// some 75 MB (12,000 faults, half the stage table's time; run T). It maps
+// n bytes of heap without touching them, marks them MADV_HUGEPAGE, and
+// frees them: the heap reuses that range first, and the mark stays with
+// the mapping (the runtime's later MADV_DONTNEED keeps it). Where the
+// kernel says no, nothing changes.
 //
 // Only in a process whose heap is still small (an analyze, not the end of
 // a long capture): there the n bytes come fresh from the kernel, where in
