@@ -65,6 +65,7 @@ func testdataPath(name string) string {
 // reruns the bundle's capture with the server as it was (A) and as
 // changed (B), and prints the prediction beside both.
 func TestWhatIfRaisesMaxRunning(t *testing.T) {
+	t.Parallel() // the fake server sleeps its 100 ms: the ratio B/A holds beside other tests
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -132,6 +133,7 @@ func TestWhatIfRaisesMaxRunning(t *testing.T) {
 // --rounds: each round acts on the advice of the last round's B bundle,
 // until the verdict has no knob: 1 → 2, 2 → 4, then none.
 func TestWhatIfRounds(t *testing.T) {
+	t.Parallel() // the fake server sleeps its 100 ms: the ratio B/A holds beside other tests
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 1)
 	dir := whatIfBundle(t, port, srv)
@@ -162,6 +164,7 @@ func TestWhatIfRounds(t *testing.T) {
 // fake server's 2 slots and predicts twice the req/s; with --rounds 3 the
 // rounds stop after round 1, which measured about half.
 func TestWhatIfStopsWhereWorse(t *testing.T) {
+	t.Parallel() // the fake server sleeps its 100 ms: the ratio B/A holds beside other tests
 	port := fakeasr.FreePort(t)
 	srv := whatIfFake(port, 2)
 	dir := whatIfBundle(t, port, srv)
