@@ -183,6 +183,8 @@ func Open(dir string) (*Set, error) {
 	return s, nil
 }
 
+// open is Open on s, whose Bundle is set; on an error Open waits for the
+// tables open had started writing.
 func (s *Set) open() error {
 	dir := s.Bundle
 	// A record that is absent, unreadable, or of another Version or schema is a new one.
