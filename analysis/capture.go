@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -93,16 +92,18 @@ func Load(dir string) (*Capture, error) {
 		return nil, err
 	}
 	c := &Capture{Dir: dir, Bundle: b, stages: map[string]*columns.StageRows{}}
-	c.Tables, err = columns.Open(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
-	}
-	if data, err := os.ReadFile(b.Path(bundle.ResultsFile)); err == nil {
+	// results.json first: once columns.Open returns, tables may be being
+	// written in the background, and an error would leave them half-written.
+	if data, err := bundle.ReadFile(b.Path(bundle.ResultsFile)); err == nil {
 		if c.Results, err = decodeJSON(data); err != nil {
 			return nil, fmt.Errorf("%s: %w", b.Path(bundle.ResultsFile), err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	}
+	c.Tables, err = columns.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the bundle's sources: %w", err)
 	}
 	return c, nil
 }

@@ -3,7 +3,6 @@ package analysis
 import (
 	"cmp"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -283,7 +282,7 @@ func pythonName(fn *profile.Function) string {
 // cpu/nanoseconds sample type when present (else the last), and the
 // seconds one unit of it stands for.
 func readProfile(path string) (p *profile.Profile, vi int, scale float64, err error) {
-	f, err := os.Open(path)
+	f, err := bundle.OpenFile(path)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -196,7 +196,7 @@ type Bundle struct {
 // (Manifest.Complete is then false).
 func Open(dir string) (*Bundle, error) {
 	p := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(p)
+	b, err := ReadFile(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: not a capture bundle (no %s)", dir, ManifestFile)
@@ -224,7 +224,7 @@ func (b *Bundle) Has(name string) bool {
 
 // Results reads results.json; it is absent from a capture that was killed.
 func (b *Bundle) Results() (*model.Results, error) {
-	data, err := os.ReadFile(b.Path(ResultsFile))
+	data, err := ReadFile(b.Path(ResultsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +260,16 @@ func OpenFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
 	}
 	return os.Open(path)
+}
+
+// ReadFile reads a whole bundle file, refusing what OpenFile refuses.
+func ReadFile(path string) ([]byte, error) {
+	f, err := OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // ReadJSONL calls fn for every JSON line of path. A last line without its

@@ -188,7 +188,7 @@ func Open(dir string) (*Set, error) {
 func (s *Set) open() error {
 	dir := s.Bundle
 	// A record that is absent, unreadable, or of another Version or schema is a new one.
-	if b, err := os.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Schema != schemaID || s.rec.Tables == nil {
+	if b, err := bundle.ReadFile(s.Path(ManifestFile)); err != nil || json.Unmarshal(b, &s.rec) != nil || s.rec.Version != Version || s.rec.Schema != schemaID || s.rec.Tables == nil {
 		s.rec = record{Version: Version, Schema: schemaID, Tables: map[string]entry{}}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
@@ -384,7 +384,7 @@ var derivedSources = []string{bundle.RequestsFile, bundle.ManifestFile}
 // they are now; ok is false otherwise. The analysis keeps the per-pass
 // metrics there (model/summary over 100,000 requests took 0.27 s).
 func (s *Set) Derived(name, key string, v any) (ok bool) {
-	b, err := os.ReadFile(s.Path(name + ".json"))
+	b, err := bundle.ReadFile(s.Path(name + ".json"))
 	if err != nil {
 		return false
 	}

@@ -330,7 +330,7 @@ func (c *column) int64s() []int64 {
 // "" where null; those of the columns named in plain are read without
 // interning (columns of mostly distinct values: ids, texts).
 func readColumns(file string, names []string, plain map[string]bool) ([]*column, error) {
-	f, err := os.Open(file)
+	f, err := bundle.OpenFile(file)
 	if err != nil {
 		return nil, err
 	}

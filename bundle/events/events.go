@@ -85,7 +85,7 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		f, err := os.Open(p)
+		f, err := bundle.OpenFile(p)
 		if err != nil {
 			return st, fmt.Errorf("reading events: %w", err)
 		}

@@ -35,7 +35,11 @@ const (
 )
 
 func main() {
+	// The first Ctrl-C (or SIGTERM) asks the command to stop cleanly (a
+	// capture finalizes its bundle); from then on a signal's default
+	// action ends the process at once, so a second one always works.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
 	stopProfile := selfProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
@@ -158,6 +162,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		case errors.Is(err, capture.ErrInterrupted):
 			fmt.Fprintln(stderr, "asrprof: interrupted; the bundle was finalized with complete=false")
+			return exitInterrupted
+		case ctx.Err() != nil: // stopped by the signal, not failed
+			fmt.Fprintf(stderr, "asrprof %s: interrupted\n", c.name)
 			return exitInterrupted
 		}
 		fmt.Fprintf(stderr, "asrprof %s: %s\n", c.name, errorText(err))

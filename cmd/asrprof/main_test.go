@@ -196,3 +196,56 @@ func TestInterruptExits130(t *testing.T) {
 		t.Errorf("manifest after Ctrl-C: complete=%v interrupted=%v end=%d", b.Manifest.Complete, b.Manifest.Interrupted, b.Manifest.EndUnixNs)
 	}
 }
+
+// Ctrl-C in a command that is not a capture: the work stops, the command
+// says so and exits 130, not 1 with the errors of what was cut short. A
+// command blocked where it cannot stop (here opening a named pipe as its
+// script) keeps running after the first signal; the second ends it.
+func TestInterruptAnalyze(t *testing.T) {
+	t.Parallel()
+	dir := writeGolden(t, t.TempDir(), "sglang")
+	loop := filepath.Join(t.TempDir(), "loop.star")
+	if err := os.WriteFile(loop, []byte("x = 0\nwhile True:\n    x += 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := asrprof("analyze", dir, loop)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // in the loop by now
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted || strings.TrimSpace(stderr.String()) != "asrprof analyze: interrupted" {
+		t.Fatalf("exit: %v, want %d and one line\n%s", err, exitInterrupted, stderr.String())
+	}
+
+	pipe := filepath.Join(t.TempDir(), "pipe.star")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = asrprof("analyze", dir, pipe)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		t.Fatalf("the first Ctrl-C ended a command blocked on a named pipe (%v): the test no longer blocks it", err)
+	case <-time.After(time.Second):
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+			t.Errorf("after the second Ctrl-C: %v, want killed by SIGINT", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("a second Ctrl-C did not end the command")
+	}
+}

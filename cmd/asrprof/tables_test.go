@@ -241,7 +241,7 @@ func TestAnalyzeBadSourceLine(t *testing.T) {
 	}
 	// A named pipe in a file's place is refused, not waited on: opening
 	// one waits for a writer, and requests.jsonl is read twice.
-	for _, name := range []string{bundle.RequestsFile, bundle.EventsFile} {
+	for _, name := range []string{bundle.RequestsFile, bundle.EventsFile, bundle.ManifestFile, bundle.ResultsFile} {
 		dir := writeGolden(t, t.TempDir(), "sglang")
 		p := filepath.Join(dir, name)
 		if err := errors.Join(os.Remove(p), unix.Mkfifo(p, 0o644)); err != nil {
