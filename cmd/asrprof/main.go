@@ -36,10 +36,8 @@ const (
 
 func main() {
 	// The first Ctrl-C (or SIGTERM) asks the command to stop cleanly (a
-	// capture finalizes its bundle); from then on a signal's default
-	// action ends the process at once, so a second one always works.
+	// capture finalizes its bundle); see command.starts for the second.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
 	stopProfile := selfProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
@@ -80,22 +78,28 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// starts: the command starts processes in groups of their own (a
+	// server, the user's benchmark, co-runners) and must stop them, so
+	// every signal waits for that. For the others, once the first signal
+	// has asked them to stop, a signal's default action ends the process
+	// at once: a second Ctrl-C always works.
+	starts bool
 }
 
 func commands() []command {
 	return []command{
-		{"capture", "drive an ASR server through a sweep and record a capture bundle", captureCommand("capture")},
-		{"ab", "compare two server commands in alternating fresh-server runs", captureCommand("ab")},
-		{"sensitivity", "restrict the server's CPU and measure how throughput follows (CPU- or GPU-bound?)", runSensitivity},
-		{"what-if", "act on a bundle's advice (a knob turned) and measure whether its prediction held", runWhatIf},
-		{"show", "print the sweep table of a capture bundle", runShow},
-		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze},
-		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare},
-		{"report", "write a capture (or two compared) as one self-contained HTML report", runReport},
-		{"export", "send a capture's traces to Jaeger (OTLP) or write Perfetto JSON", runExport},
-		{"doctor", "check what profiling needs on this machine and target", runDoctor},
-		{"serve", "run as a daemon: captures over a JSON API, live Prometheus /metrics, remote probes", runServe},
-		{"version", "print asrprof's version", runVersion},
+		{"capture", "drive an ASR server through a sweep and record a capture bundle", captureCommand("capture"), true},
+		{"ab", "compare two server commands in alternating fresh-server runs", captureCommand("ab"), true},
+		{"sensitivity", "restrict the server's CPU and measure how throughput follows (CPU- or GPU-bound?)", runSensitivity, true},
+		{"what-if", "act on a bundle's advice (a knob turned) and measure whether its prediction held", runWhatIf, true},
+		{"show", "print the sweep table of a capture bundle", runShow, false},
+		{"analyze", "run Starlark analyses over a capture bundle and print their tables", runAnalyze, false},
+		{"compare", "compare two capture bundles level by level (ratio, Mann-Whitney U)", runCompare, false},
+		{"report", "write a capture (or two compared) as one self-contained HTML report", runReport, false},
+		{"export", "send a capture's traces to Jaeger (OTLP) or write Perfetto JSON", runExport, false},
+		{"doctor", "check what profiling needs on this machine and target", runDoctor, false},
+		{"serve", "run as a daemon: captures over a JSON API, live Prometheus /metrics, remote probes", runServe, true},
+		{"version", "print asrprof's version", runVersion, false},
 	}
 }
 
@@ -155,6 +159,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
+		}
+		if !c.starts {
+			context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		switch {
