@@ -217,7 +217,7 @@ func resolvePID(pid int, target string) (int, string) {
 	}
 	p, err := proctree.FindListener(port)
 	if err != nil {
-		return 0, fmt.Sprintf("target pid unknown: no process found listening on port %d: %v", port, err)
+		return 0, fmt.Sprintf("target pid unknown: %v; give --pid PID (or run asrprof as the server's user or root)", err)
 	}
 	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
 }

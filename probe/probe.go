@@ -22,6 +22,16 @@ import (
 // Start means the probe failed.
 var ErrNotSupported = errors.New("not supported here")
 
+// ErrNoPID is wrapped by Start of a probe that watches the target's
+// processes when its pid is unknown (the capture's target line says why).
+// It is ErrNotSupported too.
+var ErrNoPID error = noPID{}
+
+type noPID struct{}
+
+func (noPID) Error() string     { return "no target pid (the target line says why; --pid names it)" }
+func (noPID) Is(err error) bool { return err == ErrNotSupported }
+
 // Target is the process tree being profiled.
 type Target struct {
 	// PID is the server's main process; 0 when unknown (probes that need a

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
@@ -86,13 +89,20 @@ func (u *testUser) dir(t *testing.T, name string) string {
 // an ordinary user may not raise it), and stops it when the test ends.
 func (u *testUser) startServer(t *testing.T, port int, args string) {
 	t.Helper()
+	startPlainServer(t, port, args, "runuser", "-u", testUserName, "--")
+}
+
+// startPlainServer starts the plainserver at nice -15 through the command
+// prefix as (none: as this process's user), and stops it when the test ends.
+func startPlainServer(t *testing.T, port int, args string, as ...string) {
+	t.Helper()
 	script := filepath.Join(refservertest.Root(), "refserver", "plainserver.py")
-	argv := append([]string{"-n", "-15", "runuser", "-u", testUserName, "--", refservertest.Python, script, "--port", strconv.Itoa(port)}, strings.Fields(args)...)
+	argv := append(append(append([]string{"-n", "-15"}, as...), refservertest.Python, script, "--port", strconv.Itoa(port)), strings.Fields(args)...)
 	cmd := exec.Command("nice", argv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting the server as %s: %v", testUserName, err)
+		t.Fatalf("starting the server (%v): %v", argv, err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -107,7 +117,7 @@ func (u *testUser) startServer(t *testing.T, port int, args string) {
 			}
 		}
 	}
-	t.Fatalf("the server as %s did not answer %s:\n%s", testUserName, url, out.String())
+	t.Fatalf("the server (%v) did not answer %s:\n%s", argv, url, out.String())
 }
 
 // runCLI runs the test binary as asrprof, as the user.
@@ -196,4 +206,49 @@ func unprivilegedAsRoot(t *testing.T, idle bool, cases ...blackBoxCase) {
 			}
 		})
 	}
+}
+
+// The ordinary user and root's server, as on a shared host: the user
+// cannot see which process holds the port, so the capture's target line
+// and the blackbox table's note say so and name --pid. With --pid the
+// proc probe splits the service (another user's schedstat is readable),
+// and the server that sleeps is named an idle server.
+func TestOrdinaryUserRootServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	u := newTestUser(t)
+	t.Parallel()
+	ds := refservertest.Refset(t)
+	port := fakeasr.FreePort(t)
+	startPlainServer(t, port, "--mode serial --work sleep "+bbService)
+	capture := func(extra ...string) (string, string) {
+		out := u.dir(t, "b")
+		args := append([]string{"capture", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--dataset", ds,
+			"--max-samples", "6", "--repeats", "1", "--concurrency", "1", "--out", out,
+			"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--timeout", "60s"}, extra...)
+		code, stdout, stderr := u.runCLI(t, args...)
+		if code != exitOK {
+			t.Fatalf("capture %v: exit %d\n%s\n%s", extra, code, stdout, stderr)
+		}
+		return out, stderr
+	}
+	const why = "the socket is another user's process); give --pid PID"
+	out, stderr := capture()
+	if !strings.Contains(stderr, "target: target pid unknown: port ") || !strings.Contains(stderr, why) {
+		t.Errorf("the target line does not say why nor name --pid:\n%s", stderr)
+	}
+	code, stdout, stderr := u.runCLI(t, "analyze", out, "blackbox")
+	if code != exitOK || !strings.Contains(stdout, "no per-thread time bins") || !strings.Contains(stdout, why) {
+		t.Errorf("analyze blackbox: exit %d; its note does not say why there are no thread bins\n%s%s", code, stdout, stderr)
+	}
+	pid, err := proctree.FindListener(port) // as root
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = capture("--pid", strconv.Itoa(pid))
+	if _, err := os.Stat(filepath.Join(out, "proc_bins.jsonl")); err != nil {
+		t.Errorf("with --pid: no proc_bins.jsonl: %v", err)
+	}
+	checkVerdicts(t, out, blackBoxCase{want: map[string]string{"c1": "idle server"}})
 }

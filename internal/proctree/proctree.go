@@ -300,9 +300,9 @@ func FindListener(port int) (int, error) {
 	}
 	if len(inodes) == 0 {
 		if readErr != nil {
-			return 0, fmt.Errorf("finding listener on port %d: %w (%w)", port, ErrNotFound, readErr)
+			return 0, fmt.Errorf("port %d: %w (%w)", port, ErrNotFound, readErr)
 		}
-		return 0, fmt.Errorf("finding listener on port %d: %w", port, ErrNotFound)
+		return 0, fmt.Errorf("port %d: %w", port, ErrNotFound)
 	}
 	for _, pid := range pids("/proc") {
 		fdDir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
@@ -320,7 +320,8 @@ func FindListener(port int) (int, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("finding listener on port %d: socket found but no process holds it (permissions?): %w", port, ErrNotFound)
+	// Another user's process: its fd links are not ours to read.
+	return 0, fmt.Errorf("port %d: %w that this user may look into (the socket is another user's process)", port, ErrNotFound)
 }
 
 // StatusField returns the value of the "key:" line in the text of a

@@ -152,7 +152,7 @@ func (p *Probe) PerThreadActivity() bool {
 // here (no root, perf_event_paranoid, no BPF).
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
 	if t.PID <= 0 {
-		return fmt.Errorf("cpu: no target pid: %w", probe.ErrNotSupported)
+		return fmt.Errorf("cpu: %w", probe.ErrNoPID)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -173,7 +173,7 @@ func (p *Probe) libsOf(pid int) ([]lib, error) {
 // permitted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err error) {
 	if t.PID <= 0 {
-		return fmt.Errorf("cuda: no target pid: %w", probe.ErrNotSupported)
+		return fmt.Errorf("cuda: %w", probe.ErrNoPID)
 	}
 	if _, err := path.Match(p.cfg.LibPattern, ""); err != nil {
 		return fmt.Errorf("cuda: library pattern %q: %w", p.cfg.LibPattern, err)

@@ -170,7 +170,7 @@ func (p *Probe) Name() string {
 // probe.ErrNotSupported when t.PID is 0 or /proc is not mounted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) error {
 	if t.PID <= 0 {
-		return fmt.Errorf("proc: no target pid: %w", probe.ErrNotSupported)
+		return fmt.Errorf("proc: %w", probe.ErrNoPID)
 	}
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		return fmt.Errorf("proc: /proc not readable: %w (%w)", probe.ErrNotSupported, err)

@@ -74,7 +74,7 @@ func (p *Probe) Name() string { return "sched" }
 // t.PID is 0, the kernel has no BTF, or loading is not permitted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err error) {
 	if t.PID <= 0 {
-		return fmt.Errorf("sched: no target pid: %w", probe.ErrNotSupported)
+		return fmt.Errorf("sched: %w", probe.ErrNoPID)
 	}
 	if _, err := btf.LoadKernelSpec(); err != nil {
 		return fmt.Errorf("sched: kernel BTF: %w (%w)", probe.ErrNotSupported, err)
