@@ -435,7 +435,7 @@ func Decide(f Facts) []Finding {
 			pf.Detail = fmt.Sprintf("%d (%s)", f.PID, f.PIDSource)
 		} else {
 			pf.Detail = errText(f.PIDErr)
-			if f.PIDSource != "" {
+			if f.PIDSource == "--pid" { // FindListener's errors name the port
 				pf.Detail = f.PIDSource + ": " + pf.Detail
 			}
 			pf.Fix = "pass --pid, or run asrprof on the server's host as root (finding a listener reads other users' /proc/PID/fd); the probes that need a process are skipped"
