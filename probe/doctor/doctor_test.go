@@ -132,8 +132,10 @@ func TestDecide(t *testing.T) {
 		{name: "pid found", edit: func(f *Facts) { f.PIDAsked, f.PID, f.PIDSource = true, 42, "listener on port 8000" },
 			check: "target pid", ok: true, detail: "42 (listener on port 8000)"},
 		{name: "pid not found", edit: func(f *Facts) {
-			f.PIDAsked, f.PIDSource, f.PIDErr = true, "listener on port 8000", errors.New("not found")
-		}, check: "target pid", ok: false, detail: "listener on port 8000: not found", fix: "--pid"},
+			f.PIDAsked, f.PIDSource, f.PIDErr = true, "listener on port 8000", errors.New("port 8000: no listener found")
+		}, check: "target pid", ok: false, detail: "port 8000: no listener found", fix: "--pid"},
+		{name: "pid gone", edit: func(f *Facts) { f.PIDAsked, f.PIDSource, f.PIDErr = true, "--pid", errors.New("no process 42") },
+			check: "target pid", ok: false, detail: "--pid: no process 42", fix: "--pid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
