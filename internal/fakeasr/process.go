@@ -95,7 +95,8 @@ func CommandLine(o ProcessOptions) string {
 // The port lies below the kernel's ephemeral range, so no listener on port
 // 0 and no outgoing connection of a parallel test can be handed it before
 // the test's own server binds it (a port taken that way once failed CI), and
-// a lock file keeps other test processes of this user off it.
+// a lock on its byte of one file keeps other test processes of this user
+// off it.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	hi := 32768
@@ -106,17 +107,17 @@ func FreePort(t testing.TB) int {
 			}
 		}
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("asrprof-test-ports-%d", os.Getuid()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	locks := filepath.Join(os.TempDir(), fmt.Sprintf("asrprof-test-ports-%d.lock", os.Getuid()))
 	for range 1000 {
 		port := 10000 + rand.IntN(hi-10000)
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDONLY, 0o644)
+		f, err := os.OpenFile(locks, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		// an open file description's lock: held until f is closed, and
+		// refused to any other open of the file, in this process too
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: int64(port), Len: 1}
+		if unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) != nil {
 			f.Close()
 			continue
 		}
