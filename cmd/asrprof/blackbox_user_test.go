@@ -233,18 +233,19 @@ func TestOrdinaryUserRootServer(t *testing.T) {
 		}
 		return out, stderr
 	}
+	pid, err := proctree.FindListener(port) // as root
+	if err != nil {
+		t.Fatal(err)
+	}
 	const why = "the socket is another user's process); give --pid PID"
 	out, stderr := capture()
-	if !strings.Contains(stderr, "target: target pid unknown: port ") || !strings.Contains(stderr, why) {
-		t.Errorf("the target line does not say why nor name --pid:\n%s", stderr)
+	if !strings.Contains(stderr, "target: target pid unknown: port ") || !strings.Contains(stderr, why) ||
+		!strings.Contains(stderr, fmt.Sprintf("the command line of pid %d names the port: ", pid)) {
+		t.Errorf("the target line does not say why, name --pid and the server's pid %d:\n%s", pid, stderr)
 	}
 	code, stdout, stderr := u.runCLI(t, "analyze", out, "blackbox")
 	if code != exitOK || !strings.Contains(stdout, "no per-thread time bins") || !strings.Contains(stdout, why) {
 		t.Errorf("analyze blackbox: exit %d; its note does not say why there are no thread bins\n%s%s", code, stdout, stderr)
-	}
-	pid, err := proctree.FindListener(port) // as root
-	if err != nil {
-		t.Fatal(err)
 	}
 	out, _ = capture("--pid", strconv.Itoa(pid))
 	if _, err := os.Stat(filepath.Join(out, "proc_bins.jsonl")); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -224,6 +225,27 @@ func Comm(pid, tid int) string {
 		return ""
 	}
 	return strings.TrimRight(string(b), "\n")
+}
+
+// NamingPort returns the processes (but this one) whose command line names
+// port as an argument of its own ("8000", "--port=8000", "0.0.0.0:8000";
+// not in a URL, which clients name), sorted, with their command lines: the
+// likely server where the listener's owner cannot be seen.
+func NamingPort(port int) (found []int, cmdlines []string) {
+	p := strconv.Itoa(port)
+	for _, pid := range pids("/proc") {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if slices.ContainsFunc(args, func(a string) bool {
+			return a == p || !strings.Contains(a, "://") && (strings.HasSuffix(a, "="+p) || strings.HasSuffix(a, ":"+p))
+		}) {
+			found, cmdlines = append(found, pid), append(cmdlines, strings.Join(args, " "))
+		}
+	}
+	return found, cmdlines
 }
 
 // tcpListen is the st column's value for a listening socket.

@@ -227,3 +227,23 @@ func TestReadSmall(t *testing.T) {
 		t.Errorf("ReadSmall(missing) err = %v, want not-exist", err)
 	}
 }
+
+// NamingPort finds a process by a port among its arguments, and not by a
+// URL (a client's).
+func TestNamingPort(t *testing.T) {
+	start := func(arg string) int {
+		cmd := exec.Command("sh", "-c", "sleep 30; :", "sh", arg)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	server, client := start("--port=47311"), start("http://127.0.0.1:47312/v1")
+	if pids, cmds := NamingPort(47311); !slices.Contains(pids, server) || !strings.Contains(strings.Join(cmds, "|"), "--port=47311") {
+		t.Errorf("NamingPort(47311) = %v %q, want pid %d", pids, cmds, server)
+	}
+	if pids, _ := NamingPort(47312); slices.Contains(pids, client) {
+		t.Errorf("NamingPort(47312) = %v: named the client %d by its URL", pids, client)
+	}
+}

@@ -109,6 +109,7 @@ type Facts struct {
 	PID       int    // found (or given and alive)
 	PIDSource string // "--pid" or "listener on port N"
 	PIDErr    error
+	PIDHint   string // where the listener was not found: a process whose command line names the port
 }
 
 // Check gathers the facts and decides.
@@ -191,6 +192,9 @@ func Gather(ctx context.Context, opts Options) Facts {
 		}
 		f.PIDSource = fmt.Sprintf("listener on port %d", port)
 		f.PID, f.PIDErr = proctree.FindListener(port)
+		if pids, cmds := proctree.NamingPort(port); f.PIDErr != nil && len(pids) > 0 {
+			f.PIDHint = fmt.Sprintf("the command line of pid %d names the port: %.120s", pids[0], cmds[0])
+		}
 	}
 	return f
 }
@@ -439,6 +443,9 @@ func Decide(f Facts) []Finding {
 				pf.Detail = f.PIDSource + ": " + pf.Detail
 			}
 			pf.Fix = "pass --pid, or run asrprof on the server's host as root (finding a listener reads other users' /proc/PID/fd); the probes that need a process are skipped"
+			if f.PIDHint != "" {
+				pf.Fix += "; " + f.PIDHint
+			}
 		}
 		add(pf)
 	}

@@ -134,6 +134,10 @@ func TestDecide(t *testing.T) {
 		{name: "pid not found", edit: func(f *Facts) {
 			f.PIDAsked, f.PIDSource, f.PIDErr = true, "listener on port 8000", errors.New("port 8000: no listener found")
 		}, check: "target pid", ok: false, detail: "port 8000: no listener found", fix: "--pid"},
+		{name: "pid hinted", edit: func(f *Facts) {
+			f.PIDAsked, f.PIDSource, f.PIDErr = true, "listener on port 8000", errors.New("port 8000: no listener found")
+			f.PIDHint = "the command line of pid 7 names the port: vllm serve --port 8000"
+		}, check: "target pid", ok: false, fix: "--pid, or run asrprof on the server's host as root (finding a listener reads other users' /proc/PID/fd); the probes that need a process are skipped; the command line of pid 7 names the port: vllm serve --port 8000"},
 		{name: "pid gone", edit: func(f *Facts) { f.PIDAsked, f.PIDSource, f.PIDErr = true, "--pid", errors.New("no process 42") },
 			check: "target pid", ok: false, detail: "--pid: no process 42", fix: "--pid"},
 	}
