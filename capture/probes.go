@@ -130,6 +130,8 @@ type probeSet struct {
 	// threadsAt is each thread's CPU time at the pass's start, when a
 	// probe samples per thread (probe.PerThreadActivity); nil otherwise.
 	threadsAt map[int]float64
+	// gone is the first pass at whose end the target process had exited.
+	gone string
 
 	// With --bpf-stats: the statistics switch, and when and from what the
 	// probes' BPF costs are counted.
@@ -375,6 +377,13 @@ func (s *probeSet) begin(p probe.Period) {
 // nothing in a scored pass: a failure, unless the probe is activity-driven
 // and the target hardly ran in the pass.
 func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
+	if s.pid > 0 && s.gone == "" && !proctree.Alive(s.pid) {
+		s.gone = fmt.Sprintf("%s repeat %d", model.LevelLabel(p.Level), p.Repeat)
+		if p.Warmup {
+			s.gone = model.LevelLabel(p.Level) + " warmup"
+		}
+		say(fmt.Sprintf("target: pid %d has exited (by the end of %s): the host probes see nothing of the server from here on", s.pid, s.gone))
+	}
 	used := -1.0
 	if s.cpuAt >= 0 {
 		used = cpulimit.TreeCPUSeconds(s.pid) - s.cpuAt
@@ -427,8 +436,12 @@ func (s *probeSet) emptyReport(passes int, say func(string)) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.idle)) {
 		got := s.idle[name]
-		say(fmt.Sprintf("probe %s recorded nothing in %d of %d scored passes (%s): the server's processes used under %.0f ms of CPU in each, too little to show; an idle server, not a failure",
-			name, len(got), passes, which(got), 1000*s.idleCut[name]))
+		why := "an idle server, not a failure"
+		if s.gone != "" {
+			why = fmt.Sprintf("an idle server, or the server's process (pid %d), which had exited by the end of %s", s.pid, s.gone)
+		}
+		say(fmt.Sprintf("probe %s recorded nothing in %d of %d scored passes (%s): the server's processes used under %.0f ms of CPU in each, too little to show; %s",
+			name, len(got), passes, which(got), 1000*s.idleCut[name], why))
 	}
 }
 

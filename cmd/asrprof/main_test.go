@@ -5,9 +5,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -247,5 +249,57 @@ func TestInterruptAnalyze(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("a second Ctrl-C did not end the command")
+	}
+}
+
+// A server that dies mid-capture: the capture goes on (the requests fail
+// and are counted), and says that the target's process has exited, so
+// that the probes' silence after it is not read as an idle server.
+func TestServerDiesMidCapture(t *testing.T) {
+	t.Parallel()
+	port := fakeasr.FreePort(t)
+	argv := fakeasr.Command(fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK, Port: port, Delay: 50 * time.Millisecond})
+	srv := exec.Command(argv[0], argv[1:]...)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	target := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, err := http.Get(target + "/health"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fake server did not start")
+		}
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	var stderr bytes.Buffer
+	cmd := exec.Command(os.Args[0], "capture", "--target", target, "--dataset", dataset(t, 40), "--concurrency", "1,2",
+		"--repeats", "1", "--out", out, "--pid", strconv.Itoa(srv.Process.Pid), "--probes", "proc",
+		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off")
+	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(filepath.Join(out, bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Process.Kill()
+	srv.Wait()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != exitNoSuccess) {
+		t.Fatalf("exit: %v, want 0 or %d\n%s", err, exitNoSuccess, stderr.String())
+	}
+	if want := fmt.Sprintf("target: pid %d has exited (by the end of c=1 repeat 1)", srv.Process.Pid); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	if _, err := bundle.Open(out); err != nil {
+		t.Error(err)
 	}
 }
