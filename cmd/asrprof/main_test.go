@@ -303,3 +303,38 @@ func TestServerDiesMidCapture(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A command that started a server stops it on Ctrl-C, even when Ctrl-C
+// comes twice: the second does not cut the stop short and leave the
+// server running.
+func TestInterruptTwiceStopsTheServer(t *testing.T) {
+	t.Parallel()
+	port := fakeasr.FreePort(t)
+	target := fmt.Sprintf("http://127.0.0.1:%d", port)
+	out := filepath.Join(t.TempDir(), "b")
+	cmd := asrprof("capture", "--server-cmd", fakeasr.CommandLine(fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK, Port: port, Delay: 30 * time.Millisecond}),
+		"--runs", "1", "--target", target, "--dataset", dataset(t, 200), "--concurrency", "2", "--repeats", "1", "--out", out, "--quiet",
+		"--gpu-free-mib", "100000000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(filepath.Join(out, "run-1", bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	time.Sleep(20 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit: %v, want %d\n%s", err, exitInterrupted, stderr.String())
+	}
+	if r, err := http.Get(target + "/health"); err == nil {
+		r.Body.Close()
+		t.Errorf("the server still answers after the capture's exit:\n%s", stderr.String())
+	}
+}
