@@ -2,6 +2,7 @@ package serve
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -76,7 +77,18 @@ func (e *entry) finish(out *capture.Outcome, err error) {
 // own parser; the bundle goes to <dir>/<id>.
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	var req capture.AgentStart
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err == nil && len(req.Args) == 0 {
+		// {"target": ...}: say so, not that args lacks --target (unknown
+		// fields beside args are let pass, for a newer agent)
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.DisallowUnknownFields()
+		err = d.Decode(&capture.AgentStart{})
+	}
+	if err != nil {
 		httpError(w, http.StatusBadRequest, `body: want {"args": ["--target", "URL", ...], "remote": false}: %v`, err)
 		return
 	}

@@ -335,6 +335,10 @@ func TestServeCapturesAndPrometheus(t *testing.T) {
 	if code, body := api(t, "POST", base+"/v1/captures", "", capture.AgentStart{Args: []string{"--out", "/etc"}}, nil); code != http.StatusBadRequest || !strings.Contains(string(body), "--out") {
 		t.Errorf("--out over the API: %d %s", code, body)
 	}
+	// The options as fields, not args: the field is named.
+	if code, body := api(t, "POST", base+"/v1/captures", "", map[string]any{"target": srv.URL, "dataset": ds}, nil); code != http.StatusBadRequest || !strings.Contains(string(body), `unknown field \"dataset\"`) {
+		t.Errorf("fields instead of args: %d %s", code, body)
+	}
 
 	// A driven capture: 3 samples × 2 levels × 2 repeats = 12 requests.
 	var driven capture.AgentCapture
