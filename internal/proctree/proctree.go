@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,21 +227,34 @@ func Comm(pid, tid int) string {
 }
 
 // NamingPort returns the processes (but this one) whose command line names
-// port as an argument of its own ("8000", "--port=8000", "0.0.0.0:8000";
-// not in a URL, which clients name), sorted, with their command lines: the
-// likely server where the listener's owner cannot be seen.
+// port as a listening address ("--port 8000", "-p 8000", "--port=8000",
+// "--bind 0.0.0.0:8000"; not "--max-tokens 8000", nor a URL, which clients
+// name), sorted, with their command lines: the likely server where the
+// listener's owner cannot be seen.
 func NamingPort(port int) (found []int, cmdlines []string) {
 	p := strconv.Itoa(port)
+	listenFlag := func(f string) bool {
+		f = strings.ToLower(f)
+		return f == "-p" || strings.HasPrefix(f, "-") && (strings.Contains(f, "port") || strings.Contains(f, "listen") || strings.Contains(f, "bind") || strings.Contains(f, "addr"))
+	}
 	for _, pid := range pids("/proc") {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if slices.ContainsFunc(args, func(a string) bool {
-			return a == p || !strings.Contains(a, "://") && (strings.HasSuffix(a, "="+p) || strings.HasSuffix(a, ":"+p))
-		}) {
-			found, cmdlines = append(found, pid), append(cmdlines, strings.Join(args, " "))
+		for i, a := range args {
+			k, v, kv := strings.Cut(a, "=")
+			if !kv {
+				k, v = "", a
+			}
+			if strings.Contains(v, "://") || v != p && !strings.HasSuffix(v, ":"+p) {
+				continue
+			}
+			if strings.HasSuffix(v, ":"+p) || kv && listenFlag(k) || !kv && i > 0 && listenFlag(args[i-1]) {
+				found, cmdlines = append(found, pid), append(cmdlines, strings.Join(args, " "))
+				break
+			}
 		}
 	}
 	return found, cmdlines

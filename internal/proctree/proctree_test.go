@@ -231,19 +231,24 @@ func TestReadSmall(t *testing.T) {
 // NamingPort finds a process by a port among its arguments, and not by a
 // URL (a client's).
 func TestNamingPort(t *testing.T) {
-	start := func(arg string) int {
-		cmd := exec.Command("sh", "-c", "sleep 30; :", "sh", arg)
+	start := func(args ...string) int {
+		cmd := exec.Command("sh", append([]string{"-c", "sleep 30; :", "sh"}, args...)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd.Process.Pid
 	}
-	server, client := start("--port=47311"), start("http://127.0.0.1:47312/v1")
-	if pids, cmds := NamingPort(47311); !slices.Contains(pids, server) || !strings.Contains(strings.Join(cmds, "|"), "--port=47311") {
-		t.Errorf("NamingPort(47311) = %v %q, want pid %d", pids, cmds, server)
+	for _, args := range [][]string{{"--port=47311"}, {"--port", "47311"}, {"-p", "47311"}, {"--bind", "0.0.0.0:47311"}, {"--host=::", "--listen-addr=:47311"}} {
+		server := start(args...)
+		if pids, _ := NamingPort(47311); !slices.Contains(pids, server) {
+			t.Errorf("%q: NamingPort(47311) = %v, want pid %d", args, pids, server)
+		}
 	}
-	if pids, _ := NamingPort(47312); slices.Contains(pids, client) {
-		t.Errorf("NamingPort(47312) = %v: named the client %d by its URL", pids, client)
+	for _, args := range [][]string{{"http://127.0.0.1:47312/v1"}, {"--max-tokens", "47312"}, {"--max-tokens=47312"}, {"47312"}} {
+		other := start(args...)
+		if pids, _ := NamingPort(47312); slices.Contains(pids, other) {
+			t.Errorf("%q: NamingPort(47312) = %v, named pid %d", args, pids, other)
+		}
 	}
 }
