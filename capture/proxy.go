@@ -36,7 +36,12 @@ const ProxyURLEnv = "ASRPROF_PROXY_URL"
 func (c *Config) validateProxy() error {
 	u, err := url.Parse(c.Target)
 	_, _, perr := net.SplitHostPort(c.Proxy)
+	var lerr error
+	if len(c.Command) > 0 {
+		_, lerr = exec.LookPath(c.Command[0])
+	}
 	return cmp.Or(
+		errIf(lerr != nil, "the benchmark command after --: %v", lerr),
 		errIf(c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "",
 			"--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target),
 		errIf(c.ProbesOnly,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -277,6 +278,8 @@ func TestErrorExitCodes(t *testing.T) {
 	}{
 		{[]string{"capture", "--target", "http://127.0.0.1:1", "--dataset", ds, "--out", dir}, "--out " + dir + ": directory already holds a capture (give --overwrite"},
 		{[]string{"capture", "--target", "http://127.0.0.1:1", "--dataset", tmp + "/none.jsonl"}, "asrprof capture: --dataset " + tmp + "/none.jsonl: no such file or directory\n"},
+		{[]string{"capture", "--proxy", "127.0.0.1:1", "--target", "http://127.0.0.1:1", "--dataset", ds, "--out", tmp + "/px", "--", "no-such-client"},
+			"asrprof capture: the benchmark command after --: exec: \"no-such-client\": executable file not found in $PATH\n"},
 		{[]string{"show", tmp + "/none"}, tmp + "/none: no such directory"},
 		{[]string{"analyze", tmp}, tmp + ": not a capture bundle (no manifest.json)"},
 		{[]string{"compare", dir, tmp + "/none"}, tmp + "/none: no such directory"},
@@ -286,6 +289,9 @@ func TestErrorExitCodes(t *testing.T) {
 		code, _, stderr := runCLI(tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(tmp + "/px"); err == nil {
+			t.Errorf("%v: a bundle was written", tc.args)
 		}
 		for _, dup := range []string{"usage: ", "invalid configuration: ", "bad dataset: ", "loading dataset"} {
 			if strings.Contains(stderr, dup) {
