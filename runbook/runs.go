@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -317,6 +318,11 @@ func checkConfig(cfg *Config) error {
 	for _, r := range cfg.Plan {
 		if len(r.Server.Argv) == 0 && !cfg.Lifecycle.Reuse {
 			return fmt.Errorf("%w: run %s has no server command", ErrBadCommand, r.Dir)
+		}
+		if len(r.Server.Argv) > 0 { // refused before any run, not after a bundle is begun
+			if _, err := exec.LookPath(r.Server.Argv[0]); err != nil {
+				return fmt.Errorf("%w: run %s: %v", ErrBadCommand, r.Dir, err)
+			}
 		}
 	}
 	if cfg.Lifecycle.StartupTimeout <= 0 || cfg.Lifecycle.StopGrace < 0 || cfg.Lifecycle.GPUFreeTimeout < 0 {

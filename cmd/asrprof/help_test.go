@@ -280,6 +280,8 @@ func TestErrorExitCodes(t *testing.T) {
 		{[]string{"capture", "--target", "http://127.0.0.1:1", "--dataset", tmp + "/none.jsonl"}, "asrprof capture: --dataset " + tmp + "/none.jsonl: no such file or directory\n"},
 		{[]string{"capture", "--proxy", "127.0.0.1:1", "--target", "http://127.0.0.1:1", "--dataset", ds, "--out", tmp + "/px", "--", "no-such-client"},
 			"asrprof capture: the benchmark command after --: exec: \"no-such-client\": executable file not found in $PATH\n"},
+		{[]string{"capture", "--server-cmd", "no-such-server --port 1", "--runs", "1", "--target", "http://127.0.0.1:1", "--dataset", ds, "--concurrency", "1", "--out", tmp + "/px"},
+			"asrprof capture: bad server command: run run-1: exec: \"no-such-server\": executable file not found in $PATH\n"},
 		{[]string{"show", tmp + "/none"}, tmp + "/none: no such directory"},
 		{[]string{"analyze", tmp}, tmp + ": not a capture bundle (no manifest.json)"},
 		{[]string{"compare", dir, tmp + "/none"}, tmp + "/none: no such directory"},
