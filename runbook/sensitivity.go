@@ -130,6 +130,11 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			runOf[name] = bundle.SensitivityRun{Dir: name, Cycle: c, Allotment: a}
 		}
 	}
+	rc := sc.Runbook
+	rc.Plan = plan
+	if err := checkConfig(&rc); err != nil { // before the log: a refused plan writes nothing
+		return nil, err
+	}
 	logf, err := createLog(out, SensitivityLog)
 	if err != nil {
 		return nil, err
@@ -138,8 +143,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	caps := map[int]capacity{} // cycle → what 100 % is
 	var warns []string
 	runs := map[string]*bundle.SensitivityRun{}
-	rc := sc.Runbook
-	rc.Plan = plan
 	fmt.Fprintf(stderr, "sensitivity at %s: %d runs (%d allotments of the %s × %s), a fresh server each; their progress: %s\n",
 		lv.Name, len(plan), len(sc.Allotments), what, countOf(sc.Cycles, "cycle"), filepath.Join(out, SensitivityLog))
 	// Run calls its hooks one run at a time, from its own goroutine.

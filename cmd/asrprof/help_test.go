@@ -282,6 +282,8 @@ func TestErrorExitCodes(t *testing.T) {
 			"asrprof capture: the benchmark command after --: exec: \"no-such-client\": executable file not found in $PATH\n"},
 		{[]string{"capture", "--server-cmd", "no-such-server --port 1", "--runs", "1", "--target", "http://127.0.0.1:1", "--dataset", ds, "--concurrency", "1", "--out", tmp + "/px"},
 			"asrprof capture: bad server command: run run-1: exec: \"no-such-server\": executable file not found in $PATH\n"},
+		{[]string{"sensitivity", "--server-cmd", "no-such-server", "--target", "http://127.0.0.1:1", "--dataset", ds, "--concurrency", "1", "--out", tmp + "/px"},
+			"asrprof sensitivity: bad server command: run cpu100-1: exec: \"no-such-server\": executable file not found in $PATH\n"},
 		{[]string{"show", tmp + "/none"}, tmp + "/none: no such directory"},
 		{[]string{"analyze", tmp}, tmp + ": not a capture bundle (no manifest.json)"},
 		{[]string{"compare", dir, tmp + "/none"}, tmp + "/none: no such directory"},
