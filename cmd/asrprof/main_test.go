@@ -179,12 +179,7 @@ func TestInterruptExits130(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2000; i++ {
-		if b, _ := os.ReadFile(filepath.Join(out, bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRequests(filepath.Join(out, bundle.RequestsFile), 5)
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
@@ -284,12 +279,7 @@ func TestServerDiesMidCapture(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2000; i++ {
-		if b, _ := os.ReadFile(filepath.Join(out, bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRequests(filepath.Join(out, bundle.RequestsFile), 5)
 	srv.Process.Kill()
 	srv.Wait()
 	err := cmd.Wait()
@@ -320,12 +310,7 @@ func TestInterruptTwiceStopsTheServer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2000; i++ {
-		if b, _ := os.ReadFile(filepath.Join(out, "run-1", bundle.RequestsFile)); bytes.Count(b, []byte("\n")) >= 5 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRequests(filepath.Join(out, "run-1", bundle.RequestsFile), 5)
 	cmd.Process.Signal(os.Interrupt)
 	time.Sleep(20 * time.Millisecond)
 	cmd.Process.Signal(os.Interrupt)
@@ -336,5 +321,16 @@ func TestInterruptTwiceStopsTheServer(t *testing.T) {
 	if r, err := http.Get(target + "/health"); err == nil {
 		r.Body.Close()
 		t.Errorf("the server still answers after the capture's exit:\n%s", stderr.String())
+	}
+}
+
+// waitRequests waits, 10 s at most, until the requests file at path has n
+// lines: the capture's load is under way.
+func waitRequests(path string, n int) {
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
