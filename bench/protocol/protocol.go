@@ -163,7 +163,7 @@ type Options struct {
 // StatusError is Result.Err for a 4xx or 5xx answer.
 type StatusError struct {
 	StatusCode int
-	Body       string // at most the first 200 bytes of the body
+	Body       string // at most the first 200 bytes of the body; for a WebSocket, what was refused
 }
 
 func (e *StatusError) Error() string {

@@ -305,7 +305,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 	}
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {
-			return fail(StatusKind(resp.StatusCode), &StatusError{StatusCode: resp.StatusCode})
+			return fail(StatusKind(resp.StatusCode), &StatusError{StatusCode: resp.StatusCode, Body: "WebSocket upgrade refused (is the target a WebSocket endpoint?)"})
 		}
 		return fail(ErrorKind(ctx, err), fmt.Errorf("opening the session: %w", err))
 	}
