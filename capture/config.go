@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asrprof/asrprof/bench/dataset"
@@ -38,7 +39,11 @@ import (
 // DefaultConfig and SetDefaults give the defaults of a user who sets
 // nothing.
 type Config struct {
-	Target      string        `json:"target"`
+	Target string `json:"target"`
+	// TargetGiven is --target as given when it ended in the API path that
+	// asrprof adds itself (SetDefaults; OpenAI clients' base_url ends in
+	// /v1); said at the start, not recorded: Target is what was measured.
+	TargetGiven string        `json:"-"`
 	Dataset     string        `json:"dataset"`
 	Protocol    string        `json:"protocol"`
 	Model       string        `json:"model"`
@@ -217,6 +222,9 @@ func DefaultConfig() Config {
 // empty, and the model name transcribe-diarize's client sends when --model
 // is not set.
 func (c *Config) SetDefaults(now time.Time) {
+	if t := trimAPIPath(c.Target); t != c.Target && !protocol.IsRealtime(c.Protocol) {
+		c.TargetGiven, c.Target = c.Target, t
+	}
 	if len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.Proxy == "" && !c.ProbesOnly && c.ReplayFile() == "" {
 		c.Concurrency = slices.Clone(DefaultLevels)
 		if c.Search != nil {
@@ -227,6 +235,23 @@ func (c *Config) SetDefaults(now time.Time) {
 	if c.Task == TaskTranscribeDiarize {
 		c.Model = cmp.Or(c.Model, protocol.DiarizeModel)
 	}
+}
+
+// trimAPIPath is target without a trailing /v1 or /v1/audio/transcriptions,
+// which the openai protocols, the health check and /v1/models add.
+func trimAPIPath(target string) string {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return target
+	}
+	p := strings.TrimRight(u.Path, "/")
+	for _, suffix := range []string{"/v1/audio/transcriptions", "/v1"} {
+		if strings.HasSuffix(p, suffix) {
+			u.Path = strings.TrimSuffix(p, suffix)
+			return u.String()
+		}
+	}
+	return target
 }
 
 // SweepPoint is one point of the sweep: a closed-loop level (Concurrency),

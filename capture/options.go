@@ -44,7 +44,7 @@ const (
 // the essential ones first.
 func Options() []Option {
 	return []Option{
-		{Name: "target", Group: groupData, Field: "Target", Agent: true, Usage: "server base `URL`, e.g. http://127.0.0.1:8000"},
+		{Name: "target", Group: groupData, Field: "Target", Agent: true, Usage: "server base `URL`, e.g. http://127.0.0.1:8000 (an OpenAI client's base_url, ending in /v1, is taken as its base)"},
 		{Name: "dataset", Group: groupData, Field: "Dataset", Usage: "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\na folder of .wav/.flac files with sibling .txt transcripts, a SeedTTS meta.lst, a Parquet file\nor folder, a Hugging Face datasets folder (*.arrow + dataset_info.json) or hub snapshot\n(data/*.parquet) (`PATH`; docs/DATASETS.md)"},
 		{Name: "protocol", Group: groupData, Field: "Protocol", Usage: "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)"},
 		{Name: "model", Group: groupData, Field: "Model", Usage: "model `NAME` sent in the request's model field (omitted when empty)"},

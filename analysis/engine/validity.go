@@ -386,7 +386,8 @@ func FailureCauseOf(r *model.Request) string {
 	case model.FailCanceled:
 		return "canceled (the capture stopped)"
 	case model.FailConnection:
-		for _, c := range [][2]string{{"reset", "connection reset"}, {"refused", "connection refused"}, {"EOF", "connection closed early"}} {
+		for _, c := range [][2]string{{"reset", "connection reset"}, {"refused", "connection refused"}, {"EOF", "connection closed early"},
+			{"broken pipe", "connection closed during the upload (broken pipe: the server may have answered before reading it)"}} {
 			if strings.Contains(msg, c[0]) {
 				return c[1]
 			}

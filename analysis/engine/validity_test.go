@@ -197,6 +197,8 @@ func TestFailureCauseOf(t *testing.T) {
 		{model.Request{ErrorKind: model.FailHTTP5xx, HTTPStatus: 500, Error: "HTTP 500"}, "HTTP 500"},
 		{model.Request{ErrorKind: model.FailTimeout, Error: "context deadline exceeded"}, "timeout"},
 		{model.Request{ErrorKind: model.FailConnection, Error: "read: connection reset by peer"}, "connection reset"},
+		{model.Request{ErrorKind: model.FailConnection, Error: `Post "http://h:1/v2/v1/audio/transcriptions": writev tcp 127.0.0.1:43706->127.0.0.1:1: writev: broken pipe`},
+			"connection closed during the upload (broken pipe: the server may have answered before reading it)"},
 		{model.Request{ErrorKind: model.FailMalformed, Error: "bad json"}, "malformed response: bad json"},
 		{model.Request{ErrorKind: model.FailHTTP5xx, HTTPStatus: 500, Error: "http status 500: " + long}, "HTTP 500: " + strings.Repeat("x", FailureMessageChars-1) + "…"},
 	} {

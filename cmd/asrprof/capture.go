@@ -272,6 +272,10 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	fs.Visit(func(f *flag.Flag) { rb.set[f.Name] = true })
 	rb.levels = levelsLine(&cfg, rb.set)
 	rb.warnings = inFlightWarnings(&cfg)
+	if cfg.TargetGiven != "" {
+		rb.warnings = append(rb.warnings, fmt.Sprintf("note: --target %s ends in the API's path, which asrprof adds itself: the target is %s (requests go to %s/v1/audio/transcriptions)",
+			cfg.TargetGiven, cfg.Target, strings.TrimRight(cfg.Target, "/")))
+	}
 	return cfg, rb, nil
 }
 
