@@ -220,11 +220,8 @@ func resolvePID(pid int, target string) (int, string) {
 	p, err := proctree.FindListener(port)
 	if err != nil {
 		how := fmt.Sprintf("target pid unknown: %v; give --pid PID (or run asrprof as the server's user or root)", err)
-		if pids, cmds := proctree.NamingPort(port); len(pids) > 0 {
-			how += fmt.Sprintf("; the command line of pid %d names the port: %.120s", pids[0], cmds[0])
-			if len(pids) > 1 {
-				how += fmt.Sprintf(" (and %d more: %v)", len(pids)-1, pids[1:min(len(pids), 6)])
-			}
+		if hint := proctree.PortHint(port); hint != "" {
+			how += "; " + hint
 		}
 		return 0, how
 	}

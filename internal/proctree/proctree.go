@@ -260,6 +260,21 @@ func NamingPort(port int) (found []int, cmdlines []string) {
 	return found, cmdlines
 }
 
+// PortHint is the sentence that names the processes NamingPort finds for
+// port ("" when none): where a listener's owner cannot be seen, the pid to
+// give.
+func PortHint(port int) string {
+	pids, cmds := NamingPort(port)
+	if len(pids) == 0 {
+		return ""
+	}
+	h := fmt.Sprintf("the command line of pid %d names the port: %.120s", pids[0], cmds[0])
+	if len(pids) > 1 {
+		h += fmt.Sprintf(" (and %d more: %v)", len(pids)-1, pids[1:min(len(pids), 6)])
+	}
+	return h
+}
+
 // tcpListen is the st column's value for a listening socket.
 const tcpListen = "0A"
 

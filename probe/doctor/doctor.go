@@ -192,8 +192,8 @@ func Gather(ctx context.Context, opts Options) Facts {
 		}
 		f.PIDSource = fmt.Sprintf("listener on port %d", port)
 		f.PID, f.PIDErr = proctree.FindListener(port)
-		if pids, cmds := proctree.NamingPort(port); f.PIDErr != nil && len(pids) > 0 {
-			f.PIDHint = fmt.Sprintf("the command line of pid %d names the port: %.120s", pids[0], cmds[0])
+		if f.PIDErr != nil {
+			f.PIDHint = proctree.PortHint(port)
 		}
 	}
 	return f
