@@ -85,10 +85,13 @@ func routerCapture(t *testing.T, w0Flags, w1Flags []string, samples int) (string
 }
 
 // responseTailsFast fails the test when the median time from a response's
-// first byte to its end, over the bundle's answered requests, is 10 ms or
+// first byte to its end, over the bundle's answered requests, is 25 ms or
 // more: a short JSON answer arrives in one piece unless the server's
-// socket holds the body back for a delayed ACK (Nagle's algorithm, about
-// 40 ms on loopback), which inflates every latency the capture reports.
+// socket holds the body back for a delayed ACK (Nagle's algorithm: with
+// it turned back on in the refserver or in the router, the median was
+// 40.8 and 41.0 ms here), which inflates every latency the capture
+// reports. The bound is not tighter: under make test's load the router's
+// forwarding alone gave a median of 10.2 ms (0.6 to 17.7 ms over six).
 func responseTailsFast(t *testing.T, dir string) {
 	t.Helper()
 	bd, err := bundle.Open(dir)
@@ -109,7 +112,7 @@ func responseTailsFast(t *testing.T, dir string) {
 		t.Fatalf("%s: no answered request has a first-byte time", dir)
 	}
 	slices.Sort(tails)
-	if med := tails[len(tails)/2]; med >= 10 {
+	if med := tails[len(tails)/2]; med >= 25 {
 		t.Errorf("%s: median first byte → end %.1f ms over %d responses (all: %v): the body waits after the headers", dir, med, len(tails), tails)
 	}
 }
