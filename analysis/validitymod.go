@@ -38,7 +38,10 @@ func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		return engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: c.Bundle.Manifest.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores}), nil
+		m := c.Bundle.Manifest
+		sent, _ := m.Config["model"].(string)
+		return engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: m.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores,
+			Models: m.Fingerprint.ModelIDs(), Model: sent}), nil
 	})
 }
 

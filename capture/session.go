@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +102,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.pickModel(models)
 	defer s.close()
 	if err := s.open(ctx, models, samples, len(bad)); err != nil {
 		return nil, err
@@ -192,6 +194,25 @@ func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample
 	}
 	s.tr, err = startTracing(ctx, cfg, s.w, s.manifest.Fingerprint, s.say)
 	return err
+}
+
+// pickModel names the server's one model in the requests when --model is
+// empty, as vLLM's own benchmark does (it takes the first): an
+// OpenAI-style server may refuse a request that names no model. With
+// several listed it picks none, and says so. The manifest records the
+// model sent.
+func (s *Session) pickModel(models any) {
+	cfg := &s.cfg
+	if cfg.Model != "" || cfg.Protocol == "funasr-ws" {
+		return
+	}
+	switch ids := (model.Fingerprint{TargetModels: models}).ModelIDs(); {
+	case len(ids) == 1:
+		cfg.Model = ids[0]
+		s.note(fmt.Sprintf("model: %s (the one model the server lists at /v1/models; --model names another)", ids[0]))
+	case len(ids) > 1:
+		s.note(fmt.Sprintf("model: none named (the server lists %d at /v1/models: %s; --model picks one)", len(ids), strings.Join(ids, ", ")))
+	}
 }
 
 // SyntheticWeightsNote is said wherever a capture's WER is shown when the

@@ -253,6 +253,22 @@ type Fingerprint struct {
 	Extra         map[string]any `json:"extra,omitempty"`
 }
 
+// ModelIDs are the ids of an OpenAI-style /v1/models answer
+// ({"data":[{"id":...},...]}), in its order; nil for any other answer.
+func (f Fingerprint) ModelIDs() []string {
+	m, _ := f.TargetModels.(map[string]any)
+	data, _ := m["data"].([]any)
+	var ids []string
+	for _, d := range data {
+		if e, ok := d.(map[string]any); ok {
+			if id, ok := e["id"].(string); ok && id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
 // Clock records how the wall and monotonic clocks related during a capture.
 type Clock struct {
 	StartUnixNs int64 `json:"start_unix_ns"`

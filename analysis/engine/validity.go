@@ -179,6 +179,11 @@ type ValidityInput struct {
 	// Cores are the proc probe's per-core records (proc_cpus.jsonl; nil:
 	// no proc probe).
 	Cores []bundle.CPURecord
+	// Models are the ids the target's /v1/models listed, and Model the
+	// one the requests named ("": none), for a failure that names the
+	// model.
+	Models []string
+	Model  string
 }
 
 // Finding is one check that fired.
@@ -365,6 +370,9 @@ func (c *checker) failures() {
 			c.v.FailedLevels = append(c.v.FailedLevels, lv)
 			f.Text = fmt.Sprintf("all %d requests failed: %s; the level measured no transcription, so it has no verdict", total, strings.Join(parts, ", "))
 			f.Fix = "check --target (host, port, path) and the server's log; requests.jsonl has every error"
+			if len(c.in.Models) > 0 && slices.ContainsFunc(causes, func(k string) bool { return strings.Contains(strings.ToLower(k), "model") }) {
+				f.Fix = fmt.Sprintf("the requests named %s and the server lists %s at /v1/models: give --model with one it lists", cmp.Or(c.in.Model, "no model"), strings.Join(c.in.Models, ", "))
+			}
 		} else {
 			f.Text = fmt.Sprintf("%d of %d requests failed: %s; the level's numbers stand on the %d that succeeded", total-ok, total, strings.Join(parts, ", "), ok)
 			f.Fix = "the server's log says why; failed requests are left out of latency and WER but count against throughput's successes"

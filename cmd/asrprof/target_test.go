@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,5 +47,57 @@ func TestCaptureTargetBaseURL(t *testing.T) {
 	readJSONInto(t, filepath.Join(out, "manifest.json"), &m)
 	if m.Config.Target != srv.URL {
 		t.Errorf("manifest config: %+v", m.Config)
+	}
+}
+
+// The model field: with no --model, the capture names the one model the
+// server lists at /v1/models (as vLLM's own benchmark does) and says so;
+// a --model the server refuses gets a what-to-do that names the models
+// it lists. The second server answers as vLLM does to an unknown model.
+func TestCaptureModelFromServer(t *testing.T) {
+	t.Parallel()
+	srv := fakeasr.NewServer(t, fakeasr.Config{Model: "openai/whisper-large-v3"})
+	out := filepath.Join(t.TempDir(), "b")
+	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 2),
+		"--concurrency", "1", "--repeats", "1", "--out", out, "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
+	if want := "model: openai/whisper-large-v3 (the one model the server lists at /v1/models; --model names another)"; code != exitOK || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, want 0 and %q\n%s%s", code, want, stdout, stderr)
+	}
+	for _, r := range srv.Requests() {
+		if r.Model != "openai/whisper-large-v3" {
+			t.Errorf("request %d named model %q", r.N, r.Model)
+		}
+	}
+	var m struct {
+		Config struct {
+			Model string `json:"model"`
+		} `json:"config"`
+	}
+	readJSONInto(t, filepath.Join(out, "manifest.json"), &m)
+	if m.Config.Model != "openai/whisper-large-v3" {
+		t.Errorf("manifest config model %q, want the one sent", m.Config.Model)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"a-model","object":"model"},{"id":"b-model","object":"model"}]}`)
+	})
+	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"object":"error","message":"The model %s does not exist.","type":"NotFoundError","param":null,"code":404}`, r.FormValue("model"))
+	})
+	two := httptest.NewServer(mux)
+	t.Cleanup(two.Close)
+	code, stdout, stderr = runCLI("capture", "--target", two.URL, "--dataset", dataset(t, 2), "--model", "whisper-1",
+		"--concurrency", "1", "--repeats", "1", "--out", filepath.Join(t.TempDir(), "b2"), "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
+	want := "the requests named whisper-1 and the server lists a-model, b-model at /v1/models: give --model with one it lists"
+	if code != exitNoSuccess || !strings.Contains(stdout, want) {
+		t.Errorf("exit %d, want %d and %q\n%s%s", code, exitNoSuccess, want, stdout, stderr)
+	}
+	code, _, stderr = runCLI("capture", "--target", two.URL, "--dataset", dataset(t, 2),
+		"--concurrency", "1", "--repeats", "1", "--out", filepath.Join(t.TempDir(), "b3"), "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
+	if want := "model: none named (the server lists 2 at /v1/models: a-model, b-model; --model picks one)"; code != exitNoSuccess || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want %d and %q\n%s", code, exitNoSuccess, want, stderr)
 	}
 }
