@@ -103,7 +103,9 @@ func TestCaptureSweep(t *testing.T) {
 	if !b.Manifest.Complete || b.Manifest.Fingerprint.DatasetSHA256 == "" || b.Manifest.Fingerprint.TargetModels == nil {
 		t.Errorf("manifest: complete=%v fingerprint=%+v", b.Manifest.Complete, b.Manifest.Fingerprint)
 	}
-	if rec, _ := cfg.Record(); !reflect.DeepEqual(jsonOf(t, b.Manifest.Config), jsonOf(t, rec)) {
+	rec, _ := cfg.Record()
+	rec["model"] = fakeasr.DefaultModel // the one model /v1/models lists, which the requests named
+	if !reflect.DeepEqual(jsonOf(t, b.Manifest.Config), jsonOf(t, rec)) {
 		t.Errorf("manifest config %v, want the configuration's record %v", b.Manifest.Config, rec)
 	}
 	if len(b.Manifest.Levels) != 6 { // 2 levels × (warmup + 2 repeats)
