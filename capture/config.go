@@ -43,10 +43,14 @@ type Config struct {
 	// TargetGiven is --target as given when it ended in the API path that
 	// asrprof adds itself (SetDefaults; OpenAI clients' base_url ends in
 	// /v1); said at the start, not recorded: Target is what was measured.
-	TargetGiven string        `json:"-"`
-	Dataset     string        `json:"dataset"`
-	Protocol    string        `json:"protocol"`
-	Model       string        `json:"model"`
+	TargetGiven string `json:"-"`
+	Dataset     string `json:"dataset"`
+	Protocol    string `json:"protocol"`
+	Model       string `json:"model"`
+	// Headers are sent with every request, WebSocket upgrade and target
+	// check, as curl's -H takes them ("Authorization: Bearer KEY" for a
+	// server started with --api-key). Not recorded: they may hold secrets.
+	Headers     []string      `json:"-"`
 	Lang        string        `json:"lang"`
 	Concurrency []int         `json:"concurrency"`
 	Rates       []float64     `json:"rates"`
@@ -329,7 +333,7 @@ func (c *Config) validate() error {
 		errIf(c.Dataset == "", "--dataset is required (a manifest.jsonl, a Kaldi dir, or a folder of audio + .txt)"),
 		errIf(!slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol),
 			"--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol),
-		c.validateRealtime(), c.validateTask(), c.validateLang(),
+		c.validateRealtime(), c.validateTask(), c.validateLang(), c.validateHeaders(),
 		errIf(len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "", "give --concurrency and/or --rate (or --arrivals replay:FILE)"),
 	); err != nil {
 		return err
@@ -356,6 +360,14 @@ func (c *Config) validate() error {
 			"--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval),
 		c.validateCapacity(),
 	)
+}
+
+// validateHeaders checks --header.
+func (c *Config) validateHeaders() error {
+	if _, err := protocol.ParseHeader(c.Headers); err != nil {
+		return fmt.Errorf("--header: %w", err)
+	}
+	return nil
 }
 
 // validateRealtime checks the realtime knobs; zero values take defaults.

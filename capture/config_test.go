@@ -55,7 +55,7 @@ func TestConfigRecord(t *testing.T) {
 	// Every exported field is recorded or tagged "-" with a seconds form.
 	seconds := map[string]bool{"Timeout": true, "Grace": true, "ReadyTimeout": true, "GPMWindow": true, "SpanGrace": true, "ServerMetricsInterval": true,
 		"LevelGap": true, "Duration": true, "Period": true}
-	skip := map[string]bool{"Overwrite": true, "Format": true, "Quiet": true, "Verbose": true, "AgentToken": true, // a secret is not recorded
+	skip := map[string]bool{"Overwrite": true, "Format": true, "Quiet": true, "Verbose": true, "AgentToken": true, "Headers": true, // a secret is not recorded
 		"TargetGiven": true} // what was typed: Target is what was measured
 	for _, f := range reflect.VisibleFields(reflect.TypeOf(cfg)) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

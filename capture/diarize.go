@@ -38,7 +38,11 @@ func (c *Config) validateTask() error {
 // included) for asr, the MOSS-Transcribe-Diarize client (plain or
 // streaming, by --protocol) for transcribe-diarize.
 func newClient(cfg *Config, hc *http.Client) (protocol.Client, error) {
-	o := protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc}
+	h, err := protocol.ParseHeader(cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
+	o := protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc, Header: h}
 	if cfg.Task == TaskTranscribeDiarize {
 		return protocol.NewDiarize(o)
 	}

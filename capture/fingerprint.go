@@ -27,12 +27,12 @@ var ErrTargetUnreachable = errors.New("target did not answer")
 // /v1/models) and returns its /v1/models answer when it has one. A /health
 // that answers but not yet 200 (a server still loading its model) is polled
 // until ready; notify is told once that we are waiting.
-func probeTarget(ctx context.Context, base string, ready time.Duration, notify func(string)) (models any, err error) {
+func probeTarget(ctx context.Context, base string, h http.Header, ready time.Duration, notify func(string)) (models any, err error) {
 	base = strings.TrimRight(base, "/")
 	deadline := time.Now().Add(ready)
 	told := false
 	for {
-		hs, hb, herr := get(ctx, base+"/health")
+		hs, hb, herr := get(ctx, base+"/health", h)
 		if herr == nil && hs != http.StatusOK && hs != http.StatusNotFound && time.Now().Before(deadline) {
 			if !told {
 				notify(fmt.Sprintf("waiting up to %s for %s/health (HTTP %d: %.80s)", ready, base, hs, strings.TrimSpace(string(hb))))
@@ -45,7 +45,7 @@ func probeTarget(ctx context.Context, base string, ready time.Duration, notify f
 			}
 			continue
 		}
-		ms, mb, merr := get(ctx, base+"/v1/models")
+		ms, mb, merr := get(ctx, base+"/v1/models", h)
 		if herr != nil && merr != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, herr)
 		}
@@ -62,12 +62,16 @@ func probeTarget(ctx context.Context, base string, ready time.Duration, notify f
 	}
 }
 
-// get is a GET of url with a 5 s timeout: the status and the first MiB
-// of the body.
-func get(ctx context.Context, url string) (int, []byte, error) {
+// get is a GET of url with the headers h and a 5 s timeout: the status
+// and the first MiB of the body.
+func get(ctx context.Context, url string, h http.Header) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
+	}
+	req.Header = h.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {

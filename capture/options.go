@@ -48,6 +48,8 @@ func Options() []Option {
 		{Name: "dataset", Group: groupData, Field: "Dataset", Usage: "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\na folder of .wav/.flac files with sibling .txt transcripts, a SeedTTS meta.lst, a Parquet file\nor folder, a Hugging Face datasets folder (*.arrow + dataset_info.json) or hub snapshot\n(data/*.parquet) (`PATH`; docs/DATASETS.md)"},
 		{Name: "protocol", Group: groupData, Field: "Protocol", Usage: "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)"},
 		{Name: "model", Group: groupData, Field: "Model", Usage: "model `NAME` sent in the request's model field (default: the one model the server's /v1/models lists; with several, none is sent)"},
+		{Name: "header", Group: groupData, Field: "Headers", Value: flags(func(f *Flags) any { return (*option.Repeated)(&f.c.Headers) }),
+			Usage: "send `\"NAME: VALUE\"` with every request and target check, once per header, e.g.\n\"Authorization: Bearer $VLLM_API_KEY\" for a server started with --api-key (not recorded in the bundle)"},
 		{Name: "lang", Group: groupData, Field: "Lang", Usage: "default language of the samples: `en` (WER) or zh (CER); sent as the language field"},
 		{Name: "max-samples", Group: groupData, Field: "MaxSamples", Usage: "use only the first `N` samples of the dataset (0: all)"},
 		{Name: "skip-bad", Group: groupData, Field: "SkipBad", Usage: "skip dataset entries that fail preflight (counted as bad_input in coverage)"},

@@ -42,6 +42,7 @@ func (c *Config) validateProxy() error {
 	}
 	return cmp.Or(
 		errIf(lerr != nil, "the benchmark command after --: %v", lerr),
+		errIf(len(c.Headers) > 0, "--header and --proxy: your client's requests carry their own headers; drop --header"),
 		errIf(c.Target == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "",
 			"--target %q: with --proxy, want the server's http(s) base URL such as http://127.0.0.1:8000", c.Target),
 		errIf(c.ProbesOnly,

@@ -20,21 +20,25 @@ import (
 // host, and any HTTP answer other than 200, 404 or 503 (a server loading)
 // counts as reachable, without a model list.
 func checkTarget(ctx context.Context, cfg *Config, notify func(string)) (any, error) {
+	h, err := protocol.ParseHeader(cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
 	if !protocol.IsRealtime(cfg.Protocol) {
-		return probeTarget(ctx, cfg.Target, cfg.ReadyTimeout, notify)
+		return probeTarget(ctx, cfg.Target, h, cfg.ReadyTimeout, notify)
 	}
 	u, err := url.Parse(cfg.Target) // an http(s) or ws(s) URL: its http(s) scheme://host
 	if err != nil {
 		return nil, fmt.Errorf("--target %q: %w", cfg.Target, err)
 	}
 	base := cmp.Or(map[string]string{"ws": "http", "wss": "https"}[u.Scheme], u.Scheme) + "://" + u.Host
-	hs, _, err := get(ctx, base+"/health")
+	hs, _, err := get(ctx, base+"/health", h)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrTargetUnreachable, base, err)
 	}
 	switch hs {
 	case http.StatusOK, http.StatusNotFound, http.StatusServiceUnavailable:
-		return probeTarget(ctx, base, cfg.ReadyTimeout, notify)
+		return probeTarget(ctx, base, h, cfg.ReadyTimeout, notify)
 	}
 	return nil, nil
 }

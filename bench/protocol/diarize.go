@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -32,12 +31,11 @@ func NewDiarize(opts Options) (Client, error) {
 	opts.ResponseFormat = "verbose_json"
 	if opts.Stream {
 		opts.ResponseFormat = "json"
-		hc := http.Client{Transport: NewTransport(defaultConns)}
-		if opts.HTTPClient != nil {
-			hc = *opts.HTTPClient
+		opts.Header = opts.Header.Clone()
+		if opts.Header == nil {
+			opts.Header = http.Header{}
 		}
-		hc.Transport = headerTransport{base: cmp.Or(hc.Transport, http.DefaultTransport), key: StreamRouteHeader, value: "true"}
-		opts.HTTPClient = &hc
+		opts.Header[StreamRouteHeader] = []string{"true"}
 	}
 	cl, err := NewOpenAI(opts)
 	if err != nil {
@@ -64,17 +62,4 @@ func (n noLanguage) Do(ctx context.Context, job *Job) Result {
 	j := *job
 	j.Language = ""
 	return n.c.Do(ctx, &j)
-}
-
-// headerTransport adds one header to every request it sends. It clones
-// the request first, as a RoundTripper must not change its input.
-type headerTransport struct {
-	base       http.RoundTripper
-	key, value string
-}
-
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r2 := r.Clone(r.Context())
-	r2.Header[t.key] = []string{t.value}
-	return t.base.RoundTrip(r2)
 }

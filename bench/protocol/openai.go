@@ -27,7 +27,8 @@ const maxBody = 16 << 20
 // openAI speaks the OpenAI-compatible transcription API.
 type openAI struct {
 	hc          *http.Client
-	h1          bool // hc sends through an H1Transport: bodies as segments
+	h1          bool        // hc sends through an H1Transport: bodies as segments
+	header      http.Header // Options.Header
 	url         string
 	stream      bool
 	textFormat  bool   // response_format=text: the body is the transcript
@@ -57,6 +58,7 @@ func NewOpenAI(opts Options) (Client, error) {
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
 	c := &openAI{
 		hc:         opts.HTTPClient,
+		header:     opts.Header,
 		url:        strings.TrimRight(opts.Target, "/") + "/v1/audio/transcriptions",
 		stream:     opts.Stream,
 		textFormat: format == "text" && !opts.Stream,
@@ -209,9 +211,9 @@ func (c *openAI) Do(ctx context.Context, job *Job) (res Result) {
 		res.Err, res.ErrKind = fmt.Errorf("building request: %w", err), KindOther
 		return res
 	}
+	job.setHeaders(req.Header, c.header)
 	req.Header["Content-Type"] = []string{c.contentType}
 	req.Header["Accept"] = []string{c.accept}
-	job.setHeaders(req.Header)
 
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -290,7 +290,7 @@ func (c *wsClient) Do(ctx context.Context, job *Job) (res Result) {
 		return fail(KindOther, errors.New("decoding audio: no samples"))
 	}
 	hdr := http.Header{}
-	job.setHeaders(hdr)
+	job.setHeaders(hdr, c.opts.Header)
 	// the session's new connection, as the HTTP clients record it (a
 	// WebSocket never reuses one)
 	dctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {

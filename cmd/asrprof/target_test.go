@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,5 +101,72 @@ func TestCaptureModelFromServer(t *testing.T) {
 		"--concurrency", "1", "--repeats", "1", "--out", filepath.Join(t.TempDir(), "b3"), "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
 	if want := "model: none named (the server lists 2 at /v1/models: a-model, b-model; --model picks one)"; code != exitNoSuccess || !strings.Contains(stderr, want) {
 		t.Errorf("exit %d, want %d and %q\n%s", code, exitNoSuccess, want, stderr)
+	}
+}
+
+// A server started with an API key (vLLM's and SGLang's --api-key: every
+// /v1 route wants "Authorization: Bearer KEY", else 401 Unauthorized):
+// without --header every request fails and the advice names --header;
+// with it the capture succeeds, its model check included, and no file of
+// the bundle holds the key. A malformed --header is refused up front
+// without echoing its value.
+func TestCaptureHeaderAPIKey(t *testing.T) {
+	t.Parallel()
+	const key = "sk-test-41c7"
+	mux := http.NewServeMux()
+	authorized := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"Unauthorized"}`)
+			return false
+		}
+		return true
+	}
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		if authorized(w, r) {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"keyed-model","object":"model"}]}`)
+		}
+	})
+	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
+		if authorized(w, r) {
+			fmt.Fprintf(w, `{"text":"hello"}`)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	args := func(out string, extra ...string) []string {
+		return append([]string{"capture", "--target", srv.URL, "--dataset", dataset(t, 2), "--concurrency", "1", "--repeats", "1",
+			"--out", out, "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off"}, extra...)
+	}
+	code, stdout, stderr := runCLI(args(filepath.Join(t.TempDir(), "none"))...)
+	if want := `the server refused the requests' credentials: give its API key with --header "Authorization: Bearer KEY"`; code != exitNoSuccess || !strings.Contains(stdout, want) {
+		t.Errorf("without the key: exit %d, want %d and %q\n%s%s", code, exitNoSuccess, want, stdout, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "keyed")
+	code, stdout, stderr = runCLI(args(out, "--header", "Authorization: Bearer "+key, "--header", "X-Route: a")...)
+	if want := "model: keyed-model (the one model"; code != exitOK || !strings.Contains(stderr, want) {
+		t.Fatalf("with the key: exit %d, want 0 and %q\n%s%s", code, want, stdout, stderr)
+	}
+	if err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s holds the API key", p)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	code, _, stderr = runCLI(args(bad, "--header", "Authorization Bearer "+key)...)
+	if want := `--header: header 1: want "Name: value"`; code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, key) {
+		t.Errorf("a malformed header: exit %d, want %d, %q and no key\n%s", code, exitUsage, want, stderr)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused --header wrote %s (%v)", bad, err)
 	}
 }

@@ -56,10 +56,12 @@ type WSSession struct {
 	Path        string
 	RequestID   string // X-Request-Id of the upgrade request
 	TraceParent string
-	Control     []string       // text messages other than audio (START, STOP, event types)
-	Config      map[string]any // the session.update, if any
-	Frames      int
-	AudioS      float64 // audio received, at the dialect's rate
+	// Authorization is the upgrade request's Authorization header.
+	Authorization string
+	Control       []string       // text messages other than audio (START, STOP, event types)
+	Config        map[string]any // the session.update, if any
+	Frames        int
+	AudioS        float64 // audio received, at the dialect's rate
 }
 
 // WSServer is a running fake realtime server.
@@ -124,7 +126,8 @@ func (s *WSServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(8 << 20)
-	rec := &WSSession{Path: r.URL.RequestURI(), RequestID: r.Header.Get("X-Request-Id"), TraceParent: r.Header.Get("traceparent")}
+	rec := &WSSession{Path: r.URL.RequestURI(), RequestID: r.Header.Get("X-Request-Id"), TraceParent: r.Header.Get("traceparent"),
+		Authorization: r.Header.Get("Authorization")}
 	s.mu.Lock()
 	s.sessions = append(s.sessions, rec)
 	n := len(s.sessions)
