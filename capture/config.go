@@ -377,8 +377,6 @@ func (c *Config) validateRealtime() error {
 		errIf(!slices.Contains([]string{"", protocol.PaceRealtime, protocol.PaceNone}, c.Pace), "--pace %q: want realtime or none", c.Pace),
 		errIf(c.Loops < 0, "--loops %d: must be ≥ 1", c.Loops),
 		c.validateDialect(),
-		errIf(c.Protocol == "openai-realtime" && c.Dialect == protocol.DialectVLLM && c.Model == "",
-			"--realtime-dialect vllm needs --model (vLLM's session.update requires it)"),
 	)
 }
 

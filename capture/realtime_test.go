@@ -2,6 +2,8 @@ package capture_test
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +78,6 @@ func TestConfigRealtimeValidation(t *testing.T) {
 		{"ws target for openai", func(c *capture.Config) { c.Target = "ws://127.0.0.1:10095" }, "http(s) base URL"},
 		{"bad pace", func(c *capture.Config) { c.Protocol, c.Pace = "funasr-ws", "fast" }, "--pace"},
 		{"bad dialect", func(c *capture.Config) { c.Protocol, c.Dialect = "openai-realtime", "azure" }, "--realtime-dialect"},
-		{"vllm needs a model", func(c *capture.Config) { c.Protocol, c.Dialect = "openai-realtime", "vllm" }, "--model"},
 		{"chunk too small", func(c *capture.Config) { c.Protocol, c.ChunkMs = "funasr-ws", 5 }, "--chunk-ms"},
 		{"defaults", ok, ""},
 	} {
@@ -89,5 +90,32 @@ func TestConfigRealtimeValidation(t *testing.T) {
 				t.Errorf("Validate() = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// vLLM's realtime session must name a model: without --model the capture
+// takes the one /v1/models lists; where it lists none, the capture stops
+// before it writes anything, and says why.
+func TestCaptureRealtimeVLLMModel(t *testing.T) {
+	srv := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: "vllm", Model: "openai/whisper-large-v3", WordS: 0.05})
+	cfg := baseConfig(t, srv.URL, makeDataset(t, 1))
+	cfg.Protocol, cfg.Dialect, cfg.Pace = "openai-realtime", "vllm", "none"
+	if _, out, err := runCapture(t, context.Background(), cfg); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, s := range srv.Sessions() {
+		if s.Config["model"] != "openai/whisper-large-v3" {
+			t.Errorf("session.update %v: want the model /v1/models lists", s.Config)
+		}
+	}
+	bare := fakeasr.NewWSServer(t, fakeasr.WSConfig{Dialect: "vllm"})
+	cfg = baseConfig(t, bare.URL, makeDataset(t, 1))
+	cfg.Protocol, cfg.Dialect, cfg.Pace = "openai-realtime", "vllm", "none"
+	_, out, err := runCapture(t, context.Background(), cfg)
+	if !errors.Is(err, capture.ErrInvalidConfig) || !strings.Contains(err.Error(), "--realtime-dialect vllm needs --model") {
+		t.Errorf("no model listed: err %v, want ErrInvalidConfig naming --model\n%s", err, out)
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) || len(bare.Sessions()) != 0 {
+		t.Errorf("the refused capture wrote %s (%v) or opened %d sessions", cfg.Out, err, len(bare.Sessions()))
 	}
 }

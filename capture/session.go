@@ -102,7 +102,9 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.pickModel(models)
+	if err := s.pickModel(models); err != nil {
+		return nil, err
+	}
 	defer s.close()
 	if err := s.open(ctx, models, samples, len(bad)); err != nil {
 		return nil, err
@@ -199,20 +201,29 @@ func (s *Session) open(ctx context.Context, models any, samples []dataset.Sample
 // pickModel names the server's one model in the requests when --model is
 // empty, as vLLM's own benchmark does (it takes the first): an
 // OpenAI-style server may refuse a request that names no model. With
-// several listed it picks none, and says so. The manifest records the
-// model sent.
-func (s *Session) pickModel(models any) {
+// several listed it picks none, and says so; vLLM's realtime session,
+// which must name one, is then an error. The manifest records the model
+// sent.
+func (s *Session) pickModel(models any) error {
 	cfg := &s.cfg
 	if cfg.Model != "" || cfg.Protocol == "funasr-ws" {
-		return
+		return nil
 	}
-	switch ids := (model.Fingerprint{TargetModels: models}).ModelIDs(); {
+	ids := (model.Fingerprint{TargetModels: models}).ModelIDs()
+	switch {
 	case len(ids) == 1:
 		cfg.Model = ids[0]
 		s.note(fmt.Sprintf("model: %s (the one model the server lists at /v1/models; --model names another)", ids[0]))
+	case cfg.Protocol == "openai-realtime" && cfg.Dialect == protocol.DialectVLLM:
+		listed := "none"
+		if len(ids) > 0 {
+			listed = fmt.Sprintf("%d (%s)", len(ids), strings.Join(ids, ", "))
+		}
+		return fmt.Errorf("%w: --realtime-dialect vllm needs --model: vLLM's session.update names one, and the server's /v1/models lists %s", ErrInvalidConfig, listed)
 	case len(ids) > 1:
 		s.note(fmt.Sprintf("model: none named (the server lists %d at /v1/models: %s; --model picks one)", len(ids), strings.Join(ids, ", ")))
 	}
+	return nil
 }
 
 // SyntheticWeightsNote is said wherever a capture's WER is shown when the

@@ -23,6 +23,9 @@ import (
 type WSConfig struct {
 	// Dialect: "funasr" (default), "openai", "vllm" or "sglang-omni".
 	Dialect string
+	// Model, if set, is listed by GET /v1/models, and GET /health answers
+	// 200 (every other path is a WebSocket endpoint).
+	Model string
 	// Text is the transcript (DefaultText when empty).
 	Text string
 	// WordS is how much audio reveals one more word (default 0.2 s).
@@ -117,6 +120,13 @@ type fakeSession struct {
 }
 
 func (s *WSServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && s.cfg.Model != "" && (r.URL.Path == "/v1/models" || r.URL.Path == "/health") {
+		if r.URL.Path == "/v1/models" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, s.cfg.Model)
+		}
+		return
+	}
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		w.Header().Set("X-Request-Id", "srv-"+id)
 	}
