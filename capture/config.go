@@ -47,6 +47,9 @@ type Config struct {
 	Dataset     string `json:"dataset"`
 	Protocol    string `json:"protocol"`
 	Model       string `json:"model"`
+	// Endpoint is the multipart protocols' path ("": the OpenAI API's,
+	// protocol.TranscriptionsPath).
+	Endpoint string `json:"endpoint,omitempty"`
 	// Headers are sent with every request, WebSocket upgrade and target
 	// check, as curl's -H takes them ("Authorization: Bearer KEY" for a
 	// server started with --api-key). Not recorded: they may hold secrets.
@@ -334,6 +337,8 @@ func (c *Config) validate() error {
 		errIf(!slices.Contains([]string{"openai", "openai-stream", "funasr-ws", "openai-realtime"}, c.Protocol),
 			"--protocol %q: want openai, openai-stream, funasr-ws or openai-realtime", c.Protocol),
 		c.validateRealtime(), c.validateTask(), c.validateLang(), c.validateHeaders(),
+		errIf(c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "/"), "--endpoint %q: want a path such as /inference", c.Endpoint),
+		errIf(c.Endpoint != "" && realtime, "--endpoint: the realtime protocols take their path from --target (ws://HOST:PORT/PATH)"),
 		errIf(len(c.Concurrency) == 0 && len(c.Rates) == 0 && c.ReplayFile() == "", "give --concurrency and/or --rate (or --arrivals replay:FILE)"),
 	); err != nil {
 		return err
@@ -360,6 +365,11 @@ func (c *Config) validate() error {
 			"--server-metrics-interval %v: want at least 10ms", c.ServerMetricsInterval),
 		c.validateCapacity(),
 	)
+}
+
+// EndpointURL is where the multipart protocols send their requests.
+func (c *Config) EndpointURL() string {
+	return strings.TrimRight(c.Target, "/") + cmp.Or(c.Endpoint, protocol.TranscriptionsPath)
 }
 
 // validateHeaders checks --header.

@@ -42,7 +42,7 @@ func newClient(cfg *Config, hc *http.Client) (protocol.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := protocol.Options{Target: cfg.Target, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc, Header: h}
+	o := protocol.Options{Target: cfg.Target, Path: cfg.Endpoint, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc, Header: h}
 	if cfg.Task == TaskTranscribeDiarize {
 		return protocol.NewDiarize(o)
 	}

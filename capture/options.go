@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/asrprof/asrprof/bench/dataset"
+	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
 )
@@ -47,6 +48,7 @@ func Options() []Option {
 		{Name: "target", Group: groupData, Field: "Target", Agent: true, Usage: "server base `URL`, e.g. http://127.0.0.1:8000 (an OpenAI client's base_url, ending in /v1, is taken as its base)"},
 		{Name: "dataset", Group: groupData, Field: "Dataset", Usage: "a JSONL manifest ({\"id\",\"audio\",\"text\",\"lang\"}), a Kaldi dir (wav.scp + text),\na folder of .wav/.flac files with sibling .txt transcripts, a SeedTTS meta.lst, a Parquet file\nor folder, a Hugging Face datasets folder (*.arrow + dataset_info.json) or hub snapshot\n(data/*.parquet) (`PATH`; docs/DATASETS.md)"},
 		{Name: "protocol", Group: groupData, Field: "Protocol", Usage: "`openai` (multipart POST /v1/audio/transcriptions), openai-stream (same, stream=true, SSE),\nfunasr-ws (Fun-ASR realtime WebSocket) or openai-realtime (see --realtime-dialect)"},
+		{Name: "endpoint", Group: groupData, Field: "Endpoint", Usage: "the transcription `PATH` of --protocol openai and openai-stream (default " + protocol.TranscriptionsPath + "),\ne.g. /inference for whisper.cpp's server"},
 		{Name: "model", Group: groupData, Field: "Model", Usage: "model `NAME` sent in the request's model field (default: the one model the server's /v1/models lists; with several, none is sent)"},
 		{Name: "header", Group: groupData, Field: "Headers", Value: flags(func(f *Flags) any { return (*option.Repeated)(&f.c.Headers) }),
 			Usage: "send `\"NAME: VALUE\"` with every request and target check, once per header, e.g.\n\"Authorization: Bearer $VLLM_API_KEY\" for a server started with --api-key (not recorded in the bundle)"},

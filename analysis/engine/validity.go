@@ -369,7 +369,7 @@ func (c *checker) failures() {
 			f.Severity = SeverityFail
 			c.v.FailedLevels = append(c.v.FailedLevels, lv)
 			f.Text = fmt.Sprintf("all %d requests failed: %s; the level measured no transcription, so it has no verdict", total, strings.Join(parts, ", "))
-			f.Fix = "check --target (host, port, path) and the server's log; requests.jsonl has every error"
+			f.Fix = "check --target (host, port), --endpoint (the path) and the server's log; requests.jsonl has every error"
 			switch {
 			case len(c.in.Models) > 0 && slices.ContainsFunc(causes, func(k string) bool { return strings.Contains(strings.ToLower(k), "model") }):
 				f.Fix = fmt.Sprintf("the requests named %s and the server lists %s at /v1/models: give --model with one it lists", cmp.Or(c.in.Model, "no model"), strings.Join(c.in.Models, ", "))

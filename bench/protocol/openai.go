@@ -40,7 +40,7 @@ type openAI struct {
 }
 
 // NewOpenAI returns a client for the OpenAI-compatible
-// POST {target}/v1/audio/transcriptions endpoint: protocol "openai" when
+// POST {target}/v1/audio/transcriptions endpoint (or opts.Path): protocol "openai" when
 // opts.Stream is false, "openai-stream" when it is true.
 func NewOpenAI(opts Options) (Client, error) {
 	u, err := url.Parse(opts.Target)
@@ -59,7 +59,7 @@ func NewOpenAI(opts Options) (Client, error) {
 	c := &openAI{
 		hc:         opts.HTTPClient,
 		header:     opts.Header,
-		url:        strings.TrimRight(opts.Target, "/") + "/v1/audio/transcriptions",
+		url:        strings.TrimRight(opts.Target, "/") + cmp.Or(opts.Path, TranscriptionsPath),
 		stream:     opts.Stream,
 		textFormat: format == "text" && !opts.Stream,
 		boundary:   "asrprof" + hex.EncodeToString(raw[:]),

@@ -122,6 +122,10 @@ const (
 	KindOther       = model.FailOther       // anything else
 )
 
+// TranscriptionsPath is the OpenAI API's transcription endpoint, which
+// vLLM, SGLang and most Whisper servers serve.
+const TranscriptionsPath = "/v1/audio/transcriptions"
+
 // Client sends one Job.
 type Client interface {
 	// Do sends job and waits for the whole response or for ctx to end.
@@ -162,6 +166,11 @@ type Options struct {
 	// Hotwords are sent to a funasr-ws server as HOTWORDS:a,b (omitted
 	// when empty); other protocols ignore them.
 	Hotwords []string
+
+	// Path is the transcription endpoint of the multipart protocols
+	// (default TranscriptionsPath); the WebSocket ones take theirs from
+	// Target.
+	Path string
 
 	// Header holds headers sent with every request and WebSocket upgrade
 	// besides the client's own (an API key, a gateway's routing header;

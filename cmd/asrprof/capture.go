@@ -273,8 +273,8 @@ func parseCapture(name string, args []string, stdout, stderr io.Writer) (capture
 	rb.levels = levelsLine(&cfg, rb.set)
 	rb.warnings = inFlightWarnings(&cfg)
 	if cfg.TargetGiven != "" {
-		rb.warnings = append(rb.warnings, fmt.Sprintf("note: --target %s ends in the API's path, which asrprof adds itself: the target is %s (requests go to %s/v1/audio/transcriptions)",
-			cfg.TargetGiven, cfg.Target, strings.TrimRight(cfg.Target, "/")))
+		rb.warnings = append(rb.warnings, fmt.Sprintf("note: --target %s ends in the API's path, which asrprof adds itself: the target is %s (requests go to %s)",
+			cfg.TargetGiven, cfg.Target, cfg.EndpointURL()))
 	}
 	return cfg, rb, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/asrprof/asrprof/internal/fakeasr"
@@ -168,5 +169,41 @@ func TestCaptureHeaderAPIKey(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
 		t.Errorf("a refused --header wrote %s (%v)", bad, err)
+	}
+}
+
+// A server whose transcription endpoint is not the OpenAI API's (whisper.cpp's
+// server answers POST /inference): --endpoint sends there; without it
+// every request gets a 404 and the advice names --endpoint; a path
+// without its slash, or --endpoint with a WebSocket protocol, is refused.
+func TestCaptureEndpoint(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /inference", func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := r.FormFile("file"); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		hits.Add(1)
+		fmt.Fprint(w, `{"text":"hello"}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	args := func(extra ...string) []string {
+		return append([]string{"capture", "--target", srv.URL, "--dataset", dataset(t, 2), "--concurrency", "1", "--repeats", "1",
+			"--out", filepath.Join(t.TempDir(), "b"), "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off"}, extra...)
+	}
+	if code, stdout, stderr := runCLI(args("--endpoint", "/inference")...); code != exitOK || hits.Load() != 2 {
+		t.Fatalf("--endpoint /inference: exit %d, %d requests there, want 0 and 2\n%s%s", code, hits.Load(), stdout, stderr)
+	}
+	code, stdout, stderr := runCLI(args()...)
+	if want := "check --target (host, port), --endpoint (the path)"; code != exitNoSuccess || !strings.Contains(stdout, want) {
+		t.Errorf("the default path: exit %d, want %d and %q\n%s%s", code, exitNoSuccess, want, stdout, stderr)
+	}
+	for _, tc := range [][]string{{"--endpoint", "inference"}, {"--endpoint", "/inference", "--protocol", "funasr-ws"}} {
+		if code, _, stderr := runCLI(args(tc...)...); code != exitUsage || !strings.Contains(stderr, "--endpoint") {
+			t.Errorf("%v: exit %d, want %d naming --endpoint\n%s", tc, code, exitUsage, stderr)
+		}
 	}
 }
