@@ -330,8 +330,8 @@ func JoinCommand(argv []string) string {
 
 // RerunConfig is the capture of the bundle in dir again, at level only:
 // its manifest's recorded configuration (capture.ConfigFromRecord) with
-// one level, its own output (out, overwrite, format) and no pid, raw
-// directory or proxy. A proxy or probes-only capture cannot be rerun.
+// one level, its own output (out, overwrite, format), the headers of out
+// (a manifest records none) and no pid, raw directory or proxy. A proxy or probes-only capture cannot be rerun.
 func RerunConfig(dir, level string, out capture.Config) (capture.Config, error) {
 	b, err := bundle.Open(dir)
 	if err != nil {
@@ -368,6 +368,7 @@ func RerunConfig(dir, level string, out capture.Config) (capture.Config, error) 
 	c.Search = nil
 	c.PID, c.SaveRawDir = 0, ""
 	c.Out, c.Overwrite, c.Format, c.Quiet = out.Out, out.Overwrite, cmp.Or(out.Format, "text"), out.Quiet
+	c.Headers = out.Headers
 	if _, err := os.Stat(c.Dataset); err != nil {
 		return capture.Config{}, fmt.Errorf("%w: the dataset %s's manifest records: %v (what-if runs from the directory the capture ran in, or with an absolute --dataset there)", capture.ErrBadInput, dir, err)
 	}

@@ -114,29 +114,7 @@ func TestCaptureModelFromServer(t *testing.T) {
 func TestCaptureHeaderAPIKey(t *testing.T) {
 	t.Parallel()
 	const key = "sk-test-41c7"
-	mux := http.NewServeMux()
-	authorized := func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Header.Get("Authorization") != "Bearer "+key {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"error":"Unauthorized"}`)
-			return false
-		}
-		return true
-	}
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		if authorized(w, r) {
-			fmt.Fprint(w, `{"object":"list","data":[{"id":"keyed-model","object":"model"}]}`)
-		}
-	})
-	mux.HandleFunc("POST /v1/audio/transcriptions", func(w http.ResponseWriter, r *http.Request) {
-		if authorized(w, r) {
-			fmt.Fprintf(w, `{"text":"hello"}`)
-		}
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := fakeasr.NewServer(t, fakeasr.Config{APIKey: key, Model: "keyed-model"})
 	args := func(out string, extra ...string) []string {
 		return append([]string{"capture", "--target", srv.URL, "--dataset", dataset(t, 2), "--concurrency", "1", "--repeats", "1",
 			"--out", out, "--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off"}, extra...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,30 @@ func TestWhatIfHelp(t *testing.T) {
 		if strings.Contains(h, not+" ") || strings.Contains(h, not+"\n") {
 			t.Errorf("what-if --help offers %s", not)
 		}
+	}
+}
+
+// A bundle keeps no headers, so what-if takes --header for its reruns: a
+// server started with --api-key answers them.
+func TestWhatIfHeader(t *testing.T) {
+	t.Parallel() // the fake server sleeps; the verdict is not checked
+	const key = "sk-whatif-9d2"
+	port := fakeasr.FreePort(t)
+	server := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, Delay: 100 * time.Millisecond, MaxRunning: 1, APIKey: key})
+	out := filepath.Join(t.TempDir(), "before")
+	args := append([]string{"capture", "--server-cmd", server, "--runs", "1", "--dataset", dataset(t, 8), "--header", "Authorization: Bearer " + key},
+		runbookArgs(port, out)...)
+	if code, stdout, stderr := runCLI(append(args, "--concurrency", "4")...); code != exitOK {
+		t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	wi := filepath.Join(t.TempDir(), "wi")
+	code, stdout, stderr := runCLI(append([]string{"what-if", filepath.Join(out, "run-1"), "--server-cmd", server, "--level", "c4",
+		"--advice", testdataPath("whatif_advice.star"), "--header", "Authorization: Bearer " + key}, whatIfArgs(wi)...)...)
+	if code != exitOK {
+		t.Fatalf("what-if with the key: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readWhatIf(t, wi).Rounds[0]
+	if !r.Complete || len(r.BeforeN) != 2 || len(r.AfterN) != 1 || slices.Min(append(r.BeforeN, r.AfterN...)) <= 0 {
+		t.Errorf("round %+v: want ABA complete, every run measured", r)
 	}
 }

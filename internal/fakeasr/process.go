@@ -60,6 +60,7 @@ type ProcessOptions struct {
 	// the same flag name).
 	Delay, Spin time.Duration
 	MaxRunning  int
+	APIKey      string // Config's (the flag --api-key, vLLM's name)
 }
 
 const marker = "-fakeasr-fake-server"
@@ -75,6 +76,9 @@ func Command(o ProcessOptions) []string {
 	}
 	if o.MaxRunning > 0 {
 		argv = append(argv, "--max-running-requests", strconv.Itoa(o.MaxRunning))
+	}
+	if o.APIKey != "" {
+		argv = append(argv, "--api-key", o.APIKey)
 	}
 	return argv
 }
@@ -151,6 +155,7 @@ func Main() {
 	fs.DurationVar(&o.Delay, "delay", 0, "")
 	fs.DurationVar(&o.Spin, "spin", 0, "")
 	fs.IntVar(&o.MaxRunning, "max-running-requests", 0, "")
+	fs.StringVar(&o.APIKey, "api-key", "", "")
 	_ = fs.Parse(os.Args[2:])
 	o.Mode = ProcessMode(*mode)
 	if err := serve(o); err != nil {
@@ -196,7 +201,7 @@ func serve(o ProcessOptions) error {
 		return err
 	}
 	fmt.Printf("listening on http://%s\n", l.Addr())
-	cfg := Config{Delay: o.Delay, Spin: o.Spin, Capacity: o.MaxRunning, Unhealthy: o.Mode == ProcessUnhealthy}
+	cfg := Config{Delay: o.Delay, Spin: o.Spin, Capacity: o.MaxRunning, APIKey: o.APIKey, Unhealthy: o.Mode == ProcessUnhealthy}
 	if o.FailStart > 0 && start == o.FailStart {
 		cfg.Fail = FailOn(map[int]Failure{1: Status(http.StatusInternalServerError)})
 	}

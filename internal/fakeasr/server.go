@@ -65,6 +65,10 @@ type Config struct {
 
 	// Model is the id listed by GET /v1/models.
 	Model string
+	// APIKey, if set, is wanted on every /v1 route as "Authorization:
+	// Bearer APIKEY", else 401 {"error":"Unauthorized"} (vLLM's and
+	// SGLang's --api-key).
+	APIKey string
 	// Unhealthy makes GET /health answer 503 forever (a server that never
 	// finishes loading).
 	Unhealthy bool
@@ -161,7 +165,18 @@ func newServer(cfg Config) (*Server, http.Handler) {
 	if cfg.Metrics {
 		mux.HandleFunc("GET /metrics", s.metrics)
 	}
-	return s, mux
+	if cfg.APIKey == "" {
+		return s, mux
+	}
+	return s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") && r.Header.Get("Authorization") != "Bearer "+cfg.APIKey {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"Unauthorized"}`)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) start(t testing.TB, h http.Handler) {
