@@ -374,7 +374,7 @@ func (c *Config) EndpointURL() string {
 
 // validateHeaders checks --header.
 func (c *Config) validateHeaders() error {
-	if _, err := protocol.ParseHeader(c.Headers); err != nil {
+	if _, err := option.ParseHeader(c.Headers); err != nil {
 		return fmt.Errorf("--header: %w", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/score/diarize"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/option"
 )
 
 // Tasks (Config.Task): what a request asks the server for and how it is scored.
@@ -38,7 +39,7 @@ func (c *Config) validateTask() error {
 // included) for asr, the MOSS-Transcribe-Diarize client (plain or
 // streaming, by --protocol) for transcribe-diarize.
 func newClient(cfg *Config, hc *http.Client) (protocol.Client, error) {
-	h, err := protocol.ParseHeader(cfg.Headers)
+	h, err := option.ParseHeader(cfg.Headers)
 	if err != nil {
 		return nil, err
 	}

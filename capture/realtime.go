@@ -12,6 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
+	"github.com/asrprof/asrprof/option"
 )
 
 // checkTarget is the target check before anything is sent. File protocols
@@ -20,7 +21,7 @@ import (
 // host, and any HTTP answer other than 200, 404 or 503 (a server loading)
 // counts as reachable, without a model list.
 func checkTarget(ctx context.Context, cfg *Config, notify func(string)) (any, error) {
-	h, err := protocol.ParseHeader(cfg.Headers)
+	h, err := option.ParseHeader(cfg.Headers)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // H1Transport is the load driver's HTTP/1.1 client for plain-HTTP targets:
@@ -330,7 +332,7 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 		if k == "Host" || k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" {
 			continue
 		}
-		if !validHeader(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("protocol: invalid header name %q", k)
 		}
 		for _, v := range vs {
@@ -352,12 +354,4 @@ func requestHead(req *http.Request, body [][]byte) ([]byte, error) {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	return append(b, "\r\n"...), nil
-}
-
-// validHeader reports whether k is a token (RFC 9110 5.6.2): visible
-// ASCII without separators. A byte of invalid UTF-8 reads as U+FFFD.
-func validHeader(k string) bool {
-	return k != "" && !strings.ContainsFunc(k, func(r rune) bool {
-		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
-	})
 }

@@ -174,31 +174,9 @@ type Options struct {
 
 	// Header holds headers sent with every request and WebSocket upgrade
 	// besides the client's own (an API key, a gateway's routing header;
-	// ParseHeader). The client's own headers win over them.
+	// option.ParseHeader reads them from flags). The client's own headers
+	// win over them.
 	Header http.Header
-}
-
-// ParseHeader reads headers given as curl's -H takes them ("Name:
-// value"). A line without a token before its colon, a value with a line
-// break, or a header the client writes itself (Host, Content-Length,
-// Content-Type, Transfer-Encoding) is an error; the error never quotes a
-// value, which may be a secret.
-func ParseHeader(lines []string) (http.Header, error) {
-	h := http.Header{}
-	for i, l := range lines {
-		k, v, ok := strings.Cut(l, ":")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch {
-		case !ok || !validHeader(k):
-			return nil, fmt.Errorf("header %d: want \"Name: value\", such as \"Authorization: Bearer KEY\"", i+1)
-		case strings.ContainsAny(v, "\r\n"):
-			return nil, fmt.Errorf("header %s: its value has a line break", k)
-		case slices.Contains([]string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding"}, http.CanonicalHeaderKey(k)):
-			return nil, fmt.Errorf("header %s: the client writes it itself", k)
-		}
-		h.Add(k, v)
-	}
-	return h, nil
 }
 
 // StatusError is Result.Err for a 4xx or 5xx answer.

@@ -11,12 +11,14 @@ import (
 )
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("doctor", `Usage: asrprof doctor [--target URL] [--pid N]
+	fs := newFlagSet("doctor", `Usage: asrprof doctor [--target URL] [--pid N] [--header "NAME: VALUE"]
 
 Checks what profiling needs on this machine (privileges, BTF, tracefs, perf
 events, eBPF, the memlock limit, NVML and GPM, the NVML clock offset) and,
-when asked, the target server; prints one line per check, "ok" or "no" with
-what to do. It always exits 0 unless the flags are wrong.
+when asked, the target server (its /health, the model its /v1/models lists
+or the API key it wants, the process listening on its port); prints one
+line per check, "ok" or "no" with what to do. It always exits 0 unless the
+flags are wrong.
 
 Example:
   sudo asrprof doctor --target http://127.0.0.1:8000
@@ -24,7 +26,7 @@ Example:
 Flags:
 `, stderr)
 	var o doctor.Options
-	option.DefineAll(fs, doctor.OptionTable(), &o, nil)
+	option.DefineAll(fs, doctor.OptionTable(), &o, &o)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -36,6 +38,9 @@ Flags:
 	}
 	if u, err := url.Parse(o.Target); o.Target != "" && (err != nil || u.Scheme == "" || u.Host == "") {
 		return fmt.Errorf("%w: --target %q: want a URL such as http://127.0.0.1:8000", errUsage, o.Target)
+	}
+	if _, err := option.ParseHeader(o.Headers); err != nil {
+		return fmt.Errorf("%w: --header: %v", errUsage, err)
 	}
 	for _, f := range doctor.Check(ctx, o) {
 		fmt.Fprintln(stdout, f)

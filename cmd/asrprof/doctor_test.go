@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/asrprof/asrprof/internal/fakeasr"
 )
 
 func TestDoctorCommand(t *testing.T) {
@@ -37,5 +39,28 @@ func TestDoctorCommand(t *testing.T) {
 	out.Reset()
 	if err := runDoctor(context.Background(), []string{"--help"}, &out, &errb); !errors.Is(err, errHelp) || !strings.Contains(out.String(), "--target URL") {
 		t.Errorf("--help: %v\n%s", err, out.String())
+	}
+}
+
+// doctor --target reads /v1/models: the model capture's requests will
+// name, or, from a server started with an API key, that it wants one;
+// with --header it gets in.
+func TestDoctorTargetModels(t *testing.T) {
+	t.Parallel()
+	srv := fakeasr.NewServer(t, fakeasr.Config{APIKey: "k-doctor", Model: "m1"})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `no   target models: GET /v1/models → 401: the server wants an API key — give capture (and doctor) --header "Authorization: Bearer KEY"`},
+		{[]string{"--header", "Authorization: Bearer k-doctor"}, "ok   target models: /v1/models lists m1: capture's requests name it unless --model names another"},
+	} {
+		code, stdout, stderr := runCLI(append([]string{"doctor", "--target", srv.URL}, tc.args...)...)
+		if code != exitOK || !strings.Contains(stdout, tc.want) {
+			t.Errorf("doctor %v: exit %d, want 0 and %q\n%s%s", tc.args, code, tc.want, stdout, stderr)
+		}
+	}
+	if code, _, stderr := runCLI("doctor", "--target", srv.URL, "--header", "Authorization Bearer k-doctor"); code != exitUsage || strings.Contains(stderr, "k-doctor") {
+		t.Errorf("a malformed --header: exit %d, want %d without the key\n%s", code, exitUsage, stderr)
 	}
 }

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/model"
+	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/probe/cpu"
 	"github.com/asrprof/asrprof/probe/gpu"
 	"github.com/asrprof/asrprof/probe/internal/bpf"
@@ -57,6 +60,9 @@ type Options struct {
 	Target string
 	// PID is the server's process; 0: find the listener on Target's port.
 	PID int
+	// Headers go with the target checks ("Name: value", as capture's
+	// --header; option.ParseHeader; a bad one is left out).
+	Headers []string
 	// NVML is the library to ask; nil: the system's.
 	NVML nvml.Interface
 	// Timeout bounds the NVML and HTTP checks each (3 s when zero).
@@ -104,6 +110,10 @@ type Facts struct {
 	HealthStatus  int
 	HealthLatency time.Duration
 	HealthErr     error
+	// ModelsStatus is GET Target/v1/models's status (0: it failed), and
+	// ModelIDs the ids its answer lists.
+	ModelsStatus int
+	ModelIDs     []string
 
 	PIDAsked  bool   // a pid was given or a target's listener looked up
 	PID       int    // found (or given and alive)
@@ -172,7 +182,16 @@ func Gather(ctx context.Context, opts Options) Facts {
 		f.Target = opts.Target
 		f.HealthURL = strings.TrimRight(opts.Target, "/") + "/health"
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		f.HealthStatus, f.HealthLatency, f.HealthErr = get(hctx, f.HealthURL)
+		h, _ := option.ParseHeader(opts.Headers)
+		f.HealthStatus, f.HealthLatency, _, f.HealthErr = get(hctx, f.HealthURL, h)
+		var body []byte
+		if f.HealthErr == nil {
+			var v any
+			f.ModelsStatus, _, body, _ = get(hctx, strings.TrimRight(opts.Target, "/")+"/v1/models", h)
+			if f.ModelsStatus == http.StatusOK && json.Unmarshal(body, &v) == nil {
+				f.ModelIDs = model.Fingerprint{TargetModels: v}.ModelIDs()
+			}
+		}
 		cancel()
 	}
 	switch {
@@ -265,19 +284,24 @@ func loadBPF() error {
 	return prog.Close()
 }
 
-// get does GET url and returns the status and latency.
-func get(ctx context.Context, u string) (int, time.Duration, error) {
+// get does GET url with the headers h and returns the status, the
+// latency and the first MiB of the body.
+func get(ctx context.Context, u string, h http.Header) (int, time.Duration, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
+	}
+	if h != nil {
+		req.Header = h.Clone()
 	}
 	t0 := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	resp.Body.Close()
-	return resp.StatusCode, time.Since(t0), nil
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, time.Since(t0), b, nil
 }
 
 func hasCap(mask uint64, c int) bool { return mask&(1<<c) != 0 }
@@ -432,6 +456,9 @@ func Decide(f Facts) []Finding {
 			}
 		}
 		add(tg)
+		if f.HealthErr == nil {
+			add(decideModels(f))
+		}
 	}
 	if f.PIDAsked {
 		pf := Finding{Name: "target pid", OK: f.PIDErr == nil && f.PID > 0}
@@ -533,3 +560,24 @@ func decideCPUEngine(f Facts) Finding {
 // returned closer is closed (capture --bpf-stats). It needs CAP_SYS_ADMIN;
 // without it the error wraps probe.ErrNotSupported.
 func EnableBPFStats() (io.Closer, error) { return bpf.EnableRunTimeStats() }
+
+// decideModels says what GET /v1/models means for capture's requests:
+// the model they name without --model, or the API key they need.
+func decideModels(f Facts) Finding {
+	m := Finding{Name: "target models", OK: true}
+	switch n := len(f.ModelIDs); {
+	case f.ModelsStatus == http.StatusUnauthorized || f.ModelsStatus == http.StatusForbidden:
+		m.OK = false
+		m.Detail = fmt.Sprintf("GET /v1/models → %d: the server wants an API key", f.ModelsStatus)
+		m.Fix = `give capture (and doctor) --header "Authorization: Bearer KEY" (vLLM's and SGLang's --api-key)`
+	case n == 1:
+		m.Detail = fmt.Sprintf("/v1/models lists %s: capture's requests name it unless --model names another", f.ModelIDs[0])
+	case n > 1:
+		m.Detail = fmt.Sprintf("/v1/models lists %d (%s): capture's requests name none unless --model picks one", n, strings.Join(f.ModelIDs, ", "))
+	case f.ModelsStatus == http.StatusOK:
+		m.Detail = "/v1/models lists no model: capture's requests name none unless --model"
+	default:
+		m.Detail = fmt.Sprintf("GET /v1/models → %d: capture's requests name no model unless --model", f.ModelsStatus)
+	}
+	return m
+}
