@@ -25,6 +25,7 @@ import (
 	"github.com/asrprof/asrprof/bench/load"
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
@@ -184,7 +185,10 @@ func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(option.Field
 
 // Record is c as manifest.json's "config" holds it (MarshalJSON), as a
 // JSON object; numbers keep their digits (json.Number).
-func (c Config) Record() (map[string]any, error) { return option.Record(c) }
+func (c Config) Record() (map[string]any, error) {
+	c.Command = secret.Args(c.Command) // a proxy's client command: its credentials are not recorded
+	return option.Record(c)
+}
 
 // DefaultLevels are the closed-loop concurrency levels of a capture that
 // names neither levels nor rates.

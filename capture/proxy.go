@@ -19,6 +19,7 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
@@ -225,13 +226,13 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 	// stdout keeps only asrprof's tables (--format json stays parseable).
 	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	info := map[string]any{"argv": cfg.Command}
+	info := map[string]any{"argv": secret.Args(cfg.Command)}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		info["error"] = err.Error()
 		return info, false, fmt.Errorf("%w: starting %s: %v", ErrCommandFailed, cfg.Command[0], err)
 	}
-	say(fmt.Sprintf("proxy: started %s (pid %d, %s=%s)", strings.Join(cfg.Command, " "), cmd.Process.Pid, ProxyURLEnv, proxyURL))
+	say(fmt.Sprintf("proxy: started %s (pid %d, %s=%s)", strings.Join(secret.Args(cfg.Command), " "), cmd.Process.Pid, ProxyURLEnv, proxyURL))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var werr error

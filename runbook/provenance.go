@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/filesum"
+	"github.com/asrprof/asrprof/internal/secret"
 )
 
 // DefaultProvenanceEnv names the environment variables recorded with every
@@ -98,7 +99,7 @@ func SelectEnv(env, names []string) map[string]string {
 			p, star := strings.CutSuffix(n, "*")
 			return (star && strings.HasPrefix(k, p)) || (!star && k == n)
 		}) {
-			out[k] = v
+			out[k] = secret.Env(k, v)
 		}
 	}
 	return out
@@ -119,7 +120,8 @@ func envValue(env []string, key string) (string, bool) {
 // Whatever cannot be read becomes a note, never an error.
 func Describe(ctx context.Context, command string, argv, env, envNames, cacheDirs []string) *Provenance {
 	env, prog := envCommand(argv, env)
-	p := &Provenance{Command: command, Argv: argv, Env: SelectEnv(env, envNames)}
+	shown := ServerCmd{Command: command, Argv: argv}.Shown()
+	p := &Provenance{Command: shown.Command, Argv: shown.Argv, Env: SelectEnv(env, envNames)}
 	if v, ok := envValue(env, "CUDA_VISIBLE_DEVICES"); ok {
 		p.CUDAVisibleDevices = &v
 	}

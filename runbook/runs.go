@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/option"
@@ -50,6 +51,17 @@ var ErrBadPlan = errors.New("bad run plan")
 type ServerCmd struct {
 	Command string   `json:"command"`
 	Argv    []string `json:"argv"`
+}
+
+// Shown is the command as records, logs and progress lines give it: its
+// credentials hidden (secret.Args: an --api-key's value, a VLLM_API_KEY=
+// assignment), otherwise as given.
+func (s ServerCmd) Shown() ServerCmd {
+	argv := secret.Args(s.Argv)
+	if slices.Equal(argv, s.Argv) {
+		return s
+	}
+	return ServerCmd{Command: JoinCommand(argv), Argv: argv}
 }
 
 // RunSpec is one planned run.
@@ -401,7 +413,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.PID = srv.PID
 		rec.StartUnixNs = srv.Started.UnixNano()
 		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
-		fmt.Fprintf(progress, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Command, lc.StartupTimeout, health)
+		fmt.Fprintf(progress, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Shown().Command, lc.StartupTimeout, health)
 		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
 			rec, err = fail(err)
 			if ctx.Err() != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/stats"
@@ -488,7 +489,8 @@ func WhatIf(ctx context.Context, wc WhatIfConfig, stdout, stderr io.Writer) (*bu
 			runErr = err
 			break
 		}
-		rd := bundle.WhatIfRound{Round: r, From: src, Advice: a, Edit: edit, CommandA: cur.Command, CommandB: next.Command, Runbook: capOut.Out}
+		rd := bundle.WhatIfRound{Round: r, From: src, Advice: a, Edit: edit, CommandA: cur.Shown().Command, CommandB: next.Shown().Command, Runbook: capOut.Out}
+		rd.Edit.Argv = secret.Args(edit.Argv)
 		if wc.DryRun {
 			dryRun(stdout, rd, capCfg, plan, wc)
 			if wc.Rounds > 1 {
@@ -743,6 +745,6 @@ func dryRun(w io.Writer, rd bundle.WhatIfRound, c capture.Config, plan []RunSpec
 		if !p.Scored {
 			scored = " (warm, not scored)"
 		}
-		fmt.Fprintf(w, "  %s%s: %s\n", p.Dir, scored, p.Server.Command)
+		fmt.Fprintf(w, "  %s%s: %s\n", p.Dir, scored, p.Server.Shown().Command)
 	}
 }

@@ -128,18 +128,7 @@ func TestCaptureHeaderAPIKey(t *testing.T) {
 	if want := "model: keyed-model (the one model"; code != exitOK || !strings.Contains(stderr, want) {
 		t.Fatalf("with the key: exit %d, want 0 and %q\n%s%s", code, want, stdout, stderr)
 	}
-	if err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if bytes.Contains(b, []byte(key)) {
-			t.Errorf("%s holds the API key", p)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	noFileHolds(t, out, key)
 	bad := filepath.Join(t.TempDir(), "bad")
 	code, _, stderr = runCLI(args(bad, "--header", "Authorization Bearer "+key)...)
 	if want := `--header: header 1: want "Name: value"`; code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, key) {
@@ -183,5 +172,22 @@ func TestCaptureEndpoint(t *testing.T) {
 		if code, _, stderr := runCLI(args(tc...)...); code != exitUsage || !strings.Contains(stderr, "--endpoint") {
 			t.Errorf("%v: exit %d, want %d naming --endpoint\n%s", tc, code, exitUsage, stderr)
 		}
+	}
+}
+
+// noFileHolds fails the test where a file under dir holds secret.
+func noFileHolds(t *testing.T, dir, secret string) {
+	t.Helper()
+	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret %q", p, secret)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

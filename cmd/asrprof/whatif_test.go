@@ -12,6 +12,7 @@ import (
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 	"github.com/asrprof/asrprof/runbook"
 )
@@ -308,12 +309,17 @@ func TestWhatIfHelp(t *testing.T) {
 }
 
 // A bundle keeps no headers, so what-if takes --header for its reruns: a
-// server started with --api-key answers them.
+// server started with --api-key answers them. No file of the capture or
+// the what-if holds the key: not the manifests, not runbook.json's
+// provenance (the server's command line and environment), not whatif.json
+// or the logs.
 func TestWhatIfHeader(t *testing.T) {
 	t.Parallel() // the fake server sleeps; the verdict is not checked
 	const key = "sk-whatif-9d2"
 	port := fakeasr.FreePort(t)
-	server := fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, Delay: 100 * time.Millisecond, MaxRunning: 1, APIKey: key})
+	// the key on the command line and in the environment (VLLM_* is in the
+	// provenance's list of variables)
+	server := "env VLLM_API_KEY=" + key + " " + fakeasr.CommandLine(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK, Delay: 100 * time.Millisecond, MaxRunning: 1, APIKey: key})
 	out := filepath.Join(t.TempDir(), "before")
 	args := append([]string{"capture", "--server-cmd", server, "--runs", "1", "--dataset", dataset(t, 8), "--header", "Authorization: Bearer " + key},
 		runbookArgs(port, out)...)
@@ -329,5 +335,16 @@ func TestWhatIfHeader(t *testing.T) {
 	r := readWhatIf(t, wi).Rounds[0]
 	if !r.Complete || len(r.BeforeN) != 2 || len(r.AfterN) != 1 || slices.Min(append(r.BeforeN, r.AfterN...)) <= 0 {
 		t.Errorf("round %+v: want ABA complete, every run measured", r)
+	}
+	noFileHolds(t, out, key)
+	noFileHolds(t, wi, key)
+	var rb struct {
+		Runs []struct {
+			Provenance runbook.Provenance `json:"provenance"`
+		} `json:"runs"`
+	}
+	readJSONInto(t, filepath.Join(out, runbook.File), &rb)
+	if p := rb.Runs[0].Provenance; p.Env["VLLM_API_KEY"] != secret.Hidden || !slices.Contains(p.Argv, "--api-key") {
+		t.Errorf("provenance %+v: want the variable and the flag named, their values hidden", p)
 	}
 }
