@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/asrprof/asrprof/internal/proctree"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/probe/doctor"
 )
 
@@ -152,6 +154,7 @@ type Server struct {
 	Started time.Time
 
 	log     *os.File
+	secrets []string      // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
 	exited  chan struct{} // closed when the leader has been waited for
 	waitErr error         // valid after exited is closed
 	stopped sync.Once
@@ -177,7 +180,8 @@ func StartServer(argv, env []string, logPath string) (*Server, error) {
 		log.Close()
 		return nil, fmt.Errorf("%w: starting %s: %v", ErrBadCommand, argv[0], err)
 	}
-	s := &Server{PID: cmd.Process.Pid, LogPath: logPath, Started: time.Now(), log: log, exited: make(chan struct{})}
+	s := &Server{PID: cmd.Process.Pid, LogPath: logPath, Started: time.Now(), log: log, exited: make(chan struct{}),
+		secrets: secret.Values(argv, env)}
 	go func() {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
@@ -278,8 +282,29 @@ func (s *Server) LogTail(n int) string {
 // lists the pids that survived. Calling Stop again returns the first
 // result.
 func (s *Server) Stop(ctx context.Context, grace time.Duration) error {
-	s.stopped.Do(func() { s.stopErr = s.stop(ctx, grace) })
+	s.stopped.Do(func() {
+		s.stopErr = s.stop(ctx, grace)
+		s.scrubLog()
+	})
 	return s.stopErr
+}
+
+// scrubLog hides, in the server's log, the credentials its command line
+// and environment gave it (a server that logs its arguments, as vLLM logs
+// its non-default ones, logs its --api-key): what a bundle records keeps
+// no key (internal/secret). A log that cannot be read or written stays as
+// it is.
+func (s *Server) scrubLog() {
+	if len(s.secrets) == 0 {
+		return
+	}
+	b, err := os.ReadFile(s.LogPath)
+	if err != nil {
+		return
+	}
+	if c := secret.Scrub(bytes.Clone(b), s.secrets); !bytes.Equal(c, b) {
+		_ = os.WriteFile(s.LogPath, c, 0o644)
+	}
 }
 
 func (s *Server) stop(ctx context.Context, grace time.Duration) error {

@@ -311,8 +311,9 @@ func TestWhatIfHelp(t *testing.T) {
 // A bundle keeps no headers, so what-if takes --header for its reruns: a
 // server started with --api-key answers them. No file of the capture or
 // the what-if holds the key: not the manifests, not runbook.json's
-// provenance (the server's command line and environment), not whatif.json
-// or the logs.
+// provenance (the server's command line and environment), not whatif.json,
+// the progress logs, or server.log, where the fake server prints its
+// arguments as vLLM does.
 func TestWhatIfHeader(t *testing.T) {
 	t.Parallel() // the fake server sleeps; the verdict is not checked
 	const key = "sk-whatif-9d2"

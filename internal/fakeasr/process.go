@@ -167,6 +167,9 @@ func Main() {
 
 func serve(o ProcessOptions) error {
 	fmt.Printf("fake server pid %d starting (mode %s)\n", os.Getpid(), o.Mode)
+	if o.APIKey != "" {
+		fmt.Printf("non-default args: {'api_key': [%q]}\n", o.APIKey) // as vLLM logs its arguments
+	}
 	if o.Mode == ProcessExit {
 		fmt.Fprintln(os.Stderr, "loading model weights")
 		fmt.Fprintln(os.Stderr, "fatal: CUDA out of memory (fake)")

@@ -5,7 +5,9 @@
 package secret
 
 import (
+	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -79,4 +81,42 @@ func Env(name, value string) string {
 		return Hidden
 	}
 	return value
+}
+
+// Values are the credentials that Args hides in argv and Env in env
+// ("NAME=value" lines), the ones of 4 bytes or more, for Scrub.
+func Values(argv, env []string) []string {
+	var out []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) >= 4 && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	hidden := Args(argv)
+	for i, a := range argv {
+		if hidden[i] == a {
+			continue
+		}
+		if h, ok := strings.CutSuffix(hidden[i], Hidden); ok && strings.HasPrefix(a, strings.TrimSuffix(h, " ")) {
+			a = strings.TrimPrefix(strings.TrimPrefix(a, strings.TrimSuffix(h, " ")), " ")
+		}
+		add(a)
+		if _, v, ok := strings.Cut(a, " "); ok { // "Bearer KEY": the key alone too
+			add(v)
+		}
+	}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && Name(k) {
+			add(v)
+		}
+	}
+	return out
+}
+
+// Scrub is b with every one of values replaced by Hidden.
+func Scrub(b []byte, values []string) []byte {
+	for _, v := range values {
+		b = bytes.ReplaceAll(b, []byte(v), []byte(Hidden))
+	}
+	return b
 }

@@ -39,3 +39,16 @@ func TestName(t *testing.T) {
 		}
 	}
 }
+
+func TestValuesScrub(t *testing.T) {
+	argv := []string{"env", "VLLM_API_KEY=sk-env-1", "vllm", "serve", "m", "--api-key", "sk-flag-2", "--hf-token=hf_3xyz", "-H", "Authorization: Bearer sk-hdr-4", "--port", "8000"}
+	got := Values(argv, []string{"OPENAI_API_KEY=sk-env-5", "HOME=/root", "HF_TOKEN=abc"})
+	want := []string{"sk-env-1", "sk-flag-2", "hf_3xyz", "Bearer sk-hdr-4", "sk-hdr-4", "sk-env-5"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Values = %q, want %q", got, want)
+	}
+	log := "non-default args: {'api_key': ['sk-flag-2'], 'port': 8000}\nkey sk-env-5 and abc stay? abc\n"
+	if s := string(Scrub([]byte(log), got)); s != "non-default args: {'api_key': ['"+Hidden+"'], 'port': 8000}\nkey "+Hidden+" and abc stay? abc\n" {
+		t.Errorf("Scrub: %q", s)
+	}
+}
