@@ -11,9 +11,10 @@ import (
 
 // ParseHeader reads headers given as curl's -H takes them ("Name:
 // value"). A line without a token before its colon, a value with a line
-// break or a control character, or a header the client writes itself (Host, Content-Length,
-// Content-Type, Transfer-Encoding) is an error; the error never quotes a
-// value, which may be a secret.
+// break or a control character, or a header the client writes itself
+// (Host, Content-Length, Content-Type, Transfer-Encoding, Connection,
+// Upgrade) is an error; the error never quotes a value, which may be a
+// secret.
 func ParseHeader(lines []string) (http.Header, error) {
 	h := http.Header{}
 	for i, l := range lines {
@@ -24,7 +25,7 @@ func ParseHeader(lines []string) (http.Header, error) {
 			return nil, fmt.Errorf("header %d: want \"Name: value\", such as \"Authorization: Bearer KEY\"", i+1)
 		case !httpguts.ValidHeaderFieldValue(v):
 			return nil, fmt.Errorf("header %s: its value has a line break or a control character", k)
-		case slices.Contains([]string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding"}, http.CanonicalHeaderKey(k)):
+		case slices.Contains([]string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Upgrade"}, http.CanonicalHeaderKey(k)):
 			return nil, fmt.Errorf("header %s: the client writes it itself", k)
 		}
 		h.Add(k, v)

@@ -20,6 +20,7 @@ func TestParseHeader(t *testing.T) {
 		{"X-A: sec\x01ret", "header X-A: its value has a line break or a control character"},
 		{"content-type: secret", "header content-type: the client writes it itself"},
 		{"Host: secret", "header Host: the client writes it itself"},
+		{"connection: secret", "header connection: the client writes it itself"},
 	} {
 		_, err := ParseHeader([]string{tt.line})
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
