@@ -51,7 +51,7 @@ func Options() []Option {
 		{Name: "endpoint", Group: groupData, Field: "Endpoint", Usage: "the transcription `PATH` of --protocol openai and openai-stream (default " + protocol.TranscriptionsPath + "),\ne.g. /inference for whisper.cpp's server"},
 		{Name: "model", Group: groupData, Field: "Model", Usage: "model `NAME` sent in the request's model field (default: the one model the server's /v1/models lists; with several, none is sent)"},
 		{Name: "header", Group: groupData, Field: "Headers", Value: flags(func(f *Flags) any { return (*option.Repeated)(&f.c.Headers) }),
-			Usage: "send `\"NAME: VALUE\"` with every request and target check, once per header, e.g.\n\"Authorization: Bearer $VLLM_API_KEY\" for a server started with --api-key (not recorded in the bundle)"},
+			Usage: "send `\"NAME: VALUE\"` with every request and target check, once per header, e.g.\n\"Authorization: Bearer $VLLM_API_KEY\" for a server started with --api-key; @FILE reads a header a line\nfrom FILE (out of the command line); not recorded in the bundle"},
 		{Name: "lang", Group: groupData, Field: "Lang", Usage: "default language of the samples: `en` (WER) or zh (CER); sent as the language field"},
 		{Name: "max-samples", Group: groupData, Field: "MaxSamples", Usage: "use only the first `N` samples of the dataset (0: all)"},
 		{Name: "skip-bad", Group: groupData, Field: "SkipBad", Usage: "skip dataset entries that fail preflight (counted as bad_input in coverage)"},

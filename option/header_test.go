@@ -1,6 +1,8 @@
 package option
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,24 @@ func TestParseHeader(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("%q: err %v, want %q and no value", tt.line, err, tt.want)
 		}
+	}
+}
+
+// "@FILE" reads a header a line; an error names the file and the line's
+// place in it, not its value.
+func TestParseHeaderFile(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	os.WriteFile(good, []byte("Authorization: Bearer k1\n\nX-Route: a\n"), 0o600)
+	os.WriteFile(bad, []byte("X-Route: a\nAuthorization Bearer secret\n"), 0o600)
+	h, err := ParseHeader([]string{"X-Route: b", "@" + good})
+	if err != nil || h.Get("Authorization") != "Bearer k1" || strings.Join(h.Values("X-Route"), ",") != "b,a" {
+		t.Errorf("got %v, %v", h, err)
+	}
+	if _, err := ParseHeader([]string{"@" + bad}); err == nil || !strings.Contains(err.Error(), bad+": header 2: want") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a bad line: %v", err)
+	}
+	if _, err := ParseHeader([]string{"X-A: 1", "@" + filepath.Join(dir, "none")}); err == nil || !strings.Contains(err.Error(), "header 2: open") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

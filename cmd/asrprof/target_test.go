@@ -129,6 +129,14 @@ func TestCaptureHeaderAPIKey(t *testing.T) {
 		t.Fatalf("with the key: exit %d, want 0 and %q\n%s%s", code, want, stdout, stderr)
 	}
 	noFileHolds(t, out, key)
+	// @FILE: the key out of the command line
+	file := filepath.Join(t.TempDir(), "headers")
+	if err := os.WriteFile(file, []byte("Authorization: Bearer "+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI(args(filepath.Join(t.TempDir(), "file"), "--header", "@"+file)...); code != exitOK {
+		t.Errorf("--header @FILE: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	code, _, stderr = runCLI(args(bad, "--header", "Authorization Bearer "+key)...)
 	if want := `--header: header 1: want "Name: value"`; code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, key) {

@@ -80,7 +80,7 @@ func runWhatIf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	outOpts := option.Pick(capture.Options(), "out", "overwrite", "format", "header")
 	outOpts[0].Usage = "`DIR` for whatif.json, whatif.log and the rounds' runbooks (default runs/<date>-<time>-whatif)"
 	outOpts[1].Usage = "replace a what-if already in --out"
-	outOpts[3].Usage = "send `\"NAME: VALUE\"` with every request of the reruns, once per header (a bundle keeps no headers:\nrepeat the capture's --header, e.g. an API key)"
+	outOpts[3].Usage = "send `\"NAME: VALUE\"` with every request of the reruns, once per header (or @FILE's lines; a bundle keeps\nno headers: repeat the capture's --header, e.g. an API key)"
 	outOpts[3].Value = func(any) any { return (*option.Repeated)(&out.Headers) } // capture's binds its Flags
 	option.DefineAll(fs, outOpts, &out, nil)
 	as := analysis.DefaultSettings()
