@@ -371,7 +371,11 @@ func (c *checker) failures() {
 			f.Text = fmt.Sprintf("all %d requests failed: %s; the level measured no transcription, so it has no verdict", total, strings.Join(parts, ", "))
 			f.Fix = "check --target (host, port), --endpoint (the path) and the server's log; requests.jsonl has every error"
 			switch {
-			case len(c.in.Models) > 0 && slices.ContainsFunc(causes, func(k string) bool { return strings.Contains(strings.ToLower(k), "model") }):
+			// a refusal (4xx) that names the model: not "HTTP 503: model
+			// is still loading"
+			case len(c.in.Models) > 0 && slices.ContainsFunc(causes, func(k string) bool {
+				return strings.HasPrefix(k, "HTTP 4") && strings.Contains(strings.ToLower(k), "model")
+			}):
 				f.Fix = fmt.Sprintf("the requests named %s and the server lists %s at /v1/models: give --model with one it lists", cmp.Or(c.in.Model, "no model"), strings.Join(c.in.Models, ", "))
 			case slices.ContainsFunc(causes, func(k string) bool { return strings.HasPrefix(k, "HTTP 401") || strings.HasPrefix(k, "HTTP 403") }):
 				f.Fix = `the server refused the requests' credentials: give its API key with --header "Authorization: Bearer KEY" (vLLM's and SGLang's --api-key)`

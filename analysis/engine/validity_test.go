@@ -432,3 +432,34 @@ func TestValidityDriftBesideCoTenant(t *testing.T) {
 		}
 	}
 }
+
+// An all-failed level's advice: the models the server lists where a
+// refusal names the model, --header where it refused the credentials,
+// the target and endpoint otherwise (a 503 "model is still loading" is no
+// refusal of the model).
+func TestValidityFailureAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   string
+	}{
+		{404, `{"message":"The model whisper-1 does not exist."}`, "the requests named whisper-1 and the server lists a, b at /v1/models: give --model"},
+		{401, `{"error":"Unauthorized"}`, `give its API key with --header "Authorization: Bearer KEY"`},
+		{503, `{"error":"model is still loading"}`, "check --target (host, port), --endpoint (the path)"},
+	} {
+		in := synth(sweep2, 4, steady, func(int, int) *model.Request {
+			return &model.Request{ErrorKind: protocolKind(tc.status), HTTPStatus: tc.status, Error: fmt.Sprintf("http status %d: %s", tc.status, tc.body)}
+		})
+		in.Models, in.Model = []string{"a", "b"}, "whisper-1"
+		if f := Validity(in).Findings[0]; f.Severity != SeverityFail || !strings.Contains(f.Fix, tc.want) {
+			t.Errorf("HTTP %d: finding %+v, want the fix %q", tc.status, f, tc.want)
+		}
+	}
+}
+
+func protocolKind(status int) string {
+	if status >= 500 {
+		return model.FailHTTP5xx
+	}
+	return model.FailHTTP4xx
+}
