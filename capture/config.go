@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -382,6 +383,13 @@ func (c *Config) validateHeaders() error {
 		return fmt.Errorf("--header: %w", err)
 	}
 	return nil
+}
+
+// header is --header as the clients send it. Validate has checked it; a
+// header it would refuse is left out here.
+func (c *Config) header() http.Header {
+	h, _ := option.ParseHeader(c.Headers)
+	return h
 }
 
 // validateRealtime checks the realtime knobs; zero values take defaults.

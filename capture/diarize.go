@@ -12,7 +12,6 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/score/diarize"
 	"github.com/asrprof/asrprof/bundle"
-	"github.com/asrprof/asrprof/option"
 )
 
 // Tasks (Config.Task): what a request asks the server for and how it is scored.
@@ -39,11 +38,7 @@ func (c *Config) validateTask() error {
 // included) for asr, the MOSS-Transcribe-Diarize client (plain or
 // streaming, by --protocol) for transcribe-diarize.
 func newClient(cfg *Config, hc *http.Client) (protocol.Client, error) {
-	h, err := option.ParseHeader(cfg.Headers)
-	if err != nil {
-		return nil, err
-	}
-	o := protocol.Options{Target: cfg.Target, Path: cfg.Endpoint, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc, Header: h}
+	o := protocol.Options{Target: cfg.Target, Path: cfg.Endpoint, Stream: cfg.Protocol == "openai-stream", HTTPClient: hc, Header: cfg.header()}
 	if cfg.Task == TaskTranscribeDiarize {
 		return protocol.NewDiarize(o)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/asrprof/asrprof/bench/driver"
 	"github.com/asrprof/asrprof/bench/protocol"
-	"github.com/asrprof/asrprof/option"
 )
 
 // checkTarget is the target check before anything is sent. File protocols
@@ -21,10 +20,7 @@ import (
 // host, and any HTTP answer other than 200, 404 or 503 (a server loading)
 // counts as reachable, without a model list.
 func checkTarget(ctx context.Context, cfg *Config, notify func(string)) (any, error) {
-	h, err := option.ParseHeader(cfg.Headers)
-	if err != nil {
-		return nil, err
-	}
+	h := cfg.header()
 	if !protocol.IsRealtime(cfg.Protocol) {
 		return probeTarget(ctx, cfg.Target, h, cfg.ReadyTimeout, notify)
 	}
