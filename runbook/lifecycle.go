@@ -154,17 +154,19 @@ type Server struct {
 	Started time.Time
 
 	log     *os.File
-	secrets []string      // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
-	exited  chan struct{} // closed when the leader has been waited for
-	waitErr error         // valid after exited is closed
+	secrets []string       // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
+	guard   io.WriteCloser // the guard's pipe (guard.go); nil without one
+	exited  chan struct{}  // closed when the leader has been waited for; nil in the guard, whose child it is not
+	waitErr error          // valid after exited is closed
 	stopped sync.Once
 	stopErr error
 }
 
 // StartServer runs argv (argv[0] looked up in PATH) in a new process
-// group with env, its stdout and stderr appended to logPath. It does not
-// wait for anything; call WaitHealthy, then Stop.
-func StartServer(argv, env []string, logPath string) (*Server, error) {
+// group with env, its stdout and stderr appended to logPath, and starts
+// its guard, which stops it with grace should asrprof end first. It does
+// not wait for anything; call WaitHealthy, then Stop.
+func StartServer(argv, env []string, logPath string, grace time.Duration) (*Server, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: the server command is empty", ErrBadCommand)
 	}
@@ -186,11 +188,16 @@ func StartServer(argv, env []string, logPath string) (*Server, error) {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
 	}()
+	s.guard = startGuard(s, grace)
 	return s, nil
 }
 
 // Exited reports whether the server's leader process has exited.
 func (s *Server) Exited() bool {
+	if s.exited == nil {
+		_, live := liveStat("/proc", strconv.Itoa(s.PID))
+		return !live
+	}
 	select {
 	case <-s.exited:
 		return true
@@ -272,7 +279,7 @@ func (s *Server) LogTail(n int) string {
 	if strings.TrimSpace(text) == "" {
 		return "  (empty)"
 	}
-	lines := strings.Split(text, "\n")
+	lines := strings.Split(string(secret.Scrub([]byte(text), s.secrets)), "\n")
 	return "  | " + strings.Join(lines[max(0, len(lines)-n):], "\n  | ")
 }
 
@@ -285,6 +292,7 @@ func (s *Server) Stop(ctx context.Context, grace time.Duration) error {
 	s.stopped.Do(func() {
 		s.stopErr = s.stop(ctx, grace)
 		s.scrubLog()
+		s.releaseGuard()
 	})
 	return s.stopErr
 }

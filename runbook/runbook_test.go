@@ -185,7 +185,8 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 
 func TestServerExitsDuringStartup(t *testing.T) {
 	port := fakeasr.FreePort(t)
-	plan, _ := ParseRuns("warm,1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessExit}))
+	const key = "startup-key-77"
+	plan, _ := ParseRuns("warm,1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessExit, APIKey: key}))
 	cfg := testConfig(t, port, plan)
 	cfg.Lifecycle.StartupTimeout = time.Minute
 	start := time.Now()
@@ -198,6 +199,9 @@ func TestServerExitsDuringStartup(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "CUDA out of memory (fake)") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("error lacks the log tail or exit status: %v", err)
+	}
+	if strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "api_key") {
+		t.Errorf("the log tail in the error keeps the server's key, or lacks its line: %v", err)
 	}
 	if rep == nil || rep.Verdict.Complete || len(rep.Runs) != 1 {
 		t.Fatalf("report %+v", rep)

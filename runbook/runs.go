@@ -407,7 +407,7 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		}
 		rec.Provenance = Describe(ctx, spec.Server.Command, spec.Server.Argv, cfg.Env, cfg.ProvenanceEnv, cfg.CacheDirs)
 		rec.Provenance.setGPUs(g, err)
-		if srv, err = StartServer(spec.Server.Argv, cfg.Env, filepath.Join(dir, LogFile)); err != nil {
+		if srv, err = StartServer(spec.Server.Argv, cfg.Env, filepath.Join(dir, LogFile), lc.StopGrace); err != nil {
 			return fail(err)
 		}
 		rec.PID = srv.PID

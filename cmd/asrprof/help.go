@@ -90,7 +90,7 @@ var exitStatuses = []struct {
 	{exitUsage, "bad flags or input (an unknown or malformed flag, a missing or bad file\nor bundle, an --out that holds a bundle, a target that does not answer,\nno advice table or a knob what-if cannot map to a flag)"},
 	{exitIncomplete, "a runbook (--server-cmd, --runs, ab, sensitivity, what-if) ran, but a\nscored run lacks coverage"},
 	{exitNoSuccess, "the capture ran, but a scored level had no successful request (every\nrequest failed: the validity table counts them by cause, docs/VALIDITY.md);\nthe bundle is written"},
-	{exitInterrupted, "interrupted (Ctrl-C, SIGTERM); a capture's bundle is finalized with\ncomplete=false, and the servers it started are stopped; the commands that\nstart nothing quit at once on a second Ctrl-C"},
+	{exitInterrupted, "interrupted (Ctrl-C, SIGTERM, SIGHUP); a capture's bundle is finalized with\ncomplete=false, and the servers it started are stopped; the commands that\nstart nothing quit at once on a second Ctrl-C"},
 }
 
 // exitTable is the exit status table of --help.

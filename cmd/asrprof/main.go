@@ -34,10 +34,20 @@ const (
 	exitInterrupted = 130
 )
 
+// stopSignals: the first Ctrl-C (or SIGTERM, or the SIGHUP of a closed
+// terminal or ssh session) asks the command to stop cleanly (a capture
+// finalizes its bundle and stops its server); see command.starts for the
+// second. A SIGHUP that nohup ignores stays ignored.
+var stopSignals = func() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}()
+
 func main() {
-	// The first Ctrl-C (or SIGTERM) asks the command to stop cleanly (a
-	// capture finalizes its bundle); see command.starts for the second.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	stopProfile := selfProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
@@ -161,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if !c.starts {
-			context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
+			context.AfterFunc(ctx, func() { signal.Reset(stopSignals...) })
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		switch {

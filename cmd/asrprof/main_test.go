@@ -19,7 +19,9 @@ import (
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model/summary"
+	"github.com/asrprof/asrprof/runbook"
 )
 
 // The test binary doubles as asrprof when ASRPROF_TEST_MAIN is set, so
@@ -321,6 +323,112 @@ func TestInterruptTwiceStopsTheServer(t *testing.T) {
 	if r, err := http.Get(target + "/health"); err == nil {
 		r.Body.Close()
 		t.Errorf("the server still answers after the capture's exit:\n%s", stderr.String())
+	}
+}
+
+// asrprof killed mid-capture (SIGKILL: the OOM killer, a CI job's
+// timeout): the server's guard stops the server and its child (which
+// ignores SIGTERM, so after --stop-grace), hides the key in server.log and
+// says there what it did; the bundle loads as an incomplete one.
+func TestKilledCaptureGuardStopsTheServer(t *testing.T) {
+	t.Parallel()
+	port := fakeasr.FreePort(t)
+	target := fmt.Sprintf("http://127.0.0.1:%d", port)
+	const key = "guard-key-4242"
+	childFile := filepath.Join(t.TempDir(), "child.pid")
+	out := filepath.Join(t.TempDir(), "b")
+	server := "env VLLM_API_KEY=" + key + " " + fakeasr.CommandLine(fakeasr.ProcessOptions{Mode: fakeasr.ProcessChild, Port: port,
+		Delay: 30 * time.Millisecond, APIKey: key, ChildPIDFile: childFile})
+	cmd := asrprof("capture", "--server-cmd", server, "--header", "Authorization: Bearer "+key, "--stop-grace", "1s",
+		"--runs", "1", "--target", target, "--dataset", dataset(t, 200), "--concurrency", "2", "--repeats", "1", "--out", out, "--quiet",
+		"--gpu-free-mib", "100000000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(out, "run-1")
+	waitRequests(filepath.Join(run, bundle.RequestsFile), 5)
+	b, _ := os.ReadFile(childFile)
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the server's child pid: %q: %v", b, err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	var log []byte
+	for i := 0; i < 300 && !bytes.Contains(log, []byte("its guard stopped it")); i++ { // 15 s
+		time.Sleep(50 * time.Millisecond)
+		log, _ = os.ReadFile(filepath.Join(run, runbook.LogFile))
+	}
+	if !bytes.Contains(log, []byte("its guard stopped it: stopped\n")) {
+		t.Fatalf("server.log has no line of the guard's stop:\n%s", log)
+	}
+	if bytes.Contains(log, []byte(key)) || !bytes.Contains(log, []byte(secret.Hidden)) {
+		t.Errorf("server.log keeps the key, or hides nothing:\n%s", log)
+	}
+	if r, err := http.Get(target + "/health"); err == nil {
+		r.Body.Close()
+		t.Error("the server still answers after the guard's stop")
+	}
+	if !fakeasr.Gone(child) {
+		fakeasr.Kill(child)
+		t.Errorf("the server's child %d (it ignores SIGTERM) outlived the guard's stop", child)
+	}
+	show := asrprof("show", run)
+	got, _ := show.CombinedOutput()
+	if !strings.Contains(string(got), "the capture did not finish") {
+		t.Errorf("show of the killed capture:\n%s", got)
+	}
+}
+
+// The SIGHUP of a closed terminal or ssh session stops a capture as
+// Ctrl-C does: the bundle finalized, the server stopped. Under nohup the
+// SIGHUP stays ignored.
+func TestHangup(t *testing.T) {
+	t.Parallel()
+	port := fakeasr.FreePort(t)
+	target := fmt.Sprintf("http://127.0.0.1:%d", port)
+	out := filepath.Join(t.TempDir(), "b")
+	cmd := asrprof("capture", "--server-cmd", fakeasr.CommandLine(fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK, Port: port, Delay: 30 * time.Millisecond}),
+		"--runs", "1", "--target", target, "--dataset", dataset(t, 200), "--concurrency", "2", "--repeats", "1", "--out", out, "--quiet",
+		"--gpu-free-mib", "100000000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRequests(filepath.Join(out, "run-1", bundle.RequestsFile), 5)
+	cmd.Process.Signal(syscall.SIGHUP)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit after SIGHUP: %v, want %d\n%s", err, exitInterrupted, stderr.String())
+	}
+	if r, err := http.Get(target + "/health"); err == nil {
+		r.Body.Close()
+		t.Errorf("the server still answers after the capture's exit:\n%s", stderr.String())
+	}
+
+	dir := writeGolden(t, t.TempDir(), "sglang")
+	loop := filepath.Join(t.TempDir(), "loop.star")
+	if err := os.WriteFile(loop, []byte("x = 0\nwhile True:\n    x += 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nohup := exec.Command("nohup", os.Args[0], "analyze", dir, loop)
+	nohup.Env = asrprof().Env
+	if err := nohup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- nohup.Wait() }()
+	time.Sleep(time.Second)
+	nohup.Process.Signal(syscall.SIGHUP)
+	select {
+	case err := <-done:
+		t.Fatalf("a SIGHUP that nohup ignores ended the command: %v", err)
+	case <-time.After(time.Second):
+	}
+	nohup.Process.Signal(os.Interrupt)
+	if err := <-done; err == nil || err.(*exec.ExitError).ExitCode() != exitInterrupted {
+		t.Errorf("Ctrl-C under nohup: %v, want exit %d", err, exitInterrupted)
 	}
 }
 
