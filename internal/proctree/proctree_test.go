@@ -194,8 +194,10 @@ func TestLive(t *testing.T) {
 		t.Errorf("FindListener(%d) = %d, %v; want %d", port, pid, err, self)
 	}
 	ln.Close()
-	if _, err := FindListener(port); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindListener(closed port) err = %v, want ErrNotFound", err)
+	// Another process may listen on the freed port at once (it is in the
+	// ephemeral range): then it is found, not us.
+	if pid, err := FindListener(port); err == nil && pid == self || err != nil && !errors.Is(err, ErrNotFound) {
+		t.Errorf("FindListener(closed port) = %d, %v; want ErrNotFound or another process", pid, err)
 	}
 }
 
