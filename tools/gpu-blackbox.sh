@@ -10,6 +10,21 @@
 #            request, one request at a time
 #   batch    --mode batch --max-batch 8: one generate for whatever is queued
 #
+# and the project's whisper engine (refserver.py --engine whisper --model
+# MODEL, started by `asrprof capture --server-cmd`) with its telemetry not
+# taken (no --profile-url, no OTLP receiver; only its /metrics), each with a
+# cause known by construction (docs/GPU.md, "Servers of our own"):
+#
+#   engine-spin   --gpu-step-ms 60: a 60 ms kernel before each decode step,
+#                 which the step's read-back spins on: GPU-bound (c=1,8)
+#   engine-host   --host-step-ms 8: 8 ms of host work a step: host-bound (c=8)
+#   engine-fp32   --dtype float32 --max-running-requests 64 --cuda-graphs
+#                 --prefill-batch 16 --tokens-per-second 30: GPU-bound (c=64)
+#
+# With AS_USER=UID every capture and analysis runs as that user
+# (setpriv; no eBPF, no uprobes: /proc bins, the perf engine, NVML), the
+# engine cases' server too.
+#
 # For each case: start the server (whisper-large-v3's shape, random weights,
 # float16, exactly DECODE_TOKENS tokens per generate) with a torch.profiler
 # window (--profile-window WINDOW, seconds after ready) that writes the
@@ -51,6 +66,13 @@ PORT=${PORT:-18240}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-300}
 CAPTURE_TIMEOUT=${CAPTURE_TIMEOUT:-240}
 SERVER_FLAGS=${SERVER_FLAGS:-}
+MODEL=${MODEL:-large-v3}
+AS_USER=${AS_USER:-}
+RUNAS=()
+if [ -n "$AS_USER" ]; then
+  mkdir -p /tmp/asrprof-user-home && chown "$AS_USER:$AS_USER" /tmp/asrprof-user-home
+  RUNAS=(setpriv --reuid="$AS_USER" --regid="$AS_USER" --clear-groups env HOME=/tmp/asrprof-user-home)
+fi
 T_START=$SECONDS
 
 die() { echo "gpu-blackbox: $*" >&2; exit 2; }
@@ -65,6 +87,7 @@ fi
     *) die "$PYTHON has no torch with CUDA or no transformers here (set PYTHON)" ;;
   esac
 mkdir -p "$OUTDIR" || die "cannot make $OUTDIR"
+[ -z "$AS_USER" ] || chmod 1777 "$OUTDIR"
 ulimit -l unlimited 2>/dev/null || true  # the cpu probe's otel engine wants it
 
 SERVER_PID=""
@@ -209,13 +232,35 @@ EOF
   echo "== $name: done after $((SECONDS - t0)) s"
 }
 
+engine_case() { # NAME PORT LEVELS ENGINE-FLAGS...
+  local name=$1 port=$2 levels=$3; shift 3
+  local t0=$SECONDS
+  rm -rf "${OUTDIR:?}/$name" "$OUTDIR/$name-"*.json "$OUTDIR/$name-"*.txt "$OUTDIR/$name-"*.log "$OUTDIR/$name.tgz"
+  echo "== $name: the whisper engine ($MODEL), flags $*, telemetry not taken; c=$levels${AS_USER:+; as uid $AS_USER}"
+  "${RUNAS[@]}" "$ASRPROF" capture --server-cmd "$PYTHON refserver/refserver.py --engine whisper --model $MODEL --port $port $*" \
+    --runs 1 --target "http://127.0.0.1:$port" --dataset "$DATASET" --max-samples "$SAMPLES" --concurrency "$levels" \
+    --repeats "$REPEATS" --otlp-http off --otlp-grpc off --gpu-free-mib 16384 --out "$OUTDIR/$name" --overwrite \
+    >"$OUTDIR/$name-capture.log" 2>&1
+  echo "== $name: capture exit $? after $((SECONDS - t0)) s"
+  grep -iE 'probe|skipped|error|asrprof capture:' "$OUTDIR/$name-capture.log" | head -n 12
+  "${RUNAS[@]}" "$ASRPROF" analyze "$OUTDIR/$name/run-1" blackbox bottleneck >"$OUTDIR/$name-bottleneck.txt" 2>&1 ||
+    echo "== $name: analyze exit $?"
+  "${RUNAS[@]}" "$ASRPROF" analyze "$OUTDIR/$name/run-1" bottleneck --format json >"$OUTDIR/$name-bottleneck.json" 2>/dev/null ||
+    echo "== $name: analyze --format json exit $?"
+  cp "$OUTDIR/$name/run-1/server.log" "$OUTDIR/$name-server.log" 2>/dev/null
+  echo "== $name: done after $((SECONDS - t0)) s"
+}
+
 [ $# -gt 0 ] || set -- serial batch
 i=0
 for what in "$@"; do
   case $what in
     serial) run_case serial $((PORT + i)) --mode serial ;;
     batch) run_case batch $((PORT + i)) --mode batch --max-batch 8 ;;
-    *) die "unknown case $what (serial, batch)" ;;
+    engine-spin) engine_case "$what" $((PORT + i)) 1,8 --gpu-step-ms 60 ;;
+    engine-host) engine_case "$what" $((PORT + i)) 8 --host-step-ms 8 ;;
+    engine-fp32) engine_case "$what" $((PORT + i)) 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
+    *) die "unknown case $what (serial, batch, engine-spin, engine-host, engine-fp32)" ;;
   esac
   i=$((i + 1))
 done
@@ -226,6 +271,7 @@ done
     echo "$what: bottleneck, first two rows per level (level rank explains cause)"
     summarize "$what"
     sed 's/^/  /' "$OUTDIR/$what-nvml.txt" 2>/dev/null
+    grep -A3 -m1 '^level' "$OUTDIR/$what-bottleneck.txt" 2>/dev/null | sed 's/^/  /' | cut -c1-300
   done
 } | tee "$OUTDIR/summary.txt"
 
