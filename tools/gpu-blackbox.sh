@@ -9,6 +9,9 @@
 #   serial   refserver/hfwhisper_server.py --mode serial: one generate per
 #            request, one request at a time
 #   batch    --mode batch --max-batch 8: one generate for whatever is queued
+#   gpubatch --mode batch --max-batch 16 --decode-tokens 2: the encoder's
+#            work on up to 16 clips and 2 decode steps a generate, so that
+#            the GPU, not the Python loop, binds
 #
 # and the project's whisper engine (refserver.py --engine whisper --model
 # MODEL, started by `asrprof capture --server-cmd`) with its telemetry not
@@ -23,7 +26,7 @@
 #
 # With AS_USER=UID every capture and analysis runs as that user
 # (setpriv; no eBPF, no uprobes: /proc bins, the perf engine, NVML), the
-# engine cases' server too.
+# servers too.
 #
 # For each case: start the server (whisper-large-v3's shape, random weights,
 # float16, exactly DECODE_TOKENS tokens per generate) with a torch.profiler
@@ -196,9 +199,9 @@ run_case() { # NAME PORT SERVER-FLAGS...
   rm -rf "${OUTDIR:?}/$name" "$OUTDIR/$name-"*.json "$OUTDIR/$name-"*.txt "$OUTDIR/$name-"*.log "$OUTDIR/$name.tgz"
   echo "== $name: server flags $* (decode $DECODE_TOKENS tokens, window $WINDOW)"
   # shellcheck disable=SC2086
-  PYTHONUNBUFFERED=1 /usr/bin/env "$PYTHON" refserver/hfwhisper_server.py --port "$port" "$@" \
+  "${RUNAS[@]}" /usr/bin/env PYTHONUNBUFFERED=1 "$PYTHON" refserver/hfwhisper_server.py --port "$port" \
     --decode-tokens "$DECODE_TOKENS" --profile-window "$WINDOW" --profile-out "$OUTDIR/$name-profile.json" \
-    $SERVER_FLAGS >"$OUTDIR/$name-server.log" 2>&1 &
+    $SERVER_FLAGS "$@" >"$OUTDIR/$name-server.log" 2>&1 &
   SERVER_PID=$!
   if ! wait_health "$url"; then
     tail -n 30 "$OUTDIR/$name-server.log"
@@ -206,14 +209,14 @@ run_case() { # NAME PORT SERVER-FLAGS...
     return 1
   fi
   echo "== $name: capture (c=$LEVELS, $REPEATS repeats, $SAMPLES samples)"
-  timeout -s INT -k 30 "$CAPTURE_TIMEOUT" "$ASRPROF" capture --target "$url" --dataset "$DATASET" \
+  timeout -s INT -k 30 "$CAPTURE_TIMEOUT" "${RUNAS[@]}" "$ASRPROF" capture --target "$url" --dataset "$DATASET" \
     --max-samples "$SAMPLES" --concurrency "$LEVELS" --repeats "$REPEATS" \
     --otlp-http off --otlp-grpc off --out "$OUTDIR/$name" --overwrite >"$OUTDIR/$name-capture.log" 2>&1
   echo "== $name: capture exit $? after $((SECONDS - t0)) s"
   grep -iE 'probe|skipped|error|asrprof capture:' "$OUTDIR/$name-capture.log" | head -n 12
-  "$ASRPROF" analyze "$OUTDIR/$name" bottleneck >"$OUTDIR/$name-bottleneck.txt" 2>&1 ||
+  "${RUNAS[@]}" "$ASRPROF" analyze "$OUTDIR/$name" bottleneck >"$OUTDIR/$name-bottleneck.txt" 2>&1 ||
     echo "== $name: analyze exit $?"
-  "$ASRPROF" analyze "$OUTDIR/$name" bottleneck --format json >"$OUTDIR/$name-bottleneck.json" 2>/dev/null ||
+  "${RUNAS[@]}" "$ASRPROF" analyze "$OUTDIR/$name" bottleneck --format json >"$OUTDIR/$name-bottleneck.json" 2>/dev/null ||
     echo "== $name: analyze --format json exit $?"
   # The window closes on its own clock, also with no traffic: wait for it.
   local w=0
@@ -257,10 +260,11 @@ for what in "$@"; do
   case $what in
     serial) run_case serial $((PORT + i)) --mode serial ;;
     batch) run_case batch $((PORT + i)) --mode batch --max-batch 8 ;;
+    gpubatch) run_case gpubatch $((PORT + i)) --mode batch --max-batch 16 --decode-tokens 2 ;;
     engine-spin) engine_case "$what" $((PORT + i)) 1,8 --gpu-step-ms 60 ;;
     engine-host) engine_case "$what" $((PORT + i)) 8 --host-step-ms 8 ;;
     engine-fp32) engine_case "$what" $((PORT + i)) 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
-    *) die "unknown case $what (serial, batch, engine-spin, engine-host, engine-fp32)" ;;
+    *) die "unknown case $what (serial, batch, gpubatch, engine-spin, engine-host, engine-fp32)" ;;
   esac
   i=$((i + 1))
 done

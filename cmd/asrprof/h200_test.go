@@ -66,10 +66,10 @@ func TestH200BundlesHoldTheirData(t *testing.T) {
 	}
 }
 
-// The Transformers Whisper servers that emit nothing, captured on the H200
-// with the default probes (tools/gpu-blackbox.sh; docs/GPU.md, "Servers
-// that emit nothing"): each level's verdict seen from outside, and the
-// blackbox and bottleneck tables against their goldens.
+// The servers that emit nothing, captured on the device with the default
+// probes (tools/gpu-blackbox.sh; docs/GPU.md, "Servers that emit
+// nothing"): each level's verdict seen from outside, and the blackbox and
+// bottleneck tables against their goldens.
 func TestH200BlackBox(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -78,6 +78,15 @@ func TestH200BlackBox(t *testing.T) {
 	}{
 		{"hf-serial", map[string]string{"c1": "host-bound", "c8": "serves one request at a time"}},
 		{"hf-batch", map[string]string{"c1": "host-bound", "c8": "batches of up to"}},
+		// The whisper engine with its telemetry not taken, a cause known by
+		// construction (docs/GPU.md, "The engine with no telemetry taken"),
+		// as root and as an ordinary user (-user: no eBPF, no uprobes).
+		{"bb-engine-spin", map[string]string{"c1": "GPU-bound", "c8": "GPU-bound"}},
+		{"bb-engine-spin-user", map[string]string{"c1": "GPU-bound", "c8": "GPU-bound"}},
+		{"bb-engine-host", map[string]string{"c8": "host-bound"}},
+		{"bb-engine-host-user", map[string]string{"c8": "host-bound"}},
+		{"bb-engine-fp32", map[string]string{"c64": "GPU-bound"}},
+		{"bb-engine-fp32-user", map[string]string{"c64": "GPU-bound"}},
 	} {
 		t.Run(tc.bundle, func(t *testing.T) {
 			dir := bundletest.H200(t, tc.bundle)
