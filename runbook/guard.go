@@ -91,6 +91,7 @@ func startGuard(s *Server, grace time.Duration) io.WriteCloser {
 		return nil
 	}
 	cmd := exec.Command(exe)
+	cmd.Args = []string{"asrprof", fmt.Sprintf("(guard of server pid %d)", s.PID)} // what ps shows; the env decides
 	cmd.Env = append(os.Environ(), guardEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := cmd.StdinPipe()
