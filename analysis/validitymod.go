@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"strings"
+
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
@@ -40,8 +42,12 @@ func (c *Capture) Validity(th float64) (*engine.ValidityResult, error) {
 		}
 		m := c.Bundle.Manifest
 		sent, _ := m.Config["model"].(string)
+		var pidUnknown string
+		if how, _ := m.Extra["target_pid_how"].(string); strings.HasPrefix(how, bundle.PIDUnknown) {
+			pidUnknown = how
+		}
 		return engine.Validity(engine.ValidityInput{Reqs: reqs, Levels: m.Levels, KneeThreshold: th, GPU: gpu, GPUProcs: procs, Cores: cores,
-			Models: m.Fingerprint.ModelIDs(), Model: sent}), nil
+			Models: m.Fingerprint.ModelIDs(), Model: sent, PIDUnknown: pidUnknown}), nil
 	})
 }
 

@@ -50,6 +50,11 @@ type (
 	LagSeries = model.LagSeries
 )
 
+// PIDUnknown begins the manifest's extra "target_pid_how" where the
+// capture did not know the server's process (target_pid 0 for another
+// reason: the agents found it on their hosts).
+const PIDUnknown = "target pid unknown"
+
 // ErrExists is returned by Create when the directory already holds a capture.
 var ErrExists = errors.New("directory already holds a capture")
 

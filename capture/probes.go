@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
@@ -207,19 +208,19 @@ func resolvePID(pid int, target string) (int, string) {
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return 0, "target pid unknown: " + err.Error()
+		return 0, bundle.PIDUnknown + ": " + err.Error()
 	}
 	host := u.Hostname()
 	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)))) {
-		return 0, "target pid unknown: " + host + " is not this machine (give --pid)"
+		return 0, bundle.PIDUnknown + ": " + host + " is not this machine (give --pid)"
 	}
 	port, err := doctor.TargetPort(target)
 	if err != nil {
-		return 0, "target pid unknown: " + err.Error()
+		return 0, bundle.PIDUnknown + ": " + err.Error()
 	}
 	p, err := proctree.FindListener(port)
 	if err != nil {
-		how := fmt.Sprintf("target pid unknown: %v; give --pid PID (or run asrprof as the server's user or root)", err)
+		how := fmt.Sprintf("%s: %v; give --pid PID (or run asrprof as the server's user or root)", bundle.PIDUnknown, err)
 		if hint := proctree.PortHint(port); hint != "" {
 			how += "; " + hint
 		}

@@ -184,6 +184,10 @@ type ValidityInput struct {
 	// model.
 	Models []string
 	Model  string
+	// PIDUnknown is why the capture did not know the server's process
+	// (the manifest's target_pid_how), "" where it did: the co-tenant
+	// checks cannot tell the target from others without it.
+	PIDUnknown string
 }
 
 // Finding is one check that fired.
@@ -852,6 +856,9 @@ func pctText(x float64) string {
 func (c *checker) cotenants() {
 	if len(c.in.GPU) == 0 && len(c.in.GPUProcs) == 0 && len(c.in.Cores) == 0 {
 		c.v.NotRun[CheckCoTenants] = "no NVML samples (gpu probe off or no GPU) and no per-core CPU record (the proc probe's)"
+		if c.in.PIDUnknown != "" {
+			c.v.NotRun[CheckCoTenants] += ", which needs the server's pid: " + c.in.PIDUnknown
+		}
 		return
 	}
 	c.cpuCoTenants()
@@ -927,6 +934,12 @@ func (c *checker) otherProcesses() {
 	if len(busy) == 0 {
 		return
 	}
+	if !targetSeen && c.in.PIDUnknown != "" {
+		c.add(Finding{Check: CheckCoTenants, Severity: SeverityNote,
+			Text: fmt.Sprintf("NVML names processes running kernels (pids %v), but the capture did not know the server's pid (%s): a co-tenant cannot be told from the target", pids, c.in.PIDUnknown),
+			Fix:  pidFix})
+		return
+	}
 	if !targetSeen {
 		c.add(Finding{Check: CheckCoTenants, Severity: SeverityNote,
 			Text: fmt.Sprintf("NVML names processes running kernels that are not in the target's tree (pids %v) and none that is: in a container NVML's pids are the host's, so a co-tenant cannot be told from the target", pids),
@@ -999,6 +1012,14 @@ func (c *checker) overload() {
 // asrprof's own process (the driver, the probes, the receiver) is a known
 // co-tenant: its time is left out of the share and said beside it.
 func (c *checker) cpuCoTenants() {
+	if c.in.PIDUnknown != "" {
+		if len(c.in.GPU)+len(c.in.GPUProcs) > 0 { // the GPU's part ran: say why this one did not
+			c.add(Finding{Check: CheckCoTenants, Severity: SeverityNote,
+				Text: fmt.Sprintf("the CPU co-tenant check was not made: it needs the cores the server ran on, and the capture did not know the server's pid (%s)", c.in.PIDUnknown),
+				Fix:  pidFix})
+		}
+		return
+	}
 	for _, lv := range c.levels {
 		target := map[int]float64{}
 		total, sc := 0.0, c.scored(lv)
@@ -1077,6 +1098,10 @@ func (c *checker) cpuCoTenants() {
 			Fix: "give the server cores of its own (taskset or a cpuset for it, everything else elsewhere), or stop the co-tenant: the server's latencies include waiting for those cores"})
 	}
 }
+
+// pidFix is the co-tenant checks' fix where the capture did not know the
+// server's pid.
+const pidFix = "give capture --pid PID (the server's), or run asrprof as the server's user or root, so that it finds the server from its port"
 
 // CPUListHas reports whether the kernel's CPU list (Cpus_allowed_list:
 // "0-3,8") holds core n; an empty list holds every core.

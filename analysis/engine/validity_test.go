@@ -316,6 +316,19 @@ func TestValidityGPUOtherProcess(t *testing.T) {
 			t.Errorf("%s: findings %+v, want one %s at %q naming pid 99", tc.name, got, tc.severity, tc.level)
 		}
 	}
+	// A capture that did not know the server's pid says so, not "a
+	// container", and says that the CPU part was not made.
+	in.GPUProcs = other("c4", 80)
+	in.PIDUnknown = "target pid unknown: port 8000: the socket is another user's"
+	var texts []string
+	for _, f := range Validity(in).Findings {
+		if f.Check == CheckCoTenants && f.Severity == SeverityNote && strings.Contains(f.Text, in.PIDUnknown) && strings.Contains(f.Fix, "--pid") {
+			texts = append(texts, f.Text)
+		}
+	}
+	if len(texts) != 2 || !strings.Contains(texts[1], "pids [99]") || !strings.Contains(texts[0], "CPU co-tenant check was not made") {
+		t.Errorf("pid unknown: %q, want the GPU's note naming pid 99 and the CPU's, each with why and --pid", texts)
+	}
 }
 
 // Other processes' CPU time on the cores the server ran on (the proc

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/internal/proctree"
@@ -246,6 +247,12 @@ func TestOrdinaryUserRootServer(t *testing.T) {
 	code, stdout, stderr := u.runCLI(t, "analyze", out, "blackbox")
 	if code != exitOK || !strings.Contains(stdout, "no per-thread time bins") || !strings.Contains(stdout, why) {
 		t.Errorf("analyze blackbox: exit %d; its note does not say why there are no thread bins\n%s%s", code, stdout, stderr)
+	}
+	// The CPU co-tenant check needs the server's cores, so its pid: it
+	// says so, where it used to pass in silence.
+	code, stdout, stderr = u.runCLI(t, "analyze", out, "validity")
+	if code != exitOK || !strings.Contains(stdout, "per-core CPU record (the proc probe's), which needs the server's pid: "+bundle.PIDUnknown) {
+		t.Errorf("analyze validity: exit %d; no note that the CPU co-tenant check needs the server's pid\n%s%s", code, stdout, stderr)
 	}
 	out, _ = capture("--pid", strconv.Itoa(pid))
 	if _, err := os.Stat(filepath.Join(out, "proc_bins.jsonl")); err != nil {
