@@ -301,6 +301,14 @@ func TestServerDiesMidCapture(t *testing.T) {
 // server running.
 func TestInterruptTwiceStopsTheServer(t *testing.T) {
 	t.Parallel()
+	signalsStopTheServer(t, os.Interrupt, os.Interrupt)
+}
+
+// signalsStopTheServer runs a capture with --server-cmd, sends sigs 20 ms
+// apart once its load is under way, and checks that it exits as
+// interrupted with its server stopped.
+func signalsStopTheServer(t *testing.T, sigs ...os.Signal) {
+	t.Helper()
 	port := fakeasr.FreePort(t)
 	target := fmt.Sprintf("http://127.0.0.1:%d", port)
 	out := filepath.Join(t.TempDir(), "b")
@@ -313,12 +321,15 @@ func TestInterruptTwiceStopsTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRequests(filepath.Join(out, "run-1", bundle.RequestsFile), 5)
-	cmd.Process.Signal(os.Interrupt)
-	time.Sleep(20 * time.Millisecond)
-	cmd.Process.Signal(os.Interrupt)
+	for i, sig := range sigs {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cmd.Process.Signal(sig)
+	}
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("exit: %v, want %d\n%s", err, exitInterrupted, stderr.String())
+		t.Fatalf("exit after %v: %v, want %d\n%s", sigs, err, exitInterrupted, stderr.String())
 	}
 	if r, err := http.Get(target + "/health"); err == nil {
 		r.Body.Close()
@@ -385,27 +396,7 @@ func TestKilledCaptureGuardStopsTheServer(t *testing.T) {
 // SIGHUP stays ignored.
 func TestHangup(t *testing.T) {
 	t.Parallel()
-	port := fakeasr.FreePort(t)
-	target := fmt.Sprintf("http://127.0.0.1:%d", port)
-	out := filepath.Join(t.TempDir(), "b")
-	cmd := asrprof("capture", "--server-cmd", fakeasr.CommandLine(fakeasr.ProcessOptions{Mode: fakeasr.ProcessOK, Port: port, Delay: 30 * time.Millisecond}),
-		"--runs", "1", "--target", target, "--dataset", dataset(t, 200), "--concurrency", "2", "--repeats", "1", "--out", out, "--quiet",
-		"--gpu-free-mib", "100000000")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitRequests(filepath.Join(out, "run-1", bundle.RequestsFile), 5)
-	cmd.Process.Signal(syscall.SIGHUP)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("exit after SIGHUP: %v, want %d\n%s", err, exitInterrupted, stderr.String())
-	}
-	if r, err := http.Get(target + "/health"); err == nil {
-		r.Body.Close()
-		t.Errorf("the server still answers after the capture's exit:\n%s", stderr.String())
-	}
+	signalsStopTheServer(t, syscall.SIGHUP)
 
 	dir := writeGolden(t, t.TempDir(), "sglang")
 	loop := filepath.Join(t.TempDir(), "loop.star")
