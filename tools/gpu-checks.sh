@@ -19,6 +19,10 @@
 #              built before the first-contact work, gzipped or not), with
 #              that one too: the "stacks truncated" and "hottest code"
 #              lines of each.
+#   guard      the engine captured at c=4 by `asrprof capture --server-cmd`,
+#              asrprof killed with SIGKILL once requests flow: the server's
+#              guard must stop the server and free the GPU (nvidia-smi lists
+#              no process), say so in server.log, and the bundle must load.
 #
 # Environment: OUT (runs/gpu-checks), SAMPLES (24), LEVELS (1,4), SHARE
 # (0.5), MODEL (large-v3), PORT (18170), OLD, PYTHON, ASRPROF, DATASET
@@ -74,6 +78,24 @@ for what in "$@"; do
         done
         grep -E -i "cpu probe|engine" "$OUTROOT/hot-$eng.log" | head -5 || true
       done ;;
-    *) echo "gpu-checks: no part $what (cotenant, hotcode)" >&2; exit 2 ;;
+    guard)
+      out="$OUTROOT/guard"
+      rm -rf "$out"
+      "$ASRPROF" capture --server-cmd "$PYTHON refserver/refserver.py --engine whisper --model $MODEL --port $PORT" --runs 1 \
+        --target "http://127.0.0.1:$PORT" --dataset "$DATASET" --concurrency 4 --repeats 50 --otlp-http off --otlp-grpc off \
+        --out "$out" >"$OUTROOT/guard.log" 2>&1 &
+      cap=$!
+      for _ in $(seq 1 240); do [ -s "$out/run-1/requests.jsonl" ] && break; sleep 0.5; done
+      sleep 2
+      echo "== guard: $(wc -l <"$out/run-1/requests.jsonl") requests in; on the GPU: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')"
+      ps -eo pid,pgid,args | grep -E 'asrprof|refserver' | grep -v grep | cut -c1-110
+      kill -KILL "$cap"; t0=$(date +%s%N)
+      for _ in $(seq 1 600); do [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)" ] && break; sleep 0.1; done
+      echo "== guard: asrprof killed; the GPU lists no process $(( ($(date +%s%N) - t0) / 1000000 )) ms later: [$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' ')]"
+      sleep 1
+      ps -eo pid,args | grep -E 'asrprof|refserver' | grep -v grep | cut -c1-110 || echo "no asrprof or refserver process left"
+      tail -n 1 "$out/run-1/server.log"
+      "$ASRPROF" show "$out/run-1" 2>&1 | tail -n 3 ;;
+    *) echo "gpu-checks: no part $what (cotenant, hotcode, guard)" >&2; exit 2 ;;
   esac
 done
