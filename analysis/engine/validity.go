@@ -343,15 +343,20 @@ func (c *checker) failures() {
 		counts := map[string]int{}
 		sc := c.scored(lv)
 		f := Finding{Check: CheckFailures, Level: lv, Severity: SeverityWarn, PassesScored: len(sc)}
-		total, ok := 0, 0
+		total, ok, backlog := 0, 0, 0
 		for _, p := range sc {
 			n := ok
 			for _, i := range c.reqs(p) {
 				total++
 				if c.ok(i) {
 					ok++
-				} else {
-					counts[FailureCauseOf(&c.in.Reqs[i])]++
+					continue
+				}
+				r := &c.in.Reqs[i]
+				cause := FailureCauseOf(r)
+				counts[cause]++
+				if (cause == "connection reset" || cause == "connection closed early") && r.ConnectedUnixNs > 0 && slowConnect(float64(r.ConnectedUnixNs-r.StartUnixNs)/1e9) {
+					backlog++
 				}
 			}
 			if ok-n < len(c.reqs(p)) {
@@ -387,6 +392,10 @@ func (c *checker) failures() {
 		} else {
 			f.Text = fmt.Sprintf("%d of %d requests failed: %s; the level's numbers stand on the %d that succeeded", total-ok, total, strings.Join(parts, ", "), ok)
 			f.Fix = "the server's log says why; failed requests are left out of latency and WER but count against throughput's successes"
+		}
+		if backlog > 0 { // reset or closed after a SYN sent again: the listen backlog was full
+			f.Text += fmt.Sprintf("; %d of them waited a second or more for their connection (a SYN dropped and sent again), then were reset or closed: the server's listen backlog was full at this concurrency", backlog)
+			f.Fix = "a listen backlog as large as the concurrency (socketserver's request_queue_size is 5 in Python's http.server; uvicorn's --backlog), or connections kept alive"
 		}
 		c.add(f)
 	}

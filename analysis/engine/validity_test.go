@@ -470,6 +470,43 @@ func TestValidityFailureAdvice(t *testing.T) {
 	}
 }
 
+// Connections reset or closed after waiting a second or more to open (a
+// SYN dropped at a full listen backlog and sent again): the backlog is
+// named, with its fix; the same failures on connections that opened at
+// once are left to the server's log.
+func TestValidityBacklogResets(t *testing.T) {
+	in := synth(sweep2, 8, steady, func(_, s int) *model.Request {
+		switch s {
+		case 0, 1:
+			return &model.Request{ErrorKind: model.FailConnection, Error: "writev tcp 127.0.0.1:1->127.0.0.1:2: writev: connection reset by peer"}
+		case 2:
+			return &model.Request{ErrorKind: model.FailConnection, Error: `Post "http://127.0.0.1:2/v1/audio/transcriptions": EOF`}
+		}
+		return nil
+	})
+	for _, slow := range []bool{true, false} {
+		n := 0
+		for i := range in.Reqs {
+			if in.Reqs[i].Status == model.StatusFailed {
+				in.Reqs[i].ConnectedUnixNs = in.Reqs[i].StartUnixNs + map[bool]int64{true: 1_010_000_000, false: 300_000}[slow]
+			}
+		}
+		for _, f := range Validity(in).Findings {
+			if f.Check != CheckFailures {
+				continue
+			}
+			n++
+			named := strings.Contains(f.Text, "then were reset or closed: the server's listen backlog was full") && strings.Contains(f.Fix, "request_queue_size")
+			if named != slow || slow && !strings.Contains(f.Text, "; 6 of them waited") { // 3 a pass, 2 scored passes
+				t.Errorf("connections opened after %s: %q / %q", map[bool]string{true: "1.01 s", false: "0.3 ms"}[slow], f.Text, f.Fix)
+			}
+		}
+		if n == 0 {
+			t.Fatal("no failures finding")
+		}
+	}
+}
+
 func protocolKind(status int) string {
 	if status >= 500 {
 		return model.FailHTTP5xx

@@ -418,3 +418,25 @@ func TestValidityGPUCoTenantBundle(t *testing.T) {
 		t.Errorf("the diagnosis does not name the co-tenant under its verdict\n%s", out)
 	}
 }
+
+// A server whose listen backlog overflows at the level's concurrency
+// (plainserver --backlog 1, 16 clients connecting at once): connections
+// that waited a second for their SYN's retry and were then reset or
+// closed fail, and the failures finding names the backlog and its fix,
+// not "the server's log says why" (it says nothing: the kernel dropped
+// them). 4 of 4 runs by hand failed some of their 16 requests so.
+func TestValidityListenBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	t.Parallel()
+	port := fakeasr.FreePort(t)
+	startPlainServer(t, port, "--mode serial --work sleep --service-ms 30 --backlog 1")
+	code, stdout, stderr := runCLI("capture", "--target", fmt.Sprintf("http://127.0.0.1:%d", port), "--dataset", refservertest.Refset(t),
+		"--max-samples", "16", "--concurrency", "16", "--repeats", "1", "--out", filepath.Join(t.TempDir(), "b"), "--quiet",
+		"--probes", "none", "--otlp-http", "off", "--otlp-grpc", "off")
+	if code != exitOK || !strings.Contains(stdout, "then were reset or closed: the server's listen backlog was full at this concurrency") ||
+		!strings.Contains(stdout, "a listen backlog as large as the concurrency (socketserver's request_queue_size") {
+		t.Errorf("capture: exit %d; no failures finding that names the listen backlog\n%s%s", code, stdout, stderr)
+	}
+}
