@@ -210,8 +210,7 @@ func resolvePID(pid int, target string) (int, string) {
 	if err != nil {
 		return 0, bundle.PIDUnknown + ": " + err.Error()
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)))) {
+	if host := remoteHost(u.Hostname()); host != "" {
 		return 0, bundle.PIDUnknown + ": " + host + " is not this machine (give --pid)"
 	}
 	port, err := doctor.TargetPort(target)
@@ -227,6 +226,28 @@ func resolvePID(pid int, target string) (int, string) {
 		return 0, how
 	}
 	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
+}
+
+// remoteHost is host when it names another machine: an address (or
+// every address a name resolves to) that is neither loopback nor one of
+// this machine's interfaces; "" where it is this machine, or where a name
+// does not resolve (not known to be remote).
+func remoteHost(host string) string {
+	if host == "localhost" {
+		return ""
+	}
+	ips := []net.IP{net.ParseIP(host)}
+	if ips[0] == nil {
+		addrs, err := net.LookupIP(host)
+		if err != nil || len(addrs) == 0 {
+			return ""
+		}
+		ips = addrs
+	}
+	if slices.ContainsFunc(ips, func(ip net.IP) bool { return ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip) }) {
+		return ""
+	}
+	return host
 }
 
 // localAddr tells whether ip is an address of one of this machine's
@@ -261,9 +282,22 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 	}
 	k.note("target: " + how)
 	set.pid = pid
+	// A server on another machine: this machine's GPUs are not its GPUs,
+	// and samples of them would stand as the server's in every table.
+	remote := ""
+	if u, err := url.Parse(cfg.Target); err == nil && cfg.PID <= 0 && len(cfg.Agents) == 0 && cfg.autoProbes() {
+		if h := remoteHost(u.Hostname()); h != "" {
+			remote = h + " is not this machine, so these GPUs are not the server's; --agent URL runs the probes on its host, --probes gpu samples these anyway"
+		}
+	}
 	t := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	for i := 0; i < len(ps); i++ {
 		p := ps[i]
+		if remote != "" && p.Name() == "gpu" {
+			set.status[p.Name()] = "off: " + remote
+			k.note(fmt.Sprintf("probe %s: off (%s)", p.Name(), remote))
+			continue
+		}
 		cs := &countingSink{Sink: k.w, name: p.Name(), obs: k.obs}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := p.Start(sctx, t, cs)

@@ -199,3 +199,22 @@ func noFileHolds(t *testing.T, dir, secret string) {
 		t.Fatal(err)
 	}
 }
+
+// A server on another machine: the gpu probe does not sample this
+// machine's GPUs as if they were the server's (they would stand as its
+// GPU in every table); on this machine it runs as before. The probes-only
+// capture sends nothing, so the remote address needs no server.
+func TestRemoteTargetNoLocalGPU(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		target string
+		remote bool
+	}{{"http://192.0.2.1:8000", true}, {"http://127.0.0.1:8000", false}} {
+		code, _, stderr := runCLI("capture", "--probes-only", "--target", tc.target, "--duration", "300ms", "--period", "100ms",
+			"--server-metrics", "off", "--otlp-http", "off", "--otlp-grpc", "off", "--out", filepath.Join(t.TempDir(), "b"))
+		said := strings.Contains(stderr, "probe gpu: off (192.0.2.1 is not this machine, so these GPUs are not the server's; --agent URL")
+		if said != tc.remote || strings.Contains(stderr, "panic") {
+			t.Errorf("%s: exit %d; the gpu probe kept off for a remote target: %v, want %v\n%s", tc.target, code, said, tc.remote, stderr)
+		}
+	}
+}
