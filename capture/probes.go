@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -210,7 +209,7 @@ func resolvePID(pid int, target string) (int, string) {
 	if err != nil {
 		return 0, bundle.PIDUnknown + ": " + err.Error()
 	}
-	if host := remoteHost(u.Hostname()); host != "" {
+	if host := doctor.RemoteHost(u.Hostname()); host != "" {
 		return 0, bundle.PIDUnknown + ": " + host + " is not this machine (give --pid)"
 	}
 	port, err := doctor.TargetPort(target)
@@ -226,39 +225,6 @@ func resolvePID(pid int, target string) (int, string) {
 		return 0, how
 	}
 	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
-}
-
-// remoteHost is host when it names another machine: an address (or
-// every address a name resolves to) that is neither loopback nor one of
-// this machine's interfaces; "" where it is this machine, or where a name
-// does not resolve (not known to be remote).
-func remoteHost(host string) string {
-	if host == "localhost" {
-		return ""
-	}
-	ips := []net.IP{net.ParseIP(host)}
-	if ips[0] == nil {
-		addrs, err := net.LookupIP(host)
-		if err != nil || len(addrs) == 0 {
-			return ""
-		}
-		ips = addrs
-	}
-	if slices.ContainsFunc(ips, func(ip net.IP) bool { return ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip) }) {
-		return ""
-	}
-	return host
-}
-
-// localAddr tells whether ip is an address of one of this machine's
-// interfaces (the target as a remote driver names it, seen from the agent
-// on the server's host).
-func localAddr(ip net.IP) bool {
-	addrs, err := net.InterfaceAddrs()
-	return err == nil && slices.ContainsFunc(addrs, func(a net.Addr) bool {
-		n, ok := a.(*net.IPNet)
-		return ok && n.IP.Equal(ip)
-	})
 }
 
 // startProbes finds the target's process and starts each probe on it;
@@ -286,7 +252,7 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 	// and samples of them would stand as the server's in every table.
 	remote := ""
 	if u, err := url.Parse(cfg.Target); err == nil && cfg.PID <= 0 && len(cfg.Agents) == 0 && cfg.autoProbes() {
-		if h := remoteHost(u.Hostname()); h != "" {
+		if h := doctor.RemoteHost(u.Hostname()); h != "" {
 			remote = h + " is not this machine, so these GPUs are not the server's; --agent URL runs the probes on its host, --probes gpu samples these anyway"
 		}
 	}

@@ -64,3 +64,14 @@ func TestDoctorTargetModels(t *testing.T) {
 		t.Errorf("a malformed --header: exit %d, want %d without the key\n%s", code, exitUsage, stderr)
 	}
 }
+
+// doctor --target on another machine says that the host probes watch
+// this one, and how to run them on the server's host, not "pass --pid".
+func TestDoctorRemoteTarget(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runCLI("doctor", "--target", "http://198.51.100.7:8000")
+	want := "no   target pid: 198.51.100.7 is not this machine — the host probes and the gpu probe watch this machine: run asrprof on the server's host, or give capture --agent URL"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("doctor: exit %d, want %q\n%s%s", code, want, stdout, stderr)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +121,7 @@ type Facts struct {
 	PIDSource string // "--pid" or "listener on port N"
 	PIDErr    error
 	PIDHint   string // where the listener was not found: a process whose command line names the port
+	PIDRemote bool   // the target is another machine (RemoteHost)
 }
 
 // Check gathers the facts and decides.
@@ -210,12 +212,49 @@ func Gather(ctx context.Context, opts Options) Facts {
 			break
 		}
 		f.PIDSource = fmt.Sprintf("listener on port %d", port)
+		if u, err := url.Parse(opts.Target); err == nil && RemoteHost(u.Hostname()) != "" {
+			f.PIDErr, f.PIDRemote = fmt.Errorf("%s is not this machine", u.Hostname()), true
+			break
+		}
 		f.PID, f.PIDErr = proctree.FindListener(port)
 		if f.PIDErr != nil {
 			f.PIDHint = proctree.PortHint(port)
 		}
 	}
 	return f
+}
+
+// RemoteHost is host when it names another machine: an address (or
+// every address a name resolves to) that is neither loopback nor one of
+// this machine's interfaces; "" where it is this machine, or where a name
+// does not resolve (not known to be remote).
+func RemoteHost(host string) string {
+	if host == "localhost" {
+		return ""
+	}
+	ips := []net.IP{net.ParseIP(host)}
+	if ips[0] == nil {
+		addrs, err := net.LookupIP(host)
+		if err != nil || len(addrs) == 0 {
+			return ""
+		}
+		ips = addrs
+	}
+	if slices.ContainsFunc(ips, func(ip net.IP) bool { return ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip) }) {
+		return ""
+	}
+	return host
+}
+
+// localAddr tells whether ip is an address of one of this machine's
+// interfaces (the target as a remote driver names it, seen from the agent
+// on the server's host, is this machine).
+func localAddr(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	return err == nil && slices.ContainsFunc(addrs, func(a net.Addr) bool {
+		n, ok := a.(*net.IPNet)
+		return ok && n.IP.Equal(ip)
+	})
 }
 
 // ParseCapEff returns the CapEff mask from the text of /proc/PID/status.
@@ -470,6 +509,9 @@ func Decide(f Facts) []Finding {
 				pf.Detail = f.PIDSource + ": " + pf.Detail
 			}
 			pf.Fix = "pass --pid, or run asrprof on the server's host as root (finding a listener reads other users' /proc/PID/fd); the probes that need a process are skipped"
+			if f.PIDRemote {
+				pf.Fix = "the host probes and the gpu probe watch this machine: run asrprof on the server's host, or give capture --agent URL of an asrprof serve there (docs/SCALE.md)"
+			}
 			if f.PIDHint != "" {
 				pf.Fix += "; " + f.PIDHint
 			}

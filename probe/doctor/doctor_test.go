@@ -217,3 +217,15 @@ func TestCheckHere(t *testing.T) {
 		t.Errorf("root but %+v", bpf)
 	}
 }
+
+// RemoteHost: loopback, this machine's own name and addresses, and names
+// that do not resolve are not known to be remote; another address is.
+func TestRemoteHost(t *testing.T) {
+	self, _ := os.Hostname()
+	for host, want := range map[string]string{"127.0.0.1": "", "localhost": "", "::1": "", "0.0.0.0": "",
+		"198.51.100.7": "198.51.100.7", "no-such-host.invalid": "", self: ""} {
+		if got := RemoteHost(host); got != want {
+			t.Errorf("RemoteHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
