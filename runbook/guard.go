@@ -27,6 +27,9 @@ import (
 	"time"
 )
 
+// guardExe is the guard's executable: this one (a test makes it fail).
+var guardExe = os.Executable
+
 // guardEnv, when set, makes this process a server's guard.
 const guardEnv = "ASRPROF_SERVER_GUARD"
 
@@ -79,16 +82,16 @@ func guardMain(in io.Reader) int {
 	return 0
 }
 
-// startGuard starts s's guard; it returns the pipe's write end, nil when
-// the guard could not start (the server then runs unguarded, as before).
-func startGuard(s *Server, grace time.Duration) io.WriteCloser {
-	exe, err := os.Executable()
+// startGuard starts s's guard and returns the pipe's write end; on an
+// error the server runs unguarded, as before there were guards.
+func startGuard(s *Server, grace time.Duration) (io.WriteCloser, error) {
+	exe, err := guardExe()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	spec, err := json.Marshal(guardSpec{PID: s.PID, Log: s.LogPath, Grace: grace, Secrets: s.secrets, Owner: os.Getpid()})
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"asrprof", fmt.Sprintf("(guard of server pid %d)", s.PID)} // what ps shows; the env decides
@@ -96,18 +99,18 @@ func startGuard(s *Server, grace time.Duration) io.WriteCloser {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := cmd.StdinPipe()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		return nil
+		return nil, err
 	}
 	go cmd.Wait() // reaped when it ends; it outlives asrprof only when asrprof dies first
 	if _, err := w.Write(append(spec, '\n')); err != nil {
 		w.Close()
-		return nil
+		return nil, err
 	}
-	return w
+	return w, nil
 }
 
 // releaseGuard tells the guard that Stop is done.

@@ -152,6 +152,8 @@ type Server struct {
 	PID     int // also the process group id
 	LogPath string
 	Started time.Time
+	// GuardErr: the guard (guard.go) did not start; nil when it did.
+	GuardErr error
 
 	log     *os.File
 	secrets []string       // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
@@ -188,7 +190,9 @@ func StartServer(argv, env []string, logPath string, grace time.Duration) (*Serv
 		s.waitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	s.guard = startGuard(s, grace)
+	if s.guard, err = startGuard(s, grace); err != nil {
+		s.GuardErr = fmt.Errorf("its guard did not start (%v): if asrprof is killed, the server keeps running", err)
+	}
 	return s, nil
 }
 

@@ -183,6 +183,22 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 	}
 }
 
+// A guard that cannot start is said, on the progress and in the run's
+// notes: the server then runs unguarded.
+func TestGuardThatDidNotStart(t *testing.T) {
+	defer func(f func() (string, error)) { guardExe = f }(guardExe)
+	guardExe = func() (string, error) { return "", errors.New("no executable (test)") }
+	port := fakeasr.FreePort(t)
+	plan, _ := ParseRuns("1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK}))
+	cfg := testConfig(t, port, plan)
+	cfg.Capture.Quiet = false // the progress
+	rep, out, err := runbookRun(t, cfg)
+	const want = "its guard did not start (no executable (test)): if asrprof is killed, the server keeps running"
+	if err != nil || rep == nil || len(rep.Runs) != 1 || !slices.Contains(rep.Runs[0].Notes, want) || !strings.Contains(out, want) {
+		t.Fatalf("err %v; want the note %q in the run and the progress\n%+v\n%s", err, want, rep, out)
+	}
+}
+
 func TestServerExitsDuringStartup(t *testing.T) {
 	port := fakeasr.FreePort(t)
 	const key = "startup-key-77"

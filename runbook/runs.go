@@ -414,6 +414,10 @@ func runOne(ctx context.Context, cfg *Config, capCfg capture.Config, spec RunSpe
 		rec.StartUnixNs = srv.Started.UnixNano()
 		health := HealthURL(cfg.Capture.Target, lc.HealthURL)
 		fmt.Fprintf(progress, "server pid %d started: %s; waiting up to %s for %s\n", srv.PID, spec.Server.Shown().Command, lc.StartupTimeout, health)
+		if srv.GuardErr != nil {
+			fmt.Fprintf(progress, "server pid %d: %v\n", srv.PID, srv.GuardErr)
+			rec.Notes = append(rec.Notes, srv.GuardErr.Error())
+		}
 		if err := srv.WaitHealthy(ctx, health, lc.StartupTimeout); err != nil {
 			rec, err = fail(err)
 			if ctx.Err() != nil {
