@@ -201,20 +201,21 @@ func (s *probeSet) bpfReport(say func(string)) map[string]any {
 
 // resolvePID finds the target's process: an explicit pid, or the process
 // listening on the target URL's port when the target is on this machine.
-func resolvePID(pid int, target string) (int, string) {
+// remote is the target's host when it is another machine (RemoteHost).
+func resolvePID(pid int, target string) (_ int, how, remote string) {
 	if pid > 0 {
-		return pid, fmt.Sprintf("pid %d (from --pid)", pid)
+		return pid, fmt.Sprintf("pid %d (from --pid)", pid), ""
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return 0, bundle.PIDUnknown + ": " + err.Error()
+		return 0, bundle.PIDUnknown + ": " + err.Error(), ""
 	}
 	if host := doctor.RemoteHost(u.Hostname()); host != "" {
-		return 0, bundle.PIDUnknown + ": " + host + " is not this machine (give --pid)"
+		return 0, bundle.PIDUnknown + ": " + host + " is not this machine (give --pid)", host
 	}
 	port, err := doctor.TargetPort(target)
 	if err != nil {
-		return 0, bundle.PIDUnknown + ": " + err.Error()
+		return 0, bundle.PIDUnknown + ": " + err.Error(), ""
 	}
 	p, err := proctree.FindListener(port)
 	if err != nil {
@@ -222,9 +223,9 @@ func resolvePID(pid int, target string) (int, string) {
 		if hint := proctree.PortHint(port); hint != "" {
 			how += "; " + hint
 		}
-		return 0, how
+		return 0, how, ""
 	}
-	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port)
+	return p, fmt.Sprintf("pid %d (listening on port %d)", p, port), ""
 }
 
 // startProbes finds the target's process and starts each probe on it;
@@ -242,19 +243,17 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 		return set
 	}
 	cfg, say := k.cfg, k.say
-	pid, how := resolvePID(cfg.PID, cfg.Target)
+	pid, how, host := resolvePID(cfg.PID, cfg.Target)
 	if len(cfg.Agents) > 0 {
-		pid, how = 0, "found by each agent on its host (--agent)"
+		pid, how, host = 0, "found by each agent on its host (--agent)", ""
 	}
 	k.note("target: " + how)
 	set.pid = pid
 	// A server on another machine: this machine's GPUs are not its GPUs,
 	// and samples of them would stand as the server's in every table.
 	remote := ""
-	if u, err := url.Parse(cfg.Target); err == nil && cfg.PID <= 0 && len(cfg.Agents) == 0 && cfg.autoProbes() {
-		if h := doctor.RemoteHost(u.Hostname()); h != "" {
-			remote = h + " is not this machine, so these GPUs are not the server's; --agent URL runs the probes on its host, --probes gpu samples these anyway"
-		}
+	if host != "" && cfg.autoProbes() {
+		remote = host + " is not this machine, so these GPUs are not the server's; --agent URL runs the probes on its host, --probes gpu samples these anyway"
 	}
 	t := probe.Target{PID: pid} // the probes follow its descendants (watch.Pids)
 	for i := 0; i < len(ps); i++ {

@@ -225,18 +225,7 @@ func TestInterruptAnalyze(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd = asrprof("analyze", dir, pipe)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	time.Sleep(time.Second)
-	cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-done:
-		t.Fatalf("the first Ctrl-C ended a command blocked on a named pipe (%v): the test no longer blocks it", err)
-	case <-time.After(time.Second):
-	}
+	done := outlivesSignal(t, cmd, os.Interrupt, "the first Ctrl-C ended a command blocked on a named pipe: the test no longer blocks it")
 	cmd.Process.Signal(os.Interrupt)
 	select {
 	case err := <-done:
@@ -405,22 +394,30 @@ func TestHangup(t *testing.T) {
 	}
 	nohup := exec.Command("nohup", os.Args[0], "analyze", dir, loop)
 	nohup.Env = asrprof().Env
-	if err := nohup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- nohup.Wait() }()
-	time.Sleep(time.Second)
-	nohup.Process.Signal(syscall.SIGHUP)
-	select {
-	case err := <-done:
-		t.Fatalf("a SIGHUP that nohup ignores ended the command: %v", err)
-	case <-time.After(time.Second):
-	}
+	done := outlivesSignal(t, nohup, syscall.SIGHUP, "a SIGHUP that nohup ignores ended the command")
 	nohup.Process.Signal(os.Interrupt)
 	if err := <-done; err == nil || err.(*exec.ExitError).ExitCode() != exitInterrupted {
 		t.Errorf("Ctrl-C under nohup: %v, want exit %d", err, exitInterrupted)
 	}
+}
+
+// outlivesSignal starts cmd, sends it sig a second later and fails with
+// why when cmd ends within the next second; it returns cmd's Wait.
+func outlivesSignal(t *testing.T, cmd *exec.Cmd, sig os.Signal, why string) <-chan error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	time.Sleep(time.Second)
+	cmd.Process.Signal(sig)
+	select {
+	case err := <-done:
+		t.Fatalf("%s (%v)", why, err)
+	case <-time.After(time.Second):
+	}
+	return done
 }
 
 // waitRequests waits, 10 s at most, until the requests file at path has n
