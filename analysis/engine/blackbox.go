@@ -184,7 +184,8 @@ type BlackBoxLevel struct {
 	ShapeN int
 	// ServiceBusy is the busiest thread's on-CPU share of the service
 	// (host work and GPU wait spun on a CPU); GPUBusy NVML's
-	// utilization over the service windows (-1: no samples), on GPU.
+	// utilization over the time the server held requests, the union of
+	// their server times (-1: no samples), on GPU.
 	ServiceBusy float64
 	GPUBusy     float64
 	GPU         int
@@ -449,7 +450,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 		held       []interval // its requests' server times
 	}
 	per := map[int]*pacc{}
-	var svc []interval
+	var held []interval // every pass's server times, for NVML
 	byThread := map[int64]float64{}
 	var busy, svcTot float64
 	for j, r := range rs {
@@ -479,9 +480,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 			p.lo, p.hi = min(p.lo, end-int64(math.Round(q.LatencyS*1e9))), max(p.hi, end)
 			p.ends = append(p.ends, r)
 			p.held = append(p.held, interval{r.answer - r.server, r.answer})
-			if r.svcB > r.svcA {
-				svc = append(svc, interval{r.svcA, r.svcB})
-			}
+			held = append(held, interval{r.answer - r.server, r.answer})
 		}
 		d := q.States[bHost] + q.States[bGPUWait] + q.States[bRunnable] + q.States[bOffCPU] + q.States[bNoThread]
 		svcTot += d
@@ -561,9 +560,10 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	}
 	l.Groups.BatchMode = mode(batchSizes, true)
 	l.Shape, l.ShapeN = shapeOf(l)
-	// GPU busy over the services.
-	if len(in.GPU) > 0 && len(svc) > 0 {
-		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(svc))
+	// GPU busy over the time the server held requests: a batch's GPU work
+	// runs while its members wait, before any one's service alone begins.
+	if len(in.GPU) > 0 && len(held) > 0 {
+		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(held))
 	}
 	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
 		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")

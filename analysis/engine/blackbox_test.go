@@ -220,3 +220,46 @@ func TestBlackBoxEqualServicesNoBatch(t *testing.T) {
 		t.Errorf("shape %q %d, want at most 2 (parallelism %.2f)", l.Shape, l.ShapeN, l.Parallelism)
 	}
 }
+
+// A batch's GPU work runs while its members wait, before any one's service
+// alone begins: batches of four (60–120 ms alone each) take 300 ms, the GPU
+// 90 % busy over the first 180 ms and 10 % over the last 120 ms, which is
+// where every member's service alone lies. NVML over the time the server
+// held requests reads (180·90 + 120·10)/300 = 58 %; over the services
+// alone it read 10 % and named a GPU-bound batch host-bound.
+func TestBlackBoxGPUOverHeldTime(t *testing.T) {
+	alone := map[string]float64{"a": 60, "b": 80, "c": 100, "d": 120}
+	rows := []bbRow{}
+	t0 := 0.0
+	for _, s := range []string{"a", "b", "c", "d"} {
+		rows = append(rows, bbRow{"c1", s, t0, t0 + 5, t0 + 5 + alone[s], t0 + 6 + alone[s]})
+		t0 += 400
+	}
+	var gpu []bundle.GPURecord
+	for b := range ShapeBatchGroups {
+		t0 := 2000 + 400*float64(b)
+		for k, s := range []string{"a", "b", "c", "d"} {
+			fb := t0 + 305 + float64(k)
+			rows = append(rows, bbRow{"c4", s, t0, t0 + 5, fb, fb + 1})
+		}
+		for ms := 10.0; ms <= 400; ms += 10 { // one sample a 10 ms, at its period's end
+			u := 0.0
+			switch {
+			case ms <= 5:
+			case ms <= 185:
+				u = 90
+			case ms <= 305:
+				u = 10
+			}
+			gpu = append(gpu, bundle.GPURecord{GPUHead: bundle.GPUHead{TS: bbBase + int64((t0+ms)*1e6), Kind: "util"},
+				GPUUtil: &bundle.GPUUtil{UtilPct: u}})
+		}
+	}
+	in := bbInput(rows)
+	in.GPU = gpu
+	l := BlackBox(in).Levels[1]
+	if l.Shape != ShapeBatch {
+		t.Fatalf("c4 shape %q, want batches (groups %v)", l.Shape, l.Groups)
+	}
+	bbNear(t, "GPU busy", l.GPUBusy, 0.58, 0.02)
+}
