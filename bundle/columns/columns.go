@@ -194,12 +194,36 @@ func (s *Set) open() error {
 	if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
 		s.writeErr = err
 	}
-	hugeHeap(int(jsonlBytes(dir))) // the tables built or read from here on: at most about their sources' size
+	src := jsonlBytes(dir)
+	hugeHeap(int(src)) // the tables built or read from here on: at most about their sources' size
+	// Building from JSONL holds the heap to about the sources' size (their
+	// columns are a fraction of the text) until the tables are written.
+	var release func()
+	build := func() {
+		if release == nil && src >= minLimitBytes {
+			release = limitHeap(src)
+		}
+	}
+	defer func() {
+		if release == nil {
+			return
+		}
+		s.mu.Lock()
+		pending := slices.Clone(s.pending)
+		s.mu.Unlock()
+		go func() {
+			for _, ch := range pending {
+				<-ch
+			}
+			release()
+		}()
+	}()
 	// Requests first: every other table joins them.
 	requestsBuilt := false
 	if now, ok := current(dir, sources[RequestsTable]); ok {
 		s.hasReqs = true
 		if requestsBuilt = !s.fresh(RequestsTable, now); requestsBuilt {
+			build()
 			reqs, err := ReadRequestsJSONL(filepath.Join(dir, bundle.RequestsFile))
 			if err != nil {
 				return err
@@ -220,6 +244,7 @@ func (s *Set) open() error {
 	}
 	// Events and spans join the requests.
 	if now, ok := stale(EventsTable); ok {
+		build()
 		reqs, err := s.Requests()
 		var e *Events
 		if err == nil {

@@ -15,9 +15,12 @@ import (
 )
 
 // After hugeHeap, a large slice the tables would hold lands in heap that
-// the kernel may back with huge pages: past its first huge page boundary
-// (2 MiB in at most) its mapping carries the MADV_HUGEPAGE mark ("hg" in
-// /proc/self/smaps' VmFlags).
+// the kernel may back with huge pages: its mappings carry the
+// MADV_HUGEPAGE mark ("hg" in /proc/self/smaps' VmFlags). Not all of it
+// need: the slice may start in free heap just below hugeHeap's range (in
+// about 1 run of 10 it began 3 MiB lower), and the mark starts at the
+// range's first huge page boundary; so at least three quarters of it,
+// read every 4 MiB.
 func TestHugeHeapMarksTheHeap(t *testing.T) {
 	// hugeHeap acts only in a small heap: what the package's earlier
 	// tests left (96 MB of it made this test fail) is given back first,
@@ -25,13 +28,23 @@ func TestHugeHeapMarksTheHeap(t *testing.T) {
 	debug.FreeOSMemory()
 	hugeHeap(128 << 20)
 	b := make([]int64, 8<<20) // 64 MB: a column of 8 million rows
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + 4<<20
-	flags, err := vmFlags(addr)
-	if err != nil {
-		t.Fatal(err)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	var marked, read int
+	var last string
+	for off := uintptr(0); off < 64<<20; off += 4 << 20 {
+		flags, err := vmFlags(start + off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read++
+		if strings.Contains(" "+flags+" ", " hg ") {
+			marked++
+		} else {
+			last = fmt.Sprintf("%#x: %q", start+off, flags)
+		}
 	}
-	if !strings.Contains(" "+flags+" ", " hg ") {
-		t.Errorf("the slice at %#x lies in a mapping with VmFlags %q: no hg (MADV_HUGEPAGE)", addr, flags)
+	if 4*marked < 3*read {
+		t.Errorf("the slice at %#x: %d of %d places read lie in a mapping with the hg (MADV_HUGEPAGE) mark, want 3/4 or more; without it, %s", start, marked, read, last)
 	}
 	b[0] = 1
 }

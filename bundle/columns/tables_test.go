@@ -3,13 +3,17 @@ package columns
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/model"
 )
@@ -286,4 +290,54 @@ func TestReadRequestsJSONLChunks(t *testing.T) {
 	if _, err := ReadRequestsJSONL(p); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("requests.jsonl:%d: field \"id\": want a string", line)) {
 		t.Errorf("bad line %d: error %v", line, err)
 	}
+}
+
+// Open holds the limit while it builds a large bundle's tables from its
+// JSONL, until they are written; reading built tables sets none.
+func TestOpenLimitsTheHeapWhileBuilding(t *testing.T) {
+	old := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(old)
+	dir := t.TempDir()
+	cfg := fixture.Config{Format: fixture.SGLang, Levels: fixture.SweepLevels(true), RequestsPerPass: 5000, Seed: 9, NoClientSpans: true}
+	if _, err := fixture.Write(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n := jsonlBytes(dir); n < minLimitBytes {
+		t.Fatalf("the bundle's JSONL holds %d bytes, under the %d that get a limit", n, minLimitBytes)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	writing := len(s.pending)
+	s.mu.Unlock()
+	if got := debug.SetMemoryLimit(-1); writing == 0 || got == math.MaxInt64 || got > 2*jsonlBytes(dir) {
+		t.Errorf("right after Open, %d tables being written: limit %d, want about the JSONL's %d bytes", writing, got, jsonlBytes(dir))
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lifted := func() bool {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if debug.SetMemoryLimit(-1) == math.MaxInt64 {
+				return true
+			}
+		}
+		return false
+	}
+	if !lifted() {
+		t.Fatalf("the tables written: limit %d, want none", debug.SetMemoryLimit(-1))
+	}
+	if _, err := os.Stat(filepath.Join(dir, Dir, EventsTable)); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir) // the tables are fresh: read, not built
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("tables read, not built: limit %d, want none", got)
+	}
+	s.Wait()
 }
