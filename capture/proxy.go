@@ -19,6 +19,8 @@ import (
 	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bench/proxy"
 	"github.com/asrprof/asrprof/bundle"
+	"github.com/asrprof/asrprof/internal/guard"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
@@ -233,12 +235,21 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 		return info, false, fmt.Errorf("%w: starting %s: %v", ErrCommandFailed, cfg.Command[0], err)
 	}
 	say(fmt.Sprintf("proxy: started %s (pid %d, %s=%s)", strings.Join(secret.Args(cfg.Command), " "), cmd.Process.Pid, ProxyURLEnv, proxyURL))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Its guard stops it should asrprof be killed (internal/guard).
+	g, gerr := guard.Start(guard.Spec{PID: cmd.Process.Pid, What: "benchmark command", Grace: cfg.Grace})
+	if gerr != nil {
+		say(fmt.Sprintf("proxy: the command's guard did not start (%v): if asrprof is killed, the command keeps running", gerr))
+	}
+	defer g.Release()
+	exited := make(chan struct{})
 	var werr error
+	go func() {
+		werr = cmd.Wait()
+		close(exited)
+	}()
 	interrupted, stopped := false, ""
 	select {
-	case werr = <-done:
+	case <-exited:
 	case <-ctx.Done():
 		interrupted, stopped = true, "interrupted"
 	case <-timeout:
@@ -246,13 +257,18 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 	}
 	if stopped != "" {
 		say(fmt.Sprintf("proxy: stopping the benchmark command (%s)", stopped))
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case werr = <-done:
-		case <-time.After(cfg.Grace):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			werr = <-done
+		isExited := func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+				return false
+			}
 		}
+		if err := proctree.StopGroup(context.Background(), cmd.Process.Pid, cfg.Grace, isExited); err != nil {
+			say("proxy: " + err.Error())
+		}
+		<-exited
 		info["stopped"] = stopped
 	}
 	info["wall_s"] = time.Since(t0).Seconds()

@@ -1,7 +1,6 @@
 package runbook
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -12,15 +11,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/guard"
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/internal/secret"
 	"github.com/asrprof/asrprof/probe/doctor"
@@ -36,7 +34,7 @@ var (
 	// ErrPortBusy: something already answers on the target's port.
 	ErrPortBusy = errors.New("target port already answers")
 	// ErrStopFailed: processes of the server's group survived SIGKILL.
-	ErrStopFailed = errors.New("server processes survived the stop")
+	ErrStopFailed = proctree.ErrStopFailed
 	// ErrGPUBusy: GPU memory stayed above the limit after the server stopped.
 	ErrGPUBusy = errors.New("GPU memory not freed")
 	// ErrBadCommand: the server command cannot be split or run as given.
@@ -152,14 +150,14 @@ type Server struct {
 	PID     int // also the process group id
 	LogPath string
 	Started time.Time
-	// GuardErr: the guard (guard.go) did not start; nil when it did.
+	// GuardErr: the guard (internal/guard) did not start; nil when it did.
 	GuardErr error
 
 	log     *os.File
-	secrets []string       // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
-	guard   io.WriteCloser // the guard's pipe (guard.go); nil without one
-	exited  chan struct{}  // closed when the leader has been waited for; nil in the guard, whose child it is not
-	waitErr error          // valid after exited is closed
+	secrets []string      // credentials of its command and environment (secret.Values), scrubbed from the log at the stop
+	guard   *guard.Guard  // nil without one
+	exited  chan struct{} // closed when the leader has been waited for
+	waitErr error         // valid after exited is closed
 	stopped sync.Once
 	stopErr error
 }
@@ -190,7 +188,7 @@ func StartServer(argv, env []string, logPath string, grace time.Duration) (*Serv
 		s.waitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	if s.guard, err = startGuard(s, grace); err != nil {
+	if s.guard, err = guard.Start(guard.Spec{PID: s.PID, What: "server", Log: logPath, Grace: grace, Secrets: s.secrets}); err != nil {
 		s.GuardErr = fmt.Errorf("its guard did not start (%v): if asrprof is killed, the server keeps running", err)
 	}
 	return s, nil
@@ -198,10 +196,6 @@ func StartServer(argv, env []string, logPath string, grace time.Duration) (*Serv
 
 // Exited reports whether the server's leader process has exited.
 func (s *Server) Exited() bool {
-	if s.exited == nil {
-		_, live := liveStat("/proc", strconv.Itoa(s.PID))
-		return !live
-	}
 	select {
 	case <-s.exited:
 		return true
@@ -294,116 +288,12 @@ func (s *Server) LogTail(n int) string {
 // result.
 func (s *Server) Stop(ctx context.Context, grace time.Duration) error {
 	s.stopped.Do(func() {
-		s.stopErr = s.stop(ctx, grace)
-		s.scrubLog()
-		s.releaseGuard()
+		s.stopErr = proctree.StopGroup(ctx, s.PID, grace, s.Exited)
+		s.log.Close()
+		secret.ScrubFile(s.LogPath, s.secrets) // a server that logs its arguments (vLLM) logs its --api-key
+		s.guard.Release()
 	})
 	return s.stopErr
-}
-
-// scrubLog hides, in the server's log, the credentials its command line
-// and environment gave it (a server that logs its arguments, as vLLM logs
-// its non-default ones, logs its --api-key): what a bundle records keeps
-// no key (internal/secret). A log that cannot be read or written stays as
-// it is.
-func (s *Server) scrubLog() {
-	if len(s.secrets) == 0 {
-		return
-	}
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		return
-	}
-	if c := secret.Scrub(bytes.Clone(b), s.secrets); !bytes.Equal(c, b) {
-		_ = os.WriteFile(s.LogPath, c, 0o644)
-	}
-}
-
-func (s *Server) stop(ctx context.Context, grace time.Duration) error {
-	defer s.log.Close()
-	pgid := s.PID
-	// Descendants that called setsid are not in the group; remember them
-	// while the tree is still connected.
-	extra := []int{}
-	if !s.Exited() {
-		extra = proctree.Descendants(s.PID)
-	}
-	signal := func(sig syscall.Signal) {
-		_ = syscall.Kill(-pgid, sig)
-		for _, p := range extra {
-			_ = syscall.Kill(p, sig)
-		}
-	}
-	left := func() []int {
-		pids := groupMembers("/proc", pgid)
-		for _, p := range extra {
-			if _, ok := liveStat("/proc", strconv.Itoa(p)); ok && !slices.Contains(pids, p) {
-				pids = append(pids, p)
-			}
-		}
-		if !s.Exited() && !slices.Contains(pids, s.PID) {
-			pids = append(pids, s.PID)
-		}
-		sort.Ints(pids)
-		return pids
-	}
-	if len(left()) == 0 {
-		return nil
-	}
-	signal(syscall.SIGTERM)
-	if waitEmpty(ctx, grace, left) {
-		return nil
-	}
-	signal(syscall.SIGKILL)
-	if waitEmpty(context.WithoutCancel(ctx), 10*time.Second, left) {
-		return nil
-	}
-	return fmt.Errorf("%w: pids %v of group %d still run after SIGKILL", ErrStopFailed, left(), pgid)
-}
-
-// waitEmpty polls left until it is empty (true) or d passes or ctx ends.
-func waitEmpty(ctx context.Context, d time.Duration, left func() []int) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if len(left()) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// liveStat is the stat of process pid under procDir, and whether it
-// exists and is not a zombie.
-func liveStat(procDir, pid string) (proctree.Stat, bool) {
-	b, err := os.ReadFile(filepath.Join(procDir, pid, "stat"))
-	if err != nil {
-		return proctree.Stat{}, false
-	}
-	st, err := proctree.ParseStat(string(b))
-	return st, err == nil && st.State != 'Z' && st.State != 'X'
-}
-
-// groupMembers lists the live (non-zombie) processes under procDir whose
-// process group is pgid.
-func groupMembers(procDir string, pgid int) []int {
-	ents, err := os.ReadDir(procDir)
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := liveStat(procDir, e.Name()); ok && st.PGRP == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // HealthURL returns explicit, or target + "/health".

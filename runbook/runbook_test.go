@@ -20,6 +20,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/guard"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/model/summary"
 	"github.com/asrprof/asrprof/probe"
@@ -186,8 +187,8 @@ func TestRunsFreshServerPerRun(t *testing.T) {
 // A guard that cannot start is said, on the progress and in the run's
 // notes: the server then runs unguarded.
 func TestGuardThatDidNotStart(t *testing.T) {
-	defer func(f func() (string, error)) { guardExe = f }(guardExe)
-	guardExe = func() (string, error) { return "", errors.New("no executable (test)") }
+	defer func(f func() (string, error)) { guard.Exe = f }(guard.Exe)
+	guard.Exe = func() (string, error) { return "", errors.New("no executable (test)") }
 	port := fakeasr.FreePort(t)
 	plan, _ := ParseRuns("1", fakeServer(fakeasr.ProcessOptions{Port: port, Mode: fakeasr.ProcessOK}))
 	cfg := testConfig(t, port, plan)
@@ -423,22 +424,6 @@ func TestPlans(t *testing.T) {
 	}
 	if err != nil || strings.Join(got, ",") != "A-1=a,B-1=b,B-2=b,A-2=a,A-3=a,B-3=b" {
 		t.Errorf("ABBAAB: %v %v", got, err)
-	}
-}
-
-func TestGroupMembers(t *testing.T) {
-	dir := t.TempDir()
-	write := func(pid int, state string, pgrp int) {
-		os.MkdirAll(filepath.Join(dir, strconv.Itoa(pid)), 0o755)
-		os.WriteFile(filepath.Join(dir, strconv.Itoa(pid), "stat"), fmt.Appendf(nil, "%d (x) %s 1 %d %d 0 -1 4194560 0 0 0 0 1 2 0 0 20 0 1 0 1 1 1", pid, state, pgrp, pgrp), 0o644)
-	}
-	write(10, "S", 10)
-	write(11, "R", 10)
-	write(12, "Z", 10) // a zombie nobody reaped does not count
-	write(13, "S", 99)
-	os.MkdirAll(filepath.Join(dir, "self"), 0o755)
-	if got := fmt.Sprint(groupMembers(dir, 10)); got != "[10 11]" {
-		t.Errorf("members %s", got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -501,5 +502,58 @@ func TestCaptureProxyProbeRows(t *testing.T) {
 	}
 	if rows <= 0 {
 		t.Errorf("analyze cpu of a proxy capture with the proc probe: %d cpu rows, want some\n%s", rows, stdout)
+	}
+}
+
+// A capture --proxy killed with SIGKILL leaves no benchmark command
+// behind: its guard stops the command's group (the leader and a child,
+// both ignoring SIGTERM, after --grace) and says so on asrprof's stderr.
+// Before the guard both kept running.
+func TestKilledProxyCaptureGuardStopsTheCommand(t *testing.T) {
+	t.Parallel()
+	srv := fakeasr.NewServer(t, fakeasr.Config{Text: fakeasr.DefaultText})
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	script := `trap "" TERM; sh -c 'echo $$ >>` + pidFile + `; exec sleep 300' & echo $$ >>` + pidFile + `; wait`
+	errFile, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd := asrprof("capture", "--proxy", ":0", "--target", srv.URL, "--out", filepath.Join(dir, "b"), "--grace", "500ms",
+		"--", "bash", "-c", script)
+	cmd.Stderr = errFile // a file, not a pipe: the guard and the command hold it after asrprof is gone
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for deadline := time.Now().Add(20 * time.Second); len(pids) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(pidFile)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+	}
+	if len(pids) < 2 {
+		cmd.Process.Kill()
+		t.Fatalf("the command wrote pids %v, want its own and its child's", pids)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	var stderr []byte
+	for i := 0; i < 300 && !bytes.Contains(stderr, []byte("its guard stopped it")); i++ { // 15 s
+		time.Sleep(50 * time.Millisecond)
+		stderr, _ = os.ReadFile(errFile.Name())
+	}
+	if !bytes.Contains(stderr, []byte("ended without stopping this benchmark command")) || !bytes.Contains(stderr, []byte("its guard stopped it: stopped\n")) {
+		t.Errorf("stderr has no line of the guard's stop:\n%s", stderr)
+	}
+	for _, p := range pids {
+		if !fakeasr.Gone(p) {
+			fakeasr.Kill(p)
+			t.Errorf("pid %d of the benchmark command (it ignores SIGTERM) outlived asrprof's SIGKILL", p)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package secret
 
 import (
 	"bytes"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -119,4 +120,20 @@ func Scrub(b []byte, values []string) []byte {
 		b = bytes.ReplaceAll(b, []byte(v), []byte(Hidden))
 	}
 	return b
+}
+
+// ScrubFile hides values in the file at path (a server's log: a server
+// that logs its arguments, as vLLM logs its non-default ones, logs its
+// --api-key). A file that cannot be read or written stays as it is.
+func ScrubFile(path string, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	if c := Scrub(bytes.Clone(b), values); !bytes.Equal(c, b) {
+		_ = os.WriteFile(path, c, 0o644)
+	}
 }
