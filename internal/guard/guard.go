@@ -75,6 +75,9 @@ func Main(in io.Reader, stderr io.Writer) int {
 		return 0
 	}
 	exited := func() bool { _, live := proctree.LiveStat("/proc", g.PID); return !live } // not our child
+	if exited() && len(proctree.GroupMembers("/proc", g.PID)) == 0 {
+		return 0 // the group had ended: nothing to stop, nothing to say
+	}
 	err = proctree.StopGroup(context.Background(), g.PID, g.Grace, exited)
 	what := "stopped"
 	if err != nil {

@@ -66,6 +66,17 @@ func TestGuardMain(t *testing.T) {
 		t.Errorf("log:\n%s\nwant %q and no key", b, want)
 	}
 
+	// A group that had ended: nothing stopped, nothing said.
+	before, _ := os.ReadFile(log)
+	stderr.Reset()
+	in = spec(t, Spec{PID: gone.Process.Pid, What: "benchmark command", Owner: 7})
+	if code := Main(bytes.NewReader(in), &stderr); code != 0 || stderr.Len() > 0 {
+		t.Errorf("an ended group: exit %d, stderr %q, want nothing said", code, stderr.String())
+	}
+	if after, _ := os.ReadFile(log); !bytes.Equal(before, after) {
+		t.Errorf("an ended group: the log changed:\n%s", after)
+	}
+
 	stderr.Reset()
 	if code := Main(strings.NewReader("nonsense\n"), &stderr); code != 2 || !strings.Contains(stderr.String(), "bad spec") {
 		t.Errorf("a bad spec: exit %d, stderr %q", code, stderr.String())
