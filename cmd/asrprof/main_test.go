@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,7 +53,12 @@ func TestMain(m *testing.M) {
 
 func asrprof(args ...string) *exec.Cmd {
 	if len(args) > 0 && args[0] == "capture" {
-		args = append(args, "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none")
+		// Before a `--` (capture --proxy's command), not after it.
+		end := len(args)
+		if i := slices.Index(args, "--"); i > 0 {
+			end = i
+		}
+		args = slices.Concat(args[:end], []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, args[end:])
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")

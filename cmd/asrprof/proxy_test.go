@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/fakeasr"
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 )
@@ -511,6 +513,36 @@ func TestCaptureProxyProbeRows(t *testing.T) {
 // Before the guard both kept running.
 func TestKilledProxyCaptureGuardStopsTheCommand(t *testing.T) {
 	t.Parallel()
+	t.Run("kill", func(t *testing.T) {
+		t.Parallel()
+		killedProxyCapture(t, func(cmd *exec.Cmd) { cmd.Process.Kill() })
+	})
+	// `pkill -9 -f asrprof` (or `killall -9 asrprof`) kills every process
+	// whose name or command line holds "asrprof": the guard is named
+	// otherwise, so that it outlives the kill and stops the command. Here
+	// the kill reaches asrprof and its children alone, not other tests.
+	t.Run("pkill by name", func(t *testing.T) {
+		t.Parallel()
+		killedProxyCapture(t, func(cmd *exec.Cmd) {
+			for pid, ppid := range proctree.Parents() {
+				if ppid != cmd.Process.Pid {
+					continue
+				}
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				line, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if bytes.Contains(comm, []byte("asrprof")) || bytes.Contains(line, []byte("asrprof")) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			cmd.Process.Kill()
+		})
+	})
+}
+
+// killedProxyCapture starts `capture --proxy` of a command whose leader
+// and child ignore SIGTERM, kills asrprof with kill, and checks that the
+// guard stopped both and said so.
+func killedProxyCapture(t *testing.T, kill func(*exec.Cmd)) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Text: fakeasr.DefaultText})
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pids")
@@ -538,9 +570,11 @@ func TestKilledProxyCaptureGuardStopsTheCommand(t *testing.T) {
 	}
 	if len(pids) < 2 {
 		cmd.Process.Kill()
-		t.Fatalf("the command wrote pids %v, want its own and its child's", pids)
+		cmd.Wait()
+		stderr, _ := os.ReadFile(errFile.Name())
+		t.Fatalf("the command wrote pids %v, want its own and its child's; stderr:\n%s", pids, stderr)
 	}
-	cmd.Process.Kill()
+	kill(cmd)
 	cmd.Wait()
 	var stderr []byte
 	for i := 0; i < 300 && !bytes.Contains(stderr, []byte("its guard stopped it")); i++ { // 15 s

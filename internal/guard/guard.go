@@ -7,7 +7,9 @@
 // The guard is this executable re-executed with Env set, in a process
 // group of its own (a Ctrl-C at the terminal reaches asrprof, not it); the
 // init below turns that process into the guard before anything else of
-// the program runs. Its stdin is a pipe that only asrprof holds: a first
+// the program runs. Its name is Name, in ps and in /proc/PID/comm, so that
+// a kill by name (`pkill -9 asrprof`, `killall -9 asrprof`, `pkill -9 -f
+// asrprof`) ends asrprof and leaves the guard to stop the group. Its stdin is a pipe that only asrprof holds: a first
 // line with what to guard, then the byte done once asrprof has stopped the
 // group itself. End of file before that byte means asrprof is gone: the
 // guard stops the group as asrprof would (proctree.StopGroup), hides the
@@ -36,6 +38,9 @@ var Exe = os.Executable
 // Env, when set, makes this process a guard.
 const Env = "ASRPROF_GUARD"
 
+// Name is the guard's process name: not "asrprof", nor holding it.
+const Name = "asr-guard"
+
 const done = 'x'
 
 // Spec is what a guard stops. The secrets go through the pipe, not the
@@ -53,6 +58,7 @@ type Spec struct {
 
 func init() {
 	if os.Getenv(Env) != "" {
+		_ = os.WriteFile("/proc/self/comm", []byte(Name), 0) // the name kills match; argv is set by Start
 		os.Exit(Main(os.Stdin, os.Stderr))
 	}
 }
@@ -113,7 +119,7 @@ func Start(spec Spec) (*Guard, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Args = []string{"asrprof", fmt.Sprintf("(guard of %s pid %d)", spec.What, spec.PID)} // what ps shows; the env decides
+	cmd.Args = []string{Name, fmt.Sprintf("(of %s pid %d)", spec.What, spec.PID)} // what ps shows; the env decides
 	cmd.Env = append(os.Environ(), Env+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if spec.Log == "" {
