@@ -39,6 +39,9 @@ Knobs and what each one emulates:
   --backlog B  its listen backlog (5, as Python's http.server): a client
         whose SYN finds the accept queue full is answered a second later,
         after its SYN's retry (connection setup).
+  --accept-gap-ms G  accepts a connection at least G ms after the one
+        before, so that connections opened at once fill the backlog
+        whatever the machine's load (with --backlog: SYNs dropped for sure).
 Traps for the run's validity checks (docs/VALIDITY.md); each changes one
 thing a capture must notice about itself:
   --fail-all     every transcription POST is answered 404 with a message,
@@ -375,6 +378,15 @@ class Traps:
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     rcvbuf = 0
+    accept_gap = 0.0  # seconds
+    last_accept = 0.0
+
+    def get_request(self):
+        if self.accept_gap:
+            time.sleep(max(0.0, self.last_accept + self.accept_gap - time.monotonic()))
+        r = super().get_request()
+        self.last_accept = time.monotonic()
+        return r
 
     def server_bind(self):
         if self.rcvbuf:  # set before listen(): accepted sockets inherit it, and
@@ -483,6 +495,7 @@ def parse_args(argv):
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="a random 0..J ms more per generate")
     ap.add_argument("--seed", type=int, default=1, help="--jitter-ms's random seed")
     ap.add_argument("--backlog", type=int, default=5, help="the listen backlog (Python's http.server: 5)")
+    ap.add_argument("--accept-gap-ms", type=float, default=0.0, help="the least time between two accepts")
     ap.add_argument("--cotenant", type=int, default=0, help="busy processes on the server's CPU outside its tree")
     a = ap.parse_args(argv)
     if not 0 <= a.port <= 65535:
@@ -509,6 +522,7 @@ def main(argv):
         os.sched_setaffinity(0, {args.cpu})  # before any thread: all inherit it
     Server.rcvbuf = 8192 if args.upload_kbps else 0
     Server.request_queue_size = args.backlog
+    Server.accept_gap = args.accept_gap_ms / 1000.0
     if ":" in args.host:
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)
