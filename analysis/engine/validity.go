@@ -972,7 +972,6 @@ func (c *checker) otherProcesses() {
 // while its latency grew over the pass.
 func (c *checker) overload() {
 	ran := false
-	var over []string
 	for _, lv := range c.levels {
 		sc := c.scored(lv)
 		if len(sc) == 0 || sc[0].Rate <= 0 {
@@ -1004,7 +1003,6 @@ func (c *checker) overload() {
 		}
 		a, g := stats.Mean(achieved), stats.Mean(growth)
 		if a < OverloadAchieved*rate && g >= OverloadGrowth {
-			over = append(over, lv)
 			c.add(Finding{Check: CheckOverload, Severity: SeverityWarn, Level: lv, PassesAffected: len(achieved), PassesScored: len(sc),
 				Text: fmt.Sprintf("overloaded at %s: %.2f req/s achieved against %g offered, and the last third of requests took %.1f× the first third's latency: the queue grew all pass, so its latency measures the pass's length, not the server",
 					model.LevelLabel(lv), a, rate, g),

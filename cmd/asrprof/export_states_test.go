@@ -95,7 +95,6 @@ func TestExportPerfettoStates(t *testing.T) {
 	}
 	evs := readTrace(t, pf)
 	// The requests' parent slices (named by sample id) and their states.
-	type track struct{ pid, tid int }
 	parents := map[string]traceEvent{} // request id → its state parent
 	sum := map[string]float64{}        // request id → µs of states
 	var states []traceEvent

@@ -52,7 +52,7 @@ func putAttrs(m pcommon.Map, kvs []attribute.KeyValue) {
 		case attribute.FLOAT64:
 			m.PutDouble(k, a.Value.AsFloat64())
 		default:
-			m.PutStr(k, a.Value.Emit())
+			m.PutStr(k, a.Value.String())
 		}
 	}
 }
