@@ -528,9 +528,8 @@ func TestKilledProxyCaptureGuardStopsTheCommand(t *testing.T) {
 				if ppid != cmd.Process.Pid {
 					continue
 				}
-				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 				line, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				if bytes.Contains(comm, []byte("asrprof")) || bytes.Contains(line, []byte("asrprof")) {
+				if strings.Contains(proctree.Comm(pid, pid), "asrprof") || bytes.Contains(line, []byte("asrprof")) {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}

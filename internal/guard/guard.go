@@ -9,11 +9,12 @@
 // init below turns that process into the guard before anything else of
 // the program runs. Its name is Name, in ps and in /proc/PID/comm, so that
 // a kill by name (`pkill -9 asrprof`, `killall -9 asrprof`, `pkill -9 -f
-// asrprof`) ends asrprof and leaves the guard to stop the group. Its stdin is a pipe that only asrprof holds: a first
-// line with what to guard, then the byte done once asrprof has stopped the
-// group itself. End of file before that byte means asrprof is gone: the
-// guard stops the group as asrprof would (proctree.StopGroup), hides the
-// credentials in the log, and says so.
+// asrprof`) ends asrprof and leaves the guard to stop the group. Its stdin
+// is a pipe that only asrprof holds: a first line with what to guard, then
+// the byte done once asrprof has stopped the group itself. End of file
+// before that byte means asrprof is gone: the guard stops the group as
+// asrprof would (proctree.StopGroup), hides the credentials in the log,
+// and says so.
 package guard
 
 import (
