@@ -275,7 +275,6 @@ done
     echo "$what: bottleneck, first two rows per level (level rank explains cause)"
     summarize "$what"
     sed 's/^/  /' "$OUTDIR/$what-nvml.txt" 2>/dev/null
-    grep -A3 -m1 '^level' "$OUTDIR/$what-bottleneck.txt" 2>/dev/null | sed 's/^/  /' | cut -c1-300
   done
 } | tee "$OUTDIR/summary.txt"
 

@@ -66,6 +66,13 @@ func TestVerdict(t *testing.T) {
 	if _, _, ok := Verdict(g, "c=64", 3); ok {
 		t.Error("rank 3 found")
 	}
+	// a long cause is a footnote of the text table
+	long := "level  rank  cause  explains  evidence\n" +
+		"c=16      1  → c=16 #1      74 %  → c=16 #1\n" +
+		"evidence:\n  c=16 #1: requests wait\ncause:\n  c=16 #1: answered in groups of up to 14\n"
+	if c, _, ok := Verdict(long, "c=16", 1); !ok || c != "answered in groups of up to 14" {
+		t.Errorf("footnoted rank 1: %q %v", c, ok)
+	}
 	if m := Masked(g, "c=64"); len(m) != 1 || m[0] != "busy thread" {
 		t.Errorf("masked %q", m)
 	}

@@ -75,9 +75,31 @@ func Verdict(golden, level string, rank int) (cause string, masked, found bool) 
 		if i := strings.Index(rest, "  "); i >= 0 {
 			rest = rest[:i]
 		}
+		if key, ok := strings.CutPrefix(rest, "→ "); ok {
+			rest = footnote(golden, "cause:", key)
+		}
 		return rest, false, true
 	}
 	return "", false, false
+}
+
+// footnote is the text of "  key: text" under the first line block of a
+// golden's diagnosis (a long cell the text table prints as "→ key").
+func footnote(golden, block, key string) string {
+	in := false
+	for _, l := range strings.Split(golden, "\n") {
+		if strings.HasPrefix(l, "Advice per level") {
+			break
+		}
+		if !strings.HasPrefix(l, "  ") {
+			in = l == block
+			continue
+		}
+		if text, ok := strings.CutPrefix(l, "  "+key+": "); ok && in {
+			return text
+		}
+	}
+	return "→ " + key
 }
 
 // Masked lists the causes a golden masks at a level ("[not asserted: CAUSE, …").
