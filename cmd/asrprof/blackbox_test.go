@@ -24,6 +24,7 @@ type blackBoxCase struct {
 	samples              int
 	want, also           map[string]string
 	extra                []string // more capture flags
+	never                string   // what the bottleneck table must not say
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -55,6 +56,12 @@ func TestBlackBoxIdleServers(t *testing.T) {
 		// groups; seen on the device with a Transformers batch (docs/GPU.md)
 		{name: "batch_paced", server: "--mode batch --max-batch 8 --batch-wait-ms 30 --work sleep --service-ms 30 --per-item-ms 40", levels: "1,8", samples: 16,
 			want: map[string]string{"c1": "idle server", "c8": "answered in groups of up to"}},
+		// the same with no fixed part: a batch of k takes k times one
+		// served alone, so groups of 8 come at the pace of one. Their
+		// advice is not a serial server's "serve requests in parallel"
+		// (seen on the device with a float32 batch, docs/GPU.md)
+		{name: "batch_paced_one", server: "--mode batch --max-batch 8 --batch-wait-ms 30 --work sleep --service-ms 0 --per-item-ms 60", levels: "1,8", samples: 16,
+			want: map[string]string{"c1": "idle server", "c8": "answered in groups of up to"}, never: "serve requests in parallel"},
 		// a listen backlog of 2 at c=8: the first pass's new connections
 		// beyond it wait a second for their SYN's retry; 20 ms services,
 		// so that one such second outweighs them. Accepts 100 ms apart
@@ -207,6 +214,9 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 				t.Errorf("%s at %s: %q is not among the causes %q\n%s", tc.name, lv, w, c, text)
 			}
 		}
+	}
+	if tc.never != "" && strings.Contains(text, tc.never) {
+		t.Errorf("%s says %q\n%s", tc.name, tc.never, text)
 	}
 	if !strings.Contains(text, "stands on the client's clock") {
 		t.Errorf("%s: the evidence does not say what it stands on\n%s", tc.name, text)
