@@ -189,6 +189,15 @@ type BlackBoxLevel struct {
 	ServiceBusy float64
 	GPUBusy     float64
 	GPU         int
+	// CoresHeld is the server's threads' on-CPU time over the time it
+	// held requests, in cores; Overlap the share of that time that fell
+	// in windows of TurnWindowMs where together they ran more than a
+	// core; TurnThreads the threads with TurnShare of it or more. Two or
+	// more threads on about one core with next to no overlap take turns
+	// (Python's GIL, a lock): a serving thread off-CPU then waits for its
+	// turn, not for something outside the host.
+	CoresHeld, Overlap float64
+	TurnThreads        int
 	// Threads names the threads that served (by share of the service).
 	Threads []string
 }
@@ -383,7 +392,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		names[th.tid] = th.name
 	}
 	for _, lv := range in.Levels {
-		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names))
+		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names, ths))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
@@ -438,7 +447,7 @@ func sharedTimes(rs []bbReq) []int64 {
 }
 
 // bbLevel is level lv's row.
-func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string) BlackBoxLevel {
+func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string, ths []*thread) BlackBoxLevel {
 	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
 	var lat float64
 	var states [][]float64 // each request's
@@ -565,6 +574,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	if len(in.GPU) > 0 && len(held) > 0 {
 		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(held))
 	}
+	l.CoresHeld, l.Overlap, l.TurnThreads = cpuOver(ths, merge(held))
 	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
 		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")
 	}
@@ -607,6 +617,61 @@ func shapeOf(l BlackBoxLevel) (string, int) {
 		return ShapeOne, 1
 	}
 	return ShapeAtMost, int(math.Round(l.Parallelism))
+}
+
+// TurnWindowMs and TurnShare: see BlackBoxLevel.CoresHeld.
+const (
+	TurnWindowMs = 20
+	TurnShare    = 0.1
+)
+
+// cpuOver is the threads' on-CPU time over u (merged) in cores, the
+// share of it in windows of TurnWindowMs where together they ran more
+// than one core, and the threads with TurnShare of it or more.
+func cpuOver(ths []*thread, u []interval) (cores, overlap float64, turns int) {
+	const w = TurnWindowMs * int64(1e6)
+	var held int64
+	var wins []interval
+	for _, iv := range u {
+		held += iv.b - iv.a
+		for a := iv.a; a < iv.b; a += w {
+			wins = append(wins, interval{a, min(a+w, iv.b)})
+		}
+	}
+	if held == 0 || len(ths) == 0 {
+		return 0, 0, 0
+	}
+	sum := make([]float64, len(wins))
+	per := make([]float64, len(ths))
+	var tot float64
+	for i, th := range ths {
+		var on float64
+		for _, iv := range u {
+			on += th.integrate(iv.a, iv.b).on
+		}
+		if on <= 0 {
+			continue // asleep throughout: no window to read
+		}
+		for k, iv := range wins {
+			on := th.integrate(iv.a, iv.b).on
+			sum[k] += on
+			per[i] += on
+		}
+		tot += per[i]
+	}
+	if tot <= 0 {
+		return 0, 0, 0
+	}
+	var over float64
+	for k, iv := range wins {
+		over += max(0, sum[k]-float64(iv.b-iv.a))
+	}
+	for _, x := range per {
+		if x >= TurnShare*tot {
+			turns++
+		}
+	}
+	return tot / float64(held), over / tot, turns
 }
 
 // gpuOver is the busiest GPU's mean NVML utilization (0..1) over the

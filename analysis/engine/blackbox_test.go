@@ -263,3 +263,45 @@ func TestBlackBoxGPUOverHeldTime(t *testing.T) {
 	}
 	bbNear(t, "GPU busy", l.GPUBusy, 0.58, 0.02)
 }
+
+// Two threads that take turns on one core (each on a CPU every other
+// 10 ms bin) against two that run at once: over c2's held time (1005 to
+// 1305 ms) the first use one core with no overlap, the second two cores,
+// half of their time beyond the first core. Computed by hand.
+func TestBlackBoxThreadsTakingTurns(t *testing.T) {
+	rows := []bbRow{
+		{"c1", "a", 0, 5, 105, 106},
+		{"c1", "b", 200, 205, 405, 406},
+		{"c2", "a", 1000, 1005, 1105, 1106},
+		{"c2", "b", 1000, 1005, 1305, 1306},
+	}
+	bins := func(tid int, on func(k int) bool) bundle.ThreadBins {
+		us := make([]int, 40)
+		for k := range us {
+			if on(k) {
+				us[k] = 10_000
+			}
+		}
+		return bundle.ThreadBins{Level: "c2", Repeat: 1, PID: 7, TID: tid, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: us, RunqUs: make([]int, 40)}
+	}
+	for _, tc := range []struct {
+		name           string
+		b              func(k int) bool
+		cores, overlap float64
+	}{
+		{"turns", func(k int) bool { return k%2 == 1 }, 1, 0},
+		{"together", func(int) bool { return true }, 2, 0.5},
+	} {
+		in := bbInput(rows)
+		in.Bins = []bundle.ThreadBins{bins(8, func(k int) bool { return k%2 == 0 }), bins(9, tc.b)}
+		if tc.name == "together" {
+			in.Bins[0] = bins(8, tc.b)
+		}
+		l := BlackBox(in).Levels[1]
+		bbNear(t, tc.name+" cores", l.CoresHeld, tc.cores, 1e-9)
+		bbNear(t, tc.name+" overlap", l.Overlap, tc.overlap, 1e-9)
+		if l.TurnThreads != 2 {
+			t.Errorf("%s: %d threads with a tenth of the CPU time, want 2", tc.name, l.TurnThreads)
+		}
+	}
+}

@@ -23,8 +23,9 @@ type blackBoxCase struct {
 	rate                 bool
 	samples              int
 	want, also           map[string]string
-	extra                []string // more capture flags
-	never                string   // what the bottleneck table must not say
+	has                  map[string]string // level → what its verdict must contain
+	extra                []string          // more capture flags
+	never                string            // what the bottleneck table must not say
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -102,8 +103,18 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// pass (each sample's quickest server time stands for its own)
 		{name: "host_open_loop", server: "--mode serial --work host " + bbService, levels: "2,3", rate: true, samples: 6,
 			want: map[string]string{"r2": "host-bound", "r3": "host-bound"}},
+		// four worker threads whose work holds Python's GIL: one runs at a
+		// time, on one core of two. "its threads idle" was the name
+		// before: a thread waiting for the GIL sleeps. The threads share
+		// the core in 5 ms turns, so requests of equal work end together:
+		// "serves one request at a time" or "answered in groups … at the
+		// pace of one served alone" from run to run, both true
+		{name: "host_threads", server: "--mode cap --cap 4 --work host " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "its threads taking turns on one core"}, never: "its threads idle"},
+		// the two co-runners share the server's one CPU: its threads and
+		// theirs on one core, but runnable, not taking turns asleep
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}},
+			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}, never: "took turns"},
 	})
 }
 
@@ -201,6 +212,11 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 	for lv, want := range tc.want {
 		if c := got[lv]; len(c) == 0 || !strings.HasPrefix(c[0], want) {
 			t.Errorf("%s at %s: the verdict is %q, want %q first\n%s", tc.name, lv, c, want, text)
+		}
+	}
+	for lv, has := range tc.has {
+		if c := got[lv]; len(c) == 0 || !strings.Contains(c[0], has) {
+			t.Errorf("%s at %s: the verdict is %q, want it to say %q\n%s", tc.name, lv, c, has, text)
 		}
 	}
 	for lv, also := range tc.also {
