@@ -87,8 +87,12 @@ func validityTraps(t *testing.T, alone bool) {
 			text: "first-pass-slower regime: scored repeat 1"},
 		{name: "runaway", server: vService + " --runaway-ms 2500", load: c14, want: engine.CheckOutliers, severity: engine.SeverityWarn,
 			text: "dominates 2 of 2 scored passes"},
-		// one at a time, each service 60–360 ms: c=1 and c=2 serve alike
-		{name: "noisy", server: "--mode serial --work sleep --service-ms 60 --per-audio-ms 15 --jitter-ms 300", load: []string{"--concurrency", "1,2"},
+		// one at a time, each service 60–660 ms: c=1 and c=2 serve alike.
+		// The verdict's lead at c=2, quiet, 8 runs with 300 ms of jitter:
+		// +13.4 to +14.1 % [-4.0 to -2.1 %, …], 5 to 7 points under the
+		// 3 % tie, and resolved once in a run beside the black-box tests
+		// (+20 %); with 600 ms, 5 runs: [-9.0 to -6.2 %, …]
+		{name: "noisy", server: "--mode serial --work sleep --service-ms 60 --per-audio-ms 15 --jitter-ms 600", load: []string{"--concurrency", "1,2"},
 			want: engine.CheckSampleSize, severity: engine.SeverityWarn, text: "from c=1 to c=2"},
 		// about 2.5 requests/s served, 6/s offered
 		{name: "overload", server: "--mode serial --work sleep --service-ms 300 --per-audio-ms 15", load: []string{"--rate", "1,6"},
