@@ -86,6 +86,9 @@ func TestH200BlackBox(t *testing.T) {
 		// 2026-12-07, docs/GPU.md).
 		{bundle: "hf-gpubatch-fp32", first: map[string]string{"c1": "GPU-bound", "c16": "answered in groups of up to 14"},
 			never: "serve requests in parallel"},
+		// the same as an ordinary user (proc bins, no uprobes)
+		{bundle: "hf-gpubatch-fp32-user", first: map[string]string{"c1": "GPU-bound", "c16": "answered in groups of up to 12"},
+			never: "serve requests in parallel"},
 		// The whisper engine with its telemetry not taken, a cause known by
 		// construction (docs/GPU.md, "The engine with no telemetry taken"),
 		// as root and as an ordinary user (-user: no eBPF, no uprobes).
