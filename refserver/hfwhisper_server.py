@@ -28,6 +28,9 @@ builds the model, warms it up and then serves:
   --mode batch --max-batch N  the worker takes whatever is queued when it is
         free, up to N requests, stacks their features, runs ONE generate for
         them all and answers them all at the same moment.
+  --mode threads --workers N  N "generate" threads share the model, each
+        running one request's generate at a time: the naive threaded
+        server, whose Python decode loops take turns under the GIL.
 
 API: GET /health (503 until the model is built and warmed up, then 200),
 GET /v1/models, POST /v1/audio/transcriptions (multipart: file=WAV,
@@ -373,7 +376,7 @@ class ProfileWindow:
 
     def write(self, res):
         a = self.engine.args
-        res = dict(res, mode=a.mode, max_batch=a.max_batch if a.mode == "batch" else 1,
+        res = dict(res, mode=a.mode, max_batch=a.max_batch if a.mode == "batch" else 1, workers=a.workers if a.mode == "threads" else 1,
                    decode_tokens=a.decode_tokens, model=self.engine.model_id, device=self.engine.device)
         tmp = self.out + ".tmp"
         with open(tmp, "w") as f:
@@ -404,6 +407,7 @@ class Engine:
         self.model_id = "whisper-large-v3-random" if not args.tiny else "whisper-tiny-random"
         self.generates = self.served = 0  # generates run and requests answered, for /health
         self.generate_s = 0.0  # their wall time
+        self.count_lock = threading.Lock()  # the counts, from every worker
         self.pw = ProfileWindow(args, self) if args.profile_window else None
 
     def start(self):
@@ -573,13 +577,14 @@ class Engine:
             for r in batch:
                 r.error = "%s: %s" % (type(e).__name__, e)
         took = time.monotonic() - t0
-        self.generates += 1
-        self.served += len(batch)
-        self.generate_s += took
-        if self.pw is not None and self.pw.is_open:
-            self.pw.generates += 1
-            self.pw.requests += len(batch)
-            self.pw.generate_s += took
+        with self.count_lock:
+            self.generates += 1
+            self.served += len(batch)
+            self.generate_s += took
+            if self.pw is not None and self.pw.is_open:
+                self.pw.generates += 1
+                self.pw.requests += len(batch)
+                self.pw.generate_s += took
         for r in batch:  # answer all of a batch at the same moment
             r.done.set()
 
@@ -597,15 +602,24 @@ class Engine:
             self.pw.arm(self.ready_t)
         self.ready.set()
         log("ready")
-        n = self.args.max_batch if self.args.mode == "batch" else 1
+        if self.args.mode == "threads":
+            for _ in range(self.args.workers - 1):
+                threading.Thread(target=self.loop, args=(1, None), name="generate", daemon=True).start()
+        self.loop(self.args.max_batch if self.args.mode == "batch" else 1, self.pw)
+
+    def loop(self, n, pw):
+        """Serve from the queue, up to n requests a generate; pw, the
+        profile window, opens and closes between this thread's requests
+        (in --mode threads the others' generates run on meanwhile)."""
+        set_thread_name("generate")
         while True:
-            wait = self.pw.wait_s() if self.pw is not None else None
+            wait = pw.wait_s() if pw is not None else None
             try:
                 first = self.q.get(timeout=max(wait, 0.001)) if wait is not None else self.q.get()
             except queue.Empty:
                 first = None
-            if self.pw is not None:
-                self.pw.tick(first is None)  # opens or closes the window between requests
+            if pw is not None:
+                pw.tick(first is None)  # opens or closes the window between requests
             if first is None:
                 continue
             batch = [first]
@@ -708,8 +722,9 @@ def parse_args(argv):
                                  "stdlib HTTP server that emits nothing; see the top of this file.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    ap.add_argument("--mode", choices=("serial", "batch"), default="serial")
+    ap.add_argument("--mode", choices=("serial", "batch", "threads"), default="serial")
     ap.add_argument("--max-batch", type=int, default=8, help="--mode batch: requests per generate at most")
+    ap.add_argument("--workers", type=int, default=4, help="--mode threads: generate threads")
     ap.add_argument("--decode-tokens", type=int, default=64, help="tokens every generate decodes (exactly)")
     ap.add_argument("--tokens-per-audio-s", type=float, default=0,
                     help="decode this many tokens per second of a generate's longest audio instead (at least 8, "
@@ -731,6 +746,8 @@ def parse_args(argv):
         ap.error("--port must be in 0..65535")
     if a.max_batch < 1 or a.max_batch > 1024:
         ap.error("--max-batch must be in 1..1024")
+    if not 1 <= a.workers <= 64:
+        ap.error("--workers must be in 1..64")
     if not 1 <= a.decode_tokens <= 440:
         ap.error("--decode-tokens must be in 1..440 (448 decoder positions, the prompt included)")
     if a.dtype == "auto":

@@ -12,6 +12,9 @@
 #   gpubatch --mode batch --max-batch 16 --decode-tokens 2: the encoder's
 #            work on up to 16 clips and 2 decode steps a generate, so that
 #            the GPU, not the Python loop, binds
+#   threads  --mode threads --workers 4: four threads each running one
+#            request's generate on the shared model, their Python decode
+#            loops under one GIL
 #
 # and the project's whisper engine (refserver.py --engine whisper --model
 # MODEL, started by `asrprof capture --server-cmd`) with its telemetry not
@@ -261,6 +264,7 @@ for what in "$@"; do
     serial) run_case serial $((PORT + i)) --mode serial ;;
     batch) run_case batch $((PORT + i)) --mode batch --max-batch 8 ;;
     gpubatch) run_case gpubatch $((PORT + i)) --mode batch --max-batch 16 --decode-tokens 2 ;;
+    threads) run_case threads $((PORT + i)) --mode threads --workers 4 ;;
     engine-spin) engine_case "$what" $((PORT + i)) 1,8 --gpu-step-ms 60 ;;
     engine-host) engine_case "$what" $((PORT + i)) 8 --host-step-ms 8 ;;
     engine-fp32) engine_case "$what" $((PORT + i)) 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
