@@ -268,7 +268,7 @@ for what in "$@"; do
     engine-spin) engine_case "$what" $((PORT + i)) 1,8 --gpu-step-ms 60 ;;
     engine-host) engine_case "$what" $((PORT + i)) 8 --host-step-ms 8 ;;
     engine-fp32) engine_case "$what" $((PORT + i)) 64 --dtype float32 --max-running-requests 64 --cuda-graphs --prefill-batch 16 --tokens-per-second 30 ;;
-    *) die "unknown case $what (serial, batch, gpubatch, engine-spin, engine-host, engine-fp32)" ;;
+    *) die "unknown case $what (serial, batch, gpubatch, threads, engine-spin, engine-host, engine-fp32)" ;;
   esac
   i=$((i + 1))
 done
