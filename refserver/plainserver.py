@@ -25,6 +25,11 @@ Knobs and what each one emulates:
                  device; the limit is no resource of this host.
   --mode serial  one worker, FIFO queue: one request in service at a time.
   --mode cap --cap N       N workers: at most N requests in service.
+  --procs P      P processes share the listening socket (forked after it
+                 listens), each with the workers above and a GIL of its
+                 own: gunicorn's or uvicorn's --workers. A connection
+                 stays with the process that accepted it; the traps and
+                 /metrics count in each process apart.
   --mode batch --max-batch N  one worker takes up to N queued requests
         (waiting up to --batch-wait-ms for more), runs ONE generate costing
         service-ms + per-audio-ms x the longest audio (+ --per-item-ms x
@@ -478,6 +483,7 @@ def parse_args(argv):
                     help="host: busy loop holding the GIL; sleep: off-CPU wait")
     ap.add_argument("--mode", choices=("serial", "cap", "batch"), default="serial")
     ap.add_argument("--cap", type=int, default=1, help="workers in --mode cap")
+    ap.add_argument("--procs", type=int, default=1, help="processes sharing the listening socket")
     ap.add_argument("--max-batch", type=int, default=8, help="batch size limit in --mode batch")
     ap.add_argument("--batch-wait-ms", type=float, default=0.0, help="--mode batch: wait this long for a fuller batch")
     ap.add_argument("--per-item-ms", type=float, default=0.0, help="--mode batch: added cost per batch member")
@@ -505,8 +511,8 @@ def parse_args(argv):
               "runaway_ms", "jitter_ms", "cotenant"):
         if not 0 <= getattr(a, k) < 1e9:  # also rejects nan and inf
             ap.error("--%s must be a number >= 0" % k.replace("_", "-"))
-    if a.cap < 1 or a.max_batch < 1:
-        ap.error("--cap and --max-batch must be >= 1")
+    if a.cap < 1 or a.max_batch < 1 or a.procs < 1:
+        ap.error("--cap, --max-batch and --procs must be >= 1")
     if a.cap != 1 and a.mode != "cap":
         ap.error("--cap needs --mode cap")
     if a.cpu is None and (a.contend or a.cotenant):
@@ -526,15 +532,23 @@ def main(argv):
     if ":" in args.host:
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)
+    child = False
+    for _ in range(args.procs - 1):  # before any thread: a fork keeps only its caller
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: ends with the first
+            child = True
+            break
     server.args, server.engine, server.traps = args, Engine(args), Traps(args)
-    start_contenders(args.contend, args.cpu)
-    start_cotenants(args.cotenant, args.cpu)
+    if not child:
+        start_contenders(args.contend, args.cpu)
+        start_cotenants(args.cotenant, args.cpu)
 
     def on_term(signum, frame):
         raise SystemExit(0)
     signal.signal(signal.SIGTERM, on_term)
     host, port = server.server_address[:2]
-    print("plainserver: listening on http://%s:%d" % (host, port), flush=True)
+    if not child:
+        print("plainserver: listening on http://%s:%d" % (host, port), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

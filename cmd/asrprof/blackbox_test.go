@@ -111,6 +111,12 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// pace of one served alone" from run to run, both true
 		{name: "host_threads", server: "--mode cap --cap 4 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "its threads taking turns on one core"}, never: "its threads idle"},
+		// two processes, each serving one at a time with a GIL of its own:
+		// together more than a core (1.58 of 2, 37 % overlap in one run),
+		// so no turns; at c=4 host work and "at most 2 in service" took
+		// 50 % and 47 % of latency there, either may lead
+		{name: "host_procs", server: "--mode serial --procs 2 --work host " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "host-bound"}, also: map[string]string{"c4": "host-bound"}, never: "took turns"},
 		// the two co-runners share the server's one CPU: its threads and
 		// theirs on one core, but runnable, not taking turns asleep
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
