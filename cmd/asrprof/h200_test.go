@@ -86,6 +86,11 @@ func TestH200BlackBox(t *testing.T) {
 		// 2026-12-07, docs/GPU.md).
 		{bundle: "hf-gpubatch-fp32", first: map[string]string{"c1": "GPU-bound", "c16": "answered in groups of up to 14"},
 			never: "serve requests in parallel"},
+		// four threads each running a generate on the shared model: torch
+		// lets go of the GIL in its ops, so they ran 2.32 cores with 57 %
+		// overlap at c=4 and took no turns
+		{bundle: "hf-threads", first: map[string]string{"c1": "host-bound", "c4": "at most 2 in service, host-bound service"},
+			never: "took turns"},
 		// the same as an ordinary user (proc bins, no uprobes)
 		{bundle: "hf-gpubatch-fp32-user", first: map[string]string{"c1": "GPU-bound", "c16": "answered in groups of up to 12"},
 			never: "serve requests in parallel"},
