@@ -21,6 +21,10 @@ Knobs and what each one emulates:
                  thread has used that much CPU time: a host-bound server.
                  Waits for the CPU (--contend) or the GIL (--mode cap)
                  stretch it, as they would a real one.
+  --work native  generate hashes a buffer until its thread has used that
+                 much CPU time: native code that lets go of the GIL
+                 (hashlib over 64 KB at a time), so threads run in
+                 parallel on the host's cores, as torch's ops do.
   --work sleep   generate sleeps: the worker waits off-CPU as on an external
                  device; the limit is no resource of this host.
   --mode serial  one worker, FIFO queue: one request in service at a time.
@@ -82,6 +86,7 @@ import signal, socket, subprocess, sys, threading, time, wave  # noqa: E401
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL_ID = "plain-asr"
+NATIVE_BUF = bytes(65536)  # --work native: hashlib lets go of the GIL over 2 KB
 TEXT = "the quick brown fox"
 MAX_UPLOAD = 64 << 20
 PYTHON = "/usr/bin/python3"
@@ -170,6 +175,10 @@ class Engine:
             self.running += len(batch)
         if a.work == "sleep":
             time.sleep(cost)
+        elif a.work == "native":  # this thread's CPU time in C, without the GIL
+            end, h = time.thread_time() + cost, hashlib.sha256()
+            while time.thread_time() < end:
+                h.update(NATIVE_BUF)
         else:  # host: burn this thread's CPU time in Python, holding the GIL
             end, x = time.thread_time() + cost, 0
             while time.thread_time() < end:
@@ -479,8 +488,8 @@ def parse_args(argv):
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--service-ms", type=float, default=100.0, help="fixed cost of a generate")
     ap.add_argument("--per-audio-ms", type=float, default=0.0, help="added cost per audio second")
-    ap.add_argument("--work", choices=("host", "sleep"), default="host",
-                    help="host: busy loop holding the GIL; sleep: off-CPU wait")
+    ap.add_argument("--work", choices=("host", "native", "sleep"), default="host",
+                    help="host: busy loop holding the GIL; native: hashing without the GIL; sleep: off-CPU wait")
     ap.add_argument("--mode", choices=("serial", "cap", "batch"), default="serial")
     ap.add_argument("--cap", type=int, default=1, help="workers in --mode cap")
     ap.add_argument("--procs", type=int, default=1, help="processes sharing the listening socket")

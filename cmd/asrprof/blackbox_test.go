@@ -111,6 +111,12 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// pace of one served alone" from run to run, both true
 		{name: "host_threads", server: "--mode cap --cap 4 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "its threads taking turns on one core"}, never: "its threads idle"},
+		// four threads whose work lets go of the GIL (hashlib), on 2
+		// cores: 4 busy threads at a parallelism of 1.72, runnable 44 %
+		// of the service in one run. They share the CPU, not the
+		// interpreter, so the advice is cores, not processes
+		{name: "native_threads", server: "--mode cap --cap 4 --work native " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "threads in service at the pace of"}, never: "processes rather than threads"},
 		// two processes, each serving one at a time with a GIL of its own:
 		// together more than a core (1.58 of 2, 37 % overlap in one run),
 		// so no turns; at c=4 host work and "at most 2 in service" took
