@@ -93,6 +93,8 @@ func TestH200BlackBox(t *testing.T) {
 		// before: a cap of 2, which the server does not have
 		{bundle: "hf-threads", first: map[string]string{"c1": "host-bound", "c4": "4 threads in service at the pace of 1.7 served alone, host-bound service"},
 			never: "took turns"},
+		{bundle: "hf-threads-user", first: map[string]string{"c1": "host-bound", "c4": "4 threads in service at the pace of 1.9 served alone, host-bound service"},
+			never: "took turns"},
 		// the same as an ordinary user (proc bins, no uprobes)
 		{bundle: "hf-gpubatch-fp32-user", first: map[string]string{"c1": "GPU-bound", "c16": "answered in groups of up to 12"},
 			never: "serve requests in parallel"},
