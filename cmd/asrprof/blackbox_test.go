@@ -112,15 +112,15 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		{name: "host_threads", server: "--mode cap --cap 4 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "its threads taking turns on one core"}, never: "its threads idle"},
 		// four threads whose work lets go of the GIL (hashlib), on 2
-		// cores: 4 busy threads at a parallelism of 1.72, runnable 44 %
-		// of the service in one run. They share the CPU, not the
+		// cores: 4 busy threads at a parallelism of 1.92, runnable 46 %
+		// of the service in a quiet run. They share the CPU, not the
 		// interpreter, so the advice is cores, not processes
 		{name: "native_threads", server: "--mode cap --cap 4 --work native " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, has: map[string]string{"c4": "threads in service at the pace of"}, never: "processes rather than threads"},
 		// two processes, each serving one at a time with a GIL of its own:
-		// together more than a core (1.58 of 2, 37 % overlap in one run),
-		// so no turns; at c=4 host work and "at most 2 in service" took
-		// 50 % and 47 % of latency there, either may lead
+		// together more than a core (1.87 of 2, 47 % overlap in a quiet
+		// run), so no turns; at c=4 host work and "at most 2 in service"
+		// took 54 % and 44 % of latency there, either may lead
 		{name: "host_procs", server: "--mode serial --procs 2 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, also: map[string]string{"c4": "host-bound"}, never: "took turns"},
 		// the two co-runners share the server's one CPU: its threads and
