@@ -93,7 +93,15 @@ fi
     *) die "$PYTHON has no torch with CUDA or no transformers here (set PYTHON)" ;;
   esac
 mkdir -p "$OUTDIR" || die "cannot make $OUTDIR"
-[ -z "$AS_USER" ] || chmod 1777 "$OUTDIR"
+if [ -n "$AS_USER" ]; then
+  chmod 1777 "$OUTDIR"
+  # the user writes the bundles and the server its profile there: a folder
+  # under /root (the device's $OUT) is out of its reach
+  "${RUNAS[@]}" test -w "$OUTDIR" -a -x "$OUTDIR" ||
+    die "uid $AS_USER cannot write $OUTDIR (a parent is closed to it): set OUT to a folder it can reach, e.g. OUT=/tmp/bb, and copy the results back"
+  "${RUNAS[@]}" test -r "$ASRPROF" -a -r "$DATASET" ||
+    die "uid $AS_USER cannot read $ASRPROF or $DATASET: chmod -R a+rX the checkout"
+fi
 ulimit -l unlimited 2>/dev/null || true  # the cpu probe's otel engine wants it
 
 SERVER_PID=""
