@@ -191,13 +191,13 @@ type BlackBoxLevel struct {
 	GPU         int
 	// CoresHeld is the server's threads' on-CPU time over the time it
 	// held requests, in cores; Overlap the share of that time that fell
-	// in windows of TurnWindowMs where together they ran more than a
-	// core; TurnThreads the threads with TurnShare of it or more. Two or
+	// in windows of OverlapWindowMs where together they ran more than a
+	// core; BusyThreads the threads with BusyShare of it or more. Two or
 	// more threads on about one core with next to no overlap take turns
 	// (Python's GIL, a lock): a serving thread off-CPU then waits for its
 	// turn, not for something outside the host.
 	CoresHeld, Overlap float64
-	TurnThreads        int
+	BusyThreads        int
 	// Threads names the threads that served (by share of the service).
 	Threads []string
 }
@@ -574,7 +574,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 	if len(in.GPU) > 0 && len(held) > 0 {
 		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(held))
 	}
-	l.CoresHeld, l.Overlap, l.TurnThreads = cpuOver(ths, merge(held))
+	l.CoresHeld, l.Overlap, l.BusyThreads = cpuOver(ths, merge(held))
 	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
 		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")
 	}
@@ -619,17 +619,17 @@ func shapeOf(l BlackBoxLevel) (string, int) {
 	return ShapeAtMost, int(math.Round(l.Parallelism))
 }
 
-// TurnWindowMs and TurnShare: see BlackBoxLevel.CoresHeld.
+// OverlapWindowMs and BusyShare: see BlackBoxLevel.CoresHeld.
 const (
-	TurnWindowMs = 20
-	TurnShare    = 0.1
+	OverlapWindowMs = 20
+	BusyShare       = 0.1
 )
 
 // cpuOver is the threads' on-CPU time over u (merged) in cores, the
-// share of it in windows of TurnWindowMs where together they ran more
-// than one core, and the threads with TurnShare of it or more.
-func cpuOver(ths []*thread, u []interval) (cores, overlap float64, turns int) {
-	const w = TurnWindowMs * int64(1e6)
+// share of it in windows of OverlapWindowMs where together they ran more
+// than one core, and the threads with BusyShare of it or more.
+func cpuOver(ths []*thread, u []interval) (cores, overlap float64, busy int) {
+	const w = OverlapWindowMs * int64(1e6)
 	var held int64
 	var wins []interval
 	for _, iv := range u {
@@ -645,11 +645,11 @@ func cpuOver(ths []*thread, u []interval) (cores, overlap float64, turns int) {
 	per := make([]float64, len(ths))
 	var tot float64
 	for i, th := range ths {
-		var on float64
+		var all float64
 		for _, iv := range u {
-			on += th.integrate(iv.a, iv.b).on
+			all += th.integrate(iv.a, iv.b).on
 		}
-		if on <= 0 {
+		if all <= 0 {
 			continue // asleep throughout: no window to read
 		}
 		for k, iv := range wins {
@@ -667,11 +667,11 @@ func cpuOver(ths []*thread, u []interval) (cores, overlap float64, turns int) {
 		over += max(0, sum[k]-float64(iv.b-iv.a))
 	}
 	for _, x := range per {
-		if x >= TurnShare*tot {
-			turns++
+		if x >= BusyShare*tot {
+			busy++
 		}
 	}
-	return tot / float64(held), over / tot, turns
+	return tot / float64(held), over / tot, busy
 }
 
 // gpuOver is the busiest GPU's mean NVML utilization (0..1) over the

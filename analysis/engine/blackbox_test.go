@@ -300,8 +300,8 @@ func TestBlackBoxThreadsTakingTurns(t *testing.T) {
 		l := BlackBox(in).Levels[1]
 		bbNear(t, tc.name+" cores", l.CoresHeld, tc.cores, 1e-9)
 		bbNear(t, tc.name+" overlap", l.Overlap, tc.overlap, 1e-9)
-		if l.TurnThreads != 2 {
-			t.Errorf("%s: %d threads with a tenth of the CPU time, want 2", tc.name, l.TurnThreads)
+		if l.BusyThreads != 2 {
+			t.Errorf("%s: %d threads with a tenth of the CPU time, want 2", tc.name, l.BusyThreads)
 		}
 	}
 }
