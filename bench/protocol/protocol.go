@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -53,9 +54,7 @@ type Tracer interface {
 // setHeaders sets extra's headers in h, then job's X-Request-Id and
 // traceparent, each when set.
 func (job *Job) setHeaders(h http.Header, extra http.Header) {
-	for k, v := range extra {
-		h[k] = v
-	}
+	maps.Copy(h, extra)
 	if job.RequestID != "" {
 		h["X-Request-Id"] = []string{job.RequestID}
 	}
