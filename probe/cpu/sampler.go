@@ -115,11 +115,7 @@ func (s *Sampler) Unnamed() string { return s.sym.Unnamed() }
 // of each new process, so that one that exits before the period ends can
 // still be symbolized.
 func (s *Sampler) Watch(pids []int) error {
-	want := make(map[int]bool, len(pids))
-	for _, pid := range pids {
-		want[pid] = true
-	}
-	return bpf.Watch("", s.objs.Watch, s.pids, want, nil, s.sym.refreshMaps)
+	return bpf.Watch("", s.objs.Watch, s.pids, pids, nil, s.sym.refreshMaps)
 }
 
 // flip makes the BPF program fill the other buffer and returns the maps

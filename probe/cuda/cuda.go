@@ -235,10 +235,9 @@ func (p *Probe) libPaths() []string { return slices.Sorted(maps.Values(p.libs)) 
 // call. A process is scanned until it is seen to map the library (servers
 // load the driver when CUDA is first used).
 func (p *Probe) refreshLocked() error {
-	want := make(map[int]bool)
+	want := watch.Pids(p.target)
 	var errs []error
-	for _, pid := range watch.Pids(p.target) {
-		want[pid] = true
+	for _, pid := range want {
 		if p.cuda[pid] {
 			continue
 		}

@@ -125,20 +125,17 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 // refreshLocked brings the watch map up to date with the target's process
 // tree and seeds entries for threads that have not been switched yet.
 func (p *Probe) refreshLocked() error {
-	watched, want := make(map[int]bool), make(map[int]bool)
+	watched, want := make(map[int]bool), watch.Pids(p.target)
 	err := bpf.Each(p.objs.Watch, func(k uint32, _ uint8) {
 		watched[int(k)] = true
 		// Only the dead are dropped: a process reparented away from the
 		// tree, or forked too recently for /proc, stays watched.
 		if proctree.Alive(int(k)) {
-			want[int(k)] = true
+			want = append(want, int(k))
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("sched: reading watch map: %w", err)
-	}
-	for _, pid := range watch.Pids(p.target) {
-		want[pid] = true
 	}
 	added := false
 	err = bpf.Watch("sched: ", p.objs.Watch, watched, want, nil, func(int) { added = true })

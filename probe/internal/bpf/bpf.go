@@ -81,11 +81,15 @@ func ForgetThreads[K comparable, V any](name string, m *ebpf.Map, threads map[K]
 }
 
 // Watch brings m, a BPF map of watched processes (pid → 1), and watched,
-// the pids it holds, to want: it deletes the pids not wanted, then calls
-// unwatched (when set), and puts the new ones, then calls added (when
-// set). A pid whose update failed stays as it was; the errors are
-// "<prefix>unwatching <pid>: ..." and "<prefix>watching <pid>: ...".
-func Watch(prefix string, m *ebpf.Map, watched, want map[int]bool, unwatched, added func(pid int)) error {
+// the pids it holds, to pids (a pid may repeat): it deletes the pids not
+// wanted, then calls unwatched (when set), and puts the new ones, then
+// calls added (when set). A pid whose update failed stays as it was; the
+// errors are "<prefix>unwatching <pid>: ..." and "<prefix>watching <pid>: ...".
+func Watch(prefix string, m *ebpf.Map, watched map[int]bool, pids []int, unwatched, added func(pid int)) error {
+	want := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		want[pid] = true
+	}
 	var errs []error
 	for pid := range watched {
 		if want[pid] {

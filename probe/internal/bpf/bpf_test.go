@@ -89,10 +89,10 @@ func TestWatch(t *testing.T) {
 	var added, unwatched []int
 	add := func(pid int) { added = append(added, pid) }
 	unwatch := func(pid int) { unwatched = append(unwatched, pid) }
-	if err := Watch("p: ", m, watched, map[int]bool{1: true, 2: true}, unwatch, add); err != nil {
+	if err := Watch("p: ", m, watched, []int{1, 2}, unwatch, add); err != nil {
 		t.Fatal(err)
 	}
-	if err := Watch("p: ", m, watched, map[int]bool{2: true, 3: true}, unwatch, add); err != nil {
+	if err := Watch("p: ", m, watched, []int{2, 3, 2}, unwatch, add); err != nil {
 		t.Fatal(err)
 	}
 	if !maps.Equal(watched, map[int]bool{2: true, 3: true}) || len(added) != 3 || len(unwatched) != 1 || unwatched[0] != 1 {
@@ -105,7 +105,7 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	// The map is full: the new pid stays out, and the error says which.
-	err := Watch("p: ", m, watched, map[int]bool{2: true, 3: true, 4: true}, nil, nil)
+	err := Watch("p: ", m, watched, []int{2, 3, 4}, nil, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "p: watching 4: ") || watched[4] {
 		t.Errorf("Watch into a full map = %v, watched %v; want p: watching 4: ..., 4 not watched", err, watched)
 	}
