@@ -437,12 +437,10 @@ func Decide(f Facts) []Finding {
 		}
 		nv.Detail = fmt.Sprintf("driver %s, %d GPU(s): %s", f.GPU.Driver, len(f.GPU.Devices), strings.Join(gpus, ", "))
 	} else {
-		var nn *gpu.NoNVMLError
-		switch {
-		case errors.As(f.GPUErr, &nn):
+		if nn, ok := errors.AsType[*gpu.NoNVMLError](f.GPUErr); ok {
 			nv.Detail = nn.Reason
 			nv.Fix = "install the NVIDIA driver (it provides libnvidia-ml.so.1) or run on the GPU host; the gpu probe is skipped"
-		default:
+		} else {
 			nv.Detail = errText(f.GPUErr)
 			nv.Fix = "check nvidia-smi; the gpu probe is skipped"
 		}
@@ -480,8 +478,7 @@ func Decide(f Facts) []Finding {
 		case f.HealthErr != nil:
 			tg.Detail = "GET " + f.HealthURL + ": " + errText(f.HealthErr)
 			tg.Fix = "start the server or fix --target"
-			var ne net.Error
-			if errors.As(f.HealthErr, &ne) && ne.Timeout() {
+			if ne, ok := errors.AsType[net.Error](f.HealthErr); ok && ne.Timeout() {
 				tg.Fix = "the server did not answer in time: is it busy loading the model, or is --target the right host?"
 			}
 		default:
