@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -38,10 +39,7 @@ type BadEntry struct {
 func Preflight(ctx context.Context, ds *Dataset, workers int) (good []Sample, bad []BadEntry) {
 	n := len(ds.Samples)
 	reasons := make([][]string, n)
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, n)
+	workers = min(cmp.Or(max(workers, 0), runtime.GOMAXPROCS(0)), n)
 
 	next := make(chan int) // unbuffered: the feeder blocks until a worker is free
 	var wg sync.WaitGroup

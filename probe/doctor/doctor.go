@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,10 +133,7 @@ func Check(ctx context.Context, opts Options) []Finding {
 // Gather looks at this machine and the target. It does not fail: what
 // went wrong is recorded in Facts.
 func Gather(ctx context.Context, opts Options) Facts {
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 3 * time.Second
-	}
+	timeout := cmp.Or(max(opts.Timeout, 0), 3*time.Second)
 	var f Facts
 	f.EUID = os.Geteuid()
 	if b, err := os.ReadFile("/proc/self/status"); err != nil {

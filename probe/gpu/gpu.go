@@ -100,13 +100,8 @@ type Probe struct {
 
 // New returns a probe that does nothing until Start.
 func New(cfg Config) *Probe {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	cfg.Interval = min(cfg.Interval, MaxInterval)
-	if cfg.GPMWindow <= 0 {
-		cfg.GPMWindow = DefaultGPMWindow
-	}
+	cfg.Interval = min(cmp.Or(max(cfg.Interval, 0), DefaultInterval), MaxInterval)
+	cfg.GPMWindow = cmp.Or(max(cfg.GPMWindow, 0), DefaultGPMWindow)
 	return &Probe{cfg: cfg}
 }
 

@@ -145,9 +145,7 @@ type Probe struct {
 
 // New returns a probe that does nothing until Start.
 func New(cfg Config) *Probe {
-	if cfg.Hz <= 0 {
-		cfg.Hz = DefaultHz
-	}
+	cfg.Hz = cmp.Or(max(cfg.Hz, 0), DefaultHz)
 	p := &Probe{cfg: cfg}
 	p.loop = watch.NewLoop(&p.mu, time.Duration(float64(time.Second)/cfg.Hz), func() error {
 		p.sampleLocked(time.Since(p.treeAt) >= treeRefresh)

@@ -1,6 +1,7 @@
 package servermetrics
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,15 +121,9 @@ type Probe struct {
 
 // New returns a probe that does nothing until Start.
 func New(cfg Config) *Probe {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.MaxSeries <= 0 {
-		cfg.MaxSeries = DefaultMaxSeries
-	}
+	cfg.Interval = cmp.Or(max(cfg.Interval, 0), DefaultInterval)
+	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), DefaultTimeout)
+	cfg.MaxSeries = cmp.Or(max(cfg.MaxSeries, 0), DefaultMaxSeries)
 	return &Probe{cfg: cfg, kick: make(chan struct{}, 1), notify: make(chan struct{})}
 }
 
