@@ -365,11 +365,9 @@ func (p *Probe) Begin(pr probe.Period) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	base := map[*series]float64{}
-	if p.okTs != 0 {
-		for _, s := range p.series {
-			if s.cumulative && s.lastTs == p.okTs {
-				base[s] = s.last
-			}
+	for _, s := range p.series { // none before the first good scrape (okTs 0)
+		if s.cumulative && s.lastTs == p.okTs {
+			base[s] = s.last
 		}
 	}
 	p.cur = newPeriod(pr, p.okTs, base)
