@@ -51,7 +51,7 @@ func probeKinds() []probeKind {
 		{"sched", true, "per-thread CPU time, run-queue wait and switches (eBPF)",
 			func(*Config) probe.Probe { return sched.New() }},
 		{"cuda", true, "CUDA kernel and graph launches per thread, and time inside the driver's blocking calls\n          (synchronize, device-to-host copies) in 10 ms bins (uprobes on libcuda)",
-			func(*Config) probe.Probe { return cuda.New(cuda.Config{}) }},
+			func(*Config) probe.Probe { return cuda.New() }},
 		{"proc", false, "per-thread CPU time from /proc; in auto, started only where sched cannot run",
 			func(cfg *Config) probe.Probe { return proc.New(proc.Config{Hz: cfg.ProcHz}) }},
 		{"cores", false, "per-core time from /proc/stat and the busiest other processes, for the co-tenant check;\n" +

@@ -20,8 +20,8 @@ import (
 // blocking calls: one bundle.ThreadBins per thread and pass.
 const BinsFile = bundle.CUDABinsFile
 
-// DefaultSyncSymbols are the driver functions timed when
-// Config.SyncSymbols is empty: the calls that block the calling thread
+// DefaultSyncSymbols are the driver functions timed, their time binned
+// into cuda_bins.jsonl: the calls that block the calling thread
 // until the GPU has done something. cuMemcpyDtoH and cuMemcpy return only
 // once the copy has completed (the CUDA driver API's "API synchronization
 // behavior"); the Async copies are left out (they return at once for

@@ -30,17 +30,19 @@ import (
 // File is the bundle file the probe appends to.
 const File = bundle.CUDAFile
 
-// DefaultLibPattern is Config.LibPattern's default; DefaultRefresh is how
-// often the watched processes and their libraries are updated from the
-// target's process tree.
+// DefaultLibPattern is the shell pattern (path.Match) matched against the
+// base name of every file mapped by the target's processes to find the
+// CUDA driver library; DefaultRefresh is how often the watched processes
+// and their libraries are updated from the target's process tree.
 const (
 	DefaultLibPattern = "libcuda.so*"
 	DefaultRefresh    = 500 * time.Millisecond
 )
 
-// DefaultSymbols are the driver functions counted when Config.Symbols is
-// empty: kernel launches (cuLaunchKernelEx is what cuBLAS and recent
-// runtimes use) and CUDA-graph replays.
+// DefaultSymbols are the driver functions counted: kernel launches
+// (cuLaunchKernelEx is what cuBLAS and recent runtimes use) and CUDA-graph
+// replays. A symbol the library lacks is skipped; Start fails when it has
+// none of these and of DefaultSyncSymbols.
 var DefaultSymbols = []string{"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
 
 var (
@@ -49,28 +51,9 @@ var (
 	_ probe.Describer    = (*Probe)(nil)
 )
 
-// Config configures a Probe.
-type Config struct {
-	// LibPattern is a shell pattern (path.Match) matched against the base
-	// name of every file mapped by the target's processes to find the
-	// CUDA driver library (DefaultLibPattern when empty).
-	LibPattern string
-	// Symbols are the functions counted (DefaultSymbols when empty). A
-	// symbol the library lacks is skipped; Start fails when it has none of
-	// these and of SyncSymbols. The per-thread-stream variants
-	// (cuLaunchKernel_ptsz, ...) can be added here.
-	Symbols []string
-	// SyncSymbols are the blocking functions whose time is binned into
-	// cuda_bins.jsonl (DefaultSyncSymbols when empty); a symbol the library
-	// lacks is skipped.
-	SyncSymbols []string
-}
-
 // Probe counts CUDA driver calls per thread with uprobes. Create it with
 // New; it implements probe.Probe.
 type Probe struct {
-	cfg Config
-
 	mu      sync.Mutex // guards everything below after Start
 	objs    cudaObjects
 	links   []link.Link
@@ -92,15 +75,8 @@ type Probe struct {
 }
 
 // New returns a probe that does nothing until Start.
-func New(cfg Config) *Probe {
-	cfg.LibPattern = cmp.Or(cfg.LibPattern, DefaultLibPattern)
-	if len(cfg.Symbols) == 0 {
-		cfg.Symbols = DefaultSymbols
-	}
-	if len(cfg.SyncSymbols) == 0 {
-		cfg.SyncSymbols = DefaultSyncSymbols
-	}
-	p := &Probe{cfg: cfg}
+func New() *Probe {
+	p := &Probe{}
 	p.loop = watch.NewLoop(&p.mu, DefaultRefresh, p.refreshLocked)
 	return p
 }
@@ -163,20 +139,17 @@ func (p *Probe) libsOf(pid int) ([]lib, error) {
 		return nil, nil // gone
 	}
 	defer f.Close()
-	return findLibs(f, p.cfg.LibPattern)
+	return findLibs(f, DefaultLibPattern)
 }
 
 // Start finds the CUDA driver library in the target's processes, loads
 // the BPF program and attaches a uprobe to each function. It returns an
 // error wrapping probe.ErrNotSupported when t.PID is 0, no process of the
-// tree maps a library matching Config.LibPattern, or uprobes are not
+// tree maps a library matching DefaultLibPattern, or uprobes are not
 // permitted.
 func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err error) {
 	if t.PID <= 0 {
 		return fmt.Errorf("cuda: %w", probe.ErrNoPID)
-	}
-	if _, err := path.Match(p.cfg.LibPattern, ""); err != nil {
-		return fmt.Errorf("cuda: library pattern %q: %w", p.cfg.LibPattern, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -194,7 +167,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		found = found || len(libs) > 0
 	}
 	if !found {
-		return fmt.Errorf("cuda: no %s mapped by process %d or its descendants: %w", p.cfg.LibPattern, t.PID, probe.ErrNotSupported)
+		return fmt.Errorf("cuda: no %s mapped by process %d or its descendants: %w", DefaultLibPattern, t.PID, probe.ErrNotSupported)
 	}
 	if err := bpf.Load(&p.objs, loadCudaObjects, "BPF program"); err != nil {
 		return fmt.Errorf("cuda: %w", err)
@@ -213,7 +186,7 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 		return err
 	}
 	if len(p.links) == 0 {
-		return fmt.Errorf("cuda: none of %v found in %v: %w", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), p.libPaths(), probe.ErrNotSupported)
+		return fmt.Errorf("cuda: none of %v found in %v: %w", slices.Concat(DefaultSymbols, DefaultSyncSymbols), p.libPaths(), probe.ErrNotSupported)
 	}
 	if p.syncBase, err = p.syncStatsLocked(); err != nil {
 		return err
@@ -272,7 +245,7 @@ func (p *Probe) attachLocked(path string) error {
 		return fmt.Errorf("cuda: opening %s: %w", path, err)
 	}
 	before := p.nlaunch + p.nsync
-	for _, sym := range p.cfg.SyncSymbols {
+	for _, sym := range DefaultSyncSymbols {
 		// The return probe first: a call that enters between the two
 		// attachments then returns to no open entry and is skipped,
 		// instead of leaving an entry that never returns. (At Start the
@@ -292,7 +265,7 @@ func (p *Probe) attachLocked(path string) error {
 		p.links = append(p.links, l)
 		p.nsync++
 	}
-	for i, sym := range p.cfg.Symbols {
+	for i, sym := range DefaultSymbols {
 		l, err := ex.Uprobe(sym, p.objs.OnCall, &link.UprobeOptions{Cookie: uint64(i)})
 		if errors.Is(err, link.ErrNoSymbol) {
 			continue
@@ -304,7 +277,7 @@ func (p *Probe) attachLocked(path string) error {
 		p.nlaunch++
 	}
 	if p.nlaunch+p.nsync == before {
-		return fmt.Errorf("cuda: none of %v in %s", slices.Concat(p.cfg.Symbols, p.cfg.SyncSymbols), path)
+		return fmt.Errorf("cuda: none of %v in %s", slices.Concat(DefaultSymbols, DefaultSyncSymbols), path)
 	}
 	return nil
 }
@@ -399,7 +372,7 @@ func (p *Probe) End(ctx context.Context, per probe.Period) error {
 	if serr != nil {
 		return errors.Join(err, serr)
 	}
-	for _, r := range records(cur, p.base, p.cfg.Symbols, per) {
+	for _, r := range records(cur, p.base, DefaultSymbols, per) {
 		r.Name = cmp.Or(proctree.Comm(r.PID, r.TID), r.Name)
 		if werr := watch.Append(ctx, p.out, "cuda", File, r); werr != nil {
 			return errors.Join(err, werr)

@@ -18,7 +18,7 @@
 //	 "bin_ms":10,"sync_us":[...],"dropped_events"}
 //
 // sync_us[i] is the µs of bin i the thread spent inside one of
-// Config.SyncSymbols (DefaultSyncSymbols: cuStreamSynchronize,
+// DefaultSyncSymbols (cuStreamSynchronize,
 // cuCtxSynchronize, cuEventSynchronize, and the copies that return only
 // once done, cuMemcpyDtoH and cuMemcpy, with their _v2 and _ptsz/_ptds
 // names; all ten are exported by driver 580.159.04), spinning or asleep.
@@ -45,7 +45,7 @@
 // broken, not idle.
 //
 // How: the driver library is found in /proc/PID/maps of the target's
-// processes (base name matching Config.LibPattern, default libcuda.so*),
+// processes (base name matching DefaultLibPattern, libcuda.so*),
 // opened through /proc/PID/root (so a containerized server's driver is
 // found) and a uprobe is attached at the entry of each function, once
 // per library file: the kernel fires it in every process that maps that
@@ -59,8 +59,7 @@
 // between its fork and the next refresh, are not.
 //
 // A launch through the per-thread default stream goes to the _ptsz
-// variants (cuLaunchKernel_ptsz, ...), which are counted only when added
-// to Config.Symbols.
+// variants (cuLaunchKernel_ptsz, ...), which are not counted.
 //
 // Permissions: root (CAP_BPF, CAP_PERFMON, and reading the target's
 // /proc/PID/maps and root). Start returns an error wrapping

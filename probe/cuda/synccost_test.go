@@ -36,7 +36,7 @@ func benchRun(b *testing.B, bin string, calls, work int, probed bool) cost {
 	var p *Probe
 	per := probe.Period{Level: "bench", Repeat: 1}
 	if probed {
-		p = New(Config{})
+		p = New()
 		if err := p.Start(context.Background(), probe.Target{PID: a.pid}, &probetest.Sink{Dir: b.TempDir()}); err != nil {
 			b.Fatalf("starting the probe: %v", err)
 		}
