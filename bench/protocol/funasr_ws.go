@@ -48,7 +48,7 @@ type funasrMsg struct {
 
 func (f *funasr) rate() int { return 16000 }
 
-func (f *funasr) hello(ctx context.Context, s sender, job *Job) error {
+func (f *funasr) hello(ctx context.Context, s *websocket.Conn, job *Job) error {
 	msgs := []string{"START"}
 	if job.Language != "" {
 		msgs = append(msgs, "LANGUAGE:"+FunASRLanguage(job.Language))
@@ -80,13 +80,13 @@ func FunASRLanguage(code string) string {
 	return code
 }
 
-func (f *funasr) configure(context.Context, sender, *Job) error { return nil }
+func (f *funasr) configure(context.Context, *websocket.Conn, *Job) error { return nil }
 
 func (f *funasr) frame(pcm []byte) (websocket.MessageType, []byte) {
 	return websocket.MessageBinary, pcm
 }
 
-func (f *funasr) stop(ctx context.Context, s sender) error {
+func (f *funasr) stop(ctx context.Context, s *websocket.Conn) error {
 	return s.Write(ctx, websocket.MessageText, []byte("STOP"))
 }
 

@@ -115,7 +115,7 @@ func (v *rtMsg) errorCode() string {
 	return ""
 }
 
-func writeJSON(ctx context.Context, s sender, v any) error {
+func writeJSON(ctx context.Context, s *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func writeJSON(ctx context.Context, s sender, v any) error {
 // server is ready, and audio as input_audio_buffer.append with base64 PCM16.
 type jsonAudio struct{}
 
-func (jsonAudio) hello(context.Context, sender, *Job) error { return nil }
+func (jsonAudio) hello(context.Context, *websocket.Conn, *Job) error { return nil }
 
 func (jsonAudio) frame(pcm []byte) (websocket.MessageType, []byte) {
 	const head = `{"type":"input_audio_buffer.append","audio":"`
@@ -161,7 +161,7 @@ type openaiRT struct {
 
 func (o *openaiRT) rate() int { return 24000 }
 
-func (o *openaiRT) configure(ctx context.Context, s sender, job *Job) error {
+func (o *openaiRT) configure(ctx context.Context, s *websocket.Conn, job *Job) error {
 	tr := map[string]any{}
 	if job.Model != "" {
 		tr["model"] = job.Model
@@ -182,7 +182,7 @@ func (o *openaiRT) configure(ctx context.Context, s sender, job *Job) error {
 	})
 }
 
-func (o *openaiRT) stop(ctx context.Context, s sender) error {
+func (o *openaiRT) stop(ctx context.Context, s *websocket.Conn) error {
 	return writeJSON(ctx, s, map[string]string{"type": "input_audio_buffer.commit"})
 }
 
@@ -246,7 +246,7 @@ type vllmRT struct {
 
 func (d *vllmRT) rate() int { return 16000 }
 
-func (d *vllmRT) configure(ctx context.Context, s sender, job *Job) error {
+func (d *vllmRT) configure(ctx context.Context, s *websocket.Conn, job *Job) error {
 	u := map[string]any{"type": "session.update", "model": job.Model}
 	if job.Language != "" {
 		u["language"] = job.Language
@@ -258,7 +258,7 @@ func (d *vllmRT) configure(ctx context.Context, s sender, job *Job) error {
 	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit"})
 }
 
-func (d *vllmRT) stop(ctx context.Context, s sender) error {
+func (d *vllmRT) stop(ctx context.Context, s *websocket.Conn) error {
 	return writeJSON(ctx, s, map[string]any{"type": "input_audio_buffer.commit", "final": true})
 }
 
@@ -300,7 +300,7 @@ type sglangRT struct {
 
 func (d *sglangRT) rate() int { return 16000 }
 
-func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
+func (d *sglangRT) configure(ctx context.Context, s *websocket.Conn, job *Job) error {
 	sess := map[string]any{"input_audio_format": "pcm16"}
 	if job.Language != "" {
 		sess["language"] = job.Language
@@ -308,7 +308,7 @@ func (d *sglangRT) configure(ctx context.Context, s sender, job *Job) error {
 	return writeJSON(ctx, s, map[string]any{"type": "session.update", "session": sess})
 }
 
-func (d *sglangRT) stop(ctx context.Context, s sender) error {
+func (d *sglangRT) stop(ctx context.Context, s *websocket.Conn) error {
 	return writeJSON(ctx, s, map[string]any{"type": "transcription.done"})
 }
 

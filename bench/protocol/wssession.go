@@ -129,11 +129,6 @@ func dialectKind(err error) string {
 	return ""
 }
 
-// sender writes client messages on the session's connection.
-type sender interface {
-	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
-}
-
 // dialect is one realtime protocol's message vocabulary. Its methods are
 // called by one session at a time; handle and text are serialized by the
 // session's lock.
@@ -141,13 +136,13 @@ type dialect interface {
 	// rate is the audio sample rate the server expects (PCM16 mono).
 	rate() int
 	// hello runs right after the upgrade, before the server is ready.
-	hello(ctx context.Context, s sender, job *Job) error
+	hello(ctx context.Context, s *websocket.Conn, job *Job) error
 	// configure runs once the server said it is ready, before any audio.
-	configure(ctx context.Context, s sender, job *Job) error
+	configure(ctx context.Context, s *websocket.Conn, job *Job) error
 	// frame encodes one audio frame.
 	frame(pcm []byte) (websocket.MessageType, []byte)
 	// stop ends the input.
-	stop(ctx context.Context, s sender) error
+	stop(ctx context.Context, s *websocket.Conn) error
 	// handle reads one server message; stopped says whether stop was sent.
 	handle(typ websocket.MessageType, data []byte, stopped bool) (message, error)
 	// text is the transcript so far.
