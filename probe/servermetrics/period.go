@@ -78,12 +78,10 @@ func (pd *period) fold(f frame, inPass bool) {
 		if sv.s.cumulative {
 			if !a.init {
 				a.init = true
-				if b, ok := pd.base[sv.s]; ok {
-					a.prev, a.from = b, pd.baseTs
-				} else if pd.baseTs != 0 {
-					// Absent from the baseline scrape: a series that
+				if pd.baseTs != 0 {
+					// From the baseline scrape; a series absent from it
 					// appeared since, from zero.
-					a.prev, a.from = 0, pd.baseTs
+					a.prev, a.from = pd.base[sv.s], pd.baseTs
 				} else {
 					// No baseline at all: the first value is the base.
 					a.prev, a.from = v, f.ts
