@@ -125,34 +125,25 @@ func Value(vt nvml.ValueType, b [8]byte) (float64, bool) {
 func usToNs(us uint64) int64 { return int64(us) * 1000 }
 
 // Throttle reason bits (nvmlClocksEventReason*), named as in gpu.jsonl.
-var throttleNames = []struct {
-	bit  uint64
-	name string
-}{
-	{0x1, "gpu_idle"},
-	{0x2, "applications_clocks_setting"},
-	{0x4, "sw_power_cap"},
-	{0x8, "hw_slowdown"},
-	{0x10, "sync_boost"},
-	{0x20, "sw_thermal_slowdown"},
-	{0x40, "hw_thermal_slowdown"},
-	{0x80, "hw_power_brake_slowdown"},
-	{0x100, "display_clock_setting"},
+var throttleNames = map[uint64]string{
+	0x1:   "gpu_idle",
+	0x2:   "applications_clocks_setting",
+	0x4:   "sw_power_cap",
+	0x8:   "hw_slowdown",
+	0x10:  "sync_boost",
+	0x20:  "sw_thermal_slowdown",
+	0x40:  "hw_thermal_slowdown",
+	0x80:  "hw_power_brake_slowdown",
+	0x100: "display_clock_setting",
 }
 
 // ThrottleNames names the bits set in a clocks-event reasons mask. Unknown
 // bits are named by their hexadecimal value.
 func ThrottleNames(mask uint64) []string {
 	names := []string{}
-	for _, t := range throttleNames {
-		if mask&t.bit != 0 {
-			names = append(names, t.name)
-			mask &^= t.bit
-		}
-	}
 	for bit := uint64(1); mask != 0; bit <<= 1 {
 		if mask&bit != 0 {
-			names = append(names, fmt.Sprintf("0x%x", bit))
+			names = append(names, cmp.Or(throttleNames[bit], fmt.Sprintf("0x%x", bit)))
 			mask &^= bit
 		}
 	}
