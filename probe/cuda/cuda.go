@@ -64,7 +64,6 @@ type Probe struct {
 	out     probe.Sink
 	base    snapshot
 	loop    *watch.Loop // runs while the probe is started
-	loaded  bool
 
 	// The time bins (cuda_bins.jsonl): the binner its ring buffer's
 	// reader feeds, and the BPF counters at the start of the pass.
@@ -172,7 +171,6 @@ func (p *Probe) Start(ctx context.Context, t probe.Target, out probe.Sink) (err 
 	if err := bpf.Load(&p.objs, loadCudaObjects, "BPF program"); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
-	p.loaded = true
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.closeLocked())
@@ -392,11 +390,8 @@ func (p *Probe) Stop(ctx context.Context) error {
 }
 
 func (p *Probe) closeLocked() error {
-	if !p.loaded {
-		return nil
-	}
 	err := bpf.Close(p.links, p.bins, &p.objs)
-	p.links, p.objs, p.loaded = nil, cudaObjects{}, false
+	p.links, p.objs = nil, cudaObjects{}
 	p.nlaunch, p.nsync = 0, 0
 	return err
 }
