@@ -162,7 +162,7 @@ func Gather(ctx context.Context, opts Options) Facts {
 		f.MemlockCur, f.MemlockMax = rl.Cur, rl.Max
 	}
 	f.BPFLoadErr = loadBPF()
-	if c, err := bpf.EnableRunTimeStats(); err != nil {
+	if c, err := EnableBPFStats(); err != nil {
 		f.BPFStatsErr = err
 	} else {
 		c.Close()
@@ -593,10 +593,18 @@ func decideCPUEngine(f Facts) Finding {
 	return fd
 }
 
-// EnableBPFStats turns on the kernel's BPF run-time statistics until the
-// returned closer is closed (capture --bpf-stats). It needs CAP_SYS_ADMIN;
-// without it the error wraps probe.ErrNotSupported.
-func EnableBPFStats() (io.Closer, error) { return bpf.EnableRunTimeStats() }
+// EnableBPFStats turns on the kernel's BPF run-time statistics (the
+// run_time_ns of every program; the kernel then times each run, tens of
+// nanoseconds more a run) until the returned closer is closed (capture
+// --bpf-stats). It needs CAP_SYS_ADMIN; without it the error wraps
+// probe.ErrNotSupported.
+func EnableBPFStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, bpf.NotSupported(fmt.Errorf("enabling BPF run-time statistics: %w", err))
+	}
+	return c, nil
+}
 
 // decideModels says what GET /v1/models means for capture's requests:
 // the model they name without --model, or the API key they need.

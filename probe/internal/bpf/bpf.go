@@ -3,9 +3,8 @@
 // objects and closing them with their links (Load, Close), telling "not
 // allowed here" from "failed" (NotSupported), keeping the map of watched
 // processes (Watch), forgetting exited threads' entries (ForgetThreads),
-// reading a map's entries (Each), summing per-CPU counters (Counters), reading the names the BPF
-// programs copy from task_struct (Comm), and switching on the kernel's
-// BPF run-time statistics (EnableRunTimeStats).
+// reading a map's entries (Each), summing per-CPU counters (Counters), and
+// reading the names the BPF programs copy from task_struct (Comm).
 package bpf
 
 import (
@@ -160,16 +159,4 @@ func Comm[T int8 | byte](b []T) string {
 		buf = append(buf, byte(c))
 	}
 	return string(buf)
-}
-
-// EnableRunTimeStats turns on the kernel's BPF run-time statistics (the
-// run_time_ns of every program; the kernel then times each run, tens of
-// nanoseconds more a run) until the returned closer is closed. It needs
-// CAP_SYS_ADMIN; without it the error wraps probe.ErrNotSupported.
-func EnableRunTimeStats() (io.Closer, error) {
-	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return nil, NotSupported(fmt.Errorf("enabling BPF run-time statistics: %w", err))
-	}
-	return c, nil
 }
