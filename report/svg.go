@@ -185,6 +185,16 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">%s</text>`, num((ys.r0+ys.r1)/2), esc(label))
 }
 
+// xTicks draws a tick mark long down from y at each of vs, labelled
+// label(v) dy below y.
+func (c *canvas) xTicks(xs scale, vs []float64, y, long, dy float64, label func(float64) string) {
+	for _, v := range vs {
+		x := xs.at(v)
+		c.line(x, y, x, y+long, "axisline")
+		c.text(x, y+dy, "middle", "tick", label(v))
+	}
+}
+
 // legend draws names with their colours from (x, y), in as many rows of
 // 16 px as they need to fit before the canvas's right edge; it returns the
 // rows drawn.
@@ -377,11 +387,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 		c.line(l, y, w-r, y, "grid")
 		c.text(l-5, y+4, "end", "tick", strconv.FormatFloat(p*100, 'f', -1, 64)+"%")
 	}
-	for _, tk := range ticks(0, xs.d1, 6) {
-		x := xs.at(tk)
-		c.line(x, h-b, x, h-b+4, "axisline")
-		c.text(x, h-b+16, "middle", "tick", tickval(tk))
-	}
+	c.xTicks(xs, ticks(0, xs.d1, 6), h-b, 4, 16, tickval)
 	c.text((l+w-r)/2, h-6, "middle", "axis", "client latency (s)")
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">share of requests ≤ x</text>`, num((t+h-b)/2))
 	var names []string
@@ -507,10 +513,7 @@ func stateBars(title string, names []string, colors []string, bars []stateBar) s
 		c.text(w-r+6, y+17, "start", "tick", "mean "+val(b.meanMs)+" ms")
 		y += rowH
 	}
-	for _, p := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		c.line(xs.at(p), y, xs.at(p), y+4, "axisline")
-		c.text(xs.at(p), y+16, "middle", "tick", fmt.Sprintf("%.0f %%", 100*p))
-	}
+	c.xTicks(xs, []float64{0, 0.25, 0.5, 0.75, 1}, y, 4, 16, func(p float64) string { return fmt.Sprintf("%.0f %%", 100*p) })
 	return c.String()
 }
 
