@@ -128,6 +128,15 @@ func appendNew(list []string, xs ...string) []string {
 	return list
 }
 
+// mapped is f of each of xs, in order (nil for none).
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
 // label is the analyses' level label ("c16" → "c=16").
 func label(lv string) string { return model.LevelLabel(lv) }
 

@@ -21,15 +21,6 @@ var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#
 
 func color(i int) string { return palette[i%len(palette)] }
 
-// colors are the first n colours of of.
-func colors(n int, of func(int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = of(i)
-	}
-	return out
-}
-
 // esc escapes text for HTML and SVG.
 func esc(s string) string { return html.EscapeString(s) }
 
@@ -195,12 +186,16 @@ func (c *canvas) xTicks(xs scale, vs []float64, y, long, dy float64, label func(
 	}
 }
 
-// legend draws names with their colours from (x, y), in as many rows of
-// 16 px as they need to fit before the canvas's right edge; it returns the
-// rows drawn.
+// legend draws names with their colours (nil: the palette's, in order)
+// from (x, y), in as many rows of 16 px as they need to fit before the
+// canvas's right edge; it returns the rows drawn.
 func (c *canvas) legend(x, y float64, names []string, colors []string) int {
 	return legendRows(x, c.w, names, func(i int, x, dy float64) {
-		c.rect(x, y+dy-9, 12, 10, colors[i], "")
+		col := color(i)
+		if colors != nil {
+			col = colors[i]
+		}
+		c.rect(x, y+dy-9, 12, 10, col, "")
 		c.text(x+16, y+dy, "start", "legend", names[i])
 	})
 }
@@ -359,7 +354,7 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, yy, "middle", "tick", name)
 	}
-	c.legend(l, 14, names, colors(len(names), color))
+	c.legend(l, 14, names, nil)
 	return c.String()
 }
 
@@ -404,7 +399,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 		}
 		names = append(names, s.name)
 	}
-	c.legend(l, 16, names, colors(len(ss), color))
+	c.legend(l, 16, names, nil)
 	return c.String()
 }
 
@@ -466,15 +461,6 @@ var statePalette = map[string]string{
 
 // stateColor is a state's colour (grey for a name the palette lacks).
 func stateColor(name string) string { return cmp.Or(statePalette[name], "#bbbbbb") }
-
-// stateColors are names' colours, in order.
-func stateColors(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = stateColor(n)
-	}
-	return out
-}
 
 // stateBar is one level's attribution: each state's share of the level's
 // summed latency (0–1, indexed like names) and the mean latency.

@@ -98,7 +98,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: stateColors(engine.AttributionStates)}
+	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: mapped(engine.AttributionStates, stateColor)}
 	t0, t1 := int64(math.MaxInt64), int64(0)
 	for _, lv := range m.Levels {
 		t0 = min(t0, lv.StartUnixNs)
@@ -127,7 +127,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	for i := range reqs {
 		d.levels = appendNew(d.levels, reqs[i].Level)
 	}
-	tl.Levels = labels(d.levels)
+	tl.Levels = mapped(d.levels, label)
 
 	// In flight: the most requests in flight within each bin.
 	bins := TimelineBins
@@ -455,7 +455,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		for _, rs := range bb.Requests {
 			place(rs.Index, rs.Segments, engine.BlackBoxStates)
 		}
-		tl.States, tl.StateColors = engine.BlackBoxStates, stateColors(engine.BlackBoxStates)
+		tl.States, tl.StateColors = engine.BlackBoxStates, mapped(engine.BlackBoxStates, stateColor)
 	}
 	var laneEnd []float64
 	for i := range reqs {
