@@ -52,11 +52,7 @@ type Options struct {
 
 // stamp is the report's time (Now), as it prints it.
 func (o Options) stamp() string {
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	return now.UTC().Format(time.RFC3339)
+	return cmp.Or(o.Now, time.Now()).UTC().Format(time.RFC3339)
 }
 
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
