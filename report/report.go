@@ -136,12 +136,6 @@ func mapped[T, U any](xs []T, f func(T) U) []U {
 // label is the analyses' level label ("c16" → "c=16").
 func label(lv string) string { return model.LevelLabel(lv) }
 
-// levelRow is a row's level (its raw value, "c16"), the first column of
-// every per-level table.
-type levelRow struct {
-	Level string `col:"level"`
-}
-
 // rows reads the table name as rows of T (table.Decode): nil where the
 // analyses gave no such table or it lacks a column T names.
 func rows[T any](d *captureData, name string) []T {
