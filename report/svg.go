@@ -176,8 +176,8 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">%s</text>`, num((ys.r0+ys.r1)/2), esc(label))
 }
 
-// xTicks draws a tick mark long down from y at each of vs, labelled
-// label(v) dy below y.
+// xTicks draws, at each of vs on xs, a tick mark from y down to y+long
+// and its label, label(v), at y+dy.
 func (c *canvas) xTicks(xs scale, vs []float64, y, long, dy float64, label func(float64) string) {
 	for _, v := range vs {
 		x := xs.at(v)
