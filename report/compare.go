@@ -60,12 +60,12 @@ func Compare(ctx context.Context, w io.Writer, current, baseline string, o Optio
 		{"plot-cmp-rps", "req/s", "Which serves more requests per second at each level?", "req/s"},
 		{"plot-cmp-rtfx", "RTFx", "Which transcribes more audio per second (RTFx)?", "RTFx"},
 	} {
-		p.figure("fig", m.id, m.q, catLines(m.metric, m.unit, labels(cats), []seriesCat{
+		p.figure("fig", m.id, m.q, catLines(m.metric, m.unit, mapped(cats, label), []seriesCat{
 			sweepSeries(cur, m.metric, cn, color(0), false, cats),
 			sweepSeries(base, m.metric, bn, color(1), true, cats),
 		}, -1, ""), "mean over repeats; whiskers: min–max over repeats; baseline dashed")
 	}
-	p.figure("fig", "plot-cmp-latency", "Which answers faster at each level (mean and p95)?", catLines("latency", "latency (s)", labels(cats), []seriesCat{
+	p.figure("fig", "plot-cmp-latency", "Which answers faster at each level (mean and p95)?", catLines("latency", "latency (s)", mapped(cats, label), []seriesCat{
 		sweepSeries(cur, "latency mean (s)", cn+" mean", color(0), false, cats),
 		sweepSeries(cur, "latency p95 (s)", cn+" p95", color(4), false, cats),
 		sweepSeries(base, "latency mean (s)", bn+" mean", color(1), true, cats),
@@ -178,6 +178,6 @@ func ratioBars(cs []summary.Comparison) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, h-b+16, "middle", "tick", label(lv))
 	}
-	c.legend(l, 16, metrics, colors(len(metrics), color))
+	c.legend(l, 16, metrics, nil)
 	return c.String()
 }

@@ -23,7 +23,7 @@ var RowTypes = []RowType{
 	rowType[bottleneckRow]("bottleneck"), rowType[stateRow]("attribution"), rowType[stateRow]("blackbox"),
 	rowType[hotRow]("cpu_functions"), rowType[hotRow]("cpu_python"), rowType[threadRow]("cpu"),
 	rowType[realtimeRow]("realtime"), rowType[lagRow]("realtime_lag"), rowType[rangeRow]("sweep_ranges"),
-	rowType[kneeRow]("knee"), rowType[levelRow]("stages"),
+	rowType[kneeRow]("knee"),
 }
 
 // Tables are the tables the report of the bundle in dir draws from.

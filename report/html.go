@@ -287,15 +287,6 @@ func sweepSeries(d *captureData, metric, name, col string, dash bool, cats []str
 	return s
 }
 
-// labels are the levels' labels (nil for none).
-func labels(lvs []string) []string {
-	var out []string
-	for _, l := range lvs {
-		out = append(out, label(l))
-	}
-	return out
-}
-
 func (d *captureData) sweepSection(p *page) {
 	p.section("sweep", "Sweep", "How much does the server serve, and how fast, as the load grows?")
 	cats := d.levels
@@ -312,13 +303,13 @@ func (d *captureData) sweepSection(p *page) {
 		rpsNote = "; goodput (dashed): the requests per second that succeeded within every limit of the SLO (the sweep table has the attainment)"
 	}
 	p.figure("fig", "plot-sweep-rps", rpsQ,
-		catLines("requests per second", "req/s", labels(cats), rps, knee, "knee"),
+		catLines("requests per second", "req/s", mapped(cats, label), rps, knee, "knee"),
 		"mean over repeats; whiskers: min–max over repeats; "+kneeNote+rpsNote)
 	p.figure("fig", "plot-sweep-rtfx", "How many seconds of audio does it transcribe per second (RTFx)?",
-		catLines("RTFx", "RTFx", labels(cats), []seriesCat{sweepSeries(d, "RTFx", "RTFx", color(2), false, cats)}, knee, "knee"),
+		catLines("RTFx", "RTFx", mapped(cats, label), []seriesCat{sweepSeries(d, "RTFx", "RTFx", color(2), false, cats)}, knee, "knee"),
 		"mean over repeats; whiskers: min–max over repeats")
 	p.figure("fig", "plot-sweep-latency", "How long do requests take as the load grows?",
-		catLines("latency", "latency (s)", labels(cats), []seriesCat{
+		catLines("latency", "latency (s)", mapped(cats, label), []seriesCat{
 			sweepSeries(d, "latency mean (s)", "mean", color(0), false, cats),
 			sweepSeries(d, "latency p95 (s)", "p95", color(1), false, cats),
 			sweepSeries(d, "latency p99 (s)", "p99", color(5), false, cats),
@@ -607,7 +598,7 @@ func (d *captureData) realtimeSection(p *page) {
 		return seriesCat{name: name, color: color(ci), y: ys[i], lo: nan(), hi: nan()}
 	}
 	p.figure("fig", "plot-rt-first", "How soon does the first text come, and how long after the end of the speech the final?",
-		catLines("realtime latency", "seconds", labels(d.levels), []seriesCat{
+		catLines("realtime latency", "seconds", mapped(d.levels, label), []seriesCat{
 			mk("first update p50", 0, 0), mk("first update p95", 1, 1), mk("final after STOP p50", 2, 2), mk("final after STOP p95", 3, 5),
 		}, -1, ""), "per level, mean over repeats (realtime analysis)")
 	// Lag over the capture: each session's p95 lag at its start.
@@ -655,7 +646,7 @@ func (d *captureData) provenanceSection(p *page) {
 		{"protocol", fmt.Sprint(m.Config["protocol"])},
 		{"model", modelName(f.TargetModels)},
 		{"dataset", fmt.Sprintf("%v (%d samples, sha256 %s)", m.Config["dataset"], f.DatasetCount, f.DatasetSHA256)},
-		{"levels", strings.Join(labels(d.levels), ", ")},
+		{"levels", strings.Join(mapped(d.levels, label), ", ")},
 		{"repeats", fmt.Sprintf("%v (warmup: %v)", m.Config["repeats"], m.Config["warmup"])},
 		{"started", time.Unix(0, m.StartUnixNs).UTC().Format(time.RFC3339)},
 		{"asrprof", strings.TrimSpace(f.Version + " " + f.GitCommit + " " + f.GoVersion)},

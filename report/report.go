@@ -52,11 +52,7 @@ type Options struct {
 
 // stamp is the report's time (Now), as it prints it.
 func (o Options) stamp() string {
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	return now.UTC().Format(time.RFC3339)
+	return cmp.Or(o.Now, time.Now()).UTC().Format(time.RFC3339)
 }
 
 func (o Options) session(c *analysis.Capture, base *analysis.Capture) *analysis.Session {
@@ -128,14 +124,17 @@ func appendNew(list []string, xs ...string) []string {
 	return list
 }
 
+// mapped is f of each of xs, in order (nil for none).
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
 // label is the analyses' level label ("c16" → "c=16").
 func label(lv string) string { return model.LevelLabel(lv) }
-
-// levelRow is a row's level (its raw value, "c16"), the first column of
-// every per-level table.
-type levelRow struct {
-	Level string `col:"level"`
-}
 
 // rows reads the table name as rows of T (table.Decode): nil where the
 // analyses gave no such table or it lacks a column T names.

@@ -21,15 +21,6 @@ var palette = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#
 
 func color(i int) string { return palette[i%len(palette)] }
 
-// colors are the first n colours of of.
-func colors(n int, of func(int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = of(i)
-	}
-	return out
-}
-
 // esc escapes text for HTML and SVG.
 func esc(s string) string { return html.EscapeString(s) }
 
@@ -185,12 +176,26 @@ func (c *canvas) yAxis(ys scale, x0, x1 float64, label string) {
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">%s</text>`, num((ys.r0+ys.r1)/2), esc(label))
 }
 
-// legend draws names with their colours from (x, y), in as many rows of
-// 16 px as they need to fit before the canvas's right edge; it returns the
-// rows drawn.
+// xTicks draws, at each of vs on xs, a tick mark from y down to y+long
+// and its label, label(v), at y+dy.
+func (c *canvas) xTicks(xs scale, vs []float64, y, long, dy float64, label func(float64) string) {
+	for _, v := range vs {
+		x := xs.at(v)
+		c.line(x, y, x, y+long, "axisline")
+		c.text(x, y+dy, "middle", "tick", label(v))
+	}
+}
+
+// legend draws names with their colours (nil: the palette's, in order)
+// from (x, y), in as many rows of 16 px as they need to fit before the
+// canvas's right edge; it returns the rows drawn.
 func (c *canvas) legend(x, y float64, names []string, colors []string) int {
 	return legendRows(x, c.w, names, func(i int, x, dy float64) {
-		c.rect(x, y+dy-9, 12, 10, colors[i], "")
+		col := color(i)
+		if colors != nil {
+			col = colors[i]
+		}
+		c.rect(x, y+dy-9, 12, 10, col, "")
 		c.text(x+16, y+dy, "start", "legend", names[i])
 	})
 }
@@ -349,7 +354,7 @@ func stackedBars(title, ylabel string, names []string, bars []stackBar) string {
 		}
 		c.text(l+gw*float64(g)+gw/2, yy, "middle", "tick", name)
 	}
-	c.legend(l, 14, names, colors(len(names), color))
+	c.legend(l, 14, names, nil)
 	return c.String()
 }
 
@@ -377,11 +382,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 		c.line(l, y, w-r, y, "grid")
 		c.text(l-5, y+4, "end", "tick", strconv.FormatFloat(p*100, 'f', -1, 64)+"%")
 	}
-	for _, tk := range ticks(0, xs.d1, 6) {
-		x := xs.at(tk)
-		c.line(x, h-b, x, h-b+4, "axisline")
-		c.text(x, h-b+16, "middle", "tick", tickval(tk))
-	}
+	c.xTicks(xs, ticks(0, xs.d1, 6), h-b, 4, 16, tickval)
 	c.text((l+w-r)/2, h-6, "middle", "axis", "client latency (s)")
 	c.f(`<text class="axis" transform="translate(12,%s) rotate(-90)" text-anchor="middle">share of requests ≤ x</text>`, num((t+h-b)/2))
 	var names []string
@@ -398,7 +399,7 @@ func cdfPlot(title string, ss []cdfSeries) string {
 		}
 		names = append(names, s.name)
 	}
-	c.legend(l, 16, names, colors(len(ss), color))
+	c.legend(l, 16, names, nil)
 	return c.String()
 }
 
@@ -461,15 +462,6 @@ var statePalette = map[string]string{
 // stateColor is a state's colour (grey for a name the palette lacks).
 func stateColor(name string) string { return cmp.Or(statePalette[name], "#bbbbbb") }
 
-// stateColors are names' colours, in order.
-func stateColors(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = stateColor(n)
-	}
-	return out
-}
-
 // stateBar is one level's attribution: each state's share of the level's
 // summed latency (0–1, indexed like names) and the mean latency.
 type stateBar struct {
@@ -507,10 +499,7 @@ func stateBars(title string, names []string, colors []string, bars []stateBar) s
 		c.text(w-r+6, y+17, "start", "tick", "mean "+val(b.meanMs)+" ms")
 		y += rowH
 	}
-	for _, p := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		c.line(xs.at(p), y, xs.at(p), y+4, "axisline")
-		c.text(xs.at(p), y+16, "middle", "tick", fmt.Sprintf("%.0f %%", 100*p))
-	}
+	c.xTicks(xs, []float64{0, 0.25, 0.5, 0.75, 1}, y, 4, 16, func(p float64) string { return fmt.Sprintf("%.0f %%", 100*p) })
 	return c.String()
 }
 

@@ -98,7 +98,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: stateColors(engine.AttributionStates)}
+	tl := &timeline{Total: len(reqs), States: engine.AttributionStates, StateColors: mapped(engine.AttributionStates, stateColor)}
 	t0, t1 := int64(math.MaxInt64), int64(0)
 	for _, lv := range m.Levels {
 		t0 = min(t0, lv.StartUnixNs)
@@ -127,7 +127,7 @@ func (d *captureData) timeline() (*timeline, error) {
 	for i := range reqs {
 		d.levels = appendNew(d.levels, reqs[i].Level)
 	}
-	tl.Levels = labels(d.levels)
+	tl.Levels = mapped(d.levels, label)
 
 	// In flight: the most requests in flight within each bin.
 	bins := TimelineBins
@@ -455,7 +455,7 @@ func (d *captureData) sampleRequests(tl *timeline, reqs []model.Request, sec fun
 		for _, rs := range bb.Requests {
 			place(rs.Index, rs.Segments, engine.BlackBoxStates)
 		}
-		tl.States, tl.StateColors = engine.BlackBoxStates, stateColors(engine.BlackBoxStates)
+		tl.States, tl.StateColors = engine.BlackBoxStates, mapped(engine.BlackBoxStates, stateColor)
 	}
 	var laneEnd []float64
 	for i := range reqs {
@@ -566,11 +566,7 @@ func (tl *timeline) svg() string {
 	axisY := top + laneH + 4
 	c.f(`<g class="tl-axis" data-y="%s" data-l="%s" data-w="%s">`, num(axisY), num(l), num(pw))
 	xs := scale{0, tl.Span, l, l + pw}
-	for _, t := range ticks(0, tl.Span, 10) {
-		x := xs.at(t)
-		c.line(x, axisY, x, axisY+5, "axisline")
-		c.text(x, axisY+17, "middle", "tick", tickval(t))
-	}
+	c.xTicks(xs, ticks(0, tl.Span, 10), axisY, 5, 17, tickval)
 	c.raw(`</g>`)
 	c.text(l+pw/2, axisY+30, "middle", "axis", "seconds since the capture's first request")
 	c.f(`<rect class="tl-sel" x="0" y="0" width="0" height="%s"/>`, num(h))
@@ -632,10 +628,6 @@ func waterfallSVG(q tlRequest) string {
 		}
 		bar(s.Name, s.Off, s.Dur, col)
 	}
-	for _, t := range ticks(0, end, 6) {
-		x := xs.at(t)
-		c.line(x, y+2, x, y+6, "axisline")
-		c.text(x, y+18, "middle", "tick", tickval(t*1e3)+" ms")
-	}
+	c.xTicks(xs, ticks(0, end, 6), y+2, 4, 16, func(t float64) string { return tickval(t*1e3) + " ms" })
 	return c.String()
 }

@@ -36,7 +36,6 @@ var ErrNoTorchCUDA = errors.New("--gpu-corunner needs torch with CUDA")
 type GPUCoRunner struct {
 	Share  float64 // 0 < Share ≤ 1
 	Python string  // the interpreter with torch ("": /usr/bin/python3)
-	Device string  // "": cuda:0
 }
 
 // GPUCoRunnerScript is the name of the script the co-runner writes into
@@ -67,11 +66,7 @@ func (g *GPUCoRunner) Check(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	args := []string{script, "--check"}
-	if g.Device != "" {
-		args = append(args, "--device", g.Device)
-	}
-	out, err := exec.CommandContext(cctx, g.python(), args...).Output()
+	out, err := exec.CommandContext(cctx, g.python(), script, "--check").Output()
 	var ans struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
@@ -115,11 +110,7 @@ func (g *GPUCoRunner) Start(ctx context.Context, dir string) (*RunningGPUCoRunne
 		return nil, fmt.Errorf("--gpu-corunner: %w", err)
 	}
 	r := &RunningGPUCoRunner{report: filepath.Join(dir, bundle.GPUCoRunnerFile), log: log, done: make(chan error, 1)}
-	args := []string{script, "--share", strconv.FormatFloat(g.Share, 'g', -1, 64), "--json", r.report}
-	if g.Device != "" {
-		args = append(args, "--device", g.Device)
-	}
-	r.cmd = exec.Command(g.python(), args...)
+	r.cmd = exec.Command(g.python(), script, "--share", strconv.FormatFloat(g.Share, 'g', -1, 64), "--json", r.report)
 	r.cmd.Stderr = log
 	out, err := r.cmd.StdoutPipe()
 	if err != nil {

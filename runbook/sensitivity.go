@@ -55,8 +55,6 @@ type SensitivityConfig struct {
 	// (nil: no per-stage sensitivity); asrprof passes the stage table of
 	// the analysis.
 	Stages func(ctx context.Context, dir string) (map[string]map[string]float64, error)
-	// Sys is the sysfs root ("": /sys).
-	Sys string
 	// GPUClocks, when set, makes it a GPU-clock session: the runs lock
 	// every GPU's graphics clock at each of these MHz (the highest is
 	// 100 %) instead of restricting the CPU; Clocks locks them (nil: NVML).
@@ -87,7 +85,6 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if err := checkSensitivity(&sc); err != nil {
 		return nil, err
 	}
-	sys := cmp.Or(sc.Sys, "/sys")
 	out := sc.Runbook.Capture.Out
 	if err := checkOut(out, File, "runbook", sc.Runbook.Capture.Overwrite); err != nil {
 		return nil, err
@@ -110,7 +107,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 	if kind == "cpu" && method == MethodAuto {
 		// The cgroup method where a group can be made here (root), else
 		// the co-runner, which needs no privilege at 50 %.
-		if g, err := cpulimit.NewGroup(sys, group+"probe"); err != nil {
+		if g, err := cpulimit.NewGroup("/sys", group+"probe"); err != nil {
 			method = MethodCoRunner
 			rep.Notes = append(rep.Notes, "--cpu-method auto: the co-runner, as no cgroup can be made here: "+err.Error())
 		} else {
@@ -180,7 +177,7 @@ func Sensitivity(ctx context.Context, sc SensitivityConfig, stdout, stderr io.Wr
 			sr.Error = err.Error()
 			return nil, err
 		default:
-			lim, err := limit(method, sys, group+spec.Dir, pid, sr.Allotment, cp, sc.BaseCores > 0, sr)
+			lim, err := limit(method, group+spec.Dir, pid, sr.Allotment, cp, sc.BaseCores > 0, sr)
 			if err != nil {
 				sr.Error = err.Error()
 				fmt.Fprintf(stderr, "%s (%d of %d): %s %%: %v\n", spec.Dir, i, len(plan), pct(sr.Allotment), err)
@@ -446,7 +443,7 @@ func (l *limiter) finish(sr *bundle.SensitivityRun, rec *RunRecord) {
 // quota of share × c cores, by affinity (share × c CPUs), or by a
 // co-runner beside each of c CPUs. fixed: 100 % is --cpu-base, and a quota
 // at 100 % too.
-func limit(method, sys, name string, pid int, share float64, c capacity, fixed bool, sr *bundle.SensitivityRun) (*limiter, error) {
+func limit(method, name string, pid int, share float64, c capacity, fixed bool, sr *bundle.SensitivityRun) (*limiter, error) {
 	switch method {
 	case MethodCoRunner:
 		if share >= 1 {
@@ -472,7 +469,7 @@ func limit(method, sys, name string, pid int, share float64, c capacity, fixed b
 		}
 		return l, nil
 	}
-	g, err := cpulimit.NewGroup(sys, name)
+	g, err := cpulimit.NewGroup("/sys", name)
 	if err != nil {
 		return nil, err
 	}

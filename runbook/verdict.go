@@ -163,15 +163,13 @@ func finish(rep *Report, cfg *Config) {
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "A", levels)...)
 		rep.Summary = append(rep.Summary, Summarize(rep.Runs, "B", levels)...)
 		rep.Compare = Compare(rep.Summary, summary.DefaultAlpha)
-		var a, b *Provenance
+		first := map[string]*Provenance{} // each side's first run's that has one
 		for _, r := range rep.Runs {
-			if r.Side == "A" && a == nil {
-				a = r.Provenance
-			}
-			if r.Side == "B" && b == nil {
-				b = r.Provenance
+			if first[r.Side] == nil {
+				first[r.Side] = r.Provenance
 			}
 		}
+		a, b := first["A"], first["B"]
 		if d := FingerprintDiff(a, b); len(d) > 0 {
 			for _, x := range d {
 				rep.Notes = append(rep.Notes, "A and B differ in "+x)

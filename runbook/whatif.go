@@ -345,26 +345,23 @@ func RerunConfig(dir, level string, out capture.Config) (capture.Config, error) 
 	if c.Proxy != "" || c.ProbesOnly {
 		return capture.Config{}, fmt.Errorf("%w: %s is a proxy or probes-only capture: asrprof drove no load to repeat", capture.ErrBadInput, dir)
 	}
-	var names []string
-	found := false
-	for _, lv := range c.Levels() {
-		names = append(names, lv.Name)
-		if lv.Name != level {
-			continue
+	lvs := c.Levels()
+	i := slices.IndexFunc(lvs, func(lv capture.SweepPoint) bool { return lv.Name == level })
+	if i < 0 {
+		var names []string
+		for _, lv := range lvs {
+			names = append(names, lv.Name)
 		}
-		found = true
-		c.Concurrency, c.Rates = nil, nil
-		switch {
-		case lv.Concurrency > 0:
-			c.Concurrency = []int{lv.Concurrency}
-		case lv.Rate > 0:
-			c.Rates = []float64{lv.Rate}
-		default:
-			return capture.Config{}, fmt.Errorf("%w: level %s of %s is a replay: what-if reruns closed- and open-loop levels", ErrBadPlan, level, dir)
-		}
-	}
-	if !found {
 		return capture.Config{}, fmt.Errorf("%w: level %s is not one of %s's levels (%s)", ErrBadPlan, level, dir, strings.Join(names, ", "))
+	}
+	c.Concurrency, c.Rates = nil, nil
+	switch lv := lvs[i]; {
+	case lv.Concurrency > 0:
+		c.Concurrency = []int{lv.Concurrency}
+	case lv.Rate > 0:
+		c.Rates = []float64{lv.Rate}
+	default:
+		return capture.Config{}, fmt.Errorf("%w: level %s of %s is a replay: what-if reruns closed- and open-loop levels", ErrBadPlan, level, dir)
 	}
 	c.Search = nil
 	c.PID, c.SaveRawDir = 0, ""

@@ -507,9 +507,7 @@ func OTLP(ctx context.Context, b *bundle.Bundle, cfg OTLPConfig) (OTLPStats, err
 	cfg.MaxTries = cmp.Or(max(cfg.MaxTries, 0), DefaultMaxTries)
 	cfg.Backoff = cmp.Or(max(cfg.Backoff, 0), DefaultBackoff)
 	cfg.Timeout = cmp.Or(max(cfg.Timeout, 0), DefaultTimeout)
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
-	}
+	cfg.Client = cmp.Or(cfg.Client, &http.Client{Timeout: cfg.Timeout})
 	p, err := newPlanner(b, cfg.PlanConfig)
 	if err != nil {
 		return st, err

@@ -77,8 +77,6 @@ type PerfettoStats struct {
 	StateSlices int            `json:"state_slices"` // one per state segment of a request, the requests' parent slices not counted
 	Flows       int            `json:"flows"`
 	Counters    int            `json:"counters"`      // "C" events
-	SchedSkip   int            `json:"sched_skipped"` // rows whose pass is not in the manifest
-	Events      int            `json:"events"`        // all events, metadata included
 	StartUnixNs int64          `json:"start_unix_ns"` // what ts 0 is
 }
 
@@ -422,7 +420,6 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	for _, r := range in.Sched {
 		run, ok := passes[passKey{r.Level, r.Repeat}]
 		if !ok || run.StartUnixNs <= 0 || run.EndUnixNs < run.StartUnixNs {
-			st.SchedSkip++
 			continue
 		}
 		pid := d.named("threads of pid " + strconv.Itoa(r.PID) + " (sched)")
@@ -454,16 +451,14 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 			e.Dur = &dur
 		}
 	}
-	tf := &TraceFile{
+	return &TraceFile{
 		TraceEvents:     append(d.meta, d.events...),
 		DisplayTimeUnit: "ms",
 		OtherData: map[string]any{
 			"asrprof.capture": in.Capture,
 			"start_unix_ns":   strconv.FormatInt(base, 10),
 		},
-	}
-	st.Events = len(tf.TraceEvents)
-	return tf, st
+	}, st
 }
 
 // requestArgs are a request slice's args: the request's fields under
