@@ -400,33 +400,27 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 
 // sharedTimes is, for each request of rs, how long another request of its
 // pass was in the server (upload done → first byte) during its own server
-// time: per pass, a sweep over the server times counts those in the
-// server, and S(t), the time up to t with two or more, gives each
+// time: per pass, the steps of how many were in the server
+// (occupancySteps) give S(t), the time up to t with two or more, and each
 // request's S(end) − S(start).
 func sharedTimes(rs []bbReq) []int64 {
-	type edge struct {
-		t int64
-		d int
-	}
-	byPass := map[int][]edge{}
+	byPass := map[int][]interval{}
 	for _, r := range rs {
 		if r.answer > 0 && r.server > 0 {
-			byPass[r.pass] = append(byPass[r.pass], edge{r.answer - r.server, +1}, edge{r.answer, -1})
+			byPass[r.pass] = append(byPass[r.pass], interval{r.answer - r.server, r.answer})
 		}
 	}
 	type point struct{ t, s int64 } // S at t
 	curve := map[int][]point{}
-	for p, es := range byPass {
-		slices.SortFunc(es, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.d, b.d)) })
-		pts := make([]point, 0, len(es))
+	for p, ivs := range byPass {
+		steps := occupancySteps(ivs)
+		pts := make([]point, len(steps))
 		var s int64
-		n := 0
-		for i, e := range es {
-			if i > 0 && n >= 2 {
-				s += e.t - es[i-1].t
+		for i, st := range steps {
+			if i > 0 && steps[i-1].n >= 2 {
+				s += st.t - steps[i-1].t
 			}
-			n += e.d
-			pts = append(pts, point{e.t, s})
+			pts[i] = point{st.t, s}
 		}
 		curve[p] = pts
 	}
