@@ -68,11 +68,11 @@ const (
 	NumBBStates
 )
 
-// Defaults of BlackBoxInput.
+// The black box's thresholds.
 const (
-	// DefaultGroupGapMs: two answers whose first bytes lie this close are
+	// GroupGapMs: two answers whose first bytes lie this close are
 	// one group (a batch answered at once shows as one).
-	DefaultGroupGapMs = 10.0
+	GroupGapMs = 10.0
 	// SlowConnectS: a connection that took this long had a SYN dropped
 	// and retried (Linux retries after 1 s), most often at a server's
 	// full listen backlog; on loopback a connection takes well under a
@@ -113,8 +113,6 @@ type BlackBoxInput struct {
 	// GPU NVML's utilization samples; any may be empty.
 	Bins, CUDA []bundle.ThreadBins
 	GPU        []bundle.GPURecord
-	// GroupGapMs: answers this close are one group (0: DefaultGroupGapMs).
-	GroupGapMs float64
 }
 
 // BlackBoxRequest is one successful request seen from outside: States in
@@ -386,13 +384,12 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		out.Requests = append(out.Requests, q)
 	}
 	// 5. Per level.
-	gap := int64(cmp.Or(in.GroupGapMs, DefaultGroupGapMs) * 1e6)
 	names := map[int64]string{}
 	for _, th := range ths {
 		names[th.tid] = th.name
 	}
 	for _, lv := range in.Levels {
-		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names, ths))
+		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, names, ths))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
@@ -441,7 +438,8 @@ func sharedTimes(rs []bbReq) []int64 {
 }
 
 // bbLevel is level lv's row.
-func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string, ths []*thread) BlackBoxLevel {
+func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, names map[int64]string, ths []*thread) BlackBoxLevel {
+	const gap = int64(GroupGapMs * 1e6)
 	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
 	var lat float64
 	var states [][]float64 // each request's
