@@ -531,10 +531,8 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, name
 			l.Groups.Sizes[k]++
 			grouped += k
 			if k >= 2 {
-				lo, hi := ends[a].alone, ends[a].alone
-				for _, e := range ends[a:b] {
-					lo, hi = min(lo, e.alone), max(hi, e.alone)
-				}
+				byAlone := func(x, y bbReq) int { return cmp.Compare(x.alone, y.alone) }
+				lo, hi := slices.MinFunc(ends[a:b], byAlone).alone, slices.MaxFunc(ends[a:b], byAlone).alone
 				inGroups += k
 				// served apart, members whose own services differ by
 				// more than two gaps would not end within one
