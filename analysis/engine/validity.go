@@ -299,11 +299,7 @@ func Validity(in ValidityInput) *ValidityResult {
 	slices.SortStableFunc(v.Findings, func(a, b Finding) int { // in print order
 		return cmp.Compare(slices.Index(ValidityChecks, a.Check), slices.Index(ValidityChecks, b.Check))
 	})
-	for _, ch := range ValidityChecks {
-		if _, ok := v.NotRun[ch]; !ok {
-			v.Ran = append(v.Ran, ch)
-		}
-	}
+	v.Ran = slices.DeleteFunc(slices.Clone(ValidityChecks), func(ch string) bool { return v.NotRun[ch] != "" }) // every reason says something
 	if len(v.NotRun) == 0 {
 		v.NotRun = nil
 	}
