@@ -659,23 +659,19 @@ func (c *checker) outliers() {
 		scored := c.scored(lv)
 		for _, l := range scored {
 			var lats []float64
-			slow := -1
-			for _, i := range c.okReqs(l) {
+			ok := c.okReqs(l)
+			for _, i := range ok {
 				lats = append(lats, c.in.Reqs[i].LatencyS)
-				if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
-					slow = i
-				}
 			}
 			if len(lats) < OutlierMinRequests {
 				continue
 			}
 			ran = true
-			med := stats.Percentile(lats, 50)
-			mx := c.in.Reqs[slow].LatencyS
+			med, mx := stats.Percentile(lats, 50), slices.Max(lats)
 			if med <= 0 || mx < OutlierRatio*med {
 				continue
 			}
-			id := c.in.Reqs[slow].SampleID
+			id := c.in.Reqs[ok[slices.Index(lats, mx)]].SampleID // the first slowest
 			h := entry(bySample, id)
 			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
 			h.shareSum += mx / stats.Sum(lats)
