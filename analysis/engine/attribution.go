@@ -129,14 +129,12 @@ func ReadThreadBins(dir string) (sched, cuda []bundle.ThreadBins, source string,
 		var out []bundle.ThreadBins
 		_, err := bundle.ReadJSONL(filepath.Join(dir, name), func(l binsLine) error {
 			b := l.ThreadBins
-			var err error
-			if b.OnCPUUs, err = numbers(l.OnCPU); err == nil {
-				if b.RunqUs, err = numbers(l.Runq); err == nil {
-					b.SyncUs, err = numbers(l.Sync)
-				}
-			}
+			var errs [3]error
+			b.OnCPUUs, errs[0] = numbers(l.OnCPU)
+			b.RunqUs, errs[1] = numbers(l.Runq)
+			b.SyncUs, errs[2] = numbers(l.Sync)
 			out = append(out, b)
-			return err
+			return cmp.Or(errs[:]...)
 		})
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil

@@ -68,11 +68,11 @@ const (
 	NumBBStates
 )
 
-// Defaults of BlackBoxInput.
+// The black box's thresholds.
 const (
-	// DefaultGroupGapMs: two answers whose first bytes lie this close are
+	// GroupGapMs: two answers whose first bytes lie this close are
 	// one group (a batch answered at once shows as one).
-	DefaultGroupGapMs = 10.0
+	GroupGapMs = 10.0
 	// SlowConnectS: a connection that took this long had a SYN dropped
 	// and retried (Linux retries after 1 s), most often at a server's
 	// full listen backlog; on loopback a connection takes well under a
@@ -113,8 +113,6 @@ type BlackBoxInput struct {
 	// GPU NVML's utilization samples; any may be empty.
 	Bins, CUDA []bundle.ThreadBins
 	GPU        []bundle.GPURecord
-	// GroupGapMs: answers this close are one group (0: DefaultGroupGapMs).
-	GroupGapMs float64
 }
 
 // BlackBoxRequest is one successful request seen from outside: States in
@@ -386,13 +384,12 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		out.Requests = append(out.Requests, q)
 	}
 	// 5. Per level.
-	gap := int64(cmp.Or(in.GroupGapMs, DefaultGroupGapMs) * 1e6)
 	names := map[int64]string{}
 	for _, th := range ths {
 		names[th.tid] = th.name
 	}
 	for _, lv := range in.Levels {
-		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, gap, names, ths))
+		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, names, ths))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
@@ -400,33 +397,27 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 
 // sharedTimes is, for each request of rs, how long another request of its
 // pass was in the server (upload done → first byte) during its own server
-// time: per pass, a sweep over the server times counts those in the
-// server, and S(t), the time up to t with two or more, gives each
+// time: per pass, the steps of how many were in the server
+// (occupancySteps) give S(t), the time up to t with two or more, and each
 // request's S(end) − S(start).
 func sharedTimes(rs []bbReq) []int64 {
-	type edge struct {
-		t int64
-		d int
-	}
-	byPass := map[int][]edge{}
+	byPass := map[int][]interval{}
 	for _, r := range rs {
 		if r.answer > 0 && r.server > 0 {
-			byPass[r.pass] = append(byPass[r.pass], edge{r.answer - r.server, +1}, edge{r.answer, -1})
+			byPass[r.pass] = append(byPass[r.pass], interval{r.answer - r.server, r.answer})
 		}
 	}
 	type point struct{ t, s int64 } // S at t
 	curve := map[int][]point{}
-	for p, es := range byPass {
-		slices.SortFunc(es, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.d, b.d)) })
-		pts := make([]point, 0, len(es))
+	for p, ivs := range byPass {
+		steps := occupancySteps(ivs)
+		pts := make([]point, len(steps))
 		var s int64
-		n := 0
-		for i, e := range es {
-			if i > 0 && n >= 2 {
-				s += e.t - es[i-1].t
+		for i, st := range steps {
+			if i > 0 && steps[i-1].n >= 2 {
+				s += st.t - steps[i-1].t
 			}
-			n += e.d
-			pts = append(pts, point{e.t, s})
+			pts[i] = point{st.t, s}
 		}
 		curve[p] = pts
 	}
@@ -447,7 +438,8 @@ func sharedTimes(rs []bbReq) []int64 {
 }
 
 // bbLevel is level lv's row.
-func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap int64, names map[int64]string, ths []*thread) BlackBoxLevel {
+func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, names map[int64]string, ths []*thread) BlackBoxLevel {
+	const gap = int64(GroupGapMs * 1e6)
 	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
 	var lat float64
 	var states [][]float64 // each request's
@@ -539,10 +531,8 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, gap 
 			l.Groups.Sizes[k]++
 			grouped += k
 			if k >= 2 {
-				lo, hi := ends[a].alone, ends[a].alone
-				for _, e := range ends[a:b] {
-					lo, hi = min(lo, e.alone), max(hi, e.alone)
-				}
+				byAlone := func(x, y bbReq) int { return cmp.Compare(x.alone, y.alone) }
+				lo, hi := slices.MinFunc(ends[a:b], byAlone).alone, slices.MaxFunc(ends[a:b], byAlone).alone
 				inGroups += k
 				// served apart, members whose own services differ by
 				// more than two gaps would not end within one

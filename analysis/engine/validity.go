@@ -213,24 +213,20 @@ type FailureCause struct {
 	Count int    `json:"count"`
 }
 
-// Interval is an estimate with its confidence interval (Lo = Hi =
-// Value when there is nothing to vary; Lo, Hi NaN when it cannot be had);
-// N is what it stands on: passes (req/s) or requests.
-type Interval = bundle.Estimate
-
-// LevelIntervals are a scored level's intervals.
+// LevelIntervals are a scored level's intervals; each one's N is what it
+// stands on: passes (req/s) or requests.
 type LevelIntervals struct {
-	Level      string    `json:"level"`
-	Passes     int       `json:"passes"`
-	OK         int       `json:"ok"`
-	Failed     int       `json:"failed"`
-	ReqS       Interval  `json:"req_s"`                 // over scored passes (t), or from the requests (RepeatsForT)
-	ReqSBasis  string    `json:"req_s_basis,omitempty"` // "repeats" or "requests"
-	LatMeanS   Interval  `json:"latency_mean_s"`        // over successful requests (t)
-	LatP95S    Interval  `json:"latency_p95_s"`         // bootstrap over requests
-	WER        *Interval `json:"wer,omitempty"`         // bootstrap over scored requests; nil without references
-	Converged  *bool     `json:"converged,omitempty"`
-	ConvergeBy float64   `json:"converge_spread,omitempty"` // the last two repeats' req/s difference over their mean
+	Level      string           `json:"level"`
+	Passes     int              `json:"passes"`
+	OK         int              `json:"ok"`
+	Failed     int              `json:"failed"`
+	ReqS       bundle.Estimate  `json:"req_s"`                 // over scored passes (t), or from the requests (RepeatsForT)
+	ReqSBasis  string           `json:"req_s_basis,omitempty"` // "repeats" or "requests"
+	LatMeanS   bundle.Estimate  `json:"latency_mean_s"`        // over successful requests (t)
+	LatP95S    bundle.Estimate  `json:"latency_p95_s"`         // bootstrap over requests
+	WER        *bundle.Estimate `json:"wer,omitempty"`         // bootstrap over scored requests; nil without references
+	Converged  *bool            `json:"converged,omitempty"`
+	ConvergeBy float64          `json:"converge_spread,omitempty"` // the last two repeats' req/s difference over their mean
 }
 
 // ValidityResult is the capture's validity: the findings (checks that
@@ -299,11 +295,7 @@ func Validity(in ValidityInput) *ValidityResult {
 	slices.SortStableFunc(v.Findings, func(a, b Finding) int { // in print order
 		return cmp.Compare(slices.Index(ValidityChecks, a.Check), slices.Index(ValidityChecks, b.Check))
 	})
-	for _, ch := range ValidityChecks {
-		if _, ok := v.NotRun[ch]; !ok {
-			v.Ran = append(v.Ran, ch)
-		}
-	}
+	v.Ran = slices.DeleteFunc(slices.Clone(ValidityChecks), func(ch string) bool { return v.NotRun[ch] != "" }) // every reason says something
 	if len(v.NotRun) == 0 {
 		v.NotRun = nil
 	}
@@ -667,23 +659,19 @@ func (c *checker) outliers() {
 		scored := c.scored(lv)
 		for _, l := range scored {
 			var lats []float64
-			slow := -1
-			for _, i := range c.okReqs(l) {
+			ok := c.okReqs(l)
+			for _, i := range ok {
 				lats = append(lats, c.in.Reqs[i].LatencyS)
-				if slow < 0 || c.in.Reqs[i].LatencyS > c.in.Reqs[slow].LatencyS {
-					slow = i
-				}
 			}
 			if len(lats) < OutlierMinRequests {
 				continue
 			}
 			ran = true
-			med := stats.Percentile(lats, 50)
-			mx := c.in.Reqs[slow].LatencyS
+			med, mx := stats.Percentile(lats, 50), slices.Max(lats)
 			if med <= 0 || mx < OutlierRatio*med {
 				continue
 			}
-			id := c.in.Reqs[slow].SampleID
+			id := c.in.Reqs[ok[slices.Index(lats, mx)]].SampleID // the first slowest
 			h := entry(bySample, id)
 			h.n, h.ratio, h.lat, h.med = h.n+1, h.ratio+mx/med, h.lat+mx, h.med+med
 			h.shareSum += mx / stats.Sum(lats)
@@ -717,8 +705,8 @@ func (c *checker) levelIntervals(lv string) *LevelIntervals {
 
 // tInterval is the mean of xs (each ≥ 0) with its t interval at
 // Confidence, cut at 0 (no interval, NaN, for one value).
-func tInterval(xs []float64) Interval {
-	iv := Interval{Value: stats.Mean(xs), Lo: math.NaN(), Hi: math.NaN(), N: len(xs)}
+func tInterval(xs []float64) bundle.Estimate {
+	iv := bundle.Estimate{Value: stats.Mean(xs), Lo: math.NaN(), Hi: math.NaN(), N: len(xs)}
 	if len(xs) == 0 {
 		iv.Value = math.NaN()
 		return iv
@@ -778,7 +766,7 @@ func (c *checker) sampleSize() {
 		default:
 			iv.ReqS.Lo, iv.ReqS.Hi = math.NaN(), math.NaN()
 		}
-		iv.LatP95S = Interval{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
+		iv.LatP95S = bundle.Estimate{Value: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), N: len(lats)}
 		if len(lats) > 0 {
 			iv.LatP95S.Value = stats.Percentile(lats, 95)
 			boot.Go(func() {
@@ -786,7 +774,7 @@ func (c *checker) sampleSize() {
 			})
 		}
 		if len(refs) > 0 && stats.Sum(refs) > 0 {
-			iv.WER = &Interval{Value: stats.Sum(errs) / stats.Sum(refs), N: len(refs)}
+			iv.WER = &bundle.Estimate{Value: stats.Sum(errs) / stats.Sum(refs), N: len(refs)}
 			boot.Go(func() {
 				iv.WER.Lo, iv.WER.Hi, _ = stats.BootstrapRatioCI(errs, refs, Confidence, BootstrapResamples, uint64(li+1))
 			})

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/asrprof/asrprof/bundle/columns"
@@ -52,7 +51,6 @@ func FindWorkers(n int, s *columns.Spans) *Workers {
 		id, _ := s.AttrString(j, InstanceAttr)
 		router[r], inst[r] = cmp.Or(router[r], wk), cmp.Or(inst[r], id) // each request's first
 	}
-	seen := map[string]bool{}
 	for i := 0; i < n; i++ {
 		switch {
 		case router[i] != "":
@@ -66,11 +64,8 @@ func FindWorkers(n int, s *columns.Spans) *Workers {
 		case inst[i] != "":
 			w.Of[i] = inst[i]
 		}
-		if w.Of[i] != "" {
-			seen[w.Of[i]] = true
-		}
 	}
-	w.Names = slices.Sorted(maps.Keys(seen))
+	w.Names = slices.DeleteFunc(slices.Compact(slices.Sorted(slices.Values(w.Of))), func(s string) bool { return s == "" })
 	return w
 }
 
