@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -269,40 +268,12 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, e *entry) {
 	}
 }
 
-// writeTarGz writes the regular files under dir as a tar.gz, with paths
-// relative to dir.
+// writeTarGz writes the files under dir as a tar.gz, with paths relative
+// to dir (tar.Writer.AddFS; a bundle holds regular files and folders).
 func writeTarGz(w io.Writer, dir string) error {
 	zw := gzip.NewWriter(w)
 	tw := tar.NewWriter(zw)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, fi.Size())
-		return err
-	})
-	return errors.Join(err, tw.Close(), zw.Close())
+	return errors.Join(tw.AddFS(os.DirFS(dir)), tw.Close(), zw.Close())
 }
 
 // logBuf is a capture's log: what it prints, kept for /log.
