@@ -32,10 +32,8 @@ var ErrInterrupted = errors.New("capture interrupted")
 
 // Outcome is what a finished (or stopped) capture produced.
 type Outcome struct {
-	Dir      string
 	Manifest model.Manifest
 	Results  model.Results
-	Search   *bundle.SearchResult // --find-max only
 }
 
 // Session is one capture. Create it with New, then call Run. Its life

@@ -188,7 +188,7 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	if files, err := (&bundle.Bundle{Dir: cfg.Out}).Files(); err == nil {
 		k.manifest.Files = files
 	}
-	out := &Outcome{Dir: cfg.Out, Manifest: k.manifest, Search: search}
+	out := &Outcome{Manifest: k.manifest}
 	if results != nil {
 		out.Results = *results
 	}

@@ -294,7 +294,7 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 			lb.Define(fs, &as, nil)
 			shown = append(shown, lb)
 		}
-		opts.Define(fs, o)
+		o.Define(fs, cfg, opts)
 		if o.Group == advanced {
 			last = append(last, o)
 		} else {
