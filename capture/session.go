@@ -42,7 +42,6 @@ type Outcome struct {
 // capture/probesonly.go) are what feed it.
 type Session struct {
 	skeleton
-	cfg Config // the skeleton's cfg points here
 
 	extra  []probe.Probe // AddProbes
 	search *searcher     // --find-max: the search runPasses ran
@@ -57,9 +56,7 @@ type Session struct {
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
 // (progress and notes).
 func New(cfg Config, stdout, stderr io.Writer) *Session {
-	s := &Session{cfg: cfg}
-	s.skeleton = skeleton{cfg: &s.cfg, stdout: stdout, stderr: stderr}
-	return s
+	return &Session{skeleton: skeleton{cfg: cfg, stdout: stdout, stderr: stderr}}
 }
 
 // AddProbes runs ps beside the probes --probes asks for (a library user's
