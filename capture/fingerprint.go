@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
@@ -69,10 +70,7 @@ func get(ctx context.Context, url string, h http.Header) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header = h.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
+	maps.Copy(req.Header, h)
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -139,8 +139,8 @@ func Options() []Option {
 	}
 }
 
-// Flags binds the options to one Config: Define puts an option on a
-// flag set, writing into the Config; Finish, after parsing, sets what a
+// Flags binds the options to one Config: Option.Define, given the Config
+// and the Flags, puts an option on a flag set, writing into them; Finish, after parsing, sets what a
 // flag's text does not give by itself (the probes, the pid, the SLO and
 // the --find-max search).
 type Flags struct {
@@ -158,9 +158,6 @@ func NewFlags(c *Config) *Flags {
 	}
 	return f
 }
-
-// Define defines o on fs.
-func (f *Flags) Define(fs *flag.FlagSet, o Option) { o.Define(fs, f.c, f) }
 
 // Finish completes the Config from the flags that fs.Parse left in f.
 // Its errors name the flag.
@@ -209,7 +206,7 @@ func agentArgs(cfg *Config) []string {
 		if !o.Agent || sameValue(reflect.ValueOf(c).FieldByName(o.Field), reflect.ValueOf(def).FieldByName(o.Field)) {
 			continue
 		}
-		f.Define(fs, o)
+		o.Define(fs, &c, f)
 		v := fs.Lookup(o.Name).Value
 		if b, ok := v.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			a = append(a, "--"+o.Name+"="+v.String())

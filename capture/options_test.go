@@ -19,7 +19,7 @@ func parseOptions(t *testing.T, args []string) Config {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	f := NewFlags(&c)
 	for _, o := range Options() {
-		f.Define(fs, o)
+		o.Define(fs, &c, f)
 	}
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("%q: %v", args, err)

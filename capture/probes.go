@@ -242,7 +242,7 @@ func (k *skeleton) startProbes(ctx context.Context, ps []probe.Probe) *probeSet 
 	if len(ps) == 0 {
 		return set
 	}
-	cfg, say := k.cfg, k.say
+	cfg, say := &k.cfg, k.say
 	pid, how, host := resolvePID(cfg.PID, cfg.Target)
 	if len(cfg.Agents) > 0 {
 		pid, how, host = 0, "found by each agent on its host (--agent)", ""

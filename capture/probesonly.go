@@ -61,7 +61,6 @@ func (c *Config) validateRemote() error {
 // called from several goroutines; they are serialized.
 type ProbeRun struct {
 	skeleton
-	cfg Config // the skeleton's cfg points here
 
 	calls   sync.Mutex    // serializes Begin, End and Finish
 	current *probe.Period // the period begun and not yet ended
@@ -79,8 +78,7 @@ func StartProbeRun(ctx context.Context, cfg Config, obs Observer, stderr io.Writ
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &ProbeRun{cfg: cfg}
-	r.skeleton = skeleton{cfg: &r.cfg, stdout: io.Discard, stderr: stderr, obs: obs}
+	r := &ProbeRun{skeleton: skeleton{cfg: cfg, stdout: io.Discard, stderr: stderr, obs: obs}}
 	if err := r.open(ctx, buildFingerprint(cfg.Target, nil, "", 0), 0, nil); err != nil {
 		r.close()
 		return nil, err

@@ -241,15 +241,15 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 		say(fmt.Sprintf("proxy: the command's guard did not start (%v): if asrprof is killed, the command keeps running", gerr))
 	}
 	defer g.Release()
-	exited := make(chan struct{})
+	exited, exit := context.WithCancel(context.Background()) // done once the command has exited
 	var werr error
 	go func() {
 		werr = cmd.Wait()
-		close(exited)
+		exit()
 	}()
 	interrupted, stopped := false, ""
 	select {
-	case <-exited:
+	case <-exited.Done():
 	case <-ctx.Done():
 		interrupted, stopped = true, "interrupted"
 	case <-timeout:
@@ -257,18 +257,11 @@ func (s *Session) proxyWindow(ctx context.Context, proxyURL string, say func(str
 	}
 	if stopped != "" {
 		say(fmt.Sprintf("proxy: stopping the benchmark command (%s)", stopped))
-		isExited := func() bool {
-			select {
-			case <-exited:
-				return true
-			default:
-				return false
-			}
-		}
+		isExited := func() bool { return exited.Err() != nil }
 		if err := proctree.StopGroup(context.Background(), cmd.Process.Pid, cfg.Grace, isExited); err != nil {
 			say("proxy: " + err.Error())
 		}
-		<-exited
+		<-exited.Done()
 		info["stopped"] = stopped
 	}
 	info["wall_s"] = time.Since(t0).Seconds()

@@ -32,10 +32,8 @@ var ErrInterrupted = errors.New("capture interrupted")
 
 // Outcome is what a finished (or stopped) capture produced.
 type Outcome struct {
-	Dir      string
 	Manifest model.Manifest
 	Results  model.Results
-	Search   *bundle.SearchResult // --find-max only
 }
 
 // Session is one capture. Create it with New, then call Run. Its life
@@ -44,7 +42,6 @@ type Outcome struct {
 // capture/probesonly.go) are what feed it.
 type Session struct {
 	skeleton
-	cfg Config // the skeleton's cfg points here
 
 	extra  []probe.Probe // AddProbes
 	search *searcher     // --find-max: the search runPasses ran
@@ -59,9 +56,7 @@ type Session struct {
 // New returns a session for cfg. Output goes to stdout (tables) and stderr
 // (progress and notes).
 func New(cfg Config, stdout, stderr io.Writer) *Session {
-	s := &Session{cfg: cfg}
-	s.skeleton = skeleton{cfg: &s.cfg, stdout: stdout, stderr: stderr}
-	return s
+	return &Session{skeleton: skeleton{cfg: cfg, stdout: stdout, stderr: stderr}}
 }
 
 // AddProbes runs ps beside the probes --probes asks for (a library user's

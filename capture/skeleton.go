@@ -24,7 +24,7 @@ import (
 // end-of-capture hook. Session and ProbeRun embed it; its methods may be
 // called from several goroutines (mu guards the manifest and writeErr).
 type skeleton struct {
-	cfg      *Config // the capture's (a Session's own cfg, a ProbeRun's)
+	cfg      Config // the capture's
 	stdout   io.Writer
 	stderr   io.Writer
 	obs      Observer // Session.Observe; nil: nobody
@@ -53,17 +53,17 @@ func (k *skeleton) note(m string) {
 // extra, on the target. What it opened is released by close, or by
 // finalize.
 func (k *skeleton) open(ctx context.Context, fp model.Fingerprint, bad int, extra []probe.Probe) error {
-	probes, err := buildProbes(k.cfg)
+	probes, err := buildProbes(&k.cfg)
 	if err != nil {
 		return err
 	}
 	if len(k.cfg.Agents) > 0 {
-		probes = agentProbes(k.cfg) // the probes run on the agents, not here
+		probes = agentProbes(&k.cfg) // the probes run on the agents, not here
 	}
 	if k.w, err = bundle.Create(k.cfg.Out, k.cfg.Overwrite); err != nil {
 		return err
 	}
-	if k.manifest, err = newManifest(k.cfg, fp, bad); err != nil {
+	if k.manifest, err = newManifest(&k.cfg, fp, bad); err != nil {
 		return err
 	}
 	if err := k.saveManifest(); err != nil {
@@ -136,7 +136,7 @@ func (k *skeleton) end(ctx context.Context, p probe.Period) {
 // and runs the end hook (Finish), whose tables it prints when the capture
 // had requests, then search (--find-max).
 func (k *skeleton) finalize(ctx context.Context, results *model.Results, interrupted bool, search *bundle.SearchResult) (*Outcome, error) {
-	cfg, say := k.cfg, k.say
+	cfg, say := &k.cfg, k.say
 	if results != nil {
 		if err := k.w.WriteJSON(bundle.ResultsFile, results); err != nil {
 			return nil, err
@@ -188,7 +188,7 @@ func (k *skeleton) finalize(ctx context.Context, results *model.Results, interru
 	if files, err := (&bundle.Bundle{Dir: cfg.Out}).Files(); err == nil {
 		k.manifest.Files = files
 	}
-	out := &Outcome{Dir: cfg.Out, Manifest: k.manifest, Search: search}
+	out := &Outcome{Manifest: k.manifest}
 	if results != nil {
 		out.Results = *results
 	}

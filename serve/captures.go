@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -176,28 +175,24 @@ func (s *Server) remote(ctx context.Context, e *entry) {
 	e.finish(out, err)
 }
 
-func (s *Server) period(w http.ResponseWriter, r *http.Request) (*entry, probe.Period, bool) {
-	e := s.lookup(w, r)
-	if e == nil {
-		return nil, probe.Period{}, false
-	}
+func (s *Server) period(w http.ResponseWriter, r *http.Request, e *entry) (probe.Period, bool) {
 	if e.run == nil {
 		httpError(w, http.StatusConflict, "capture %s is not remote: its periods are its own", e.id)
-		return nil, probe.Period{}, false
+		return probe.Period{}, false
 	}
 	var p probe.Period
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&p); err != nil || p.Level == "" {
 		httpError(w, http.StatusBadRequest, `body: want a period {"level","repeat","warmup","start_unix_ns","end_unix_ns"}: %v`, err)
-		return nil, probe.Period{}, false
+		return probe.Period{}, false
 	}
 	e.mu.Lock()
 	e.lastCall = time.Now()
 	e.mu.Unlock()
-	return e, p, true
+	return p, true
 }
 
-func (s *Server) begin(w http.ResponseWriter, r *http.Request) {
-	e, p, ok := s.period(w, r)
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, e *entry) {
+	p, ok := s.period(w, r, e)
 	if !ok {
 		return
 	}
@@ -208,8 +203,8 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) end(w http.ResponseWriter, r *http.Request) {
-	e, p, ok := s.period(w, r)
+func (s *Server) end(w http.ResponseWriter, r *http.Request, e *entry) {
+	p, ok := s.period(w, r, e)
 	if !ok {
 		return
 	}
@@ -223,11 +218,7 @@ func (s *Server) end(w http.ResponseWriter, r *http.Request) {
 
 // log is GET /v1/captures/{id}/log: the capture's progress lines;
 // ?follow=1 streams them until the capture ends.
-func (s *Server) log(w http.ResponseWriter, r *http.Request) {
-	e := s.lookup(w, r)
-	if e == nil {
-		return
-	}
+func (s *Server) log(w http.ResponseWriter, r *http.Request, e *entry) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if r.URL.Query().Get("follow") == "" {
 		io.WriteString(w, e.log.String())
@@ -252,11 +243,7 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) report(w http.ResponseWriter, r *http.Request) {
-	e := s.lookup(w, r)
-	if e == nil {
-		return
-	}
+func (s *Server) report(w http.ResponseWriter, r *http.Request, e *entry) {
 	p := filepath.Join(e.dir, bundle.ReportFile)
 	if _, err := os.Stat(p); err != nil {
 		httpError(w, http.StatusNotFound, "capture %s has no %s in its bundle (%s)", e.id, bundle.ReportFile, e.dir)
@@ -266,11 +253,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 }
 
 // bundle is GET /v1/captures/{id}/bundle: the finished bundle as tar.gz.
-func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
-	e := s.lookup(w, r)
-	if e == nil {
-		return
-	}
+func (s *Server) bundle(w http.ResponseWriter, r *http.Request, e *entry) {
 	select {
 	case <-e.finished:
 	default:
@@ -285,40 +268,12 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeTarGz writes the regular files under dir as a tar.gz, with paths
-// relative to dir.
+// writeTarGz writes the files under dir as a tar.gz, with paths relative
+// to dir (tar.Writer.AddFS; a bundle holds regular files and folders).
 func writeTarGz(w io.Writer, dir string) error {
 	zw := gzip.NewWriter(w)
 	tw := tar.NewWriter(zw)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, fi.Size())
-		return err
-	})
-	return errors.Join(err, tw.Close(), zw.Close())
+	return errors.Join(tw.AddFS(os.DirFS(dir)), tw.Close(), zw.Close())
 }
 
 // logBuf is a capture's log: what it prints, kept for /log.

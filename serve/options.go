@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/asrprof/asrprof/option"
@@ -22,10 +21,4 @@ func Options() []option.Option {
 		{Name: "pidfile", Field: "PIDFile", Usage: "write the daemon's pid to `FILE` once it listens (removed when it stops): kill \"$(cat FILE)\" stops it"},
 		{Name: "remote-idle", Field: "RemoteIdle", Usage: "finish a remote capture whose driver has not called for this long (`DURATION`)"},
 	}
-}
-
-// Refused is the API's error for a capture option marked Local
-// (option.Option.Local), which Config.Parse checks.
-func Refused(name string) error {
-	return fmt.Errorf("--%s is not taken over the API: the daemon names its bundles (<dir>/<id>) and starts no servers", name)
 }

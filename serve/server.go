@@ -167,13 +167,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+capture.AgentTimePath, s.timeNow)
 	mux.HandleFunc("GET "+capture.AgentCapturesPath, s.list)
 	mux.HandleFunc("POST "+capture.AgentCapturesPath, s.start)
-	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}", s.get)
-	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/log", s.log)
-	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/stop", s.stop)
-	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/begin", s.begin)
-	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/end", s.end)
-	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/report", s.report)
-	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/bundle", s.bundle)
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}", s.route(s.get))
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/log", s.route(s.log))
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/stop", s.route(s.stop))
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/begin", s.route(s.begin))
+	mux.HandleFunc("POST "+capture.AgentCapturesPath+"/{id}/end", s.route(s.end))
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/report", s.route(s.report))
+	mux.HandleFunc("GET "+capture.AgentCapturesPath+"/{id}/bundle", s.route(s.bundle))
 	routes := jsonFallback(mux)
 	if s.cfg.Token == "" {
 		return routes
@@ -239,6 +239,16 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *entry {
 	return nil
 }
 
+// route is h as the handler of a route of one capture: h is given the
+// capture the path's {id} names (lookup).
+func (s *Server) route(h func(http.ResponseWriter, *http.Request, *entry)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if e := s.lookup(w, r); e != nil {
+			h(w, r, e)
+		}
+	}
+}
+
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.infos())
 }
@@ -251,17 +261,11 @@ func (s *Server) infos() []capture.AgentCapture {
 	return out
 }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	if e := s.lookup(w, r); e != nil {
-		writeJSON(w, http.StatusOK, e.info())
-	}
+func (s *Server) get(w http.ResponseWriter, r *http.Request, e *entry) {
+	writeJSON(w, http.StatusOK, e.info())
 }
 
-func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	e := s.lookup(w, r)
-	if e == nil {
-		return
-	}
+func (s *Server) stop(w http.ResponseWriter, r *http.Request, e *entry) {
 	e.cancel()
 	if r.URL.Query().Get("wait") != "" {
 		select {

@@ -180,17 +180,12 @@ type reworded struct {
 func (r *reworded) Error() string { return r.msg }
 func (r *reworded) Unwrap() error { return r.err }
 
-// finishCapture is what every capture does at its end (capture.Finish):
+// finisher is what every capture does at its end (capture.Finish):
 // the tables it prints are the default analyses of its bundle, sweep
 // first (the sweep that show and analyze print), and the HTML report it
 // writes into its bundle is report.html (asrprof report DIR writes the
-// same). The length buckets are auto (finisher gives others).
-func finishCapture(ctx context.Context, dir string, tables bool) capture.Finished {
-	return finisher(analysis.LengthBuckets{})(ctx, dir, tables)
-}
-
-// finisher is finishCapture with the results by audio length in lb
-// (capture --length-buckets).
+// same), with the results by audio length in lb (capture
+// --length-buckets; zero: auto).
 func finisher(lb analysis.LengthBuckets) capture.Finish {
 	return func(ctx context.Context, dir string, tables bool) capture.Finished {
 		var f capture.Finished
@@ -299,7 +294,7 @@ func captureFlags(fs *flag.FlagSet, cfg *capture.Config) (*capture.Flags, *runbo
 			lb.Define(fs, &as, nil)
 			shown = append(shown, lb)
 		}
-		opts.Define(fs, o)
+		o.Define(fs, cfg, opts)
 		if o.Group == advanced {
 			last = append(last, o)
 		} else {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/fakeasr"
@@ -81,7 +82,7 @@ func TestCLIGolden(t *testing.T) {
 		{name: "analyze_killed_sweep", args: []string{"analyze", "$TMP/killed", "sweep"}, setup: killedBundle},
 		{name: "analyze_list", args: []string{"analyze", "--list"}},
 		{name: "analyze", args: []string{"analyze", "$TMP/refserver"}, setup: fixtures("refserver"), fixture: "refserver"},
-		// The answer first: what a capture opens with (finishCapture).
+		// The answer first: what a capture opens with (finisher).
 		{name: "analyze_summary", args: []string{"analyze", "$TMP/refserver", "summary"}, setup: fixtures("refserver")},
 		{name: "analyze_summary_sglang", args: []string{"analyze", "$TMP/sglang", "summary"}, setup: fixtures("sglang")},
 		{name: "analyze_json", args: []string{"analyze", "$TMP/sglang", "sweep", "knee", "--format", "json"}, setup: fixtures("sglang")},
@@ -134,7 +135,7 @@ func TestCLIGolden(t *testing.T) {
 }
 
 // The sweep that capture, show and analyze print is one table with one
-// set of notes: capture prints the default analyses (finishCapture), whose
+// set of notes: capture prints the default analyses (finisher), whose
 // first table is the sweep; show and analyze run the same script.
 func TestOneSweepTable(t *testing.T) {
 	tmp := t.TempDir()
@@ -142,7 +143,7 @@ func TestOneSweepTable(t *testing.T) {
 	for _, dir := range []string{filepath.Join(tmp, "killed"), writeGolden(t, tmp, "refserver_random")} {
 		_, show, _ := runCLI("show", dir)
 		_, analyze, _ := runCLI("analyze", dir, "sweep")
-		f := finishCapture(context.Background(), dir, true)
+		f := finisher(analysis.LengthBuckets{})(context.Background(), dir, true)
 		tabs, detail, err := f.Tables, f.Detail, f.TablesErr
 		// the checks and the summary; then the detail: its title, the sweep
 		if err != nil || tabs[0].Name != "validity" || tabs[len(tabs)-1].Name != "summary" || len(detail) < 2 || detail[1].Name != "sweep" || f.DetailHint == nil {

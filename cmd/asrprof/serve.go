@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asrprof/asrprof/analysis"
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/option"
 	"github.com/asrprof/asrprof/runbook"
@@ -69,7 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Token = cmp.Or(cfg.Token, os.Getenv("ASRPROF_TOKEN")) // not a flag default: --help would show it
 	cfg.Parse = parseAPICapture
-	cfg.Finish = finishCapture
+	cfg.Finish = finisher(analysis.LengthBuckets{})
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func parseAPICapture(args []string) (capture.Config, error) {
 	}
 	for _, o := range append(capture.Options(), runbook.Options("capture")...) {
 		if o.Local && rb.set[o.Name] {
-			return cfg, serve.Refused(o.Name)
+			return cfg, fmt.Errorf("--%s is not taken over the API: the daemon names its bundles (<dir>/<id>) and starts no servers", o.Name)
 		}
 	}
 	if err := checkCapture(cfg); err != nil { // as the command line checks it, before it is accepted
