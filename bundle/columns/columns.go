@@ -385,12 +385,8 @@ func (s *Set) background(f func()) {
 // saveRecord writes tables/tables.json (atomically). Callers hold no lock.
 func (s *Set) saveRecord() error {
 	s.mu.Lock()
-	b, err := json.MarshalIndent(s.rec, "", "  ")
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return bundle.ReplaceFile(s.Path(ManifestFile), append(b, '\n'))
+	defer s.mu.Unlock()
+	return bundle.WriteJSON(s.Path(ManifestFile), s.rec)
 }
 
 // derived is a small derived value kept as JSON (tables/NAME.json), valid
