@@ -41,11 +41,6 @@ type Stats struct {
 // MaxProblems bounds Stats.Problems.
 const MaxProblems = 20
 
-// Appender is where ImportDir appends events: *bundle.Writer satisfies it.
-type Appender interface {
-	Append(name string, rec any) error
-}
-
 var fileRe = regexp.MustCompile(`^events_(.+)_([0-9]+)\.jsonl$`)
 
 // ParseFileName returns the stage and pid of an events_<stage>_<pid>.jsonl
@@ -69,7 +64,7 @@ func ParseFileName(name string) (stage string, pid int, ok bool) {
 // stage or pid get them from the file name. The error is for what stops the
 // import: an unreadable directory or file, or a failed append; the stats
 // then count what was imported before it.
-func ImportDir(dir string, w Appender) (Stats, error) {
+func ImportDir(dir string, w *bundle.Writer) (Stats, error) {
 	var st Stats
 	ents, err := os.ReadDir(dir)
 	if err != nil {
