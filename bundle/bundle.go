@@ -287,30 +287,39 @@ func ReadJSONL[T any](path string, fn func(T) error) (truncated bool, err error)
 		return false, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<16)
+	err = Lines(f, path, func(_ int, b []byte, cut bool) error {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
+			if cut {
+				truncated = true
+				return nil
+			}
+			return err
+		}
+		return fn(v)
+	})
+	return truncated, err
+}
+
+// Lines calls fn for every line of r that is not blank, trimmed, with its
+// number (from 1) and whether it is a last line without its newline (cut
+// short where its writer was killed mid-write). An error of fn is
+// returned naming name and the line, "name:12: err"; a read error naming
+// name.
+func Lines(r io.Reader, name string, fn func(line int, b []byte, cut bool) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
-		b, rerr := r.ReadBytes('\n')
-		if len(b) > 0 {
-			complete := b[len(b)-1] == '\n'
-			b = bytes.TrimSpace(b)
-			if len(b) > 0 {
-				var v T
-				if jerr := json.Unmarshal(b, &v); jerr != nil {
-					if !complete && rerr == io.EOF {
-						return true, nil
-					}
-					return false, fmt.Errorf("%s:%d: %w", path, line, jerr)
-				}
-				if err := fn(v); err != nil {
-					return false, fmt.Errorf("%s:%d: %w", path, line, err)
-				}
+		b, rerr := br.ReadBytes('\n')
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			if err := fn(line, t, rerr == io.EOF); err != nil {
+				return fmt.Errorf("%s:%d: %w", name, line, err)
 			}
 		}
 		if rerr == io.EOF {
-			return false, nil
+			return nil
 		}
 		if rerr != nil {
-			return false, fmt.Errorf("%s: %w", path, rerr)
+			return fmt.Errorf("%s: %w", name, rerr)
 		}
 	}
 }

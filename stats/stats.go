@@ -224,11 +224,8 @@ func MannWhitney(xs, ys []float64) (u, p float64) {
 		x bool
 	}
 	all := make([]obs, 0, n1+n2)
-	for _, v := range xs {
-		all = append(all, obs{v, true})
-	}
-	for _, v := range ys {
-		all = append(all, obs{v, false})
+	for i, v := range slices.Concat(xs, ys) {
+		all = append(all, obs{v, i < n1})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v })
 	var r1, tieSum float64

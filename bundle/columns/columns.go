@@ -385,12 +385,8 @@ func (s *Set) background(f func()) {
 // saveRecord writes tables/tables.json (atomically). Callers hold no lock.
 func (s *Set) saveRecord() error {
 	s.mu.Lock()
-	b, err := json.MarshalIndent(s.rec, "", "  ")
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return bundle.ReplaceFile(s.Path(ManifestFile), append(b, '\n'))
+	defer s.mu.Unlock()
+	return bundle.WriteJSON(s.Path(ManifestFile), s.rec)
 }
 
 // derived is a small derived value kept as JSON (tables/NAME.json), valid
@@ -553,39 +549,36 @@ func (s *Set) RequestCols() (*RequestCols, error) {
 	return rc, nil
 }
 
-// columnOf is field f of reqs as readColumns reads its column.
+// columnOf is field f of reqs as readColumns reads its column, each
+// slice sized once (growing them was a tenth of a JSONL-only stage table).
 func columnOf(reqs []model.Request, f *model.Field) *column {
-	n := len(reqs)
-	c := &column{n: n}
-	var d dictBuilder
-	switch f.Kind { // sized once: growing them was a tenth of a JSONL-only stage table
+	c := &column{n: len(reqs)}
+	switch f.Kind {
 	case model.KindString:
-		d.codes = make([]int32, 0, n)
-	case model.KindBool:
-		c.b = make([]bool, 0, n)
-	case model.KindFloat:
-		c.f64 = make([]float64, 0, n)
-	case model.KindInt:
-		c.i32 = make([]int32, 0, n)
-	case model.KindInt64:
-		c.i64 = make([]int64, 0, n)
-	}
-	for i := range reqs {
-		switch p := unsafe.Pointer(&reqs[i]); f.Kind {
-		case model.KindString:
-			d.addString(*field[string](p, f))
-		case model.KindBool:
-			c.b = append(c.b, *field[bool](p, f))
-		case model.KindFloat:
-			c.f64 = append(c.f64, *field[float64](p, f))
-		case model.KindInt:
-			c.kind, c.i32 = parquet.Int32, append(c.i32, int32(*field[int](p, f)))
-		case model.KindInt64:
-			c.kind, c.i64 = parquet.Int64, append(c.i64, *field[int64](p, f))
+		d := dictBuilder{codes: make([]int32, 0, len(reqs))}
+		for i := range reqs {
+			d.addString(*field[string](unsafe.Pointer(&reqs[i]), f))
 		}
+		c.str = mergeStrings([]*dictBuilder{&d})
+	case model.KindBool:
+		c.b = gather(reqs, f, func(x bool) bool { return x })
+	case model.KindFloat:
+		c.f64 = gather(reqs, f, func(x float64) float64 { return x })
+	case model.KindInt:
+		c.kind, c.i32 = parquet.Int32, gather(reqs, f, func(x int) int32 { return int32(x) })
+	case model.KindInt64:
+		c.kind, c.i64 = parquet.Int64, gather(reqs, f, func(x int64) int64 { return x })
 	}
-	c.str = mergeStrings([]*dictBuilder{&d})
 	return c
+}
+
+// gather is conv of field f (a T) of each request of reqs.
+func gather[T, U any](reqs []model.Request, f *model.Field, conv func(T) U) []U {
+	out := make([]U, len(reqs))
+	for i := range reqs {
+		out[i] = conv(*field[T](unsafe.Pointer(&reqs[i]), f))
+	}
+	return out
 }
 
 // Events returns the events table (empty when the bundle has no events).

@@ -38,20 +38,17 @@ func limitHeap(n int64) (release func()) {
 	heapLimit.users++
 	heapLimit.want += n
 	debug.SetMemoryLimit(heapLimit.base + heapLimit.want)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			heapLimit.Lock()
-			defer heapLimit.Unlock()
-			heapLimit.users--
-			heapLimit.want -= n
-			if heapLimit.users == 0 {
-				debug.SetMemoryLimit(math.MaxInt64)
-			} else {
-				debug.SetMemoryLimit(heapLimit.base + heapLimit.want)
-			}
-		})
-	}
+	return sync.OnceFunc(func() {
+		heapLimit.Lock()
+		defer heapLimit.Unlock()
+		heapLimit.users--
+		heapLimit.want -= n
+		if heapLimit.users == 0 {
+			debug.SetMemoryLimit(math.MaxInt64)
+		} else {
+			debug.SetMemoryLimit(heapLimit.base + heapLimit.want)
+		}
+	})
 }
 
 // minLimitBytes: JSONL sources smaller than this build without a limit

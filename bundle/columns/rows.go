@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
-
-	"github.com/asrprof/asrprof/bundle"
 )
 
 // Probe files (gpu.jsonl, sched.jsonl, cuda.jsonl) are JSON objects whose
@@ -119,20 +116,9 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 		}
 		group[k] = parquet.Optional(n)
 	}
-	schema := parquet.NewSchema("rows", group)
-	opts := []parquet.WriterOption{schema, parquet.Compression(fastSnappy{}), parquet.CreatedBy("asrprof", fmt.Sprint(Version), "")}
-	for k, v := range meta {
-		opts = append(opts, parquet.KeyValueMetadata(k, v))
-	}
-	return bundle.WriteFileAtomic(path, func(f io.Writer) error {
-		w := parquet.NewWriter(f, opts...)
+	return writeTable(path, meta, len(rows.Objects), parquet.NewSchema("rows", group), func(w *parquet.GenericWriter[any], lo, hi int) error {
 		batch := make([]parquet.Row, 0, 1024)
-		flush := func() error {
-			_, err := w.WriteRows(batch)
-			batch = batch[:0]
-			return wrap(path, err)
-		}
-		for _, o := range rows.Objects {
+		for i, o := range rows.Objects[lo:hi] {
 			row := make(parquet.Row, len(names))
 			for c, k := range names {
 				v, ok := o[k]
@@ -154,7 +140,7 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 				case colString:
 					s, err := v.str()
 					if err != nil {
-						return fmt.Errorf("%s: field %q: %w", path, k, err)
+						return fmt.Errorf("field %q: %w", k, err)
 					}
 					pv = parquet.ByteArrayValue([]byte(s))
 				default:
@@ -162,17 +148,14 @@ func writeRowsTable(path string, rows *Rows, meta map[string]string) error {
 				}
 				row[c] = pv.Level(0, 1, c)
 			}
-			batch = append(batch, row)
-			if len(batch) == cap(batch) {
-				if err := flush(); err != nil {
+			if batch = append(batch, row); len(batch) == cap(batch) || lo+i == hi-1 {
+				if _, err := w.WriteRows(batch); err != nil {
 					return err
 				}
+				batch = batch[:0]
 			}
 		}
-		if err := flush(); err != nil {
-			return err
-		}
-		return wrap(path, w.Close())
+		return nil
 	})
 }
 

@@ -1,8 +1,6 @@
 package events
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -43,11 +41,6 @@ type Stats struct {
 // MaxProblems bounds Stats.Problems.
 const MaxProblems = 20
 
-// Appender is where ImportDir appends events: *bundle.Writer satisfies it.
-type Appender interface {
-	Append(name string, rec any) error
-}
-
 var fileRe = regexp.MustCompile(`^events_(.+)_([0-9]+)\.jsonl$`)
 
 // ParseFileName returns the stage and pid of an events_<stage>_<pid>.jsonl
@@ -71,7 +64,7 @@ func ParseFileName(name string) (stage string, pid int, ok bool) {
 // stage or pid get them from the file name. The error is for what stops the
 // import: an unreadable directory or file, or a failed append; the stats
 // then count what was imported before it.
-func ImportDir(dir string, w Appender) (Stats, error) {
+func ImportDir(dir string, w *bundle.Writer) (Stats, error) {
 	var st Stats
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -109,36 +102,25 @@ func ImportDir(dir string, w Appender) (Stats, error) {
 
 // readLines parses every line of r, skipping malformed ones into st.
 func readLines(r io.Reader, name string, st *Stats, fn func(*bundle.Event) error) error {
-	br := bufio.NewReaderSize(r, 1<<16)
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		// A blank line is skipped; one that is not an event object, or
-		// has no event_name, is malformed.
-		if t := bytes.TrimSpace(b); len(t) > 0 {
-			var ev bundle.Event
-			err := json.Unmarshal(t, &ev)
-			if err == nil && ev.EventName == "" {
-				err = errors.New("event without event_name")
+	// A blank line is skipped; one that is not an event object, or
+	// has no event_name, is malformed.
+	return bundle.Lines(r, name, func(line int, b []byte, cut bool) error {
+		var ev bundle.Event
+		err := json.Unmarshal(b, &ev)
+		if err == nil && ev.EventName == "" {
+			err = errors.New("event without event_name")
+		}
+		switch {
+		case err != nil && cut:
+			st.Truncated++
+		case err != nil:
+			st.Malformed++
+			if len(st.Problems) < MaxProblems {
+				st.Problems = append(st.Problems, fmt.Sprintf("%s:%d: %v", name, line, err))
 			}
-			switch {
-			case err != nil && b[len(b)-1] != '\n' && rerr == io.EOF:
-				st.Truncated++
-			case err != nil:
-				st.Malformed++
-				if len(st.Problems) < MaxProblems {
-					st.Problems = append(st.Problems, fmt.Sprintf("%s:%d: %v", name, line, err))
-				}
-			default:
-				if err := fn(&ev); err != nil {
-					return fmt.Errorf("%s:%d: %w", name, line, err)
-				}
-			}
+		default:
+			return fn(&ev)
 		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("reading %s: %w", name, rerr)
-		}
-	}
+		return nil
+	})
 }

@@ -2,7 +2,6 @@ package events
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,8 +13,7 @@ import (
 
 // Profiler starts and stops SGLang-Omni's request profiler.
 type Profiler struct {
-	URL  string       // the server's base URL, e.g. http://127.0.0.1:8000
-	HTTP *http.Client // nil: a client with a 30 s timeout
+	URL string // the server's base URL, e.g. http://127.0.0.1:8000
 }
 
 // Start asks the server to write events for run runID into eventDir (a
@@ -40,7 +38,7 @@ func (p *Profiler) post(ctx context.Context, path string, body []byte) error {
 		return fmt.Errorf("request profiler: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := cmp.Or(p.HTTP, &http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return fmt.Errorf("request profiler: POST %s: %w", url, err)
 	}

@@ -166,8 +166,8 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 	if _, err := b.Results(); err == nil {
 		t.Error("a killed capture has results.json")
 	}
-	res := summary.Summarize(reqs, b.Manifest.Levels, summary.SLO{})
-	if len(res.Results) != 1 || res.Results[0].Total != len(reqs) {
+	res := summary.Levels(summary.Passes(reqs, b.Manifest.Levels, summary.SLO{}))
+	if len(res) != 1 || res[0].Total != len(reqs) {
 		t.Fatalf("summarize: %+v", res)
 	}
 	var sout, serr bytes.Buffer

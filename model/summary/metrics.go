@@ -5,8 +5,8 @@
 // It is the one place where per-pass metrics are computed: the capture
 // calls Pass as each pass ends (progress, coverage, results.json), and
 // Passes recomputes the same numbers from a bundle's requests for readers
-// (the Starlark `capture.passes`, and Summarize for a killed capture that
-// has no results.json).
+// (the Starlark `capture.passes`, and Levels over them for a killed capture
+// that has no results.json).
 package summary
 
 import (

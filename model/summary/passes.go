@@ -79,14 +79,6 @@ func Passes(recs []model.Request, runs []model.LevelRun, slo SLO) []model.PassMe
 	return out
 }
 
-// Summarize is results.json's content recomputed from a bundle's records
-// and runs (for a capture killed before it wrote results.json): the scored
-// passes of Passes under slo, summarised per level with Level, in run
-// order.
-func Summarize(recs []model.Request, runs []model.LevelRun, slo SLO) model.Results {
-	return model.Results{Schema: model.Schema, Results: Levels(Passes(recs, runs, slo))}
-}
-
 // Levels are the scored passes of passes summarised per level with
 // Level, in run order.
 func Levels(passes []model.PassMetrics) []model.LevelResult {

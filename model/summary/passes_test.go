@@ -54,22 +54,22 @@ func TestPasses(t *testing.T) {
 			t.Errorf("pass %d: WER %v", i, p.CorpusWER)
 		}
 	}
-	res := Summarize(recs, runs, SLO{})
-	if len(res.Results) != 3 {
-		t.Fatalf("%d levels, want c8, c1, r2", len(res.Results))
+	res := Levels(Passes(recs, runs, SLO{}))
+	if len(res) != 3 {
+		t.Fatalf("%d levels, want c8, c1, r2", len(res))
 	}
-	c8, c1 := res.Results[0], res.Results[1]
-	if c8.Level != "c8" || c8.Repeats != 1 || c8.Total != 2 || c1.Level != "c1" || c1.Repeats != 2 || c1.Total != 3 || res.Results[2].Level != "r2" {
-		t.Errorf("summary %+v", res.Results)
+	c8, c1 := res[0], res[1]
+	if c8.Level != "c8" || c8.Repeats != 1 || c8.Total != 2 || c1.Level != "c1" || c1.Repeats != 2 || c1.Total != 3 || res[2].Level != "r2" {
+		t.Errorf("summary %+v", res)
 	}
-	for _, lr := range res.Results {
+	for _, lr := range res {
 		for _, p := range lr.PerRepeat {
 			if p.Warmup {
 				t.Errorf("%s: a warmup pass in results", lr.Level)
 			}
 		}
 	}
-	if got := Summarize(nil, runs, SLO{}); len(got.Results) != 0 || got.Results == nil {
+	if got := Levels(Passes(nil, runs, SLO{})); len(got) != 0 || got == nil {
 		t.Errorf("no requests: %+v", got)
 	}
 }

@@ -135,9 +135,9 @@ func TestPassesSLO(t *testing.T) {
 	if len(ps) != 1 || ps[0].SLOMet != 1 || *ps[0].GoodputReqS != 0.25 || *ps[0].SLOAttainment != 0.5 {
 		t.Fatalf("%+v", ps)
 	}
-	res := Summarize(recs, runs, slo)
-	if res.Results[0].GoodputReqS.Mean != 0.25 {
-		t.Errorf("summary %+v", res.Results[0])
+	res := Levels(Passes(recs, runs, slo))
+	if res[0].GoodputReqS.Mean != 0.25 {
+		t.Errorf("summary %+v", res[0])
 	}
 	if Passes(recs, runs, SLO{})[0].GoodputReqS != nil {
 		t.Error("Passes without an SLO has goodput")
