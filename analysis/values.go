@@ -366,6 +366,14 @@ func stringList(ss []string) *starlark.List {
 	return frozenList(ss, func(s string) starlark.Value { return starlark.String(s) })
 }
 
+// noneUnless is v when ok, else None (a value the capture lacks).
+func noneUnless(ok bool, v starlark.Value) starlark.Value {
+	if !ok {
+		return starlark.None
+	}
+	return v
+}
+
 // goStruct is x, a Go struct, as a Starlark struct named name: each
 // exported field under its name in snake case (LatencyMeanMs:
 // latency_mean_ms; a `star:"-"` tag leaves it out) as goValue makes it,
