@@ -113,26 +113,45 @@ func (v *mapView) AttrNames() []string {
 	return append([]string{"get", "items", "keys", "values"}, v.keys()...)
 }
 func (v *mapView) Attr(name string) (starlark.Value, error) {
-	// keys(), items() and values(): a new list of f of each key, in order.
-	list := func(f func(k string) starlark.Value) (starlark.Value, error) {
-		return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return starlark.NewList(valuesOf(v.keys(), f)), nil
-		}), nil
-	}
-	switch name {
-	case "get":
+	if name == "get" { // its key a string, as span.attr's
 		return starlark.NewBuiltin("get", getFn(v.m)), nil
-	case "keys":
-		return list(func(k string) starlark.Value { return starlark.String(k) })
-	case "items":
-		return list(func(k string) starlark.Value { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
-	case "values":
-		return list(func(k string) starlark.Value { return toValue(v.m[k]) })
+	}
+	if m := dictMethod(v, name); m != nil {
+		return m, nil
 	}
 	if x, ok := v.m[name]; ok {
 		return toValue(x), nil
 	}
 	return nil, nil
+}
+
+// dictMethod is m's get, keys, items or values as on a dict, made of its
+// Get and Items (keys, items and values: a new list, in Items' order);
+// nil for another name.
+func dictMethod(m starlark.IterableMapping, name string) starlark.Value {
+	if name == "get" {
+		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var k, d starlark.Value = nil, starlark.None
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &k, &d); err != nil {
+				return nil, err
+			}
+			if x, ok, _ := m.Get(k); ok {
+				return x, nil
+			}
+			return d, nil
+		})
+	}
+	f := map[string]func(starlark.Tuple) starlark.Value{
+		"keys":   func(t starlark.Tuple) starlark.Value { return t[0] },
+		"items":  func(t starlark.Tuple) starlark.Value { return t },
+		"values": func(t starlark.Tuple) starlark.Value { return t[1] },
+	}[name]
+	if f == nil {
+		return nil
+	}
+	return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+		return starlark.NewList(valuesOf(m.Items(), f)), nil
+	})
 }
 
 // toValue converts a decoded JSON or OTLP attribute value to Starlark.
