@@ -239,37 +239,7 @@ func (v *msView) Items() []starlark.Tuple {
 }
 func (v *msView) AttrNames() []string { return []string{"get", "items", "keys", "values"} }
 func (v *msView) Attr(name string) (starlark.Value, error) {
-	var f func() starlark.Value
-	switch name {
-	case "get":
-		return starlark.NewBuiltin("get", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var k, d starlark.Value = nil, starlark.None
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &k, &d); err != nil {
-				return nil, err
-			}
-			if x, ok, _ := v.Get(k); ok {
-				return x, nil
-			}
-			return d, nil
-		}), nil
-	case "keys":
-		f = func() starlark.Value {
-			return starlark.NewList(valuesOf(v.names, func(n string) starlark.Value { return starlark.String(n) }))
-		}
-	case "items":
-		f = func() starlark.Value {
-			return starlark.NewList(valuesOf(v.Items(), func(t starlark.Tuple) starlark.Value { return t }))
-		}
-	case "values":
-		f = func() starlark.Value {
-			return starlark.NewList(valuesOf(v.Items(), func(t starlark.Tuple) starlark.Value { return t[1] }))
-		}
-	default:
-		return nil, nil
-	}
-	return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-		return f(), nil
-	}), nil
+	return dictMethod(v, name), nil
 }
 
 // requests(capture, preset = None, thread = ""): one row per successful

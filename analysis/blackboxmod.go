@@ -109,14 +109,10 @@ func blackboxInfo(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err != nil {
 		return nil, err
 	}
-	var bins starlark.Value = starlark.None
-	if bb.bins != "" {
-		bins = starlark.String(bb.bins)
-	}
 	solo, from := bb.in.SoloOf()
 	return structOf(starlark.StringDict{
 		"solo": starlark.String(solo), "solo_level": starlark.String(from),
-		"bins": bins, "cuda": starlark.Bool(bb.cuda), "gpu": starlark.Bool(bb.gpu),
+		"bins": noneUnless(bb.bins != "", starlark.String(bb.bins)), "cuda": starlark.Bool(bb.cuda), "gpu": starlark.Bool(bb.gpu),
 	}), nil
 }
 
@@ -132,10 +128,8 @@ func blackboxLevels(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		}
 		extra := starlark.StringDict{"states": statesValue(engine.BlackBoxStates, l.States[:]), "groups": groups,
 			"batch_share": starlark.Float(l.Groups.BatchShare), "grouped_share": starlark.Float(l.Groups.GroupedShare),
-			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode), "gpu_busy": starlark.None}
-		if l.GPUBusy >= 0 {
-			extra["gpu_busy"] = starlark.Float(l.GPUBusy)
-		}
+			"batch_max": starlark.MakeInt(l.Groups.BatchMax), "batch_mode": starlark.MakeInt(l.Groups.BatchMode),
+			"gpu_busy": noneUnless(l.GPUBusy >= 0, starlark.Float(l.GPUBusy))}
 		return goStruct("struct", l, extra)
 	})), nil
 }

@@ -30,10 +30,10 @@ type Capture struct {
 	// nil when the file is absent (a killed capture).
 	Results any
 
-	ix     once[*join.Index]              // join()
-	rows   memo[string, []map[string]any] // Rows, by file
-	profs  once[[]profileSummary]         // profiles()
-	passes once[[]model.PassMetrics]      // Passes()
+	ix     once[*join.Index]         // join()
+	rows   memo[string, []Row]       // Rows, by file
+	profs  once[[]profileSummary]    // profiles()
+	passes once[[]model.PassMetrics] // Passes()
 
 	// Tables are the bundle's Parquet tables (trace/tables), built by Load
 	// where they were missing or stale; the stage engine reads them.
@@ -268,25 +268,17 @@ func (c *Capture) HasEvents() bool { return c.Bundle.Has(bundle.EventsFile) }
 // cuda.jsonl), read as every bundle file is (bundle.ReadJSONL: a
 // truncated last line dropped); none when the file is absent. Numbers are
 // json.Number.
-func (c *Capture) Rows(name string) ([]map[string]any, error) {
-	return c.rows.get(name, func() ([]map[string]any, error) {
-		var out []map[string]any
-		_, err := bundle.ReadJSONL(c.Bundle.Path(name), func(o object) error {
-			out = append(out, o)
-			return nil
-		})
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return out, err
+func (c *Capture) Rows(name string) ([]Row, error) {
+	return c.rows.get(name, func() ([]Row, error) {
+		return bundle.ReadAll[Row](c.Bundle.Path(name))
 	})
 }
 
-// object is a line of a probe file as Rows reads it: a JSON object whose
+// Row is a line of a probe file as Rows reads it: a JSON object whose
 // numbers are json.Number.
-type object map[string]any
+type Row map[string]any
 
-func (o *object) UnmarshalJSON(b []byte) error {
+func (o *Row) UnmarshalJSON(b []byte) error {
 	v, err := decodeJSON(b)
 	m, ok := v.(map[string]any)
 	if err == nil && !ok {

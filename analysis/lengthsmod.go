@@ -51,10 +51,7 @@ func lengthSplit(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	}
 	var bs []starlark.Value
 	for i, bk := range sp.Buckets {
-		var hi starlark.Value = starlark.None
-		if !math.IsInf(bk.Hi, 1) {
-			hi = starlark.Float(bk.Hi)
-		}
+		hi := noneUnless(!math.IsInf(bk.Hi, 1), starlark.Float(bk.Hi))
 		bs = append(bs, goStruct("bucket", bk, starlark.StringDict{"index": starlark.MakeInt(i), "hi": hi}))
 	}
 	return &splitValue{sp: sp, Struct: goStruct("length_split", *sp, starlark.StringDict{

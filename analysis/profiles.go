@@ -308,13 +308,11 @@ func readProfile(path string) (p *profile.Profile, vi int, scale float64, err er
 func topFunctions(times map[string]int64, total int64, scale float64, n int) []functionCPU {
 	names := slices.Collect(maps.Keys(times))
 	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(times[b], times[a]), strings.Compare(a, b)) })
-	out := []functionCPU{}
-	for _, name := range names[:min(len(names), n)] {
+	return valuesOf(names[:min(len(names), n)], func(name string) functionCPU { // [] (not null) for none
 		fc := functionCPU{Function: name, FlatS: float64(times[name]) * scale}
 		if total > 0 {
 			fc.FlatPct = 100 * float64(times[name]) / float64(total)
 		}
-		out = append(out, fc)
-	}
-	return out
+		return fc
+	})
 }

@@ -214,13 +214,9 @@ func (s *Session) predeclared() starlark.StringDict {
 		opts.SetKey(starlark.String(k), toValue(s.opts.Params[k]))
 	}
 	opts.Freeze()
-	var base starlark.Value = starlark.None
-	if s.opts.Baseline != nil {
-		base = &captureValue{c: s.opts.Baseline}
-	}
 	return starlark.StringDict{
 		"capture":  &captureValue{c: s.c},
-		"baseline": base,
+		"baseline": noneUnless(s.opts.Baseline != nil, &captureValue{c: s.opts.Baseline}),
 		"options":  opts,
 		"emit":     starlark.NewBuiltin("emit", emit),
 		"struct":   starlark.NewBuiltin("struct", starlarkstruct.Make),

@@ -74,10 +74,7 @@ func readMetrics(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) 
 
 // nanNone is x, or None when it is NaN.
 func nanNone(x float64) starlark.Value {
-	if math.IsNaN(x) {
-		return starlark.None
-	}
-	return starlark.Float(x)
+	return noneUnless(!math.IsNaN(x), starlark.Float(x))
 }
 
 // rolesValue is {role: struct(count, mean_ms, p50_ms, p95_ms)}, roles in

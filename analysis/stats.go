@@ -90,10 +90,7 @@ func orNone(f func([]float64) float64) func([]float64) starlark.Value {
 // stdev is the sample standard deviation (n−1); None for fewer than two.
 func stdev(xs []float64) starlark.Value {
 	sd, ok := stats.StdDev(xs)
-	if !ok {
-		return starlark.None
-	}
-	return starlark.Float(sd)
+	return noneUnless(ok, starlark.Float(sd))
 }
 
 func percentile(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {

@@ -113,26 +113,45 @@ func (v *mapView) AttrNames() []string {
 	return append([]string{"get", "items", "keys", "values"}, v.keys()...)
 }
 func (v *mapView) Attr(name string) (starlark.Value, error) {
-	// keys(), items() and values(): a new list of f of each key, in order.
-	list := func(f func(k string) starlark.Value) (starlark.Value, error) {
-		return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return starlark.NewList(valuesOf(v.keys(), f)), nil
-		}), nil
-	}
-	switch name {
-	case "get":
+	if name == "get" { // its key a string, as span.attr's
 		return starlark.NewBuiltin("get", getFn(v.m)), nil
-	case "keys":
-		return list(func(k string) starlark.Value { return starlark.String(k) })
-	case "items":
-		return list(func(k string) starlark.Value { return starlark.Tuple{starlark.String(k), toValue(v.m[k])} })
-	case "values":
-		return list(func(k string) starlark.Value { return toValue(v.m[k]) })
+	}
+	if m := dictMethod(v, name); m != nil {
+		return m, nil
 	}
 	if x, ok := v.m[name]; ok {
 		return toValue(x), nil
 	}
 	return nil, nil
+}
+
+// dictMethod is m's get, keys, items or values as on a dict, made of its
+// Get and Items (keys, items and values: a new list, in Items' order);
+// nil for another name.
+func dictMethod(m starlark.IterableMapping, name string) starlark.Value {
+	if name == "get" {
+		return starlark.NewBuiltin(name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var k, d starlark.Value = nil, starlark.None
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &k, &d); err != nil {
+				return nil, err
+			}
+			if x, ok, _ := m.Get(k); ok {
+				return x, nil
+			}
+			return d, nil
+		})
+	}
+	f := map[string]func(starlark.Tuple) starlark.Value{
+		"keys":   func(t starlark.Tuple) starlark.Value { return t[0] },
+		"items":  func(t starlark.Tuple) starlark.Value { return t },
+		"values": func(t starlark.Tuple) starlark.Value { return t[1] },
+	}[name]
+	if f == nil {
+		return nil
+	}
+	return starlark.NewBuiltin(name, func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+		return starlark.NewList(valuesOf(m.Items(), f)), nil
+	})
 }
 
 // toValue converts a decoded JSON or OTLP attribute value to Starlark.
@@ -366,6 +385,14 @@ func stringList(ss []string) *starlark.List {
 	return frozenList(ss, func(s string) starlark.Value { return starlark.String(s) })
 }
 
+// noneUnless is v when ok, else None (a value the capture lacks).
+func noneUnless(ok bool, v starlark.Value) starlark.Value {
+	if !ok {
+		return starlark.None
+	}
+	return v
+}
+
 // goStruct is x, a Go struct, as a Starlark struct named name: each
 // exported field under its name in snake case (LatencyMeanMs:
 // latency_mean_ms; a `star:"-"` tag leaves it out) as goValue makes it,
@@ -523,22 +550,12 @@ func fieldAttrs[V any](fs []model.Field, rec func(V) reflect.Value, extra attrTa
 // realtime-only field of a file request, errors without scoring), a
 // struct named after the field for a struct.
 func fieldValue(x reflect.Value, f *model.Field) starlark.Value {
-	switch f.Kind {
-	case model.KindString:
-		return starlark.String(x.String())
-	case model.KindInt, model.KindInt64:
-		return starlark.MakeInt64(x.Int())
-	case model.KindFloat:
-		return starlark.Float(x.Float())
-	case model.KindBool:
-		return starlark.Bool(x.Bool())
-	case model.KindFloats:
+	switch {
+	case f.Kind != model.KindOptFloat && f.Kind != model.KindStruct: // a string, a number, a bool, a list of floats
 		return toValue(x.Interface())
-	}
-	if x.IsNil() {
+	case x.IsNil():
 		return starlark.None
-	}
-	if f.Kind == model.KindOptFloat {
+	case f.Kind == model.KindOptFloat:
 		return starlark.Float(x.Elem().Float())
 	}
 	d := starlark.StringDict{}
