@@ -550,12 +550,22 @@ func fieldAttrs[V any](fs []model.Field, rec func(V) reflect.Value, extra attrTa
 // realtime-only field of a file request, errors without scoring), a
 // struct named after the field for a struct.
 func fieldValue(x reflect.Value, f *model.Field) starlark.Value {
-	switch {
-	case f.Kind != model.KindOptFloat && f.Kind != model.KindStruct: // a string, a number, a bool, a list of floats
+	switch f.Kind {
+	case model.KindString:
+		return starlark.String(x.String())
+	case model.KindInt, model.KindInt64:
+		return starlark.MakeInt64(x.Int())
+	case model.KindFloat:
+		return starlark.Float(x.Float())
+	case model.KindBool:
+		return starlark.Bool(x.Bool())
+	case model.KindFloats:
 		return toValue(x.Interface())
-	case x.IsNil():
+	}
+	if x.IsNil() {
 		return starlark.None
-	case f.Kind == model.KindOptFloat:
+	}
+	if f.Kind == model.KindOptFloat {
 		return starlark.Float(x.Elem().Float())
 	}
 	d := starlark.StringDict{}
