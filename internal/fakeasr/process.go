@@ -248,12 +248,8 @@ func spin(d time.Duration) {
 // Gone reports whether pid no longer runs (missing, or a zombie that no
 // one reaped).
 func Gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	st, err := proctree.ParseStat(string(b))
-	return err != nil || st.State == 'Z' || st.State == 'X'
+	_, live := proctree.LiveStat("/proc", pid)
+	return !live
 }
 
 // Kill ends pid, for test cleanups after a failure.

@@ -30,9 +30,6 @@ type WSConfig struct {
 	Text string
 	// WordS is how much audio reveals one more word (default 0.2 s).
 	WordS float64
-	// SentenceWords is how many words make a locked sentence, item or
-	// segment (default 3).
-	SentenceWords int
 	// Delay is the processing time before each update: the server answers
 	// a frame Delay after reading it (and reads nothing meanwhile).
 	Delay time.Duration
@@ -53,6 +50,9 @@ type WSConfig struct {
 	// silent one).
 	DecodeError bool
 }
+
+// sentenceWords is how many words make a locked sentence, item or segment.
+const sentenceWords = 3
 
 // WSSession is what the fake server received in one session.
 type WSSession struct {
@@ -84,7 +84,6 @@ func NewWSServer(t testing.TB, cfg WSConfig) *WSServer {
 	cfg.Dialect = cmp.Or(cfg.Dialect, "funasr")
 	cfg.Text = cmp.Or(cfg.Text, DefaultText)
 	cfg.WordS = cmp.Or(cfg.WordS, 0.2)
-	cfg.SentenceWords = cmp.Or(cfg.SentenceWords, 3)
 	s := &WSServer{cfg: cfg, rate: 16000}
 	if cfg.Dialect == "openai" {
 		s.rate = 24000
@@ -271,7 +270,7 @@ func (f *fakeSession) message(ctx context.Context, typ websocket.MessageType, da
 
 // sentences splits the revealed words into locked sentences and the rest.
 func (f *fakeSession) sentences() (locked []string, partial []string) {
-	k := f.s.cfg.SentenceWords
+	k := sentenceWords
 	words := f.words[:f.shown]
 	for len(words) >= k {
 		locked = append(locked, strings.Join(words[:k], " "))
@@ -283,7 +282,7 @@ func (f *fakeSession) sentences() (locked []string, partial []string) {
 // update announces the words revealed since prev.
 func (f *fakeSession) update(ctx context.Context, prev int, audioS float64) {
 	cfg := &f.s.cfg
-	k := cfg.SentenceWords
+	k := sentenceWords
 	locked, partial := f.sentences()
 	switch cfg.Dialect {
 	case "funasr":
@@ -345,7 +344,7 @@ func space(i int) string {
 // finish answers the end of input with the dialect's final messages.
 func (f *fakeSession) finish(ctx context.Context) {
 	cfg := &f.s.cfg
-	k := cfg.SentenceWords
+	k := sentenceWords
 	all := strings.Join(f.words, " ")
 	switch cfg.Dialect {
 	case "funasr":
@@ -372,7 +371,7 @@ func (f *fakeSession) finish(ctx context.Context) {
 // openaiItem commits words[from:to] as one item and transcribes it; vad
 // says whether the server's VAD (not the client) committed it.
 func (f *fakeSession) openaiItem(ctx context.Context, from, to int, vad bool) {
-	item := fmt.Sprintf("item_%d", from/f.s.cfg.SentenceWords)
+	item := fmt.Sprintf("item_%d", from/sentenceWords)
 	if vad {
 		f.send(ctx, map[string]any{"type": "input_audio_buffer.speech_stopped"})
 	}

@@ -32,15 +32,14 @@ type Appender interface {
 // Writer appends records to a bundle's span store. It is safe for
 // concurrent use; records from concurrent writers never interleave.
 type Writer struct {
-	a    Appender
-	name string
+	a Appender
 
 	mu  sync.Mutex
 	buf []byte
 }
 
 // NewWriter returns a Writer appending to FileName through a.
-func NewWriter(a Appender) *Writer { return &Writer{a: a, name: FileName} }
+func NewWriter(a Appender) *Writer { return &Writer{a: a} }
 
 // Write appends td as one record. Traces without spans write nothing.
 func (w *Writer) Write(td ptrace.Traces) error {
@@ -55,7 +54,7 @@ func (w *Writer) Write(td ptrace.Traces) error {
 	defer w.mu.Unlock()
 	w.buf = binary.AppendUvarint(w.buf[:0], uint64(len(body)))
 	w.buf = append(w.buf, body...)
-	if err := w.a.AppendRaw(w.name, w.buf); err != nil {
+	if err := w.a.AppendRaw(FileName, w.buf); err != nil {
 		return err
 	}
 	if cap(w.buf) > 4<<20 { // don't pin a one-off huge batch

@@ -130,13 +130,12 @@ func TestReadErrors(t *testing.T) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
 	}
 	// A whole record that does not decode: length 3, then garbage.
-	bad := filepath.Join(dir, "bad.otlp")
+	bad := filepath.Join(dir, FileName)
 	w := NewWriter(fileAppender{dir})
-	w.name = "bad.otlp"
 	if err := w.Write(batch("srv", 1, "ok")); err != nil {
 		t.Fatal(err)
 	}
-	fileAppender{dir}.AppendRaw("bad.otlp", []byte{3, 0x0a, 0xff, 0xff})
+	fileAppender{dir}.AppendRaw(FileName, []byte{3, 0x0a, 0xff, 0xff})
 	var n int
 	_, err := Read(bad, func(td ptrace.Traces) error { n += td.SpanCount(); return nil })
 	if err == nil || !strings.Contains(err.Error(), "record 1") {
