@@ -219,6 +219,9 @@ func exportPerfetto(b *bundle.Bundle, path string, d derived, stdout io.Writer) 
 	}
 	fmt.Fprintf(stdout, "perfetto: wrote %s: %d requests (client tracks %s), %d server spans, %d stage slices, %d state slices, %d flows, %d counter points; open it at https://ui.perfetto.dev\n",
 		path, st.Requests, strings.Join(slots, ", "), st.ServerSpans, st.StageSlices, st.StateSlices, st.Flows, st.Counters)
+	if st.SchedSkip > 0 {
+		fmt.Fprintf(stdout, "perfetto: %d rows of %s left out: their pass is not in the manifest or did not end (a capture stopped mid-pass)\n", st.SchedSkip, bundle.SchedFile)
+	}
 	return nil
 }
 

@@ -108,3 +108,43 @@ func TestExportNeverAccepted(t *testing.T) {
 		t.Errorf("final count missing: %q", out.String())
 	}
 }
+
+// TestExportPerfettoCountsSchedOutsidePasses: scheduler rows whose pass the
+// manifest lacks (a capture stopped mid-pass) are left out of the trace,
+// and export says how many, rather than dropping them unseen.
+func TestExportPerfettoCountsSchedOutsidePasses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cap")
+	if _, err := fixture.Write(dir, fixture.Config{Levels: []fixture.SimLevel{{Concurrency: 2}}, RequestsPerPass: 6, Sched: true}); err != nil {
+		t.Fatal(err)
+	}
+	export := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runExport(context.Background(), []string{dir, "--perfetto", filepath.Join(t.TempDir(), "out.json")}, &out, io.Discard); err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		return out.String()
+	}
+	if out := export(); strings.Contains(out, "left out") {
+		t.Errorf("every row is in a pass, yet:\n%s", out)
+	}
+	// Two more rows of a pass that never ended: c=3, not in the manifest.
+	p := filepath.Join(dir, "sched.jsonl")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row map[string]any
+	if err := json.Unmarshal(bytes.SplitN(b, []byte("\n"), 2)[0], &row); err != nil {
+		t.Fatal(err)
+	}
+	row["level"] = "c3"
+	extra, _ := json.Marshal(row)
+	b = append(b, append(append(extra, '\n'), append(extra, '\n')...)...)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := export(); !strings.Contains(out, "perfetto: 2 rows of sched.jsonl left out: their pass is not in the manifest") {
+		t.Errorf("export does not count the rows it left out:\n%s", out)
+	}
+}

@@ -77,6 +77,7 @@ type PerfettoStats struct {
 	StateSlices int            `json:"state_slices"` // one per state segment of a request, the requests' parent slices not counted
 	Flows       int            `json:"flows"`
 	Counters    int            `json:"counters"`      // "C" events
+	SchedSkip   int            `json:"sched_skipped"` // rows whose pass is not in the manifest or did not end
 	StartUnixNs int64          `json:"start_unix_ns"` // what ts 0 is
 }
 
@@ -420,6 +421,7 @@ func BuildPerfetto(in PerfettoInput) (*TraceFile, PerfettoStats) {
 	for _, r := range in.Sched {
 		run, ok := passes[passKey{r.Level, r.Repeat}]
 		if !ok || run.StartUnixNs <= 0 || run.EndUnixNs < run.StartUnixNs {
+			st.SchedSkip++
 			continue
 		}
 		pid := d.named("threads of pid " + strconv.Itoa(r.PID) + " (sched)")
