@@ -140,9 +140,9 @@ func Options() []Option {
 }
 
 // Flags binds the options to one Config: Option.Define, given the Config
-// and the Flags, puts an option on a flag set, writing into them; Finish, after parsing, sets what a
-// flag's text does not give by itself (the probes, the pid, the SLO and
-// the --find-max search).
+// and the Flags, puts an option on a flag set, writing into them; Finish,
+// after parsing, sets what a flag's text does not give by itself (the
+// probes, the pid, the SLO and the --find-max search).
 type Flags struct {
 	c                           *Config
 	probes, pid, slo, tolerance string
