@@ -32,7 +32,7 @@ import (
 // served alone: the median over the solo level's scored passes) and
 // waiting behind other requests (the rest). The service, placed at the end
 // of the server time (the request waits, then is served), splits by what
-// the server's busiest thread did over it: host work, GPU wait (inside a
+// the serving thread did over it: host work, GPU wait (inside a
 // CUDA synchronize), runnable (CPU contention), off-CPU (asleep: the
 // server is idle or waits on something the host does not see), or no
 // thread data where no bins cover it.
@@ -81,6 +81,10 @@ const (
 	// candidateThreads is how many of a pass's busiest threads are tried
 	// for each request's service.
 	candidateThreads = 8
+	// restMinNs: a thread's busy rate outside the services is taken from
+	// at least this much of its bins (five 10 ms bins; a closed loop's
+	// passes leave a few ms between requests).
+	restMinNs = 50e6
 )
 
 // Shapes of a level's concurrency seen from outside (BlackBoxLevel.Shape).
@@ -323,25 +327,36 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		r.svcA, r.svcB = r.answer-svc, r.answer
 	}
 	// 3. Threads: per pass, the busiest over its requests' services.
+	// A thread busy as much outside every service (a co-runner in the
+	// server's tree) counts for less than one that follows the service:
+	// each is scored by its busy time plus its excess over its own rate
+	// outside the services.
 	ths := threads(in.Bins, in.CUDA)
 	cands := make([][]*thread, len(passIx))
 	svcs := make([][]interval, len(passIx))
+	var all []interval
 	for _, r := range rs {
 		if r.answer > 0 && r.svcB > r.svcA {
 			svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
+			all = append(all, interval{r.svcA, r.svcB})
 		}
+	}
+	outRate := restRates(ths, merge(all))
+	score := func(th *thread, s split) float64 {
+		return 2*(s.host+s.gpu+s.runq) - outRate[th]*s.cov
 	}
 	for p := range cands {
 		u := merge(svcs[p])
-		busy := map[*thread]float64{}
+		over := map[*thread]split{}
 		for _, th := range ths {
 			for _, iv := range u {
-				s := th.integrate(iv.a, iv.b)
-				busy[th] += s.host + s.gpu + s.runq
+				over[th] = over[th].plus(th.integrate(iv.a, iv.b))
 			}
 		}
-		all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(busy[th] > 0) })
-		slices.SortFunc(all, func(x, y *thread) int { return cmp.Or(cmp.Compare(busy[y], busy[x]), cmp.Compare(x.tid, y.tid)) })
+		all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { s := over[th]; return !(s.host+s.gpu+s.runq > 0) })
+		slices.SortFunc(all, func(x, y *thread) int {
+			return cmp.Or(cmp.Compare(score(y, over[y]), score(x, over[x])), cmp.Compare(x.tid, y.tid))
+		})
 		cands[p] = all[:min(len(all), candidateThreads)]
 		if len(cands[p]) == 0 && len(u) > 0 {
 			// an idle server: its threads asleep through the service;
@@ -364,10 +379,10 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		q.States[bWait] = float64(r.server-(r.svcB-r.svcA)) / 1e9
 		var best *thread
 		var bs split
-		bb := -1.0
+		bb := math.Inf(-1)
 		for _, th := range cands[r.pass] {
 			s := th.integrate(r.svcA, r.svcB)
-			if v := s.host + s.gpu + s.runq; s.cov > 0 && v > bb {
+			if v := score(th, s); s.cov > 0 && v > bb {
 				best, bs, bb = th, s, v
 			}
 		}
@@ -393,6 +408,27 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
+}
+
+// restRates is each thread's busy share (host work, GPU wait, runnable)
+// of the time its bins cover outside u, the services (sorted, disjoint);
+// 0 where under restMinNs of it is covered.
+func restRates(ths []*thread, u []interval) map[*thread]float64 {
+	rates := map[*thread]float64{}
+	for _, th := range ths {
+		if len(th.lines) == 0 {
+			continue
+		}
+		rest := th.integrate(th.lines[0].start, th.lines[len(th.lines)-1].end())
+		for _, iv := range u {
+			s := th.integrate(iv.a, iv.b)
+			rest.host, rest.gpu, rest.runq, rest.cov = rest.host-s.host, rest.gpu-s.gpu, rest.runq-s.runq, rest.cov-s.cov
+		}
+		if rest.cov >= restMinNs {
+			rates[th] = max(0, rest.host+rest.gpu+rest.runq) / rest.cov
+		}
+	}
+	return rates
 }
 
 // sharedTimes is, for each request of rs, how long another request of its

@@ -305,3 +305,38 @@ func TestBlackBoxThreadsTakingTurns(t *testing.T) {
 		}
 	}
 }
+
+// A co-runner in the server's tree, on a CPU as much through the service
+// as the serving thread but outside it too, is not the serving thread:
+// from 1000 to 1400 ms two requests are served one after another, and
+// the pass's bins run to 1500 ms, where only the co-runner is busy.
+func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
+	in := bbInput([]bbRow{
+		{"c1", "a", 0, 5, 105, 106},
+		{"c1", "b", 200, 205, 405, 406},
+		{"c2", "a", 1000, 1005, 1105, 1106},
+		{"c2", "b", 1000, 1005, 1305, 1306},
+	})
+	bins := func(tid int, name string, on func(k int) bool) bundle.ThreadBins {
+		us := make([]int, 50)
+		for k := range us {
+			if on(k) {
+				us[k] = 10_000
+			}
+		}
+		return bundle.ThreadBins{Level: "c2", Repeat: 1, PID: tid, TID: tid, Name: name, StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: us, RunqUs: make([]int, 50)}
+	}
+	serving := func(k int) bool { return k < 31 }
+	for _, order := range [][2]int{{8, 9}, {9, 8}} { // the tie-break by tid either way
+		in.Bins = []bundle.ThreadBins{
+			bins(order[0], "generate", serving),
+			bins(order[1], "contend", func(int) bool { return true }),
+		}
+		bb := BlackBox(in)
+		for _, q := range bb.Requests[2:] {
+			if q.TID != int64(order[0]) {
+				t.Errorf("generate as tid %d: request %d split by thread %d", order[0], q.Index, q.TID)
+			}
+		}
+	}
+}

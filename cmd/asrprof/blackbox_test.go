@@ -25,7 +25,7 @@ type blackBoxCase struct {
 	want, also           map[string]string
 	has                  map[string]string // level → what its verdict must contain
 	extra                []string          // more capture flags
-	never                string            // what the bottleneck table must not say
+	never                string            // what the bottleneck table must not say (|-separated)
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -124,9 +124,12 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		{name: "host_procs", server: "--mode serial --procs 2 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, also: map[string]string{"c4": "host-bound"}, never: "took turns"},
 		// the two co-runners share the server's one CPU: its threads and
-		// theirs on one core, but runnable, not taking turns asleep
+		// theirs on one core, but runnable, not taking turns asleep. They
+		// are children of the server, as busy as its generate thread
+		// through the service but busy outside it too: not the serving
+		// threads
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}, never: "took turns"},
+			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}, never: "took turns|serving threads: contend"},
 	})
 }
 
@@ -243,8 +246,10 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 			}
 		}
 	}
-	if tc.never != "" && strings.Contains(text, tc.never) {
-		t.Errorf("%s says %q\n%s", tc.name, tc.never, text)
+	for _, never := range strings.Split(tc.never, "|") {
+		if never != "" && strings.Contains(text, never) {
+			t.Errorf("%s says %q\n%s", tc.name, never, text)
+		}
 	}
 	if !strings.Contains(text, "stands on the client's clock") {
 		t.Errorf("%s: the evidence does not say what it stands on\n%s", tc.name, text)
