@@ -29,6 +29,9 @@ Knobs and what each one emulates:
                  device; the limit is no resource of this host.
   --mode serial  one worker, FIFO queue: one request in service at a time.
   --mode cap --cap N       N workers: at most N requests in service.
+  --spin         serial and cap: a worker with no request polls its queue
+                 without sleeping, a core busy while idle (SGLang's
+                 scheduler without --sleep-on-idle, sglang issue #3708).
   --procs P      P processes share the listening socket (forked after it
                  listens), each with the workers above and a GIL of its
                  own: gunicorn's or uvicorn's --workers. A connection
@@ -200,7 +203,14 @@ class Engine:
     def serve_loop(self):  # serial and cap: one request per generate
         set_thread_name("generate")
         while True:
-            self.generate([self.q.get()])
+            if not self.args.spin:
+                self.generate([self.q.get()])
+                continue
+            try:  # a busy event loop: polls the queue, never sleeps
+                r = self.q.get_nowait()
+            except queue.Empty:
+                continue
+            self.generate([r])
 
     def batch_loop(self):
         set_thread_name("generate")
@@ -492,6 +502,7 @@ def parse_args(argv):
                     help="host: busy loop holding the GIL; native: hashing without the GIL; sleep: off-CPU wait")
     ap.add_argument("--mode", choices=("serial", "cap", "batch"), default="serial")
     ap.add_argument("--cap", type=int, default=1, help="workers in --mode cap")
+    ap.add_argument("--spin", action="store_true", help="serial and cap: an idle worker polls its queue without sleeping")
     ap.add_argument("--procs", type=int, default=1, help="processes sharing the listening socket")
     ap.add_argument("--max-batch", type=int, default=8, help="batch size limit in --mode batch")
     ap.add_argument("--batch-wait-ms", type=float, default=0.0, help="--mode batch: wait this long for a fuller batch")

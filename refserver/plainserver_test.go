@@ -417,6 +417,31 @@ func TestPlainServerContend(t *testing.T) {
 	}
 }
 
+// --spin: the idle server's generate thread is on a CPU most of the time
+// (it polls its queue), and still serves: a request is answered.
+func TestPlainServerSpin(t *testing.T) {
+	s := startPlain(t, "--work", "sleep", "--service-ms", "20", "--spin")
+	plainTranscribe(t, s, plainWAV(0.1))
+	ticks := func() (n int) { // the generate thread's utime + stime
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", s.cmd.Process.Pid))
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			if i := bytes.LastIndexByte(b, ')'); i > 0 && bytes.Contains(b[:i], []byte("(generate")) {
+				f := strings.Fields(string(b[i+2:])) // state ppid … utime is the 12th
+				u, _ := strconv.Atoi(f[11])
+				k, _ := strconv.Atoi(f[12])
+				n += u + k
+			}
+		}
+		return n
+	}
+	before := ticks()
+	time.Sleep(time.Second)
+	if d := ticks() - before; d < 30 { // clock ticks, 100 a second
+		t.Errorf("an idle spinning generate thread used %d ticks in 1 s, want most of 100", d)
+	}
+}
+
 // Bad flag values are argparse errors: exit status 2.
 func TestPlainServerBadArgs(t *testing.T) {
 	script := plainScript(t)

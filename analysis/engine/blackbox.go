@@ -329,8 +329,9 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	// 3. Threads: per pass, the busiest over its requests' services.
 	// A thread busy as much outside every service (a co-runner in the
 	// server's tree) counts for less than one that follows the service:
-	// each is scored by its busy time plus its excess over its own rate
-	// outside the services.
+	// each is scored by its busy time plus what that exceeds its own rate
+	// outside the services, if anything. A serving thread that spins
+	// while idle (SGLang's scheduler) keeps its busy time.
 	ths := threads(in.Bins, in.CUDA)
 	cands := make([][]*thread, len(passIx))
 	svcs := make([][]interval, len(passIx))
@@ -343,7 +344,8 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	}
 	outRate := restRates(ths, merge(all))
 	score := func(th *thread, s split) float64 {
-		return 2*(s.host+s.gpu+s.runq) - outRate[th]*s.cov
+		b := s.host + s.gpu + s.runq
+		return b + max(0, b-outRate[th]*s.cov)
 	}
 	for p := range cands {
 		u := merge(svcs[p])

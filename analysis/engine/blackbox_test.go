@@ -339,4 +339,17 @@ func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
 			}
 		}
 	}
+	// A serving thread that spins while idle (SGLang's scheduler) and is
+	// on a CPU half its service keeps that weight against a helper on a
+	// CPU a fifth of the service and never outside it: its excess is
+	// none, not a penalty.
+	in.Bins = []bundle.ThreadBins{
+		bins(8, "generate", func(k int) bool { return k >= 31 || k%2 == 0 }),
+		bins(9, "helper", func(k int) bool { return k < 31 && k%5 == 0 }),
+	}
+	for _, q := range BlackBox(in).Requests[2:] {
+		if q.TID != 8 {
+			t.Errorf("spinning generate: request %d split by thread %d", q.Index, q.TID)
+		}
+	}
 }

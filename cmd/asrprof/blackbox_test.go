@@ -128,6 +128,11 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// are children of the server, as busy as its generate thread
 		// through the service but busy outside it too: not the serving
 		// threads
+		// a serving thread that spins while idle (SGLang's scheduler
+		// without --sleep-on-idle): busy outside the service too, yet
+		// the one that serves
+		{name: "host_spin", server: "--mode serial --work host --spin " + bbService, levels: "1,4",
+			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound"}, never: "serving threads: http"},
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}, never: "took turns|serving threads: contend"},
 	})
