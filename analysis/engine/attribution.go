@@ -1030,6 +1030,10 @@ func (s split) minus(o split) split {
 	return split{s.host - o.host, s.gpu - o.gpu, s.runq - o.runq, s.on - o.on, s.cov - o.cov}
 }
 
+// busy is the time the thread worked or wanted to: host work, GPU wait
+// and runnable.
+func (s split) busy() float64 { return s.host + s.gpu + s.runq }
+
 // addSplit adds d ns of running time that the thread's bins split as s
 // (the part they do not cover is no thread data: all of it without a
 // thread, whose split is zero).

@@ -335,17 +335,16 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	ths := threads(in.Bins, in.CUDA)
 	cands := make([][]*thread, len(passIx))
 	svcs := make([][]interval, len(passIx))
-	var all []interval
+	var every []interval
 	for _, r := range rs {
 		if r.answer > 0 && r.svcB > r.svcA {
 			svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
-			all = append(all, interval{r.svcA, r.svcB})
+			every = append(every, interval{r.svcA, r.svcB})
 		}
 	}
-	outRate := restRates(ths, merge(all))
+	outRate := restRates(ths, merge(every))
 	score := func(th *thread, s split) float64 {
-		b := s.host + s.gpu + s.runq
-		return b + max(0, b-outRate[th]*s.cov)
+		return s.busy() + max(0, s.busy()-outRate[th]*s.cov)
 	}
 	for p := range cands {
 		u := merge(svcs[p])
@@ -355,7 +354,7 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 				over[th] = over[th].plus(th.integrate(iv.a, iv.b))
 			}
 		}
-		all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { s := over[th]; return !(s.host+s.gpu+s.runq > 0) })
+		all := slices.DeleteFunc(slices.Clone(ths), func(th *thread) bool { return !(over[th].busy() > 0) })
 		slices.SortFunc(all, func(x, y *thread) int {
 			return cmp.Or(cmp.Compare(score(y, over[y]), score(x, over[x])), cmp.Compare(x.tid, y.tid))
 		})
@@ -423,11 +422,10 @@ func restRates(ths []*thread, u []interval) map[*thread]float64 {
 		}
 		rest := th.integrate(th.lines[0].start, th.lines[len(th.lines)-1].end())
 		for _, iv := range u {
-			s := th.integrate(iv.a, iv.b)
-			rest.host, rest.gpu, rest.runq, rest.cov = rest.host-s.host, rest.gpu-s.gpu, rest.runq-s.runq, rest.cov-s.cov
+			rest = rest.minus(th.integrate(iv.a, iv.b))
 		}
 		if rest.cov >= restMinNs {
-			rates[th] = max(0, rest.host+rest.gpu+rest.runq) / rest.cov
+			rates[th] = max(0, rest.busy()) / rest.cov
 		}
 	}
 	return rates
