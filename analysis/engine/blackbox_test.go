@@ -46,6 +46,27 @@ func bbInput(rows []bbRow) BlackBoxInput {
 	return BlackBoxInput{Reqs: rc, SampleID: ids, Levels: lv.Dict, Solo: "c1"}
 }
 
+// bbSerial is a server that serves one request at a time: sample a takes
+// 100 ms alone, b 200 ms; at c=2 both arrive at once, b waits for a.
+var bbSerial = []bbRow{
+	{"c1", "a", 0, 5, 105, 106},
+	{"c1", "b", 200, 205, 405, 406},
+	{"c2", "a", 1000, 1005, 1105, 1106},
+	{"c2", "b", 1000, 1005, 1305, 1306},
+}
+
+// bbBins is n 10 ms bins of thread tid in process pid from 1000 ms, on a
+// CPU through bin k where on(k).
+func bbBins(pid, tid int, name string, n int, on func(k int) bool) bundle.ThreadBins {
+	us := make([]int, n)
+	for k := range us {
+		if on(k) {
+			us[k] = 10_000
+		}
+	}
+	return bundle.ThreadBins{Level: "c2", Repeat: 1, PID: pid, TID: tid, Name: name, StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: us, RunqUs: make([]int, n)}
+}
+
 func bbNear(t *testing.T, what string, got, want, tol float64) {
 	t.Helper()
 	if math.Abs(got-want) > tol {
@@ -53,21 +74,11 @@ func bbNear(t *testing.T, what string, got, want, tol float64) {
 	}
 }
 
-// A server that serves one request at a time: sample a takes 100 ms alone,
-// b 200 ms; at c=2 both arrive at once, b waits for a. Computed by hand.
+// bbSerial's requests, computed by hand.
 func TestBlackBoxSerial(t *testing.T) {
-	in := bbInput([]bbRow{
-		{"c1", "a", 0, 5, 105, 106},
-		{"c1", "b", 200, 205, 405, 406},
-		{"c2", "a", 1000, 1005, 1105, 1106},
-		{"c2", "b", 1000, 1005, 1305, 1306},
-	})
+	in := bbInput(bbSerial)
 	// one thread on a CPU from 1000 ms to 1400 ms, in 10 ms bins
-	on := make([]int, 40)
-	for i := range on {
-		on[i] = 10_000
-	}
-	in.Bins = []bundle.ThreadBins{{Level: "c2", Repeat: 1, PID: 7, TID: 8, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: on, RunqUs: make([]int, 40)}}
+	in.Bins = []bundle.ThreadBins{bbBins(7, 8, "generate", 40, func(int) bool { return true })}
 	bb := BlackBox(in)
 	if bb.Solo != SoloLevel || bb.SoloFrom != "c1" {
 		t.Errorf("solo = %q from %q, want the c1 level", bb.Solo, bb.SoloFrom)
@@ -269,21 +280,7 @@ func TestBlackBoxGPUOverHeldTime(t *testing.T) {
 // 1305 ms) the first use one core with no overlap, the second two cores,
 // half of their time beyond the first core. Computed by hand.
 func TestBlackBoxThreadsTakingTurns(t *testing.T) {
-	rows := []bbRow{
-		{"c1", "a", 0, 5, 105, 106},
-		{"c1", "b", 200, 205, 405, 406},
-		{"c2", "a", 1000, 1005, 1105, 1106},
-		{"c2", "b", 1000, 1005, 1305, 1306},
-	}
-	bins := func(tid int, on func(k int) bool) bundle.ThreadBins {
-		us := make([]int, 40)
-		for k := range us {
-			if on(k) {
-				us[k] = 10_000
-			}
-		}
-		return bundle.ThreadBins{Level: "c2", Repeat: 1, PID: 7, TID: tid, Name: "generate", StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: us, RunqUs: make([]int, 40)}
-	}
+	bins := func(tid int, on func(k int) bool) bundle.ThreadBins { return bbBins(7, tid, "generate", 40, on) }
 	for _, tc := range []struct {
 		name           string
 		b              func(k int) bool
@@ -292,7 +289,7 @@ func TestBlackBoxThreadsTakingTurns(t *testing.T) {
 		{"turns", func(k int) bool { return k%2 == 1 }, 1, 0},
 		{"together", func(int) bool { return true }, 2, 0.5},
 	} {
-		in := bbInput(rows)
+		in := bbInput(bbSerial)
 		in.Bins = []bundle.ThreadBins{bins(8, func(k int) bool { return k%2 == 0 }), bins(9, tc.b)}
 		if tc.name == "together" {
 			in.Bins[0] = bins(8, tc.b)
@@ -311,20 +308,9 @@ func TestBlackBoxThreadsTakingTurns(t *testing.T) {
 // from 1000 to 1400 ms two requests are served one after another, and
 // the pass's bins run to 1500 ms, where only the co-runner is busy.
 func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
-	in := bbInput([]bbRow{
-		{"c1", "a", 0, 5, 105, 106},
-		{"c1", "b", 200, 205, 405, 406},
-		{"c2", "a", 1000, 1005, 1105, 1106},
-		{"c2", "b", 1000, 1005, 1305, 1306},
-	})
+	in := bbInput(bbSerial)
 	bins := func(tid int, name string, on func(k int) bool) bundle.ThreadBins {
-		us := make([]int, 50)
-		for k := range us {
-			if on(k) {
-				us[k] = 10_000
-			}
-		}
-		return bundle.ThreadBins{Level: "c2", Repeat: 1, PID: tid, TID: tid, Name: name, StartUnixNs: bbBase + 1000*1e6, BinMs: 10, OnCPUUs: us, RunqUs: make([]int, 50)}
+		return bbBins(tid, tid, name, 50, on)
 	}
 	serving := func(k int) bool { return k < 31 }
 	for _, order := range [][2]int{{8, 9}, {9, 8}} { // the tie-break by tid either way
