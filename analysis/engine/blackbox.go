@@ -81,9 +81,9 @@ const (
 	// candidateThreads is how many of a pass's busiest threads are tried
 	// for each request's service.
 	candidateThreads = 8
-	// restMinNs: a thread's busy rate outside the services is taken from
-	// at least this much of its bins (five 10 ms bins; a closed loop's
-	// passes leave a few ms between requests).
+	// restMinNs: a thread's busy rate while no request was in the server
+	// is taken from at least this much of its bins (five 10 ms bins; a
+	// closed loop's passes leave a few ms between requests).
 	restMinNs = 50e6
 )
 
@@ -202,6 +202,13 @@ type BlackBoxLevel struct {
 	BusyThreads        int
 	// Threads names the threads that served (by share of the service).
 	Threads []string
+	// ServingRestShare is their busy rate while no request was in the
+	// server as a share of their busy rate in this level's services
+	// (over the requests each served; -1 where that rate is not known).
+	// About 1 or more: the thread did as much with no request in the
+	// server, a thread that spins while idle or one that does not serve;
+	// bins alone cannot tell which.
+	ServingRestShare float64
 }
 
 // BlackBoxResult is BlackBox's answer.
@@ -327,22 +334,28 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		r.svcA, r.svcB = r.answer-svc, r.answer
 	}
 	// 3. Threads: per pass, the busiest over its requests' services.
-	// A thread busy as much outside every service (a co-runner in the
-	// server's tree) counts for less than one that follows the service:
-	// each is scored by its busy time plus what that exceeds its own rate
-	// outside the services, if anything. A serving thread that spins
-	// while idle (SGLang's scheduler) keeps its busy time.
+	// A thread as busy while no request was in the server (a co-runner
+	// in the server's tree) counts for less than one that follows the
+	// requests: each is scored by its busy time plus what that exceeds
+	// its own rate while none was, if anything. A serving thread that
+	// spins while idle (SGLang's scheduler) keeps its busy time.
 	ths := threads(in.Bins, in.CUDA)
 	cands := make([][]*thread, len(passIx))
 	svcs := make([][]interval, len(passIx))
-	var every []interval
+	var inServer []interval
 	for _, r := range rs {
 		if r.answer > 0 && r.svcB > r.svcA {
 			svcs[r.pass] = append(svcs[r.pass], interval{r.svcA, r.svcB})
-			every = append(every, interval{r.svcA, r.svcB})
+		}
+		if r.answer > 0 && r.server > 0 {
+			inServer = append(inServer, interval{r.answer - r.server, r.answer})
 		}
 	}
-	outRate := restRates(ths, merge(every))
+	outRate := restRates(ths, merge(inServer))
+	restOf := map[int64]float64{}
+	for th, r := range outRate {
+		restOf[th.tid] = r
+	}
 	score := func(th *thread, s split) float64 {
 		return s.busy() + max(0, s.busy()-outRate[th]*s.cov)
 	}
@@ -405,15 +418,16 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		names[th.tid] = th.name
 	}
 	for _, lv := range in.Levels {
-		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, names, ths))
+		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, names, ths, restOf))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
 	return out
 }
 
 // restRates is each thread's busy share (host work, GPU wait, runnable)
-// of the time its bins cover outside u, the services (sorted, disjoint);
-// 0 where under restMinNs of it is covered.
+// of the time its bins cover outside u, the requests' server times
+// (sorted, disjoint): while no request was in the server. None where
+// under restMinNs of it is covered.
 func restRates(ths []*thread, u []interval) map[*thread]float64 {
 	rates := map[*thread]float64{}
 	for _, th := range ths {
@@ -474,9 +488,10 @@ func sharedTimes(rs []bbReq) []int64 {
 }
 
 // bbLevel is level lv's row.
-func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, names map[int64]string, ths []*thread) BlackBoxLevel {
+func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, names map[int64]string, ths []*thread, restOf map[int64]float64) BlackBoxLevel {
 	const gap = int64(GroupGapMs * 1e6)
-	l := BlackBoxLevel{Level: lv, GPUBusy: -1}
+	l := BlackBoxLevel{Level: lv, GPUBusy: -1, ServingRestShare: -1}
+	var inBusy, outBusy float64 // the serving threads' busy time in service, and at their rate outside
 	var lat float64
 	var states [][]float64 // each request's
 	type pacc struct {
@@ -524,7 +539,14 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, name
 		busy += q.States[bHost] + q.States[bGPUWait]
 		if q.TID != 0 {
 			byThread[q.TID] += d
+			if rate, ok := restOf[q.TID]; ok {
+				inBusy += q.States[bHost] + q.States[bGPUWait] + q.States[bRunnable]
+				outBusy += rate * (d - q.States[bNoThread])
+			}
 		}
+	}
+	if inBusy > 0 {
+		l.ServingRestShare = outBusy / inBusy
 	}
 	if l.N == 0 {
 		return l

@@ -304,9 +304,9 @@ func TestBlackBoxThreadsTakingTurns(t *testing.T) {
 }
 
 // A co-runner in the server's tree, on a CPU as much through the service
-// as the serving thread but outside it too, is not the serving thread:
-// from 1000 to 1400 ms two requests are served one after another, and
-// the pass's bins run to 1500 ms, where only the co-runner is busy.
+// as the serving thread but with no request in the server too, is not the
+// serving thread: bbSerial's c2 requests are in the server from 1005 to
+// 1305 ms, and the pass's bins run from 1000 to 1500 ms.
 func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
 	in := bbInput(bbSerial)
 	bins := func(tid int, name string, on func(k int) bool) bundle.ThreadBins {
@@ -324,6 +324,9 @@ func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
 				t.Errorf("generate as tid %d: request %d split by thread %d", order[0], q.Index, q.TID)
 			}
 		}
+		// no request in the server: 1000–1005 and 1305–1500 ms, generate
+		// on a CPU 10 ms of those 200; in service all the time
+		bbNear(t, "generate's rate with none in the server, of its rate in service", bb.Levels[1].ServingRestShare, 0.05, 1e-9)
 	}
 	// A serving thread that spins while idle (SGLang's scheduler) and is
 	// on a CPU half its service keeps that weight against a helper on a
@@ -333,9 +336,29 @@ func TestBlackBoxServingThreadFollowsTheService(t *testing.T) {
 		bins(8, "generate", func(k int) bool { return k >= 31 || k%2 == 0 }),
 		bins(9, "helper", func(k int) bool { return k < 31 && k%5 == 0 }),
 	}
-	for _, q := range BlackBox(in).Requests[2:] {
+	bb := BlackBox(in)
+	for _, q := range bb.Requests[2:] {
 		if q.TID != 8 {
 			t.Errorf("spinning generate: request %d split by thread %d", q.Index, q.TID)
 		}
+	}
+	// on a CPU all the time none was in the server, half its service
+	bbNear(t, "spinning generate's rest share", bb.Levels[1].ServingRestShare, 2, 1e-9)
+	// A server asleep through its service beside a busy child: the child
+	// is the only thread busy in service and stands for the server, and
+	// the level says it was as busy with none in the server.
+	in.Bins = []bundle.ThreadBins{
+		bins(8, "generate", func(int) bool { return false }),
+		bins(9, "contend", func(int) bool { return true }),
+	}
+	bb = BlackBox(in)
+	for _, q := range bb.Requests[2:] {
+		if q.TID != 9 {
+			t.Errorf("sleeping server: request %d split by thread %d, want the busy child", q.Index, q.TID)
+		}
+	}
+	bbNear(t, "the busy child's rest share", bb.Levels[1].ServingRestShare, 1, 1e-9)
+	if l := BlackBox(bbInput(bbSerial)).Levels[1]; l.ServingRestShare != -1 {
+		t.Errorf("no bins: rest share %g, want -1 (not known)", l.ServingRestShare)
 	}
 }

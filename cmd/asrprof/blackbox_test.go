@@ -26,6 +26,7 @@ type blackBoxCase struct {
 	has                  map[string]string // level → what its verdict must contain
 	extra                []string          // more capture flags
 	never                string            // what the bottleneck table must not say (|-separated)
+	says                 string            // what it must say (|-separated)
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -129,12 +130,15 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// through the service but busy outside it too: not the serving
 		// threads
 		// a serving thread that spins while idle (SGLang's scheduler
-		// without --sleep-on-idle): busy outside the service too, yet
-		// the one that serves
+		// without --sleep-on-idle): busy with no request in the server
+		// too, yet the one that serves, and the evidence says what its
+		// steady work may be
 		{name: "host_spin", server: "--mode serial --work host --spin " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound"}, never: "serving threads: http"},
+			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound"}, never: "serving threads: http",
+			says: "serving threads: generate|as busy while no request was in the server"},
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"}, never: "took turns|serving threads: contend"},
+			want:  map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"},
+			never: "took turns|serving threads: contend|as busy while no request was in the server"},
 	})
 }
 
@@ -254,6 +258,11 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 	for _, never := range strings.Split(tc.never, "|") {
 		if never != "" && strings.Contains(text, never) {
 			t.Errorf("%s says %q\n%s", tc.name, never, text)
+		}
+	}
+	for _, says := range strings.Split(tc.says, "|") {
+		if !strings.Contains(text, says) {
+			t.Errorf("%s does not say %q\n%s", tc.name, says, text)
 		}
 	}
 	if !strings.Contains(text, "stands on the client's clock") {
