@@ -351,13 +351,9 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 			inServer = append(inServer, interval{r.answer - r.server, r.answer})
 		}
 	}
-	outRate := restRates(ths, merge(inServer))
-	restOf := map[int64]float64{}
-	for th, r := range outRate {
-		restOf[th.tid] = r
-	}
+	restOf := restRates(ths, merge(inServer))
 	score := func(th *thread, s split) float64 {
-		return s.busy() + max(0, s.busy()-outRate[th]*s.cov)
+		return s.busy() + max(0, s.busy()-restOf[th.tid]*s.cov)
 	}
 	for p := range cands {
 		u := merge(svcs[p])
@@ -424,12 +420,12 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 	return out
 }
 
-// restRates is each thread's busy share (host work, GPU wait, runnable)
-// of the time its bins cover outside u, the requests' server times
-// (sorted, disjoint): while no request was in the server. None where
-// under restMinNs of it is covered.
-func restRates(ths []*thread, u []interval) map[*thread]float64 {
-	rates := map[*thread]float64{}
+// restRates is, by tid, each thread's busy share (host work, GPU wait,
+// runnable) of the time its bins cover outside u, the requests' server
+// times (sorted, disjoint): while no request was in the server. None
+// where under restMinNs of it is covered.
+func restRates(ths []*thread, u []interval) map[int64]float64 {
+	rates := map[int64]float64{}
 	for _, th := range ths {
 		if len(th.lines) == 0 {
 			continue
@@ -439,7 +435,7 @@ func restRates(ths []*thread, u []interval) map[*thread]float64 {
 			rest = rest.minus(th.integrate(iv.a, iv.b))
 		}
 		if rest.cov >= restMinNs {
-			rates[th] = max(0, rest.busy()) / rest.cov
+			rates[th.tid] = max(0, rest.busy()) / rest.cov
 		}
 	}
 	return rates
