@@ -24,6 +24,7 @@ import (
 
 	"github.com/asrprof/asrprof/internal/audiotest"
 	"github.com/asrprof/asrprof/internal/need"
+	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/refserver/refservertest"
 )
 
@@ -422,22 +423,22 @@ func TestPlainServerContend(t *testing.T) {
 func TestPlainServerSpin(t *testing.T) {
 	s := startPlain(t, "--work", "sleep", "--service-ms", "20", "--spin")
 	plainTranscribe(t, s, plainWAV(0.1))
-	ticks := func() (n int) { // the generate thread's utime + stime
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", s.cmd.Process.Pid))
-		for _, f := range tasks {
-			b, _ := os.ReadFile(f)
-			if i := bytes.LastIndexByte(b, ')'); i > 0 && bytes.Contains(b[:i], []byte("(generate")) {
-				f := strings.Fields(string(b[i+2:])) // state ppid … utime is the 12th
-				u, _ := strconv.Atoi(f[11])
-				k, _ := strconv.Atoi(f[12])
-				n += u + k
+	pid := s.cmd.Process.Pid
+	ticks := func() (n uint64) { // the generate thread's utime + stime
+		for _, tid := range proctree.Threads(pid) {
+			if proctree.Comm(pid, tid) != "generate" {
+				continue
+			}
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+			if st, err := proctree.ParseStat(string(b)); err == nil {
+				n += st.Utime + st.Stime
 			}
 		}
 		return n
 	}
 	before := ticks()
 	time.Sleep(time.Second)
-	if d := ticks() - before; d < 30 { // clock ticks, 100 a second
+	if d := int64(ticks()) - int64(before); d < 30 { // clock ticks, 100 a second
 		t.Errorf("an idle spinning generate thread used %d ticks in 1 s, want most of 100", d)
 	}
 }
