@@ -127,8 +127,8 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// the two co-runners share the server's one CPU: its threads and
 		// theirs on one core, but runnable, not taking turns asleep. They
 		// are children of the server, as busy as its generate thread
-		// through the service but busy outside it too: not the serving
-		// threads
+		// through the service but busy with no request in the server
+		// too: not the serving threads
 		// a serving thread that spins while idle (SGLang's scheduler
 		// without --sleep-on-idle): busy with no request in the server
 		// too, yet the one that serves, and the evidence says what its
