@@ -37,38 +37,29 @@ demo: deps build data
 # deadline lands mid-exec (golang/go#75804, fixed in Go 1.27). FUZZTIME=30s
 # (or 1000000x) overrides every target's budget. A new input's minimization
 # is bounded by a count too: Go's default (60 s) once held FuzzProbeWAV at
-# 0 execs/s for 57 s of a 66 s run. FUZZ_P targets at a time, each with
-# FUZZ_WORKERS workers (empty: one per core).
+# 0 execs/s for 57 s of a 66 s run (another run: 26 s).
 FUZZ := ./trace/otlp:FuzzHTTPHandler:10000x ./bundle/events:FuzzEventLine:40000x \
         ./bench/protocol:FuzzSSE:50000x ./bench/audio:FuzzProbeWAV:150000x \
         ./bench/score:FuzzNormalizeEnglish:8000x
 FUZZTIME ?=
-FUZZ_P ?= 2
-FUZZ_WORKERS ?=
 
 # -timeout is per test binary. cmd/asrprof's takes about 9 min here under
 # the whole suite's load; one CI machine ran every package 2.2-2.6x slower
 # (refserver 220 s against 84 s), which put it past a 20 min timeout, and
 # the panic then failed the tests still running. 50 min stays inside CI's
 # 90 while leaving a slow machine room.
-# cmd/asrprof's binary is the longest to run (make test's wall time is
-# its), so it starts at once, and everything else runs beside it, one
-# thing at a time as go test's second slot did: go vet, the other
-# packages' tests, then the fuzz targets one by one on one worker each
-# (about one core, as a test binary is; after cmd/asrprof they added
-# 20-80 s to the wall). Either side's failure fails make test.
+# ./cmd/asrprof is named first so that its binary, the longest to run
+# (make test's wall time is its), starts before the other packages' tests
+# take both of go test's slots (it had started 27 s after go test did).
 test: deps data jaeger
-	@echo "go test ./cmd/asrprof, beside it: go vet ./..., go test -p 1 (the other packages), make fuzz (one worker)"
-	@$(GO) test -count=1 -timeout 50m ./cmd/asrprof & cmd=$$!; \
-	  { $(GO) vet ./... && \
-	    $(GO) test -p 1 -count=1 -timeout 50m $$($(GO) list ./... | grep -vx 'github.com/asrprof/asrprof/cmd/asrprof') && \
-	    $(MAKE) --no-print-directory fuzz FUZZ_P=1 FUZZ_WORKERS=1; }; rest=$$?; \
-	  wait $$cmd; rc=$$?; [ $$rc -eq 0 ] && [ $$rest -eq 0 ]
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 50m ./cmd/asrprof ./...
+	@$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	@printf '%s\n' $(FUZZ) | xargs -P $(FUZZ_P) -I{} sh -c 'f={}; pkg=$${f%%:*}; rest=$${f#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \
+	@printf '%s\n' $(FUZZ) | xargs -P 2 -I{} sh -c 'f={}; pkg=$${f%%:*}; rest=$${f#*:}; fn=$${rest%%:*}; n=$${rest#*:}; \
 	  budget="$(FUZZTIME)"; [ -n "$$budget" ] || budget=$$n; \
-	  out=$$($(GO) test -run "^\$$" -fuzz "^$$fn\$$" -fuzztime $$budget -fuzzminimizetime 1000x $(if $(FUZZ_WORKERS),-parallel $(FUZZ_WORKERS)) $$pkg 2>&1); rc=$$?; \
+	  out=$$($(GO) test -run "^\$$" -fuzz "^$$fn\$$" -fuzztime $$budget -fuzzminimizetime 1000x $$pkg 2>&1); rc=$$?; \
 	  printf "fuzz %s (%s, %s)\n%s\n" $$fn $$pkg $$budget "$$out"; exit $$rc'
 
 # Jaeger all-in-one, built once into ~/.cache/asrprof (about 4 minutes the first time on the 2-core CI machine).
