@@ -289,29 +289,52 @@ func (d *captureData) gpuPanels(tl *timeline, sec func(int64) float64) error {
 	return nil
 }
 
-// threadRow is a row of the cpu table, its threads busiest first.
+// threadRow is a row of a table that names a thread per level: the cpu
+// table's (its threads busiest first) or the serving thread's.
 type threadRow struct {
 	Level  string `col:"level"`
 	Thread string `col:"thread"`
 }
 
-// schedPanel draws the busiest thread's share of a core per pass (the
-// thread the cpu analysis ranks first most often: the scheduler thread of
-// the servers we know).
+// servingRow is a row of attribution_thread or blackbox_concurrency.
+type servingRow struct {
+	Level  string `col:"level"`
+	Thread string `col:"serving thread"`
+}
+
+// schedPanel draws one thread's share of a core per pass: the serving
+// thread the diagnosis named (from the server's events, or seen from
+// outside) at most levels, else the thread the cpu analysis ranks first
+// at most levels.
 func (d *captureData) schedPanel(tl *timeline) error {
-	count := map[string]int{}
-	prev := ""
-	for _, r := range rows[threadRow](d, "cpu") {
-		if r.Level != prev {
-			count[r.Thread]++
-			prev = r.Level
-		}
+	named, what := rows[servingRow](d, "attribution_thread"), "serving thread"
+	if len(named) == 0 {
+		named = rows[servingRow](d, "blackbox_concurrency")
 	}
-	name, best := "", 0
-	for n, c := range count {
-		if c > best || (c == best && n < name) {
-			name, best = n, c
+	pick := func(rs []servingRow) string { // the thread of most levels, by name
+		count := map[string]int{}
+		for _, r := range rs {
+			if r.Thread != "" && r.Thread != "-" {
+				count[r.Thread]++
+			}
 		}
+		name, best := "", 0
+		for n, c := range count {
+			if c > best || (c == best && n < name) {
+				name, best = n, c
+			}
+		}
+		return name
+	}
+	name := pick(named)
+	if name == "" {
+		var firsts []servingRow // the cpu table's first row of each level
+		for _, r := range rows[threadRow](d, "cpu") {
+			if len(firsts) == 0 || firsts[len(firsts)-1].Level != r.Level {
+				firsts = append(firsts, servingRow(r))
+			}
+		}
+		name, what = pick(firsts), "busiest"
 	}
 	if name == "" {
 		return nil
@@ -326,7 +349,7 @@ func (d *captureData) schedPanel(tl *timeline) error {
 	if len(segs) == 0 {
 		return nil
 	}
-	tl.Panels = append(tl.Panels, tlPanel{Title: "CPU of thread " + name + " (busiest), per pass", Unit: " %", Max: niceMax(max(hi, 100)),
+	tl.Panels = append(tl.Panels, tlPanel{Title: "CPU of thread " + name + " (" + what + "), per pass", Unit: " %", Max: niceMax(max(hi, 100)),
 		Ser: []tlSeries{{Name: name, Color: color(5), Segs: segs}}})
 	return nil
 }

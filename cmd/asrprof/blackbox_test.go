@@ -27,6 +27,7 @@ type blackBoxCase struct {
 	extra                []string          // more capture flags
 	never                string            // what the bottleneck table must not say (|-separated)
 	says                 string            // what it must say (|-separated)
+	report               string            // what its HTML report must say
 }
 
 // Services are 60 ms + 15 ms per second of audio (the refset's clips
@@ -124,11 +125,6 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		// took 54 % and 44 % of latency there, either may lead
 		{name: "host_procs", server: "--mode serial --procs 2 --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound"}, also: map[string]string{"c4": "host-bound"}, never: "took turns"},
-		// the two co-runners share the server's one CPU: its threads and
-		// theirs on one core, but runnable, not taking turns asleep. They
-		// are children of the server, as busy as its generate thread
-		// through the service but busy with no request in the server
-		// too: not the serving threads
 		// a serving thread that spins while idle (SGLang's scheduler
 		// without --sleep-on-idle): busy with no request in the server
 		// too, yet the one that serves, and the evidence says what its
@@ -136,9 +132,16 @@ func TestBlackBoxBusyServers(t *testing.T) {
 		{name: "host_spin", server: "--mode serial --work host --spin " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound"}, never: "serving threads: http",
 			says: "serving threads: generate|as busy while no request was in the server"},
+		// the two co-runners share the server's one CPU: its threads and
+		// theirs on one core, but runnable, not taking turns asleep. They
+		// are children of the server, as busy as its generate thread
+		// through the service but busy with no request in the server
+		// too: not the serving threads, and the report's timeline plots
+		// the thread that served, not the busiest
 		{name: "contention", server: "--mode serial --work host --contend 2 " + bbService, levels: "1,4",
-			want:  map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"},
-			never: "took turns|serving threads: contend|as busy while no request was in the server"},
+			want:   map[string]string{"c1": "CPU contention", "c4": "serves one request at a time, CPU contention"},
+			never:  "took turns|serving threads: contend|as busy while no request was in the server",
+			report: "CPU of thread generate (serving thread), per pass"},
 	})
 }
 
@@ -160,6 +163,15 @@ func blackBoxCaptures(t *testing.T, idle bool, cases []blackBoxCase) {
 			}
 			dir := blackBoxCapture(t, tc, ds, nil)
 			checkVerdicts(t, dir, tc)
+			if tc.report != "" {
+				html := filepath.Join(t.TempDir(), "r.html")
+				if code, stdout, stderr := runCLI("report", dir, "--out", html); code != exitOK {
+					t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+				}
+				if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), tc.report) {
+					t.Errorf("%s: the report does not say %q (%v)", tc.name, tc.report, err)
+				}
+			}
 		})
 	}
 }
