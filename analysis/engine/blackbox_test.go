@@ -1,12 +1,12 @@
 package engine
 
 import (
-	"github.com/asrprof/asrprof/bundle"
 	"math"
 	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
 )
 
