@@ -108,7 +108,7 @@ func (s *Session) runProxy(ctx context.Context) (*Outcome, error) {
 	}
 	px, err := proxy.New(proxy.Config{
 		Target:   cfg.Target,
-		Tracer:   s.tr.client,
+		Tracer:   &s.tr.awaited,
 		Refs:     refs,
 		Lang:     cfg.Lang,
 		Realtime: realtime,

@@ -119,7 +119,7 @@ func (s *Session) Run(ctx context.Context) (*Outcome, error) {
 		Model:       cfg.Model,
 		Lang:        cfg.Lang,
 		Timeout:     sessionTimeout(cfg, items),
-		Tracer:      s.tr.client,
+		Tracer:      &s.tr.awaited,
 		OnRecord: func(r *model.Request) {
 			if s.obs != nil {
 				s.obs.RequestDone(r)

@@ -2,15 +2,19 @@ package capture
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/asrprof/asrprof/bench/protocol"
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/bundle/columns"
 	"github.com/asrprof/asrprof/bundle/events"
@@ -29,8 +33,66 @@ type tracing struct {
 	store    *spans.Writer
 	recv     *otlp.Receiver
 	client   *clientspan.Tracer
+	awaited  awaited // the driver's and the proxy's tracer: client, noting what to wait for
 	profiler *events.Profiler
 	eventDir string // where the server writes its event files (--profile-url)
+}
+
+// awaited is the client tracer, noting which requests' server spans the
+// capture waits for at its end: each span id sent in a traceparent, less
+// the requests the server never answered and those whose span a received
+// span names as its parent (the server's entry span, which ends after its
+// children). An exporter that batches sends a request's spans up to its
+// interval after the request (the OpenTelemetry SDKs' default: 5 s).
+type awaited struct {
+	protocol.Tracer
+	mu      sync.Mutex
+	ids     map[pcommon.SpanID]struct{}
+	servers bool // a server span has arrived
+}
+
+func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*model.Request)) {
+	tp, end := a.Tracer.Start(ctx, rec)
+	var id pcommon.SpanID
+	if len(tp) != 55 { // 00-<trace id>-<span id>-01
+		return tp, end
+	}
+	if _, err := hex.Decode(id[:], []byte(tp[36:52])); err != nil {
+		return tp, end
+	}
+	a.mu.Lock()
+	a.ids[id] = struct{}{}
+	a.mu.Unlock()
+	return tp, func(rec *model.Request) {
+		if rec.HTTPStatus == 0 { // no answer: perhaps no span
+			a.mu.Lock()
+			delete(a.ids, id)
+			a.mu.Unlock()
+		}
+		end(rec)
+	}
+}
+
+// saw notes the parents of the server's spans in td.
+func (a *awaited) saw(td ptrace.Traces) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.servers = a.servers || td.SpanCount() > 0
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				delete(a.ids, sp.ParentSpanID())
+			}
+		}
+	}
+}
+
+// done is whether the capture need not wait for more of the server's
+// spans: none came at all, or every answered request's has.
+func (a *awaited) done() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.servers || len(a.ids) == 0
 }
 
 func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.Fingerprint, say func(string)) (*tracing, error) {
@@ -40,9 +102,13 @@ func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.F
 		"host.name":       fp.Hostname,
 		"asrprof.target":  cfg.Target,
 	})
+	t.awaited = awaited{Tracer: t.client, ids: map[pcommon.SpanID]struct{}{}}
 	if otlp.Enabled(cfg.OTLPHTTP) || otlp.Enabled(cfg.OTLPGRPC) {
 		t.recv = otlp.NewReceiver(otlp.Config{HTTPAddr: cfg.OTLPHTTP, GRPCAddr: cfg.OTLPGRPC, AllowRemote: cfg.OTLPAllowRemote},
-			func(td ptrace.Traces) error { return t.store.Write(td) })
+			func(td ptrace.Traces) error {
+				t.awaited.saw(td)
+				return t.store.Write(td)
+			})
 		if err := t.recv.Start(ctx); err != nil {
 			t.client.Shutdown(ctx)
 			return nil, fmt.Errorf("%w: OTLP receiver: %v (choose other addresses with --otlp-http/--otlp-grpc, or 'off')", ErrInvalidConfig, err)
@@ -124,8 +190,10 @@ func (t *tracing) finish(ctx context.Context, w *bundle.Writer, say func(string)
 	return out
 }
 
-// waitQuiet returns once no new server span has arrived for a second, or
-// after the span grace.
+// waitQuiet returns once no new server span has arrived for a second and
+// every answered request's entry span has (or none came at all: a server
+// that sends none), or after the span grace. A second of quiet alone lost
+// the last batch of an exporter that sends every 5 s.
 func (t *tracing) waitQuiet(ctx context.Context) {
 	deadline := time.Now().Add(t.cfg.SpanGrace)
 	last, lastChange := t.recv.Stats().Spans, time.Now()
@@ -137,7 +205,7 @@ func (t *tracing) waitQuiet(ctx context.Context) {
 		}
 		if n := t.recv.Stats().Spans; n != last {
 			last, lastChange = n, time.Now()
-		} else if time.Since(lastChange) >= time.Second {
+		} else if time.Since(lastChange) >= time.Second && t.awaited.done() {
 			return
 		}
 	}

@@ -230,7 +230,10 @@ class SpanExporter:
         self.thread_name = thread_name
         self.metrics = metrics
         self.max_batch = max_batch
-        self.interval_s = interval_s
+        # OTEL_BSP_SCHEDULE_DELAY (ms), as the OpenTelemetry SDKs read it:
+        # their BatchSpanProcessor's default is 5000, this exporter's 200.
+        delay = os.environ.get("OTEL_BSP_SCHEDULE_DELAY", "")
+        self.interval_s = int(delay) / 1000 if delay else interval_s
         self.timeout_s = timeout_s
         self.q = queue.Queue(maxsize=max_queue)
         self.stopping = threading.Event()
