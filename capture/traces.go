@@ -40,7 +40,8 @@ type tracing struct {
 
 // awaited is the client tracer, noting which requests' server spans the
 // capture waits for at its end: each span id sent in a traceparent, less
-// the requests the server never answered and those whose span a received
+// the requests the server did not answer with success (a server that turns
+// a request away may trace none of it) and those whose span a received
 // span names as its parent (the server's entry span, which ends after its
 // children). An exporter that batches sends a request's spans up to its
 // interval after the request (the OpenTelemetry SDKs' default: 5 s).
@@ -64,7 +65,7 @@ func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*
 	a.ids[id] = struct{}{}
 	a.mu.Unlock()
 	return tp, func(rec *model.Request) {
-		if rec.HTTPStatus == 0 { // no answer: perhaps no span
+		if rec.HTTPStatus/100 != 2 && rec.HTTPStatus != 101 { // 101: a WebSocket session
 			a.mu.Lock()
 			delete(a.ids, id)
 			a.mu.Unlock()
@@ -77,7 +78,7 @@ func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*
 func (a *awaited) saw(td ptrace.Traces) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.servers = a.servers || td.SpanCount() > 0
+	a.servers = true // the receiver hands over no empty td
 	for _, rs := range td.ResourceSpans().All() {
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, sp := range ss.Spans().All() {
