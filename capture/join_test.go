@@ -2,7 +2,11 @@ package capture
 
 import (
 	"context"
+	"fmt"
 	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/asrprof/asrprof/bundle"
 	"github.com/asrprof/asrprof/model"
@@ -46,4 +50,53 @@ func TestJoinWithoutServerSpans(t *testing.T) {
 	if read != skipped || read.Requests != 3 || read.WithSpans != 0 || read.ServerSpans != 0 {
 		t.Errorf("join with the span store read: %+v; skipped: %+v; want equal, 3 requests, no server spans", read, skipped)
 	}
+}
+
+// The capture's end waits for the server's spans of the requests it
+// answered with success, until a span names each one's client span as
+// its parent; past maxAwaited at once it gives up and waits for quiet.
+func TestAwaitedSpans(t *testing.T) {
+	var sent int
+	fake := tracerFunc(func(context.Context, *model.Request) (string, func(*model.Request)) {
+		sent++ // what clientspan sends: its span id in a traceparent
+		return fmt.Sprintf("00-0af7651916cd43dd8448eb211c80319c-%016x-01", sent), func(*model.Request) {}
+	})
+	a := awaited{Tracer: fake, ids: map[pcommon.SpanID]struct{}{}}
+	answer := func(status int) {
+		_, end := a.Start(context.Background(), &model.Request{})
+		end(&model.Request{HTTPStatus: status})
+	}
+	child := func(parent byte) ptrace.Traces {
+		td := ptrace.NewTraces()
+		sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetParentSpanID(pcommon.SpanID{7: parent})
+		return td
+	}
+	answer(200) // span 01
+	answer(503) // 02: turned away, not awaited
+	answer(0)   // 03: no answer
+	answer(101) // 04: a WebSocket session
+	if !a.done() {
+		t.Error("no server span yet: a server that sends none is not waited for")
+	}
+	a.saw(child(1))
+	if a.done() {
+		t.Error("done with session 04's span still to come")
+	}
+	a.saw(child(4))
+	if !a.done() {
+		t.Errorf("still waiting for %d spans", len(a.ids))
+	}
+	for range maxAwaited + 1 {
+		_, _ = a.Start(context.Background(), &model.Request{})
+	}
+	if !a.done() || a.ids != nil {
+		t.Errorf("%d awaited past the bound, want none (given up)", len(a.ids))
+	}
+}
+
+type tracerFunc func(context.Context, *model.Request) (string, func(*model.Request))
+
+func (f tracerFunc) Start(ctx context.Context, rec *model.Request) (string, func(*model.Request)) {
+	return f(ctx, rec)
 }

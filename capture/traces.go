@@ -48,9 +48,14 @@ type tracing struct {
 type awaited struct {
 	protocol.Tracer
 	mu      sync.Mutex
-	ids     map[pcommon.SpanID]struct{}
-	servers bool // a server span has arrived
+	ids     map[pcommon.SpanID]struct{} // nil once over maxAwaited: given up
+	servers bool                        // a server span has arrived
 }
+
+// maxAwaited bounds the ids awaited at once: past it the server is taken
+// for one whose spans do not name the client's (a new trace per request,
+// or sampled), and the capture waits for a second of quiet alone.
+const maxAwaited = 1 << 16
 
 func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*model.Request)) {
 	tp, end := a.Tracer.Start(ctx, rec)
@@ -62,7 +67,12 @@ func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*
 		return tp, end
 	}
 	a.mu.Lock()
-	a.ids[id] = struct{}{}
+	if a.ids != nil {
+		a.ids[id] = struct{}{}
+		if len(a.ids) > maxAwaited {
+			a.ids = nil
+		}
+	}
 	a.mu.Unlock()
 	return tp, func(rec *model.Request) {
 		if rec.HTTPStatus/100 != 2 && rec.HTTPStatus != 101 { // 101: a WebSocket session
