@@ -154,6 +154,12 @@ type Groups struct {
 	BatchMode    int
 }
 
+// BlackBoxThread is a thread that served requests, seen from outside.
+type BlackBoxThread struct {
+	Name string
+	TID  int64
+}
+
 // BlackBoxLevel is one level's black-box attribution over its measured
 // (non-warmup, successful) requests.
 type BlackBoxLevel struct {
@@ -200,8 +206,8 @@ type BlackBoxLevel struct {
 	// turn, not for something outside the host.
 	CoresHeld, Overlap float64
 	BusyThreads        int
-	// Threads names the threads that served (by share of the service).
-	Threads []string
+	// Threads are the threads that served, most service time first.
+	Threads []BlackBoxThread
 	// ServingRestShare is their busy rate while no request was in the
 	// server as a share of their busy rate in this level's services
 	// (over the requests each served; -1 where that rate is not known).
@@ -620,7 +626,7 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, name
 	}
 	l.CoresHeld, l.Overlap, l.BusyThreads = cpuOver(ths, merge(held))
 	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
-		l.Threads = append(l.Threads, names[t]+" ("+strconv.FormatInt(t, 10)+")")
+		l.Threads = append(l.Threads, BlackBoxThread{names[t], t})
 	}
 	return l
 }
