@@ -30,6 +30,8 @@ import (
 	"github.com/asrprof/asrprof/internal/proctree"
 	"github.com/asrprof/asrprof/model"
 	"github.com/asrprof/asrprof/refserver/refservertest"
+	"github.com/asrprof/asrprof/trace/join"
+	"github.com/asrprof/asrprof/trace/otlp"
 )
 
 // clientRun is what testdata/asr_sweep_client.py writes to --output.
@@ -596,36 +598,30 @@ func killedProxyCapture(t *testing.T, kill func(*exec.Cmd)) {
 // requests' spans seconds after they end. The capture waits for them: a
 // second of quiet alone stopped its receiver before that batch, and half
 // the requests had no server spans (the next capture's receiver then took
-// them). The reference server's batch collects for 5 s from its first span.
+// them). The reference server's exporter sends what it holds every 5 s.
 func TestCaptureWaitsForBatchedSpans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference server")
 	}
 	t.Parallel()
-	otlp := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
-	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + otlp + "/v1/traces", "OTEL_BSP_SCHEDULE_DELAY=5000"},
+	recv := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
+	srv := refservertest.Start(t, []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + recv + "/v1/traces", "OTEL_BSP_SCHEDULE_DELAY=5000"},
 		"--max-running-requests", "2")
 	out := filepath.Join(t.TempDir(), "b")
 	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", refservertest.ShortClips(t, 4), "--concurrency", "2", "--repeats", "1",
-		"--probes", "none", "--otlp-http", otlp, "--otlp-grpc", "off", "--span-grace", "8s", "--quiet", "--out", out)
+		"--probes", "none", "--otlp-http", recv, "--otlp-grpc", "off", "--span-grace", "8s", "--quiet", "--out", out)
 	if code != exitOK {
 		t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	var m struct {
 		Extra struct {
-			Join struct {
-				Requests    int `json:"requests"`
-				WithSpans   int `json:"with_spans"`
-				ServerSpans int `json:"server_spans"`
-			} `json:"join"`
-			OTLP struct {
-				Spans int `json:"spans"`
-			} `json:"otlp"`
+			Join join.Stats `json:"join"`
+			OTLP otlp.Stats `json:"otlp"`
 		} `json:"extra"`
 	}
 	readJSONInto(t, filepath.Join(out, bundle.ManifestFile), &m)
 	j := m.Extra.Join
-	if j.Requests != 4 || j.WithSpans != j.Requests || j.ServerSpans != m.Extra.OTLP.Spans {
+	if j.Requests != 4 || j.WithSpans != j.Requests || int64(j.ServerSpans) != m.Extra.OTLP.Spans {
 		t.Errorf("join %+v, %d spans received: want every request with its server spans, and every span one of them", j, m.Extra.OTLP.Spans)
 	}
 }
