@@ -9,17 +9,35 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
+
+// Root returns the repository root: the nearest folder with a go.mod at or
+// above the working directory, which go test sets to the test's package
+// folder. Not this file's path (runtime.Caller): `make test` builds with
+// -trimpath, which makes that path module-relative.
+func Root() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			panic("no go.mod at or above the working directory")
+		}
+		dir = up
+	}
+}
 
 // H200 extracts testdata/h200/NAME.tgz into a folder of t's and returns
 // the bundle's path.
 func H200(t testing.TB, name string) string {
 	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(self), "..", "..")
-	f, err := os.Open(filepath.Join(root, "testdata", "h200", name+".tgz"))
+	f, err := os.Open(filepath.Join(Root(), "testdata", "h200", name+".tgz"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,24 +11,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/asrprof/asrprof/internal/bundletest"
 	"github.com/asrprof/asrprof/internal/need"
 )
 
 // Python is Debian's interpreter, the one that sees python3-pocketsphinx.
 const Python = "/usr/bin/python3"
 
-// Root returns the repository root (found from this file's location).
-func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+// Root returns the repository root (bundletest.Root).
+func Root() string { return bundletest.Root() }
 
 // RequirePocketSphinx skips the test where Debian's python3-pocketsphinx
 // (and its English model) is missing, and fails it under CI
