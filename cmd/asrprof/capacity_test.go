@@ -348,10 +348,8 @@ func TestSensitivityFlags(t *testing.T) {
 // 100 ms keeps up with constant arrivals below 10 req/s (latency ~100 ms)
 // and falls behind above (each request waits longer than the last), so
 // latency ≤ 300 ms holds at 8 req/s and not at 16; bisection, to 10 % of
-// the passing rate, ends between them. Its time is the server's sleeps:
-// it runs in the parallel phase.
+// the passing rate, ends between them.
 func TestFindMaxOpenLoopCLI(t *testing.T) {
-	t.Parallel()
 	srv := fakeasr.NewServer(t, fakeasr.Config{Delay: 100 * time.Millisecond, Capacity: 1})
 	out := filepath.Join(t.TempDir(), "s")
 	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 16), "--find-max", "--slo", "latency=300ms",

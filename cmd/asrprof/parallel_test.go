@@ -10,21 +10,18 @@ import (
 // packages").
 //
 //   - Tests whose verdict is the machine's CPU (host-bound and contention
-//     verdicts, the CPU sensitivity of a server that computes, the
-//     driver's self-check, the proxy's latencies against its client's)
-//     are not parallel: Go runs them one at a time, before any parallel
-//     test starts, so nothing of this package runs beside them.
+//     verdicts, CPU sensitivity, the driver's self-check, the proxy's
+//     latencies against its client's) are not parallel: Go runs them one
+//     at a time, before any parallel test starts, so nothing of this
+//     package runs beside them.
 //   - Tests whose time is a wait (a server's sleeps, a build delay, a
-//     throttled upload, a server starting, a sleeping server's CPU
-//     sensitivity, an open-loop search of a sleeping server) and whose
-//     checks do not depend on how fast the CPU is call t.Parallel: up to
-//     five run at once (TestMain's -test.parallel 5), after the first
-//     group.
+//     throttled upload, a server starting) and whose checks do not depend
+//     on how fast the CPU is call t.Parallel: up to five run at once
+//     (TestMain's -test.parallel 5), after the first group.
 //   - Of those, the ones that keep a core or more busy for long (the
 //     whisper engine's PyTorch, the co-runner check's torch imports, the
-//     co-runner's spinner, the analyses of the H200 bundles) also call
-//     cpuHeavy: one at a time, so that they do not pile their CPU on the
-//     sleeping ones beside them.
+//     analyses of the H200 bundles) also call cpuHeavy: one at a time, so
+//     that they do not pile their CPU on the sleeping ones beside them.
 //
 // Inside a test of the first group, captures whose verdict is a wait (a
 // queue, a sleep per step, a held answer) may run at once, each with a

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,37 +72,13 @@ func runSensitivityCLI(t *testing.T, srv sensServer, extra ...string) (bundle.Se
 // host's other load leaves the server less than the limit in two cycles
 // of three, no method can bind: the test runs again (three attempts in
 // all), and fails if the host never lets it.
-//
-// The compute-bound server's verdict is the CPU it gets, so it runs in
-// turn (parallel_test.go); the sleeper's and the half-idle server's time
-// is their sleeps, so they run in the parallel phase
-// (TestSensitivityDefaultsCLIIdle): the sleeper's spread above was
-// measured at that load and more.
-func TestSensitivityDefaultsCLI(t *testing.T) { sensitivityDefaults(t, false, "compute-bound") }
-
-func TestSensitivityDefaultsCLIIdle(t *testing.T) {
-	sensitivityDefaults(t, true, "sleep-bound", "half-idle")
-}
-
-// sensitivityDefaults runs the named servers of sensServers with each
-// method, one after another; idle: in the parallel phase, the co-runner's
-// runs under cpuHeavy.
-func sensitivityDefaults(t *testing.T, idle bool, names ...string) {
+func TestSensitivityDefaultsCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a fake server 12 times a server")
-	}
-	if idle {
-		t.Parallel()
+		t.Skip("starts a fake server 36 times")
 	}
 	for _, method := range []string{"auto", runbook.MethodCoRunner} {
 		for _, srv := range sensServers {
-			if !slices.Contains(names, srv.name) {
-				continue
-			}
 			t.Run(srv.name+"/"+method, func(t *testing.T) {
-				if idle && method == runbook.MethodCoRunner {
-					cpuHeavy(t) // its spinner keeps a core busy
-				}
 				var extra []string
 				if method != "auto" {
 					extra = []string{"--cpu-method", method}
