@@ -3,7 +3,9 @@ package capture
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -54,7 +56,8 @@ func TestJoinWithoutServerSpans(t *testing.T) {
 
 // The capture's end waits for the server's spans of the requests it
 // answered with success, until a span names each one's client span as
-// its parent; past maxAwaited at once it gives up and waits for quiet.
+// its parent; while none has come, until the first answer is a span
+// grace old; past maxAwaited at once it gives up and waits for quiet.
 func TestAwaitedSpans(t *testing.T) {
 	var sent int
 	fake := tracerFunc(func(context.Context, *model.Request) (string, func(*model.Request)) {
@@ -76,21 +79,30 @@ func TestAwaitedSpans(t *testing.T) {
 	answer(503) // 02: turned away, not awaited
 	answer(0)   // 03: no answer
 	answer(101) // 04: a WebSocket session
-	if !a.done() {
-		t.Error("no server span yet: a server that sends none is not waited for")
+	if a.done(time.Hour) {
+		t.Error("no server span yet, the first answer newer than the grace: done, though a batch may still come")
+	}
+	if !a.done(0) {
+		t.Error("no server span, the first answer a grace old: a server that sends none is waited for")
+	}
+	if w := a.waiting(time.Hour, 5*time.Second); !strings.HasPrefix(w, "waiting up to 5s for the server's first spans") {
+		t.Errorf("the wait before any span: %q", w)
 	}
 	a.saw(child(1))
-	if a.done() {
+	if a.done(0) {
 		t.Error("done with session 04's span still to come")
 	}
+	if w := a.waiting(0, 5*time.Second); !strings.HasPrefix(w, "waiting up to 5s for the server's spans of 1 answered requests") {
+		t.Errorf("the wait for session 04's span: %q", w)
+	}
 	a.saw(child(4))
-	if !a.done() {
+	if !a.done(time.Hour) {
 		t.Errorf("still waiting for %d spans", len(a.ids))
 	}
 	for range maxAwaited + 1 {
 		_, _ = a.Start(context.Background(), &model.Request{})
 	}
-	if !a.done() || a.ids != nil {
+	if !a.done(time.Hour) || a.ids != nil {
 		t.Errorf("%d awaited past the bound, want none (given up)", len(a.ids))
 	}
 }

@@ -47,9 +47,10 @@ type tracing struct {
 // interval after the request (the OpenTelemetry SDKs' default: 5 s).
 type awaited struct {
 	protocol.Tracer
-	mu      sync.Mutex
-	ids     map[pcommon.SpanID]struct{} // nil once over maxAwaited: given up
-	servers bool                        // a server span has arrived
+	mu       sync.Mutex
+	ids      map[pcommon.SpanID]struct{} // nil once over maxAwaited: given up
+	servers  bool                        // a server span has arrived
+	answered time.Time                   // when the first awaited request was answered
 }
 
 // maxAwaited bounds the ids awaited at once: past it the server is taken
@@ -75,11 +76,13 @@ func (a *awaited) Start(ctx context.Context, rec *model.Request) (string, func(*
 	}
 	a.mu.Unlock()
 	return tp, func(rec *model.Request) {
+		a.mu.Lock()
 		if rec.HTTPStatus/100 != 2 && rec.HTTPStatus != 101 { // 101: a WebSocket session
-			a.mu.Lock()
 			delete(a.ids, id)
-			a.mu.Unlock()
+		} else if a.answered.IsZero() {
+			a.answered = time.Now()
 		}
+		a.mu.Unlock()
 		end(rec)
 	}
 }
@@ -99,11 +102,25 @@ func (a *awaited) saw(td ptrace.Traces) {
 }
 
 // done is whether the capture need not wait for more of the server's
-// spans: none came at all, or every answered request's has.
-func (a *awaited) done() bool {
+// spans: every answered request's has come, or none came at all though
+// the first answer is grace old (an exporter that batches at most every
+// grace would have sent its spans by now: the server sends none). A
+// capture shorter than an exporter's interval still waits for its batch.
+func (a *awaited) done(grace time.Duration) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return !a.servers || len(a.ids) == 0
+	return len(a.ids) == 0 || !a.servers && time.Since(a.answered) >= grace
+}
+
+// waiting says what the capture waits for, and how long it may, of left.
+func (a *awaited) waiting(grace, left time.Duration) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.servers {
+		left = min(left, grace-time.Since(a.answered))
+		return fmt.Sprintf("waiting up to %s for the server's first spans: an exporter that batches sends them seconds late (--span-grace)", left.Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("waiting up to %s for the server's spans of %d answered requests (--span-grace)", left.Round(100*time.Millisecond), len(a.ids))
 }
 
 func startTracing(ctx context.Context, cfg *Config, w *bundle.Writer, fp model.Fingerprint, say func(string)) (*tracing, error) {
@@ -161,7 +178,7 @@ func (t *tracing) finish(ctx context.Context, w *bundle.Writer, say func(string)
 		say("client spans: " + err.Error())
 	}
 	if t.recv != nil {
-		t.waitQuiet(ctx)
+		t.waitQuiet(ctx, say)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		t.recv.Stop(sctx)
 		cancel()
@@ -202,12 +219,15 @@ func (t *tracing) finish(ctx context.Context, w *bundle.Writer, say func(string)
 }
 
 // waitQuiet returns once no new server span has arrived for a second and
-// every answered request's entry span has (or none came at all: a server
-// that sends none), or after the span grace. A second of quiet alone lost
-// the last batch of an exporter that sends every 5 s.
-func (t *tracing) waitQuiet(ctx context.Context) {
+// every answered request's entry span has (or none came at all, the first
+// answer a span grace ago: a server that sends none), or after the span
+// grace. A second of quiet alone lost the last batch of an exporter that
+// sends every 5 s, and all of a capture shorter than that.
+// Past the second it says what it waits for, once (not with --quiet).
+func (t *tracing) waitQuiet(ctx context.Context, say func(string)) {
 	deadline := time.Now().Add(t.cfg.SpanGrace)
 	last, lastChange := t.recv.Stats().Spans, time.Now()
+	told := t.cfg.Quiet
 	for time.Now().Before(deadline) {
 		select {
 		case <-time.After(100 * time.Millisecond):
@@ -216,8 +236,14 @@ func (t *tracing) waitQuiet(ctx context.Context) {
 		}
 		if n := t.recv.Stats().Spans; n != last {
 			last, lastChange = n, time.Now()
-		} else if time.Since(lastChange) >= time.Second && t.awaited.done() {
-			return
+		} else if time.Since(lastChange) >= time.Second {
+			if t.awaited.done(t.cfg.SpanGrace) {
+				return
+			}
+			if !told {
+				say(t.awaited.waiting(t.cfg.SpanGrace, time.Until(deadline)))
+				told = true
+			}
 		}
 	}
 }

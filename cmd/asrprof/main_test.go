@@ -58,7 +58,13 @@ func asrprof(args ...string) *exec.Cmd {
 		if i := slices.Index(args, "--"); i > 0 {
 			end = i
 		}
-		args = slices.Concat(args[:end], []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, args[end:])
+		extra := []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
+		if !slices.Contains(args[:end], "--span-grace") {
+			// No server learns a receiver's port 0: none sends spans,
+			// and a short capture need not wait for its first ones.
+			extra = append(extra, "--span-grace", "100ms")
+		}
+		args = slices.Concat(args[:end], extra, args[end:])
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
