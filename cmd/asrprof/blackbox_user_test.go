@@ -124,7 +124,7 @@ func startPlainServer(t *testing.T, port int, args string, as ...string) {
 // runCLI runs the test binary as asrprof, as the user.
 func (u *testUser) runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(u.bin, args...)
+	cmd := exec.Command(u.bin, portZeroGrace(args)...)
 	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1", "HOME="+u.root)
 	cmd.Dir = u.root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -118,7 +117,7 @@ func TestCaptureDatasetLayouts(t *testing.T) {
 				args = append(args, "--columns", "id=utt,audio=wav,text=words")
 			}
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
+			if code := runTest(args, &stdout, &stderr); code != exitOK {
 				t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 			}
 			reqs := srv.Requests()
@@ -165,7 +164,7 @@ func TestCaptureDatasetBadRow(t *testing.T) {
 	}
 	srv := fakeasr.NewServer(t, fakeasr.Config{TextFor: textFor})
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", p, "--concurrency", "1",
+	code := runTest([]string{"capture", "--target", srv.URL, "--dataset", p, "--concurrency", "1",
 		"--out", filepath.Join(t.TempDir(), "b"), "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &stdout, &stderr)
 	if code == exitOK || srv.Count() != 0 || !strings.Contains(stderr.String(), "bad entry utt01: t.parquet row 1, column ref_audio: ") {
 		t.Errorf("exit %d, %d requests sent\n%s", code, srv.Count(), stderr.String())
@@ -189,7 +188,7 @@ func TestSaveRawDirAndResultsFields(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{TextFor: textFor, Fail: fakeasr.FailOn(map[int]fakeasr.Failure{6: fakeasr.Status(500)})})
 	out, raw := filepath.Join(root, "b"), filepath.Join(root, "raw")
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", filepath.Join(root, "hub"), "--concurrency", "1",
+	code := runTest([]string{"capture", "--target", srv.URL, "--dataset", filepath.Join(root, "hub"), "--concurrency", "1",
 		"--repeats", "2", "--warmup", "--save-raw-dir", raw, "--out", out, "--quiet", "--verbose", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &stdout, &stderr)
 	if !strings.Contains(stdout.String()+stderr.String(), "evaluated 2 of 4, 2 skipped: 1 failed (http_5xx 1), 1 empty normalized reference") {
 		t.Errorf("exit %d: an incomplete capture, saying why\n%s%s", code, stdout.String(), stderr.String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -42,7 +41,7 @@ func TestCaptureOneFileManyTimes(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"capture", "--target", srv.URL, "--dataset", ds, "--concurrency", "4", "--repeats", "2",
 		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
-	if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
+	if code := runTest(args, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
 	reqs := srv.Requests()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -275,7 +274,7 @@ func onTerminal(t *testing.T, width int, args ...string) string {
 		}
 	}()
 	var errb bytes.Buffer
-	code := run(context.Background(), args, tty, &errb)
+	code := runTest(args, tty, &errb)
 	tty.Close()
 	<-done
 	if code != exitOK {

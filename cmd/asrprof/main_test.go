@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -58,17 +59,34 @@ func asrprof(args ...string) *exec.Cmd {
 		if i := slices.Index(args, "--"); i > 0 {
 			end = i
 		}
-		extra := []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
-		if !slices.Contains(args[:end], "--span-grace") {
-			// No server learns a receiver's port 0: none sends spans,
-			// and a short capture need not wait for its first ones.
-			extra = append(extra, "--span-grace", "100ms")
-		}
-		args = slices.Concat(args[:end], extra, args[end:])
+		args = slices.Concat(args[:end], []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, args[end:])
 	}
+	args = portZeroGrace(args)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ASRPROF_TEST_MAIN=1")
 	return cmd
+}
+
+// runTest is run as the tests call it in process, with portZeroGrace.
+func runTest(args []string, stdout, stderr io.Writer) int {
+	return run(context.Background(), portZeroGrace(args), stdout, stderr)
+}
+
+// portZeroGrace gives a command whose OTLP/HTTP receiver is on port 0
+// (before a `--`) a span grace of 100 ms, unless it names one: no server
+// learns that port, so none sends spans, and a capture shorter than the
+// grace need not wait for its first ones (TestCaptureWaitsForSilence has
+// the default's wait).
+func portZeroGrace(args []string) []string {
+	end := len(args)
+	if i := slices.Index(args, "--"); i > 0 {
+		end = i
+	}
+	i := slices.Index(args[:end], "--otlp-http")
+	if i < 0 || i+1 >= end || !strings.HasSuffix(args[i+1], ":0") || slices.Contains(args[:end], "--span-grace") {
+		return args
+	}
+	return slices.Concat(args[:end], []string{"--span-grace", "100ms"}, args[end:])
 }
 
 func dataset(t *testing.T, n int) string {
@@ -87,7 +105,7 @@ func dataset(t *testing.T, n int) string {
 
 func TestHelpTeachesEveryFlag(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"capture", "--help"}, &out, &errb); code != exitOK {
+	if code := runTest([]string{"capture", "--help"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, flag := range []string{"--target", "--dataset", "--protocol", "--model", "--lang", "--concurrency",
@@ -97,7 +115,7 @@ func TestHelpTeachesEveryFlag(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "capture") {
+	if code := runTest([]string{"--help"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "capture") {
 		t.Errorf("asrprof --help: exit %d\n%s", code, out.String())
 	}
 }
@@ -125,7 +143,7 @@ func TestExitCodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := run(context.Background(), tc.args, &out, &errb)
+			code := runTest(tc.args, &out, &errb)
 			if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.msg) {
 				t.Errorf("exit %d (want %d), output lacks %q:\n%s%s", code, tc.code, tc.msg, out.String(), errb.String())
 			}
@@ -177,7 +195,7 @@ func TestSIGKILLMidCaptureStillLoads(t *testing.T) {
 		t.Fatalf("summarize: %+v", res)
 	}
 	var sout, serr bytes.Buffer
-	if code := run(context.Background(), []string{"show", out}, &sout, &serr); code != exitOK ||
+	if code := runTest([]string{"show", out}, &sout, &serr); code != exitOK ||
 		!strings.Contains(sout.String(), "INCOMPLETE") || !strings.Contains(sout.String(), fmt.Sprintf("%d/%d", len(reqs), len(reqs))) {
 		t.Errorf("show: exit %d\n%s%s", code, sout.String(), serr.String())
 	}

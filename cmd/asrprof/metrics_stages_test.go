@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,7 +25,7 @@ func TestCaptureMetricsStages(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{Metrics: true, Capacity: 1, Delay: 100 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "cap")
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4),
+	code := runTest([]string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4),
 		"--concurrency", "4", "--repeats", "1", "--out", out, "--format", "json", "--verbose",
 		"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--span-grace", "0s",
 		"--probes", "metrics", "--server-metrics-interval", "20ms"}, &stdout, &stderr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +51,7 @@ func passCapture(t *testing.T, srv *fakeasr.Server, ds string, args ...string) (
 	all := append([]string{"capture", "--target", srv.URL, "--dataset", ds, "--repeats", "1",
 		"--out", out, "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none", "--span-grace", "0s"}, args...)
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), all, &stdout, &stderr)
+	code := runTest(all, &stdout, &stderr)
 	if code != exitOK {
 		return nil, stderr.String(), code
 	}

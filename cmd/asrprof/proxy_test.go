@@ -593,6 +593,26 @@ func killedProxyCapture(t *testing.T, kill func(*exec.Cmd)) {
 	}
 }
 
+// A server that sends no spans, in a capture shorter than the span grace
+// (5 s by default): the capture cannot tell it from one whose exporter
+// batches, so it waits until its first answer is a grace old (such an
+// exporter would have sent by then), and says what it waits for.
+func TestCaptureWaitsForSilence(t *testing.T) {
+	t.Parallel()
+	srv := fakeasr.NewServer(t, fakeasr.Config{})
+	recv := fmt.Sprintf("127.0.0.1:%d", fakeasr.FreePort(t))
+	start := time.Now()
+	code, stdout, stderr := runCLI("capture", "--target", srv.URL, "--dataset", dataset(t, 1), "--concurrency", "1", "--repeats", "1",
+		"--probes", "none", "--otlp-http", recv, "--otlp-grpc", "off", "--out", filepath.Join(t.TempDir(), "b"))
+	took := time.Since(start)
+	if code != exitOK {
+		t.Fatalf("capture: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if took < 5*time.Second || !strings.Contains(stderr, "for the server's first spans: an exporter that batches sends them seconds late (--span-grace)") {
+		t.Errorf("the capture took %s, want the 5 s grace after its answer, and a line on what it waits for:\n%s", took, stderr)
+	}
+}
+
 // A server whose exporter batches as the OpenTelemetry SDKs do
 // (OTEL_BSP_SCHEDULE_DELAY, 5000 ms by default there) sends the last
 // requests' spans seconds after they end. The capture waits for them: a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"github.com/asrprof/asrprof/internal/bundletest"
 	"os"
 	"path/filepath"
@@ -60,7 +59,7 @@ func TestReportCommand(t *testing.T) {
 		{[]string{"report", "--help"}, exitOK, "asrprof report CURRENT BASELINE"},
 	} {
 		var o, e bytes.Buffer
-		if code := run(context.Background(), tc.args, &o, &e); code != tc.code || !strings.Contains(o.String()+e.String(), tc.msg) {
+		if code := runTest(tc.args, &o, &e); code != tc.code || !strings.Contains(o.String()+e.String(), tc.msg) {
 			t.Errorf("%v: exit %d (want %d), output lacks %q:\n%s%s", tc.args, code, tc.code, tc.msg, o.String(), e.String())
 		}
 	}
@@ -72,7 +71,7 @@ func TestCaptureWritesReport(t *testing.T) {
 	srv := fakeasr.NewServer(t, fakeasr.Config{})
 	dir := filepath.Join(t.TempDir(), "b")
 	var o, e bytes.Buffer
-	code := run(context.Background(), []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4), "--concurrency", "1,2",
+	code := runTest([]string{"capture", "--target", srv.URL, "--dataset", dataset(t, 4), "--concurrency", "1,2",
 		"--repeats", "1", "--out", dir, "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, &o, &e)
 	if code != exitOK {
 		t.Fatalf("capture: exit %d\n%s", code, e.String())

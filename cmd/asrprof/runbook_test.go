@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -31,7 +30,7 @@ func runbookArgs(port int, out string, extra ...string) []string {
 
 func runCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := runTest(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,7 +97,7 @@ func TestCaptureTablesReadByDuckDB(t *testing.T) {
 	var sout, serr bytes.Buffer
 	args := []string{"capture", "--target", srv.URL, "--dataset", dataset(t, 6), "--concurrency", "1,2", "--repeats", "1",
 		"--out", out, "--quiet", "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}
-	if code := run(context.Background(), args, &sout, &serr); code != exitOK {
+	if code := runTest(args, &sout, &serr); code != exitOK {
 		t.Fatalf("capture: exit %d\n%s", code, serr.String())
 	}
 	for _, f := range []string{columns.RequestsTable, columns.SpansTable, columns.ManifestFile} {
@@ -158,7 +157,7 @@ func TestAnalyzeWritesMissingTables(t *testing.T) {
 	analyze := func() string {
 		t.Helper()
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), []string{"analyze", dir, "stages", "--format", "json"}, &out, &errb); code != exitOK {
+		if code := runTest([]string{"analyze", dir, "stages", "--format", "json"}, &out, &errb); code != exitOK {
 			t.Fatalf("analyze: exit %d\n%s", code, errb.String())
 		}
 		return out.String()
@@ -226,7 +225,7 @@ func TestAnalyzeBadSourceLine(t *testing.T) {
 	lines[2] = strings.Replace(lines[2], `"timestamp_ns":`, `"timestamp_ns":"soon",`+`"x":`, 1)
 	os.WriteFile(p, []byte(strings.Join(lines, "")), 0o644)
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"analyze", dir, "stages"}, &out, &errb)
+	code := runTest([]string{"analyze", dir, "stages"}, &out, &errb)
 	if want := fmt.Sprintf(`%s:3: field "timestamp_ns": want an integer, got a string`, p); code == exitOK || !strings.Contains(errb.String(), want) {
 		t.Errorf("exit %d; stderr lacks %q:\n%s", code, want, errb.String())
 	}
@@ -236,7 +235,7 @@ func TestAnalyzeBadSourceLine(t *testing.T) {
 	os.WriteFile(p, []byte(whole[:len(whole)-40]), 0o644)
 	out.Reset()
 	errb.Reset()
-	if code := run(context.Background(), []string{"analyze", dir, "stages"}, &out, &errb); code != exitOK {
+	if code := runTest([]string{"analyze", dir, "stages"}, &out, &errb); code != exitOK {
 		t.Errorf("a truncated last line: exit %d\n%s", code, errb.String())
 	}
 	// A named pipe in a file's place is refused, not waited on: opening
@@ -252,7 +251,7 @@ func TestAnalyzeBadSourceLine(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			code = run(context.Background(), []string{"analyze", dir, "stages"}, io.Discard, &stderr)
+			code = runTest([]string{"analyze", dir, "stages"}, io.Discard, &stderr)
 		}()
 		select {
 		case <-done:
