@@ -54,12 +54,7 @@ func TestMain(m *testing.M) {
 
 func asrprof(args ...string) *exec.Cmd {
 	if len(args) > 0 && args[0] == "capture" {
-		// Before a `--` (capture --proxy's command), not after it.
-		end := len(args)
-		if i := slices.Index(args, "--"); i > 0 {
-			end = i
-		}
-		args = slices.Concat(args[:end], []string{"--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none"}, args[end:])
+		args = withFlags(args, "--otlp-http", "127.0.0.1:0", "--otlp-grpc", "off", "--probes", "none")
 	}
 	args = portZeroGrace(args)
 	cmd := exec.Command(os.Args[0], args...)
@@ -78,15 +73,27 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 // grace need not wait for its first ones (TestCaptureWaitsForSilence has
 // the default's wait).
 func portZeroGrace(args []string) []string {
-	end := len(args)
-	if i := slices.Index(args, "--"); i > 0 {
-		end = i
-	}
-	i := slices.Index(args[:end], "--otlp-http")
-	if i < 0 || i+1 >= end || !strings.HasSuffix(args[i+1], ":0") || slices.Contains(args[:end], "--span-grace") {
+	own := args[:flagsEnd(args)]
+	i := slices.Index(own, "--otlp-http")
+	if i < 0 || i+1 >= len(own) || !strings.HasSuffix(own[i+1], ":0") || slices.Contains(own, "--span-grace") {
 		return args
 	}
-	return slices.Concat(args[:end], []string{"--span-grace", "100ms"}, args[end:])
+	return withFlags(args, "--span-grace", "100ms")
+}
+
+// flagsEnd is where asrprof's own arguments end: at a `--` (capture
+// --proxy's command follows it), else at the end.
+func flagsEnd(args []string) int {
+	if i := slices.Index(args, "--"); i > 0 {
+		return i
+	}
+	return len(args)
+}
+
+// withFlags adds flags to asrprof's own arguments, before a `--`.
+func withFlags(args []string, flags ...string) []string {
+	end := flagsEnd(args)
+	return slices.Concat(args[:end], flags, args[end:])
 }
 
 func dataset(t *testing.T, n int) string {
