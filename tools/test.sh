@@ -14,8 +14,13 @@
 # chain 2 gets the CPU only where chain 1 does not want it.
 #
 # Each chain prints as it goes; the exit status is non-zero when either
-# failed, and a line at the end names which. Ctrl-C stops both.
+# failed, and a line at the end names which. Each chain is a job of its own
+# (set -m: its own process group, which a non-interactive shell's
+# background job would otherwise share with make, SIGINT ignored); Ctrl-C
+# or a TERM to this script is passed on to both groups, test binaries and
+# their servers included.
 set -uo pipefail
+set -m
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 MAKE=${MAKE:-make}
@@ -29,7 +34,9 @@ main=$!
 echo "nice -n 10: $GO test -count=1 -timeout $TIMEOUT -p 1 (the $(echo "$others" | wc -l) other packages), then $MAKE fuzz" >&2
 nice -n 10 sh -c "$GO test -count=1 -timeout $TIMEOUT -p 1 $(echo $others) && $MAKE --no-print-directory fuzz" &
 rest=$!
-trap 'kill -TERM $main $rest 2>/dev/null; wait; exit 130' INT TERM
+stop() { kill "-$1" -- "-$main" "-$rest" 2>/dev/null; wait; exit "$2"; }
+trap 'stop INT 130' INT
+trap 'stop TERM 143' TERM
 
 wait $main
 a=$?
