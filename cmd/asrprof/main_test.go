@@ -74,7 +74,12 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 // the default's wait).
 func portZeroGrace(args []string) []string {
 	own := args[:flagsEnd(args)]
-	i := slices.Index(own, "--otlp-http")
+	i := -1 // the last --otlp-http: Go's flags keep the last value
+	for j, a := range own {
+		if a == "--otlp-http" {
+			i = j
+		}
+	}
 	if i < 0 || i+1 >= len(own) || !strings.HasSuffix(own[i+1], ":0") || slices.Contains(own, "--span-grace") {
 		return args
 	}
