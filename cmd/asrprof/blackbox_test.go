@@ -265,7 +265,7 @@ func checkVerdicts(t *testing.T, dir string, tc blackBoxCase) map[string][]strin
 	}
 	for lv, has := range tc.has {
 		if c := first(lv); len(c) == 0 || !strings.Contains(c[0], has) {
-			t.Errorf("%s at %s: the verdict is %q, want it to say %q\n%s", tc.name, lv, c, has, text)
+			t.Errorf("%s at %s: the verdict is %q, want it to say %q\n%s", tc.name, lv, got[lv], has, text)
 		}
 	}
 	for lv, also := range tc.also {
