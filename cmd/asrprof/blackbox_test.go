@@ -422,6 +422,26 @@ func agreeCaptures(t *testing.T, idle bool, cases []agreeCase) {
 				t.Fatal(bbc.err)
 			}
 			without := bbc.dir
+			// What the black box reads at a level beyond c=1 stands on
+			// the c=1 pass's services alone; a host that ran that pass
+			// at another speed (make test's other packages beside it)
+			// moves it with no fault of the rule's. Measured apart from
+			// the verdict: the server's CPU time a request at both
+			// levels, which the reference server's fixed work per
+			// request holds steady. Such a capture is taken again once.
+			if r, ok := cpuPerRequestRatio(t, without, tc.level); ok && (r < 1/steadyHost || r > steadyHost) {
+				t.Logf("%s: the server's CPU time a request at %s was %.2f× c=1's: the host's speed moved between the passes, so the capture without events is taken again", tc.name, tc.level, r)
+				dir, port = t.TempDir(), fakeasr.FreePort(t)
+				wg.Add(1)
+				captureBlackBox()
+				if bbc = <-blackBox; bbc.err != nil {
+					t.Fatal(bbc.err)
+				}
+				without = bbc.dir
+				if r, ok := cpuPerRequestRatio(t, without, tc.level); ok && (r < 1/steadyHost || r > steadyHost) {
+					t.Logf("%s: again %.2f× at %s", tc.name, r, tc.level)
+				}
+			}
 			ev, evText := verdicts(t, with)
 			bb, bbText := verdicts(t, without)
 			if c := ev[tc.level]; len(c) == 0 || c[0] != tc.events {
@@ -432,6 +452,53 @@ func agreeCaptures(t *testing.T, idle bool, cases []agreeCase) {
 			}
 		})
 	}
+}
+
+// steadyHost: the most a request's CPU time may move between two levels
+// of a capture of the reference server before the host, not the server,
+// is taken to have changed. Behind a cap of 1 over 8 short clips at c=1
+// and c=4 it moved under 3 % in three captures on the 2-core development
+// host (alone, beside busy loops, beside a second capture). In the clean-
+// clone make test whose c=4 read "at most 2 in service" it was at most
+// 0.72×: c=1's service took 1801 ms a request, 95 % of it host work
+// (1.71 s of CPU), and c=4 served 0.81 req/s from one serving thread, at
+// most 1.23 s of CPU a request.
+const steadyHost = 1.25
+
+// cpuPerRequestRatio is the server's CPU time a request at level over the
+// same at c1, from the per-thread time bins; false where dir has no bins
+// or either level no CPU time.
+func cpuPerRequestRatio(t *testing.T, dir, level string) (float64, bool) {
+	t.Helper()
+	if level == "c1" {
+		return 0, false
+	}
+	script := filepath.Join(t.TempDir(), "cpu.star")
+	const src = `load("blackbox", "levels")
+load("table", "sprintf")
+for l in levels(capture):
+    if l.req_s > 0:
+        print(sprintf("cpu %s %.6f", l.level, l.cores_held * l.held_share / l.req_s))
+`
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("analyze", dir, script)
+	if code != exitOK {
+		t.Fatalf("analyze %s: exit %d\n%s", script, code, stderr)
+	}
+	cpu := map[string]float64{}
+	for _, line := range strings.Split(stderr, "\n") {
+		var lv string
+		var x float64
+		if n, _ := fmt.Sscanf(line, "cpu %s %f", &lv, &x); n == 2 {
+			cpu[lv] = x
+		}
+	}
+	if cpu["c1"] <= 0 || cpu[level] <= 0 {
+		return 0, false
+	}
+	return cpu[level] / cpu["c1"], true
 }
 
 // refserverCapture captures the reference server with flags server under
