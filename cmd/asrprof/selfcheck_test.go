@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +23,7 @@ import (
 	"github.com/asrprof/asrprof/capture"
 	"github.com/asrprof/asrprof/internal/cpulimit"
 	"github.com/asrprof/asrprof/internal/fakeasr"
+	"github.com/asrprof/asrprof/internal/fixture"
 	"github.com/asrprof/asrprof/internal/need"
 	"github.com/asrprof/asrprof/scripts"
 )
@@ -232,5 +234,74 @@ func TestSelfCheckLimitsAgree(t *testing.T) {
 		if got, _ := strconv.ParseFloat(string(m[1]), 64); got != v {
 			t.Errorf("lib/driver.star %s = %g, bench/driver's limit %g", name, got, v)
 		}
+	}
+}
+
+// One lagging pass of two, whose lag is a small share of the level's
+// latency over both, undercuts the verdict: the server's state leads and
+// "undercut: the load generator" comes right after it, with the lag's
+// numbers. A lag that explains a fifth of the latency leads. (The
+// self-check records are written into a simulated bundle's manifest; the
+// capture's own lag is TestDriverSelfCheckStarved's.)
+func TestDiagnosisDriverLagShare(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name            string
+		gap1, gap2      float64 // each pass's mean slot gap (s); the first lagged
+		first, undercut string
+	}{
+		{"small share", 0.02, 0.002, "admission cap", "undercut: the load generator"},
+		{"large share", 0.1, 0.06, "the load generator", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "b")
+			lv := fixture.AttrLevel{Concurrency: 16, Build: ms, FirstForward: ms, Decode: 40 * ms, Delivery: ms, MaxRunning: 2, OnCPU: 0.9}
+			if _, err := fixture.WriteAttribution(dir, fixture.AttrConfig{Levels: []fixture.AttrLevel{lv}, Repeats: 2, RequestsPerPass: 48, Seed: 5}); err != nil {
+				t.Fatal(err)
+			}
+			mf := filepath.Join(dir, bundle.ManifestFile)
+			b, err := os.ReadFile(mf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			pass := func(repeat int, gap float64, verdict string) map[string]any {
+				return map[string]any{"level": "c16", "repeat": repeat, "loop": "closed", "requests": 48, "cpu_cores": 0.05,
+					"cores_allowed": 2, "cpu_share_of_allowed": 0.025, "runnable_wait_p99_s": 0.0002,
+					"slot_gap_mean_s": gap, "slot_gap_p99_s": 4 * gap, "verdict": verdict}
+			}
+			extra, _ := m["extra"].(map[string]any)
+			if extra == nil {
+				extra = map[string]any{}
+				m["extra"] = extra
+			}
+			extra["driver_self_check"] = []any{pass(1, tc.gap1, "lagged"), pass(2, tc.gap2, "kept up")}
+			if b, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(mf, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, text := verdicts(t, dir)
+			c := got["c16"]
+			if len(c) == 0 || c[0] != tc.first {
+				t.Fatalf("the causes are %v, want %q first\n%s", c, tc.first, text)
+			}
+			if tc.undercut != "" && (len(c) < 2 || c[1] != tc.undercut || !strings.Contains(text, "its slots sat idle") || !strings.Contains(text, "so what the server did leads")) {
+				t.Errorf("the causes are %v, want %q second with the lag's numbers\n%s", c, tc.undercut, text)
+			}
+			if tc.undercut == "" && slices.Contains(c, "undercut: the load generator") {
+				t.Errorf("the causes %v name the load generator twice\n%s", c, text)
+			}
+			// The driver table agrees, and says which pass lagged.
+			rows, notes := analyzeJSON(t, dir, "driver", "driver")
+			want := map[bool]string{true: "lagged, under 10 % of latency: undercuts", false: "the load generator"}[tc.undercut != ""]
+			if len(rows) != 1 || rows[0]["verdict"] != want || !strings.Contains(strings.Join(notes, "\n"), "the capture judged 1 of 2 passes lagged") {
+				t.Errorf("analyze driver: rows %v notes %v, want the verdict %q and the lagging pass", rows, notes, want)
+			}
+		})
 	}
 }
