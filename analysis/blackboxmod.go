@@ -22,7 +22,7 @@ import (
 //	                   #         req_s, service_alone_ms, in_flight, held_share, parallelism, parallelism_min, parallelism_max, passes, connects, slow_connects,
 //	                   #         groups = {size: count}, grouped_share, batch_share, batch_max, batch_mode, shape, shape_n,
 //	                   #         service_busy, gpu_busy (None without NVML), gpu, cores_held, overlap, busy_threads, threads = [struct(name, tid)],
-//	                   #         serving_rest_share (None where unknown))]
+//	                   #         serving_rest_share (None where unknown), cpu_per_request_s, cpu_vs_solo (0 where unknown))]
 //	requests(capture)  # [struct(index, level, repeat, warmup, latency_ms, service_alone_ms, tid, ms = {state: ms})]
 //	info(capture)      # struct(solo, solo_level, bins, cuda, gpu): where the baselines and the bins came from
 func blackboxModule() *starlarkstruct.Module {

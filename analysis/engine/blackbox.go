@@ -206,6 +206,13 @@ type BlackBoxLevel struct {
 	// turn, not for something outside the host.
 	CoresHeld, Overlap float64
 	BusyThreads        int
+	// CPUPerRequestS is the server's threads' on-CPU time while it held
+	// requests, per request (0 without bins); CPUVsSolo the same over the
+	// solo level's (0 at the solo level, or where either is unknown).
+	// Little's law here takes each sample's service alone from the solo
+	// level: far from 1, that pass's services may not hold at this level
+	// (the host ran at another speed, or requests shared work).
+	CPUPerRequestS, CPUVsSolo float64
 	// Threads are the threads that served, most service time first.
 	Threads []BlackBoxThread
 	// ServingRestShare is their busy rate while no request was in the
@@ -423,6 +430,15 @@ func BlackBox(in BlackBoxInput) *BlackBoxResult {
 		out.Levels = append(out.Levels, bbLevel(in, lv, rs, out.Requests, names, ths, restOf))
 	}
 	out.Levels = slices.DeleteFunc(out.Levels, func(l BlackBoxLevel) bool { return l.N == 0 })
+	if out.Solo == SoloLevel {
+		if i := slices.IndexFunc(out.Levels, func(l BlackBoxLevel) bool { return l.Level == out.SoloFrom }); i >= 0 && out.Levels[i].CPUPerRequestS > 0 {
+			for j := range out.Levels {
+				if l := &out.Levels[j]; j != i && l.CPUPerRequestS > 0 {
+					l.CPUVsSolo = l.CPUPerRequestS / out.Levels[i].CPUPerRequestS
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -625,6 +641,13 @@ func bbLevel(in BlackBoxInput, lv string, rs []bbReq, qs []BlackBoxRequest, name
 		l.GPU, l.GPUBusy = gpuOver(in.GPU, merge(held))
 	}
 	l.CoresHeld, l.Overlap, l.BusyThreads = cpuOver(ths, merge(held))
+	if l.CoresHeld > 0 {
+		var heldNs int64
+		for _, iv := range merge(held) {
+			heldNs += iv.b - iv.a
+		}
+		l.CPUPerRequestS = l.CoresHeld * float64(heldNs) / 1e9 / float64(l.N)
+	}
 	for _, t := range slices.SortedFunc(maps.Keys(byThread), func(a, b int64) int { return cmp.Compare(byThread[b], byThread[a]) }) {
 		l.Threads = append(l.Threads, BlackBoxThread{names[t], t})
 	}
