@@ -96,14 +96,6 @@ func TestBlackBoxBusyServers(t *testing.T) {
 	blackBoxCaptures(t, false, []blackBoxCase{
 		{name: "host_serial", server: "--mode serial --work host " + bbService, levels: "1,4",
 			want: map[string]string{"c1": "host-bound", "c4": "serves one request at a time, host-bound service"}},
-		// the same server, its first 16 requests (the c=1 passes) 60 ms
-		// dearer: the services alone measured at c=1 are long for c=4, so
-		// Little's law over them reads more than one in service (1.59 in
-		// one run), and the evidence says that the CPU time a request
-		// fell between the passes (0.63× there), which is what a host
-		// that ran faster at c=4 shows too
-		{name: "drift", server: "--mode serial --work host --drift-requests 16 --drift-ms 60 " + bbService, levels: "1,4",
-			want: map[string]string{"c1": "host-bound"}, says: "or the host ran faster here, so the services alone measured there may not hold here"},
 		// a host-bound batch; at c=8 the wait for the batch ahead and the
 		// batch's own host work take about as much (35–55 % and 39–42 %
 		// of latency in four runs) and either may lead: c=16
