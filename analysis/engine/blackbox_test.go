@@ -120,6 +120,29 @@ func TestBlackBoxSerial(t *testing.T) {
 	}
 }
 
+// The server's CPU time a request per level and against the c=1 pass's:
+// at c=1 its thread is on a CPU through both services (300 ms held, 150
+// ms a request); at c=2 only through 1000–1150 ms of its 1005–1305 ms
+// held (145 ms, 72.5 ms a request), 0.483× c=1's.
+func TestBlackBoxCPUPerRequest(t *testing.T) {
+	in := bbInput(bbSerial)
+	c1 := bbBins(7, 8, "generate", 50, func(int) bool { return true })
+	c1.Level, c1.StartUnixNs = "c1", bbBase
+	in.Bins = []bundle.ThreadBins{c1, bbBins(7, 8, "generate", 40, func(k int) bool { return k < 15 })}
+	bb := BlackBox(in)
+	if len(bb.Levels) != 2 {
+		t.Fatalf("%d levels, want 2", len(bb.Levels))
+	}
+	bbNear(t, "c1 CPU a request", bb.Levels[0].CPUPerRequestS, 0.150, 1e-9)
+	bbNear(t, "c1 against itself", bb.Levels[0].CPUVsSolo, 0, 0)
+	bbNear(t, "c2 CPU a request", bb.Levels[1].CPUPerRequestS, 0.0725, 1e-9)
+	bbNear(t, "c2 against c1", bb.Levels[1].CPUVsSolo, 0.0725/0.150, 1e-9)
+	// without bins at c=1 there is nothing to hold c=2 against
+	in.Bins = in.Bins[1:]
+	bb = BlackBox(in)
+	bbNear(t, "c2 against a c1 without bins", bb.Levels[1].CPUVsSolo, 0, 0)
+}
+
 // A request waits behind others only while another is in the server: at
 // c=1, sample a served in 100, 100 and 160 ms (its median alone 100 ms),
 // the slow one did not wait 60 ms; its own service was slower. At c=2, b
