@@ -374,7 +374,7 @@ func (s *probeSet) begin(p probe.Period) {
 // nothing in a scored pass: a failure, unless the probe is activity-driven
 // and the target hardly ran in the pass.
 func (s *probeSet) end(ctx context.Context, p probe.Period, say func(string)) {
-	if s.pid > 0 && s.gone == "" && !proctree.Alive(s.pid) {
+	if s.pid > 0 && s.gone == "" && proctree.Exited(s.pid) {
 		s.gone = fmt.Sprintf("%s repeat %d", model.LevelLabel(p.Level), p.Repeat)
 		if p.Warmup {
 			s.gone = model.LevelLabel(p.Level) + " warmup"

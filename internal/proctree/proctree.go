@@ -132,6 +132,19 @@ func Alive(pid int) bool {
 	return pid > 0 && err == nil
 }
 
+// Exited reports whether pid has exited: /proc no longer shows it, or it
+// is a zombie (or dead) that its parent has not reaped yet. A killed
+// server whose sockets have closed stays a zombie until its parent waits
+// for it, which a loaded parent may do seconds later.
+func Exited(pid int) bool {
+	b, err := ReadSmall("/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, 1024))
+	if pid <= 0 || err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
 // Parents maps every live process to its parent, from /proc/*/stat: one
 // open and read per process on the machine, the cost of Descendants.
 func Parents() map[int]int {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asrprof/asrprof/internal/need"
 )
@@ -252,5 +253,36 @@ func TestNamingPort(t *testing.T) {
 		if pids, _ := NamingPort(47312); slices.Contains(pids, other) {
 			t.Errorf("%q: NamingPort(47312) = %v, named pid %d", args, pids, other)
 		}
+	}
+}
+
+// A killed child has exited while it is a zombie its parent has not
+// reaped, not only once /proc forgets it; Alive still counts it.
+func TestExited(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		need.Dep(t, "sleep (coreutils), to start a child", err)
+	}
+	pid := cmd.Process.Pid
+	if Exited(pid) {
+		t.Fatalf("Exited(running child %d) = true", pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !Exited(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Exited(killed, unreaped child %d) = false after 5 s", pid)
+		}
+	}
+	if !Alive(pid) {
+		t.Errorf("Alive(zombie %d) = false, want true (the zombie is still in /proc)", pid)
+	}
+	_ = cmd.Wait()
+	if !Exited(pid) || !Exited(0) || !Exited(1<<30) {
+		t.Errorf("Exited(reaped %d, 0, missing) = %v, %v, %v; want true", pid, Exited(pid), Exited(0), Exited(1<<30))
+	}
+	if Exited(os.Getpid()) {
+		t.Error("Exited(self) = true")
 	}
 }
