@@ -137,8 +137,11 @@ func Alive(pid int) bool {
 // server whose sockets have closed stays a zombie until its parent waits
 // for it, which a loaded parent may do seconds later.
 func Exited(pid int) bool {
+	if pid <= 0 {
+		return true
+	}
 	b, err := ReadSmall("/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, 1024))
-	if pid <= 0 || err != nil {
+	if err != nil {
 		return true
 	}
 	i := bytes.LastIndexByte(b, ')')
